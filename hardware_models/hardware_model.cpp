@@ -1,0 +1,101 @@
+#include "hardware_models/hardware_model.h"
+
+#include <fstream>
+#include <sstream>
+
+#include <fmt/format.h>
+
+#include "sim/config.h"
+#include "sim/error.h"
+#include "traces/io.h"
+
+namespace fragsim {
+
+const SpaceSpec* HardwareModel::space(Space s) const {
+  for (const auto& sp : spaces)
+    if (sp.space == s) return &sp;
+  return nullptr;
+}
+
+SpaceSpec* HardwareModel::space(Space s) {
+  for (auto& sp : spaces)
+    if (sp.space == s) return &sp;
+  return nullptr;
+}
+
+nlohmann::json HardwareModel::to_json() const {
+  nlohmann::json sp = nlohmann::json::array();
+  for (const auto& s : spaces) {
+    nlohmann::json o = {{"name", space_name(s.space)},  {"capacity_bytes", s.capacity}, {"reserve_bytes", s.reserve},
+                        {"usable_bytes", s.usable()},   {"alignment", s.alignment},     {"granularity", s.granularity}};
+    if (s.scoped_limit) o["scoped_limit_bytes"] = s.scoped_limit;
+    sp.push_back(o);
+  }
+  return {{"name", name}, {"kind", kind}, {"generation", generation}, {"spaces", sp}};
+}
+
+HardwareModel parse_hardware(const nlohmann::json& j, const std::string& origin) {
+  if (!j.is_object()) throw InputError(origin + ": hardware model must be a JSON object");
+  ConfigReader top(j, origin);
+  HardwareModel hw;
+  hw.source = j;
+  hw.name = top.text("name", "custom");
+  hw.kind = top.choice("kind", "gpu", {"gpu", "tpu"});
+  hw.generation = static_cast<int>(top.integer("generation", 0));
+  top.allow({"description", "vendor", "sources", "confidence", "bandwidth_bytes_per_s", "notes", "cores", "spaces",
+             "cost_model"});
+  if (!top.has("spaces") || !top.raw("spaces").is_array() || top.raw("spaces").empty())
+    throw InputError(origin + ": spaces: must be a non-empty array");
+  for (const auto& s : top.raw("spaces")) {
+    ConfigReader r(s, origin + ": spaces[]");
+    SpaceSpec sp;
+    std::string nm = r.text("name", "hbm");
+    if (!parse_space(nm, &sp.space)) throw InputError(origin + ": spaces[].name: unknown space '" + nm + "'");
+    if (!r.has("capacity_bytes")) throw InputError(origin + ": spaces[" + nm + "].capacity_bytes: missing required key");
+    sp.capacity = r.size("capacity_bytes", 0);
+    sp.reserve = r.size("reserve_bytes", 0);
+    sp.alignment = r.size("alignment", 256);
+    sp.granularity = r.size("granularity", 1);
+    sp.scoped_limit = r.size("scoped_limit_bytes", 0);
+    if (sp.alignment == 0 || sp.granularity == 0) throw InputError(origin + ": spaces[" + nm + "]: alignment and granularity must be > 0");
+    r.allow({"note", "notes"});
+    r.finish();
+    hw.spaces.push_back(sp);
+  }
+  if (top.has("cost_model")) {
+    ConfigReader c(top.raw("cost_model"), origin + ": cost_model");
+    hw.cost.alloc_base_ns = c.number("alloc_base_ns", 0);
+    hw.cost.alloc_ns_per_mib = c.number("alloc_ns_per_mib", 0);
+    hw.cost.free_base_ns = c.number("free_base_ns", 0);
+    hw.cost.free_ns_per_mib = c.number("free_ns_per_mib", 0);
+    c.allow({"note"});
+    c.finish();
+  }
+  top.finish();
+  return hw;
+}
+
+std::vector<std::string> list_presets() {
+  std::vector<std::string> v;
+  for (const auto& [n, _] : builtin_presets()) v.push_back(n);
+  return v;
+}
+
+HardwareModel load_hardware(const std::string& name_or_file) {
+  for (const auto& [n, text] : builtin_presets())
+    if (n == name_or_file) return parse_hardware(nlohmann::json::parse(text), "preset " + n);
+  if (ends_with(name_or_file, ".json")) {
+    std::ifstream in(name_or_file);
+    if (!in) throw EnvError(name_or_file + ": cannot open");
+    std::stringstream ss;
+    ss << in.rdbuf();
+    nlohmann::json j = nlohmann::json::parse(ss.str(), nullptr, false);
+    if (j.is_discarded()) throw InputError(name_or_file + ":1: invalid JSON");
+    return parse_hardware(j, name_or_file);
+  }
+  std::string names;
+  for (const auto& n : list_presets()) names += (names.empty() ? "" : ", ") + n;
+  throw InputError(fmt::format("--hw: unknown hardware preset '{}' (presets: {}; or a FILE.json)", name_or_file, names));
+}
+
+}  // namespace fragsim

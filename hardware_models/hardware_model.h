@@ -1,0 +1,61 @@
+// HardwareModel: a device as a list of memory spaces plus a cost model (architecture.md,
+// "Hardware models"). Presets are JSON files in hardware_models/presets/ (compiled in as well);
+// `--hw FILE.json` loads a user's own with the same schema:
+//
+//   {"name": "...", "kind": "gpu"|"tpu", "generation": 5,
+//    "spaces": [{"name": "hbm", "capacity_bytes": N, "reserve_bytes": N, "alignment": 256,
+//                "granularity": 2097152, "scoped_limit_bytes": N}],
+//    "cost_model": {"alloc_base_ns": N, "alloc_ns_per_mib": N, "free_base_ns": N, "free_ns_per_mib": N}}
+//
+// capacity_bytes is the total the device reports (what JAX's memory fraction multiplies);
+// reserve_bytes is held by the runtime (CUDA context) and never reaches an allocator.
+#pragma once
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "sim/types.h"
+
+namespace fragsim {
+
+struct SpaceSpec {
+  Space space = Space::kHbm;
+  Bytes capacity = 0;      // bytes, device-reported total
+  Bytes reserve = 0;       // bytes held by the runtime before any allocation
+  Bytes alignment = 256;   // bytes, minimum address alignment of a device allocation
+  Bytes granularity = 1;   // bytes, physical allocation unit (device allocations are padded to it)
+  Bytes scoped_limit = 0;  // bytes, per-kernel scoped limit (TPU VMEM); 0 = none
+  Bytes usable() const { return capacity > reserve ? capacity - reserve : 0; }
+};
+
+struct CostModel {
+  double alloc_base_ns = 0, alloc_ns_per_mib = 0;  // simulated device-allocation latency
+  double free_base_ns = 0, free_ns_per_mib = 0;    // simulated device-free latency
+  double alloc_ns(Bytes b) const { return alloc_base_ns + alloc_ns_per_mib * static_cast<double>(b) / kMiB; }
+  double free_ns(Bytes b) const { return free_base_ns + free_ns_per_mib * static_cast<double>(b) / kMiB; }
+};
+
+struct HardwareModel {
+  std::string name;
+  std::string kind = "gpu";
+  int generation = 0;
+  std::vector<SpaceSpec> spaces;
+  CostModel cost;
+  nlohmann::json source;  // the JSON it was built from
+
+  const SpaceSpec* space(Space s) const;
+  SpaceSpec* space(Space s);
+  nlohmann::json to_json() const;  // report's "hardware" object
+};
+
+// A preset name (see list_presets) or a path to a JSON file. Throws InputError.
+HardwareModel load_hardware(const std::string& name_or_file);
+HardwareModel parse_hardware(const nlohmann::json& j, const std::string& origin);
+std::vector<std::string> list_presets();
+// Compiled-in presets (generated from hardware_models/presets/*.json): (name, JSON text).
+const std::vector<std::pair<std::string, std::string>>& builtin_presets();
+
+}  // namespace fragsim

@@ -1,0 +1,12 @@
+// best-fit: baseline contiguous-arena allocator — the smallest free chunk that fits, lowest
+// address on ties (policies/arena_policy.h).
+#include "policies/arena_policy.h"
+
+namespace fragsim {
+
+void register_best_fit(Registry& r) {
+  r.add({"best-fit", "baseline: smallest fitting hole of one contiguous arena (options: alignment)",
+         [](ConfigReader& cfg, const PolicyContext& ctx) { return make_arena_policy(Fit::kBest, cfg, ctx); }});
+}
+
+}  // namespace fragsim

@@ -1,0 +1,22 @@
+#include <fmt/format.h>
+
+#include "policies/policy.h"
+#include "sim/error.h"
+
+namespace fragsim {
+
+const PolicyInfo& Registry::find(const std::string& name) const {
+  for (const auto& i : infos_)
+    if (i.name == name) return i;
+  std::string names;
+  for (const auto& i : infos_) names += (names.empty() ? "" : ", ") + i.name;
+  throw InputError(fmt::format("--policy: unknown policy '{}' (valid: {})", name, names));
+}
+
+void register_builtin_policies(Registry& r) {
+  register_ideal(r);
+  register_best_fit(r);
+  register_first_fit(r);
+}
+
+}  // namespace fragsim

@@ -1,0 +1,323 @@
+// fragsim command line: Boost.Program_options → option structs → the library calls the tests
+// use (style rule 10). Exit codes: specs/contracts.md §4.
+#include <cstdio>
+#include <fstream>
+#include <iostream>
+#include <sstream>
+
+#include <boost/program_options.hpp>
+#include <fmt/format.h>
+
+#include "hardware_models/hardware_model.h"
+#include "policies/policy.h"
+#include "sim/engine.h"
+#include "sim/error.h"
+#include "sim/report.h"
+#include "sim/settings.h"
+#include "sim/trace_info.h"
+#include "traces/generators.h"
+#include "traces/io.h"
+#include "traces/trace_reader.h"
+#include "traces/trace_writer.h"
+
+namespace po = boost::program_options;
+using namespace fragsim;
+
+namespace {
+
+constexpr const char* kUsage = R"(fragsim — trace-driven simulator of accelerator memory allocation and fragmentation
+
+usage: fragsim COMMAND [options]   (fragsim COMMAND --help for each)
+
+commands:
+  run TRACE      replay a trace through one allocator policy; report OOMs, peaks, fragmentation
+  compare TRACE  several policies on one trace, one table
+  check          CI gate: compare two reports, exit 1 on a regression
+  info TRACE     trace summary: counts, peak requested, size histogram
+  convert IN OUT convert between .jsonl, .jsonl.zst, .fstrace (and read .pickle)
+  gen WORKLOAD   write a synthetic workload trace
+  list           registered policies, hardware presets, workloads
+
+traces: .jsonl (fragsim trace v1), .jsonl.zst, .fstrace (binary)
+sizes: 512, 64KiB, 2MiB, 16GiB, 80GB (KiB/MiB/GiB powers of 2; KB/MB/GB powers of 10)
+exit codes: 0 ran (OOM is a result), 1 check failed, 2 bad input, 3 environment
+)";
+
+struct Parsed {
+  po::variables_map vm;
+  bool help = false;
+};
+
+Parsed parse(const std::vector<std::string>& args, po::options_description& desc, const po::positional_options_description& pos,
+             const std::string& usage) {
+  desc.add_options()("help,h", "show this help");
+  Parsed p;
+  po::store(po::command_line_parser(args).options(desc).positional(pos).run(), p.vm);
+  if (p.vm.count("help")) {
+    std::cout << usage << "\n" << desc << "\n";
+    p.help = true;
+    return p;
+  }
+  po::notify(p.vm);
+  return p;
+}
+
+// Options shared by run, compare (and later sweep): trace, hardware, settings.
+struct SimArgs {
+  std::string trace, hw = "h100-80g", capacity, reserve, policy;
+  std::vector<std::string> sets, envs;
+  bool keep_going = false, lenient = false, check = false;
+};
+
+void add_sim_options(po::options_description& d, SimArgs& a) {
+  d.add_options()("trace", po::value(&a.trace)->required(), "trace file")(
+      "hw", po::value(&a.hw)->default_value("h100-80g"), "hardware preset name or FILE.json")(
+      "capacity", po::value(&a.capacity), "total HBM as the device reports it (overrides the preset)")(
+      "reserve", po::value(&a.reserve), "runtime/CUDA-context reserve (default: the preset's; 0 = none)")(
+      "set", po::value(&a.sets)->composing(), "policy option KEY=VALUE (repeatable)")(
+      "env", po::value(&a.envs)->composing(), "framework setting VAR=VALUE as the framework reads it (repeatable)")(
+      "keep-going", po::bool_switch(&a.keep_going), "continue after an OOM (skip the failed allocation) to list all")(
+      "lenient", po::bool_switch(&a.lenient), "count and skip frees of unknown ids (traces that start mid-run)")(
+      "check", po::bool_switch(&a.check), "validate the policy's invariants after every event");
+}
+
+HardwareModel build_hardware(const SimArgs& a) {
+  HardwareModel hw = load_hardware(a.hw);
+  SpaceSpec* hbm = hw.space(Space::kHbm);
+  if (!a.capacity.empty()) {
+    if (!hbm) throw InputError("--capacity: hardware '" + hw.name + "' has no hbm space");
+    hbm->capacity = parse_size(a.capacity, "--capacity");
+  }
+  if (!a.reserve.empty()) {
+    if (!hbm) throw InputError("--reserve: hardware '" + hw.name + "' has no hbm space");
+    hbm->reserve = parse_size(a.reserve, "--reserve");
+  }
+  return hw;
+}
+
+RunOptions build_run(const SimArgs& a, const std::string& policy) {
+  RunOptions o;
+  o.trace = a.trace;
+  o.hw = build_hardware(a);
+  SettingsInput si{policy, a.sets, a.envs};
+  o.policy = resolve_settings(si, &o.notes);
+  o.keep_going = a.keep_going;
+  o.lenient = a.lenient;
+  o.check = a.check;
+  return o;
+}
+
+int cmd_run(const std::vector<std::string>& args, const Registry& reg) {
+  SimArgs a;
+  std::string json, placements;
+  po::options_description d("fragsim run options");
+  add_sim_options(d, a);
+  d.add_options()("policy", po::value(&a.policy), "allocator policy (fragsim list); default best-fit")(
+      "json", po::value(&json), "write the report (fragsim report v1) to FILE")(
+      "placements", po::value(&placements), "write one JSON line per alloc event (address, block) to FILE");
+  po::positional_options_description pos;
+  pos.add("trace", 1);
+  auto p = parse(args, d, pos, "usage: fragsim run TRACE --policy NAME [options]\n\nReplays TRACE through one policy and prints a summary.");
+  if (p.help) return 0;
+  RunOptions o = build_run(a, a.policy);
+  o.placements = placements;
+  RunResult r = run_simulation(o, reg);
+  if (!json.empty()) write_file_atomic(json, report_json(r).dump(2) + "\n");
+  std::cout << report_text(r);
+  return 0;
+}
+
+std::vector<std::string> split_list(const std::string& s) {
+  std::vector<std::string> v;
+  std::stringstream ss(s);
+  std::string x;
+  while (std::getline(ss, x, ','))
+    if (!x.empty()) v.push_back(x);
+  return v;
+}
+
+int cmd_compare(const std::vector<std::string>& args, const Registry& reg) {
+  SimArgs a;
+  std::string json, policies;
+  po::options_description d("fragsim compare options");
+  add_sim_options(d, a);
+  d.add_options()("policies", po::value(&policies)->default_value("ideal,best-fit,first-fit"), "comma-separated policies")(
+      "json", po::value(&json), "write a JSON array of reports to FILE");
+  po::positional_options_description pos;
+  pos.add("trace", 1);
+  auto p = parse(args, d, pos, "usage: fragsim compare TRACE --policies A,B,... [options]\n\nRuns each policy on TRACE; prints one table.");
+  if (p.help) return 0;
+  std::vector<RunResult> runs;
+  nlohmann::json arr = nlohmann::json::array();
+  for (const auto& name : split_list(policies)) {
+    reg.find(name);
+    RunOptions o = build_run(a, name);
+    runs.push_back(run_simulation(o, reg));
+    arr.push_back(report_json(runs.back()));
+  }
+  if (!json.empty()) write_file_atomic(json, arr.dump(2) + "\n");
+  std::cout << compare_table(runs);
+  return 0;
+}
+
+nlohmann::json read_json_file(const std::string& path) {
+  std::ifstream in(path);
+  if (!in) throw EnvError(path + ": cannot open");
+  std::stringstream ss;
+  ss << in.rdbuf();
+  try {
+    return nlohmann::json::parse(ss.str());
+  } catch (const nlohmann::json::parse_error& e) {
+    // nlohmann reports a byte offset; turn it into a line.
+    std::string text = ss.str();
+    size_t line = 1;
+    for (size_t i = 0; i < e.byte && i < text.size(); ++i) line += text[i] == '\n';
+    throw InputError(path, line, "invalid JSON");
+  }
+}
+
+int cmd_check(const std::vector<std::string>& args, const Registry&) {
+  std::string base, cur;
+  double tol = 0;
+  po::options_description d("fragsim check options");
+  d.add_options()("baseline", po::value(&base)->required(), "report of the known-good run")(
+      "current", po::value(&cur)->required(), "report of the run to check")(
+      "tolerance", po::value(&tol)->default_value(0), "allowed growth of each peak/fragmentation figure, in percent");
+  auto p = parse(args, d, {}, "usage: fragsim check --baseline OLD.json --current NEW.json [--tolerance PCT]\n\nCI gate: exit 1 when NEW has an OOM that OLD has not, or a peak (allocated, reserved) or fragmentation figure grew by more than the tolerance.");
+  if (p.help) return 0;
+  auto b = read_json_file(base), c = read_json_file(cur);
+  std::vector<std::string> bad;
+  try {
+    bad = check_regressions(b, c, tol);
+  } catch (const nlohmann::json::exception& e) {
+    throw InputError(fmt::format("check: {} or {} is not a fragsim report: {}", base, cur, e.what()));
+  }
+  if (bad.empty()) {
+    std::cout << "check passed: no new OOM, no peak or fragmentation growth beyond " << tol << "%\n";
+    return 0;
+  }
+  std::cout << "check FAILED:\n";
+  for (const auto& l : bad) std::cout << "  " << l << "\n";
+  return 1;
+}
+
+int cmd_info(const std::vector<std::string>& args, const Registry&) {
+  std::string trace, json;
+  bool lenient = false;
+  po::options_description d("fragsim info options");
+  d.add_options()("trace", po::value(&trace)->required(), "trace file")("json", po::value(&json), "write the summary as JSON")(
+      "lenient", po::bool_switch(&lenient), "skip frees of unknown ids");
+  po::positional_options_description pos;
+  pos.add("trace", 1);
+  auto p = parse(args, d, pos, "usage: fragsim info TRACE [--json FILE]");
+  if (p.help) return 0;
+  auto j = trace_info(trace, lenient);
+  if (!json.empty()) write_file_atomic(json, j.dump(2) + "\n");
+  std::cout << trace_info_text(j);
+  return 0;
+}
+
+int cmd_convert(const std::vector<std::string>& args, const Registry&) {
+  std::string in, out;
+  bool lenient = false;
+  po::options_description d("fragsim convert options");
+  d.add_options()("in", po::value(&in)->required(), "input trace")("out", po::value(&out)->required(), "output trace")(
+      "lenient", po::bool_switch(&lenient), "drop frees of unknown ids");
+  po::positional_options_description pos;
+  pos.add("in", 1).add("out", 1);
+  auto p = parse(args, d, pos, "usage: fragsim convert IN OUT\n\nConverts between .jsonl, .jsonl.zst and .fstrace, lossless for every key of the trace contract.");
+  if (p.help) return 0;
+  ReaderOptions ro;
+  ro.lenient = lenient;
+  auto r = open_trace(in, ro);
+  auto w = open_trace_writer(out, r->header());
+  Event ev;
+  std::uint64_t n = 0;
+  while (r->next(ev)) {
+    w->write(ev);
+    ++n;
+  }
+  w->finish();
+  std::cout << fmt::format("wrote {} events to {}\n", n, out);
+  return 0;
+}
+
+int cmd_gen(const std::vector<std::string>& args, const Registry&) {
+  std::string workload, out;
+  std::uint64_t seed = 1;
+  std::vector<std::string> sets;
+  po::options_description d("fragsim gen options");
+  d.add_options()("workload", po::value(&workload)->required(), "workload name (fragsim list)")(
+      "seed", po::value(&seed)->default_value(1), "PRNG seed (same seed, same trace)")(
+      "set", po::value(&sets)->composing(), "workload knob KEY=VALUE (repeatable)")(
+      "output,o", po::value(&out)->required(), "output trace (.jsonl, .jsonl.zst, .fstrace)");
+  po::positional_options_description pos;
+  pos.add("workload", 1);
+  std::string usage = "usage: fragsim gen WORKLOAD [--seed N] [--set KEY=VALUE]... -o FILE\n\nworkloads:\n";
+  for (const auto& w : list_workloads()) usage += fmt::format("  {:<12} {}\n", w.name, w.summary);
+  auto p = parse(args, d, pos, usage);
+  if (p.help) return 0;
+  nlohmann::json settings = nlohmann::json::object();
+  for (const auto& s : sets) {
+    auto [k, v] = parse_setting(s, "--set");
+    settings[k] = v;
+  }
+  auto resolved = generate_workload(workload, seed, settings, out);
+  std::cout << fmt::format("wrote {} ({} seed {}, {})\n", out, workload, seed, resolved.dump());
+  return 0;
+}
+
+int cmd_list(const std::vector<std::string>& args, const Registry& reg) {
+  po::options_description d("fragsim list options");
+  auto p = parse(args, d, {}, "usage: fragsim list");
+  if (p.help) return 0;
+  std::cout << "policies:\n";
+  for (const auto& i : reg.all()) std::cout << fmt::format("  {:<14} {}\n", i.name, i.summary);
+  std::cout << "hardware presets (--hw):\n";
+  for (const auto& n : list_presets()) {
+    auto hw = load_hardware(n);
+    std::string spaces;
+    for (const auto& s : hw.spaces) spaces += fmt::format("{}{} {}", spaces.empty() ? "" : ", ", space_name(s.space), human_bytes(s.capacity));
+    std::cout << fmt::format("  {:<14} {}\n", n, spaces);
+  }
+  std::cout << "workloads (gen):\n";
+  for (const auto& w : list_workloads()) std::cout << fmt::format("  {:<14} {}\n", w.name, w.summary);
+  return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  Registry reg;
+  register_builtin_policies(reg);
+  if (argc < 2 || std::string(argv[1]) == "--help" || std::string(argv[1]) == "-h" || std::string(argv[1]) == "help") {
+    std::cout << kUsage;
+    return argc < 2 ? 2 : 0;
+  }
+  std::string cmd = argv[1];
+  std::vector<std::string> args(argv + 2, argv + argc);
+  using Fn = int (*)(const std::vector<std::string>&, const Registry&);
+  const std::pair<const char*, Fn> kCommands[] = {{"run", cmd_run},         {"compare", cmd_compare}, {"check", cmd_check},
+                                                  {"info", cmd_info},       {"convert", cmd_convert}, {"gen", cmd_gen},
+                                                  {"list", cmd_list}};
+  try {
+    for (const auto& [name, fn] : kCommands)
+      if (cmd == name) return fn(args, reg);
+    throw InputError("unknown command '" + cmd + "' (fragsim --help lists them)");
+  } catch (const InputError& e) {
+    std::fprintf(stderr, "fragsim: %s\n", e.what());
+    return 2;
+  } catch (const po::error& e) {
+    std::fprintf(stderr, "fragsim: %s: %s\n", cmd.c_str(), e.what());
+    return 2;
+  } catch (const EnvError& e) {
+    std::fprintf(stderr, "fragsim: %s\n", e.what());
+    return 3;
+  } catch (const std::logic_error& e) {
+    std::fprintf(stderr, "fragsim: %s\n", e.what());
+    return 1;
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "fragsim: %s\n", e.what());
+    return 3;
+  }
+}

@@ -1,0 +1,122 @@
+#include "sim/config.h"
+
+#include <fmt/format.h>
+
+#include "sim/error.h"
+
+namespace fragsim {
+
+ConfigReader::ConfigReader(const nlohmann::json& cfg, std::string owner)
+    : cfg_(cfg.is_null() ? nlohmann::json::object() : cfg), owner_(std::move(owner)) {
+  if (!cfg_.is_object()) throw InputError(owner_ + ": config must be a JSON object");
+}
+
+void ConfigReader::bad(const std::string& key, const std::string& want) const {
+  throw InputError(fmt::format("{}: {}: must be {}, got {}", owner_, key, want, cfg_.at(key).dump()));
+}
+
+const nlohmann::json* ConfigReader::take(const std::string& key) {
+  used_.insert(key);
+  auto it = cfg_.find(key);
+  return it == cfg_.end() ? nullptr : &*it;
+}
+
+bool ConfigReader::flag(const std::string& key, bool def) {
+  bool v = def;
+  if (auto* j = take(key)) {
+    if (j->is_boolean()) v = j->get<bool>();
+    else if (j->is_number_integer() && (j->get<std::int64_t>() == 0 || j->get<std::int64_t>() == 1)) v = j->get<std::int64_t>() == 1;
+    else if (j->is_string() && (*j == "true" || *j == "True")) v = true;
+    else if (j->is_string() && (*j == "false" || *j == "False")) v = false;
+    else bad(key, "true or false");
+  }
+  resolved_[key] = v;
+  return v;
+}
+
+double ConfigReader::number(const std::string& key, double def) {
+  double v = def;
+  if (auto* j = take(key)) {
+    if (j->is_number()) v = j->get<double>();
+    else if (j->is_string()) {
+      try {
+        size_t pos = 0;
+        v = std::stod(j->get<std::string>(), &pos);
+        if (pos != j->get<std::string>().size()) bad(key, "a number");
+      } catch (const std::logic_error&) {
+        bad(key, "a number");
+      }
+    } else bad(key, "a number");
+  }
+  resolved_[key] = v;
+  return v;
+}
+
+std::int64_t ConfigReader::integer(const std::string& key, std::int64_t def) {
+  std::int64_t v = def;
+  if (auto* j = take(key)) {
+    if (j->is_number_integer()) v = j->get<std::int64_t>();
+    else bad(key, "an integer");
+  }
+  resolved_[key] = v;
+  return v;
+}
+
+Bytes ConfigReader::size(const std::string& key, Bytes def) {
+  Bytes v = def;
+  if (auto* j = take(key)) {
+    if (j->is_number_unsigned()) v = j->get<Bytes>();
+    else if (j->is_string()) v = parse_size(j->get<std::string>(), owner_ + ": " + key);
+    else bad(key, "a size in bytes");
+  }
+  resolved_[key] = v;
+  return v;
+}
+
+std::string ConfigReader::choice(const std::string& key, const std::string& def, const std::vector<std::string>& allowed) {
+  std::string v = def;
+  if (auto* j = take(key)) {
+    if (!j->is_string()) bad(key, "a string");
+    v = j->get<std::string>();
+    bool ok = false;
+    for (const auto& a : allowed) ok |= (a == v);
+    if (!ok) {
+      std::string list;
+      for (const auto& a : allowed) list += (list.empty() ? "" : ", ") + a;
+      bad(key, "one of " + list);
+    }
+  }
+  resolved_[key] = v;
+  return v;
+}
+
+std::string ConfigReader::text(const std::string& key, const std::string& def) {
+  std::string v = def;
+  if (auto* j = take(key)) {
+    if (!j->is_string()) bad(key, "a string");
+    v = j->get<std::string>();
+  }
+  resolved_[key] = v;
+  return v;
+}
+
+void ConfigReader::finish() {
+  for (auto it = cfg_.begin(); it != cfg_.end(); ++it) {
+    if (!used_.count(it.key())) {
+      std::string known;
+      for (const auto& k : used_) known += (known.empty() ? "" : ", ") + k;
+      throw InputError(fmt::format("{}: unknown key '{}' (known: {})", owner_, it.key(), known.empty() ? "none" : known));
+    }
+  }
+}
+
+std::pair<std::string, nlohmann::json> parse_setting(const std::string& kv, const std::string& what) {
+  auto eq = kv.find('=');
+  if (eq == std::string::npos || eq == 0) throw InputError(fmt::format("{}: expected KEY=VALUE, got '{}'", what, kv));
+  std::string k = kv.substr(0, eq), v = kv.substr(eq + 1);
+  nlohmann::json j = nlohmann::json::parse(v, nullptr, false);
+  if (j.is_discarded() || j.is_object() || j.is_array()) j = v;
+  return {k, j};
+}
+
+}  // namespace fragsim

@@ -1,0 +1,46 @@
+// ConfigReader: how every module reads its own JSON config (style rule 5).
+// Each getter takes a default, records the resolved value (echoed into the report), and
+// finish() rejects keys nobody asked for, naming them and the owner.
+#pragma once
+#include <set>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "sim/types.h"
+
+namespace fragsim {
+
+class ConfigReader {
+ public:
+  ConfigReader(const nlohmann::json& cfg, std::string owner);
+  bool flag(const std::string& key, bool def);
+  double number(const std::string& key, double def);
+  std::int64_t integer(const std::string& key, std::int64_t def);
+  Bytes size(const std::string& key, Bytes def);  // a number of bytes or a size string ("2MiB")
+  std::string choice(const std::string& key, const std::string& def, const std::vector<std::string>& allowed);
+  std::string text(const std::string& key, const std::string& def);
+  bool has(const std::string& key) const { return cfg_.contains(key); }
+  const nlohmann::json& raw(const std::string& key) const { return cfg_.at(key); }
+  // Keys that are documentation or read through raw(): accepted, not echoed.
+  void allow(std::initializer_list<const char*> keys) {
+    for (auto k : keys) used_.insert(k);
+  }
+  void record(const std::string& key, nlohmann::json v) { resolved_[key] = std::move(v); }
+  void finish();  // throws InputError on unknown keys
+  const nlohmann::json& resolved() const { return resolved_; }
+
+ private:
+  [[noreturn]] void bad(const std::string& key, const std::string& want) const;
+  const nlohmann::json* take(const std::string& key);
+  nlohmann::json cfg_;
+  std::string owner_;
+  std::set<std::string> used_;
+  nlohmann::json resolved_ = nlohmann::json::object();
+};
+
+// "KEY=VALUE" → (KEY, VALUE as JSON when it parses as a JSON scalar, else as a string).
+std::pair<std::string, nlohmann::json> parse_setting(const std::string& kv, const std::string& what);
+
+}  // namespace fragsim

@@ -1,0 +1,300 @@
+#include "sim/engine.h"
+
+#include <algorithm>
+#include <memory>
+#include <queue>
+
+#include <fmt/format.h>
+
+#include "sim/error.h"
+#include "traces/io.h"
+#include "traces/jsonl.h"
+#include "traces/trace_reader.h"
+
+namespace fragsim {
+
+namespace {
+
+struct Slot {
+  std::uint32_t device;
+  Space space;
+  std::unique_ptr<DeviceMemory> mem;
+  std::unique_ptr<AllocatorPolicy> policy;
+  Usage last;
+  SpaceResult res;
+};
+
+struct Deferred {
+  Tick t;
+  std::uint64_t seq;
+  std::function<void()> fn;
+  bool operator>(const Deferred& o) const { return t != o.t ? t > o.t : seq > o.seq; }
+};
+
+class Engine : public Scheduler {
+ public:
+  Engine(const RunOptions& opt, const Registry& reg) : opt_(opt), info_(reg.find(opt.policy.name)) {}
+
+  Tick now() const override { return now_; }
+  void schedule(Tick t, std::function<void()> fn) override { deferred_.push({std::max(t, now_), seq_++, std::move(fn)}); }
+
+  RunResult run() {
+    ReaderOptions ro;
+    ro.lenient = opt_.lenient;
+    auto reader = open_trace(opt_.trace, ro);
+    std::unique_ptr<AtomicFile> placements;
+    if (!opt_.placements.empty()) placements = std::make_unique<AtomicFile>(opt_.placements);
+    std::string pbuf;
+
+    RunResult out;
+    out.trace_path = opt_.trace;
+    out.header = reader->header();
+    out.policy_name = opt_.policy.name;
+    out.hardware = opt_.hw.to_json();
+    out.notes = opt_.notes;
+
+    Event ev;
+    bool replaying = true;
+    while (reader->next(ev)) {
+      ++out.events;
+      if (replaying) {
+        while (!deferred_.empty() && deferred_.top().t <= ev.t) run_deferred();
+        now_ = ev.t;
+      }
+      switch (ev.op) {
+        case Op::kAlloc: {
+          ++out.allocs;
+          Space sp = route(ev.space, ev);
+          auto& rq = requested(ev.device, sp);
+          rq.first += ev.size;
+          rq.second = std::max(rq.second, rq.first);
+          total_req_ += ev.size;
+          peak_req_ = std::max(peak_req_, total_req_);
+          if (ev.handle >= state_.size()) {
+            state_.resize(ev.handle + 1, 0);
+            slot_of_.resize(ev.handle + 1, 0);
+          }
+          state_[ev.handle] = 0;
+          if (!replaying) break;
+          std::uint32_t si = slot(ev.device, sp, ev);
+          Slot& s = slots_[si];
+          AllocRequest rq2{ev.handle, ev.id, ev.size, ev.stream, ev.space, ev.t, &ev};
+          Placement p = s.policy->allocate(rq2);
+          if (placements) write_placement(pbuf, ev, p, *placements);
+          if (p.ok) {
+            state_[ev.handle] = 1;
+            slot_of_[ev.handle] = si;
+          } else {
+            state_[ev.handle] = 2;
+            record_oom(s, ev, rq2, out);
+            if (!opt_.keep_going) {
+              replaying = false;
+              out.stopped_early = true;
+            }
+          }
+          account(s);
+          break;
+        }
+        case Op::kFree: {
+          ++out.frees;
+          Space sp = route(ev.live_space, ev);
+          auto& rq = requested(ev.device, sp);
+          rq.first -= ev.live_size;
+          total_req_ -= ev.live_size;
+          if (!replaying) break;
+          if (state_[ev.handle] == 1) {
+            Slot& s = slots_[slot_of_[ev.handle]];
+            s.policy->release(ev.handle);
+            account(s);
+          }
+          state_[ev.handle] = 0;
+          break;
+        }
+        default:
+          if (replaying && is_observation(ev.op)) {
+            if (ev.op == Op::kSegmentAlloc && ev.has(key::kAddr)) {
+              Slot& s = slots_[slot(ev.device, Space::kHbm, ev)];
+              s.mem->expect_address(ev.addr);
+            }
+            for (auto& s : slots_)
+              if (s.device == ev.device) s.policy->observe(ev);
+          }
+          break;
+      }
+      if (opt_.check && replaying) {
+        for (auto& s : slots_) {
+          try {
+            s.policy->validate();
+          } catch (const std::logic_error& e) {
+            throw std::logic_error(fmt::format("{}:{}: after event {}: policy invariant broken: {}", opt_.trace,
+                                               ev.line, ev.index, e.what()));
+          }
+        }
+      }
+    }
+    if (replaying)
+      while (!deferred_.empty()) run_deferred();
+    out.skipped_frees = reader->skipped_frees();
+    if (placements) {
+      placements->write(pbuf);
+      placements->commit();
+    }
+    finish(out);
+    return out;
+  }
+
+ private:
+  void run_deferred() {
+    Deferred d = deferred_.top();
+    deferred_.pop();
+    now_ = std::max(now_, d.t);
+    d.fn();
+    for (auto& s : slots_) account(s);
+  }
+
+  // Spaces the hardware lacks fall back as GPU programs see them: collective buffers live in HBM.
+  Space route(Space sp, const Event& ev) const {
+    if (opt_.hw.space(sp)) return sp;
+    if (sp == Space::kCollective && opt_.hw.space(Space::kHbm)) return Space::kHbm;
+    throw InputError(opt_.trace, ev.line,
+                     fmt::format("space: hardware '{}' has no '{}' memory space", opt_.hw.name, space_name(sp)));
+  }
+
+  std::pair<Bytes, Bytes>& requested(std::uint32_t device, Space sp) {
+    size_t k = static_cast<size_t>(device) * static_cast<size_t>(Space::kCount) + static_cast<size_t>(sp);
+    if (k >= req_.size()) req_.resize(k + 1, {0, 0});
+    return req_[k];
+  }
+
+  std::uint32_t slot(std::uint32_t device, Space sp, const Event& ev) {
+    size_t k = static_cast<size_t>(device) * static_cast<size_t>(Space::kCount) + static_cast<size_t>(sp);
+    if (k < slot_index_.size() && slot_index_[k] != kNoSlot) return slot_index_[k];
+    if (k >= slot_index_.size()) slot_index_.resize(k + 1, kNoSlot);
+    const SpaceSpec* spec = opt_.hw.space(route(sp, ev));
+    Slot s;
+    s.device = device;
+    s.space = spec->space;
+    s.mem = std::make_unique<DeviceMemory>(*spec, opt_.hw.cost);
+    PolicyContext ctx{&opt_.hw, spec, s.mem.get(), this, device};
+    ConfigReader cfg(opt_.policy.config, "policy " + opt_.policy.name);
+    s.policy = info_.make(cfg, ctx);
+    cfg.finish();
+    if (config_.is_null()) config_ = cfg.resolved();
+    s.res.device = device;
+    s.res.space = s.space;
+    slots_.push_back(std::move(s));
+    slot_index_[k] = static_cast<std::uint32_t>(slots_.size() - 1);
+    return slot_index_[k];
+  }
+
+  void account(Slot& s) {
+    Usage u = s.policy->usage();
+    SpaceResult& r = s.res;
+    r.peak_allocated = std::max(r.peak_allocated, u.allocated);
+    double f = fragmentation(u);
+    if (u.reserved > r.peak_reserved) {
+      r.peak_reserved = u.reserved;
+      r.frag_at_peak = f;
+    }
+    r.frag_max = std::max(r.frag_max, f);
+    total_alloc_ += u.allocated - s.last.allocated;
+    total_reserved_ += u.reserved - s.last.reserved;
+    s.last = u;
+    peak_alloc_ = std::max(peak_alloc_, total_alloc_);
+    Usage g{total_alloc_, total_reserved_, 0, 0, 0};
+    for (const auto& o : slots_) g.largest_free = std::max(g.largest_free, o.last.largest_free);
+    double gf = slots_.size() == 1 ? f : fragmentation(g);
+    if (total_reserved_ > peak_reserved_) {
+      peak_reserved_ = total_reserved_;
+      frag_at_peak_ = gf;
+    }
+    frag_max_ = std::max(frag_max_, gf);
+  }
+
+  void record_oom(Slot& s, const Event& ev, const AllocRequest& rq, RunResult& out) {
+    Usage u = s.policy->usage();
+    OomRecord o;
+    o.event_index = ev.index;
+    o.t = ev.t;
+    o.id = ev.id;
+    o.device = ev.device;
+    o.space = ev.space;
+    o.requested = ev.size;
+    o.rounded = s.policy->rounded_size(rq);
+    o.allocated = u.allocated;
+    o.reserved = u.reserved;
+    o.free = u.available;
+    o.largest_free = u.largest_available;
+    o.fragmentation = o.free >= o.rounded;
+    o.explanation = s.policy->describe_oom(rq);
+    s.res.ooms.push_back(o);
+    out.ooms.push_back(std::move(o));
+    out.completed = false;
+  }
+
+  void write_placement(std::string& buf, const Event& ev, const Placement& p, AtomicFile& f) {
+    if (!p.ok) {
+      fmt::format_to(std::back_inserter(buf), "{{\"i\":{},\"id\":{},\"ok\":false}}\n", ev.index, ev.id);
+    } else {
+      fmt::format_to(std::back_inserter(buf), "{{\"i\":{},\"id\":{},\"ok\":true,\"addr\":", ev.index, ev.id);
+      if (p.has_addr) fmt::format_to(std::back_inserter(buf), "{}", p.addr);
+      else buf += "null";
+      fmt::format_to(std::back_inserter(buf), ",\"block_bytes\":{}", p.block);
+      if (p.region >= 0) fmt::format_to(std::back_inserter(buf), ",\"region\":{},\"region_offset\":{}", p.region, p.region_offset);
+      buf += "}\n";
+    }
+    if (buf.size() > (1 << 20)) {
+      f.write(buf);
+      buf.clear();
+    }
+  }
+
+  void finish(RunResult& out) {
+    out.policy_config = config_.is_null() ? nlohmann::json::object() : config_;
+    for (auto& s : slots_) {
+      SpaceResult r = s.res;
+      size_t k = static_cast<size_t>(s.device) * static_cast<size_t>(Space::kCount) + static_cast<size_t>(s.space);
+      r.peak_requested = k < req_.size() ? req_[k].second : 0;
+      r.device_allocs = s.mem->alloc_calls();
+      r.device_frees = s.mem->free_calls();
+      r.device_time_ns = s.mem->time_ns();
+      r.final_allocated = s.last.allocated;
+      r.final_reserved = s.last.reserved;
+      r.stats = s.policy->stats();
+      r.extra = s.policy->extra_report();
+      out.spaces.push_back(std::move(r));
+    }
+    std::sort(out.spaces.begin(), out.spaces.end(), [](const SpaceResult& a, const SpaceResult& b) {
+      return a.device != b.device ? a.device < b.device : a.space < b.space;
+    });
+    out.peak_requested = peak_req_;
+    out.peak_allocated = peak_alloc_;
+    out.peak_reserved = peak_reserved_;
+    out.frag_at_peak = frag_at_peak_;
+    out.frag_max = frag_max_;
+  }
+
+  static constexpr std::uint32_t kNoSlot = 0xffffffffu;
+  const RunOptions& opt_;
+  const PolicyInfo& info_;
+  std::vector<Slot> slots_;
+  std::vector<std::uint32_t> slot_index_;
+  std::vector<std::pair<Bytes, Bytes>> req_;  // per (device, space): live, peak requested
+  std::vector<std::uint8_t> state_;           // per handle: 0 not live, 1 placed, 2 failed
+  std::vector<std::uint32_t> slot_of_;        // per handle
+  std::priority_queue<Deferred, std::vector<Deferred>, std::greater<Deferred>> deferred_;
+  std::uint64_t seq_ = 0;
+  Tick now_ = 0;
+  nlohmann::json config_;
+  Bytes total_req_ = 0, peak_req_ = 0, total_alloc_ = 0, total_reserved_ = 0, peak_alloc_ = 0, peak_reserved_ = 0;
+  double frag_at_peak_ = 0, frag_max_ = 0;
+};
+
+}  // namespace
+
+RunResult run_simulation(const RunOptions& opt, const Registry& registry) {
+  Engine e(opt, registry);
+  return e.run();
+}
+
+}  // namespace fragsim

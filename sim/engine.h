@@ -1,0 +1,79 @@
+// Engine: the discrete-event replay (architecture.md).
+//
+// Pops the earliest event — trace events in file order (time is non-decreasing) interleaved with
+// deferred internal events (policy-scheduled, ordered by (time, sequence)) — routes it to the
+// policy of its (device, space), and records metrics. One policy instance per (device, space),
+// created on first use. Requested-byte accounting depends on the trace alone, so after the first
+// OOM (without --keep-going) the rest of the trace is still read and validated, but not replayed.
+#pragma once
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "hardware_models/hardware_model.h"
+#include "policies/policy.h"
+
+namespace fragsim {
+
+struct PolicySpec {
+  std::string name;
+  nlohmann::json config = nlohmann::json::object();
+};
+
+struct RunOptions {
+  std::string trace;
+  PolicySpec policy;
+  HardwareModel hw;
+  bool keep_going = false;
+  bool lenient = false;
+  bool check = false;             // validate() after every event
+  std::string placements;         // JSONL output path, empty = none
+  std::vector<std::string> notes;  // lines for the text report (e.g. how --env was interpreted)
+};
+
+struct OomRecord {
+  std::uint64_t event_index = 0;
+  Tick t = 0;
+  AllocId id = 0;
+  std::uint32_t device = 0;
+  Space space = Space::kHbm;
+  Bytes requested = 0, rounded = 0, allocated = 0, reserved = 0, free = 0, largest_free = 0;
+  bool fragmentation = false;  // cause
+  std::string explanation;     // the policy's own OOM dump (text output)
+};
+
+struct SpaceResult {
+  std::uint32_t device = 0;
+  Space space = Space::kHbm;
+  Bytes peak_requested = 0, peak_allocated = 0, peak_reserved = 0;
+  double frag_at_peak = 0, frag_max = 0;
+  std::uint64_t device_allocs = 0, device_frees = 0;
+  double device_time_ns = 0;
+  Bytes final_allocated = 0, final_reserved = 0;
+  std::vector<OomRecord> ooms;
+  nlohmann::json stats = nlohmann::json::object();
+  nlohmann::json extra = nlohmann::json::object();
+};
+
+struct RunResult {
+  std::string trace_path;
+  std::uint64_t events = 0, allocs = 0, frees = 0, skipped_frees = 0;
+  nlohmann::json header;
+  std::string policy_name;
+  nlohmann::json policy_config;
+  nlohmann::json hardware;
+  bool completed = true;
+  Bytes peak_requested = 0, peak_allocated = 0, peak_reserved = 0;
+  double frag_at_peak = 0, frag_max = 0;
+  std::vector<OomRecord> ooms;
+  std::vector<SpaceResult> spaces;
+  std::vector<std::string> notes;
+  bool stopped_early = false;  // stopped replaying at the first OOM
+};
+
+// Runs one simulation. Throws InputError (bad trace/config), EnvError (I/O), std::logic_error
+// (a policy invariant broken under --check).
+RunResult run_simulation(const RunOptions& opt, const Registry& registry);
+
+}  // namespace fragsim

@@ -1,0 +1,52 @@
+#include "sim/event.h"
+
+namespace fragsim {
+
+namespace {
+constexpr std::string_view kOpNames[] = {"alloc",        "free",           "mark",          "segment_alloc", "segment_free",
+                                         "segment_map",  "segment_unmap",  "free_requested", "oom"};
+constexpr std::string_view kDtypeNames[] = {"",    "f32", "f16", "bf16", "f64",    "s8",     "u8", "s16", "u16", "s32",
+                                            "u32", "s64", "u64", "pred", "f8e4m3", "f8e5m2", "s4", "u4",  "c64", "c128"};
+constexpr int kDtypeBits[] = {0, 32, 16, 16, 64, 8, 8, 16, 16, 32, 32, 64, 64, 8, 8, 8, 4, 4, 64, 128};
+}  // namespace
+
+std::string_view op_name(Op op) { return kOpNames[static_cast<int>(op)]; }
+
+bool parse_op(std::string_view s, Op* out) {
+  for (int i = 0; i < static_cast<int>(Op::kCount); ++i) {
+    if (kOpNames[i] == s) {
+      *out = static_cast<Op>(i);
+      return true;
+    }
+  }
+  return false;
+}
+
+std::string_view dtype_name(Dtype d) { return kDtypeNames[static_cast<int>(d)]; }
+
+bool parse_dtype(std::string_view s, Dtype* out) {
+  for (int i = 1; i < static_cast<int>(Dtype::kCount); ++i) {
+    if (kDtypeNames[i] == s) {
+      *out = static_cast<Dtype>(i);
+      return true;
+    }
+  }
+  return false;
+}
+
+int dtype_bits(Dtype d) { return kDtypeBits[static_cast<int>(d)]; }
+
+bool unpadded_bytes(const std::vector<std::uint64_t>& shape, Dtype d, Bytes* out) {
+  unsigned __int128 n = 1;
+  for (auto dim : shape) {
+    n *= dim;
+    if (n > (static_cast<unsigned __int128>(1) << 70)) return false;
+  }
+  unsigned __int128 bits = n * static_cast<unsigned>(dtype_bits(d));
+  unsigned __int128 bytes = (bits + 7) / 8;
+  if (bytes > UINT64_MAX) return false;
+  *out = static_cast<Bytes>(bytes);
+  return true;
+}
+
+}  // namespace fragsim

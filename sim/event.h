@@ -1,0 +1,74 @@
+// Event: one line of a fragsim trace v1 (specs/contracts.md §1), as every reader produces it.
+//
+// Readers fill one reusable Event at a time (streaming; strings and shapes keep their capacity).
+// `present` records which optional keys the source carried, so that writers reproduce the trace
+// losslessly and defaults (t = event_index, stream 0, device 0, space hbm) stay defaults.
+// `handle` is filled by the reader's LiveTable for alloc and free: a dense index of the live
+// allocation (recycled after its free), with `live_size`/`live_space` of the matching alloc on a free.
+#pragma once
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "sim/types.h"
+
+namespace fragsim {
+
+enum class Op : std::uint8_t {
+  kAlloc,
+  kFree,
+  kMark,
+  // Observations: what the recording allocator/driver did. Replay never depends on them.
+  kSegmentAlloc,
+  kSegmentFree,
+  kSegmentMap,
+  kSegmentUnmap,
+  kFreeRequested,
+  kOom,
+  kCount
+};
+std::string_view op_name(Op op);
+bool parse_op(std::string_view s, Op* out);
+inline bool is_observation(Op op) { return op >= Op::kSegmentAlloc; }
+
+enum class Dtype : std::uint8_t {
+  kNone,
+  kF32, kF16, kBf16, kF64, kS8, kU8, kS16, kU16, kS32, kU32, kS64, kU64, kPred, kF8e4m3, kF8e5m2, kS4, kU4, kC64, kC128,
+  kCount
+};
+std::string_view dtype_name(Dtype d);
+bool parse_dtype(std::string_view s, Dtype* out);
+int dtype_bits(Dtype d);
+// Unpadded bytes of an array: product of dims × element bits, rounded up to a byte as a whole.
+// Returns false on overflow.
+bool unpadded_bytes(const std::vector<std::uint64_t>& shape, Dtype d, Bytes* out);
+
+namespace key {  // bits of Event::present
+inline constexpr std::uint16_t kId = 1, kSize = 2, kT = 4, kStream = 8, kDevice = 16, kSpace = 32, kName = 64,
+                               kShape = 128, kDtype = 256, kAddr = 512;
+}
+
+struct Event {
+  Op op = Op::kMark;
+  std::uint16_t present = 0;     // key::* bits
+  std::uint64_t index = 0;       // event_index: event lines from 0 in file order
+  std::uint64_t line = 0;        // 1-based line (or record) number in the source, for messages
+  Tick t = 0;                    // trace time unit; = index when absent
+  AllocId id = 0;
+  Bytes size = 0;                // requested bytes (alloc), segment bytes (observations)
+  std::int64_t stream = 0;
+  std::uint32_t device = 0;
+  Space space = Space::kHbm;
+  Dtype dtype = Dtype::kNone;
+  Addr addr = 0;                 // recorded address (observation), valid when present & kAddr
+  std::string name;
+  std::vector<std::uint64_t> shape;
+  // Filled by the reader's LiveTable:
+  Handle handle = kNoHandle;     // alloc: new handle; free: handle of the freed allocation
+  Bytes live_size = 0;           // free: requested size of the allocation it frees
+  Space live_space = Space::kHbm;  // free: space of the allocation it frees
+
+  bool has(std::uint16_t k) const { return (present & k) != 0; }
+};
+
+}  // namespace fragsim

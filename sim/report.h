@@ -1,0 +1,21 @@
+// Report writers: fragsim report v1 (specs/contracts.md §2) as JSON, and the text summary.
+#pragma once
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "sim/engine.h"
+
+namespace fragsim {
+
+nlohmann::json report_json(const RunResult& r);
+std::string report_text(const RunResult& r);
+// The comparison table of several runs of one trace.
+std::string compare_table(const std::vector<RunResult>& runs);
+
+// CI gate (contracts §5 `check`): regressions of current against baseline, one line each.
+std::vector<std::string> check_regressions(const nlohmann::json& baseline, const nlohmann::json& current,
+                                           double tolerance_pct);
+
+}  // namespace fragsim

@@ -1,0 +1,104 @@
+#include "sim/trace_info.h"
+
+#include <map>
+
+#include <fmt/format.h>
+
+#include "traces/trace_reader.h"
+
+namespace fragsim {
+
+nlohmann::json trace_info(const std::string& path, bool lenient) {
+  ReaderOptions ro;
+  ro.lenient = lenient;
+  auto reader = open_trace(path, ro);
+  Event ev;
+  std::uint64_t events = 0, allocs = 0, frees = 0, marks = 0, observations = 0;
+  std::map<std::uint32_t, std::pair<Bytes, Bytes>> dev;  // live, peak
+  std::map<std::string, std::uint64_t> spaces;
+  std::map<std::int64_t, std::uint64_t> streams;
+  std::vector<std::uint64_t> hist(65, 0);
+  Bytes live = 0, peak = 0, total = 0, largest = 0;
+  Tick t0 = 0, t1 = 0;
+  while (reader->next(ev)) {
+    if (events == 0) t0 = ev.t;
+    t1 = ev.t;
+    ++events;
+    switch (ev.op) {
+      case Op::kAlloc: {
+        ++allocs;
+        auto& d = dev[ev.device];
+        d.first += ev.size;
+        d.second = std::max(d.second, d.first);
+        live += ev.size;
+        peak = std::max(peak, live);
+        total += ev.size;
+        largest = std::max(largest, ev.size);
+        ++spaces[std::string(space_name(ev.space))];
+        ++streams[ev.stream];
+        int b = ev.size == 0 ? 0 : 64 - __builtin_clzll(ev.size);
+        ++hist[b];
+        break;
+      }
+      case Op::kFree:
+        ++frees;
+        dev[ev.device].first -= ev.live_size;
+        live -= ev.live_size;
+        break;
+      case Op::kMark: ++marks; break;
+      default: ++observations; break;
+    }
+  }
+  nlohmann::json devices = nlohmann::json::array();
+  for (const auto& [d, v] : dev) devices.push_back({{"device", d}, {"peak_requested_bytes", v.second}, {"live_at_end_bytes", v.first}});
+  nlohmann::json h = nlohmann::json::array();
+  for (int b = 0; b < 65; ++b) {
+    if (!hist[b]) continue;
+    Bytes lo = b == 0 ? 0 : (1ULL << (b - 1)), hi = b == 0 ? 0 : (b == 64 ? UINT64_MAX : (1ULL << b) - 1);
+    h.push_back({{"min_bytes", lo}, {"max_bytes", hi}, {"count", hist[b]}});
+  }
+  nlohmann::json sp = nlohmann::json::object();
+  for (const auto& [k, v] : spaces) sp[k] = v;
+  return {{"path", path},
+          {"header", reader->header().is_null() ? nlohmann::json::object() : reader->header()},
+          {"events", events},
+          {"allocs", allocs},
+          {"frees", frees},
+          {"marks", marks},
+          {"observations", observations},
+          {"skipped_frees", reader->skipped_frees()},
+          {"live_at_end", reader->live_count()},
+          {"t_first", t0},
+          {"t_last", t1},
+          {"devices", devices},
+          {"spaces", sp},
+          {"streams", streams.size()},
+          {"peak_requested_bytes", peak},
+          {"total_requested_bytes", total},
+          {"largest_alloc_bytes", largest},
+          {"size_histogram", h}};
+}
+
+std::string trace_info_text(const nlohmann::json& j) {
+  std::string s;
+  auto out = std::back_inserter(s);
+  fmt::format_to(out, "{}\n", j["path"].get<std::string>());
+  if (!j["header"].empty()) fmt::format_to(out, "  header: {}\n", j["header"].dump());
+  fmt::format_to(out, "  events {} (allocs {}, frees {}, marks {}, observations {}), {} live at end\n",
+                 j["events"].get<std::uint64_t>(), j["allocs"].get<std::uint64_t>(), j["frees"].get<std::uint64_t>(),
+                 j["marks"].get<std::uint64_t>(), j["observations"].get<std::uint64_t>(),
+                 j["live_at_end"].get<std::uint64_t>());
+  fmt::format_to(out, "  time {} .. {}; {} stream(s); spaces {}\n", j["t_first"].get<std::uint64_t>(),
+                 j["t_last"].get<std::uint64_t>(), j["streams"].get<std::uint64_t>(), j["spaces"].dump());
+  fmt::format_to(out, "  peak requested {} ({} B); largest alloc {}\n", human_bytes(j["peak_requested_bytes"].get<Bytes>()),
+                 j["peak_requested_bytes"].get<Bytes>(), human_bytes(j["largest_alloc_bytes"].get<Bytes>()));
+  for (const auto& d : j["devices"])
+    fmt::format_to(out, "  device {}: peak requested {}\n", d["device"].get<int>(), human_bytes(d["peak_requested_bytes"].get<Bytes>()));
+  fmt::format_to(out, "  size histogram:\n");
+  for (const auto& b : j["size_histogram"])
+    fmt::format_to(out, "    {:>12} .. {:<12} {:>10}\n", human_bytes(b["min_bytes"].get<Bytes>()),
+                   human_bytes(b["max_bytes"].get<Bytes>()), b["count"].get<std::uint64_t>());
+  return s;
+}
+
+}  // namespace fragsim

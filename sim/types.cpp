@@ -1,0 +1,79 @@
+#include "sim/types.h"
+
+#include <cmath>
+#include <cstdlib>
+
+#include <fmt/format.h>
+
+#include "sim/error.h"
+
+namespace fragsim {
+
+namespace {
+constexpr std::string_view kSpaceNames[] = {"hbm", "collective", "vmem", "smem", "cmem", "host"};
+}
+
+std::string_view space_name(Space s) { return kSpaceNames[static_cast<int>(s)]; }
+
+bool parse_space(std::string_view s, Space* out) {
+  for (int i = 0; i < static_cast<int>(Space::kCount); ++i) {
+    if (kSpaceNames[i] == s) {
+      *out = static_cast<Space>(i);
+      return true;
+    }
+  }
+  return false;
+}
+
+Bytes parse_size(std::string_view text, std::string_view what) {
+  auto bad = [&] {
+    return InputError(fmt::format("{}: '{}' is not a size (plain bytes or a number with KiB/MiB/GiB/TiB/KB/MB/GB/TB)",
+                                  what, text));
+  };
+  size_t i = 0;
+  while (i < text.size() && (std::isdigit(static_cast<unsigned char>(text[i])) || text[i] == '.')) ++i;
+  std::string num(text.substr(0, i));
+  std::string_view unit = text.substr(i);
+  while (!unit.empty() && unit.front() == ' ') unit.remove_prefix(1);
+  if (num.empty() || num == ".") throw bad();
+  struct Unit {
+    std::string_view name;
+    double mult;
+  };
+  static constexpr Unit kUnits[] = {{"", 1},          {"B", 1},           {"KiB", 1024.0},   {"MiB", 1048576.0},
+                                    {"GiB", 1073741824.0}, {"TiB", 1099511627776.0}, {"KB", 1e3},  {"MB", 1e6},
+                                    {"GB", 1e9},      {"TB", 1e12}};
+  for (const auto& u : kUnits) {
+    if (u.name != unit) continue;
+    if (num.find('.') == std::string::npos) {
+      errno = 0;
+      char* end = nullptr;
+      unsigned long long v = std::strtoull(num.c_str(), &end, 10);
+      if (errno || *end) throw bad();
+      long double r = static_cast<long double>(v) * u.mult;
+      if (r > 1.8e19L) throw bad();
+      return static_cast<Bytes>(v) * static_cast<Bytes>(u.mult);
+    }
+    char* end = nullptr;
+    double v = std::strtod(num.c_str(), &end);
+    if (*end || !std::isfinite(v)) throw bad();
+    double r = std::round(v * u.mult);
+    if (r < 0 || r > 1.8e19) throw bad();
+    return static_cast<Bytes>(r);
+  }
+  throw bad();
+}
+
+std::string human_bytes(Bytes b) {
+  static constexpr const char* kNames[] = {"B", "KiB", "MiB", "GiB", "TiB", "PiB"};
+  double v = static_cast<double>(b);
+  int u = 0;
+  while (v >= 1024.0 && u < 5) {
+    v /= 1024.0;
+    ++u;
+  }
+  if (u == 0) return fmt::format("{} B", b);
+  return fmt::format("{:.2f} {}", v, kNames[u]);
+}
+
+}  // namespace fragsim

@@ -1,0 +1,231 @@
+#include "traces/fstrace.h"
+
+#include <cstring>
+#include <vector>
+
+#include <fmt/format.h>
+
+#include "sim/error.h"
+#include "traces/io.h"
+#include "traces/jsonl.h"
+
+namespace fragsim {
+
+namespace {
+
+constexpr char kMagic[8] = {'F', 'S', 'T', 'R', 'A', 'C', 'E', 1};
+constexpr unsigned char kEnd = 0xFF;
+constexpr size_t kWindow = 1 << 16;  // bytes guaranteed in the buffer before each record
+
+class FstraceReader : public TraceReader {
+ public:
+  FstraceReader(const std::string& path, const ReaderOptions& opt)
+      : TraceReader(path, opt), src_(open_source(path)), buf_(1 << 20) {
+    need(sizeof(kMagic) + 10);
+    if (static_cast<size_t>(end_ - p_) < sizeof(kMagic) || std::memcmp(p_, kMagic, sizeof(kMagic)) != 0)
+      fail(0, "not a .fstrace file (bad magic)");
+    p_ += sizeof(kMagic);
+    std::uint64_t n = varint();
+    if (n > (64u << 20)) fail(0, "header too large");
+    need(n);
+    if (static_cast<std::uint64_t>(end_ - p_) < n) fail(0, "truncated header");
+    if (n) {
+      try {
+        nlohmann::json h = nlohmann::json::parse(p_, p_ + n);
+        check_header(h, path_, 0);
+        set_header(std::move(h));
+      } catch (const nlohmann::json::exception& e) {
+        fail(0, std::string("invalid header JSON: ") + e.what());
+      }
+      p_ += n;
+    }
+  }
+
+ protected:
+  bool read_raw(Event& ev) override {
+    if (done_) return false;
+    need(kWindow);
+    ev.line = ++record_;
+    if (p_ >= end_) fail(record_, "truncated: no end record");
+    unsigned char op = static_cast<unsigned char>(*p_++);
+    if (op == kEnd) {
+      std::uint64_t count = varint();
+      if (count != record_ - 1) fail(record_, fmt::format("end record counts {} events, file has {}", count, record_ - 1));
+      done_ = true;
+      return false;
+    }
+    if (op >= static_cast<unsigned char>(Op::kCount)) fail(record_, fmt::format("op: unknown op code {}", op));
+    ev.op = static_cast<Op>(op);
+    std::uint64_t present = varint();
+    if (present >= (key::kAddr << 1)) fail(record_, "corrupt record: unknown key bits");
+    ev.present = static_cast<std::uint16_t>(present);
+    if (ev.has(key::kId)) ev.id = varint();
+    if (ev.has(key::kSize)) ev.size = varint();
+    if (ev.has(key::kT)) {
+      ev.t = last_t_ + varint();
+      last_t_ = ev.t;
+    } else {
+      last_t_ = record_ - 1;  // the default time of this event is its index
+    }
+    if (ev.has(key::kStream)) {
+      std::uint64_t z = varint();
+      ev.stream = static_cast<std::int64_t>((z >> 1) ^ (~(z & 1) + 1));
+    }
+    if (ev.has(key::kDevice)) {
+      std::uint64_t d = varint();
+      if (d > UINT32_MAX) fail(record_, "device: does not fit in 32 bits");
+      ev.device = static_cast<std::uint32_t>(d);
+    }
+    if (ev.has(key::kSpace)) {
+      unsigned s = byte();
+      if (s >= static_cast<unsigned>(Space::kCount)) fail(record_, "space: unknown space code");
+      ev.space = static_cast<Space>(s);
+    }
+    if (ev.has(key::kName)) {
+      std::uint64_t n = varint();
+      if (n > (16u << 20)) fail(record_, "name: too long");
+      need(n);
+      if (static_cast<std::uint64_t>(end_ - p_) < n) fail(record_, "truncated record");
+      ev.name.assign(p_, n);
+      p_ += n;
+    }
+    if (ev.has(key::kShape)) {
+      std::uint64_t r = varint();
+      if (r > 64) fail(record_, "shape: rank too large");
+      for (std::uint64_t i = 0; i < r; ++i) ev.shape.push_back(varint());
+    }
+    if (ev.has(key::kDtype)) {
+      unsigned d = byte();
+      if (d == 0 || d >= static_cast<unsigned>(Dtype::kCount)) fail(record_, "dtype: unknown dtype code");
+      ev.dtype = static_cast<Dtype>(d);
+    }
+    if (ev.has(key::kAddr)) ev.addr = varint();
+    if ((ev.op == Op::kAlloc || ev.op == Op::kFree) && !ev.has(key::kId)) fail(record_, "id: missing required key");
+    if (ev.op == Op::kAlloc && !ev.has(key::kSize)) fail(record_, "size: missing required key");
+    return true;
+  }
+
+ private:
+  void need(std::uint64_t n) {
+    if (static_cast<std::uint64_t>(end_ - p_) >= n || eof_) return;
+    size_t keep = end_ - p_;
+    if (keep + n > buf_.size()) {
+      std::vector<char> bigger(keep + n + kWindow);
+      std::memcpy(bigger.data(), p_, keep);
+      buf_.swap(bigger);
+    } else {
+      std::memmove(buf_.data(), p_, keep);
+    }
+    size_t len = keep;
+    while (len < buf_.size()) {
+      size_t got = src_->read(buf_.data() + len, buf_.size() - len);
+      if (got == 0) {
+        eof_ = true;
+        break;
+      }
+      len += got;
+    }
+    p_ = buf_.data();
+    end_ = buf_.data() + len;
+  }
+  unsigned byte() {
+    if (p_ >= end_) fail(record_, "truncated record");
+    return static_cast<unsigned char>(*p_++);
+  }
+  std::uint64_t varint() {
+    std::uint64_t v = 0;
+    for (int shift = 0; shift < 64; shift += 7) {
+      if (p_ >= end_) fail(record_, "truncated record");
+      unsigned char b = static_cast<unsigned char>(*p_++);
+      v |= static_cast<std::uint64_t>(b & 0x7F) << shift;
+      if (!(b & 0x80)) return v;
+    }
+    fail(record_, "corrupt varint");
+  }
+
+  std::unique_ptr<ByteSource> src_;
+  std::vector<char> buf_;
+  const char* p_ = nullptr;
+  const char* end_ = nullptr;
+  bool eof_ = false, done_ = false;
+  std::uint64_t record_ = 0;
+  Tick last_t_ = 0;
+};
+
+class FstraceWriter : public TraceWriter {
+ public:
+  FstraceWriter(const std::string& path, const nlohmann::json& header) : file_(path) {
+    buf_.append(kMagic, sizeof(kMagic));
+    std::string h = header.is_null() ? std::string() : header.dump();
+    varint(h.size());
+    buf_ += h;
+  }
+  void write(const Event& ev) override {
+    buf_.push_back(static_cast<char>(ev.op));
+    varint(ev.present);
+    if (ev.has(key::kId)) varint(ev.id);
+    if (ev.has(key::kSize)) varint(ev.size);
+    Tick t = ev.has(key::kT) ? ev.t : count_;
+    if (ev.has(key::kT)) varint(t - last_t_);  // readers guarantee non-decreasing time
+    last_t_ = t;
+    if (ev.has(key::kStream)) {
+      std::uint64_t s = static_cast<std::uint64_t>(ev.stream);
+      varint((s << 1) ^ static_cast<std::uint64_t>(ev.stream >> 63));
+    }
+    if (ev.has(key::kDevice)) varint(ev.device);
+    if (ev.has(key::kSpace)) buf_.push_back(static_cast<char>(ev.space));
+    if (ev.has(key::kName)) {
+      varint(ev.name.size());
+      buf_ += ev.name;
+    }
+    if (ev.has(key::kShape)) {
+      varint(ev.shape.size());
+      for (auto d : ev.shape) varint(d);
+    }
+    if (ev.has(key::kDtype)) buf_.push_back(static_cast<char>(ev.dtype));
+    if (ev.has(key::kAddr)) varint(ev.addr);
+    ++count_;
+    if (buf_.size() > (1 << 20)) flush();
+  }
+  void finish() override {
+    buf_.push_back(static_cast<char>(kEnd));
+    varint(count_);
+    flush();
+    file_.commit();
+  }
+
+ private:
+  void varint(std::uint64_t v) {
+    while (v >= 0x80) {
+      buf_.push_back(static_cast<char>((v & 0x7F) | 0x80));
+      v >>= 7;
+    }
+    buf_.push_back(static_cast<char>(v));
+  }
+  void flush() {
+    file_.write(buf_);
+    buf_.clear();
+  }
+  AtomicFile file_;
+  std::string buf_;
+  std::uint64_t count_ = 0;
+  Tick last_t_ = 0;
+};
+
+}  // namespace
+
+std::unique_ptr<TraceReader> make_fstrace_reader(const std::string& path, const ReaderOptions& opt) {
+  return std::make_unique<FstraceReader>(path, opt);
+}
+
+std::unique_ptr<TraceWriter> make_fstrace_writer(const std::string& path, const nlohmann::json& header) {
+  return std::make_unique<FstraceWriter>(path, header);
+}
+
+std::unique_ptr<TraceWriter> open_trace_writer(const std::string& path, const nlohmann::json& header) {
+  if (ends_with(path, ".fstrace")) return make_fstrace_writer(path, header);
+  if (ends_with(path, ".jsonl") || ends_with(path, ".jsonl.zst")) return make_jsonl_writer(path, header);
+  throw InputError(path + ": unknown output format (expected .jsonl, .jsonl.zst or .fstrace)");
+}
+
+}  // namespace fragsim

@@ -1,0 +1,305 @@
+#include "traces/generators.h"
+
+#include <algorithm>
+#include <cmath>
+#include <functional>
+
+#include <fmt/format.h>
+
+#include "sim/config.h"
+#include "sim/error.h"
+#include "sim/event.h"
+#include "traces/trace_writer.h"
+
+namespace fragsim {
+
+namespace {
+
+// splitmix64: tiny, fast, identical everywhere (std distributions differ between libraries).
+class Rng {
+ public:
+  explicit Rng(std::uint64_t seed) : s_(seed) {}
+  std::uint64_t next() {
+    std::uint64_t z = (s_ += 0x9e3779b97f4a7c15ULL);
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
+    return z ^ (z >> 31);
+  }
+  double unit() { return static_cast<double>(next() >> 11) * 0x1.0p-53; }
+  std::uint64_t below(std::uint64_t n) { return n ? next() % n : 0; }
+  // Log-uniform integer in [lo, hi].
+  std::uint64_t log_uniform(std::uint64_t lo, std::uint64_t hi) {
+    double a = std::log(static_cast<double>(std::max<std::uint64_t>(lo, 1))), b = std::log(static_cast<double>(hi));
+    auto v = static_cast<std::uint64_t>(std::exp(a + (b - a) * unit()));
+    return std::clamp(v, lo, hi);
+  }
+
+ private:
+  std::uint64_t s_;
+};
+
+// Emits events with increasing ids and time; keeps nothing but the writer.
+class Emitter {
+ public:
+  Emitter(const std::string& path, nlohmann::json header) : w_(open_trace_writer(path, header)) {}
+  std::uint64_t alloc(std::uint64_t size, const std::string& name = {}, std::vector<std::uint64_t> shape = {},
+                      Dtype dt = Dtype::kNone, std::uint32_t space_stream = 0) {
+    Event e;
+    e.op = Op::kAlloc;
+    e.id = next_id_++;
+    e.size = size;
+    e.t = tick();
+    e.present = key::kId | key::kSize | key::kT;
+    if (!name.empty()) e.name = name, e.present |= key::kName;
+    if (!shape.empty() && dt != Dtype::kNone) e.shape = std::move(shape), e.dtype = dt, e.present |= key::kShape | key::kDtype;
+    if (space_stream) e.stream = space_stream, e.present |= key::kStream;
+    w_->write(e);
+    return e.id;
+  }
+  void free(std::uint64_t id) {
+    Event e;
+    e.op = Op::kFree;
+    e.id = id;
+    e.t = tick();
+    e.present = key::kId | key::kT;
+    w_->write(e);
+  }
+  void mark(const std::string& name) {
+    Event e;
+    e.op = Op::kMark;
+    e.name = name;
+    e.t = tick();
+    e.present = key::kName | key::kT;
+    w_->write(e);
+  }
+  void finish() { w_->finish(); }
+
+ private:
+  Tick tick() { return t_ += 1000; }  // 1 µs per event in ns
+  std::unique_ptr<TraceWriter> w_;
+  std::uint64_t next_id_ = 1;
+  Tick t_ = 0;
+};
+
+// f32/bf16 tensor of dims; returns (bytes, shape).
+std::uint64_t tensor_bytes(const std::vector<std::uint64_t>& dims, Dtype dt) {
+  std::uint64_t n = 1;
+  for (auto d : dims) n *= d;
+  return n * dtype_bits(dt) / 8;
+}
+
+// JAX-style training: persistent params + optimizer state (2×), per step a forward pass whose
+// activations are freed in reverse by the backward pass, one large temporary per step, gradients,
+// and a donated update (new params replace old ones, same sizes).
+void gen_jax_train(Rng& rng, ConfigReader& c, Emitter& em) {
+  auto layers = c.integer("layers", 12), hidden = c.integer("hidden", 1024), batch = c.integer("batch", 8),
+       seq = c.integer("seq", 512), steps = c.integer("steps", 4);
+  Dtype dt = c.choice("dtype", "bf16", {"f32", "bf16"}) == "f32" ? Dtype::kF32 : Dtype::kBf16;
+  auto H = static_cast<std::uint64_t>(hidden), B = static_cast<std::uint64_t>(batch), S = static_cast<std::uint64_t>(seq);
+  struct P {
+    std::uint64_t id;
+    std::vector<std::uint64_t> shape;
+  };
+  std::vector<P> params, opt;
+  for (int l = 0; l < layers; ++l) {
+    for (auto shape : {std::vector<std::uint64_t>{H, 4 * H}, std::vector<std::uint64_t>{4 * H, H},
+                       std::vector<std::uint64_t>{H, 3 * H}, std::vector<std::uint64_t>{H}}) {
+      params.push_back({em.alloc(tensor_bytes(shape, Dtype::kF32), fmt::format("params/l{}", l), shape, Dtype::kF32), shape});
+      for (int k = 0; k < 2; ++k)
+        opt.push_back({em.alloc(tensor_bytes(shape, Dtype::kF32), fmt::format("opt{}/l{}", k, l), shape, Dtype::kF32), shape});
+    }
+  }
+  for (int st = 0; st < steps; ++st) {
+    em.mark(fmt::format("step {}", st));
+    std::vector<std::uint64_t> acts;
+    for (int l = 0; l < layers; ++l) {
+      std::uint64_t jitter = 1 + rng.below(3);
+      std::vector<std::uint64_t> s1{B, S, H}, s2{B, S, 4 * H / jitter};
+      acts.push_back(em.alloc(tensor_bytes(s1, dt), fmt::format("act/l{}", l), s1, dt));
+      acts.push_back(em.alloc(tensor_bytes(s2, dt), fmt::format("mlp/l{}", l), s2, dt));
+    }
+    std::vector<std::uint64_t> tmp_shape{B, S, 8 * H};
+    auto tmp = em.alloc(tensor_bytes(tmp_shape, Dtype::kF32), "loss/temp", tmp_shape, Dtype::kF32);
+    em.free(tmp);
+    std::vector<std::uint64_t> grads;
+    for (int l = layers - 1; l >= 0; --l) {
+      em.free(acts.back());
+      acts.pop_back();
+      em.free(acts.back());
+      acts.pop_back();
+      for (int k = 3; k >= 0; --k) {
+        const auto& p = params[l * 4 + k];
+        grads.push_back(em.alloc(tensor_bytes(p.shape, Dtype::kF32), fmt::format("grad/l{}", l), p.shape, Dtype::kF32));
+      }
+    }
+    // Donated update: each new param/opt buffer replaces the old one.
+    for (size_t i = 0; i < params.size(); ++i) {
+      auto np = em.alloc(tensor_bytes(params[i].shape, Dtype::kF32), "params/new", params[i].shape, Dtype::kF32);
+      em.free(params[i].id);
+      params[i].id = np;
+    }
+    for (auto& o : opt) {
+      auto no = em.alloc(tensor_bytes(o.shape, Dtype::kF32), "opt/new", o.shape, Dtype::kF32);
+      em.free(o.id);
+      o.id = no;
+    }
+    for (auto g : grads) em.free(g);
+  }
+}
+
+// PyTorch eager training: per step, a forward pass of many short-lived tensors of varied sizes
+// (temporaries freed at once, saved activations kept for backward), then backward frees the
+// saved ones in reverse while allocating gradients that live until the optimizer step.
+void gen_torch_eager(Rng& rng, ConfigReader& c, Emitter& em) {
+  auto steps = c.integer("steps", 20), ops = c.integer("ops_per_step", 200);
+  Bytes max_tensor = c.size("max_tensor", 64 * kMiB), params = c.size("params", 256 * kMiB);
+  std::vector<std::uint64_t> weights;
+  Bytes w = 0;
+  while (w < params) {
+    Bytes s = round_up(rng.log_uniform(4 * kKiB, std::max<Bytes>(max_tensor, 8 * kKiB)), 4);
+    weights.push_back(em.alloc(s, "weight"));
+    w += s;
+  }
+  for (int st = 0; st < steps; ++st) {
+    em.mark(fmt::format("step {}", st));
+    std::vector<std::uint64_t> saved;
+    for (int i = 0; i < ops; ++i) {
+      Bytes s = round_up(rng.log_uniform(512, max_tensor), 4);
+      auto id = em.alloc(s, "activation");
+      if (rng.unit() < 0.4) saved.push_back(id);
+      else em.free(id);
+      if (rng.unit() < 0.3) {
+        auto t = em.alloc(round_up(rng.log_uniform(4, 64 * kKiB), 4), "scalar");
+        em.free(t);
+      }
+    }
+    std::vector<std::uint64_t> grads;
+    while (!saved.empty()) {
+      auto g = em.alloc(round_up(rng.log_uniform(512, max_tensor), 4), "grad_input");
+      em.free(saved.back());
+      saved.pop_back();
+      if (rng.unit() < 0.5) grads.push_back(g);
+      else em.free(g);
+    }
+    for (auto g : grads) em.free(g);
+  }
+}
+
+// LLM serving: requests arrive with a prompt length, grow their KV cache token by token (a
+// larger buffer is allocated and the old one freed each `grow_tokens`), and finish at a variable
+// length; plus per-iteration activation temporaries.
+void gen_llm_serving(Rng& rng, ConfigReader& c, Emitter& em) {
+  auto requests = c.integer("requests", 64), concurrency = c.integer("concurrency", 8),
+       max_tokens = c.integer("max_tokens", 2048), grow = c.integer("grow_tokens", 128);
+  Bytes per_token = c.size("kv_bytes_per_token", 160 * kKiB), weights = c.size("weights", 1 * kGiB);
+  em.alloc(weights, "weights");
+  struct Req {
+    std::uint64_t id, kv;
+    std::int64_t len, target;
+  };
+  std::vector<Req> active;
+  std::int64_t started = 0;
+  auto kv_bytes = [&](std::int64_t tokens) { return static_cast<Bytes>((tokens + grow - 1) / grow * grow) * per_token; };
+  while (started < requests || !active.empty()) {
+    while (started < requests && static_cast<std::int64_t>(active.size()) < concurrency) {
+      std::int64_t prompt = 16 + static_cast<std::int64_t>(rng.below(static_cast<std::uint64_t>(max_tokens / 2)));
+      std::int64_t target = std::min<std::int64_t>(max_tokens, prompt + 1 + static_cast<std::int64_t>(rng.below(static_cast<std::uint64_t>(max_tokens))));
+      active.push_back({static_cast<std::uint64_t>(started), em.alloc(kv_bytes(prompt), fmt::format("kv/req{}", started)), prompt, target});
+      ++started;
+    }
+    auto act = em.alloc(static_cast<Bytes>(active.size()) * 4 * kMiB, "decode/activations");
+    for (auto& r : active) {
+      std::int64_t next = std::min(r.target, r.len + grow);
+      if (kv_bytes(next) != kv_bytes(r.len)) {
+        auto nk = em.alloc(kv_bytes(next), fmt::format("kv/req{}", r.id));
+        em.free(r.kv);
+        r.kv = nk;
+      }
+      r.len = next;
+    }
+    em.free(act);
+    for (size_t i = 0; i < active.size();) {
+      if (active[i].len >= active[i].target) {
+        em.free(active[i].kv);
+        active.erase(active.begin() + static_cast<std::ptrdiff_t>(i));
+      } else {
+        ++i;
+      }
+    }
+  }
+}
+
+// Random churn: `events` events keeping about `live` allocations, sizes log-uniform in
+// [min_size, max_size], frees of a random live allocation. Used by stress tests and benchmarks.
+void gen_random(Rng& rng, ConfigReader& c, Emitter& em) {
+  auto events = c.integer("events", 100000), live_target = c.integer("live", 1000);
+  Bytes lo = c.size("min_size", 1), hi = c.size("max_size", 16 * kMiB);
+  if (lo > hi || hi == 0) throw InputError("gen random: need 0 < min_size <= max_size");
+  std::vector<std::uint64_t> live;
+  for (std::int64_t i = 0; i < events; ++i) {
+    bool do_alloc = live.empty() || (static_cast<std::int64_t>(live.size()) < 2 * live_target &&
+                                     rng.below(static_cast<std::uint64_t>(2 * live_target)) >= live.size());
+    if (do_alloc) {
+      live.push_back(em.alloc(rng.log_uniform(lo, hi)));
+    } else {
+      size_t k = rng.below(live.size());
+      em.free(live[k]);
+      live[k] = live.back();
+      live.pop_back();
+    }
+  }
+}
+
+struct Workload {
+  WorkloadInfo info;
+  std::function<void(Rng&, ConfigReader&, Emitter&)> run;
+};
+
+const std::vector<Workload>& workloads() {
+  static const std::vector<Workload> kAll = {
+      {{"jax-train", "JAX training loop: params + 2x optimizer state, activations freed in reverse, one big temporary "
+                     "per step, donated updates (layers, hidden, batch, seq, steps, dtype)"},
+       gen_jax_train},
+      {{"torch-eager", "PyTorch eager training: many short-lived tensors of varied sizes (steps, ops_per_step, "
+                       "max_tensor, params)"},
+       gen_torch_eager},
+      {{"llm-serving", "LLM serving: KV caches growing per request of variable length (requests, concurrency, "
+                       "max_tokens, grow_tokens, kv_bytes_per_token, weights)"},
+       gen_llm_serving},
+      {{"random", "random churn around a live-set size (events, live, min_size, max_size)"}, gen_random},
+  };
+  return kAll;
+}
+
+}  // namespace
+
+const std::vector<WorkloadInfo>& list_workloads() {
+  static const std::vector<WorkloadInfo> kInfos = [] {
+    std::vector<WorkloadInfo> v;
+    for (const auto& w : workloads()) v.push_back(w.info);
+    return v;
+  }();
+  return kInfos;
+}
+
+nlohmann::json generate_workload(const std::string& name, std::uint64_t seed, const nlohmann::json& settings,
+                                 const std::string& path) {
+  for (const auto& w : workloads()) {
+    if (w.info.name != name) continue;
+    ConfigReader cfg(settings, "gen " + name);
+    Rng rng(seed);
+    // The header carries the knobs as given; defaults are implied by the workload's code.
+    nlohmann::json header = {{"fragsim_trace", 1}, {"time_unit", "ns"}, {"source", "fragsim gen"},
+                             {"workload", name},   {"seed", seed},      {"settings", settings}};
+    Emitter em(path, header);
+    w.run(rng, cfg, em);
+    cfg.finish();
+    em.finish();
+    return cfg.resolved();
+  }
+  std::string names;
+  for (const auto& w : workloads()) names += (names.empty() ? "" : ", ") + w.info.name;
+  throw InputError(fmt::format("gen: unknown workload '{}' (valid: {})", name, names));
+}
+
+}  // namespace fragsim

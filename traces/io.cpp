@@ -1,0 +1,144 @@
+#include "traces/io.h"
+
+#include <unistd.h>
+#include <zstd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <vector>
+
+#include "sim/error.h"
+
+namespace fragsim {
+
+bool ends_with(std::string_view s, std::string_view suffix) {
+  return s.size() >= suffix.size() && s.substr(s.size() - suffix.size()) == suffix;
+}
+
+namespace {
+
+std::FILE* open_or_throw(const std::string& path, const char* mode) {
+  std::FILE* f = std::fopen(path.c_str(), mode);
+  if (!f) throw EnvError(path + ": cannot open: " + std::strerror(errno));
+  return f;
+}
+
+class FileSource : public ByteSource {
+ public:
+  explicit FileSource(const std::string& path) : f_(open_or_throw(path, "rb")), path_(path) {}
+  ~FileSource() override { std::fclose(f_); }
+  size_t read(char* dst, size_t n) override {
+    size_t got = std::fread(dst, 1, n, f_);
+    if (got == 0 && std::ferror(f_)) throw EnvError(path_ + ": read error");
+    return got;
+  }
+
+ private:
+  std::FILE* f_;
+  std::string path_;
+};
+
+class ZstdSource : public ByteSource {
+ public:
+  explicit ZstdSource(const std::string& path)
+      : file_(path), path_(path), in_(ZSTD_DStreamInSize()), ds_(ZSTD_createDStream()) {
+    ZSTD_initDStream(ds_);
+  }
+  ~ZstdSource() override { ZSTD_freeDStream(ds_); }
+  size_t read(char* dst, size_t n) override {
+    ZSTD_outBuffer out{dst, n, 0};
+    while (out.pos == 0) {
+      if (ib_.pos == ib_.size) {
+        size_t got = file_.read(in_.data(), in_.size());
+        if (got == 0) {
+          if (!frame_done_) throw InputError(path_ + ": truncated zstd stream");
+          return 0;
+        }
+        ib_ = {in_.data(), got, 0};
+      }
+      size_t r = ZSTD_decompressStream(ds_, &out, &ib_);
+      if (ZSTD_isError(r)) throw InputError(path_ + ": corrupt zstd stream: " + ZSTD_getErrorName(r));
+      frame_done_ = (r == 0);
+    }
+    return out.pos;
+  }
+
+ private:
+  FileSource file_;
+  std::string path_;
+  std::vector<char> in_;
+  ZSTD_inBuffer ib_{nullptr, 0, 0};
+  ZSTD_DStream* ds_;
+  bool frame_done_ = true;
+};
+
+}  // namespace
+
+std::unique_ptr<ByteSource> open_source(const std::string& path) {
+  if (ends_with(path, ".zst")) return std::make_unique<ZstdSource>(path);
+  return std::make_unique<FileSource>(path);
+}
+
+struct AtomicFile::Zstd {
+  ZSTD_CStream* cs = ZSTD_createCStream();
+  std::vector<char> out = std::vector<char>(ZSTD_CStreamOutSize());
+  ~Zstd() { ZSTD_freeCStream(cs); }
+};
+
+AtomicFile::AtomicFile(std::string path, bool compress) : path_(std::move(path)) {
+  tmp_ = path_ + ".tmp." + std::to_string(::getpid());
+  f_ = open_or_throw(tmp_, "wb");
+  if (compress) {
+    z_ = std::make_unique<Zstd>();
+    ZSTD_initCStream(z_->cs, 3);
+  }
+}
+
+AtomicFile::~AtomicFile() {
+  if (!committed_) {
+    if (f_) std::fclose(f_);
+    std::remove(tmp_.c_str());
+  }
+}
+
+void AtomicFile::write_raw(const void* p, size_t n) {
+  if (n && std::fwrite(p, 1, n, f_) != n) throw EnvError(tmp_ + ": write error: " + std::strerror(errno));
+}
+
+void AtomicFile::write(std::string_view bytes) {
+  if (!z_) return write_raw(bytes.data(), bytes.size());
+  ZSTD_inBuffer in{bytes.data(), bytes.size(), 0};
+  while (in.pos < in.size) {
+    ZSTD_outBuffer out{z_->out.data(), z_->out.size(), 0};
+    size_t r = ZSTD_compressStream(z_->cs, &out, &in);
+    if (ZSTD_isError(r)) throw EnvError(tmp_ + ": zstd error");
+    write_raw(out.dst, out.pos);
+  }
+}
+
+void AtomicFile::commit() {
+  if (z_) {
+    size_t left;
+    do {
+      ZSTD_outBuffer out{z_->out.data(), z_->out.size(), 0};
+      left = ZSTD_endStream(z_->cs, &out);
+      if (ZSTD_isError(left)) throw EnvError(tmp_ + ": zstd error");
+      write_raw(out.dst, out.pos);
+    } while (left != 0);
+  }
+  if (std::fclose(f_) != 0) {
+    f_ = nullptr;
+    throw EnvError(tmp_ + ": write error");
+  }
+  f_ = nullptr;
+  if (std::rename(tmp_.c_str(), path_.c_str()) != 0) throw EnvError(path_ + ": cannot write: " + std::strerror(errno));
+  committed_ = true;
+}
+
+void write_file_atomic(const std::string& path, std::string_view content) {
+  AtomicFile f(path);
+  f.write(content);
+  f.commit();
+}
+
+}  // namespace fragsim

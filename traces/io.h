@@ -1,0 +1,50 @@
+// Byte-level I/O shared by every reader and writer.
+//
+//   ByteSource  — sequential bytes of an input file, decompressing `.zst` transparently.
+//   AtomicFile  — an output written to PATH.tmp.PID and renamed onto PATH by commit(); if the
+//                 object dies uncommitted (an error part-way) the temporary is removed, so no
+//                 half-written output is ever left behind (contracts §4).
+#pragma once
+#include <cstdio>
+#include <memory>
+#include <string>
+#include <string_view>
+
+namespace fragsim {
+
+class ByteSource {
+ public:
+  virtual ~ByteSource() = default;
+  // Reads up to n bytes; 0 = end of input. Throws InputError on corrupt compressed data.
+  virtual size_t read(char* dst, size_t n) = 0;
+};
+// Opens PATH (decompressing when it ends in .zst). Throws EnvError when it cannot be read.
+std::unique_ptr<ByteSource> open_source(const std::string& path);
+
+bool ends_with(std::string_view s, std::string_view suffix);
+
+class AtomicFile {
+ public:
+  // compress: zstd-compress what is written (used for .zst outputs).
+  explicit AtomicFile(std::string path, bool compress = false);
+  ~AtomicFile();
+  AtomicFile(const AtomicFile&) = delete;
+  AtomicFile& operator=(const AtomicFile&) = delete;
+
+  void write(std::string_view bytes);
+  void commit();  // flush, close, rename onto the final path. Throws EnvError.
+  const std::string& path() const { return path_; }
+
+ private:
+  void write_raw(const void* p, size_t n);
+  std::string path_, tmp_;
+  std::FILE* f_ = nullptr;
+  bool committed_ = false;
+  struct Zstd;
+  std::unique_ptr<Zstd> z_;
+};
+
+// Writes a whole small file atomically.
+void write_file_atomic(const std::string& path, std::string_view content);
+
+}  // namespace fragsim

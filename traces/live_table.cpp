@@ -1,0 +1,62 @@
+#include "traces/live_table.h"
+
+#include <cassert>
+
+namespace fragsim {
+
+Handle LiveTable::insert(std::uint32_t device, AllocId id, Bytes size, Space space) {
+  if ((live_ + 1) * 2 > slots_.size()) grow();
+  Handle h;
+  if (!free_handles_.empty()) {
+    h = free_handles_.back();
+    free_handles_.pop_back();
+  } else {
+    h = static_cast<Handle>(entries_.size());
+    entries_.emplace_back();
+  }
+  entries_[h] = Entry{id, device, h, size, space};
+  size_t i = probe(device, id);
+  assert(slots_[i] == kEmpty);
+  slots_[i] = h;
+  ++live_;
+  return h;
+}
+
+LiveTable::Entry LiveTable::erase(std::uint32_t device, AllocId id) {
+  size_t mask = slots_.size() - 1;
+  size_t i = probe(device, id);
+  assert(slots_[i] != kEmpty);
+  Entry e = entries_[slots_[i]];
+  free_handles_.push_back(e.handle);
+  slots_[i] = kEmpty;
+  --live_;
+  // Backward-shift: move later members of the probe run into the hole when their home allows.
+  size_t j = i;
+  for (;;) {
+    j = (j + 1) & mask;
+    if (slots_[j] == kEmpty) break;
+    const Entry& m = entries_[slots_[j]];
+    size_t home = hash(m.device, m.id) & mask;
+    // m may move to i when i lies cyclically in [home, j).
+    bool movable = (j > i) ? (home <= i || home > j) : (home <= i && home > j);
+    if (movable) {
+      slots_[i] = slots_[j];
+      slots_[j] = kEmpty;
+      i = j;
+    }
+  }
+  return e;
+}
+
+void LiveTable::grow() {
+  std::vector<std::uint32_t> old;
+  old.swap(slots_);
+  slots_.assign(old.size() * 2, kEmpty);
+  for (auto s : old) {
+    if (s == kEmpty) continue;
+    size_t i = probe(entries_[s].device, entries_[s].id);
+    slots_[i] = s;
+  }
+}
+
+}  // namespace fragsim

@@ -1,0 +1,65 @@
+// LiveTable: (device, id) → live allocation, with dense recycled handles.
+//
+// Open addressing with linear probing and backward-shift deletion (no tombstones), so memory is
+// O(live allocations) and lookups stay short however many events pass. Invariant:
+//   size() == number of slots in use == number of handles not on the free list.
+#pragma once
+#include <cstdint>
+#include <vector>
+
+#include "sim/types.h"
+
+namespace fragsim {
+
+class LiveTable {
+ public:
+  struct Entry {
+    AllocId id;
+    std::uint32_t device;
+    Handle handle;
+    Bytes size;
+    Space space;
+  };
+  LiveTable() { slots_.assign(64, kEmpty); }
+
+  // Returns the entry of a live (device, id) or nullptr.
+  const Entry* find(std::uint32_t device, AllocId id) const {
+    size_t i = probe(device, id);
+    return slots_[i] == kEmpty ? nullptr : &entries_[slots_[i]];
+  }
+  // Inserts a new live allocation (caller checked it is not live); returns its handle.
+  Handle insert(std::uint32_t device, AllocId id, Bytes size, Space space);
+  // Removes a live allocation; returns its entry (copied) — handle recycled.
+  Entry erase(std::uint32_t device, AllocId id);
+  size_t size() const { return live_; }
+  // One past the largest handle ever issued: engines size their per-handle arrays by it.
+  Handle handle_limit() const { return static_cast<Handle>(entries_.size()); }
+
+ private:
+  static constexpr std::uint32_t kEmpty = 0xffffffffu;
+  static size_t hash(std::uint32_t device, AllocId id) {
+    std::uint64_t x = id ^ (static_cast<std::uint64_t>(device) << 56) ^ (static_cast<std::uint64_t>(device) * 0x9e37);
+    x ^= x >> 33;
+    x *= 0xff51afd7ed558ccdULL;
+    x ^= x >> 33;
+    return static_cast<size_t>(x);
+  }
+  size_t probe(std::uint32_t device, AllocId id) const {
+    size_t mask = slots_.size() - 1;
+    size_t i = hash(device, id) & mask;
+    while (slots_[i] != kEmpty) {
+      const Entry& e = entries_[slots_[i]];
+      if (e.id == id && e.device == device) return i;
+      i = (i + 1) & mask;
+    }
+    return i;
+  }
+  void grow();
+
+  std::vector<std::uint32_t> slots_;  // index into entries_ (== handle) or kEmpty
+  std::vector<Entry> entries_;        // indexed by handle
+  std::vector<Handle> free_handles_;
+  size_t live_ = 0;
+};
+
+}  // namespace fragsim

@@ -1,0 +1,91 @@
+#include "traces/trace_reader.h"
+
+#include <fmt/format.h>
+
+#include "sim/error.h"
+#include "traces/fstrace.h"
+#include "traces/io.h"
+#include "traces/jsonl.h"
+
+namespace fragsim {
+
+void TraceReader::fail(std::uint64_t line, const std::string& what) const { throw InputError(path_, line, what); }
+
+void TraceReader::set_header(nlohmann::json h) { header_ = std::move(h); }
+
+void check_header(const nlohmann::json& h, const std::string& file, std::uint64_t line) {
+  const auto& v = h["fragsim_trace"];
+  if (!v.is_number_unsigned() || v.get<std::uint64_t>() != 1)
+    throw InputError(file, line, "fragsim_trace: unsupported trace version " + v.dump() + " (this build reads 1)");
+  if (h.contains("time_unit")) {
+    const auto& u = h["time_unit"];
+    if (!u.is_string() || (u != "ns" && u != "us" && u != "ms" && u != "s"))
+      throw InputError(file, line, "time_unit: must be one of ns, us, ms, s, got " + u.dump());
+  }
+}
+
+bool TraceReader::next(Event& ev) {
+  for (;;) {
+    ev.present = 0;
+    ev.t = 0;
+    ev.id = 0;
+    ev.size = 0;
+    ev.stream = 0;
+    ev.device = 0;
+    ev.space = Space::kHbm;
+    ev.dtype = Dtype::kNone;
+    ev.addr = 0;
+    ev.name.clear();
+    ev.shape.clear();
+    ev.handle = kNoHandle;
+    if (!read_raw(ev)) return false;
+    ev.index = index_;
+    if (!ev.has(key::kT)) ev.t = index_;
+    if (ev.t < last_t_) fail(ev.line, fmt::format("t: time {} is before the previous event's {}", ev.t, last_t_));
+
+    switch (ev.op) {
+      case Op::kAlloc: {
+        if (ev.has(key::kShape) && ev.has(key::kDtype)) {
+          Bytes want = 0;
+          if (!unpadded_bytes(ev.shape, ev.dtype, &want) || want != ev.size)
+            fail(ev.line, fmt::format("size: {} does not match shape and dtype {} ({} bytes)", ev.size,
+                                      dtype_name(ev.dtype), want));
+        }
+        if (live_.find(ev.device, ev.id))
+          fail(ev.line, fmt::format("id: alloc of id {} which is already live on device {}", ev.id, ev.device));
+        ev.handle = live_.insert(ev.device, ev.id, ev.size, ev.space);
+        break;
+      }
+      case Op::kFree: {
+        if (!live_.find(ev.device, ev.id)) {
+          if (opt_.lenient) {  // the line keeps its event_index but is not replayed
+            ++skipped_frees_;
+            last_t_ = ev.t;
+            ++index_;
+            continue;
+          }
+          fail(ev.line, fmt::format("id: free of id {} which is not live", ev.id));
+        }
+        auto e = live_.erase(ev.device, ev.id);
+        ev.handle = e.handle;
+        ev.live_size = e.size;
+        ev.live_space = e.space;
+        break;
+      }
+      default:
+        break;
+    }
+    last_t_ = ev.t;
+    ++index_;
+    return true;
+  }
+}
+
+std::unique_ptr<TraceReader> open_trace(const std::string& path, const ReaderOptions& opt) {
+  if (ends_with(path, ".fstrace")) return make_fstrace_reader(path, opt);
+  if (ends_with(path, ".jsonl") || ends_with(path, ".jsonl.zst") || ends_with(path, ".json"))
+    return make_jsonl_reader(path, opt);
+  throw InputError(path + ": unknown trace format (expected .jsonl, .jsonl.zst, .fstrace or .pickle)");
+}
+
+}  // namespace fragsim

@@ -1,0 +1,59 @@
+// TraceReader: a validated stream of Events from any trace format (specs/contracts.md §1).
+//
+// Formats only decode (read_raw); this base applies every format-independent rule once:
+// default time, non-decreasing time, shape/dtype vs size, live-id bookkeeping (double alloc,
+// free of a non-live id, or --lenient skipping of such frees). Memory is O(live allocations).
+#pragma once
+#include <memory>
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+#include "sim/event.h"
+#include "traces/live_table.h"
+
+namespace fragsim {
+
+struct ReaderOptions {
+  bool lenient = false;  // count and skip frees of ids that are not live
+};
+
+class TraceReader {
+ public:
+  TraceReader(std::string path, ReaderOptions opt) : path_(std::move(path)), opt_(opt) {}
+  virtual ~TraceReader() = default;
+
+  // Next validated event; false at the end. Throws InputError("FILE:LINE: ...").
+  bool next(Event& ev);
+
+  const std::string& path() const { return path_; }
+  // The header object (with "fragsim_trace") or null when the trace has none.
+  const nlohmann::json& header() const { return header_; }
+  std::uint64_t skipped_frees() const { return skipped_frees_; }
+  Handle handle_limit() const { return live_.handle_limit(); }
+  size_t live_count() const { return live_.size(); }
+
+ protected:
+  // Decodes the next event into ev (op, present, fields, line). False at the end.
+  virtual bool read_raw(Event& ev) = 0;
+  [[noreturn]] void fail(std::uint64_t line, const std::string& what) const;
+  void set_header(nlohmann::json h);
+
+  std::string path_;
+  ReaderOptions opt_;
+  nlohmann::json header_;
+
+ private:
+  LiveTable live_;
+  std::uint64_t index_ = 0;
+  Tick last_t_ = 0;
+  std::uint64_t skipped_frees_ = 0;
+};
+
+// Opens a trace by extension: .jsonl, .jsonl.zst, .fstrace, .pickle. Throws EnvError/InputError.
+std::unique_ptr<TraceReader> open_trace(const std::string& path, const ReaderOptions& opt = {});
+
+// Validates a header object (fragsim_trace == 1, time_unit); throws InputError(file:line).
+void check_header(const nlohmann::json& h, const std::string& file, std::uint64_t line);
+
+}  // namespace fragsim
