@@ -6,8 +6,9 @@
 
 namespace fragsim {
 
-Arena::Arena(Bytes capacity, Bytes alignment, Bytes granularity)
-    : capacity_(round_down(capacity, alignment)), alignment_(alignment), granularity_(granularity) {
+Arena::Arena(Bytes capacity, Bytes alignment, Bytes granularity, bool by_offset)
+    : capacity_(round_down(capacity, alignment)), alignment_(alignment), granularity_(granularity),
+      keep_by_offset_(by_offset) {
   if (capacity_ > 0) {
     std::uint32_t c = new_chunk();
     chunks_[c] = Chunk{0, capacity_, kNone, kNone, true};
@@ -27,23 +28,18 @@ std::uint32_t Arena::new_chunk() {
 }
 
 void Arena::insert_free(std::uint32_t c) {
-  by_size_.insert({chunks_[c].size, chunks_[c].offset});
-  by_offset_.insert({chunks_[c].offset, c});
+  by_size_.insert({chunks_[c].size, chunks_[c].offset, c});
+  if (keep_by_offset_) by_offset_.insert({chunks_[c].offset, c});
 }
 
 void Arena::erase_free(std::uint32_t c) {
-  by_size_.erase({chunks_[c].size, chunks_[c].offset});
-  by_offset_.erase({chunks_[c].offset, c});
-}
-
-std::uint32_t Arena::chunk_at(Bytes offset) const {
-  auto it = by_offset_.lower_bound({offset, 0});
-  return it != by_offset_.end() && it->first == offset ? it->second : kNone;
+  by_size_.erase(chunks_[c].size, chunks_[c].offset);
+  if (keep_by_offset_) by_offset_.erase({chunks_[c].offset, c});
 }
 
 std::uint32_t Arena::best_fit(Bytes r) const {
-  auto it = by_size_.lower_bound({r, 0});
-  return it == by_size_.end() ? kNone : chunk_at(it->second);
+  const auto* e = by_size_.lower_bound(r);
+  return e ? e->id : kNone;
 }
 
 std::uint32_t Arena::first_fit(Bytes r) const {
@@ -107,13 +103,12 @@ Usage Arena::usage() const {
   Bytes extent = tail_free ? chunks_[last_].offset : capacity_;
   u.reserved = std::min(round_up(extent, granularity_), capacity_);
   // Largest hole below the extent: the biggest free chunk that is not the free tail.
-  for (auto it = by_size_.rbegin(); it != by_size_.rend(); ++it) {
-    if (tail_free && it->second == chunks_[last_].offset) continue;
-    u.largest_free = it->first;
-    break;
-  }
+  const auto* hole = tail_free ? by_size_.largest_except(chunks_[last_].size, chunks_[last_].offset) : by_size_.largest();
+  u.largest_free = hole ? hole->size : 0;
+  // The tail's part below the rounded extent is free reserved memory as well.
+  if (tail_free) u.largest_free = std::max(u.largest_free, u.reserved - extent);
   u.available = capacity_ - allocated_;
-  u.largest_available = by_size_.empty() ? 0 : by_size_.rbegin()->first;
+  u.largest_available = by_size_.size() ? by_size_.largest()->size : 0;
   return u;
 }
 
@@ -132,7 +127,8 @@ void Arena::validate() const {
     if (ch.free) {
       ++nfree;
       if (prev != kNone && chunks_[prev].free) fail("two adjacent free chunks");
-      if (!by_size_.count({ch.size, ch.offset}) || chunk_at(ch.offset) != c) fail("free chunk missing from an index");
+      if (!by_size_.contains(ch.size, ch.offset) || (keep_by_offset_ && !by_offset_.count({ch.offset, c})))
+        fail("free chunk missing from an index");
     } else {
       alloc += ch.size;
     }
@@ -142,7 +138,7 @@ void Arena::validate() const {
   }
   if (off != capacity_) fail(fmt::format("chunks cover {} of {} bytes", off, capacity_));
   if (prev != last_) fail("last chunk pointer stale");
-  if (nfree != by_size_.size() || nfree != by_offset_.size()) fail("index sizes differ from free chunk count");
+  if (nfree != by_size_.size() || (keep_by_offset_ && nfree != by_offset_.size())) fail("index sizes differ from free chunk count");
   if (alloc != allocated_) fail(fmt::format("allocated {} != sum of in-use chunks {}", allocated_, alloc));
 }
 

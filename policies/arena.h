@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "policies/policy.h"
+#include "policies/size_index.h"
 
 namespace fragsim {
 
@@ -26,7 +27,8 @@ class Arena {
     std::uint32_t prev = kNone, next = kNone;
     bool free = true;
   };
-  Arena(Bytes capacity, Bytes alignment, Bytes granularity);
+  // by_offset: keep the address-ordered index (first fit needs it; best fit does not).
+  Arena(Bytes capacity, Bytes alignment, Bytes granularity, bool by_offset);
 
   std::uint32_t best_fit(Bytes r) const;   // kNone when nothing fits
   std::uint32_t first_fit(Bytes r) const;  // kNone when nothing fits
@@ -39,16 +41,15 @@ class Arena {
   void validate() const;
 
  private:
-  using SizeKey = std::pair<Bytes, Bytes>;  // (size, offset)
   std::uint32_t new_chunk();
   void insert_free(std::uint32_t c);
   void erase_free(std::uint32_t c);
-  std::uint32_t chunk_at(Bytes offset) const;
 
   Bytes capacity_, alignment_, granularity_;
   std::vector<Chunk> chunks_;
   std::vector<std::uint32_t> spare_;
-  std::set<SizeKey> by_size_;
+  bool keep_by_offset_;
+  SizeIndex by_size_;
   std::set<std::pair<Bytes, std::uint32_t>> by_offset_;  // (offset, chunk)
   std::vector<std::uint32_t> owner_;                     // handle → chunk
   std::uint32_t last_ = kNone;                           // the highest chunk

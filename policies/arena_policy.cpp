@@ -7,7 +7,7 @@ namespace {
 class ArenaPolicy : public AllocatorPolicy {
  public:
   ArenaPolicy(Fit fit, Bytes capacity, Bytes alignment, Bytes granularity)
-      : fit_(fit), arena_(capacity, alignment, granularity) {}
+      : fit_(fit), arena_(capacity, alignment, granularity, fit == Fit::kFirst) {}
   Placement allocate(const AllocRequest& req) override {
     Bytes r = arena_.round(req.size);
     std::uint32_t c = fit_ == Fit::kBest ? arena_.best_fit(r) : arena_.first_fit(r);

@@ -65,7 +65,7 @@ std::int64_t ConfigReader::integer(const std::string& key, std::int64_t def) {
 Bytes ConfigReader::size(const std::string& key, Bytes def) {
   Bytes v = def;
   if (auto* j = take(key)) {
-    if (j->is_number_unsigned()) v = j->get<Bytes>();
+    if (j->is_number_unsigned() || (j->is_number_integer() && j->get<std::int64_t>() >= 0)) v = j->get<Bytes>();
     else if (j->is_string()) v = parse_size(j->get<std::string>(), owner_ + ": " + key);
     else bad(key, "a size in bytes");
   }

@@ -1,0 +1,24 @@
+# Shared by scripts/demo, scripts/test, scripts/bench: install missing Debian packages, build.
+set -euo pipefail
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+BUILD="${FRAGSIM_BUILD_DIR:-$ROOT/build}"
+PACKAGES=(cmake g++ make pkg-config libboost-program-options-dev nlohmann-json3-dev libfmt-dev catch2 libzstd-dev)
+
+install_deps() {
+  local missing=()
+  for p in "${PACKAGES[@]}"; do
+    dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+  done
+  if [ ${#missing[@]} -gt 0 ]; then
+    echo "installing: ${missing[*]}"
+    local sudo=""
+    [ "$(id -u)" -ne 0 ] && sudo="sudo"
+    $sudo apt-get update -qq
+    DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq "${missing[@]}" >/dev/null
+  fi
+}
+
+build() {
+  cmake -S "$ROOT" -B "$BUILD" -DCMAKE_BUILD_TYPE=Release -DFRAGSIM_WERROR=ON "$@" >/dev/null
+  cmake --build "$BUILD" -j"$(nproc)"
+}

@@ -1,0 +1,107 @@
+// End-to-end through the fragsim binary: exit codes, one-line errors, no half-written outputs,
+// the check gate, compare, and --help of every command.
+#include <catch2/catch.hpp>
+
+#include <filesystem>
+
+#include "test_util.h"
+
+using namespace fragsim::test;
+
+namespace {
+const char* kTrace =
+    "{\"fragsim_trace\":1,\"source\":\"cli-test\"}\n"
+    "{\"op\":\"alloc\",\"id\":1,\"size\":3145728}\n"
+    "{\"op\":\"alloc\",\"id\":2,\"size\":1}\n"
+    "{\"op\":\"alloc\",\"id\":3,\"size\":5242880}\n"
+    "{\"op\":\"free\",\"id\":2}\n"
+    "{\"op\":\"alloc\",\"id\":4,\"size\":4194304}\n";
+}
+
+TEST_CASE("cli: every command has --help") {
+  for (const char* c : {"run", "compare", "check", "info", "convert", "gen", "list"}) {
+    auto r = cli(std::string(c) + " --help");
+    INFO(c);
+    CHECK(r.code == 0);
+    CHECK(r.out.find("usage: fragsim") != std::string::npos);
+  }
+  CHECK(cli("--help").code == 0);
+  CHECK(cli("bogus").code == 2);
+}
+
+TEST_CASE("cli: run writes the report; OOM is exit 0 with completed false") {
+  std::string t = write_text("cli.jsonl", kTrace), rep = tmp_path("cli.report.json");
+  auto r = cli("run " + t + " --policy best-fit --capacity 10MiB --reserve 0 --json " + rep);
+  REQUIRE(r.code == 0);
+  auto j = nlohmann::json::parse(read_text(rep));
+  CHECK(j["completed"] == false);
+  CHECK(j["oom_count"] == 1);
+  CHECK(j["ooms"][0]["event_index"] == 4);
+  CHECK(j["ooms"][0]["cause"] == "capacity");
+  CHECK(j["peak_requested_bytes"] == 3145728 + 5242880 + 4194304);  // the trace's, not cut at the OOM
+  CHECK(r.out.find("OOM at event 4") != std::string::npos);
+  // With enough room the same trace completes.
+  r = cli("run " + t + " --policy first-fit --capacity 16MiB --reserve 0 --json " + rep);
+  CHECK(nlohmann::json::parse(read_text(rep))["completed"] == true);
+}
+
+TEST_CASE("cli: bad input exits 2 with one FILE:LINE line and leaves no output behind") {
+  std::string t = write_text("clibad.jsonl", "{\"op\":\"alloc\",\"id\":1,\"size\":10}\n{\"op\":\"free\",\"id\":9}\n");
+  std::string rep = tmp_path("clibad.json"), pl = tmp_path("clibad.placements");
+  std::filesystem::remove(rep);
+  auto r = cli("run " + t + " --policy best-fit --json " + rep + " --placements " + pl);
+  CHECK(r.code == 2);
+  CHECK(r.err == "fragsim: " + t + ":2: id: free of id 9 which is not live\n");
+  CHECK_FALSE(std::filesystem::exists(rep));
+  CHECK_FALSE(std::filesystem::exists(pl));
+  for (const auto& e : std::filesystem::directory_iterator(tmp_dir()))
+    CHECK(e.path().string().find(".tmp.") == std::string::npos);
+  CHECK(cli("run " + t + " --policy nope").code == 2);
+  CHECK(cli("run " + t + " --capacity 12XB").code == 2);
+  CHECK(cli("run " + t + " --set bogus=1").code == 2);
+  CHECK(cli("run " + tmp_path("missing.jsonl")).code == 3);
+  CHECK(cli("run " + t + " --hw nope").code == 2);
+}
+
+TEST_CASE("cli: check passes identical reports and fails grown peaks and new OOMs") {
+  std::string t = write_text("clichk.jsonl", kTrace);
+  std::string a = tmp_path("chk_a.json"), b = tmp_path("chk_b.json");
+  REQUIRE(cli("run " + t + " --policy best-fit --capacity 16MiB --reserve 0 --json " + a).code == 0);
+  CHECK(cli("check --baseline " + a + " --current " + a).code == 0);
+  auto j = nlohmann::json::parse(read_text(a));
+  j["peak_reserved_bytes"] = j["peak_reserved_bytes"].get<std::uint64_t>() + 1000;
+  write_text("chk_b.json", j.dump());
+  CHECK(cli("check --baseline " + a + " --current " + b).code == 1);
+  CHECK(cli("check --baseline " + a + " --current " + b + " --tolerance 50").code == 0);
+  // A capacity that OOMs is a new OOM.
+  REQUIRE(cli("run " + t + " --policy best-fit --capacity 10MiB --reserve 0 --json " + b).code == 0);
+  auto r = cli("check --baseline " + a + " --current " + b + " --tolerance 1000");
+  CHECK(r.code == 1);
+  CHECK(r.out.find("new OOM at event 4") != std::string::npos);
+}
+
+TEST_CASE("cli: compare prints one row per policy and writes a JSON array") {
+  std::string t = write_text("clicmp.jsonl", kTrace), out = tmp_path("cmp.json");
+  auto r = cli("compare " + t + " --policies ideal,best-fit,first-fit --json " + out);
+  REQUIRE(r.code == 0);
+  auto j = nlohmann::json::parse(read_text(out));
+  REQUIRE(j.size() == 3);
+  CHECK(j[0]["policy"]["name"] == "ideal");
+  CHECK(j[0]["peak_requested_bytes"] == j[2]["peak_requested_bytes"]);
+  CHECK(r.out.find("first-fit") != std::string::npos);
+}
+
+TEST_CASE("cli: gen, convert and info agree") {
+  std::string j = tmp_path("g.jsonl"), f = tmp_path("g.fstrace"), back = tmp_path("g_back.jsonl");
+  REQUIRE(cli("gen llm-serving --seed 3 --set requests=5 -o " + j).code == 0);
+  REQUIRE(cli("convert " + j + " " + f).code == 0);
+  REQUIRE(cli("convert " + f + " " + back).code == 0);
+  CHECK(read_text(j) == read_text(back));
+  auto ij = tmp_path("i1.json"), iff = tmp_path("i2.json");
+  REQUIRE(cli("info " + j + " --json " + ij).code == 0);
+  REQUIRE(cli("info " + f + " --json " + iff).code == 0);
+  auto a = nlohmann::json::parse(read_text(ij)), b = nlohmann::json::parse(read_text(iff));
+  CHECK(a["peak_requested_bytes"] == b["peak_requested_bytes"]);
+  CHECK(a["events"] == b["events"]);
+  CHECK(a["events"].get<int>() > 10);
+}

@@ -1,0 +1,226 @@
+// Trace readers and writers: every validation rule of specs/contracts.md §1, lossless conversion.
+#include <catch2/catch.hpp>
+#include <unistd.h>
+
+#include "sim/error.h"
+#include "test_util.h"
+#include "traces/generators.h"
+#include "traces/trace_reader.h"
+#include "traces/trace_writer.h"
+
+using namespace fragsim;
+using namespace fragsim::test;
+
+namespace {
+
+std::vector<Event> read_all(const std::string& path, bool lenient = false) {
+  ReaderOptions ro;
+  ro.lenient = lenient;
+  auto r = open_trace(path, ro);
+  std::vector<Event> v;
+  Event ev;
+  while (r->next(ev)) v.push_back(ev);
+  return v;
+}
+
+// Returns the InputError message for a trace, or "" when it reads cleanly.
+std::string error_of(const std::string& name, const std::string& text) {
+  std::string p = write_text(name, text);
+  try {
+    read_all(p);
+  } catch (const InputError& e) {
+    return e.what();
+  }
+  return "";
+}
+
+void same_events(const std::vector<Event>& a, const std::vector<Event>& b) {
+  REQUIRE(a.size() == b.size());
+  for (size_t i = 0; i < a.size(); ++i) {
+    INFO("event " << i);
+    CHECK(a[i].op == b[i].op);
+    CHECK(a[i].present == b[i].present);
+    CHECK(a[i].t == b[i].t);
+    CHECK(a[i].id == b[i].id);
+    CHECK(a[i].size == b[i].size);
+    CHECK(a[i].stream == b[i].stream);
+    CHECK(a[i].device == b[i].device);
+    CHECK(a[i].space == b[i].space);
+    CHECK(a[i].name == b[i].name);
+    CHECK(a[i].shape == b[i].shape);
+    CHECK(a[i].dtype == b[i].dtype);
+    CHECK(a[i].addr == b[i].addr);
+  }
+}
+
+const char* kEveryKey =
+    "{\"fragsim_trace\":1,\"time_unit\":\"us\",\"source\":\"t\",\"extra\":[1,2]}\n"
+    "\n"
+    "{\"op\":\"alloc\",\"id\":1,\"size\":12,\"shape\":[3],\"dtype\":\"f32\",\"name\":\"a\\u00e9\\n\\\"q\",\"stream\":-3,"
+    "\"device\":2,\"space\":\"vmem\",\"t\":5,\"addr\":4096}\r\n"
+    "  {\"op\":\"alloc\",\"id\":2,\"size\":0, \"t\":5, \"unknown\": {\"x\": [true, null, 1.5e3]}}\n"
+    "{\"op\":\"free\",\"id\":1,\"device\":2,\"t\":9}\n"
+    "{\"op\":\"segment_alloc\",\"addr\":140000000000000,\"size\":2097152,\"t\":9}\n"
+    "{\"op\":\"oom\",\"size\":1024,\"t\":10}\n"
+    "{\"op\":\"alloc\",\"id\":1,\"size\":1,\"t\":10,\"space\":\"collective\",\"dtype\":\"s4\",\"shape\":[1]}\n"
+    "{\"op\":\"mark\",\"name\":\"end\",\"t\":11}";
+
+}  // namespace
+
+TEST_CASE("valid JSONL trace: header, blank lines, CRLF, every key, unknown keys skipped") {
+  std::string p = write_text("ok.jsonl", kEveryKey);
+  auto r = open_trace(p, {});
+  REQUIRE(r->header()["source"] == "t");
+  REQUIRE(r->header()["extra"] == nlohmann::json::array({1, 2}));
+  std::vector<Event> v;
+  Event ev;
+  while (r->next(ev)) v.push_back(ev);
+  REQUIRE(v.size() == 7);
+  CHECK(v[0].index == 0);
+  CHECK(v[0].line == 3);
+  CHECK(v[0].t == 5);
+  CHECK(v[0].stream == -3);
+  CHECK(v[0].device == 2);
+  CHECK(v[0].space == Space::kVmem);
+  CHECK(v[0].name == "a\xc3\xa9\n\"q");
+  CHECK(v[0].addr == 4096);
+  CHECK(v[1].line == 4);
+  CHECK(v[1].size == 0);
+  CHECK(v[2].op == Op::kFree);
+  CHECK(v[2].live_size == 12);
+  CHECK(v[2].live_space == Space::kVmem);
+  CHECK(v[2].handle == v[0].handle);
+  CHECK(v[5].handle == v[0].handle);  // recycled after the free
+  CHECK(v[6].index == 6);
+}
+
+TEST_CASE("default time is the event index") {
+  auto v = read_all(write_text("t.jsonl", "{\"op\":\"mark\"}\n{\"op\":\"mark\"}\n{\"op\":\"mark\",\"t\":7}\n"));
+  CHECK(v[0].t == 0);
+  CHECK(v[1].t == 1);
+  CHECK(v[2].t == 7);
+}
+
+TEST_CASE("every malformed trace is an InputError naming file:line and the key") {
+  struct Case {
+    const char* text;
+    int line;
+    const char* needle;
+  };
+  const Case cases[] = {
+      {"{\"op\":\"alloc\",\"id\":1,\"size\":10}\n{\"op\":", 2, "truncated"},
+      {"{\"op\":\"alloc\",\"id\":1,\"size\":\"big\"}", 1, "size"},
+      {"{\"op\":\"alloc\",\"id\":1,\"size\":-5}", 1, "size: must be non-negative"},
+      {"{\"op\":\"alloc\",\"id\":1,\"size\":1.5}", 1, "size: must be an integer"},
+      {"{\"op\":\"alloc\",\"id\":1,\"size\":1e3}", 1, "size: must be an integer"},
+      {"{\"op\":\"alloc\",\"id\":1,\"size\":18446744073709551616}", 1, "size: does not fit in 64 bits"},
+      {"{\"op\":\"alloc\",\"id\":-1,\"size\":1}", 1, "id"},
+      {"{\"op\":\"grow\",\"id\":1}", 1, "op: unknown op"},
+      {"{\"op\":\"alloc\",\"id\":1,\"size\":4,\"dtype\":\"f33\"}", 1, "dtype: unknown dtype"},
+      {"{\"op\":\"alloc\",\"id\":1,\"size\":4,\"space\":\"l2\"}", 1, "space: unknown space"},
+      {"{\"op\":\"alloc\",\"id\":1,\"size\":10,\"shape\":[2,2],\"dtype\":\"f32\"}", 1, "size: 10 does not match"},
+      {"{\"op\":\"mark\",\"t\":5}\n{\"op\":\"mark\",\"t\":4}", 2, "t: time 4 is before"},
+      {"{\"op\":\"alloc\",\"id\":1,\"size\":1}\n{\"op\":\"alloc\",\"id\":1,\"size\":1}", 2, "already live"},
+      {"{\"op\":\"alloc\",\"id\":1,\"size\":1}\n{\"op\":\"free\",\"id\":2}", 2, "free of id 2 which is not live"},
+      {"{\"op\":\"alloc\",\"id\":1,\"size\":1,\"device\":1}\n{\"op\":\"free\",\"id\":1}", 2, "not live"},
+      {"{\"op\":\"alloc\",\"id\":1,\"size\":1} x", 1, "trailing characters"},
+      {"{\"op\":\"alloc\",\"id\":1,\"size\":1}{}", 1, "trailing characters"},
+      {"{\"op\":\"mark\",\"name\":\"\xff\"}", 1, "invalid UTF-8"},
+      {"{\"op\":\"mark\",\"name\":\"\xc0\xaf\"}", 1, "invalid UTF-8"},
+      {"{\"op\":\"alloc\",\"size\":1}", 1, "id: missing"},
+      {"{\"op\":\"alloc\",\"id\":1}", 1, "size: missing"},
+      {"{\"id\":1}", 1, "op: missing"},
+      {"[1,2]", 1, "one JSON object"},
+      {"{\"op\":\"alloc\",\"id\":1,\"id\":2,\"size\":1}", 1, "id: duplicate key"},
+      {"{\"op\":\"mark\",\"name\":\"\\ud800\"}", 1, "surrogate"},
+      {"{\"fragsim_trace\":2}\n", 1, "unsupported trace version"},
+      {"{\"fragsim_trace\":1,\"time_unit\":\"fortnight\"}\n", 1, "time_unit"},
+      {"{\"op\":\"alloc\",\"id\":1,\"size\":1,\"device\":4294967296}", 1, "device"},
+      {"{\"op\":\"mark\",\"name\":\"a\tb\"}", 1, "control character"},
+  };
+  int k = 0;
+  for (const auto& c : cases) {
+    std::string name = "bad" + std::to_string(k++) + ".jsonl";
+    std::string msg = error_of(name, c.text);
+    INFO(c.text << " -> " << msg);
+    CHECK(msg.find(name + ":" + std::to_string(c.line) + ": ") != std::string::npos);
+    CHECK(msg.find(c.needle) != std::string::npos);
+  }
+}
+
+TEST_CASE("--lenient counts and skips frees of unknown ids, keeping event indexes") {
+  std::string text = "{\"op\":\"free\",\"id\":5}\n{\"op\":\"alloc\",\"id\":1,\"size\":3}\n{\"op\":\"free\",\"id\":1}\n";
+  std::string p = write_text("lenient.jsonl", text);
+  ReaderOptions ro;
+  ro.lenient = true;
+  auto r = open_trace(p, ro);
+  Event ev;
+  REQUIRE(r->next(ev));
+  CHECK(ev.op == Op::kAlloc);
+  CHECK(ev.index == 1);
+  REQUIRE(r->next(ev));
+  CHECK(!r->next(ev));
+  CHECK(r->skipped_frees() == 1);
+  CHECK_THROWS_AS(read_all(p, false), InputError);
+}
+
+TEST_CASE("jsonl -> fstrace -> jsonl and jsonl.zst keep every key of every event") {
+  std::string src = write_text("every.jsonl", kEveryKey);
+  auto a = read_all(src);
+  for (const char* mid_ext : {".fstrace", ".jsonl.zst"}) {
+    std::string mid = tmp_path(std::string("every") + mid_ext), back = tmp_path("every_back.jsonl");
+    {
+      auto r = open_trace(src, {});
+      auto w = open_trace_writer(mid, r->header());
+      Event ev;
+      while (r->next(ev)) w->write(ev);
+      w->finish();
+    }
+    {
+      auto r = open_trace(mid, {});
+      CHECK(r->header()["source"] == "t");
+      auto w = open_trace_writer(back, r->header());
+      Event ev;
+      while (r->next(ev)) w->write(ev);
+      w->finish();
+    }
+    same_events(a, read_all(mid));
+    same_events(a, read_all(back));
+  }
+}
+
+TEST_CASE("generated workloads round-trip through .fstrace") {
+  for (const auto& w : list_workloads()) {
+    std::string j = tmp_path(w.name + ".jsonl"), f = tmp_path(w.name + ".fstrace");
+    nlohmann::json knobs = w.name == "random" ? nlohmann::json{{"events", 5000}} : nlohmann::json::object();
+    generate_workload(w.name, 7, knobs, j);
+    generate_workload(w.name, 7, knobs, f);
+    auto a = read_all(j), b = read_all(f);
+    INFO(w.name);
+    REQUIRE(a.size() > 100);
+    same_events(a, b);
+  }
+}
+
+TEST_CASE("generators are deterministic per seed and differ across seeds") {
+  std::string a = tmp_path("s1.jsonl"), b = tmp_path("s1b.jsonl"), c = tmp_path("s2.jsonl");
+  generate_workload("torch-eager", 1, {{"steps", 2}}, a);
+  generate_workload("torch-eager", 1, {{"steps", 2}}, b);
+  generate_workload("torch-eager", 2, {{"steps", 2}}, c);
+  CHECK(read_text(a) == read_text(b));
+  CHECK(read_text(a) != read_text(c));
+  CHECK_THROWS_AS(generate_workload("torch-eager", 1, {{"stepz", 2}}, a), InputError);
+}
+
+TEST_CASE("corrupt .fstrace files are input errors") {
+  std::string good = tmp_path("c.fstrace");
+  generate_workload("random", 3, {{"events", 200}}, good);
+  std::string bytes = read_text(good);
+  // Truncated just before the end, bad magic, cut in the middle of a record stream.
+  for (auto mutate : {+[](std::string s) { return s.substr(0, s.size() - 3); },
+                      +[](std::string s) { s[0] = 'X'; return s; },
+                      +[](std::string s) { return s.substr(0, s.size() / 2); }}) {
+    std::string p = write_text("corrupt.fstrace", mutate(bytes));
+    CHECK_THROWS_AS(read_all(p), InputError);
+  }
+}

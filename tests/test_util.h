@@ -1,0 +1,60 @@
+// Helpers shared by the tests: temporary files, running the CLI, reading JSON(L).
+#pragma once
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+namespace fragsim::test {
+
+inline std::string tmp_dir() {
+  static std::string d = [] {
+    auto p = std::filesystem::temp_directory_path() / ("fragsim-test-" + std::to_string(::getpid()));
+    std::filesystem::create_directories(p);
+    return p.string();
+  }();
+  return d;
+}
+inline std::string tmp_path(const std::string& name) { return tmp_dir() + "/" + name; }
+
+inline std::string write_text(const std::string& name, const std::string& text) {
+  std::string p = tmp_path(name);
+  std::ofstream(p, std::ios::binary) << text;
+  return p;
+}
+
+inline std::string read_text(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+inline std::vector<nlohmann::json> read_jsonl(const std::string& path) {
+  std::vector<nlohmann::json> v;
+  std::ifstream in(path);
+  std::string line;
+  while (std::getline(in, line))
+    if (!line.empty()) v.push_back(nlohmann::json::parse(line));
+  return v;
+}
+
+struct CliResult {
+  int code;
+  std::string out, err;
+};
+
+// Runs the built fragsim with args (shell-quoted by the caller where needed).
+inline CliResult cli(const std::string& args) {
+  std::string o = tmp_path("cli.out"), e = tmp_path("cli.err");
+  std::string cmd = std::string(FRAGSIM_BINARY) + " " + args + " >" + o + " 2>" + e;
+  int rc = std::system(cmd.c_str());
+  return {WEXITSTATUS(rc), read_text(o), read_text(e)};
+}
+
+}  // namespace fragsim::test
