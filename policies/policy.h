@@ -93,6 +93,9 @@ class AllocatorPolicy {
     (void)req;
     return {};
   }
+  // Non-empty when the real allocator would have aborted the process (e.g. a CHECK failure);
+  // the engine then stops the replay and reports it.
+  virtual std::string fatal_error() const { return {}; }
   // Observation events of the trace (segment_alloc, ...) for fidelity bookkeeping. Optional.
   virtual void observe(const Event& ev) { (void)ev; }
 };
@@ -123,5 +126,6 @@ void register_builtin_policies(Registry& r);
 void register_ideal(Registry& r);
 void register_best_fit(Registry& r);
 void register_first_fit(Registry& r);
+void register_xla_bfc(Registry& r);
 
 }  // namespace fragsim

@@ -17,6 +17,7 @@ void register_builtin_policies(Registry& r) {
   register_ideal(r);
   register_best_fit(r);
   register_first_fit(r);
+  register_xla_bfc(r);
 }
 
 }  // namespace fragsim

@@ -93,6 +93,7 @@ class Engine : public Scheduler {
             }
           }
           account(s);
+          check_fatal(s, ev, out, &replaying);
           break;
         }
         case Op::kFree: {
@@ -106,6 +107,7 @@ class Engine : public Scheduler {
             Slot& s = slots_[slot_of_[ev.handle]];
             s.policy->release(ev.handle);
             account(s);
+            check_fatal(s, ev, out, &replaying);
           }
           state_[ev.handle] = 0;
           break;
@@ -211,6 +213,18 @@ class Engine : public Scheduler {
     frag_max_ = std::max(frag_max_, gf);
   }
 
+  void check_fatal(Slot& s, const Event& ev, RunResult& out, bool* replaying) {
+    if (out.fatal.empty()) {
+      std::string f = s.policy->fatal_error();
+      if (f.empty()) return;
+      out.fatal = f;
+      out.fatal_event = ev.index;
+      out.completed = false;
+      out.stopped_early = true;
+      *replaying = false;
+    }
+  }
+
   void record_oom(Slot& s, const Event& ev, const AllocRequest& rq, RunResult& out) {
     Usage u = s.policy->usage();
     OomRecord o;
@@ -257,6 +271,7 @@ class Engine : public Scheduler {
       r.peak_requested = k < req_.size() ? req_[k].second : 0;
       r.device_allocs = s.mem->alloc_calls();
       r.device_frees = s.mem->free_calls();
+      r.device_failed = s.mem->failed_calls();
       r.device_time_ns = s.mem->time_ns();
       r.final_allocated = s.last.allocated;
       r.final_reserved = s.last.reserved;

@@ -48,7 +48,7 @@ struct SpaceResult {
   Space space = Space::kHbm;
   Bytes peak_requested = 0, peak_allocated = 0, peak_reserved = 0;
   double frag_at_peak = 0, frag_max = 0;
-  std::uint64_t device_allocs = 0, device_frees = 0;
+  std::uint64_t device_allocs = 0, device_frees = 0, device_failed = 0;
   double device_time_ns = 0;
   Bytes final_allocated = 0, final_reserved = 0;
   std::vector<OomRecord> ooms;
@@ -70,6 +70,8 @@ struct RunResult {
   std::vector<SpaceResult> spaces;
   std::vector<std::string> notes;
   bool stopped_early = false;  // stopped replaying at the first OOM
+  std::string fatal;            // the allocator aborted the process (message); replay stopped
+  std::uint64_t fatal_event = 0;
 };
 
 // Runs one simulation. Throws InputError (bad trace/config), EnvError (I/O), std::logic_error

@@ -49,7 +49,7 @@ nlohmann::json report_json(const RunResult& r) {
                         {"final_allocated_bytes", s.final_allocated},
                         {"final_reserved_bytes", s.final_reserved},
                         {"fragmentation", {{"at_peak_reserved", s.frag_at_peak}, {"max", s.frag_max}}},
-                        {"device_calls", {{"alloc", s.device_allocs}, {"free", s.device_frees}}},
+                        {"device_calls", {{"alloc", s.device_allocs}, {"free", s.device_frees}, {"failed", s.device_failed}}},
                         {"device_time_ns", s.device_time_ns},
                         {"policy_stats", s.stats}};
     for (auto it = s.extra.begin(); it != s.extra.end(); ++it) d[it.key()] = it.value();
@@ -79,7 +79,8 @@ nlohmann::json report_json(const RunResult& r) {
     j["policy_stats"] = r.spaces[0].stats;
     for (auto it = r.spaces[0].extra.begin(); it != r.spaces[0].extra.end(); ++it) j[it.key()] = it.value();
   }
-  if (r.stopped_early) j["stopped_at_first_oom"] = true;
+  if (r.stopped_early) j["stopped_early"] = true;
+  if (!r.fatal.empty()) j["fatal"] = {{"event_index", r.fatal_event}, {"message", r.fatal}};
   if (!r.notes.empty()) j["notes"] = r.notes;
   return j;
 }
@@ -96,6 +97,8 @@ std::string report_text(const RunResult& r) {
                  r.completed ? "completed, no OOM"
                              : fmt::format("{} OOM{}{}", r.ooms.size(), r.ooms.size() == 1 ? "" : "s",
                                            r.stopped_early ? " (stopped at the first; --keep-going lists all)" : ""));
+  if (!r.fatal.empty())
+    fmt::format_to(out, "  ABORTED at event {}: {} (the real allocator stops the process here)\n", r.fatal_event, r.fatal);
   fmt::format_to(out, "  peak requested  {:>14}  ({} B)\n", human_bytes(r.peak_requested), r.peak_requested);
   fmt::format_to(out, "  peak allocated  {:>14}  ({} B)\n", human_bytes(r.peak_allocated), r.peak_allocated);
   fmt::format_to(out, "  peak reserved   {:>14}  ({} B)\n", human_bytes(r.peak_reserved), r.peak_reserved);

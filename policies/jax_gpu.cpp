@@ -1,0 +1,35 @@
+#include "policies/jax_gpu.h"
+
+#include <cstdio>
+#include <tuple>
+
+#include <fmt/format.h>
+
+#include "sim/error.h"
+
+namespace fragsim {
+
+JaxlibBehaviour jaxlib_behaviour(const std::string& version, const std::string& key) {
+  int a = 0, b = 0, c = 0;
+  char tail = 0;
+  int n = std::sscanf(version.c_str(), "%d.%d.%d%c", &a, &b, &c, &tail);
+  if (n < 2 || n > 3 || a < 0 || b < 0 || c < 0)
+    throw InputError(fmt::format("{}: '{}' is not a jaxlib version like 0.11.0", key, version));
+  auto v = std::make_tuple(a, b, c);
+  JaxlibBehaviour r;
+  r.version = version;
+  r.limit_from_free = v < std::make_tuple(0, 4, 1);
+  r.round_limit = r.vmm_padding = v >= std::make_tuple(0, 10, 2);
+  r.spatial_default = v >= std::make_tuple(0, 11, 0);
+  return r;
+}
+
+double pjrt_fraction(double fraction) { return static_cast<double>(static_cast<float>(fraction)); }
+
+Bytes xla_memory_limit(Bytes total, double fraction, const JaxlibBehaviour& b) {
+  auto limit = static_cast<Bytes>(static_cast<double>(total) * pjrt_fraction(fraction));
+  if (b.round_limit) limit = round_up(limit, 2 * kMiB);
+  return limit;
+}
+
+}  // namespace fragsim

@@ -1,0 +1,31 @@
+// What a JAX release does with its GPU memory settings (specs/xla-bfc.md §4,
+// specs/xla-bfc-spatial.md §2 and §4): one place for the version table, the limit arithmetic and
+// the allocator options, shared by xla-bfc, platform, cuda-async and the sweep.
+#pragma once
+#include <string>
+
+#include "sim/types.h"
+
+namespace fragsim {
+
+struct JaxlibBehaviour {
+  std::string version;          // as given, e.g. "0.11.0"
+  bool limit_from_free = false;  // < 0.4.1: fraction of *free* memory, not total
+  bool round_limit = false;      // ≥ 0.10.2: limit rounded up to 2 MiB
+  bool vmm_padding = false;      // ≥ 0.10.2: device allocations padded to the VMM granularity
+  bool spatial_default = false;  // ≥ 0.11.0: spatial partitioning on by default (with preallocate)
+};
+
+inline constexpr const char* kNewestJaxlib = "0.11.0";
+
+// Parses "0.4.30", "0.11.0" ... Throws InputError naming key on malformed versions.
+JaxlibBehaviour jaxlib_behaviour(const std::string& version, const std::string& key);
+
+// The memory fraction after its trip through the PJRT C API: a 32-bit float widened to double.
+double pjrt_fraction(double fraction);
+
+// BFC memory limit for the device: size_t(total × f32(fraction)), rounded up to 2 MiB where the
+// release does. `total` is the device-reported total (or free memory before jaxlib 0.4.1).
+Bytes xla_memory_limit(Bytes total, double fraction, const JaxlibBehaviour& b);
+
+}  // namespace fragsim
