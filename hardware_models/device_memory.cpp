@@ -8,8 +8,8 @@ namespace fragsim {
 DeviceMemory::DeviceMemory(const SpaceSpec& spec, const CostModel& cost)
     : spec_(spec), cost_(cost), limit_(spec.usable()), next_(kBase) {}
 
-std::optional<DeviceMemory::Grant> DeviceMemory::allocate(Bytes bytes) {
-  Bytes p = padded(bytes);
+std::optional<DeviceMemory::Grant> DeviceMemory::allocate(Bytes bytes, Bytes unit) {
+  Bytes p = unit ? round_up(bytes, unit) : padded(bytes);
   time_ns_ += cost_.alloc_ns(p);
   if (p == 0 || p > available()) {
     ++failed_calls_;
@@ -20,7 +20,7 @@ std::optional<DeviceMemory::Grant> DeviceMemory::allocate(Bytes bytes) {
     a = recorded_.front();
     recorded_.pop_front();
   } else {
-    Bytes align = std::max(spec_.alignment, spec_.granularity);
+    Bytes align = std::max(spec_.alignment, unit ? unit : spec_.granularity);
     a = round_up(next_, align);
     next_ = a + p;
   }

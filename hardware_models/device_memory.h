@@ -26,8 +26,9 @@ class DeviceMemory {
     Addr addr;
     Bytes bytes;  // padded size actually granted (bytes_received)
   };
-  // One device allocation. nullopt when the padded size does not fit (counted as a failed call).
-  std::optional<Grant> allocate(Bytes bytes);
+  // One device allocation, padded to `unit` (0 = the space's granularity). nullopt when the
+  // padded size does not fit (counted as a failed call).
+  std::optional<Grant> allocate(Bytes bytes, Bytes unit = 0);
   // Releases a live device allocation made by allocate().
   void release(Addr addr);
   void expect_address(Addr a) { recorded_.push_back(a); }

@@ -127,5 +127,7 @@ void register_ideal(Registry& r);
 void register_best_fit(Registry& r);
 void register_first_fit(Registry& r);
 void register_xla_bfc(Registry& r);
+void register_platform(Registry& r);
+void register_cuda_async(Registry& r);
 
 }  // namespace fragsim

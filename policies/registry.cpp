@@ -18,6 +18,8 @@ void register_builtin_policies(Registry& r) {
   register_best_fit(r);
   register_first_fit(r);
   register_xla_bfc(r);
+  register_platform(r);
+  register_cuda_async(r);
 }
 
 }  // namespace fragsim

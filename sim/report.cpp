@@ -109,7 +109,7 @@ std::string report_text(const RunResult& r) {
                      space_name(sp.space), human_bytes(sp.peak_allocated), human_bytes(sp.peak_reserved),
                      pct(sp.frag_max), sp.ooms.size());
     if (sp.device_allocs || sp.device_frees)
-      fmt::format_to(out, "  device calls ({} {}): {} alloc, {} free, simulated {:.3f} ms\n", sp.device,
+      fmt::format_to(out, "  device calls (device {} {}): {} alloc, {} free, simulated {:.3f} ms\n", sp.device,
                      space_name(sp.space), sp.device_allocs, sp.device_frees, sp.device_time_ns / 1e6);
   }
   size_t shown = 0;

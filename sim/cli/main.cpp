@@ -14,6 +14,7 @@
 #include "sim/error.h"
 #include "sim/report.h"
 #include "sim/settings.h"
+#include "sim/sweep.h"
 #include "sim/trace_info.h"
 #include "traces/generators.h"
 #include "traces/io.h"
@@ -32,6 +33,7 @@ usage: fragsim COMMAND [options]   (fragsim COMMAND --help for each)
 commands:
   run TRACE      replay a trace through one allocator policy; report OOMs, peaks, fragmentation
   compare TRACE  several policies on one trace, one table
+  sweep TRACE    smallest memory fraction or capacity with no OOM, as the setting to type
   check          CI gate: compare two reports, exit 1 on a regression
   info TRACE     trace summary: counts, peak requested, size histogram
   convert IN OUT convert between .jsonl, .jsonl.zst, .fstrace (and read .pickle)
@@ -157,6 +159,34 @@ int cmd_compare(const std::vector<std::string>& args, const Registry& reg) {
   }
   if (!json.empty()) write_file_atomic(json, arr.dump(2) + "\n");
   std::cout << compare_table(runs);
+  return 0;
+}
+
+int cmd_sweep(const std::vector<std::string>& args, const Registry& reg) {
+  SimArgs a;
+  std::string json, find;
+  unsigned threads = 0;
+  po::options_description d("fragsim sweep options");
+  add_sim_options(d, a);
+  d.add_options()("policy", po::value(&a.policy), "allocator policy (default: chosen by --env, else xla-bfc)")(
+      "find", po::value(&find)->required(), "min-mem-fraction (to 0.01) or min-capacity (to the device granularity)")(
+      "threads", po::value(&threads)->default_value(0), "parallel simulations (0 = every core)")(
+      "json", po::value(&json), "write {find, value, setting, monotonic, runs} to FILE");
+  po::positional_options_description pos;
+  pos.add("trace", 1);
+  auto p = parse(args, d, pos,
+                 "usage: fragsim sweep TRACE --policy NAME --find min-mem-fraction|min-capacity [options]\n\n"
+                 "Finds the smallest memory fraction or capacity with no OOM and prints it as the setting to use.\n"
+                 "min-mem-fraction runs every fraction 0.01..1.00 and reports whether the outcome is monotonic;\n"
+                 "min-capacity bisects and checks monotonicity around the answer.");
+  if (p.help) return 0;
+  SweepOptions so;
+  so.base = build_run(a, a.policy.empty() && a.envs.empty() ? "xla-bfc" : a.policy);
+  so.find = find;
+  so.threads = threads;
+  SweepResult r = run_sweep(so, reg);
+  if (!json.empty()) write_file_atomic(json, sweep_json(r).dump(2) + "\n");
+  std::cout << sweep_text(r);
   return 0;
 }
 
@@ -297,7 +327,7 @@ int main(int argc, char** argv) {
   std::string cmd = argv[1];
   std::vector<std::string> args(argv + 2, argv + argc);
   using Fn = int (*)(const std::vector<std::string>&, const Registry&);
-  const std::pair<const char*, Fn> kCommands[] = {{"run", cmd_run},         {"compare", cmd_compare}, {"check", cmd_check},
+  const std::pair<const char*, Fn> kCommands[] = {{"run", cmd_run},         {"compare", cmd_compare}, {"sweep", cmd_sweep}, {"check", cmd_check},
                                                   {"info", cmd_info},       {"convert", cmd_convert}, {"gen", cmd_gen},
                                                   {"list", cmd_list}};
   try {

@@ -1,0 +1,119 @@
+#include "policies/segment_heap.h"
+
+#include <stdexcept>
+
+#include <fmt/format.h>
+
+namespace fragsim {
+
+std::int32_t SegmentHeap::new_block() {
+  if (!spare_.empty()) {
+    auto b = spare_.back();
+    spare_.pop_back();
+    blocks_[b] = Block{};
+    return b;
+  }
+  blocks_.emplace_back();
+  return static_cast<std::int32_t>(blocks_.size() - 1);
+}
+
+std::int32_t SegmentHeap::add_segment(Addr base, Bytes size) {
+  std::int32_t b = new_block();
+  std::int32_t s = static_cast<std::int32_t>(segments_.size());
+  segments_.push_back(Segment{base, size, b, 0, true});
+  blocks_[b] = Block{base, size, 0, kNil, kNil, s, false};
+  index_insert(b);
+  reserved_ += size;
+  return s;
+}
+
+std::int32_t SegmentHeap::take(std::int32_t b, Bytes r, Bytes requested, bool split) {
+  index_erase(b);
+  if (split && blocks_[b].size > r) {
+    std::int32_t n = new_block();
+    Block& a = blocks_[b];
+    blocks_[n] = Block{a.addr + r, a.size - r, 0, b, a.next, a.seg, false};
+    if (a.next != kNil) blocks_[a.next].prev = n;
+    a.next = n;
+    a.size = r;
+    index_insert(n);
+  }
+  Block& a = blocks_[b];
+  a.in_use = true;
+  a.requested = requested;
+  ++segments_[a.seg].in_use;
+  allocated_ += a.size;
+  return b;
+}
+
+std::int32_t SegmentHeap::free_block(std::int32_t b) {
+  Block& a = blocks_[b];
+  a.in_use = false;
+  --segments_[a.seg].in_use;
+  allocated_ -= a.size;
+  std::int32_t p = a.prev;
+  if (p != kNil && !blocks_[p].in_use) {  // merge into the previous block
+    index_erase(p);
+    blocks_[p].size += blocks_[b].size;
+    blocks_[p].next = blocks_[b].next;
+    if (blocks_[b].next != kNil) blocks_[blocks_[b].next].prev = p;
+    spare_.push_back(b);
+    b = p;
+  }
+  std::int32_t n = blocks_[b].next;
+  if (n != kNil && !blocks_[n].in_use) {
+    index_erase(n);
+    blocks_[b].size += blocks_[n].size;
+    blocks_[b].next = blocks_[n].next;
+    if (blocks_[n].next != kNil) blocks_[blocks_[n].next].prev = b;
+    spare_.push_back(n);
+  }
+  index_insert(b);
+  return b;
+}
+
+void SegmentHeap::remove_segment(std::int32_t s) {
+  Segment& sg = segments_[s];
+  std::int32_t b = sg.first;
+  index_erase(b);
+  spare_.push_back(b);
+  reserved_ -= sg.size;
+  sg.live = false;
+  sg.first = kNil;
+}
+
+void SegmentHeap::validate(const std::string& owner) const {
+  auto fail = [&](const std::string& m) { throw std::logic_error(owner + ": " + m); };
+  Bytes alloc = 0, reserved = 0;
+  size_t nfree = 0;
+  for (size_t si = 0; si < segments_.size(); ++si) {
+    const Segment& sg = segments_[si];
+    if (!sg.live) continue;
+    reserved += sg.size;
+    Addr at = sg.base;
+    std::int32_t prev = kNil;
+    std::uint32_t used = 0;
+    for (std::int32_t b = sg.first; b != kNil; b = blocks_[b].next) {
+      const Block& bl = blocks_[b];
+      if (bl.addr != at) fail(fmt::format("block at {:#x} expected at {:#x}", bl.addr, at));
+      if (bl.prev != prev || bl.seg != static_cast<std::int32_t>(si)) fail("broken block links");
+      if (bl.in_use) {
+        alloc += bl.size;
+        ++used;
+      } else {
+        ++nfree;
+        if (prev != kNil && !blocks_[prev].in_use) fail("two adjacent free blocks");
+        if (!free_.contains(bl.size, bl.addr)) fail("free block missing from the index");
+      }
+      at += bl.size;
+      prev = b;
+    }
+    if (at != sg.base + sg.size) fail("blocks do not cover the segment");
+    if (used != sg.in_use) fail("segment in-use count stale");
+  }
+  if (nfree != free_.size()) fail("index holds stale blocks");
+  if (alloc != allocated_) fail(fmt::format("allocated {} != Σ in-use blocks {}", allocated_, alloc));
+  if (reserved != reserved_) fail("reserved != Σ segments");
+}
+
+}  // namespace fragsim

@@ -1,0 +1,77 @@
+// SegmentHeap: memory obtained from the device in segments, cut into blocks, with one best-fit
+// index over the free blocks of all segments — the state shared by the caching-pool models
+// (cuda-async; torch-caching keeps one per pool and stream).
+//
+//   Segment — one device allocation [base, base+size); blocks never merge across segments.
+//   Block   — [addr, addr+size) in a segment; prev/next are physical neighbours.
+//   free    — SizeIndex ordered (size, addr): best_fit(r) = smallest free block ≥ r, lowest
+//             address on ties.
+// Invariants (validate): the blocks of a live segment tile it; no two adjacent free blocks
+//   (free_block coalesces both ways); the index holds exactly the free blocks;
+//   allocated = Σ in-use block sizes; reserved = Σ live segment sizes.
+#pragma once
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "policies/size_index.h"
+
+namespace fragsim {
+
+class SegmentHeap {
+ public:
+  static constexpr std::int32_t kNil = -1;
+  struct Block {
+    Addr addr = 0;
+    Bytes size = 0, requested = 0;
+    std::int32_t prev = kNil, next = kNil, seg = kNil;
+    bool in_use = false;
+  };
+  struct Segment {
+    Addr base = 0;
+    Bytes size = 0;
+    std::int32_t first = kNil;
+    std::uint32_t in_use = 0;
+    bool live = false;
+  };
+
+  // Adds a segment as one free block; returns the segment index.
+  std::int32_t add_segment(Addr base, Bytes size);
+  // Smallest free block with size ≥ r (lowest address on ties), or nullptr.
+  const SizeIndex::Entry* best_fit(Bytes r) const { return free_.lower_bound(r); }
+  template <class F>
+  void scan_from(Bytes r, F f) const {
+    free_.scan_from(r, f);
+  }
+  // Takes free block b for `requested` bytes, keeping [addr, addr+r); when split, the rest
+  // becomes a new free block. Returns b.
+  std::int32_t take(std::int32_t b, Bytes r, Bytes requested, bool split);
+  // Frees an in-use block and merges it with free neighbours; returns the merged block.
+  std::int32_t free_block(std::int32_t b);
+  // True when the segment holds no in-use block (it is then a single free block).
+  bool segment_unused(std::int32_t s) const { return segments_[s].live && segments_[s].in_use == 0; }
+  // Removes an unused segment (caller returns its memory to the device).
+  void remove_segment(std::int32_t s);
+
+  const Block& block(std::int32_t b) const { return blocks_[b]; }
+  const Segment& segment(std::int32_t s) const { return segments_[s]; }
+  size_t segment_count() const { return segments_.size(); }
+  Bytes allocated() const { return allocated_; }
+  Bytes reserved() const { return reserved_; }
+  Bytes largest_free() const { return free_.size() ? free_.largest()->size : 0; }
+  size_t free_blocks() const { return free_.size(); }
+  void validate(const std::string& owner) const;
+
+ private:
+  std::int32_t new_block();
+  void index_insert(std::int32_t b) { free_.insert({blocks_[b].size, blocks_[b].addr, static_cast<std::uint32_t>(b)}); }
+  void index_erase(std::int32_t b) { free_.erase(blocks_[b].size, blocks_[b].addr); }
+
+  std::vector<Block> blocks_;
+  std::vector<std::int32_t> spare_;
+  std::vector<Segment> segments_;
+  SizeIndex free_;
+  Bytes allocated_ = 0, reserved_ = 0;
+};
+
+}  // namespace fragsim

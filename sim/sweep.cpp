@@ -1,0 +1,198 @@
+#include "sim/sweep.h"
+
+#include <algorithm>
+#include <atomic>
+#include <cmath>
+#include <mutex>
+#include <thread>
+
+#include <fmt/format.h>
+
+#include "sim/error.h"
+
+namespace fragsim {
+
+namespace {
+
+// Runs f(i) for i in [0, n) on up to `threads` threads; rethrows the first exception.
+template <class F>
+void parallel_for(size_t n, unsigned threads, F f) {
+  if (threads == 0) threads = std::max(1u, std::thread::hardware_concurrency());
+  threads = static_cast<unsigned>(std::min<size_t>(threads, n));
+  std::atomic<size_t> next{0};
+  std::exception_ptr err;
+  std::mutex m;
+  auto work = [&] {
+    for (size_t i; (i = next++) < n;) {
+      try {
+        f(i);
+      } catch (...) {
+        std::lock_guard<std::mutex> g(m);
+        if (!err) err = std::current_exception();
+        next = n;
+      }
+    }
+  };
+  std::vector<std::thread> pool;
+  for (unsigned t = 1; t < threads; ++t) pool.emplace_back(work);
+  work();
+  for (auto& t : pool) t.join();
+  if (err) std::rethrow_exception(err);
+}
+
+SweepPoint run_point(const RunOptions& base, const Registry& reg, double value, bool fraction) {
+  RunOptions o = base;
+  o.placements.clear();
+  o.keep_going = false;
+  o.check = false;
+  if (fraction) {
+    o.policy.config["mem_fraction"] = value;
+  } else {
+    o.hw.space(Space::kHbm)->capacity = static_cast<Bytes>(value);
+  }
+  RunResult r = run_simulation(o, reg);
+  SweepPoint p{value, r.completed, r.ooms.size(), std::nullopt};
+  if (!r.ooms.empty()) p.first_oom_event = r.ooms[0].event_index;
+  return p;
+}
+
+}  // namespace
+
+std::string fraction_setting(double f) {
+  std::string s = fmt::format("{:.2f}", f);
+  if (s.rfind("0.", 0) == 0) s = s.substr(1);
+  while (s.size() > 2 && s.back() == '0' && s[s.size() - 2] != '.') s.pop_back();
+  return s;
+}
+
+SweepResult run_sweep(const SweepOptions& opt, const Registry& reg) {
+  SweepResult res;
+  res.find = opt.find;
+  if (opt.find == "min-mem-fraction") {
+    if (opt.base.policy.name != "xla-bfc" && opt.base.policy.name != "cuda-async")
+      throw InputError("sweep --find min-mem-fraction: only policies with a memory fraction (xla-bfc, cuda-async)");
+    res.runs.resize(100);
+    parallel_for(100, opt.threads, [&](size_t i) { res.runs[i] = run_point(opt.base, reg, (i + 1) / 100.0, true); });
+    // Safe answer: smallest fraction from which every larger one completes.
+    int safe = 100;
+    while (safe > 0 && res.runs[safe - 1].completed) --safe;
+    for (int i = 0; i < safe; ++i)
+      if (res.runs[i].completed) res.anomalies.push_back(res.runs[i].value);
+    res.monotonic = res.anomalies.empty();
+    res.monotonic_basis = "observed over every fraction 0.01..1.00";
+    if (safe < 100) {
+      res.value = (safe + 1) / 100.0;
+      res.setting = "XLA_PYTHON_CLIENT_MEM_FRACTION=" + fraction_setting(*res.value);
+    }
+    return res;
+  }
+  if (opt.find != "min-capacity") throw InputError("sweep --find: must be min-capacity or min-mem-fraction");
+  const SpaceSpec* hbm = opt.base.hw.space(Space::kHbm);
+  if (!hbm) throw InputError("sweep --find min-capacity: hardware has no hbm space");
+  const Bytes g = std::max<Bytes>(hbm->granularity, 1);
+  auto cap = [&](std::uint64_t k) { return static_cast<double>(k * g); };
+  std::vector<SweepPoint> all;
+  std::mutex m;
+  auto eval = [&](const std::vector<std::uint64_t>& ks) {
+    std::vector<SweepPoint> pts(ks.size());
+    parallel_for(ks.size(), opt.threads, [&](size_t i) { pts[i] = run_point(opt.base, reg, cap(ks[i]), false); });
+    std::lock_guard<std::mutex> l(m);
+    all.insert(all.end(), pts.begin(), pts.end());
+    return pts;
+  };
+  // Find an upper bound that completes: the reserve plus 2x the trace's peak, doubling.
+  std::uint64_t lo = 0, hi = std::max<std::uint64_t>(1, (hbm->reserve + 2 * kGiB) / g);
+  for (;;) {
+    auto p = eval({hi});
+    if (p[0].completed) break;
+    lo = hi;
+    if (hi > (1ULL << 46) / g) {  // 64 TiB: give up
+      res.runs = all;
+      return res;
+    }
+    hi *= 2;
+  }
+  // k-ary search: lo fails (or is 0), hi completes.
+  unsigned k = opt.threads ? opt.threads : std::max(1u, std::thread::hardware_concurrency());
+  while (hi - lo > 1) {
+    std::vector<std::uint64_t> ks;
+    for (unsigned i = 1; i <= k; ++i) {
+      std::uint64_t x = lo + (hi - lo) * i / (k + 1);
+      if (x > lo && x < hi && (ks.empty() || ks.back() != x)) ks.push_back(x);
+    }
+    if (ks.empty()) ks.push_back(lo + 1);
+    auto pts = eval(ks);
+    std::uint64_t new_lo = lo, new_hi = hi;
+    for (size_t i = 0; i < ks.size(); ++i) {
+      if (pts[i].completed) {
+        new_hi = std::min(new_hi, ks[i]);
+      }
+    }
+    for (size_t i = 0; i < ks.size(); ++i)
+      if (!pts[i].completed && ks[i] < new_hi) new_lo = std::max(new_lo, ks[i]);
+    lo = new_lo;
+    hi = new_hi;
+  }
+  // Verify monotonicity around the answer.
+  std::vector<std::uint64_t> ks;
+  for (int d = 1; d <= opt.verify; ++d) {
+    if (hi > static_cast<std::uint64_t>(d)) ks.push_back(hi - d);
+    ks.push_back(hi + d);
+  }
+  auto pts = eval(ks);
+  for (size_t i = 0; i < ks.size(); ++i) {
+    bool expect = ks[i] > hi;
+    if (pts[i].completed != expect) res.anomalies.push_back(cap(ks[i]));
+  }
+  res.monotonic = res.anomalies.empty();
+  res.monotonic_basis = fmt::format("bisection; checked {} granularity steps on each side of the answer", opt.verify);
+  res.value = cap(hi);
+  Bytes c = static_cast<Bytes>(cap(hi));
+  res.setting = c % kMiB == 0 ? fmt::format("--capacity {}MiB", c / kMiB) : fmt::format("--capacity {}", c);
+  std::sort(all.begin(), all.end(), [](const SweepPoint& a, const SweepPoint& b) { return a.value < b.value; });
+  res.runs = all;
+  return res;
+}
+
+nlohmann::json sweep_json(const SweepResult& r) {
+  nlohmann::json runs = nlohmann::json::array();
+  for (const auto& p : r.runs) {
+    nlohmann::json j = {{"value", p.value}, {"completed", p.completed}, {"oom_count", p.oom_count}};
+    if (p.first_oom_event) j["first_oom_event"] = *p.first_oom_event;
+    runs.push_back(j);
+  }
+  nlohmann::json j = {{"find", r.find},
+                      {"value", r.value ? nlohmann::json(*r.value) : nlohmann::json()},
+                      {"setting", r.value ? nlohmann::json(r.setting) : nlohmann::json()},
+                      {"monotonic", r.monotonic},
+                      {"monotonic_basis", r.monotonic_basis},
+                      {"anomalies", r.anomalies},
+                      {"runs", runs}};
+  return j;
+}
+
+std::string sweep_text(const SweepResult& r) {
+  std::string s;
+  auto out = std::back_inserter(s);
+  if (!r.value) {
+    fmt::format_to(out, "no value in range completes without OOM ({} runs)\n", r.runs.size());
+    return s;
+  }
+  if (r.find == "min-capacity")
+    fmt::format_to(out, "smallest capacity with no OOM: {} ({} B)\n", human_bytes(static_cast<Bytes>(*r.value)),
+                   static_cast<Bytes>(*r.value));
+  else
+    fmt::format_to(out, "smallest memory fraction with no OOM: {:.2f}\n", *r.value);
+  fmt::format_to(out, "  setting: {}\n", r.setting);
+  fmt::format_to(out, "  monotonic: {} ({})\n", r.monotonic ? "yes" : "NO", r.monotonic_basis);
+  if (!r.anomalies.empty()) {
+    fmt::format_to(out, "  outcomes that break monotonicity at:");
+    for (double a : r.anomalies)
+      fmt::format_to(out, " {}", r.find == "min-capacity" ? human_bytes(static_cast<Bytes>(a)) : fmt::format("{:.2f}", a));
+    fmt::format_to(out, "\n  the setting above is the smallest value from which every larger one completes\n");
+  }
+  fmt::format_to(out, "  {} simulations\n", r.runs.size());
+  return s;
+}
+
+}  // namespace fragsim

@@ -1,0 +1,50 @@
+// `fragsim sweep`: the smallest memory fraction (to 0.01) or device capacity (to the device's
+// allocation granularity) with which a trace completes without OOM.
+//
+// min-mem-fraction evaluates every fraction 0.01 … 1.00 (in parallel) and so observes whether
+// the outcome is monotonic; the answer is the smallest fraction from which every larger one
+// completes (the safe setting), and non-monotonic outcomes are listed.
+// min-capacity bisects (k-ary, in parallel) assuming monotonicity, then checks it around the
+// answer (the `verify` steps below must all fail, above must all pass) and says which it was.
+#pragma once
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "sim/engine.h"
+
+namespace fragsim {
+
+struct SweepOptions {
+  RunOptions base;  // trace, policy, hardware, lenient
+  std::string find;  // "min-mem-fraction" | "min-capacity"
+  unsigned threads = 0;  // 0 = hardware concurrency
+  int verify = 4;        // min-capacity: neighbours checked on each side
+};
+
+struct SweepPoint {
+  double value;  // fraction, or capacity in bytes
+  bool completed;
+  std::uint64_t oom_count;
+  std::optional<std::uint64_t> first_oom_event;
+};
+
+struct SweepResult {
+  std::string find;
+  std::optional<double> value;  // null when nothing in range completes
+  std::string setting;          // what the user types
+  bool monotonic = true;
+  std::string monotonic_basis;  // "observed over the whole grid" / "bisection, verified ±N steps"
+  std::vector<double> anomalies;  // values that break monotonicity
+  std::vector<SweepPoint> runs;
+};
+
+SweepResult run_sweep(const SweepOptions& opt, const Registry& reg);
+nlohmann::json sweep_json(const SweepResult& r);
+std::string sweep_text(const SweepResult& r);
+// ".83" for 0.83, "1.0" for 1.00: the form JAX users write.
+std::string fraction_setting(double f);
+
+}  // namespace fragsim
