@@ -28,9 +28,12 @@ class SizeIndex {
   static constexpr std::uint32_t kClasses = 64 + 58 * 64;
 
   void insert(const Entry& e) {
-    auto& v = bins_[cls(e.size)];
-    v.insert(std::upper_bound(v.begin(), v.end(), e), e);
-    set_bit(cls(e.size));
+    std::uint32_t c = cls(e.size);
+    auto& v = bins_[c];
+    if (v.empty() || v.back() < e) v.push_back(e);
+    else v.insert(std::upper_bound(v.begin(), v.end(), e), e);
+    set_bit(c);
+    if (count_ == 0 || c > top_) top_ = c;
     ++count_;
   }
   // Pre: (size, addr) present.
@@ -39,8 +42,11 @@ class SizeIndex {
     auto& v = bins_[c];
     auto it = std::lower_bound(v.begin(), v.end(), Entry{size, addr, 0});
     v.erase(it);
-    if (v.empty()) clear_bit(c);
     --count_;
+    if (v.empty()) {
+      clear_bit(c);
+      if (c == top_ && count_) top_ = prev_class(c);
+    }
   }
   bool contains(Bytes size, Addr addr) const {
     const auto& v = bins_[cls(size)];
@@ -67,24 +73,15 @@ class SizeIndex {
       for (const auto& e : bins_[c])
         if (!f(e)) return;
   }
-  const Entry* largest() const {
-    for (int w = kWords - 1; w >= 0; --w)
-      if (bits_[w]) return &bins_[w * 64 + 63 - __builtin_clzll(bits_[w])].back();
-    return nullptr;
-  }
+  const Entry* largest() const { return count_ ? &bins_[top_].back() : nullptr; }
   // The largest entry other than (size, addr) — e.g. "largest hole except the tail".
   const Entry* largest_except(Bytes size, Addr addr) const {
-    for (int w = kWords - 1; w >= 0; --w) {
-      std::uint64_t b = bits_[w];
-      while (b) {
-        int k = 63 - __builtin_clzll(b);
-        const auto& v = bins_[w * 64 + k];
-        for (auto it = v.rbegin(); it != v.rend(); ++it)
-          if (it->size != size || it->addr != addr) return &*it;
-        b &= ~(1ULL << k);
-      }
-    }
-    return nullptr;
+    if (!count_) return nullptr;
+    const auto& v = bins_[top_];
+    if (v.back().size != size || v.back().addr != addr) return &v.back();
+    if (v.size() > 1) return &v[v.size() - 2];
+    if (count_ == 1) return nullptr;
+    return &bins_[prev_class(top_)].back();
   }
   size_t size() const { return count_; }
 
@@ -98,6 +95,13 @@ class SizeIndex {
   static constexpr int kWords = (kClasses + 63) / 64;
   void set_bit(std::uint32_t c) { bits_[c >> 6] |= 1ULL << (c & 63); }
   void clear_bit(std::uint32_t c) { bits_[c >> 6] &= ~(1ULL << (c & 63)); }
+  // Highest non-empty class below c (pre: one exists).
+  std::uint32_t prev_class(std::uint32_t c) const {
+    int w = static_cast<int>(c >> 6);
+    std::uint64_t b = (c & 63) ? bits_[w] & ((1ULL << (c & 63)) - 1) : 0;
+    while (!b) b = bits_[--w];
+    return static_cast<std::uint32_t>(w * 64 + 63 - __builtin_clzll(b));
+  }
   std::uint32_t next_class(std::uint32_t c) const {
     if (c >= kClasses) return kClasses;
     int w = static_cast<int>(c >> 6);
@@ -111,6 +115,7 @@ class SizeIndex {
   std::vector<std::vector<Entry>> bins_ = std::vector<std::vector<Entry>>(kClasses);
   std::array<std::uint64_t, kWords> bits_{};
   size_t count_ = 0;
+  std::uint32_t top_ = 0;  // highest non-empty class when count_ > 0
 };
 
 }  // namespace fragsim

@@ -203,9 +203,12 @@ class Engine : public Scheduler {
     total_reserved_ += u.reserved - s.last.reserved;
     s.last = u;
     peak_alloc_ = std::max(peak_alloc_, total_alloc_);
-    Usage g{total_alloc_, total_reserved_, 0, 0, 0};
-    for (const auto& o : slots_) g.largest_free = std::max(g.largest_free, o.last.largest_free);
-    double gf = slots_.size() == 1 ? f : fragmentation(g);
+    double gf = f;
+    if (slots_.size() > 1) {
+      Usage g{total_alloc_, total_reserved_, 0, 0, 0};
+      for (const auto& o : slots_) g.largest_free = std::max(g.largest_free, o.last.largest_free);
+      gf = fragmentation(g);
+    }
     if (total_reserved_ > peak_reserved_) {
       peak_reserved_ = total_reserved_;
       frag_at_peak_ = gf;

@@ -1,11 +1,12 @@
 #include "traces/live_table.h"
 
-#include <cassert>
 
 namespace fragsim {
 
 Handle LiveTable::insert(std::uint32_t device, AllocId id, Bytes size, Space space) {
   if ((live_ + 1) * 2 > slots_.size()) grow();
+  size_t i = probe(device, id);
+  if (slots_[i] != kEmpty) return kNoHandle;
   Handle h;
   if (!free_handles_.empty()) {
     h = free_handles_.back();
@@ -15,19 +16,17 @@ Handle LiveTable::insert(std::uint32_t device, AllocId id, Bytes size, Space spa
     entries_.emplace_back();
   }
   entries_[h] = Entry{id, device, h, size, space};
-  size_t i = probe(device, id);
-  assert(slots_[i] == kEmpty);
   slots_[i] = h;
   ++live_;
   return h;
 }
 
-LiveTable::Entry LiveTable::erase(std::uint32_t device, AllocId id) {
+bool LiveTable::erase(std::uint32_t device, AllocId id, Entry* out) {
   size_t mask = slots_.size() - 1;
   size_t i = probe(device, id);
-  assert(slots_[i] != kEmpty);
-  Entry e = entries_[slots_[i]];
-  free_handles_.push_back(e.handle);
+  if (slots_[i] == kEmpty) return false;
+  *out = entries_[slots_[i]];
+  free_handles_.push_back(out->handle);
   slots_[i] = kEmpty;
   --live_;
   // Backward-shift: move later members of the probe run into the hole when their home allows.
@@ -45,7 +44,7 @@ LiveTable::Entry LiveTable::erase(std::uint32_t device, AllocId id) {
       i = j;
     }
   }
-  return e;
+  return true;
 }
 
 void LiveTable::grow() {

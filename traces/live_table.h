@@ -27,10 +27,10 @@ class LiveTable {
     size_t i = probe(device, id);
     return slots_[i] == kEmpty ? nullptr : &entries_[slots_[i]];
   }
-  // Inserts a new live allocation (caller checked it is not live); returns its handle.
+  // Inserts a new live allocation; returns its handle, or kNoHandle when it is already live.
   Handle insert(std::uint32_t device, AllocId id, Bytes size, Space space);
-  // Removes a live allocation; returns its entry (copied) — handle recycled.
-  Entry erase(std::uint32_t device, AllocId id);
+  // Removes a live allocation into *out (handle recycled); false when it is not live.
+  bool erase(std::uint32_t device, AllocId id, Entry* out);
   size_t size() const { return live_; }
   // One past the largest handle ever issued: engines size their per-handle arrays by it.
   Handle handle_limit() const { return static_cast<Handle>(entries_.size()); }

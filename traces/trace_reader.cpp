@@ -51,13 +51,14 @@ bool TraceReader::next(Event& ev) {
             fail(ev.line, fmt::format("size: {} does not match shape and dtype {} ({} bytes)", ev.size,
                                       dtype_name(ev.dtype), want));
         }
-        if (live_.find(ev.device, ev.id))
-          fail(ev.line, fmt::format("id: alloc of id {} which is already live on device {}", ev.id, ev.device));
         ev.handle = live_.insert(ev.device, ev.id, ev.size, ev.space);
+        if (ev.handle == kNoHandle)
+          fail(ev.line, fmt::format("id: alloc of id {} which is already live on device {}", ev.id, ev.device));
         break;
       }
       case Op::kFree: {
-        if (!live_.find(ev.device, ev.id)) {
+        LiveTable::Entry e;
+        if (!live_.erase(ev.device, ev.id, &e)) {
           if (opt_.lenient) {  // the line keeps its event_index but is not replayed
             ++skipped_frees_;
             last_t_ = ev.t;
@@ -66,7 +67,6 @@ bool TraceReader::next(Event& ev) {
           }
           fail(ev.line, fmt::format("id: free of id {} which is not live", ev.id));
         }
-        auto e = live_.erase(ev.device, ev.id);
         ev.handle = e.handle;
         ev.live_size = e.size;
         ev.live_space = e.space;
