@@ -16,7 +16,7 @@ std::optional<DeviceMemory::Grant> DeviceMemory::allocate(Bytes bytes, Bytes uni
     return std::nullopt;
   }
   Addr a;
-  if (!recorded_.empty()) {
+  if (!recorded_.empty() && !live_.count(recorded_.front())) {
     a = recorded_.front();
     recorded_.pop_front();
   } else {
@@ -27,6 +27,7 @@ std::optional<DeviceMemory::Grant> DeviceMemory::allocate(Bytes bytes, Bytes uni
   ++alloc_calls_;
   used_ += p;
   live_[a] = p;
+  if (logging_) log_.push_back(bytes);
   return Grant{a, p};
 }
 

@@ -12,6 +12,7 @@
 #include <deque>
 #include <optional>
 #include <unordered_map>
+#include <vector>
 
 #include "hardware_models/hardware_model.h"
 
@@ -19,7 +20,7 @@ namespace fragsim {
 
 class DeviceMemory {
  public:
-  static constexpr Addr kBase = 0x7f0000000000ULL;
+  static constexpr Addr kBase = 0x200000000000ULL;  // below the 0x7f.. range drivers hand out
   DeviceMemory(const SpaceSpec& spec, const CostModel& cost);
 
   struct Grant {
@@ -32,6 +33,9 @@ class DeviceMemory {
   // Releases a live device allocation made by allocate().
   void release(Addr addr);
   void expect_address(Addr a) { recorded_.push_back(a); }
+  // Sizes asked for by successful allocations, in order, while logging is on (fidelity checks).
+  void set_logging(bool on) { logging_ = on; }
+  std::vector<Bytes>& grant_log() { return log_; }
 
   Bytes padded(Bytes bytes) const { return round_up(bytes, spec_.granularity); }
   Bytes limit() const { return limit_; }
@@ -52,6 +56,8 @@ class DeviceMemory {
   Bytes used_ = 0;
   Addr next_;
   std::deque<Addr> recorded_;
+  bool logging_ = false;
+  std::vector<Bytes> log_;
   std::unordered_map<Addr, Bytes> live_;
   std::uint64_t alloc_calls_ = 0, free_calls_ = 0, failed_calls_ = 0;
   double time_ns_ = 0;

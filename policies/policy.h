@@ -78,6 +78,12 @@ class AllocatorPolicy {
   virtual Placement allocate(const AllocRequest& req) = 0;
   // Frees a live handle. Pre: handle live here (the engine never frees a failed allocation).
   virtual void release(Handle h) = 0;
+  // A free whose event names a stream (a block used on another stream is freed there: PyTorch's
+  // record_stream). Policies without stream semantics treat it as release(h).
+  virtual void release_on_stream(Handle h, std::int64_t stream) {
+    (void)stream;
+    release(h);
+  }
   // Current figures for metrics (cheap).
   virtual Usage usage() const = 0;
   // The size this policy would ask for the request after its own rounding (OOM cause).
@@ -129,5 +135,6 @@ void register_first_fit(Registry& r);
 void register_xla_bfc(Registry& r);
 void register_platform(Registry& r);
 void register_cuda_async(Registry& r);
+void register_torch_caching(Registry& r);
 
 }  // namespace fragsim

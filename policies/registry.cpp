@@ -20,6 +20,7 @@ void register_builtin_policies(Registry& r) {
   register_xla_bfc(r);
   register_platform(r);
   register_cuda_async(r);
+  register_torch_caching(r);
 }
 
 }  // namespace fragsim

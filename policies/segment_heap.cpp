@@ -20,36 +20,54 @@ std::int32_t SegmentHeap::new_block() {
 std::int32_t SegmentHeap::add_segment(Addr base, Bytes size) {
   std::int32_t b = new_block();
   std::int32_t s = static_cast<std::int32_t>(segments_.size());
-  segments_.push_back(Segment{base, size, b, 0, true});
-  blocks_[b] = Block{base, size, 0, kNil, kNil, s, false};
+  segments_.push_back(Segment{base, size, b, 0, 1, size, true});
+  blocks_[b] = Block{base, size, 0, kNil, kNil, s, false, 0};
   index_insert(b);
   reserved_ += size;
   return s;
 }
 
+std::int32_t SegmentHeap::split_after(std::int32_t b, Bytes keep) {
+  std::int32_t n = new_block();
+  Block& a = blocks_[b];
+  blocks_[n] = Block{a.addr + keep, a.size - keep, 0, b, a.next, a.seg, false, 0};
+  if (a.next != kNil) blocks_[a.next].prev = n;
+  a.next = n;
+  a.size = keep;
+  ++segments_[a.seg].blocks;
+  index_insert(n);
+  return n;
+}
+
 std::int32_t SegmentHeap::take(std::int32_t b, Bytes r, Bytes requested, bool split) {
   index_erase(b);
-  if (split && blocks_[b].size > r) {
-    std::int32_t n = new_block();
-    Block& a = blocks_[b];
-    blocks_[n] = Block{a.addr + r, a.size - r, 0, b, a.next, a.seg, false};
-    if (a.next != kNil) blocks_[a.next].prev = n;
-    a.next = n;
-    a.size = r;
-    index_insert(n);
-  }
+  if (split && blocks_[b].size > r) split_after(b, r);
   Block& a = blocks_[b];
   a.in_use = true;
   a.requested = requested;
-  ++segments_[a.seg].in_use;
+  Segment& sg = segments_[a.seg];
+  ++sg.in_use;
+  sg.free_bytes -= a.size;
   allocated_ += a.size;
   return b;
+}
+
+std::int32_t SegmentHeap::carve(std::int32_t b, Addr at, Bytes r, Bytes requested) {
+  if (at > blocks_[b].addr) {
+    index_erase(b);
+    std::int32_t rest = split_after(b, at - blocks_[b].addr);
+    index_insert(b);
+    b = rest;
+  }
+  return take(b, r, requested, true);
 }
 
 std::int32_t SegmentHeap::free_block(std::int32_t b) {
   Block& a = blocks_[b];
   a.in_use = false;
-  --segments_[a.seg].in_use;
+  Segment& sg = segments_[a.seg];
+  --sg.in_use;
+  sg.free_bytes += a.size;
   allocated_ -= a.size;
   std::int32_t p = a.prev;
   if (p != kNil && !blocks_[p].in_use) {  // merge into the previous block
@@ -58,6 +76,7 @@ std::int32_t SegmentHeap::free_block(std::int32_t b) {
     blocks_[p].next = blocks_[b].next;
     if (blocks_[b].next != kNil) blocks_[blocks_[b].next].prev = p;
     spare_.push_back(b);
+    --sg.blocks;
     b = p;
   }
   std::int32_t n = blocks_[b].next;
@@ -67,6 +86,7 @@ std::int32_t SegmentHeap::free_block(std::int32_t b) {
     blocks_[b].next = blocks_[n].next;
     if (blocks_[n].next != kNil) blocks_[blocks_[n].next].prev = b;
     spare_.push_back(n);
+    --sg.blocks;
   }
   index_insert(b);
   return b;
@@ -92,7 +112,8 @@ void SegmentHeap::validate(const std::string& owner) const {
     reserved += sg.size;
     Addr at = sg.base;
     std::int32_t prev = kNil;
-    std::uint32_t used = 0;
+    std::uint32_t used = 0, count = 0;
+    Bytes free_bytes = 0;
     for (std::int32_t b = sg.first; b != kNil; b = blocks_[b].next) {
       const Block& bl = blocks_[b];
       if (bl.addr != at) fail(fmt::format("block at {:#x} expected at {:#x}", bl.addr, at));
@@ -107,8 +128,11 @@ void SegmentHeap::validate(const std::string& owner) const {
       }
       at += bl.size;
       prev = b;
+      ++count;
+      if (!bl.in_use) free_bytes += bl.size;
     }
     if (at != sg.base + sg.size) fail("blocks do not cover the segment");
+    if (count != sg.blocks || free_bytes != sg.free_bytes) fail("segment block count or free bytes stale");
     if (used != sg.in_use) fail("segment in-use count stale");
   }
   if (nfree != free_.size()) fail("index holds stale blocks");

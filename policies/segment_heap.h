@@ -26,12 +26,15 @@ class SegmentHeap {
     Bytes size = 0, requested = 0;
     std::int32_t prev = kNil, next = kNil, seg = kNil;
     bool in_use = false;
+    std::uint64_t aux = 0;  // for the owning policy (e.g. a GC age base)
   };
   struct Segment {
     Addr base = 0;
     Bytes size = 0;
     std::int32_t first = kNil;
     std::uint32_t in_use = 0;
+    std::uint32_t blocks = 0;  // number of blocks (1 = unsplit)
+    Bytes free_bytes = 0;
     bool live = false;
   };
 
@@ -46,6 +49,10 @@ class SegmentHeap {
   // Takes free block b for `requested` bytes, keeping [addr, addr+r); when split, the rest
   // becomes a new free block. Returns b.
   std::int32_t take(std::int32_t b, Bytes r, Bytes requested, bool split);
+  // Takes [at, at+r) out of free block b (which contains it): the part below `at` stays free,
+  // the rest above at+r is split off as free. Returns the block now at `at`.
+  std::int32_t carve(std::int32_t b, Addr at, Bytes r, Bytes requested);
+  Block& block_mut(std::int32_t b) { return blocks_[b]; }
   // Frees an in-use block and merges it with free neighbours; returns the merged block.
   std::int32_t free_block(std::int32_t b);
   // True when the segment holds no in-use block (it is then a single free block).
@@ -64,6 +71,7 @@ class SegmentHeap {
 
  private:
   std::int32_t new_block();
+  std::int32_t split_after(std::int32_t b, Bytes keep);  // b keeps `keep` bytes; returns the free rest
   void index_insert(std::int32_t b) { free_.insert({blocks_[b].size, blocks_[b].addr, static_cast<std::uint32_t>(b)}); }
   void index_erase(std::int32_t b) { free_.erase(blocks_[b].size, blocks_[b].addr); }
 

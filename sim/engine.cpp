@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <memory>
+#include <map>
 #include <queue>
 
 #include <fmt/format.h>
@@ -9,6 +10,7 @@
 #include "sim/error.h"
 #include "traces/io.h"
 #include "traces/jsonl.h"
+#include "traces/torch_snapshot.h"
 #include "traces/trace_reader.h"
 
 namespace fragsim {
@@ -81,6 +83,7 @@ class Engine : public Scheduler {
           AllocRequest rq2{ev.handle, ev.id, ev.size, ev.stream, ev.space, ev.t, &ev};
           Placement p = s.policy->allocate(rq2);
           if (placements) write_placement(pbuf, ev, p, *placements);
+          if (ev.has(key::kAddr) && !(ev.has(key::kName) && ev.name == kPreTrace)) check_address(ev, p);
           if (p.ok) {
             state_[ev.handle] = 1;
             slot_of_[ev.handle] = si;
@@ -105,7 +108,8 @@ class Engine : public Scheduler {
           if (!replaying) break;
           if (state_[ev.handle] == 1) {
             Slot& s = slots_[slot_of_[ev.handle]];
-            s.policy->release(ev.handle);
+            if (ev.has(key::kStream)) s.policy->release_on_stream(ev.handle, ev.stream);
+            else s.policy->release(ev.handle);
             account(s);
             check_fatal(s, ev, out, &replaying);
           }
@@ -114,12 +118,22 @@ class Engine : public Scheduler {
         }
         default:
           if (replaying && is_observation(ev.op)) {
+            bool pre = ev.has(key::kName) && ev.name == kPreTrace;
             if (ev.op == Op::kSegmentAlloc && ev.has(key::kAddr)) {
               Slot& s = slots_[slot(ev.device, Space::kHbm, ev)];
               s.mem->expect_address(ev.addr);
+              if (!pre) {
+                s.mem->set_logging(true);
+                recorded_segments_.emplace_back(ev.device, ev.size);
+              }
             }
-            for (auto& s : slots_)
-              if (s.device == ev.device) s.policy->observe(ev);
+            for (auto& s : slots_) {
+              if (s.device != ev.device) continue;
+              size_t before = s.mem->grant_log().size();
+              s.policy->observe(ev);
+              if (pre) s.mem->grant_log().resize(before);  // seeding is not a decision to check
+              account(s);
+            }
           }
           break;
       }
@@ -228,6 +242,44 @@ class Engine : public Scheduler {
     }
   }
 
+  void check_address(const Event& ev, const Placement& p) {
+    ++addr_compared_;
+    if (p.ok && p.has_addr && p.addr == ev.addr) {
+      ++addr_matched_;
+    } else if (first_mismatch_.is_null()) {
+      first_mismatch_ = {{"kind", "address"},
+                         {"event_index", ev.index},
+                         {"id", ev.id},
+                         {"recorded", ev.addr},
+                         {"simulated", p.ok && p.has_addr ? nlohmann::json(p.addr) : nlohmann::json()}};
+    }
+  }
+
+  nlohmann::json fidelity() const {
+    if (addr_compared_ == 0 && recorded_segments_.empty()) return nullptr;
+    std::uint64_t seg_matched = 0;
+    nlohmann::json first_seg;
+    std::map<std::uint32_t, size_t> cursor;
+    for (size_t i = 0; i < recorded_segments_.size(); ++i) {
+      auto [dev, size] = recorded_segments_[i];
+      size_t k = cursor[dev]++;
+      const std::vector<Bytes>* log = nullptr;
+      for (const auto& s : slots_)
+        if (s.device == dev && s.space == Space::kHbm) log = &s.mem->grant_log();
+      bool ok = log && k < log->size() && (*log)[k] == size;
+      if (ok) ++seg_matched;
+      else if (first_seg.is_null())
+        first_seg = {{"kind", "segment"}, {"device", dev}, {"segment", k}, {"recorded_bytes", size},
+                     {"simulated_bytes", log && k < log->size() ? nlohmann::json((*log)[k]) : nlohmann::json()}};
+    }
+    nlohmann::json f = {{"allocs_compared", addr_compared_},
+                        {"allocs_matched", addr_matched_},
+                        {"segments_compared", recorded_segments_.size()},
+                        {"segments_matched", seg_matched}};
+    f["first_mismatch"] = !first_mismatch_.is_null() ? first_mismatch_ : first_seg;
+    return f;
+  }
+
   void record_oom(Slot& s, const Event& ev, const AllocRequest& rq, RunResult& out) {
     Usage u = s.policy->usage();
     OomRecord o;
@@ -285,6 +337,7 @@ class Engine : public Scheduler {
     std::sort(out.spaces.begin(), out.spaces.end(), [](const SpaceResult& a, const SpaceResult& b) {
       return a.device != b.device ? a.device < b.device : a.space < b.space;
     });
+    out.fidelity = fidelity();
     out.peak_requested = peak_req_;
     out.peak_allocated = peak_alloc_;
     out.peak_reserved = peak_reserved_;
@@ -306,6 +359,9 @@ class Engine : public Scheduler {
   nlohmann::json config_;
   Bytes total_req_ = 0, peak_req_ = 0, total_alloc_ = 0, total_reserved_ = 0, peak_alloc_ = 0, peak_reserved_ = 0;
   double frag_at_peak_ = 0, frag_max_ = 0;
+  std::uint64_t addr_compared_ = 0, addr_matched_ = 0;
+  nlohmann::json first_mismatch_;
+  std::vector<std::pair<std::uint32_t, Bytes>> recorded_segments_;  // traced segment_alloc (device, size)
 };
 
 }  // namespace

@@ -70,6 +70,7 @@ struct RunResult {
   std::vector<SpaceResult> spaces;
   std::vector<std::string> notes;
   bool stopped_early = false;  // stopped replaying at the first OOM
+  nlohmann::json fidelity;      // recorded vs simulated addresses/segments; null when the trace has none
   std::string fatal;            // the allocator aborted the process (message); replay stopped
   std::uint64_t fatal_event = 0;
 };

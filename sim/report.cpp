@@ -79,6 +79,7 @@ nlohmann::json report_json(const RunResult& r) {
     j["policy_stats"] = r.spaces[0].stats;
     for (auto it = r.spaces[0].extra.begin(); it != r.spaces[0].extra.end(); ++it) j[it.key()] = it.value();
   }
+  if (!r.fidelity.is_null()) j["fidelity"] = r.fidelity;
   if (r.stopped_early) j["stopped_early"] = true;
   if (!r.fatal.empty()) j["fatal"] = {{"event_index", r.fatal_event}, {"message", r.fatal}};
   if (!r.notes.empty()) j["notes"] = r.notes;
@@ -111,6 +112,13 @@ std::string report_text(const RunResult& r) {
     if (sp.device_allocs || sp.device_frees)
       fmt::format_to(out, "  device calls (device {} {}): {} alloc, {} free, simulated {:.3f} ms\n", sp.device,
                      space_name(sp.space), sp.device_allocs, sp.device_frees, sp.device_time_ns / 1e6);
+  }
+  if (!r.fidelity.is_null()) {
+    const auto& f = r.fidelity;
+    fmt::format_to(out, "  fidelity: {}/{} recorded allocation addresses, {}/{} recorded segment sizes reproduced\n",
+                   f["allocs_matched"].get<std::uint64_t>(), f["allocs_compared"].get<std::uint64_t>(),
+                   f["segments_matched"].get<std::uint64_t>(), f["segments_compared"].get<std::uint64_t>());
+    if (!f["first_mismatch"].is_null()) fmt::format_to(out, "  first mismatch: {}\n", f["first_mismatch"].dump());
   }
   size_t shown = 0;
   for (const auto& o : r.ooms) {

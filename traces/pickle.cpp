@@ -1,0 +1,292 @@
+#include "traces/pickle.h"
+
+#include <cstring>
+#include <fstream>
+#include <sstream>
+
+#include <fmt/format.h>
+
+#include "sim/error.h"
+
+namespace fragsim {
+
+const PyObj* PyObj::get(std::string_view key) const {
+  if (kind != kDict) return nullptr;
+  for (const auto& [k, v] : kv)
+    if (k->kind == kStr && k->s == key) return v.get();
+  return nullptr;
+}
+
+namespace {
+
+constexpr int kMaxDepth = 200;
+
+class Unpickler {
+ public:
+  Unpickler(const std::string& data, const std::string& path) : d_(data), path_(path) {}
+
+  PyRef run() {
+    for (;;) {
+      if (p_ >= d_.size()) err("truncated: no STOP opcode");
+      op_at_ = p_;
+      unsigned char op = byte();
+      switch (op) {
+        case 0x80: byte(); break;                          // PROTO
+        case 0x95: take(8); break;                         // FRAME
+        case '.':                                          // STOP
+          if (stack_.size() != 1 || !marks_.empty()) err("malformed: STOP with a stack of " + std::to_string(stack_.size()));
+          return stack_.back();
+        case '}': push(make(PyObj::kDict)); break;         // EMPTY_DICT
+        case ']': push(make(PyObj::kList)); break;         // EMPTY_LIST
+        case ')': push(make(PyObj::kTuple)); break;        // EMPTY_TUPLE
+        case 'N': push(make(PyObj::kNone)); break;         // NONE
+        case 0x88: push(boolean(true)); break;             // NEWTRUE
+        case 0x89: push(boolean(false)); break;            // NEWFALSE
+        case 'J': push(integer(static_cast<std::int32_t>(le(4)))); break;  // BININT
+        case 'K': push(integer(byte())); break;            // BININT1
+        case 'M': push(integer(static_cast<std::int64_t>(le(2)))); break;  // BININT2
+        case 0x8a: push(long_int(byte())); break;          // LONG1
+        case 0x8b: {                                        // LONG4
+          auto n = le(4);
+          push(long_int(n));
+          break;
+        }
+        case 'G': {                                         // BINFLOAT (big-endian double)
+          const char* b = take(8);
+          std::uint64_t v = 0;
+          for (int k = 0; k < 8; ++k) v = (v << 8) | static_cast<unsigned char>(b[k]);
+          double f;
+          std::memcpy(&f, &v, 8);
+          auto o = make(PyObj::kFloat);
+          o->f = f;
+          push(o);
+          break;
+        }
+        case 0x8c: push(str(byte(), PyObj::kStr)); break;  // SHORT_BINUNICODE
+        case 'X': push(str(le(4), PyObj::kStr)); break;    // BINUNICODE
+        case 0x8d: push(str(le(8), PyObj::kStr)); break;   // BINUNICODE8
+        case 'C': push(str(byte(), PyObj::kBytes)); break; // SHORT_BINBYTES
+        case 'B': push(str(le(4), PyObj::kBytes)); break;  // BINBYTES
+        case 0x8e: push(str(le(8), PyObj::kBytes)); break; // BINBYTES8
+        case 'U': push(str(byte(), PyObj::kStr)); break;   // SHORT_BINSTRING
+        case 'T': push(str(le(4), PyObj::kStr)); break;    // BINSTRING
+        case 0x94: memo_.push_back(top()); break;          // MEMOIZE
+        case 'q': put(byte()); break;                       // BINPUT
+        case 'r': put(le(4)); break;                        // LONG_BINPUT
+        case 'h': push(get(byte())); break;                 // BINGET
+        case 'j': push(get(le(4))); break;                  // LONG_BINGET
+        case '(': marks_.push_back(stack_.size()); break;   // MARK
+        case '0': pop(); break;                             // POP
+        case '1': pop_mark(); break;                        // POP_MARK
+        case '2': push(top()); break;                       // DUP
+        case 0x85: tuple(1); break;                         // TUPLE1
+        case 0x86: tuple(2); break;                         // TUPLE2
+        case 0x87: tuple(3); break;                         // TUPLE3
+        case 't': {                                         // TUPLE
+          auto items = pop_mark();
+          auto o = make(PyObj::kTuple);
+          for (auto& x : items) adopt(*o, x);
+          o->items = std::move(items);
+          push(o);
+          break;
+        }
+        case 'l': {                                         // LIST
+          auto items = pop_mark();
+          auto o = make(PyObj::kList);
+          for (auto& x : items) adopt(*o, x);
+          o->items = std::move(items);
+          push(o);
+          break;
+        }
+        case 'd': {                                         // DICT
+          auto items = pop_mark();
+          auto o = make(PyObj::kDict);
+          set_items(*o, items);
+          push(o);
+          break;
+        }
+        case 'a': {                                         // APPEND
+          auto v = pop();
+          auto& l = list_top();
+          adopt(l, v);
+          l.items.push_back(v);
+          break;
+        }
+        case 'e': {                                         // APPENDS
+          auto items = pop_mark();
+          auto& l = list_top();
+          for (auto& x : items) adopt(l, x);
+          l.items.insert(l.items.end(), items.begin(), items.end());
+          break;
+        }
+        case 's': {                                         // SETITEM
+          auto v = pop();
+          auto k = pop();
+          std::vector<PyRef> kv{k, v};
+          set_items(dict_top(), kv);
+          break;
+        }
+        case 'u': {                                         // SETITEMS
+          auto items = pop_mark();
+          set_items(dict_top(), items);
+          break;
+        }
+        case 'c': case 0x93: case 'R': case 'b': case 'i': case 'o': case 0x81: case 0x92:
+        case 0x82: case 0x83: case 0x84: case 'P': case 'Q':
+          err(fmt::format("refused opcode {:#04x}: global/class references and object construction are not allowed "
+                          "in a memory snapshot",
+                          op));
+        default:
+          err(fmt::format("unsupported opcode {:#04x}", op));
+      }
+    }
+  }
+
+ private:
+  [[noreturn]] void err(const std::string& what) const {
+    throw InputError(fmt::format("{}: pickle: {} (offset {})", path_, what, op_at_));
+  }
+  unsigned char byte() {
+    if (p_ >= d_.size()) err("truncated");
+    return static_cast<unsigned char>(d_[p_++]);
+  }
+  const char* take(std::uint64_t n) {
+    if (n > d_.size() - p_) err(fmt::format("length {} runs past the end of the file", n));
+    const char* r = d_.data() + p_;
+    p_ += n;
+    return r;
+  }
+  std::uint64_t le(int n) {
+    const char* b = take(n);
+    std::uint64_t v = 0;
+    for (int k = n - 1; k >= 0; --k) v = (v << 8) | static_cast<unsigned char>(b[k]);
+    return v;
+  }
+  PyRef make(PyObj::Kind k) {
+    auto o = std::make_shared<PyObj>();
+    o->kind = k;
+    return o;
+  }
+  PyRef boolean(bool v) {
+    auto o = make(PyObj::kBool);
+    o->b = v;
+    return o;
+  }
+  PyRef integer(std::int64_t v) {
+    auto o = make(PyObj::kInt);
+    o->i = v;
+    o->u = static_cast<std::uint64_t>(v);
+    return o;
+  }
+  // Little-endian two's complement of n bytes.
+  PyRef long_int(std::uint64_t n) {
+    const char* b = take(n);
+    if (n == 0) return integer(0);
+    bool neg = static_cast<unsigned char>(b[n - 1]) & 0x80;
+    // Significant bytes: drop sign-extension bytes beyond 8.
+    for (std::uint64_t k = 8; k < n; ++k)
+      if (static_cast<unsigned char>(b[k]) != (neg ? 0xFF : 0x00)) err("integer does not fit in 64 bits");
+    std::uint64_t v = 0;
+    std::uint64_t m = n < 8 ? n : 8;
+    for (std::uint64_t k = m; k-- > 0;) v = (v << 8) | static_cast<unsigned char>(b[k]);
+    if (neg && m < 8) v |= ~0ULL << (8 * m);
+    auto o = integer(static_cast<std::int64_t>(v));
+    // A 9-byte positive value (e.g. a u64 address ≥ 2^63) keeps its full range in u.
+    if (!neg && n > 8) o->big = true;
+    if (!neg && n == 9 && (v >> 63)) o->big = true;
+    return o;
+  }
+  PyRef str(std::uint64_t n, PyObj::Kind k) {
+    const char* b = take(n);
+    auto o = make(k);
+    o->s.assign(b, n);
+    return o;
+  }
+  void push(PyRef o) { stack_.push_back(std::move(o)); }
+  PyRef& top() {
+    if (stack_.empty() || (!marks_.empty() && marks_.back() == stack_.size())) err("stack underflow");
+    return stack_.back();
+  }
+  PyRef pop() {
+    PyRef o = top();
+    stack_.pop_back();
+    return o;
+  }
+  std::vector<PyRef> pop_mark() {
+    if (marks_.empty()) err("malformed: no MARK");
+    size_t m = marks_.back();
+    marks_.pop_back();
+    std::vector<PyRef> v(stack_.begin() + static_cast<std::ptrdiff_t>(m), stack_.end());
+    stack_.resize(m);
+    return v;
+  }
+  void tuple(int n) {
+    if (stack_.size() < static_cast<size_t>(n) || (!marks_.empty() && stack_.size() - marks_.back() < static_cast<size_t>(n)))
+      err("stack underflow");
+    auto o = make(PyObj::kTuple);
+    for (int k = n; k > 0; --k) adopt(*o, stack_[stack_.size() - k]);
+    o->items.assign(stack_.end() - n, stack_.end());
+    stack_.resize(stack_.size() - n);
+    push(o);
+  }
+  void put(std::uint64_t idx) {
+    if (idx > d_.size()) err("memo index too large");
+    if (memo_.size() <= idx) memo_.resize(idx + 1);
+    memo_[idx] = top();
+  }
+  PyRef get(std::uint64_t idx) {
+    if (idx >= memo_.size() || !memo_[idx]) err(fmt::format("memo index {} not defined", idx));
+    return memo_[idx];
+  }
+  PyObj& list_top() {
+    PyRef& t = top();
+    if (t->kind != PyObj::kList) err("APPEND to a non-list");
+    return *t;
+  }
+  PyObj& dict_top() {
+    PyRef& t = top();
+    if (t->kind != PyObj::kDict) err("SETITEM on a non-dict");
+    return *t;
+  }
+  void adopt(PyObj& parent, const PyRef& child) {
+    if (child.get() == &parent) err("a container cannot contain itself");
+    parent.depth = std::max(parent.depth, child->depth + 1);
+    if (parent.depth > kMaxDepth) err(fmt::format("nesting deeper than {}", kMaxDepth));
+  }
+  void set_items(PyObj& d, std::vector<PyRef>& items) {
+    if (items.size() % 2) err("SETITEMS with an odd number of items");
+    for (size_t k = 0; k < items.size(); k += 2) {
+      adopt(d, items[k]);
+      adopt(d, items[k + 1]);
+      bool replaced = false;
+      if (items[k]->kind == PyObj::kStr)
+        for (auto& [key, v] : d.kv)
+          if (key->kind == PyObj::kStr && key->s == items[k]->s) {
+            v = items[k + 1];
+            replaced = true;
+          }
+      if (!replaced) d.kv.emplace_back(items[k], items[k + 1]);
+    }
+  }
+
+  const std::string& d_;
+  const std::string& path_;
+  size_t p_ = 0, op_at_ = 0;
+  std::vector<PyRef> stack_;
+  std::vector<size_t> marks_;
+  std::vector<PyRef> memo_;
+};
+
+}  // namespace
+
+PyRef parse_pickle(const std::string& data, const std::string& path) { return Unpickler(data, path).run(); }
+
+PyRef load_pickle(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw EnvError(path + ": cannot open");
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return parse_pickle(ss.str(), path);
+}
+
+}  // namespace fragsim

@@ -1,0 +1,40 @@
+// A safe reader for the pickle subset of PyTorch memory snapshots (specs/torch-caching.md §8):
+// dicts, lists, tuples, ints, floats, strings, bytes, bools, None and the memo. Any global or
+// class reference (GLOBAL, STACK_GLOBAL, REDUCE, BUILD, INST, OBJ, NEWOBJ, EXT*, PERSID) is
+// refused; nothing is ever executed. Limits: nesting depth 200, lengths checked against the
+// bytes that remain, integers up to 64 bits.
+#pragma once
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace fragsim {
+
+struct PyObj;
+using PyRef = std::shared_ptr<PyObj>;
+
+struct PyObj {
+  enum Kind : std::uint8_t { kNone, kBool, kInt, kFloat, kStr, kBytes, kList, kTuple, kDict } kind = kNone;
+  bool b = false;
+  std::int64_t i = 0;
+  bool big = false;  // an integer that needed the full unsigned 64-bit range (u holds it)
+  std::uint64_t u = 0;
+  double f = 0;
+  std::string s;                            // str / bytes
+  std::vector<PyRef> items;                 // list / tuple
+  std::vector<std::pair<PyRef, PyRef>> kv;  // dict, insertion order
+  int depth = 0;                            // nesting depth (leaves 0)
+
+  // Dict lookup by string key; nullptr when absent or not a dict.
+  const PyObj* get(std::string_view key) const;
+  bool is_int() const { return kind == kInt || kind == kBool; }
+  std::int64_t as_int() const { return kind == kBool ? (b ? 1 : 0) : i; }
+};
+
+// Parses a whole pickle. Throws InputError("PATH: pickle: what (offset N)").
+PyRef load_pickle(const std::string& path);
+PyRef parse_pickle(const std::string& data, const std::string& path);
+
+}  // namespace fragsim
