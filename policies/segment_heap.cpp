@@ -17,25 +17,81 @@ std::int32_t SegmentHeap::new_block() {
   return static_cast<std::int32_t>(blocks_.size() - 1);
 }
 
-std::int32_t SegmentHeap::add_segment(Addr base, Bytes size) {
+std::int32_t SegmentHeap::add_segment(Addr base, Bytes size, bool mapped) {
   std::int32_t b = new_block();
   std::int32_t s = static_cast<std::int32_t>(segments_.size());
   segments_.push_back(Segment{base, size, b, 0, 1, size, true});
-  blocks_[b] = Block{base, size, 0, kNil, kNil, s, false, 0};
-  index_insert(b);
+  blocks_[b] = Block{base, size, 0, kNil, kNil, s, false, mapped, 0};
+  if (mapped) index_insert(b);
   reserved_ += size;
   return s;
+}
+
+std::int32_t SegmentHeap::map_prefix(std::int32_t b, Bytes bytes) {
+  if (bytes < blocks_[b].size) {
+    std::int32_t rest = new_block();
+    Block& a = blocks_[b];
+    blocks_[rest] = Block{a.addr + bytes, a.size - bytes, 0, b, a.next, a.seg, false, false, 0};
+    if (a.next != kNil) blocks_[a.next].prev = rest;
+    a.next = rest;
+    a.size = bytes;
+    ++segments_[a.seg].blocks;
+  }
+  blocks_[b].mapped = true;
+  return merge_free(b);
+}
+
+void SegmentHeap::unmap_range(std::int32_t b, Addr lo, Addr hi) {
+  index_erase(b);
+  if (lo > blocks_[b].addr) {
+    std::int32_t rest = split_after(b, lo - blocks_[b].addr);  // b stays mapped free (indexed by split_after? no)
+    index_erase(rest);
+    index_insert(b);
+    b = rest;
+  }
+  if (hi < blocks_[b].addr + blocks_[b].size) {
+    std::int32_t tail = split_after(b, hi - blocks_[b].addr);  // the mapped free tail, indexed
+    (void)tail;
+  }
+  blocks_[b].mapped = false;
+  merge_free(b);
+}
+
+std::int32_t SegmentHeap::merge_free(std::int32_t b) {
+  Segment& sg = segments_[blocks_[b].seg];
+  bool m = blocks_[b].mapped;
+  std::int32_t p = blocks_[b].prev;
+  if (p != kNil && !blocks_[p].in_use && blocks_[p].mapped == m) {
+    if (m) index_erase(p);
+    blocks_[p].size += blocks_[b].size;
+    blocks_[p].next = blocks_[b].next;
+    if (blocks_[b].next != kNil) blocks_[blocks_[b].next].prev = p;
+    spare_.push_back(b);
+    --sg.blocks;
+    b = p;
+  }
+  std::int32_t n = blocks_[b].next;
+  if (n != kNil && !blocks_[n].in_use && blocks_[n].mapped == m) {
+    if (m) index_erase(n);
+    blocks_[b].size += blocks_[n].size;
+    blocks_[b].next = blocks_[n].next;
+    if (blocks_[n].next != kNil) blocks_[blocks_[n].next].prev = b;
+    spare_.push_back(n);
+    --sg.blocks;
+  }
+  if (m) index_insert(b);
+  return b;
 }
 
 std::int32_t SegmentHeap::split_after(std::int32_t b, Bytes keep) {
   std::int32_t n = new_block();
   Block& a = blocks_[b];
-  blocks_[n] = Block{a.addr + keep, a.size - keep, 0, b, a.next, a.seg, false, 0};
+  blocks_[n] = Block{a.addr + keep, a.size - keep, 0, b, a.next, a.seg, false, a.mapped, 0};
   if (a.next != kNil) blocks_[a.next].prev = n;
   a.next = n;
   a.size = keep;
   ++segments_[a.seg].blocks;
-  index_insert(n);
+  if (blocks_[n].mapped) index_insert(n);
   return n;
 }
 
@@ -69,33 +125,13 @@ std::int32_t SegmentHeap::free_block(std::int32_t b) {
   --sg.in_use;
   sg.free_bytes += a.size;
   allocated_ -= a.size;
-  std::int32_t p = a.prev;
-  if (p != kNil && !blocks_[p].in_use) {  // merge into the previous block
-    index_erase(p);
-    blocks_[p].size += blocks_[b].size;
-    blocks_[p].next = blocks_[b].next;
-    if (blocks_[b].next != kNil) blocks_[blocks_[b].next].prev = p;
-    spare_.push_back(b);
-    --sg.blocks;
-    b = p;
-  }
-  std::int32_t n = blocks_[b].next;
-  if (n != kNil && !blocks_[n].in_use) {
-    index_erase(n);
-    blocks_[b].size += blocks_[n].size;
-    blocks_[b].next = blocks_[n].next;
-    if (blocks_[n].next != kNil) blocks_[blocks_[n].next].prev = b;
-    spare_.push_back(n);
-    --sg.blocks;
-  }
-  index_insert(b);
-  return b;
+  return merge_free(b);
 }
 
 void SegmentHeap::remove_segment(std::int32_t s) {
   Segment& sg = segments_[s];
   std::int32_t b = sg.first;
-  index_erase(b);
+  if (blocks_[b].mapped) index_erase(b);
   spare_.push_back(b);
   reserved_ -= sg.size;
   sg.live = false;
@@ -122,9 +158,12 @@ void SegmentHeap::validate(const std::string& owner) const {
         alloc += bl.size;
         ++used;
       } else {
-        ++nfree;
-        if (prev != kNil && !blocks_[prev].in_use) fail("two adjacent free blocks");
-        if (!free_.contains(bl.size, bl.addr)) fail("free block missing from the index");
+        if (prev != kNil && !blocks_[prev].in_use && blocks_[prev].mapped == bl.mapped)
+          fail("two adjacent free blocks of the same mapped state");
+        if (bl.mapped) {
+          ++nfree;
+          if (!free_.contains(bl.size, bl.addr)) fail("free block missing from the index");
+        }
       }
       at += bl.size;
       prev = b;

@@ -4,11 +4,13 @@
 //
 //   Segment — one device allocation [base, base+size); blocks never merge across segments.
 //   Block   — [addr, addr+size) in a segment; prev/next are physical neighbours.
-//   free    — SizeIndex ordered (size, addr): best_fit(r) = smallest free block ≥ r, lowest
-//             address on ties.
+//   free    — SizeIndex ordered (size, addr) over the *mapped* free blocks: best_fit(r) =
+//             smallest free block ≥ r, lowest address on ties. Unmapped blocks (expandable
+//             segments' reserved address space) are free but never indexed.
 // Invariants (validate): the blocks of a live segment tile it; no two adjacent free blocks
 //   (free_block coalesces both ways); the index holds exactly the free blocks;
-//   allocated = Σ in-use block sizes; reserved = Σ live segment sizes.
+//   allocated = Σ in-use block sizes; reserved = Σ live segment sizes (address space);
+//   free neighbours always differ in mapped state.
 #pragma once
 #include <cstdint>
 #include <string>
@@ -26,6 +28,7 @@ class SegmentHeap {
     Bytes size = 0, requested = 0;
     std::int32_t prev = kNil, next = kNil, seg = kNil;
     bool in_use = false;
+    bool mapped = true;     // false: reserved address space with no memory behind it
     std::uint64_t aux = 0;  // for the owning policy (e.g. a GC age base)
   };
   struct Segment {
@@ -38,8 +41,13 @@ class SegmentHeap {
     bool live = false;
   };
 
-  // Adds a segment as one free block; returns the segment index.
-  std::int32_t add_segment(Addr base, Bytes size);
+  // Adds a segment as one free block (mapped, or an unmapped reservation); returns its index.
+  std::int32_t add_segment(Addr base, Bytes size, bool mapped = true);
+  // Expandable segments: maps the first `bytes` of unmapped free block b (the rest stays
+  // unmapped), merges it with mapped free neighbours and returns the merged free block.
+  std::int32_t map_prefix(std::int32_t b, Bytes bytes);
+  // Unmaps [lo, hi) of mapped free block b (page-aligned by the caller).
+  void unmap_range(std::int32_t b, Addr lo, Addr hi);
   // Smallest free block with size ≥ r (lowest address on ties), or nullptr.
   const SizeIndex::Entry* best_fit(Bytes r) const { return free_.lower_bound(r); }
   template <class F>
@@ -71,7 +79,8 @@ class SegmentHeap {
 
  private:
   std::int32_t new_block();
-  std::int32_t split_after(std::int32_t b, Bytes keep);  // b keeps `keep` bytes; returns the free rest
+  std::int32_t split_after(std::int32_t b, Bytes keep);  // b keeps `keep` bytes; returns the free rest (indexed if mapped)
+  std::int32_t merge_free(std::int32_t b);                // merges free b with same-state neighbours; indexes it
   void index_insert(std::int32_t b) { free_.insert({blocks_[b].size, blocks_[b].addr, static_cast<std::uint32_t>(b)}); }
   void index_erase(std::int32_t b) { free_.erase(blocks_[b].size, blocks_[b].addr); }
 

@@ -21,7 +21,14 @@
 // Pre-trace seeding: segment_alloc observations named "pre-trace" (from snapshots) become
 //   segments at their recorded addresses, and pre-trace allocations are carved at their
 //   recorded addresses, so that the rest of the trace replays from the recorded state.
-// Not modelled: expandable_segments (rejected with a message), CUDA graphs / private pools.
+// expandable_segments:True (§6): per (pool, stream) a reservation of ceil(1.125 × total / page)
+//   pages of address space (page = 2 MiB small, 20 MiB large) is one SegmentHeap segment whose
+//   unmapped blocks are free but unindexed. A miss asks for r (not the segment size): the lowest
+//   unmapped range of the stream (with a free mapped block just before it) with room, mapping
+//   ceil(need / page) pages (one device allocation each); best fit prefers blocks that fit
+//   without growing (size + following unmapped space compared); empty_cache unmaps whole free
+//   pages. Expandable blocks never count as inactive split.
+// Not modelled: CUDA graphs / private pools.
 #include <algorithm>
 #include <cmath>
 #include <map>
@@ -228,10 +235,12 @@ class TorchCachingPolicy : public AllocatorPolicy {
       if (blk == SegmentHeap::kNil) {
         if (c_.memory_fraction > 0 && c_.gc_threshold > 0) garbage_collect();
         Bytes a = alloc_size(r);
-        blk = new_segment(small, req.stream, a, false);
-        if (blk == SegmentHeap::kNil && release_available_cached_blocks(r, small, req.stream))
-          blk = new_segment(small, req.stream, a, false);
-        if (blk == SegmentHeap::kNil && release_cached_blocks()) blk = new_segment(small, req.stream, a, true);
+        auto grow = [&](bool retry) {
+          return c_.expandable ? expand(small, req.stream, r, retry) : new_segment(small, req.stream, a, retry);
+        };
+        blk = grow(false);
+        if (blk == SegmentHeap::kNil && release_available_cached_blocks(r, small, req.stream)) blk = grow(false);
+        if (blk == SegmentHeap::kNil && release_cached_blocks()) blk = grow(true);
         if (blk == SegmentHeap::kNil) {
           ++num_ooms_;
           return p;
@@ -239,7 +248,8 @@ class TorchCachingPolicy : public AllocatorPolicy {
       }
       const auto& b = heap->block(blk);
       Bytes remaining = b.size - r;
-      bool split = small ? remaining >= kMinBlockSize : (r < c_.max_split_size && remaining > kSmallSize);
+      bool split = (small || c_.expandable) ? remaining >= kMinBlockSize
+                                            : (r < c_.max_split_size && remaining > kSmallSize);
       heap->take(blk, r, req.size, split);
       recount_inactive_split(*heap, heap->block(blk).seg, small);
     }
@@ -327,8 +337,20 @@ class TorchCachingPolicy : public AllocatorPolicy {
         alloc += heap.allocated();
         reserved += heap.reserved();
       }
+    if (c_.expandable) reserved = 0;  // counted as mapped pages below
+    for (int k = 0; k < 2 && c_.expandable; ++k) {
+      Bytes mapped = 0;
+      for (const auto& [s, heap] : pools_[k])
+        for (size_t i = 0; i < heap.segment_count(); ++i) {
+          const auto& sg = heap.segment(static_cast<std::int32_t>(i));
+          if (!sg.live) continue;
+          for (std::int32_t b = sg.first; b != SegmentHeap::kNil; b = heap.block(b).next)
+            if (heap.block(b).mapped) mapped += heap.block(b).size;
+        }
+      reserved += mapped;
+    }
     if (static_cast<std::int64_t>(reserved) != reserved_.s[kAll].current)
-      throw std::logic_error("torch-caching: reserved_bytes != Σ segments");
+      throw std::logic_error("torch-caching: reserved_bytes != Σ segments (mapped pages when expandable)");
     if (static_cast<std::int64_t>(alloc) != active_.s[kAll].current)
       throw std::logic_error("torch-caching: active_bytes != Σ in-use blocks");
   }
@@ -414,9 +436,28 @@ class TorchCachingPolicy : public AllocatorPolicy {
     }
   }
 
+  // Size of a free block counting the unmapped space right after it (expandable segments).
+  static Bytes expandable_size(const SegmentHeap& h, const SizeIndex::Entry& e) {
+    const auto& b = h.block(static_cast<std::int32_t>(e.id));
+    Bytes extra = b.next != SegmentHeap::kNil && !h.block(b.next).mapped ? h.block(b.next).size : 0;
+    return b.size + extra;
+  }
+
   std::int32_t best_fit(SegmentHeap& heap, Bytes r) {
     const SizeIndex::Entry* e = heap.best_fit(r);
     if (!e) return SegmentHeap::kNil;
+    if (c_.expandable) {  // prefer blocks that fit without growing into unmapped space
+      const SizeIndex::Entry* cur = e;
+      heap.scan_from(r, [&](const SizeIndex::Entry& x) {
+        if (&x == e) return true;
+        if (expandable_size(heap, x) < expandable_size(heap, *cur)) {
+          cur = &x;
+          return true;
+        }
+        return false;
+      });
+      e = cur;
+    }
     if (r < c_.max_split_size && e->size >= c_.max_split_size) return SegmentHeap::kNil;
     if (r >= c_.max_split_size && e->size >= r + c_.max_non_split_rounding) return SegmentHeap::kNil;
     return static_cast<std::int32_t>(e->id);
@@ -483,11 +524,108 @@ class TorchCachingPolicy : public AllocatorPolicy {
   // empty_cache: complete pending frees, then free every unsplit free block, large then small pool.
   bool release_cached_blocks() {
     while (!pending_.empty()) complete_pending(pending_.front());
+    if (c_.expandable) {
+      unmap_free_pages();
+      return true;
+    }
     for (int small = 0; small < 2; ++small)
       for (auto& [stream, heap] : pools_[small])
         for (size_t s = 0; s < heap.segment_count(); ++s)
           if (heap.segment_unused(static_cast<std::int32_t>(s))) release_segment(small, stream, static_cast<std::int32_t>(s));
     return true;
+  }
+
+  Bytes page_size(bool small) const { return small ? kSmallBuffer : kLargeBuffer; }
+
+  // Expandable segments: find room for r bytes in the stream's reservations (creating one if
+  // needed), map the pages it lacks, and return a free mapped block of ≥ r bytes.
+  std::int32_t expand(bool small, std::int64_t stream, Bytes r, bool retry) {
+    if (retry) ++num_alloc_retries_;
+    SegmentHeap& heap = pools_[small][stream];
+    Bytes page = page_size(small);
+    auto allocatable = [&](std::int32_t b) { return b != SegmentHeap::kNil && !heap.block(b).in_use; };
+    std::int32_t cand = SegmentHeap::kNil;
+    // Unmapped blocks in address order (reservations are created at increasing addresses).
+    for (size_t s = 0; s < heap.segment_count() && cand == SegmentHeap::kNil; ++s) {
+      const auto& sg = heap.segment(static_cast<std::int32_t>(s));
+      if (!sg.live) continue;
+      for (std::int32_t b = sg.first; b != SegmentHeap::kNil; b = heap.block(b).next) {
+        if (heap.block(b).in_use || heap.block(b).mapped) continue;
+        std::int32_t c = allocatable(heap.block(b).prev) ? heap.block(b).prev : b;
+        Bytes room = 0;
+        for (std::int32_t x = c; room < r && allocatable(x); x = heap.block(x).next) room += heap.block(x).size;
+        if (room >= r) {
+          cand = c;
+          break;
+        }
+      }
+    }
+    if (cand == SegmentHeap::kNil) {
+      Bytes pages = (static_cast<Bytes>(1.125 * static_cast<double>(total_)) + page - 1) / page;
+      Bytes va = pages * page;
+      Addr base = round_up(next_va_, page);
+      next_va_ = base + va;
+      std::int32_t s = heap.add_segment(base, va, false);
+      seg_by_addr_[base] = {small, stream, s};
+      cand = heap.segment(s).first;
+    }
+    // Map what the candidate lacks: its own range if unmapped, else the unmapped block after it.
+    Bytes need = heap.block(cand).mapped ? r - std::min(r, heap.block(cand).size) : r;
+    if (need > 0) {
+      std::int32_t target = heap.block(cand).mapped ? heap.block(cand).next : cand;
+      Bytes bytes = std::min(round_up(need, page), heap.block(target).size);
+      if (!map_pages(small, heap.block(target).addr, bytes)) return SegmentHeap::kNil;
+      cand = heap.map_prefix(target, bytes);
+    }
+    return cand;
+  }
+
+  bool map_pages(bool small, Addr at, Bytes bytes) {
+    Bytes page = page_size(small);
+    if (c_.memory_fraction > 0 &&
+        static_cast<Bytes>(reserved_.s[kAll].current) + bytes >
+            static_cast<Bytes>(c_.memory_fraction * static_cast<double>(total_)))
+      return false;
+    if (dev_->available() < bytes) return false;
+    for (Bytes off = 0; off < bytes; off += page) {
+      auto g = dev_->allocate(page);
+      pages_[at + off] = g->addr;
+      ++num_device_alloc_;
+    }
+    reserved_.add(small, static_cast<std::int64_t>(bytes));
+    return true;
+  }
+
+  // empty_cache with expandable segments: unmap every whole page inside free mapped blocks.
+  void unmap_free_pages() {
+    for (int small = 0; small < 2; ++small) {
+      Bytes page = page_size(small);
+      for (auto& [stream, heap] : pools_[small]) {
+        for (size_t s = 0; s < heap.segment_count(); ++s) {
+          const auto& sg = heap.segment(static_cast<std::int32_t>(s));
+          if (!sg.live) continue;
+          for (std::int32_t b = sg.first; b != SegmentHeap::kNil;) {
+            const auto& bl = heap.block(b);
+            std::int32_t next = bl.next;
+            if (!bl.in_use && bl.mapped) {
+              Addr lo = sg.base + round_up(bl.addr - sg.base, page), hi = sg.base + round_down(bl.addr + bl.size - sg.base, page);
+              if (hi > lo) {
+                for (Addr a = lo; a < hi; a += page) {
+                  dev_->release(pages_[a]);
+                  pages_.erase(a);
+                  ++num_device_free_;
+                }
+                reserved_.sub(small, static_cast<std::int64_t>(hi - lo));
+                heap.unmap_range(b, lo, hi);
+                next = heap.segment(static_cast<std::int32_t>(s)).first;  // blocks changed: rescan
+                continue;
+              }
+            }
+            b = next;
+          }
+        }
+      }
+    }
   }
 
   void garbage_collect() {
@@ -548,7 +686,7 @@ class TorchCachingPolicy : public AllocatorPolicy {
   void recount_inactive_split(const SegmentHeap& heap, std::int32_t seg, bool small) {
     auto key = std::make_tuple(small, &heap, seg);
     const auto& sg = heap.segment(seg);
-    std::int64_t now = sg.live && sg.blocks > 1 ? static_cast<std::int64_t>(sg.free_bytes) : 0;
+    std::int64_t now = !c_.expandable && sg.live && sg.blocks > 1 ? static_cast<std::int64_t>(sg.free_bytes) : 0;
     std::int64_t& was = split_share_[key];
     if (now > was) inactive_split_.add(small, now - was);
     if (now < was) inactive_split_.sub(small, was - now);
@@ -565,6 +703,8 @@ class TorchCachingPolicy : public AllocatorPolicy {
   std::map<std::tuple<bool, std::int64_t, std::int32_t>, int> region_ids_;
   std::map<std::tuple<bool, const SegmentHeap*, std::int32_t>, std::int64_t> split_share_;
   int next_region_ = 0;
+  Addr next_va_ = 0x600000000000ULL;  // expandable reservations' virtual addresses
+  std::map<Addr, Addr> pages_;         // mapped page VA → device allocation
   std::vector<Owner> owner_;
   std::vector<Owner> pending_;
   std::uint64_t free_block_calls_[2] = {0, 0};
@@ -591,8 +731,6 @@ std::unique_ptr<AllocatorPolicy> make_torch_caching(ConfigReader& cfg, const Pol
   c.expandable = cfg.flag("expandable_segments", c.expandable);
   c.memory_fraction = cfg.number("memory_fraction", 0);
   c.stream_event_delay = static_cast<Tick>(cfg.integer("stream_event_delay", 0));
-  if (c.expandable)
-    throw InputError("policy torch-caching: expandable_segments:True is not modelled yet (see README, open work)");
   cfg.record("resolved_max_split_size", c.max_split_size == UINT64_MAX ? -1 : static_cast<std::int64_t>(c.max_split_size));
   cfg.record("resolved_garbage_collection_threshold", c.gc_threshold);
   return std::make_unique<TorchCachingPolicy>(c, ctx);
