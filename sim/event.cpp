@@ -13,25 +13,17 @@ constexpr int kDtypeBits[] = {0, 32, 16, 16, 64, 8, 8, 16, 16, 32, 32, 64, 64, 8
 std::string_view op_name(Op op) { return kOpNames[static_cast<int>(op)]; }
 
 bool parse_op(std::string_view s, Op* out) {
-  for (int i = 0; i < static_cast<int>(Op::kCount); ++i) {
-    if (kOpNames[i] == s) {
-      *out = static_cast<Op>(i);
-      return true;
-    }
-  }
-  return false;
+  int i = name_index(kOpNames, s);
+  if (i >= 0) *out = static_cast<Op>(i);
+  return i >= 0;
 }
 
 std::string_view dtype_name(Dtype d) { return kDtypeNames[static_cast<int>(d)]; }
 
 bool parse_dtype(std::string_view s, Dtype* out) {
-  for (int i = 1; i < static_cast<int>(Dtype::kCount); ++i) {
-    if (kDtypeNames[i] == s) {
-      *out = static_cast<Dtype>(i);
-      return true;
-    }
-  }
-  return false;
+  int i = name_index(kDtypeNames, s, 1);
+  if (i >= 0) *out = static_cast<Dtype>(i);
+  return i >= 0;
 }
 
 int dtype_bits(Dtype d) { return kDtypeBits[static_cast<int>(d)]; }

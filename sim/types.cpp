@@ -16,13 +16,9 @@ constexpr std::string_view kSpaceNames[] = {"hbm", "collective", "vmem", "smem",
 std::string_view space_name(Space s) { return kSpaceNames[static_cast<int>(s)]; }
 
 bool parse_space(std::string_view s, Space* out) {
-  for (int i = 0; i < static_cast<int>(Space::kCount); ++i) {
-    if (kSpaceNames[i] == s) {
-      *out = static_cast<Space>(i);
-      return true;
-    }
-  }
-  return false;
+  int i = name_index(kSpaceNames, s);
+  if (i >= 0) *out = static_cast<Space>(i);
+  return i >= 0;
 }
 
 Bytes parse_size(std::string_view text, std::string_view what) {

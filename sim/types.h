@@ -26,6 +26,14 @@ inline constexpr Bytes kKiB = 1024, kMiB = kKiB * 1024, kGiB = kMiB * 1024;
 constexpr Bytes round_up(Bytes n, Bytes a) { return a <= 1 ? n : (n + a - 1) / a * a; }
 constexpr Bytes round_down(Bytes n, Bytes a) { return a <= 1 ? n : n / a * a; }
 
+// Index of s in a table of names, or -1 (entries before `from` are skipped).
+template <size_t N>
+int name_index(const std::string_view (&names)[N], std::string_view s, int from = 0) {
+  for (int i = from; i < static_cast<int>(N); ++i)
+    if (names[i] == s) return i;
+  return -1;
+}
+
 // Memory spaces of the trace contract. kCount bounds per-device arrays.
 enum class Space : std::uint8_t { kHbm, kCollective, kVmem, kSmem, kCmem, kHost, kCount };
 std::string_view space_name(Space s);
