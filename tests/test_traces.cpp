@@ -148,7 +148,7 @@ TEST_CASE("every malformed trace is an InputError naming file:line and the key")
   }
 }
 
-TEST_CASE("--lenient counts and skips frees of unknown ids, keeping event indexes") {
+TEST_CASE("lenient reading counts and skips frees of unknown ids, keeping event indexes") {
   std::string text = "{\"op\":\"free\",\"id\":5}\n{\"op\":\"alloc\",\"id\":1,\"size\":3}\n{\"op\":\"free\",\"id\":1}\n";
   std::string p = write_text("lenient.jsonl", text);
   ReaderOptions ro;
