@@ -61,6 +61,7 @@ struct RunResult {
   std::uint64_t events = 0, allocs = 0, frees = 0, skipped_frees = 0;
   nlohmann::json header;
   std::string policy_name;
+  std::string label;  // how compare names this run (policy name and its per-entry options)
   nlohmann::json policy_config;
   nlohmann::json hardware;
   bool completed = true;

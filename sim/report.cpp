@@ -1,5 +1,6 @@
 #include "sim/report.h"
 
+#include <algorithm>
 #include <set>
 
 #include <fmt/format.h>
@@ -144,14 +145,24 @@ std::string compare_table(const std::vector<RunResult>& runs) {
   if (!runs.empty())
     fmt::format_to(out, "trace {} on {}: {} events, peak requested {}\n", runs[0].trace_path,
                    runs[0].hardware.value("name", std::string("?")), runs[0].events, human_bytes(runs[0].peak_requested));
-  fmt::format_to(out, "{:<16} {:>9} {:>7} {:>14} {:>14} {:>10} {:>10} {:>12}\n", "policy", "result", "OOMs",
+  size_t w = 16;
+  for (const auto& r : runs) w = std::max(w, (r.label.empty() ? r.policy_name : r.label).size());
+  fmt::format_to(out, "{:<{}} {:>9} {:>7} {:>14} {:>14} {:>10} {:>10} {:>12}\n", "policy", w, "result", "OOMs",
                  "peak alloc", "peak reserved", "frag@peak", "frag max", "device calls");
   for (const auto& r : runs) {
     std::uint64_t calls = 0;
     for (const auto& sp : r.spaces) calls += sp.device_allocs + sp.device_frees;
-    fmt::format_to(out, "{:<16} {:>9} {:>7} {:>14} {:>14} {:>10} {:>10} {:>12}\n", r.policy_name,
+    fmt::format_to(out, "{:<{}} {:>9} {:>7} {:>14} {:>14} {:>10} {:>10} {:>12}\n",
+                   r.label.empty() ? r.policy_name : r.label, w,
                    r.completed ? "ok" : "OOM", r.ooms.size(), human_bytes(r.peak_allocated),
                    human_bytes(r.peak_reserved), pct(r.frag_at_peak), pct(r.frag_max), calls);
+  }
+  for (const auto& r : runs) {
+    if (r.fidelity.is_null()) continue;
+    fmt::format_to(out, "{}: reproduced {}/{} recorded addresses, {}/{} recorded segment sizes\n",
+                   r.label.empty() ? r.policy_name : r.label, r.fidelity["allocs_matched"].get<std::uint64_t>(),
+                   r.fidelity["allocs_compared"].get<std::uint64_t>(), r.fidelity["segments_matched"].get<std::uint64_t>(),
+                   r.fidelity["segments_compared"].get<std::uint64_t>());
   }
   return s;
 }

@@ -129,12 +129,22 @@ int cmd_run(const std::vector<std::string>& args, const Registry& reg) {
   return 0;
 }
 
+// "a,b[k=v,k2=v2],c" → entries split on top-level commas.
 std::vector<std::string> split_list(const std::string& s) {
   std::vector<std::string> v;
-  std::stringstream ss(s);
-  std::string x;
-  while (std::getline(ss, x, ','))
-    if (!x.empty()) v.push_back(x);
+  std::string cur;
+  int depth = 0;
+  for (char c : s) {
+    if (c == '[') ++depth;
+    if (c == ']') --depth;
+    if (c == ',' && depth == 0) {
+      if (!cur.empty()) v.push_back(cur);
+      cur.clear();
+    } else {
+      cur += c;
+    }
+  }
+  if (!cur.empty()) v.push_back(cur);
   return v;
 }
 
@@ -143,7 +153,7 @@ int cmd_compare(const std::vector<std::string>& args, const Registry& reg) {
   std::string json, policies;
   po::options_description d("fragsim compare options");
   add_sim_options(d, a);
-  d.add_options()("policies", po::value(&policies)->default_value("ideal,best-fit,first-fit"), "comma-separated policies")(
+  d.add_options()("policies", po::value(&policies)->default_value("ideal,best-fit,first-fit"), "comma-separated policies; NAME[key=value,...] sets options for one entry")(
       "json", po::value(&json), "write a JSON array of reports to FILE");
   po::positional_options_description pos;
   pos.add("trace", 1);
@@ -151,10 +161,23 @@ int cmd_compare(const std::vector<std::string>& args, const Registry& reg) {
   if (p.help) return 0;
   std::vector<RunResult> runs;
   nlohmann::json arr = nlohmann::json::array();
-  for (const auto& name : split_list(policies)) {
+  for (const auto& entry : split_list(policies)) {
+    // NAME or NAME[key=value,...]: the same policy with per-entry options.
+    std::string name = entry, label = entry;
+    SimArgs ea = a;
+    auto br = entry.find('[');
+    if (br != std::string::npos) {
+      if (entry.back() != ']') throw InputError("--policies: expected NAME[key=value,...], got '" + entry + "'");
+      name = entry.substr(0, br);
+      std::stringstream ss(entry.substr(br + 1, entry.size() - br - 2));
+      std::string kv;
+      while (std::getline(ss, kv, ','))
+        if (!kv.empty()) ea.sets.push_back(kv);
+    }
     reg.find(name);
-    RunOptions o = build_run(a, name);
+    RunOptions o = build_run(ea, name);
     runs.push_back(run_simulation(o, reg));
+    runs.back().label = label;
     arr.push_back(report_json(runs.back()));
   }
   if (!json.empty()) write_file_atomic(json, arr.dump(2) + "\n");
