@@ -62,7 +62,19 @@ class Scheduler {
   virtual void schedule(Tick t, std::function<void()> fn) = 0;
 };
 
+// One allocation's lifetime, for policies that plan offline (static-heap). Times count the
+// alloc and free events of the (device, space) from 0; `end` of a never-freed buffer is one past
+// the last event.
+struct Lifetime {
+  std::uint64_t alloc_index = 0;  // event_index of the alloc
+  Bytes size = 0;
+  std::uint64_t start = 0, end = 0;
+  Event event;  // the alloc event (shape, dtype, ...)
+};
+
+class Registry;
 struct PolicyContext {
+  const Registry* registry = nullptr;  // for policies that wrap another (tpu-padded's inner)
   const HardwareModel* hw = nullptr;
   const SpaceSpec* space = nullptr;
   DeviceMemory* device = nullptr;
@@ -102,6 +114,14 @@ class AllocatorPolicy {
   // Non-empty when the real allocator would have aborted the process (e.g. a CHECK failure);
   // the engine then stops the replay and reports it.
   virtual std::string fatal_error() const { return {}; }
+  // A short name for the kind of OOM when it is not the ordinary one (e.g. "scoped_vmem_limit").
+  virtual std::string oom_kind(const AllocRequest& req) const {
+    (void)req;
+    return {};
+  }
+  // Offline planning (policies registered with needs_lifetimes): every lifetime of this
+  // policy's (device, space), called once before the first event.
+  virtual void plan(const std::vector<Lifetime>& buffers) { (void)buffers; }
   // Observation events of the trace (segment_alloc, ...) for fidelity bookkeeping. Optional.
   virtual void observe(const Event& ev) { (void)ev; }
 };
@@ -112,6 +132,7 @@ struct PolicyInfo {
   std::string name;
   std::string summary;
   PolicyFactory make;
+  bool needs_lifetimes = false;  // reads the whole trace first (memory O(allocations))
 };
 
 // Explicit registry (style rule 4): register_builtin_policies() fills it; no static init.
@@ -136,5 +157,7 @@ void register_xla_bfc(Registry& r);
 void register_platform(Registry& r);
 void register_cuda_async(Registry& r);
 void register_torch_caching(Registry& r);
+void register_tpu_padded(Registry& r);
+void register_static_heap(Registry& r);
 
 }  // namespace fragsim

@@ -21,6 +21,8 @@ void register_builtin_policies(Registry& r) {
   register_platform(r);
   register_cuda_async(r);
   register_torch_caching(r);
+  register_tpu_padded(r);
+  register_static_heap(r);
 }
 
 }  // namespace fragsim

@@ -35,12 +35,41 @@ struct Deferred {
 
 class Engine : public Scheduler {
  public:
-  Engine(const RunOptions& opt, const Registry& reg) : opt_(opt), info_(reg.find(opt.policy.name)) {}
+  Engine(const RunOptions& opt, const Registry& reg) : opt_(opt), reg_(reg), info_(reg.find(opt.policy.name)) {}
 
   Tick now() const override { return now_; }
   void schedule(Tick t, std::function<void()> fn) override { deferred_.push({std::max(t, now_), seq_++, std::move(fn)}); }
 
+  // Offline policies: one pass over the trace collects every lifetime per (device, space).
+  void collect_lifetimes() {
+    ReaderOptions ro;
+    ro.lenient = opt_.lenient;
+    auto reader = open_trace(opt_.trace, ro);
+    std::vector<std::pair<size_t, size_t>> where;  // per handle: (key, index in lifetimes_[key])
+    std::map<size_t, std::uint64_t> clock;
+    Event ev;
+    while (reader->next(ev)) {
+      if (ev.op != Op::kAlloc && ev.op != Op::kFree) continue;
+      Space sp = route(ev.op == Op::kAlloc ? ev.space : ev.live_space, ev);
+      size_t k = static_cast<size_t>(ev.device) * static_cast<size_t>(Space::kCount) + static_cast<size_t>(sp);
+      std::uint64_t t = clock[k]++;
+      if (ev.op == Op::kAlloc) {
+        if (ev.handle >= where.size()) where.resize(ev.handle + 1);
+        auto& v = lifetimes_[k];
+        where[ev.handle] = {k, v.size()};
+        v.push_back({ev.index, ev.size, t, UINT64_MAX, ev});
+      } else {
+        auto [key, i] = where[ev.handle];
+        lifetimes_[key][i].end = t;
+      }
+    }
+    for (auto& [k, v] : lifetimes_)
+      for (auto& l : v)
+        if (l.end == UINT64_MAX) l.end = clock[k];
+  }
+
   RunResult run() {
+    if (info_.needs_lifetimes) collect_lifetimes();
     ReaderOptions ro;
     ro.lenient = opt_.lenient;
     auto reader = open_trace(opt_.trace, ro);
@@ -191,10 +220,11 @@ class Engine : public Scheduler {
     s.device = device;
     s.space = spec->space;
     s.mem = std::make_unique<DeviceMemory>(*spec, opt_.hw.cost);
-    PolicyContext ctx{&opt_.hw, spec, s.mem.get(), this, device};
+    PolicyContext ctx{&reg_, &opt_.hw, spec, s.mem.get(), this, device};
     ConfigReader cfg(opt_.policy.config, "policy " + opt_.policy.name);
     s.policy = info_.make(cfg, ctx);
     cfg.finish();
+    if (info_.needs_lifetimes) s.policy->plan(lifetimes_[k]);
     if (config_.is_null()) config_ = cfg.resolved();
     s.res.device = device;
     s.res.space = s.space;
@@ -296,6 +326,7 @@ class Engine : public Scheduler {
     o.largest_free = u.largest_available;
     o.fragmentation = o.free >= o.rounded;
     o.explanation = s.policy->describe_oom(rq);
+    o.kind = s.policy->oom_kind(rq);
     s.res.ooms.push_back(o);
     out.ooms.push_back(std::move(o));
     out.completed = false;
@@ -347,6 +378,7 @@ class Engine : public Scheduler {
 
   static constexpr std::uint32_t kNoSlot = 0xffffffffu;
   const RunOptions& opt_;
+  const Registry& reg_;
   const PolicyInfo& info_;
   std::vector<Slot> slots_;
   std::vector<std::uint32_t> slot_index_;
@@ -362,6 +394,7 @@ class Engine : public Scheduler {
   std::uint64_t addr_compared_ = 0, addr_matched_ = 0;
   nlohmann::json first_mismatch_;
   std::vector<std::pair<std::uint32_t, Bytes>> recorded_segments_;  // traced segment_alloc (device, size)
+  std::map<size_t, std::vector<Lifetime>> lifetimes_;                 // offline policies only
 };
 
 }  // namespace

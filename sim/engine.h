@@ -41,6 +41,7 @@ struct OomRecord {
   Bytes requested = 0, rounded = 0, allocated = 0, reserved = 0, free = 0, largest_free = 0;
   bool fragmentation = false;  // cause
   std::string explanation;     // the policy's own OOM dump (text output)
+  std::string kind;            // non-empty for special OOMs (e.g. "scoped_vmem_limit")
 };
 
 struct SpaceResult {

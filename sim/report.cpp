@@ -10,7 +10,7 @@ namespace fragsim {
 namespace {
 
 nlohmann::json oom_json(const OomRecord& o) {
-  return {{"event_index", o.event_index},
+  nlohmann::json j = {{"event_index", o.event_index},
           {"t", o.t},
           {"id", o.id},
           {"device", o.device},
@@ -22,6 +22,8 @@ nlohmann::json oom_json(const OomRecord& o) {
           {"free_bytes", o.free},
           {"largest_free_bytes", o.largest_free},
           {"cause", o.fragmentation ? "fragmentation" : "capacity"}};
+  if (!o.kind.empty()) j["kind"] = o.kind;
+  return j;
 }
 
 nlohmann::json ooms_json(const std::vector<OomRecord>& v) {

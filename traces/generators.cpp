@@ -43,7 +43,7 @@ class Emitter {
  public:
   Emitter(const std::string& path, nlohmann::json header) : w_(open_trace_writer(path, header)) {}
   std::uint64_t alloc(std::uint64_t size, const std::string& name = {}, std::vector<std::uint64_t> shape = {},
-                      Dtype dt = Dtype::kNone, std::uint32_t space_stream = 0) {
+                      Dtype dt = Dtype::kNone, std::uint32_t space_stream = 0, Space space = Space::kHbm) {
     Event e;
     e.op = Op::kAlloc;
     e.id = next_id_++;
@@ -53,6 +53,7 @@ class Emitter {
     if (!name.empty()) e.name = name, e.present |= key::kName;
     if (!shape.empty() && dt != Dtype::kNone) e.shape = std::move(shape), e.dtype = dt, e.present |= key::kShape | key::kDtype;
     if (space_stream) e.stream = space_stream, e.present |= key::kStream;
+    if (space != Space::kHbm) e.space = space, e.present |= key::kSpace;
     w_->write(e);
     return e.id;
   }
@@ -250,6 +251,85 @@ void gen_random(Rng& rng, ConfigReader& c, Emitter& em) {
   }
 }
 
+// Shaped allocation helper: size from shape × dtype.
+std::uint64_t shaped(Emitter& em, const std::string& name, std::vector<std::uint64_t> shape, Dtype dt,
+                     Space space = Space::kHbm) {
+  std::uint64_t n = tensor_bytes(shape, dt);
+  return em.alloc(n, name, std::move(shape), dt, 0, space);
+}
+
+// TPU training step with shaped buffers: embedding [vocab, hidden] (vocab pads badly), per layer
+// attention weights [hidden, 3·hidden], per-head activations [batch, seq, heads, head_dim]
+// (head_dim 64 pads to 128 on the minor dim), MLP [hidden, mlp], layer norms [hidden] (rank 1),
+// logits [batch·seq, vocab]; optimizer state in f32, activations in bf16.
+void gen_tpu_train(Rng& rng, ConfigReader& c, Emitter& em) {
+  auto layers = c.integer("layers", 4), hidden = c.integer("hidden", 1024), batch = c.integer("batch", 8),
+       seq = c.integer("seq", 512), heads = c.integer("heads", 16), head_dim = c.integer("head_dim", 64),
+       vocab = c.integer("vocab", 50257), steps = c.integer("steps", 2);
+  auto H = static_cast<std::uint64_t>(hidden), B = static_cast<std::uint64_t>(batch), S = static_cast<std::uint64_t>(seq),
+       NH = static_cast<std::uint64_t>(heads), HD = static_cast<std::uint64_t>(head_dim), V = static_cast<std::uint64_t>(vocab);
+  std::vector<std::uint64_t> persistent;
+  auto param = [&](const std::string& n, std::vector<std::uint64_t> shape) {
+    persistent.push_back(shaped(em, n, shape, Dtype::kBf16));
+    persistent.push_back(shaped(em, n + "/mu", shape, Dtype::kF32));
+    persistent.push_back(shaped(em, n + "/nu", shape, Dtype::kF32));
+  };
+  param("embed", {V, H});
+  for (int l = 0; l < layers; ++l) {
+    param(fmt::format("l{}/qkv", l), {H, 3 * H});
+    param(fmt::format("l{}/out", l), {NH * HD, H});
+    param(fmt::format("l{}/mlp_in", l), {H, 4 * H});
+    param(fmt::format("l{}/mlp_out", l), {4 * H, H});
+    param(fmt::format("l{}/ln", l), {H});
+  }
+  for (int st = 0; st < steps; ++st) {
+    em.mark(fmt::format("step {}", st));
+    std::vector<std::uint64_t> saved;
+    for (int l = 0; l < layers; ++l) {
+      saved.push_back(shaped(em, fmt::format("l{}/q", l), {B, S, NH, HD}, Dtype::kBf16));
+      saved.push_back(shaped(em, fmt::format("l{}/k", l), {B, S, NH, HD}, Dtype::kBf16));
+      saved.push_back(shaped(em, fmt::format("l{}/v", l), {B, S, NH, HD}, Dtype::kBf16));
+      auto scores = shaped(em, fmt::format("l{}/scores", l), {B, NH, S, S}, Dtype::kF32);
+      em.free(scores);
+      saved.push_back(shaped(em, fmt::format("l{}/mlp", l), {B, S, 4 * H}, Dtype::kBf16));
+      if (rng.unit() < 0.5) {
+        auto stat = shaped(em, fmt::format("l{}/ln_stat", l), {B, S, 1}, Dtype::kF32);  // pads 128x on the minor dim
+        em.free(stat);
+      }
+    }
+    auto logits = shaped(em, "logits", {B * S, V}, Dtype::kF32);
+    em.free(logits);
+    std::vector<std::uint64_t> grads;
+    while (!saved.empty()) {
+      em.free(saved.back());
+      saved.pop_back();
+      if (saved.size() % 4 == 0) grads.push_back(shaped(em, "grad", {H, 4 * H}, Dtype::kF32));
+    }
+    for (auto g : grads) em.free(g);
+  }
+}
+
+// Pallas-style kernel sequence: each kernel allocates VMEM scratch tiles (double-buffered
+// input blocks, an f32 accumulator) and a few SMEM scalars, and frees them when it ends; block
+// sizes vary per kernel up to max_block, so some kernels need more scoped VMEM than others.
+void gen_pallas_kernels(Rng& rng, ConfigReader& c, Emitter& em) {
+  auto kernels = c.integer("kernels", 50), max_block = c.integer("max_block", 1024);
+  for (int k = 0; k < kernels; ++k) {
+    std::uint64_t bm = 128ULL << rng.below(static_cast<std::uint64_t>(std::max<std::int64_t>(1, 64 - __builtin_clzll(static_cast<std::uint64_t>(max_block / 128)))));
+    bm = std::min<std::uint64_t>(bm, static_cast<std::uint64_t>(max_block));
+    std::uint64_t bk = 128 + 64 * rng.below(8);  // some multiples of 128, some not
+    std::vector<std::uint64_t> ids;
+    em.mark(fmt::format("kernel {}", k));
+    for (int buf = 0; buf < 2; ++buf) {
+      ids.push_back(shaped(em, fmt::format("k{}/x{}", k, buf), {bm, bk}, Dtype::kBf16, Space::kVmem));
+      ids.push_back(shaped(em, fmt::format("k{}/w{}", k, buf), {bk, bm}, Dtype::kBf16, Space::kVmem));
+    }
+    ids.push_back(shaped(em, fmt::format("k{}/acc", k), {bm, bm}, Dtype::kF32, Space::kVmem));
+    for (int s = 0; s < 3; ++s) ids.push_back(shaped(em, fmt::format("k{}/idx{}", k, s), {}, Dtype::kS32, Space::kSmem));
+    for (auto it = ids.rbegin(); it != ids.rend(); ++it) em.free(*it);
+  }
+}
+
 struct Workload {
   WorkloadInfo info;
   std::function<void(Rng&, ConfigReader&, Emitter&)> run;
@@ -267,6 +347,11 @@ const std::vector<Workload>& workloads() {
                        "max_tokens, grow_tokens, kv_bytes_per_token, weights)"},
        gen_llm_serving},
       {{"random", "random churn around a live-set size (events, live, min_size, max_size)"}, gen_random},
+      {{"tpu-train", "TPU training step with shaped buffers that pad badly and well (layers, hidden, batch, seq, "
+                     "heads, head_dim, vocab, steps)"},
+       gen_tpu_train},
+      {{"pallas-kernels", "Pallas-style kernels with VMEM scratch tiles and SMEM scalars (kernels, max_block)"},
+       gen_pallas_kernels},
   };
   return kAll;
 }

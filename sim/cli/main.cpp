@@ -9,6 +9,7 @@
 #include <fmt/format.h>
 
 #include "hardware_models/hardware_model.h"
+#include "hardware_models/tpu_layout.h"
 #include "policies/policy.h"
 #include "sim/engine.h"
 #include "sim/error.h"
@@ -38,6 +39,7 @@ commands:
   info TRACE     trace summary: counts, peak requested, size histogram
   convert IN OUT convert between .jsonl, .jsonl.zst, .fstrace (and read .pickle)
   gen WORKLOAD   write a synthetic workload trace
+  layout SHAPE   TPU tiled-layout padding of an array (--hw tpu-v5e 'bf16[1000,129]')
   list           registered policies, hardware presets, workloads
 
 traces: .jsonl (fragsim trace v1), .jsonl.zst, .fstrace (binary)
@@ -69,6 +71,8 @@ struct SimArgs {
   std::string trace, hw = "h100-80g", capacity, reserve, policy;
   std::vector<std::string> sets, envs;
   bool keep_going = false, lenient = false, check = false;
+  unsigned shard = 1;
+  std::string shard_dim = "major";
 };
 
 void add_sim_options(po::options_description& d, SimArgs& a) {
@@ -80,7 +84,10 @@ void add_sim_options(po::options_description& d, SimArgs& a) {
       "env", po::value(&a.envs)->composing(), "framework setting VAR=VALUE as the framework reads it (repeatable)")(
       "keep-going", po::bool_switch(&a.keep_going), "continue after an OOM (skip the failed allocation) to list all")(
       "lenient", po::bool_switch(&a.lenient), "count and skip frees of unknown ids (traces that start mid-run)")(
-      "check", po::bool_switch(&a.check), "validate the policy's invariants after every event");
+      "check", po::bool_switch(&a.check), "validate the policy's invariants after every event")(
+      "shard", po::value(&a.shard)->default_value(1),
+      "sharding what-if: each shaped allocation divided across N devices (tpu-padded, static-heap)")(
+      "shard-dim", po::value(&a.shard_dim)->default_value("major"), "dim the --shard split divides: major or minor");
 }
 
 HardwareModel build_hardware(const SimArgs& a) {
@@ -103,6 +110,13 @@ RunOptions build_run(const SimArgs& a, const std::string& policy) {
   o.hw = build_hardware(a);
   SettingsInput si{policy, a.sets, a.envs};
   o.policy = resolve_settings(si, &o.notes);
+  if (a.shard != 1 || a.shard_dim != "major") {
+    if (o.policy.name != "tpu-padded" && o.policy.name != "static-heap")
+      throw InputError("--shard: only the tpu-padded and static-heap policies model sharding");
+    o.policy.config["shard"] = a.shard;
+    o.policy.config["shard_dim"] = a.shard_dim;
+    o.notes.push_back(fmt::format("sharded {} ways along the {} dim: figures are per device", a.shard, a.shard_dim));
+  }
   o.keep_going = a.keep_going;
   o.lenient = a.lenient;
   o.check = a.check;
@@ -119,7 +133,10 @@ int cmd_run(const std::vector<std::string>& args, const Registry& reg) {
       "placements", po::value(&placements), "write one JSON line per alloc event (address, block) to FILE");
   po::positional_options_description pos;
   pos.add("trace", 1);
-  auto p = parse(args, d, pos, "usage: fragsim run TRACE --policy NAME [options]\n\nReplays TRACE through one policy and prints a summary.");
+  auto p = parse(args, d, pos,
+                 "usage: fragsim run TRACE --policy NAME [options]\n\nReplays TRACE through one policy and prints a "
+                 "summary. The trace is streamed (memory grows with live allocations only), except for --policy "
+                 "static-heap, which plans offline like XLA's compiler and so reads the whole trace first.");
   if (p.help) return 0;
   RunOptions o = build_run(a, a.policy);
   o.placements = placements;
@@ -320,6 +337,36 @@ int cmd_gen(const std::vector<std::string>& args, const Registry&) {
   return 0;
 }
 
+int cmd_layout(const std::vector<std::string>& args, const Registry&) {
+  std::string hw_name = "tpu-v5e", shape;
+  bool json = false;
+  po::options_description d("fragsim layout options");
+  d.add_options()("hw", po::value(&hw_name)->default_value("tpu-v5e"), "TPU preset (its generation picks the tiles)")(
+      "shape", po::value(&shape)->required(), "array, e.g. bf16[1000,129] or f32[8,3]{0,1:T(8,128)}")(
+      "json", po::bool_switch(&json), "print JSON");
+  po::positional_options_description pos;
+  pos.add("shape", 1);
+  auto p = parse(args, d, pos,
+                 "usage: fragsim layout --hw PRESET SHAPE [--json]\n\nPadded bytes and tile of an array in TPU tiled "
+                 "layout (XLA:TPU's default tiles unless the shape carries a layout).");
+  if (p.help) return 0;
+  HardwareModel hw = load_hardware(hw_name);
+  if (hw.kind != "tpu") throw InputError("--hw: layout needs a TPU preset, '" + hw.name + "' is a " + hw.kind);
+  ArraySpec a = parse_array_spec(shape, "layout");
+  TpuLayout l = tpu_layout(a, hw.generation);
+  if (json) {
+    std::cout << nlohmann::json({{"shape", a.dims}, {"dtype", std::string(dtype_name(a.dtype))}, {"tile", l.tile},
+                                 {"unpadded_bytes", l.unpadded}, {"padded_bytes", l.padded}})
+                     .dump()
+              << "\n";
+  } else {
+    std::cout << fmt::format("{} on {} (generation {}): tile {}\n  unpadded {} ({} B)\n  padded   {} ({} B), {:.2f}x\n", shape,
+                             hw.name, hw.generation, l.tile, human_bytes(l.unpadded), l.unpadded, human_bytes(l.padded),
+                             l.padded, l.unpadded ? static_cast<double>(l.padded) / static_cast<double>(l.unpadded) : 0.0);
+  }
+  return 0;
+}
+
 int cmd_list(const std::vector<std::string>& args, const Registry& reg) {
   po::options_description d("fragsim list options");
   auto p = parse(args, d, {}, "usage: fragsim list");
@@ -352,6 +399,7 @@ int main(int argc, char** argv) {
   using Fn = int (*)(const std::vector<std::string>&, const Registry&);
   const std::pair<const char*, Fn> kCommands[] = {{"run", cmd_run},         {"compare", cmd_compare}, {"sweep", cmd_sweep}, {"check", cmd_check},
                                                   {"info", cmd_info},       {"convert", cmd_convert}, {"gen", cmd_gen},
+                                                  {"layout", cmd_layout},
                                                   {"list", cmd_list}};
   try {
     for (const auto& [name, fn] : kCommands)

@@ -1,0 +1,192 @@
+// tpu-padded: TPU memory as the runtime sees it — every allocation padded to its tiled layout
+// (policies/tpu_padding.h, specs/hardware.md §3) and placed by an inner policy (best-fit by
+// default; any registered policy). Options:
+//   inner, inner_config    the placing policy and its config
+//   defragment             model the TPU runtime's defragmentation: when no hole fits but
+//                          enough memory is free, live buffers are compacted in address order
+//                          (counted: compactions, bytes moved) and the request retried
+//   shard, shard_dim       sharding what-if: per-device share of each allocation
+// VMEM/SMEM: a space with a scoped limit (TPU presets' vmem) rejects an allocation that takes
+// the live scoped bytes past the limit, reported as the compile-time scoped-VMEM OOM.
+// Report: padding figures as TPU OOM reports give them — unpadded vs padded peak and
+// utilization = unpadded / padded.
+//   padded_live = Σ live padded sizes (what the inner policy was asked for)
+#include <algorithm>
+#include <map>
+#include <stdexcept>
+
+#include <fmt/format.h>
+
+#include "policies/tpu_padding.h"
+#include "sim/error.h"
+
+namespace fragsim {
+
+namespace {
+
+class TpuPaddedPolicy : public AllocatorPolicy {
+ public:
+  TpuPaddedPolicy(PaddingRule rule, std::function<std::unique_ptr<AllocatorPolicy>()> make_inner, bool defrag,
+                  Bytes scoped_limit, Space space)
+      : rule_(rule), make_inner_(std::move(make_inner)), inner_(make_inner_()), defrag_(defrag),
+        scoped_limit_(scoped_limit), space_(space) {}
+
+  Placement allocate(const AllocRequest& req) override {
+    PaddedSize ps = rule_.apply(req);
+    last_ = ps;
+    last_scoped_ = false;
+    if (scoped_limit_ && live_padded_ + ps.padded > scoped_limit_) {
+      last_scoped_ = true;
+      return {};
+    }
+    AllocRequest inner = req;
+    inner.size = ps.padded;
+    Placement p = inner_->allocate(inner);
+    if (!p.ok && defrag_ && inner_->usage().available >= inner_->rounded_size(inner)) {
+      compact();
+      p = inner_->allocate(inner);
+    }
+    if (!p.ok) return p;
+    if (req.handle >= live_.size()) live_.resize(req.handle + 1);
+    live_[req.handle] = {ps, p.has_addr ? p.addr : 0, true, *req.event};
+    live_padded_ += ps.padded;
+    live_unpadded_ += ps.unpadded;
+    if (live_padded_ > peak_padded_) {
+      peak_padded_ = live_padded_;
+      unpadded_at_peak_ = live_unpadded_;
+    }
+    peak_unpadded_ = std::max(peak_unpadded_, live_unpadded_);
+    return p;
+  }
+
+  void release(Handle h) override {
+    inner_->release(h);
+    live_[h].live = false;
+    live_padded_ -= live_[h].size.padded;
+    live_unpadded_ -= live_[h].size.unpadded;
+  }
+
+  Usage usage() const override { return inner_->usage(); }
+  Bytes rounded_size(const AllocRequest& req) const override {
+    AllocRequest inner = req;
+    inner.size = rule_.apply(req).padded;
+    return inner_->rounded_size(inner);
+  }
+  nlohmann::json stats() const override {
+    return {{"padded_bytes", live_padded_},
+            {"unpadded_bytes", live_unpadded_},
+            {"peak_padded_bytes", peak_padded_},
+            {"unpadded_bytes_at_peak", unpadded_at_peak_},
+            {"peak_unpadded_bytes", peak_unpadded_},
+            {"utilization_at_peak", peak_padded_ ? static_cast<double>(unpadded_at_peak_) / static_cast<double>(peak_padded_) : 1.0},
+            {"compactions", compactions_},
+            {"bytes_moved", bytes_moved_},
+            {"inner", inner_->stats()}};
+  }
+  nlohmann::json extra_report() const override {
+    return {{"padding",
+             {{"peak_padded_bytes", peak_padded_},
+              {"peak_unpadded_bytes", peak_unpadded_},
+              {"padding_bytes_at_peak", peak_padded_ - unpadded_at_peak_},
+              {"utilization_at_peak",
+               peak_padded_ ? static_cast<double>(unpadded_at_peak_) / static_cast<double>(peak_padded_) : 1.0},
+              {"shard", rule_.shard},
+              {"generation", rule_.generation}}}};
+  }
+  void validate() const override {
+    inner_->validate();
+    Bytes p = 0;
+    for (const auto& l : live_)
+      if (l.live) p += l.size.padded;
+    if (p != live_padded_) throw std::logic_error("tpu-padded: live padded bytes stale");
+  }
+  std::string oom_kind(const AllocRequest&) const override { return last_scoped_ ? "scoped_vmem_limit" : ""; }
+  std::string describe_oom(const AllocRequest& req) const override {
+    if (last_scoped_)
+      return fmt::format(
+          "    CompileTimeScopedVmemOom: scoped allocation of {} ({} padded) in {} with {} already live exceeds the "
+          "scoped {} limit of {} by {} (raise it with --xla_tpu_scoped_vmem_limit_kib or a Pallas vmem_limit_bytes)\n",
+          human_bytes(last_.unpadded), human_bytes(last_.padded), space_name(space_), human_bytes(live_padded_),
+          space_name(space_), human_bytes(scoped_limit_), human_bytes(live_padded_ + last_.padded - scoped_limit_));
+    Usage u = inner_->usage();
+    Bytes frag = u.reserved > u.allocated ? u.reserved - u.allocated : 0;
+    double util = live_padded_ ? static_cast<double>(live_unpadded_) / static_cast<double>(live_padded_) : 1.0;
+    std::string s = fmt::format(
+        "    RESOURCE_EXHAUSTED: Ran out of memory in memory space {} while allocating {} (padded {} from {}).\n"
+        "    Live buffers: {:.1f}% utilization: Unpadded ({}) Padded ({}), {} free but the largest hole is {}.\n",
+        space_name(space_), human_bytes(last_.padded), human_bytes(last_.padded), human_bytes(last_.unpadded),
+        100.0 * util, human_bytes(live_unpadded_), human_bytes(live_padded_), human_bytes(u.available),
+        human_bytes(u.largest_available));
+    (void)frag;
+    return s + inner_->describe_oom(req);
+  }
+
+ private:
+  struct Live {
+    PaddedSize size;
+    Addr addr = 0;
+    bool live = false;
+    Event ev;  // for re-placing on compaction
+  };
+
+  // Rebuilds the inner policy with every live buffer re-placed in address order.
+  void compact() {
+    ++compactions_;
+    std::vector<Handle> order;
+    for (Handle h = 0; h < live_.size(); ++h)
+      if (live_[h].live) order.push_back(h);
+    std::sort(order.begin(), order.end(), [&](Handle a, Handle b) { return live_[a].addr < live_[b].addr; });
+    inner_ = make_inner_();
+    for (Handle h : order) {
+      Live& l = live_[h];
+      AllocRequest r{h, l.ev.id, l.size.padded, l.ev.stream, l.ev.space, l.ev.t, &l.ev};
+      Placement p = inner_->allocate(r);
+      if (!p.ok) throw std::logic_error("tpu-padded: compaction could not re-place a live buffer");
+      if (p.has_addr && p.addr != l.addr) bytes_moved_ += l.size.padded;
+      l.addr = p.has_addr ? p.addr : 0;
+    }
+  }
+
+  PaddingRule rule_;
+  std::function<std::unique_ptr<AllocatorPolicy>()> make_inner_;
+  std::unique_ptr<AllocatorPolicy> inner_;
+  bool defrag_;
+  Bytes scoped_limit_;
+  Space space_;
+  std::vector<Live> live_;
+  Bytes live_padded_ = 0, live_unpadded_ = 0, peak_padded_ = 0, peak_unpadded_ = 0, unpadded_at_peak_ = 0;
+  std::uint64_t compactions_ = 0;
+  Bytes bytes_moved_ = 0;
+  PaddedSize last_;
+  bool last_scoped_ = false;
+};
+
+std::unique_ptr<AllocatorPolicy> make_tpu_padded(ConfigReader& cfg, const PolicyContext& ctx) {
+  PaddingRule rule = PaddingRule::from_config(cfg, ctx);
+  std::string inner = cfg.text("inner", "best-fit");
+  if (inner == "tpu-padded") throw InputError("policy tpu-padded: inner: cannot be tpu-padded itself");
+  nlohmann::json inner_cfg = cfg.has("inner_config") ? cfg.raw("inner_config") : nlohmann::json::object();
+  cfg.allow({"inner_config"});
+  cfg.record("inner_config", inner_cfg);
+  bool defrag = cfg.flag("defragment", false);
+  const PolicyInfo& info = ctx.registry->find(inner);
+  auto make_inner = [info, inner_cfg, ctx, inner]() {
+    ConfigReader c(inner_cfg, "policy tpu-padded inner " + inner);
+    auto p = info.make(c, ctx);
+    c.finish();
+    return p;
+  };
+  make_inner();  // reject a bad inner config now, with its message
+  return std::make_unique<TpuPaddedPolicy>(rule, make_inner, defrag, ctx.space->scoped_limit, ctx.space->space);
+}
+
+}  // namespace
+
+void register_tpu_padded(Registry& r) {
+  r.add({"tpu-padded",
+         "TPU tiled-layout padding in front of an inner policy (inner, inner_config, defragment, shard, "
+         "shard_dim, generation); scoped VMEM limit checks",
+         make_tpu_padded});
+}
+
+}  // namespace fragsim

@@ -1,0 +1,198 @@
+// TPU: tiled-layout padding (specs/hardware.md §3 worked examples and real OOM reports),
+// tpu-padded with sharding, scoped VMEM and defragmentation, and static-heap (§4).
+#include <catch2/catch.hpp>
+
+#include "hardware_models/tpu_layout.h"
+#include "sim/error.h"
+#include "sim_helpers.h"
+#include "traces/generators.h"
+
+using namespace fragsim;
+using namespace fragsim::test;
+
+namespace {
+
+Bytes padded(const char* spec, int gen = 5) { return tpu_layout(parse_array_spec(spec, "test"), gen).padded; }
+
+SimRun tpu_run(const std::string& name, const std::string& text, const std::string& policy, nlohmann::json cfg,
+               const std::string& hw = "tpu-v5e", const std::string& capacity = "", bool keep_going = false) {
+  static Registry reg = [] {
+    Registry r;
+    register_builtin_policies(r);
+    return r;
+  }();
+  RunOptions o;
+  o.trace = write_text(name + ".jsonl", text);
+  o.policy = {policy, std::move(cfg)};
+  o.hw = load_hardware(hw);
+  if (!capacity.empty()) {
+    o.hw.space(Space::kHbm)->capacity = parse_size(capacity, "capacity");
+    o.hw.space(Space::kHbm)->reserve = 0;
+  }
+  o.check = true;
+  o.keep_going = keep_going;
+  o.placements = tmp_path(name + ".placements.jsonl");
+  SimRun r{run_simulation(o, reg), {}};
+  r.placements = read_jsonl(o.placements);
+  return r;
+}
+
+std::string shaped_alloc(int id, const char* dtype, std::vector<std::uint64_t> shape, const char* space = "hbm") {
+  Bytes n = 0;
+  Dtype d;
+  parse_dtype(dtype, &d);
+  unpadded_bytes(shape, d, &n);
+  return nlohmann::json({{"op", "alloc"}, {"id", id}, {"size", n}, {"shape", shape}, {"dtype", dtype}, {"space", space}}).dump() +
+         "\n";
+}
+
+}  // namespace
+
+TEST_CASE("layout: every worked example of hardware.md §3") {
+  CHECK(padded("f32[3,5]") == 2048);
+  CHECK(tpu_layout(parse_array_spec("f32[3,5]", "t"), 5).tile == "(4,128)");
+  CHECK(padded("bf16[1000,129]") == 512000);
+  CHECK(tpu_layout(parse_array_spec("bf16[1000,129]", "t"), 5).tile == "(8,128)(2,1)");
+  CHECK(padded("bf16[1000,129]", 7) == 516096);
+  CHECK(tpu_layout(parse_array_spec("bf16[1000,129]", "t"), 7).tile == "(16,128)(2,1)");
+  CHECK(padded("s8[1000,129]") == 262144);
+  CHECK(padded("s8[1000,129]{1,0:T(8,128)}") == 256000);
+  CHECK(padded("f32[1000]") == 4096);
+  CHECK(padded("bf16[1000]") == 2048);
+  CHECK(tpu_layout(parse_array_spec("bf16[1000,129]", "t"), 5).unpadded == 258000);
+}
+
+TEST_CASE("layout: the real TPU OOM reports of hardware.md §3") {
+  CHECK(padded("u32[12582912,1]{1,0:T(8,128)}") == 6ULL << 30);
+  CHECK(padded("u32[12582912,1]") == 6ULL << 30);
+  CHECK(padded("s32[8388608,8,4]{2,1,0:T(8,128)}") == 32ULL << 30);
+  CHECK(padded("f32[29184,1,2560]{2,1,0:T(2,128)}") == 597688320);  // 570 MiB
+  CHECK(padded("f32[29184,1,2560]") == 597688320);                  // compact (2,128) chosen
+  CHECK(padded("bf16[2048,1,2048,128]{0,1,3,2:T(4,128)(2,1)}") == 4ULL << 30);
+  CHECK(padded("bf16[2048,1,2048,128]{0,1,3,2}") == 4ULL << 30);    // (4,128)(2,1) chosen for dim of 1
+  auto l = tpu_layout(parse_array_spec("f32[128,256,896,18]{0,3,2,1:T(8,128)}", "t"), 5);
+  CHECK(l.unpadded == 2016ULL << 20);
+  CHECK(l.padded - l.unpadded == 672ULL << 20);
+  CHECK_THROWS_AS(parse_array_spec("f33[3]", "t"), InputError);
+  CHECK_THROWS_AS(parse_array_spec("f32[3,5]{0,0}", "t"), InputError);
+}
+
+TEST_CASE("layout: the CLI prints the contract's JSON") {
+  auto r = cli("layout --hw tpu-v5e 'bf16[1000,129]' --json");
+  REQUIRE(r.code == 0);
+  auto j = nlohmann::json::parse(r.out);
+  CHECK(j == nlohmann::json::parse(R"J({"shape":[1000,129],"dtype":"bf16","tile":"(8,128)(2,1)","unpadded_bytes":258000,"padded_bytes":512000})J"));
+  CHECK(cli("layout --hw h100-80g 'bf16[4]'").code == 2);
+}
+
+TEST_CASE("tpu-padded: padded peak >= unpadded peak with the breakdown; --shard 8 as the rule predicts") {
+  std::string t = shaped_alloc(1, "bf16", {1000, 129}) + shaped_alloc(2, "f32", {64, 3}) +
+                  "{\"op\":\"alloc\",\"id\":3,\"size\":1000}\n";
+  auto r = tpu_run("tpad", t, "tpu-padded", nlohmann::json::object());
+  const auto& pad = r.result.spaces[0].extra["padding"];
+  Bytes expect = 512000 + padded("f32[64,3]") + 1000;
+  CHECK(pad["peak_padded_bytes"] == expect);
+  CHECK(pad["peak_unpadded_bytes"] == 258000 + 64 * 3 * 4 + 1000);
+  CHECK(pad["peak_padded_bytes"].get<Bytes>() >= pad["peak_unpadded_bytes"].get<Bytes>());
+  CHECK(r.result.peak_requested == 258000 + 64 * 3 * 4 + 1000);
+  CHECK(r.placements[0]["block_bytes"] == 512000);
+  // Shard 8 along the major dim: bf16[125,129] and f32[8,3] per device, 125 bytes unshaped.
+  auto s = tpu_run("tpad8", t, "tpu-padded", {{"shard", 8}});
+  CHECK(s.result.spaces[0].extra["padding"]["peak_padded_bytes"] == padded("bf16[125,129]") + padded("f32[8,3]") + 125);
+  // Along the minor dim: bf16[1000,17] pads back up to 128 lanes: 8 shards save only half.
+  auto m = tpu_run("tpad8m", t, "tpu-padded", {{"shard", 8}, {"shard_dim", "minor"}});
+  CHECK(m.placements[0]["block_bytes"] == padded("bf16[1000,17]"));
+  CHECK(padded("bf16[1000,17]") == 256000);
+}
+
+TEST_CASE("tpu-padded: exceeding the scoped VMEM limit is the compile-time scoped-VMEM OOM") {
+  // 4 MiB + 8 MiB stay within v5e's 16 MiB scoped limit; 16 MiB + 4 MiB do not.
+  std::string t = shaped_alloc(1, "f32", {1024, 1024}, "vmem") + shaped_alloc(2, "f32", {2048, 1024}, "vmem");
+  CHECK(tpu_run("vmem", t, "tpu-padded", nlohmann::json::object()).result.completed);
+  auto big = tpu_run("vmem2", shaped_alloc(1, "f32", {2048, 2048}, "vmem") + shaped_alloc(2, "f32", {1024, 1024}, "vmem"),
+                     "tpu-padded", nlohmann::json::object());
+  REQUIRE(big.result.ooms.size() == 1);
+  CHECK(big.result.ooms[0].kind == "scoped_vmem_limit");
+  CHECK(big.result.ooms[0].space == Space::kVmem);
+  CHECK_THAT(big.result.ooms[0].explanation, Catch::Contains("CompileTimeScopedVmemOom"));
+  // The generated Pallas kernels with 2048-row blocks need a 16 MiB accumulator + inputs.
+  std::string pk = tmp_path("pk.jsonl");
+  generate_workload("pallas-kernels", 3, {{"kernels", 20}, {"max_block", 2048}}, pk);
+  auto g = tpu_run("pkrun", read_text(pk), "tpu-padded", nlohmann::json::object(), "tpu-v5e", "", true);
+  CHECK_FALSE(g.result.ooms.empty());
+  for (const auto& o : g.result.ooms) CHECK(o.kind == "scoped_vmem_limit");
+}
+
+TEST_CASE("tpu-padded: defragmentation compacts live buffers when a hole is missing") {
+  TraceBuilder t;
+  t.alloc(1, 4096).alloc(2, 4096).alloc(3, 4096).free(1).free(3).alloc(4, 8192);
+  auto plain = tpu_run("defrag0", t.text, "tpu-padded", nlohmann::json::object(), "tpu-v5e", "12KiB");
+  REQUIRE(plain.result.ooms.size() == 1);
+  CHECK(plain.result.ooms[0].fragmentation);
+  auto d = tpu_run("defrag1", t.text, "tpu-padded", {{"defragment", true}}, "tpu-v5e", "12KiB");
+  CHECK(d.result.completed);
+  CHECK(d.stats()["compactions"] == 1);
+  CHECK(d.stats()["bytes_moved"] == 4096);
+  CHECK(d.placements[3]["addr"].get<Addr>() == DeviceMemory::kBase + 4096);
+}
+
+TEST_CASE("static-heap: both orders against hand-computed placements") {
+  // X (10 B) lives through everything; Y and Z (100 B each) are short and disjoint in time.
+  TraceBuilder t;
+  t.alloc(1, 10).alloc(2, 100).free(2).alloc(3, 100).free(3).free(1);
+  auto sp = tpu_run("shs", t.text, "static-heap", {{"order", "spatial"}, {"pad", false}});
+  CHECK(sp.placements[0]["region_offset"] == 100);  // X placed last, above Y/Z
+  CHECK(sp.placements[1]["region_offset"] == 0);
+  CHECK(sp.placements[2]["region_offset"] == 0);
+  CHECK(sp.stats()["heap_size"] == 110);
+  auto tp = tpu_run("sht", t.text, "static-heap", {{"order", "temporal"}, {"pad", false}});
+  CHECK(tp.placements[0]["region_offset"] == 0);  // longest-lived first
+  CHECK(tp.placements[1]["region_offset"] == 10);
+  CHECK(tp.placements[2]["region_offset"] == 10);
+  CHECK(tp.stats()["heap_size"] == 110);
+  CHECK(tp.stats()["lower_bound"] == 110);
+  CHECK(tp.stats()["fragmentation_size"] == 0);
+  // Best-fit gap choice: the smallest gap that fits, lower offset on ties.
+  TraceBuilder u;  // A 100 [0,7], B 30 [1,2], C 100 [3,6], D 20 [4,5]
+  u.alloc(1, 100).alloc(2, 30).free(2).alloc(3, 100).alloc(4, 20).free(4).free(3).free(1);
+  auto g = tpu_run("shgap", u.text, "static-heap", {{"order", "spatial"}, {"pad", false}});
+  // spatial: A@0 (size 100, longer), C@100, B@100 (gap [100,∞) only: overlaps A), D@200.
+  CHECK(g.placements[0]["region_offset"] == 0);
+  CHECK(g.placements[2]["region_offset"] == 100);
+  CHECK(g.placements[1]["region_offset"] == 100);
+  CHECK(g.placements[3]["region_offset"] == 200);
+}
+
+TEST_CASE("static-heap: heap >= peak live bytes, equal when lifetimes nest; best = min of both orders") {
+  // Stack-like trace: random pushes and pops.
+  std::uint64_t state = 7;
+  auto rnd = [&] { return (state = state * 6364136223846793005ULL + 1442695040888963407ULL) >> 33; };
+  TraceBuilder t;
+  std::vector<int> stack;
+  int id = 0;
+  for (int i = 0; i < 400; ++i) {
+    if (stack.empty() || rnd() % 3) {
+      t.alloc(++id, 1 + rnd() % 5000);
+      stack.push_back(id);
+    } else {
+      t.free(stack.back());
+      stack.pop_back();
+    }
+  }
+  // Temporal order places every buffer on top of the longer ones containing it: a stack, so the
+  // heap is exactly the peak; best keeps it; spatial order need not reach it.
+  for (auto s : {"temporal", "best", "spatial"}) {
+    auto r = tpu_run(std::string("nest") + s, t.text, "static-heap", {{"order", s}, {"pad", false}});
+    INFO(s);
+    CHECK(r.stats()["lower_bound"] == r.result.peak_requested);
+    if (std::string(s) == "spatial") CHECK(r.stats()["heap_size"].get<Bytes>() >= r.stats()["lower_bound"].get<Bytes>());
+    else CHECK(r.stats()["heap_size"] == r.stats()["lower_bound"]);
+  }
+  std::string rt = tmp_path("shrand.jsonl");
+  generate_workload("random", 4, {{"events", 600}, {"live", 40}, {"max_size", 1 << 20}}, rt);
+  auto b = tpu_run("shbest", read_text(rt), "static-heap", {{"pad", false}});
+  auto s = b.stats();
+  CHECK(s["heap_size"].get<Bytes>() >= s["lower_bound"].get<Bytes>());
+  CHECK(s["heap_size"] == std::min(s["spatial_heap_size"].get<Bytes>(), s["temporal_heap_size"].get<Bytes>()));
+  CHECK(s["fragmentation_size"] == s["heap_size"].get<Bytes>() - s["lower_bound"].get<Bytes>());
+}
