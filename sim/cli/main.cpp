@@ -17,6 +17,7 @@
 #include "sim/settings.h"
 #include "sim/sweep.h"
 #include "sim/trace_info.h"
+#include "sim/validate.h"
 #include "traces/generators.h"
 #include "traces/io.h"
 #include "traces/trace_reader.h"
@@ -37,6 +38,7 @@ commands:
   sweep TRACE    smallest memory fraction or capacity with no OOM, as the setting to type
   check          CI gate: compare two reports, exit 1 on a regression
   info TRACE     trace summary: counts, peak requested, size histogram
+  validate       a simulation against a real-device replay (fragsim-cuda-replay)
   convert IN OUT convert between .jsonl, .jsonl.zst, .fstrace (and read .pickle)
   gen WORKLOAD   write a synthetic workload trace
   layout SHAPE   TPU tiled-layout padding of an array (--hw tpu-v5e 'bf16[1000,129]')
@@ -271,6 +273,27 @@ int cmd_check(const std::vector<std::string>& args, const Registry&) {
   return 1;
 }
 
+int cmd_validate(const std::vector<std::string>& args, const Registry&) {
+  ValidateOptions v;
+  std::string json;
+  po::options_description d("fragsim validate options");
+  d.add_options()("sim", po::value(&v.sim)->required(), "fragsim report (run --json) of the trace")(
+      "real", po::value(&v.real)->required(), "fragsim-cuda-replay summary (OUT.json) of the same trace")(
+      "tolerance", po::value(&v.tolerance_pct)->default_value(5.0), "allowed peak-in-use difference, percent")(
+      "fit-cost-model", po::value(&v.fit_out), "write a hardware preset with the fitted latency model to FILE")(
+      "json", po::value(&json), "write the comparison as JSON");
+  auto p = parse(args, d, {},
+                 "usage: fragsim validate --sim REPORT.json --real REPLAY.json [--tolerance PCT] [--fit-cost-model OUT.json]\n\n"
+                 "Compares a simulation with a real-device replay: first OOM, peak device memory in use, address\n"
+                 "granularity, call latency. Exit 1 when the first OOM differs or the peak is outside the tolerance.");
+  if (p.help) return 0;
+  ValidateResult r = run_validate(v);
+  if (!json.empty()) write_file_atomic(json, r.json.dump(2) + "\n");
+  for (const auto& l : r.lines) std::cout << l << "\n";
+  std::cout << (r.pass ? "validate: PASS\n" : "validate: FAIL\n");
+  return r.pass ? 0 : 1;
+}
+
 int cmd_info(const std::vector<std::string>& args, const Registry&) {
   std::string trace, json;
   bool lenient = false;
@@ -397,7 +420,7 @@ int main(int argc, char** argv) {
   std::string cmd = argv[1];
   std::vector<std::string> args(argv + 2, argv + argc);
   using Fn = int (*)(const std::vector<std::string>&, const Registry&);
-  const std::pair<const char*, Fn> kCommands[] = {{"run", cmd_run},         {"compare", cmd_compare}, {"sweep", cmd_sweep}, {"check", cmd_check},
+  const std::pair<const char*, Fn> kCommands[] = {{"run", cmd_run},         {"compare", cmd_compare}, {"sweep", cmd_sweep}, {"check", cmd_check}, {"validate", cmd_validate},
                                                   {"info", cmd_info},       {"convert", cmd_convert}, {"gen", cmd_gen},
                                                   {"layout", cmd_layout},
                                                   {"list", cmd_list}};

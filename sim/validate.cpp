@@ -1,0 +1,135 @@
+#include "sim/validate.h"
+
+#include <algorithm>
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <sstream>
+
+#include <fmt/format.h>
+
+#include "hardware_models/hardware_model.h"
+#include "sim/error.h"
+#include "traces/io.h"
+
+namespace fragsim {
+
+namespace {
+
+nlohmann::json read_json(const std::string& path) {
+  std::ifstream in(path);
+  if (!in) throw EnvError(path + ": cannot open");
+  std::stringstream ss;
+  ss << in.rdbuf();
+  nlohmann::json j = nlohmann::json::parse(ss.str(), nullptr, false);
+  if (j.is_discarded()) throw InputError(path + ":1: invalid JSON");
+  return j;
+}
+
+// Least squares ns = base + per_mib · MiB.
+std::pair<double, double> fit(const std::vector<std::pair<double, double>>& pts) {
+  if (pts.empty()) return {0, 0};
+  double n = static_cast<double>(pts.size()), sx = 0, sy = 0, sxx = 0, sxy = 0;
+  for (auto [x, y] : pts) sx += x, sy += y, sxx += x * x, sxy += x * y;
+  double den = n * sxx - sx * sx;
+  if (std::fabs(den) < 1e-12) return {sy / n, 0};
+  double b = (n * sxy - sx * sy) / den;
+  return {(sy - b * sx) / n, b};
+}
+
+}  // namespace
+
+ValidateResult run_validate(const ValidateOptions& o) {
+  ValidateResult r;
+  nlohmann::json sim = read_json(o.sim), real = read_json(o.real);
+  if (!sim.contains("fragsim_report")) throw InputError(o.sim + ": not a fragsim report (no fragsim_report key)");
+  if (!real.contains("fragsim_replay")) throw InputError(o.real + ": not a replay summary (no fragsim_replay key)");
+  auto& out = r.json;
+  // 1. First OOM.
+  nlohmann::json sim_oom = sim["ooms"].empty() ? nlohmann::json() : sim["ooms"][0]["event_index"];
+  nlohmann::json real_oom = real["first_oom"].is_null() ? nlohmann::json() : real["first_oom"]["event_index"];
+  bool same_oom = sim_oom == real_oom;
+  r.pass &= same_oom;
+  out["first_oom"] = {{"simulated", sim_oom}, {"real", real_oom}, {"match", same_oom}};
+  r.lines.push_back(fmt::format("first OOM: simulated {}, real {} -> {}", sim_oom.is_null() ? "none" : sim_oom.dump(),
+                                real_oom.is_null() ? "none" : real_oom.dump(), same_oom ? "match" : "MISMATCH"));
+  // 2. Device memory in use at peak.
+  double s = sim["peak_reserved_bytes"].get<double>(), g = real["peak_in_use_bytes"].get<double>();
+  double diff = s - g, pct = g > 0 ? 100.0 * diff / g : (s > 0 ? 100.0 : 0.0);
+  bool within = std::fabs(pct) <= o.tolerance_pct;
+  r.pass &= within;
+  out["peak_in_use"] = {{"simulated_bytes", s}, {"real_bytes", g}, {"difference_bytes", diff}, {"difference_pct", pct},
+                        {"tolerance_pct", o.tolerance_pct}, {"within", within}};
+  r.lines.push_back(fmt::format("peak in use: simulated {} B, real {} B, difference {:+.0f} B ({:+.2f}%, tolerance {}%) -> {}",
+                                s, g, diff, pct, o.tolerance_pct, within ? "ok" : "OUTSIDE"));
+  // 3. Address granularity and 4. latency fit, from the per-call file.
+  std::string calls = real.value("calls_file", std::string());
+  if (!calls.empty() && !std::filesystem::exists(calls))
+    calls = (std::filesystem::path(o.real).parent_path() / std::filesystem::path(calls).filename()).string();
+  std::vector<std::pair<std::uint64_t, std::uint64_t>> addrs;  // (addr, bytes) in call order
+  std::vector<std::pair<double, double>> alloc_pts, free_pts;
+  if (!calls.empty() && std::filesystem::exists(calls)) {
+    std::ifstream in(calls);
+    std::string line;
+    std::uint64_t n = 0;
+    while (std::getline(in, line)) {
+      ++n;
+      auto j = nlohmann::json::parse(line, nullptr, false);
+      if (j.is_discarded()) throw InputError(fmt::format("{}:{}: invalid JSON", calls, n));
+      double mib = j.value("bytes", 0.0) / 1048576.0;
+      if (j["op"] == "alloc" && j.value("ok", false)) {
+        addrs.emplace_back(j["addr"].get<std::uint64_t>(), j["bytes"].get<std::uint64_t>());
+        alloc_pts.emplace_back(mib, j["ns"].get<double>());
+      } else if (j["op"] == "free") {
+        free_pts.emplace_back(mib, j["ns"].get<double>());
+      }
+    }
+  }
+  std::uint64_t align_bits = 0;
+  for (const auto& [a, b] : addrs) align_bits |= a;
+  std::uint64_t alignment = addrs.empty() ? 0 : (align_bits ? (align_bits & (~align_bits + 1)) : 0);
+  std::map<std::uint64_t, std::uint64_t> gaps;  // gap after a block to the next allocation's address
+  for (size_t i = 1; i < addrs.size(); ++i) {
+    auto [a0, b0] = addrs[i - 1];
+    auto a1 = addrs[i].first;
+    if (a1 >= a0 + b0 && a1 - (a0 + b0) < (1ULL << 30)) ++gaps[a1 - (a0 + b0)];
+  }
+  std::vector<std::pair<std::uint64_t, std::uint64_t>> top(gaps.begin(), gaps.end());
+  std::sort(top.begin(), top.end(), [](auto& x, auto& y) { return x.second > y.second; });
+  if (top.size() > 5) top.resize(5);
+  nlohmann::json gj = nlohmann::json::array();
+  for (auto [gap, count] : top) gj.push_back({{"gap_bytes", gap}, {"count", count}});
+  out["addresses"] = {{"allocations", addrs.size()}, {"common_alignment_bytes", alignment}, {"most_common_gaps", gj}};
+  r.lines.push_back(fmt::format("addresses: {} allocations, all aligned to {} B; most common gaps to the next block: {}",
+                                addrs.size(), alignment, gj.dump()));
+  auto [ab, am] = fit(alloc_pts);
+  auto [fb, fm] = fit(free_pts);
+  out["latency_fit"] = {{"alloc_base_ns", ab}, {"alloc_ns_per_mib", am}, {"free_base_ns", fb}, {"free_ns_per_mib", fm},
+                        {"alloc_samples", alloc_pts.size()}, {"free_samples", free_pts.size()}};
+  r.lines.push_back(fmt::format("latency fit: alloc {:.0f} ns + {:.1f} ns/MiB ({} calls), free {:.0f} ns + {:.1f} ns/MiB ({} calls)",
+                                ab, am, alloc_pts.size(), fb, fm, free_pts.size()));
+  if (!o.fit_out.empty()) {
+    std::string hw_name = sim["hardware"].value("name", std::string("h100-80g"));
+    nlohmann::json preset;
+    for (const auto& [n, text] : builtin_presets())
+      if (n == hw_name) preset = nlohmann::json::parse(text);
+    if (preset.is_null()) throw InputError("--fit-cost-model: the report's hardware '" + hw_name + "' is not a preset");
+    preset["name"] = hw_name + "-fitted";
+    // A latency cannot fall with size or below zero: negative fitted terms are clamped to 0.
+    preset["cost_model"] = {{"alloc_base_ns", std::max(0.0, ab)},
+                            {"alloc_ns_per_mib", std::max(0.0, am)},
+                            {"free_base_ns", std::max(0.0, fb)},
+                            {"free_ns_per_mib", std::max(0.0, fm)},
+                            {"note", fmt::format("fitted by fragsim validate from {} ({} alloc, {} free calls{})", o.real,
+                                                 alloc_pts.size(), free_pts.size(),
+                                                 real.value("dry_run", false) ? ", DRY RUN: not a real device" : "")}};
+    parse_hardware(preset, o.fit_out);  // what we write must load with --hw
+    write_file_atomic(o.fit_out, preset.dump(2) + "\n");
+    r.lines.push_back("wrote " + o.fit_out + " (use it with --hw " + o.fit_out + ")");
+  }
+  out["pass"] = r.pass;
+  return r;
+}
+
+}  // namespace fragsim

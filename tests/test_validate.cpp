@@ -1,0 +1,97 @@
+// fragsim validate on checked-in replay fixtures (tests/data: a --dry-run replay, labelled as
+// such, and the platform simulation of the same trace), and the replayer's GPU-free parts.
+#include <catch2/catch.hpp>
+
+#include "hardware_models/hardware_model.h"
+#include "sim/error.h"
+#include "sim/validate.h"
+#include "test_util.h"
+
+using namespace fragsim;
+using namespace fragsim::test;
+
+namespace {
+std::string data(const std::string& f) { return std::string(FRAGSIM_SOURCE_DIR) + "/tests/data/" + f; }
+}  // namespace
+
+TEST_CASE("validate: matching simulation and replay pass, with the evidence") {
+  ValidateOptions o;
+  o.sim = data("sim_platform_llm_3g.json");
+  o.real = data("replay_dryrun_llm_3g.json");
+  o.fit_out = tmp_path("fitted.json");
+  auto r = run_validate(o);
+  CHECK(r.pass);
+  CHECK(r.json["first_oom"]["simulated"] == 526);
+  CHECK(r.json["first_oom"]["real"] == 526);
+  CHECK(r.json["peak_in_use"]["difference_bytes"] == 0.0);
+  CHECK(r.json["addresses"]["allocations"] == 268);
+  CHECK(r.json["addresses"]["common_alignment_bytes"].get<std::uint64_t>() % (2 << 20) == 0);
+  CHECK(r.json["latency_fit"]["alloc_samples"] == 268);
+  auto hw = load_hardware(o.fit_out);  // the fitted preset loads with --hw
+  CHECK(hw.name == "h100-80g-fitted");
+  CHECK(hw.cost.alloc_base_ns >= 0);
+  auto cli_r = cli("validate --sim " + o.sim + " --real " + o.real);
+  CHECK(cli_r.code == 0);
+  CHECK(cli_r.out.find("validate: PASS") != std::string::npos);
+}
+
+TEST_CASE("validate: a different first OOM or a peak outside the tolerance fails with exit 1") {
+  auto sim = nlohmann::json::parse(read_text(data("sim_platform_llm_3g.json")));
+  auto real = nlohmann::json::parse(read_text(data("replay_dryrun_llm_3g.json")));
+  real["calls_file"] = data("replay_dryrun_llm_3g.jsonl");
+  auto moved = real;
+  moved["first_oom"]["event_index"] = 500;
+  write_text("real_moved.json", moved.dump());
+  auto r = cli("validate --sim " + data("sim_platform_llm_3g.json") + " --real " + tmp_path("real_moved.json"));
+  CHECK(r.code == 1);
+  CHECK(r.out.find("MISMATCH") != std::string::npos);
+  auto bigger = real;
+  bigger["peak_in_use_bytes"] = real["peak_in_use_bytes"].get<double>() * 1.10;
+  write_text("real_bigger.json", bigger.dump());
+  CHECK(cli("validate --sim " + data("sim_platform_llm_3g.json") + " --real " + tmp_path("real_bigger.json")).code == 1);
+  CHECK(cli("validate --sim " + data("sim_platform_llm_3g.json") + " --real " + tmp_path("real_bigger.json") +
+            " --tolerance 12")
+            .code == 0);
+  CHECK(cli("validate --sim " + data("replay_dryrun_llm_3g.json") + " --real " + tmp_path("real_bigger.json")).code == 2);
+}
+
+#ifdef FRAGSIM_REPLAY_BINARY
+namespace {
+CliResult replay_cli(const std::string& args) {
+  std::string o = tmp_path("replay.out"), e = tmp_path("replay.err");
+  int rc = std::system((std::string(FRAGSIM_REPLAY_BINARY) + " " + args + " >" + o + " 2>" + e).c_str());
+  return {WEXITSTATUS(rc), read_text(o), read_text(e)};
+}
+}  // namespace
+
+TEST_CASE("fragsim-cuda-replay: help, no device, bad input, and a dry run's outputs") {
+  auto h = replay_cli("--help");
+  CHECK(h.code == 0);
+  CHECK(h.out.find("usage: fragsim-cuda-replay") != std::string::npos);
+  // Device 99 does not exist anywhere (and with no driver nothing does): exit 3, one line.
+  auto n = replay_cli(std::string(FRAGSIM_SOURCE_DIR) + "/traces/samples/jax_train_small.jsonl --device 99 -o " + tmp_path("nodev"));
+  CHECK(n.code == 3);
+  CHECK(std::count(n.err.begin(), n.err.end(), '\n') == 1);
+  CHECK(n.err.find("CUDA device") != std::string::npos);
+  std::string bad = write_text("replay_bad.jsonl", "{\"op\":\"free\",\"id\":3}\n");
+  auto b = replay_cli(bad + " --dry-run -o " + tmp_path("bad"));
+  CHECK(b.code == 2);
+  CHECK(b.err.find("replay_bad.jsonl:1:") != std::string::npos);
+  CHECK(replay_cli(bad + " --mode sideways --dry-run").code == 2);
+  std::string trace = std::string(FRAGSIM_SOURCE_DIR) + "/traces/samples/llm_serving_small.jsonl";
+  for (const char* mode : {"malloc", "async"}) {
+    std::string out = tmp_path(std::string("dry_") + mode);
+    auto d = replay_cli(trace + " --dry-run --dry-capacity 3GiB --mode " + mode + " -o " + out);
+    REQUIRE(d.code == 0);
+    auto j = nlohmann::json::parse(read_text(out + ".json"));
+    CHECK(j["mode"] == mode);
+    CHECK(j["dry_run"] == true);
+    CHECK(j["events"] == 695);
+    CHECK(j["first_oom"]["event_index"] == 526);  // as the platform simulation predicts (fixture)
+    auto calls = read_jsonl(out + ".jsonl");
+    auto allocs = std::count_if(calls.begin(), calls.end(), [](const nlohmann::json& c) { return c["op"] == "alloc"; });
+    CHECK(static_cast<std::uint64_t>(allocs) == j["allocs"].get<std::uint64_t>());
+    CHECK(std::count_if(calls.begin(), calls.end(), [](const nlohmann::json& c) { return c["op"] == "alloc" && c["ok"] == false; }) == 1);
+  }
+}
+#endif
