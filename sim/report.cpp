@@ -149,15 +149,16 @@ std::string compare_table(const std::vector<RunResult>& runs) {
                    runs[0].hardware.value("name", std::string("?")), runs[0].events, human_bytes(runs[0].peak_requested));
   size_t w = 16;
   for (const auto& r : runs) w = std::max(w, (r.label.empty() ? r.policy_name : r.label).size());
-  fmt::format_to(out, "{:<{}} {:>9} {:>7} {:>14} {:>14} {:>10} {:>10} {:>12}\n", "policy", w, "result", "OOMs",
-                 "peak alloc", "peak reserved", "frag@peak", "frag max", "device calls");
+  fmt::format_to(out, "{:<{}} {:>9} {:>7} {:>14} {:>14} {:>10} {:>10} {:>12} {:>10}\n", "policy", w, "result", "OOMs",
+                 "peak alloc", "peak reserved", "frag@peak", "frag max", "device calls", "call ms");
   for (const auto& r : runs) {
     std::uint64_t calls = 0;
-    for (const auto& sp : r.spaces) calls += sp.device_allocs + sp.device_frees;
-    fmt::format_to(out, "{:<{}} {:>9} {:>7} {:>14} {:>14} {:>10} {:>10} {:>12}\n",
+    double ns = 0;
+    for (const auto& sp : r.spaces) calls += sp.device_allocs + sp.device_frees, ns += sp.device_time_ns;
+    fmt::format_to(out, "{:<{}} {:>9} {:>7} {:>14} {:>14} {:>10} {:>10} {:>12} {:>10.2f}\n",
                    r.label.empty() ? r.policy_name : r.label, w,
                    r.completed ? "ok" : "OOM", r.ooms.size(), human_bytes(r.peak_allocated),
-                   human_bytes(r.peak_reserved), pct(r.frag_at_peak), pct(r.frag_max), calls);
+                   human_bytes(r.peak_reserved), pct(r.frag_at_peak), pct(r.frag_max), calls, ns / 1e6);
   }
   for (const auto& r : runs) {
     if (r.fidelity.is_null()) continue;
