@@ -49,7 +49,8 @@ class CudaAsyncPolicy : public AllocatorPolicy {
       return p;
     }
     Bytes r = round_up(req.size, kRound);
-    auto [heap, blk] = find(req.stream, r, req.t);
+    auto [owner_stream, blk] = find(req.stream, r, req.t);
+    SegmentHeap* heap = blk == SegmentHeap::kNil ? nullptr : &pool(owner_stream);
     if (blk == SegmentHeap::kNil) {
       auto g = dev_->allocate(r);
       if (!g) {
@@ -57,18 +58,19 @@ class CudaAsyncPolicy : public AllocatorPolicy {
         g = dev_->allocate(r);
       }
       if (!g) return p;
+      owner_stream = req.stream;
       heap = &pool(req.stream);
       std::int32_t s = add_segment(req.stream, *g);
       blk = heap->segment(s).first;
     }
     heap->take(blk, r, req.size, true);
     if (req.handle >= owner_.size()) owner_.resize(req.handle + 1, {0, SegmentHeap::kNil});
-    owner_[req.handle] = {req.stream, blk};
+    owner_[req.handle] = {owner_stream, blk};  // the pool that holds the block (reuse may cross streams)
     const auto& b = heap->block(blk);
     p.ok = p.has_addr = true;
     p.addr = b.addr;
     p.block = b.size;
-    p.region = seg_ids_[{req.stream, b.seg}];
+    p.region = seg_ids_[{owner_stream, b.seg}];
     p.region_offset = b.addr - heap->segment(b.seg).base;
     return p;
   }
@@ -124,10 +126,11 @@ class CudaAsyncPolicy : public AllocatorPolicy {
     return s;
   }
 
-  // Own stream first; then other streams' blocks whose free has completed.
-  std::pair<SegmentHeap*, std::int32_t> find(std::int64_t stream, Bytes r, Tick now) {
+  // Own stream first; then other streams' blocks whose free has completed. Returns the stream
+  // whose pool holds the block.
+  std::pair<std::int64_t, std::int32_t> find(std::int64_t stream, Bytes r, Tick now) {
     SegmentHeap& own = pool(stream);
-    if (const auto* e = own.best_fit(r)) return {&own, static_cast<std::int32_t>(e->id)};
+    if (const auto* e = own.best_fit(r)) return {stream, static_cast<std::int32_t>(e->id)};
     for (auto& [s, heap] : pools_) {
       if (s == stream) continue;
       const SizeIndex::Entry* hit = nullptr;
@@ -137,9 +140,9 @@ class CudaAsyncPolicy : public AllocatorPolicy {
         hit = &e;
         return false;
       });
-      if (hit) return {&heap, static_cast<std::int32_t>(hit->id)};
+      if (hit) return {s, static_cast<std::int32_t>(hit->id)};
     }
-    return {nullptr, SegmentHeap::kNil};
+    return {stream, SegmentHeap::kNil};
   }
 
   // Releases unused segments, largest first, until reserved ≤ keep.

@@ -107,6 +107,56 @@ TEST_CASE("conformance: every policy, seeded random traces, validate after every
   }
 }
 
+// Regression: cuda-async once recorded the request's stream as the owner of a block it had reused
+// from another stream's pool, corrupting that pool on the free (found by this test).
+TEST_CASE("conformance: policy configurations, several streams and collective buffers") {
+  Registry reg;
+  register_builtin_policies(reg);
+  struct Cfg {
+    std::string policy;
+    nlohmann::json config;
+  };
+  const std::vector<Cfg> cfgs = {
+      {"xla-bfc", {{"spatial_partitioning", false}}},
+      {"xla-bfc", {{"preallocate", false}}},
+      {"xla-bfc", {{"preallocate", false}, {"garbage_collection", true}}},
+      {"xla-bfc", {{"jaxlib", "0.10.1"}}},
+      {"xla-bfc", {{"mem_fraction", 0.3}, {"upper_alignment", 256}}},
+      {"torch-caching", {{"alloc_conf", "expandable_segments:True"}}},
+      {"torch-caching", {{"alloc_conf", "max_split_size_mb:32,roundup_power2_divisions:4"}}},
+      {"torch-caching", {{"memory_fraction", 0.5}, {"alloc_conf", "garbage_collection_threshold:0.3"}}},
+      {"torch-caching", {{"stream_event_delay", 3000}}},
+      {"cuda-async", {{"preallocate", false}, {"mem_fraction", 0.2}}},
+      {"tpu-padded", {{"inner", "first-fit"}, {"defragment", true}}},
+      {"static-heap", {{"order", "temporal"}}},
+  };
+  int k = 0;
+  for (std::uint64_t seed : {11, 12}) {
+    std::string trace = tmp_path("confcfg" + std::to_string(seed) + ".fstrace");
+    generate_workload("random", seed,
+                      {{"events", 4000}, {"live", 120}, {"max_size", 64 << 20}, {"streams", 3}, {"collective", 0.15}}, trace);
+    Bytes truth = trace_info(trace, false)["peak_requested_bytes"].get<Bytes>();
+    for (const auto& c : cfgs) {
+      for (const char* cap : {"1GiB", "4GiB"}) {
+        INFO(c.policy << " " << c.config.dump() << " seed " << seed << " capacity " << cap);
+        RunOptions o;
+        o.trace = trace;
+        o.policy = {c.policy, c.config};
+        o.hw = load_hardware("h100-80g");
+        o.hw.space(Space::kHbm)->capacity = parse_size(cap, "capacity");
+        o.hw.space(Space::kHbm)->reserve = 0;
+        o.check = true;
+        o.keep_going = true;
+        o.placements = tmp_path("confcfg" + std::to_string(k++) + ".jsonl");
+        RunResult r = run_simulation(o, reg);
+        CHECK(r.peak_requested == truth);
+        CHECK(r.fatal.empty());
+        check_no_overlap(trace, o.placements);
+      }
+    }
+  }
+}
+
 TEST_CASE("best-fit picks the smallest hole, first-fit the lowest one; both coalesce") {
   // Holes: [A:4 KiB][B busy][C:1 KiB][D busy]... then a 1 KiB request.
   std::string t = write_text("holes.jsonl",

@@ -233,7 +233,8 @@ void gen_llm_serving(Rng& rng, ConfigReader& c, Emitter& em) {
 // Random churn: `events` events keeping about `live` allocations, sizes log-uniform in
 // [min_size, max_size], frees of a random live allocation. Used by stress tests and benchmarks.
 void gen_random(Rng& rng, ConfigReader& c, Emitter& em) {
-  auto events = c.integer("events", 100000), live_target = c.integer("live", 1000);
+  auto events = c.integer("events", 100000), live_target = c.integer("live", 1000), streams = c.integer("streams", 1);
+  double collective = c.number("collective", 0.0);
   Bytes lo = c.size("min_size", 1), hi = c.size("max_size", 16 * kMiB);
   if (lo > hi || hi == 0) throw InputError("gen random: need 0 < min_size <= max_size");
   std::vector<std::uint64_t> live;
@@ -241,7 +242,9 @@ void gen_random(Rng& rng, ConfigReader& c, Emitter& em) {
     bool do_alloc = live.empty() || (static_cast<std::int64_t>(live.size()) < 2 * live_target &&
                                      rng.below(static_cast<std::uint64_t>(2 * live_target)) >= live.size());
     if (do_alloc) {
-      live.push_back(em.alloc(rng.log_uniform(lo, hi)));
+      auto stream = static_cast<std::uint32_t>(streams > 1 ? rng.below(static_cast<std::uint64_t>(streams)) : 0);
+      Space sp = collective > 0 && rng.unit() < collective ? Space::kCollective : Space::kHbm;
+      live.push_back(em.alloc(rng.log_uniform(lo, hi), {}, {}, Dtype::kNone, stream, sp));
     } else {
       size_t k = rng.below(live.size());
       em.free(live[k]);
@@ -346,7 +349,8 @@ const std::vector<Workload>& workloads() {
       {{"llm-serving", "LLM serving: KV caches growing per request of variable length (requests, concurrency, "
                        "max_tokens, grow_tokens, kv_bytes_per_token, weights)"},
        gen_llm_serving},
-      {{"random", "random churn around a live-set size (events, live, min_size, max_size)"}, gen_random},
+      {{"random", "random churn around a live-set size (events, live, min_size, max_size, streams, collective)"},
+       gen_random},
       {{"tpu-train", "TPU training step with shaped buffers that pad badly and well (layers, hidden, batch, seq, "
                      "heads, head_dim, vocab, steps)"},
        gen_tpu_train},
