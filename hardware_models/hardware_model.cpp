@@ -1,7 +1,5 @@
 #include "hardware_models/hardware_model.h"
 
-#include <fstream>
-#include <sstream>
 
 #include <fmt/format.h>
 
@@ -84,15 +82,7 @@ std::vector<std::string> list_presets() {
 HardwareModel load_hardware(const std::string& name_or_file) {
   for (const auto& [n, text] : builtin_presets())
     if (n == name_or_file) return parse_hardware(nlohmann::json::parse(text), "preset " + n);
-  if (ends_with(name_or_file, ".json")) {
-    std::ifstream in(name_or_file);
-    if (!in) throw EnvError(name_or_file + ": cannot open");
-    std::stringstream ss;
-    ss << in.rdbuf();
-    nlohmann::json j = nlohmann::json::parse(ss.str(), nullptr, false);
-    if (j.is_discarded()) throw InputError(name_or_file + ":1: invalid JSON");
-    return parse_hardware(j, name_or_file);
-  }
+  if (ends_with(name_or_file, ".json")) return parse_hardware(read_json_file(name_or_file), name_or_file);
   std::string names;
   for (const auto& n : list_presets()) names += (names.empty() ? "" : ", ") + n;
   throw InputError(fmt::format("--hw: unknown hardware preset '{}' (presets: {}; or a FILE.json)", name_or_file, names));

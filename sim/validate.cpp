@@ -17,16 +17,6 @@ namespace fragsim {
 
 namespace {
 
-nlohmann::json read_json(const std::string& path) {
-  std::ifstream in(path);
-  if (!in) throw EnvError(path + ": cannot open");
-  std::stringstream ss;
-  ss << in.rdbuf();
-  nlohmann::json j = nlohmann::json::parse(ss.str(), nullptr, false);
-  if (j.is_discarded()) throw InputError(path + ":1: invalid JSON");
-  return j;
-}
-
 // Least squares ns = base + per_mib · MiB.
 std::pair<double, double> fit(const std::vector<std::pair<double, double>>& pts) {
   if (pts.empty()) return {0, 0};
@@ -42,7 +32,7 @@ std::pair<double, double> fit(const std::vector<std::pair<double, double>>& pts)
 
 ValidateResult run_validate(const ValidateOptions& o) {
   ValidateResult r;
-  nlohmann::json sim = read_json(o.sim), real = read_json(o.real);
+  nlohmann::json sim = read_json_file(o.sim), real = read_json_file(o.real);
   if (!sim.contains("fragsim_report")) throw InputError(o.sim + ": not a fragsim report (no fragsim_report key)");
   if (!real.contains("fragsim_replay")) throw InputError(o.real + ": not a replay summary (no fragsim_replay key)");
   auto& out = r.json;

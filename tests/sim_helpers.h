@@ -35,9 +35,10 @@ struct TraceBuilder {
   }
 };
 
+// capacity "" keeps the preset's capacity and reserve.
 inline SimRun simulate(const std::string& name, const std::string& text, const std::string& policy,
                        nlohmann::json config, const std::string& capacity = "80GiB", bool keep_going = false,
-                       const std::string& reserve = "0") {
+                       const std::string& reserve = "0", const std::string& hw = "h100-80g") {
   static Registry reg = [] {
     Registry r;
     register_builtin_policies(r);
@@ -47,9 +48,11 @@ inline SimRun simulate(const std::string& name, const std::string& text, const s
   o.trace = write_text(name + ".jsonl", text);
   o.policy.name = policy;
   o.policy.config = std::move(config);
-  o.hw = load_hardware("h100-80g");
-  o.hw.space(Space::kHbm)->capacity = parse_size(capacity, "capacity");
-  o.hw.space(Space::kHbm)->reserve = parse_size(reserve, "reserve");
+  o.hw = load_hardware(hw);
+  if (!capacity.empty()) {
+    o.hw.space(Space::kHbm)->capacity = parse_size(capacity, "capacity");
+    o.hw.space(Space::kHbm)->reserve = parse_size(reserve, "reserve");
+  }
   o.check = true;
   o.keep_going = keep_going;
   o.placements = tmp_path(name + ".placements.jsonl");

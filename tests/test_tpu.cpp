@@ -16,25 +16,7 @@ Bytes padded(const char* spec, int gen = 5) { return tpu_layout(parse_array_spec
 
 SimRun tpu_run(const std::string& name, const std::string& text, const std::string& policy, nlohmann::json cfg,
                const std::string& hw = "tpu-v5e", const std::string& capacity = "", bool keep_going = false) {
-  static Registry reg = [] {
-    Registry r;
-    register_builtin_policies(r);
-    return r;
-  }();
-  RunOptions o;
-  o.trace = write_text(name + ".jsonl", text);
-  o.policy = {policy, std::move(cfg)};
-  o.hw = load_hardware(hw);
-  if (!capacity.empty()) {
-    o.hw.space(Space::kHbm)->capacity = parse_size(capacity, "capacity");
-    o.hw.space(Space::kHbm)->reserve = 0;
-  }
-  o.check = true;
-  o.keep_going = keep_going;
-  o.placements = tmp_path(name + ".placements.jsonl");
-  SimRun r{run_simulation(o, reg), {}};
-  r.placements = read_jsonl(o.placements);
-  return r;
+  return simulate(name, text, policy, std::move(cfg), capacity, keep_going, "0", hw);
 }
 
 std::string shaped_alloc(int id, const char* dtype, std::vector<std::uint64_t> shape, const char* space = "hbm") {

@@ -135,6 +135,29 @@ void AtomicFile::commit() {
   committed_ = true;
 }
 
+std::string read_file(const std::string& path) {
+  std::FILE* f = open_or_throw(path, "rb");
+  std::string out;
+  char buf[1 << 16];
+  size_t n;
+  while ((n = std::fread(buf, 1, sizeof buf, f)) > 0) out.append(buf, n);
+  bool bad = std::ferror(f);
+  std::fclose(f);
+  if (bad) throw EnvError(path + ": read error");
+  return out;
+}
+
+nlohmann::json read_json_file(const std::string& path) {
+  std::string text = read_file(path);
+  try {
+    return nlohmann::json::parse(text);
+  } catch (const nlohmann::json::parse_error& e) {
+    size_t line = 1;
+    for (size_t i = 0; i < e.byte && i < text.size(); ++i) line += text[i] == '\n';
+    throw InputError(path, line, "invalid JSON");
+  }
+}
+
 void write_file_atomic(const std::string& path, std::string_view content) {
   AtomicFile f(path);
   f.write(content);

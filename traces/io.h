@@ -10,6 +10,8 @@
 #include <string>
 #include <string_view>
 
+#include <nlohmann/json.hpp>
+
 namespace fragsim {
 
 class ByteSource {
@@ -43,6 +45,11 @@ class AtomicFile {
   struct Zstd;
   std::unique_ptr<Zstd> z_;
 };
+
+// Reads a whole file (EnvError when it cannot be read).
+std::string read_file(const std::string& path);
+// Reads a JSON file; a syntax error is an InputError naming the file and line.
+nlohmann::json read_json_file(const std::string& path);
 
 // Writes a whole small file atomically.
 void write_file_atomic(const std::string& path, std::string_view content);

@@ -1,12 +1,11 @@
 #include "traces/pickle.h"
 
 #include <cstring>
-#include <fstream>
-#include <sstream>
 
 #include <fmt/format.h>
 
 #include "sim/error.h"
+#include "traces/io.h"
 
 namespace fragsim {
 
@@ -281,12 +280,6 @@ class Unpickler {
 
 PyRef parse_pickle(const std::string& data, const std::string& path) { return Unpickler(data, path).run(); }
 
-PyRef load_pickle(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw EnvError(path + ": cannot open");
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return parse_pickle(ss.str(), path);
-}
+PyRef load_pickle(const std::string& path) { return parse_pickle(read_file(path), path); }
 
 }  // namespace fragsim

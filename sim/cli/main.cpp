@@ -232,22 +232,6 @@ int cmd_sweep(const std::vector<std::string>& args, const Registry& reg) {
   return 0;
 }
 
-nlohmann::json read_json_file(const std::string& path) {
-  std::ifstream in(path);
-  if (!in) throw EnvError(path + ": cannot open");
-  std::stringstream ss;
-  ss << in.rdbuf();
-  try {
-    return nlohmann::json::parse(ss.str());
-  } catch (const nlohmann::json::parse_error& e) {
-    // nlohmann reports a byte offset; turn it into a line.
-    std::string text = ss.str();
-    size_t line = 1;
-    for (size_t i = 0; i < e.byte && i < text.size(); ++i) line += text[i] == '\n';
-    throw InputError(path, line, "invalid JSON");
-  }
-}
-
 int cmd_check(const std::vector<std::string>& args, const Registry&) {
   std::string base, cur;
   double tol = 0;
