@@ -40,13 +40,19 @@ void parallel_for(size_t n, unsigned threads, F f) {
   if (err) std::rethrow_exception(err);
 }
 
+// The config key that holds a policy's memory fraction, and how its users set it.
+std::pair<const char*, const char*> fraction_knob(const std::string& policy) {
+  if (policy == "torch-caching") return {"memory_fraction", "torch.cuda.set_per_process_memory_fraction({})"};
+  return {"mem_fraction", "XLA_PYTHON_CLIENT_MEM_FRACTION={}"};
+}
+
 SweepPoint run_point(const RunOptions& base, const Registry& reg, double value, bool fraction) {
   RunOptions o = base;
   o.placements.clear();
   o.keep_going = false;
   o.check = false;
   if (fraction) {
-    o.policy.config["mem_fraction"] = value;
+    o.policy.config[fraction_knob(o.policy.name).first] = value;
   } else {
     o.hw.space(Space::kHbm)->capacity = static_cast<Bytes>(value);
   }
@@ -69,8 +75,9 @@ SweepResult run_sweep(const SweepOptions& opt, const Registry& reg) {
   SweepResult res;
   res.find = opt.find;
   if (opt.find == "min-mem-fraction") {
-    if (opt.base.policy.name != "xla-bfc" && opt.base.policy.name != "cuda-async")
-      throw InputError("sweep --find min-mem-fraction: only policies with a memory fraction (xla-bfc, cuda-async)");
+    const std::string& pol = opt.base.policy.name;
+    if (pol != "xla-bfc" && pol != "cuda-async" && pol != "torch-caching")
+      throw InputError("sweep --find min-mem-fraction: only policies with a memory fraction (xla-bfc, cuda-async, torch-caching)");
     res.runs.resize(100);
     parallel_for(100, opt.threads, [&](size_t i) { res.runs[i] = run_point(opt.base, reg, (i + 1) / 100.0, true); });
     // Safe answer: smallest fraction from which every larger one completes.
@@ -82,7 +89,8 @@ SweepResult run_sweep(const SweepOptions& opt, const Registry& reg) {
     res.monotonic_basis = "observed over every fraction 0.01..1.00";
     if (safe < 100) {
       res.value = (safe + 1) / 100.0;
-      res.setting = "XLA_PYTHON_CLIENT_MEM_FRACTION=" + fraction_setting(*res.value);
+      res.setting = fmt::format(fmt::runtime(fraction_knob(pol).second),
+                                pol == "torch-caching" ? fmt::format("{:.2f}", *res.value) : fraction_setting(*res.value));
     }
     return res;
   }

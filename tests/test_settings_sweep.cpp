@@ -1,5 +1,6 @@
 // --env parsing with JAX's semantics, and the sweep's answers.
 #include <catch2/catch.hpp>
+#include <fmt/format.h>
 
 #include "sim/error.h"
 #include "sim/settings.h"
@@ -96,4 +97,27 @@ TEST_CASE("sweep: at the reported fraction the trace completes; 0.01 lower it OO
   CHECK(cap % (2 << 20) == 0);
   CHECK(cap_ok(cap));
   CHECK_FALSE(cap_ok(cap - (2 << 20)));
+}
+
+TEST_CASE("sweep: torch-caching's memory fraction is set_per_process_memory_fraction") {
+  Registry reg;
+  register_builtin_policies(reg);
+  std::string trace = tmp_path("sweep_torch.fstrace");
+  generate_workload("torch-eager", 2, {{"steps", 3}, {"ops_per_step", 50}}, trace);
+  SweepOptions so;
+  so.base.trace = trace;
+  so.base.policy.name = "torch-caching";
+  so.base.hw = load_hardware("h100-80g");
+  so.base.hw.space(Space::kHbm)->capacity = 4ULL << 30;
+  so.find = "min-mem-fraction";
+  auto r = run_sweep(so, reg);
+  REQUIRE(r.value);
+  CHECK(r.setting == fmt::format("torch.cuda.set_per_process_memory_fraction({:.2f})", *r.value));
+  auto at = [&](double f) {
+    auto o = so.base;
+    o.policy.config["memory_fraction"] = f;
+    return run_simulation(o, reg).completed;
+  };
+  CHECK(at(*r.value));
+  CHECK_FALSE(at(*r.value - 0.01));
 }
