@@ -242,7 +242,7 @@ class Engine : public Scheduler {
       r.peak_reserved = u.reserved;
       r.frag_at_peak = f;
     }
-    r.frag_max = std::max(r.frag_max, f);
+    if (f > r.frag_max) r.frag_max = f;
     total_alloc_ += u.allocated - s.last.allocated;
     total_reserved_ += u.reserved - s.last.reserved;
     s.last = u;

@@ -23,8 +23,17 @@ using Handle = std::uint32_t;
 inline constexpr Handle kNoHandle = std::numeric_limits<Handle>::max();
 inline constexpr Bytes kKiB = 1024, kMiB = kKiB * 1024, kGiB = kMiB * 1024;
 
-constexpr Bytes round_up(Bytes n, Bytes a) { return a <= 1 ? n : (n + a - 1) / a * a; }
-constexpr Bytes round_down(Bytes n, Bytes a) { return a <= 1 ? n : n / a * a; }
+// Powers of two (the common case: alignments, granularities) avoid a 64-bit division.
+constexpr Bytes round_up(Bytes n, Bytes a) {
+  if (a <= 1) return n;
+  if ((a & (a - 1)) == 0) return (n + a - 1) & ~(a - 1);
+  return (n + a - 1) / a * a;
+}
+constexpr Bytes round_down(Bytes n, Bytes a) {
+  if (a <= 1) return n;
+  if ((a & (a - 1)) == 0) return n & ~(a - 1);
+  return n / a * a;
+}
 
 // Index of s in a table of names, or -1 (entries before `from` are skipped).
 template <size_t N>
