@@ -254,3 +254,37 @@ TEST_CASE("snapshot import: two devices interleave by time, each replays on its 
   CHECK(r.fidelity["allocs_matched"] == 4);
   CHECK(r.fidelity["segments_matched"] == 2);
 }
+
+TEST_CASE("seeded mutation of a real snapshot: only clear input errors, never a crash") {
+  std::string good = read_text(shared_trace("small_mlp_97ev.pickle"));
+  std::uint64_t s = 12345;
+  auto rnd = [&] { return (s = s * 6364136223846793005ULL + 1442695040888963407ULL) >> 33; };
+  int errors = 0, parsed = 0;
+  for (int k = 0; k < 300; ++k) {
+    std::string bytes = good;
+    int edits = 1 + static_cast<int>(rnd() % 4);
+    for (int e = 0; e < edits; ++e) {
+      size_t at = rnd() % bytes.size();
+      switch (rnd() % 3) {
+        case 0: bytes[at] = static_cast<char>(rnd()); break;
+        case 1: bytes.erase(at, 1 + rnd() % 16); break;
+        default: bytes = bytes.substr(0, at); break;
+      }
+      if (bytes.empty()) bytes.assign(1, 'x');
+    }
+    std::string p = write_text("mut.pickle", bytes);
+    try {
+      ReaderOptions ro;
+      auto r = open_trace(p, ro);
+      Event ev;
+      while (r->next(ev)) {
+      }
+      ++parsed;
+    } catch (const InputError& e) {
+      ++errors;
+      CHECK(std::string(e.what()).find("mut.pickle") != std::string::npos);
+    }
+  }
+  CHECK(errors > 200);  // most mutations break it; the rest still read as valid snapshots
+  CHECK(errors + parsed == 300);
+}

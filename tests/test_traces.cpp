@@ -224,3 +224,30 @@ TEST_CASE("corrupt .fstrace files are input errors") {
     CHECK_THROWS_AS(read_all(p), InputError);
   }
 }
+
+TEST_CASE("seeded mutation of JSONL and .fstrace traces: only FILE:LINE input errors, never a crash") {
+  std::string j = tmp_path("mutsrc.jsonl"), f = tmp_path("mutsrc.fstrace");
+  generate_workload("tpu-train", 3, {{"layers", 1}, {"steps", 1}}, j);
+  generate_workload("tpu-train", 3, {{"layers", 1}, {"steps", 1}}, f);
+  std::uint64_t s = 99;
+  auto rnd = [&] { return (s = s * 6364136223846793005ULL + 1442695040888963407ULL) >> 33; };
+  for (const auto& [src, ext] : {std::pair{j, std::string(".jsonl")}, std::pair{f, std::string(".fstrace")}}) {
+    std::string good = read_text(src);
+    int errors = 0;
+    for (int k = 0; k < 300; ++k) {
+      std::string bytes = good;
+      size_t at = rnd() % bytes.size();
+      if (rnd() % 2) bytes[at] = static_cast<char>(rnd());
+      else bytes.erase(at, 1 + rnd() % 8);
+      std::string p = write_text("mut" + ext, bytes);
+      try {
+        read_all(p);
+      } catch (const InputError& e) {
+        ++errors;
+        CHECK(std::string(e.what()).find("mut" + ext + ":") != std::string::npos);
+      }
+    }
+    INFO(ext);
+    CHECK(errors > 50);
+  }
+}
