@@ -166,6 +166,7 @@ class Engine : public Scheduler {
           }
           break;
       }
+      if (replaying) record_timeline(ev.index);
       if (opt_.check && replaying) {
         for (auto& s : slots_) {
           try {
@@ -258,6 +259,29 @@ class Engine : public Scheduler {
       frag_at_peak_ = gf;
     }
     frag_max_ = std::max(frag_max_, gf);
+    last_frag_ = gf;
+  }
+
+  static constexpr size_t kMaxPoints = 2048;
+  void record_timeline(std::uint64_t index) {
+    if (!timeline_.empty() && index % stride_ != 0) {  // fold into the current point, keeping maxima
+      auto& p = timeline_.back();
+      p.requested = std::max(p.requested, total_req_);
+      p.allocated = std::max(p.allocated, total_alloc_);
+      p.reserved = std::max(p.reserved, total_reserved_);
+      p.fragmentation = std::max(p.fragmentation, last_frag_);
+      return;
+    }
+    timeline_.push_back({index, total_req_, total_alloc_, total_reserved_, last_frag_});
+    if (timeline_.size() == kMaxPoints) {
+      for (size_t i = 0; i < kMaxPoints / 2; ++i) {
+        auto a = timeline_[2 * i], b = timeline_[2 * i + 1];
+        timeline_[i] = {a.event_index, std::max(a.requested, b.requested), std::max(a.allocated, b.allocated),
+                        std::max(a.reserved, b.reserved), std::max(a.fragmentation, b.fragmentation)};
+      }
+      timeline_.resize(kMaxPoints / 2);
+      stride_ *= 2;
+    }
   }
 
   void check_fatal(Slot& s, const Event& ev, RunResult& out, bool* replaying) {
@@ -369,6 +393,7 @@ class Engine : public Scheduler {
       return a.device != b.device ? a.device < b.device : a.space < b.space;
     });
     out.fidelity = fidelity();
+    out.timeline = std::move(timeline_);
     out.peak_requested = peak_req_;
     out.peak_allocated = peak_alloc_;
     out.peak_reserved = peak_reserved_;
@@ -392,6 +417,9 @@ class Engine : public Scheduler {
   Bytes total_req_ = 0, peak_req_ = 0, total_alloc_ = 0, total_reserved_ = 0, peak_alloc_ = 0, peak_reserved_ = 0;
   double frag_at_peak_ = 0, frag_max_ = 0;
   std::uint64_t addr_compared_ = 0, addr_matched_ = 0;
+  std::vector<TimelinePoint> timeline_;
+  std::uint64_t stride_ = 1;
+  double last_frag_ = 0;
   nlohmann::json first_mismatch_;
   std::vector<std::pair<std::uint32_t, Bytes>> recorded_segments_;  // traced segment_alloc (device, size)
   std::map<size_t, std::vector<Lifetime>> lifetimes_;                 // offline policies only

@@ -57,6 +57,14 @@ struct SpaceResult {
   nlohmann::json extra = nlohmann::json::object();
 };
 
+// Memory over time, decimated to at most kMaxPoints by merging neighbours (keeping maxima), so
+// peaks survive whatever the trace length. One point per `stride` events.
+struct TimelinePoint {
+  std::uint64_t event_index = 0;
+  Bytes requested = 0, allocated = 0, reserved = 0;
+  double fragmentation = 0;
+};
+
 struct RunResult {
   std::string trace_path;
   std::uint64_t events = 0, allocs = 0, frees = 0, skipped_frees = 0;
@@ -70,6 +78,7 @@ struct RunResult {
   double frag_at_peak = 0, frag_max = 0;
   std::vector<OomRecord> ooms;
   std::vector<SpaceResult> spaces;
+  std::vector<TimelinePoint> timeline;  // all devices and spaces together
   std::vector<std::string> notes;
   bool stopped_early = false;  // stopped replaying at the first OOM
   nlohmann::json fidelity;      // recorded vs simulated addresses/segments; null when the trace has none

@@ -14,6 +14,7 @@
 #include "sim/engine.h"
 #include "sim/error.h"
 #include "sim/report.h"
+#include "sim/report_html.h"
 #include "sim/settings.h"
 #include "sim/sweep.h"
 #include "sim/trace_info.h"
@@ -127,12 +128,13 @@ RunOptions build_run(const SimArgs& a, const std::string& policy) {
 
 int cmd_run(const std::vector<std::string>& args, const Registry& reg) {
   SimArgs a;
-  std::string json, placements;
+  std::string json, placements, html;
   po::options_description d("fragsim run options");
   add_sim_options(d, a);
   d.add_options()("policy", po::value(&a.policy), "allocator policy (fragsim list); default best-fit")(
       "json", po::value(&json), "write the report (fragsim report v1) to FILE")(
-      "placements", po::value(&placements), "write one JSON line per alloc event (address, block) to FILE");
+      "placements", po::value(&placements), "write one JSON line per alloc event (address, block) to FILE")(
+      "html", po::value(&html), "write a self-contained HTML report (memory over time) to FILE");
   po::positional_options_description pos;
   pos.add("trace", 1);
   auto p = parse(args, d, pos,
@@ -144,6 +146,7 @@ int cmd_run(const std::vector<std::string>& args, const Registry& reg) {
   o.placements = placements;
   RunResult r = run_simulation(o, reg);
   if (!json.empty()) write_file_atomic(json, report_json(r).dump(2) + "\n");
+  if (!html.empty()) write_file_atomic(html, report_html({r}));
   std::cout << report_text(r);
   return 0;
 }
@@ -169,11 +172,12 @@ std::vector<std::string> split_list(const std::string& s) {
 
 int cmd_compare(const std::vector<std::string>& args, const Registry& reg) {
   SimArgs a;
-  std::string json, policies;
+  std::string json, policies, html;
   po::options_description d("fragsim compare options");
   add_sim_options(d, a);
   d.add_options()("policies", po::value(&policies)->default_value("ideal,best-fit,first-fit"), "comma-separated policies; NAME[key=value,...] sets options for one entry")(
-      "json", po::value(&json), "write a JSON array of reports to FILE");
+      "json", po::value(&json), "write a JSON array of reports to FILE")(
+      "html", po::value(&html), "write a self-contained HTML report (reserved memory over time per policy) to FILE");
   po::positional_options_description pos;
   pos.add("trace", 1);
   auto p = parse(args, d, pos, "usage: fragsim compare TRACE --policies A,B,... [options]\n\nRuns each policy on TRACE; prints one table.");
@@ -200,6 +204,7 @@ int cmd_compare(const std::vector<std::string>& args, const Registry& reg) {
     arr.push_back(report_json(runs.back()));
   }
   if (!json.empty()) write_file_atomic(json, arr.dump(2) + "\n");
+  if (!html.empty() && !runs.empty()) write_file_atomic(html, report_html(runs));
   std::cout << compare_table(runs);
   return 0;
 }
