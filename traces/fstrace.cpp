@@ -111,9 +111,9 @@ class FstraceReader : public TraceReader {
     size_t keep = end_ - p_;
     if (keep + n > buf_.size()) {
       std::vector<char> bigger(keep + n + kWindow);
-      std::memcpy(bigger.data(), p_, keep);
+      if (keep) std::memcpy(bigger.data(), p_, keep);
       buf_.swap(bigger);
-    } else {
+    } else if (keep) {
       std::memmove(buf_.data(), p_, keep);
     }
     size_t len = keep;

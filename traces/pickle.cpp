@@ -12,7 +12,7 @@ namespace fragsim {
 const PyObj* PyObj::get(std::string_view key) const {
   if (kind != kDict) return nullptr;
   for (const auto& [k, v] : kv)
-    if (k->kind == kStr && k->s == key) return v.get();
+    if (k->kind == kStr && k->s == key) return v;
   return nullptr;
 }
 
@@ -22,7 +22,7 @@ constexpr int kMaxDepth = 200;
 
 class Unpickler {
  public:
-  Unpickler(const std::string& data, const std::string& path) : d_(data), path_(path) {}
+  Unpickler(const std::string& data, const std::string& path, PickleDoc& doc) : d_(data), path_(path), doc_(doc) {}
 
   PyRef run() {
     for (;;) {
@@ -162,9 +162,9 @@ class Unpickler {
     return v;
   }
   PyRef make(PyObj::Kind k) {
-    auto o = std::make_shared<PyObj>();
-    o->kind = k;
-    return o;
+    PyObj& o = doc_.arena.emplace_back();
+    o.kind = k;
+    return &o;
   }
   PyRef boolean(bool v) {
     auto o = make(PyObj::kBool);
@@ -248,7 +248,7 @@ class Unpickler {
     return *t;
   }
   void adopt(PyObj& parent, const PyRef& child) {
-    if (child.get() == &parent) err("a container cannot contain itself");
+    if (child == &parent) err("a container cannot contain itself");
     parent.depth = std::max(parent.depth, child->depth + 1);
     if (parent.depth > kMaxDepth) err(fmt::format("nesting deeper than {}", kMaxDepth));
   }
@@ -270,6 +270,7 @@ class Unpickler {
 
   const std::string& d_;
   const std::string& path_;
+  PickleDoc& doc_;
   size_t p_ = 0, op_at_ = 0;
   std::vector<PyRef> stack_;
   std::vector<size_t> marks_;
@@ -278,8 +279,12 @@ class Unpickler {
 
 }  // namespace
 
-PyRef parse_pickle(const std::string& data, const std::string& path) { return Unpickler(data, path).run(); }
+std::unique_ptr<PickleDoc> parse_pickle(const std::string& data, const std::string& path) {
+  auto doc = std::make_unique<PickleDoc>();
+  doc->root = Unpickler(data, path, *doc).run();
+  return doc;
+}
 
-PyRef load_pickle(const std::string& path) { return parse_pickle(read_file(path), path); }
+std::unique_ptr<PickleDoc> load_pickle(const std::string& path) { return parse_pickle(read_file(path), path); }
 
 }  // namespace fragsim

@@ -5,6 +5,7 @@
 // bytes that remain, integers up to 64 bits.
 #pragma once
 #include <cstdint>
+#include <deque>
 #include <memory>
 #include <string>
 #include <utility>
@@ -13,7 +14,7 @@
 namespace fragsim {
 
 struct PyObj;
-using PyRef = std::shared_ptr<PyObj>;
+using PyRef = PyObj*;  // owned by the PickleDoc's arena (a hostile pickle may build cycles: no leak)
 
 struct PyObj {
   enum Kind : std::uint8_t { kNone, kBool, kInt, kFloat, kStr, kBytes, kList, kTuple, kDict } kind = kNone;
@@ -33,8 +34,13 @@ struct PyObj {
   std::int64_t as_int() const { return kind == kBool ? (b ? 1 : 0) : i; }
 };
 
+struct PickleDoc {
+  std::deque<PyObj> arena;  // every object; pointers stay valid
+  PyRef root = nullptr;
+};
+
 // Parses a whole pickle. Throws InputError("PATH: pickle: what (offset N)").
-PyRef load_pickle(const std::string& path);
-PyRef parse_pickle(const std::string& data, const std::string& path);
+std::unique_ptr<PickleDoc> load_pickle(const std::string& path);
+std::unique_ptr<PickleDoc> parse_pickle(const std::string& data, const std::string& path);
 
 }  // namespace fragsim

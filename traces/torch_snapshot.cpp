@@ -56,8 +56,8 @@ struct Raw {
 class SnapshotReader : public TraceReader {
  public:
   SnapshotReader(const std::string& path, const ReaderOptions& opt) : TraceReader(path, opt) {
-    PyRef root = load_pickle(path);
-    convert(*root);
+    auto doc = load_pickle(path);
+    convert(*doc->root);
   }
 
  protected:

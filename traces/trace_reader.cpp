@@ -15,11 +15,13 @@ void TraceReader::fail(std::uint64_t line, const std::string& what) const { thro
 void TraceReader::set_header(nlohmann::json h) { header_ = std::move(h); }
 
 void check_header(const nlohmann::json& h, const std::string& file, std::uint64_t line) {
-  const auto& v = h["fragsim_trace"];
+  if (!h.is_object() || !h.contains("fragsim_trace"))
+    throw InputError(file, line, "fragsim_trace: the header must be an object with the trace version");
+  const auto& v = h.at("fragsim_trace");
   if (!v.is_number_unsigned() || v.get<std::uint64_t>() != 1)
     throw InputError(file, line, "fragsim_trace: unsupported trace version " + v.dump() + " (this build reads 1)");
   if (h.contains("time_unit")) {
-    const auto& u = h["time_unit"];
+    const auto& u = h.at("time_unit");
     if (!u.is_string() || (u != "ns" && u != "us" && u != "ms" && u != "s"))
       throw InputError(file, line, "time_unit: must be one of ns, us, ms, s, got " + u.dump());
   }
