@@ -80,6 +80,9 @@ struct PolicyContext {
   DeviceMemory* device = nullptr;
   Scheduler* scheduler = nullptr;
   std::uint32_t device_index = 0;
+  // The trace's header (null when none): recorded allocator settings a faithful policy adopts
+  // by default (torch-caching reads a snapshot's allocator_settings). Never the events.
+  const nlohmann::json* trace_header = nullptr;
 };
 
 class AllocatorPolicy {

@@ -712,8 +712,32 @@ class TorchCachingPolicy : public AllocatorPolicy {
   std::uint64_t num_alloc_retries_ = 0, num_ooms_ = 0, num_device_alloc_ = 0, num_device_free_ = 0;
 };
 
+// A snapshot's allocator_settings (the effective configuration when it was recorded).
+void apply_recorded_settings(const nlohmann::json& s, TorchConfig& c) {
+  if (s.contains("max_split_size") && s["max_split_size"].is_number_integer() && s["max_split_size"].get<std::int64_t>() > 0 &&
+      s["max_split_size"].get<std::uint64_t>() < (1ULL << 62))
+    c.max_split_size = s["max_split_size"].get<std::uint64_t>();
+  if (s.contains("garbage_collection_threshold") && s["garbage_collection_threshold"].is_number())
+    c.gc_threshold = s["garbage_collection_threshold"].get<double>();
+  if (s.contains("expandable_segments") && s["expandable_segments"].is_boolean())
+    c.expandable = s["expandable_segments"].get<bool>();
+  if (s.contains("roundup_power2_divisions") && s["roundup_power2_divisions"].is_object())
+    for (auto it = s["roundup_power2_divisions"].begin(); it != s["roundup_power2_divisions"].end(); ++it) {
+      std::uint64_t mb = std::strtoull(it.key().c_str(), nullptr, 10);
+      if (!pow2(mb) || !it.value().is_number_unsigned()) continue;
+      c.divisions[std::min<size_t>(63 - __builtin_clzll(mb), kIntervals - 1)] = it.value().get<std::uint64_t>();
+    }
+}
+
 std::unique_ptr<AllocatorPolicy> make_torch_caching(ConfigReader& cfg, const PolicyContext& ctx) {
   TorchConfig c;
+  bool user = cfg.has("alloc_conf") || cfg.has("max_split_size_mb") || cfg.has("garbage_collection_threshold") ||
+              cfg.has("roundup_power2_divisions") || cfg.has("expandable_segments");
+  bool use_recorded = cfg.flag("use_recorded_settings", true);
+  if (use_recorded && !user && ctx.trace_header && ctx.trace_header->contains("allocator_settings")) {
+    apply_recorded_settings(ctx.trace_header->at("allocator_settings"), c);
+    cfg.record("recorded_settings_applied", true);
+  }
   std::string conf = cfg.text("alloc_conf", "");
   parse_alloc_conf(conf, c);
   if (cfg.has("max_split_size_mb")) {
@@ -731,6 +755,7 @@ std::unique_ptr<AllocatorPolicy> make_torch_caching(ConfigReader& cfg, const Pol
   c.expandable = cfg.flag("expandable_segments", c.expandable);
   c.memory_fraction = cfg.number("memory_fraction", 0);
   c.stream_event_delay = static_cast<Tick>(cfg.integer("stream_event_delay", 0));
+  cfg.record("resolved_expandable_segments", c.expandable);
   cfg.record("resolved_max_split_size", c.max_split_size == UINT64_MAX ? -1 : static_cast<std::int64_t>(c.max_split_size));
   cfg.record("resolved_garbage_collection_threshold", c.gc_threshold);
   return std::make_unique<TorchCachingPolicy>(c, ctx);

@@ -73,6 +73,7 @@ class Engine : public Scheduler {
     ReaderOptions ro;
     ro.lenient = opt_.lenient;
     auto reader = open_trace(opt_.trace, ro);
+    header_ = reader->header();
     std::unique_ptr<AtomicFile> placements;
     if (!opt_.placements.empty()) placements = std::make_unique<AtomicFile>(opt_.placements);
     std::string pbuf;
@@ -221,7 +222,7 @@ class Engine : public Scheduler {
     s.device = device;
     s.space = spec->space;
     s.mem = std::make_unique<DeviceMemory>(*spec, opt_.hw.cost);
-    PolicyContext ctx{&reg_, &opt_.hw, spec, s.mem.get(), this, device};
+    PolicyContext ctx{&reg_, &opt_.hw, spec, s.mem.get(), this, device, header_.is_null() ? nullptr : &header_};
     ConfigReader cfg(opt_.policy.config, "policy " + opt_.policy.name);
     s.policy = info_.make(cfg, ctx);
     cfg.finish();
@@ -418,6 +419,7 @@ class Engine : public Scheduler {
   double frag_at_peak_ = 0, frag_max_ = 0;
   std::uint64_t addr_compared_ = 0, addr_matched_ = 0;
   std::vector<TimelinePoint> timeline_;
+  nlohmann::json header_;
   std::uint64_t stride_ = 1;
   double last_frag_ = 0;
   nlohmann::json first_mismatch_;

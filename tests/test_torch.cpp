@@ -288,3 +288,18 @@ TEST_CASE("seeded mutation of a real snapshot: only clear input errors, never a 
   CHECK(errors > 200);  // most mutations break it; the rest still read as valid snapshots
   CHECK(errors + parsed == 300);
 }
+
+TEST_CASE("torch-caching adopts a snapshot's recorded allocator_settings unless told otherwise") {
+  std::string src = std::string(FRAGSIM_SOURCE_DIR) + "/tests/data/recorded_settings.pickle";
+  RunResult r = replay(src);
+  CHECK(r.policy_config["recorded_settings_applied"] == true);
+  CHECK(r.policy_config["resolved_max_split_size"] == 128 * MiB);
+  CHECK(r.fidelity["allocs_matched"] == 1);
+  CHECK(r.spaces[0].stats["allocated_bytes"] == 1310720);  // 1.2 MiB rounded by the recorded divisions
+  RunResult plain = replay(src, {{"use_recorded_settings", false}});
+  CHECK(plain.policy_config["resolved_max_split_size"] == -1);
+  CHECK(plain.spaces[0].stats["allocated_bytes"] == 1258496);  // 512-byte rounding
+  RunResult user = replay(src, {{"alloc_conf", "max_split_size_mb:64"}});
+  CHECK(user.policy_config["resolved_max_split_size"] == 64 * MiB);
+  CHECK_FALSE(user.policy_config.contains("recorded_settings_applied"));
+}
