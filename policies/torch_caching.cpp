@@ -724,7 +724,7 @@ void apply_recorded_settings(const nlohmann::json& s, TorchConfig& c) {
   if (s.contains("roundup_power2_divisions") && s["roundup_power2_divisions"].is_object())
     for (auto it = s["roundup_power2_divisions"].begin(); it != s["roundup_power2_divisions"].end(); ++it) {
       std::uint64_t mb = std::strtoull(it.key().c_str(), nullptr, 10);
-      if (!pow2(mb) || !it.value().is_number_unsigned()) continue;
+      if (!pow2(mb) || !it.value().is_number_integer() || it.value().get<std::int64_t>() < 0) continue;
       c.divisions[std::min<size_t>(63 - __builtin_clzll(mb), kIntervals - 1)] = it.value().get<std::uint64_t>();
     }
 }
