@@ -12,8 +12,8 @@ Arena::Arena(Bytes capacity, Bytes alignment, Bytes granularity, bool by_offset)
   if (capacity_ > 0) {
     std::uint32_t c = new_chunk();
     chunks_[c] = Chunk{0, capacity_, kNone, kNone, true};
-    insert_free(c);
     last_ = c;
+    insert_free(c);
   }
 }
 
@@ -28,17 +28,21 @@ std::uint32_t Arena::new_chunk() {
 }
 
 void Arena::insert_free(std::uint32_t c) {
-  by_size_.insert({chunks_[c].size, chunks_[c].offset, c});
+  if (c != last_) by_size_.insert({chunks_[c].size, chunks_[c].offset, c});
   if (keep_by_offset_) by_offset_.insert({chunks_[c].offset, c});
 }
 
 void Arena::erase_free(std::uint32_t c) {
-  by_size_.erase(chunks_[c].size, chunks_[c].offset);
+  if (c != last_) by_size_.erase(chunks_[c].size, chunks_[c].offset);
   if (keep_by_offset_) by_offset_.erase({chunks_[c].offset, c});
 }
 
 std::uint32_t Arena::best_fit(Bytes r) const {
   const auto* e = by_size_.lower_bound(r);
+  if (last_ != kNone && chunks_[last_].free && chunks_[last_].size >= r) {
+    const Chunk& t = chunks_[last_];
+    if (!e || t.size < e->size || (t.size == e->size && t.offset < e->addr)) return last_;
+  }
   return e ? e->id : kNone;
 }
 
@@ -59,7 +63,7 @@ Bytes Arena::take(std::uint32_t c, Bytes r, Handle h) {
     else last_ = rest;
     cc.next = rest;
     cc.size = r;
-    insert_free(rest);
+    insert_free(rest);  // after last_ moved: a new tail stays out of by_size
   }
   chunks_[c].free = false;
   if (h >= owner_.size()) owner_.resize(h + 1, kNone);
@@ -103,12 +107,12 @@ Usage Arena::usage() const {
   Bytes extent = tail_free ? chunks_[last_].offset : capacity_;
   u.reserved = std::min(round_up(extent, granularity_), capacity_);
   // Largest hole below the extent: the biggest free chunk that is not the free tail.
-  const auto* hole = tail_free ? by_size_.largest_except(chunks_[last_].size, chunks_[last_].offset) : by_size_.largest();
+  const auto* hole = by_size_.largest();
   u.largest_free = hole ? hole->size : 0;
   // The tail's part below the rounded extent is free reserved memory as well.
   if (tail_free) u.largest_free = std::max(u.largest_free, u.reserved - extent);
   u.available = capacity_ - allocated_;
-  u.largest_available = by_size_.size() ? by_size_.largest()->size : 0;
+  u.largest_available = std::max(u.largest_free, tail_free ? chunks_[last_].size : 0);
   return u;
 }
 
@@ -127,7 +131,7 @@ void Arena::validate() const {
     if (ch.free) {
       ++nfree;
       if (prev != kNone && chunks_[prev].free) fail("two adjacent free chunks");
-      if (!by_size_.contains(ch.size, ch.offset) || (keep_by_offset_ && !by_offset_.count({ch.offset, c})))
+      if ((c != last_ && !by_size_.contains(ch.size, ch.offset)) || (keep_by_offset_ && !by_offset_.count({ch.offset, c})))
         fail("free chunk missing from an index");
     } else {
       alloc += ch.size;
@@ -138,7 +142,8 @@ void Arena::validate() const {
   }
   if (off != capacity_) fail(fmt::format("chunks cover {} of {} bytes", off, capacity_));
   if (prev != last_) fail("last chunk pointer stale");
-  if (nfree != by_size_.size() || (keep_by_offset_ && nfree != by_offset_.size())) fail("index sizes differ from free chunk count");
+  size_t tail = last_ != kNone && chunks_[last_].free ? 1 : 0;
+  if (nfree - tail != by_size_.size() || (keep_by_offset_ && nfree != by_offset_.size())) fail("index sizes differ from free chunk count");
   if (alloc != allocated_) fail(fmt::format("allocated {} != sum of in-use chunks {}", allocated_, alloc));
 }
 

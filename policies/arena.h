@@ -3,11 +3,14 @@
 //
 //   chunks    — pool of {offset, size, prev, next, free}; prev/next are physical neighbours
 //               (kNone at the ends); together they tile [0, capacity) without gaps.
-//   by_size   — free chunks keyed (size, offset): best fit = lower_bound((r, 0)).
+//   by_size   — free chunks except the free tail (the highest chunk), keyed (size, offset); best
+//               fit = the smaller of lower_bound((r, 0)) and the tail. Keeping the tail apart
+//               makes the largest hole below the extent an O(1) lookup.
 //   by_offset — free chunks keyed offset: first fit = first in address order with size ≥ r.
 //   owner     — handle → chunk.
 // Invariants (validate): chunks tile the range; no two free chunks are adjacent (coalescing);
-//   by_size and by_offset hold exactly the free chunks; allocated = Σ in-use chunk sizes.
+//   by_size holds exactly the free chunks but the tail, by_offset all of them (first fit only);
+//   allocated = Σ in-use chunk sizes.
 // Reserved memory is modelled as a brk-style heap: the extent up to the end of the highest
 // in-use chunk, rounded up to the space's granularity; holes below it are the fragmentation.
 #pragma once
