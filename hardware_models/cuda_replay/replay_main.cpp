@@ -6,18 +6,19 @@
 //   OUT.json   summary (fragsim replay v1) — `fragsim validate --real OUT.json`
 //   OUT.jsonl  one line per alloc/free call
 // Exit codes as fragsim's: 0 ran (OOM is a result), 2 bad input, 3 no usable CUDA device.
+#include <fmt/format.h>
+
 #include <algorithm>
+#include <boost/program_options.hpp>
 #include <chrono>
 #include <cstdio>
 #include <iostream>
 #include <map>
+#include <nlohmann/json.hpp>
 #include <vector>
 
-#include <boost/program_options.hpp>
-#include <fmt/format.h>
-#include <nlohmann/json.hpp>
-
 #include "hardware_models/cuda_replay/device_api.h"
+#include "sim/cli/exit_codes.h"
 #include "sim/error.h"
 #include "traces/io.h"
 #include "traces/trace_reader.h"
@@ -48,8 +49,14 @@ nlohmann::json percentiles(std::map<std::string, std::vector<double>>& by_class)
   nlohmann::json a = nlohmann::json::array();
   for (auto& [cls, v] : by_class) {
     std::sort(v.begin(), v.end());
-    auto q = [&](double p) { return v[std::min(v.size() - 1, static_cast<size_t>(p * static_cast<double>(v.size())))]; };
-    a.push_back({{"size_class", cls}, {"count", v.size()}, {"p50_ns", q(0.5)}, {"p90_ns", q(0.9)}, {"p99_ns", q(0.99)},
+    auto q = [&](double p) {
+      return v[std::min(v.size() - 1, static_cast<size_t>(p * static_cast<double>(v.size())))];
+    };
+    a.push_back({{"size_class", cls},
+                 {"count", v.size()},
+                 {"p50_ns", q(0.5)},
+                 {"p90_ns", q(0.9)},
+                 {"p99_ns", q(0.99)},
                  {"max_ns", v.back()}});
   }
   return a;
@@ -58,8 +65,9 @@ nlohmann::json percentiles(std::map<std::string, std::vector<double>>& by_class)
 int run_replay(const Options& o) {
   if (o.mode != "malloc" && o.mode != "async") throw InputError("--mode: must be malloc or async");
   std::string why;
-  std::unique_ptr<replay::Device> dev =
-      o.dry_run ? replay::open_fake_device(parse_size(o.dry_capacity, "--dry-capacity")) : replay::open_cuda_device(o.device, &why);
+  std::unique_ptr<replay::Device> dev = o.dry_run
+                                            ? replay::open_fake_device(parse_size(o.dry_capacity, "--dry-capacity"))
+                                            : replay::open_cuda_device(o.device, &why);
   if (!dev) throw EnvError(why);
   auto reader = open_trace(o.trace, ReaderOptions{o.lenient});  // validate the trace's opening first
   std::size_t free0 = 0, total = 0;
@@ -75,7 +83,8 @@ int run_replay(const Options& o) {
         throw EnvError(fmt::format("cannot take {} of ballast: {}", ballast_bytes, dev->error_string(e)));
     }
   }
-  if (o.mode == "async") dev->set_release_threshold(static_cast<std::uint64_t>(static_cast<double>(total) * o.fraction));
+  if (o.mode == "async")
+    dev->set_release_threshold(static_cast<std::uint64_t>(static_cast<double>(total) * o.fraction));
   std::size_t free_start = 0;
   dev->mem_info(&free_start, &total);
 
@@ -116,11 +125,13 @@ int run_replay(const Options& o) {
       } else {
         ++failed;
         if (first_oom.is_null())
-          first_oom = {{"event_index", ev.index}, {"id", ev.id}, {"requested_bytes", ev.size}, {"error", dev->error_string(e)}};
+          first_oom = {
+              {"event_index", ev.index}, {"id", ev.id}, {"requested_bytes", ev.size}, {"error", dev->error_string(e)}};
         sample(ev.index, "failure");
         if (!o.keep_going) stopped = true;
       }
-      fmt::format_to(std::back_inserter(buf), "{{\"op\":\"alloc\",\"i\":{},\"id\":{},\"bytes\":{},\"ok\":{},\"addr\":{},\"ns\":{:.0f}}}\n",
+      fmt::format_to(std::back_inserter(buf),
+                     "{{\"op\":\"alloc\",\"i\":{},\"id\":{},\"bytes\":{},\"ok\":{},\"addr\":{},\"ns\":{:.0f}}}\n",
                      ev.index, ev.id, ev.size, ok ? "true" : "false", reinterpret_cast<std::uintptr_t>(p), ns);
       if (ok && allocs % o.sample_every == 0) sample(ev.index, "alloc");
     } else if (ev.op == Op::kFree) {
@@ -133,8 +144,8 @@ int run_replay(const Options& o) {
       double ns = std::chrono::duration<double, std::nano>(Clock::now() - t0).count();
       if (e) throw EnvError("free failed: " + dev->error_string(e));
       lat_free[size_class(bytes)].push_back(ns);
-      fmt::format_to(std::back_inserter(buf), "{{\"op\":\"free\",\"i\":{},\"id\":{},\"bytes\":{},\"ns\":{:.0f}}}\n", ev.index,
-                     ev.id, bytes, ns);
+      fmt::format_to(std::back_inserter(buf), "{{\"op\":\"free\",\"i\":{},\"id\":{},\"bytes\":{},\"ns\":{:.0f}}}\n",
+                     ev.index, ev.id, bytes, ns);
     }
     if (buf.size() > (1 << 20)) {
       calls.write(buf);
@@ -167,10 +178,11 @@ int run_replay(const Options& o) {
                             {"latency", {{"alloc", percentiles(lat_alloc)}, {"free", percentiles(lat_free)}}},
                             {"calls_file", o.out + ".jsonl"}};
   write_file_atomic(o.out + ".json", summary.dump(2) + "\n");
-  std::cout << fmt::format("replayed {} events on {} ({} mode): {} allocs, {} failed{}; peak in use {}; wrote {}.json\n",
-                           events, dev->name(), o.mode, allocs, failed,
-                           first_oom.is_null() ? "" : fmt::format(", first OOM at event {}", first_oom["event_index"].get<std::uint64_t>()),
-                           human_bytes(peak_in_use), o.out);
+  std::cout << fmt::format(
+      "replayed {} events on {} ({} mode): {} allocs, {} failed{}; peak in use {}; wrote {}.json\n", events,
+      dev->name(), o.mode, allocs, failed,
+      first_oom.is_null() ? "" : fmt::format(", first OOM at event {}", first_oom["event_index"].get<std::uint64_t>()),
+      human_bytes(peak_in_use), o.out);
   return 0;
 }
 
@@ -179,20 +191,24 @@ int run_replay(const Options& o) {
 int main(int argc, char** argv) {
   Options o;
   po::options_description d("fragsim-cuda-replay options");
-  d.add_options()("help,h", "show this help")("trace", po::value(&o.trace), "trace file (.jsonl, .jsonl.zst, .fstrace, .pickle)")(
-      "mode", po::value(&o.mode)->default_value("malloc"), "malloc (cudaMalloc/cudaFree) or async (cudaMallocAsync/cudaFreeAsync)")(
+  d.add_options()("help,h", "show this help")("trace", po::value(&o.trace),
+                                              "trace file (.jsonl, .jsonl.zst, .fstrace, .pickle)")(
+      "mode", po::value(&o.mode)->default_value("malloc"),
+      "malloc (cudaMalloc/cudaFree) or async (cudaMallocAsync/cudaFreeAsync)")(
       "limit", po::value(&o.limit), "emulate a device with SIZE free bytes: take (free - SIZE) as ballast first")(
       "out,o", po::value(&o.out)->default_value("replay"), "output prefix: OUT.json (summary) and OUT.jsonl (calls)")(
       "device", po::value(&o.device)->default_value(0), "CUDA device ordinal")(
-      "sample-every", po::value(&o.sample_every)->default_value(1), "cudaMemGetInfo every N allocations (and at every failure)")(
-      "fraction", po::value(&o.fraction)->default_value(0.75), "async: pool release threshold = total x fraction (as JAX sets it)")(
-      "keep-going", po::bool_switch(&o.keep_going), "continue after a failed allocation")(
+      "sample-every", po::value(&o.sample_every)->default_value(1),
+      "cudaMemGetInfo every N allocations (and at every failure)")(
+      "fraction", po::value(&o.fraction)->default_value(0.75),
+      "async: pool release threshold = total x fraction (as JAX sets it)")("keep-going", po::bool_switch(&o.keep_going),
+                                                                           "continue after a failed allocation")(
       "lenient", po::bool_switch(&o.lenient), "skip frees of unknown ids")(
       "dry-run", po::bool_switch(&o.dry_run), "no GPU: a simulated device (tests the replayer's GPU-free parts)")(
       "dry-capacity", po::value(&o.dry_capacity)->default_value("80GiB"), "capacity of the --dry-run device");
   po::positional_options_description pos;
   pos.add("trace", 1);
-  try {
+  return run_with_exit_codes("fragsim-cuda-replay", [&] {
     po::variables_map vm;
     po::store(po::command_line_parser(argc, argv).options(d).positional(pos).run(), vm);
     po::notify(vm);
@@ -204,17 +220,5 @@ int main(int argc, char** argv) {
     }
     if (o.trace.empty()) throw InputError("a TRACE is required (fragsim-cuda-replay --help)");
     return run_replay(o);
-  } catch (const InputError& e) {
-    std::fprintf(stderr, "fragsim-cuda-replay: %s\n", e.what());
-    return 2;
-  } catch (const po::error& e) {
-    std::fprintf(stderr, "fragsim-cuda-replay: %s\n", e.what());
-    return 2;
-  } catch (const EnvError& e) {
-    std::fprintf(stderr, "fragsim-cuda-replay: %s\n", e.what());
-    return 3;
-  } catch (const std::exception& e) {
-    std::fprintf(stderr, "fragsim-cuda-replay: %s\n", e.what());
-    return 3;
-  }
+  });
 }

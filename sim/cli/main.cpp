@@ -1,16 +1,17 @@
 // fragsim command line: Boost.Program_options → option structs → the library calls the tests
 // use (style rule 10). Exit codes: specs/contracts.md §4.
+#include <fmt/format.h>
+
+#include <boost/program_options.hpp>
 #include <cstdio>
 #include <fstream>
 #include <iostream>
 #include <sstream>
 
-#include <boost/program_options.hpp>
-#include <fmt/format.h>
-
 #include "hardware_models/hardware_model.h"
 #include "hardware_models/tpu_layout.h"
 #include "policies/policy.h"
+#include "sim/cli/exit_codes.h"
 #include "sim/engine.h"
 #include "sim/error.h"
 #include "sim/report.h"
@@ -55,8 +56,8 @@ struct Parsed {
   bool help = false;
 };
 
-Parsed parse(const std::vector<std::string>& args, po::options_description& desc, const po::positional_options_description& pos,
-             const std::string& usage) {
+Parsed parse(const std::vector<std::string>& args, po::options_description& desc,
+             const po::positional_options_description& pos, const std::string& usage) {
   desc.add_options()("help,h", "show this help");
   Parsed p;
   po::store(po::command_line_parser(args).options(desc).positional(pos).run(), p.vm);
@@ -175,12 +176,15 @@ int cmd_compare(const std::vector<std::string>& args, const Registry& reg) {
   std::string json, policies, html;
   po::options_description d("fragsim compare options");
   add_sim_options(d, a);
-  d.add_options()("policies", po::value(&policies)->default_value("ideal,best-fit,first-fit"), "comma-separated policies; NAME[key=value,...] sets options for one entry")(
+  d.add_options()("policies", po::value(&policies)->default_value("ideal,best-fit,first-fit"),
+                  "comma-separated policies; NAME[key=value,...] sets options for one entry")(
       "json", po::value(&json), "write a JSON array of reports to FILE")(
       "html", po::value(&html), "write a self-contained HTML report (reserved memory over time per policy) to FILE");
   po::positional_options_description pos;
   pos.add("trace", 1);
-  auto p = parse(args, d, pos, "usage: fragsim compare TRACE --policies A,B,... [options]\n\nRuns each policy on TRACE; prints one table.");
+  auto p = parse(
+      args, d, pos,
+      "usage: fragsim compare TRACE --policies A,B,... [options]\n\nRuns each policy on TRACE; prints one table.");
   if (p.help) return 0;
   std::vector<RunResult> runs;
   nlohmann::json arr = nlohmann::json::array();
@@ -244,7 +248,10 @@ int cmd_check(const std::vector<std::string>& args, const Registry&) {
   d.add_options()("baseline", po::value(&base)->required(), "report of the known-good run")(
       "current", po::value(&cur)->required(), "report of the run to check")(
       "tolerance", po::value(&tol)->default_value(0), "allowed growth of each peak/fragmentation figure, in percent");
-  auto p = parse(args, d, {}, "usage: fragsim check --baseline OLD.json --current NEW.json [--tolerance PCT]\n\nCI gate: exit 1 when NEW has an OOM that OLD has not, or a peak (allocated, reserved) or fragmentation figure grew by more than the tolerance.");
+  auto p = parse(args, d, {},
+                 "usage: fragsim check --baseline OLD.json --current NEW.json [--tolerance PCT]\n\nCI gate: exit 1 "
+                 "when NEW has an OOM that OLD has not, or a peak (allocated, reserved) or fragmentation figure grew "
+                 "by more than the tolerance.");
   if (p.help) return 0;
   auto b = read_json_file(base), c = read_json_file(cur);
   std::vector<std::string> bad;
@@ -271,10 +278,11 @@ int cmd_validate(const std::vector<std::string>& args, const Registry&) {
       "tolerance", po::value(&v.tolerance_pct)->default_value(5.0), "allowed peak-in-use difference, percent")(
       "fit-cost-model", po::value(&v.fit_out), "write a hardware preset with the fitted latency model to FILE")(
       "json", po::value(&json), "write the comparison as JSON");
-  auto p = parse(args, d, {},
-                 "usage: fragsim validate --sim REPORT.json --real REPLAY.json [--tolerance PCT] [--fit-cost-model OUT.json]\n\n"
-                 "Compares a simulation with a real-device replay: first OOM, peak device memory in use, address\n"
-                 "granularity, call latency. Exit 1 when the first OOM differs or the peak is outside the tolerance.");
+  auto p = parse(
+      args, d, {},
+      "usage: fragsim validate --sim REPORT.json --real REPLAY.json [--tolerance PCT] [--fit-cost-model OUT.json]\n\n"
+      "Compares a simulation with a real-device replay: first OOM, peak device memory in use, address\n"
+      "granularity, call latency. Exit 1 when the first OOM differs or the peak is outside the tolerance.");
   if (p.help) return 0;
   ValidateResult r = run_validate(v);
   if (!json.empty()) write_file_atomic(json, r.json.dump(2) + "\n");
@@ -287,8 +295,9 @@ int cmd_info(const std::vector<std::string>& args, const Registry&) {
   std::string trace, json;
   bool lenient = false;
   po::options_description d("fragsim info options");
-  d.add_options()("trace", po::value(&trace)->required(), "trace file")("json", po::value(&json), "write the summary as JSON")(
-      "lenient", po::bool_switch(&lenient), "skip frees of unknown ids");
+  d.add_options()("trace", po::value(&trace)->required(), "trace file")(
+      "json", po::value(&json), "write the summary as JSON")("lenient", po::bool_switch(&lenient),
+                                                             "skip frees of unknown ids");
   po::positional_options_description pos;
   pos.add("trace", 1);
   auto p = parse(args, d, pos, "usage: fragsim info TRACE [--json FILE]");
@@ -307,7 +316,9 @@ int cmd_convert(const std::vector<std::string>& args, const Registry&) {
       "lenient", po::bool_switch(&lenient), "drop frees of unknown ids");
   po::positional_options_description pos;
   pos.add("in", 1).add("out", 1);
-  auto p = parse(args, d, pos, "usage: fragsim convert IN OUT\n\nConverts between .jsonl, .jsonl.zst and .fstrace, lossless for every key of the trace contract.");
+  auto p = parse(args, d, pos,
+                 "usage: fragsim convert IN OUT\n\nConverts between .jsonl, .jsonl.zst and .fstrace, lossless for "
+                 "every key of the trace contract.");
   if (p.help) return 0;
   ReaderOptions ro;
   ro.lenient = lenient;
@@ -367,14 +378,18 @@ int cmd_layout(const std::vector<std::string>& args, const Registry&) {
   ArraySpec a = parse_array_spec(shape, "layout");
   TpuLayout l = tpu_layout(a, hw.generation);
   if (json) {
-    std::cout << nlohmann::json({{"shape", a.dims}, {"dtype", std::string(dtype_name(a.dtype))}, {"tile", l.tile},
-                                 {"unpadded_bytes", l.unpadded}, {"padded_bytes", l.padded}})
+    std::cout << nlohmann::json({{"shape", a.dims},
+                                 {"dtype", std::string(dtype_name(a.dtype))},
+                                 {"tile", l.tile},
+                                 {"unpadded_bytes", l.unpadded},
+                                 {"padded_bytes", l.padded}})
                      .dump()
               << "\n";
   } else {
-    std::cout << fmt::format("{} on {} (generation {}): tile {}\n  unpadded {} ({} B)\n  padded   {} ({} B), {:.2f}x\n", shape,
-                             hw.name, hw.generation, l.tile, human_bytes(l.unpadded), l.unpadded, human_bytes(l.padded),
-                             l.padded, l.unpadded ? static_cast<double>(l.padded) / static_cast<double>(l.unpadded) : 0.0);
+    std::cout << fmt::format("{} on {} (generation {}): tile {}\n  unpadded {} ({} B)\n  padded   {} ({} B), {:.2f}x\n",
+                             shape, hw.name, hw.generation, l.tile, human_bytes(l.unpadded), l.unpadded,
+                             human_bytes(l.padded), l.padded,
+                             l.unpadded ? static_cast<double>(l.padded) / static_cast<double>(l.unpadded) : 0.0);
   }
   return 0;
 }
@@ -389,7 +404,8 @@ int cmd_list(const std::vector<std::string>& args, const Registry& reg) {
   for (const auto& n : list_presets()) {
     auto hw = load_hardware(n);
     std::string spaces;
-    for (const auto& s : hw.spaces) spaces += fmt::format("{}{} {}", spaces.empty() ? "" : ", ", space_name(s.space), human_bytes(s.capacity));
+    for (const auto& s : hw.spaces)
+      spaces += fmt::format("{}{} {}", spaces.empty() ? "" : ", ", space_name(s.space), human_bytes(s.capacity));
     std::cout << fmt::format("  {:<14} {}\n", n, spaces);
   }
   std::cout << "workloads (gen):\n";
@@ -409,28 +425,13 @@ int main(int argc, char** argv) {
   std::string cmd = argv[1];
   std::vector<std::string> args(argv + 2, argv + argc);
   using Fn = int (*)(const std::vector<std::string>&, const Registry&);
-  const std::pair<const char*, Fn> kCommands[] = {{"run", cmd_run},         {"compare", cmd_compare}, {"sweep", cmd_sweep}, {"check", cmd_check}, {"validate", cmd_validate},
-                                                  {"info", cmd_info},       {"convert", cmd_convert}, {"gen", cmd_gen},
-                                                  {"layout", cmd_layout},
-                                                  {"list", cmd_list}};
-  try {
+  const std::pair<const char*, Fn> kCommands[] = {
+      {"run", cmd_run},           {"compare", cmd_compare}, {"sweep", cmd_sweep},     {"check", cmd_check},
+      {"validate", cmd_validate}, {"info", cmd_info},       {"convert", cmd_convert}, {"gen", cmd_gen},
+      {"layout", cmd_layout},     {"list", cmd_list}};
+  return run_with_exit_codes("fragsim", [&] {
     for (const auto& [name, fn] : kCommands)
       if (cmd == name) return fn(args, reg);
     throw InputError("unknown command '" + cmd + "' (fragsim --help lists them)");
-  } catch (const InputError& e) {
-    std::fprintf(stderr, "fragsim: %s\n", e.what());
-    return 2;
-  } catch (const po::error& e) {
-    std::fprintf(stderr, "fragsim: %s: %s\n", cmd.c_str(), e.what());
-    return 2;
-  } catch (const EnvError& e) {
-    std::fprintf(stderr, "fragsim: %s\n", e.what());
-    return 3;
-  } catch (const std::logic_error& e) {
-    std::fprintf(stderr, "fragsim: %s\n", e.what());
-    return 1;
-  } catch (const std::exception& e) {
-    std::fprintf(stderr, "fragsim: %s\n", e.what());
-    return 3;
-  }
+  });
 }
