@@ -265,7 +265,7 @@ class Engine : public Scheduler {
 
   static constexpr size_t kMaxPoints = 2048;
   void record_timeline(std::uint64_t index) {
-    if (!timeline_.empty() && index % stride_ != 0) {  // fold into the current point, keeping maxima
+    if (!timeline_.empty() && index < next_point_) {  // fold into the current point, keeping maxima
       auto& p = timeline_.back();
       p.requested = std::max(p.requested, total_req_);
       p.allocated = std::max(p.allocated, total_alloc_);
@@ -274,6 +274,7 @@ class Engine : public Scheduler {
       return;
     }
     timeline_.push_back({index, total_req_, total_alloc_, total_reserved_, last_frag_});
+    next_point_ = index + stride_;
     if (timeline_.size() == kMaxPoints) {
       for (size_t i = 0; i < kMaxPoints / 2; ++i) {
         auto a = timeline_[2 * i], b = timeline_[2 * i + 1];
@@ -282,6 +283,7 @@ class Engine : public Scheduler {
       }
       timeline_.resize(kMaxPoints / 2);
       stride_ *= 2;
+      next_point_ = timeline_.back().event_index + stride_;
     }
   }
 
@@ -420,7 +422,7 @@ class Engine : public Scheduler {
   std::uint64_t addr_compared_ = 0, addr_matched_ = 0;
   std::vector<TimelinePoint> timeline_;
   nlohmann::json header_;
-  std::uint64_t stride_ = 1;
+  std::uint64_t stride_ = 1, next_point_ = 0;
   double last_frag_ = 0;
   nlohmann::json first_mismatch_;
   std::vector<std::pair<std::uint32_t, Bytes>> recorded_segments_;  // traced segment_alloc (device, size)
