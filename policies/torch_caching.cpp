@@ -765,8 +765,9 @@ std::unique_ptr<AllocatorPolicy> make_torch_caching(ConfigReader& cfg, const Pol
 
 void register_torch_caching(Registry& r) {
   r.add({"torch-caching",
-         "PyTorch CUDACachingAllocator (alloc_conf = PYTORCH_CUDA_ALLOC_CONF, max_split_size_mb, "
-         "garbage_collection_threshold, roundup_power2_divisions, memory_fraction, stream_event_delay)",
+         "PyTorch CUDACachingAllocator (alloc_conf = PYTORCH_CUDA_ALLOC_CONF incl. expandable_segments, "
+         "max_split_size_mb, garbage_collection_threshold, roundup_power2_divisions, memory_fraction, "
+         "stream_event_delay, use_recorded_settings)",
          make_torch_caching});
 }
 

@@ -405,7 +405,8 @@ int cmd_list(const std::vector<std::string>& args, const Registry& reg) {
     auto hw = load_hardware(n);
     std::string spaces;
     for (const auto& s : hw.spaces)
-      spaces += fmt::format("{}{} {}", spaces.empty() ? "" : ", ", space_name(s.space), human_bytes(s.capacity));
+      spaces += fmt::format("{}{} {}{}", spaces.empty() ? "" : ", ", space_name(s.space), human_bytes(s.capacity),
+                            s.reserve ? fmt::format(" ({} usable)", human_bytes(s.usable())) : "");
     std::cout << fmt::format("  {:<14} {}\n", n, spaces);
   }
   std::cout << "workloads (gen):\n";
