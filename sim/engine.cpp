@@ -35,7 +35,14 @@ struct Deferred {
 
 class Engine : public Scheduler {
  public:
-  Engine(const RunOptions& opt, const Registry& reg) : opt_(opt), reg_(reg), info_(reg.find(opt.policy.name)) {}
+  Engine(const RunOptions& opt, const Registry& reg) : opt_(opt), reg_(reg), info_(reg.find(opt.policy.name)) {
+    for (int i = 0; i < static_cast<int>(Space::kCount); ++i) {
+      auto sp = static_cast<Space>(i);
+      route_[i] = opt_.hw.space(sp) ? sp
+                  : (sp == Space::kCollective && opt_.hw.space(Space::kHbm)) ? Space::kHbm
+                                                                             : Space::kCount;
+    }
+  }
 
   Tick now() const override { return now_; }
   void schedule(Tick t, std::function<void()> fn) override { deferred_.push({std::max(t, now_), seq_++, std::move(fn)}); }
@@ -201,10 +208,11 @@ class Engine : public Scheduler {
 
   // Spaces the hardware lacks fall back as GPU programs see them: collective buffers live in HBM.
   Space route(Space sp, const Event& ev) const {
-    if (opt_.hw.space(sp)) return sp;
-    if (sp == Space::kCollective && opt_.hw.space(Space::kHbm)) return Space::kHbm;
-    throw InputError(opt_.trace, ev.line,
-                     fmt::format("space: hardware '{}' has no '{}' memory space", opt_.hw.name, space_name(sp)));
+    Space r = route_[static_cast<int>(sp)];
+    if (r == Space::kCount)
+      throw InputError(opt_.trace, ev.line,
+                       fmt::format("space: hardware '{}' has no '{}' memory space", opt_.hw.name, space_name(sp)));
+    return r;
   }
 
   std::pair<Bytes, Bytes>& requested(std::uint32_t device, Space sp) {
@@ -407,6 +415,9 @@ class Engine : public Scheduler {
   static constexpr std::uint32_t kNoSlot = 0xffffffffu;
   const RunOptions& opt_;
   const Registry& reg_;
+  // Where events of each space go: the space itself, hbm for collective buffers on hardware
+  // without a collective space, kCount when the hardware lacks it (an input error).
+  Space route_[static_cast<int>(Space::kCount)];
   const PolicyInfo& info_;
   std::vector<Slot> slots_;
   std::vector<std::uint32_t> slot_index_;
