@@ -2,20 +2,28 @@
 #pragma once
 #include <cstdio>
 #include <cstdlib>
+#include <system_error>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
 #include <string>
 #include <vector>
 
+#include <unistd.h>
+
 #include <nlohmann/json.hpp>
 
 namespace fragsim::test {
 
+// One scratch folder per test process, removed when the process exits.
 inline std::string tmp_dir() {
   static std::string d = [] {
     auto p = std::filesystem::temp_directory_path() / ("fragsim-test-" + std::to_string(::getpid()));
     std::filesystem::create_directories(p);
+    std::atexit([] {
+      std::error_code ec;
+      std::filesystem::remove_all(std::filesystem::temp_directory_path() / ("fragsim-test-" + std::to_string(::getpid())), ec);
+    });
     return p.string();
   }();
   return d;
