@@ -8,6 +8,7 @@
 #include <functional>
 #include <memory>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include <nlohmann/json.hpp>
@@ -116,7 +117,7 @@ class AllocatorPolicy {
   }
   // Non-empty when the real allocator would have aborted the process (e.g. a CHECK failure);
   // the engine then stops the replay and reports it.
-  virtual std::string fatal_error() const { return {}; }
+  virtual std::string_view fatal_error() const { return {}; }
   // A short name for the kind of OOM when it is not the ordinary one (e.g. "scoped_vmem_limit").
   virtual std::string oom_kind(const AllocRequest& req) const {
     (void)req;

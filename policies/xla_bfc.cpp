@@ -552,7 +552,7 @@ class XlaBfcPolicy : public AllocatorPolicy {
            fmt::format("    JAX raises: RESOURCE_EXHAUSTED: Out of memory while trying to allocate {} bytes.\n", req.size);
   }
 
-  std::string fatal_error() const override { return fatal_; }
+  std::string_view fatal_error() const override { return fatal_; }
 
  private:
   Bfc& collective_bfc() {

@@ -297,7 +297,7 @@ class Engine : public Scheduler {
 
   void check_fatal(Slot& s, const Event& ev, RunResult& out, bool* replaying) {
     if (out.fatal.empty()) {
-      std::string f = s.policy->fatal_error();
+      std::string_view f = s.policy->fatal_error();
       if (f.empty()) return;
       out.fatal = f;
       out.fatal_event = ev.index;
