@@ -43,16 +43,13 @@ std::int32_t SegmentHeap::map_prefix(std::int32_t b, Bytes bytes) {
 
 void SegmentHeap::unmap_range(std::int32_t b, Addr lo, Addr hi) {
   index_erase(b);
-  if (lo > blocks_[b].addr) {
-    std::int32_t rest = split_after(b, lo - blocks_[b].addr);  // b stays mapped free (indexed by split_after? no)
+  if (lo > blocks_[b].addr) {  // keep [addr, lo) as a mapped free block, go on with the rest
+    std::int32_t rest = split_after(b, lo - blocks_[b].addr);
     index_erase(rest);
     index_insert(b);
     b = rest;
   }
-  if (hi < blocks_[b].addr + blocks_[b].size) {
-    std::int32_t tail = split_after(b, hi - blocks_[b].addr);  // the mapped free tail, indexed
-    (void)tail;
-  }
+  if (hi < blocks_[b].addr + blocks_[b].size) split_after(b, hi - blocks_[b].addr);  // mapped free tail, indexed
   blocks_[b].mapped = false;
   merge_free(b);
 }

@@ -74,15 +74,6 @@ class SizeIndex {
         if (!f(e)) return;
   }
   const Entry* largest() const { return count_ ? &bins_[top_].back() : nullptr; }
-  // The largest entry other than (size, addr) — e.g. "largest hole except the tail".
-  const Entry* largest_except(Bytes size, Addr addr) const {
-    if (!count_) return nullptr;
-    const auto& v = bins_[top_];
-    if (v.back().size != size || v.back().addr != addr) return &v.back();
-    if (v.size() > 1) return &v[v.size() - 2];
-    if (count_ == 1) return nullptr;
-    return &bins_[prev_class(top_)].back();
-  }
   size_t size() const { return count_; }
 
   static std::uint32_t cls(Bytes s) {

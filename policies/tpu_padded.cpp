@@ -109,15 +109,13 @@ class TpuPaddedPolicy : public AllocatorPolicy {
           human_bytes(last_.unpadded), human_bytes(last_.padded), space_name(space_), human_bytes(live_padded_),
           space_name(space_), human_bytes(scoped_limit_), human_bytes(live_padded_ + last_.padded - scoped_limit_));
     Usage u = inner_->usage();
-    Bytes frag = u.reserved > u.allocated ? u.reserved - u.allocated : 0;
     double util = live_padded_ ? static_cast<double>(live_unpadded_) / static_cast<double>(live_padded_) : 1.0;
     std::string s = fmt::format(
-        "    RESOURCE_EXHAUSTED: Ran out of memory in memory space {} while allocating {} (padded {} from {}).\n"
+        "    RESOURCE_EXHAUSTED: Ran out of memory in memory space {} while allocating {} ({} before padding).\n"
         "    Live buffers: {:.1f}% utilization: Unpadded ({}) Padded ({}), {} free but the largest hole is {}.\n",
-        space_name(space_), human_bytes(last_.padded), human_bytes(last_.padded), human_bytes(last_.unpadded),
+        space_name(space_), human_bytes(last_.padded), human_bytes(last_.unpadded),
         100.0 * util, human_bytes(live_unpadded_), human_bytes(live_padded_), human_bytes(u.available),
         human_bytes(u.largest_available));
-    (void)frag;
     return s + inner_->describe_oom(req);
   }
 
