@@ -1,0 +1,66 @@
+// The shared data structures against straightforward references on seeded random operations.
+#include <catch2/catch.hpp>
+
+#include <map>
+#include <set>
+
+#include "policies/size_index.h"
+#include "traces/live_table.h"
+
+using namespace fragsim;
+
+TEST_CASE("SizeIndex behaves as an ordered set of (size, address)") {
+  SizeIndex idx;
+  std::set<std::pair<Bytes, Addr>> ref;
+  std::uint64_t s = 1;
+  auto rnd = [&] { return (s = s * 6364136223846793005ULL + 1442695040888963407ULL) >> 33; };
+  for (int step = 0; step < 20000; ++step) {
+    if (ref.empty() || rnd() % 3) {
+      Bytes size = 1 + (rnd() % 4 == 0 ? rnd() % 64 : (1ULL << (rnd() % 40)) + rnd() % 4096);
+      Addr addr = rnd();
+      if (ref.insert({size, addr}).second) idx.insert({size, addr, 0});
+    } else {
+      auto it = ref.begin();
+      std::advance(it, static_cast<long>(rnd() % ref.size()));
+      idx.erase(it->first, it->second);
+      ref.erase(it);
+    }
+    REQUIRE(idx.size() == ref.size());
+    if (!ref.empty()) {
+      REQUIRE(idx.largest()->size == ref.rbegin()->first);
+      REQUIRE(idx.largest()->addr == ref.rbegin()->second);
+    }
+    Bytes q = 1 + (1ULL << (rnd() % 41)) + rnd() % 1000;
+    auto want = ref.lower_bound({q, 0});
+    const auto* got = idx.lower_bound(q);
+    REQUIRE((got == nullptr) == (want == ref.end()));
+    if (got) REQUIRE(std::make_pair(got->size, got->addr) == *want);
+  }
+}
+
+TEST_CASE("LiveTable keeps (device, id) → handle through inserts, erases and growth") {
+  LiveTable t;
+  std::map<std::pair<std::uint32_t, AllocId>, Handle> ref;
+  std::uint64_t s = 7;
+  auto rnd = [&] { return (s = s * 6364136223846793005ULL + 1442695040888963407ULL) >> 33; };
+  for (int step = 0; step < 50000; ++step) {
+    std::uint32_t dev = static_cast<std::uint32_t>(rnd() % 3);
+    AllocId id = rnd() % 5000;
+    auto key = std::make_pair(dev, id);
+    if (rnd() % 2) {
+      Handle h = t.insert(dev, id, 1, Space::kHbm);
+      REQUIRE((h == kNoHandle) == (ref.count(key) == 1));
+      if (h != kNoHandle) ref[key] = h;
+    } else {
+      LiveTable::Entry e;
+      bool ok = t.erase(dev, id, &e);
+      REQUIRE(ok == (ref.count(key) == 1));
+      if (ok) {
+        REQUIRE(e.handle == ref[key]);
+        ref.erase(key);
+      }
+    }
+    REQUIRE(t.size() == ref.size());
+  }
+  for (const auto& [key, h] : ref) REQUIRE(t.find(key.first, key.second)->handle == h);
+}
