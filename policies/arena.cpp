@@ -1,4 +1,5 @@
 #include "policies/arena.h"
+#include "policies/slot_pool.h"
 
 #include <stdexcept>
 
@@ -10,21 +11,11 @@ Arena::Arena(Bytes capacity, Bytes alignment, Bytes granularity, bool by_offset)
     : capacity_(round_down(capacity, alignment)), alignment_(alignment), granularity_(granularity),
       keep_by_offset_(by_offset) {
   if (capacity_ > 0) {
-    std::uint32_t c = new_chunk();
+    std::uint32_t c = acquire_slot(chunks_, spare_);
     chunks_[c] = Chunk{0, capacity_, kNone, kNone, true};
     last_ = c;
     insert_free(c);
   }
-}
-
-std::uint32_t Arena::new_chunk() {
-  if (!spare_.empty()) {
-    auto c = spare_.back();
-    spare_.pop_back();
-    return c;
-  }
-  chunks_.emplace_back();
-  return static_cast<std::uint32_t>(chunks_.size() - 1);
 }
 
 void Arena::insert_free(std::uint32_t c) {
@@ -56,8 +47,8 @@ Bytes Arena::take(std::uint32_t c, Bytes r, Handle h) {
   erase_free(c);
   Chunk& ch = chunks_[c];
   if (ch.size > r) {
-    std::uint32_t rest = new_chunk();
-    Chunk& cc = chunks_[c];  // new_chunk may have reallocated
+    std::uint32_t rest = acquire_slot(chunks_, spare_);
+    Chunk& cc = chunks_[c];  // acquire_slot may have reallocated
     chunks_[rest] = Chunk{cc.offset + r, cc.size - r, c, cc.next, true};
     if (cc.next != kNone) chunks_[cc.next].prev = rest;
     else last_ = rest;

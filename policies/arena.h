@@ -44,7 +44,6 @@ class Arena {
   void validate() const;
 
  private:
-  std::uint32_t new_chunk();
   void insert_free(std::uint32_t c);
   void erase_free(std::uint32_t c);
 

@@ -70,7 +70,7 @@ class CudaAsyncPolicy : public AllocatorPolicy {
     p.ok = p.has_addr = true;
     p.addr = b.addr;
     p.block = b.size;
-    p.region = seg_ids_[{owner_stream, b.seg}];
+    p.region = heap->segment(b.seg).region;
     p.region_offset = b.addr - heap->segment(b.seg).base;
     return p;
   }
@@ -121,7 +121,7 @@ class CudaAsyncPolicy : public AllocatorPolicy {
 
   std::int32_t add_segment(std::int64_t stream, const DeviceMemory::Grant& g) {
     std::int32_t s = pool(stream).add_segment(g.addr, g.bytes);
-    seg_ids_[{stream, s}] = next_region_++;
+    pool(stream).segment_mut(s).region = next_region_++;
     peak_reserved_ = std::max(peak_reserved_, reserved());
     return s;
   }
@@ -166,7 +166,6 @@ class CudaAsyncPolicy : public AllocatorPolicy {
   Bytes threshold_;
   Tick cross_delay_;
   std::map<std::int64_t, SegmentHeap> pools_;
-  std::map<std::pair<std::int64_t, std::int32_t>, int> seg_ids_;
   std::map<std::pair<std::int64_t, std::int32_t>, Tick> freed_at_;
   std::vector<std::pair<std::int64_t, std::int32_t>> owner_;
   int next_region_ = 0;

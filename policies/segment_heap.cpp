@@ -1,4 +1,5 @@
 #include "policies/segment_heap.h"
+#include "policies/slot_pool.h"
 
 #include <stdexcept>
 
@@ -6,21 +7,10 @@
 
 namespace fragsim {
 
-std::int32_t SegmentHeap::new_block() {
-  if (!spare_.empty()) {
-    auto b = spare_.back();
-    spare_.pop_back();
-    blocks_[b] = Block{};
-    return b;
-  }
-  blocks_.emplace_back();
-  return static_cast<std::int32_t>(blocks_.size() - 1);
-}
-
 std::int32_t SegmentHeap::add_segment(Addr base, Bytes size, bool mapped) {
-  std::int32_t b = new_block();
+  std::int32_t b = acquire_slot(blocks_, spare_);
   std::int32_t s = static_cast<std::int32_t>(segments_.size());
-  segments_.push_back(Segment{base, size, b, 0, 1, size, true});
+  segments_.push_back(Segment{base, size, b, 0, 1, size, true, -1, 0});
   blocks_[b] = Block{base, size, 0, kNil, kNil, s, false, mapped, 0};
   if (mapped) index_insert(b);
   reserved_ += size;
@@ -29,7 +19,7 @@ std::int32_t SegmentHeap::add_segment(Addr base, Bytes size, bool mapped) {
 
 std::int32_t SegmentHeap::map_prefix(std::int32_t b, Bytes bytes) {
   if (bytes < blocks_[b].size) {
-    std::int32_t rest = new_block();
+    std::int32_t rest = acquire_slot(blocks_, spare_);
     Block& a = blocks_[b];
     blocks_[rest] = Block{a.addr + bytes, a.size - bytes, 0, b, a.next, a.seg, false, false, 0};
     if (a.next != kNil) blocks_[a.next].prev = rest;
@@ -81,7 +71,7 @@ std::int32_t SegmentHeap::merge_free(std::int32_t b) {
 }
 
 std::int32_t SegmentHeap::split_after(std::int32_t b, Bytes keep) {
-  std::int32_t n = new_block();
+  std::int32_t n = acquire_slot(blocks_, spare_);
   Block& a = blocks_[b];
   blocks_[n] = Block{a.addr + keep, a.size - keep, 0, b, a.next, a.seg, false, a.mapped, 0};
   if (a.next != kNil) blocks_[a.next].prev = n;

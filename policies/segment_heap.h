@@ -39,6 +39,8 @@ class SegmentHeap {
     std::uint32_t blocks = 0;  // number of blocks (1 = unsplit)
     Bytes free_bytes = 0;
     bool live = false;
+    int region = -1;          // the owning policy's obtain-order id (placements' "region")
+    std::int64_t counted = 0;  // the owning policy's bookkeeping (torch: its inactive-split share)
   };
 
   // Adds a segment as one free block (mapped, or an unmapped reservation); returns its index.
@@ -70,6 +72,7 @@ class SegmentHeap {
 
   const Block& block(std::int32_t b) const { return blocks_[b]; }
   const Segment& segment(std::int32_t s) const { return segments_[s]; }
+  Segment& segment_mut(std::int32_t s) { return segments_[s]; }
   size_t segment_count() const { return segments_.size(); }
   Bytes allocated() const { return allocated_; }
   Bytes reserved() const { return reserved_; }
@@ -78,7 +81,6 @@ class SegmentHeap {
   void validate(const std::string& owner) const;
 
  private:
-  std::int32_t new_block();
   std::int32_t split_after(std::int32_t b, Bytes keep);  // b keeps `keep` bytes; returns the free rest (indexed if mapped)
   std::int32_t merge_free(std::int32_t b);                // merges free b with same-state neighbours; indexes it
   void index_insert(std::int32_t b) { free_.insert({blocks_[b].size, blocks_[b].addr, static_cast<std::uint32_t>(b)}); }

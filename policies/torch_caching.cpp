@@ -223,9 +223,11 @@ class TorchCachingPolicy : public AllocatorPolicy {
     }
     std::int32_t blk = SegmentHeap::kNil;
     bool small = false;
+    std::int64_t stream = req.stream;  // the stream whose pool holds the block
     SegmentHeap* heap = nullptr;
     const Event* ev = req.event;
-    if (ev && ev->has(key::kAddr) && ev->has(key::kName) && ev->name == kPreTrace) seeded(req, ev->addr, &heap, &small, &blk);
+    if (ev && ev->has(key::kAddr) && ev->has(key::kName) && ev->name == kPreTrace)
+      seeded(req, ev->addr, &heap, &small, &stream, &blk);
     if (blk == SegmentHeap::kNil) {
       Bytes r = round_size(req.size);
       small = r <= kSmallSize;
@@ -255,7 +257,7 @@ class TorchCachingPolicy : public AllocatorPolicy {
     }
     const auto& b = heap->block(blk);
     if (req.handle >= owner_.size()) owner_.resize(req.handle + 1);
-    owner_[req.handle] = {small, req.stream, blk};
+    owner_[req.handle] = {small, stream, blk};
     allocated_.add(small, static_cast<std::int64_t>(b.size));
     active_.add(small, static_cast<std::int64_t>(b.size));
     requested_.add(small, static_cast<std::int64_t>(req.size));
@@ -263,7 +265,7 @@ class TorchCachingPolicy : public AllocatorPolicy {
     p.ok = p.has_addr = true;
     p.addr = b.addr;
     p.block = b.size;
-    p.region = region_id(small, req.stream, b.seg);
+    p.region = heap->segment(b.seg).region;
     p.region_offset = b.addr - heap->segment(b.seg).base;
     return p;
   }
@@ -375,10 +377,7 @@ class TorchCachingPolicy : public AllocatorPolicy {
     bool small = ev.size == kSmallBuffer;
     auto g = dev_->allocate(ev.size);
     if (!g) return;
-    SegmentHeap& heap = pools_[small][ev.stream];
-    std::int32_t s = heap.add_segment(g->addr, ev.size);
-    seg_by_addr_[g->addr] = {small, ev.stream, s};
-    region_id(small, ev.stream, s);
+    register_segment(small, ev.stream, g->addr, ev.size, true);
     reserved_.add(small, static_cast<std::int64_t>(ev.size));
     segments_.add(small, 1);
     ++num_device_alloc_;
@@ -406,15 +405,19 @@ class TorchCachingPolicy : public AllocatorPolicy {
     return room;
   }
 
-  int region_id(bool small, std::int64_t stream, std::int32_t seg) {
-    auto key = std::make_tuple(small, stream, seg);
-    auto it = region_ids_.find(key);
-    if (it != region_ids_.end()) return it->second;
-    return region_ids_[key] = next_region_++;
+  // A new segment (or expandable reservation) of a pool: findable by address, numbered in the
+  // order segments are obtained. Stats are the caller's (reservations count mapped pages only).
+  std::int32_t register_segment(bool small, std::int64_t stream, Addr base, Bytes size, bool mapped) {
+    SegmentHeap& heap = pools_[small][stream];
+    std::int32_t s = heap.add_segment(base, size, mapped);
+    heap.segment_mut(s).region = next_region_++;
+    seg_by_addr_[base] = {small, stream, s};
+    return s;
   }
 
   // Places a pre-trace allocation at its recorded address inside a seeded segment.
-  void seeded(const AllocRequest& req, Addr at, SegmentHeap** heap, bool* small, std::int32_t* blk) {
+  void seeded(const AllocRequest& req, Addr at, SegmentHeap** heap, bool* small, std::int64_t* stream,
+              std::int32_t* blk) {
     auto it = seg_by_addr_.upper_bound(at);
     if (it == seg_by_addr_.begin()) return;
     --it;
@@ -429,6 +432,7 @@ class TorchCachingPolicy : public AllocatorPolicy {
         *blk = h.carve(b, at, r, req.size);
         *heap = &h;
         *small = ref.small;
+        *stream = ref.stream;
         recount_inactive_split(h, ref.seg, ref.small);
         return;
       }
@@ -471,13 +475,11 @@ class TorchCachingPolicy : public AllocatorPolicy {
     }
     auto g = dev_->allocate(a);
     if (!g) return SegmentHeap::kNil;
-    SegmentHeap& heap = pools_[small][stream];
-    std::int32_t s = heap.add_segment(g->addr, a);
-    seg_by_addr_[g->addr] = {small, stream, s};
+    std::int32_t s = register_segment(small, stream, g->addr, a, true);
     reserved_.add(small, static_cast<std::int64_t>(a));
     segments_.add(small, 1);
     ++num_device_alloc_;
-    return heap.segment(s).first;
+    return pools_[small][stream].segment(s).first;
   }
 
   void release_segment(bool small, std::int64_t stream, std::int32_t s) {
@@ -565,9 +567,7 @@ class TorchCachingPolicy : public AllocatorPolicy {
       Bytes va = pages * page;
       Addr base = round_up(next_va_, page);
       next_va_ = base + va;
-      std::int32_t s = heap.add_segment(base, va, false);
-      seg_by_addr_[base] = {small, stream, s};
-      cand = heap.segment(s).first;
+      cand = heap.segment(register_segment(small, stream, base, va, false)).first;
     }
     // Map what the candidate lacks: its own range if unmapped, else the unmapped block after it.
     Bytes need = heap.block(cand).mapped ? r - std::min(r, heap.block(cand).size) : r;
@@ -683,11 +683,10 @@ class TorchCachingPolicy : public AllocatorPolicy {
   }
 
   // inactive_split_bytes counts free bytes of split segments; refresh one segment's share.
-  void recount_inactive_split(const SegmentHeap& heap, std::int32_t seg, bool small) {
-    auto key = std::make_tuple(small, &heap, seg);
-    const auto& sg = heap.segment(seg);
+  void recount_inactive_split(SegmentHeap& heap, std::int32_t seg, bool small) {
+    auto& sg = heap.segment_mut(seg);
     std::int64_t now = !c_.expandable && sg.live && sg.blocks > 1 ? static_cast<std::int64_t>(sg.free_bytes) : 0;
-    std::int64_t& was = split_share_[key];
+    std::int64_t& was = sg.counted;
     if (now > was) inactive_split_.add(small, now - was);
     if (now < was) inactive_split_.sub(small, was - now);
     was = now;
@@ -700,8 +699,6 @@ class TorchCachingPolicy : public AllocatorPolicy {
   std::uint32_t device_index_;
   std::map<std::int64_t, SegmentHeap> pools_[2];  // [large, small] per stream
   std::map<Addr, SegRef> seg_by_addr_;
-  std::map<std::tuple<bool, std::int64_t, std::int32_t>, int> region_ids_;
-  std::map<std::tuple<bool, const SegmentHeap*, std::int32_t>, std::int64_t> split_share_;
   int next_region_ = 0;
   Addr next_va_ = 0x600000000000ULL;  // expandable reservations' virtual addresses
   std::map<Addr, Addr> pages_;         // mapped page VA → device allocation

@@ -38,6 +38,7 @@
 #include "policies/jax_gpu.h"
 #include "policies/policy.h"
 #include "policies/size_index.h"
+#include "policies/slot_pool.h"
 #include "sim/error.h"
 
 namespace fragsim {
@@ -262,17 +263,6 @@ class Bfc {
   }
 
  private:
-  std::int32_t new_chunk() {
-    if (!spare_.empty()) {
-      auto c = spare_.back();
-      spare_.pop_back();
-      chunks_[c] = Chunk{};
-      return c;
-    }
-    chunks_.emplace_back();
-    return static_cast<std::int32_t>(chunks_.size() - 1);
-  }
-
   SizeIndex& index(Tag t) { return t == kUp ? up_ : low_; }
 
   void insert_free(std::int32_t c, std::string* fatal) {
@@ -298,7 +288,7 @@ class Bfc {
 
   // c keeps [ptr, ptr+num); the rest becomes a new free chunk with c's tag, inserted free.
   void split(std::int32_t c, Bytes num) {
-    std::int32_t n = new_chunk();
+    std::int32_t n = acquire_slot(chunks_, spare_);
     Chunk& a = chunks_[c];
     Chunk& b = chunks_[n];
     b.ptr = a.ptr + num;
@@ -423,7 +413,7 @@ class Bfc {
     Bytes received = o_.vmm_padding ? grant->bytes : bytes;
     s_.pool_bytes += received;
     s_.peak_pool_bytes = std::max(s_.peak_pool_bytes, s_.pool_bytes);
-    std::int32_t c = new_chunk();
+    std::int32_t c = acquire_slot(chunks_, spare_);
     Chunk& ch = chunks_[c];
     ch.ptr = grant->addr;
     ch.size = received;
