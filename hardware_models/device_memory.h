@@ -1,16 +1,18 @@
 // DeviceMemory: the driver's view of one memory space of one device (architecture.md).
 //
 // Physical accounting: every device allocation is padded to the space's granularity and
-//   used() = Σ padded sizes of live device allocations ≤ limit() = usable capacity.
+//   used() = Σ padded sizes of live grants ≤ limit() = usable capacity.
 // Addresses: virtual, handed out by a bump pointer aligned to max(alignment, granularity) from
 // kBase, never reused (VMM maps physical pages anywhere, so address contiguity costs nothing).
 // When the trace recorded driver addresses (segment_alloc observations), expect_address() queues
 // them and the next allocations take them in order, so a policy that decides as the recording
 // allocator did lands on the recorded addresses.
+// Ownership: allocate() returns a move-only Grant that gives its memory back when it is released
+// or destroyed, so a policy that goes away (tpu-padded rebuilding its inner policy, a sweep
+// point) can never keep device memory. Grants must not outlive their DeviceMemory.
 // Latency: each call adds the cost model's simulated time.
 #pragma once
 #include <deque>
-#include <optional>
 #include <unordered_map>
 #include <vector>
 
@@ -20,28 +22,47 @@ namespace fragsim {
 
 class DeviceMemory {
  public:
-  static constexpr Addr kBase = 0x200000000000ULL;  // below the 0x7f.. range drivers hand out
+  static constexpr Addr kBase = Addr(0x200000000000ULL);  // below the 0x7f.. range drivers hand out
   DeviceMemory(const SpaceSpec& spec, const CostModel& cost);
+  DeviceMemory(const DeviceMemory&) = delete;
+  DeviceMemory& operator=(const DeviceMemory&) = delete;
+  ~DeviceMemory();
 
-  struct Grant {
-    Addr addr;
-    Bytes bytes;  // padded size actually granted (bytes_received)
+  // One live device allocation; empty (false) when the allocation failed or was released.
+  class Grant {
+   public:
+    Grant() = default;
+    Grant(Grant&& o) noexcept { *this = std::move(o); }
+    Grant& operator=(Grant&& o) noexcept;
+    Grant(const Grant&) = delete;
+    Grant& operator=(const Grant&) = delete;
+    ~Grant() { release(); }
+    explicit operator bool() const { return mem_ != nullptr; }
+    Addr addr() const { return addr_; }
+    Bytes bytes() const { return bytes_; }  // padded size actually granted (bytes_received)
+    void release();                         // gives the memory back now (no-op when empty)
+
+   private:
+    friend class DeviceMemory;
+    DeviceMemory* mem_ = nullptr;
+    Addr addr_;
+    Bytes bytes_ = 0;
   };
-  // One device allocation, padded to `unit` (0 = the space's granularity). nullopt when the
-  // padded size does not fit (counted as a failed call).
-  std::optional<Grant> allocate(Bytes bytes, Bytes unit = 0);
-  // Releases a live device allocation made by allocate().
-  void release(Addr addr);
+
+  // One device allocation, padded to `unit` (0 = the space's granularity). An empty grant when
+  // the padded size does not fit (counted as a failed call).
+  [[nodiscard]] Grant allocate(Bytes bytes, Bytes unit = 0);
   void expect_address(Addr a) { recorded_.push_back(a); }
   // Sizes asked for by successful allocations, in order, while logging is on (fidelity checks).
   void set_logging(bool on) { logging_ = on; }
   std::vector<Bytes>& grant_log() { return log_; }
 
-  Bytes padded(Bytes bytes) const { return round_up(bytes, spec_.granularity); }
+  // Padded size of a request (kTooLarge when padding would overflow).
+  Bytes padded(Bytes bytes) const;
   Bytes limit() const { return limit_; }
   Bytes used() const { return used_; }
   Bytes available() const { return limit_ - used_; }
-  void set_limit(Bytes b) { limit_ = b; }
+  size_t live_grants() const { return live_.size(); }
 
   std::uint64_t alloc_calls() const { return alloc_calls_; }
   std::uint64_t free_calls() const { return free_calls_; }
@@ -50,6 +71,8 @@ class DeviceMemory {
   const SpaceSpec& spec() const { return spec_; }
 
  private:
+  void release(Addr addr);
+
   SpaceSpec spec_;
   CostModel cost_;
   Bytes limit_;

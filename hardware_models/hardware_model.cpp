@@ -3,9 +3,9 @@
 
 #include <fmt/format.h>
 
-#include "sim/config.h"
-#include "sim/error.h"
-#include "traces/io.h"
+#include "sim/base/config.h"
+#include "sim/base/error.h"
+#include "sim/base/io.h"
 
 namespace fragsim {
 

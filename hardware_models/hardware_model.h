@@ -17,7 +17,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "sim/types.h"
+#include "sim/base/units.h"
 
 namespace fragsim {
 

@@ -7,7 +7,7 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
-#include "sim/error.h"
+#include "sim/base/error.h"
 
 namespace fragsim {
 

@@ -14,7 +14,7 @@
 #include <string_view>
 #include <vector>
 
-#include "sim/event.h"
+#include "sim/base/event.h"
 
 namespace fragsim {
 

@@ -1,91 +1,69 @@
 #include "policies/arena.h"
-#include "policies/slot_pool.h"
 
-#include <stdexcept>
+#include <algorithm>
 
-#include <fmt/format.h>
 
 namespace fragsim {
 
-Arena::Arena(Bytes capacity, Bytes alignment, Bytes granularity, bool by_offset)
+Arena::Arena(Bytes capacity, Bytes alignment, Bytes granularity, bool by_addr)
     : capacity_(round_down(capacity, alignment)), alignment_(alignment), granularity_(granularity),
-      keep_by_offset_(by_offset) {
-  if (capacity_ > 0) {
-    std::uint32_t c = acquire_slot(chunks_, spare_);
-    chunks_[c] = Chunk{0, capacity_, kNone, kNone, true};
-    last_ = c;
-    insert_free(c);
-  }
+      keep_by_addr_(by_addr) {
+  if (capacity_ > 0) insert_free(chunks_.region(chunks_.add_region(DeviceMemory::kBase, capacity_)).first);
 }
 
-void Arena::insert_free(std::uint32_t c) {
-  if (c != last_) by_size_.insert({chunks_[c].size, chunks_[c].offset, c});
-  if (keep_by_offset_) by_offset_.insert({chunks_[c].offset, c});
+Bytes Arena::round(Bytes n) const { return round_up_sat(n, alignment_); }
+
+void Arena::insert_free(Index c) {
+  const auto& ch = chunks_.chunk(c);
+  if (c != tail()) by_size_.insert({ch.size, ch.addr, static_cast<std::uint32_t>(c)});
+  if (keep_by_addr_) by_addr_.insert(ch.addr, ch.size, static_cast<std::uint32_t>(c));
 }
 
-void Arena::erase_free(std::uint32_t c) {
-  if (c != last_) by_size_.erase(chunks_[c].size, chunks_[c].offset);
-  if (keep_by_offset_) by_offset_.erase({chunks_[c].offset, c});
+void Arena::erase_free(Index c) {
+  const auto& ch = chunks_.chunk(c);
+  if (c != tail()) by_size_.erase(ch.size, ch.addr);
+  if (keep_by_addr_) by_addr_.erase(ch.addr);
 }
 
 std::uint32_t Arena::best_fit(Bytes r) const {
+  if (r == 0 || r == kTooLarge) return kNone;
   const auto* e = by_size_.lower_bound(r);
-  if (last_ != kNone && chunks_[last_].free && chunks_[last_].size >= r) {
-    const Chunk& t = chunks_[last_];
-    if (!e || t.size < e->size || (t.size == e->size && t.offset < e->addr)) return last_;
+  Index t = tail();
+  if (t != Chunks::kNil && !chunks_.chunk(t).in_use && chunks_.chunk(t).size >= r) {
+    const auto& tc = chunks_.chunk(t);
+    if (!e || tc.size < e->size || (tc.size == e->size && tc.addr < e->addr)) return static_cast<std::uint32_t>(t);
   }
   return e ? e->id : kNone;
 }
 
-std::uint32_t Arena::first_fit(Bytes r) const {
-  for (const auto& [off, c] : by_offset_)
-    if (chunks_[c].size >= r) return c;
-  return kNone;
-}
+std::uint32_t Arena::first_fit(Bytes r) const { return r == 0 || r == kTooLarge ? kNone : by_addr_.first_fit(r); }
 
-Bytes Arena::take(std::uint32_t c, Bytes r, Handle h) {
+Addr Arena::take(std::uint32_t cu, Bytes r, Handle h) {
+  auto c = static_cast<Index>(cu);
   erase_free(c);
-  Chunk& ch = chunks_[c];
-  if (ch.size > r) {
-    std::uint32_t rest = acquire_slot(chunks_, spare_);
-    Chunk& cc = chunks_[c];  // acquire_slot may have reallocated
-    chunks_[rest] = Chunk{cc.offset + r, cc.size - r, c, cc.next, true};
-    if (cc.next != kNone) chunks_[cc.next].prev = rest;
-    else last_ = rest;
-    cc.next = rest;
-    cc.size = r;
-    insert_free(rest);  // after last_ moved: a new tail stays out of by_size
-  }
-  chunks_[c].free = false;
-  if (h >= owner_.size()) owner_.resize(h + 1, kNone);
+  if (chunks_.chunk(c).size > r) insert_free(chunks_.split(c, r));  // after the split: a new tail stays out of by_size
+  chunks_.set_in_use(c, true);
+  if (h >= owner_.size()) owner_.resize(h + 1, Chunks::kNil);
   owner_[h] = c;
-  allocated_ += chunks_[c].size;
-  return chunks_[c].offset;
+  allocated_ += r;
+  return chunks_.chunk(c).addr;
 }
 
 void Arena::release(Handle h) {
-  std::uint32_t c = owner_[h];
-  owner_[h] = kNone;
-  allocated_ -= chunks_[c].size;
-  chunks_[c].free = true;
+  Index c = owner_[h];
+  owner_[h] = Chunks::kNil;
+  allocated_ -= chunks_.chunk(c).size;
+  chunks_.set_in_use(c, false);
   // Merge with the right neighbour, then the left one.
-  std::uint32_t n = chunks_[c].next;
-  if (n != kNone && chunks_[n].free) {
+  Index n = chunks_.chunk(c).next;
+  if (n != Chunks::kNil && !chunks_.chunk(n).in_use) {
     erase_free(n);
-    chunks_[c].size += chunks_[n].size;
-    chunks_[c].next = chunks_[n].next;
-    if (chunks_[n].next != kNone) chunks_[chunks_[n].next].prev = c;
-    else last_ = c;
-    spare_.push_back(n);
+    chunks_.merge_next(c);
   }
-  std::uint32_t p = chunks_[c].prev;
-  if (p != kNone && chunks_[p].free) {
+  Index p = chunks_.chunk(c).prev;
+  if (p != Chunks::kNil && !chunks_.chunk(p).in_use) {
     erase_free(p);
-    chunks_[p].size += chunks_[c].size;
-    chunks_[p].next = chunks_[c].next;
-    if (chunks_[c].next != kNone) chunks_[chunks_[c].next].prev = p;
-    else last_ = p;
-    spare_.push_back(c);
+    chunks_.merge_next(p);
     c = p;
   }
   insert_free(c);
@@ -94,8 +72,9 @@ void Arena::release(Handle h) {
 Usage Arena::usage() const {
   Usage u;
   u.allocated = allocated_;
-  bool tail_free = last_ != kNone && chunks_[last_].free;
-  Bytes extent = tail_free ? chunks_[last_].offset : capacity_;
+  Index t = tail();
+  bool tail_free = t != Chunks::kNil && !chunks_.chunk(t).in_use;
+  Bytes extent = tail_free ? chunks_.chunk(t).addr - DeviceMemory::kBase : capacity_;
   u.reserved = std::min(round_up(extent, granularity_), capacity_);
   // Largest hole below the extent: the biggest free chunk that is not the free tail.
   const auto* hole = by_size_.largest();
@@ -103,39 +82,29 @@ Usage Arena::usage() const {
   // The tail's part below the rounded extent is free reserved memory as well.
   if (tail_free) u.largest_free = std::max(u.largest_free, u.reserved - extent);
   u.available = capacity_ - allocated_;
-  u.largest_available = std::max(u.largest_free, tail_free ? chunks_[last_].size : 0);
+  u.largest_available = std::max(u.largest_free, tail_free ? chunks_.chunk(t).size : 0);
   return u;
 }
 
 void Arena::validate() const {
-  auto fail = [](const std::string& s) { throw std::logic_error("arena: " + s); };
-  Bytes off = 0, alloc = 0;
+  Bytes alloc = 0;
   size_t nfree = 0;
-  std::uint32_t prev = kNone;
-  // Chunk 0 is always the lowest: merges keep the left chunk and only split off to the right.
-  std::uint32_t c = chunks_.empty() ? kNone : 0;
-  while (c != kNone) {
-    const Chunk& ch = chunks_[c];
-    if (ch.offset != off) fail(fmt::format("chunk at {} expected at {} (gap or overlap)", ch.offset, off));
-    if (ch.prev != prev) fail("prev link broken");
-    if (ch.offset % alignment_) fail("misaligned chunk");
-    if (ch.free) {
-      ++nfree;
-      if (prev != kNone && chunks_[prev].free) fail("two adjacent free chunks");
-      if ((c != last_ && !by_size_.contains(ch.size, ch.offset)) || (keep_by_offset_ && !by_offset_.count({ch.offset, c})))
-        fail("free chunk missing from an index");
-    } else {
+  chunks_.validate("arena", [&](Index c) {
+    const auto& ch = chunks_.chunk(c);
+    FRAGSIM_CHECK((ch.addr - DeviceMemory::kBase) % alignment_ == 0, "arena: misaligned chunk");
+    if (ch.in_use) {
       alloc += ch.size;
+      return;
     }
-    off += ch.size;
-    prev = c;
-    c = ch.next;
-  }
-  if (off != capacity_) fail(fmt::format("chunks cover {} of {} bytes", off, capacity_));
-  if (prev != last_) fail("last chunk pointer stale");
-  size_t tail = last_ != kNone && chunks_[last_].free ? 1 : 0;
-  if (nfree - tail != by_size_.size() || (keep_by_offset_ && nfree != by_offset_.size())) fail("index sizes differ from free chunk count");
-  if (alloc != allocated_) fail(fmt::format("allocated {} != sum of in-use chunks {}", allocated_, alloc));
+    ++nfree;
+    FRAGSIM_CHECK(ch.prev == Chunks::kNil || chunks_.chunk(ch.prev).in_use, "arena: two adjacent free chunks");
+    FRAGSIM_CHECK(c == tail() || by_size_.contains(ch.size, ch.addr), "arena: free chunk missing from by_size");
+    FRAGSIM_CHECK(!keep_by_addr_ || by_addr_.contains(ch.addr), "arena: free chunk missing from by_addr");
+  });
+  size_t tail_free = tail() != Chunks::kNil && !chunks_.chunk(tail()).in_use ? 1 : 0;
+  FRAGSIM_CHECK(nfree - tail_free == by_size_.size() && (!keep_by_addr_ || nfree == by_addr_.size()),
+                "arena: index sizes differ from the free chunk count");
+  FRAGSIM_CHECK(alloc == allocated_, "arena: allocated != Σ in-use chunks");
 }
 
 }  // namespace fragsim

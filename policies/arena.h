@@ -1,22 +1,23 @@
-// Arena: one contiguous range [base, base + capacity) cut into chunks, the shared state of the
-// baseline allocators best-fit and first-fit.
+// Arena: one contiguous range [kBase, kBase + capacity) cut into chunks (a ChunkList of one
+// region), the shared state of the baseline allocators best-fit and first-fit.
 //
-//   chunks    — pool of {offset, size, prev, next, free}; prev/next are physical neighbours
-//               (kNone at the ends); together they tile [0, capacity) without gaps.
-//   by_size   — free chunks except the free tail (the highest chunk), keyed (size, offset); best
+//   chunks    — ChunkList: chunks tile the range, prev/next are physical neighbours.
+//   by_size   — free chunks except the free tail (the highest chunk), keyed (size, address); best
 //               fit = the smaller of lower_bound((r, 0)) and the tail. Keeping the tail apart
 //               makes the largest hole below the extent an O(1) lookup.
-//   by_offset — free chunks keyed offset: first fit = first in address order with size ≥ r.
+//   by_addr   — free chunks keyed by address with subtree maxima (first fit only): the lowest
+//               fitting chunk in O(log n).
 //   owner     — handle → chunk.
-// Invariants (validate): chunks tile the range; no two free chunks are adjacent (coalescing);
-//   by_size holds exactly the free chunks but the tail, by_offset all of them (first fit only);
+// Invariants (validate): the ChunkList's; no two free chunks are adjacent (coalescing);
+//   by_size holds exactly the free chunks but the tail, by_addr all of them (first fit only);
 //   allocated = Σ in-use chunk sizes.
 // Reserved memory is modelled as a brk-style heap: the extent up to the end of the highest
 // in-use chunk, rounded up to the space's granularity; holes below it are the fragmentation.
 #pragma once
-#include <set>
 #include <vector>
 
+#include "policies/addr_index.h"
+#include "policies/chunk_list.h"
 #include "policies/policy.h"
 #include "policies/size_index.h"
 
@@ -25,36 +26,32 @@ namespace fragsim {
 class Arena {
  public:
   static constexpr std::uint32_t kNone = 0xffffffffu;
-  struct Chunk {
-    Bytes offset = 0, size = 0;
-    std::uint32_t prev = kNone, next = kNone;
-    bool free = true;
-  };
-  // by_offset: keep the address-ordered index (first fit needs it; best fit does not).
-  Arena(Bytes capacity, Bytes alignment, Bytes granularity, bool by_offset);
+  // by_addr: keep the address-ordered index (first fit needs it; best fit does not).
+  Arena(Bytes capacity, Bytes alignment, Bytes granularity, bool by_addr);
 
-  std::uint32_t best_fit(Bytes r) const;   // kNone when nothing fits
-  std::uint32_t first_fit(Bytes r) const;  // kNone when nothing fits
-  // Takes the low r bytes of free chunk c (splitting off the rest) for handle h.
-  Bytes take(std::uint32_t c, Bytes r, Handle h);
+  [[nodiscard]] std::uint32_t best_fit(Bytes r) const;   // kNone when nothing fits
+  [[nodiscard]] std::uint32_t first_fit(Bytes r) const;  // kNone when nothing fits
+  // Takes the low r bytes of free chunk c (splitting off the rest) for handle h; returns its address.
+  Addr take(std::uint32_t c, Bytes r, Handle h);
   void release(Handle h);
-  Bytes offset_of(Handle h) const { return chunks_[owner_[h]].offset; }
-  Bytes round(Bytes n) const { return n == 0 ? alignment_ : round_up(n, alignment_); }
+  // Rounded request (kTooLarge when rounding overflows: it never fits).
+  Bytes round(Bytes n) const;
   Usage usage() const;
   void validate() const;
 
  private:
-  void insert_free(std::uint32_t c);
-  void erase_free(std::uint32_t c);
+  using Chunks = ChunkList<>;
+  using Index = Chunks::Index;
+  void insert_free(Index c);
+  void erase_free(Index c);
+  Index tail() const { return chunks_.region_count() ? chunks_.region(0).last : Chunks::kNil; }
 
   Bytes capacity_, alignment_, granularity_;
-  std::vector<Chunk> chunks_;
-  std::vector<std::uint32_t> spare_;
-  bool keep_by_offset_;
+  Chunks chunks_;
+  bool keep_by_addr_;
   SizeIndex by_size_;
-  std::set<std::pair<Bytes, std::uint32_t>> by_offset_;  // (offset, chunk)
-  std::vector<std::uint32_t> owner_;                     // handle → chunk
-  std::uint32_t last_ = kNone;                           // the highest chunk
+  AddrIndex by_addr_;
+  std::vector<Index> owner_;  // handle → chunk
   Bytes allocated_ = 0;
 };
 

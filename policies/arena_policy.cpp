@@ -11,13 +11,8 @@ class ArenaPolicy : public AllocatorPolicy {
   Placement allocate(const AllocRequest& req) override {
     Bytes r = arena_.round(req.size);
     std::uint32_t c = fit_ == Fit::kBest ? arena_.best_fit(r) : arena_.first_fit(r);
-    Placement p;
-    if (c == Arena::kNone) return p;
-    Bytes off = arena_.take(c, r, req.handle);
-    p.ok = p.has_addr = true;
-    p.addr = DeviceMemory::kBase + off;
-    p.block = r;
-    return p;
+    if (c == Arena::kNone) return Placement::failed();
+    return Placement::at(arena_.take(c, r, req.handle), r);
   }
   void release(Handle h) override { arena_.release(h); }
   Usage usage() const override { return arena_.usage(); }
@@ -31,10 +26,11 @@ class ArenaPolicy : public AllocatorPolicy {
 
 }  // namespace
 
-std::unique_ptr<AllocatorPolicy> make_arena_policy(Fit fit, ConfigReader& cfg, const PolicyContext& ctx) {
+PolicyBuilder configure_arena_policy(Fit fit, ConfigReader& cfg, const ConfigContext& ctx) {
   Bytes alignment = cfg.size("alignment", 256);
   if (alignment == 0 || (alignment & (alignment - 1))) throw InputError("alignment: must be a power of two");
-  return std::make_unique<ArenaPolicy>(fit, ctx.space->usable(), alignment, ctx.space->granularity);
+  Bytes capacity = ctx.space->usable(), granularity = ctx.space->granularity;
+  return [=](const PolicyContext&) { return std::make_unique<ArenaPolicy>(fit, capacity, alignment, granularity); };
 }
 
 }  // namespace fragsim

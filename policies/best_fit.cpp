@@ -6,7 +6,7 @@ namespace fragsim {
 
 void register_best_fit(Registry& r) {
   r.add({"best-fit", "baseline: smallest fitting hole of one contiguous arena (options: alignment)",
-         [](ConfigReader& cfg, const PolicyContext& ctx) { return make_arena_policy(Fit::kBest, cfg, ctx); }});
+         [](ConfigReader& cfg, const ConfigContext& ctx) { return configure_arena_policy(Fit::kBest, cfg, ctx); }});
 }
 
 }  // namespace fragsim

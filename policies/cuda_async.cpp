@@ -5,27 +5,30 @@
 //   unused pool memory goes back to the driver at the next synchronization; reuse is stream
 //   ordered (a stream reuses its own frees at once; other streams' frees once the freeing work
 //   completed: AllowOpportunistic/FollowEventDependencies, default on); with preallocate JAX
-//   allocates and frees the pool size once at start, so that much stays cached.
+//   allocates and frees the pool size once at start, so that much stays cached;
+//   cudaMemPoolTrimTo (what an explicit empty-cache request does) releases unused memory down to
+//   the threshold.
 // MODELLED (driver internals, to be calibrated with the real-device replayer):
 //   the pool grows in segments of round_up(request, granularity) (2 MiB pages); placement
 //   inside the pool is best fit over free blocks (size, address) with 512-byte rounding;
 //   blocks split when the remainder is ≥ 512 bytes; a synchronization point is modelled after
 //   every free (the replay has no explicit stream syncs), when a pool above its threshold
-//   releases whole unused segments, largest first; cross-stream frees become reusable after
-//   `cross_stream_delay` ticks (default 0: the freeing work is taken as complete); when the
-//   device cannot grow the pool, unused segments are released and the allocation retried.
+//   releases whole unused segments, largest first; cross-stream frees become reusable
+//   `cross_stream_delay` ticks after the block was freed (default 0: the freeing work is taken
+//   as complete); when the device cannot grow the pool, unused segments are released and the
+//   allocation retried.
 // State: a SegmentHeap per stream (policies/segment_heap.h) — a free block serves only its own
-// stream until it has been released and reobtained.
+// stream until it has been released and reobtained; a free block's `aux` is the tick it was
+// freed at. Memory is O(live segments + blocks): segment slots are reused.
 #include <algorithm>
 #include <map>
-#include <stdexcept>
 
 #include <fmt/format.h>
 
 #include "policies/jax_gpu.h"
 #include "policies/policy.h"
 #include "policies/segment_heap.h"
-#include "sim/error.h"
+#include "sim/base/error.h"
 
 namespace fragsim {
 
@@ -33,60 +36,59 @@ namespace {
 
 constexpr Bytes kRound = 512;
 
+struct CudaAsyncOptions {
+  Bytes threshold = 0;
+  Bytes prealloc = 0;
+  std::uint64_t cross_delay = 0;  // ticks
+};
+
 class CudaAsyncPolicy : public AllocatorPolicy {
  public:
-  CudaAsyncPolicy(const PolicyContext& ctx, Bytes threshold, Bytes prealloc, Tick cross_delay)
-      : dev_(ctx.device), sched_(ctx.scheduler), threshold_(threshold), cross_delay_(cross_delay) {
-    if (prealloc) {  // allocate + free the pool size once: it stays cached below the threshold
-      if (auto g = dev_->allocate(prealloc)) add_segment(0, *g);
+  CudaAsyncPolicy(const PolicyContext& ctx, const CudaAsyncOptions& o)
+      : dev_(ctx.device), sched_(ctx.scheduler), o_(o) {
+    if (o_.prealloc) {  // allocate + free the pool size once: it stays cached below the threshold
+      if (auto g = dev_->allocate(o_.prealloc)) add_segment(0, std::move(g));
     }
   }
 
   Placement allocate(const AllocRequest& req) override {
-    Placement p;
-    if (req.size == 0) {
-      p.ok = true;
-      return p;
-    }
-    Bytes r = round_up(req.size, kRound);
+    Bytes r = round_up_sat(req.size, kRound);
+    if (r == kTooLarge) return Placement::failed();
     auto [owner_stream, blk] = find(req.stream, r, req.t);
-    SegmentHeap* heap = blk == SegmentHeap::kNil ? nullptr : &pool(owner_stream);
     if (blk == SegmentHeap::kNil) {
       auto g = dev_->allocate(r);
       if (!g) {
         release_unused(0);  // the driver frees cached memory before failing
         g = dev_->allocate(r);
       }
-      if (!g) return p;
+      if (!g) return Placement::failed();
       owner_stream = req.stream;
-      heap = &pool(req.stream);
-      std::int32_t s = add_segment(req.stream, *g);
-      blk = heap->segment(s).first;
+      blk = pool(req.stream).segment(add_segment(req.stream, std::move(g))).first;
     }
-    heap->take(blk, r, req.size, true);
+    SegmentHeap& heap = pool(owner_stream);
+    heap.take(blk, r, req.size, true);
     if (req.handle >= owner_.size()) owner_.resize(req.handle + 1, {0, SegmentHeap::kNil});
     owner_[req.handle] = {owner_stream, blk};  // the pool that holds the block (reuse may cross streams)
-    const auto& b = heap->block(blk);
-    p.ok = p.has_addr = true;
-    p.addr = b.addr;
-    p.block = b.size;
-    p.region = heap->segment(b.seg).region;
-    p.region_offset = b.addr - heap->segment(b.seg).base;
-    return p;
+    const auto& b = heap.block(blk);
+    const auto& sg = heap.segment(b.region);
+    return Placement::at(b.addr, b.size, sg.id, sg.base);
   }
 
   void release(Handle h) override {
     auto [stream, blk] = owner_[h];
     SegmentHeap& heap = pool(stream);
     std::int32_t m = heap.free_block(blk);
-    freed_at_[{stream, heap.block(m).seg}] = sched_->now();
-    if (reserved() > threshold_ && !trim_pending_) {
-      trim_pending_ = true;
-      sched_->schedule(sched_->now(), [this] {
-        trim_pending_ = false;
-        release_unused(threshold_);
-      });
-    }
+    heap.block_extra(m).aux = sched_->now().value();
+    if (reserved() > o_.threshold && !trim_.pending())
+      trim_ = sched_->schedule(sched_->now(), [this] { release_unused(o_.threshold); });
+  }
+
+  // cudaMemPoolTrimTo(pool, threshold): what the framework's empty-cache call does.
+  std::string empty_cache() override {
+    Bytes before = reserved();
+    release_unused(o_.threshold);
+    return fmt::format("pool trimmed to the release threshold ({}): {} returned to the device",
+                       human_bytes(o_.threshold), human_bytes(before - reserved()));
   }
 
   Usage usage() const override {
@@ -100,29 +102,34 @@ class CudaAsyncPolicy : public AllocatorPolicy {
     u.largest_available = std::max(u.largest_free, dev_->available());
     return u;
   }
-  Bytes rounded_size(const AllocRequest& req) const override { return round_up(req.size, kRound); }
+  Bytes rounded_size(const AllocRequest& req) const override { return round_up_sat(req.size, kRound); }
   nlohmann::json stats() const override {
     Usage u = usage();
     return {{"reserved_mem_current", u.reserved}, {"used_mem_current", u.allocated},
-            {"reserved_mem_high", peak_reserved_},  {"release_threshold", threshold_},
+            {"reserved_mem_high", peak_reserved_},  {"release_threshold", o_.threshold},
             {"trims", trims_}};
   }
   void validate() const override {
-    for (const auto& [s, heap] : pools_) heap.validate(fmt::format("cuda-async stream {}", s));
+    Bytes reserved = 0;
+    for (const auto& [s, heap] : pools_) {
+      heap.validate(fmt::format("cuda-async stream {}", s));
+      reserved += heap.reserved();
+    }
+    FRAGSIM_CHECK(reserved == reserved_, "cuda-async: reserved != Σ pools");
+    size_t live = 0;
+    for (const auto& [k, g] : grants_) live += g ? 1 : 0;
+    FRAGSIM_CHECK(live == grants_.size(), "cuda-async: a released grant is still listed");
   }
 
  private:
   SegmentHeap& pool(std::int64_t stream) { return pools_[stream]; }
-  Bytes reserved() const {
-    Bytes r = 0;
-    for (const auto& [s, heap] : pools_) r += heap.reserved();
-    return r;
-  }
+  Bytes reserved() const { return reserved_; }
 
-  std::int32_t add_segment(std::int64_t stream, const DeviceMemory::Grant& g) {
-    std::int32_t s = pool(stream).add_segment(g.addr, g.bytes);
-    pool(stream).segment_mut(s).region = next_region_++;
-    peak_reserved_ = std::max(peak_reserved_, reserved());
+  std::int32_t add_segment(std::int64_t stream, DeviceMemory::Grant g) {
+    std::int32_t s = pool(stream).add_segment(g.addr(), g.bytes());
+    reserved_ += g.bytes();
+    grants_[{stream, s}] = std::move(g);
+    peak_reserved_ = std::max(peak_reserved_, reserved_);
     return s;
   }
 
@@ -135,8 +142,8 @@ class CudaAsyncPolicy : public AllocatorPolicy {
       if (s == stream) continue;
       const SizeIndex::Entry* hit = nullptr;
       heap.scan_from(r, [&](const SizeIndex::Entry& e) {
-        auto it = freed_at_.find({s, heap.block(static_cast<std::int32_t>(e.id)).seg});
-        if (it != freed_at_.end() && it->second + cross_delay_ > now) return true;
+        Tick freed(heap.block(static_cast<std::int32_t>(e.id)).x.aux);
+        if (now - std::min(now, freed) < o_.cross_delay) return true;  // the freeing work has not completed
         hit = &e;
         return false;
       });
@@ -147,6 +154,7 @@ class CudaAsyncPolicy : public AllocatorPolicy {
 
   // Releases unused segments, largest first, until reserved ≤ keep.
   void release_unused(Bytes keep) {
+    if (reserved_ <= keep) return;
     std::vector<std::tuple<Bytes, std::int64_t, std::int32_t>> cand;
     for (auto& [s, heap] : pools_)
       for (size_t i = 0; i < heap.segment_count(); ++i)
@@ -154,23 +162,22 @@ class CudaAsyncPolicy : public AllocatorPolicy {
           cand.emplace_back(heap.segment(static_cast<std::int32_t>(i)).size, s, static_cast<std::int32_t>(i));
     std::sort(cand.begin(), cand.end(), [](const auto& a, const auto& b) { return std::get<0>(a) > std::get<0>(b); });
     for (const auto& [size, s, i] : cand) {
-      if (reserved() <= keep) break;
-      dev_->release(pool(s).segment(i).base);
+      if (reserved_ <= keep) break;
       pool(s).remove_segment(i);
+      reserved_ -= size;
+      grants_.erase({s, i});  // gives the memory back
       ++trims_;
     }
   }
 
   DeviceMemory* dev_;
   Scheduler* sched_;
-  Bytes threshold_;
-  Tick cross_delay_;
+  CudaAsyncOptions o_;
   std::map<std::int64_t, SegmentHeap> pools_;
-  std::map<std::pair<std::int64_t, std::int32_t>, Tick> freed_at_;
+  std::map<std::pair<std::int64_t, std::int32_t>, DeviceMemory::Grant> grants_;  // (stream, segment) → memory
   std::vector<std::pair<std::int64_t, std::int32_t>> owner_;
-  int next_region_ = 0;
-  bool trim_pending_ = false;
-  Bytes peak_reserved_ = 0;
+  Scheduler::Task trim_;
+  Bytes reserved_ = 0, peak_reserved_ = 0;
   std::uint64_t trims_ = 0;
 };
 
@@ -179,18 +186,19 @@ class CudaAsyncPolicy : public AllocatorPolicy {
 void register_cuda_async(Registry& r) {
   r.add({"cuda-async",
          "JAX XLA_PYTHON_CLIENT_ALLOCATOR=cuda_async: modelled cudaMallocAsync pool (mem_fraction -> release "
-         "threshold, preallocate, cross_stream_delay)",
-         [](ConfigReader& cfg, const PolicyContext& ctx) -> std::unique_ptr<AllocatorPolicy> {
+         "threshold, preallocate, cross_stream_delay, release_threshold)",
+         [](ConfigReader& cfg, const ConfigContext& ctx) -> PolicyBuilder {
            JaxlibBehaviour jb = jaxlib_behaviour(cfg.text("jaxlib", kNewestJaxlib), "jaxlib");
-           double f = cfg.number("mem_fraction", 0.75);
-           if (!(f > 0)) throw InputError("policy cuda-async: mem_fraction: must be > 0");
+           double f = cfg.number_in("mem_fraction", 0.75, 0, kMaxMemFraction);
            bool pre = cfg.flag("preallocate", true);
-           Tick delay = static_cast<Tick>(cfg.integer("cross_stream_delay", 0));
+           CudaAsyncOptions o;
+           o.cross_delay = static_cast<std::uint64_t>(cfg.integer_in("cross_stream_delay", 0, 0, INT64_MAX));
            Bytes total = jb.limit_from_free ? ctx.space->usable() : ctx.space->capacity;
-           auto threshold = static_cast<Bytes>(static_cast<double>(total) * pjrt_fraction(f));
-           if (cfg.has("release_threshold")) threshold = cfg.size("release_threshold", threshold);
-           cfg.record("resolved_release_threshold", threshold);
-           return std::make_unique<CudaAsyncPolicy>(ctx, threshold, pre ? threshold : 0, delay);
+           o.threshold = static_cast<Bytes>(std::min(static_cast<double>(total) * pjrt_fraction(f), 1.8e19));
+           if (auto t = cfg.optional_size("release_threshold")) o.threshold = *t;
+           cfg.record("resolved_release_threshold", o.threshold);
+           o.prealloc = pre ? o.threshold : 0;
+           return [o](const PolicyContext& pc) { return std::make_unique<CudaAsyncPolicy>(pc, o); };
          }});
 }
 

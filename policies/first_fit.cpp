@@ -6,7 +6,7 @@ namespace fragsim {
 
 void register_first_fit(Registry& r) {
   r.add({"first-fit", "baseline: lowest-address fitting hole of one contiguous arena (options: alignment)",
-         [](ConfigReader& cfg, const PolicyContext& ctx) { return make_arena_policy(Fit::kFirst, cfg, ctx); }});
+         [](ConfigReader& cfg, const ConfigContext& ctx) { return configure_arena_policy(Fit::kFirst, cfg, ctx); }});
 }
 
 }  // namespace fragsim

@@ -5,7 +5,8 @@
 
 #include <fmt/format.h>
 
-#include "sim/error.h"
+#include "sim/base/checked.h"
+#include "sim/base/error.h"
 
 namespace fragsim {
 
@@ -26,10 +27,12 @@ JaxlibBehaviour jaxlib_behaviour(const std::string& version, const std::string& 
 
 double pjrt_fraction(double fraction) { return static_cast<double>(static_cast<float>(fraction)); }
 
+Bytes rounded_limit(Bytes limit, const JaxlibBehaviour& b) {
+  return b.round_limit ? checked_round_up(limit, 2 * kMiB, "memory limit") : limit;
+}
+
 Bytes xla_memory_limit(Bytes total, double fraction, const JaxlibBehaviour& b) {
-  auto limit = static_cast<Bytes>(static_cast<double>(total) * pjrt_fraction(fraction));
-  if (b.round_limit) limit = round_up(limit, 2 * kMiB);
-  return limit;
+  return rounded_limit(static_cast<Bytes>(static_cast<double>(total) * pjrt_fraction(fraction)), b);
 }
 
 }  // namespace fragsim

@@ -8,11 +8,11 @@
 // comparable with a recording; the figure this policy is for is the simulated allocator time
 // (per-call latency of the hardware cost model), reported as allocator_time_ms.
 //   allocated = reserved = Σ live padded sizes ≤ usable device memory
-#include <stdexcept>
 #include <vector>
 
 #include "policies/jax_gpu.h"
 #include "policies/policy.h"
+#include "sim/base/error.h"
 
 namespace fragsim {
 
@@ -22,46 +22,33 @@ class PlatformPolicy : public AllocatorPolicy {
  public:
   PlatformPolicy(DeviceMemory* dev, Bytes unit) : dev_(dev), unit_(unit) {}
   Placement allocate(const AllocRequest& req) override {
-    Placement p;
-    if (req.size == 0) {  // a null buffer, no device call
-      p.ok = true;
-      return p;
-    }
     auto g = dev_->allocate(req.size, unit_);
-    if (!g) return p;
-    if (req.handle >= live_.size()) live_.resize(req.handle + 1, {0, 0});
-    live_[req.handle] = {g->addr, g->bytes};
-    allocated_ += g->bytes;
-    p.ok = p.has_addr = true;
-    p.addr = g->addr;
-    p.block = g->bytes;
+    if (!g) return Placement::failed();
+    if (req.handle >= live_.size()) live_.resize(req.handle + 1);
+    allocated_ += g.bytes();
+    Placement p = Placement::at(g.addr(), g.bytes());
+    live_[req.handle] = std::move(g);
     return p;
   }
   void release(Handle h) override {
-    auto [a, b] = live_[h];
-    if (b == 0) return;
-    dev_->release(a);
-    allocated_ -= b;
-    live_[h] = {0, 0};
+    allocated_ -= live_[h].bytes();
+    live_[h].release();
   }
-  Usage usage() const override {
-    return {allocated_, allocated_, 0, dev_->available(), dev_->available()};
-  }
+  std::string empty_cache() override { return "the platform allocator caches nothing: nothing to release"; }
+  Usage usage() const override { return {allocated_, allocated_, 0, dev_->available(), dev_->available()}; }
   Bytes rounded_size(const AllocRequest& req) const override {
-    return unit_ ? round_up(req.size, unit_) : dev_->padded(req.size);
+    return unit_ ? round_up_sat(req.size, unit_) : dev_->padded(req.size);
   }
-  nlohmann::json extra_report() const override {
-    return {{"allocator_time_ms", dev_->time_ns() / 1e6}};
-  }
+  nlohmann::json extra_report() const override { return {{"allocator_time_ms", dev_->time_ns() / 1e6}}; }
   void validate() const override {
-    if (allocated_ != dev_->used()) throw std::logic_error("platform: allocated != device memory in use");
+    FRAGSIM_CHECK(allocated_ == dev_->used(), "platform: allocated != device memory in use");
   }
 
  private:
   DeviceMemory* dev_;
   Bytes unit_;  // padding of each device allocation (0 = the device granularity)
   Bytes allocated_ = 0;
-  std::vector<std::pair<Addr, Bytes>> live_;
+  std::vector<DeviceMemory::Grant> live_;  // per handle
 };
 
 }  // namespace
@@ -69,9 +56,10 @@ class PlatformPolicy : public AllocatorPolicy {
 void register_platform(Registry& r) {
   r.add({"platform",
          "JAX XLA_PYTHON_CLIENT_ALLOCATOR=platform: one device malloc/free per buffer, simulated call time (jaxlib)",
-         [](ConfigReader& cfg, const PolicyContext& ctx) -> std::unique_ptr<AllocatorPolicy> {
+         [](ConfigReader& cfg, const ConfigContext&) -> PolicyBuilder {
            JaxlibBehaviour jb = jaxlib_behaviour(cfg.text("jaxlib", kNewestJaxlib), "jaxlib");
-           return std::make_unique<PlatformPolicy>(ctx.device, jb.vmm_padding ? 0 : 512);
+           Bytes unit = jb.vmm_padding ? 0 : 512;
+           return [unit](const PolicyContext& pc) { return std::make_unique<PlatformPolicy>(pc.device, unit); };
          }});
 }
 

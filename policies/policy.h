@@ -1,12 +1,19 @@
 // AllocatorPolicy: the interface between the engine and an allocator model (architecture.md).
 //
-// One instance serves one (device, memory space). A policy never reads the trace: it sees
-// AllocRequests and releases by Handle, obtains memory only through its DeviceMemory, and may
-// schedule deferred work (stream-ordered frees, pool trims) through the Scheduler.
-// Failure to place is a value (Placement::ok == false), never an exception.
+// One instance serves one (device, memory space). A policy never reads the trace: it sees typed
+// AllocRequests and releases by Handle, obtains memory only through its DeviceMemory (grants
+// that give the memory back when the policy goes), and may schedule deferred work (stream-ordered
+// frees, pool trims) through the Scheduler, keeping the returned task: a task whose owner has
+// gone never runs. Failure to place is a value (Placement::ok == false), never an exception.
+//
+// Building a policy takes two steps (as Ramulator 2 builds modules): the registry's `configure`
+// reads and checks the config against the hardware (no device memory is touched, so configs are
+// validated without building anything) and returns a builder; the builder makes instances.
 #pragma once
 #include <functional>
 #include <memory>
+#include <optional>
+#include <span>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -15,28 +22,74 @@
 
 #include "hardware_models/device_memory.h"
 #include "hardware_models/hardware_model.h"
-#include "sim/config.h"
-#include "sim/event.h"
+#include "sim/base/config.h"
+#include "sim/base/event.h"
 
 namespace fragsim {
 
+// What a policy knows of one allocation: typed fields, never the trace record.
 struct AllocRequest {
   Handle handle = kNoHandle;  // dense id of the allocation (engine- and policy-wide per device)
-  AllocId id = 0;
-  Bytes size = 0;             // requested bytes
+  AllocId id;
+  Bytes size = 0;  // requested bytes
   std::int64_t stream = 0;
   Space space = Space::kHbm;
-  Tick t = 0;
-  const Event* event = nullptr;  // shape/dtype/name when the trace has them
+  Tick t;
+  std::uint64_t event_index = 0;         // the alloc's event_index (offline planners key on it)
+  Dtype dtype = Dtype::kNone;            // kNone: the trace gave no dtype
+  std::span<const std::uint64_t> shape;  // logical shape, major to minor (valid for the call only)
+  bool has_shape = false;                // shape given (an empty shape is then a scalar)
+  std::optional<Addr> seeded_at;         // allocated before the trace began, at this recorded address
+};
+
+// A request whose shape outlives the call (policies that re-place buffers keep these).
+struct OwnedRequest {
+  AllocRequest req;
+  std::vector<std::uint64_t> shape;
+  explicit OwnedRequest(const AllocRequest& r = {}) : req(r), shape(r.shape.begin(), r.shape.end()) {}
+  AllocRequest get() const {
+    AllocRequest r = req;
+    r.shape = shape;
+    return r;
+  }
+};
+
+// What the recording allocator or driver did (trace observations), for policies that seed or
+// check themselves against it.
+struct Observation {
+  Op op = Op::kMark;
+  Addr addr;
+  bool has_addr = false;
+  Bytes size = 0;
+  std::int64_t stream = 0;
+  bool pre_trace = false;  // state that existed before the trace began (seed it)
 };
 
 struct Placement {
   bool ok = false;
   bool has_addr = false;  // false for policies that place nothing (ideal)
-  Addr addr = 0;
-  Bytes block = 0;        // bytes of the block handed out (after rounding, unsplit remainders)
-  int region = -1;        // index of the device region/segment in obtain order, -1 = none
+  Addr addr;
+  Bytes block = 0;  // bytes of the block handed out (after rounding, unsplit remainders)
+  int region = -1;  // index of the device region/segment in obtain order, -1 = none
   Bytes region_offset = 0;
+
+  static Placement failed() { return {}; }
+  // Succeeded without an address (ideal; zero-byte requests the framework never passes on).
+  static Placement unplaced(Bytes block = 0) {
+    Placement p;
+    p.ok = true;
+    p.block = block;
+    return p;
+  }
+  static Placement at(Addr addr, Bytes block, int region = -1, Addr region_base = Addr()) {
+    Placement p;
+    p.ok = p.has_addr = true;
+    p.addr = addr;
+    p.block = block;
+    p.region = region;
+    if (region >= 0) p.region_offset = addr - region_base;
+    return p;
+  }
 };
 
 // What the engine's metrics read after every event. Must be O(1) or O(log n).
@@ -48,6 +101,7 @@ struct Usage {
   Bytes largest_available = 0;  // largest single block obtainable now (free block or fresh device memory)
 };
 
+// External fragmentation of the free reserved memory: (free − largest free) / free, 0 when free is 0.
 inline double fragmentation(const Usage& u) {
   Bytes free = u.reserved > u.allocated ? u.reserved - u.allocated : 0;
   if (free == 0) return 0.0;
@@ -57,33 +111,61 @@ inline double fragmentation(const Usage& u) {
 
 class Scheduler {
  public:
+  // A scheduled piece of work. Move-only; destroying or cancelling it before the clock reaches
+  // its time means it never runs, so work scheduled by a policy dies with the policy.
+  class Task {
+   public:
+    Task() = default;
+    explicit Task(std::shared_ptr<std::function<void()>> fn) : fn_(std::move(fn)) {}
+    Task(Task&&) noexcept = default;
+    Task& operator=(Task&& o) noexcept {
+      cancel();
+      fn_ = std::move(o.fn_);
+      return *this;
+    }
+    Task(const Task&) = delete;
+    Task& operator=(const Task&) = delete;
+    ~Task() { cancel(); }
+    void cancel() {
+      if (fn_) *fn_ = nullptr;
+      fn_.reset();
+    }
+    bool pending() const { return fn_ && *fn_; }
+
+   private:
+    std::shared_ptr<std::function<void()>> fn_;
+  };
+
   virtual ~Scheduler() = default;
   virtual Tick now() const = 0;
-  // Runs fn when the simulated clock reaches t (before trace events at t' > t... and ≥ t).
-  virtual void schedule(Tick t, std::function<void()> fn) = 0;
+  // Runs fn when the simulated clock reaches t (≥ now), before trace events later than t.
+  [[nodiscard]] virtual Task schedule(Tick t, std::function<void()> fn) = 0;
 };
 
 // One allocation's lifetime, for policies that plan offline (static-heap). Times count the
 // alloc and free events of the (device, space) from 0; `end` of a never-freed buffer is one past
 // the last event.
 struct Lifetime {
-  std::uint64_t alloc_index = 0;  // event_index of the alloc
-  Bytes size = 0;
   std::uint64_t start = 0, end = 0;
-  Event event;  // the alloc event (shape, dtype, ...)
+  OwnedRequest buffer;  // the alloc (size, shape, dtype, event_index)
 };
 
 class Registry;
-struct PolicyContext {
+// What configuring a policy may depend on (no device memory, no clock).
+struct ConfigContext {
   const Registry* registry = nullptr;  // for policies that wrap another (tpu-padded's inner)
   const HardwareModel* hw = nullptr;
   const SpaceSpec* space = nullptr;
-  DeviceMemory* device = nullptr;
-  Scheduler* scheduler = nullptr;
   std::uint32_t device_index = 0;
   // The trace's header (null when none): recorded allocator settings a faithful policy adopts
   // by default (torch-caching reads a snapshot's allocator_settings). Never the events.
   const nlohmann::json* trace_header = nullptr;
+};
+
+// What a built policy works with.
+struct PolicyContext : ConfigContext {
+  DeviceMemory* device = nullptr;
+  Scheduler* scheduler = nullptr;
 };
 
 class AllocatorPolicy {
@@ -91,7 +173,7 @@ class AllocatorPolicy {
   virtual ~AllocatorPolicy() = default;
   // Places the request. Pre: req.handle is not live here. Post: ok → handle live with the
   // returned block; !ok → no live block was added (device state may have changed, e.g. retries).
-  virtual Placement allocate(const AllocRequest& req) = 0;
+  [[nodiscard]] virtual Placement allocate(const AllocRequest& req) = 0;
   // Frees a live handle. Pre: handle live here (the engine never frees a failed allocation).
   virtual void release(Handle h) = 0;
   // A free whose event names a stream (a block used on another stream is freed there: PyTorch's
@@ -100,15 +182,18 @@ class AllocatorPolicy {
     (void)stream;
     release(h);
   }
-  // Current figures for metrics (cheap).
-  virtual Usage usage() const = 0;
+  // The program asked the allocator to return its cached memory (torch.cuda.empty_cache()).
+  // Returns what happened, in words, for the report (e.g. "nothing cached: ...").
+  virtual std::string empty_cache() { return "this allocator keeps no cache: nothing to release"; }
+  // Current figures for metrics (cheap: O(1) or O(log n)).
+  [[nodiscard]] virtual Usage usage() const = 0;
   // The size this policy would ask for the request after its own rounding (OOM cause).
-  virtual Bytes rounded_size(const AllocRequest& req) const { return req.size; }
+  [[nodiscard]] virtual Bytes rounded_size(const AllocRequest& req) const { return req.size; }
   // Allocator statistics in the real allocator's names (report "policy_stats").
   virtual nlohmann::json stats() const { return nlohmann::json::object(); }
   // Extra figures for the report (e.g. simulated allocator time).
   virtual nlohmann::json extra_report() const { return nlohmann::json::object(); }
-  // Checks every invariant of the state; throws std::logic_error naming the broken one.
+  // Checks every invariant of the state; throws InternalError naming the broken one.
   virtual void validate() const = 0;
   // Human explanation of an OOM as the real allocator would print it (may be empty).
   virtual std::string describe_oom(const AllocRequest& req) const {
@@ -126,16 +211,18 @@ class AllocatorPolicy {
   // Offline planning (policies registered with needs_lifetimes): every lifetime of this
   // policy's (device, space), called once before the first event.
   virtual void plan(const std::vector<Lifetime>& buffers) { (void)buffers; }
-  // Observation events of the trace (segment_alloc, ...) for fidelity bookkeeping. Optional.
-  virtual void observe(const Event& ev) { (void)ev; }
+  // Observation events of the trace (segment_alloc, ...) for seeding and fidelity. Optional.
+  virtual void observe(const Observation& ob) { (void)ob; }
 };
 
-using PolicyFactory = std::function<std::unique_ptr<AllocatorPolicy>(ConfigReader& cfg, const PolicyContext& ctx)>;
+using PolicyBuilder = std::function<std::unique_ptr<AllocatorPolicy>(const PolicyContext&)>;
+// Reads and checks the config (InputError on a bad one) and returns the builder.
+using PolicyConfigure = std::function<PolicyBuilder(ConfigReader& cfg, const ConfigContext& ctx)>;
 
 struct PolicyInfo {
   std::string name;
   std::string summary;
-  PolicyFactory make;
+  PolicyConfigure configure;
   bool needs_lifetimes = false;  // reads the whole trace first (memory O(allocations))
 };
 
@@ -143,8 +230,8 @@ struct PolicyInfo {
 class Registry {
  public:
   void add(PolicyInfo info) { infos_.push_back(std::move(info)); }
-  // Throws InputError listing the valid names when unknown.
-  const PolicyInfo& find(const std::string& name) const;
+  // Throws InputError naming `what` (the option or key that named it) and the valid names.
+  const PolicyInfo& find(const std::string& name, std::string_view what = "--policy") const;
   const std::vector<PolicyInfo>& all() const { return infos_; }
 
  private:

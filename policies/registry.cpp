@@ -1,16 +1,17 @@
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include "policies/policy.h"
-#include "sim/error.h"
+#include "sim/base/error.h"
 
 namespace fragsim {
 
-const PolicyInfo& Registry::find(const std::string& name) const {
+const PolicyInfo& Registry::find(const std::string& name, std::string_view what) const {
   for (const auto& i : infos_)
     if (i.name == name) return i;
-  std::string names;
-  for (const auto& i : infos_) names += (names.empty() ? "" : ", ") + i.name;
-  throw InputError(fmt::format("--policy: unknown policy '{}' (valid: {})", name, names));
+  std::vector<std::string_view> names;
+  for (const auto& i : infos_) names.push_back(i.name);
+  throw InputError(fmt::format("{}: unknown policy '{}' (valid: {})", what, name, fmt::join(names, ", ")));
 }
 
 void register_builtin_policies(Registry& r) {

@@ -13,7 +13,7 @@
 #include <cstdint>
 #include <vector>
 
-#include "sim/types.h"
+#include "sim/base/units.h"
 
 namespace fragsim {
 
@@ -57,7 +57,7 @@ class SizeIndex {
   const Entry* lower_bound(Bytes r) const {
     std::uint32_t c = cls(r);
     const auto& v = bins_[c];
-    auto it = std::lower_bound(v.begin(), v.end(), Entry{r, 0, 0});
+    auto it = std::lower_bound(v.begin(), v.end(), Entry{r, Addr(), 0});
     if (it != v.end()) return &*it;
     std::uint32_t n = next_class(c + 1);
     return n == kClasses ? nullptr : &bins_[n].front();
@@ -67,7 +67,7 @@ class SizeIndex {
   void scan_from(Bytes r, F f) const {
     std::uint32_t c = cls(r);
     const auto& v = bins_[c];
-    for (auto it = std::lower_bound(v.begin(), v.end(), Entry{r, 0, 0}); it != v.end(); ++it)
+    for (auto it = std::lower_bound(v.begin(), v.end(), Entry{r, Addr(), 0}); it != v.end(); ++it)
       if (!f(*it)) return;
     for (c = next_class(c + 1); c < kClasses; c = next_class(c + 1))
       for (const auto& e : bins_[c])

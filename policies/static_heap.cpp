@@ -1,30 +1,34 @@
 // static-heap: XLA's offline buffer assignment — HeapSimulator with
 // GlobalDecreasingSizeBestFitHeap over the trace's lifetimes (specs/hardware.md §4; openxla/xla
 // xla/service/heap_simulator/heap_simulator.cc). It needs the whole trace: the engine reads it
-// once first to collect every lifetime (memory O(allocations)), then replays it.
+// once first to collect every lifetime (memory O(buffers), the only non-streaming path), then
+// replays it.
 //
 //   time      — +1 per alloc and per free event of this (device, space); a buffer occupies
 //               [start, end] inclusive.
 //   order     — spatial: (size desc, duration desc, id); temporal: (duration desc, size desc, id);
 //               best: both, keep the smaller heap (spatial on ties), as ChooseBestHeapAlgorithm.
-//   placement — for each buffer in order: the free gaps of [0, ∞) left by committed buffers
-//               that overlap it in time (chunk ends rounded up to `alignment`), drop gaps
+//   placement — for each buffer in order: the committed buffers that overlap it in time (an
+//               interval tree, as XLA's BufferIntervalTree: O(log n + overlapping)), the free
+//               gaps of [0, ∞) they leave (chunk ends rounded up to `alignment`), drop gaps
 //               smaller than it, take the smallest (lowest offset on ties); heap = max end.
 //   lower bound = peak of live bytes (NoFragmentationStatsHeap);
 //   fragmentation_size = heap_size − lower bound.
+// Replay: live buffers never overlap (validate), so the holes between them are kept in an
+// ordered map with a multiset of hole sizes: usage() is O(log n).
 // Sizes are the TPU per-device padded sizes (tpu_padding.h; `pad`, `shard` options) so that the
 // heap is what the TPU compiler would lay out. A heap beyond the space's capacity makes the
 // buffers that end above it fail, as the compiled program would not fit.
 #include <algorithm>
 #include <map>
 #include <set>
-#include <stdexcept>
 #include <unordered_map>
 
 #include <fmt/format.h>
 
+#include "policies/interval_tree.h"
 #include "policies/tpu_padding.h"
-#include "sim/error.h"
+#include "sim/base/error.h"
 
 namespace fragsim {
 
@@ -54,18 +58,14 @@ Assignment best_fit(std::vector<Buf> bufs, bool spatial, Bytes alignment) {
     return a.id < b.id;
   });
   Assignment out;
-  struct Chunk {
-    std::uint64_t start, end;
-    Bytes lo, hi;
-  };
-  std::vector<Chunk> committed;
+  out.offset.reserve(bufs.size());
+  IntervalTree<std::pair<Bytes, Bytes>> committed;  // time interval → [lo, hi) offsets
   std::vector<std::pair<Bytes, Bytes>> busy;
   for (const Buf& b : bufs) {
     busy.clear();
-    for (const auto& c : committed)
-      if (c.start <= b.end && b.start <= c.end) busy.emplace_back(c.lo, c.hi);
+    committed.overlapping(b.start, b.end, [&](const std::pair<Bytes, Bytes>& c) { busy.push_back(c); });
     std::sort(busy.begin(), busy.end());
-    Bytes best_lo = 0, best_size = UINT64_MAX, cur = 0;
+    Bytes best_lo = 0, best_size = kTooLarge, cur = 0;
     bool found = false;
     for (const auto& [lo, hi] : busy) {
       if (lo > cur) {
@@ -79,31 +79,36 @@ Assignment best_fit(std::vector<Buf> bufs, bool spatial, Bytes alignment) {
       cur = std::max(cur, hi);
     }
     if (!found) best_lo = cur;  // the unbounded gap above everything
-    Bytes hi = round_up(best_lo + b.size, alignment);
-    committed.push_back({b.start, b.end, best_lo, hi});
+    Bytes end = best_lo > kTooLarge - b.size ? kTooLarge : best_lo + b.size;
+    committed.insert(b.start, b.end, {best_lo, round_up_sat(end, alignment)});
     out.offset[b.id] = best_lo;
-    out.heap = std::max(out.heap, best_lo + b.size);
+    out.heap = std::max(out.heap, end);
   }
   return out;
 }
 
+struct StaticHeapOptions {
+  PaddingRule rule;
+  std::string order;
+  Bytes alignment = 1, capacity = 0;
+};
+
 class StaticHeapPolicy : public AllocatorPolicy {
  public:
-  StaticHeapPolicy(PaddingRule rule, std::string order, Bytes alignment, Bytes capacity)
-      : rule_(rule), order_(std::move(order)), alignment_(alignment), capacity_(capacity) {}
+  explicit StaticHeapPolicy(StaticHeapOptions o) : o_(std::move(o)) { holes_.insert(kTooLarge); }
 
   void plan(const std::vector<Lifetime>& lifetimes) override {
     std::vector<Buf> bufs;
     bufs.reserve(lifetimes.size());
     std::vector<std::pair<std::uint64_t, std::int64_t>> deltas;  // (time, ±size) for the lower bound
     for (const auto& l : lifetimes) {
-      AllocRequest r{kNoHandle, l.event.id, l.size, l.event.stream, l.event.space, l.event.t, &l.event};
-      Bytes size = rule_.apply(r).padded;
-      sizes_[l.alloc_index] = size;
+      Bytes size = o_.rule.apply(l.buffer.get()).padded;
+      std::uint64_t id = l.buffer.req.event_index;
+      sizes_[id] = size;
       if (size == 0) continue;
-      bufs.push_back({l.alloc_index, size, l.start, l.end});
-      deltas.emplace_back(l.start, static_cast<std::int64_t>(size));
-      deltas.emplace_back(l.end + 1, -static_cast<std::int64_t>(size));  // live through `end`
+      bufs.push_back({id, size, l.start, l.end});
+      deltas.emplace_back(l.start, static_cast<std::int64_t>(std::min<Bytes>(size, INT64_MAX / 4)));
+      deltas.emplace_back(l.end + 1, -static_cast<std::int64_t>(std::min<Bytes>(size, INT64_MAX / 4)));
     }
     std::sort(deltas.begin(), deltas.end());
     std::int64_t cur = 0;
@@ -112,89 +117,115 @@ class StaticHeapPolicy : public AllocatorPolicy {
       for (; i < deltas.size() && deltas[i].first == t; ++i) cur += deltas[i].second;
       lower_bound_ = std::max(lower_bound_, static_cast<Bytes>(cur));
     }
-    if (order_ != "temporal") spatial_ = best_fit(bufs, true, alignment_);
-    if (order_ != "spatial") temporal_ = best_fit(bufs, false, alignment_);
-    if (order_ == "spatial") chosen_ = &spatial_, chosen_name_ = "spatial";
-    else if (order_ == "temporal") chosen_ = &temporal_, chosen_name_ = "temporal";
-    else if (temporal_.heap < spatial_.heap) chosen_ = &temporal_, chosen_name_ = "temporal";
-    else chosen_ = &spatial_, chosen_name_ = "spatial";
+    if (o_.order != "temporal") spatial_ = best_fit(bufs, true, o_.alignment);
+    if (o_.order != "spatial") temporal_ = best_fit(bufs, false, o_.alignment);
+    bool temporal = o_.order == "temporal" || (o_.order == "best" && temporal_.heap < spatial_.heap);
+    chosen_ = temporal ? &temporal_ : &spatial_;
+    chosen_name_ = temporal ? "temporal" : "spatial";
   }
 
   Placement allocate(const AllocRequest& req) override {
-    Placement p;
-    Bytes size = sizes_.count(req.event->index) ? sizes_[req.event->index] : 0;
-    if (size == 0) {
-      p.ok = true;
-      return p;
-    }
-    Bytes off = chosen_->offset.at(req.event->index);
-    if (off + size > capacity_) return p;  // the compiled program does not fit
+    auto it = sizes_.find(req.event_index);
+    FRAGSIM_CHECK(it != sizes_.end() && chosen_, "static-heap: an allocation the plan did not see");
+    Bytes size = it->second;
+    if (size == 0) return Placement::unplaced();
+    Bytes off = chosen_->offset.at(req.event_index);
+    if (off > o_.capacity || size > o_.capacity - off) return Placement::failed();  // the program does not fit
     if (req.handle >= live_.size()) live_.resize(req.handle + 1, {0, 0});
     live_[req.handle] = {off, size};
-    by_offset_.insert({off, size});
+    add_live(off, size);
     allocated_ += size;
-    p.ok = p.has_addr = true;
-    p.addr = DeviceMemory::kBase + off;
-    p.block = size;
-    p.region = 0;
-    p.region_offset = off;
-    return p;
+    return Placement::at(DeviceMemory::kBase + off, size, 0, DeviceMemory::kBase);
   }
   void release(Handle h) override {
     auto [off, size] = live_[h];
     if (size == 0) return;
-    by_offset_.erase(by_offset_.find({off, size}));
+    remove_live(off);
     allocated_ -= size;
     live_[h] = {0, 0};
   }
   Usage usage() const override {
     Usage u;
     u.allocated = allocated_;
-    u.reserved = std::min(chosen_ ? chosen_->heap : 0, capacity_);
-    Bytes cur = 0;  // largest hole among live chunks, and above them up to the heap
-    for (const auto& [off, size] : by_offset_) {
-      if (off > cur) u.largest_free = std::max(u.largest_free, off - cur);
-      cur = std::max(cur, off + size);
-    }
-    if (u.reserved > cur) u.largest_free = std::max(u.largest_free, u.reserved - cur);
-    u.available = capacity_ - allocated_;
+    u.reserved = std::min(chosen_ ? chosen_->heap : 0, o_.capacity);
+    Bytes top = by_offset_.empty() ? 0 : by_offset_.rbegin()->first + by_offset_.rbegin()->second;
+    // Holes between live buffers (the sentinel kTooLarge stands for the open space above them).
+    auto it = holes_.rbegin();
+    if (*it == kTooLarge) ++it;
+    u.largest_free = it != holes_.rend() ? *it : 0;
+    if (u.reserved > top) u.largest_free = std::max(u.largest_free, u.reserved - top);
+    u.available = o_.capacity - allocated_;
     u.largest_available = u.largest_free;
     return u;
   }
-  Bytes rounded_size(const AllocRequest& req) const override { return rule_.apply(req).padded; }
+  Bytes rounded_size(const AllocRequest& req) const override { return o_.rule.apply(req).padded; }
   nlohmann::json stats() const override {
-    nlohmann::json j = {{"order", chosen_name_}, {"heap_size", chosen_ ? chosen_->heap : 0}, {"lower_bound", lower_bound_},
-                        {"fragmentation_size", (chosen_ ? chosen_->heap : 0) - lower_bound_}};
-    if (order_ != "temporal") j["spatial_heap_size"] = spatial_.heap;
-    if (order_ != "spatial") j["temporal_heap_size"] = temporal_.heap;
+    Bytes heap = chosen_ ? chosen_->heap : 0;
+    nlohmann::json j = {{"order", chosen_name_},
+                        {"heap_size", heap},
+                        {"lower_bound", lower_bound_},
+                        {"fragmentation_size", heap - std::min(heap, lower_bound_)}};
+    if (o_.order != "temporal") j["spatial_heap_size"] = spatial_.heap;
+    if (o_.order != "spatial") j["temporal_heap_size"] = temporal_.heap;
     return j;
   }
   nlohmann::json extra_report() const override { return {{"static_heap", stats()}}; }
   void validate() const override {
     Bytes end = 0, sum = 0;
+    std::multiset<Bytes> holes{kTooLarge};
     for (const auto& [off, size] : by_offset_) {
-      if (off < end) throw std::logic_error("static-heap: live buffers overlap");
+      FRAGSIM_CHECK(off >= end, "static-heap: live buffers overlap");
+      if (off > end) holes.insert(off - end);
       end = off + size;
       sum += size;
     }
-    if (sum != allocated_) throw std::logic_error("static-heap: allocated bytes stale");
+    FRAGSIM_CHECK(sum == allocated_, "static-heap: allocated bytes stale");
+    FRAGSIM_CHECK(holes == holes_, "static-heap: hole sizes stale");
   }
   std::string describe_oom(const AllocRequest&) const override {
     return fmt::format("    the static heap ({} order) needs {} but the space holds {}: the program does not fit\n",
-                       chosen_name_, human_bytes(chosen_ ? chosen_->heap : 0), human_bytes(capacity_));
+                       chosen_name_, human_bytes(chosen_ ? chosen_->heap : 0), human_bytes(o_.capacity));
   }
 
  private:
-  PaddingRule rule_;
-  std::string order_;
-  Bytes alignment_, capacity_;
+  // Holes: [end of the previous live buffer (or 0), start of the next) when not empty, and the
+  // space above the highest buffer, counted as kTooLarge.
+  void hole_erase(Bytes size) {
+    if (size) holes_.erase(holes_.find(size));
+  }
+  void hole_insert(Bytes size) {
+    if (size) holes_.insert(size);
+  }
+  // Pre: [off, off + size) lies in one hole (the plan never overlaps live buffers), size > 0.
+  void add_live(Bytes off, Bytes size) {
+    auto next = by_offset_.lower_bound(off);
+    Bytes lo = next == by_offset_.begin() ? 0 : std::prev(next)->first + std::prev(next)->second;
+    bool top = next == by_offset_.end();
+    hole_erase(top ? kTooLarge : next->first - lo);
+    hole_insert(off - lo);
+    hole_insert(top ? kTooLarge : next->first - (off + size));
+    by_offset_.emplace(off, size);
+  }
+  void remove_live(Bytes off) {
+    auto it = by_offset_.find(off);
+    auto next = std::next(it);
+    Bytes lo = it == by_offset_.begin() ? 0 : std::prev(it)->first + std::prev(it)->second;
+    bool top = next == by_offset_.end();
+    hole_erase(off - lo);
+    hole_erase(top ? kTooLarge : next->first - (off + it->second));
+    hole_insert(top ? kTooLarge : next->first - lo);
+    by_offset_.erase(it);
+  }
+
+  StaticHeapOptions o_;
   std::unordered_map<std::uint64_t, Bytes> sizes_;
   Assignment spatial_, temporal_;
   const Assignment* chosen_ = nullptr;
   std::string chosen_name_;
   Bytes lower_bound_ = 0, allocated_ = 0;
   std::vector<std::pair<Bytes, Bytes>> live_;
-  std::multiset<std::pair<Bytes, Bytes>> by_offset_;
+  std::map<Bytes, Bytes> by_offset_;  // live buffers: offset → size
+  std::multiset<Bytes> holes_;        // sizes of the holes between them, kTooLarge for the space above
 };
 
 }  // namespace
@@ -203,12 +234,14 @@ void register_static_heap(Registry& r) {
   PolicyInfo info{"static-heap",
                   "XLA HeapSimulator offline best fit over the trace's lifetimes (order: spatial|temporal|best, "
                   "alignment, pad, shard); reads the whole trace first",
-                  [](ConfigReader& cfg, const PolicyContext& ctx) -> std::unique_ptr<AllocatorPolicy> {
-                    PaddingRule rule = PaddingRule::from_config(cfg, ctx);
-                    std::string order = cfg.choice("order", "best", {"spatial", "temporal", "best"});
-                    Bytes alignment = cfg.size("alignment", 1);
-                    if (alignment == 0) throw InputError("policy static-heap: alignment: must be > 0");
-                    return std::make_unique<StaticHeapPolicy>(rule, order, alignment, ctx.space->usable());
+                  [](ConfigReader& cfg, const ConfigContext& ctx) -> PolicyBuilder {
+                    StaticHeapOptions o;
+                    o.rule = PaddingRule::from_config(cfg, ctx);
+                    o.order = cfg.choice("order", "best", {"spatial", "temporal", "best"});
+                    o.alignment = cfg.size("alignment", 1);
+                    if (o.alignment == 0) throw InputError("policy static-heap: alignment: must be > 0");
+                    o.capacity = ctx.space->usable();
+                    return [o](const PolicyContext&) { return std::make_unique<StaticHeapPolicy>(o); };
                   },
                   true};
   r.add(info);

@@ -13,31 +13,38 @@
 //   padded_live = Σ live padded sizes (what the inner policy was asked for)
 #include <algorithm>
 #include <map>
-#include <stdexcept>
 
 #include <fmt/format.h>
 
 #include "policies/tpu_padding.h"
-#include "sim/error.h"
+#include "sim/base/error.h"
 
 namespace fragsim {
 
 namespace {
 
+struct TpuPaddedOptions {
+  PaddingRule rule;
+  PolicyBuilder inner;
+  bool defrag = false;
+  Bytes scoped_limit = 0;
+  Space space = Space::kHbm;
+};
+
 class TpuPaddedPolicy : public AllocatorPolicy {
  public:
-  TpuPaddedPolicy(PaddingRule rule, std::function<std::unique_ptr<AllocatorPolicy>()> make_inner, bool defrag,
-                  Bytes scoped_limit, Space space)
-      : rule_(rule), make_inner_(std::move(make_inner)), inner_(make_inner_()), defrag_(defrag),
-        scoped_limit_(scoped_limit), space_(space) {}
+  TpuPaddedPolicy(TpuPaddedOptions o, const PolicyContext& ctx)
+      : rule_(o.rule), make_inner_(std::move(o.inner)), ctx_(ctx), inner_(make_inner_(ctx_)), defrag_(o.defrag),
+        scoped_limit_(o.scoped_limit), space_(o.space) {}
 
   Placement allocate(const AllocRequest& req) override {
     PaddedSize ps = rule_.apply(req);
     last_ = ps;
     last_scoped_ = false;
-    if (scoped_limit_ && live_padded_ + ps.padded > scoped_limit_) {
+    if (ps.padded == kTooLarge) return Placement::failed();
+    if (scoped_limit_ && (ps.padded > scoped_limit_ || live_padded_ > scoped_limit_ - ps.padded)) {
       last_scoped_ = true;
-      return {};
+      return Placement::failed();
     }
     AllocRequest inner = req;
     inner.size = ps.padded;
@@ -48,7 +55,7 @@ class TpuPaddedPolicy : public AllocatorPolicy {
     }
     if (!p.ok) return p;
     if (req.handle >= live_.size()) live_.resize(req.handle + 1);
-    live_[req.handle] = {ps, p.has_addr ? p.addr : 0, true, *req.event};
+    live_[req.handle] = {ps, p.has_addr ? p.addr : Addr(), true, OwnedRequest(inner)};
     live_padded_ += ps.padded;
     live_unpadded_ += ps.unpadded;
     if (live_padded_ > peak_padded_) {
@@ -98,7 +105,7 @@ class TpuPaddedPolicy : public AllocatorPolicy {
     Bytes p = 0;
     for (const auto& l : live_)
       if (l.live) p += l.size.padded;
-    if (p != live_padded_) throw std::logic_error("tpu-padded: live padded bytes stale");
+    FRAGSIM_CHECK(p == live_padded_, "tpu-padded: live padded bytes stale");
   }
   std::string oom_kind(const AllocRequest&) const override { return last_scoped_ ? "scoped_vmem_limit" : ""; }
   std::string describe_oom(const AllocRequest& req) const override {
@@ -122,31 +129,33 @@ class TpuPaddedPolicy : public AllocatorPolicy {
  private:
   struct Live {
     PaddedSize size;
-    Addr addr = 0;
+    Addr addr;
     bool live = false;
-    Event ev;  // for re-placing on compaction
+    OwnedRequest req;  // as the inner policy saw it, for re-placing on compaction
   };
 
-  // Rebuilds the inner policy with every live buffer re-placed in address order.
+  // Rebuilds the inner policy with every live buffer re-placed in address order. The old inner
+  // policy goes first, so its device memory is back before the new one asks for any.
   void compact() {
     ++compactions_;
     std::vector<Handle> order;
     for (Handle h = 0; h < live_.size(); ++h)
       if (live_[h].live) order.push_back(h);
     std::sort(order.begin(), order.end(), [&](Handle a, Handle b) { return live_[a].addr < live_[b].addr; });
-    inner_ = make_inner_();
+    inner_.reset();
+    inner_ = make_inner_(ctx_);
     for (Handle h : order) {
       Live& l = live_[h];
-      AllocRequest r{h, l.ev.id, l.size.padded, l.ev.stream, l.ev.space, l.ev.t, &l.ev};
-      Placement p = inner_->allocate(r);
-      if (!p.ok) throw std::logic_error("tpu-padded: compaction could not re-place a live buffer");
+      Placement p = inner_->allocate(l.req.get());
+      FRAGSIM_CHECK(p.ok, "tpu-padded: compaction could not re-place a live buffer");
       if (p.has_addr && p.addr != l.addr) bytes_moved_ += l.size.padded;
-      l.addr = p.has_addr ? p.addr : 0;
+      l.addr = p.has_addr ? p.addr : Addr();
     }
   }
 
   PaddingRule rule_;
-  std::function<std::unique_ptr<AllocatorPolicy>()> make_inner_;
+  PolicyBuilder make_inner_;
+  PolicyContext ctx_;
   std::unique_ptr<AllocatorPolicy> inner_;
   bool defrag_;
   Bytes scoped_limit_;
@@ -159,23 +168,22 @@ class TpuPaddedPolicy : public AllocatorPolicy {
   bool last_scoped_ = false;
 };
 
-std::unique_ptr<AllocatorPolicy> make_tpu_padded(ConfigReader& cfg, const PolicyContext& ctx) {
-  PaddingRule rule = PaddingRule::from_config(cfg, ctx);
+PolicyBuilder configure_tpu_padded(ConfigReader& cfg, const ConfigContext& ctx) {
+  TpuPaddedOptions o;
+  o.rule = PaddingRule::from_config(cfg, ctx);
   std::string inner = cfg.text("inner", "best-fit");
   if (inner == "tpu-padded") throw InputError("policy tpu-padded: inner: cannot be tpu-padded itself");
+  const PolicyInfo& info = ctx.registry->find(inner, "policy tpu-padded: inner");
+  if (info.needs_lifetimes) throw InputError("policy tpu-padded: inner: " + inner + " plans offline; it cannot be an inner policy");
   nlohmann::json inner_cfg = cfg.has("inner_config") ? cfg.raw("inner_config") : nlohmann::json::object();
-  cfg.allow({"inner_config"});
-  cfg.record("inner_config", inner_cfg);
-  bool defrag = cfg.flag("defragment", false);
-  const PolicyInfo& info = ctx.registry->find(inner);
-  auto make_inner = [info, inner_cfg, ctx, inner]() {
-    ConfigReader c(inner_cfg, "policy tpu-padded inner " + inner);
-    auto p = info.make(c, ctx);
-    c.finish();
-    return p;
-  };
-  make_inner();  // reject a bad inner config now, with its message
-  return std::make_unique<TpuPaddedPolicy>(rule, make_inner, defrag, ctx.space->scoped_limit, ctx.space->space);
+  ConfigReader c(inner_cfg, "policy tpu-padded inner " + inner);
+  o.inner = info.configure(c, ctx);  // checks the inner config now, with its message; builds nothing
+  c.finish();
+  cfg.record("inner_config", c.resolved());
+  o.defrag = cfg.flag("defragment", false);
+  o.scoped_limit = ctx.space->scoped_limit;
+  o.space = ctx.space->space;
+  return [o](const PolicyContext& pc) { return std::make_unique<TpuPaddedPolicy>(o, pc); };
 }
 
 }  // namespace
@@ -184,7 +192,7 @@ void register_tpu_padded(Registry& r) {
   r.add({"tpu-padded",
          "TPU tiled-layout padding in front of an inner policy (inner, inner_config, defragment, shard, "
          "shard_dim, generation); scoped VMEM limit checks",
-         make_tpu_padded});
+         configure_tpu_padded});
 }
 
 }  // namespace fragsim

@@ -1,37 +1,34 @@
 #include "policies/tpu_padding.h"
 
 #include "hardware_models/tpu_layout.h"
-#include "sim/error.h"
+#include "sim/base/error.h"
 
 namespace fragsim {
 
-PaddingRule PaddingRule::from_config(ConfigReader& cfg, const PolicyContext& ctx) {
+PaddingRule PaddingRule::from_config(ConfigReader& cfg, const ConfigContext& ctx) {
   PaddingRule r;
-  r.generation = static_cast<int>(cfg.integer("generation", ctx.hw->generation));
-  std::int64_t shard = cfg.integer("shard", 1);
-  if (shard < 1) throw InputError("shard: must be >= 1");
-  r.shard = static_cast<std::uint64_t>(shard);
+  r.generation = static_cast<int>(cfg.integer_in("generation", ctx.hw->generation, 0, 100));
+  r.shard = static_cast<std::uint64_t>(cfg.integer_in("shard", 1, 1, 1 << 20));
   r.shard_minor = cfg.choice("shard_dim", "major", {"major", "minor"}) == "minor";
   r.pad = cfg.flag("pad", ctx.hw->kind == "tpu");  // GPUs have no tiled layout
   return r;
 }
 
 PaddedSize PaddingRule::apply(const AllocRequest& req) const {
-  const Event* ev = req.event;
-  if (ev && ev->has(key::kShape) && ev->has(key::kDtype) && !ev->shape.empty()) {
-    std::vector<std::uint64_t> dims = ev->shape;
+  bool shaped = req.has_shape && req.dtype != Dtype::kNone;
+  if (shaped && !req.shape.empty()) {
+    std::vector<std::uint64_t> dims(req.shape.begin(), req.shape.end());
     if (shard > 1) {
       auto& d = shard_minor ? dims.back() : dims.front();
-      d = (d + shard - 1) / shard;
+      d = d / shard + (d % shard != 0);
     }
     PaddedSize p;
-    unpadded_bytes(dims, ev->dtype, &p.unpadded);
-    p.padded = pad ? tpu_layout(dims, ev->dtype, generation).padded : p.unpadded;
+    if (!unpadded_bytes(dims, req.dtype, &p.unpadded)) p.unpadded = kTooLarge;
+    p.padded = pad ? tpu_layout(dims, req.dtype, generation).padded : p.unpadded;
     return p;
   }
-  Bytes per = (req.size + shard - 1) / shard;
-  if (ev && ev->has(key::kDtype) && ev->has(key::kShape) && pad)  // a scalar: rank 0
-    return {per, tpu_layout(std::vector<std::uint64_t>{}, ev->dtype, generation).padded};
+  Bytes per = req.size / shard + (req.size % shard != 0);
+  if (shaped && pad) return {per, tpu_layout(std::vector<std::uint64_t>{}, req.dtype, generation).padded};  // a scalar
   return {per, per};
 }
 

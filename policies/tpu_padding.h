@@ -11,7 +11,7 @@ namespace fragsim {
 
 struct PaddedSize {
   Bytes unpadded = 0;  // per-device logical bytes
-  Bytes padded = 0;    // per-device bytes after tiling
+  Bytes padded = 0;    // per-device bytes after tiling (kTooLarge when it does not fit in 64 bits)
 };
 
 struct PaddingRule {
@@ -21,7 +21,7 @@ struct PaddingRule {
   bool pad = true;  // false: sizes as they are (sharding still applies)
 
   // Reads generation (default: the hardware's), shard, shard_dim, pad.
-  static PaddingRule from_config(ConfigReader& cfg, const PolicyContext& ctx);
+  static PaddingRule from_config(ConfigReader& cfg, const ConfigContext& ctx);
   PaddedSize apply(const AllocRequest& req) const;
 };
 

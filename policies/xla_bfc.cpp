@@ -37,9 +37,9 @@
 
 #include "policies/jax_gpu.h"
 #include "policies/policy.h"
+#include "policies/chunk_list.h"
 #include "policies/size_index.h"
-#include "policies/slot_pool.h"
-#include "sim/error.h"
+#include "sim/base/error.h"
 
 namespace fragsim {
 
@@ -48,11 +48,12 @@ namespace {
 constexpr Bytes kMinAllocationSize = 256;
 constexpr Bytes kMaxInternalFragmentation = 128 * kMiB;
 constexpr int kNumBins = 21;
-constexpr std::int32_t kNil = -1;
+constexpr std::int32_t kNil = ChunkList<>::kNil;
 
 enum Tag : std::uint8_t { kLow, kUp, kGap };
 
-Bytes rounded_bytes(Bytes n) { return round_up(n, kMinAllocationSize); }
+// Rounded request (kTooLarge when rounding overflows: no device holds it).
+Bytes rounded_bytes(Bytes n) { return round_up_sat(n, kMinAllocationSize); }
 int bin_of(Bytes s) {
   Bytes v = std::max(s, kMinAllocationSize) >> 8;
   return std::min(kNumBins - 1, 63 - __builtin_clzll(v));
@@ -70,20 +71,13 @@ struct BfcOptions {
 
 class Bfc {
  public:
-  struct Chunk {
-    Addr ptr = 0;
-    Bytes size = 0, requested = 0;
-    std::int32_t prev = kNil, next = kNil, region = kNil;
+  struct ChunkExtra {
+    Bytes requested = 0;
     Tag tag = kLow;
-    bool in_use = false;
   };
-  struct Region {
-    Addr base = 0;
-    Bytes size = 0;
-    std::int32_t first = kNil;
-    std::uint32_t in_use = 0;
-    bool live = true;
-  };
+  using Chunks = ChunkList<ChunkExtra>;
+  using Chunk = Chunks::Chunk;
+  using Region = Chunks::Region;
   struct Stats {
     std::uint64_t num_allocs = 0;
     Bytes bytes_in_use = 0, peak_bytes_in_use = 0, largest_alloc_size = 0, pool_bytes = 0, peak_pool_bytes = 0;
@@ -96,13 +90,14 @@ class Bfc {
   // Returns the chunk or kNil (OOM). *fatal is set when the real allocator would CHECK-fail.
   std::int32_t allocate(Bytes n, bool upper, std::string* fatal) {
     Bytes r = rounded_bytes(n);
+    if (r == kTooLarge) return kNil;
     std::int32_t c = find(r, upper);
     if (c == kNil && extend(r, fatal)) c = find(r, upper);
     if (c == kNil && fatal->empty() && deallocate_free_regions(r) && extend(r, fatal)) c = find(r, upper);
     if (c == kNil) return kNil;
-    Chunk& ch = chunks_[c];
-    ch.requested = n;
-    ++regions_[ch.region].in_use;
+    chunks_.extra(c).requested = n;
+    chunks_.set_in_use(c, true);
+    const Chunk& ch = chunks_.chunk(c);
     ++s_.num_allocs;
     s_.bytes_in_use += ch.size;
     s_.peak_bytes_in_use = std::max(s_.peak_bytes_in_use, s_.bytes_in_use);
@@ -111,26 +106,26 @@ class Bfc {
   }
 
   void free(std::int32_t h, std::string* fatal) {
-    Chunk& c = chunks_[h];
-    c.in_use = false;
-    --regions_[c.region].in_use;
+    const Chunk& c = chunks_.chunk(h);
     s_.bytes_in_use -= c.size;
+    chunks_.set_in_use(h, false);
     if (o_.spatial) {  // ReturnBoundaryChunkToGap
-      if (c.tag == kLow && (c.next == kNil || chunks_[c.next].tag != kLow)) c.tag = kGap;
-      else if (c.tag == kUp && (c.prev == kNil || chunks_[c.prev].tag != kUp)) c.tag = kGap;
+      Tag& tag = chunks_.extra(h).tag;
+      if (tag == kLow && (c.next == kNil || chunks_.chunk(c.next).x.tag != kLow)) tag = kGap;
+      else if (tag == kUp && (c.prev == kNil || chunks_.chunk(c.prev).x.tag != kUp)) tag = kGap;
     }
     insert_free(coalesce(h), fatal);
   }
 
-  const Chunk& chunk(std::int32_t c) const { return chunks_[c]; }
-  const Region& region(std::int32_t r) const { return regions_[r]; }
+  const Chunk& chunk(std::int32_t c) const { return chunks_.chunk(c); }
+  const Region& region(std::int32_t r) const { return chunks_.region(r); }
   const Stats& stats() const { return s_; }
   const BfcOptions& options() const { return o_; }
   Bytes largest_free() const {
     Bytes l = 0;
     if (auto* e = low_.largest()) l = e->size;
     if (auto* e = up_.largest()) l = std::max(l, e->size);
-    if (gap_ != kNil) l = std::max(l, chunks_[gap_].size);
+    if (gap_ != kNil) l = std::max(l, chunks_.chunk(gap_).size);
     return l;
   }
   // Fresh device memory Extend could still obtain.
@@ -140,62 +135,54 @@ class Bfc {
   }
 
   nlohmann::json stats_json() const {
-    return {{"num_allocs", s_.num_allocs},         {"bytes_in_use", s_.bytes_in_use},
-            {"peak_bytes_in_use", s_.peak_bytes_in_use}, {"largest_alloc_size", s_.largest_alloc_size},
-            {"bytes_limit", o_.limit},             {"pool_bytes", s_.pool_bytes},
-            {"peak_pool_bytes", s_.peak_pool_bytes}, {"largest_free_block_bytes", largest_free()}};
+    return {{"num_allocs", s_.num_allocs},
+            {"bytes_in_use", s_.bytes_in_use},
+            {"peak_bytes_in_use", s_.peak_bytes_in_use},
+            {"largest_alloc_size", s_.largest_alloc_size},
+            {"bytes_limit", o_.limit},
+            {"pool_bytes", s_.pool_bytes},
+            {"peak_pool_bytes", s_.peak_pool_bytes},
+            {"largest_free_block_bytes", largest_free()}};
   }
 
   void validate() const {
-    auto fail = [&](const std::string& m) { throw std::logic_error(o_.name + ": " + m); };
+    auto check = [&](bool ok, const char* m) { FRAGSIM_CHECK(ok, o_.name + ": " + m); };
     Bytes in_use = 0, pool = 0;
     size_t nfree_low = 0, nfree_up = 0, ngap = 0;
-    for (size_t ri = 0; ri < regions_.size(); ++ri) {
-      const Region& rg = regions_[ri];
-      if (!rg.live) continue;
-      pool += rg.size;
-      Addr at = rg.base;
-      std::int32_t prev = kNil;
-      int phase = 0;  // spatial layout: 0 LOW…, 1 after gap, 2 UP…
-      std::uint32_t used = 0;
-      for (std::int32_t c = rg.first; c != kNil; c = chunks_[c].next) {
-        const Chunk& ch = chunks_[c];
-        if (ch.ptr != at) fail(fmt::format("chunk at {:#x} expected at {:#x}", ch.ptr, at));
-        if (ch.prev != prev) fail("broken prev link");
-        if (ch.region != static_cast<std::int32_t>(ri)) fail("chunk in wrong region");
-        if (ch.size == 0 || ch.size % kMinAllocationSize) fail("chunk size not a positive multiple of 256");
-        if (ch.in_use) {
-          in_use += ch.size;
-          ++used;
-          if (ch.tag == kGap) fail("in-use chunk tagged GAP");
+    std::int32_t cur_region = kNil;
+    int phase = 0;  // spatial layout inside a region: 0 LOW…, 1 after the gap, 2 UP…
+    for (std::int32_t r = 0; r < chunks_.region_count(); ++r)
+      if (region(r).live) pool += region(r).size;
+    chunks_.validate(o_.name, [&](std::int32_t c) {
+      const Chunk& ch = chunks_.chunk(c);
+      if (ch.region != cur_region) cur_region = ch.region, phase = 0;
+      check(ch.size % kMinAllocationSize == 0, "chunk size not a multiple of 256");
+      if (ch.in_use) {
+        in_use += ch.size;
+        check(ch.x.tag != kGap, "in-use chunk tagged GAP");
+      } else {
+        check(ch.prev == kNil || chunks_.chunk(ch.prev).in_use, "two adjacent free chunks");
+        if (ch.x.tag == kGap) {
+          ++ngap;
+          check(gap_ == c, "GAP chunk is not the gap slot");
         } else {
-          if (prev != kNil && !chunks_[prev].in_use) fail("two adjacent free chunks");
-          if (ch.tag == kGap) {
-            ++ngap;
-            if (gap_ != c) fail("GAP chunk is not the gap slot");
-          } else {
-            (ch.tag == kLow ? nfree_low : nfree_up)++;
-            if (!(ch.tag == kLow ? low_ : up_).contains(ch.size, ch.ptr)) fail("free chunk missing from its index");
-          }
+          (ch.x.tag == kLow ? nfree_low : nfree_up)++;
+          check((ch.x.tag == kLow ? low_ : up_).contains(ch.size, ch.addr), "free chunk missing from its index");
         }
-        if (o_.spatial) {
-          int p = ch.tag == kLow ? 0 : ch.tag == kGap ? 1 : 2;
-          if (p < phase) fail("spatial layout LOW < gap < UP broken");
-          phase = std::max(phase, p);
-        } else if (ch.tag != kLow) {
-          fail("classic mode chunk not tagged LOW");
-        }
-        at += ch.size;
-        prev = c;
       }
-      if (at != rg.base + rg.size) fail("chunks do not cover the region");
-      if (used != rg.in_use) fail("region in-use count stale");
-    }
-    if (ngap > 1) fail("more than one GAP chunk");
-    if (ngap == 0 && gap_ != kNil) fail("gap slot points at a non-GAP chunk");
-    if (nfree_low != low_.size() || nfree_up != up_.size()) fail("free index holds stale chunks");
-    if (in_use != s_.bytes_in_use) fail(fmt::format("bytes_in_use {} != Σ in-use chunks {}", s_.bytes_in_use, in_use));
-    if (pool != s_.pool_bytes) fail("pool_bytes != Σ regions");
+      if (o_.spatial) {
+        int p = ch.x.tag == kLow ? 0 : ch.x.tag == kGap ? 1 : 2;
+        check(p >= phase, "spatial layout LOW < gap < UP broken");
+        phase = std::max(phase, p);
+      } else {
+        check(ch.x.tag == kLow, "classic mode chunk not tagged LOW");
+      }
+    });
+    check(ngap <= 1, "more than one GAP chunk");
+    check(ngap == 1 || gap_ == kNil, "gap slot points at a non-GAP chunk");
+    check(nfree_low == low_.size() && nfree_up == up_.size(), "free index holds stale chunks");
+    check(in_use == s_.bytes_in_use, "bytes_in_use != Σ in-use chunks");
+    check(pool == s_.pool_bytes, "pool_bytes != Σ regions");
   }
 
   // BFC's OOM dump: bins table, largest free chunk, fragmentation, occupancy map per region.
@@ -205,26 +192,26 @@ class Bfc {
     Bytes r = rounded_bytes(n);
     fmt::format_to(out, "    Allocator ({}) ran out of memory trying to allocate {} (rounded to {}) from the {} end\n",
                    o_.name, human_bytes(n), r, upper ? "upper" : "lower");
-    fmt::format_to(out, "    If this is caused by memory fragmentation, the environment variable "
-                        "'TF_GPU_ALLOCATOR=cuda_malloc_async' may improve the situation.\n");
+    fmt::format_to(out,
+                   "    If this is caused by memory fragmentation, the environment variable "
+                   "'TF_GPU_ALLOCATOR=cuda_malloc_async' may improve the situation.\n");
     struct BinRow {
       std::uint64_t chunks = 0, in_use = 0;
       Bytes total = 0, used = 0, requested = 0;
     } bins[kNumBins];
-    for (const auto& rg : regions_) {
-      if (!rg.live) continue;
-      for (std::int32_t c = rg.first; c != kNil; c = chunks_[c].next) {
-        const Chunk& ch = chunks_[c];
+    for_each_region([&](const Region& rg) {
+      for (std::int32_t c = rg.first; c != kNil; c = chunks_.chunk(c).next) {
+        const Chunk& ch = chunks_.chunk(c);
         BinRow& b = bins[bin_of(ch.size)];
         ++b.chunks;
         b.total += ch.size;
         if (ch.in_use) {
           ++b.in_use;
           b.used += ch.size;
-          b.requested += ch.requested;
+          b.requested += ch.x.requested;
         }
       }
-    }
+    });
     for (int b = 0; b < kNumBins; ++b) {
       if (!bins[b].chunks) continue;
       fmt::format_to(out,
@@ -237,37 +224,44 @@ class Bfc {
     fmt::format_to(out, "    Bin for {} was {}; in use {}, pool {}, limit {}, largest free chunk {}", human_bytes(r),
                    human_bytes(kMinAllocationSize << bin_of(r)), human_bytes(s_.bytes_in_use),
                    human_bytes(s_.pool_bytes), human_bytes(o_.limit), human_bytes(lf));
-    if (gap_ != kNil) fmt::format_to(out, " (central gap {})", human_bytes(chunks_[gap_].size));
+    if (gap_ != kNil) fmt::format_to(out, " (central gap {})", human_bytes(chunks_.chunk(gap_).size));
     fmt::format_to(out, ", fragmentation {:.1f}% ((free - largest free) / free)\n",
                    free ? 100.0 * static_cast<double>(free - std::min(lf, free)) / static_cast<double>(free) : 0.0);
-    for (size_t ri = 0; ri < regions_.size(); ++ri) {
-      const Region& rg = regions_[ri];
-      if (!rg.live) continue;
+    for_each_region([&](const Region& rg) {
       // 100 columns; a column shows '#' if mostly in use, '_' if it holds the gap, '.' if free.
       std::string map(100, '.');
       std::vector<double> used(100, 0.0), gap(100, 0.0);
       double col = static_cast<double>(rg.size) / 100.0;
-      for (std::int32_t c = rg.first; c != kNil; c = chunks_[c].next) {
-        const Chunk& ch = chunks_[c];
-        if (!ch.in_use && ch.tag != kGap) continue;
-        double a = static_cast<double>(ch.ptr - rg.base), e = a + static_cast<double>(ch.size);
+      for (std::int32_t c = rg.first; c != kNil; c = chunks_.chunk(c).next) {
+        const Chunk& ch = chunks_.chunk(c);
+        if (!ch.in_use && ch.x.tag != kGap) continue;
+        double a = static_cast<double>(ch.addr - rg.base), e = a + static_cast<double>(ch.size);
         for (int k = std::max(0, static_cast<int>(a / col)); k < 100 && k * col < e; ++k) {
           double lo = std::max(a, k * col), hi = std::min(e, (k + 1) * col);
           (ch.in_use ? used : gap)[k] += std::max(0.0, hi - lo);
         }
       }
       for (int k = 0; k < 100; ++k) map[k] = used[k] >= col / 2 ? '#' : gap[k] >= col / 2 ? '_' : '.';
-      fmt::format_to(out, "    region {} ({}): [{}]\n", ri, human_bytes(rg.size), map);
-    }
+      fmt::format_to(out, "    region {} ({}): [{}]\n", rg.id, human_bytes(rg.size), map);
+    });
     return s;
   }
 
  private:
   SizeIndex& index(Tag t) { return t == kUp ? up_ : low_; }
+  // Live regions in the order they were obtained.
+  template <class F>
+  void for_each_region(F f) const {
+    std::vector<const Region*> live;
+    for (std::int32_t r = 0; r < chunks_.region_count(); ++r)
+      if (region(r).live) live.push_back(&region(r));
+    std::sort(live.begin(), live.end(), [](const Region* a, const Region* b) { return a->id < b->id; });
+    for (const Region* rg : live) f(*rg);
+  }
 
   void insert_free(std::int32_t c, std::string* fatal) {
-    Chunk& ch = chunks_[c];
-    if (ch.tag == kGap) {
+    const Chunk& ch = chunks_.chunk(c);
+    if (ch.x.tag == kGap) {
       if (gap_ != kNil) {
         *fatal = "BFC CHECK failure: spatial partitioning expects one central gap";
         return;
@@ -275,53 +269,41 @@ class Bfc {
       gap_ = c;
       return;
     }
-    index(ch.tag).insert({ch.size, ch.ptr, static_cast<std::uint32_t>(c)});
+    index(ch.x.tag).insert({ch.size, ch.addr, static_cast<std::uint32_t>(c)});
   }
   void remove_free(std::int32_t c) {
-    Chunk& ch = chunks_[c];
-    if (ch.tag == kGap && gap_ == c) {
+    const Chunk& ch = chunks_.chunk(c);
+    if (ch.x.tag == kGap && gap_ == c) {
       gap_ = kNil;
       return;
     }
-    index(ch.tag).erase(ch.size, ch.ptr);
+    index(ch.x.tag).erase(ch.size, ch.addr);
   }
 
   // c keeps [ptr, ptr+num); the rest becomes a new free chunk with c's tag, inserted free.
   void split(std::int32_t c, Bytes num) {
-    std::int32_t n = acquire_slot(chunks_, spare_);
-    Chunk& a = chunks_[c];
-    Chunk& b = chunks_[n];
-    b.ptr = a.ptr + num;
-    b.size = a.size - num;
-    b.tag = a.tag;
-    b.region = a.region;
-    b.prev = c;
-    b.next = a.next;
-    if (a.next != kNil) chunks_[a.next].prev = n;
-    a.next = n;
-    a.size = num;
+    std::int32_t n = chunks_.split(c, num);
+    chunks_.extra(n).requested = 0;
     std::string ignore;  // a split-off piece never needs the CHECK (its GAP source left the slot)
     insert_free(n, &ignore);
   }
 
+  // c1 absorbs its right neighbour c2; merged tag = common tag or GAP.
   void merge(std::int32_t c1, std::int32_t c2) {
-    Chunk& a = chunks_[c1];
-    Chunk& b = chunks_[c2];
-    a.next = b.next;
-    if (b.next != kNil) chunks_[b.next].prev = c1;
-    a.size += b.size;
-    a.tag = a.tag == b.tag ? a.tag : kGap;
-    spare_.push_back(c2);
+    Tag t2 = chunks_.chunk(c2).x.tag;
+    Tag& t1 = chunks_.extra(c1).tag;
+    t1 = t1 == t2 ? t1 : kGap;
+    chunks_.merge_next(c1);
   }
 
   std::int32_t coalesce(std::int32_t h) {
-    std::int32_t n = chunks_[h].next;
-    if (n != kNil && !chunks_[n].in_use) {
+    std::int32_t n = chunks_.chunk(h).next;
+    if (n != kNil && !chunks_.chunk(n).in_use) {
       remove_free(n);
       merge(h, n);
     }
-    std::int32_t p = chunks_[h].prev;
-    if (p != kNil && !chunks_[p].in_use) {
+    std::int32_t p = chunks_.chunk(h).prev;
+    if (p != kNil && !chunks_.chunk(p).in_use) {
       remove_free(p);
       merge(p, h);
       h = p;
@@ -330,17 +312,17 @@ class Bfc {
   }
 
   bool fits_upper(const Chunk& c, Bytes r) const {
-    return c.size >= r && round_down(c.ptr + c.size - r, o_.upper_alignment) >= c.ptr;
+    return c.size >= r && round_down(c.addr + c.size - r, o_.upper_alignment) >= c.addr;
   }
 
   std::int32_t find(Bytes r, bool upper) {
     if (!upper) {
       if (const auto* e = low_.lower_bound(r)) {
-        std::int32_t c = static_cast<std::int32_t>(e->id);
+        auto c = static_cast<std::int32_t>(e->id);
         remove_free(c);
         return take_low(c, r);
       }
-      if (gap_ != kNil && chunks_[gap_].size >= r) {
+      if (gap_ != kNil && chunks_.chunk(gap_).size >= r) {
         std::int32_t c = gap_;
         gap_ = kNil;
         return take_low(c, r);
@@ -349,7 +331,7 @@ class Bfc {
     }
     std::int32_t found = kNil;
     up_.scan_from(r, [&](const SizeIndex::Entry& e) {
-      if (!fits_upper(chunks_[e.id], r)) return true;
+      if (!fits_upper(chunks_.chunk(static_cast<std::int32_t>(e.id)), r)) return true;
       found = static_cast<std::int32_t>(e.id);
       return false;
     });
@@ -357,7 +339,7 @@ class Bfc {
       remove_free(found);
       return take_high(found, r);
     }
-    if (gap_ != kNil && fits_upper(chunks_[gap_], r)) {
+    if (gap_ != kNil && fits_upper(chunks_.chunk(gap_), r)) {
       std::int32_t c = gap_;
       gap_ = kNil;
       return take_high(c, r);
@@ -367,28 +349,26 @@ class Bfc {
 
   // Pre: c removed from the free structures.
   std::int32_t take_low(std::int32_t c, Bytes r) {
-    Bytes size = chunks_[c].size;
+    Bytes size = chunks_.chunk(c).size;
     if (size >= 2 * r || size - r >= kMaxInternalFragmentation) split(c, r);
-    chunks_[c].tag = kLow;
-    chunks_[c].in_use = true;
+    chunks_.extra(c).tag = kLow;
     return c;
   }
 
   std::int32_t take_high(std::int32_t c, Bytes r) {
-    Chunk& ch = chunks_[c];
-    Addr s = round_down(ch.ptr + ch.size - r, o_.upper_alignment);
-    if (s > ch.ptr) {
+    const Chunk& ch = chunks_.chunk(c);
+    Addr s = round_down(ch.addr + ch.size - r, o_.upper_alignment);
+    if (s > ch.addr) {
       // [ptr, s) stays free with the source tag (gap stays gap, UP hole stays UP).
-      split(c, s - ch.ptr);
-      std::int32_t a = chunks_[c].next;
+      split(c, s - ch.addr);
+      std::int32_t a = chunks_.chunk(c).next;
       remove_free(a);
       std::string ignore;  // the prefix takes the slot its source just left
       insert_free(c, &ignore);
       c = a;
     }
-    chunks_[c].tag = kUp;
-    if (chunks_[c].size > r) split(c, r);  // suffix: an UP hole
-    chunks_[c].in_use = true;
+    chunks_.extra(c).tag = kUp;
+    if (chunks_.chunk(c).size > r) split(c, r);  // suffix: an UP hole
     return c;
   }
 
@@ -396,8 +376,8 @@ class Bfc {
     Bytes available = round_down(o_.limit - s_.pool_bytes, kMinAllocationSize);  // wraps as size_t does
     if (r > available) return false;
     bool increased = false;
-    while (r > curr_region_bytes_) {
-      curr_region_bytes_ *= 2;
+    while (r > curr_region_bytes_) {  // (a zero-byte limit never gets here: r > available above)
+      curr_region_bytes_ = curr_region_bytes_ >= (Bytes{1} << 62) ? r : std::max(curr_region_bytes_, kMinAllocationSize) * 2;
       increased = true;
     }
     Bytes bytes = std::min(curr_region_bytes_, available);
@@ -409,40 +389,30 @@ class Bfc {
       if (bytes < r) return false;
       grant = dev_->allocate(bytes);
     }
-    if (!increased) curr_region_bytes_ *= 2;
-    Bytes received = o_.vmm_padding ? grant->bytes : bytes;
+    if (!increased && curr_region_bytes_ < (Bytes{1} << 62)) curr_region_bytes_ *= 2;
+    Bytes received = o_.vmm_padding ? grant.bytes() : bytes;
     s_.pool_bytes += received;
     s_.peak_pool_bytes = std::max(s_.peak_pool_bytes, s_.pool_bytes);
-    std::int32_t c = acquire_slot(chunks_, spare_);
-    Chunk& ch = chunks_[c];
-    ch.ptr = grant->addr;
-    ch.size = received;
-    ch.tag = o_.spatial ? kGap : kLow;
-    ch.region = static_cast<std::int32_t>(regions_.size());
-    regions_.push_back(Region{grant->addr, received, c, 0, true});
-    insert_free(c, fatal);
+    std::int32_t rg = chunks_.add_region(grant.addr(), received, ChunkExtra{0, o_.spatial ? kGap : kLow});
+    if (static_cast<size_t>(rg) >= grants_.size()) grants_.resize(rg + 1);
+    grants_[rg] = std::move(grant);
+    insert_free(region(rg).first, fatal);
     return fatal->empty();
   }
 
   bool deallocate_free_regions(Bytes r) {
     if (!o_.garbage_collection) return false;
     Bytes total_free = 0;
-    for (const auto& rg : regions_)
-      if (rg.live && rg.in_use == 0) total_free += rg.size;
+    for (std::int32_t rg = 0; rg < chunks_.region_count(); ++rg)
+      if (chunks_.region_unused(rg)) total_free += region(rg).size;
     if (total_free == 0) return false;
     if (r > o_.limit - s_.pool_bytes + total_free) return false;
-    for (auto& rg : regions_) {
-      if (!rg.live || rg.in_use != 0) continue;
-      for (std::int32_t c = rg.first; c != kNil;) {
-        std::int32_t next = chunks_[c].next;
-        remove_free(c);
-        spare_.push_back(c);
-        c = next;
-      }
-      dev_->release(rg.base);
-      s_.pool_bytes -= rg.size;
-      rg.live = false;
-      rg.first = kNil;
+    for (std::int32_t rg = 0; rg < chunks_.region_count(); ++rg) {
+      if (!chunks_.region_unused(rg)) continue;
+      remove_free(region(rg).first);
+      s_.pool_bytes -= region(rg).size;
+      chunks_.remove_region(rg);
+      grants_[rg].release();
     }
     ++gc_runs_;
     return true;
@@ -450,9 +420,8 @@ class Bfc {
 
   BfcOptions o_;
   DeviceMemory* dev_;
-  std::vector<Chunk> chunks_;
-  std::vector<std::int32_t> spare_;
-  std::vector<Region> regions_;
+  Chunks chunks_;
+  std::vector<DeviceMemory::Grant> grants_;  // per region slot
   SizeIndex low_, up_;
   std::int32_t gap_ = kNil;
   Bytes curr_region_bytes_ = 0;
@@ -468,25 +437,16 @@ class XlaBfcPolicy : public AllocatorPolicy {
       : main_(std::move(main), dev), collective_opts_(std::move(collective)), dev_(dev) {}
 
   Placement allocate(const AllocRequest& req) override {
-    Placement p;
-    if (req.size == 0) {  // the PJRT adapter returns a null buffer without calling BFC
-      p.ok = true;
-      return p;
-    }
     bool coll = req.space == Space::kCollective;
     Bfc& b = coll ? collective_bfc() : main_;
     bool upper = coll && main_.options().spatial;
     std::int32_t c = b.allocate(req.size, upper, &fatal_);
-    if (c == kNil) return p;
+    if (c == kNil) return Placement::failed();
     if (req.handle >= owner_.size()) owner_.resize(req.handle + 1, {nullptr, kNil});
     owner_[req.handle] = {&b, c};
     const auto& ch = b.chunk(c);
-    p.ok = p.has_addr = true;
-    p.addr = ch.ptr;
-    p.block = ch.size;
-    p.region = ch.region;
-    p.region_offset = ch.ptr - b.region(ch.region).base;
-    return p;
+    const auto& rg = b.region(ch.region);
+    return Placement::at(ch.addr, ch.size, rg.id, rg.base);
   }
 
   void release(Handle h) override {
@@ -559,11 +519,10 @@ class XlaBfcPolicy : public AllocatorPolicy {
   std::string fatal_;
 };
 
-std::unique_ptr<AllocatorPolicy> make_xla_bfc(ConfigReader& cfg, const PolicyContext& ctx) {
+PolicyBuilder configure_xla_bfc(ConfigReader& cfg, const ConfigContext& ctx) {
   JaxlibBehaviour jb = jaxlib_behaviour(cfg.text("jaxlib", kNewestJaxlib), "jaxlib");
   bool preallocate = cfg.flag("preallocate", true);
-  double fraction = cfg.number("mem_fraction", 0.75);
-  if (!(fraction > 0) || !std::isfinite(fraction)) throw InputError("policy xla-bfc: mem_fraction: must be > 0");
+  double fraction = cfg.number_in("mem_fraction", 0.75, 0, kMaxMemFraction);
   bool spatial_flag = cfg.flag("spatial_partitioning", jb.spatial_default);
   bool gc = cfg.flag("garbage_collection", false);
   Bytes collective_size = cfg.size("collective_memory_size", 0);
@@ -572,10 +531,8 @@ std::unique_ptr<AllocatorPolicy> make_xla_bfc(ConfigReader& cfg, const PolicyCon
     throw InputError("policy xla-bfc: upper_alignment: must be a power of two >= 256");
   Bytes total = jb.limit_from_free ? ctx.space->usable() : ctx.space->capacity;
   Bytes limit = xla_memory_limit(total, fraction, jb);
-  if (cfg.has("memory_limit")) {  // gpu_system_memory_size: a byte limit instead of the fraction
-    limit = cfg.size("memory_limit", 0);
-    if (jb.round_limit) limit = round_up(limit, 2 * kMiB);
-  }
+  if (auto m = cfg.optional_size("memory_limit"))  // gpu_system_memory_size: a byte limit instead of the fraction
+    limit = rounded_limit(*m, jb);
   cfg.record("resolved_memory_limit", limit);
   BfcOptions main;
   main.name = fmt::format("GPU_{}_bfc", ctx.device_index);
@@ -593,15 +550,14 @@ std::unique_ptr<AllocatorPolicy> make_xla_bfc(ConfigReader& cfg, const PolicyCon
     c.spatial = false;
     if (collective_size) {
       c.allow_growth = false;
-      c.limit = jb.round_limit ? round_up(collective_size, 2 * kMiB) : collective_size;
+      c.limit = rounded_limit(collective_size, jb);
     } else {
       c.allow_growth = true;
-      c.limit = static_cast<Bytes>(static_cast<double>(total) * (1.0 - pjrt_fraction(fraction)));
-      if (jb.round_limit) c.limit = round_up(c.limit, 2 * kMiB);
+      c.limit = rounded_limit(static_cast<Bytes>(static_cast<double>(total) * (1.0 - pjrt_fraction(fraction))), jb);
     }
     coll = c;
   }
-  return std::make_unique<XlaBfcPolicy>(main, coll, ctx.device);
+  return [main, coll](const PolicyContext& pc) { return std::make_unique<XlaBfcPolicy>(main, coll, pc.device); };
 }
 
 }  // namespace
@@ -610,7 +566,7 @@ void register_xla_bfc(Registry& r) {
   r.add({"xla-bfc",
          "XLA/TSL BFC allocator as JAX configures it on GPU (preallocate, mem_fraction, jaxlib, "
          "spatial_partitioning, garbage_collection, memory_limit, collective_memory_size)",
-         make_xla_bfc});
+         configure_xla_bfc});
 }
 
 }  // namespace fragsim

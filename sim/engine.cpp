@@ -7,10 +7,8 @@
 
 #include <fmt/format.h>
 
-#include "sim/error.h"
-#include "traces/io.h"
-#include "traces/jsonl.h"
-#include "traces/torch_snapshot.h"
+#include "sim/base/error.h"
+#include "sim/base/io.h"
 #include "traces/trace_reader.h"
 
 namespace fragsim {
@@ -29,9 +27,39 @@ struct Slot {
 struct Deferred {
   Tick t;
   std::uint64_t seq;
-  std::function<void()> fn;
+  std::shared_ptr<std::function<void()>> fn;  // emptied when its Task is cancelled
   bool operator>(const Deferred& o) const { return t != o.t ? t > o.t : seq > o.seq; }
 };
+
+// Per handle: what happened to the allocation.
+enum class HandleState : std::uint8_t { kNotLive, kPlaced, kFailed, kEmpty };
+
+AllocRequest request_of(const Event& ev) {
+  AllocRequest r;
+  r.handle = ev.handle;
+  r.id = ev.id;
+  r.size = ev.size;
+  r.stream = ev.stream;
+  r.space = ev.space;
+  r.t = ev.t;
+  r.event_index = ev.index;
+  r.dtype = ev.dtype;
+  r.shape = ev.shape;
+  r.has_shape = ev.has(key::kShape);
+  if (ev.has(key::kPreTrace) && ev.has(key::kAddr)) r.seeded_at = ev.addr;
+  return r;
+}
+
+Observation observation_of(const Event& ev) {
+  Observation o;
+  o.op = ev.op;
+  o.addr = ev.addr;
+  o.has_addr = ev.has(key::kAddr);
+  o.size = ev.size;
+  o.stream = ev.stream;
+  o.pre_trace = ev.has(key::kPreTrace);
+  return o;
+}
 
 class Engine : public Scheduler {
  public:
@@ -45,13 +73,22 @@ class Engine : public Scheduler {
   }
 
   Tick now() const override { return now_; }
-  void schedule(Tick t, std::function<void()> fn) override { deferred_.push({std::max(t, now_), seq_++, std::move(fn)}); }
+  Task schedule(Tick t, std::function<void()> fn) override {
+    auto f = std::make_shared<std::function<void()>>(std::move(fn));
+    deferred_.push({std::max(t, now_), seq_++, f});
+    return Task(std::move(f));
+  }
+
+  std::unique_ptr<TraceReader> open() const {
+    if (opt_.source) return opt_.source();
+    ReaderOptions ro;
+    ro.lenient = opt_.lenient;
+    return open_trace(opt_.trace, ro);
+  }
 
   // Offline policies: one pass over the trace collects every lifetime per (device, space).
   void collect_lifetimes() {
-    ReaderOptions ro;
-    ro.lenient = opt_.lenient;
-    auto reader = open_trace(opt_.trace, ro);
+    auto reader = open();
     std::vector<std::pair<size_t, size_t>> where;  // per handle: (key, index in lifetimes_[key])
     std::map<size_t, std::uint64_t> clock;
     Event ev;
@@ -64,7 +101,7 @@ class Engine : public Scheduler {
         if (ev.handle >= where.size()) where.resize(ev.handle + 1);
         auto& v = lifetimes_[k];
         where[ev.handle] = {k, v.size()};
-        v.push_back({ev.index, ev.size, t, UINT64_MAX, ev});
+        v.push_back({t, UINT64_MAX, OwnedRequest(request_of(ev))});
       } else {
         auto [key, i] = where[ev.handle];
         lifetimes_[key][i].end = t;
@@ -77,9 +114,7 @@ class Engine : public Scheduler {
 
   RunResult run() {
     if (info_.needs_lifetimes) collect_lifetimes();
-    ReaderOptions ro;
-    ro.lenient = opt_.lenient;
-    auto reader = open_trace(opt_.trace, ro);
+    auto reader = open();
     header_ = reader->header();
     std::unique_ptr<AtomicFile> placements;
     if (!opt_.placements.empty()) placements = std::make_unique<AtomicFile>(opt_.placements);
@@ -110,22 +145,27 @@ class Engine : public Scheduler {
           total_req_ += ev.size;
           peak_req_ = std::max(peak_req_, total_req_);
           if (ev.handle >= state_.size()) {
-            state_.resize(ev.handle + 1, 0);
+            state_.resize(ev.handle + 1, HandleState::kNotLive);
             slot_of_.resize(ev.handle + 1, 0);
           }
-          state_[ev.handle] = 0;
+          state_[ev.handle] = HandleState::kNotLive;
           if (!replaying) break;
           std::uint32_t si = slot(ev.device, sp, ev);
           Slot& s = slots_[si];
-          AllocRequest rq2{ev.handle, ev.id, ev.size, ev.stream, ev.space, ev.t, &ev};
+          if (ev.size == 0) {  // occupies nothing: no framework passes it to its allocator
+            state_[ev.handle] = HandleState::kEmpty;
+            if (placements) write_placement(pbuf, ev, Placement::unplaced(), *placements);
+            break;
+          }
+          AllocRequest rq2 = request_of(ev);
           Placement p = s.policy->allocate(rq2);
           if (placements) write_placement(pbuf, ev, p, *placements);
-          if (ev.has(key::kAddr) && !(ev.has(key::kName) && ev.name == kPreTrace)) check_address(ev, p);
+          if (ev.has(key::kAddr) && !ev.has(key::kPreTrace)) check_address(ev, p);
           if (p.ok) {
-            state_[ev.handle] = 1;
+            state_[ev.handle] = HandleState::kPlaced;
             slot_of_[ev.handle] = si;
           } else {
-            state_[ev.handle] = 2;
+            state_[ev.handle] = HandleState::kFailed;
             record_oom(s, ev, rq2, out);
             if (!opt_.keep_going) {
               replaying = false;
@@ -143,19 +183,19 @@ class Engine : public Scheduler {
           rq.first -= ev.live_size;
           total_req_ -= ev.live_size;
           if (!replaying) break;
-          if (state_[ev.handle] == 1) {
+          if (state_[ev.handle] == HandleState::kPlaced) {
             Slot& s = slots_[slot_of_[ev.handle]];
             if (ev.has(key::kStream)) s.policy->release_on_stream(ev.handle, ev.stream);
             else s.policy->release(ev.handle);
             account(s);
             check_fatal(s, ev, out, &replaying);
           }
-          state_[ev.handle] = 0;
+          state_[ev.handle] = HandleState::kNotLive;
           break;
         }
         default:
           if (replaying && is_observation(ev.op)) {
-            bool pre = ev.has(key::kName) && ev.name == kPreTrace;
+            bool pre = ev.has(key::kPreTrace);
             if (ev.op == Op::kSegmentAlloc && ev.has(key::kAddr)) {
               Slot& s = slots_[slot(ev.device, Space::kHbm, ev)];
               s.mem->expect_address(ev.addr);
@@ -164,10 +204,11 @@ class Engine : public Scheduler {
                 recorded_segments_.emplace_back(ev.device, ev.size);
               }
             }
+            Observation ob = observation_of(ev);
             for (auto& s : slots_) {
               if (s.device != ev.device) continue;
               size_t before = s.mem->grant_log().size();
-              s.policy->observe(ev);
+              s.policy->observe(ob);
               if (pre) s.mem->grant_log().resize(before);  // seeding is not a decision to check
               account(s);
             }
@@ -179,9 +220,9 @@ class Engine : public Scheduler {
         for (auto& s : slots_) {
           try {
             s.policy->validate();
-          } catch (const std::logic_error& e) {
-            throw std::logic_error(fmt::format("{}:{}: after event {}: policy invariant broken: {}", opt_.trace,
-                                               ev.line, ev.index, e.what()));
+          } catch (const InternalError& e) {
+            throw InternalError(fmt::format("{}:{}: after event {}: policy invariant broken: {}", opt_.trace, ev.line,
+                                            ev.index, e.what()));
           }
         }
       }
@@ -201,8 +242,11 @@ class Engine : public Scheduler {
   void run_deferred() {
     Deferred d = deferred_.top();
     deferred_.pop();
+    if (!*d.fn) return;  // cancelled: its owner went away or no longer wants it
     now_ = std::max(now_, d.t);
-    d.fn();
+    auto fn = std::move(*d.fn);
+    *d.fn = nullptr;  // the Task now reports it as done
+    fn();
     for (auto& s : slots_) account(s);
   }
 
@@ -230,10 +274,18 @@ class Engine : public Scheduler {
     s.device = device;
     s.space = spec->space;
     s.mem = std::make_unique<DeviceMemory>(*spec, opt_.hw.cost);
-    PolicyContext ctx{&reg_, &opt_.hw, spec, s.mem.get(), this, device, header_.is_null() ? nullptr : &header_};
+    PolicyContext ctx;
+    ctx.registry = &reg_;
+    ctx.hw = &opt_.hw;
+    ctx.space = spec;
+    ctx.device_index = device;
+    ctx.trace_header = header_.is_null() ? nullptr : &header_;
+    ctx.device = s.mem.get();
+    ctx.scheduler = this;
     ConfigReader cfg(opt_.policy.config, "policy " + opt_.policy.name);
-    s.policy = info_.make(cfg, ctx);
+    PolicyBuilder build = info_.configure(cfg, ctx);
     cfg.finish();
+    s.policy = build(ctx);
     if (info_.needs_lifetimes) s.policy->plan(lifetimes_[k]);
     if (config_.is_null()) config_ = cfg.resolved();
     s.res.device = device;
@@ -422,11 +474,11 @@ class Engine : public Scheduler {
   std::vector<Slot> slots_;
   std::vector<std::uint32_t> slot_index_;
   std::vector<std::pair<Bytes, Bytes>> req_;  // per (device, space): live, peak requested
-  std::vector<std::uint8_t> state_;           // per handle: 0 not live, 1 placed, 2 failed
+  std::vector<HandleState> state_;            // per handle
   std::vector<std::uint32_t> slot_of_;        // per handle
   std::priority_queue<Deferred, std::vector<Deferred>, std::greater<Deferred>> deferred_;
   std::uint64_t seq_ = 0;
-  Tick now_ = 0;
+  Tick now_;
   nlohmann::json config_;
   Bytes total_req_ = 0, peak_req_ = 0, total_alloc_ = 0, total_reserved_ = 0, peak_alloc_ = 0, peak_reserved_ = 0;
   double frag_at_peak_ = 0, frag_max_ = 0;

@@ -6,6 +6,8 @@
 // created on first use. Requested-byte accounting depends on the trace alone, so after the first
 // OOM (without --keep-going) the rest of the trace is still read and validated, but not replayed.
 #pragma once
+#include <functional>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -13,6 +15,7 @@
 
 #include "hardware_models/hardware_model.h"
 #include "policies/policy.h"
+#include "traces/trace_reader.h"
 
 namespace fragsim {
 
@@ -21,8 +24,12 @@ struct PolicySpec {
   nlohmann::json config = nlohmann::json::object();
 };
 
+// Opens the trace as a validated event stream (a file by default; tests may feed events).
+using TraceSource = std::function<std::unique_ptr<TraceReader>()>;
+
 struct RunOptions {
   std::string trace;
+  TraceSource source;  // empty: open `trace` by its extension
   PolicySpec policy;
   HardwareModel hw;
   bool keep_going = false;
@@ -34,8 +41,8 @@ struct RunOptions {
 
 struct OomRecord {
   std::uint64_t event_index = 0;
-  Tick t = 0;
-  AllocId id = 0;
+  Tick t;
+  AllocId id;
   std::uint32_t device = 0;
   Space space = Space::kHbm;
   Bytes requested = 0, rounded = 0, allocated = 0, reserved = 0, free = 0, largest_free = 0;

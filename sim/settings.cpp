@@ -18,8 +18,8 @@
 
 #include <fmt/format.h>
 
-#include "sim/config.h"
-#include "sim/error.h"
+#include "sim/base/config.h"
+#include "sim/base/error.h"
 
 namespace fragsim {
 

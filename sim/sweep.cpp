@@ -8,7 +8,7 @@
 
 #include <fmt/format.h>
 
-#include "sim/error.h"
+#include "sim/base/error.h"
 
 namespace fragsim {
 

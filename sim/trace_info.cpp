@@ -19,7 +19,7 @@ nlohmann::json trace_info(const std::string& path, bool lenient) {
   std::map<std::int64_t, std::uint64_t> streams;
   std::vector<std::uint64_t> hist(65, 0);
   Bytes live = 0, peak = 0, total = 0, largest = 0;
-  Tick t0 = 0, t1 = 0;
+  Tick t0, t1;
   while (reader->next(ev)) {
     if (events == 0) t0 = ev.t;
     t1 = ev.t;

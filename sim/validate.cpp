@@ -10,8 +10,8 @@
 #include <fmt/format.h>
 
 #include "hardware_models/hardware_model.h"
-#include "sim/error.h"
-#include "traces/io.h"
+#include "sim/base/error.h"
+#include "sim/base/io.h"
 
 namespace fragsim {
 

@@ -2,7 +2,7 @@
 #include <catch2/catch.hpp>
 #include <fmt/format.h>
 
-#include "sim/error.h"
+#include "sim/base/error.h"
 #include "sim/settings.h"
 #include "sim/sweep.h"
 #include "sim_helpers.h"

@@ -17,7 +17,7 @@ TEST_CASE("SizeIndex behaves as an ordered set of (size, address)") {
   for (int step = 0; step < 20000; ++step) {
     if (ref.empty() || rnd() % 3) {
       Bytes size = 1 + (rnd() % 4 == 0 ? rnd() % 64 : (1ULL << (rnd() % 40)) + rnd() % 4096);
-      Addr addr = rnd();
+      Addr addr(rnd());
       if (ref.insert({size, addr}).second) idx.insert({size, addr, 0});
     } else {
       auto it = ref.begin();
@@ -31,7 +31,7 @@ TEST_CASE("SizeIndex behaves as an ordered set of (size, address)") {
       REQUIRE(idx.largest()->addr == ref.rbegin()->second);
     }
     Bytes q = 1 + (1ULL << (rnd() % 41)) + rnd() % 1000;
-    auto want = ref.lower_bound({q, 0});
+    auto want = ref.lower_bound({q, Addr()});
     const auto* got = idx.lower_bound(q);
     REQUIRE((got == nullptr) == (want == ref.end()));
     if (got) REQUIRE(std::make_pair(got->size, got->addr) == *want);
@@ -45,7 +45,7 @@ TEST_CASE("LiveTable keeps (device, id) → handle through inserts, erases and g
   auto rnd = [&] { return (s = s * 6364136223846793005ULL + 1442695040888963407ULL) >> 33; };
   for (int step = 0; step < 50000; ++step) {
     std::uint32_t dev = static_cast<std::uint32_t>(rnd() % 3);
-    AllocId id = rnd() % 5000;
+    AllocId id(rnd() % 5000);
     auto key = std::make_pair(dev, id);
     if (rnd() % 2) {
       Handle h = t.insert(dev, id, 1, Space::kHbm);

@@ -5,7 +5,7 @@
 #include <algorithm>
 #include <set>
 
-#include "sim/error.h"
+#include "sim/base/error.h"
 #include "sim_helpers.h"
 #include "traces/pickle.h"
 #include "traces/trace_reader.h"
@@ -247,7 +247,7 @@ TEST_CASE("snapshot import: two devices interleave by time, each replays on its 
   CHECK(devices == std::set<int>{0, 1});
   // The pre-trace block of device 0 (8 bytes at the segment base) is synthesised first.
   CHECK(lines[1]["op"] == "segment_alloc");
-  CHECK(lines[1]["name"] == "pre-trace");
+  CHECK(lines[1]["pre_trace"] == true);
   RunResult r = replay(src);
   REQUIRE(r.spaces.size() == 2);
   CHECK(r.fidelity["allocs_compared"] == 4);

@@ -3,7 +3,7 @@
 #include <catch2/catch.hpp>
 
 #include "hardware_models/tpu_layout.h"
-#include "sim/error.h"
+#include "sim/base/error.h"
 #include "sim_helpers.h"
 #include "traces/generators.h"
 

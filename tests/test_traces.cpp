@@ -2,7 +2,7 @@
 #include <catch2/catch.hpp>
 #include <unistd.h>
 
-#include "sim/error.h"
+#include "sim/base/error.h"
 #include "test_util.h"
 #include "traces/generators.h"
 #include "traces/trace_reader.h"
@@ -78,12 +78,12 @@ TEST_CASE("valid JSONL trace: header, blank lines, CRLF, every key, unknown keys
   REQUIRE(v.size() == 7);
   CHECK(v[0].index == 0);
   CHECK(v[0].line == 3);
-  CHECK(v[0].t == 5);
+  CHECK(v[0].t == Tick(5));
   CHECK(v[0].stream == -3);
   CHECK(v[0].device == 2);
   CHECK(v[0].space == Space::kVmem);
   CHECK(v[0].name == "a\xc3\xa9\n\"q");
-  CHECK(v[0].addr == 4096);
+  CHECK(v[0].addr == Addr(4096));
   CHECK(v[1].line == 4);
   CHECK(v[1].size == 0);
   CHECK(v[2].op == Op::kFree);
@@ -96,9 +96,9 @@ TEST_CASE("valid JSONL trace: header, blank lines, CRLF, every key, unknown keys
 
 TEST_CASE("default time is the event index") {
   auto v = read_all(write_text("t.jsonl", "{\"op\":\"mark\"}\n{\"op\":\"mark\"}\n{\"op\":\"mark\",\"t\":7}\n"));
-  CHECK(v[0].t == 0);
-  CHECK(v[1].t == 1);
-  CHECK(v[2].t == 7);
+  CHECK(v[0].t == Tick(0));
+  CHECK(v[1].t == Tick(1));
+  CHECK(v[2].t == Tick(7));
 }
 
 TEST_CASE("every malformed trace is an InputError naming file:line and the key") {

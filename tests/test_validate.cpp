@@ -3,7 +3,7 @@
 #include <catch2/catch.hpp>
 
 #include "hardware_models/hardware_model.h"
-#include "sim/error.h"
+#include "sim/base/error.h"
 #include "sim/validate.h"
 #include "test_util.h"
 

@@ -25,7 +25,7 @@ TEST_CASE("xla-bfc §7.1 NoDups: sizes 1..1023") {
   // Every address is distinct and 256-aligned.
   std::set<Addr> seen;
   for (const auto& p : r.placements) {
-    CHECK(p["addr"].get<Addr>() % 256 == 0);
+    CHECK(p["addr"].get<Addr>().value() % 256 == 0);
     CHECK(seen.insert(p["addr"].get<Addr>()).second);
   }
 }

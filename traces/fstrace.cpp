@@ -5,8 +5,8 @@
 
 #include <fmt/format.h>
 
-#include "sim/error.h"
-#include "traces/io.h"
+#include "sim/base/error.h"
+#include "sim/base/io.h"
 #include "traces/jsonl.h"
 
 namespace fragsim {
@@ -57,15 +57,17 @@ class FstraceReader : public TraceReader {
     if (op >= static_cast<unsigned char>(Op::kCount)) fail(record_, fmt::format("op: unknown op code {}", op));
     ev.op = static_cast<Op>(op);
     std::uint64_t present = varint();
-    if (present >= (key::kAddr << 1)) fail(record_, "corrupt record: unknown key bits");
+    if (present & ~std::uint64_t{key::kAll}) fail(record_, "corrupt record: unknown key bits");
     ev.present = static_cast<std::uint16_t>(present);
-    if (ev.has(key::kId)) ev.id = varint();
+    if (ev.has(key::kId)) ev.id = AllocId(varint());
     if (ev.has(key::kSize)) ev.size = varint();
     if (ev.has(key::kT)) {
-      ev.t = last_t_ + varint();
+      std::uint64_t dt = varint();
+      if (dt > UINT64_MAX - last_t_.value()) fail(record_, "t: does not fit in 64 bits");
+      ev.t = last_t_ + dt;
       last_t_ = ev.t;
     } else {
-      last_t_ = record_ - 1;  // the default time of this event is its index
+      last_t_ = Tick(record_ - 1);  // the default time of this event is its index
     }
     if (ev.has(key::kStream)) {
       std::uint64_t z = varint();
@@ -99,7 +101,7 @@ class FstraceReader : public TraceReader {
       if (d == 0 || d >= static_cast<unsigned>(Dtype::kCount)) fail(record_, "dtype: unknown dtype code");
       ev.dtype = static_cast<Dtype>(d);
     }
-    if (ev.has(key::kAddr)) ev.addr = varint();
+    if (ev.has(key::kAddr)) ev.addr = Addr(varint());
     if ((ev.op == Op::kAlloc || ev.op == Op::kFree) && !ev.has(key::kId)) fail(record_, "id: missing required key");
     if (ev.op == Op::kAlloc && !ev.has(key::kSize)) fail(record_, "size: missing required key");
     return true;
@@ -149,7 +151,7 @@ class FstraceReader : public TraceReader {
   const char* end_ = nullptr;
   bool eof_ = false, done_ = false;
   std::uint64_t record_ = 0;
-  Tick last_t_ = 0;
+  Tick last_t_;
 };
 
 class FstraceWriter : public TraceWriter {
@@ -163,9 +165,9 @@ class FstraceWriter : public TraceWriter {
   void write(const Event& ev) override {
     buf_.push_back(static_cast<char>(ev.op));
     varint(ev.present);
-    if (ev.has(key::kId)) varint(ev.id);
+    if (ev.has(key::kId)) varint(ev.id.value());
     if (ev.has(key::kSize)) varint(ev.size);
-    Tick t = ev.has(key::kT) ? ev.t : count_;
+    Tick t = ev.has(key::kT) ? ev.t : Tick(count_);
     if (ev.has(key::kT)) varint(t - last_t_);  // readers guarantee non-decreasing time
     last_t_ = t;
     if (ev.has(key::kStream)) {
@@ -183,7 +185,7 @@ class FstraceWriter : public TraceWriter {
       for (auto d : ev.shape) varint(d);
     }
     if (ev.has(key::kDtype)) buf_.push_back(static_cast<char>(ev.dtype));
-    if (ev.has(key::kAddr)) varint(ev.addr);
+    if (ev.has(key::kAddr)) varint(ev.addr.value());
     ++count_;
     if (buf_.size() > (1 << 20)) flush();
   }
@@ -209,7 +211,7 @@ class FstraceWriter : public TraceWriter {
   AtomicFile file_;
   std::string buf_;
   std::uint64_t count_ = 0;
-  Tick last_t_ = 0;
+  Tick last_t_;
 };
 
 }  // namespace

@@ -6,9 +6,9 @@
 
 #include <fmt/format.h>
 
-#include "sim/config.h"
-#include "sim/error.h"
-#include "sim/event.h"
+#include "sim/base/config.h"
+#include "sim/base/error.h"
+#include "sim/base/event.h"
 #include "traces/trace_writer.h"
 
 namespace fragsim {
@@ -46,7 +46,7 @@ class Emitter {
                       Dtype dt = Dtype::kNone, std::uint32_t space_stream = 0, Space space = Space::kHbm) {
     Event e;
     e.op = Op::kAlloc;
-    e.id = next_id_++;
+    e.id = AllocId(next_id_++);
     e.size = size;
     e.t = tick();
     e.present = key::kId | key::kSize | key::kT;
@@ -55,12 +55,12 @@ class Emitter {
     if (space_stream) e.stream = space_stream, e.present |= key::kStream;
     if (space != Space::kHbm) e.space = space, e.present |= key::kSpace;
     w_->write(e);
-    return e.id;
+    return e.id.value();
   }
   void free(std::uint64_t id) {
     Event e;
     e.op = Op::kFree;
-    e.id = id;
+    e.id = AllocId(id);
     e.t = tick();
     e.present = key::kId | key::kT;
     w_->write(e);
@@ -76,10 +76,10 @@ class Emitter {
   void finish() { w_->finish(); }
 
  private:
-  Tick tick() { return t_ += 1000; }  // 1 µs per event in ns
+  Tick tick() { return t_ = t_ + 1000; }  // 1 µs per event in ns
   std::unique_ptr<TraceWriter> w_;
   std::uint64_t next_id_ = 1;
-  Tick t_ = 0;
+  Tick t_;
 };
 
 // f32/bf16 tensor of dims; returns (bytes, shape).

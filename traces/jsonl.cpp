@@ -11,8 +11,8 @@
 
 #include <fmt/format.h>
 
-#include "sim/error.h"
-#include "traces/io.h"
+#include "sim/base/error.h"
+#include "sim/base/io.h"
 
 namespace fragsim {
 
@@ -287,6 +287,18 @@ class JsonlReader : public TraceReader {
     if (m > (neg ? 9223372036854775808ULL : 9223372036854775807ULL)) err(fmt::format("{}: does not fit in 64 bits", key));
     return neg ? static_cast<std::int64_t>(0 - m) : static_cast<std::int64_t>(m);
   }
+  bool boolean(std::string_view key) {
+    ws();
+    if (e_ - p_ >= 4 && std::memcmp(p_, "true", 4) == 0) {
+      p_ += 4;
+      return true;
+    }
+    if (e_ - p_ >= 5 && std::memcmp(p_, "false", 5) == 0) {
+      p_ += 5;
+      return false;
+    }
+    err(fmt::format("{}: must be true or false", key));
+  }
   bool null_literal() {
     ws();
     if (e_ - p_ >= 4 && std::memcmp(p_, "null", 4) == 0) {
@@ -357,7 +369,7 @@ class JsonlReader : public TraceReader {
     ws();
     if (p_ >= e_ || *p_ != '{') err("invalid JSON: each line must be one JSON object");
     ++p_;
-    bool have_op = false;
+    bool have_op = false, pre_false = false;
     std::uint16_t seen = 0;
     ws();
     if (p_ < e_ && *p_ == '}') {
@@ -375,13 +387,13 @@ class JsonlReader : public TraceReader {
           if (!parse_op(scratch_, &ev.op)) err(fmt::format("op: unknown op '{}'", scratch_));
         } else if (k == "id") {
           bit = key::kId;
-          ev.id = uint("id");
+          ev.id = AllocId(uint("id"));
         } else if (k == "size") {
           bit = key::kSize;
           ev.size = uint("size");
         } else if (k == "t") {
           bit = key::kT;
-          ev.t = uint("t");
+          ev.t = Tick(uint("t"));
         } else if (k == "stream") {
           bit = key::kStream;
           ev.stream = sint("stream");
@@ -404,8 +416,11 @@ class JsonlReader : public TraceReader {
         } else if (k == "addr") {
           if (!null_literal()) {
             bit = key::kAddr;
-            ev.addr = uint("addr");
+            ev.addr = Addr(uint("addr"));
           }
+        } else if (k == "pre_trace") {
+          bit = key::kPreTrace;
+          pre_false = !boolean("pre_trace");  // false: as if absent
         } else if (k == "shape") {
           bit = key::kShape;
           expect('[', "to open shape");
@@ -447,7 +462,7 @@ class JsonlReader : public TraceReader {
     ws();
     if (p_ != e_) err("trailing characters after the JSON object");
     if (!have_op) err("op: missing required key");
-    ev.present = seen;
+    ev.present = pre_false ? static_cast<std::uint16_t>(seen & ~key::kPreTrace) : seen;
     if ((ev.op == Op::kAlloc || ev.op == Op::kFree) && !(seen & key::kId)) err("id: missing required key");
     if (ev.op == Op::kAlloc && !(seen & key::kSize)) err("size: missing required key");
   }
@@ -501,6 +516,7 @@ class JsonlWriter : public TraceWriter {
       buf_ += '"';
     }
     if (ev.has(key::kAddr)) num("addr", ev.addr);
+    if (ev.has(key::kPreTrace)) buf_ += ",\"pre_trace\":true";
     buf_ += "}\n";
     if (buf_.size() > (1 << 20)) flush();
   }

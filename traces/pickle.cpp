@@ -4,8 +4,8 @@
 
 #include <fmt/format.h>
 
-#include "sim/error.h"
-#include "traces/io.h"
+#include "sim/base/error.h"
+#include "sim/base/io.h"
 
 namespace fragsim {
 

@@ -7,7 +7,7 @@
 
 #include <fmt/format.h>
 
-#include "sim/error.h"
+#include "sim/base/error.h"
 #include "traces/pickle.h"
 
 namespace fragsim {
@@ -41,12 +41,12 @@ nlohmann::json to_json(const PyObj& o, int depth = 0) {
 
 struct Raw {
   Op op;
-  Tick t;
+  std::uint64_t t;  // µs
   bool has_t;
   std::uint32_t device;
   std::uint64_t id;
   Bytes size;
-  Addr addr;
+  std::uint64_t addr;
   bool has_addr;
   std::int64_t stream;
   bool pre_trace;
@@ -68,12 +68,12 @@ class SnapshotReader : public TraceReader {
     ev.line = r.line;
     ev.device = r.device;
     ev.present = key::kDevice;
-    if (r.has_t) ev.t = r.t, ev.present |= key::kT;
-    if (r.op == Op::kAlloc || r.op == Op::kFree) ev.id = r.id, ev.present |= key::kId;
+    if (r.has_t) ev.t = Tick(r.t), ev.present |= key::kT;
+    if (r.op == Op::kAlloc || r.op == Op::kFree) ev.id = AllocId(r.id), ev.present |= key::kId;
     if (r.op != Op::kFree && r.op != Op::kMark) ev.size = r.size, ev.present |= key::kSize;
-    if (r.has_addr) ev.addr = r.addr, ev.present |= key::kAddr;
+    if (r.has_addr) ev.addr = Addr(r.addr), ev.present |= key::kAddr;
     if (r.op != Op::kMark && r.op != Op::kOom) ev.stream = r.stream, ev.present |= key::kStream;
-    if (r.pre_trace) ev.name = kPreTrace, ev.present |= key::kName;
+    if (r.pre_trace) ev.present |= key::kPreTrace;
     if (r.op == Op::kMark) ev.name = "snapshot", ev.present |= key::kName;
     return true;
   }
@@ -111,12 +111,12 @@ class SnapshotReader : public TraceReader {
       const PyObj& tr = *traces->items[dev];
       if (tr.kind != PyObj::kList) bad(fmt::format("device_traces[{}] is not a list", dev));
       auto d = static_cast<std::uint32_t>(dev);
-      std::unordered_map<Addr, std::uint64_t> live;     // addr → id
-      std::unordered_map<Addr, Bytes> live_size;
-      std::map<Addr, std::pair<Bytes, std::int64_t>> pre_allocs;  // addr → (size, stream)
-      std::map<Addr, std::pair<Bytes, std::int64_t>> pre_segs;
-      std::set<Addr> traced_segs;
-      std::map<Addr, std::uint64_t> pre_ids;
+      std::unordered_map<std::uint64_t, std::uint64_t> live;     // addr → id
+      std::unordered_map<std::uint64_t, Bytes> live_size;
+      std::map<std::uint64_t, std::pair<Bytes, std::int64_t>> pre_allocs;  // addr → (size, stream)
+      std::map<std::uint64_t, std::pair<Bytes, std::int64_t>> pre_segs;
+      std::set<std::uint64_t> traced_segs;
+      std::map<std::uint64_t, std::uint64_t> pre_ids;
       std::uint64_t line = 0;
       for (const auto& ep : tr.items) {
         ++line;
@@ -140,7 +140,7 @@ class SnapshotReader : public TraceReader {
           live_size[r.addr] = r.size;
         } else if (act == "free_completed") {
           r.op = Op::kFree;
-          Addr addr = field_u(e, "addr", line, "trace");
+          std::uint64_t addr = field_u(e, "addr", line, "trace");
           auto it = live.find(addr);
           if (it == live.end()) {  // allocated before recording began
             r.id = nid++;
@@ -182,7 +182,7 @@ class SnapshotReader : public TraceReader {
         if (g.kind != PyObj::kDict) bad("segments: an entry is not a dict");
         const PyObj* gd = g.get("device");
         if (!gd || !gd->is_int() || gd->as_int() != static_cast<std::int64_t>(dev)) continue;
-        Addr base = field_u(g, "address", 0, "segments");
+        std::uint64_t base = field_u(g, "address", 0, "segments");
         Bytes total = field_u(g, "total_size", 0, "segments");
         std::int64_t stream = stream_of(g);
         if (!traced_segs.count(base)) pre_segs[base] = {total, stream};
@@ -193,7 +193,7 @@ class SnapshotReader : public TraceReader {
           const PyObj* st = b.get("state");
           if (!st || st->kind != PyObj::kStr) continue;
           if (st->s != "active_allocated" && st->s != "active_pending_free") continue;
-          Addr addr = field_u(b, "address", 0, "segments.blocks");
+          std::uint64_t addr = field_u(b, "address", 0, "segments.blocks");
           if (live.count(addr) || pre_allocs.count(addr)) continue;
           const PyObj* rq = b.get("requested_size");
           Bytes size = rq && rq->is_int() ? u64(rq) : field_u(b, "size", 0, "segments.blocks");
@@ -211,7 +211,7 @@ class SnapshotReader : public TraceReader {
       std::stable_sort(body.begin(), body.end(), [](const Raw& a, const Raw& b) { return a.t < b.t; });
       header["time_unit"] = "us";
     }
-    Tick t0 = body.empty() ? 0 : body.front().t;
+    std::uint64_t t0 = body.empty() ? 0 : body.front().t;
     for (auto& r : head) r.t = t0, r.has_t = any_time;
     events_ = std::move(head);
     events_.insert(events_.end(), body.begin(), body.end());

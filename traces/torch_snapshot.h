@@ -7,9 +7,9 @@
 //   snapshot         → mark
 // Ring-buffer start: blocks live before recording began (frees of unknown addresses, and blocks
 // still allocated at the dump that the trace never allocated) are synthesised as allocs at the
-// start, in address order, named "pre-trace". Segments that existed before the first traced
+// start, in address order, marked pre_trace. Segments that existed before the first traced
 // segment_alloc (final segments never traced, and segments freed before being traced) are
-// emitted first as segment_alloc observations named "pre-trace", so that a policy can seed
+// emitted first as segment_alloc observations marked pre_trace, so that a policy can seed
 // them (torch-caching does) and replay the recorded addresses.
 #pragma once
 #include <memory>
@@ -18,8 +18,6 @@
 #include "traces/trace_reader.h"
 
 namespace fragsim {
-
-inline constexpr const char* kPreTrace = "pre-trace";
 
 std::unique_ptr<TraceReader> make_torch_snapshot_reader(const std::string& path, const ReaderOptions& opt);
 

@@ -2,9 +2,9 @@
 
 #include <fmt/format.h>
 
-#include "sim/error.h"
+#include "sim/base/error.h"
 #include "traces/fstrace.h"
-#include "traces/io.h"
+#include "sim/base/io.h"
 #include "traces/jsonl.h"
 #include "traces/torch_snapshot.h"
 
@@ -30,21 +30,23 @@ void check_header(const nlohmann::json& h, const std::string& file, std::uint64_
 bool TraceReader::next(Event& ev) {
   for (;;) {
     ev.present = 0;
-    ev.t = 0;
-    ev.id = 0;
+    ev.t = Tick();
+    ev.id = AllocId();
     ev.size = 0;
     ev.stream = 0;
     ev.device = 0;
     ev.space = Space::kHbm;
     ev.dtype = Dtype::kNone;
-    ev.addr = 0;
+    ev.addr = Addr();
     ev.name.clear();
     ev.shape.clear();
     ev.handle = kNoHandle;
     if (!read_raw(ev)) return false;
     ev.index = index_;
-    if (!ev.has(key::kT)) ev.t = index_;
+    if (!ev.has(key::kT)) ev.t = Tick(index_);
     if (ev.t < last_t_) fail(ev.line, fmt::format("t: time {} is before the previous event's {}", ev.t, last_t_));
+    if (ev.has(key::kPreTrace) && ev.op != Op::kAlloc && ev.op != Op::kSegmentAlloc)
+      fail(ev.line, "pre_trace: only alloc and segment_alloc events can be marked pre_trace");
 
     switch (ev.op) {
       case Op::kAlloc: {

@@ -9,7 +9,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "sim/event.h"
+#include "sim/base/event.h"
 #include "traces/live_table.h"
 
 namespace fragsim {
@@ -46,7 +46,7 @@ class TraceReader {
  private:
   LiveTable live_;
   std::uint64_t index_ = 0;
-  Tick last_t_ = 0;
+  Tick last_t_;
   std::uint64_t skipped_frees_ = 0;
 };
 

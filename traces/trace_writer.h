@@ -5,7 +5,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "sim/event.h"
+#include "sim/base/event.h"
 
 namespace fragsim {
 

@@ -3,6 +3,8 @@
 #include "hardware_models/cuda_replay/device_api.h"
 #include "hardware_models/device_memory.h"
 
+#include <unordered_map>
+
 namespace fragsim::replay {
 
 namespace {
@@ -14,12 +16,12 @@ class FakeDevice : public Device {
   int malloc(void** p, std::size_t n) override {
     auto g = mem_.allocate(n == 0 ? 1 : n);
     if (!g) return 2;  // cudaErrorMemoryAllocation
-    *p = reinterpret_cast<void*>(g->addr);
+    *p = reinterpret_cast<void*>(g.addr().value());
+    live_.emplace(*p, std::move(g));
     return 0;
   }
   int free(void* p) override {
-    mem_.release(reinterpret_cast<Addr>(p));
-    return 0;
+    return live_.erase(p) ? 0 : 1;  // cudaErrorInvalidValue for an unknown pointer
   }
   int malloc_async(void** p, std::size_t n, int) override { return malloc(p, n); }
   int free_async(void* p, int) override { return free(p); }
@@ -41,6 +43,7 @@ class FakeDevice : public Device {
     return s;
   }
   DeviceMemory mem_;
+  std::unordered_map<void*, DeviceMemory::Grant> live_;  // destroyed before mem_
 };
 
 }  // namespace

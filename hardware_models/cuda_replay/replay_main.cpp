@@ -18,9 +18,9 @@
 #include <vector>
 
 #include "hardware_models/cuda_replay/device_api.h"
-#include "sim/cli/exit_codes.h"
-#include "sim/error.h"
-#include "traces/io.h"
+#include "sim/base/exit_codes.h"
+#include "sim/base/error.h"
+#include "sim/base/io.h"
 #include "traces/trace_reader.h"
 
 namespace po = boost::program_options;
@@ -210,8 +210,12 @@ int main(int argc, char** argv) {
   pos.add("trace", 1);
   return run_with_exit_codes("fragsim-cuda-replay", [&] {
     po::variables_map vm;
-    po::store(po::command_line_parser(argc, argv).options(d).positional(pos).run(), vm);
-    po::notify(vm);
+    try {
+      po::store(po::command_line_parser(argc, argv).options(d).positional(pos).run(), vm);
+      po::notify(vm);
+    } catch (const po::error& e) {
+      throw InputError(e.what());
+    }
     if (vm.count("help")) {
       std::cout << "usage: fragsim-cuda-replay TRACE [--mode malloc|async] [--limit SIZE] [-o OUT]\n\n"
                    "Replays a trace on a real GPU and records what the driver does, for `fragsim validate`.\n\n"

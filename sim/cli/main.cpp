@@ -11,9 +11,9 @@
 #include "hardware_models/hardware_model.h"
 #include "hardware_models/tpu_layout.h"
 #include "policies/policy.h"
-#include "sim/cli/exit_codes.h"
+#include "sim/base/exit_codes.h"
 #include "sim/engine.h"
-#include "sim/error.h"
+#include "sim/base/error.h"
 #include "sim/report.h"
 #include "sim/report_html.h"
 #include "sim/settings.h"
@@ -21,7 +21,7 @@
 #include "sim/trace_info.h"
 #include "sim/validate.h"
 #include "traces/generators.h"
-#include "traces/io.h"
+#include "sim/base/io.h"
 #include "traces/trace_reader.h"
 #include "traces/trace_writer.h"
 
@@ -60,13 +60,17 @@ Parsed parse(const std::vector<std::string>& args, po::options_description& desc
              const po::positional_options_description& pos, const std::string& usage) {
   desc.add_options()("help,h", "show this help");
   Parsed p;
-  po::store(po::command_line_parser(args).options(desc).positional(pos).run(), p.vm);
-  if (p.vm.count("help")) {
-    std::cout << usage << "\n" << desc << "\n";
-    p.help = true;
-    return p;
+  try {
+    po::store(po::command_line_parser(args).options(desc).positional(pos).run(), p.vm);
+    if (p.vm.count("help")) {
+      std::cout << usage << "\n" << desc << "\n";
+      p.help = true;
+      return p;
+    }
+    po::notify(p.vm);
+  } catch (const po::error& e) {
+    throw InputError(e.what());
   }
-  po::notify(p.vm);
   return p;
 }
 

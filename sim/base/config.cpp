@@ -1,8 +1,12 @@
-#include "sim/config.h"
+#include "sim/base/config.h"
+
+#include <cmath>
+#include <cstdlib>
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
-#include "sim/error.h"
+#include "sim/base/error.h"
 
 namespace fragsim {
 
@@ -12,7 +16,8 @@ ConfigReader::ConfigReader(const nlohmann::json& cfg, std::string owner)
 }
 
 void ConfigReader::bad(const std::string& key, const std::string& want) const {
-  throw InputError(fmt::format("{}: {}: must be {}, got {}", owner_, key, want, cfg_.at(key).dump()));
+  auto it = cfg_.find(key);
+  throw InputError(fmt::format("{}: {}: must be {}, got {}", owner_, key, want, it == cfg_.end() ? "nothing" : it->dump()));
 }
 
 const nlohmann::json* ConfigReader::take(const std::string& key) {
@@ -37,19 +42,31 @@ bool ConfigReader::flag(const std::string& key, bool def) {
 double ConfigReader::number(const std::string& key, double def) {
   double v = def;
   if (auto* j = take(key)) {
-    if (j->is_number()) v = j->get<double>();
-    else if (j->is_string()) {
-      try {
-        size_t pos = 0;
-        v = std::stod(j->get<std::string>(), &pos);
-        if (pos != j->get<std::string>().size()) bad(key, "a number");
-      } catch (const std::logic_error&) {
-        bad(key, "a number");
-      }
-    } else bad(key, "a number");
+    if (j->is_number()) {
+      v = j->get<double>();
+    } else if (j->is_string()) {
+      const std::string& t = j->get_ref<const std::string&>();
+      char* end = nullptr;
+      v = t.empty() ? NAN : std::strtod(t.c_str(), &end);
+      if (t.empty() || *end) bad(key, "a number");
+    } else {
+      bad(key, "a number");
+    }
+    if (!std::isfinite(v)) bad(key, "a finite number");
   }
   resolved_[key] = v;
   return v;
+}
+
+double ConfigReader::number_in(const std::string& key, double def, double lo, double hi) {
+  double v = number(key, def);
+  if (!(v > lo && v <= hi)) bad(key, fmt::format("a number in ({}, {}]", lo, hi));
+  return v;
+}
+
+std::optional<Bytes> ConfigReader::optional_size(const std::string& key) {
+  if (!has(key)) return std::nullopt;
+  return size(key, 0);
 }
 
 std::int64_t ConfigReader::integer(const std::string& key, std::int64_t def) {
@@ -62,12 +79,18 @@ std::int64_t ConfigReader::integer(const std::string& key, std::int64_t def) {
   return v;
 }
 
+std::int64_t ConfigReader::integer_in(const std::string& key, std::int64_t def, std::int64_t lo, std::int64_t hi) {
+  std::int64_t v = integer(key, def);
+  if (v < lo || v > hi) bad(key, fmt::format("an integer in [{}, {}]", lo, hi));
+  return v;
+}
+
 Bytes ConfigReader::size(const std::string& key, Bytes def) {
   Bytes v = def;
   if (auto* j = take(key)) {
     if (j->is_number_unsigned() || (j->is_number_integer() && j->get<std::int64_t>() >= 0)) v = j->get<Bytes>();
     else if (j->is_string()) v = parse_size(j->get<std::string>(), owner_ + ": " + key);
-    else bad(key, "a size in bytes");
+    else bad(key, "a size in bytes (a non-negative integer or a size such as 2MiB)");
   }
   resolved_[key] = v;
   return v;
@@ -80,11 +103,7 @@ std::string ConfigReader::choice(const std::string& key, const std::string& def,
     v = j->get<std::string>();
     bool ok = false;
     for (const auto& a : allowed) ok |= (a == v);
-    if (!ok) {
-      std::string list;
-      for (const auto& a : allowed) list += (list.empty() ? "" : ", ") + a;
-      bad(key, "one of " + list);
-    }
+    if (!ok) bad(key, fmt::format("one of {}", fmt::join(allowed, ", ")));
   }
   resolved_[key] = v;
   return v;
@@ -102,11 +121,9 @@ std::string ConfigReader::text(const std::string& key, const std::string& def) {
 
 void ConfigReader::finish() {
   for (auto it = cfg_.begin(); it != cfg_.end(); ++it) {
-    if (!used_.count(it.key())) {
-      std::string known;
-      for (const auto& k : used_) known += (known.empty() ? "" : ", ") + k;
-      throw InputError(fmt::format("{}: unknown key '{}' (known: {})", owner_, it.key(), known.empty() ? "none" : known));
-    }
+    if (!used_.count(it.key()))
+      throw InputError(fmt::format("{}: unknown key '{}' (known: {})", owner_, it.key(),
+                                   used_.empty() ? "none" : fmt::format("{}", fmt::join(used_, ", "))));
   }
 }
 

@@ -10,7 +10,7 @@
 #include <string>
 #include <vector>
 
-#include "sim/types.h"
+#include "sim/base/units.h"
 
 namespace fragsim {
 
@@ -45,7 +45,8 @@ bool unpadded_bytes(const std::vector<std::uint64_t>& shape, Dtype d, Bytes* out
 
 namespace key {  // bits of Event::present
 inline constexpr std::uint16_t kId = 1, kSize = 2, kT = 4, kStream = 8, kDevice = 16, kSpace = 32, kName = 64,
-                               kShape = 128, kDtype = 256, kAddr = 512;
+                               kShape = 128, kDtype = 256, kAddr = 512, kPreTrace = 1024;
+inline constexpr std::uint16_t kAll = 2047;
 }
 
 struct Event {
@@ -53,16 +54,18 @@ struct Event {
   std::uint16_t present = 0;     // key::* bits
   std::uint64_t index = 0;       // event_index: event lines from 0 in file order
   std::uint64_t line = 0;        // 1-based line (or record) number in the source, for messages
-  Tick t = 0;                    // trace time unit; = index when absent
-  AllocId id = 0;
+  Tick t;                        // trace time unit; = index when absent
+  AllocId id;
   Bytes size = 0;                // requested bytes (alloc), segment bytes (observations)
   std::int64_t stream = 0;
   std::uint32_t device = 0;
   Space space = Space::kHbm;
   Dtype dtype = Dtype::kNone;
-  Addr addr = 0;                 // recorded address (observation), valid when present & kAddr
+  Addr addr;                     // recorded address (observation), valid when present & kAddr
   std::string name;
   std::vector<std::uint64_t> shape;
+  // present & kPreTrace: the allocation (or segment) existed before the recording began; an
+  // importer synthesised it from the recorded state, at the recorded address (`pre_trace`).
   // Filled by the reader's LiveTable:
   Handle handle = kNoHandle;     // alloc: new handle; free: handle of the freed allocation
   Bytes live_size = 0;           // free: requested size of the allocation it frees

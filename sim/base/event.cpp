@@ -1,4 +1,4 @@
-#include "sim/event.h"
+#include "sim/base/event.h"
 
 namespace fragsim {
 

@@ -1,4 +1,4 @@
-#include "traces/io.h"
+#include "sim/base/io.h"
 
 #include <unistd.h>
 #include <zstd.h>
@@ -7,7 +7,7 @@
 #include <cstring>
 #include <vector>
 
-#include "sim/error.h"
+#include "sim/base/error.h"
 
 namespace fragsim {
 

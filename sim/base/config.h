@@ -1,14 +1,17 @@
 // ConfigReader: how every module reads its own JSON config (style rule 5).
 // Each getter takes a default, records the resolved value (echoed into the report), and
-// finish() rejects keys nobody asked for, naming them and the owner.
+// finish() rejects keys nobody asked for, naming them, the owner and every key the module knows
+// (including keys it reads only when present: has() and the optional_* getters declare them).
+// Numbers must be finite; sizes fit in 64 bits.
 #pragma once
+#include <optional>
 #include <set>
 #include <string>
 #include <vector>
 
 #include <nlohmann/json.hpp>
 
-#include "sim/types.h"
+#include "sim/base/units.h"
 
 namespace fragsim {
 
@@ -17,11 +20,20 @@ class ConfigReader {
   ConfigReader(const nlohmann::json& cfg, std::string owner);
   bool flag(const std::string& key, bool def);
   double number(const std::string& key, double def);
+  // A number in (lo, hi] (finite); the message names the range.
+  double number_in(const std::string& key, double def, double lo, double hi);
   std::int64_t integer(const std::string& key, std::int64_t def);
+  // An integer in [lo, hi]; the message names the range.
+  std::int64_t integer_in(const std::string& key, std::int64_t def, std::int64_t lo, std::int64_t hi);
   Bytes size(const std::string& key, Bytes def);  // a number of bytes or a size string ("2MiB")
   std::string choice(const std::string& key, const std::string& def, const std::vector<std::string>& allowed);
   std::string text(const std::string& key, const std::string& def);
-  bool has(const std::string& key) const { return cfg_.contains(key); }
+  std::optional<Bytes> optional_size(const std::string& key);
+  // Declares key as known and tells whether the config sets it.
+  bool has(const std::string& key) {
+    used_.insert(key);
+    return cfg_.contains(key);
+  }
   const nlohmann::json& raw(const std::string& key) const { return cfg_.at(key); }
   // Keys that are documentation or read through raw(): accepted, not echoed.
   void allow(std::initializer_list<const char*> keys) {

@@ -1,11 +1,11 @@
-#include "sim/types.h"
+#include "sim/base/units.h"
 
 #include <cmath>
 #include <cstdlib>
 
 #include <fmt/format.h>
 
-#include "sim/error.h"
+#include "sim/base/error.h"
 
 namespace fragsim {
 

@@ -1,0 +1,189 @@
+// ChunkList: device regions cut into chunks — the one structure behind every contiguous-memory
+// model here (XLA BFC's regions and chunks, the caching pools' segments and blocks, the baseline
+// arena), as XLA's BFCAllocator keeps its chunks: records addressed by index handles, recycled
+// through a free list of indices, with kNil as the only sentinel.
+//
+//   Region — [base, base + size), one device allocation (or the whole arena); never merged
+//            with another. `in_use` counts in-use chunks, `chunks` all chunks, `free_bytes` the
+//            bytes of free chunks; `first`/`last` are its lowest and highest chunk; `id` counts
+//            regions in the order they were added (placements' "region"). Slots of removed
+//            regions are reused, so memory is O(live regions + chunks), not O(regions ever).
+//   Chunk  — [addr, addr + size) inside one region; prev/next are its physical neighbours
+//            (kNil at the region's ends).
+// Invariants (validate): the chunks of a live region tile it in address order with consistent
+//   links; in_use, chunks and free_bytes equal their definitions.
+// What a free chunk is indexed by (bins, tags, mapped state) is the owner's business: the owner
+// calls split/merge_next and keeps its indexes up to date around them. Both carry an Extra
+// record for the owner (BFC's tag, a block's requested size, an expandable block's mapped state).
+#pragma once
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include <fmt/format.h>
+
+#include "sim/base/error.h"
+#include "sim/base/units.h"
+
+namespace fragsim {
+
+struct NoExtra {};
+
+template <class ChunkExtra = NoExtra, class RegionExtra = NoExtra>
+class ChunkList {
+ public:
+  using Index = std::int32_t;
+  static constexpr Index kNil = -1;
+
+  struct Chunk {
+    Addr addr;
+    Bytes size = 0;
+    Index prev = kNil, next = kNil, region = kNil;
+    bool in_use = false;
+    ChunkExtra x{};
+  };
+  struct Region {
+    Addr base;
+    Bytes size = 0;
+    Index first = kNil, last = kNil;
+    std::uint32_t in_use = 0;  // in-use chunks
+    std::uint32_t chunks = 0;  // all chunks (1 = unsplit)
+    Bytes free_bytes = 0;
+    bool live = false;
+    int id = -1;  // obtain order
+    RegionExtra x{};
+  };
+
+  // A new live region as one free chunk; returns the region's slot index.
+  Index add_region(Addr base, Bytes size, ChunkExtra cx = {}, RegionExtra rx = {}) {
+    Index c = new_chunk();
+    Index r;
+    if (!spare_regions_.empty()) {
+      r = spare_regions_.back();
+      spare_regions_.pop_back();
+    } else {
+      r = static_cast<Index>(regions_.size());
+      regions_.emplace_back();
+    }
+    chunks_[c] = Chunk{base, size, kNil, kNil, r, false, cx};
+    regions_[r] = Region{base, size, c, c, 0, 1, size, true, next_id_++, rx};
+    ++live_regions_;
+    return r;
+  }
+  // Retires an unused region (pre: no chunk in use, a single chunk); its slot is reused later.
+  void remove_region(Index r) {
+    Region& rg = regions_[r];
+    FRAGSIM_CHECK(rg.live && rg.in_use == 0 && rg.chunks == 1, "removing a region that is in use or split");
+    spare_.push_back(rg.first);
+    rg.first = rg.last = kNil;
+    rg.live = false;
+    rg.free_bytes = 0;
+    --live_regions_;
+    spare_regions_.push_back(r);
+  }
+
+  // Free chunk c keeps [addr, addr + keep); the rest becomes a new free chunk right after it
+  // with c's extras. Returns the new chunk. Pre: 0 < keep < size, c free.
+  Index split(Index c, Bytes keep) {
+    FRAGSIM_CHECK(!chunks_[c].in_use && keep > 0 && keep < chunks_[c].size, "bad split");
+    Index n = new_chunk();
+    Chunk& a = chunks_[c];  // after new_chunk: the vector may have grown
+    chunks_[n] = Chunk{a.addr + keep, a.size - keep, c, a.next, a.region, false, a.x};
+    if (a.next != kNil) chunks_[a.next].prev = n;
+    else regions_[a.region].last = n;
+    a.next = n;
+    a.size = keep;
+    ++regions_[a.region].chunks;
+    return n;
+  }
+  // Free chunk c absorbs its free right neighbour, whose index is recycled. Extras stay c's.
+  void merge_next(Index c) {
+    Chunk& a = chunks_[c];
+    Index n = a.next;
+    FRAGSIM_CHECK(n != kNil && !a.in_use && !chunks_[n].in_use, "bad merge");
+    Chunk& b = chunks_[n];
+    a.size += b.size;
+    a.next = b.next;
+    if (b.next != kNil) chunks_[b.next].prev = c;
+    else regions_[a.region].last = c;
+    --regions_[a.region].chunks;
+    spare_.push_back(n);
+  }
+  void set_in_use(Index c, bool in_use) {
+    Chunk& ch = chunks_[c];
+    if (ch.in_use == in_use) return;
+    ch.in_use = in_use;
+    Region& rg = regions_[ch.region];
+    if (in_use) {
+      ++rg.in_use;
+      rg.free_bytes -= ch.size;
+    } else {
+      --rg.in_use;
+      rg.free_bytes += ch.size;
+    }
+  }
+
+  const Chunk& chunk(Index c) const { return chunks_[c]; }
+  ChunkExtra& extra(Index c) { return chunks_[c].x; }
+  const Region& region(Index r) const { return regions_[r]; }
+  RegionExtra& region_extra(Index r) { return regions_[r].x; }
+  // Region slots (live or not) to iterate with region(r).live.
+  Index region_count() const { return static_cast<Index>(regions_.size()); }
+  Index live_regions() const { return live_regions_; }
+  // True when the region holds no in-use chunk (it is then a single free chunk).
+  bool region_unused(Index r) const { return regions_[r].live && regions_[r].in_use == 0; }
+
+  // Checks the structural invariants; calls each(c) for every chunk of every live region so the
+  // owner can check its own. Throws InternalError prefixed by owner.
+  void validate(const std::string& owner, const std::function<void(Index)>& each = {}) const {
+    auto fail = [&](const std::string& m) { FRAGSIM_CHECK(false, owner + ": " + m); };
+    Index live = 0;
+    for (Index r = 0; r < region_count(); ++r) {
+      const Region& rg = regions_[r];
+      if (!rg.live) continue;
+      ++live;
+      Addr at = rg.base;
+      Index prev = kNil;
+      std::uint32_t used = 0, count = 0;
+      Bytes free_bytes = 0;
+      for (Index c = rg.first; c != kNil; c = chunks_[c].next) {
+        const Chunk& ch = chunks_[c];
+        if (ch.addr != at) fail(fmt::format("chunk at {:#x} expected at {:#x} (gap or overlap)", ch.addr, at));
+        if (ch.prev != prev || ch.region != r) fail("broken chunk links");
+        if (ch.size == 0) fail("empty chunk");
+        if (ch.in_use) ++used;
+        else free_bytes += ch.size;
+        ++count;
+        at = at + ch.size;
+        prev = c;
+        if (each) each(c);
+      }
+      if (at != rg.base + rg.size) fail("chunks do not cover the region");
+      if (prev != rg.last) fail("region's last chunk is stale");
+      if (used != rg.in_use || count != rg.chunks || free_bytes != rg.free_bytes)
+        fail("region in-use count, chunk count or free bytes stale");
+    }
+    if (live != live_regions_) fail("live region count stale");
+  }
+
+ private:
+  Index new_chunk() {
+    if (!spare_.empty()) {
+      Index i = spare_.back();
+      spare_.pop_back();
+      return i;
+    }
+    chunks_.emplace_back();
+    return static_cast<Index>(chunks_.size() - 1);
+  }
+
+  std::vector<Chunk> chunks_;
+  std::vector<Index> spare_;
+  std::vector<Region> regions_;
+  std::vector<Index> spare_regions_;
+  Index live_regions_ = 0;
+  int next_id_ = 0;
+};
+
+}  // namespace fragsim

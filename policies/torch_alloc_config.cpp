@@ -1,0 +1,174 @@
+#include "policies/torch_alloc_config.h"
+
+#include <algorithm>
+#include <cstdlib>
+#include <optional>
+#include <vector>
+
+#include <fmt/format.h>
+
+#include "sim/base/error.h"
+
+namespace fragsim::torch {
+
+namespace {
+
+bool pow2(std::uint64_t v) { return v && !(v & (v - 1)); }
+int log2_floor(std::uint64_t v) { return 63 - __builtin_clzll(v); }
+
+}  // namespace
+
+Bytes Config::round_size(Bytes n) const {
+  if (n < kMinBlockSize) return kMinBlockSize;
+  int lg = log2_floor(n);
+  std::uint64_t d = divisions[std::clamp(lg - 20, 0, kIntervals - 1)];
+  if (d > 1 && n > kMinBlockSize * d) {
+    if (pow2(n)) return n;
+    Bytes floor2 = Bytes{1} << lg;
+    Bytes step = floor2 >> log2_floor(d);
+    if (step == 0) return lg == 63 ? kTooLarge : floor2 << 1;
+    Bytes f = n & ~(step - 1);
+    return f == n ? n : (f > kTooLarge - step ? kTooLarge : f + step);
+  }
+  return round_up_sat(n, kMinBlockSize);
+}
+
+Bytes Config::alloc_size(Bytes r) {
+  if (r <= kSmallSize) return kSmallBuffer;
+  if (r < kMinLargeAlloc) return kLargeBuffer;
+  return round_up_sat(r, kRoundLarge);
+}
+
+// PYTORCH_CUDA_ALLOC_CONF as PyTorch tokenizes it: key:value pairs separated by ',', with
+// bracketed lists for roundup_power2_divisions.
+void parse_alloc_conf(const std::string& conf, Config& c) {
+  auto bad = [&](const std::string& m) { return InputError("PYTORCH_CUDA_ALLOC_CONF: " + m); };
+  std::vector<std::string> tok;
+  std::string cur;
+  for (char ch : conf) {
+    if (ch == ',' || ch == ':' || ch == '[' || ch == ']') {
+      if (!cur.empty()) tok.push_back(cur);
+      cur.clear();
+      tok.emplace_back(1, ch);
+    } else if (ch != ' ') {
+      cur += ch;
+    }
+  }
+  if (!cur.empty()) tok.push_back(cur);
+  size_t i = 0;
+  // The next token, which must exist (PyTorch: "Error parsing ... missing value").
+  auto next = [&](const std::string& key) -> const std::string& {
+    if (i >= tok.size()) throw bad(key + ": missing value");
+    return tok[i++];
+  };
+  auto number = [&](const std::string& s, const std::string& key) {
+    char* end = nullptr;
+    double v = std::strtod(s.c_str(), &end);
+    if (s.empty() || *end || !(v >= 0) || v > 1e15) throw bad(fmt::format("{}: '{}' is not a number", key, s));
+    return v;
+  };
+  auto megabytes = [&](double v, const std::string& key) {
+    if (v >= 8796093022208.0) throw bad(key + ": too large");  // 2^43 MiB = 8 EiB
+    return static_cast<Bytes>(v) * kMiB;
+  };
+  auto expect = [&](const char* t) {
+    if (i >= tok.size() || tok[i] != t) throw bad(fmt::format("expected '{}'", t));
+    ++i;
+  };
+  while (i < tok.size()) {
+    if (tok[i] == ",") {
+      ++i;
+      continue;
+    }
+    std::string key = tok[i++];
+    expect(":");
+    if (key == "max_split_size_mb") {
+      double v = number(next(key), key);
+      if (v <= static_cast<double>(kLargeBuffer / kMiB))
+        throw bad(fmt::format("max_split_size_mb too small, must be > {}", kLargeBuffer / kMiB));
+      c.max_split_size = megabytes(v, key);
+    } else if (key == "max_non_split_rounding_mb") {
+      c.max_non_split_rounding = megabytes(number(next(key), key), key);
+    } else if (key == "garbage_collection_threshold") {
+      double v = number(next(key), key);
+      if (!(v > 0 && v < 1)) throw bad("garbage_collection_threshold must be in (0.0, 1.0)");
+      c.gc_threshold = v;
+    } else if (key == "roundup_power2_divisions") {
+      if (next(key) == "[") {
+        size_t last = 0;
+        bool first = true;
+        for (;;) {
+          const std::string& t = next(key);
+          if (t == "]") break;
+          if (t == ",") continue;
+          std::string k = t;
+          expect(":");
+          auto d = static_cast<std::uint64_t>(number(next(key), key));
+          if (d != 0 && !pow2(d)) throw bad("For roundups, the divisions has to be power of 2");
+          if (k == ">") {
+            std::fill(c.divisions + std::min<size_t>(last + 1, kIntervals), c.divisions + kIntervals, d);
+          } else {
+            auto mb = static_cast<std::uint64_t>(number(k, key));
+            if (!pow2(mb)) throw bad("For roundups, the intervals have to be power of 2");
+            size_t idx = std::min<size_t>(log2_floor(mb), kIntervals - 1);
+            if (first) std::fill(c.divisions, c.divisions + idx, d);
+            c.divisions[idx] = d;
+            last = idx;
+            first = false;
+          }
+        }
+      } else {
+        auto d = static_cast<std::uint64_t>(number(tok[i - 1], key));
+        if (d != 0 && !pow2(d)) throw bad("For roundups, the divisions has to be power of 2");
+        std::fill(c.divisions, c.divisions + kIntervals, d);
+      }
+    } else if (key == "expandable_segments") {
+      const std::string& v = next(key);
+      if (v != "True" && v != "False") throw bad("Expected a single True/False argument for expandable_segments");
+      c.expandable = v == "True";
+    } else if (key == "backend") {
+      const std::string& v = next(key);
+      if (v == "cudaMallocAsync") throw bad("backend:cudaMallocAsync is modelled by --policy cuda-async");
+      if (v != "native") throw bad("Unknown allocator backend, options are native and cudaMallocAsync");
+    } else if (key == "release_lock_on_cudamalloc" || key == "pinned_use_cuda_host_register" ||
+               key == "pinned_num_register_threads" || key == "pinned_use_background_threads" ||
+               key == "pinned_reserve_segment_size_mb") {
+      next(key);  // host-side options: no effect on device placement
+    } else {
+      throw bad(fmt::format("Unrecognized key '{}' in CUDA allocator config", key));
+    }
+  }
+}
+
+void apply_recorded_settings(const nlohmann::json& s, Config& c) {
+  if (!s.is_object()) return;
+  auto u64 = [&](const char* k) -> std::optional<std::uint64_t> {
+    auto it = s.find(k);
+    if (it == s.end() || !it->is_number_integer() || it->get<std::int64_t>() < 0) return std::nullopt;
+    return it->get<std::uint64_t>();
+  };
+  if (auto v = u64("max_split_size"); v && *v > 0 && *v < (1ULL << 62)) c.max_split_size = *v;
+  if (s.contains("garbage_collection_threshold") && s["garbage_collection_threshold"].is_number()) {
+    double v = s["garbage_collection_threshold"].get<double>();
+    if (v > 0 && v < 1) c.gc_threshold = v;
+  }
+  if (s.contains("expandable_segments") && s["expandable_segments"].is_boolean())
+    c.expandable = s["expandable_segments"].get<bool>();
+  if (s.contains("roundup_power2_divisions") && s["roundup_power2_divisions"].is_object())
+    for (auto it = s["roundup_power2_divisions"].begin(); it != s["roundup_power2_divisions"].end(); ++it) {
+      std::uint64_t mb = std::strtoull(it.key().c_str(), nullptr, 10);
+      if (!pow2(mb) || !it.value().is_number_integer() || it.value().get<std::int64_t>() < 0) continue;
+      auto d = it.value().get<std::uint64_t>();
+      if (d != 0 && !pow2(d)) continue;
+      c.divisions[std::min<size_t>(log2_floor(mb), kIntervals - 1)] = d;
+    }
+}
+
+std::string format_size(Bytes b) {
+  if (b <= 1024) return fmt::format("{} bytes", b);
+  if (b <= 1048576) return fmt::format("{:.2f} KiB", static_cast<double>(b) / 1024.0);
+  if (b <= 1073741824) return fmt::format("{:.2f} MiB", static_cast<double>(b) / 1048576.0);
+  return fmt::format("{:.2f} GiB", static_cast<double>(b) / 1073741824.0);
+}
+
+}  // namespace fragsim::torch

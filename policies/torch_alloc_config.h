@@ -1,0 +1,45 @@
+// PyTorch's allocator configuration, as c10/cuda/CUDAAllocatorConfig.cpp reads it
+// (specs/torch-caching.md §2–§6): PYTORCH_CUDA_ALLOC_CONF, a snapshot's recorded
+// allocator_settings, and the size arithmetic that depends on them (round_size, alloc_size) and
+// PyTorch's own size formatter (format_size, as its OOM message prints sizes).
+#pragma once
+#include <cstdint>
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+#include "sim/base/units.h"
+
+namespace fragsim {
+
+namespace torch {
+
+inline constexpr Bytes kMinBlockSize = 512, kSmallSize = 1 * kMiB, kSmallBuffer = 2 * kMiB,
+                       kLargeBuffer = 20 * kMiB, kMinLargeAlloc = 10 * kMiB, kRoundLarge = 2 * kMiB;
+inline constexpr int kIntervals = 16;
+
+struct Config {
+  Bytes max_split_size = kTooLarge;  // kTooLarge: not set
+  Bytes max_non_split_rounding = 20 * kMiB;
+  double gc_threshold = 0;
+  std::uint64_t divisions[kIntervals] = {};
+  bool expandable = false;
+  double memory_fraction = 0;           // set_per_process_memory_fraction; 0 = not set
+  std::uint64_t stream_event_delay = 0;  // ticks until a record_stream free completes
+
+  // Request rounding: 512 B, or the power-of-2 divisions of the request's interval.
+  Bytes round_size(Bytes n) const;
+  // The segment a miss asks the device for: 2 MiB (small), 20 MiB (< 10 MiB), else r to 2 MiB.
+  static Bytes alloc_size(Bytes r);
+};
+
+// Parses PYTORCH_CUDA_ALLOC_CONF into c, with PyTorch's tokenizer and messages. Throws InputError.
+void parse_alloc_conf(const std::string& conf, Config& c);
+// A snapshot's allocator_settings (the effective configuration when it was recorded).
+void apply_recorded_settings(const nlohmann::json& s, Config& c);
+// PyTorch's format_size: "512 bytes", "1.50 KiB", "20.00 MiB", "3.72 GiB".
+std::string format_size(Bytes b);
+
+}  // namespace torch
+
+}  // namespace fragsim

@@ -1,0 +1,140 @@
+// Units every layer shares (architecture.md, "sim/base").
+//
+//   Bytes   — a size or a byte count                        (u64; the arithmetic unit)
+//   Addr    — a simulated or recorded device address         (distinct type)
+//   Tick    — a time stamp in the trace's unit               (distinct type)
+//   AllocId — the id a trace gives an allocation             (distinct type)
+//   Handle  — dense index of a live allocation, assigned by the trace reader and recycled
+//             after the free, so that engine and policies index vectors instead of hashing ids.
+//
+// Addr, Tick and AllocId convert to and from integers only explicitly, so a size cannot be
+// passed where an address, a time or an id is expected, nor the other way round. Their
+// arithmetic is the meaningful one only: Addr ± Bytes → Addr, Addr − Addr → Bytes,
+// Tick + n → Tick, Tick − Tick → ticks elapsed.
+#pragma once
+#include <compare>
+#include <cstdint>
+#include <functional>
+#include <limits>
+#include <string>
+#include <string_view>
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+namespace fragsim {
+
+using Bytes = std::uint64_t;
+using Handle = std::uint32_t;
+
+// An integer with a unit: explicit in and out, ordered, hashable, printable, JSON-able.
+template <class Tag>
+class Unit {
+ public:
+  constexpr Unit() = default;
+  constexpr explicit Unit(std::uint64_t v) : v_(v) {}
+  [[nodiscard]] constexpr std::uint64_t value() const { return v_; }
+  constexpr auto operator<=>(const Unit&) const = default;
+
+ protected:
+  std::uint64_t v_ = 0;
+};
+
+class Addr : public Unit<struct AddrTag> {
+ public:
+  using Unit::Unit;
+  constexpr Addr& operator+=(Bytes b) { v_ += b; return *this; }
+  constexpr Addr& operator-=(Bytes b) { v_ -= b; return *this; }
+  friend constexpr Addr operator+(Addr a, Bytes b) { return Addr(a.v_ + b); }
+  friend constexpr Addr operator-(Addr a, Bytes b) { return Addr(a.v_ - b); }
+  // Distance from b up to a (pre: a ≥ b).
+  friend constexpr Bytes operator-(Addr a, Addr b) { return a.v_ - b.v_; }
+};
+
+class Tick : public Unit<struct TickTag> {
+ public:
+  using Unit::Unit;
+  friend constexpr Tick operator+(Tick t, std::uint64_t n) { return Tick(t.v_ + n); }
+  // Ticks elapsed from b to a (pre: a ≥ b).
+  friend constexpr std::uint64_t operator-(Tick a, Tick b) { return a.v_ - b.v_; }
+};
+
+class AllocId : public Unit<struct AllocIdTag> {
+ public:
+  using Unit::Unit;
+};
+
+inline constexpr Handle kNoHandle = std::numeric_limits<Handle>::max();
+inline constexpr Bytes kKiB = 1024, kMiB = kKiB * 1024, kGiB = kMiB * 1024;
+
+// Powers of two (the common case: alignments, granularities) avoid a 64-bit division.
+constexpr Bytes round_up(Bytes n, Bytes a) {
+  if (a <= 1) return n;
+  if ((a & (a - 1)) == 0) return (n + a - 1) & ~(a - 1);
+  return (n + a - 1) / a * a;
+}
+constexpr Bytes round_down(Bytes n, Bytes a) {
+  if (a <= 1) return n;
+  if ((a & (a - 1)) == 0) return n & ~(a - 1);
+  return n / a * a;
+}
+// Rounding a request that may be as large as the format allows: kTooLarge when the rounded size
+// does not fit in 64 bits (such a request never fits anywhere).
+inline constexpr Bytes kTooLarge = ~Bytes{0};
+constexpr Bytes round_up_sat(Bytes n, Bytes a) {
+  if (a <= 1) return n;
+  Bytes r = n % a;
+  return r == 0 ? n : (n > kTooLarge - (a - r) ? kTooLarge : n + (a - r));
+}
+constexpr Addr round_up(Addr n, Bytes a) { return Addr(round_up(n.value(), a)); }
+constexpr Addr round_down(Addr n, Bytes a) { return Addr(round_down(n.value(), a)); }
+
+// Index of s in a table of names, or -1 (entries before `from` are skipped).
+template <size_t N>
+int name_index(const std::string_view (&names)[N], std::string_view s, int from = 0) {
+  for (int i = from; i < static_cast<int>(N); ++i)
+    if (names[i] == s) return i;
+  return -1;
+}
+
+// Memory spaces of the trace contract. kCount bounds per-device arrays.
+enum class Space : std::uint8_t { kHbm, kCollective, kVmem, kSmem, kCmem, kHost, kCount };
+std::string_view space_name(Space s);
+bool parse_space(std::string_view s, Space* out);
+
+// "512", "64KiB", "2MiB", "1.5GiB", "80GB". Throws InputError (key = what) on bad text.
+Bytes parse_size(std::string_view text, std::string_view what);
+// 1536 -> "1.50 KiB"
+std::string human_bytes(Bytes b);
+
+inline void to_json(nlohmann::json& j, Addr a) { j = a.value(); }
+inline void to_json(nlohmann::json& j, Tick t) { j = t.value(); }
+inline void to_json(nlohmann::json& j, AllocId i) { j = i.value(); }
+inline void from_json(const nlohmann::json& j, Addr& a) { a = Addr(j.get<std::uint64_t>()); }
+inline void from_json(const nlohmann::json& j, Tick& t) { t = Tick(j.get<std::uint64_t>()); }
+inline void from_json(const nlohmann::json& j, AllocId& i) { i = AllocId(j.get<std::uint64_t>()); }
+
+}  // namespace fragsim
+
+// Printed as the integer they hold ("{}", "{:#x}").
+#define FRAGSIM_UNIT_FORMATTER(T)                                         \
+  template <>                                                             \
+  struct fmt::formatter<T> : fmt::formatter<std::uint64_t> {              \
+    template <class Ctx>                                                  \
+    auto format(T v, Ctx& ctx) const {                                    \
+      return fmt::formatter<std::uint64_t>::format(v.value(), ctx);       \
+    }                                                                     \
+  };
+FRAGSIM_UNIT_FORMATTER(fragsim::Addr)
+FRAGSIM_UNIT_FORMATTER(fragsim::Tick)
+FRAGSIM_UNIT_FORMATTER(fragsim::AllocId)
+#undef FRAGSIM_UNIT_FORMATTER
+
+template <>
+struct std::hash<fragsim::Addr> {
+  size_t operator()(fragsim::Addr a) const noexcept { return std::hash<std::uint64_t>()(a.value()); }
+};
+template <>
+struct std::hash<fragsim::AllocId> {
+  size_t operator()(fragsim::AllocId a) const noexcept { return std::hash<std::uint64_t>()(a.value()); }
+};
