@@ -55,8 +55,9 @@ class ChunkList {
     RegionExtra x{};
   };
 
-  // A new live region as one free chunk; returns the region's slot index.
-  Index add_region(Addr base, Bytes size, ChunkExtra cx = {}, RegionExtra rx = {}) {
+  // A new live region as one free chunk; returns the region's slot index. `id` numbers it for
+  // placements (−1: this list's own obtain order; owners of several lists number them jointly).
+  Index add_region(Addr base, Bytes size, ChunkExtra cx = {}, RegionExtra rx = {}, int id = -1) {
     Index c = new_chunk();
     Index r;
     if (!spare_regions_.empty()) {
@@ -67,7 +68,7 @@ class ChunkList {
       regions_.emplace_back();
     }
     chunks_[c] = Chunk{base, size, kNil, kNil, r, false, cx};
-    regions_[r] = Region{base, size, c, c, 0, 1, size, true, next_id_++, rx};
+    regions_[r] = Region{base, size, c, c, 0, 1, size, true, id >= 0 ? id : next_id_++, rx};
     ++live_regions_;
     return r;
   }

@@ -126,7 +126,7 @@ class CudaAsyncPolicy : public AllocatorPolicy {
   Bytes reserved() const { return reserved_; }
 
   std::int32_t add_segment(std::int64_t stream, DeviceMemory::Grant g) {
-    std::int32_t s = pool(stream).add_segment(g.addr(), g.bytes());
+    std::int32_t s = pool(stream).add_segment(g.addr(), g.bytes(), true, next_region_++);
     reserved_ += g.bytes();
     grants_[{stream, s}] = std::move(g);
     peak_reserved_ = std::max(peak_reserved_, reserved_);
@@ -177,6 +177,7 @@ class CudaAsyncPolicy : public AllocatorPolicy {
   std::map<std::pair<std::int64_t, std::int32_t>, DeviceMemory::Grant> grants_;  // (stream, segment) → memory
   std::vector<std::pair<std::int64_t, std::int32_t>> owner_;
   Scheduler::Task trim_;
+  int next_region_ = 0;  // obtain order across all streams' pools
   Bytes reserved_ = 0, peak_reserved_ = 0;
   std::uint64_t trims_ = 0;
 };

@@ -10,8 +10,8 @@ std::int32_t SegmentHeap::split(std::int32_t b, Bytes keep) {
   return n;
 }
 
-std::int32_t SegmentHeap::add_segment(Addr base, Bytes size, bool mapped) {
-  std::int32_t s = chunks_.add_region(base, size, SegmentBlockExtra{0, mapped, 0});
+std::int32_t SegmentHeap::add_segment(Addr base, Bytes size, bool mapped, int id) {
+  std::int32_t s = chunks_.add_region(base, size, SegmentBlockExtra{0, mapped, 0}, {}, id);
   if (mapped) index_insert(segment(s).first);
   reserved_ += size;
   return s;

@@ -38,7 +38,8 @@ class SegmentHeap {
   static constexpr std::int32_t kNil = Chunks::kNil;
 
   // Adds a segment as one free block (mapped, or an unmapped reservation); returns its index.
-  std::int32_t add_segment(Addr base, Bytes size, bool mapped = true);
+  // `id` numbers it in the owner's obtain order across all its heaps (placements' "region").
+  std::int32_t add_segment(Addr base, Bytes size, bool mapped, int id);
   // Expandable segments: maps the first `bytes` of unmapped free block b (the rest stays
   // unmapped), merges it with mapped free neighbours and returns the merged free block.
   std::int32_t map_prefix(std::int32_t b, Bytes bytes);

@@ -276,7 +276,7 @@ class TorchCachingPolicy : public AllocatorPolicy {
   // order segments are obtained. Stats are the caller's (reservations count mapped pages only).
   std::int32_t register_segment(bool small, std::int64_t stream, Addr base, Bytes size, bool mapped) {
     SegmentHeap& heap = pools_[small][stream];
-    std::int32_t s = heap.add_segment(base, size, mapped);
+    std::int32_t s = heap.add_segment(base, size, mapped, next_region_++);
     seg_by_addr_[base] = {small, stream, s};
     return s;
   }
@@ -492,6 +492,7 @@ class TorchCachingPolicy : public AllocatorPolicy {
   std::map<Addr, SegRef> seg_by_addr_;
   std::vector<Owner> owner_;
   std::map<Owner, Scheduler::Task> pending_;  // record_stream frees waiting for their event
+  int next_region_ = 0;                       // segments' obtain order across pools and streams
   std::uint64_t free_block_calls_[2] = {0, 0};
   StatArray allocations_, allocated_, active_, requested_, reserved_, segments_, inactive_split_;
   std::uint64_t num_alloc_retries_ = 0, num_ooms_ = 0, num_device_alloc_ = 0, num_device_free_ = 0;

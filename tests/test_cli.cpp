@@ -29,7 +29,7 @@ TEST_CASE("cli: every command has --help") {
   CHECK(cli("bogus").code == 2);
 }
 
-TEST_CASE("cli: run writes the report; OOM is exit 0 with completed false") {
+TEST_CASE("cli: run writes the report — OOM is exit 0 with completed false") {
   std::string t = write_text("cli.jsonl", kTrace), rep = tmp_path("cli.report.json");
   auto r = cli("run " + t + " --policy best-fit --capacity 10MiB --reserve 0 --json " + rep);
   REQUIRE(r.code == 0);

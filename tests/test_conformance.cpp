@@ -157,7 +157,7 @@ TEST_CASE("conformance: policy configurations, several streams and collective bu
   }
 }
 
-TEST_CASE("best-fit picks the smallest hole, first-fit the lowest one; both coalesce") {
+TEST_CASE("best-fit picks the smallest hole, first-fit the lowest one — both coalesce") {
   // Holes: [A:4 KiB][B busy][C:1 KiB][D busy]... then a 1 KiB request.
   std::string t = write_text("holes.jsonl",
                              "{\"op\":\"alloc\",\"id\":1,\"size\":4096}\n"

@@ -58,7 +58,7 @@ TEST_CASE("settings: spatial partitioning off via XLA_FLAGS changes placements l
   CHECK(b.placements[2]["region_offset"] == 890 << 20);
 }
 
-TEST_CASE("sweep: at the reported fraction the trace completes; 0.01 lower it OOMs") {
+TEST_CASE("sweep: at the reported fraction the trace completes — 0.01 lower it OOMs") {
   Registry reg;
   register_builtin_policies(reg);
   std::string trace = tmp_path("sweep.fstrace");

@@ -6,6 +6,7 @@
 #include <set>
 
 #include "sim/base/error.h"
+#include "sim/base/io.h"
 #include "sim_helpers.h"
 #include "traces/pickle.h"
 #include "traces/trace_reader.h"
@@ -15,7 +16,9 @@ using namespace fragsim::test;
 
 namespace {
 
-std::string shared_trace(const std::string& name) { return std::string(FRAGSIM_SHARED_DIR) + "/traces/torch/" + name; }
+// The real snapshots, kept compressed in tests/data/torch (SOURCES.md there).
+std::string fixture(const std::string& name) { return std::string(FRAGSIM_SOURCE_DIR) + "/tests/data/torch/" + name + ".zst"; }
+std::string fixture_bytes(const std::string& name) { return read_input(fixture(name), kMaxPickleBytes); }
 
 RunResult replay(const std::string& trace, nlohmann::json cfg = nlohmann::json::object(), bool check = true) {
   static Registry reg = [] {
@@ -48,7 +51,7 @@ TEST_CASE("torch-caching reproduces every recorded address and segment size of t
                         {"transformer_ctx128_train_step.pickle", 6771, 783}};
   for (const auto& c : cases) {
     INFO(c.file);
-    RunResult r = replay(shared_trace(c.file));
+    RunResult r = replay(fixture(c.file));
     REQUIRE(!r.fidelity.is_null());
     CHECK(r.completed);
     CHECK(r.fidelity["allocs_compared"] == c.allocs);
@@ -60,7 +63,7 @@ TEST_CASE("torch-caching reproduces every recorded address and segment size of t
 }
 
 TEST_CASE("snapshot import: pre-trace state first, observations kept, convert writes them") {
-  std::string src = shared_trace("small_mlp_97ev.pickle"), out = tmp_path("mlp.jsonl");
+  std::string src = fixture("small_mlp_97ev.pickle"), out = tmp_path("mlp.jsonl");
   auto r = cli("convert " + src + " " + out);
   REQUIRE(r.code == 0);
   auto lines = read_jsonl(out);
@@ -107,7 +110,7 @@ TEST_CASE("pickle reader refuses hostile input with a clear error and never cras
   auto r = cli("info " + p);
   CHECK(r.code == 2);
   CHECK(r.err.find("not a PyTorch memory snapshot") != std::string::npos);
-  std::string t = write_text("trunc.pickle", read_text(shared_trace("small_mlp_97ev.pickle")).substr(0, 5000));
+  std::string t = write_text("trunc.pickle", fixture_bytes("small_mlp_97ev.pickle").substr(0, 5000));
   r = cli("run " + t + " --policy torch-caching");
   CHECK(r.code == 2);
   CHECK(r.err.find("pickle: ") != std::string::npos);
@@ -154,7 +157,7 @@ TEST_CASE("torch-caching max_split_size: oversize blocks only serve oversize req
   CHECK(o.placements[2]["block_bytes"] == 100 * MiB);
 }
 
-TEST_CASE("torch-caching streams: no reuse across streams; a cross-stream free completes later") {
+TEST_CASE("torch-caching streams: no reuse across streams — a cross-stream free completes later") {
   TraceBuilder t;
   t.alloc(1, 4096).free(1).alloc(2, 4096, nullptr, 7);
   auto r = simulate("streams", t.text, "torch-caching", nlohmann::json::object());
@@ -199,7 +202,7 @@ TEST_CASE("torch-caching OOM: empty the cache and retry, then PyTorch's message"
   CHECK_THAT(msg, Catch::Contains("80.00 MiB is allocated by PyTorch, and 0 bytes is reserved by PyTorch but unallocated"));
 }
 
-TEST_CASE("torch-caching expandable segments: 8 x 16 MiB maps 7 pages; 4 x 32 MiB then maps none") {
+TEST_CASE("torch-caching expandable segments: 8 x 16 MiB maps 7 pages — 4 x 32 MiB then maps none") {
   TraceBuilder t;
   for (int i = 0; i < 8; ++i) t.alloc(i, 16 * MiB);
   for (int i = 0; i < 8; ++i) t.free(i);
@@ -256,7 +259,7 @@ TEST_CASE("snapshot import: two devices interleave by time, each replays on its 
 }
 
 TEST_CASE("seeded mutation of a real snapshot: only clear input errors, never a crash") {
-  std::string good = read_text(shared_trace("small_mlp_97ev.pickle"));
+  std::string good = fixture_bytes("small_mlp_97ev.pickle");
   std::uint64_t s = 12345;
   auto rnd = [&] { return (s = s * 6364136223846793005ULL + 1442695040888963407ULL) >> 33; };
   int errors = 0, parsed = 0;

@@ -67,7 +67,7 @@ TEST_CASE("layout: the CLI prints the contract's JSON") {
   CHECK(cli("layout --hw h100-80g 'bf16[4]'").code == 2);
 }
 
-TEST_CASE("tpu-padded: padded peak >= unpadded peak with the breakdown; --shard 8 as the rule predicts") {
+TEST_CASE("tpu-padded: padded peak >= unpadded peak with the breakdown — --shard 8 as the rule predicts") {
   std::string t = shaped_alloc(1, "bf16", {1000, 129}) + shaped_alloc(2, "f32", {64, 3}) +
                   "{\"op\":\"alloc\",\"id\":3,\"size\":1000}\n";
   auto r = tpu_run("tpad", t, "tpu-padded", nlohmann::json::object());
@@ -145,7 +145,7 @@ TEST_CASE("static-heap: both orders against hand-computed placements") {
   CHECK(g.placements[3]["region_offset"] == 200);
 }
 
-TEST_CASE("static-heap: heap >= peak live bytes, equal when lifetimes nest; best = min of both orders") {
+TEST_CASE("static-heap: heap >= peak live bytes, equal when lifetimes nest — best = min of both orders") {
   // Stack-like trace: random pushes and pops.
   std::uint64_t state = 7;
   auto rnd = [&] { return (state = state * 6364136223846793005ULL + 1442695040888963407ULL) >> 33; };

@@ -195,7 +195,7 @@ TEST_CASE("xla-bfc spatial vs classic: the gap is taken only when no LOW hole fi
   CHECK(s.placements[2]["block_bytes"] == 100 << 20);
 }
 
-TEST_CASE("xla-bfc spatial: collective buffers at the top, 2 MiB aligned; frees regrow the gap") {
+TEST_CASE("xla-bfc spatial: collective buffers at the top, 2 MiB aligned — frees regrow the gap") {
   TraceBuilder t;
   t.alloc(1, 1 << 20, "collective").alloc(2, 3 << 20).alloc(3, 1 << 20, "collective").free(1).free(3);
   t.alloc(4, (1024 - 3) << 20);  // only fits if both upper frees returned their space to the gap

@@ -285,6 +285,8 @@ std::unique_ptr<PickleDoc> parse_pickle(const std::string& data, const std::stri
   return doc;
 }
 
-std::unique_ptr<PickleDoc> load_pickle(const std::string& path) { return parse_pickle(read_file(path), path); }
+std::unique_ptr<PickleDoc> load_pickle(const std::string& path) {
+  return parse_pickle(read_input(path, kMaxPickleBytes), path);
+}
 
 }  // namespace fragsim

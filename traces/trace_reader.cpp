@@ -88,10 +88,12 @@ bool TraceReader::next(Event& ev) {
 
 std::unique_ptr<TraceReader> open_trace(const std::string& path, const ReaderOptions& opt) {
   if (ends_with(path, ".fstrace")) return make_fstrace_reader(path, opt);
-  if (ends_with(path, ".pickle") || ends_with(path, ".pkl")) return make_torch_snapshot_reader(path, opt);
+  if (ends_with(path, ".pickle") || ends_with(path, ".pkl") || ends_with(path, ".pickle.zst") ||
+      ends_with(path, ".pkl.zst"))
+    return make_torch_snapshot_reader(path, opt);
   if (ends_with(path, ".jsonl") || ends_with(path, ".jsonl.zst") || ends_with(path, ".json"))
     return make_jsonl_reader(path, opt);
-  throw InputError(path + ": unknown trace format (expected .jsonl, .jsonl.zst, .fstrace or .pickle)");
+  throw InputError(path + ": unknown trace format (expected .jsonl, .jsonl.zst, .fstrace, .pickle or .pickle.zst)");
 }
 
 }  // namespace fragsim

@@ -147,6 +147,19 @@ std::string read_file(const std::string& path) {
   return out;
 }
 
+std::string read_input(const std::string& path, std::uint64_t limit) {
+  auto src = open_source(path);
+  std::string out;
+  char buf[1 << 16];
+  size_t n;
+  while ((n = src->read(buf, sizeof buf)) > 0) {
+    if (out.size() + n > limit)
+      throw InputError(path + ": larger than the " + std::to_string(limit >> 20) + " MiB this reader accepts");
+    out.append(buf, n);
+  }
+  return out;
+}
+
 nlohmann::json read_json_file(const std::string& path) {
   std::string text = read_file(path);
   try {

@@ -48,6 +48,8 @@ class AtomicFile {
 
 // Reads a whole file (EnvError when it cannot be read).
 std::string read_file(const std::string& path);
+// Reads a whole input, decompressing `.zst`; an InputError when it holds more than `limit` bytes.
+std::string read_input(const std::string& path, std::uint64_t limit);
 // Reads a JSON file; a syntax error is an InputError naming the file and line.
 nlohmann::json read_json_file(const std::string& path);
 
