@@ -7,11 +7,24 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
+#include "sim/base/checked.h"
 #include "sim/base/error.h"
 
 namespace fragsim {
 
 namespace {
+
+// Bytes of dims × bits, rounded up to a byte as a whole; kTooLarge when it does not fit in 64 bits.
+Bytes array_bytes(const std::vector<std::uint64_t>& dims, int bits) {
+  std::uint64_t n = 1;
+  for (auto d : dims) {
+    auto m = mul_u64(n, d);
+    if (!m) return kTooLarge;
+    n = *m;
+  }
+  unsigned __int128 b = (static_cast<unsigned __int128>(n) * static_cast<unsigned>(bits) + 7) / 8;
+  return b >= kTooLarge ? kTooLarge : static_cast<Bytes>(b);
+}
 
 std::string tile_text(const std::vector<std::vector<std::uint64_t>>& tiles) {
   std::string s;
@@ -58,7 +71,7 @@ ArraySpec parse_array_spec(std::string_view text, std::string_view what) {
       size_t j = i;
       while (j < s.size() && std::isdigit(static_cast<unsigned char>(s[j]))) ++j;
       if (j == i) throw bad("expected a number");
-      push(std::stoull(std::string(s.substr(i, j - i))));
+      push(parse_u64(s.substr(i, j - i), fmt::format("{}: '{}'", what, text)));
       while (j < s.size() && s[j] == ' ') ++j;
       if (j < s.size() && s[j] != ',') throw bad("expected ','");
       i = j + 1;
@@ -113,15 +126,12 @@ TpuLayout tpu_layout(const ArraySpec& a, int generation) {
   for (size_t k = 0; k < rank; ++k) padded[n - rank + k] = phys[k];
   for (size_t i = 0; i < t.size(); ++i) {
     auto& d = padded[n - 1 - i];
-    d = round_up(d, t[t.size() - 1 - i]);
+    d = round_up_sat(d, t[t.size() - 1 - i]);
   }
-  unsigned __int128 elems = 1, logical = 1;
-  for (auto d : padded) elems *= d;
-  for (auto d : a.dims) logical *= d;
   TpuLayout l;
   l.tile = tile_text(tiles);
-  l.padded = static_cast<Bytes>((elems * static_cast<unsigned>(bits) + 7) / 8);
-  l.unpadded = static_cast<Bytes>((logical * static_cast<unsigned>(bits) + 7) / 8);
+  l.padded = array_bytes(padded, bits);
+  l.unpadded = array_bytes(a.dims, bits);
   return l;
 }
 

@@ -27,8 +27,8 @@ struct ArraySpec {
 
 struct TpuLayout {
   std::string tile;  // e.g. "(8,128)(2,1)"
-  Bytes unpadded = 0;
-  Bytes padded = 0;
+  Bytes unpadded = 0;  // kTooLarge when the array's size does not fit in 64 bits
+  Bytes padded = 0;    // kTooLarge when the padded size does not fit in 64 bits
 };
 
 // Parses "bf16[1000,129]", "f32[3,5]{0,1}", "bf16[2048,1,2048,128]{0,1,3,2:T(4,128)(2,1)}".

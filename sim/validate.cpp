@@ -12,6 +12,7 @@
 #include "hardware_models/hardware_model.h"
 #include "sim/base/error.h"
 #include "sim/base/io.h"
+#include "sim/report_schema.h"
 
 namespace fragsim {
 
@@ -33,8 +34,8 @@ std::pair<double, double> fit(const std::vector<std::pair<double, double>>& pts)
 ValidateResult run_validate(const ValidateOptions& o) {
   ValidateResult r;
   nlohmann::json sim = read_json_file(o.sim), real = read_json_file(o.real);
-  if (!sim.contains("fragsim_report")) throw InputError(o.sim + ": not a fragsim report (no fragsim_report key)");
-  if (!real.contains("fragsim_replay")) throw InputError(o.real + ": not a replay summary (no fragsim_replay key)");
+  check_report_schema(sim, o.sim);
+  check_replay_schema(real, o.real);
   auto& out = r.json;
   // 1. First OOM.
   nlohmann::json sim_oom = sim["ooms"].empty() ? nlohmann::json() : sim["ooms"][0]["event_index"];
@@ -45,7 +46,8 @@ ValidateResult run_validate(const ValidateOptions& o) {
   r.lines.push_back(fmt::format("first OOM: simulated {}, real {} -> {}", sim_oom.is_null() ? "none" : sim_oom.dump(),
                                 real_oom.is_null() ? "none" : real_oom.dump(), same_oom ? "match" : "MISMATCH"));
   // 2. Device memory in use at peak.
-  double s = sim["peak_reserved_bytes"].get<double>(), g = real["peak_in_use_bytes"].get<double>();
+  double s = static_cast<double>(sim["peak_reserved_bytes"].get<Bytes>());
+  double g = static_cast<double>(real["peak_in_use_bytes"].get<Bytes>());
   double diff = s - g, pct = g > 0 ? 100.0 * diff / g : (s > 0 ? 100.0 : 0.0);
   bool within = std::fabs(pct) <= o.tolerance_pct;
   r.pass &= within;
@@ -67,12 +69,16 @@ ValidateResult run_validate(const ValidateOptions& o) {
       ++n;
       auto j = nlohmann::json::parse(line, nullptr, false);
       if (j.is_discarded()) throw InputError(fmt::format("{}:{}: invalid JSON", calls, n));
-      double mib = j.value("bytes", 0.0) / 1048576.0;
-      if (j["op"] == "alloc" && j.value("ok", false)) {
-        addrs.emplace_back(j["addr"].get<std::uint64_t>(), j["bytes"].get<std::uint64_t>());
-        alloc_pts.emplace_back(mib, j["ns"].get<double>());
-      } else if (j["op"] == "free") {
-        free_pts.emplace_back(mib, j["ns"].get<double>());
+      JsonField f(j, fmt::format("{}:{}", calls, n));
+      std::string op = f.at("op").string();
+      if (op != "alloc" && op != "free") continue;
+      Bytes bytes = f.at("bytes").u64();
+      double mib = static_cast<double>(bytes) / 1048576.0, ns = f.at("ns").number();
+      if (op == "alloc" && f.has("ok") && f.at("ok").boolean()) {
+        addrs.emplace_back(f.at("addr").u64(), bytes);
+        alloc_pts.emplace_back(mib, ns);
+      } else if (op == "free") {
+        free_pts.emplace_back(mib, ns);
       }
     }
   }

@@ -1,6 +1,7 @@
 #include "traces/trace_reader.h"
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include "sim/base/error.h"
 #include "traces/fstrace.h"
@@ -52,7 +53,10 @@ bool TraceReader::next(Event& ev) {
       case Op::kAlloc: {
         if (ev.has(key::kShape) && ev.has(key::kDtype)) {
           Bytes want = 0;
-          if (!unpadded_bytes(ev.shape, ev.dtype, &want) || want != ev.size)
+          if (!unpadded_bytes(ev.shape, ev.dtype, &want))
+            fail(ev.line, fmt::format("shape: the array's size ({} elements of {}) does not fit in 64 bits",
+                                      fmt::join(ev.shape, " x "), dtype_name(ev.dtype)));
+          if (want != ev.size)
             fail(ev.line, fmt::format("size: {} does not match shape and dtype {} ({} bytes)", ev.size,
                                       dtype_name(ev.dtype), want));
         }

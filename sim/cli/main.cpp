@@ -16,6 +16,7 @@
 #include "sim/base/error.h"
 #include "sim/report.h"
 #include "sim/report_html.h"
+#include "sim/report_schema.h"
 #include "sim/settings.h"
 #include "sim/sweep.h"
 #include "sim/trace_info.h"
@@ -258,12 +259,9 @@ int cmd_check(const std::vector<std::string>& args, const Registry&) {
                  "by more than the tolerance.");
   if (p.help) return 0;
   auto b = read_json_file(base), c = read_json_file(cur);
-  std::vector<std::string> bad;
-  try {
-    bad = check_regressions(b, c, tol);
-  } catch (const nlohmann::json::exception& e) {
-    throw InputError(fmt::format("check: {} or {} is not a fragsim report: {}", base, cur, e.what()));
-  }
+  check_report_schema(b, base);
+  check_report_schema(c, cur);
+  std::vector<std::string> bad = check_regressions(b, c, tol);
   if (bad.empty()) {
     std::cout << "check passed: no new OOM, no peak or fragmentation growth beyond " << tol << "%\n";
     return 0;
@@ -381,6 +379,8 @@ int cmd_layout(const std::vector<std::string>& args, const Registry&) {
   if (hw.kind != "tpu") throw InputError("--hw: layout needs a TPU preset, '" + hw.name + "' is a " + hw.kind);
   ArraySpec a = parse_array_spec(shape, "layout");
   TpuLayout l = tpu_layout(a, hw.generation);
+  if (l.unpadded == kTooLarge || l.padded == kTooLarge)
+    throw InputError(fmt::format("layout: '{}': the array's size does not fit in 64 bits", shape));
   if (json) {
     std::cout << nlohmann::json({{"shape", a.dims},
                                  {"dtype", std::string(dtype_name(a.dtype))},
