@@ -55,7 +55,7 @@ class TpuPaddedPolicy : public AllocatorPolicy {
     }
     if (!p.ok) return p;
     if (req.handle >= live_.size()) live_.resize(req.handle + 1);
-    live_[req.handle] = {ps, p.has_addr ? p.addr : Addr(), true, OwnedRequest(inner)};
+    live_[req.handle] = {ps, position(p), true, OwnedRequest(inner)};
     live_padded_ += ps.padded;
     live_unpadded_ += ps.unpadded;
     if (live_padded_ > peak_padded_) {
@@ -127,9 +127,16 @@ class TpuPaddedPolicy : public AllocatorPolicy {
   }
 
  private:
+  // Where a buffer sits, comparable across a rebuild of the inner policy: (region, offset) for
+  // policies that obtain regions (the rebuilt region's base address is new), else the address.
+  using Position = std::pair<int, std::uint64_t>;
+  static Position position(const Placement& p) {
+    if (p.region >= 0) return {p.region, p.region_offset};
+    return {-1, p.has_addr ? p.addr.value() : 0};
+  }
   struct Live {
     PaddedSize size;
-    Addr addr;
+    Position pos;
     bool live = false;
     OwnedRequest req;  // as the inner policy saw it, for re-placing on compaction
   };
@@ -141,15 +148,15 @@ class TpuPaddedPolicy : public AllocatorPolicy {
     std::vector<Handle> order;
     for (Handle h = 0; h < live_.size(); ++h)
       if (live_[h].live) order.push_back(h);
-    std::sort(order.begin(), order.end(), [&](Handle a, Handle b) { return live_[a].addr < live_[b].addr; });
+    std::sort(order.begin(), order.end(), [&](Handle a, Handle b) { return live_[a].pos < live_[b].pos; });
     inner_.reset();
     inner_ = make_inner_(ctx_);
     for (Handle h : order) {
       Live& l = live_[h];
       Placement p = inner_->allocate(l.req.get());
       FRAGSIM_CHECK(p.ok, "tpu-padded: compaction could not re-place a live buffer");
-      if (p.has_addr && p.addr != l.addr) bytes_moved_ += l.size.padded;
-      l.addr = p.has_addr ? p.addr : Addr();
+      if (p.has_addr && position(p) != l.pos) bytes_moved_ += l.size.padded;
+      l.pos = position(p);
     }
   }
 

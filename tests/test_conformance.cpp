@@ -92,8 +92,8 @@ TEST_CASE("conformance: every policy, seeded random traces, validate after every
           o.placements = tmp_path("conf.placements.jsonl");
           RunResult r = run_simulation(o, reg);
           CHECK(r.peak_requested == truth);
-          CHECK(r.peak_allocated >= (r.completed ? truth : 0));
-          CHECK(r.peak_reserved >= r.peak_allocated * (info.name == "ideal" ? 1 : 0));
+          if (r.completed) CHECK(r.peak_allocated >= truth);  // rounding and padding only add
+          CHECK(r.peak_reserved >= r.peak_allocated);           // at every moment reserved ≥ allocated
           CHECK(r.completed == r.ooms.empty());
           if (!keep_going) CHECK(r.ooms.size() <= 1);
           for (const auto& oom : r.ooms) {

@@ -1,0 +1,215 @@
+// Behaviour of the GPU-side JAX allocators that have no recorded trace to check them against
+// (platform, cuda-async), and regression tests for ownership bugs: policies that kept device
+// memory after they were gone, scheduled work that outlived its owner, unchecked page grants.
+#include <catch2/catch.hpp>
+
+#include "policies/jax_gpu.h"
+#include "sim/base/error.h"
+#include "sim_helpers.h"
+
+using namespace fragsim;
+using namespace fragsim::test;
+
+namespace {
+constexpr std::uint64_t MiB = 1 << 20;
+}
+
+TEST_CASE("platform: one device call per buffer, padded to the 2 MiB VMM granularity (jaxlib >= 0.10.2)") {
+  TraceBuilder t;
+  t.alloc(1, 1).alloc(2, 3 * MiB).free(1).alloc(3, 2 * MiB + 1).free(2).free(3);
+  auto r = simulate("plat", t.text, "platform", nlohmann::json::object(), "1GiB");
+  // h100-80g preset: granularity 2 MiB (hardware.md §1); every buffer is its own device allocation.
+  CHECK(r.placements[0]["block_bytes"] == 2 * MiB);
+  CHECK(r.placements[1]["block_bytes"] == 4 * MiB);
+  CHECK(r.placements[2]["block_bytes"] == 4 * MiB);
+  const auto& sp = r.result.spaces.at(0);
+  CHECK(sp.device_allocs == 3);
+  CHECK(sp.device_frees == 3);
+  CHECK(r.result.peak_reserved == 8 * MiB);  // 2 + 4, then 4 + 4 after the first free
+  CHECK(r.result.peak_allocated == r.result.peak_reserved);
+  // The simulated call time is the preset's cost model, call by call:
+  // alloc 10 µs + 30 ns/MiB, free 14 µs + 5 ns/MiB.
+  double want = (10000 + 30 * 2) + (10000 + 30 * 4) + (10000 + 30 * 4) + (14000 + 5 * 2) + (14000 + 5 * 4) + (14000 + 5 * 4);
+  CHECK(sp.device_time_ns == Approx(want));
+}
+
+TEST_CASE("platform: jaxlib before 0.10.2 rounds to 512 B (cuMemAlloc), and OOMs on the padded size") {
+  TraceBuilder t;
+  t.alloc(1, 1000).alloc(2, 1000);
+  auto r = simulate("plat_old", t.text, "platform", {{"jaxlib", "0.4.30"}}, "1GiB");
+  CHECK(r.placements[0]["block_bytes"] == 1024);
+  // 3 MiB device: a 3 MiB + 1 B request pads to 4 MiB under VMM and fails, with 3 MiB free.
+  TraceBuilder big;
+  big.alloc(1, 3 * MiB + 1);
+  auto o = simulate("plat_oom", big.text, "platform", nlohmann::json::object(), "4MiB", false, "1MiB");
+  REQUIRE(o.result.ooms.size() == 1);
+  CHECK(o.result.ooms[0].rounded == 4 * MiB);
+  CHECK_FALSE(o.result.ooms[0].fragmentation);  // capacity: nothing fragments a platform allocator
+}
+
+TEST_CASE("cuda-async: release threshold = total x f32(fraction), the preallocated pool stays cached") {
+  TraceBuilder t;
+  t.alloc(1, 100 * MiB).free(1).alloc(2, 50 * MiB);
+  auto r = simulate("async", t.text, "cuda-async", {{"mem_fraction", 0.5}}, "1GiB");
+  Bytes threshold = static_cast<Bytes>(1024.0 * MiB * static_cast<double>(0.5f));
+  CHECK(r.result.policy_config["resolved_release_threshold"] == threshold);
+  // JAX allocates and frees the pool size once: the first buffers come from that cached memory.
+  const auto& sp = r.result.spaces.at(0);
+  CHECK(sp.device_allocs == 1);
+  CHECK(r.result.peak_reserved == threshold);
+  CHECK(r.placements[0]["region"] == 0);
+  CHECK(r.placements[1]["addr"] == r.placements[0]["addr"]);  // reused after the free
+}
+
+TEST_CASE("cuda-async: above the threshold unused segments return to the device at the next sync") {
+  TraceBuilder t;
+  t.alloc(1, 8 * MiB).alloc(2, 8 * MiB).free(1).free(2).alloc(3, 8 * MiB);
+  auto keep = simulate("async_keep", t.text, "cuda-async", {{"preallocate", false}, {"release_threshold", "1GiB"}}, "1GiB");
+  auto trim = simulate("async_trim", t.text, "cuda-async", {{"preallocate", false}, {"release_threshold", 0}}, "1GiB");
+  CHECK(keep.result.spaces.at(0).device_allocs == 2);  // the 3rd buffer reuses cached memory
+  CHECK(keep.result.spaces.at(0).device_frees == 0);
+  CHECK(trim.result.spaces.at(0).device_allocs == 3);  // threshold 0: everything went back
+  CHECK(trim.result.spaces.at(0).device_frees == 2);
+  CHECK(trim.stats()["trims"] == 2);
+}
+
+TEST_CASE("cuda-async: another stream's free is reusable only once the freeing work completed") {
+  std::string text =
+      "{\"op\":\"alloc\",\"id\":1,\"size\":4096,\"t\":0,\"stream\":1}\n"
+      "{\"op\":\"free\",\"id\":1,\"t\":10}\n"
+      "{\"op\":\"alloc\",\"id\":2,\"size\":4096,\"t\":20,\"stream\":2}\n"
+      "{\"op\":\"alloc\",\"id\":3,\"size\":4096,\"t\":200,\"stream\":3}\n";
+  auto r = simulate("async_streams", text, "cuda-async",
+                    {{"preallocate", false}, {"release_threshold", "1GiB"}, {"cross_stream_delay", 100}}, "1GiB");
+  CHECK(r.placements[1]["addr"] != r.placements[0]["addr"]);  // t=20: freed at 10, completes at 110
+  CHECK(r.placements[2]["addr"] == r.placements[0]["addr"]);  // t=200: reusable
+}
+
+// Regression (issue 14): tpu-padded built a throw-away inner policy to check its config; an inner
+// cuda-async preallocated its pool there and never gave it back, so a 512 MiB request failed on
+// a 1 GiB device. Configuration now builds nothing, and grants return with their owner.
+TEST_CASE("tpu-padded works with every inner policy — no device memory left behind") {
+  TraceBuilder t;
+  t.alloc(1, 512 * MiB).free(1).alloc(2, 600 * MiB);
+  for (const char* inner : {"ideal", "best-fit", "first-fit", "xla-bfc", "platform", "cuda-async", "torch-caching"}) {
+    INFO(inner);
+    auto r = simulate(std::string("tpuin_") + inner, t.text, "tpu-padded", {{"inner", inner}}, "1GiB");
+    CHECK(r.result.completed);
+  }
+}
+
+// Regression (issue 14): with inner=xla-bfc and defragmentation the rebuilt inner BFC could not
+// preallocate while the old one still held the pool, and the run died with exit 1.
+TEST_CASE("tpu-padded defragmentation rebuilds a preallocating inner policy in place") {
+  TraceBuilder t;
+  // 4 × 200 MiB, free the 1st and 3rd: 400 MiB free in two 200 MiB holes, then ask for 300 MiB.
+  t.alloc(1, 200 * MiB).alloc(2, 200 * MiB).alloc(3, 200 * MiB).alloc(4, 200 * MiB).free(1).free(3);
+  t.alloc(5, 300 * MiB);
+  auto r = simulate("defrag_bfc", t.text, "tpu-padded",
+                    {{"inner", "xla-bfc"}, {"inner_config", {{"mem_fraction", 0.8}}}, {"defragment", true}}, "1GiB");
+  CHECK(r.result.completed);
+  CHECK(r.stats()["compactions"] == 1);
+  // Compaction in address order: buffer 2 slides from 200 to 0 MiB, buffer 4 from 600 to 200 MiB
+  // (positions inside the pool: the rebuilt pool's base address is new).
+  CHECK(r.stats()["bytes_moved"] == 400 * MiB);
+  CHECK(r.result.spaces.at(0).device_allocs == 2);  // the old pool, then the rebuilt one
+  CHECK(r.result.spaces.at(0).device_frees == 1);
+}
+
+// Regression (issue 14): scheduled callbacks captured `this` and could not be cancelled. A task
+// now dies with its owner: this test-only policy keeps just its latest task, so replacing it
+// cancels the earlier one, and the engine runs only what is still wanted.
+namespace {
+struct Counter {
+  int ran = 0;
+};
+class SchedulingPolicy : public AllocatorPolicy {
+ public:
+  SchedulingPolicy(Scheduler* s, Counter* c) : s_(s), c_(c) {}
+  Placement allocate(const AllocRequest& req) override {
+    task_ = s_->schedule(req.t + 100, [this] { ++c_->ran; });  // the previous task is cancelled
+    return Placement::unplaced(req.size);
+  }
+  void release(Handle) override {}
+  Usage usage() const override { return {}; }
+  void validate() const override {}
+
+ private:
+  Scheduler* s_;
+  Counter* c_;
+  Scheduler::Task task_;
+};
+}  // namespace
+
+TEST_CASE("scheduled work dies with its owner — a replaced task never runs") {
+  Counter counter;
+  Registry reg;
+  reg.add({"scheduling", "test", [&](ConfigReader&, const ConfigContext&) -> PolicyBuilder {
+             return [&](const PolicyContext& pc) { return std::make_unique<SchedulingPolicy>(pc.scheduler, &counter); };
+           }});
+  RunOptions o;
+  o.trace = write_text("sched.jsonl",
+                       "{\"op\":\"alloc\",\"id\":1,\"size\":8,\"t\":0}\n"
+                       "{\"op\":\"alloc\",\"id\":2,\"size\":8,\"t\":10}\n"
+                       "{\"op\":\"alloc\",\"id\":3,\"size\":8,\"t\":20}\n"
+                       "{\"op\":\"mark\",\"t\":1000}\n");
+  o.policy.name = "scheduling";
+  o.hw = load_hardware("h100-80g");
+  run_simulation(o, reg);
+  CHECK(counter.ran == 1);  // the tasks of t=0 and t=10 were cancelled by their replacements
+
+  bool ran = false;
+  auto fn = std::make_shared<std::function<void()>>([&] { ran = true; });
+  {
+    Scheduler::Task t(fn);
+    CHECK(t.pending());
+  }  // destroyed: cancelled
+  CHECK(!*fn);
+  CHECK_FALSE(ran);
+}
+
+// Regression (issue 14): the expandable path dereferenced a page grant without checking it; on a
+// device whose granularity does not divide the 2 MiB page, more was reserved than granted.
+TEST_CASE("torch-caching expandable segments on a device whose granularity does not divide the page") {
+  nlohmann::json hw = {{"name", "odd"},
+                       {"kind", "gpu"},
+                       {"spaces", {{{"name", "hbm"}, {"capacity_bytes", 64 * MiB}, {"granularity", 3 * MiB}}}}};
+  std::string hw_path = write_text("odd_gpu.json", hw.dump());
+  TraceBuilder t;
+  // Large pool, 20 MiB pages, each granted as 21 MiB: 3 pages fit the 64 MiB device (60 MiB mapped).
+  for (int i = 1; i <= 60; ++i) t.alloc(i, 1 * MiB + 4096);
+  auto r = simulate("odd_gran", t.text, "torch-caching", {{"alloc_conf", "expandable_segments:True"}}, "", true, "0",
+                    hw_path);
+  // --check ran validate() after every event: reserved ≤ what the device granted, grants = device use.
+  CHECK(!r.result.completed);
+  CHECK(r.result.peak_reserved == 60 * MiB);
+  CHECK(r.result.spaces.at(0).device_allocs == 3);
+}
+
+TEST_CASE("config errors name the key, the option that named a policy, and every key the policy knows") {
+  Registry reg;
+  register_builtin_policies(reg);
+  auto err = [&](const std::string& policy, const nlohmann::json& cfg) {
+    try {
+      simulate("cfgerr", TraceBuilder().alloc(1, 10).text, policy, cfg);
+    } catch (const InputError& e) {
+      return std::string(e.what());
+    }
+    return std::string();
+  };
+  // memory_limit is read only when present: it must still be listed.
+  CHECK_THAT(err("xla-bfc", {{"memory_limt", 5}}), Catch::Contains("memory_limit"));
+  CHECK_THAT(err("xla-bfc", {{"mem_fraction", 1e300}}), Catch::Contains("mem_fraction: must be a number in"));
+  CHECK_THAT(err("tpu-padded", {{"inner", "bogus"}}), Catch::StartsWith("policy tpu-padded: inner: unknown policy 'bogus'"));
+  CHECK_THAT(err("cuda-async", {{"cross_stream_delay", -1}}), Catch::Contains("cross_stream_delay: must be an integer in"));
+}
+
+TEST_CASE("FRAGSIM_CHECK stays on in release builds and names the place") {
+  try {
+    FRAGSIM_CHECK(1 + 1 == 3, "arithmetic");
+    FAIL("no exception");
+  } catch (const InternalError& e) {
+    CHECK_THAT(e.what(), Catch::Contains("tests/test_policies.cpp:"));
+    CHECK_THAT(e.what(), Catch::Contains("arithmetic"));
+  }
+}
