@@ -1,6 +1,5 @@
 #include "hardware_models/hardware_model.h"
 
-
 #include <fmt/format.h>
 
 #include "sim/base/config.h"
@@ -24,8 +23,8 @@ SpaceSpec* HardwareModel::space(Space s) {
 nlohmann::json HardwareModel::to_json() const {
   nlohmann::json sp = nlohmann::json::array();
   for (const auto& s : spaces) {
-    nlohmann::json o = {{"name", space_name(s.space)},  {"capacity_bytes", s.capacity}, {"reserve_bytes", s.reserve},
-                        {"usable_bytes", s.usable()},   {"alignment", s.alignment},     {"granularity", s.granularity}};
+    nlohmann::json o = {{"name", space_name(s.space)}, {"capacity_bytes", s.capacity}, {"reserve_bytes", s.reserve},
+                        {"usable_bytes", s.usable()},  {"alignment", s.alignment},     {"granularity", s.granularity}};
     if (s.scoped_limit) o["scoped_limit_bytes"] = s.scoped_limit;
     sp.push_back(o);
   }
@@ -49,13 +48,15 @@ HardwareModel parse_hardware(const nlohmann::json& j, const std::string& origin)
     SpaceSpec sp;
     std::string nm = r.text("name", "hbm");
     if (!parse_space(nm, &sp.space)) throw InputError(origin + ": spaces[].name: unknown space '" + nm + "'");
-    if (!r.has("capacity_bytes")) throw InputError(origin + ": spaces[" + nm + "].capacity_bytes: missing required key");
+    if (!r.has("capacity_bytes"))
+      throw InputError(origin + ": spaces[" + nm + "].capacity_bytes: missing required key");
     sp.capacity = r.size("capacity_bytes", 0);
     sp.reserve = r.size("reserve_bytes", 0);
     sp.alignment = r.size("alignment", 256);
     sp.granularity = r.size("granularity", 1);
     sp.scoped_limit = r.size("scoped_limit_bytes", 0);
-    if (sp.alignment == 0 || sp.granularity == 0) throw InputError(origin + ": spaces[" + nm + "]: alignment and granularity must be > 0");
+    if (sp.alignment == 0 || sp.granularity == 0)
+      throw InputError(origin + ": spaces[" + nm + "]: alignment and granularity must be > 0");
     r.allow({"note", "notes"});
     r.finish();
     hw.spaces.push_back(sp);
@@ -85,7 +86,8 @@ HardwareModel load_hardware(const std::string& name_or_file) {
   if (ends_with(name_or_file, ".json")) return parse_hardware(read_json_file(name_or_file), name_or_file);
   std::string names;
   for (const auto& n : list_presets()) names += (names.empty() ? "" : ", ") + n;
-  throw InputError(fmt::format("--hw: unknown hardware preset '{}' (presets: {}; or a FILE.json)", name_or_file, names));
+  throw InputError(
+      fmt::format("--hw: unknown hardware preset '{}' (presets: {}; or a FILE.json)", name_or_file, names));
 }
 
 }  // namespace fragsim

@@ -10,12 +10,11 @@
 // capacity_bytes is the total the device reports (what JAX's memory fraction multiplies);
 // reserve_bytes is held by the runtime (CUDA context) and never reaches an allocator.
 #pragma once
+#include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
 #include <utility>
 #include <vector>
-
-#include <nlohmann/json.hpp>
 
 #include "sim/base/units.h"
 

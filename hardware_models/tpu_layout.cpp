@@ -1,11 +1,11 @@
 #include "hardware_models/tpu_layout.h"
 
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
 #include <algorithm>
 #include <cctype>
 #include <numeric>
-
-#include <fmt/format.h>
-#include <fmt/ranges.h>
 
 #include "sim/base/checked.h"
 #include "sim/base/error.h"
@@ -43,8 +43,10 @@ std::vector<std::vector<std::uint64_t>> default_tiles(const std::vector<std::uin
   }
   std::uint64_t m = phys[rank - 2];
   std::uint64_t sub = bits >= 32 ? 8 : bits == 16 ? (gen >= 7 ? 16 : 8) : 32;
-  if (bits >= 32 && m <= 2) sub = 2;
-  else if (bits >= 16 && m <= 4) sub = 4;
+  if (bits >= 32 && m <= 2)
+    sub = 2;
+  else if (bits >= 16 && m <= 4)
+    sub = 4;
   if (bits >= 32) return {{sub, 128}};
   if (bits == 16) return {{sub, 128}, {2, 1}};
   return {{sub, 128}, {4, 1}};
@@ -54,7 +56,8 @@ std::vector<std::vector<std::uint64_t>> default_tiles(const std::vector<std::uin
 
 ArraySpec parse_array_spec(std::string_view text, std::string_view what) {
   auto bad = [&](const std::string& m) {
-    return InputError(fmt::format("{}: '{}': {} (expected e.g. bf16[1000,129] or f32[8,128]{{1,0:T(8,128)}})", what, text, m));
+    return InputError(
+        fmt::format("{}: '{}': {} (expected e.g. bf16[1000,129] or f32[8,128]{{1,0:T(8,128)}})", what, text, m));
   };
   ArraySpec a;
   size_t lb = text.find('[');

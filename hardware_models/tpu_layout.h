@@ -26,7 +26,7 @@ struct ArraySpec {
 };
 
 struct TpuLayout {
-  std::string tile;  // e.g. "(8,128)(2,1)"
+  std::string tile;    // e.g. "(8,128)(2,1)"
   Bytes unpadded = 0;  // kTooLarge when the array's size does not fit in 64 bits
   Bytes padded = 0;    // kTooLarge when the padded size does not fit in 64 bits
 };

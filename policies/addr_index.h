@@ -34,9 +34,12 @@ class AddrIndex {
     while (n != kNil) {
       const Node& x = nodes_[n];
       if (x.max < r) return kNone;
-      if (x.left != kNil && nodes_[x.left].max >= r) n = x.left;
-      else if (x.size >= r) return x.id;
-      else n = x.right;
+      if (x.left != kNil && nodes_[x.left].max >= r)
+        n = x.left;
+      else if (x.size >= r)
+        return x.id;
+      else
+        n = x.right;
     }
     return kNone;
   }
@@ -113,8 +116,10 @@ class AddrIndex {
       pull(n);
       return n;
     }
-    if (nodes_[n].addr < nodes_[t].addr) nodes_[t].left = insert(nodes_[t].left, n);
-    else nodes_[t].right = insert(nodes_[t].right, n);
+    if (nodes_[n].addr < nodes_[t].addr)
+      nodes_[t].left = insert(nodes_[t].left, n);
+    else
+      nodes_[t].right = insert(nodes_[t].right, n);
     pull(t);
     return t;
   }
@@ -125,8 +130,10 @@ class AddrIndex {
       spare_.push_back(t);
       return m;
     }
-    if (addr < nodes_[t].addr) nodes_[t].left = erase(nodes_[t].left, addr);
-    else nodes_[t].right = erase(nodes_[t].right, addr);
+    if (addr < nodes_[t].addr)
+      nodes_[t].left = erase(nodes_[t].left, addr);
+    else
+      nodes_[t].right = erase(nodes_[t].right, addr);
     pull(t);
     return t;
   }

@@ -2,11 +2,12 @@
 
 #include <algorithm>
 
-
 namespace fragsim {
 
 Arena::Arena(Bytes capacity, Bytes alignment, Bytes granularity, bool by_addr)
-    : capacity_(round_down(capacity, alignment)), alignment_(alignment), granularity_(granularity),
+    : capacity_(round_down(capacity, alignment)),
+      alignment_(alignment),
+      granularity_(granularity),
       keep_by_addr_(by_addr) {
   if (capacity_ > 0) insert_free(chunks_.region(chunks_.add_region(DeviceMemory::kBase, capacity_)).first);
 }

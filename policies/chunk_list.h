@@ -16,12 +16,12 @@
 // calls split/merge_next and keeps its indexes up to date around them. Both carry an Extra
 // record for the owner (BFC's tag, a block's requested size, an expandable block's mapped state).
 #pragma once
+#include <fmt/format.h>
+
 #include <cstdint>
 #include <functional>
 #include <string>
 #include <vector>
-
-#include <fmt/format.h>
 
 #include "sim/base/error.h"
 #include "sim/base/units.h"
@@ -91,8 +91,10 @@ class ChunkList {
     Index n = new_chunk();
     Chunk& a = chunks_[c];  // after new_chunk: the vector may have grown
     chunks_[n] = Chunk{a.addr + keep, a.size - keep, c, a.next, a.region, false, a.x};
-    if (a.next != kNil) chunks_[a.next].prev = n;
-    else regions_[a.region].last = n;
+    if (a.next != kNil)
+      chunks_[a.next].prev = n;
+    else
+      regions_[a.region].last = n;
     a.next = n;
     a.size = keep;
     ++regions_[a.region].chunks;
@@ -106,8 +108,10 @@ class ChunkList {
     Chunk& b = chunks_[n];
     a.size += b.size;
     a.next = b.next;
-    if (b.next != kNil) chunks_[b.next].prev = c;
-    else regions_[a.region].last = c;
+    if (b.next != kNil)
+      chunks_[b.next].prev = c;
+    else
+      regions_[a.region].last = c;
     --regions_[a.region].chunks;
     spare_.push_back(n);
   }
@@ -153,8 +157,10 @@ class ChunkList {
         if (ch.addr != at) fail(fmt::format("chunk at {:#x} expected at {:#x} (gap or overlap)", ch.addr, at));
         if (ch.prev != prev || ch.region != r) fail("broken chunk links");
         if (ch.size == 0) fail("empty chunk");
-        if (ch.in_use) ++used;
-        else free_bytes += ch.size;
+        if (ch.in_use)
+          ++used;
+        else
+          free_bytes += ch.size;
         ++count;
         at = at + ch.size;
         prev = c;

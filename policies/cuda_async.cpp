@@ -20,10 +20,10 @@
 // State: a SegmentHeap per stream (policies/segment_heap.h) — a free block serves only its own
 // stream until it has been released and reobtained; a free block's `aux` is the tick it was
 // freed at. Memory is O(live segments + blocks): segment slots are reused.
+#include <fmt/format.h>
+
 #include <algorithm>
 #include <map>
-
-#include <fmt/format.h>
 
 #include "policies/jax_gpu.h"
 #include "policies/policy.h"
@@ -105,8 +105,10 @@ class CudaAsyncPolicy : public AllocatorPolicy {
   Bytes rounded_size(const AllocRequest& req) const override { return round_up_sat(req.size, kRound); }
   nlohmann::json stats() const override {
     Usage u = usage();
-    return {{"reserved_mem_current", u.reserved}, {"used_mem_current", u.allocated},
-            {"reserved_mem_high", peak_reserved_},  {"release_threshold", o_.threshold},
+    return {{"reserved_mem_current", u.reserved},
+            {"used_mem_current", u.allocated},
+            {"reserved_mem_high", peak_reserved_},
+            {"release_threshold", o_.threshold},
             {"trims", trims_}};
   }
   void validate() const override {

@@ -68,8 +68,10 @@ class IntervalTree {
       pull(n);
       return n;
     }
-    if (less(n, t)) nodes_[t].left = insert(nodes_[t].left, n);
-    else nodes_[t].right = insert(nodes_[t].right, n);
+    if (less(n, t))
+      nodes_[t].left = insert(nodes_[t].left, n);
+    else
+      nodes_[t].right = insert(nodes_[t].right, n);
     pull(t);
     return t;
   }

@@ -1,9 +1,9 @@
 #include "policies/jax_gpu.h"
 
+#include <fmt/format.h>
+
 #include <cstdio>
 #include <tuple>
-
-#include <fmt/format.h>
 
 #include "sim/base/checked.h"
 #include "sim/base/error.h"

@@ -9,7 +9,7 @@
 namespace fragsim {
 
 struct JaxlibBehaviour {
-  std::string version;          // as given, e.g. "0.11.0"
+  std::string version;           // as given, e.g. "0.11.0"
   bool limit_from_free = false;  // < 0.4.1: fraction of *free* memory, not total
   bool round_limit = false;      // ≥ 0.10.2: limit rounded up to 2 MiB
   bool vmm_padding = false;      // ≥ 0.10.2: device allocations padded to the VMM granularity

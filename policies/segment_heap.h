@@ -78,10 +78,8 @@ class SegmentHeap {
 
  private:
   std::int32_t split(std::int32_t b, Bytes keep);  // the new free block keeps b's mapped state and aux
-  std::int32_t merge_free(std::int32_t b);  // merges free b with same-state neighbours; indexes it
-  void index_insert(std::int32_t b) {
-    free_.insert({block(b).size, block(b).addr, static_cast<std::uint32_t>(b)});
-  }
+  std::int32_t merge_free(std::int32_t b);         // merges free b with same-state neighbours; indexes it
+  void index_insert(std::int32_t b) { free_.insert({block(b).size, block(b).addr, static_cast<std::uint32_t>(b)}); }
   void index_erase(std::int32_t b) { free_.erase(block(b).size, block(b).addr); }
   bool mergeable(std::int32_t a, bool mapped) const {
     return a != kNil && !block(a).in_use && block(a).x.mapped == mapped;

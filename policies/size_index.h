@@ -30,8 +30,10 @@ class SizeIndex {
   void insert(const Entry& e) {
     std::uint32_t c = cls(e.size);
     auto& v = bins_[c];
-    if (v.empty() || v.back() < e) v.push_back(e);
-    else v.insert(std::upper_bound(v.begin(), v.end(), e), e);
+    if (v.empty() || v.back() < e)
+      v.push_back(e);
+    else
+      v.insert(std::upper_bound(v.begin(), v.end(), e), e);
     set_bit(c);
     if (count_ == 0 || c > top_) top_ = c;
     ++count_;

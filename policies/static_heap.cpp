@@ -19,12 +19,12 @@
 // Sizes are the TPU per-device padded sizes (tpu_padding.h; `pad`, `shard` options) so that the
 // heap is what the TPU compiler would lay out. A heap beyond the space's capacity makes the
 // buffers that end above it fail, as the compiled program would not fit.
+#include <fmt/format.h>
+
 #include <algorithm>
 #include <map>
 #include <set>
 #include <unordered_map>
-
-#include <fmt/format.h>
 
 #include "policies/interval_tree.h"
 #include "policies/tpu_padding.h"

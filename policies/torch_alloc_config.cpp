@@ -1,11 +1,11 @@
 #include "policies/torch_alloc_config.h"
 
+#include <fmt/format.h>
+
 #include <algorithm>
 #include <cstdlib>
 #include <optional>
 #include <vector>
-
-#include <fmt/format.h>
 
 #include "sim/base/error.h"
 

@@ -4,9 +4,8 @@
 // PyTorch's own size formatter (format_size, as its OOM message prints sizes).
 #pragma once
 #include <cstdint>
-#include <string>
-
 #include <nlohmann/json.hpp>
+#include <string>
 
 #include "sim/base/units.h"
 
@@ -14,8 +13,8 @@ namespace fragsim {
 
 namespace torch {
 
-inline constexpr Bytes kMinBlockSize = 512, kSmallSize = 1 * kMiB, kSmallBuffer = 2 * kMiB,
-                       kLargeBuffer = 20 * kMiB, kMinLargeAlloc = 10 * kMiB, kRoundLarge = 2 * kMiB;
+inline constexpr Bytes kMinBlockSize = 512, kSmallSize = 1 * kMiB, kSmallBuffer = 2 * kMiB, kLargeBuffer = 20 * kMiB,
+                       kMinLargeAlloc = 10 * kMiB, kRoundLarge = 2 * kMiB;
 inline constexpr int kIntervals = 16;
 
 struct Config {
@@ -24,7 +23,7 @@ struct Config {
   double gc_threshold = 0;
   std::uint64_t divisions[kIntervals] = {};
   bool expandable = false;
-  double memory_fraction = 0;           // set_per_process_memory_fraction; 0 = not set
+  double memory_fraction = 0;            // set_per_process_memory_fraction; 0 = not set
   std::uint64_t stream_event_delay = 0;  // ticks until a record_stream free completes
 
   // Request rounding: 512 B, or the power-of-2 divisions of the request's interval.

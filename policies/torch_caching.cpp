@@ -30,10 +30,10 @@
 //   segments at their recorded addresses, and allocations seeded_at a recorded address are
 //   carved there, so that the rest of the trace replays from the recorded state.
 // Not modelled: CUDA graphs / private pools.
+#include <fmt/format.h>
+
 #include <algorithm>
 #include <map>
-
-#include <fmt/format.h>
 
 #include "policies/policy.h"
 #include "policies/segment_heap.h"
@@ -76,8 +76,12 @@ struct StatArray {
 class TorchCachingPolicy : public AllocatorPolicy {
  public:
   TorchCachingPolicy(const Config& c, const PolicyContext& ctx)
-      : c_(c), dev_(ctx.device), sched_(ctx.scheduler), total_(ctx.space->capacity),
-        device_index_(ctx.device_index), expandable_(ctx.device, ctx.space->capacity) {}
+      : c_(c),
+        dev_(ctx.device),
+        sched_(ctx.scheduler),
+        total_(ctx.space->capacity),
+        device_index_(ctx.device_index),
+        expandable_(ctx.device, ctx.space->capacity) {}
 
   Placement allocate(const AllocRequest& req) override {
     std::int32_t blk = SegmentHeap::kNil;
@@ -110,8 +114,8 @@ class TorchCachingPolicy : public AllocatorPolicy {
         }
       }
       Bytes remaining = heap->block(blk).size - r;
-      bool split = (small || c_.expandable) ? remaining >= kMinBlockSize
-                                            : (r < c_.max_split_size && remaining > kSmallSize);
+      bool split =
+          (small || c_.expandable) ? remaining >= kMinBlockSize : (r < c_.max_split_size && remaining > kSmallSize);
       heap->take(blk, r, req.size, split);
       recount_inactive_split(*heap, heap->block(blk).region, small);
     }

@@ -46,7 +46,7 @@ class ExpandableSegments {
 
   DeviceMemory* dev_;
   Bytes total_;
-  Addr next_va_ = Addr(0x600000000000ULL);          // reservations' virtual addresses
+  Addr next_va_ = Addr(0x600000000000ULL);     // reservations' virtual addresses
   std::map<Addr, DeviceMemory::Grant> pages_;  // mapped page VA → its device memory
   Bytes mapped_bytes_ = 0;
 };

@@ -11,10 +11,10 @@
 // Report: padding figures as TPU OOM reports give them — unpadded vs padded peak and
 // utilization = unpadded / padded.
 //   padded_live = Σ live padded sizes (what the inner policy was asked for)
+#include <fmt/format.h>
+
 #include <algorithm>
 #include <map>
-
-#include <fmt/format.h>
 
 #include "policies/tpu_padding.h"
 #include "sim/base/error.h"
@@ -34,8 +34,13 @@ struct TpuPaddedOptions {
 class TpuPaddedPolicy : public AllocatorPolicy {
  public:
   TpuPaddedPolicy(TpuPaddedOptions o, const PolicyContext& ctx)
-      : rule_(o.rule), make_inner_(std::move(o.inner)), ctx_(ctx), inner_(make_inner_(ctx_)), defrag_(o.defrag),
-        scoped_limit_(o.scoped_limit), space_(o.space) {}
+      : rule_(o.rule),
+        make_inner_(std::move(o.inner)),
+        ctx_(ctx),
+        inner_(make_inner_(ctx_)),
+        defrag_(o.defrag),
+        scoped_limit_(o.scoped_limit),
+        space_(o.space) {}
 
   Placement allocate(const AllocRequest& req) override {
     PaddedSize ps = rule_.apply(req);
@@ -85,7 +90,8 @@ class TpuPaddedPolicy : public AllocatorPolicy {
             {"peak_padded_bytes", peak_padded_},
             {"unpadded_bytes_at_peak", unpadded_at_peak_},
             {"peak_unpadded_bytes", peak_unpadded_},
-            {"utilization_at_peak", peak_padded_ ? static_cast<double>(unpadded_at_peak_) / static_cast<double>(peak_padded_) : 1.0},
+            {"utilization_at_peak",
+             peak_padded_ ? static_cast<double>(unpadded_at_peak_) / static_cast<double>(peak_padded_) : 1.0},
             {"compactions", compactions_},
             {"bytes_moved", bytes_moved_},
             {"inner", inner_->stats()}};
@@ -120,8 +126,8 @@ class TpuPaddedPolicy : public AllocatorPolicy {
     std::string s = fmt::format(
         "    RESOURCE_EXHAUSTED: Ran out of memory in memory space {} while allocating {} ({} before padding).\n"
         "    Live buffers: {:.1f}% utilization: Unpadded ({}) Padded ({}), {} free but the largest hole is {}.\n",
-        space_name(space_), human_bytes(last_.padded), human_bytes(last_.unpadded),
-        100.0 * util, human_bytes(live_unpadded_), human_bytes(live_padded_), human_bytes(u.available),
+        space_name(space_), human_bytes(last_.padded), human_bytes(last_.unpadded), 100.0 * util,
+        human_bytes(live_unpadded_), human_bytes(live_padded_), human_bytes(u.available),
         human_bytes(u.largest_available));
     return s + inner_->describe_oom(req);
   }
@@ -181,7 +187,8 @@ PolicyBuilder configure_tpu_padded(ConfigReader& cfg, const ConfigContext& ctx) 
   std::string inner = cfg.text("inner", "best-fit");
   if (inner == "tpu-padded") throw InputError("policy tpu-padded: inner: cannot be tpu-padded itself");
   const PolicyInfo& info = ctx.registry->find(inner, "policy tpu-padded: inner");
-  if (info.needs_lifetimes) throw InputError("policy tpu-padded: inner: " + inner + " plans offline; it cannot be an inner policy");
+  if (info.needs_lifetimes)
+    throw InputError("policy tpu-padded: inner: " + inner + " plans offline; it cannot be an inner policy");
   nlohmann::json inner_cfg = cfg.has("inner_config") ? cfg.raw("inner_config") : nlohmann::json::object();
   ConfigReader c(inner_cfg, "policy tpu-padded inner " + inner);
   o.inner = info.configure(c, ctx);  // checks the inner config now, with its message; builds nothing

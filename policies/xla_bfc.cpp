@@ -29,15 +29,15 @@
 //   tag or GAP.
 // Deviation: XLA's pre-2026-08 backpedal loop can spin forever below 2560 B when the device keeps
 // failing; the model forces progress there (d5c110db), which changes nothing above that size.
+#include <fmt/format.h>
+
 #include <algorithm>
 #include <cmath>
 #include <stdexcept>
 
-#include <fmt/format.h>
-
+#include "policies/chunk_list.h"
 #include "policies/jax_gpu.h"
 #include "policies/policy.h"
-#include "policies/chunk_list.h"
 #include "policies/size_index.h"
 #include "sim/base/error.h"
 
@@ -111,8 +111,10 @@ class Bfc {
     chunks_.set_in_use(h, false);
     if (o_.spatial) {  // ReturnBoundaryChunkToGap
       Tag& tag = chunks_.extra(h).tag;
-      if (tag == kLow && (c.next == kNil || chunks_.chunk(c.next).x.tag != kLow)) tag = kGap;
-      else if (tag == kUp && (c.prev == kNil || chunks_.chunk(c.prev).x.tag != kUp)) tag = kGap;
+      if (tag == kLow && (c.next == kNil || chunks_.chunk(c.next).x.tag != kLow))
+        tag = kGap;
+      else if (tag == kUp && (c.prev == kNil || chunks_.chunk(c.prev).x.tag != kUp))
+        tag = kGap;
     }
     insert_free(coalesce(h), fatal);
   }
@@ -377,7 +379,8 @@ class Bfc {
     if (r > available) return false;
     bool increased = false;
     while (r > curr_region_bytes_) {  // (a zero-byte limit never gets here: r > available above)
-      curr_region_bytes_ = curr_region_bytes_ >= (Bytes{1} << 62) ? r : std::max(curr_region_bytes_, kMinAllocationSize) * 2;
+      curr_region_bytes_ =
+          curr_region_bytes_ >= (Bytes{1} << 62) ? r : std::max(curr_region_bytes_, kMinAllocationSize) * 2;
       increased = true;
     }
     Bytes bytes = std::min(curr_region_bytes_, available);
@@ -481,10 +484,11 @@ class XlaBfcPolicy : public AllocatorPolicy {
   }
 
   nlohmann::json extra_report() const override {
-    nlohmann::json j = {{"bfc", {{"name", main_.options().name},
-                                 {"memory_limit", main_.options().limit},
-                                 {"spatial_partitioning", main_.options().spatial},
-                                 {"allow_growth", main_.options().allow_growth}}}};
+    nlohmann::json j = {{"bfc",
+                         {{"name", main_.options().name},
+                          {"memory_limit", main_.options().limit},
+                          {"spatial_partitioning", main_.options().spatial},
+                          {"allow_growth", main_.options().allow_growth}}}};
     if (main_.gc_runs_) j["bfc"]["garbage_collections"] = main_.gc_runs_;
     return j;
   }
@@ -499,7 +503,8 @@ class XlaBfcPolicy : public AllocatorPolicy {
     if (!fatal_.empty()) return "    " + fatal_ + "\n";
     const Bfc* b = coll && collective_ ? collective_.get() : &main_;
     return b->dump(req.size, coll && main_.options().spatial) +
-           fmt::format("    JAX raises: RESOURCE_EXHAUSTED: Out of memory while trying to allocate {} bytes.\n", req.size);
+           fmt::format("    JAX raises: RESOURCE_EXHAUSTED: Out of memory while trying to allocate {} bytes.\n",
+                       req.size);
   }
 
   std::string_view fatal_error() const override { return fatal_; }

@@ -1,11 +1,11 @@
 #include "sim/engine.h"
 
-#include <algorithm>
-#include <memory>
-#include <map>
-#include <queue>
-
 #include <fmt/format.h>
+
+#include <algorithm>
+#include <map>
+#include <memory>
+#include <queue>
 
 #include "sim/base/error.h"
 #include "sim/base/io.h"
@@ -66,7 +66,7 @@ class Engine : public Scheduler {
   Engine(const RunOptions& opt, const Registry& reg) : opt_(opt), reg_(reg), info_(reg.find(opt.policy.name)) {
     for (int i = 0; i < static_cast<int>(Space::kCount); ++i) {
       auto sp = static_cast<Space>(i);
-      route_[i] = opt_.hw.space(sp) ? sp
+      route_[i] = opt_.hw.space(sp)                                          ? sp
                   : (sp == Space::kCollective && opt_.hw.space(Space::kHbm)) ? Space::kHbm
                                                                              : Space::kCount;
     }
@@ -185,8 +185,10 @@ class Engine : public Scheduler {
           if (!replaying) break;
           if (state_[ev.handle] == HandleState::kPlaced) {
             Slot& s = slots_[slot_of_[ev.handle]];
-            if (ev.has(key::kStream)) s.policy->release_on_stream(ev.handle, ev.stream);
-            else s.policy->release(ev.handle);
+            if (ev.has(key::kStream))
+              s.policy->release_on_stream(ev.handle, ev.stream);
+            else
+              s.policy->release(ev.handle);
             account(s);
             check_fatal(s, ev, out, &replaying);
           }
@@ -384,9 +386,13 @@ class Engine : public Scheduler {
       for (const auto& s : slots_)
         if (s.device == dev && s.space == Space::kHbm) log = &s.mem->grant_log();
       bool ok = log && k < log->size() && (*log)[k] == size;
-      if (ok) ++seg_matched;
+      if (ok)
+        ++seg_matched;
       else if (first_seg.is_null())
-        first_seg = {{"kind", "segment"}, {"device", dev}, {"segment", k}, {"recorded_bytes", size},
+        first_seg = {{"kind", "segment"},
+                     {"device", dev},
+                     {"segment", k},
+                     {"recorded_bytes", size},
                      {"simulated_bytes", log && k < log->size() ? nlohmann::json((*log)[k]) : nlohmann::json()}};
     }
     nlohmann::json f = {{"allocs_compared", addr_compared_},
@@ -424,10 +430,13 @@ class Engine : public Scheduler {
       fmt::format_to(std::back_inserter(buf), "{{\"i\":{},\"id\":{},\"ok\":false}}\n", ev.index, ev.id);
     } else {
       fmt::format_to(std::back_inserter(buf), "{{\"i\":{},\"id\":{},\"ok\":true,\"addr\":", ev.index, ev.id);
-      if (p.has_addr) fmt::format_to(std::back_inserter(buf), "{}", p.addr);
-      else buf += "null";
+      if (p.has_addr)
+        fmt::format_to(std::back_inserter(buf), "{}", p.addr);
+      else
+        buf += "null";
       fmt::format_to(std::back_inserter(buf), ",\"block_bytes\":{}", p.block);
-      if (p.region >= 0) fmt::format_to(std::back_inserter(buf), ",\"region\":{},\"region_offset\":{}", p.region, p.region_offset);
+      if (p.region >= 0)
+        fmt::format_to(std::back_inserter(buf), ",\"region\":{},\"region_offset\":{}", p.region, p.region_offset);
       buf += "}\n";
     }
     if (buf.size() > (1 << 20)) {
@@ -489,7 +498,7 @@ class Engine : public Scheduler {
   double last_frag_ = 0;
   nlohmann::json first_mismatch_;
   std::vector<std::pair<std::uint32_t, Bytes>> recorded_segments_;  // traced segment_alloc (device, size)
-  std::map<size_t, std::vector<Lifetime>> lifetimes_;                 // offline policies only
+  std::map<size_t, std::vector<Lifetime>> lifetimes_;               // offline policies only
 };
 
 }  // namespace

@@ -8,10 +8,9 @@
 #pragma once
 #include <functional>
 #include <memory>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
-
-#include <nlohmann/json.hpp>
 
 #include "hardware_models/hardware_model.h"
 #include "policies/policy.h"
@@ -34,8 +33,8 @@ struct RunOptions {
   HardwareModel hw;
   bool keep_going = false;
   bool lenient = false;
-  bool check = false;             // validate() after every event
-  std::string placements;         // JSONL output path, empty = none
+  bool check = false;              // validate() after every event
+  std::string placements;          // JSONL output path, empty = none
   std::vector<std::string> notes;  // lines for the text report (e.g. how --env was interpreted)
 };
 
@@ -88,8 +87,8 @@ struct RunResult {
   std::vector<TimelinePoint> timeline;  // all devices and spaces together
   std::vector<std::string> notes;
   bool stopped_early = false;  // stopped replaying at the first OOM
-  nlohmann::json fidelity;      // recorded vs simulated addresses/segments; null when the trace has none
-  std::string fatal;            // the allocator aborted the process (message); replay stopped
+  nlohmann::json fidelity;     // recorded vs simulated addresses/segments; null when the trace has none
+  std::string fatal;           // the allocator aborted the process (message); replay stopped
   std::uint64_t fatal_event = 0;
 };
 

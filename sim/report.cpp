@@ -1,9 +1,9 @@
 #include "sim/report.h"
 
+#include <fmt/format.h>
+
 #include <algorithm>
 #include <set>
-
-#include <fmt/format.h>
 
 namespace fragsim {
 
@@ -11,17 +11,17 @@ namespace {
 
 nlohmann::json oom_json(const OomRecord& o) {
   nlohmann::json j = {{"event_index", o.event_index},
-          {"t", o.t},
-          {"id", o.id},
-          {"device", o.device},
-          {"space", space_name(o.space)},
-          {"requested_bytes", o.requested},
-          {"rounded_bytes", o.rounded},
-          {"allocated_bytes", o.allocated},
-          {"reserved_bytes", o.reserved},
-          {"free_bytes", o.free},
-          {"largest_free_bytes", o.largest_free},
-          {"cause", o.fragmentation ? "fragmentation" : "capacity"}};
+                      {"t", o.t},
+                      {"id", o.id},
+                      {"device", o.device},
+                      {"space", space_name(o.space)},
+                      {"requested_bytes", o.requested},
+                      {"rounded_bytes", o.rounded},
+                      {"allocated_bytes", o.allocated},
+                      {"reserved_bytes", o.reserved},
+                      {"free_bytes", o.free},
+                      {"largest_free_bytes", o.largest_free},
+                      {"cause", o.fragmentation ? "fragmentation" : "capacity"}};
   if (!o.kind.empty()) j["kind"] = o.kind;
   return j;
 }
@@ -41,27 +41,31 @@ nlohmann::json report_json(const RunResult& r) {
   std::uint64_t da = 0, df = 0;
   double time_ns = 0;
   for (const auto& s : r.spaces) {
-    nlohmann::json d = {{"device", s.device},
-                        {"space", space_name(s.space)},
-                        {"completed", s.ooms.empty()},
-                        {"oom_count", s.ooms.size()},
-                        {"ooms", ooms_json(s.ooms)},
-                        {"peak_requested_bytes", s.peak_requested},
-                        {"peak_allocated_bytes", s.peak_allocated},
-                        {"peak_reserved_bytes", s.peak_reserved},
-                        {"final_allocated_bytes", s.final_allocated},
-                        {"final_reserved_bytes", s.final_reserved},
-                        {"fragmentation", {{"at_peak_reserved", s.frag_at_peak}, {"max", s.frag_max}}},
-                        {"device_calls", {{"alloc", s.device_allocs}, {"free", s.device_frees}, {"failed", s.device_failed}}},
-                        {"device_time_ns", s.device_time_ns},
-                        {"policy_stats", s.stats}};
+    nlohmann::json d = {
+        {"device", s.device},
+        {"space", space_name(s.space)},
+        {"completed", s.ooms.empty()},
+        {"oom_count", s.ooms.size()},
+        {"ooms", ooms_json(s.ooms)},
+        {"peak_requested_bytes", s.peak_requested},
+        {"peak_allocated_bytes", s.peak_allocated},
+        {"peak_reserved_bytes", s.peak_reserved},
+        {"final_allocated_bytes", s.final_allocated},
+        {"final_reserved_bytes", s.final_reserved},
+        {"fragmentation", {{"at_peak_reserved", s.frag_at_peak}, {"max", s.frag_max}}},
+        {"device_calls", {{"alloc", s.device_allocs}, {"free", s.device_frees}, {"failed", s.device_failed}}},
+        {"device_time_ns", s.device_time_ns},
+        {"policy_stats", s.stats}};
     for (auto it = s.extra.begin(); it != s.extra.end(); ++it) d[it.key()] = it.value();
     da += s.device_allocs;
     df += s.device_frees;
     time_ns += s.device_time_ns;
     devices.push_back(std::move(d));
   }
-  nlohmann::json trace = {{"path", r.trace_path}, {"events", r.events}, {"allocs", r.allocs}, {"frees", r.frees},
+  nlohmann::json trace = {{"path", r.trace_path},
+                          {"events", r.events},
+                          {"allocs", r.allocs},
+                          {"frees", r.frees},
                           {"header", r.header.is_null() ? nlohmann::json::object() : r.header}};
   if (r.skipped_frees) trace["skipped_frees"] = r.skipped_frees;
   nlohmann::json j = {{"fragsim_report", 1},
@@ -102,7 +106,8 @@ std::string report_text(const RunResult& r) {
                              : fmt::format("{} OOM{}{}", r.ooms.size(), r.ooms.size() == 1 ? "" : "s",
                                            r.stopped_early ? " (stopped at the first; --keep-going lists all)" : ""));
   if (!r.fatal.empty())
-    fmt::format_to(out, "  ABORTED at event {}: {} (the real allocator stops the process here)\n", r.fatal_event, r.fatal);
+    fmt::format_to(out, "  ABORTED at event {}: {} (the real allocator stops the process here)\n", r.fatal_event,
+                   r.fatal);
   fmt::format_to(out, "  peak requested  {:>14}  ({} B)\n", human_bytes(r.peak_requested), r.peak_requested);
   fmt::format_to(out, "  peak allocated  {:>14}  ({} B)\n", human_bytes(r.peak_allocated), r.peak_allocated);
   fmt::format_to(out, "  peak reserved   {:>14}  ({} B)\n", human_bytes(r.peak_reserved), r.peak_reserved);
@@ -129,13 +134,13 @@ std::string report_text(const RunResult& r) {
       fmt::format_to(out, "  ... {} more OOMs in the JSON report\n", r.ooms.size() - 10);
       break;
     }
-    fmt::format_to(out,
-                   "  OOM at event {} (t={}, id {}, device {} {}): requested {} (rounded {}); allocated {}, reserved "
-                   "{}, free {}, largest free {} -> {}\n",
-                   o.event_index, o.t, o.id, o.device, space_name(o.space), human_bytes(o.requested),
-                   human_bytes(o.rounded), human_bytes(o.allocated), human_bytes(o.reserved), human_bytes(o.free),
-                   human_bytes(o.largest_free),
-                   o.fragmentation ? "FRAGMENTATION (enough memory is free, no hole fits)" : "CAPACITY (not enough free memory)");
+    fmt::format_to(
+        out,
+        "  OOM at event {} (t={}, id {}, device {} {}): requested {} (rounded {}); allocated {}, reserved "
+        "{}, free {}, largest free {} -> {}\n",
+        o.event_index, o.t, o.id, o.device, space_name(o.space), human_bytes(o.requested), human_bytes(o.rounded),
+        human_bytes(o.allocated), human_bytes(o.reserved), human_bytes(o.free), human_bytes(o.largest_free),
+        o.fragmentation ? "FRAGMENTATION (enough memory is free, no hole fits)" : "CAPACITY (not enough free memory)");
     if (!o.explanation.empty()) s += o.explanation;
   }
   return s;
@@ -146,7 +151,8 @@ std::string compare_table(const std::vector<RunResult>& runs) {
   auto out = std::back_inserter(s);
   if (!runs.empty())
     fmt::format_to(out, "trace {} on {}: {} events, peak requested {}\n", runs[0].trace_path,
-                   runs[0].hardware.value("name", std::string("?")), runs[0].events, human_bytes(runs[0].peak_requested));
+                   runs[0].hardware.value("name", std::string("?")), runs[0].events,
+                   human_bytes(runs[0].peak_requested));
   size_t w = 16;
   for (const auto& r : runs) w = std::max(w, (r.label.empty() ? r.policy_name : r.label).size());
   fmt::format_to(out, "{:<{}} {:>9} {:>7} {:>14} {:>14} {:>10} {:>10} {:>12} {:>10}\n", "policy", w, "result", "OOMs",
@@ -156,15 +162,16 @@ std::string compare_table(const std::vector<RunResult>& runs) {
     double ns = 0;
     for (const auto& sp : r.spaces) calls += sp.device_allocs + sp.device_frees, ns += sp.device_time_ns;
     fmt::format_to(out, "{:<{}} {:>9} {:>7} {:>14} {:>14} {:>10} {:>10} {:>12} {:>10.2f}\n",
-                   r.label.empty() ? r.policy_name : r.label, w,
-                   r.completed ? "ok" : "OOM", r.ooms.size(), human_bytes(r.peak_allocated),
-                   human_bytes(r.peak_reserved), pct(r.frag_at_peak), pct(r.frag_max), calls, ns / 1e6);
+                   r.label.empty() ? r.policy_name : r.label, w, r.completed ? "ok" : "OOM", r.ooms.size(),
+                   human_bytes(r.peak_allocated), human_bytes(r.peak_reserved), pct(r.frag_at_peak), pct(r.frag_max),
+                   calls, ns / 1e6);
   }
   for (const auto& r : runs) {
     if (r.fidelity.is_null()) continue;
     fmt::format_to(out, "{}: reproduced {}/{} recorded addresses, {}/{} recorded segment sizes\n",
                    r.label.empty() ? r.policy_name : r.label, r.fidelity["allocs_matched"].get<std::uint64_t>(),
-                   r.fidelity["allocs_compared"].get<std::uint64_t>(), r.fidelity["segments_matched"].get<std::uint64_t>(),
+                   r.fidelity["allocs_compared"].get<std::uint64_t>(),
+                   r.fidelity["segments_matched"].get<std::uint64_t>(),
                    r.fidelity["segments_compared"].get<std::uint64_t>());
   }
   return s;
@@ -191,7 +198,8 @@ std::vector<std::string> check_regressions(const nlohmann::json& base, const nlo
     grew(k, base.at(k).get<double>(), cur.at(k).get<double>());
   grew("fragmentation.at_peak_reserved", base.at("fragmentation").at("at_peak_reserved").get<double>(),
        cur.at("fragmentation").at("at_peak_reserved").get<double>());
-  grew("fragmentation.max", base.at("fragmentation").at("max").get<double>(), cur.at("fragmentation").at("max").get<double>());
+  grew("fragmentation.max", base.at("fragmentation").at("max").get<double>(),
+       cur.at("fragmentation").at("max").get<double>());
   return bad;
 }
 

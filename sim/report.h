@@ -1,9 +1,8 @@
 // Report writers: fragsim report v1 (specs/contracts.md §2) as JSON, and the text summary.
 #pragma once
+#include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
-
-#include <nlohmann/json.hpp>
 
 #include "sim/engine.h"
 

@@ -1,8 +1,8 @@
 #include "sim/report_schema.h"
 
-#include <cmath>
-
 #include <fmt/format.h>
+
+#include <cmath>
 
 #include "sim/base/error.h"
 
@@ -61,8 +61,7 @@ void check_report_schema(const nlohmann::json& j, const std::string& file) {
   bool completed = r.at("completed").boolean();
   std::uint64_t n = r.at("oom_count").u64();
   const auto& ooms = r.at("ooms").array();
-  if (ooms.size() != n)
-    r.at("oom_count").bad(fmt::format("the number of entries of ooms ({})", ooms.size()));
+  if (ooms.size() != n) r.at("oom_count").bad(fmt::format("the number of entries of ooms ({})", ooms.size()));
   if (completed != (n == 0)) r.at("completed").bad(n ? "false (the report lists OOMs)" : "true (no OOM listed)");
   for (size_t i = 0; i < ooms.size(); ++i) {
     JsonField o(ooms[i], file, fmt::format("ooms[{}]", i));

@@ -11,12 +11,12 @@
 // PyTorch: PYTORCH_CUDA_ALLOC_CONF (and PYTORCH_ALLOC_CONF) is handed to torch-caching verbatim.
 #include "sim/settings.h"
 
+#include <fmt/format.h>
+
 #include <algorithm>
 #include <cctype>
 #include <cmath>
 #include <map>
-
-#include <fmt/format.h>
 
 #include "sim/base/config.h"
 #include "sim/base/error.h"
@@ -42,7 +42,8 @@ double python_float(const std::string& var, const std::string& text) {
   char* end = nullptr;
   double v = clean.empty() ? NAN : std::strtod(clean.c_str(), &end);
   if (clean.empty() || *end || std::isnan(v))
-    throw InputError(fmt::format("--env {}: could not convert string to float: '{}' (JAX raises ValueError)", var, text));
+    throw InputError(
+        fmt::format("--env {}: could not convert string to float: '{}' (JAX raises ValueError)", var, text));
   return v;
 }
 
@@ -55,7 +56,8 @@ std::int64_t python_int(const std::string& var, const std::string& text) {
   char* end = nullptr;
   long long v = clean.empty() ? 0 : std::strtoll(clean.c_str(), &end, 10);
   if (clean.empty() || *end)
-    throw InputError(fmt::format("--env {}: invalid literal for int() with base 10: '{}' (JAX raises ValueError)", var, text));
+    throw InputError(
+        fmt::format("--env {}: invalid literal for int() with base 10: '{}' (JAX raises ValueError)", var, text));
   return v;
 }
 
@@ -80,10 +82,15 @@ PolicySpec resolve_settings(const SettingsInput& in, std::vector<std::string>* n
     auto it = env.find(k);
     return it == env.end() ? std::string() : it->second;
   };
-  static const char* kKnown[] = {"XLA_PYTHON_CLIENT_ALLOCATOR", "XLA_CLIENT_MEM_FRACTION",
-                                 "XLA_PYTHON_CLIENT_MEM_FRACTION", "XLA_PYTHON_CLIENT_PREALLOCATE",
-                                 "XLA_PYTHON_CLIENT_COLLECTIVE_MEM_SIZE_MB", "XLA_FLAGS", "TF_GPU_ALLOCATOR",
-                                 "PYTORCH_CUDA_ALLOC_CONF", "PYTORCH_ALLOC_CONF"};
+  static const char* kKnown[] = {"XLA_PYTHON_CLIENT_ALLOCATOR",
+                                 "XLA_CLIENT_MEM_FRACTION",
+                                 "XLA_PYTHON_CLIENT_MEM_FRACTION",
+                                 "XLA_PYTHON_CLIENT_PREALLOCATE",
+                                 "XLA_PYTHON_CLIENT_COLLECTIVE_MEM_SIZE_MB",
+                                 "XLA_FLAGS",
+                                 "TF_GPU_ALLOCATOR",
+                                 "PYTORCH_CUDA_ALLOC_CONF",
+                                 "PYTORCH_ALLOC_CONF"};
   for (const auto& [k, v] : env) {
     bool known = false;
     for (auto n : kKnown) known |= (k == n);
@@ -105,12 +112,17 @@ PolicySpec resolve_settings(const SettingsInput& in, std::vector<std::string>* n
     jax = true;
     std::string l = alloc;
     std::transform(l.begin(), l.end(), l.begin(), [](unsigned char c) { return std::tolower(c); });
-    if (l == "default" || l == "bfc") from_env = "xla-bfc";
-    else if (l == "platform") from_env = "platform";
-    else if (l == "cuda_async") from_env = "cuda-async";
+    if (l == "default" || l == "bfc")
+      from_env = "xla-bfc";
+    else if (l == "platform")
+      from_env = "platform";
+    else if (l == "cuda_async")
+      from_env = "cuda-async";
     else
-      throw InputError(fmt::format(
-          "--env XLA_PYTHON_CLIENT_ALLOCATOR: must be \"default\", \"platform\", \"bfc\", or \"cuda_async\", got \"{}\"", l));
+      throw InputError(
+          fmt::format("--env XLA_PYTHON_CLIENT_ALLOCATOR: must be \"default\", \"platform\", \"bfc\", or "
+                      "\"cuda_async\", got \"{}\"",
+                      l));
     notes->push_back(fmt::format("XLA_PYTHON_CLIENT_ALLOCATOR={} -> policy {}", alloc, from_env));
   }
   std::string frac = get("XLA_CLIENT_MEM_FRACTION"), dep = get("XLA_PYTHON_CLIENT_MEM_FRACTION");
@@ -132,8 +144,9 @@ PolicySpec resolve_settings(const SettingsInput& in, std::vector<std::string>* n
     jax = true;
     bool p = !(pre == "false" || pre == "False" || pre == "0");
     cfg["preallocate"] = p;
-    notes->push_back(fmt::format("XLA_PYTHON_CLIENT_PREALLOCATE={} -> preallocate={}{}", pre, p ? "true" : "false",
-                                 (p && (pre == "FALSE" || pre == "no" || pre == "off")) ? " (JAX only accepts false/False/0)" : ""));
+    notes->push_back(
+        fmt::format("XLA_PYTHON_CLIENT_PREALLOCATE={} -> preallocate={}{}", pre, p ? "true" : "false",
+                    (p && (pre == "FALSE" || pre == "no" || pre == "off")) ? " (JAX only accepts false/False/0)" : ""));
   }
   std::string coll = get("XLA_PYTHON_CLIENT_COLLECTIVE_MEM_SIZE_MB");
   if (!coll.empty()) {

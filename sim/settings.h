@@ -10,9 +10,9 @@
 namespace fragsim {
 
 struct SettingsInput {
-  std::string policy;                 // --policy ("" = chosen by --env or the default)
-  std::vector<std::string> sets;      // --set KEY=VALUE
-  std::vector<std::string> envs;      // --env VAR=VALUE
+  std::string policy;             // --policy ("" = chosen by --env or the default)
+  std::vector<std::string> sets;  // --set KEY=VALUE
+  std::vector<std::string> envs;  // --env VAR=VALUE
 };
 
 // Resolves the policy name and config; adds to notes one line per interpreted variable.

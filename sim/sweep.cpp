@@ -1,12 +1,12 @@
 #include "sim/sweep.h"
 
+#include <fmt/format.h>
+
 #include <algorithm>
 #include <atomic>
 #include <cmath>
 #include <mutex>
 #include <thread>
-
-#include <fmt/format.h>
 
 #include "sim/base/error.h"
 
@@ -77,7 +77,8 @@ SweepResult run_sweep(const SweepOptions& opt, const Registry& reg) {
   if (opt.find == "min-mem-fraction") {
     const std::string& pol = opt.base.policy.name;
     if (pol != "xla-bfc" && pol != "cuda-async" && pol != "torch-caching")
-      throw InputError("sweep --find min-mem-fraction: only policies with a memory fraction (xla-bfc, cuda-async, torch-caching)");
+      throw InputError(
+          "sweep --find min-mem-fraction: only policies with a memory fraction (xla-bfc, cuda-async, torch-caching)");
     res.runs.resize(100);
     parallel_for(100, opt.threads, [&](size_t i) { res.runs[i] = run_point(opt.base, reg, (i + 1) / 100.0, true); });
     // Safe answer: smallest fraction from which every larger one completes.
@@ -89,8 +90,9 @@ SweepResult run_sweep(const SweepOptions& opt, const Registry& reg) {
     res.monotonic_basis = "observed over every fraction 0.01..1.00";
     if (safe < 100) {
       res.value = (safe + 1) / 100.0;
-      res.setting = fmt::format(fmt::runtime(fraction_knob(pol).second),
-                                pol == "torch-caching" ? fmt::format("{:.2f}", *res.value) : fraction_setting(*res.value));
+      res.setting =
+          fmt::format(fmt::runtime(fraction_knob(pol).second),
+                      pol == "torch-caching" ? fmt::format("{:.2f}", *res.value) : fraction_setting(*res.value));
     }
     return res;
   }
@@ -196,7 +198,8 @@ std::string sweep_text(const SweepResult& r) {
   if (!r.anomalies.empty()) {
     fmt::format_to(out, "  outcomes that break monotonicity at:");
     for (double a : r.anomalies)
-      fmt::format_to(out, " {}", r.find == "min-capacity" ? human_bytes(static_cast<Bytes>(a)) : fmt::format("{:.2f}", a));
+      fmt::format_to(out, " {}",
+                     r.find == "min-capacity" ? human_bytes(static_cast<Bytes>(a)) : fmt::format("{:.2f}", a));
     fmt::format_to(out, "\n  the setting above is the smallest value from which every larger one completes\n");
   }
   fmt::format_to(out, "  {} simulations\n", r.runs.size());

@@ -7,19 +7,18 @@
 // min-capacity bisects (k-ary, in parallel) assuming monotonicity, then checks it around the
 // answer (the `verify` steps below must all fail, above must all pass) and says which it was.
 #pragma once
+#include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
 #include <vector>
-
-#include <nlohmann/json.hpp>
 
 #include "sim/engine.h"
 
 namespace fragsim {
 
 struct SweepOptions {
-  RunOptions base;  // trace, policy, hardware, lenient
-  std::string find;  // "min-mem-fraction" | "min-capacity"
+  RunOptions base;       // trace, policy, hardware, lenient
+  std::string find;      // "min-mem-fraction" | "min-capacity"
   unsigned threads = 0;  // 0 = hardware concurrency
   int verify = 4;        // min-capacity: neighbours checked on each side
 };
@@ -36,7 +35,7 @@ struct SweepResult {
   std::optional<double> value;  // null when nothing in range completes
   std::string setting;          // what the user types
   bool monotonic = true;
-  std::string monotonic_basis;  // "observed over the whole grid" / "bisection, verified ±N steps"
+  std::string monotonic_basis;    // "observed over the whole grid" / "bisection, verified ±N steps"
   std::vector<double> anomalies;  // values that break monotonicity
   std::vector<SweepPoint> runs;
 };

@@ -1,8 +1,8 @@
 #include "sim/trace_info.h"
 
-#include <map>
-
 #include <fmt/format.h>
+
+#include <map>
 
 #include "traces/trace_reader.h"
 
@@ -45,12 +45,17 @@ nlohmann::json trace_info(const std::string& path, bool lenient) {
         dev[ev.device].first -= ev.live_size;
         live -= ev.live_size;
         break;
-      case Op::kMark: ++marks; break;
-      default: ++observations; break;
+      case Op::kMark:
+        ++marks;
+        break;
+      default:
+        ++observations;
+        break;
     }
   }
   nlohmann::json devices = nlohmann::json::array();
-  for (const auto& [d, v] : dev) devices.push_back({{"device", d}, {"peak_requested_bytes", v.second}, {"live_at_end_bytes", v.first}});
+  for (const auto& [d, v] : dev)
+    devices.push_back({{"device", d}, {"peak_requested_bytes", v.second}, {"live_at_end_bytes", v.first}});
   nlohmann::json h = nlohmann::json::array();
   for (int b = 0; b < 65; ++b) {
     if (!hist[b]) continue;
@@ -90,10 +95,12 @@ std::string trace_info_text(const nlohmann::json& j) {
                  j["live_at_end"].get<std::uint64_t>());
   fmt::format_to(out, "  time {} .. {}; {} stream(s); spaces {}\n", j["t_first"].get<std::uint64_t>(),
                  j["t_last"].get<std::uint64_t>(), j["streams"].get<std::uint64_t>(), j["spaces"].dump());
-  fmt::format_to(out, "  peak requested {} ({} B); largest alloc {}\n", human_bytes(j["peak_requested_bytes"].get<Bytes>()),
-                 j["peak_requested_bytes"].get<Bytes>(), human_bytes(j["largest_alloc_bytes"].get<Bytes>()));
+  fmt::format_to(out, "  peak requested {} ({} B); largest alloc {}\n",
+                 human_bytes(j["peak_requested_bytes"].get<Bytes>()), j["peak_requested_bytes"].get<Bytes>(),
+                 human_bytes(j["largest_alloc_bytes"].get<Bytes>()));
   for (const auto& d : j["devices"])
-    fmt::format_to(out, "  device {}: peak requested {}\n", d["device"].get<int>(), human_bytes(d["peak_requested_bytes"].get<Bytes>()));
+    fmt::format_to(out, "  device {}: peak requested {}\n", d["device"].get<int>(),
+                   human_bytes(d["peak_requested_bytes"].get<Bytes>()));
   fmt::format_to(out, "  size histogram:\n");
   for (const auto& b : j["size_histogram"])
     fmt::format_to(out, "    {:>12} .. {:<12} {:>10}\n", human_bytes(b["min_bytes"].get<Bytes>()),

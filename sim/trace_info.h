@@ -1,9 +1,8 @@
 // `fragsim info`: one streaming pass over a trace — counts, devices, spaces, time span, peak
 // live requested bytes per device, and a power-of-two size histogram.
 #pragma once
-#include <string>
-
 #include <nlohmann/json.hpp>
+#include <string>
 
 namespace fragsim {
 

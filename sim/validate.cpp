@@ -1,13 +1,13 @@
 #include "sim/validate.h"
 
+#include <fmt/format.h>
+
 #include <algorithm>
 #include <cmath>
 #include <filesystem>
 #include <fstream>
 #include <map>
 #include <sstream>
-
-#include <fmt/format.h>
 
 #include "hardware_models/hardware_model.h"
 #include "sim/base/error.h"
@@ -51,10 +51,15 @@ ValidateResult run_validate(const ValidateOptions& o) {
   double diff = s - g, pct = g > 0 ? 100.0 * diff / g : (s > 0 ? 100.0 : 0.0);
   bool within = std::fabs(pct) <= o.tolerance_pct;
   r.pass &= within;
-  out["peak_in_use"] = {{"simulated_bytes", s}, {"real_bytes", g}, {"difference_bytes", diff}, {"difference_pct", pct},
-                        {"tolerance_pct", o.tolerance_pct}, {"within", within}};
-  r.lines.push_back(fmt::format("peak in use: simulated {} B, real {} B, difference {:+.0f} B ({:+.2f}%, tolerance {}%) -> {}",
-                                s, g, diff, pct, o.tolerance_pct, within ? "ok" : "OUTSIDE"));
+  out["peak_in_use"] = {{"simulated_bytes", s},
+                        {"real_bytes", g},
+                        {"difference_bytes", diff},
+                        {"difference_pct", pct},
+                        {"tolerance_pct", o.tolerance_pct},
+                        {"within", within}};
+  r.lines.push_back(
+      fmt::format("peak in use: simulated {} B, real {} B, difference {:+.0f} B ({:+.2f}%, tolerance {}%) -> {}", s, g,
+                  diff, pct, o.tolerance_pct, within ? "ok" : "OUTSIDE"));
   // 3. Address granularity and 4. latency fit, from the per-call file.
   std::string calls = real.value("calls_file", std::string());
   if (!calls.empty() && !std::filesystem::exists(calls))
@@ -97,14 +102,20 @@ ValidateResult run_validate(const ValidateOptions& o) {
   nlohmann::json gj = nlohmann::json::array();
   for (auto [gap, count] : top) gj.push_back({{"gap_bytes", gap}, {"count", count}});
   out["addresses"] = {{"allocations", addrs.size()}, {"common_alignment_bytes", alignment}, {"most_common_gaps", gj}};
-  r.lines.push_back(fmt::format("addresses: {} allocations, all aligned to {} B; most common gaps to the next block: {}",
-                                addrs.size(), alignment, gj.dump()));
+  r.lines.push_back(
+      fmt::format("addresses: {} allocations, all aligned to {} B; most common gaps to the next block: {}",
+                  addrs.size(), alignment, gj.dump()));
   auto [ab, am] = fit(alloc_pts);
   auto [fb, fm] = fit(free_pts);
-  out["latency_fit"] = {{"alloc_base_ns", ab}, {"alloc_ns_per_mib", am}, {"free_base_ns", fb}, {"free_ns_per_mib", fm},
-                        {"alloc_samples", alloc_pts.size()}, {"free_samples", free_pts.size()}};
-  r.lines.push_back(fmt::format("latency fit: alloc {:.0f} ns + {:.1f} ns/MiB ({} calls), free {:.0f} ns + {:.1f} ns/MiB ({} calls)",
-                                ab, am, alloc_pts.size(), fb, fm, free_pts.size()));
+  out["latency_fit"] = {{"alloc_base_ns", ab},
+                        {"alloc_ns_per_mib", am},
+                        {"free_base_ns", fb},
+                        {"free_ns_per_mib", fm},
+                        {"alloc_samples", alloc_pts.size()},
+                        {"free_samples", free_pts.size()}};
+  r.lines.push_back(
+      fmt::format("latency fit: alloc {:.0f} ns + {:.1f} ns/MiB ({} calls), free {:.0f} ns + {:.1f} ns/MiB ({} calls)",
+                  ab, am, alloc_pts.size(), fb, fm, free_pts.size()));
   if (!o.fit_out.empty()) {
     std::string hw_name = sim["hardware"].value("name", std::string("h100-80g"));
     nlohmann::json preset;
@@ -113,13 +124,13 @@ ValidateResult run_validate(const ValidateOptions& o) {
     if (preset.is_null()) throw InputError("--fit-cost-model: the report's hardware '" + hw_name + "' is not a preset");
     preset["name"] = hw_name + "-fitted";
     // A latency cannot fall with size or below zero: negative fitted terms are clamped to 0.
-    preset["cost_model"] = {{"alloc_base_ns", std::max(0.0, ab)},
-                            {"alloc_ns_per_mib", std::max(0.0, am)},
-                            {"free_base_ns", std::max(0.0, fb)},
-                            {"free_ns_per_mib", std::max(0.0, fm)},
-                            {"note", fmt::format("fitted by fragsim validate from {} ({} alloc, {} free calls{})", o.real,
-                                                 alloc_pts.size(), free_pts.size(),
-                                                 real.value("dry_run", false) ? ", DRY RUN: not a real device" : "")}};
+    preset["cost_model"] = {
+        {"alloc_base_ns", std::max(0.0, ab)},
+        {"alloc_ns_per_mib", std::max(0.0, am)},
+        {"free_base_ns", std::max(0.0, fb)},
+        {"free_ns_per_mib", std::max(0.0, fm)},
+        {"note", fmt::format("fitted by fragsim validate from {} ({} alloc, {} free calls{})", o.real, alloc_pts.size(),
+                             free_pts.size(), real.value("dry_run", false) ? ", DRY RUN: not a real device" : "")}};
     parse_hardware(preset, o.fit_out);  // what we write must load with --hw
     write_file_atomic(o.fit_out, preset.dump(2) + "\n");
     r.lines.push_back("wrote " + o.fit_out + " (use it with --hw " + o.fit_out + ")");

@@ -3,10 +3,9 @@
 // replay's cudaMemGetInfo peak), address-granularity evidence from the replay's calls, and
 // optionally a fitted latency model written as a hardware preset `--hw` accepts.
 #pragma once
+#include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
-
-#include <nlohmann/json.hpp>
 
 namespace fragsim {
 

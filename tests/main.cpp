@@ -3,7 +3,6 @@
 // passing silently (Catch2's "-w NoTests").
 #define CATCH_CONFIG_RUNNER
 #include <catch2/catch.hpp>
-
 #include <vector>
 
 int main(int argc, char** argv) {

@@ -1,7 +1,6 @@
 // End-to-end through the fragsim binary: exit codes, one-line errors, no half-written outputs,
 // the check gate, compare, and --help of every command.
 #include <catch2/catch.hpp>
-
 #include <filesystem>
 
 #include "test_util.h"

@@ -2,7 +2,6 @@
 // validate() after every event (--check), non-overlapping live placements, and the same
 // peak_requested_bytes (the trace's true peak) for every policy.
 #include <catch2/catch.hpp>
-
 #include <map>
 
 #include "policies/policy.h"
@@ -93,7 +92,7 @@ TEST_CASE("conformance: every policy, seeded random traces, validate after every
           RunResult r = run_simulation(o, reg);
           CHECK(r.peak_requested == truth);
           if (r.completed) CHECK(r.peak_allocated >= truth);  // rounding and padding only add
-          CHECK(r.peak_reserved >= r.peak_allocated);           // at every moment reserved ≥ allocated
+          CHECK(r.peak_reserved >= r.peak_allocated);         // at every moment reserved ≥ allocated
           CHECK(r.completed == r.ooms.empty());
           if (!keep_going) CHECK(r.ooms.size() <= 1);
           for (const auto& oom : r.ooms) {
@@ -134,7 +133,8 @@ TEST_CASE("conformance: policy configurations, several streams and collective bu
   for (std::uint64_t seed : {11, 12}) {
     std::string trace = tmp_path("confcfg" + std::to_string(seed) + ".fstrace");
     generate_workload("random", seed,
-                      {{"events", 4000}, {"live", 120}, {"max_size", 64 << 20}, {"streams", 3}, {"collective", 0.15}}, trace);
+                      {{"events", 4000}, {"live", 120}, {"max_size", 64 << 20}, {"streams", 3}, {"collective", 0.15}},
+                      trace);
     Bytes truth = trace_info(trace, false)["peak_requested_bytes"].get<Bytes>();
     for (const auto& c : cfgs) {
       for (const char* cap : {"1GiB", "4GiB"}) {

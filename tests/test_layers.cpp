@@ -2,7 +2,6 @@
 // may include only its own layer and the layers below it. Also checks what ctest depends on:
 // test case names survive test discovery.
 #include <catch2/catch.hpp>
-
 #include <filesystem>
 #include <fstream>
 #include <map>
@@ -51,7 +50,8 @@ TEST_CASE("layers: no file includes a layer above its own") {
       std::string rel = fs::relative(e.path(), root()).generic_string();
       std::string layer = layer_of(rel);
       REQUIRE(!layer.empty());
-      const auto& allowed = std::find_if(kLayers.begin(), kLayers.end(), [&](const auto& l) { return l.first == layer; })->second;
+      const auto& allowed =
+          std::find_if(kLayers.begin(), kLayers.end(), [&](const auto& l) { return l.first == layer; })->second;
       ++files;
       std::ifstream in(e.path());
       std::string line;

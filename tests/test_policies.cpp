@@ -29,7 +29,8 @@ TEST_CASE("platform: one device call per buffer, padded to the 2 MiB VMM granula
   CHECK(r.result.peak_allocated == r.result.peak_reserved);
   // The simulated call time is the preset's cost model, call by call:
   // alloc 10 µs + 30 ns/MiB, free 14 µs + 5 ns/MiB.
-  double want = (10000 + 30 * 2) + (10000 + 30 * 4) + (10000 + 30 * 4) + (14000 + 5 * 2) + (14000 + 5 * 4) + (14000 + 5 * 4);
+  double want =
+      (10000 + 30 * 2) + (10000 + 30 * 4) + (10000 + 30 * 4) + (14000 + 5 * 2) + (14000 + 5 * 4) + (14000 + 5 * 4);
   CHECK(sp.device_time_ns == Approx(want));
 }
 
@@ -64,7 +65,8 @@ TEST_CASE("cuda-async: release threshold = total x f32(fraction), the preallocat
 TEST_CASE("cuda-async: above the threshold unused segments return to the device at the next sync") {
   TraceBuilder t;
   t.alloc(1, 8 * MiB).alloc(2, 8 * MiB).free(1).free(2).alloc(3, 8 * MiB);
-  auto keep = simulate("async_keep", t.text, "cuda-async", {{"preallocate", false}, {"release_threshold", "1GiB"}}, "1GiB");
+  auto keep =
+      simulate("async_keep", t.text, "cuda-async", {{"preallocate", false}, {"release_threshold", "1GiB"}}, "1GiB");
   auto trim = simulate("async_trim", t.text, "cuda-async", {{"preallocate", false}, {"release_threshold", 0}}, "1GiB");
   CHECK(keep.result.spaces.at(0).device_allocs == 2);  // the 3rd buffer reuses cached memory
   CHECK(keep.result.spaces.at(0).device_frees == 0);
@@ -200,8 +202,10 @@ TEST_CASE("config errors name the key, the option that named a policy, and every
   // memory_limit is read only when present: it must still be listed.
   CHECK_THAT(err("xla-bfc", {{"memory_limt", 5}}), Catch::Contains("memory_limit"));
   CHECK_THAT(err("xla-bfc", {{"mem_fraction", 1e300}}), Catch::Contains("mem_fraction: must be a number in"));
-  CHECK_THAT(err("tpu-padded", {{"inner", "bogus"}}), Catch::StartsWith("policy tpu-padded: inner: unknown policy 'bogus'"));
-  CHECK_THAT(err("cuda-async", {{"cross_stream_delay", -1}}), Catch::Contains("cross_stream_delay: must be an integer in"));
+  CHECK_THAT(err("tpu-padded", {{"inner", "bogus"}}),
+             Catch::StartsWith("policy tpu-padded: inner: unknown policy 'bogus'"));
+  CHECK_THAT(err("cuda-async", {{"cross_stream_delay", -1}}),
+             Catch::Contains("cross_stream_delay: must be an integer in"));
 }
 
 TEST_CASE("FRAGSIM_CHECK stays on in release builds and names the place") {

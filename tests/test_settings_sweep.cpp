@@ -1,6 +1,7 @@
 // --env parsing with JAX's semantics, and the sweep's answers.
-#include <catch2/catch.hpp>
 #include <fmt/format.h>
+
+#include <catch2/catch.hpp>
 
 #include "sim/base/error.h"
 #include "sim/settings.h"
@@ -24,7 +25,8 @@ TEST_CASE("settings: JAX variables select and configure the policy as JAX parses
   CHECK(s.config["mem_fraction"] == 0.5);
   CHECK(resolve({"XLA_PYTHON_CLIENT_ALLOCATOR=PLATFORM"}).name == "platform");  // .lower()
   CHECK(resolve({"XLA_PYTHON_CLIENT_ALLOCATOR=bfc"}).name == "xla-bfc");
-  CHECK(resolve({"XLA_PYTHON_CLIENT_ALLOCATOR=cuda_async", "XLA_CLIENT_MEM_FRACTION=0.9"}).config["mem_fraction"] == 0.9);
+  CHECK(resolve({"XLA_PYTHON_CLIENT_ALLOCATOR=cuda_async", "XLA_CLIENT_MEM_FRACTION=0.9"}).config["mem_fraction"] ==
+        0.9);
   CHECK_THROWS_AS(resolve({"XLA_PYTHON_CLIENT_ALLOCATOR=vmm"}), InputError);
   CHECK_THROWS_WITH(resolve({"XLA_CLIENT_MEM_FRACTION=.5", "XLA_PYTHON_CLIENT_MEM_FRACTION=.6"}),
                     Catch::Contains("specified together"));
@@ -53,7 +55,8 @@ TEST_CASE("settings: spatial partitioning off via XLA_FLAGS changes placements l
   spatial.config["memory_limit"] = 1ULL << 30;
   auto classic = resolve({"XLA_FLAGS=--xla_gpu_enable_allocator_spatial_partitioning=false"});
   classic.config["memory_limit"] = 1ULL << 30;
-  auto a = simulate("envsp", t.text, spatial.name, spatial.config), b = simulate("envcl", t.text, classic.name, classic.config);
+  auto a = simulate("envsp", t.text, spatial.name, spatial.config),
+       b = simulate("envcl", t.text, classic.name, classic.config);
   CHECK(a.placements[2]["region_offset"] == 0);
   CHECK(b.placements[2]["region_offset"] == 890 << 20);
 }

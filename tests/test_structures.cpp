@@ -1,6 +1,5 @@
 // The shared data structures against straightforward references on seeded random operations.
 #include <catch2/catch.hpp>
-
 #include <map>
 #include <set>
 

@@ -1,8 +1,7 @@
 // PyTorch: the safe pickle reader, snapshot import, and torch-caching against the real recorded
 // snapshots (100 % of addresses and segment sizes) and hand-built scenarios for what they lack.
-#include <catch2/catch.hpp>
-
 #include <algorithm>
+#include <catch2/catch.hpp>
 #include <set>
 
 #include "sim/base/error.h"
@@ -17,7 +16,9 @@ using namespace fragsim::test;
 namespace {
 
 // The real snapshots, kept compressed in tests/data/torch (SOURCES.md there).
-std::string fixture(const std::string& name) { return std::string(FRAGSIM_SOURCE_DIR) + "/tests/data/torch/" + name + ".zst"; }
+std::string fixture(const std::string& name) {
+  return std::string(FRAGSIM_SOURCE_DIR) + "/tests/data/torch/" + name + ".zst";
+}
 std::string fixture_bytes(const std::string& name) { return read_input(fixture(name), kMaxPickleBytes); }
 
 RunResult replay(const std::string& trace, nlohmann::json cfg = nlohmann::json::object(), bool check = true) {
@@ -96,7 +97,9 @@ TEST_CASE("pickle reader refuses hostile input with a clear error and never cras
     return std::string();
   };
   CHECK_THAT(bad("\x80\x04}q\x00"), Catch::Contains("truncated"));
-  CHECK_THAT(bad("\x80\x02" "cos\nsystem\n(S'ls'\ntR."), Catch::Contains("refused opcode"));
+  CHECK_THAT(bad("\x80\x02"
+                 "cos\nsystem\n(S'ls'\ntR."),
+             Catch::Contains("refused opcode"));
   CHECK_THAT(bad(std::string("\x80\x04\x8c\x02os\x8c\x06system\x93.", 17)), Catch::Contains("refused opcode"));
   std::string deep = "\x80\x04";
   for (int i = 0; i < 5000; ++i) deep += "]";
@@ -104,7 +107,8 @@ TEST_CASE("pickle reader refuses hostile input with a clear error and never cras
   deep += ".";
   CHECK_THAT(bad(deep), Catch::Contains("nesting deeper"));
   CHECK_THAT(bad(std::string("\x80\x04X\xff\xff\xff\x7f", 7)), Catch::Contains("runs past the end"));
-  CHECK_THAT(bad(std::string("\x80\x04\x8e\xff\xff\xff\xff\xff\xff\xff\x7f", 11)), Catch::Contains("runs past the end"));
+  CHECK_THAT(bad(std::string("\x80\x04\x8e\xff\xff\xff\xff\xff\xff\xff\x7f", 11)),
+             Catch::Contains("runs past the end"));
   CHECK_THAT(bad("\x80\x04h\x05."), Catch::Contains("memo index"));
   CHECK_THAT(bad("\x80\x04."), Catch::Contains("STOP"));
   CHECK_THAT(bad("\x80\x04\xff"), Catch::Contains("unsupported opcode"));
@@ -202,7 +206,8 @@ TEST_CASE("torch-caching OOM: empty the cache and retry, then PyTorch's message"
   const std::string& msg = r.result.ooms[0].explanation;
   CHECK_THAT(msg, Catch::Contains("CUDA out of memory. Tried to allocate 30.00 MiB."));
   CHECK_THAT(msg, Catch::Contains("of which 20.00 MiB is free"));
-  CHECK_THAT(msg, Catch::Contains("80.00 MiB is allocated by PyTorch, and 0 bytes is reserved by PyTorch but unallocated"));
+  CHECK_THAT(msg,
+             Catch::Contains("80.00 MiB is allocated by PyTorch, and 0 bytes is reserved by PyTorch but unallocated"));
 }
 
 TEST_CASE("torch-caching expandable segments: 8 x 16 MiB maps 7 pages — 4 x 32 MiB then maps none") {
@@ -231,10 +236,12 @@ TEST_CASE("PYTORCH_CUDA_ALLOC_CONF parsing errors name the problem") {
   for (const char* conf : {"bogus:1", "expandable_segments:true", "garbage_collection_threshold:1.5",
                            "roundup_power2_divisions:3", "backend:cudaMallocAsync", "max_split_size_mb"}) {
     INFO(conf);
-    CHECK_THROWS_AS(simulate("conf", TraceBuilder().alloc(1, 1).text, "torch-caching", {{"alloc_conf", conf}}), InputError);
+    CHECK_THROWS_AS(simulate("conf", TraceBuilder().alloc(1, 1).text, "torch-caching", {{"alloc_conf", conf}}),
+                    InputError);
   }
-  auto ok = simulate("confok", TraceBuilder().alloc(1, 1).text, "torch-caching",
-                     {{"alloc_conf", "max_split_size_mb:128,garbage_collection_threshold:0.6,pinned_use_cuda_host_register:True"}});
+  auto ok = simulate(
+      "confok", TraceBuilder().alloc(1, 1).text, "torch-caching",
+      {{"alloc_conf", "max_split_size_mb:128,garbage_collection_threshold:0.6,pinned_use_cuda_host_register:True"}});
   CHECK(ok.stats()["max_split_size"] == 128 * MiB);
 }
 
@@ -272,9 +279,15 @@ TEST_CASE("seeded mutation of a real snapshot: only clear input errors, never a 
     for (int e = 0; e < edits; ++e) {
       size_t at = rnd() % bytes.size();
       switch (rnd() % 3) {
-        case 0: bytes[at] = static_cast<char>(rnd()); break;
-        case 1: bytes.erase(at, 1 + rnd() % 16); break;
-        default: bytes = bytes.substr(0, at); break;
+        case 0:
+          bytes[at] = static_cast<char>(rnd());
+          break;
+        case 1:
+          bytes.erase(at, 1 + rnd() % 16);
+          break;
+        default:
+          bytes = bytes.substr(0, at);
+          break;
       }
       if (bytes.empty()) bytes.assign(1, 'x');
     }

@@ -24,7 +24,9 @@ std::string shaped_alloc(int id, const char* dtype, std::vector<std::uint64_t> s
   Dtype d;
   parse_dtype(dtype, &d);
   unpadded_bytes(shape, d, &n);
-  return nlohmann::json({{"op", "alloc"}, {"id", id}, {"size", n}, {"shape", shape}, {"dtype", dtype}, {"space", space}}).dump() +
+  return nlohmann::json(
+             {{"op", "alloc"}, {"id", id}, {"size", n}, {"shape", shape}, {"dtype", dtype}, {"space", space}})
+             .dump() +
          "\n";
 }
 
@@ -51,7 +53,7 @@ TEST_CASE("layout: the real TPU OOM reports of hardware.md §3") {
   CHECK(padded("f32[29184,1,2560]{2,1,0:T(2,128)}") == 597688320);  // 570 MiB
   CHECK(padded("f32[29184,1,2560]") == 597688320);                  // compact (2,128) chosen
   CHECK(padded("bf16[2048,1,2048,128]{0,1,3,2:T(4,128)(2,1)}") == 4ULL << 30);
-  CHECK(padded("bf16[2048,1,2048,128]{0,1,3,2}") == 4ULL << 30);    // (4,128)(2,1) chosen for dim of 1
+  CHECK(padded("bf16[2048,1,2048,128]{0,1,3,2}") == 4ULL << 30);  // (4,128)(2,1) chosen for dim of 1
   auto l = tpu_layout(parse_array_spec("f32[128,256,896,18]{0,3,2,1:T(8,128)}", "t"), 5);
   CHECK(l.unpadded == 2016ULL << 20);
   CHECK(l.padded - l.unpadded == 672ULL << 20);
@@ -63,7 +65,10 @@ TEST_CASE("layout: the CLI prints the contract's JSON") {
   auto r = cli("layout --hw tpu-v5e 'bf16[1000,129]' --json");
   REQUIRE(r.code == 0);
   auto j = nlohmann::json::parse(r.out);
-  CHECK(j == nlohmann::json::parse(R"J({"shape":[1000,129],"dtype":"bf16","tile":"(8,128)(2,1)","unpadded_bytes":258000,"padded_bytes":512000})J"));
+  CHECK(
+      j ==
+      nlohmann::json::parse(
+          R"J({"shape":[1000,129],"dtype":"bf16","tile":"(8,128)(2,1)","unpadded_bytes":258000,"padded_bytes":512000})J"));
   CHECK(cli("layout --hw h100-80g 'bf16[4]'").code == 2);
 }
 
@@ -91,8 +96,9 @@ TEST_CASE("tpu-padded: exceeding the scoped VMEM limit is the compile-time scope
   // 4 MiB + 8 MiB stay within v5e's 16 MiB scoped limit; 16 MiB + 4 MiB do not.
   std::string t = shaped_alloc(1, "f32", {1024, 1024}, "vmem") + shaped_alloc(2, "f32", {2048, 1024}, "vmem");
   CHECK(tpu_run("vmem", t, "tpu-padded", nlohmann::json::object()).result.completed);
-  auto big = tpu_run("vmem2", shaped_alloc(1, "f32", {2048, 2048}, "vmem") + shaped_alloc(2, "f32", {1024, 1024}, "vmem"),
-                     "tpu-padded", nlohmann::json::object());
+  auto big =
+      tpu_run("vmem2", shaped_alloc(1, "f32", {2048, 2048}, "vmem") + shaped_alloc(2, "f32", {1024, 1024}, "vmem"),
+              "tpu-padded", nlohmann::json::object());
   REQUIRE(big.result.ooms.size() == 1);
   CHECK(big.result.ooms[0].kind == "scoped_vmem_limit");
   CHECK(big.result.ooms[0].space == Space::kVmem);
@@ -167,8 +173,10 @@ TEST_CASE("static-heap: heap >= peak live bytes, equal when lifetimes nest — b
     auto r = tpu_run(std::string("nest") + s, t.text, "static-heap", {{"order", s}, {"pad", false}});
     INFO(s);
     CHECK(r.stats()["lower_bound"] == r.result.peak_requested);
-    if (std::string(s) == "spatial") CHECK(r.stats()["heap_size"].get<Bytes>() >= r.stats()["lower_bound"].get<Bytes>());
-    else CHECK(r.stats()["heap_size"] == r.stats()["lower_bound"]);
+    if (std::string(s) == "spatial")
+      CHECK(r.stats()["heap_size"].get<Bytes>() >= r.stats()["lower_bound"].get<Bytes>());
+    else
+      CHECK(r.stats()["heap_size"] == r.stats()["lower_bound"]);
   }
   std::string rt = tmp_path("shrand.jsonl");
   generate_workload("random", 4, {{"events", 600}, {"live", 40}, {"max_size", 1 << 20}}, rt);

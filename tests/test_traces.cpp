@@ -1,6 +1,7 @@
 // Trace readers and writers: every validation rule of specs/contracts.md §1, lossless conversion.
-#include <catch2/catch.hpp>
 #include <unistd.h>
+
+#include <catch2/catch.hpp>
 
 #include "sim/base/error.h"
 #include "test_util.h"
@@ -56,7 +57,8 @@ void same_events(const std::vector<Event>& a, const std::vector<Event>& b) {
 const char* kEveryKey =
     "{\"fragsim_trace\":1,\"time_unit\":\"us\",\"source\":\"t\",\"extra\":[1,2]}\n"
     "\n"
-    "{\"op\":\"alloc\",\"id\":1,\"size\":12,\"shape\":[3],\"dtype\":\"f32\",\"name\":\"a\\u00e9\\n\\\"q\",\"stream\":-3,"
+    "{\"op\":\"alloc\",\"id\":1,\"size\":12,\"shape\":[3],\"dtype\":\"f32\",\"name\":\"a\\u00e9\\n\\\"q\",\"stream\":-"
+    "3,"
     "\"device\":2,\"space\":\"vmem\",\"t\":5,\"addr\":4096}\r\n"
     "  {\"op\":\"alloc\",\"id\":2,\"size\":0, \"t\":5, \"unknown\": {\"x\": [true, null, 1.5e3]}}\n"
     "{\"op\":\"free\",\"id\":1,\"device\":2,\"t\":9}\n"
@@ -218,7 +220,10 @@ TEST_CASE("corrupt .fstrace files are input errors") {
   std::string bytes = read_text(good);
   // Truncated just before the end, bad magic, cut in the middle of a record stream.
   for (auto mutate : {+[](std::string s) { return s.substr(0, s.size() - 3); },
-                      +[](std::string s) { s[0] = 'X'; return s; },
+                      +[](std::string s) {
+                        s[0] = 'X';
+                        return s;
+                      },
                       +[](std::string s) { return s.substr(0, s.size() / 2); }}) {
     std::string p = write_text("corrupt.fstrace", mutate(bytes));
     CHECK_THROWS_AS(read_all(p), InputError);
@@ -237,8 +242,10 @@ TEST_CASE("seeded mutation of JSONL and .fstrace traces: only FILE:LINE input er
     for (int k = 0; k < 300; ++k) {
       std::string bytes = good;
       size_t at = rnd() % bytes.size();
-      if (rnd() % 2) bytes[at] = static_cast<char>(rnd());
-      else bytes.erase(at, 1 + rnd() % 8);
+      if (rnd() % 2)
+        bytes[at] = static_cast<char>(rnd());
+      else
+        bytes.erase(at, 1 + rnd() % 8);
       std::string p = write_text("mut" + ext, bytes);
       try {
         read_all(p);

@@ -1,17 +1,16 @@
 // Helpers shared by the tests: temporary files, running the CLI, reading JSON(L).
 #pragma once
-#include <cstdio>
-#include <cstdlib>
-#include <system_error>
-#include <filesystem>
-#include <fstream>
-#include <sstream>
-#include <string>
-#include <vector>
-
 #include <unistd.h>
 
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
 #include <nlohmann/json.hpp>
+#include <sstream>
+#include <string>
+#include <system_error>
+#include <vector>
 
 namespace fragsim::test {
 
@@ -22,7 +21,8 @@ inline std::string tmp_dir() {
     std::filesystem::create_directories(p);
     std::atexit([] {
       std::error_code ec;
-      std::filesystem::remove_all(std::filesystem::temp_directory_path() / ("fragsim-test-" + std::to_string(::getpid())), ec);
+      std::filesystem::remove_all(
+          std::filesystem::temp_directory_path() / ("fragsim-test-" + std::to_string(::getpid())), ec);
     });
     return p.string();
   }();

@@ -48,11 +48,13 @@ TEST_CASE("validate: a different first OOM or a peak outside the tolerance fails
   auto bigger = real;
   bigger["peak_in_use_bytes"] = real["peak_in_use_bytes"].get<std::uint64_t>() / 10 * 11;  // 10 % more
   write_text("real_bigger.json", bigger.dump());
-  CHECK(cli("validate --sim " + data("sim_platform_llm_3g.json") + " --real " + tmp_path("real_bigger.json")).code == 1);
+  CHECK(cli("validate --sim " + data("sim_platform_llm_3g.json") + " --real " + tmp_path("real_bigger.json")).code ==
+        1);
   CHECK(cli("validate --sim " + data("sim_platform_llm_3g.json") + " --real " + tmp_path("real_bigger.json") +
             " --tolerance 12")
             .code == 0);
-  CHECK(cli("validate --sim " + data("replay_dryrun_llm_3g.json") + " --real " + tmp_path("real_bigger.json")).code == 2);
+  CHECK(cli("validate --sim " + data("replay_dryrun_llm_3g.json") + " --real " + tmp_path("real_bigger.json")).code ==
+        2);
 }
 
 #ifdef FRAGSIM_REPLAY_BINARY
@@ -69,7 +71,8 @@ TEST_CASE("fragsim-cuda-replay: help, no device, bad input, and a dry run's outp
   CHECK(h.code == 0);
   CHECK(h.out.find("usage: fragsim-cuda-replay") != std::string::npos);
   // Device 99 does not exist anywhere (and with no driver nothing does): exit 3, one line.
-  auto n = replay_cli(std::string(FRAGSIM_SOURCE_DIR) + "/traces/samples/jax_train_small.jsonl --device 99 -o " + tmp_path("nodev"));
+  auto n = replay_cli(std::string(FRAGSIM_SOURCE_DIR) + "/traces/samples/jax_train_small.jsonl --device 99 -o " +
+                      tmp_path("nodev"));
   CHECK(n.code == 3);
   CHECK(std::count(n.err.begin(), n.err.end(), '\n') == 1);
   CHECK(n.err.find("CUDA device") != std::string::npos);
@@ -91,7 +94,8 @@ TEST_CASE("fragsim-cuda-replay: help, no device, bad input, and a dry run's outp
     auto calls = read_jsonl(out + ".jsonl");
     auto allocs = std::count_if(calls.begin(), calls.end(), [](const nlohmann::json& c) { return c["op"] == "alloc"; });
     CHECK(static_cast<std::uint64_t>(allocs) == j["allocs"].get<std::uint64_t>());
-    CHECK(std::count_if(calls.begin(), calls.end(), [](const nlohmann::json& c) { return c["op"] == "alloc" && c["ok"] == false; }) == 1);
+    CHECK(std::count_if(calls.begin(), calls.end(),
+                        [](const nlohmann::json& c) { return c["op"] == "alloc" && c["ok"] == false; }) == 1);
   }
 }
 #endif

@@ -136,8 +136,9 @@ TEST_CASE("xla-bfc §7.9 backpedal terminates: 8 device calls for a 2048-byte li
 }
 
 TEST_CASE("xla-bfc §7.10 spatial: lower 256 at base, upper 256 at base+3840") {
-  auto r = simulate("spatial4k", TraceBuilder().alloc(1, 256).alloc(2, 256, "collective").text, "xla-bfc",
-                    {{"memory_limit", 4096}, {"jaxlib", "0.10.1"}, {"spatial_partitioning", true}, {"upper_alignment", 256}});
+  auto r = simulate(
+      "spatial4k", TraceBuilder().alloc(1, 256).alloc(2, 256, "collective").text, "xla-bfc",
+      {{"memory_limit", 4096}, {"jaxlib", "0.10.1"}, {"spatial_partitioning", true}, {"upper_alignment", 256}});
   REQUIRE(r.placements[1]["ok"] == true);
   CHECK(r.placements[0]["region_offset"] == 0);
   CHECK(r.placements[1]["region_offset"] == 3840);
@@ -152,8 +153,8 @@ TEST_CASE("xla-bfc limit: f32 fraction, 2 MiB rounding by release, one padded re
   // 0.9 as f32 is 0.89999997615814208984375
   CHECK(xla_memory_limit(total, 0.9, old) == static_cast<Bytes>(84987740160.0 * 0.89999997615814208984375));
   CHECK(xla_memory_limit(total, 0.9, old) < static_cast<Bytes>(84987740160.0 * 0.9));
-  auto r = simulate("h100default", TraceBuilder().alloc(1, 1000).text, "xla-bfc", nlohmann::json::object(), "84987740160",
-                    false, "500MiB");
+  auto r = simulate("h100default", TraceBuilder().alloc(1, 1000).text, "xla-bfc", nlohmann::json::object(),
+                    "84987740160", false, "500MiB");
   CHECK(r.stats()["pool_bytes"] == round_up(63740805120, 2 << 20));
   CHECK(r.stats()["bytes_limit"] == round_up(63740805120, 2 << 20));
   auto o = simulate("h100old", TraceBuilder().alloc(1, 1000).text, "xla-bfc", {{"jaxlib", "0.10.1"}}, "84987740160",

@@ -1,9 +1,9 @@
 #include "traces/fstrace.h"
 
+#include <fmt/format.h>
+
 #include <cstring>
 #include <vector>
-
-#include <fmt/format.h>
 
 #include "sim/base/error.h"
 #include "sim/base/io.h"
@@ -50,7 +50,8 @@ class FstraceReader : public TraceReader {
     unsigned char op = static_cast<unsigned char>(*p_++);
     if (op == kEnd) {
       std::uint64_t count = varint();
-      if (count != record_ - 1) fail(record_, fmt::format("end record counts {} events, file has {}", count, record_ - 1));
+      if (count != record_ - 1)
+        fail(record_, fmt::format("end record counts {} events, file has {}", count, record_ - 1));
       done_ = true;
       return false;
     }

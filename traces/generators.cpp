@@ -1,10 +1,10 @@
 #include "traces/generators.h"
 
+#include <fmt/format.h>
+
 #include <algorithm>
 #include <cmath>
 #include <functional>
-
-#include <fmt/format.h>
 
 #include "sim/base/config.h"
 #include "sim/base/error.h"
@@ -51,7 +51,8 @@ class Emitter {
     e.t = tick();
     e.present = key::kId | key::kSize | key::kT;
     if (!name.empty()) e.name = name, e.present |= key::kName;
-    if (!shape.empty() && dt != Dtype::kNone) e.shape = std::move(shape), e.dtype = dt, e.present |= key::kShape | key::kDtype;
+    if (!shape.empty() && dt != Dtype::kNone)
+      e.shape = std::move(shape), e.dtype = dt, e.present |= key::kShape | key::kDtype;
     if (space_stream) e.stream = space_stream, e.present |= key::kStream;
     if (space != Space::kHbm) e.space = space, e.present |= key::kSpace;
     w_->write(e);
@@ -96,7 +97,8 @@ void gen_jax_train(Rng& rng, ConfigReader& c, Emitter& em) {
   auto layers = c.integer("layers", 12), hidden = c.integer("hidden", 1024), batch = c.integer("batch", 8),
        seq = c.integer("seq", 512), steps = c.integer("steps", 4);
   Dtype dt = c.choice("dtype", "bf16", {"f32", "bf16"}) == "f32" ? Dtype::kF32 : Dtype::kBf16;
-  auto H = static_cast<std::uint64_t>(hidden), B = static_cast<std::uint64_t>(batch), S = static_cast<std::uint64_t>(seq);
+  auto H = static_cast<std::uint64_t>(hidden), B = static_cast<std::uint64_t>(batch),
+       S = static_cast<std::uint64_t>(seq);
   struct P {
     std::uint64_t id;
     std::vector<std::uint64_t> shape;
@@ -105,9 +107,11 @@ void gen_jax_train(Rng& rng, ConfigReader& c, Emitter& em) {
   for (int l = 0; l < layers; ++l) {
     for (auto shape : {std::vector<std::uint64_t>{H, 4 * H}, std::vector<std::uint64_t>{4 * H, H},
                        std::vector<std::uint64_t>{H, 3 * H}, std::vector<std::uint64_t>{H}}) {
-      params.push_back({em.alloc(tensor_bytes(shape, Dtype::kF32), fmt::format("params/l{}", l), shape, Dtype::kF32), shape});
+      params.push_back(
+          {em.alloc(tensor_bytes(shape, Dtype::kF32), fmt::format("params/l{}", l), shape, Dtype::kF32), shape});
       for (int k = 0; k < 2; ++k)
-        opt.push_back({em.alloc(tensor_bytes(shape, Dtype::kF32), fmt::format("opt{}/l{}", k, l), shape, Dtype::kF32), shape});
+        opt.push_back(
+            {em.alloc(tensor_bytes(shape, Dtype::kF32), fmt::format("opt{}/l{}", k, l), shape, Dtype::kF32), shape});
     }
   }
   for (int st = 0; st < steps; ++st) {
@@ -167,8 +171,10 @@ void gen_torch_eager(Rng& rng, ConfigReader& c, Emitter& em) {
     for (int i = 0; i < ops; ++i) {
       Bytes s = round_up(rng.log_uniform(512, max_tensor), 4);
       auto id = em.alloc(s, "activation");
-      if (rng.unit() < 0.4) saved.push_back(id);
-      else em.free(id);
+      if (rng.unit() < 0.4)
+        saved.push_back(id);
+      else
+        em.free(id);
       if (rng.unit() < 0.3) {
         auto t = em.alloc(round_up(rng.log_uniform(4, 64 * kKiB), 4), "scalar");
         em.free(t);
@@ -179,8 +185,10 @@ void gen_torch_eager(Rng& rng, ConfigReader& c, Emitter& em) {
       auto g = em.alloc(round_up(rng.log_uniform(512, max_tensor), 4), "grad_input");
       em.free(saved.back());
       saved.pop_back();
-      if (rng.unit() < 0.5) grads.push_back(g);
-      else em.free(g);
+      if (rng.unit() < 0.5)
+        grads.push_back(g);
+      else
+        em.free(g);
     }
     for (auto g : grads) em.free(g);
   }
@@ -200,12 +208,16 @@ void gen_llm_serving(Rng& rng, ConfigReader& c, Emitter& em) {
   };
   std::vector<Req> active;
   std::int64_t started = 0;
-  auto kv_bytes = [&](std::int64_t tokens) { return static_cast<Bytes>((tokens + grow - 1) / grow * grow) * per_token; };
+  auto kv_bytes = [&](std::int64_t tokens) {
+    return static_cast<Bytes>((tokens + grow - 1) / grow * grow) * per_token;
+  };
   while (started < requests || !active.empty()) {
     while (started < requests && static_cast<std::int64_t>(active.size()) < concurrency) {
       std::int64_t prompt = 16 + static_cast<std::int64_t>(rng.below(static_cast<std::uint64_t>(max_tokens / 2)));
-      std::int64_t target = std::min<std::int64_t>(max_tokens, prompt + 1 + static_cast<std::int64_t>(rng.below(static_cast<std::uint64_t>(max_tokens))));
-      active.push_back({static_cast<std::uint64_t>(started), em.alloc(kv_bytes(prompt), fmt::format("kv/req{}", started)), prompt, target});
+      std::int64_t target = std::min<std::int64_t>(
+          max_tokens, prompt + 1 + static_cast<std::int64_t>(rng.below(static_cast<std::uint64_t>(max_tokens))));
+      active.push_back({static_cast<std::uint64_t>(started),
+                        em.alloc(kv_bytes(prompt), fmt::format("kv/req{}", started)), prompt, target});
       ++started;
     }
     auto act = em.alloc(static_cast<Bytes>(active.size()) * 4 * kMiB, "decode/activations");
@@ -269,8 +281,9 @@ void gen_tpu_train(Rng& rng, ConfigReader& c, Emitter& em) {
   auto layers = c.integer("layers", 4), hidden = c.integer("hidden", 1024), batch = c.integer("batch", 8),
        seq = c.integer("seq", 512), heads = c.integer("heads", 16), head_dim = c.integer("head_dim", 64),
        vocab = c.integer("vocab", 50257), steps = c.integer("steps", 2);
-  auto H = static_cast<std::uint64_t>(hidden), B = static_cast<std::uint64_t>(batch), S = static_cast<std::uint64_t>(seq),
-       NH = static_cast<std::uint64_t>(heads), HD = static_cast<std::uint64_t>(head_dim), V = static_cast<std::uint64_t>(vocab);
+  auto H = static_cast<std::uint64_t>(hidden), B = static_cast<std::uint64_t>(batch),
+       S = static_cast<std::uint64_t>(seq), NH = static_cast<std::uint64_t>(heads),
+       HD = static_cast<std::uint64_t>(head_dim), V = static_cast<std::uint64_t>(vocab);
   std::vector<std::uint64_t> persistent;
   auto param = [&](const std::string& n, std::vector<std::uint64_t> shape) {
     persistent.push_back(shaped(em, n, shape, Dtype::kBf16));
@@ -318,7 +331,8 @@ void gen_tpu_train(Rng& rng, ConfigReader& c, Emitter& em) {
 void gen_pallas_kernels(Rng& rng, ConfigReader& c, Emitter& em) {
   auto kernels = c.integer("kernels", 50), max_block = c.integer("max_block", 1024);
   for (int k = 0; k < kernels; ++k) {
-    std::uint64_t bm = 128ULL << rng.below(static_cast<std::uint64_t>(std::max<std::int64_t>(1, 64 - __builtin_clzll(static_cast<std::uint64_t>(max_block / 128)))));
+    std::uint64_t bm = 128ULL << rng.below(static_cast<std::uint64_t>(std::max<std::int64_t>(
+                           1, 64 - __builtin_clzll(static_cast<std::uint64_t>(max_block / 128)))));
     bm = std::min<std::uint64_t>(bm, static_cast<std::uint64_t>(max_block));
     std::uint64_t bk = 128 + 64 * rng.below(8);  // some multiples of 128, some not
     std::vector<std::uint64_t> ids;
@@ -328,7 +342,8 @@ void gen_pallas_kernels(Rng& rng, ConfigReader& c, Emitter& em) {
       ids.push_back(shaped(em, fmt::format("k{}/w{}", k, buf), {bk, bm}, Dtype::kBf16, Space::kVmem));
     }
     ids.push_back(shaped(em, fmt::format("k{}/acc", k), {bm, bm}, Dtype::kF32, Space::kVmem));
-    for (int s = 0; s < 3; ++s) ids.push_back(shaped(em, fmt::format("k{}/idx{}", k, s), {}, Dtype::kS32, Space::kSmem));
+    for (int s = 0; s < 3; ++s)
+      ids.push_back(shaped(em, fmt::format("k{}/idx{}", k, s), {}, Dtype::kS32, Space::kSmem));
     for (auto it = ids.rbegin(); it != ids.rend(); ++it) em.free(*it);
   }
 }
@@ -340,19 +355,23 @@ struct Workload {
 
 const std::vector<Workload>& workloads() {
   static const std::vector<Workload> kAll = {
-      {{"jax-train", "JAX training loop: params + 2x optimizer state, activations freed in reverse, one big temporary "
-                     "per step, donated updates (layers, hidden, batch, seq, steps, dtype)"},
+      {{"jax-train",
+        "JAX training loop: params + 2x optimizer state, activations freed in reverse, one big temporary "
+        "per step, donated updates (layers, hidden, batch, seq, steps, dtype)"},
        gen_jax_train},
-      {{"torch-eager", "PyTorch eager training: many short-lived tensors of varied sizes (steps, ops_per_step, "
-                       "max_tensor, params)"},
+      {{"torch-eager",
+        "PyTorch eager training: many short-lived tensors of varied sizes (steps, ops_per_step, "
+        "max_tensor, params)"},
        gen_torch_eager},
-      {{"llm-serving", "LLM serving: KV caches growing per request of variable length (requests, concurrency, "
-                       "max_tokens, grow_tokens, kv_bytes_per_token, weights)"},
+      {{"llm-serving",
+        "LLM serving: KV caches growing per request of variable length (requests, concurrency, "
+        "max_tokens, grow_tokens, kv_bytes_per_token, weights)"},
        gen_llm_serving},
       {{"random", "random churn around a live-set size (events, live, min_size, max_size, streams, collective)"},
        gen_random},
-      {{"tpu-train", "TPU training step with shaped buffers that pad badly and well (layers, hidden, batch, seq, "
-                     "heads, head_dim, vocab, steps)"},
+      {{"tpu-train",
+        "TPU training step with shaped buffers that pad badly and well (layers, hidden, batch, seq, "
+        "heads, head_dim, vocab, steps)"},
        gen_tpu_train},
       {{"pallas-kernels", "Pallas-style kernels with VMEM scratch tiles and SMEM scalars (kernels, max_block)"},
        gen_pallas_kernels},

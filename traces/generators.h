@@ -1,10 +1,9 @@
 // Synthetic workload generators (`fragsim gen`): seeded, deterministic on every platform (own
 // PRNG and distributions), each a recognisable real allocation pattern with size knobs.
 #pragma once
+#include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
-
-#include <nlohmann/json.hpp>
 
 namespace fragsim {
 

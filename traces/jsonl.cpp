@@ -6,10 +6,10 @@
 // (arbitrary JSON, echoed into the report) goes through nlohmann/json.
 #include "traces/jsonl.h"
 
+#include <fmt/format.h>
+
 #include <cstring>
 #include <vector>
-
-#include <fmt/format.h>
 
 #include "sim/base/error.h"
 #include "sim/base/io.h"
@@ -37,10 +37,14 @@ bool valid_utf8(const unsigned char* p, const unsigned char* end) {
     }
     int n;
     unsigned cp;
-    if ((c & 0xE0) == 0xC0) n = 1, cp = c & 0x1F;
-    else if ((c & 0xF0) == 0xE0) n = 2, cp = c & 0x0F;
-    else if ((c & 0xF8) == 0xF0) n = 3, cp = c & 0x07;
-    else return false;
+    if ((c & 0xE0) == 0xC0)
+      n = 1, cp = c & 0x1F;
+    else if ((c & 0xF0) == 0xE0)
+      n = 2, cp = c & 0x0F;
+    else if ((c & 0xF8) == 0xF0)
+      n = 3, cp = c & 0x07;
+    else
+      return false;
     if (end - p <= n) return false;
     for (int k = 1; k <= n; ++k) {
       if ((p[k] & 0xC0) != 0x80) return false;
@@ -200,14 +204,30 @@ class JsonlReader : public TraceReader {
       if (p_ >= e_) break;
       char x = *p_++;
       switch (x) {
-        case '"': out.push_back('"'); break;
-        case '\\': out.push_back('\\'); break;
-        case '/': out.push_back('/'); break;
-        case 'b': out.push_back('\b'); break;
-        case 'f': out.push_back('\f'); break;
-        case 'n': out.push_back('\n'); break;
-        case 'r': out.push_back('\r'); break;
-        case 't': out.push_back('\t'); break;
+        case '"':
+          out.push_back('"');
+          break;
+        case '\\':
+          out.push_back('\\');
+          break;
+        case '/':
+          out.push_back('/');
+          break;
+        case 'b':
+          out.push_back('\b');
+          break;
+        case 'f':
+          out.push_back('\f');
+          break;
+        case 'n':
+          out.push_back('\n');
+          break;
+        case 'r':
+          out.push_back('\r');
+          break;
+        case 't':
+          out.push_back('\t');
+          break;
         case 'u': {
           unsigned cp = hex4(key);
           if (cp >= 0xD800 && cp <= 0xDBFF) {
@@ -222,7 +242,8 @@ class JsonlReader : public TraceReader {
           append_utf8(out, cp);
           break;
         }
-        default: err(fmt::format("{}: invalid escape '\\{}'", key, x));
+        default:
+          err(fmt::format("{}: invalid escape '\\{}'", key, x));
       }
     }
     err("truncated JSON: unterminated string");
@@ -233,10 +254,14 @@ class JsonlReader : public TraceReader {
     for (int i = 0; i < 4; ++i) {
       char c = *p_++;
       v <<= 4;
-      if (c >= '0' && c <= '9') v |= c - '0';
-      else if (c >= 'a' && c <= 'f') v |= c - 'a' + 10;
-      else if (c >= 'A' && c <= 'F') v |= c - 'A' + 10;
-      else err(fmt::format("{}: invalid \\u escape", key));
+      if (c >= '0' && c <= '9')
+        v |= c - '0';
+      else if (c >= 'a' && c <= 'f')
+        v |= c - 'a' + 10;
+      else if (c >= 'A' && c <= 'F')
+        v |= c - 'A' + 10;
+      else
+        err(fmt::format("{}: invalid \\u escape", key));
     }
     return v;
   }
@@ -275,7 +300,8 @@ class JsonlReader : public TraceReader {
       v = v * 10 + d;
       ++p_;
     }
-    if (p_ < e_ && (*p_ == '.' || *p_ == 'e' || *p_ == 'E')) err(fmt::format("{}: must be an integer, not a fraction", key));
+    if (p_ < e_ && (*p_ == '.' || *p_ == 'e' || *p_ == 'E'))
+      err(fmt::format("{}: must be an integer, not a fraction", key));
     return v;
   }
   std::int64_t sint(std::string_view key) {
@@ -284,7 +310,8 @@ class JsonlReader : public TraceReader {
     if (neg) ++p_;
     if (p_ < e_ && *p_ == '-') err(fmt::format("{}: must be an integer", key));
     std::uint64_t m = uint(key);
-    if (m > (neg ? 9223372036854775808ULL : 9223372036854775807ULL)) err(fmt::format("{}: does not fit in 64 bits", key));
+    if (m > (neg ? 9223372036854775808ULL : 9223372036854775807ULL))
+      err(fmt::format("{}: does not fit in 64 bits", key));
     return neg ? static_cast<std::int64_t>(0 - m) : static_cast<std::int64_t>(m);
   }
   bool boolean(std::string_view key) {
@@ -345,8 +372,8 @@ class JsonlReader : public TraceReader {
     } else if (c == '-' || (c >= '0' && c <= '9')) {
       if (c == '-') ++p_;
       const char* s = p_;
-      while (p_ < e_ && ((*p_ >= '0' && *p_ <= '9') || *p_ == '.' || *p_ == 'e' || *p_ == 'E' || *p_ == '+' ||
-                         *p_ == '-'))
+      while (p_ < e_ &&
+             ((*p_ >= '0' && *p_ <= '9') || *p_ == '.' || *p_ == 'e' || *p_ == 'E' || *p_ == '+' || *p_ == '-'))
         ++p_;
       if (p_ == s) err("invalid JSON number");
     } else {
@@ -507,7 +534,8 @@ class JsonlWriter : public TraceWriter {
     }
     if (ev.has(key::kShape)) {
       buf_ += ",\"shape\":[";
-      for (size_t i = 0; i < ev.shape.size(); ++i) fmt::format_to(std::back_inserter(buf_), "{}{}", i ? "," : "", ev.shape[i]);
+      for (size_t i = 0; i < ev.shape.size(); ++i)
+        fmt::format_to(std::back_inserter(buf_), "{}{}", i ? "," : "", ev.shape[i]);
       buf_ += ']';
     }
     if (ev.has(key::kDtype)) {
@@ -540,10 +568,14 @@ void append_json_string(std::string& out, std::string_view s) {
   out.push_back('"');
   for (char c : s) {
     unsigned char u = static_cast<unsigned char>(c);
-    if (c == '"') out += "\\\"";
-    else if (c == '\\') out += "\\\\";
-    else if (u < 0x20) fmt::format_to(std::back_inserter(out), "\\u{:04x}", u);
-    else out.push_back(c);
+    if (c == '"')
+      out += "\\\"";
+    else if (c == '\\')
+      out += "\\\\";
+    else if (u < 0x20)
+      fmt::format_to(std::back_inserter(out), "\\u{:04x}", u);
+    else
+      out.push_back(c);
   }
   out.push_back('"');
 }

@@ -1,6 +1,5 @@
 #include "traces/live_table.h"
 
-
 namespace fragsim {
 
 Handle LiveTable::insert(std::uint32_t device, AllocId id, Bytes size, Space space) {

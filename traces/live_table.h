@@ -38,7 +38,8 @@ class LiveTable {
  private:
   static constexpr std::uint32_t kEmpty = 0xffffffffu;
   static size_t hash(std::uint32_t device, AllocId id) {
-    std::uint64_t x = id.value() ^ (static_cast<std::uint64_t>(device) << 56) ^ (static_cast<std::uint64_t>(device) * 0x9e37);
+    std::uint64_t x =
+        id.value() ^ (static_cast<std::uint64_t>(device) << 56) ^ (static_cast<std::uint64_t>(device) * 0x9e37);
     x ^= x >> 33;
     x *= 0xff51afd7ed558ccdULL;
     x ^= x >> 33;

@@ -1,8 +1,8 @@
 #include "traces/pickle.h"
 
-#include <cstring>
-
 #include <fmt/format.h>
+
+#include <cstring>
 
 #include "sim/base/error.h"
 #include "sim/base/io.h"
@@ -30,27 +30,52 @@ class Unpickler {
       op_at_ = p_;
       unsigned char op = byte();
       switch (op) {
-        case 0x80: byte(); break;                          // PROTO
-        case 0x95: take(8); break;                         // FRAME
-        case '.':                                          // STOP
-          if (stack_.size() != 1 || !marks_.empty()) err("malformed: STOP with a stack of " + std::to_string(stack_.size()));
+        case 0x80:
+          byte();
+          break;  // PROTO
+        case 0x95:
+          take(8);
+          break;   // FRAME
+        case '.':  // STOP
+          if (stack_.size() != 1 || !marks_.empty())
+            err("malformed: STOP with a stack of " + std::to_string(stack_.size()));
           return stack_.back();
-        case '}': push(make(PyObj::kDict)); break;         // EMPTY_DICT
-        case ']': push(make(PyObj::kList)); break;         // EMPTY_LIST
-        case ')': push(make(PyObj::kTuple)); break;        // EMPTY_TUPLE
-        case 'N': push(make(PyObj::kNone)); break;         // NONE
-        case 0x88: push(boolean(true)); break;             // NEWTRUE
-        case 0x89: push(boolean(false)); break;            // NEWFALSE
-        case 'J': push(integer(static_cast<std::int32_t>(le(4)))); break;  // BININT
-        case 'K': push(integer(byte())); break;            // BININT1
-        case 'M': push(integer(static_cast<std::int64_t>(le(2)))); break;  // BININT2
-        case 0x8a: push(long_int(byte())); break;          // LONG1
-        case 0x8b: {                                        // LONG4
+        case '}':
+          push(make(PyObj::kDict));
+          break;  // EMPTY_DICT
+        case ']':
+          push(make(PyObj::kList));
+          break;  // EMPTY_LIST
+        case ')':
+          push(make(PyObj::kTuple));
+          break;  // EMPTY_TUPLE
+        case 'N':
+          push(make(PyObj::kNone));
+          break;  // NONE
+        case 0x88:
+          push(boolean(true));
+          break;  // NEWTRUE
+        case 0x89:
+          push(boolean(false));
+          break;  // NEWFALSE
+        case 'J':
+          push(integer(static_cast<std::int32_t>(le(4))));
+          break;  // BININT
+        case 'K':
+          push(integer(byte()));
+          break;  // BININT1
+        case 'M':
+          push(integer(static_cast<std::int64_t>(le(2))));
+          break;  // BININT2
+        case 0x8a:
+          push(long_int(byte()));
+          break;      // LONG1
+        case 0x8b: {  // LONG4
           auto n = le(4);
           push(long_int(n));
           break;
         }
-        case 'G': {                                         // BINFLOAT (big-endian double)
+        case 'G': {  // BINFLOAT (big-endian double)
           const char* b = take(8);
           std::uint64_t v = 0;
           for (int k = 0; k < 8; ++k) v = (v << 8) | static_cast<unsigned char>(b[k]);
@@ -61,27 +86,67 @@ class Unpickler {
           push(o);
           break;
         }
-        case 0x8c: push(str(byte(), PyObj::kStr)); break;  // SHORT_BINUNICODE
-        case 'X': push(str(le(4), PyObj::kStr)); break;    // BINUNICODE
-        case 0x8d: push(str(le(8), PyObj::kStr)); break;   // BINUNICODE8
-        case 'C': push(str(byte(), PyObj::kBytes)); break; // SHORT_BINBYTES
-        case 'B': push(str(le(4), PyObj::kBytes)); break;  // BINBYTES
-        case 0x8e: push(str(le(8), PyObj::kBytes)); break; // BINBYTES8
-        case 'U': push(str(byte(), PyObj::kStr)); break;   // SHORT_BINSTRING
-        case 'T': push(str(le(4), PyObj::kStr)); break;    // BINSTRING
-        case 0x94: memo_.push_back(top()); break;          // MEMOIZE
-        case 'q': put(byte()); break;                       // BINPUT
-        case 'r': put(le(4)); break;                        // LONG_BINPUT
-        case 'h': push(get(byte())); break;                 // BINGET
-        case 'j': push(get(le(4))); break;                  // LONG_BINGET
-        case '(': marks_.push_back(stack_.size()); break;   // MARK
-        case '0': pop(); break;                             // POP
-        case '1': pop_mark(); break;                        // POP_MARK
-        case '2': push(top()); break;                       // DUP
-        case 0x85: tuple(1); break;                         // TUPLE1
-        case 0x86: tuple(2); break;                         // TUPLE2
-        case 0x87: tuple(3); break;                         // TUPLE3
-        case 't': {                                         // TUPLE
+        case 0x8c:
+          push(str(byte(), PyObj::kStr));
+          break;  // SHORT_BINUNICODE
+        case 'X':
+          push(str(le(4), PyObj::kStr));
+          break;  // BINUNICODE
+        case 0x8d:
+          push(str(le(8), PyObj::kStr));
+          break;  // BINUNICODE8
+        case 'C':
+          push(str(byte(), PyObj::kBytes));
+          break;  // SHORT_BINBYTES
+        case 'B':
+          push(str(le(4), PyObj::kBytes));
+          break;  // BINBYTES
+        case 0x8e:
+          push(str(le(8), PyObj::kBytes));
+          break;  // BINBYTES8
+        case 'U':
+          push(str(byte(), PyObj::kStr));
+          break;  // SHORT_BINSTRING
+        case 'T':
+          push(str(le(4), PyObj::kStr));
+          break;  // BINSTRING
+        case 0x94:
+          memo_.push_back(top());
+          break;  // MEMOIZE
+        case 'q':
+          put(byte());
+          break;  // BINPUT
+        case 'r':
+          put(le(4));
+          break;  // LONG_BINPUT
+        case 'h':
+          push(get(byte()));
+          break;  // BINGET
+        case 'j':
+          push(get(le(4)));
+          break;  // LONG_BINGET
+        case '(':
+          marks_.push_back(stack_.size());
+          break;  // MARK
+        case '0':
+          pop();
+          break;  // POP
+        case '1':
+          pop_mark();
+          break;  // POP_MARK
+        case '2':
+          push(top());
+          break;  // DUP
+        case 0x85:
+          tuple(1);
+          break;  // TUPLE1
+        case 0x86:
+          tuple(2);
+          break;  // TUPLE2
+        case 0x87:
+          tuple(3);
+          break;     // TUPLE3
+        case 't': {  // TUPLE
           auto items = pop_mark();
           auto o = make(PyObj::kTuple);
           for (auto& x : items) adopt(*o, x);
@@ -89,7 +154,7 @@ class Unpickler {
           push(o);
           break;
         }
-        case 'l': {                                         // LIST
+        case 'l': {  // LIST
           auto items = pop_mark();
           auto o = make(PyObj::kList);
           for (auto& x : items) adopt(*o, x);
@@ -97,42 +162,54 @@ class Unpickler {
           push(o);
           break;
         }
-        case 'd': {                                         // DICT
+        case 'd': {  // DICT
           auto items = pop_mark();
           auto o = make(PyObj::kDict);
           set_items(*o, items);
           push(o);
           break;
         }
-        case 'a': {                                         // APPEND
+        case 'a': {  // APPEND
           auto v = pop();
           auto& l = list_top();
           adopt(l, v);
           l.items.push_back(v);
           break;
         }
-        case 'e': {                                         // APPENDS
+        case 'e': {  // APPENDS
           auto items = pop_mark();
           auto& l = list_top();
           for (auto& x : items) adopt(l, x);
           l.items.insert(l.items.end(), items.begin(), items.end());
           break;
         }
-        case 's': {                                         // SETITEM
+        case 's': {  // SETITEM
           auto v = pop();
           auto k = pop();
           std::vector<PyRef> kv{k, v};
           set_items(dict_top(), kv);
           break;
         }
-        case 'u': {                                         // SETITEMS
+        case 'u': {  // SETITEMS
           auto items = pop_mark();
           set_items(dict_top(), items);
           break;
         }
-        case 'c': case 0x93: case 'R': case 'b': case 'i': case 'o': case 0x81: case 0x92:
-        case 0x82: case 0x83: case 0x84: case 'P': case 'Q':
-          err(fmt::format("refused opcode {:#04x}: global/class references and object construction are not allowed "
+        case 'c':
+        case 0x93:
+        case 'R':
+        case 'b':
+        case 'i':
+        case 'o':
+        case 0x81:
+        case 0x92:
+        case 0x82:
+        case 0x83:
+        case 0x84:
+        case 'P':
+        case 'Q':
+          err(
+              fmt::format("refused opcode {:#04x}: global/class references and object construction are not allowed "
                           "in a memory snapshot",
                           op));
         default:
@@ -220,7 +297,8 @@ class Unpickler {
     return v;
   }
   void tuple(int n) {
-    if (stack_.size() < static_cast<size_t>(n) || (!marks_.empty() && stack_.size() - marks_.back() < static_cast<size_t>(n)))
+    if (stack_.size() < static_cast<size_t>(n) ||
+        (!marks_.empty() && stack_.size() - marks_.back() < static_cast<size_t>(n)))
       err("stack underflow");
     auto o = make(PyObj::kTuple);
     for (int k = n; k > 0; --k) adopt(*o, stack_[stack_.size() - k]);

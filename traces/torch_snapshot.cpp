@@ -1,11 +1,11 @@
 #include "traces/torch_snapshot.h"
 
+#include <fmt/format.h>
+
 #include <algorithm>
 #include <map>
 #include <set>
 #include <unordered_map>
-
-#include <fmt/format.h>
 
 #include "sim/base/error.h"
 #include "traces/pickle.h"
@@ -17,12 +17,18 @@ namespace {
 nlohmann::json to_json(const PyObj& o, int depth = 0) {
   if (depth > 16) return nullptr;
   switch (o.kind) {
-    case PyObj::kNone: return nullptr;
-    case PyObj::kBool: return o.b;
-    case PyObj::kInt: return o.big ? nlohmann::json(o.u) : nlohmann::json(o.i);
-    case PyObj::kFloat: return o.f;
-    case PyObj::kStr: return o.s;
-    case PyObj::kBytes: return nullptr;
+    case PyObj::kNone:
+      return nullptr;
+    case PyObj::kBool:
+      return o.b;
+    case PyObj::kInt:
+      return o.big ? nlohmann::json(o.u) : nlohmann::json(o.i);
+    case PyObj::kFloat:
+      return o.f;
+    case PyObj::kStr:
+      return o.s;
+    case PyObj::kBytes:
+      return nullptr;
     case PyObj::kList:
     case PyObj::kTuple: {
       nlohmann::json a = nlohmann::json::array();
@@ -111,7 +117,7 @@ class SnapshotReader : public TraceReader {
       const PyObj& tr = *traces->items[dev];
       if (tr.kind != PyObj::kList) bad(fmt::format("device_traces[{}] is not a list", dev));
       auto d = static_cast<std::uint32_t>(dev);
-      std::unordered_map<std::uint64_t, std::uint64_t> live;     // addr → id
+      std::unordered_map<std::uint64_t, std::uint64_t> live;  // addr → id
       std::unordered_map<std::uint64_t, Bytes> live_size;
       std::map<std::uint64_t, std::pair<Bytes, std::int64_t>> pre_allocs;  // addr → (size, stream)
       std::map<std::uint64_t, std::pair<Bytes, std::int64_t>> pre_segs;
@@ -134,7 +140,8 @@ class SnapshotReader : public TraceReader {
           r.size = field_u(e, "size", line, "trace");
           r.addr = field_u(e, "addr", line, "trace");
           r.has_addr = true;
-          if (live.count(r.addr)) bad(fmt::format("device_traces[{}] entry {}: alloc at {:#x} which is live", dev, line, r.addr));
+          if (live.count(r.addr))
+            bad(fmt::format("device_traces[{}] entry {}: alloc at {:#x} which is live", dev, line, r.addr));
           r.id = nid++;
           live[r.addr] = r.id;
           live_size[r.addr] = r.size;
@@ -153,7 +160,7 @@ class SnapshotReader : public TraceReader {
           }
         } else if (act == "free_requested" || act == "segment_alloc" || act == "segment_free" || act == "segment_map" ||
                    act == "segment_unmap") {
-          r.op = act == "free_requested" ? Op::kFreeRequested
+          r.op = act == "free_requested"  ? Op::kFreeRequested
                  : act == "segment_alloc" ? Op::kSegmentAlloc
                  : act == "segment_free"  ? Op::kSegmentFree
                  : act == "segment_map"   ? Op::kSegmentMap

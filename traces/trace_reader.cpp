@@ -4,8 +4,8 @@
 #include <fmt/ranges.h>
 
 #include "sim/base/error.h"
-#include "traces/fstrace.h"
 #include "sim/base/io.h"
+#include "traces/fstrace.h"
 #include "traces/jsonl.h"
 #include "traces/torch_snapshot.h"
 

@@ -5,9 +5,8 @@
 // free of a non-live id, or --lenient skipping of such frees). Memory is O(live allocations).
 #pragma once
 #include <memory>
-#include <string>
-
 #include <nlohmann/json.hpp>
+#include <string>
 
 #include "sim/base/event.h"
 #include "traces/live_table.h"

@@ -1,9 +1,8 @@
 // TraceWriter: writes Events in one format; the output appears only on finish() (atomic).
 #pragma once
 #include <memory>
-#include <string>
-
 #include <nlohmann/json.hpp>
+#include <string>
 
 #include "sim/base/event.h"
 

@@ -1,9 +1,9 @@
 // --dry-run device: the simulator's DeviceMemory (2 MiB pages, capacity as given). It lets the
 // replayer's GPU-free parts (arguments, trace loading, outputs) run and be tested anywhere.
+#include <unordered_map>
+
 #include "hardware_models/cuda_replay/device_api.h"
 #include "hardware_models/device_memory.h"
-
-#include <unordered_map>
 
 namespace fragsim::replay {
 

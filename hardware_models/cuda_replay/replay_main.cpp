@@ -18,8 +18,8 @@
 #include <vector>
 
 #include "hardware_models/cuda_replay/device_api.h"
-#include "sim/base/exit_codes.h"
 #include "sim/base/error.h"
+#include "sim/base/exit_codes.h"
 #include "sim/base/io.h"
 #include "traces/trace_reader.h"
 

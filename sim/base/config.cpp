@@ -1,10 +1,10 @@
 #include "sim/base/config.h"
 
-#include <cmath>
-#include <cstdlib>
-
 #include <fmt/format.h>
 #include <fmt/ranges.h>
+
+#include <cmath>
+#include <cstdlib>
 
 #include "sim/base/error.h"
 
@@ -17,7 +17,8 @@ ConfigReader::ConfigReader(const nlohmann::json& cfg, std::string owner)
 
 void ConfigReader::bad(const std::string& key, const std::string& want) const {
   auto it = cfg_.find(key);
-  throw InputError(fmt::format("{}: {}: must be {}, got {}", owner_, key, want, it == cfg_.end() ? "nothing" : it->dump()));
+  throw InputError(
+      fmt::format("{}: {}: must be {}, got {}", owner_, key, want, it == cfg_.end() ? "nothing" : it->dump()));
 }
 
 const nlohmann::json* ConfigReader::take(const std::string& key) {
@@ -29,11 +30,16 @@ const nlohmann::json* ConfigReader::take(const std::string& key) {
 bool ConfigReader::flag(const std::string& key, bool def) {
   bool v = def;
   if (auto* j = take(key)) {
-    if (j->is_boolean()) v = j->get<bool>();
-    else if (j->is_number_integer() && (j->get<std::int64_t>() == 0 || j->get<std::int64_t>() == 1)) v = j->get<std::int64_t>() == 1;
-    else if (j->is_string() && (*j == "true" || *j == "True")) v = true;
-    else if (j->is_string() && (*j == "false" || *j == "False")) v = false;
-    else bad(key, "true or false");
+    if (j->is_boolean())
+      v = j->get<bool>();
+    else if (j->is_number_integer() && (j->get<std::int64_t>() == 0 || j->get<std::int64_t>() == 1))
+      v = j->get<std::int64_t>() == 1;
+    else if (j->is_string() && (*j == "true" || *j == "True"))
+      v = true;
+    else if (j->is_string() && (*j == "false" || *j == "False"))
+      v = false;
+    else
+      bad(key, "true or false");
   }
   resolved_[key] = v;
   return v;
@@ -72,8 +78,10 @@ std::optional<Bytes> ConfigReader::optional_size(const std::string& key) {
 std::int64_t ConfigReader::integer(const std::string& key, std::int64_t def) {
   std::int64_t v = def;
   if (auto* j = take(key)) {
-    if (j->is_number_integer()) v = j->get<std::int64_t>();
-    else bad(key, "an integer");
+    if (j->is_number_integer())
+      v = j->get<std::int64_t>();
+    else
+      bad(key, "an integer");
   }
   resolved_[key] = v;
   return v;
@@ -88,15 +96,19 @@ std::int64_t ConfigReader::integer_in(const std::string& key, std::int64_t def, 
 Bytes ConfigReader::size(const std::string& key, Bytes def) {
   Bytes v = def;
   if (auto* j = take(key)) {
-    if (j->is_number_unsigned() || (j->is_number_integer() && j->get<std::int64_t>() >= 0)) v = j->get<Bytes>();
-    else if (j->is_string()) v = parse_size(j->get<std::string>(), owner_ + ": " + key);
-    else bad(key, "a size in bytes (a non-negative integer or a size such as 2MiB)");
+    if (j->is_number_unsigned() || (j->is_number_integer() && j->get<std::int64_t>() >= 0))
+      v = j->get<Bytes>();
+    else if (j->is_string())
+      v = parse_size(j->get<std::string>(), owner_ + ": " + key);
+    else
+      bad(key, "a size in bytes (a non-negative integer or a size such as 2MiB)");
   }
   resolved_[key] = v;
   return v;
 }
 
-std::string ConfigReader::choice(const std::string& key, const std::string& def, const std::vector<std::string>& allowed) {
+std::string ConfigReader::choice(const std::string& key, const std::string& def,
+                                 const std::vector<std::string>& allowed) {
   std::string v = def;
   if (auto* j = take(key)) {
     if (!j->is_string()) bad(key, "a string");

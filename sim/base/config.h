@@ -4,12 +4,11 @@
 // (including keys it reads only when present: has() and the optional_* getters declare them).
 // Numbers must be finite; sizes fit in 64 bits.
 #pragma once
+#include <nlohmann/json.hpp>
 #include <optional>
 #include <set>
 #include <string>
 #include <vector>
-
-#include <nlohmann/json.hpp>
 
 #include "sim/base/units.h"
 

@@ -35,7 +35,7 @@ class InternalError : public std::runtime_error {
 }  // namespace fragsim
 
 // Checks an invariant in every build type; on failure throws InternalError naming the place.
-#define FRAGSIM_CHECK(cond, what)                                                    \
-  do {                                                                               \
-    if (!(cond)) ::fragsim::internal_error(__FILE__, __LINE__, std::string(what));  \
+#define FRAGSIM_CHECK(cond, what)                                                  \
+  do {                                                                             \
+    if (!(cond)) ::fragsim::internal_error(__FILE__, __LINE__, std::string(what)); \
   } while (0)

@@ -33,7 +33,25 @@ inline bool is_observation(Op op) { return op >= Op::kSegmentAlloc; }
 
 enum class Dtype : std::uint8_t {
   kNone,
-  kF32, kF16, kBf16, kF64, kS8, kU8, kS16, kU16, kS32, kU32, kS64, kU64, kPred, kF8e4m3, kF8e5m2, kS4, kU4, kC64, kC128,
+  kF32,
+  kF16,
+  kBf16,
+  kF64,
+  kS8,
+  kU8,
+  kS16,
+  kU16,
+  kS32,
+  kU32,
+  kS64,
+  kU64,
+  kPred,
+  kF8e4m3,
+  kF8e5m2,
+  kS4,
+  kU4,
+  kC64,
+  kC128,
   kCount
 };
 std::string_view dtype_name(Dtype d);
@@ -47,28 +65,28 @@ namespace key {  // bits of Event::present
 inline constexpr std::uint16_t kId = 1, kSize = 2, kT = 4, kStream = 8, kDevice = 16, kSpace = 32, kName = 64,
                                kShape = 128, kDtype = 256, kAddr = 512, kPreTrace = 1024;
 inline constexpr std::uint16_t kAll = 2047;
-}
+}  // namespace key
 
 struct Event {
   Op op = Op::kMark;
-  std::uint16_t present = 0;     // key::* bits
-  std::uint64_t index = 0;       // event_index: event lines from 0 in file order
-  std::uint64_t line = 0;        // 1-based line (or record) number in the source, for messages
-  Tick t;                        // trace time unit; = index when absent
+  std::uint16_t present = 0;  // key::* bits
+  std::uint64_t index = 0;    // event_index: event lines from 0 in file order
+  std::uint64_t line = 0;     // 1-based line (or record) number in the source, for messages
+  Tick t;                     // trace time unit; = index when absent
   AllocId id;
-  Bytes size = 0;                // requested bytes (alloc), segment bytes (observations)
+  Bytes size = 0;  // requested bytes (alloc), segment bytes (observations)
   std::int64_t stream = 0;
   std::uint32_t device = 0;
   Space space = Space::kHbm;
   Dtype dtype = Dtype::kNone;
-  Addr addr;                     // recorded address (observation), valid when present & kAddr
+  Addr addr;  // recorded address (observation), valid when present & kAddr
   std::string name;
   std::vector<std::uint64_t> shape;
   // present & kPreTrace: the allocation (or segment) existed before the recording began; an
   // importer synthesised it from the recorded state, at the recorded address (`pre_trace`).
   // Filled by the reader's LiveTable:
-  Handle handle = kNoHandle;     // alloc: new handle; free: handle of the freed allocation
-  Bytes live_size = 0;           // free: requested size of the allocation it frees
+  Handle handle = kNoHandle;       // alloc: new handle; free: handle of the freed allocation
+  Bytes live_size = 0;             // free: requested size of the allocation it frees
   Space live_space = Space::kHbm;  // free: space of the allocation it frees
 
   bool has(std::uint16_t k) const { return (present & k) != 0; }

@@ -1,9 +1,9 @@
 #include "sim/base/units.h"
 
+#include <fmt/format.h>
+
 #include <cmath>
 #include <cstdlib>
-
-#include <fmt/format.h>
 
 #include "sim/base/error.h"
 
@@ -23,8 +23,8 @@ bool parse_space(std::string_view s, Space* out) {
 
 Bytes parse_size(std::string_view text, std::string_view what) {
   auto bad = [&] {
-    return InputError(fmt::format("{}: '{}' is not a size (plain bytes or a number with KiB/MiB/GiB/TiB/KB/MB/GB/TB)",
-                                  what, text));
+    return InputError(
+        fmt::format("{}: '{}' is not a size (plain bytes or a number with KiB/MiB/GiB/TiB/KB/MB/GB/TB)", what, text));
   };
   size_t i = 0;
   while (i < text.size() && (std::isdigit(static_cast<unsigned char>(text[i])) || text[i] == '.')) ++i;
@@ -36,9 +36,9 @@ Bytes parse_size(std::string_view text, std::string_view what) {
     std::string_view name;
     double mult;
   };
-  static constexpr Unit kUnits[] = {{"", 1},          {"B", 1},           {"KiB", 1024.0},   {"MiB", 1048576.0},
-                                    {"GiB", 1073741824.0}, {"TiB", 1099511627776.0}, {"KB", 1e3},  {"MB", 1e6},
-                                    {"GB", 1e9},      {"TB", 1e12}};
+  static constexpr Unit kUnits[] = {
+      {"", 1},     {"B", 1},    {"KiB", 1024.0}, {"MiB", 1048576.0}, {"GiB", 1073741824.0}, {"TiB", 1099511627776.0},
+      {"KB", 1e3}, {"MB", 1e6}, {"GB", 1e9},     {"TB", 1e12}};
   for (const auto& u : kUnits) {
     if (u.name != unit) continue;
     if (num.find('.') == std::string::npos) {

@@ -12,15 +12,15 @@
 // arithmetic is the meaningful one only: Addr ± Bytes → Addr, Addr − Addr → Bytes,
 // Tick + n → Tick, Tick − Tick → ticks elapsed.
 #pragma once
+#include <fmt/format.h>
+
 #include <compare>
 #include <cstdint>
 #include <functional>
 #include <limits>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <string_view>
-
-#include <fmt/format.h>
-#include <nlohmann/json.hpp>
 
 namespace fragsim {
 
@@ -43,8 +43,14 @@ class Unit {
 class Addr : public Unit<struct AddrTag> {
  public:
   using Unit::Unit;
-  constexpr Addr& operator+=(Bytes b) { v_ += b; return *this; }
-  constexpr Addr& operator-=(Bytes b) { v_ -= b; return *this; }
+  constexpr Addr& operator+=(Bytes b) {
+    v_ += b;
+    return *this;
+  }
+  constexpr Addr& operator-=(Bytes b) {
+    v_ -= b;
+    return *this;
+  }
   friend constexpr Addr operator+(Addr a, Bytes b) { return Addr(a.v_ + b); }
   friend constexpr Addr operator-(Addr a, Bytes b) { return Addr(a.v_ - b); }
   // Distance from b up to a (pre: a ≥ b).
@@ -117,13 +123,13 @@ inline void from_json(const nlohmann::json& j, AllocId& i) { i = AllocId(j.get<s
 }  // namespace fragsim
 
 // Printed as the integer they hold ("{}", "{:#x}").
-#define FRAGSIM_UNIT_FORMATTER(T)                                         \
-  template <>                                                             \
-  struct fmt::formatter<T> : fmt::formatter<std::uint64_t> {              \
-    template <class Ctx>                                                  \
-    auto format(T v, Ctx& ctx) const {                                    \
-      return fmt::formatter<std::uint64_t>::format(v.value(), ctx);       \
-    }                                                                     \
+#define FRAGSIM_UNIT_FORMATTER(T)                                   \
+  template <>                                                       \
+  struct fmt::formatter<T> : fmt::formatter<std::uint64_t> {        \
+    template <class Ctx>                                            \
+    auto format(T v, Ctx& ctx) const {                              \
+      return fmt::formatter<std::uint64_t>::format(v.value(), ctx); \
+    }                                                               \
   };
 FRAGSIM_UNIT_FORMATTER(fragsim::Addr)
 FRAGSIM_UNIT_FORMATTER(fragsim::Tick)
