@@ -2,11 +2,12 @@
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 BUILD="${FRAGSIM_BUILD_DIR:-$ROOT/build}"
-PACKAGES=(cmake g++ make pkg-config libboost-program-options-dev nlohmann-json3-dev libfmt-dev catch2 libzstd-dev)
+PACKAGES=(cmake g++ make pkg-config libboost-program-options-dev nlohmann-json3-dev libfmt-dev catch2 libzstd-dev
+  clang-format)
 
 install_deps() {
   local missing=()
-  for p in "${PACKAGES[@]}"; do
+  for p in "${PACKAGES[@]}" "$@"; do
     dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
   done
   if [ ${#missing[@]} -gt 0 ]; then
@@ -18,7 +19,11 @@ install_deps() {
   fi
 }
 
-build() {
-  cmake -S "$ROOT" -B "$BUILD" -DCMAKE_BUILD_TYPE=Release -DFRAGSIM_WERROR=ON "$@" >/dev/null
-  cmake --build "$BUILD" -j"$(nproc)"
+# build [DIR] [cmake args...]: configure and build (Release, warnings as errors by default).
+build_in() {
+  local dir="$1"
+  shift
+  cmake -S "$ROOT" -B "$dir" -DCMAKE_BUILD_TYPE=Release -DFRAGSIM_WERROR=ON "$@" >/dev/null
+  cmake --build "$dir" -j"$(nproc)"
 }
+build() { build_in "$BUILD" "$@"; }

@@ -423,6 +423,10 @@ int cmd_list(const std::vector<std::string>& args, const Registry& reg) {
 int main(int argc, char** argv) {
   Registry reg;
   register_builtin_policies(reg);
+  if (argc >= 2 && std::string(argv[1]) == "--version") {
+    std::cout << "fragsim " << FRAGSIM_VERSION << " (fragsim trace v1, report v1)\n";
+    return 0;
+  }
   if (argc < 2 || std::string(argv[1]) == "--help" || std::string(argv[1]) == "-h" || std::string(argv[1]) == "help") {
     std::cout << kUsage;
     return argc < 2 ? 2 : 0;
