@@ -1,6 +1,7 @@
 #include "hardware_models/hardware_model.h"
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include "sim/base/config.h"
 #include "sim/base/error.h"
@@ -84,10 +85,8 @@ HardwareModel load_hardware(const std::string& name_or_file) {
   for (const auto& [n, text] : builtin_presets())
     if (n == name_or_file) return parse_hardware(nlohmann::json::parse(text), "preset " + n);
   if (ends_with(name_or_file, ".json")) return parse_hardware(read_json_file(name_or_file), name_or_file);
-  std::string names;
-  for (const auto& n : list_presets()) names += (names.empty() ? "" : ", ") + n;
-  throw InputError(
-      fmt::format("--hw: unknown hardware preset '{}' (presets: {}; or a FILE.json)", name_or_file, names));
+  throw InputError(fmt::format("--hw: unknown hardware preset '{}' (presets: {}; or a FILE.json)", name_or_file,
+                               fmt::join(list_presets(), ", ")));
 }
 
 }  // namespace fragsim

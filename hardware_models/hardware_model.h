@@ -51,8 +51,8 @@ struct HardwareModel {
 };
 
 // A preset name (see list_presets) or a path to a JSON file. Throws InputError.
-HardwareModel load_hardware(const std::string& name_or_file);
-HardwareModel parse_hardware(const nlohmann::json& j, const std::string& origin);
+[[nodiscard]] HardwareModel load_hardware(const std::string& name_or_file);
+[[nodiscard]] HardwareModel parse_hardware(const nlohmann::json& j, const std::string& origin);
 std::vector<std::string> list_presets();
 // Compiled-in presets (generated from hardware_models/presets/*.json): (name, JSON text).
 const std::vector<std::pair<std::string, std::string>>& builtin_presets();

@@ -33,8 +33,8 @@ struct TpuLayout {
 
 // Parses "bf16[1000,129]", "f32[3,5]{0,1}", "bf16[2048,1,2048,128]{0,1,3,2:T(4,128)(2,1)}".
 // Throws InputError naming `what` on bad text.
-ArraySpec parse_array_spec(std::string_view text, std::string_view what);
-TpuLayout tpu_layout(const ArraySpec& a, int generation);
-TpuLayout tpu_layout(const std::vector<std::uint64_t>& dims, Dtype dtype, int generation);
+[[nodiscard]] ArraySpec parse_array_spec(std::string_view text, std::string_view what);
+[[nodiscard]] TpuLayout tpu_layout(const ArraySpec& a, int generation);
+[[nodiscard]] TpuLayout tpu_layout(const std::vector<std::uint64_t>& dims, Dtype dtype, int generation);
 
 }  // namespace fragsim

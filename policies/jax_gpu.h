@@ -22,16 +22,16 @@ inline constexpr const char* kNewestJaxlib = "0.11.0";
 inline constexpr double kMaxMemFraction = 64.0;
 
 // Parses "0.4.30", "0.11.0" ... Throws InputError naming key on malformed versions.
-JaxlibBehaviour jaxlib_behaviour(const std::string& version, const std::string& key);
+[[nodiscard]] JaxlibBehaviour jaxlib_behaviour(const std::string& version, const std::string& key);
 
 // The memory fraction after its trip through the PJRT C API: a 32-bit float widened to double.
 double pjrt_fraction(double fraction);
 
 // A byte limit as the release applies it: rounded up to 2 MiB from jaxlib 0.10.2.
-Bytes rounded_limit(Bytes limit, const JaxlibBehaviour& b);
+[[nodiscard]] Bytes rounded_limit(Bytes limit, const JaxlibBehaviour& b);
 
 // BFC memory limit for the device: size_t(total × f32(fraction)), rounded up to 2 MiB where the
 // release does. `total` is the device-reported total (or free memory before jaxlib 0.4.1).
-Bytes xla_memory_limit(Bytes total, double fraction, const JaxlibBehaviour& b);
+[[nodiscard]] Bytes xla_memory_limit(Bytes total, double fraction, const JaxlibBehaviour& b);
 
 }  // namespace fragsim

@@ -230,7 +230,7 @@ class Registry {
  public:
   void add(PolicyInfo info) { infos_.push_back(std::move(info)); }
   // Throws InputError naming `what` (the option or key that named it) and the valid names.
-  const PolicyInfo& find(const std::string& name, std::string_view what = "--policy") const;
+  [[nodiscard]] const PolicyInfo& find(const std::string& name, std::string_view what = "--policy") const;
   const std::vector<PolicyInfo>& all() const { return infos_; }
 
  private:

@@ -94,6 +94,6 @@ struct RunResult {
 
 // Runs one simulation. Throws InputError (bad trace/config), EnvError (I/O), std::logic_error
 // (a policy invariant broken under --check).
-RunResult run_simulation(const RunOptions& opt, const Registry& registry);
+[[nodiscard]] RunResult run_simulation(const RunOptions& opt, const Registry& registry);
 
 }  // namespace fragsim

@@ -12,6 +12,7 @@
 #include "sim/settings.h"
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include <algorithm>
 #include <cctype>
@@ -95,9 +96,7 @@ PolicySpec resolve_settings(const SettingsInput& in, std::vector<std::string>* n
     bool known = false;
     for (auto n : kKnown) known |= (k == n);
     if (!known) {
-      std::string list;
-      for (auto n : kKnown) list += (list.empty() ? "" : ", ") + std::string(n);
-      throw InputError(fmt::format("--env: unknown variable '{}' (understood: {})", k, list));
+      throw InputError(fmt::format("--env: unknown variable '{}' (understood: {})", k, fmt::join(kKnown, ", ")));
     }
   }
 

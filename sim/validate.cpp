@@ -131,7 +131,7 @@ ValidateResult run_validate(const ValidateOptions& o) {
         {"free_ns_per_mib", std::max(0.0, fm)},
         {"note", fmt::format("fitted by fragsim validate from {} ({} alloc, {} free calls{})", o.real, alloc_pts.size(),
                              free_pts.size(), real.value("dry_run", false) ? ", DRY RUN: not a real device" : "")}};
-    parse_hardware(preset, o.fit_out);  // what we write must load with --hw
+    (void)parse_hardware(preset, o.fit_out);  // what we write must load with --hw
     write_file_atomic(o.fit_out, preset.dump(2) + "\n");
     r.lines.push_back("wrote " + o.fit_out + " (use it with --hw " + o.fit_out + ")");
   }

@@ -118,3 +118,23 @@ TEST_CASE("cli: --html writes a self-contained report with the chart, the table 
   CHECK(c.find("reserved (ideal)") != std::string::npos);
   CHECK(c.find("reserved (first-fit)") != std::string::npos);
 }
+
+// Regressions (issue 14): library exceptions leaked as wrong exit codes.
+TEST_CASE("cli: huge layout dims, overflowing shapes and malformed reports are input errors (exit 2)") {
+  auto r = cli("layout 'bf16[99999999999999999999999]'");
+  CHECK(r.code == 2);  // was: "stoull", exit 1
+  CHECK(r.err.find("does not fit in 64 bits") != std::string::npos);
+  r = cli("layout 'bf16[18446744073709551615,18446744073709551615]'");
+  CHECK(r.code == 2);  // was: 0 B, exit 0
+  std::string t =
+      write_text("overflow_shape.jsonl",
+                 "{\"op\":\"alloc\",\"id\":1,\"size\":0,\"shape\":[4294967296,4294967296],\"dtype\":\"f32\"}\n");
+  r = cli("run " + t);
+  CHECK(r.code == 2);  // was: the element count wrapped to 0 and the alloc was accepted
+  CHECK(r.err.find("overflow_shape.jsonl:1: shape: ") != std::string::npos);
+  std::string bad = write_text("not_a_report.json", "{\"fragsim_report\": 1, \"ooms\": null}");
+  r = cli("validate --sim " + bad + " --real " + bad);
+  CHECK(r.code == 2);  // was: exit 3 with a raw JSON-library message
+  CHECK(r.err.find("not_a_report.json: ") != std::string::npos);
+  CHECK(std::count(r.err.begin(), r.err.end(), '\n') == 1);
+}

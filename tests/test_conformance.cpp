@@ -189,3 +189,35 @@ TEST_CASE("best-fit picks the smallest hole, first-fit the lowest one — both c
   // After freeing id 2, best-fit's hole [0, 4096+256) coalesced: 4352 fits at 0.
   CHECK(bf[5]["addr"] == base);
 }
+
+TEST_CASE("the engine takes an event source — a trace built in memory replays like a file") {
+  Registry reg;
+  register_builtin_policies(reg);
+  std::vector<Event> evs;
+  auto alloc = [&](std::uint64_t id, Bytes size) {
+    Event e;
+    e.op = Op::kAlloc;
+    e.id = AllocId(id);
+    e.size = size;
+    e.present = key::kId | key::kSize;
+    evs.push_back(e);
+  };
+  alloc(1, 1000);
+  alloc(2, 3000);
+  Event f;
+  f.op = Op::kFree;
+  f.id = AllocId(1);
+  f.present = key::kId;
+  evs.push_back(f);
+  alloc(3, 500);
+  RunOptions o;
+  o.trace = "in-memory";
+  o.source = [&] { return make_event_reader("in-memory", evs); };
+  o.policy.name = "best-fit";
+  o.hw = load_hardware("h100-80g");
+  o.check = true;
+  RunResult r = run_simulation(o, reg);
+  CHECK(r.events == 4);
+  CHECK(r.peak_requested == 4000);
+  CHECK(r.peak_allocated == 1024 + 3072);  // 256-byte rounding of the baseline arena
+}

@@ -1,6 +1,7 @@
 #include "traces/generators.h"
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include <algorithm>
 #include <cmath>
@@ -83,19 +84,25 @@ class Emitter {
   Tick t_;
 };
 
-// f32/bf16 tensor of dims; returns (bytes, shape).
+// Bytes of a tensor of dims; an input error when the knobs make it larger than 64 bits hold.
 std::uint64_t tensor_bytes(const std::vector<std::uint64_t>& dims, Dtype dt) {
-  std::uint64_t n = 1;
-  for (auto d : dims) n *= d;
-  return n * dtype_bits(dt) / 8;
+  Bytes b = 0;
+  if (!unpadded_bytes(dims, dt, &b))
+    throw InputError(fmt::format("gen: a {}[{}] tensor does not fit in 64 bits", dtype_name(dt), fmt::join(dims, ",")));
+  return b;
 }
+
+// Knob ranges: wide enough for any real model, narrow enough that every product fits and every
+// loop ends.
+constexpr std::int64_t kMaxCount = 1'000'000'000, kMaxDim = 1 << 24;
 
 // JAX-style training: persistent params + optimizer state (2×), per step a forward pass whose
 // activations are freed in reverse by the backward pass, one large temporary per step, gradients,
 // and a donated update (new params replace old ones, same sizes).
 void gen_jax_train(Rng& rng, ConfigReader& c, Emitter& em) {
-  auto layers = c.integer("layers", 12), hidden = c.integer("hidden", 1024), batch = c.integer("batch", 8),
-       seq = c.integer("seq", 512), steps = c.integer("steps", 4);
+  auto layers = c.integer_in("layers", 12, 1, 100000), hidden = c.integer_in("hidden", 1024, 1, kMaxDim),
+       batch = c.integer_in("batch", 8, 1, kMaxDim), seq = c.integer_in("seq", 512, 1, kMaxDim),
+       steps = c.integer_in("steps", 4, 0, kMaxCount);
   Dtype dt = c.choice("dtype", "bf16", {"f32", "bf16"}) == "f32" ? Dtype::kF32 : Dtype::kBf16;
   auto H = static_cast<std::uint64_t>(hidden), B = static_cast<std::uint64_t>(batch),
        S = static_cast<std::uint64_t>(seq);
@@ -156,8 +163,11 @@ void gen_jax_train(Rng& rng, ConfigReader& c, Emitter& em) {
 // (temporaries freed at once, saved activations kept for backward), then backward frees the
 // saved ones in reverse while allocating gradients that live until the optimizer step.
 void gen_torch_eager(Rng& rng, ConfigReader& c, Emitter& em) {
-  auto steps = c.integer("steps", 20), ops = c.integer("ops_per_step", 200);
+  auto steps = c.integer_in("steps", 20, 0, kMaxCount), ops = c.integer_in("ops_per_step", 200, 1, kMaxCount);
   Bytes max_tensor = c.size("max_tensor", 64 * kMiB), params = c.size("params", 256 * kMiB);
+  if (max_tensor < 512 || max_tensor > kTooLarge / 4)
+    throw InputError("gen torch-eager: max_tensor: must be in [512, 4 EiB]");
+  if (params > 1ULL << 50) throw InputError("gen torch-eager: params: must be at most 1 PiB");
   std::vector<std::uint64_t> weights;
   Bytes w = 0;
   while (w < params) {
@@ -198,9 +208,10 @@ void gen_torch_eager(Rng& rng, ConfigReader& c, Emitter& em) {
 // larger buffer is allocated and the old one freed each `grow_tokens`), and finish at a variable
 // length; plus per-iteration activation temporaries.
 void gen_llm_serving(Rng& rng, ConfigReader& c, Emitter& em) {
-  auto requests = c.integer("requests", 64), concurrency = c.integer("concurrency", 8),
-       max_tokens = c.integer("max_tokens", 2048), grow = c.integer("grow_tokens", 128);
+  auto requests = c.integer_in("requests", 64, 0, kMaxCount), concurrency = c.integer_in("concurrency", 8, 1, 1 << 20),
+       max_tokens = c.integer_in("max_tokens", 2048, 2, kMaxDim), grow = c.integer_in("grow_tokens", 128, 1, kMaxDim);
   Bytes per_token = c.size("kv_bytes_per_token", 160 * kKiB), weights = c.size("weights", 1 * kGiB);
+  if (per_token > (1ULL << 36)) throw InputError("gen llm-serving: kv_bytes_per_token: must be at most 64 GiB");
   em.alloc(weights, "weights");
   struct Req {
     std::uint64_t id, kv;
@@ -245,8 +256,10 @@ void gen_llm_serving(Rng& rng, ConfigReader& c, Emitter& em) {
 // Random churn: `events` events keeping about `live` allocations, sizes log-uniform in
 // [min_size, max_size], frees of a random live allocation. Used by stress tests and benchmarks.
 void gen_random(Rng& rng, ConfigReader& c, Emitter& em) {
-  auto events = c.integer("events", 100000), live_target = c.integer("live", 1000), streams = c.integer("streams", 1);
+  auto events = c.integer_in("events", 100000, 0, 100 * kMaxCount),
+       live_target = c.integer_in("live", 1000, 1, kMaxCount), streams = c.integer_in("streams", 1, 1, 1 << 20);
   double collective = c.number("collective", 0.0);
+  if (!(collective >= 0 && collective <= 1)) throw InputError("gen random: collective: must be a share in [0, 1]");
   Bytes lo = c.size("min_size", 1), hi = c.size("max_size", 16 * kMiB);
   if (lo > hi || hi == 0) throw InputError("gen random: need 0 < min_size <= max_size");
   std::vector<std::uint64_t> live;
@@ -278,9 +291,10 @@ std::uint64_t shaped(Emitter& em, const std::string& name, std::vector<std::uint
 // (head_dim 64 pads to 128 on the minor dim), MLP [hidden, mlp], layer norms [hidden] (rank 1),
 // logits [batch·seq, vocab]; optimizer state in f32, activations in bf16.
 void gen_tpu_train(Rng& rng, ConfigReader& c, Emitter& em) {
-  auto layers = c.integer("layers", 4), hidden = c.integer("hidden", 1024), batch = c.integer("batch", 8),
-       seq = c.integer("seq", 512), heads = c.integer("heads", 16), head_dim = c.integer("head_dim", 64),
-       vocab = c.integer("vocab", 50257), steps = c.integer("steps", 2);
+  auto layers = c.integer_in("layers", 4, 1, 100000), hidden = c.integer_in("hidden", 1024, 1, kMaxDim),
+       batch = c.integer_in("batch", 8, 1, kMaxDim), seq = c.integer_in("seq", 512, 1, kMaxDim),
+       heads = c.integer_in("heads", 16, 1, 1 << 16), head_dim = c.integer_in("head_dim", 64, 1, 1 << 16),
+       vocab = c.integer_in("vocab", 50257, 1, kMaxDim), steps = c.integer_in("steps", 2, 0, kMaxCount);
   auto H = static_cast<std::uint64_t>(hidden), B = static_cast<std::uint64_t>(batch),
        S = static_cast<std::uint64_t>(seq), NH = static_cast<std::uint64_t>(heads),
        HD = static_cast<std::uint64_t>(head_dim), V = static_cast<std::uint64_t>(vocab);
@@ -329,7 +343,7 @@ void gen_tpu_train(Rng& rng, ConfigReader& c, Emitter& em) {
 // input blocks, an f32 accumulator) and a few SMEM scalars, and frees them when it ends; block
 // sizes vary per kernel up to max_block, so some kernels need more scoped VMEM than others.
 void gen_pallas_kernels(Rng& rng, ConfigReader& c, Emitter& em) {
-  auto kernels = c.integer("kernels", 50), max_block = c.integer("max_block", 1024);
+  auto kernels = c.integer_in("kernels", 50, 0, kMaxCount), max_block = c.integer_in("max_block", 1024, 128, 1 << 20);
   for (int k = 0; k < kernels; ++k) {
     std::uint64_t bm = 128ULL << rng.below(static_cast<std::uint64_t>(std::max<std::int64_t>(
                            1, 64 - __builtin_clzll(static_cast<std::uint64_t>(max_block / 128)))));
@@ -405,9 +419,9 @@ nlohmann::json generate_workload(const std::string& name, std::uint64_t seed, co
     em.finish();
     return cfg.resolved();
   }
-  std::string names;
-  for (const auto& w : workloads()) names += (names.empty() ? "" : ", ") + w.info.name;
-  throw InputError(fmt::format("gen: unknown workload '{}' (valid: {})", name, names));
+  std::vector<std::string_view> names;
+  for (const auto& w : workloads()) names.push_back(w.info.name);
+  throw InputError(fmt::format("gen: unknown workload '{}' (valid: {})", name, fmt::join(names, ", ")));
 }
 
 }  // namespace fragsim

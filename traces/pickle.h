@@ -44,7 +44,7 @@ inline constexpr std::uint64_t kMaxPickleBytes = std::uint64_t{2} << 30;
 
 // Parses a whole pickle (PATH may be zstd-compressed: .pickle.zst). Throws InputError("PATH:
 // pickle: what (offset N)").
-std::unique_ptr<PickleDoc> load_pickle(const std::string& path);
-std::unique_ptr<PickleDoc> parse_pickle(const std::string& data, const std::string& path);
+[[nodiscard]] std::unique_ptr<PickleDoc> load_pickle(const std::string& path);
+[[nodiscard]] std::unique_ptr<PickleDoc> parse_pickle(const std::string& data, const std::string& path);
 
 }  // namespace fragsim

@@ -90,6 +90,37 @@ bool TraceReader::next(Event& ev) {
   }
 }
 
+namespace {
+
+class EventReader : public TraceReader {
+ public:
+  EventReader(std::string name, std::vector<Event> events, nlohmann::json header)
+      : TraceReader(std::move(name), {}), events_(std::move(events)) {
+    if (!header.is_null()) {
+      check_header(header, path_, 0);
+      set_header(std::move(header));
+    }
+  }
+
+ protected:
+  bool read_raw(Event& ev) override {
+    if (next_ == events_.size()) return false;
+    ev = events_[next_++];
+    ev.line = next_;
+    return true;
+  }
+
+ private:
+  std::vector<Event> events_;
+  size_t next_ = 0;
+};
+
+}  // namespace
+
+std::unique_ptr<TraceReader> make_event_reader(std::string name, std::vector<Event> events, nlohmann::json header) {
+  return std::make_unique<EventReader>(std::move(name), std::move(events), std::move(header));
+}
+
 std::unique_ptr<TraceReader> open_trace(const std::string& path, const ReaderOptions& opt) {
   if (ends_with(path, ".fstrace")) return make_fstrace_reader(path, opt);
   if (ends_with(path, ".pickle") || ends_with(path, ".pkl") || ends_with(path, ".pickle.zst") ||

@@ -7,6 +7,7 @@
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <string>
+#include <vector>
 
 #include "sim/base/event.h"
 #include "traces/live_table.h"
@@ -49,8 +50,12 @@ class TraceReader {
   std::uint64_t skipped_frees_ = 0;
 };
 
+// A trace held in memory (tests, generated inputs): the same validation as a file's.
+[[nodiscard]] std::unique_ptr<TraceReader> make_event_reader(std::string name, std::vector<Event> events,
+                                                             nlohmann::json header = nullptr);
+
 // Opens a trace by extension: .jsonl, .jsonl.zst, .fstrace, .pickle. Throws EnvError/InputError.
-std::unique_ptr<TraceReader> open_trace(const std::string& path, const ReaderOptions& opt = {});
+[[nodiscard]] std::unique_ptr<TraceReader> open_trace(const std::string& path, const ReaderOptions& opt = {});
 
 // Validates a header object (fragsim_trace == 1, time_unit); throws InputError(file:line).
 void check_header(const nlohmann::json& h, const std::string& file, std::uint64_t line);

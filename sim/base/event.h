@@ -28,7 +28,7 @@ enum class Op : std::uint8_t {
   kCount
 };
 std::string_view op_name(Op op);
-bool parse_op(std::string_view s, Op* out);
+[[nodiscard]] bool parse_op(std::string_view s, Op* out);
 inline bool is_observation(Op op) { return op >= Op::kSegmentAlloc; }
 
 enum class Dtype : std::uint8_t {
@@ -55,11 +55,11 @@ enum class Dtype : std::uint8_t {
   kCount
 };
 std::string_view dtype_name(Dtype d);
-bool parse_dtype(std::string_view s, Dtype* out);
+[[nodiscard]] bool parse_dtype(std::string_view s, Dtype* out);
 int dtype_bits(Dtype d);
 // Unpadded bytes of an array: product of dims × element bits, rounded up to a byte as a whole.
 // Returns false on overflow.
-bool unpadded_bytes(const std::vector<std::uint64_t>& shape, Dtype d, Bytes* out);
+[[nodiscard]] bool unpadded_bytes(const std::vector<std::uint64_t>& shape, Dtype d, Bytes* out);
 
 namespace key {  // bits of Event::present
 inline constexpr std::uint16_t kId = 1, kSize = 2, kT = 4, kStream = 8, kDevice = 16, kSpace = 32, kName = 64,

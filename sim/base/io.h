@@ -20,7 +20,7 @@ class ByteSource {
   virtual size_t read(char* dst, size_t n) = 0;
 };
 // Opens PATH (decompressing when it ends in .zst). Throws EnvError when it cannot be read.
-std::unique_ptr<ByteSource> open_source(const std::string& path);
+[[nodiscard]] std::unique_ptr<ByteSource> open_source(const std::string& path);
 
 bool ends_with(std::string_view s, std::string_view suffix);
 
@@ -46,11 +46,11 @@ class AtomicFile {
 };
 
 // Reads a whole file (EnvError when it cannot be read).
-std::string read_file(const std::string& path);
+[[nodiscard]] std::string read_file(const std::string& path);
 // Reads a whole input, decompressing `.zst`; an InputError when it holds more than `limit` bytes.
-std::string read_input(const std::string& path, std::uint64_t limit);
+[[nodiscard]] std::string read_input(const std::string& path, std::uint64_t limit);
 // Reads a JSON file; a syntax error is an InputError naming the file and line.
-nlohmann::json read_json_file(const std::string& path);
+[[nodiscard]] nlohmann::json read_json_file(const std::string& path);
 
 // Writes a whole small file atomically.
 void write_file_atomic(const std::string& path, std::string_view content);

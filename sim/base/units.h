@@ -109,9 +109,9 @@ std::string_view space_name(Space s);
 bool parse_space(std::string_view s, Space* out);
 
 // "512", "64KiB", "2MiB", "1.5GiB", "80GB". Throws InputError (key = what) on bad text.
-Bytes parse_size(std::string_view text, std::string_view what);
+[[nodiscard]] Bytes parse_size(std::string_view text, std::string_view what);
 // 1536 -> "1.50 KiB"
-std::string human_bytes(Bytes b);
+[[nodiscard]] std::string human_bytes(Bytes b);
 
 inline void to_json(nlohmann::json& j, Addr a) { j = a.value(); }
 inline void to_json(nlohmann::json& j, Tick t) { j = t.value(); }

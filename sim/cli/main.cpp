@@ -206,7 +206,7 @@ int cmd_compare(const std::vector<std::string>& args, const Registry& reg) {
       while (std::getline(ss, kv, ','))
         if (!kv.empty()) ea.sets.push_back(kv);
     }
-    reg.find(name);
+    (void)reg.find(name, "--policies");  // an unknown name fails before any run
     RunOptions o = build_run(ea, name);
     runs.push_back(run_simulation(o, reg));
     runs.back().label = label;
