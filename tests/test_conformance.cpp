@@ -178,7 +178,7 @@ TEST_CASE("best-fit picks the smallest hole, first-fit the lowest one — both c
     o.hw = load_hardware("h100-80g");
     o.placements = tmp_path(std::string(pol) + ".holes.jsonl");
     o.check = true;
-    run_simulation(o, reg);
+    (void)run_simulation(o, reg);
     return read_jsonl(o.placements);
   };
   auto bf = run("best-fit"), ff = run("first-fit");

@@ -157,7 +157,7 @@ TEST_CASE("scheduled work dies with its owner — a replaced task never runs") {
                        "{\"op\":\"mark\",\"t\":1000}\n");
   o.policy.name = "scheduling";
   o.hw = load_hardware("h100-80g");
-  run_simulation(o, reg);
+  (void)run_simulation(o, reg);
   CHECK(counter.ran == 1);  // the tasks of t=0 and t=10 were cancelled by their replacements
 
   bool ran = false;
