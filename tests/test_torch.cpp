@@ -90,7 +90,7 @@ TEST_CASE("snapshot import: pre-trace state first, observations kept, convert wr
 TEST_CASE("pickle reader refuses hostile input with a clear error and never crashes") {
   auto bad = [](const std::string& bytes) {
     try {
-      parse_pickle(bytes, "x.pickle");
+      (void)parse_pickle(bytes, "x.pickle");
     } catch (const InputError& e) {
       return std::string(e.what());
     }

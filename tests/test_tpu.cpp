@@ -22,8 +22,8 @@ SimRun tpu_run(const std::string& name, const std::string& text, const std::stri
 std::string shaped_alloc(int id, const char* dtype, std::vector<std::uint64_t> shape, const char* space = "hbm") {
   Bytes n = 0;
   Dtype d;
-  parse_dtype(dtype, &d);
-  unpadded_bytes(shape, d, &n);
+  REQUIRE(parse_dtype(dtype, &d));
+  REQUIRE(unpadded_bytes(shape, d, &n));
   return nlohmann::json(
              {{"op", "alloc"}, {"id", id}, {"size", n}, {"shape", shape}, {"dtype", dtype}, {"space", space}})
              .dump() +
