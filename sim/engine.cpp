@@ -6,6 +6,7 @@
 #include <map>
 #include <memory>
 #include <queue>
+#include <unordered_map>
 
 #include "sim/base/error.h"
 #include "sim/base/io.h"
@@ -89,13 +90,13 @@ class Engine : public Scheduler {
   // Offline policies: one pass over the trace collects every lifetime per (device, space).
   void collect_lifetimes() {
     auto reader = open();
-    std::vector<std::pair<size_t, size_t>> where;  // per handle: (key, index in lifetimes_[key])
-    std::map<size_t, std::uint64_t> clock;
+    std::vector<std::pair<LifetimeKey, size_t>> where;  // per handle: (key, index in lifetimes_[key])
+    std::map<LifetimeKey, std::uint64_t> clock;
     Event ev;
     while (reader->next(ev)) {
       if (ev.op != Op::kAlloc && ev.op != Op::kFree) continue;
       Space sp = route(ev.op == Op::kAlloc ? ev.space : ev.live_space, ev);
-      size_t k = static_cast<size_t>(ev.device) * static_cast<size_t>(Space::kCount) + static_cast<size_t>(sp);
+      LifetimeKey k{ev.device, sp};
       std::uint64_t t = clock[k]++;
       if (ev.op == Op::kAlloc) {
         if (ev.handle >= where.size()) where.resize(ev.handle + 1);
@@ -115,129 +116,116 @@ class Engine : public Scheduler {
   RunResult run() {
     if (info_.needs_lifetimes) collect_lifetimes();
     auto reader = open();
-    header_ = reader->header();
-    std::unique_ptr<AtomicFile> placements;
-    if (!opt_.placements.empty()) placements = std::make_unique<AtomicFile>(opt_.placements);
-    std::string pbuf;
-
-    RunResult out;
-    out.trace_path = opt_.trace;
-    out.header = reader->header();
-    out.policy_name = opt_.policy.name;
-    out.hardware = opt_.hw.to_json();
-    out.notes = opt_.notes;
-
+    begin(reader->header());
     Event ev;
-    bool replaying = true;
-    while (reader->next(ev)) {
-      ++out.events;
-      if (replaying) {
-        while (!deferred_.empty() && deferred_.top().t <= ev.t) run_deferred();
-        now_ = ev.t;
+    while (reader->next(ev)) feed(ev);
+    return end(reader->skipped_frees());
+  }
+
+  // The three steps of a run, so that one decoded stream can feed several engines.
+  void begin(const nlohmann::json& header) {
+    header_ = header;
+    if (!opt_.placements.empty()) placements_ = std::make_unique<AtomicFile>(opt_.placements);
+    out_.trace_path = opt_.trace;
+    out_.header = header;
+    out_.policy_name = opt_.policy.name;
+    out_.hardware = opt_.hw.to_json();
+    out_.notes = opt_.notes;
+  }
+
+  void feed(const Event& ev) {
+    ++out_.events;
+    if (replaying_) {
+      while (!deferred_.empty() && deferred_.top().t <= ev.t) run_deferred();
+      now_ = ev.t;
+    }
+    switch (ev.op) {
+      case Op::kAlloc: {
+        ++out_.allocs;
+        Space sp = route(ev.space, ev);
+        std::uint32_t k = key(ev.device, sp);
+        Requested& rq = req_[k];
+        rq.live += ev.size;
+        rq.peak = std::max(rq.peak, rq.live);
+        total_req_ += ev.size;
+        peak_req_ = std::max(peak_req_, total_req_);
+        if (ev.handle >= state_.size()) {
+          state_.resize(ev.handle + 1, HandleState::kNotLive);
+          slot_of_.resize(ev.handle + 1, 0);
+        }
+        state_[ev.handle] = HandleState::kNotLive;
+        if (!replaying_) break;
+        std::uint32_t si = slot(k, ev);
+        Slot& s = slots_[si];
+        if (ev.size == 0) {  // occupies nothing: no framework passes it to its allocator
+          state_[ev.handle] = HandleState::kEmpty;
+          if (placements_) write_placement(ev, Placement::unplaced());
+          break;
+        }
+        AllocRequest rq2 = request_of(ev);
+        Placement p = s.policy->allocate(rq2);
+        if (placements_) write_placement(ev, p);
+        if (ev.has(key::kAddr) && !ev.has(key::kPreTrace)) check_address(ev, p);
+        if (p.ok) {
+          state_[ev.handle] = HandleState::kPlaced;
+          slot_of_[ev.handle] = si;
+        } else {
+          state_[ev.handle] = HandleState::kFailed;
+          record_oom(s, ev, rq2);
+          if (!opt_.keep_going) {
+            replaying_ = false;
+            out_.stopped_early = true;
+          }
+        }
+        account(s);
+        check_fatal(s, ev);
+        break;
       }
-      switch (ev.op) {
-        case Op::kAlloc: {
-          ++out.allocs;
-          Space sp = route(ev.space, ev);
-          auto& rq = requested(ev.device, sp);
-          rq.first += ev.size;
-          rq.second = std::max(rq.second, rq.first);
-          total_req_ += ev.size;
-          peak_req_ = std::max(peak_req_, total_req_);
-          if (ev.handle >= state_.size()) {
-            state_.resize(ev.handle + 1, HandleState::kNotLive);
-            slot_of_.resize(ev.handle + 1, 0);
-          }
-          state_[ev.handle] = HandleState::kNotLive;
-          if (!replaying) break;
-          std::uint32_t si = slot(ev.device, sp, ev);
-          Slot& s = slots_[si];
-          if (ev.size == 0) {  // occupies nothing: no framework passes it to its allocator
-            state_[ev.handle] = HandleState::kEmpty;
-            if (placements) write_placement(pbuf, ev, Placement::unplaced(), *placements);
-            break;
-          }
-          AllocRequest rq2 = request_of(ev);
-          Placement p = s.policy->allocate(rq2);
-          if (placements) write_placement(pbuf, ev, p, *placements);
-          if (ev.has(key::kAddr) && !ev.has(key::kPreTrace)) check_address(ev, p);
-          if (p.ok) {
-            state_[ev.handle] = HandleState::kPlaced;
-            slot_of_[ev.handle] = si;
-          } else {
-            state_[ev.handle] = HandleState::kFailed;
-            record_oom(s, ev, rq2, out);
-            if (!opt_.keep_going) {
-              replaying = false;
-              out.stopped_early = true;
-            }
-          }
+      case Op::kFree: {
+        ++out_.frees;
+        Space sp = route(ev.live_space, ev);
+        req_[key(ev.device, sp)].live -= ev.live_size;
+        total_req_ -= ev.live_size;
+        if (!replaying_) break;
+        if (state_[ev.handle] == HandleState::kPlaced) {
+          Slot& s = slots_[slot_of_[ev.handle]];
+          if (ev.has(key::kStream))
+            s.policy->release_on_stream(ev.handle, ev.stream);
+          else
+            s.policy->release(ev.handle);
           account(s);
-          check_fatal(s, ev, out, &replaying);
-          break;
+          check_fatal(s, ev);
         }
-        case Op::kFree: {
-          ++out.frees;
-          Space sp = route(ev.live_space, ev);
-          auto& rq = requested(ev.device, sp);
-          rq.first -= ev.live_size;
-          total_req_ -= ev.live_size;
-          if (!replaying) break;
-          if (state_[ev.handle] == HandleState::kPlaced) {
-            Slot& s = slots_[slot_of_[ev.handle]];
-            if (ev.has(key::kStream))
-              s.policy->release_on_stream(ev.handle, ev.stream);
-            else
-              s.policy->release(ev.handle);
-            account(s);
-            check_fatal(s, ev, out, &replaying);
-          }
-          state_[ev.handle] = HandleState::kNotLive;
-          break;
-        }
-        default:
-          if (replaying && is_observation(ev.op)) {
-            bool pre = ev.has(key::kPreTrace);
-            if (ev.op == Op::kSegmentAlloc && ev.has(key::kAddr)) {
-              Slot& s = slots_[slot(ev.device, Space::kHbm, ev)];
-              s.mem->expect_address(ev.addr);
-              if (!pre) {
-                s.mem->set_logging(true);
-                recorded_segments_.emplace_back(ev.device, ev.size);
-              }
-            }
-            Observation ob = observation_of(ev);
-            for (auto& s : slots_) {
-              if (s.device != ev.device) continue;
-              size_t before = s.mem->grant_log().size();
-              s.policy->observe(ob);
-              if (pre) s.mem->grant_log().resize(before);  // seeding is not a decision to check
-              account(s);
-            }
-          }
-          break;
+        state_[ev.handle] = HandleState::kNotLive;
+        break;
       }
-      if (replaying) record_timeline(ev.index);
-      if (opt_.check && replaying) {
-        for (auto& s : slots_) {
-          try {
-            s.policy->validate();
-          } catch (const InternalError& e) {
-            throw InternalError(fmt::format("{}:{}: after event {}: policy invariant broken: {}", opt_.trace, ev.line,
-                                            ev.index, e.what()));
-          }
+      default:
+        if (replaying_ && is_observation(ev.op)) observe(ev);
+        break;
+    }
+    if (replaying_) record_timeline(ev.index);
+    if (opt_.check && replaying_) {
+      for (auto& s : slots_) {
+        try {
+          s.policy->validate();
+        } catch (const InternalError& e) {
+          throw InternalError(fmt::format("{}:{}: after event {}: policy invariant broken: {}", opt_.trace, ev.line,
+                                          ev.index, e.what()));
         }
       }
     }
-    if (replaying)
+  }
+
+  RunResult end(std::uint64_t skipped_frees) {
+    if (replaying_)
       while (!deferred_.empty()) run_deferred();
-    out.skipped_frees = reader->skipped_frees();
-    if (placements) {
-      placements->write(pbuf);
-      placements->commit();
+    out_.skipped_frees = skipped_frees;
+    if (placements_) {
+      placements_->write(pbuf_);
+      placements_->commit();
     }
-    finish(out);
-    return out;
+    finish(out_);
+    return std::move(out_);
   }
 
  private:
@@ -261,16 +249,22 @@ class Engine : public Scheduler {
     return r;
   }
 
-  std::pair<Bytes, Bytes>& requested(std::uint32_t device, Space sp) {
-    size_t k = static_cast<size_t>(device) * static_cast<size_t>(Space::kCount) + static_cast<size_t>(sp);
-    if (k >= req_.size()) req_.resize(k + 1, {0, 0});
-    return req_[k];
+  // Dense index of a (device, space): devices are numbered in order of appearance, so memory is
+  // O(devices used) whatever ordinals the trace uses.
+  std::uint32_t key(std::uint32_t device, Space sp) {
+    auto [it, fresh] = dense_.try_emplace(device, static_cast<std::uint32_t>(devices_.size()));
+    if (fresh) {
+      devices_.push_back(device);
+      req_.resize(devices_.size() * kSpaces);
+      slot_index_.resize(devices_.size() * kSpaces, kNoSlot);
+    }
+    return it->second * kSpaces + static_cast<std::uint32_t>(sp);
   }
 
-  std::uint32_t slot(std::uint32_t device, Space sp, const Event& ev) {
-    size_t k = static_cast<size_t>(device) * static_cast<size_t>(Space::kCount) + static_cast<size_t>(sp);
-    if (k < slot_index_.size() && slot_index_[k] != kNoSlot) return slot_index_[k];
-    if (k >= slot_index_.size()) slot_index_.resize(k + 1, kNoSlot);
+  std::uint32_t slot(std::uint32_t k, const Event& ev) {
+    if (slot_index_[k] != kNoSlot) return slot_index_[k];
+    std::uint32_t device = devices_[k / kSpaces];
+    Space sp = static_cast<Space>(k % kSpaces);
     const SpaceSpec* spec = opt_.hw.space(route(sp, ev));
     Slot s;
     s.device = device;
@@ -288,13 +282,33 @@ class Engine : public Scheduler {
     PolicyBuilder build = info_.configure(cfg, ctx);
     cfg.finish();
     s.policy = build(ctx);
-    if (info_.needs_lifetimes) s.policy->plan(lifetimes_[k]);
+    if (info_.needs_lifetimes) s.policy->plan(lifetimes_[{device, sp}]);
     if (config_.is_null()) config_ = cfg.resolved();
     s.res.device = device;
     s.res.space = s.space;
     slots_.push_back(std::move(s));
     slot_index_[k] = static_cast<std::uint32_t>(slots_.size() - 1);
     return slot_index_[k];
+  }
+
+  void observe(const Event& ev) {
+    bool pre = ev.has(key::kPreTrace);
+    if (ev.op == Op::kSegmentAlloc && ev.has(key::kAddr)) {
+      Slot& s = slots_[slot(key(ev.device, Space::kHbm), ev)];
+      s.mem->expect_address(ev.addr);
+      if (!pre) {
+        s.mem->set_logging(true);
+        recorded_segments_.emplace_back(ev.device, ev.size);
+      }
+    }
+    Observation ob = observation_of(ev);
+    for (auto& s : slots_) {
+      if (s.device != ev.device) continue;
+      size_t before = s.mem->grant_log().size();
+      s.policy->observe(ob);
+      if (pre) s.mem->grant_log().resize(before);  // seeding is not a decision to check
+      account(s);
+    }
   }
 
   void account(Slot& s) {
@@ -329,13 +343,13 @@ class Engine : public Scheduler {
   void record_timeline(std::uint64_t index) {
     if (!timeline_.empty() && index < next_point_) {  // fold into the current point, keeping maxima
       auto& p = timeline_.back();
-      p.requested = std::max(p.requested, total_req_);
+      p.requested = std::max(p.requested, saturate(total_req_));
       p.allocated = std::max(p.allocated, total_alloc_);
       p.reserved = std::max(p.reserved, total_reserved_);
       p.fragmentation = std::max(p.fragmentation, last_frag_);
       return;
     }
-    timeline_.push_back({index, total_req_, total_alloc_, total_reserved_, last_frag_});
+    timeline_.push_back({index, saturate(total_req_), total_alloc_, total_reserved_, last_frag_});
     next_point_ = index + stride_;
     if (timeline_.size() == kMaxPoints) {
       for (size_t i = 0; i < kMaxPoints / 2; ++i) {
@@ -349,16 +363,15 @@ class Engine : public Scheduler {
     }
   }
 
-  void check_fatal(Slot& s, const Event& ev, RunResult& out, bool* replaying) {
-    if (out.fatal.empty()) {
-      std::string_view f = s.policy->fatal_error();
-      if (f.empty()) return;
-      out.fatal = f;
-      out.fatal_event = ev.index;
-      out.completed = false;
-      out.stopped_early = true;
-      *replaying = false;
-    }
+  void check_fatal(Slot& s, const Event& ev) {
+    if (!out_.fatal.empty()) return;
+    std::string_view f = s.policy->fatal_error();
+    if (f.empty()) return;
+    out_.fatal = f;
+    out_.fatal_event = ev.index;
+    out_.completed = false;
+    out_.stopped_early = true;
+    replaying_ = false;
   }
 
   void check_address(const Event& ev, const Placement& p) {
@@ -403,7 +416,8 @@ class Engine : public Scheduler {
     return f;
   }
 
-  void record_oom(Slot& s, const Event& ev, const AllocRequest& rq, RunResult& out) {
+  void record_oom(Slot& s, const Event& ev, const AllocRequest& rq) {
+    RunResult& out = out_;
     Usage u = s.policy->usage();
     OomRecord o;
     o.event_index = ev.index;
@@ -418,14 +432,15 @@ class Engine : public Scheduler {
     o.free = u.available;
     o.largest_free = u.largest_available;
     o.fragmentation = o.free >= o.rounded;
-    o.explanation = s.policy->describe_oom(rq);
+    if (out.ooms.size() < kExplainedOoms) o.explanation = s.policy->describe_oom(rq);
     o.kind = s.policy->oom_kind(rq);
-    s.res.ooms.push_back(o);
+    o.space = s.space;
     out.ooms.push_back(std::move(o));
     out.completed = false;
   }
 
-  void write_placement(std::string& buf, const Event& ev, const Placement& p, AtomicFile& f) {
+  void write_placement(const Event& ev, const Placement& p) {
+    std::string& buf = pbuf_;
     if (!p.ok) {
       fmt::format_to(std::back_inserter(buf), "{{\"i\":{},\"id\":{},\"ok\":false}}\n", ev.index, ev.id);
     } else {
@@ -440,7 +455,7 @@ class Engine : public Scheduler {
       buf += "}\n";
     }
     if (buf.size() > (1 << 20)) {
-      f.write(buf);
+      placements_->write(buf);
       buf.clear();
     }
   }
@@ -449,8 +464,9 @@ class Engine : public Scheduler {
     out.policy_config = config_.is_null() ? nlohmann::json::object() : config_;
     for (auto& s : slots_) {
       SpaceResult r = s.res;
-      size_t k = static_cast<size_t>(s.device) * static_cast<size_t>(Space::kCount) + static_cast<size_t>(s.space);
-      r.peak_requested = k < req_.size() ? req_[k].second : 0;
+      r.peak_requested = saturate(req_[dense_.at(s.device) * kSpaces + static_cast<std::uint32_t>(s.space)].peak);
+      for (const auto& o : out.ooms)
+        if (o.device == s.device && o.space == s.space) r.ooms.push_back(o);
       r.device_allocs = s.mem->alloc_calls();
       r.device_frees = s.mem->free_calls();
       r.device_failed = s.mem->failed_calls();
@@ -466,7 +482,7 @@ class Engine : public Scheduler {
     });
     out.fidelity = fidelity();
     out.timeline = std::move(timeline_);
-    out.peak_requested = peak_req_;
+    out.peak_requested = saturate(peak_req_);
     out.peak_allocated = peak_alloc_;
     out.peak_reserved = peak_reserved_;
     out.frag_at_peak = frag_at_peak_;
@@ -474,6 +490,15 @@ class Engine : public Scheduler {
   }
 
   static constexpr std::uint32_t kNoSlot = 0xffffffffu;
+  static constexpr std::uint32_t kSpaces = static_cast<std::uint32_t>(Space::kCount);
+  static constexpr size_t kExplainedOoms = 10;  // OOMs that keep the allocator's own explanation
+  // Requested bytes can sum past 64 bits (sizes up to the format's limit); reports saturate.
+  using Sum = unsigned __int128;
+  static Bytes saturate(Sum v) { return v > kTooLarge ? kTooLarge : static_cast<Bytes>(v); }
+  struct Requested {
+    Sum live = 0, peak = 0;
+  };
+  using LifetimeKey = std::pair<std::uint32_t, Space>;
   const RunOptions& opt_;
   const Registry& reg_;
   // Where events of each space go: the space itself, hbm for collective buffers on hardware
@@ -481,15 +506,18 @@ class Engine : public Scheduler {
   Space route_[static_cast<int>(Space::kCount)];
   const PolicyInfo& info_;
   std::vector<Slot> slots_;
-  std::vector<std::uint32_t> slot_index_;
-  std::vector<std::pair<Bytes, Bytes>> req_;  // per (device, space): live, peak requested
+  std::unordered_map<std::uint32_t, std::uint32_t> dense_;  // device ordinal → dense index
+  std::vector<std::uint32_t> devices_;                      // dense index → device ordinal
+  std::vector<std::uint32_t> slot_index_;                   // per key: index in slots_
+  std::vector<Requested> req_;                              // per key
   std::vector<HandleState> state_;            // per handle
   std::vector<std::uint32_t> slot_of_;        // per handle
   std::priority_queue<Deferred, std::vector<Deferred>, std::greater<Deferred>> deferred_;
   std::uint64_t seq_ = 0;
   Tick now_;
   nlohmann::json config_;
-  Bytes total_req_ = 0, peak_req_ = 0, total_alloc_ = 0, total_reserved_ = 0, peak_alloc_ = 0, peak_reserved_ = 0;
+  Sum total_req_ = 0, peak_req_ = 0;
+  Bytes total_alloc_ = 0, total_reserved_ = 0, peak_alloc_ = 0, peak_reserved_ = 0;
   double frag_at_peak_ = 0, frag_max_ = 0;
   std::uint64_t addr_compared_ = 0, addr_matched_ = 0;
   std::vector<TimelinePoint> timeline_;
@@ -498,7 +526,11 @@ class Engine : public Scheduler {
   double last_frag_ = 0;
   nlohmann::json first_mismatch_;
   std::vector<std::pair<std::uint32_t, Bytes>> recorded_segments_;  // traced segment_alloc (device, size)
-  std::map<size_t, std::vector<Lifetime>> lifetimes_;               // offline policies only
+  std::map<LifetimeKey, std::vector<Lifetime>> lifetimes_;          // offline policies only
+  RunResult out_;
+  bool replaying_ = true;
+  std::unique_ptr<AtomicFile> placements_;
+  std::string pbuf_;
 };
 
 }  // namespace
