@@ -119,6 +119,7 @@ class Engine : public Scheduler {
     begin(reader->header());
     Event ev;
     while (reader->next(ev)) feed(ev);
+    out_.trace_digest = reader->digest();
     return end(reader->skipped_frees());
   }
 

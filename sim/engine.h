@@ -74,6 +74,7 @@ struct TimelinePoint {
 struct RunResult {
   std::string trace_path;
   std::uint64_t events = 0, allocs = 0, frees = 0, skipped_frees = 0;
+  std::string trace_digest;  // TraceReader::digest(): the same trace in any encoding
   nlohmann::json header;
   std::string policy_name;
   std::string label;  // how compare names this run (policy name and its per-entry options)

@@ -68,6 +68,7 @@ nlohmann::json report_json(const RunResult& r) {
                           {"frees", r.frees},
                           {"header", r.header.is_null() ? nlohmann::json::object() : r.header}};
   if (r.skipped_frees) trace["skipped_frees"] = r.skipped_frees;
+  if (!r.trace_digest.empty()) trace["digest"] = r.trace_digest;
   nlohmann::json j = {{"fragsim_report", 1},
                       {"trace", trace},
                       {"policy", {{"name", r.policy_name}, {"config", r.policy_config}}},
@@ -86,6 +87,7 @@ nlohmann::json report_json(const RunResult& r) {
     j["policy_stats"] = r.spaces[0].stats;
     for (auto it = r.spaces[0].extra.begin(); it != r.spaces[0].extra.end(); ++it) j[it.key()] = it.value();
   }
+  if (!r.label.empty()) j["label"] = r.label;
   if (!r.fidelity.is_null()) j["fidelity"] = r.fidelity;
   if (r.stopped_early) j["stopped_early"] = true;
   if (!r.fatal.empty()) j["fatal"] = {{"event_index", r.fatal_event}, {"message", r.fatal}};
@@ -175,32 +177,6 @@ std::string compare_table(const std::vector<RunResult>& runs) {
                    r.fidelity["segments_compared"].get<std::uint64_t>());
   }
   return s;
-}
-
-std::vector<std::string> check_regressions(const nlohmann::json& base, const nlohmann::json& cur, double tol) {
-  std::vector<std::string> bad;
-  auto grew = [&](const std::string& what, double b, double c) {
-    double limit = b * (1.0 + tol / 100.0);
-    if (c > limit && c - b > 1e-12)
-      bad.push_back(fmt::format("{} grew: {} -> {} (+{:.2f}%, tolerance {}%)", what, b, c,
-                                b > 0 ? 100.0 * (c - b) / b : 100.0, tol));
-  };
-  // New OOMs: an OOM in current at an event where the baseline had none.
-  std::set<std::uint64_t> old_ooms;
-  for (const auto& o : base.at("ooms")) old_ooms.insert(o.at("event_index").get<std::uint64_t>());
-  for (const auto& o : cur.at("ooms")) {
-    auto i = o.at("event_index").get<std::uint64_t>();
-    if (!old_ooms.count(i))
-      bad.push_back(fmt::format("new OOM at event {} ({} requested, cause {})", i, o.at("requested_bytes").dump(),
-                                o.value("cause", std::string("?"))));
-  }
-  for (const char* k : {"peak_allocated_bytes", "peak_reserved_bytes"})
-    grew(k, base.at(k).get<double>(), cur.at(k).get<double>());
-  grew("fragmentation.at_peak_reserved", base.at("fragmentation").at("at_peak_reserved").get<double>(),
-       cur.at("fragmentation").at("at_peak_reserved").get<double>());
-  grew("fragmentation.max", base.at("fragmentation").at("max").get<double>(),
-       cur.at("fragmentation").at("max").get<double>());
-  return bad;
 }
 
 }  // namespace fragsim

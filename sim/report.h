@@ -13,8 +13,5 @@ std::string report_text(const RunResult& r);
 // The comparison table of several runs of one trace.
 std::string compare_table(const std::vector<RunResult>& runs);
 
-// CI gate (contracts §5 `check`): regressions of current against baseline, one line each.
-std::vector<std::string> check_regressions(const nlohmann::json& baseline, const nlohmann::json& current,
-                                           double tolerance_pct);
 
 }  // namespace fragsim

@@ -26,17 +26,11 @@ class FstraceReader : public TraceReader {
       fail(0, "not a .fstrace file (bad magic)");
     p_ += sizeof(kMagic);
     std::uint64_t n = varint();
-    if (n > (64u << 20)) fail(0, "header too large");
+    if (n > kMaxHeaderBytes) fail(0, fmt::format("header: larger than {} KiB", kMaxHeaderBytes >> 10));
     need(n);
     if (static_cast<std::uint64_t>(end_ - p_) < n) fail(0, "truncated header");
     if (n) {
-      try {
-        nlohmann::json h = nlohmann::json::parse(p_, p_ + n);
-        check_header(h, path_, 0);
-        set_header(std::move(h));
-      } catch (const nlohmann::json::exception& e) {
-        fail(0, std::string("invalid header JSON: ") + e.what());
-      }
+      set_header(parse_header(std::string_view(p_, n), path_, 0));
       p_ += n;
     }
   }
@@ -52,6 +46,8 @@ class FstraceReader : public TraceReader {
       std::uint64_t count = varint();
       if (count != record_ - 1)
         fail(record_, fmt::format("end record counts {} events, file has {}", count, record_ - 1));
+      need(1);
+      if (p_ < end_) fail(record_, "bytes after the end record (concatenated files? convert them to one trace)");
       done_ = true;
       return false;
     }

@@ -61,7 +61,8 @@ bool valid_utf8(const unsigned char* p, const unsigned char* end) {
 // Splits a ByteSource into lines (without '\n' or a trailing '\r'), reusing one buffer.
 class LineReader {
  public:
-  explicit LineReader(std::unique_ptr<ByteSource> src) : src_(std::move(src)), buf_(1 << 20) {}
+  LineReader(std::unique_ptr<ByteSource> src, std::string path)
+      : src_(std::move(src)), path_(std::move(path)), buf_(1 << 20) {}
   bool next(std::string_view* line) {
     for (;;) {
       const char* nl = static_cast<const char*>(std::memchr(buf_.data() + pos_, '\n', len_ - pos_));
@@ -87,7 +88,11 @@ class LineReader {
         len_ -= pos_;
         pos_ = 0;
       }
-      if (len_ == buf_.size()) buf_.resize(buf_.size() * 2);
+      if (len_ == buf_.size()) {
+        if (buf_.size() >= kMaxLineBytes)
+          throw InputError(path_, lineno_ + 1, fmt::format("line longer than {} MiB", kMaxLineBytes >> 20));
+        buf_.resize(buf_.size() * 2);
+      }
       size_t got = src_->read(buf_.data() + len_, buf_.size() - len_);
       if (got == 0) eof_ = true;
       len_ += got;
@@ -97,6 +102,7 @@ class LineReader {
 
  private:
   std::unique_ptr<ByteSource> src_;
+  std::string path_;
   std::vector<char> buf_;
   size_t pos_ = 0, len_ = 0;
   bool eof_ = false;
@@ -105,22 +111,16 @@ class LineReader {
 
 class JsonlReader : public TraceReader {
  public:
-  JsonlReader(const std::string& path, const ReaderOptions& opt) : TraceReader(path, opt), lines_(open_source(path)) {
+  JsonlReader(const std::string& path, const ReaderOptions& opt) : TraceReader(path, opt), lines_(open_source(path), path) {
     // The header, when present, is the first non-blank line; peek at it now so header() is known.
     std::string_view line;
     while (lines_.next(&line)) {
       if (blank(line)) continue;
       if (line.find("\"fragsim_trace\"") != std::string_view::npos) {
         check_utf8(line);
-        nlohmann::json h;
-        try {
-          h = nlohmann::json::parse(line);
-        } catch (const nlohmann::json::exception& e) {
-          fail(lines_.lineno(), std::string("invalid JSON in header: ") + short_what(e.what()));
-        }
-        if (h.is_object() && h.contains("fragsim_trace")) {
-          check_header(h, path_, lines_.lineno());
-          set_header(std::move(h));
+        nlohmann::json h = line.size() > kMaxHeaderBytes ? nlohmann::json() : nlohmann::json::parse(line, nullptr, false);
+        if (line.size() > kMaxHeaderBytes || h.is_discarded() || (h.is_object() && h.contains("fragsim_trace"))) {
+          set_header(parse_header(line, path_, lines_.lineno()));
           break;
         }
       }
@@ -155,11 +155,6 @@ class JsonlReader : public TraceReader {
     for (char c : s)
       if (c != ' ' && c != '\t') return false;
     return true;
-  }
-  static std::string short_what(const char* w) {
-    std::string s(w);
-    auto p = s.find("] ");
-    return p == std::string::npos ? s : s.substr(p + 2);
   }
   void check_utf8(std::string_view line) {
     if (!valid_utf8(reinterpret_cast<const unsigned char*>(line.data()),

@@ -1,6 +1,12 @@
 #include "traces/live_table.h"
 
+#include <random>
+
 namespace fragsim {
+
+LiveTable::LiveTable() : seed_((static_cast<std::uint64_t>(std::random_device{}()) << 32) | std::random_device{}()) {
+  slots_.assign(64, kEmpty);
+}
 
 Handle LiveTable::insert(std::uint32_t device, AllocId id, Bytes size, Space space) {
   if ((live_ + 1) * 2 > slots_.size()) grow();

@@ -1,7 +1,9 @@
 // LiveTable: (device, id) → live allocation, with dense recycled handles.
 //
 // Open addressing with linear probing and backward-shift deletion (no tombstones), so memory is
-// O(live allocations) and lookups stay short however many events pass. Invariant:
+// O(live allocations) and lookups stay short however many events pass. The hash is keyed with a
+// per-table random seed, so a trace cannot be crafted to make every id collide (handles do not
+// depend on it: results are the same on every run). Invariant:
 //   size() == number of slots in use == number of handles not on the free list.
 #pragma once
 #include <cstdint>
@@ -20,7 +22,7 @@ class LiveTable {
     Bytes size;
     Space space;
   };
-  LiveTable() { slots_.assign(64, kEmpty); }
+  LiveTable();
 
   // Returns the entry of a live (device, id) or nullptr.
   const Entry* find(std::uint32_t device, AllocId id) const {
@@ -37,11 +39,13 @@ class LiveTable {
 
  private:
   static constexpr std::uint32_t kEmpty = 0xffffffffu;
-  static size_t hash(std::uint32_t device, AllocId id) {
-    std::uint64_t x =
-        id.value() ^ (static_cast<std::uint64_t>(device) << 56) ^ (static_cast<std::uint64_t>(device) * 0x9e37);
+  // murmur3's 64-bit finaliser over (id, device) keyed by the table's seed.
+  size_t hash(std::uint32_t device, AllocId id) const {
+    std::uint64_t x = (id.value() ^ seed_) + (static_cast<std::uint64_t>(device) + 1) * 0x9e3779b97f4a7c15ULL;
     x ^= x >> 33;
     x *= 0xff51afd7ed558ccdULL;
+    x ^= x >> 33;
+    x *= 0xc4ceb9fe1a85ec53ULL;
     x ^= x >> 33;
     return static_cast<size_t>(x);
   }
@@ -61,6 +65,7 @@ class LiveTable {
   std::vector<Entry> entries_;        // indexed by handle
   std::vector<Handle> free_handles_;
   size_t live_ = 0;
+  std::uint64_t seed_;
 };
 
 }  // namespace fragsim

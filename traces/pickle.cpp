@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <cstring>
+#include <unordered_map>
 
 #include "sim/base/error.h"
 #include "sim/base/io.h"
@@ -22,7 +23,8 @@ constexpr int kMaxDepth = 200;
 
 class Unpickler {
  public:
-  Unpickler(const std::string& data, const std::string& path, PickleDoc& doc) : d_(data), path_(path), doc_(doc) {}
+  Unpickler(const std::string& data, const std::string& path, PickleDoc& doc)
+      : d_(data), path_(path), doc_(doc), budget_(std::min<std::uint64_t>(kMaxPickleMemory, 64 * data.size() + (64 << 20))) {}
 
   PyRef run() {
     for (;;) {
@@ -50,7 +52,7 @@ class Unpickler {
           push(make(PyObj::kTuple));
           break;  // EMPTY_TUPLE
         case 'N':
-          push(make(PyObj::kNone));
+          push(&doc_.none);
           break;  // NONE
         case 0x88:
           push(boolean(true));
@@ -238,16 +240,20 @@ class Unpickler {
     for (int k = n - 1; k >= 0; --k) v = (v << 8) | static_cast<unsigned char>(b[k]);
     return v;
   }
+  // Every object counts against the memory budget (docs/trace-format.md, "Limits").
+  void charge(std::uint64_t bytes) {
+    used_ += bytes;
+    if (used_ > budget_)
+      err(fmt::format("needs more than the {} MiB this reader allows for a {} KiB file (an expanding pickle?)",
+                      budget_ >> 20, d_.size() >> 10));
+  }
   PyRef make(PyObj::Kind k) {
+    charge(sizeof(PyObj));
     PyObj& o = doc_.arena.emplace_back();
     o.kind = k;
     return &o;
   }
-  PyRef boolean(bool v) {
-    auto o = make(PyObj::kBool);
-    o->b = v;
-    return o;
-  }
+  PyRef boolean(bool v) { return v ? &doc_.yes : &doc_.no; }
   PyRef integer(std::int64_t v) {
     auto o = make(PyObj::kInt);
     o->i = v;
@@ -275,6 +281,7 @@ class Unpickler {
   PyRef str(std::uint64_t n, PyObj::Kind k) {
     const char* b = take(n);
     auto o = make(k);
+    charge(n);
     o->s.assign(b, n);
     return o;
   }
@@ -308,7 +315,10 @@ class Unpickler {
   }
   void put(std::uint64_t idx) {
     if (idx > d_.size()) err("memo index too large");
-    if (memo_.size() <= idx) memo_.resize(idx + 1);
+    if (memo_.size() <= idx) {
+      charge((idx + 1 - memo_.size()) * sizeof(PyRef));
+      memo_.resize(idx + 1);
+    }
     memo_[idx] = top();
   }
   PyRef get(std::uint64_t idx) {
@@ -335,14 +345,28 @@ class Unpickler {
     for (size_t k = 0; k < items.size(); k += 2) {
       adopt(d, items[k]);
       adopt(d, items[k + 1]);
-      bool replaced = false;
-      if (items[k]->kind == PyObj::kStr)
+      charge(2 * sizeof(PyRef));
+      if (items[k]->kind != PyObj::kStr) {
+        d.kv.emplace_back(items[k], items[k + 1]);
+        continue;
+      }
+      // A repeated string key replaces the value, as Python's dict does.
+      if (d.kv.size() < 16) {
+        bool replaced = false;
         for (auto& [key, v] : d.kv)
-          if (key->kind == PyObj::kStr && key->s == items[k]->s) {
-            v = items[k + 1];
-            replaced = true;
-          }
-      if (!replaced) d.kv.emplace_back(items[k], items[k + 1]);
+          if (key->kind == PyObj::kStr && key->s == items[k]->s) v = items[k + 1], replaced = true;
+        if (!replaced) d.kv.emplace_back(items[k], items[k + 1]);
+        continue;
+      }
+      auto& index = dict_index_[&d];
+      if (index.empty())
+        for (size_t i = 0; i < d.kv.size(); ++i)
+          if (d.kv[i].first->kind == PyObj::kStr) index.emplace(d.kv[i].first->s, i);
+      auto [it, fresh] = index.emplace(items[k]->s, d.kv.size());
+      if (fresh)
+        d.kv.emplace_back(items[k], items[k + 1]);
+      else
+        d.kv[it->second].second = items[k + 1];
     }
   }
 
@@ -353,6 +377,9 @@ class Unpickler {
   std::vector<PyRef> stack_;
   std::vector<size_t> marks_;
   std::vector<PyRef> memo_;
+  std::uint64_t used_ = 0, budget_ = 0;
+  // Large dicts: key → position in kv, so building one is linear, not quadratic.
+  std::unordered_map<const PyObj*, std::unordered_map<std::string_view, size_t>> dict_index_;
 };
 
 }  // namespace

@@ -2,7 +2,8 @@
 // dicts, lists, tuples, ints, floats, strings, bytes, bools, None and the memo. Any global or
 // class reference (GLOBAL, STACK_GLOBAL, REDUCE, BUILD, INST, OBJ, NEWOBJ, EXT*, PERSID) is
 // refused; nothing is ever executed. Limits: nesting depth 200, lengths checked against the
-// bytes that remain, integers up to 64 bits.
+// bytes that remain, integers up to 64 bits, a memory budget proportional to the file's size
+// (below), dicts built in linear time whatever their size.
 #pragma once
 #include <cstdint>
 #include <deque>
@@ -28,6 +29,9 @@ struct PyObj {
   std::vector<std::pair<PyRef, PyRef>> kv;  // dict, insertion order
   int depth = 0;                            // nesting depth (leaves 0)
 
+  PyObj() = default;
+  PyObj(Kind k, bool v) : kind(k), b(v) {}
+
   // Dict lookup by string key; nullptr when absent or not a dict.
   const PyObj* get(std::string_view key) const;
   bool is_int() const { return kind == kInt || kind == kBool; }
@@ -36,11 +40,15 @@ struct PyObj {
 
 struct PickleDoc {
   std::deque<PyObj> arena;  // every object; pointers stay valid
+  // Shared immutable singletons: a file of NONE opcodes costs a pointer each, not an object.
+  PyObj none, yes{PyObj::kBool, true}, no{PyObj::kBool, false};
   PyRef root = nullptr;
 };
 
-// Largest pickle (after decompression) the reader accepts.
+// Largest pickle (after decompression) the reader accepts, and the memory its objects may take:
+// 64 × the file's size + 64 MiB, at most 8 GiB (real snapshots take about 20×).
 inline constexpr std::uint64_t kMaxPickleBytes = std::uint64_t{2} << 30;
+inline constexpr std::uint64_t kMaxPickleMemory = std::uint64_t{8} << 30;
 
 // Parses a whole pickle (PATH may be zstd-compressed: .pickle.zst). Throws InputError("PATH:
 // pickle: what (offset N)").

@@ -14,7 +14,24 @@ namespace fragsim {
 
 namespace {
 
-nlohmann::json to_json(const PyObj& o, int depth = 0) {
+// Work on a snapshot is bounded by its size: a pickle can reference one object many times (its
+// memo), so a small file could otherwise describe an exponential amount of data.
+class WorkBudget {
+ public:
+  WorkBudget(std::string path, std::uint64_t file_bytes) : path_(std::move(path)), left_(16 * file_bytes + (1 << 20)) {}
+  void spend(std::uint64_t n = 1) {
+    if (n > left_)
+      throw InputError(path_ + ": snapshot: describes far more entries than its size allows (shared references?)");
+    left_ -= n;
+  }
+
+ private:
+  std::string path_;
+  std::uint64_t left_;
+};
+
+nlohmann::json to_json(const PyObj& o, WorkBudget& budget, int depth = 0) {
+  budget.spend();
   if (depth > 16) return nullptr;
   switch (o.kind) {
     case PyObj::kNone:
@@ -32,13 +49,13 @@ nlohmann::json to_json(const PyObj& o, int depth = 0) {
     case PyObj::kList:
     case PyObj::kTuple: {
       nlohmann::json a = nlohmann::json::array();
-      for (const auto& x : o.items) a.push_back(to_json(*x, depth + 1));
+      for (const auto& x : o.items) a.push_back(to_json(*x, budget, depth + 1));
       return a;
     }
     case PyObj::kDict: {
       nlohmann::json d = nlohmann::json::object();
       for (const auto& [k, v] : o.kv)
-        if (k->kind == PyObj::kStr) d[k->s] = to_json(*v, depth + 1);
+        if (k->kind == PyObj::kStr) d[k->s] = to_json(*v, budget, depth + 1);
       return d;
     }
   }
@@ -63,6 +80,7 @@ class SnapshotReader : public TraceReader {
  public:
   SnapshotReader(const std::string& path, const ReaderOptions& opt) : TraceReader(path, opt) {
     auto doc = load_pickle(path);
+    budget_ = std::make_unique<WorkBudget>(path, doc->arena.size() * sizeof(PyObj));
     convert(*doc->root);
   }
 
@@ -108,7 +126,7 @@ class SnapshotReader : public TraceReader {
     if (!traces || traces->kind != PyObj::kList) bad("not a PyTorch memory snapshot: no device_traces list");
     if (!segments || segments->kind != PyObj::kList) bad("not a PyTorch memory snapshot: no segments list");
     nlohmann::json header = {{"fragsim_trace", 1}, {"source", "torch-snapshot"}};
-    if (const PyObj* s = root.get("allocator_settings")) header["allocator_settings"] = to_json(*s);
+    if (const PyObj* s = root.get("allocator_settings")) header["allocator_settings"] = to_json(*s, *budget_);
 
     bool any_time = false;
     std::vector<Raw> head, body;
@@ -125,6 +143,7 @@ class SnapshotReader : public TraceReader {
       std::map<std::uint64_t, std::uint64_t> pre_ids;
       std::uint64_t line = 0;
       for (const auto& ep : tr.items) {
+        budget_->spend();
         ++line;
         const PyObj& e = *ep;
         const PyObj* a = e.get("action");
@@ -185,6 +204,7 @@ class SnapshotReader : public TraceReader {
       // The state at the dump: blocks still allocated that the trace never allocated, and
       // segments the trace never allocated, existed before recording began.
       for (const auto& gp : segments->items) {
+        budget_->spend();
         const PyObj& g = *gp;
         if (g.kind != PyObj::kDict) bad("segments: an entry is not a dict");
         const PyObj* gd = g.get("device");
@@ -196,6 +216,7 @@ class SnapshotReader : public TraceReader {
         const PyObj* blocks = g.get("blocks");
         if (!blocks || blocks->kind != PyObj::kList) continue;
         for (const auto& bp : blocks->items) {
+          budget_->spend();
           const PyObj& b = *bp;
           const PyObj* st = b.get("state");
           if (!st || st->kind != PyObj::kStr) continue;
@@ -231,6 +252,7 @@ class SnapshotReader : public TraceReader {
 
   std::vector<Raw> events_;
   size_t next_ = 0;
+  std::unique_ptr<WorkBudget> budget_;
 };
 
 }  // namespace

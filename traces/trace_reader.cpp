@@ -28,6 +28,25 @@ void check_header(const nlohmann::json& h, const std::string& file, std::uint64_
   }
 }
 
+nlohmann::json parse_header(std::string_view text, const std::string& file, std::uint64_t line) {
+  if (text.size() > kMaxHeaderBytes)
+    throw InputError(file, line, fmt::format("header: larger than {} KiB", kMaxHeaderBytes >> 10));
+  nlohmann::json h;
+  try {
+    h = nlohmann::json::parse(text.begin(), text.end(), [&](int depth, nlohmann::json::parse_event_t, nlohmann::json&) {
+      if (depth > static_cast<int>(kMaxHeaderDepth))
+        throw InputError(file, line, fmt::format("header: nested deeper than {} levels", kMaxHeaderDepth));
+      return true;
+    });
+  } catch (const nlohmann::json::exception& e) {
+    std::string w = e.what();
+    auto p = w.find("] ");
+    throw InputError(file, line, "invalid JSON in header: " + (p == std::string::npos ? w : w.substr(p + 2)));
+  }
+  check_header(h, file, line);
+  return h;
+}
+
 bool TraceReader::next(Event& ev) {
   for (;;) {
     ev.present = 0;
@@ -86,9 +105,31 @@ bool TraceReader::next(Event& ev) {
     }
     last_t_ = ev.t;
     ++index_;
+    mix_digest(ev);
     return true;
   }
 }
+
+// A 64-bit digest of what replay depends on: every event's op, id, size, effective time, stream,
+// device, space, dtype, shape, address and pre_trace mark, in order (names are left out: renaming
+// buffers does not change a run). The same trace in any encoding has the same digest.
+void TraceReader::mix_digest(const Event& ev) {
+  auto mix = [&](std::uint64_t v) {
+    std::uint64_t x = (digest_ ^ v) * 0x9e3779b97f4a7c15ULL;
+    digest_ = x ^ (x >> 29);
+  };
+  mix(static_cast<std::uint64_t>(ev.op) | (static_cast<std::uint64_t>(ev.present & ~key::kName) << 8) |
+      (static_cast<std::uint64_t>(ev.space) << 24) | (static_cast<std::uint64_t>(ev.dtype) << 32));
+  mix(ev.id.value());
+  mix(ev.size);
+  mix(ev.t.value());
+  mix(static_cast<std::uint64_t>(ev.stream));
+  mix(ev.device);
+  mix(ev.addr.value());
+  for (auto d : ev.shape) mix(d);
+}
+
+std::string TraceReader::digest() const { return fmt::format("{:016x}", digest_); }
 
 namespace {
 

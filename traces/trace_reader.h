@@ -30,6 +30,8 @@ class TraceReader {
   // The header object (with "fragsim_trace") or null when the trace has none.
   const nlohmann::json& header() const { return header_; }
   std::uint64_t skipped_frees() const { return skipped_frees_; }
+  // Digest of the events read so far (hex): equal for the same trace in any encoding.
+  [[nodiscard]] std::string digest() const;
   Handle handle_limit() const { return live_.handle_limit(); }
   size_t live_count() const { return live_.size(); }
 
@@ -48,6 +50,8 @@ class TraceReader {
   std::uint64_t index_ = 0;
   Tick last_t_;
   std::uint64_t skipped_frees_ = 0;
+  std::uint64_t digest_ = 0x6a09e667f3bcc908ULL;
+  void mix_digest(const Event& ev);
 };
 
 // A trace held in memory (tests, generated inputs): the same validation as a file's.
@@ -57,7 +61,13 @@ class TraceReader {
 // Opens a trace by extension: .jsonl, .jsonl.zst, .fstrace, .pickle. Throws EnvError/InputError.
 [[nodiscard]] std::unique_ptr<TraceReader> open_trace(const std::string& path, const ReaderOptions& opt = {});
 
+// Limits every reader enforces (docs/trace-format.md): a header of at most 1 MiB nested at most
+// 32 deep, an event line of at most 64 MiB.
+inline constexpr size_t kMaxHeaderBytes = 1 << 20, kMaxHeaderDepth = 32, kMaxLineBytes = size_t{64} << 20;
+
 // Validates a header object (fragsim_trace == 1, time_unit); throws InputError(file:line).
 void check_header(const nlohmann::json& h, const std::string& file, std::uint64_t line);
+// Parses and validates a header within the limits above; throws InputError(file:line).
+[[nodiscard]] nlohmann::json parse_header(std::string_view text, const std::string& file, std::uint64_t line);
 
 }  // namespace fragsim

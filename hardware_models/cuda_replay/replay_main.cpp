@@ -69,6 +69,7 @@ int run_replay(const Options& o) {
                                             ? replay::open_fake_device(parse_size(o.dry_capacity, "--dry-capacity"))
                                             : replay::open_cuda_device(o.device, &why);
   if (!dev) throw EnvError(why);
+  check_outputs({o.trace}, {{"-o", o.out + ".json"}, {"-o", o.out + ".jsonl"}});
   auto reader = open_trace(o.trace, ReaderOptions{o.lenient});  // validate the trace's opening first
   std::size_t free0 = 0, total = 0;
   dev->mem_info(&free0, &total);
@@ -223,6 +224,7 @@ int main(int argc, char** argv) {
       return 0;
     }
     if (o.trace.empty()) throw InputError("a TRACE is required (fragsim-cuda-replay --help)");
+    if (o.sample_every == 0) throw InputError("--sample-every: must be at least 1");
     return run_replay(o);
   });
 }

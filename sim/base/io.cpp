@@ -1,11 +1,18 @@
 #include "sim/base/io.h"
 
+#include <signal.h>
 #include <unistd.h>
 #include <zstd.h>
 
+#include <atomic>
 #include <cerrno>
+#include <csignal>
+#include <cstdlib>
+#include <filesystem>
 #include <cstring>
 #include <vector>
+
+#include <fmt/format.h>
 
 #include "sim/base/error.h"
 
@@ -85,24 +92,123 @@ struct AtomicFile::Zstd {
   ~Zstd() { ZSTD_freeCStream(cs); }
 };
 
+namespace {
+
+// Temporaries to remove when a signal ends the process: fixed slots of owned C strings, so the
+// handler only reads memory and calls unlink (async-signal-safe).
+constexpr int kTempSlots = 64;
+std::atomic<char*> g_temps[kTempSlots];
+std::atomic<bool> g_handlers{false};
+
+extern "C" void remove_temps_and_reraise(int sig) {
+  for (auto& slot : g_temps)
+    if (char* p = slot.load()) ::unlink(p);
+  std::signal(sig, SIG_DFL);
+  std::raise(sig);
+}
+
+void install_handlers() {
+  if (g_handlers.exchange(true)) return;
+  for (int sig : {SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGPIPE, SIGSEGV, SIGBUS, SIGFPE, SIGILL, SIGABRT, SIGXFSZ}) {
+    struct sigaction sa {};
+    sa.sa_handler = remove_temps_and_reraise;
+    sigemptyset(&sa.sa_mask);
+    sa.sa_flags = SA_RESETHAND;
+    ::sigaction(sig, &sa, nullptr);
+  }
+}
+
+int register_temp(const std::string& path) {
+  install_handlers();
+  char* copy = ::strdup(path.c_str());
+  for (int i = 0; i < kTempSlots; ++i) {
+    char* expected = nullptr;
+    if (g_temps[i].compare_exchange_strong(expected, copy)) return i;
+  }
+  std::free(copy);  // more outputs open at once than slots: this one is cleaned up by its destructor only
+  return -1;
+}
+
+// The file a path finally names: symlinks followed (even dangling ones, whose target is created).
+std::string final_target(const std::string& path) {
+  namespace fs = std::filesystem;
+  fs::path p = path;
+  std::error_code ec;
+  for (int hops = 0; hops < 40 && fs::is_symlink(fs::symlink_status(p, ec)); ++hops) {
+    fs::path t = fs::read_symlink(p, ec);
+    if (ec) break;
+    p = t.is_absolute() ? t : p.parent_path() / t;
+  }
+  return p.string();
+}
+
+}  // namespace
+
+void check_outputs(const std::vector<std::string>& inputs,
+                   const std::vector<std::pair<std::string, std::string>>& outputs) {
+  namespace fs = std::filesystem;
+  auto same = [](const std::string& a, const std::string& b) {
+    std::error_code ec;
+    if (fs::exists(a, ec) && fs::exists(b, ec)) return fs::equivalent(a, b, ec);
+    return fs::weakly_canonical(a, ec) == fs::weakly_canonical(b, ec);
+  };
+  auto special = [](const std::string& p) {
+    std::error_code ec;
+    auto st = fs::status(p, ec);
+    return p == "-" || (!ec && fs::exists(st) && !fs::is_regular_file(st));
+  };
+  for (size_t i = 0; i < outputs.size(); ++i) {
+    const auto& [what, out] = outputs[i];
+    if (out.empty() || special(out)) continue;
+    for (const auto& in : inputs)
+      if (!in.empty() && same(in, out))
+        throw InputError(fmt::format("{} {}: that is an input of this command; refusing to overwrite it", what, out));
+    for (size_t j = 0; j < i; ++j)
+      if (!outputs[j].second.empty() && same(outputs[j].second, out))
+        throw InputError(fmt::format("{} {}: {} writes the same file", what, out, outputs[j].first));
+  }
+}
+
 AtomicFile::AtomicFile(std::string path, bool compress) : path_(std::move(path)) {
-  tmp_ = path_ + ".tmp." + std::to_string(::getpid());
-  f_ = open_or_throw(tmp_, "wb");
+  if (path_ == "-") {
+    f_ = stdout;
+  } else {
+    std::string target = final_target(path_);
+    std::error_code ec;
+    auto st = std::filesystem::status(target, ec);
+    if (!ec && std::filesystem::exists(st) && !std::filesystem::is_regular_file(st)) {
+      f_ = open_or_throw(target, "wb");  // a FIFO, a terminal, /dev/stdout: no rename possible
+    } else {
+      path_ = target;
+      tmp_ = target + ".tmp." + std::to_string(::getpid());
+      slot_ = register_temp(tmp_);
+      f_ = open_or_throw(tmp_, "wb");
+    }
+  }
   if (compress) {
     z_ = std::make_unique<Zstd>();
     ZSTD_initCStream(z_->cs, 3);
   }
 }
 
+void AtomicFile::unregister() {
+  if (slot_ < 0) return;
+  char* p = g_temps[slot_].exchange(nullptr);
+  std::free(p);
+  slot_ = -1;
+}
+
 AtomicFile::~AtomicFile() {
   if (!committed_) {
-    if (f_) std::fclose(f_);
-    std::remove(tmp_.c_str());
+    if (f_ && f_ != stdout) std::fclose(f_);
+    if (!tmp_.empty()) std::remove(tmp_.c_str());
   }
+  unregister();
 }
 
 void AtomicFile::write_raw(const void* p, size_t n) {
-  if (n && std::fwrite(p, 1, n, f_) != n) throw EnvError(tmp_ + ": write error: " + std::strerror(errno));
+  if (n && std::fwrite(p, 1, n, f_) != n)
+    throw EnvError((tmp_.empty() ? path_ : tmp_) + ": write error: " + std::strerror(errno));
 }
 
 void AtomicFile::write(std::string_view bytes) {
@@ -126,13 +232,21 @@ void AtomicFile::commit() {
       write_raw(out.dst, out.pos);
     } while (left != 0);
   }
+  if (f_ == stdout) {
+    if (std::fflush(stdout) != 0) throw EnvError("standard output: write error");
+    committed_ = true;
+    return;
+  }
+  const std::string& written = tmp_.empty() ? path_ : tmp_;
   if (std::fclose(f_) != 0) {
     f_ = nullptr;
-    throw EnvError(tmp_ + ": write error");
+    throw EnvError(written + ": write error: " + std::strerror(errno));
   }
   f_ = nullptr;
-  if (std::rename(tmp_.c_str(), path_.c_str()) != 0) throw EnvError(path_ + ": cannot write: " + std::strerror(errno));
+  if (!tmp_.empty() && std::rename(tmp_.c_str(), path_.c_str()) != 0)
+    throw EnvError(path_ + ": cannot write: " + std::strerror(errno));
   committed_ = true;
+  unregister();
 }
 
 std::string read_file(const std::string& path) {

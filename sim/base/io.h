@@ -2,14 +2,20 @@
 //
 //   ByteSource  — sequential bytes of an input file, decompressing `.zst` transparently.
 //   AtomicFile  — an output written to PATH.tmp.PID and renamed onto PATH by commit(); if the
-//                 object dies uncommitted (an error part-way) the temporary is removed, so no
-//                 half-written output is ever left behind (contracts §4).
+//                 object dies uncommitted (an error part-way) the temporary is removed, and so
+//                 it is when the process is killed by a signal it can catch (the temporaries are
+//                 registered with a handler), so no half-written output is ever left behind
+//                 (contracts §4). A symlink PATH keeps being a symlink (its target is replaced);
+//                 a PATH that is not a regular file (/dev/stdout, a FIFO) is written straight
+//                 through; "-" is standard output.
 #pragma once
 #include <cstdio>
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <string>
 #include <string_view>
+#include <utility>
+#include <vector>
 
 namespace fragsim {
 
@@ -23,6 +29,10 @@ class ByteSource {
 [[nodiscard]] std::unique_ptr<ByteSource> open_source(const std::string& path);
 
 bool ends_with(std::string_view s, std::string_view suffix);
+
+// Refuses (InputError, exit 2) an output path that names an input file, or that two outputs
+// share: `what` names the option of each output ("--json").
+void check_outputs(const std::vector<std::string>& inputs, const std::vector<std::pair<std::string, std::string>>& outputs);
 
 class AtomicFile {
  public:
@@ -38,7 +48,9 @@ class AtomicFile {
 
  private:
   void write_raw(const void* p, size_t n);
-  std::string path_, tmp_;
+  void unregister();
+  std::string path_, tmp_;  // tmp_ empty: writing straight to path_ (stdout, a FIFO, a device)
+  int slot_ = -1;           // registration for signal cleanup
   std::FILE* f_ = nullptr;
   bool committed_ = false;
   struct Zstd;

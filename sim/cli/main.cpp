@@ -14,6 +14,7 @@
 #include "sim/base/error.h"
 #include "sim/base/exit_codes.h"
 #include "sim/base/io.h"
+#include "sim/check.h"
 #include "sim/engine.h"
 #include "sim/report.h"
 #include "sim/report_html.h"
@@ -132,6 +133,13 @@ RunOptions build_run(const SimArgs& a, const std::string& policy) {
   return o;
 }
 
+// True when one of the outputs is standard output: the text summary then stays off it.
+bool to_stdout(std::initializer_list<std::string> outputs) {
+  for (const auto& o : outputs)
+    if (o == "-") return true;
+  return false;
+}
+
 int cmd_run(const std::vector<std::string>& args, const Registry& reg) {
   SimArgs a;
   std::string json, placements, html;
@@ -148,12 +156,13 @@ int cmd_run(const std::vector<std::string>& args, const Registry& reg) {
                  "summary. The trace is streamed (memory grows with live allocations only), except for --policy "
                  "static-heap, which plans offline like XLA's compiler and so reads the whole trace first.");
   if (p.help) return 0;
+  check_outputs({a.trace, a.hw}, {{"--json", json}, {"--placements", placements}, {"--html", html}});
   RunOptions o = build_run(a, a.policy);
   o.placements = placements;
   RunResult r = run_simulation(o, reg);
   if (!json.empty()) write_file_atomic(json, report_json(r).dump(2) + "\n");
   if (!html.empty()) write_file_atomic(html, report_html({r}));
-  std::cout << report_text(r);
+  if (!to_stdout({json, placements, html})) std::cout << report_text(r);
   return 0;
 }
 
@@ -191,6 +200,7 @@ int cmd_compare(const std::vector<std::string>& args, const Registry& reg) {
       args, d, pos,
       "usage: fragsim compare TRACE --policies A,B,... [options]\n\nRuns each policy on TRACE; prints one table.");
   if (p.help) return 0;
+  check_outputs({a.trace, a.hw}, {{"--json", json}, {"--html", html}});
   std::vector<RunResult> runs;
   nlohmann::json arr = nlohmann::json::array();
   for (const auto& entry : split_list(policies)) {
@@ -214,19 +224,19 @@ int cmd_compare(const std::vector<std::string>& args, const Registry& reg) {
   }
   if (!json.empty()) write_file_atomic(json, arr.dump(2) + "\n");
   if (!html.empty() && !runs.empty()) write_file_atomic(html, report_html(runs));
-  std::cout << compare_table(runs);
+  if (!to_stdout({json, html})) std::cout << compare_table(runs);
   return 0;
 }
 
 int cmd_sweep(const std::vector<std::string>& args, const Registry& reg) {
   SimArgs a;
   std::string json, find;
-  unsigned threads = 0;
+  int jobs = 0;
   po::options_description d("fragsim sweep options");
   add_sim_options(d, a);
   d.add_options()("policy", po::value(&a.policy), "allocator policy (default: chosen by --env, else xla-bfc)")(
       "find", po::value(&find)->required(), "min-mem-fraction (to 0.01) or min-capacity (to the device granularity)")(
-      "threads", po::value(&threads)->default_value(0), "parallel simulations (0 = every core)")(
+      "jobs,j", po::value(&jobs)->default_value(0), "parallel simulations, 1..1024 (0 = every core)")(
       "json", po::value(&json), "write {find, value, setting, monotonic, runs} to FILE");
   po::positional_options_description pos;
   pos.add("trace", 1);
@@ -236,10 +246,12 @@ int cmd_sweep(const std::vector<std::string>& args, const Registry& reg) {
                  "min-mem-fraction runs every fraction 0.01..1.00 and reports whether the outcome is monotonic;\n"
                  "min-capacity bisects and checks monotonicity around the answer.");
   if (p.help) return 0;
+  check_outputs({a.trace, a.hw}, {{"--json", json}});
   SweepOptions so;
   so.base = build_run(a, a.policy.empty() && a.envs.empty() ? "xla-bfc" : a.policy);
   so.find = find;
-  so.threads = threads;
+  if (jobs < 0 || jobs > 1024) throw InputError(fmt::format("--jobs: must be in 0..1024, got {}", jobs));
+  so.threads = static_cast<unsigned>(jobs);
   SweepResult r = run_sweep(so, reg);
   if (!json.empty()) write_file_atomic(json, sweep_json(r).dump(2) + "\n");
   std::cout << sweep_text(r);
@@ -247,28 +259,37 @@ int cmd_sweep(const std::vector<std::string>& args, const Registry& reg) {
 }
 
 int cmd_check(const std::vector<std::string>& args, const Registry&) {
-  std::string base, cur;
-  double tol = 0;
+  CheckOptions o;
+  std::string json, markdown, junit;
+  bool github = false;
   po::options_description d("fragsim check options");
-  d.add_options()("baseline", po::value(&base)->required(), "report of the known-good run")(
-      "current", po::value(&cur)->required(), "report of the run to check")(
-      "tolerance", po::value(&tol)->default_value(0), "allowed growth of each peak/fragmentation figure, in percent");
+  d.add_options()("baseline", po::value(&o.baseline_path)->required(), "report of the known-good run(s)")(
+      "current", po::value(&o.current_path)->required(), "report of the run(s) to check")(
+      "tolerance", po::value(&o.tolerance_pct)->default_value(0),
+      "allowed growth of each peak/fragmentation figure, in percent (>= 0)")(
+      "allow-different-trace", po::bool_switch(&o.allow_different_trace),
+      "compare reports of different traces (by default refused: exit 2)")(
+      "allow-different-policy", po::bool_switch(&o.allow_different_policy),
+      "compare runs whose policy or settings differ (by default refused: exit 2)")(
+      "json", po::value(&json), "write the comparison as JSON to FILE ('-' = stdout)")(
+      "markdown", po::value(&markdown), "write a Markdown table to FILE (e.g. $GITHUB_STEP_SUMMARY)")(
+      "junit", po::value(&junit), "write JUnit XML to FILE (one test case per figure)")(
+      "github", po::bool_switch(&github), "print GitHub Actions ::error annotations for regressions");
   auto p = parse(args, d, {},
-                 "usage: fragsim check --baseline OLD.json --current NEW.json [--tolerance PCT]\n\nCI gate: exit 1 "
-                 "when NEW has an OOM that OLD has not, or a peak (allocated, reserved) or fragmentation figure grew "
-                 "by more than the tolerance.");
+                 "usage: fragsim check --baseline OLD.json --current NEW.json [--tolerance PCT] [outputs]\n\n"
+                 "CI gate: exit 1 when NEW has a new or earlier OOM, a different OOM count, or a peak (allocated,\n"
+                 "reserved) or fragmentation figure grown by more than the tolerance. Reads `run --json` reports\n"
+                 "and `compare --json` arrays (runs matched by policy label). Exit 2 for malformed reports and for\n"
+                 "reports of different traces or policies unless allowed.");
   if (p.help) return 0;
-  auto b = read_json_file(base), c = read_json_file(cur);
-  check_report_schema(b, base);
-  check_report_schema(c, cur);
-  std::vector<std::string> bad = check_regressions(b, c, tol);
-  if (bad.empty()) {
-    std::cout << "check passed: no new OOM, no peak or fragmentation growth beyond " << tol << "%\n";
-    return 0;
-  }
-  std::cout << "check FAILED:\n";
-  for (const auto& l : bad) std::cout << "  " << l << "\n";
-  return 1;
+  check_outputs({o.baseline_path, o.current_path}, {{"--json", json}, {"--markdown", markdown}, {"--junit", junit}});
+  CheckResult r = run_check(read_json_file(o.baseline_path), read_json_file(o.current_path), o);
+  if (!json.empty()) write_file_atomic(json, check_json(r).dump(2) + "\n");
+  if (!markdown.empty()) write_file_atomic(markdown, check_markdown(r));
+  if (!junit.empty()) write_file_atomic(junit, check_junit(r));
+  if (github) std::cout << check_github(r, o.current_path);
+  if (!to_stdout({json, markdown, junit})) std::cout << check_text(r);
+  return r.pass ? 0 : 1;
 }
 
 int cmd_validate(const std::vector<std::string>& args, const Registry&) {
@@ -286,6 +307,7 @@ int cmd_validate(const std::vector<std::string>& args, const Registry&) {
       "Compares a simulation with a real-device replay: first OOM, peak device memory in use, address\n"
       "granularity, call latency. Exit 1 when the first OOM differs or the peak is outside the tolerance.");
   if (p.help) return 0;
+  check_outputs({v.sim, v.real}, {{"--json", json}, {"--fit-cost-model", v.fit_out}});
   ValidateResult r = run_validate(v);
   if (!json.empty()) write_file_atomic(json, r.json.dump(2) + "\n");
   for (const auto& l : r.lines) std::cout << l << "\n";
@@ -304,6 +326,7 @@ int cmd_info(const std::vector<std::string>& args, const Registry&) {
   pos.add("trace", 1);
   auto p = parse(args, d, pos, "usage: fragsim info TRACE [--json FILE]");
   if (p.help) return 0;
+  check_outputs({trace}, {{"--json", json}});
   auto j = trace_info(trace, lenient);
   if (!json.empty()) write_file_atomic(json, j.dump(2) + "\n");
   std::cout << trace_info_text(j);
@@ -325,6 +348,7 @@ int cmd_convert(const std::vector<std::string>& args, const Registry&) {
   ReaderOptions ro;
   ro.lenient = lenient;
   auto r = open_trace(in, ro);
+  check_outputs({in}, {{"OUT", out}});
   auto w = open_trace_writer(out, r->header());
   Event ev;
   std::uint64_t n = 0;

@@ -1,0 +1,46 @@
+// `fragsim check`: the CI gate (contracts §5, docs/cli.md). Compares a current report with a
+// baseline — single runs (`run --json`) or several (`compare --json`, matched by policy label) —
+// and lists each figure that regressed: a new or moved OOM, a changed OOM count, a peak
+// (allocated, reserved) or fragmentation figure that grew by more than the tolerance.
+// Both files are checked against the report schema first; reports of different traces (trace
+// digest) or different policy configurations are refused unless explicitly allowed.
+#pragma once
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+namespace fragsim {
+
+struct CheckOptions {
+  std::string baseline_path, current_path;
+  double tolerance_pct = 0;  // allowed growth of each figure, ≥ 0
+  bool allow_different_trace = false;
+  bool allow_different_policy = false;
+};
+
+struct CheckItem {
+  std::string run;     // policy label
+  std::string metric;  // "peak_reserved_bytes", "oom_count", "first_oom", ...
+  double baseline = 0, current = 0;
+  bool regression = false;
+  std::string message;  // one line, for people
+};
+
+struct CheckResult {
+  bool pass = true;
+  double tolerance_pct = 0;
+  std::vector<CheckItem> items;  // every figure compared, regressions flagged
+  std::vector<std::string> notes;
+};
+
+// Throws InputError (exit 2) on malformed reports, a bad tolerance, or refused comparisons.
+[[nodiscard]] CheckResult run_check(const nlohmann::json& baseline, const nlohmann::json& current,
+                                    const CheckOptions& o);
+std::string check_text(const CheckResult& r);
+nlohmann::json check_json(const CheckResult& r);
+std::string check_markdown(const CheckResult& r);  // a table for a CI job summary
+std::string check_junit(const CheckResult& r);     // JUnit XML: one test case per figure
+std::string check_github(const CheckResult& r, const std::string& file);  // ::error annotations
+
+}  // namespace fragsim
