@@ -154,8 +154,10 @@ class StaticHeapPolicy : public AllocatorPolicy {
     if (*it == kTooLarge) ++it;
     u.largest_free = it != holes_.rend() ? *it : 0;
     if (u.reserved > top) u.largest_free = std::max(u.largest_free, u.reserved - top);
-    u.available = o_.capacity - allocated_;
-    u.largest_available = u.largest_free;
+    // A plan larger than the space does not fit at all: nothing is available to any buffer.
+    bool fits = chosen_ && chosen_->heap <= o_.capacity;
+    u.available = fits ? o_.capacity - allocated_ : 0;
+    u.largest_available = fits ? u.largest_free : 0;
     return u;
   }
   Bytes rounded_size(const AllocRequest& req) const override { return o_.rule.apply(req).padded; }

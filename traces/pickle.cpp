@@ -20,6 +20,7 @@ const PyObj* PyObj::get(std::string_view key) const {
 namespace {
 
 constexpr int kMaxDepth = 200;
+constexpr size_t kMaxStack = 1 << 20;
 
 class Unpickler {
  public:
@@ -285,7 +286,12 @@ class Unpickler {
     o->s.assign(b, n);
     return o;
   }
-  void push(PyRef o) { stack_.push_back(std::move(o)); }
+  // Python's pickler appends and sets items in batches of 1000, so a real pickle's stack stays
+  // shallow; a million entries is a hostile file, refused before it costs memory.
+  void push(PyRef o) {
+    if (stack_.size() >= kMaxStack) err("more than a million objects on the stack (not a pickle Python writes)");
+    stack_.push_back(o);
+  }
   PyRef& top() {
     if (stack_.empty() || (!marks_.empty() && marks_.back() == stack_.size())) err("stack underflow");
     return stack_.back();
@@ -314,7 +320,7 @@ class Unpickler {
     push(o);
   }
   void put(std::uint64_t idx) {
-    if (idx > d_.size()) err("memo index too large");
+    if (idx > memo_.size() + kMaxStack) err("memo index too large (Python numbers its memo densely)");
     if (memo_.size() <= idx) {
       charge((idx + 1 - memo_.size()) * sizeof(PyRef));
       memo_.resize(idx + 1);
