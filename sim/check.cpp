@@ -1,10 +1,10 @@
 #include "sim/check.h"
 
-#include <cmath>
-#include <map>
-
 #include <fmt/format.h>
 #include <fmt/ranges.h>
+
+#include <cmath>
+#include <map>
 
 #include "sim/base/error.h"
 #include "sim/base/units.h"
@@ -48,7 +48,8 @@ std::string policy_difference(const nlohmann::json& a, const nlohmann::json& b) 
   };
   nlohmann::json ua = user(a["config"]), ub = user(b["config"]);
   for (const auto& [k, v] : ua.items())
-    if (!ub.contains(k) || ub[k] != v) keys.push_back(fmt::format("{}: {} vs {}", k, v.dump(), ub.value(k, nlohmann::json()).dump()));
+    if (!ub.contains(k) || ub[k] != v)
+      keys.push_back(fmt::format("{}: {} vs {}", k, v.dump(), ub.value(k, nlohmann::json()).dump()));
   for (const auto& [k, v] : ub.items())
     if (!ua.contains(k)) keys.push_back(fmt::format("{}: null vs {}", k, v.dump()));
   return fmt::format("{}", fmt::join(keys, "; "));
@@ -76,11 +77,20 @@ std::string xml_escape(const std::string& s) {
   std::string o;
   for (char c : s) {
     switch (c) {
-      case '<': o += "&lt;"; break;
-      case '>': o += "&gt;"; break;
-      case '&': o += "&amp;"; break;
-      case '"': o += "&quot;"; break;
-      default: o += c;
+      case '<':
+        o += "&lt;";
+        break;
+      case '>':
+        o += "&gt;";
+        break;
+      case '&':
+        o += "&amp;";
+        break;
+      case '"':
+        o += "&quot;";
+        break;
+      default:
+        o += c;
     }
   }
   return o;
@@ -118,14 +128,16 @@ CheckResult run_check(const nlohmann::json& baseline, const nlohmann::json& curr
             o.baseline_path, o.current_path, bd, cd));
       res.notes.push_back(fmt::format("{}: different traces (digest {} vs {}), compared as asked", label, bd, cd));
     } else if (bd.empty() || cd.empty()) {
-      res.notes.push_back(fmt::format("{}: a report carries no trace digest (an older fragsim): same trace assumed", label));
+      res.notes.push_back(
+          fmt::format("{}: a report carries no trace digest (an older fragsim): same trace assumed", label));
     }
     std::string diff = policy_difference(b["policy"], c["policy"]);
     if (!diff.empty()) {
       if (!o.allow_different_policy)
-        throw InputError(fmt::format("{} and {}: {}: different policies or settings ({}); "
-                                     "--allow-different-policy compares them anyway",
-                                     o.baseline_path, o.current_path, label, diff));
+        throw InputError(
+            fmt::format("{} and {}: {}: different policies or settings ({}); "
+                        "--allow-different-policy compares them anyway",
+                        o.baseline_path, o.current_path, label, diff));
       res.notes.push_back(fmt::format("{}: different policy settings ({}), compared as asked", label, diff));
     }
     if (b["hardware"] != c["hardware"])
@@ -202,8 +214,8 @@ nlohmann::json check_json(const CheckResult& r) {
                      {"regression", i.regression},
                      {"message", i.message}});
   }
-  return {{"fragsim_check", 1}, {"pass", r.pass}, {"tolerance_pct", r.tolerance_pct}, {"items", items},
-          {"notes", r.notes}};
+  return {
+      {"fragsim_check", 1}, {"pass", r.pass}, {"tolerance_pct", r.tolerance_pct}, {"items", items}, {"notes", r.notes}};
 }
 
 std::string check_markdown(const CheckResult& r) {

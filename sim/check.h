@@ -5,10 +5,9 @@
 // Both files are checked against the report schema first; reports of different traces (trace
 // digest) or different policy configurations are refused unless explicitly allowed.
 #pragma once
+#include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
-
-#include <nlohmann/json.hpp>
 
 namespace fragsim {
 
@@ -39,8 +38,8 @@ struct CheckResult {
                                     const CheckOptions& o);
 std::string check_text(const CheckResult& r);
 nlohmann::json check_json(const CheckResult& r);
-std::string check_markdown(const CheckResult& r);  // a table for a CI job summary
-std::string check_junit(const CheckResult& r);     // JUnit XML: one test case per figure
+std::string check_markdown(const CheckResult& r);                         // a table for a CI job summary
+std::string check_junit(const CheckResult& r);                            // JUnit XML: one test case per figure
 std::string check_github(const CheckResult& r, const std::string& file);  // ::error annotations
 
 }  // namespace fragsim

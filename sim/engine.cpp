@@ -511,8 +511,8 @@ class Engine : public Scheduler {
   std::vector<std::uint32_t> devices_;                      // dense index → device ordinal
   std::vector<std::uint32_t> slot_index_;                   // per key: index in slots_
   std::vector<Requested> req_;                              // per key
-  std::vector<HandleState> state_;            // per handle
-  std::vector<std::uint32_t> slot_of_;        // per handle
+  std::vector<HandleState> state_;                          // per handle
+  std::vector<std::uint32_t> slot_of_;                      // per handle
   std::priority_queue<Deferred, std::vector<Deferred>, std::greater<Deferred>> deferred_;
   std::uint64_t seq_ = 0;
   Tick now_;

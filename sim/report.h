@@ -13,5 +13,4 @@ std::string report_text(const RunResult& r);
 // The comparison table of several runs of one trace.
 std::string compare_table(const std::vector<RunResult>& runs);
 
-
 }  // namespace fragsim

@@ -2,12 +2,11 @@
 // sizes, hostile files within bounded memory, options, output paths, the CI gate, lossless
 // conversion, and end-to-end fuzzing of every format through every policy. Each reproducer of the
 // audit is a test here; the comment says what happened before.
-#include <catch2/catch.hpp>
-
 #include <sys/resource.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <catch2/catch.hpp>
 #include <filesystem>
 #include <map>
 
@@ -57,7 +56,9 @@ Measured run_measured(const std::string& cmd) {
   return {WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status), ru.ru_maxrss};
 }
 
-std::string fragsim_cmd(const std::string& args) { return std::string(FRAGSIM_BINARY) + " " + args + " >/dev/null 2>&1"; }
+std::string fragsim_cmd(const std::string& args) {
+  return std::string(FRAGSIM_BINARY) + " " + args + " >/dev/null 2>&1";
+}
 
 std::string pickle_fixture(const std::string& name) {
   return std::string(FRAGSIM_SOURCE_DIR) + "/tests/data/torch/" + name + ".zst";
@@ -160,7 +161,7 @@ TEST_CASE("hostile files are refused in bounded memory — or answered, when the
   };
   std::string laughs = std::string("\x80\x02}(") + str("device_traces") + "]]a" + str("segments") + "]" +
                        str("allocator_settings") + "]K" + std::string(1, '\0') + "a";
-  std::string level = std::string("q\x01") + "0(";  // memo[1] = top, pop it, mark
+  std::string level = std::string("q\x01") + "0(";            // memo[1] = top, pop it, mark
   for (int r = 0; r < 8; ++r) level += std::string("h\x01");  // push memo[1] eight times
   level += "l";                                               // a list of the eight
   for (int i = 0; i < 30; ++i) laughs += level;
@@ -211,7 +212,9 @@ TEST_CASE("crafted collisions and huge dicts stay linear: answered") {
   CHECK(r.code == 0);
   CHECK(r.out.find("80000 live at end") != std::string::npos);
   // {"device_traces": [[]], "segments": [], "k0": 0, ..., "k79999": 0}
-  std::string d = "\x80\x04}(\x8c\x0d" "device_traces]]a\x8c\x08segments]";
+  std::string d =
+      "\x80\x04}(\x8c\x0d"
+      "device_traces]]a\x8c\x08segments]";
   for (int i = 0; i < 80000; ++i) {
     std::string k = std::to_string(i);
     d.push_back('\x8c');  // SHORT_BINUNICODE "k<i>", then BININT1 0
@@ -404,9 +407,15 @@ TEST_CASE("fuzz: mutated traces of every format through every policy — only re
       for (int e = 0; e < edits; ++e) {
         size_t at = rnd() % bytes.size();
         switch (rnd() % 3) {
-          case 0: bytes[at] = static_cast<char>(rnd()); break;
-          case 1: bytes.erase(at, 1 + rnd() % 8); break;
-          default: bytes.insert(at, std::string(1 + rnd() % 4, static_cast<char>(rnd()))); break;
+          case 0:
+            bytes[at] = static_cast<char>(rnd());
+            break;
+          case 1:
+            bytes.erase(at, 1 + rnd() % 8);
+            break;
+          default:
+            bytes.insert(at, std::string(1 + rnd() % 4, static_cast<char>(rnd())));
+            break;
         }
       }
       std::string path = write_text("fz" + std::to_string(k++) + ext, bytes);

@@ -7,6 +7,7 @@
 
 #include "sim/base/error.h"
 #include "sim/base/io.h"
+#include "sim/base/text.h"
 #include "traces/jsonl.h"
 
 namespace fragsim {
@@ -87,6 +88,7 @@ class FstraceReader : public TraceReader {
       if (static_cast<std::uint64_t>(end_ - p_) < n) fail(record_, "truncated record");
       ev.name.assign(p_, n);
       p_ += n;
+      if (!valid_utf8(ev.name)) fail(record_, "name: invalid UTF-8");
     }
     if (ev.has(key::kShape)) {
       std::uint64_t r = varint();

@@ -13,50 +13,11 @@
 
 #include "sim/base/error.h"
 #include "sim/base/io.h"
+#include "sim/base/text.h"
 
 namespace fragsim {
 
 namespace {
-
-// True when [p, end) is valid UTF-8 (no overlongs, no surrogates, ≤ U+10FFFF).
-bool valid_utf8(const unsigned char* p, const unsigned char* end) {
-  while (p < end) {
-    // Fast path: 8 ASCII bytes at a time.
-    if (end - p >= 8) {
-      std::uint64_t w;
-      std::memcpy(&w, p, 8);
-      if ((w & 0x8080808080808080ULL) == 0) {
-        p += 8;
-        continue;
-      }
-    }
-    unsigned c = *p;
-    if (c < 0x80) {
-      ++p;
-      continue;
-    }
-    int n;
-    unsigned cp;
-    if ((c & 0xE0) == 0xC0)
-      n = 1, cp = c & 0x1F;
-    else if ((c & 0xF0) == 0xE0)
-      n = 2, cp = c & 0x0F;
-    else if ((c & 0xF8) == 0xF0)
-      n = 3, cp = c & 0x07;
-    else
-      return false;
-    if (end - p <= n) return false;
-    for (int k = 1; k <= n; ++k) {
-      if ((p[k] & 0xC0) != 0x80) return false;
-      cp = (cp << 6) | (p[k] & 0x3F);
-    }
-    if ((n == 1 && cp < 0x80) || (n == 2 && cp < 0x800) || (n == 3 && cp < 0x10000) || cp > 0x10FFFF ||
-        (cp >= 0xD800 && cp <= 0xDFFF))
-      return false;
-    p += n + 1;
-  }
-  return true;
-}
 
 // Splits a ByteSource into lines (without '\n' or a trailing '\r'), reusing one buffer.
 class LineReader {
@@ -111,14 +72,16 @@ class LineReader {
 
 class JsonlReader : public TraceReader {
  public:
-  JsonlReader(const std::string& path, const ReaderOptions& opt) : TraceReader(path, opt), lines_(open_source(path), path) {
+  JsonlReader(const std::string& path, const ReaderOptions& opt)
+      : TraceReader(path, opt), lines_(open_source(path), path) {
     // The header, when present, is the first non-blank line; peek at it now so header() is known.
     std::string_view line;
     while (lines_.next(&line)) {
       if (blank(line)) continue;
       if (line.find("\"fragsim_trace\"") != std::string_view::npos) {
         check_utf8(line);
-        nlohmann::json h = line.size() > kMaxHeaderBytes ? nlohmann::json() : nlohmann::json::parse(line, nullptr, false);
+        nlohmann::json h =
+            line.size() > kMaxHeaderBytes ? nlohmann::json() : nlohmann::json::parse(line, nullptr, false);
         if (line.size() > kMaxHeaderBytes || h.is_discarded() || (h.is_object() && h.contains("fragsim_trace"))) {
           set_header(parse_header(line, path_, lines_.lineno()));
           break;
@@ -157,9 +120,7 @@ class JsonlReader : public TraceReader {
     return true;
   }
   void check_utf8(std::string_view line) {
-    if (!valid_utf8(reinterpret_cast<const unsigned char*>(line.data()),
-                    reinterpret_cast<const unsigned char*>(line.data() + line.size())))
-      fail(lines_.lineno(), "invalid UTF-8");
+    if (!valid_utf8(line)) fail(lines_.lineno(), "invalid UTF-8");
   }
 
   // ---- the flat-object scanner ----

@@ -25,7 +25,10 @@ constexpr size_t kMaxStack = 1 << 20;
 class Unpickler {
  public:
   Unpickler(const std::string& data, const std::string& path, PickleDoc& doc)
-      : d_(data), path_(path), doc_(doc), budget_(std::min<std::uint64_t>(kMaxPickleMemory, 64 * data.size() + (64 << 20))) {}
+      : d_(data),
+        path_(path),
+        doc_(doc),
+        budget_(std::min<std::uint64_t>(kMaxPickleMemory, 64 * data.size() + (64 << 20))) {}
 
   PyRef run() {
     for (;;) {

@@ -1,5 +1,6 @@
 #include "sim/base/io.h"
 
+#include <fmt/format.h>
 #include <signal.h>
 #include <unistd.h>
 #include <zstd.h>
@@ -8,11 +9,9 @@
 #include <cerrno>
 #include <csignal>
 #include <cstdlib>
-#include <filesystem>
 #include <cstring>
+#include <filesystem>
 #include <vector>
-
-#include <fmt/format.h>
 
 #include "sim/base/error.h"
 

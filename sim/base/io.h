@@ -32,7 +32,8 @@ bool ends_with(std::string_view s, std::string_view suffix);
 
 // Refuses (InputError, exit 2) an output path that names an input file, or that two outputs
 // share: `what` names the option of each output ("--json").
-void check_outputs(const std::vector<std::string>& inputs, const std::vector<std::pair<std::string, std::string>>& outputs);
+void check_outputs(const std::vector<std::string>& inputs,
+                   const std::vector<std::pair<std::string, std::string>>& outputs);
 
 class AtomicFile {
  public:
