@@ -115,6 +115,20 @@ class ChunkList {
     --regions_[a.region].chunks;
     spare_.push_back(n);
   }
+  // In-use chunk c takes over its free right neighbour (an unsplit remainder it always held).
+  void absorb_next_free(Index c) {
+    Chunk& a = chunks_[c];
+    Index n = a.next;
+    FRAGSIM_CHECK(a.in_use && n != kNil && !chunks_[n].in_use, "bad absorb");
+    Chunk& b = chunks_[n];
+    a.size += b.size;
+    a.next = b.next;
+    if (b.next != kNil) chunks_[b.next].prev = c;
+    else regions_[a.region].last = c;
+    --regions_[a.region].chunks;
+    regions_[a.region].free_bytes -= b.size;
+    spare_.push_back(n);
+  }
   void set_in_use(Index c, bool in_use) {
     Chunk& ch = chunks_[c];
     if (ch.in_use == in_use) return;

@@ -39,6 +39,7 @@ struct AllocRequest {
   std::span<const std::uint64_t> shape;  // logical shape, major to minor (valid for the call only)
   bool has_shape = false;                // shape given (an empty shape is then a scalar)
   std::optional<Addr> seeded_at;         // allocated before the trace began, at this recorded address
+  Bytes seeded_block = 0;                // …in a block of this many bytes, when the recording says (0: unknown)
 };
 
 // A request whose shape outlives the call (policies that re-place buffers keep these).

@@ -72,6 +72,15 @@ std::int32_t SegmentHeap::carve(std::int32_t b, Addr at, Bytes r, Bytes requeste
   return take(b, r, requested, true);
 }
 
+void SegmentHeap::grow_in_use(std::int32_t b, Bytes bytes) {
+  std::int32_t f = block(b).next;
+  FRAGSIM_CHECK(f != kNil && !block(f).in_use && block(f).x.mapped && bytes <= block(f).size, "bad grow");
+  index_erase(f);
+  if (bytes < block(f).size) index_insert(split(f, bytes));
+  chunks_.absorb_next_free(b);
+  allocated_ += bytes;
+}
+
 std::int32_t SegmentHeap::free_block(std::int32_t b) {
   allocated_ -= block(b).size;
   chunks_.set_in_use(b, false);

@@ -28,6 +28,7 @@ struct SegmentBlockExtra {
 };
 struct SegmentExtra {
   std::int64_t counted = 0;  // the owning policy's bookkeeping (torch: its inactive-split share)
+  bool expandable = false;   // an expandable reservation (torch)
 };
 
 class SegmentHeap {
@@ -43,6 +44,8 @@ class SegmentHeap {
   // Expandable segments: maps the first `bytes` of unmapped free block b (the rest stays
   // unmapped), merges it with mapped free neighbours and returns the merged free block.
   std::int32_t map_prefix(std::int32_t b, Bytes bytes);
+  // Splits unmapped free block b after `keep` bytes (both parts stay unmapped); returns the rest.
+  std::int32_t split_unmapped(std::int32_t b, Bytes keep) { return split(b, keep); }
   // Unmaps [lo, hi) of mapped free block b (page-aligned by the caller).
   void unmap_range(std::int32_t b, Addr lo, Addr hi);
   // Smallest free block with size ≥ r (lowest address on ties), or nullptr.
@@ -57,6 +60,9 @@ class SegmentHeap {
   // Takes [at, at+r) out of free block b (which contains it): the part below `at` stays free,
   // the rest above at+r is split off as free. Returns the block now at `at`.
   std::int32_t carve(std::int32_t b, Addr at, Bytes r, Bytes requested);
+  // In-use block b takes the first `bytes` of the free block right after it (pre: it exists and
+  // holds that many): what seeding learns about a block's unsplit remainder.
+  void grow_in_use(std::int32_t b, Bytes bytes);
   // Frees an in-use block and merges it with free neighbours; returns the merged block.
   std::int32_t free_block(std::int32_t b);
   // True when the segment holds no in-use block (it is then a single free block).

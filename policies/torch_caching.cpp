@@ -81,7 +81,7 @@ class TorchCachingPolicy : public AllocatorPolicy {
         sched_(ctx.scheduler),
         total_(ctx.space->capacity),
         device_index_(ctx.device_index),
-        expandable_(ctx.device, ctx.space->capacity) {}
+        expandable_(ctx.device, ctx.hw->space(Space::kHbm) ? ctx.hw->space(Space::kHbm)->capacity : ctx.space->capacity) {}
 
   Placement allocate(const AllocRequest& req) override {
     std::int32_t blk = SegmentHeap::kNil;
@@ -190,6 +190,10 @@ class TorchCachingPolicy : public AllocatorPolicy {
     j["num_device_alloc"] = num_device_alloc_;
     j["num_device_free"] = num_device_free_;
     j["max_split_size"] = c_.max_split_size == kTooLarge ? -1 : static_cast<std::int64_t>(c_.max_split_size);
+    if (pre_trace_widened_ || pre_trace_ambiguous_) {
+      j["pre_trace_blocks_widened"] = pre_trace_widened_;  // held an unsplit remainder: block size = request + it
+      j["pre_trace_blocks_ambiguous"] = pre_trace_ambiguous_;
+    }
     // memory_allocated() and friends: the all-pool currents under their short names.
     j["allocated_bytes"] = allocated_.s[kAll].current;
     j["reserved_bytes"] = reserved_.s[kAll].current;
@@ -240,6 +244,18 @@ class TorchCachingPolicy : public AllocatorPolicy {
   }
 
   void observe(const Observation& ob) override {
+    if (ob.op == Op::kSegmentMap && ob.has_addr) {
+      if (!ob.pre_trace) {  // where the recording allocator's next reservation starts, if it is one
+        expandable_.observe_map(ob.addr, ob.size);
+        return;
+      }
+      // A range mapped before recording began: seed it in its pool's reservation.
+      bool small = ob.size % kLargeBuffer != 0;
+      SegmentHeap& heap = pools_[small][ob.stream];
+      count_mapped(small, expandable_.seed(heap, small, ob.addr, ob.size, reservations_of(small, ob.stream),
+                                           reserve_in(small, ob.stream)));
+      return;
+    }
     if (ob.op != Op::kSegmentAlloc || !ob.pre_trace) return;
     // A segment that existed before recording: obtain it (the engine queued its address).
     bool small = ob.size == kSmallBuffer;
@@ -264,6 +280,7 @@ class TorchCachingPolicy : public AllocatorPolicy {
     bool small;
     std::int64_t stream;
     std::int32_t seg;
+    bool expandable = false;  // an expandable reservation (else one cudaMalloc)
   };
 
   // What the device (and a per-process memory fraction) still lets the pools take.
@@ -296,10 +313,43 @@ class TorchCachingPolicy : public AllocatorPolicy {
     const auto& sg = h.segment(ref.seg);
     Bytes r = c_.round_size(req.size);
     if (!sg.live || r > sg.size || at - sg.base > sg.size - r) return;
+    // Only the requested size was recorded; the split rule tells the block's real size. In the
+    // large pool a free block is never 1 MiB or less (blocks are bigger, and free neighbours
+    // merge), so such a gap after a block is that block's unsplit remainder (§3 should_split).
+    // With max_split_size set, oversize blocks are never split and the remainder could be up to
+    // max_non_split_rounding: then the size stays as requested, counted as ambiguous. A block
+    // size the recording gives (a snapshot's segments at the dump) wins over both.
+    bool split_rule = !ref.small && !sg.x.expandable;
     for (std::int32_t b = sg.first; b != SegmentHeap::kNil; b = h.block(b).next) {
       const auto& bl = h.block(b);
       if (bl.addr <= at && at + r <= bl.addr + bl.size && !bl.in_use) {
-        *blk = h.carve(b, at, r, req.size);
+        if (split_rule && at > bl.addr && at - bl.addr <= kSmallSize && bl.prev != SegmentHeap::kNil &&
+            h.block(bl.prev).in_use) {
+          std::int32_t p = bl.prev;
+          Bytes gap = at - bl.addr;
+          if (h.block(p).size >= c_.max_split_size) {
+            ++pre_trace_ambiguous_;
+          } else {
+            h.grow_in_use(p, gap);
+            allocated_.add(false, static_cast<std::int64_t>(gap));
+            active_.add(false, static_cast<std::int64_t>(gap));
+            ++pre_trace_widened_;
+            b = h.block(p).next;
+          }
+        }
+        const auto& fb = h.block(b);
+        Bytes rest = fb.addr + fb.size - (at + r), take = r;
+        if (req.seeded_block > r && req.seeded_block - r <= rest) {  // the recording says
+          take = req.seeded_block;
+        } else if (split_rule && rest > 0 && rest <= kSmallSize) {
+          if (r >= c_.max_split_size) {
+            ++pre_trace_ambiguous_;
+          } else {
+            take = r + rest;
+            ++pre_trace_widened_;
+          }
+        }
+        *blk = h.carve(b, at, take, req.size);
         *heap = &h;
         *small = ref.small;
         *stream = ref.stream;
@@ -320,7 +370,8 @@ class TorchCachingPolicy : public AllocatorPolicy {
   std::int32_t best_fit(SegmentHeap& heap, Bytes r) {
     const SizeIndex::Entry* e = heap.best_fit(r);
     if (!e) return SegmentHeap::kNil;
-    if (c_.expandable) {  // prefer blocks that fit without growing into unmapped space
+    // In an expandable segment, prefer blocks that fit without growing into unmapped space.
+    if (c_.expandable && heap.segment(heap.block(static_cast<std::int32_t>(e->id)).region).x.expandable) {
       const SizeIndex::Entry* cur = e;
       heap.scan_from(r, [&](const SizeIndex::Entry& x) {
         if (&x == e) return true;
@@ -402,9 +453,13 @@ class TorchCachingPolicy : public AllocatorPolicy {
     for (int small = 0; small < 2; ++small)
       for (auto& [stream, heap] : pools_[small]) {
         if (c_.expandable) {
-          auto [bytes, pages] = expandable_.unmap_free_pages(heap, small);
-          reserved_.sub(small, static_cast<std::int64_t>(bytes));
-          num_device_free_ += pages;
+          auto u = expandable_.unmap_free_pages(heap, small);
+          reserved_.sub(small, static_cast<std::int64_t>(u.bytes));
+          num_device_free_ += u.pages;
+          for (std::int32_t s : u.released) {  // release_expandable_segment: the address space goes too
+            seg_by_addr_.erase(heap.segment(s).base);
+            heap.remove_segment(s);
+          }
           continue;
         }
         for (size_t s = 0; s < heap.segment_count(); ++s)
@@ -414,18 +469,36 @@ class TorchCachingPolicy : public AllocatorPolicy {
     return true;
   }
 
-  // Expandable segments: room for r bytes in the stream's reservations, mapping what is missing.
-  std::int32_t expand(bool small, std::int64_t stream, Bytes r) {
-    SegmentHeap& heap = pools_[small][stream];
-    std::map<Addr, std::int32_t> reservations;
+  // The stream's expandable reservations of a pool, by base address.
+  std::map<Addr, std::int32_t> reservations_of(bool small, std::int64_t stream) const {
+    std::map<Addr, std::int32_t> out;
     for (const auto& [base, ref] : seg_by_addr_)
-      if (ref.small == small && ref.stream == stream) reservations.emplace(base, ref.seg);
-    auto g = expandable_.grow(heap, small, r, reservations, device_room(), [&](Addr base, Bytes size) {
-      return register_segment(small, stream, base, size, false);
-    });
-    if (g.block == SegmentHeap::kNil) return SegmentHeap::kNil;
+      if (ref.small == small && ref.stream == stream && ref.expandable) out.emplace(base, ref.seg);
+    return out;
+  }
+  ExpandableSegments::Reserve reserve_in(bool small, std::int64_t stream) {
+    return [this, small, stream](Addr base, Bytes size) {
+      std::int32_t s = register_segment(small, stream, base, size, false);
+      seg_by_addr_[base].expandable = true;
+      pools_[small][stream].segment_extra(s).expandable = true;
+      return s;
+    };
+  }
+  void count_mapped(bool small, const ExpandableSegments::Grown& g) {
     reserved_.add(small, static_cast<std::int64_t>(g.mapped));
     num_device_alloc_ += g.pages;
+  }
+
+  // Expandable segments: room for r bytes in the stream's reservations, mapping what is missing
+  // (alloc_block: the fraction check is on the segment size a cudaMalloc would have asked for).
+  std::int32_t expand(bool small, std::int64_t stream, Bytes r) {
+    if (c_.memory_fraction > 0 &&
+        reserved_.current() + Config::alloc_size(r) >
+            static_cast<Bytes>(c_.memory_fraction * static_cast<double>(total_)))
+      return SegmentHeap::kNil;
+    SegmentHeap& heap = pools_[small][stream];
+    auto g = expandable_.grow(heap, small, r, reservations_of(small, stream), reserve_in(small, stream));
+    count_mapped(small, g);
     return g.block;
   }
 
@@ -500,6 +573,7 @@ class TorchCachingPolicy : public AllocatorPolicy {
   std::uint64_t free_block_calls_[2] = {0, 0};
   StatArray allocations_, allocated_, active_, requested_, reserved_, segments_, inactive_split_;
   std::uint64_t num_alloc_retries_ = 0, num_ooms_ = 0, num_device_alloc_ = 0, num_device_free_ = 0;
+  std::uint64_t pre_trace_widened_ = 0, pre_trace_ambiguous_ = 0;  // seeded blocks sized by the split rule
 };
 
 PolicyBuilder configure_torch_caching(ConfigReader& cfg, const ConfigContext& ctx) {

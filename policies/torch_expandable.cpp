@@ -3,19 +3,72 @@
 #include <algorithm>
 
 #include "policies/torch_alloc_config.h"
+#include "sim/base/error.h"
 
 namespace fragsim::torch {
 
 Bytes ExpandableSegments::page_size(bool small) { return small ? kSmallBuffer : kLargeBuffer; }
 
+Bytes ExpandableSegments::reservation_size(bool small) const {
+  Bytes page = page_size(small);
+  Bytes want = total_ > kTooLarge - total_ / 8 ? kTooLarge : total_ + total_ / 8;
+  return std::max<Bytes>(round_up_sat(want, page), page);
+}
+
+void ExpandableSegments::observe_map(Addr addr, Bytes size) {
+  auto it = reservations_.upper_bound(addr);
+  if (it != reservations_.begin()) {
+    --it;
+    if (addr - it->first < it->second) return;  // inside a reservation we know
+  }
+  bool small = size % kLargeBuffer != 0;
+  if (std::find(expected_[small].begin(), expected_[small].end(), addr) == expected_[small].end())
+    expected_[small].push_back(addr);
+}
+
+std::int32_t ExpandableSegments::new_reservation(bool small, const Reserve& reserve, std::optional<Addr> at) {
+  Bytes page = page_size(small), size = reservation_size(small);
+  Addr base;
+  if (at) {
+    base = round_down(*at, page);
+  } else if (!expected_[small].empty()) {
+    base = expected_[small].front();
+    expected_[small].pop_front();
+  } else {
+    base = round_up(next_va_, page);
+    next_va_ = base + size;
+  }
+  reservations_[base] = size;
+  return reserve(base, size);
+}
+
+bool ExpandableSegments::map_block(SegmentHeap& heap, std::int32_t* b, Bytes size, Bytes page, Grown* out) {
+  Addr at = heap.block(*b).addr;
+  Bytes bytes = std::min(round_up_sat(size, page), heap.block(*b).size);
+  if (dev_->available() < bytes) return false;
+  for (Bytes off = 0; off < bytes; off += page) {
+    auto g = dev_->allocate(page);
+    if (!g) {  // all or nothing, as ExpandableSegment::map releases what it created
+      for (Bytes o = 0; o < off; o += page) unmap(at + o);
+      return false;
+    }
+    mapped_bytes_ += g.bytes();
+    pages_[at + off] = std::move(g);
+  }
+  out->mapped += bytes;
+  out->pages += bytes / page;
+  *b = heap.map_prefix(*b, bytes);
+  return true;
+}
+
 ExpandableSegments::Grown ExpandableSegments::grow(SegmentHeap& heap, bool small, Bytes r,
-                                                   const std::map<Addr, std::int32_t>& reservations, Bytes room,
-                                                   const std::function<std::int32_t(Addr, Bytes)>& reserve) {
+                                                   const std::map<Addr, std::int32_t>& reservations,
+                                                   const Reserve& reserve) {
   Grown out;
   Bytes page = page_size(small);
   auto allocatable = [&](std::int32_t b) { return b != SegmentHeap::kNil && !heap.block(b).in_use; };
   std::int32_t cand = SegmentHeap::kNil;
-  // Unmapped blocks in address order.
+  // find_expandable_block: unmapped blocks in address order.
   for (const auto& [base, s] : reservations) {
     if (cand != SegmentHeap::kNil) break;
     for (std::int32_t b = heap.segment(s).first; b != SegmentHeap::kNil; b = heap.block(b).next) {
@@ -30,74 +83,89 @@ ExpandableSegments::Grown ExpandableSegments::grow(SegmentHeap& heap, bool small
     }
   }
   if (cand == SegmentHeap::kNil) {
-    Bytes pages = round_up_sat(static_cast<Bytes>(1.125 * static_cast<double>(total_)), page) / page;
-    Bytes va = std::max<Bytes>(pages, 1) * page;
-    if (r > va) return out;  // larger than a whole reservation: the device cannot hold it
-    Addr base = round_up(next_va_, page);
-    next_va_ = base + va;
-    cand = heap.segment(reserve(base, va)).first;
+    if (r > reservation_size(small)) return out;  // larger than a whole reservation
+    cand = heap.segment(new_reservation(small, reserve)).first;
   }
-  // Map what the candidate lacks: its own range if unmapped, else the unmapped block after it.
-  Bytes need = heap.block(cand).x.mapped ? r - std::min(r, heap.block(cand).size) : r;
-  if (need > 0) {
-    std::int32_t target = heap.block(cand).x.mapped ? heap.block(cand).next : cand;
-    Bytes bytes = std::min(round_up_sat(need, page), heap.block(target).size);
-    if (bytes > room || !map_pages(heap.block(target).addr, bytes, page)) return out;
-    out.mapped = bytes;
-    out.pages = bytes / page;
-    cand = heap.map_prefix(target, bytes);
+  // try_allocate_expandable_block: map the candidate if it is unmapped, then what follows.
+  if (!heap.block(cand).x.mapped && !map_block(heap, &cand, std::min(heap.block(cand).size, r), page, &out))
+    return out;
+  while (heap.block(cand).size < r) {
+    std::int32_t next = heap.block(cand).next;
+    FRAGSIM_CHECK(next != SegmentHeap::kNil && !heap.block(next).x.mapped, "expandable: free -> unmapped expected");
+    Bytes remaining = r - heap.block(cand).size;
+    if (!map_block(heap, &next, std::min(remaining, heap.block(next).size), page, &out)) return out;
+    cand = next;
   }
   out.block = cand;
   return out;
 }
 
-bool ExpandableSegments::map_pages(Addr at, Bytes bytes, Bytes page) {
-  if (dev_->available() < bytes) return false;
-  for (Bytes off = 0; off < bytes; off += page) {
-    auto g = dev_->allocate(page);
-    if (!g) {  // a device whose granularity does not divide the page: give back what was mapped
-      for (Bytes o = 0; o < off; o += page) unmap(at + o);
-      return false;
-    }
-    mapped_bytes_ += g.bytes();
-    pages_[at + off] = std::move(g);
+ExpandableSegments::Grown ExpandableSegments::seed(SegmentHeap& heap, bool small, Addr addr, Bytes size,
+                                                   const std::map<Addr, std::int32_t>& reservations,
+                                                   const Reserve& reserve) {
+  Grown out;
+  Bytes page = page_size(small);
+  std::int32_t seg = -1;
+  auto it = reservations.upper_bound(addr);
+  if (it != reservations.begin()) {
+    --it;
+    const auto& sg = heap.segment(it->second);
+    if (addr - sg.base < sg.size) seg = it->second;
   }
-  return true;
+  if (seg < 0) seg = new_reservation(small, reserve, addr);
+  for (std::int32_t b = heap.segment(seg).first; b != SegmentHeap::kNil; b = heap.block(b).next) {
+    const auto& bl = heap.block(b);
+    if (bl.in_use || bl.x.mapped || addr < bl.addr || addr - bl.addr >= bl.size) continue;
+    std::int32_t target = b;
+    if (addr > bl.addr) target = heap.split_unmapped(b, addr - bl.addr);
+    if (size > heap.block(target).size) size = heap.block(target).size;
+    if (map_block(heap, &target, size, page, &out)) out.block = target;
+    break;
+  }
+  return out;
 }
 
 void ExpandableSegments::unmap(Addr page) {
   auto it = pages_.find(page);
+  FRAGSIM_CHECK(it != pages_.end(), "expandable: unmapping a page that is not mapped");
   mapped_bytes_ -= it->second.bytes();
   pages_.erase(it);  // the grant gives the page back
 }
 
-std::pair<Bytes, std::uint64_t> ExpandableSegments::unmap_free_pages(SegmentHeap& heap, bool small) {
-  Bytes page = page_size(small), total = 0;
-  std::uint64_t count = 0;
+ExpandableSegments::Unmapped ExpandableSegments::unmap_free_pages(SegmentHeap& heap, bool small) {
+  Bytes page = page_size(small);
+  Unmapped out;
   for (size_t s = 0; s < heap.segment_count(); ++s) {
-    const auto& sg = heap.segment(static_cast<std::int32_t>(s));
-    if (!sg.live) continue;
-    for (std::int32_t b = sg.first; b != SegmentHeap::kNil;) {
+    auto si = static_cast<std::int32_t>(s);
+    if (!heap.segment(si).live) continue;
+    Addr base = heap.segment(si).base;
+    for (std::int32_t b = heap.segment(si).first; b != SegmentHeap::kNil;) {
       const auto& bl = heap.block(b);
       std::int32_t next = bl.next;
       if (!bl.in_use && bl.x.mapped) {
-        Addr lo = sg.base + round_up(bl.addr - sg.base, page);
-        Addr hi = sg.base + round_down(bl.addr + bl.size - sg.base, page);
+        Addr lo = base + round_up(bl.addr - base, page);
+        Addr hi = base + round_down(bl.addr + bl.size - base, page);
         if (hi > lo) {
           for (Addr a = lo; a < hi; a += page) {
             unmap(a);
-            ++count;
+            ++out.pages;
           }
-          total += hi - lo;
+          out.bytes += hi - lo;
           heap.unmap_range(b, lo, hi);
-          next = heap.segment(static_cast<std::int32_t>(s)).first;  // blocks changed: rescan
+          next = heap.segment(si).first;  // blocks changed: rescan
           continue;
         }
       }
       b = next;
     }
+    // release_expandable_segment: nothing left mapped in the reservation.
+    const auto& sg = heap.segment(si);
+    if (sg.chunks == 1 && !heap.block(sg.first).x.mapped && reservations_.count(base)) {
+      out.released.push_back(si);
+      reservations_.erase(base);
+    }
   }
-  return {total, count};
+  return out;
 }
 
 }  // namespace fragsim::torch

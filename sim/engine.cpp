@@ -19,6 +19,7 @@ namespace {
 struct Slot {
   std::uint32_t device;
   Space space;
+  std::unique_ptr<SpaceSpec> spec;  // the space as this device has it (a recorded size may replace the preset's)
   std::unique_ptr<DeviceMemory> mem;
   std::unique_ptr<AllocatorPolicy> policy;
   Usage last;
@@ -48,6 +49,7 @@ AllocRequest request_of(const Event& ev) {
   r.shape = ev.shape;
   r.has_shape = ev.has(key::kShape);
   if (ev.has(key::kPreTrace) && ev.has(key::kAddr)) r.seeded_at = ev.addr;
+  if (ev.has(key::kBlockSize)) r.seeded_block = ev.block_size;
   return r;
 }
 
@@ -126,6 +128,15 @@ class Engine : public Scheduler {
   // The three steps of a run, so that one decoded stream can feed several engines.
   void begin(const nlohmann::json& header) {
     header_ = header;
+    if (opt_.recorded_devices && header.is_object() && header.contains("recorded_devices") &&
+        header["recorded_devices"].is_array())
+      for (const auto& d : header["recorded_devices"]) {
+        if (!d.is_object() || !d.contains("device") || !d["device"].is_number_unsigned() ||
+            !d.contains("usable_bytes") || !d["usable_bytes"].is_number_unsigned())
+          throw InputError(opt_.trace, 0, "recorded_devices: each entry needs device and usable_bytes");
+        recorded_[d["device"].get<std::uint32_t>()] = {d["usable_bytes"].get<Bytes>(),
+                                                       d.value("basis", std::string("from the trace header"))};
+      }
     if (!opt_.placements.empty()) placements_ = std::make_unique<AtomicFile>(opt_.placements);
     out_.trace_path = opt_.trace;
     out_.header = header;
@@ -165,6 +176,7 @@ class Engine : public Scheduler {
         }
         AllocRequest rq2 = request_of(ev);
         Placement p = s.policy->allocate(rq2);
+        last_alloc_failed_[ev.device] = !p.ok;
         if (placements_) write_placement(ev, p);
         if (ev.has(key::kAddr) && !ev.has(key::kPreTrace)) check_address(ev, p);
         if (p.ok) {
@@ -200,8 +212,17 @@ class Engine : public Scheduler {
         state_[ev.handle] = HandleState::kNotLive;
         break;
       }
+      case Op::kEmptyCache:
+        ++out_.empty_cache_calls;
+        if (!replaying_) break;
+        for (auto& s : slots_) {
+          if (s.device != ev.device) continue;
+          out_.empty_cache_effect = s.policy->empty_cache();
+          account(s);
+        }
+        break;
       default:
-        if (replaying_ && is_observation(ev.op)) observe(ev);
+        if (is_observation(ev.op)) observe(ev);
         break;
     }
     if (replaying_) record_timeline(ev.index);
@@ -266,8 +287,16 @@ class Engine : public Scheduler {
     if (slot_index_[k] != kNoSlot) return slot_index_[k];
     std::uint32_t device = devices_[k / kSpaces];
     Space sp = static_cast<Space>(k % kSpaces);
-    const SpaceSpec* spec = opt_.hw.space(route(sp, ev));
     Slot s;
+    s.spec = std::make_unique<SpaceSpec>(*opt_.hw.space(route(sp, ev)));
+    const SpaceSpec* spec = s.spec.get();
+    if (auto it = recorded_.find(device); it != recorded_.end() && spec->space == Space::kHbm) {
+      s.spec->capacity = it->second.first;
+      s.spec->reserve = 0;
+      out_.notes.push_back(fmt::format("device {}: usable memory {} ({} B) inferred from the recording: {} "
+                                       "(--hw or --capacity overrides it)",
+                                       device, human_bytes(it->second.first), it->second.first, it->second.second));
+    }
     s.device = device;
     s.space = spec->space;
     s.mem = std::make_unique<DeviceMemory>(*spec, opt_.hw.cost);
@@ -293,9 +322,22 @@ class Engine : public Scheduler {
   }
 
   void observe(const Event& ev) {
+    if (ev.op == Op::kOom) {  // a recorded OOM: did the simulation fail the same request?
+      ++ooms_recorded_;
+      auto it = last_alloc_failed_.find(ev.device);
+      if (it != last_alloc_failed_.end() && it->second) ++ooms_reproduced_;
+      else if (first_mismatch_.is_null())
+        first_mismatch_ = {{"kind", "oom"}, {"event_index", ev.index}, {"device", ev.device},
+                           {"recorded_request_bytes", ev.size}, {"simulated", "the request succeeded"}};
+      return;
+    }
+    if (!replaying_) return;
     bool pre = ev.has(key::kPreTrace);
+    // What the recording allocator did concerns the device's main memory: its policy exists from
+    // the first observation on (it may seed state or take recorded addresses from it).
+    std::uint32_t hbm = slot(key(ev.device, Space::kHbm), ev);
     if (ev.op == Op::kSegmentAlloc && ev.has(key::kAddr)) {
-      Slot& s = slots_[slot(key(ev.device, Space::kHbm), ev)];
+      Slot& s = slots_[hbm];
       s.mem->expect_address(ev.addr);
       if (!pre) {
         s.mem->set_logging(true);
@@ -389,7 +431,7 @@ class Engine : public Scheduler {
   }
 
   nlohmann::json fidelity() const {
-    if (addr_compared_ == 0 && recorded_segments_.empty()) return nullptr;
+    if (addr_compared_ == 0 && recorded_segments_.empty() && ooms_recorded_ == 0) return nullptr;
     std::uint64_t seg_matched = 0;
     nlohmann::json first_seg;
     std::map<std::uint32_t, size_t> cursor;
@@ -413,6 +455,10 @@ class Engine : public Scheduler {
                         {"allocs_matched", addr_matched_},
                         {"segments_compared", recorded_segments_.size()},
                         {"segments_matched", seg_matched}};
+    if (ooms_recorded_) {
+      f["ooms_recorded"] = ooms_recorded_;
+      f["ooms_reproduced"] = ooms_reproduced_;
+    }
     f["first_mismatch"] = !first_mismatch_.is_null() ? first_mismatch_ : first_seg;
     return f;
   }
@@ -528,6 +574,9 @@ class Engine : public Scheduler {
   nlohmann::json first_mismatch_;
   std::vector<std::pair<std::uint32_t, Bytes>> recorded_segments_;  // traced segment_alloc (device, size)
   std::map<LifetimeKey, std::vector<Lifetime>> lifetimes_;          // offline policies only
+  std::map<std::uint32_t, std::pair<Bytes, std::string>> recorded_;  // device → (usable bytes, basis)
+  std::map<std::uint32_t, bool> last_alloc_failed_;                  // device → its last alloc's outcome
+  std::uint64_t ooms_recorded_ = 0, ooms_reproduced_ = 0;
   RunResult out_;
   bool replaying_ = true;
   std::unique_ptr<AtomicFile> placements_;

@@ -34,6 +34,9 @@ struct RunOptions {
   bool keep_going = false;
   bool lenient = false;
   bool check = false;              // validate() after every event
+  // Use the usable device memory an importer inferred from the recording (the trace header's
+  // recorded_devices) for those devices; false when the user chose the hardware (--hw/--capacity).
+  bool recorded_devices = true;
   std::string placements;          // JSONL output path, empty = none
   std::vector<std::string> notes;  // lines for the text report (e.g. how --env was interpreted)
 };
@@ -89,6 +92,8 @@ struct RunResult {
   std::vector<std::string> notes;
   bool stopped_early = false;  // stopped replaying at the first OOM
   nlohmann::json fidelity;     // recorded vs simulated addresses/segments; null when the trace has none
+  std::uint64_t empty_cache_calls = 0;
+  std::string empty_cache_effect;  // what the policy did on the last one, in its words
   std::string fatal;           // the allocator aborted the process (message); replay stopped
   std::uint64_t fatal_event = 0;
 };

@@ -88,6 +88,7 @@ nlohmann::json report_json(const RunResult& r) {
     for (auto it = r.spaces[0].extra.begin(); it != r.spaces[0].extra.end(); ++it) j[it.key()] = it.value();
   }
   if (!r.label.empty()) j["label"] = r.label;
+  if (r.empty_cache_calls) j["empty_cache"] = {{"calls", r.empty_cache_calls}, {"effect", r.empty_cache_effect}};
   if (!r.fidelity.is_null()) j["fidelity"] = r.fidelity;
   if (r.stopped_early) j["stopped_early"] = true;
   if (!r.fatal.empty()) j["fatal"] = {{"event_index", r.fatal_event}, {"message", r.fatal}};
@@ -107,6 +108,9 @@ std::string report_text(const RunResult& r) {
                  r.completed ? "completed, no OOM"
                              : fmt::format("{} OOM{}{}", r.ooms.size(), r.ooms.size() == 1 ? "" : "s",
                                            r.stopped_early ? " (stopped at the first; --keep-going lists all)" : ""));
+  if (r.empty_cache_calls)
+    fmt::format_to(out, "  empty_cache: the program called it {} time{}; the last one: {}\n", r.empty_cache_calls,
+                   r.empty_cache_calls == 1 ? "" : "s", r.empty_cache_effect);
   if (!r.fatal.empty())
     fmt::format_to(out, "  ABORTED at event {}: {} (the real allocator stops the process here)\n", r.fatal_event,
                    r.fatal);

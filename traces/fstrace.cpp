@@ -101,6 +101,22 @@ class FstraceReader : public TraceReader {
       ev.dtype = static_cast<Dtype>(d);
     }
     if (ev.has(key::kAddr)) ev.addr = Addr(varint());
+    if (ev.has(key::kStack)) ev.stack = varint();
+    if (ev.has(key::kBlockSize)) ev.block_size = varint();
+    if (ev.has(key::kFrames)) {
+      std::uint64_t n = varint();
+      if (n > 4096) fail(record_, "frames: more than 4096");
+      for (std::uint64_t i = 0; i < n; ++i) {
+        need(16);
+        std::uint64_t len = varint();
+        if (len > (1u << 16)) fail(record_, "frames: a frame longer than 64 KiB");
+        need(len);
+        if (static_cast<std::uint64_t>(end_ - p_) < len) fail(record_, "truncated record");
+        ev.frames.emplace_back(p_, len);
+        p_ += len;
+        if (!valid_utf8(ev.frames.back())) fail(record_, "frames: invalid UTF-8");
+      }
+    }
     if ((ev.op == Op::kAlloc || ev.op == Op::kFree) && !ev.has(key::kId)) fail(record_, "id: missing required key");
     if (ev.op == Op::kAlloc && !ev.has(key::kSize)) fail(record_, "size: missing required key");
     return true;
@@ -185,6 +201,15 @@ class FstraceWriter : public TraceWriter {
     }
     if (ev.has(key::kDtype)) buf_.push_back(static_cast<char>(ev.dtype));
     if (ev.has(key::kAddr)) varint(ev.addr.value());
+    if (ev.has(key::kStack)) varint(ev.stack);
+    if (ev.has(key::kBlockSize)) varint(ev.block_size);
+    if (ev.has(key::kFrames)) {
+      varint(ev.frames.size());
+      for (const auto& f : ev.frames) {
+        varint(f.size());
+        buf_ += f;
+      }
+    }
     ++count_;
     if (buf_.size() > (1 << 20)) flush();
   }

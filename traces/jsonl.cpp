@@ -404,6 +404,31 @@ class JsonlReader : public TraceReader {
         } else if (k == "pre_trace") {
           bit = key::kPreTrace;
           pre_false = !boolean("pre_trace");  // false: as if absent
+        } else if (k == "block_size") {
+          bit = key::kBlockSize;
+          ev.block_size = uint("block_size");
+        } else if (k == "stack") {
+          bit = key::kStack;
+          ev.stack = uint("stack");
+        } else if (k == "frames") {
+          bit = key::kFrames;
+          expect('[', "to open frames");
+          ws();
+          if (p_ < e_ && *p_ == ']') {
+            ++p_;
+          } else {
+            for (;;) {
+              ev.frames.emplace_back();
+              string(ev.frames.back(), "frames");
+              ws();
+              if (p_ < e_ && *p_ == ',') {
+                ++p_;
+                continue;
+              }
+              expect(']', "to close frames");
+              break;
+            }
+          }
         } else if (k == "shape") {
           bit = key::kShape;
           expect('[', "to open shape");
@@ -501,6 +526,16 @@ class JsonlWriter : public TraceWriter {
     }
     if (ev.has(key::kAddr)) num("addr", ev.addr);
     if (ev.has(key::kPreTrace)) buf_ += ",\"pre_trace\":true";
+    if (ev.has(key::kStack)) num("stack", ev.stack);
+    if (ev.has(key::kBlockSize)) num("block_size", ev.block_size);
+    if (ev.has(key::kFrames)) {
+      buf_ += ",\"frames\":[";
+      for (size_t i = 0; i < ev.frames.size(); ++i) {
+        if (i) buf_ += ',';
+        append_json_string(buf_, ev.frames[i]);
+      }
+      buf_ += ']';
+    }
     buf_ += "}\n";
     if (buf_.size() > (1 << 20)) flush();
   }

@@ -60,13 +60,22 @@ bool TraceReader::next(Event& ev) {
     ev.addr = Addr();
     ev.name.clear();
     ev.shape.clear();
+    ev.stack = 0;
+    ev.block_size = 0;
+    ev.frames.clear();
     ev.handle = kNoHandle;
     if (!read_raw(ev)) return false;
     ev.index = index_;
     if (!ev.has(key::kT)) ev.t = Tick(index_);
     if (ev.t < last_t_) fail(ev.line, fmt::format("t: time {} is before the previous event's {}", ev.t, last_t_));
-    if (ev.has(key::kPreTrace) && ev.op != Op::kAlloc && ev.op != Op::kSegmentAlloc)
-      fail(ev.line, "pre_trace: only alloc and segment_alloc events can be marked pre_trace");
+    if (ev.has(key::kPreTrace) && ev.op != Op::kAlloc && ev.op != Op::kSegmentAlloc && ev.op != Op::kSegmentMap)
+      fail(ev.line, "pre_trace: only alloc, segment_alloc and segment_map events can be marked pre_trace");
+    if (ev.has(key::kStack) && ev.op != Op::kAlloc) fail(ev.line, "stack: only an alloc names a stack");
+    if (ev.has(key::kBlockSize) && !(ev.op == Op::kAlloc && ev.has(key::kPreTrace)))
+      fail(ev.line, "block_size: only a pre_trace alloc carries the recorded block size");
+    if (ev.has(key::kBlockSize) && ev.block_size < ev.size)
+      fail(ev.line, fmt::format("block_size: {} is smaller than the request ({})", ev.block_size, ev.size));
+    if (ev.has(key::kFrames) && ev.op != Op::kStack) fail(ev.line, "frames: only a stack op carries frames");
 
     switch (ev.op) {
       case Op::kAlloc: {
@@ -79,11 +88,18 @@ bool TraceReader::next(Event& ev) {
             fail(ev.line, fmt::format("size: {} does not match shape and dtype {} ({} bytes)", ev.size,
                                       dtype_name(ev.dtype), want));
         }
+        if (ev.has(key::kStack) && !stacks_.count(ev.stack))
+          fail(ev.line, fmt::format("stack: stack {} is not defined (a stack op must come first)", ev.stack));
         ev.handle = live_.insert(ev.device, ev.id, ev.size, ev.space);
         if (ev.handle == kNoHandle)
           fail(ev.line, fmt::format("id: alloc of id {} which is already live on device {}", ev.id, ev.device));
         break;
       }
+      case Op::kStack:
+        if (!ev.has(key::kId)) fail(ev.line, "id: missing required key");
+        if (!ev.has(key::kFrames)) fail(ev.line, "frames: missing required key");
+        if (!stacks_.insert(ev.id.value()).second) fail(ev.line, fmt::format("id: stack {} is defined twice", ev.id));
+        break;
       case Op::kFree: {
         LiveTable::Entry e;
         if (!live_.erase(ev.device, ev.id, &e)) {

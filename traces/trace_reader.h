@@ -7,6 +7,7 @@
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <string>
+#include <unordered_set>
 #include <vector>
 
 #include "sim/base/event.h"
@@ -51,6 +52,7 @@ class TraceReader {
   Tick last_t_;
   std::uint64_t skipped_frees_ = 0;
   std::uint64_t digest_ = 0x6a09e667f3bcc908ULL;
+  std::unordered_set<std::uint64_t> stacks_;  // stack ids defined so far
   void mix_digest(const Event& ev);
 };
 

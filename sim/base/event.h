@@ -25,11 +25,14 @@ enum class Op : std::uint8_t {
   kSegmentUnmap,
   kFreeRequested,
   kOom,
+  // Program actions and metadata (appended: .fstrace stores op codes).
+  kEmptyCache,  // the program asked the allocator to release its cache (torch.cuda.empty_cache())
+  kStack,       // defines stack `id` as `frames`, for allocs that name it (`stack`)
   kCount
 };
 std::string_view op_name(Op op);
 [[nodiscard]] bool parse_op(std::string_view s, Op* out);
-inline bool is_observation(Op op) { return op >= Op::kSegmentAlloc; }
+inline bool is_observation(Op op) { return op >= Op::kSegmentAlloc && op <= Op::kOom; }
 
 enum class Dtype : std::uint8_t {
   kNone,
@@ -63,8 +66,9 @@ int dtype_bits(Dtype d);
 
 namespace key {  // bits of Event::present
 inline constexpr std::uint16_t kId = 1, kSize = 2, kT = 4, kStream = 8, kDevice = 16, kSpace = 32, kName = 64,
-                               kShape = 128, kDtype = 256, kAddr = 512, kPreTrace = 1024;
-inline constexpr std::uint16_t kAll = 2047;
+                               kShape = 128, kDtype = 256, kAddr = 512, kPreTrace = 1024, kStack = 2048,
+                               kFrames = 4096, kBlockSize = 8192;
+inline constexpr std::uint16_t kAll = 16383;
 }  // namespace key
 
 struct Event {
@@ -82,6 +86,9 @@ struct Event {
   Addr addr;  // recorded address (observation), valid when present & kAddr
   std::string name;
   std::vector<std::uint64_t> shape;
+  std::uint64_t stack = 0;          // alloc: the stack (defined by an earlier `stack` op) that allocated it
+  Bytes block_size = 0;             // pre-trace alloc: the block the recording allocator held for it, when known
+  std::vector<std::string> frames;  // stack op: "file:line function", innermost first
   // present & kPreTrace: the allocation (or segment) existed before the recording began; an
   // importer synthesised it from the recorded state, at the recorded address (`pre_trace`).
   // Filled by the reader's LiveTable:

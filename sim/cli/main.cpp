@@ -78,7 +78,7 @@ Parsed parse(const std::vector<std::string>& args, po::options_description& desc
 
 // Options shared by run, compare (and later sweep): trace, hardware, settings.
 struct SimArgs {
-  std::string trace, hw = "h100-80g", capacity, reserve, policy;
+  std::string trace, hw, capacity, reserve, policy;  // hw "": the default device (or the recorded one)
   std::vector<std::string> sets, envs;
   bool keep_going = false, lenient = false, check = false;
   unsigned shard = 1;
@@ -87,7 +87,9 @@ struct SimArgs {
 
 void add_sim_options(po::options_description& d, SimArgs& a) {
   d.add_options()("trace", po::value(&a.trace)->required(), "trace file")(
-      "hw", po::value(&a.hw)->default_value("h100-80g"), "hardware preset name or FILE.json")(
+      "hw", po::value(&a.hw),
+      "hardware preset name or FILE.json (default h100-80g; a recording's inferred device memory is used unless "
+      "--hw or --capacity is given)")(
       "capacity", po::value(&a.capacity), "total HBM as the device reports it (overrides the preset)")(
       "reserve", po::value(&a.reserve), "runtime/CUDA-context reserve (default: the preset's; 0 = none)")(
       "set", po::value(&a.sets)->composing(), "policy option KEY=VALUE (repeatable)")(
@@ -101,7 +103,7 @@ void add_sim_options(po::options_description& d, SimArgs& a) {
 }
 
 HardwareModel build_hardware(const SimArgs& a) {
-  HardwareModel hw = load_hardware(a.hw);
+  HardwareModel hw = load_hardware(a.hw.empty() ? "h100-80g" : a.hw);
   SpaceSpec* hbm = hw.space(Space::kHbm);
   if (!a.capacity.empty()) {
     if (!hbm) throw InputError("--capacity: hardware '" + hw.name + "' has no hbm space");
@@ -127,6 +129,7 @@ RunOptions build_run(const SimArgs& a, const std::string& policy) {
     o.policy.config["shard_dim"] = a.shard_dim;
     o.notes.push_back(fmt::format("sharded {} ways along the {} dim: figures are per device", a.shard, a.shard_dim));
   }
+  o.recorded_devices = a.hw.empty() && a.capacity.empty() && a.reserve.empty();
   o.keep_going = a.keep_going;
   o.lenient = a.lenient;
   o.check = a.check;
