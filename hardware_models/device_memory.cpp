@@ -64,6 +64,7 @@ void DeviceMemory::release(Addr addr) {
   time_ns_ += cost_.free_ns(it->second);
   used_ -= it->second;
   live_.erase(it);
+  if (logging_) release_log_.push_back(addr);
   ++free_calls_;
 }
 

@@ -56,6 +56,8 @@ class DeviceMemory {
   // Sizes asked for by successful allocations, in order, while logging is on (fidelity checks).
   void set_logging(bool on) { logging_ = on; }
   std::vector<Bytes>& grant_log() { return log_; }
+  // Addresses released while logging is on, in order.
+  const std::vector<Addr>& release_log() const { return release_log_; }
 
   // Padded size of a request (kTooLarge when padding would overflow).
   Bytes padded(Bytes bytes) const;
@@ -81,6 +83,7 @@ class DeviceMemory {
   std::deque<Addr> recorded_;
   bool logging_ = false;
   std::vector<Bytes> log_;
+  std::vector<Addr> release_log_;
   std::unordered_map<Addr, Bytes> live_;
   std::uint64_t alloc_calls_ = 0, free_calls_ = 0, failed_calls_ = 0;
   double time_ns_ = 0;

@@ -462,9 +462,15 @@ class TorchCachingPolicy : public AllocatorPolicy {
           }
           continue;
         }
+        // release_blocks walks the pool's free blocks in its order, (stream, size, address).
+        std::vector<std::pair<Bytes, std::int32_t>> whole;
         for (size_t s = 0; s < heap.segment_count(); ++s)
           if (heap.segment_unused(static_cast<std::int32_t>(s)))
-            release_segment(small, stream, static_cast<std::int32_t>(s));
+            whole.emplace_back(heap.segment(static_cast<std::int32_t>(s)).size, static_cast<std::int32_t>(s));
+        std::sort(whole.begin(), whole.end(), [&](const auto& x, const auto& y) {
+          return x.first != y.first ? x.first < y.first : heap.segment(x.second).base < heap.segment(y.second).base;
+        });
+        for (const auto& [size, s] : whole) release_segment(small, stream, s);
       }
     return true;
   }

@@ -509,6 +509,10 @@ class XlaBfcPolicy : public AllocatorPolicy {
 
   std::string_view fatal_error() const override { return fatal_; }
 
+  std::string empty_cache() override {
+    return "XLA's BFC allocator has no cache to release: JAX keeps its regions (nothing released)";
+  }
+
  private:
   Bfc& collective_bfc() {
     if (!collective_opts_) return main_;  // spatial: the pool's upper end

@@ -344,6 +344,10 @@ class Engine : public Scheduler {
         recorded_segments_.emplace_back(ev.device, ev.size);
       }
     }
+    if (ev.op == Op::kSegmentFree && ev.has(key::kAddr)) {  // the recording allocator's cudaFree
+      slots_[hbm].mem->set_logging(true);
+      recorded_frees_.emplace_back(ev.device, ev.addr);
+    }
     Observation ob = observation_of(ev);
     for (auto& s : slots_) {
       if (s.device != ev.device) continue;
@@ -431,7 +435,8 @@ class Engine : public Scheduler {
   }
 
   nlohmann::json fidelity() const {
-    if (addr_compared_ == 0 && recorded_segments_.empty() && ooms_recorded_ == 0) return nullptr;
+    if (addr_compared_ == 0 && recorded_segments_.empty() && recorded_frees_.empty() && ooms_recorded_ == 0)
+      return nullptr;
     std::uint64_t seg_matched = 0;
     nlohmann::json first_seg;
     std::map<std::uint32_t, size_t> cursor;
@@ -455,11 +460,26 @@ class Engine : public Scheduler {
                         {"allocs_matched", addr_matched_},
                         {"segments_compared", recorded_segments_.size()},
                         {"segments_matched", seg_matched}};
+    f["first_mismatch"] = !first_mismatch_.is_null() ? first_mismatch_ : first_seg;
+    if (!recorded_frees_.empty()) {  // the same segments released, in the same order
+      std::uint64_t matched = 0;
+      std::map<std::uint32_t, size_t> next;
+      for (auto [dev, addr] : recorded_frees_) {
+        const DeviceMemory* mem = nullptr;
+        for (const auto& s : slots_)
+          if (s.device == dev && s.space == Space::kHbm) mem = s.mem.get();
+        size_t k = next[dev]++;
+        if (mem && k < mem->release_log().size() && mem->release_log()[k] == addr) ++matched;
+        else if (f["first_mismatch"].is_null())
+          f["first_mismatch"] = {{"kind", "segment_free"}, {"device", dev}, {"release", k}, {"recorded_addr", addr}};
+      }
+      f["segment_frees_compared"] = recorded_frees_.size();
+      f["segment_frees_matched"] = matched;
+    }
     if (ooms_recorded_) {
       f["ooms_recorded"] = ooms_recorded_;
       f["ooms_reproduced"] = ooms_reproduced_;
     }
-    f["first_mismatch"] = !first_mismatch_.is_null() ? first_mismatch_ : first_seg;
     return f;
   }
 
@@ -573,6 +593,7 @@ class Engine : public Scheduler {
   double last_frag_ = 0;
   nlohmann::json first_mismatch_;
   std::vector<std::pair<std::uint32_t, Bytes>> recorded_segments_;  // traced segment_alloc (device, size)
+  std::vector<std::pair<std::uint32_t, Addr>> recorded_frees_;       // traced segment_free (device, addr)
   std::map<LifetimeKey, std::vector<Lifetime>> lifetimes_;          // offline policies only
   std::map<std::uint32_t, std::pair<Bytes, std::string>> recorded_;  // device → (usable bytes, basis)
   std::map<std::uint32_t, bool> last_alloc_failed_;                  // device → its last alloc's outcome

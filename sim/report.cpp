@@ -34,6 +34,18 @@ nlohmann::json ooms_json(const std::vector<OomRecord>& v) {
 
 std::string pct(double f) { return fmt::format("{:.1f}%", 100.0 * f); }
 
+// "reproduced 3025/3025 recorded allocation addresses, 22/22 segment sizes, 17/17 segment releases,
+// 1/1 OOMs": what a recording let the run check itself against.
+std::string fidelity_text(const nlohmann::json& f) {
+  auto n = [&](const char* k) { return f.value(k, std::uint64_t{0}); };
+  std::string s = fmt::format("reproduced {}/{} recorded allocation addresses, {}/{} segment sizes", n("allocs_matched"),
+                              n("allocs_compared"), n("segments_matched"), n("segments_compared"));
+  if (f.contains("segment_frees_compared"))
+    s += fmt::format(", {}/{} segment releases", n("segment_frees_matched"), n("segment_frees_compared"));
+  if (f.contains("ooms_recorded")) s += fmt::format(", {}/{} OOMs", n("ooms_reproduced"), n("ooms_recorded"));
+  return s;
+}
+
 }  // namespace
 
 nlohmann::json report_json(const RunResult& r) {
@@ -128,11 +140,9 @@ std::string report_text(const RunResult& r) {
                      space_name(sp.space), sp.device_allocs, sp.device_frees, sp.device_time_ns / 1e6);
   }
   if (!r.fidelity.is_null()) {
-    const auto& f = r.fidelity;
-    fmt::format_to(out, "  fidelity: {}/{} recorded allocation addresses, {}/{} recorded segment sizes reproduced\n",
-                   f["allocs_matched"].get<std::uint64_t>(), f["allocs_compared"].get<std::uint64_t>(),
-                   f["segments_matched"].get<std::uint64_t>(), f["segments_compared"].get<std::uint64_t>());
-    if (!f["first_mismatch"].is_null()) fmt::format_to(out, "  first mismatch: {}\n", f["first_mismatch"].dump());
+    fmt::format_to(out, "  fidelity: {}\n", fidelity_text(r.fidelity));
+    if (!r.fidelity["first_mismatch"].is_null())
+      fmt::format_to(out, "  first mismatch: {}\n", r.fidelity["first_mismatch"].dump());
   }
   size_t shown = 0;
   for (const auto& o : r.ooms) {
@@ -172,14 +182,9 @@ std::string compare_table(const std::vector<RunResult>& runs) {
                    human_bytes(r.peak_allocated), human_bytes(r.peak_reserved), pct(r.frag_at_peak), pct(r.frag_max),
                    calls, ns / 1e6);
   }
-  for (const auto& r : runs) {
-    if (r.fidelity.is_null()) continue;
-    fmt::format_to(out, "{}: reproduced {}/{} recorded addresses, {}/{} recorded segment sizes\n",
-                   r.label.empty() ? r.policy_name : r.label, r.fidelity["allocs_matched"].get<std::uint64_t>(),
-                   r.fidelity["allocs_compared"].get<std::uint64_t>(),
-                   r.fidelity["segments_matched"].get<std::uint64_t>(),
-                   r.fidelity["segments_compared"].get<std::uint64_t>());
-  }
+  for (const auto& r : runs)
+    if (!r.fidelity.is_null())
+      fmt::format_to(out, "{}: {}\n", r.label.empty() ? r.policy_name : r.label, fidelity_text(r.fidelity));
   return s;
 }
 

@@ -72,6 +72,24 @@ bool parse_xla_bool(const std::string& flag, const std::string& v) {
 
 }  // namespace
 
+std::string default_policy_for(const nlohmann::json& header, const std::string& hw_kind, std::string* why) {
+  std::string source = header.is_object() ? header.value("source", std::string()) : std::string();
+  if (source == "torch-snapshot") {
+    *why = "policy torch-caching: the trace is a PyTorch memory snapshot (--policy chooses another)";
+    return "torch-caching";
+  }
+  if (source == "xprof") {
+    *why = "policy xla-bfc: the trace is an XProf capture of XLA's BFC allocator (--policy chooses another)";
+    return "xla-bfc";
+  }
+  if (hw_kind == "tpu") {
+    *why = "policy tpu-padded: the hardware is a TPU (--policy chooses another)";
+    return "tpu-padded";
+  }
+  why->clear();
+  return "best-fit";
+}
+
 PolicySpec resolve_settings(const SettingsInput& in, std::vector<std::string>* notes) {
   std::map<std::string, std::string> env;
   for (const auto& e : in.envs) {
@@ -193,7 +211,7 @@ PolicySpec resolve_settings(const SettingsInput& in, std::vector<std::string>* n
 
   if (!in.policy.empty() && !from_env.empty() && in.policy != from_env)
     throw InputError(fmt::format("--env selects policy {} but --policy says {}", from_env, in.policy));
-  spec.name = !in.policy.empty() ? in.policy : !from_env.empty() ? from_env : "best-fit";
+  spec.name = !in.policy.empty() ? in.policy : !from_env.empty() ? from_env : in.default_policy;
   // Keys that only some JAX allocators read.
   if (spec.name == "platform") {
     for (const char* k : {"mem_fraction", "preallocate", "spatial_partitioning", "collective_memory_size"})

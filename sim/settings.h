@@ -5,6 +5,8 @@
 #include <string>
 #include <vector>
 
+#include <nlohmann/json.hpp>
+
 #include "sim/engine.h"
 
 namespace fragsim {
@@ -13,10 +15,22 @@ struct SettingsInput {
   std::string policy;             // --policy ("" = chosen by --env or the default)
   std::vector<std::string> sets;  // --set KEY=VALUE
   std::vector<std::string> envs;  // --env VAR=VALUE
+  std::string default_policy = "best-fit";  // when neither names one (default_policy_for)
 };
 
 // Resolves the policy name and config; adds to notes one line per interpreted variable.
 // Throws InputError on unknown variables/values (naming them).
 PolicySpec resolve_settings(const SettingsInput& in, std::vector<std::string>* notes);
+
+// The policy that models what recorded the trace (its header's source) or the hardware it runs
+// on: torch-caching for a PyTorch snapshot, xla-bfc for a JAX/XLA capture, tpu-padded on a TPU,
+// else best-fit. *why says so ("" for best-fit).
+[[nodiscard]] std::string default_policy_for(const nlohmann::json& header, const std::string& hw_kind,
+                                             std::string* why);
+
+// The policy that models what recorded the trace (its header's source) or the hardware it runs
+// on: torch-caching for a PyTorch snapshot, xla-bfc for a JAX/XLA capture, tpu-padded on a TPU,
+// else best-fit. *why says so.
+[[nodiscard]] std::string default_policy_for(const nlohmann::json& header, const std::string& hw_kind, std::string* why);
 
 }  // namespace fragsim

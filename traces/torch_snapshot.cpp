@@ -487,7 +487,7 @@ class SnapshotReader : public TraceReader {
           pre_ids[blk.addr] = next_id_++;
         }
         pre_names[blk.addr] = stack_and_name(blk.frames);
-        if (blk.size >= pre_allocs[blk.addr].first) pre_blocks[blk.addr] = blk.size;
+        if (blk.size > pre_allocs[blk.addr].first) pre_blocks[blk.addr] = blk.size;  // more than requested
       }
     for (const auto& [addr, v] : pre_allocs) {
       Raw r = pre_event(Op::kAlloc, d, pre_ids[addr], v.first, addr, v.second);

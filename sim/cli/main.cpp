@@ -121,6 +121,11 @@ RunOptions build_run(const SimArgs& a, const std::string& policy) {
   o.trace = a.trace;
   o.hw = build_hardware(a);
   SettingsInput si{policy, a.sets, a.envs};
+  std::string why;
+  if (policy.empty() && a.envs.empty()) {  // follow the input: read its header
+    si.default_policy = default_policy_for(open_trace(a.trace, ReaderOptions{a.lenient})->header(), o.hw.kind, &why);
+    if (!why.empty()) o.notes.push_back(why);
+  }
   o.policy = resolve_settings(si, &o.notes);
   if (a.shard != 1 || a.shard_dim != "major") {
     if (o.policy.name != "tpu-padded" && o.policy.name != "static-heap")
@@ -251,7 +256,11 @@ int cmd_sweep(const std::vector<std::string>& args, const Registry& reg) {
   if (p.help) return 0;
   check_outputs({a.trace, a.hw}, {{"--json", json}});
   SweepOptions so;
-  so.base = build_run(a, a.policy.empty() && a.envs.empty() ? "xla-bfc" : a.policy);
+  so.base = build_run(a, a.policy);
+  if (find == "min-mem-fraction" && a.policy.empty() && a.envs.empty() && so.base.policy.name == "best-fit") {
+    so.base = build_run(a, "xla-bfc");  // the question is a JAX one unless the input says otherwise
+    so.base.notes.push_back("policy xla-bfc: a memory fraction is JAX's setting (--policy chooses another)");
+  }
   so.find = find;
   if (jobs < 0 || jobs > 1024) throw InputError(fmt::format("--jobs: must be in 0..1024, got {}", jobs));
   so.threads = static_cast<unsigned>(jobs);
