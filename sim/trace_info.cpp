@@ -13,12 +13,16 @@ nlohmann::json trace_info(const std::string& path, bool lenient) {
   ro.lenient = lenient;
   auto reader = open_trace(path, ro);
   Event ev;
-  std::uint64_t events = 0, allocs = 0, frees = 0, marks = 0, observations = 0;
-  std::map<std::uint32_t, std::pair<Bytes, Bytes>> dev;  // live, peak
+  std::uint64_t events = 0, allocs = 0, frees = 0, marks = 0, observations = 0, stacks = 0, empty_caches = 0;
+  // Sums of sizes up to 2^64 − 1 each: kept in 128 bits, reported saturated at 2^64 − 1.
+  using Sum = unsigned __int128;
+  auto sat = [](Sum v) { return v > kTooLarge ? kTooLarge : static_cast<Bytes>(v); };
+  std::map<std::uint32_t, std::pair<Sum, Sum>> dev;  // live, peak
   std::map<std::string, std::uint64_t> spaces;
   std::map<std::int64_t, std::uint64_t> streams;
   std::vector<std::uint64_t> hist(65, 0);
-  Bytes live = 0, peak = 0, total = 0, largest = 0;
+  Sum live = 0, peak = 0, total = 0;
+  Bytes largest = 0;
   Tick t0, t1;
   while (reader->next(ev)) {
     if (events == 0) t0 = ev.t;
@@ -48,6 +52,12 @@ nlohmann::json trace_info(const std::string& path, bool lenient) {
       case Op::kMark:
         ++marks;
         break;
+      case Op::kStack:
+        ++stacks;
+        break;
+      case Op::kEmptyCache:
+        ++empty_caches;
+        break;
       default:
         ++observations;
         break;
@@ -55,7 +65,7 @@ nlohmann::json trace_info(const std::string& path, bool lenient) {
   }
   nlohmann::json devices = nlohmann::json::array();
   for (const auto& [d, v] : dev)
-    devices.push_back({{"device", d}, {"peak_requested_bytes", v.second}, {"live_at_end_bytes", v.first}});
+    devices.push_back({{"device", d}, {"peak_requested_bytes", sat(v.second)}, {"live_at_end_bytes", sat(v.first)}});
   nlohmann::json h = nlohmann::json::array();
   for (int b = 0; b < 65; ++b) {
     if (!hist[b]) continue;
@@ -71,6 +81,8 @@ nlohmann::json trace_info(const std::string& path, bool lenient) {
           {"frees", frees},
           {"marks", marks},
           {"observations", observations},
+          {"stacks", stacks},
+          {"empty_cache_calls", empty_caches},
           {"skipped_frees", reader->skipped_frees()},
           {"live_at_end", reader->live_count()},
           {"t_first", t0},
@@ -78,8 +90,8 @@ nlohmann::json trace_info(const std::string& path, bool lenient) {
           {"devices", devices},
           {"spaces", sp},
           {"streams", streams.size()},
-          {"peak_requested_bytes", peak},
-          {"total_requested_bytes", total},
+          {"peak_requested_bytes", sat(peak)},
+          {"total_requested_bytes", sat(total)},
           {"largest_alloc_bytes", largest},
           {"size_histogram", h}};
 }
@@ -93,6 +105,9 @@ std::string trace_info_text(const nlohmann::json& j) {
                  j["events"].get<std::uint64_t>(), j["allocs"].get<std::uint64_t>(), j["frees"].get<std::uint64_t>(),
                  j["marks"].get<std::uint64_t>(), j["observations"].get<std::uint64_t>(),
                  j["live_at_end"].get<std::uint64_t>());
+  if (j["stacks"].get<std::uint64_t>() || j["empty_cache_calls"].get<std::uint64_t>())
+    fmt::format_to(out, "  {} stacks of allocating code, {} empty_cache calls\n", j["stacks"].get<std::uint64_t>(),
+                   j["empty_cache_calls"].get<std::uint64_t>());
   fmt::format_to(out, "  time {} .. {}; {} stream(s); spaces {}\n", j["t_first"].get<std::uint64_t>(),
                  j["t_last"].get<std::uint64_t>(), j["streams"].get<std::uint64_t>(), j["spaces"].dump());
   fmt::format_to(out, "  peak requested {} ({} B); largest alloc {}\n",
