@@ -87,6 +87,8 @@ Usage Arena::usage() const {
   return u;
 }
 
+void Arena::memory_map(MemoryMap* out) const { append_memory_map(chunks_, out); }
+
 void Arena::validate() const {
   Bytes alloc = 0;
   size_t nfree = 0;

@@ -18,6 +18,7 @@
 
 #include "policies/addr_index.h"
 #include "policies/chunk_list.h"
+#include "policies/memory_map.h"
 #include "policies/policy.h"
 #include "policies/size_index.h"
 
@@ -38,6 +39,7 @@ class Arena {
   Bytes round(Bytes n) const;
   Usage usage() const;
   void validate() const;
+  void memory_map(MemoryMap* out) const;
 
  private:
   using Chunks = ChunkList<>;

@@ -18,6 +18,7 @@ class ArenaPolicy : public AllocatorPolicy {
   Usage usage() const override { return arena_.usage(); }
   Bytes rounded_size(const AllocRequest& req) const override { return arena_.round(req.size); }
   void validate() const override { arena_.validate(); }
+  void memory_map(MemoryMap* out) const override { arena_.memory_map(out); }
 
  private:
   Fit fit_;

@@ -111,6 +111,9 @@ class CudaAsyncPolicy : public AllocatorPolicy {
             {"release_threshold", o_.threshold},
             {"trims", trims_}};
   }
+  void memory_map(MemoryMap* out) const override {
+    for (const auto& [s, heap] : pools_) heap.memory_map(out);
+  }
   void validate() const override {
     Bytes reserved = 0;
     for (const auto& [s, heap] : pools_) {

@@ -34,6 +34,13 @@ class PlatformPolicy : public AllocatorPolicy {
     allocated_ -= live_[h].bytes();
     live_[h].release();
   }
+  void memory_map(MemoryMap* out) const override {  // every buffer is its own device allocation
+    for (const auto& g : live_)
+      if (g) {
+        out->regions.push_back({g.addr(), g.bytes(), static_cast<int>(out->regions.size())});
+        out->blocks.push_back({g.addr(), g.bytes(), true, true});
+      }
+  }
   std::string empty_cache() override { return "the platform allocator caches nothing: nothing to release"; }
   Usage usage() const override { return {allocated_, allocated_, 0, dev_->available(), dev_->available()}; }
   Bytes rounded_size(const AllocRequest& req) const override {

@@ -92,6 +92,25 @@ struct Placement {
   }
 };
 
+// A picture of the memory a policy holds: its regions (segments, BFC regions, reservations) and
+// the blocks that tile them, in address order — what PyTorch's memory_viz shows as its segment view.
+// Reports draw it at the peak and at OOMs; the engine links in-use blocks to buffers by address.
+struct MemoryMap {
+  struct Region {
+    Addr base;
+    Bytes size = 0;
+    int id = -1;  // obtain order (placements' "region")
+  };
+  struct Block {
+    Addr addr;
+    Bytes size = 0;
+    bool in_use = false;
+    bool mapped = true;  // false: reserved address space with nothing behind it (expandable segments)
+  };
+  std::vector<Region> regions;
+  std::vector<Block> blocks;
+};
+
 // What the engine's metrics read after every event. Must be O(1) or O(log n).
 struct Usage {
   Bytes allocated = 0;          // Σ live block sizes as placed
@@ -213,6 +232,9 @@ class AllocatorPolicy {
   virtual void plan(const std::vector<Lifetime>& buffers) { (void)buffers; }
   // Observation events of the trace (segment_alloc, ...) for seeding and fidelity. Optional.
   virtual void observe(const Observation& ob) { (void)ob; }
+  // Appends the memory it holds (regions and their blocks). Policies that place nothing leave it
+  // empty. O(blocks): called for reports only.
+  virtual void memory_map(MemoryMap* out) const { (void)out; }
 };
 
 using PolicyBuilder = std::function<std::unique_ptr<AllocatorPolicy>(const PolicyContext&)>;

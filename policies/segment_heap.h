@@ -17,6 +17,7 @@
 #include <string>
 
 #include "policies/chunk_list.h"
+#include "policies/memory_map.h"
 #include "policies/size_index.h"
 
 namespace fragsim {
@@ -81,6 +82,9 @@ class SegmentHeap {
   Bytes largest_free() const { return free_.size() ? free_.largest()->size : 0; }
   size_t free_blocks() const { return free_.size(); }
   void validate(const std::string& owner) const;
+  void memory_map(MemoryMap* out) const {
+    append_memory_map(chunks_, out, [](const Block& b) { return b.x.mapped; });
+  }
 
  private:
   std::int32_t split(std::int32_t b, Bytes keep);  // the new free block keeps b's mapped state and aux

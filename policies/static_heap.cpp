@@ -161,6 +161,19 @@ class StaticHeapPolicy : public AllocatorPolicy {
     return u;
   }
   Bytes rounded_size(const AllocRequest& req) const override { return o_.rule.apply(req).padded; }
+  void memory_map(MemoryMap* out) const override {  // the heap and its live buffers
+    if (!chosen_) return;
+    Bytes heap = std::min(chosen_->heap, o_.capacity);
+    out->regions.push_back({DeviceMemory::kBase, heap, 0});
+    Bytes at = 0;
+    for (const auto& [off, size] : by_offset_) {
+      if (off >= heap) break;
+      if (off > at) out->blocks.push_back({DeviceMemory::kBase + at, off - at, false, true});
+      out->blocks.push_back({DeviceMemory::kBase + off, size, true, true});
+      at = off + size;
+    }
+    if (heap > at) out->blocks.push_back({DeviceMemory::kBase + at, heap - at, false, true});
+  }
   nlohmann::json stats() const override {
     Bytes heap = chosen_ ? chosen_->heap : 0;
     nlohmann::json j = {{"order", chosen_name_},

@@ -230,6 +230,11 @@ class TorchCachingPolicy : public AllocatorPolicy {
     for (const auto& [o, task] : pending_) FRAGSIM_CHECK(task.pending(), "torch-caching: a pending free lost its task");
   }
 
+  void memory_map(MemoryMap* out) const override {
+    for (const auto& pool : pools_)
+      for (const auto& [s, heap] : pool) heap.memory_map(out);
+  }
+
   std::string describe_oom(const AllocRequest& req) const override {
     Bytes a = Config::alloc_size(c_.round_size(req.size));
     Bytes free = dev_->available();  // cudaMemGetInfo's free: what is left of the device

@@ -79,6 +79,8 @@ class TpuPaddedPolicy : public AllocatorPolicy {
   }
 
   Usage usage() const override { return inner_->usage(); }
+  std::string empty_cache() override { return inner_->empty_cache(); }
+  void memory_map(MemoryMap* out) const override { inner_->memory_map(out); }
   Bytes rounded_size(const AllocRequest& req) const override {
     AllocRequest inner = req;
     inner.size = rule_.apply(req).padded;

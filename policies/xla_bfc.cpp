@@ -36,6 +36,7 @@
 #include <stdexcept>
 
 #include "policies/chunk_list.h"
+#include "policies/memory_map.h"
 #include "policies/jax_gpu.h"
 #include "policies/policy.h"
 #include "policies/size_index.h"
@@ -186,6 +187,8 @@ class Bfc {
     check(in_use == s_.bytes_in_use, "bytes_in_use != Σ in-use chunks");
     check(pool == s_.pool_bytes, "pool_bytes != Σ regions");
   }
+
+  void memory_map(MemoryMap* out) const { append_memory_map(chunks_, out); }
 
   // BFC's OOM dump: bins table, largest free chunk, fragmentation, occupancy map per region.
   std::string dump(Bytes n, bool upper) const {
@@ -508,6 +511,10 @@ class XlaBfcPolicy : public AllocatorPolicy {
   }
 
   std::string_view fatal_error() const override { return fatal_; }
+  void memory_map(MemoryMap* out) const override {
+    main_.memory_map(out);
+    if (collective_) collective_->memory_map(out);
+  }
 
   std::string empty_cache() override {
     return "XLA's BFC allocator has no cache to release: JAX keeps its regions (nothing released)";

@@ -143,10 +143,13 @@ class Engine : public Scheduler {
     out_.policy_name = opt_.policy.name;
     out_.hardware = opt_.hw.to_json();
     out_.notes = opt_.notes;
+    if (header.is_object() && header.contains("time_unit") && header["time_unit"].is_string())
+      out_.time_unit = header["time_unit"].get<std::string>();
   }
 
   void feed(const Event& ev) {
     ++out_.events;
+    current_event_ = ev.index;
     if (replaying_) {
       while (!deferred_.empty() && deferred_.top().t <= ev.t) run_deferred();
       now_ = ev.t;
@@ -182,6 +185,7 @@ class Engine : public Scheduler {
         if (p.ok) {
           state_[ev.handle] = HandleState::kPlaced;
           slot_of_[ev.handle] = si;
+          remember(ev, p, si);
         } else {
           state_[ev.handle] = HandleState::kFailed;
           record_oom(s, ev, rq2);
@@ -196,6 +200,7 @@ class Engine : public Scheduler {
       }
       case Op::kFree: {
         ++out_.frees;
+        if (peak_dirty_ && replaying_) take_peak(ev);  // the state just before memory goes down is the peak
         Space sp = route(ev.live_space, ev);
         req_[key(ev.device, sp)].live -= ev.live_size;
         total_req_ -= ev.live_size;
@@ -212,6 +217,12 @@ class Engine : public Scheduler {
         state_[ev.handle] = HandleState::kNotLive;
         break;
       }
+      case Op::kMark:
+        if (out_.marks.size() < kMaxMarks) out_.marks.push_back({ev.name, ev.index, ev.t});
+        break;
+      case Op::kStack:
+        stack_frames_[ev.id.value()] = ev.frames;
+        break;
       case Op::kEmptyCache:
         ++out_.empty_cache_calls;
         if (!replaying_) break;
@@ -241,6 +252,7 @@ class Engine : public Scheduler {
   RunResult end(std::uint64_t skipped_frees) {
     if (replaying_)
       while (!deferred_.empty()) run_deferred();
+    if (peak_dirty_) take_peak_now();
     out_.skipped_frees = skipped_frees;
     if (placements_) {
       placements_->write(pbuf_);
@@ -361,7 +373,12 @@ class Engine : public Scheduler {
   void account(Slot& s) {
     Usage u = s.policy->usage();
     SpaceResult& r = s.res;
-    r.peak_allocated = std::max(r.peak_allocated, u.allocated);
+    if (u.allocated > r.peak_allocated) {
+      r.peak_allocated = u.allocated;
+      r.at_peak_allocated.allocated = u.allocated;
+      r.at_peak_allocated.reserved = u.reserved;
+      r.at_peak_allocated.largest_free = u.largest_free;
+    }
     double f = fragmentation(u);
     if (u.reserved > r.peak_reserved) {
       r.peak_reserved = u.reserved;
@@ -371,7 +388,12 @@ class Engine : public Scheduler {
     total_alloc_ += u.allocated - s.last.allocated;
     total_reserved_ += u.reserved - s.last.reserved;
     s.last = u;
-    peak_alloc_ = std::max(peak_alloc_, total_alloc_);
+    if (total_alloc_ > peak_alloc_) {
+      peak_alloc_ = total_alloc_;
+      peak_dirty_ = true;
+      peak_event_ = current_event_;
+      peak_t_ = now_;
+    }
     double gf = f;
     if (slots_.size() > 1) {
       Usage g{total_alloc_, total_reserved_, 0, 0, 0};
@@ -483,6 +505,133 @@ class Engine : public Scheduler {
     return f;
   }
 
+  // ---- what reports show of buffers and moments ----
+  struct LiveRec {
+    AllocId id;
+    Bytes requested = 0, block = 0;
+    std::uint64_t event_index = 0;
+    Tick t;
+    Addr addr;
+    bool has_addr = false, has_shape = false;
+    std::uint32_t name = 0;  // index into names_ (0: none)
+    std::uint64_t stack = 0;
+    Dtype dtype = Dtype::kNone;
+  };
+  std::uint32_t intern(const std::string& name) {
+    if (name.empty()) return 0;
+    auto [it, fresh] = name_ids_.try_emplace(name, static_cast<std::uint32_t>(names_.size()));
+    if (fresh) names_.push_back(name);
+    return it->second;
+  }
+  void remember(const Event& ev, const Placement& p, std::uint32_t si) {
+    (void)si;
+    if (ev.handle >= live_.size()) {
+      live_.resize(ev.handle + 1);
+      shapes_.resize(ev.handle + 1);
+    }
+    LiveRec& l = live_[ev.handle];
+    l.id = ev.id;
+    l.requested = ev.size;
+    l.block = p.block;
+    l.event_index = ev.index;
+    l.t = ev.t;
+    l.addr = p.addr;
+    l.has_addr = p.has_addr;
+    l.name = ev.has(key::kName) ? intern(ev.name) : 0;
+    l.stack = ev.has(key::kStack) ? ev.stack : 0;
+    l.dtype = ev.dtype;
+    l.has_shape = ev.has(key::kShape);
+    if (l.has_shape) shapes_[ev.handle] = ev.shape;
+  }
+  void note_stack(std::uint64_t id) {
+    if (!id || out_.stacks.count(id)) return;
+    if (auto it = stack_frames_.find(id); it != stack_frames_.end()) out_.stacks[id] = it->second;
+  }
+  BufferView request_view(const Event& ev) {
+    BufferView b;
+    b.id = ev.id;
+    b.event_index = ev.index;
+    b.t = ev.t;
+    b.device = ev.device;
+    b.space = ev.space;
+    b.requested = ev.size;
+    b.name = ev.has(key::kName) ? ev.name : std::string();
+    b.dtype = ev.dtype;
+    b.has_shape = ev.has(key::kShape);
+    if (b.has_shape) b.shape = ev.shape;
+    b.stack = ev.has(key::kStack) ? ev.stack : 0;
+    note_stack(b.stack);
+    return b;
+  }
+  BufferView view(Handle h, std::uint64_t now) {
+    const LiveRec& l = live_[h];
+    const Slot& s = slots_[slot_of_[h]];
+    BufferView b;
+    b.id = l.id;
+    b.event_index = l.event_index;
+    b.t = l.t;
+    b.device = s.device;
+    b.space = s.space;
+    b.requested = l.requested;
+    b.block = l.block;
+    b.has_addr = l.has_addr;
+    b.addr = l.addr;
+    b.name = names_[l.name];
+    b.dtype = l.dtype;
+    b.has_shape = l.has_shape;
+    if (l.has_shape) b.shape = shapes_[h];
+    b.stack = l.stack;
+    b.age_events = now - std::min(now, l.event_index);
+    note_stack(b.stack);
+    return b;
+  }
+  // The largest live buffers, the allocator's regions and blocks, the fragmentation figures.
+  Moment moment(std::uint64_t event_index, Tick t) {
+    Moment m;
+    m.event_index = event_index;
+    m.t = t;
+    m.allocated = total_alloc_;
+    m.reserved = total_reserved_;
+    std::vector<std::pair<Bytes, Handle>> top;  // a min-heap of the kTopBuffers largest
+    auto cmp = [](const auto& a, const auto& b) { return a.first > b.first; };
+    for (Handle h = 0; h < state_.size() && h < live_.size(); ++h) {
+      if (state_[h] != HandleState::kPlaced) continue;
+      ++m.live_buffers;
+      if (top.size() < kTopBuffers) {
+        top.emplace_back(live_[h].block, h);
+        std::push_heap(top.begin(), top.end(), cmp);
+      } else if (live_[h].block > top.front().first) {
+        std::pop_heap(top.begin(), top.end(), cmp);
+        top.back() = {live_[h].block, h};
+        std::push_heap(top.begin(), top.end(), cmp);
+      }
+    }
+    std::sort(top.begin(), top.end(), [](const auto& a, const auto& b) {
+      return a.first != b.first ? a.first > b.first : a.second < b.second;
+    });
+    for (const auto& [size, h] : top) m.top_buffers.push_back(view(h, event_index));
+    for (const auto& s : slots_) {
+      SpaceMoment sm;
+      sm.device = s.device;
+      sm.space = s.space;
+      sm.allocated = s.last.allocated;
+      sm.reserved = s.last.reserved;
+      sm.largest_free = s.last.largest_free;
+      s.policy->memory_map(&sm.map);
+      if (sm.map.blocks.size() > kMaxMapBlocks) {
+        sm.map.blocks.resize(kMaxMapBlocks);
+        sm.truncated = true;
+      }
+      m.spaces.push_back(std::move(sm));
+    }
+    return m;
+  }
+  void take_peak_now() {
+    out_.peak = moment(peak_event_, peak_t_);
+    peak_dirty_ = false;
+  }
+  void take_peak(const Event&) { take_peak_now(); }
+
   void record_oom(Slot& s, const Event& ev, const AllocRequest& rq) {
     RunResult& out = out_;
     Usage u = s.policy->usage();
@@ -499,9 +648,14 @@ class Engine : public Scheduler {
     o.free = u.available;
     o.largest_free = u.largest_available;
     o.fragmentation = o.free >= o.rounded;
-    if (out.ooms.size() < kExplainedOoms) o.explanation = s.policy->describe_oom(rq);
     o.kind = s.policy->oom_kind(rq);
     o.space = s.space;
+    o.request = request_view(ev);
+    o.request.block = o.rounded;
+    if (out.ooms.size() < kDetailedOoms) {
+      o.explanation = s.policy->describe_oom(rq);
+      o.moment = moment(ev.index, ev.t);
+    }
     out.ooms.push_back(std::move(o));
     out.completed = false;
   }
@@ -531,6 +685,9 @@ class Engine : public Scheduler {
     out.policy_config = config_.is_null() ? nlohmann::json::object() : config_;
     for (auto& s : slots_) {
       SpaceResult r = s.res;
+      r.at_peak_allocated.device = s.device;
+      r.at_peak_allocated.space = s.space;
+      r.external_max = r.frag_max;
       r.peak_requested = saturate(req_[dense_.at(s.device) * kSpaces + static_cast<std::uint32_t>(s.space)].peak);
       for (const auto& o : out.ooms)
         if (o.device == s.device && o.space == s.space) r.ooms.push_back(o);
@@ -558,7 +715,7 @@ class Engine : public Scheduler {
 
   static constexpr std::uint32_t kNoSlot = 0xffffffffu;
   static constexpr std::uint32_t kSpaces = static_cast<std::uint32_t>(Space::kCount);
-  static constexpr size_t kExplainedOoms = 10;  // OOMs that keep the allocator's own explanation
+
   // Requested bytes can sum past 64 bits (sizes up to the format's limit); reports saturate.
   using Sum = unsigned __int128;
   static Bytes saturate(Sum v) { return v > kTooLarge ? kTooLarge : static_cast<Bytes>(v); }
@@ -600,11 +757,25 @@ class Engine : public Scheduler {
   std::uint64_t ooms_recorded_ = 0, ooms_reproduced_ = 0;
   RunResult out_;
   bool replaying_ = true;
+  std::vector<LiveRec> live_;                       // per handle, valid while placed
+  std::vector<std::vector<std::uint64_t>> shapes_;  // per handle, when the alloc has a shape
+  std::vector<std::string> names_{std::string()};  // interned buffer names (0: none)
+  std::unordered_map<std::string, std::uint32_t> name_ids_;
+  std::unordered_map<std::uint64_t, std::vector<std::string>> stack_frames_;  // the trace's stacks
+  bool peak_dirty_ = false;  // allocated memory reached a new peak not yet captured
+  std::uint64_t peak_event_ = 0, current_event_ = 0;
+  Tick peak_t_;
   std::unique_ptr<AtomicFile> placements_;
   std::string pbuf_;
 };
 
 }  // namespace
+
+double SpaceMoment::external() const {
+  Bytes free = unused();
+  if (free == 0) return 0.0;
+  return static_cast<double>(free - std::min(largest_free, free)) / static_cast<double>(free);
+}
 
 RunResult run_simulation(const RunOptions& opt, const Registry& registry) {
   Engine e(opt, registry);
