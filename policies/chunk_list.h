@@ -123,8 +123,10 @@ class ChunkList {
     Chunk& b = chunks_[n];
     a.size += b.size;
     a.next = b.next;
-    if (b.next != kNil) chunks_[b.next].prev = c;
-    else regions_[a.region].last = c;
+    if (b.next != kNil)
+      chunks_[b.next].prev = c;
+    else
+      regions_[a.region].last = c;
     --regions_[a.region].chunks;
     regions_[a.region].free_bytes -= b.size;
     spare_.push_back(n);

@@ -81,7 +81,8 @@ class TorchCachingPolicy : public AllocatorPolicy {
         sched_(ctx.scheduler),
         total_(ctx.space->capacity),
         device_index_(ctx.device_index),
-        expandable_(ctx.device, ctx.hw->space(Space::kHbm) ? ctx.hw->space(Space::kHbm)->capacity : ctx.space->capacity) {}
+        expandable_(ctx.device,
+                    ctx.hw->space(Space::kHbm) ? ctx.hw->space(Space::kHbm)->capacity : ctx.space->capacity) {}
 
   Placement allocate(const AllocRequest& req) override {
     std::int32_t blk = SegmentHeap::kNil;
@@ -503,9 +504,8 @@ class TorchCachingPolicy : public AllocatorPolicy {
   // Expandable segments: room for r bytes in the stream's reservations, mapping what is missing
   // (alloc_block: the fraction check is on the segment size a cudaMalloc would have asked for).
   std::int32_t expand(bool small, std::int64_t stream, Bytes r) {
-    if (c_.memory_fraction > 0 &&
-        reserved_.current() + Config::alloc_size(r) >
-            static_cast<Bytes>(c_.memory_fraction * static_cast<double>(total_)))
+    if (c_.memory_fraction > 0 && reserved_.current() + Config::alloc_size(r) >
+                                      static_cast<Bytes>(c_.memory_fraction * static_cast<double>(total_)))
       return SegmentHeap::kNil;
     SegmentHeap& heap = pools_[small][stream];
     auto g = expandable_.grow(heap, small, r, reservations_of(small, stream), reserve_in(small, stream));

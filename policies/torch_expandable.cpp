@@ -87,8 +87,7 @@ ExpandableSegments::Grown ExpandableSegments::grow(SegmentHeap& heap, bool small
     cand = heap.segment(new_reservation(small, reserve)).first;
   }
   // try_allocate_expandable_block: map the candidate if it is unmapped, then what follows.
-  if (!heap.block(cand).x.mapped && !map_block(heap, &cand, std::min(heap.block(cand).size, r), page, &out))
-    return out;
+  if (!heap.block(cand).x.mapped && !map_block(heap, &cand, std::min(heap.block(cand).size, r), page, &out)) return out;
   while (heap.block(cand).size < r) {
     std::int32_t next = heap.block(cand).next;
     FRAGSIM_CHECK(next != SegmentHeap::kNil && !heap.block(next).x.mapped, "expandable: free -> unmapped expected");

@@ -18,9 +18,9 @@
 // free virtual address of this model. Pages are DeviceMemory grants owned here.
 #pragma once
 #include <deque>
-#include <optional>
 #include <functional>
 #include <map>
+#include <optional>
 #include <vector>
 
 #include "hardware_models/device_memory.h"

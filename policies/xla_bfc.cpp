@@ -36,8 +36,8 @@
 #include <stdexcept>
 
 #include "policies/chunk_list.h"
-#include "policies/memory_map.h"
 #include "policies/jax_gpu.h"
+#include "policies/memory_map.h"
 #include "policies/policy.h"
 #include "policies/size_index.h"
 #include "sim/base/error.h"

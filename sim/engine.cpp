@@ -305,9 +305,10 @@ class Engine : public Scheduler {
     if (auto it = recorded_.find(device); it != recorded_.end() && spec->space == Space::kHbm) {
       s.spec->capacity = it->second.first;
       s.spec->reserve = 0;
-      out_.notes.push_back(fmt::format("device {}: usable memory {} ({} B) inferred from the recording: {} "
-                                       "(--hw or --capacity overrides it)",
-                                       device, human_bytes(it->second.first), it->second.first, it->second.second));
+      out_.notes.push_back(
+          fmt::format("device {}: usable memory {} ({} B) inferred from the recording: {} "
+                      "(--hw or --capacity overrides it)",
+                      device, human_bytes(it->second.first), it->second.first, it->second.second));
     }
     s.device = device;
     s.space = spec->space;
@@ -337,10 +338,14 @@ class Engine : public Scheduler {
     if (ev.op == Op::kOom) {  // a recorded OOM: did the simulation fail the same request?
       ++ooms_recorded_;
       auto it = last_alloc_failed_.find(ev.device);
-      if (it != last_alloc_failed_.end() && it->second) ++ooms_reproduced_;
+      if (it != last_alloc_failed_.end() && it->second)
+        ++ooms_reproduced_;
       else if (first_mismatch_.is_null())
-        first_mismatch_ = {{"kind", "oom"}, {"event_index", ev.index}, {"device", ev.device},
-                           {"recorded_request_bytes", ev.size}, {"simulated", "the request succeeded"}};
+        first_mismatch_ = {{"kind", "oom"},
+                           {"event_index", ev.index},
+                           {"device", ev.device},
+                           {"recorded_request_bytes", ev.size},
+                           {"simulated", "the request succeeded"}};
       return;
     }
     if (!replaying_) return;
@@ -491,7 +496,8 @@ class Engine : public Scheduler {
         for (const auto& s : slots_)
           if (s.device == dev && s.space == Space::kHbm) mem = s.mem.get();
         size_t k = next[dev]++;
-        if (mem && k < mem->release_log().size() && mem->release_log()[k] == addr) ++matched;
+        if (mem && k < mem->release_log().size() && mem->release_log()[k] == addr)
+          ++matched;
         else if (f["first_mismatch"].is_null())
           f["first_mismatch"] = {{"kind", "segment_free"}, {"device", dev}, {"release", k}, {"recorded_addr", addr}};
       }
@@ -597,6 +603,12 @@ class Engine : public Scheduler {
     for (Handle h = 0; h < state_.size() && h < live_.size(); ++h) {
       if (state_[h] != HandleState::kPlaced) continue;
       ++m.live_buffers;
+      if (opt_.keep_live_buffers && live_[h].has_addr) {
+        if (m.live.size() < kMaxMapBlocks)
+          m.live.push_back(view(h, event_index));
+        else
+          m.live_truncated = true;
+      }
       if (top.size() < kTopBuffers) {
         top.emplace_back(live_[h].block, h);
         std::push_heap(top.begin(), top.end(), cmp);
@@ -749,9 +761,9 @@ class Engine : public Scheduler {
   std::uint64_t stride_ = 1, next_point_ = 0;
   double last_frag_ = 0;
   nlohmann::json first_mismatch_;
-  std::vector<std::pair<std::uint32_t, Bytes>> recorded_segments_;  // traced segment_alloc (device, size)
+  std::vector<std::pair<std::uint32_t, Bytes>> recorded_segments_;   // traced segment_alloc (device, size)
   std::vector<std::pair<std::uint32_t, Addr>> recorded_frees_;       // traced segment_free (device, addr)
-  std::map<LifetimeKey, std::vector<Lifetime>> lifetimes_;          // offline policies only
+  std::map<LifetimeKey, std::vector<Lifetime>> lifetimes_;           // offline policies only
   std::map<std::uint32_t, std::pair<Bytes, std::string>> recorded_;  // device → (usable bytes, basis)
   std::map<std::uint32_t, bool> last_alloc_failed_;                  // device → its last alloc's outcome
   std::uint64_t ooms_recorded_ = 0, ooms_reproduced_ = 0;
@@ -759,7 +771,7 @@ class Engine : public Scheduler {
   bool replaying_ = true;
   std::vector<LiveRec> live_;                       // per handle, valid while placed
   std::vector<std::vector<std::uint64_t>> shapes_;  // per handle, when the alloc has a shape
-  std::vector<std::string> names_{std::string()};  // interned buffer names (0: none)
+  std::vector<std::string> names_{std::string()};   // interned buffer names (0: none)
   std::unordered_map<std::string, std::uint32_t> name_ids_;
   std::unordered_map<std::uint64_t, std::vector<std::string>> stack_frames_;  // the trace's stacks
   bool peak_dirty_ = false;  // allocated memory reached a new peak not yet captured

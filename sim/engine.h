@@ -8,9 +8,9 @@
 #pragma once
 #include <functional>
 #include <map>
-#include <optional>
 #include <memory>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -35,11 +35,14 @@ struct RunOptions {
   HardwareModel hw;
   bool keep_going = false;
   bool lenient = false;
-  bool check = false;              // validate() after every event
+  bool check = false;  // validate() after every event
   // Use the usable device memory an importer inferred from the recording (the trace header's
   // recorded_devices) for those devices; false when the user chose the hardware (--hw/--capacity).
   bool recorded_devices = true;
-  std::string placements;          // JSONL output path, empty = none
+  std::string placements;  // JSONL output path, empty = none
+  // Keep every live buffer (up to kMaxMapBlocks) at the moments reports show, so that an address
+  // map can name the buffer behind each block (the HTML report); off for plain runs and sweeps.
+  bool keep_live_buffers = false;
   std::vector<std::string> notes;  // lines for the text report (e.g. how --env was interpreted)
 };
 
@@ -81,6 +84,8 @@ struct Moment {
   Bytes allocated = 0, reserved = 0;
   std::uint64_t live_buffers = 0;
   std::vector<BufferView> top_buffers;  // the largest live buffers, by block size
+  std::vector<BufferView> live;         // every live buffer placed at an address (keep_live_buffers)
+  bool live_truncated = false;          // more than kMaxMapBlocks were live
   std::vector<SpaceMoment> spaces;
 };
 
@@ -91,10 +96,10 @@ struct OomRecord {
   std::uint32_t device = 0;
   Space space = Space::kHbm;
   Bytes requested = 0, rounded = 0, allocated = 0, reserved = 0, free = 0, largest_free = 0;
-  bool fragmentation = false;  // cause
-  std::string explanation;     // the policy's own OOM dump (text output)
-  std::string kind;            // non-empty for special OOMs (e.g. "scoped_vmem_limit")
-  BufferView request;          // the failing request: name, shape, dtype, stack; block = rounded/padded
+  bool fragmentation = false;    // cause
+  std::string explanation;       // the policy's own OOM dump (text output)
+  std::string kind;              // non-empty for special OOMs (e.g. "scoped_vmem_limit")
+  BufferView request;            // the failing request: name, shape, dtype, stack; block = rounded/padded
   std::optional<Moment> moment;  // what was live and free then (the first few OOMs)
 };
 
@@ -110,7 +115,7 @@ struct SpaceResult {
   Bytes peak_requested = 0, peak_allocated = 0, peak_reserved = 0;
   double frag_at_peak = 0, frag_max = 0;
   SpaceMoment at_peak_allocated;  // this space's figures when its allocated memory peaked
-  double external_max = 0;         // the largest external fragmentation seen
+  double external_max = 0;        // the largest external fragmentation seen
   std::uint64_t device_allocs = 0, device_frees = 0, device_failed = 0;
   double device_time_ns = 0;
   Bytes final_allocated = 0, final_reserved = 0;
@@ -147,16 +152,16 @@ struct RunResult {
   nlohmann::json fidelity;     // recorded vs simulated addresses/segments; null when the trace has none
   std::uint64_t empty_cache_calls = 0;
   std::string empty_cache_effect;  // what the policy did on the last one, in its words
-  std::string fatal;           // the allocator aborted the process (message); replay stopped
+  std::string fatal;               // the allocator aborted the process (message); replay stopped
   std::uint64_t fatal_event = 0;
-  std::optional<Moment> peak;  // the moment allocated memory (all devices and spaces) peaked
+  std::optional<Moment> peak;   // the moment allocated memory (all devices and spaces) peaked
   std::vector<MarkView> marks;  // the trace's marks (steps, phases), the first kMaxMarks
   std::map<std::uint64_t, std::vector<std::string>> stacks;  // frames of the stacks reported buffers name
   std::string time_unit = "ns";
 };
 
-inline constexpr size_t kTopBuffers = 20;      // largest live buffers listed at a moment
-inline constexpr size_t kDetailedOoms = 10;    // OOMs that keep a Moment and the allocator's own explanation
+inline constexpr size_t kTopBuffers = 20;       // largest live buffers listed at a moment
+inline constexpr size_t kDetailedOoms = 10;     // OOMs that keep a Moment and the allocator's own explanation
 inline constexpr size_t kMaxMapBlocks = 50000;  // blocks kept in a memory map
 inline constexpr size_t kMaxMarks = 2000;
 

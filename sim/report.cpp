@@ -1,10 +1,10 @@
 #include "sim/report.h"
 
-#include <algorithm>
-#include <set>
-
 #include <fmt/format.h>
 #include <fmt/ranges.h>
+
+#include <algorithm>
+#include <set>
 
 namespace fragsim {
 
@@ -16,27 +16,13 @@ std::string pct(double f) { return fmt::format("{:.1f}%", 100.0 * f); }
 // 1/1 OOMs": what a recording let the run check itself against.
 std::string fidelity_text(const nlohmann::json& f) {
   auto n = [&](const char* k) { return f.value(k, std::uint64_t{0}); };
-  std::string s = fmt::format("reproduced {}/{} recorded allocation addresses, {}/{} segment sizes", n("allocs_matched"),
-                              n("allocs_compared"), n("segments_matched"), n("segments_compared"));
+  std::string s = fmt::format("reproduced {}/{} recorded allocation addresses, {}/{} segment sizes",
+                              n("allocs_matched"), n("allocs_compared"), n("segments_matched"), n("segments_compared"));
   if (f.contains("segment_frees_compared"))
     s += fmt::format(", {}/{} segment releases", n("segment_frees_matched"), n("segment_frees_compared"));
   if (f.contains("ooms_recorded")) s += fmt::format(", {}/{} OOMs", n("ooms_reproduced"), n("ooms_recorded"));
   return s;
 }
-
-// "f32[1024,4096]" for a shaped buffer, "" otherwise.
-std::string shape_text(const BufferView& b) {
-  if (!b.has_shape || b.dtype == Dtype::kNone) return {};
-  return fmt::format("{}[{}]", dtype_name(b.dtype), fmt::join(b.shape, ","));
-}
-
-// The innermost frame of a buffer's stack, "" without one.
-std::string frame_of(const RunResult& r, const BufferView& b) {
-  auto it = r.stacks.find(b.stack);
-  return it == r.stacks.end() || it->second.empty() ? std::string() : it->second.front();
-}
-
-std::string label_of(const RunResult& r) { return r.label.empty() ? r.policy_name : r.label; }
 
 nlohmann::json buffer_json(const RunResult& r, const BufferView& b) {
   nlohmann::json j = {{"id", b.id},
@@ -84,9 +70,7 @@ nlohmann::json space_moment_json(const SpaceMoment& s, size_t max_blocks) {
           {"free_blocks", frees.size()},
           {"largest_free_blocks", free_blocks},
           {"memory_map",
-           {{"regions", regions},
-            {"blocks", blocks},
-            {"truncated", s.truncated || s.map.blocks.size() > max_blocks}}}};
+           {{"regions", regions}, {"blocks", blocks}, {"truncated", s.truncated || s.map.blocks.size() > max_blocks}}}};
 }
 
 constexpr size_t kJsonMapBlocks = 5000;  // blocks of a memory map a JSON report keeps
@@ -95,8 +79,12 @@ nlohmann::json moment_json(const RunResult& r, const Moment& m) {
   nlohmann::json top = nlohmann::json::array(), spaces = nlohmann::json::array();
   for (const auto& b : m.top_buffers) top.push_back(buffer_json(r, b));
   for (const auto& s : m.spaces) spaces.push_back(space_moment_json(s, kJsonMapBlocks));
-  return {{"event_index", m.event_index},   {"t", m.t},         {"allocated_bytes", m.allocated},
-          {"reserved_bytes", m.reserved},   {"live_buffers", m.live_buffers}, {"top_buffers", top},
+  return {{"event_index", m.event_index},
+          {"t", m.t},
+          {"allocated_bytes", m.allocated},
+          {"reserved_bytes", m.reserved},
+          {"live_buffers", m.live_buffers},
+          {"top_buffers", top},
           {"spaces", spaces}};
 }
 
@@ -163,12 +151,25 @@ void free_space_text(std::back_insert_iterator<std::string> out, const Moment& m
     for (size_t i = 0; i < frees.size() && i < 5; ++i) sizes += (i ? ", " : "") + human_bytes(frees[i]->size);
     fmt::format_to(out, "    free memory then (device {} {}): {} free block{} in {} region{}{}\n", s.device,
                    space_name(s.space), frees.size(), frees.size() == 1 ? "" : "s", s.map.regions.size(),
-                   s.map.regions.size() == 1 ? "" : "s",
-                   frees.empty() ? "" : "; the largest: " + sizes);
+                   s.map.regions.size() == 1 ? "" : "s", frees.empty() ? "" : "; the largest: " + sizes);
   }
 }
 
 }  // namespace
+
+// "f32[1024,4096]" for a shaped buffer, "" otherwise.
+std::string shape_text(const BufferView& b) {
+  if (!b.has_shape || b.dtype == Dtype::kNone) return {};
+  return fmt::format("{}[{}]", dtype_name(b.dtype), fmt::join(b.shape, ","));
+}
+
+// The innermost frame of a buffer's stack, "" without one.
+std::string frame_of(const RunResult& r, const BufferView& b) {
+  auto it = r.stacks.find(b.stack);
+  return it == r.stacks.end() || it->second.empty() ? std::string() : it->second.front();
+}
+
+std::string label_of(const RunResult& r) { return r.label.empty() ? r.policy_name : r.label; }
 
 std::vector<std::string> advice(const RunResult& r) {
   std::vector<std::string> a;
@@ -182,35 +183,42 @@ std::vector<std::string> advice(const RunResult& r) {
   };
   if (r.policy_name == "torch-caching") {
     if (o.fragmentation && !cfg_true("resolved_expandable_segments"))
-      a.push_back("fragmentation: PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True lets segments grow instead of "
-                  "leaving unusable holes (`--env PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True` replays it)");
+      a.push_back(
+          "fragmentation: PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True lets segments grow instead of "
+          "leaving unusable holes (`--env PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True` replays it)");
     else if (o.fragmentation)
-      a.push_back("fragmentation with expandable segments already on: long-lived buffers pin pages; free them earlier "
-                  "or set max_split_size_mb (`--env PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True,max_split_size_mb:"
-                  "256`)");
+      a.push_back(
+          "fragmentation with expandable segments already on: long-lived buffers pin pages; free them earlier "
+          "or set max_split_size_mb (`--env PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True,max_split_size_mb:"
+          "256`)");
     else
       a.push_back(fmt::format("capacity: the live buffers need more than the device gives; {}", need()));
   } else if (r.policy_name == "xla-bfc") {
     double f = c.value("mem_fraction", 0.75);
     if (o.fragmentation && cfg_true("preallocate"))
-      a.push_back("fragmentation: XLA_PYTHON_CLIENT_PREALLOCATE=false (grow on demand) or "
-                  "XLA_PYTHON_CLIENT_ALLOCATOR=cuda_async place buffers differently (`--env` replays either)");
+      a.push_back(
+          "fragmentation: XLA_PYTHON_CLIENT_PREALLOCATE=false (grow on demand) or "
+          "XLA_PYTHON_CLIENT_ALLOCATOR=cuda_async place buffers differently (`--env` replays either)");
     else if (o.fragmentation)
-      a.push_back("fragmentation: XLA_PYTHON_CLIENT_ALLOCATOR=cuda_async leaves placement to the driver "
-                  "(`--env XLA_PYTHON_CLIENT_ALLOCATOR=cuda_async` replays it)");
+      a.push_back(
+          "fragmentation: XLA_PYTHON_CLIENT_ALLOCATOR=cuda_async leaves placement to the driver "
+          "(`--env XLA_PYTHON_CLIENT_ALLOCATOR=cuda_async` replays it)");
     if (f < 0.99)
-      a.push_back(fmt::format("memory: XLA_PYTHON_CLIENT_MEM_FRACTION is {}; `fragsim sweep {} --find "
-                              "min-mem-fraction` finds the smallest that works",
-                              f, r.trace_path));
+      a.push_back(
+          fmt::format("memory: XLA_PYTHON_CLIENT_MEM_FRACTION is {}; `fragsim sweep {} --find "
+                      "min-mem-fraction` finds the smallest that works",
+                      f, r.trace_path));
     else if (!o.fragmentation)
       a.push_back(fmt::format("capacity: even the whole device is not enough; {}", need()));
   } else if (r.policy_name == "tpu-padded") {
     if (!o.kind.empty())
-      a.push_back("scoped VMEM: raise --xla_tpu_scoped_vmem_limit_kib or the kernel's vmem_limit_bytes, or use smaller "
-                  "blocks");
+      a.push_back(
+          "scoped VMEM: raise --xla_tpu_scoped_vmem_limit_kib or the kernel's vmem_limit_bytes, or use smaller "
+          "blocks");
     else
-      a.push_back("TPU: shapes whose minor dims are multiples of 128 (second-minor of 8, 16 for bf16) pad least; the "
-                  "largest live buffers above show block (padded) against requested bytes");
+      a.push_back(
+          "TPU: shapes whose minor dims are multiples of 128 (second-minor of 8, 16 for bf16) pad least; the "
+          "largest live buffers above show block (padded) against requested bytes");
   } else if (r.policy_name == "cuda-async" || r.policy_name == "platform") {
     a.push_back(fmt::format("capacity: {}", need()));
   }
@@ -264,8 +272,8 @@ nlohmann::json report_json(const RunResult& r) {
     frag["at_peak_allocated"] = {
         {"reserved_unallocated_bytes", unused},
         {"reserved_unallocated_share", res ? static_cast<double>(unused) / static_cast<double>(res) : 0.0},
-        {"external", unused ? static_cast<double>(unused - std::min(largest, unused)) / static_cast<double>(unused)
-                            : 0.0}};
+        {"external",
+         unused ? static_cast<double>(unused - std::min(largest, unused)) / static_cast<double>(unused) : 0.0}};
   }
   nlohmann::json j = {{"fragsim_report", 1},
                       {"trace", trace},
@@ -356,12 +364,13 @@ std::string report_text(const RunResult& r) {
     std::string f = frame_of(r, o.request);
     fmt::format_to(out, "  OOM at event {} (t={}, device {} {}): {}{}\n", o.event_index, o.t, o.device,
                    space_name(o.space), what, f.empty() ? "" : "  at " + f);
-    fmt::format_to(out,
-                   "    requested {} (rounded {}); allocated {}, reserved {}, free {}, largest free {} -> {}\n",
-                   human_bytes(o.requested), human_bytes(o.rounded), human_bytes(o.allocated), human_bytes(o.reserved),
-                   human_bytes(o.free), human_bytes(o.largest_free),
-                   o.fragmentation ? "FRAGMENTATION (enough memory is free, no hole fits)"
-                                   : "CAPACITY (not enough free memory)");
+    fmt::format_to(
+        out, "    requested {} (rounded {}); allocated {}, reserved {}, free {}, largest free {} -> {}\n",
+        human_bytes(o.requested), human_bytes(o.rounded), human_bytes(o.allocated), human_bytes(o.reserved),
+        human_bytes(o.free), human_bytes(o.largest_free),
+        o.fragmentation ? "FRAGMENTATION (enough memory is free, no hole fits)" : "CAPACITY (not enough free memory)");
+    // The first OOM in full; the next ones in two lines each (the JSON report has them all).
+    if (shown > 1) continue;
     if (o.moment) {
       moment_text(out, r, *o.moment);
       free_space_text(out, *o.moment);

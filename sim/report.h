@@ -15,5 +15,11 @@ std::string compare_table(const std::vector<RunResult>& runs);
 // fragsim's advice after an OOM: settings of the framework the policy models, never one already
 // set (the allocator's own message, quoted in the explanation, may say otherwise).
 std::vector<std::string> advice(const RunResult& r);
+// "f32[1024,4096]" for a shaped buffer, "" otherwise.
+std::string shape_text(const BufferView& b);
+// The innermost frame of a buffer's stack, "" without one.
+std::string frame_of(const RunResult& r, const BufferView& b);
+// How reports name a run: compare's label, else the policy.
+std::string label_of(const RunResult& r);
 
 }  // namespace fragsim

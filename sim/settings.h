@@ -2,19 +2,18 @@
 // settings). `--env VAR=VALUE` is interpreted with the semantics (and parsing quirks) of the
 // framework that reads VAR; `--set KEY=VALUE` then overrides policy config keys directly.
 #pragma once
+#include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
-
-#include <nlohmann/json.hpp>
 
 #include "sim/engine.h"
 
 namespace fragsim {
 
 struct SettingsInput {
-  std::string policy;             // --policy ("" = chosen by --env or the default)
-  std::vector<std::string> sets;  // --set KEY=VALUE
-  std::vector<std::string> envs;  // --env VAR=VALUE
+  std::string policy;                       // --policy ("" = chosen by --env or the default)
+  std::vector<std::string> sets;            // --set KEY=VALUE
+  std::vector<std::string> envs;            // --env VAR=VALUE
   std::string default_policy = "best-fit";  // when neither names one (default_policy_for)
 };
 
@@ -31,6 +30,7 @@ PolicySpec resolve_settings(const SettingsInput& in, std::vector<std::string>* n
 // The policy that models what recorded the trace (its header's source) or the hardware it runs
 // on: torch-caching for a PyTorch snapshot, xla-bfc for a JAX/XLA capture, tpu-padded on a TPU,
 // else best-fit. *why says so.
-[[nodiscard]] std::string default_policy_for(const nlohmann::json& header, const std::string& hw_kind, std::string* why);
+[[nodiscard]] std::string default_policy_for(const nlohmann::json& header, const std::string& hw_kind,
+                                             std::string* why);
 
 }  // namespace fragsim

@@ -105,20 +105,6 @@ TEST_CASE("cli: gen, convert and info agree") {
   CHECK(a["events"].get<int>() > 10);
 }
 
-TEST_CASE("cli: --html writes a self-contained report with the chart, the table and the first OOM") {
-  std::string t = write_text("clihtml.jsonl", kTrace), html = tmp_path("r.html"), cmp = tmp_path("c.html");
-  REQUIRE(cli("run " + t + " --policy best-fit --capacity 10MiB --reserve 0 --html " + html).code == 0);
-  std::string h = read_text(html);
-  CHECK(h.find("<svg") != std::string::npos);
-  CHECK(h.find("<polyline") != std::string::npos);
-  CHECK(h.find("first OOM") != std::string::npos);
-  CHECK(h.find("<script") == std::string::npos);
-  REQUIRE(cli("compare " + t + " --policies ideal,first-fit --html " + cmp).code == 0);
-  std::string c = read_text(cmp);
-  CHECK(c.find("reserved (ideal)") != std::string::npos);
-  CHECK(c.find("reserved (first-fit)") != std::string::npos);
-}
-
 // Regressions (issue 14): library exceptions leaked as wrong exit codes.
 TEST_CASE("cli: huge layout dims, overflowing shapes and malformed reports are input errors (exit 2)") {
   auto r = cli("layout 'bf16[99999999999999999999999]'");

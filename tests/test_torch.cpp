@@ -140,7 +140,7 @@ TEST_CASE("what-if: expandable segments change a run recorded without them") {
   RunResult base = replay(fixture("transformer_ctx128_train_step.pickle"));
   RunResult exp = replay(fixture("transformer_ctx128_train_step.pickle"), {{"alloc_conf", "expandable_segments:True"}});
   CHECK(exp.policy_config["resolved_expandable_segments"] == true);
-  CHECK(exp.peak_reserved < base.peak_reserved);  // mapping pages on demand reserves less
+  CHECK(exp.peak_reserved < base.peak_reserved);                            // mapping pages on demand reserves less
   CHECK(exp.fidelity["allocs_matched"] < exp.fidelity["allocs_compared"]);  // it maps differently
   CHECK(exp.completed);
 }

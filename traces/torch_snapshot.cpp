@@ -1,11 +1,11 @@
 #include "traces/torch_snapshot.h"
 
+#include <fmt/format.h>
+
 #include <algorithm>
 #include <map>
 #include <set>
 #include <unordered_map>
-
-#include <fmt/format.h>
 
 #include "sim/base/error.h"
 #include "sim/base/text.h"
@@ -15,10 +15,10 @@ namespace fragsim {
 
 namespace {
 
-constexpr Bytes kSmallSegment = 2 * kMiB;    // a small-pool segment (and expandable small page)
-constexpr Bytes kLargePage = 20 * kMiB;      // an expandable large-pool page
-constexpr Bytes kSmallRequest = 1 * kMiB;    // requests up to this go to the small pool
-constexpr size_t kMaxFrames = 48;            // frames kept per stack (innermost first)
+constexpr Bytes kSmallSegment = 2 * kMiB;  // a small-pool segment (and expandable small page)
+constexpr Bytes kLargePage = 20 * kMiB;    // an expandable large-pool page
+constexpr Bytes kSmallRequest = 1 * kMiB;  // requests up to this go to the small pool
+constexpr size_t kMaxFrames = 48;          // frames kept per stack (innermost first)
 
 // Work on a snapshot is bounded by its size: a pickle can reference one object many times (its
 // memo), so a small file could otherwise describe an exponential amount of data.
@@ -40,12 +40,18 @@ nlohmann::json to_json(const PyObj& o, WorkBudget& budget, int depth = 0) {
   budget.spend();
   if (depth > 16) return nullptr;
   switch (o.kind) {
-    case PyObj::kNone: return nullptr;
-    case PyObj::kBool: return o.b;
-    case PyObj::kInt: return o.big ? nlohmann::json(o.u) : nlohmann::json(o.i);
-    case PyObj::kFloat: return o.f;
-    case PyObj::kStr: return sanitize_utf8(o.s);
-    case PyObj::kBytes: return nullptr;
+    case PyObj::kNone:
+      return nullptr;
+    case PyObj::kBool:
+      return o.b;
+    case PyObj::kInt:
+      return o.big ? nlohmann::json(o.u) : nlohmann::json(o.i);
+    case PyObj::kFloat:
+      return o.f;
+    case PyObj::kStr:
+      return sanitize_utf8(o.s);
+    case PyObj::kBytes:
+      return nullptr;
     case PyObj::kList:
     case PyObj::kTuple: {
       nlohmann::json a = nlohmann::json::array();
@@ -133,9 +139,9 @@ struct Entry {
 
 // What a device's trace tells about its usable memory (specs/torch-caching.md §3, §5).
 struct DeviceBounds {
-  Bytes peak_reserved = 0;                // lower bound: it held this much
-  std::optional<Bytes> upper;              // a failed cudaMalloc: usable < reserved + request
-  std::optional<Bytes> at_oom;            // reserved + cudaMemGetInfo's free at a recorded oom
+  Bytes peak_reserved = 0;      // lower bound: it held this much
+  std::optional<Bytes> upper;   // a failed cudaMalloc: usable < reserved + request
+  std::optional<Bytes> at_oom;  // reserved + cudaMemGetInfo's free at a recorded oom
   std::uint64_t retries = 0, empty_caches = 0;
 };
 
@@ -267,12 +273,16 @@ class SnapshotReader : public TraceReader {
         x.has_t = *any_time = true;
       }
       const std::string& act = a->s;
-      static const std::pair<const char*, Action> kActions[] = {
-          {"alloc", Action::kAlloc},          {"free_requested", Action::kFreeRequested},
-          {"free_completed", Action::kFreeCompleted}, {"segment_alloc", Action::kSegAlloc},
-          {"segment_free", Action::kSegFree}, {"segment_map", Action::kSegMap},
-          {"segment_unmap", Action::kSegUnmap}, {"oom", Action::kOom},
-          {"snapshot", Action::kMark},        {"annotate", Action::kMark}};
+      static const std::pair<const char*, Action> kActions[] = {{"alloc", Action::kAlloc},
+                                                                {"free_requested", Action::kFreeRequested},
+                                                                {"free_completed", Action::kFreeCompleted},
+                                                                {"segment_alloc", Action::kSegAlloc},
+                                                                {"segment_free", Action::kSegFree},
+                                                                {"segment_map", Action::kSegMap},
+                                                                {"segment_unmap", Action::kSegUnmap},
+                                                                {"oom", Action::kOom},
+                                                                {"snapshot", Action::kMark},
+                                                                {"annotate", Action::kMark}};
       bool known = false;
       for (const auto& [n, act_v] : kActions)
         if (act == n) x.action = act_v, known = true;
@@ -315,7 +325,8 @@ class SnapshotReader : public TraceReader {
       if (g.kind != PyObj::kDict) bad("segments: an entry is not a dict");
       Segment s;
       const PyObj* gd = g.get("device");
-      if (!gd || !gd->is_int() || gd->as_int() < 0 || gd->as_int() > 0xffff) bad("segments: device: missing or invalid");
+      if (!gd || !gd->is_int() || gd->as_int() < 0 || gd->as_int() > 0xffff)
+        bad("segments: device: missing or invalid");
       s.device = static_cast<std::uint32_t>(gd->as_int());
       s.addr = field_u(g, "address", 0, "segments");
       s.size = field_u(g, "total_size", 0, "segments");
@@ -341,8 +352,8 @@ class SnapshotReader : public TraceReader {
           const PyObj* st = b.get("state");
           blk.active = st && st->kind == PyObj::kStr && (st->s == "active_allocated" || st->s == "active_pending_free");
           blk.frames = b.get("frames");
-          if (const PyObj* h = b.get("history"); (!blk.frames || blk.frames->items.empty()) && h &&
-                                                  h->kind == PyObj::kList && !h->items.empty())
+          if (const PyObj* h = b.get("history");
+              (!blk.frames || blk.frames->items.empty()) && h && h->kind == PyObj::kList && !h->items.empty())
             blk.frames = h->items.back()->get("frames");  // the 2.0 layout keeps frames in history
           at = blk.addr + blk.size;
           s.blocks.push_back(blk);
@@ -369,7 +380,8 @@ class SnapshotReader : public TraceReader {
     }
     nlohmann::json header = {{"fragsim_trace", 1}, {"source", "torch-snapshot"}};
     if (root.kind == PyObj::kDict)
-      if (const PyObj* s = root.get("allocator_settings")) header["allocator_settings"] = settings_ = to_json(*s, *budget_);
+      if (const PyObj* s = root.get("allocator_settings"))
+        header["allocator_settings"] = settings_ = to_json(*s, *budget_);
     if (!traces) header["state_only"] = true;
     names_.emplace_back();  // index 0: no name
     auto segs = parse_segments(segments);
@@ -433,11 +445,11 @@ class SnapshotReader : public TraceReader {
                               std::vector<Raw>* head, std::vector<Raw>* body) {
     DeviceBounds bounds;
     // -- 1. What the trace itself allocated, freed, mapped and unmapped.
-    std::unordered_map<std::uint64_t, std::uint64_t> live;  // addr → id
+    std::unordered_map<std::uint64_t, std::uint64_t> live;               // addr → id
     std::map<std::uint64_t, std::pair<Bytes, std::int64_t>> pre_allocs;  // addr → (requested, stream)
     std::map<std::uint64_t, std::uint64_t> pre_ids;
     std::map<std::uint64_t, std::pair<std::uint64_t, std::uint32_t>> pre_names;  // addr → (stack, name)
-    std::map<std::uint64_t, Bytes> pre_blocks;                                    // addr → recorded block size
+    std::map<std::uint64_t, Bytes> pre_blocks;                                   // addr → recorded block size
     std::map<std::uint64_t, std::pair<Bytes, std::int64_t>> pre_segs;  // non-expandable, addr → (size, stream)
     std::set<std::uint64_t> traced_segs, ever_allocated;
     RangeSet mapped_in_trace;
@@ -577,7 +589,10 @@ class SnapshotReader : public TraceReader {
           body->push_back(f);
           continue;
         }
-        case Action::kMark: r.op = Op::kMark; r.name = name_of("snapshot"); break;
+        case Action::kMark:
+          r.op = Op::kMark;
+          r.name = name_of("snapshot");
+          break;
         default: {
           r.op = e.action == Action::kFreeRequested ? Op::kFreeRequested
                  : e.action == Action::kSegAlloc    ? Op::kSegmentAlloc
@@ -632,9 +647,7 @@ class SnapshotReader : public TraceReader {
         fraction_or_mss = true;
     }
     for (size_t i = 0; i < es.size();) {
-      auto releases = [&](size_t k) {
-        return es[k].action == Action::kSegFree || es[k].action == Action::kSegUnmap;
-      };
+      auto releases = [&](size_t k) { return es[k].action == Action::kSegFree || es[k].action == Action::kSegUnmap; };
       if (!releases(i)) {
         ++i;
         continue;
@@ -658,7 +671,8 @@ class SnapshotReader : public TraceReader {
         if (!first_growth) first_growth = es[k].size;
         ++k;
       }
-      bool in_malloc = k < es.size() && (es[k].action == Action::kOom || (es[k].action == Action::kAlloc && first_growth));
+      bool in_malloc =
+          k < es.size() && (es[k].action == Action::kOom || (es[k].action == Action::kAlloc && first_growth));
       bool retry = in_malloc && !fraction_or_mss;
       if (retry) {
         Bytes r = round_up_sat(es[k].size, 512);
@@ -689,7 +703,7 @@ class SnapshotReader : public TraceReader {
       if (e.action != Action::kOom) continue;
       if (e.has_device_free) bounds->at_oom = reserved_before[i] + e.device_free;
       bool released_before = i > 0 && (es[i - 1].action == Action::kSegFree || es[i - 1].action == Action::kSegUnmap ||
-                                        es[i - 1].action == Action::kSegMap);
+                                       es[i - 1].action == Action::kSegMap);
       if (!released_before && !(*request_before)[i]) (*request_before)[i] = true;  // the request sits right here
     }
   }

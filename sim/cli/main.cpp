@@ -89,8 +89,8 @@ void add_sim_options(po::options_description& d, SimArgs& a) {
   d.add_options()("trace", po::value(&a.trace)->required(), "trace file")(
       "hw", po::value(&a.hw),
       "hardware preset name or FILE.json (default h100-80g; a recording's inferred device memory is used unless "
-      "--hw or --capacity is given)")(
-      "capacity", po::value(&a.capacity), "total HBM as the device reports it (overrides the preset)")(
+      "--hw or --capacity is given)")("capacity", po::value(&a.capacity),
+                                      "total HBM as the device reports it (overrides the preset)")(
       "reserve", po::value(&a.reserve), "runtime/CUDA-context reserve (default: the preset's; 0 = none)")(
       "set", po::value(&a.sets)->composing(), "policy option KEY=VALUE (repeatable)")(
       "env", po::value(&a.envs)->composing(), "framework setting VAR=VALUE as the framework reads it (repeatable)")(
@@ -156,7 +156,9 @@ int cmd_run(const std::vector<std::string>& args, const Registry& reg) {
   d.add_options()("policy", po::value(&a.policy), "allocator policy (fragsim list); default best-fit")(
       "json", po::value(&json), "write the report (fragsim report v1) to FILE")(
       "placements", po::value(&placements), "write one JSON line per alloc event (address, block) to FILE")(
-      "html", po::value(&html), "write a self-contained HTML report (memory over time) to FILE");
+      "html", po::value(&html),
+      "write an interactive HTML report to FILE (one self-contained file: memory over time, address maps at the peak "
+      "and at OOMs, every OOM)");
   po::positional_options_description pos;
   pos.add("trace", 1);
   auto p = parse(args, d, pos,
@@ -166,6 +168,7 @@ int cmd_run(const std::vector<std::string>& args, const Registry& reg) {
   if (p.help) return 0;
   check_outputs({a.trace, a.hw}, {{"--json", json}, {"--placements", placements}, {"--html", html}});
   RunOptions o = build_run(a, a.policy);
+  o.keep_live_buffers = !html.empty();
   o.placements = placements;
   RunResult r = run_simulation(o, reg);
   if (!json.empty()) write_file_atomic(json, report_json(r).dump(2) + "\n");
@@ -201,7 +204,9 @@ int cmd_compare(const std::vector<std::string>& args, const Registry& reg) {
   d.add_options()("policies", po::value(&policies)->default_value("ideal,best-fit,first-fit"),
                   "comma-separated policies; NAME[key=value,...] sets options for one entry")(
       "json", po::value(&json), "write a JSON array of reports to FILE")(
-      "html", po::value(&html), "write a self-contained HTML report (reserved memory over time per policy) to FILE");
+      "html", po::value(&html),
+      "write an interactive HTML report to FILE (every policy's memory over time with shared zoom, address maps, "
+      "OOMs)");
   po::positional_options_description pos;
   pos.add("trace", 1);
   auto p = parse(
@@ -226,6 +231,7 @@ int cmd_compare(const std::vector<std::string>& args, const Registry& reg) {
     }
     (void)reg.find(name, "--policies");  // an unknown name fails before any run
     RunOptions o = build_run(ea, name);
+    o.keep_live_buffers = !html.empty();
     runs.push_back(run_simulation(o, reg));
     runs.back().label = label;
     arr.push_back(report_json(runs.back()));
