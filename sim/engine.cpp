@@ -10,6 +10,7 @@
 
 #include "sim/base/error.h"
 #include "sim/base/io.h"
+#include "sim/perfetto.h"
 #include "traces/trace_reader.h"
 
 namespace fragsim {
@@ -145,6 +146,7 @@ class Engine : public Scheduler {
     out_.notes = opt_.notes;
     if (header.is_object() && header.contains("time_unit") && header["time_unit"].is_string())
       out_.time_unit = header["time_unit"].get<std::string>();
+    if (!opt_.perfetto.empty()) perfetto_ = std::make_unique<PerfettoWriter>(opt_.perfetto, out_.time_unit);
   }
 
   void feed(const Event& ev) {
@@ -186,6 +188,9 @@ class Engine : public Scheduler {
           state_[ev.handle] = HandleState::kPlaced;
           slot_of_[ev.handle] = si;
           remember(ev, p, si);
+          if (perfetto_)
+            perfetto_->begin_buffer(ev.t, s.device, s.space, ev.id, ev.has(key::kName) ? ev.name : std::string_view(),
+                                    ev.size, p.block, p.has_addr, p.addr);
         } else {
           state_[ev.handle] = HandleState::kFailed;
           record_oom(s, ev, rq2);
@@ -207,6 +212,7 @@ class Engine : public Scheduler {
         if (!replaying_) break;
         if (state_[ev.handle] == HandleState::kPlaced) {
           Slot& s = slots_[slot_of_[ev.handle]];
+          if (perfetto_) end_slice(ev.handle, ev.t);
           if (ev.has(key::kStream))
             s.policy->release_on_stream(ev.handle, ev.stream);
           else
@@ -219,6 +225,7 @@ class Engine : public Scheduler {
       }
       case Op::kMark:
         if (out_.marks.size() < kMaxMarks) out_.marks.push_back({ev.name, ev.index, ev.t});
+        if (perfetto_ && replaying_) perfetto_->mark(ev.t, ev.name);
         break;
       case Op::kStack:
         stack_frames_[ev.id.value()] = ev.frames;
@@ -254,6 +261,11 @@ class Engine : public Scheduler {
       while (!deferred_.empty()) run_deferred();
     if (peak_dirty_) take_peak_now();
     out_.skipped_frees = skipped_frees;
+    if (perfetto_) {  // buffers still live end with the trace
+      for (Handle h = 0; h < state_.size() && h < live_.size(); ++h)
+        if (state_[h] == HandleState::kPlaced) end_slice(h, now_);
+      perfetto_->commit();
+    }
     if (placements_) {
       placements_->write(pbuf_);
       placements_->commit();
@@ -393,6 +405,7 @@ class Engine : public Scheduler {
     total_alloc_ += u.allocated - s.last.allocated;
     total_reserved_ += u.reserved - s.last.reserved;
     s.last = u;
+    if (perfetto_) perfetto_->counter(now_, s.device, s.space, u.allocated, u.reserved, f);
     if (total_alloc_ > peak_alloc_) {
       peak_alloc_ = total_alloc_;
       peak_dirty_ = true;
@@ -549,6 +562,11 @@ class Engine : public Scheduler {
     l.has_shape = ev.has(key::kShape);
     if (l.has_shape) shapes_[ev.handle] = ev.shape;
   }
+  void end_slice(Handle h, Tick t) {
+    const LiveRec& l = live_[h];
+    const Slot& s = slots_[slot_of_[h]];
+    perfetto_->end_buffer(t, s.device, s.space, l.id, names_[l.name]);
+  }
   void note_stack(std::uint64_t id) {
     if (!id || out_.stacks.count(id)) return;
     if (auto it = stack_frames_.find(id); it != stack_frames_.end()) out_.stacks[id] = it->second;
@@ -668,6 +686,9 @@ class Engine : public Scheduler {
       o.explanation = s.policy->describe_oom(rq);
       o.moment = moment(ev.index, ev.t);
     }
+    if (perfetto_)
+      perfetto_->oom(ev.t, o.device, o.space, o.id, o.request.name, o.requested, o.free, o.largest_free,
+                     o.fragmentation);
     out.ooms.push_back(std::move(o));
     out.completed = false;
   }
@@ -778,6 +799,7 @@ class Engine : public Scheduler {
   std::uint64_t peak_event_ = 0, current_event_ = 0;
   Tick peak_t_;
   std::unique_ptr<AtomicFile> placements_;
+  std::unique_ptr<PerfettoWriter> perfetto_;
   std::string pbuf_;
 };
 

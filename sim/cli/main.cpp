@@ -150,15 +150,20 @@ bool to_stdout(std::initializer_list<std::string> outputs) {
 
 int cmd_run(const std::vector<std::string>& args, const Registry& reg) {
   SimArgs a;
-  std::string json, placements, html;
+  std::string json, placements, html, perfetto;
   po::options_description d("fragsim run options");
   add_sim_options(d, a);
-  d.add_options()("policy", po::value(&a.policy), "allocator policy (fragsim list); default best-fit")(
-      "json", po::value(&json), "write the report (fragsim report v1) to FILE")(
+  d.add_options()("policy", po::value(&a.policy),
+                  "allocator policy, POLICY or POLICY[k=v,...] (fragsim list); default: follows the input "
+                  "(torch-caching for a PyTorch snapshot, xla-bfc for an XProf capture, tpu-padded on a TPU, else "
+                  "best-fit)")("json", po::value(&json), "write the report (fragsim report v1) to FILE")(
       "placements", po::value(&placements), "write one JSON line per alloc event (address, block) to FILE")(
       "html", po::value(&html),
       "write an interactive HTML report to FILE (one self-contained file: memory over time, address maps at the peak "
-      "and at OOMs, every OOM)");
+      "and at OOMs, every OOM)")(
+      "perfetto", po::value(&perfetto),
+      "write the replay as a Chrome trace-event JSON file for ui.perfetto.dev or chrome://tracing: memory counters "
+      "per device and space, one slice per buffer, OOMs and marks as instant events");
   po::positional_options_description pos;
   pos.add("trace", 1);
   auto p = parse(args, d, pos,
@@ -166,14 +171,16 @@ int cmd_run(const std::vector<std::string>& args, const Registry& reg) {
                  "summary. The trace is streamed (memory grows with live allocations only), except for --policy "
                  "static-heap, which plans offline like XLA's compiler and so reads the whole trace first.");
   if (p.help) return 0;
-  check_outputs({a.trace, a.hw}, {{"--json", json}, {"--placements", placements}, {"--html", html}});
+  check_outputs({a.trace, a.hw},
+                {{"--json", json}, {"--placements", placements}, {"--html", html}, {"--perfetto", perfetto}});
   RunOptions o = build_run(a, a.policy);
   o.keep_live_buffers = !html.empty();
   o.placements = placements;
+  o.perfetto = perfetto;
   RunResult r = run_simulation(o, reg);
   if (!json.empty()) write_file_atomic(json, report_json(r).dump(2) + "\n");
   if (!html.empty()) write_file_atomic(html, report_html({r}));
-  if (!to_stdout({json, placements, html})) std::cout << report_text(r);
+  if (!to_stdout({json, placements, html, perfetto})) std::cout << report_text(r);
   return 0;
 }
 
