@@ -6,6 +6,7 @@
 #include "sim/base/config.h"
 #include "sim/base/error.h"
 #include "sim/base/io.h"
+#include "sim/base/text.h"
 
 namespace fragsim {
 
@@ -85,8 +86,10 @@ HardwareModel load_hardware(const std::string& name_or_file) {
   for (const auto& [n, text] : builtin_presets())
     if (n == name_or_file) return parse_hardware(nlohmann::json::parse(text), "preset " + n);
   if (ends_with(name_or_file, ".json")) return parse_hardware(read_json_file(name_or_file), name_or_file);
-  throw InputError(fmt::format("--hw: unknown hardware preset '{}' (presets: {}; or a FILE.json)", name_or_file,
-                               fmt::join(list_presets(), ", ")));
+  std::vector<std::string> presets = list_presets();
+  std::vector<std::string_view> names(presets.begin(), presets.end());
+  throw InputError(fmt::format("--hw: unknown hardware preset '{}'{} (presets: {}; or a FILE.json)", name_or_file,
+                               did_you_mean(name_or_file, names), fmt::join(presets, ", ")));
 }
 
 }  // namespace fragsim

@@ -27,6 +27,10 @@ class ArenaPolicy : public AllocatorPolicy {
 
 }  // namespace
 
+std::vector<PolicyOption> arena_options() {
+  return {{"alignment", "256", 512, "every block's size and address are rounded up to this many bytes (> 0)"}};
+}
+
 PolicyBuilder configure_arena_policy(Fit fit, ConfigReader& cfg, const ConfigContext& ctx) {
   Bytes alignment = cfg.size("alignment", 256);
   if (alignment == 0 || (alignment & (alignment - 1))) throw InputError("alignment: must be a power of two");

@@ -10,5 +10,6 @@ namespace fragsim {
 
 enum class Fit { kBest, kFirst };
 PolicyBuilder configure_arena_policy(Fit fit, ConfigReader& cfg, const ConfigContext& ctx);
+std::vector<PolicyOption> arena_options();
 
 }  // namespace fragsim

@@ -5,8 +5,9 @@
 namespace fragsim {
 
 void register_best_fit(Registry& r) {
-  r.add({"best-fit", "baseline: smallest fitting hole of one contiguous arena (options: alignment)",
-         [](ConfigReader& cfg, const ConfigContext& ctx) { return configure_arena_policy(Fit::kBest, cfg, ctx); }});
+  r.add({"best-fit", "baseline: smallest fitting hole of one contiguous arena",
+         [](ConfigReader& cfg, const ConfigContext& ctx) { return configure_arena_policy(Fit::kBest, cfg, ctx); },
+         false, arena_options()});
 }
 
 }  // namespace fragsim

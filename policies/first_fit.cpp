@@ -5,8 +5,9 @@
 namespace fragsim {
 
 void register_first_fit(Registry& r) {
-  r.add({"first-fit", "baseline: lowest-address fitting hole of one contiguous arena (options: alignment)",
-         [](ConfigReader& cfg, const ConfigContext& ctx) { return configure_arena_policy(Fit::kFirst, cfg, ctx); }});
+  r.add({"first-fit", "baseline: lowest-address fitting hole of one contiguous arena",
+         [](ConfigReader& cfg, const ConfigContext& ctx) { return configure_arena_policy(Fit::kFirst, cfg, ctx); },
+         false, arena_options()});
 }
 
 }  // namespace fragsim

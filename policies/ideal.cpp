@@ -33,11 +33,14 @@ class IdealPolicy : public AllocatorPolicy {
 }  // namespace
 
 void register_ideal(Registry& r) {
-  r.add({"ideal", "lower bound: fits while live requested bytes <= capacity; places nothing",
+  r.add({"ideal",
+         "lower bound: fits while live requested bytes <= capacity; places nothing",
          [](ConfigReader&, const ConfigContext& ctx) -> PolicyBuilder {
            Bytes capacity = ctx.space->usable();
            return [capacity](const PolicyContext&) { return std::make_unique<IdealPolicy>(capacity); };
-         }});
+         },
+         false,
+         {}});
 }
 
 }  // namespace fragsim

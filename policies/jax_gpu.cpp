@@ -5,10 +5,17 @@
 #include <cstdio>
 #include <tuple>
 
+#include "policies/policy.h"
 #include "sim/base/checked.h"
 #include "sim/base/error.h"
 
 namespace fragsim {
+
+PolicyOption jaxlib_option() {
+  return {"jaxlib", kNewestJaxlib, "0.4.30",
+          "the jaxlib version whose behaviour to model: before 0.4.1 the fraction applies to free memory, from "
+          "0.10.2 limits are rounded to 2 MiB (VMM), from 0.11.0 spatial partitioning is on by default"};
+}
 
 JaxlibBehaviour jaxlib_behaviour(const std::string& version, const std::string& key) {
   int a = 0, b = 0, c = 0;

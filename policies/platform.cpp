@@ -62,12 +62,14 @@ class PlatformPolicy : public AllocatorPolicy {
 
 void register_platform(Registry& r) {
   r.add({"platform",
-         "JAX XLA_PYTHON_CLIENT_ALLOCATOR=platform: one device malloc/free per buffer, simulated call time (jaxlib)",
+         "JAX XLA_PYTHON_CLIENT_ALLOCATOR=platform: one device malloc/free per buffer, simulated call time",
          [](ConfigReader& cfg, const ConfigContext&) -> PolicyBuilder {
            JaxlibBehaviour jb = jaxlib_behaviour(cfg.text("jaxlib", kNewestJaxlib), "jaxlib");
            Bytes unit = jb.vmm_padding ? 0 : 512;
            return [unit](const PolicyContext& pc) { return std::make_unique<PlatformPolicy>(pc.device, unit); };
-         }});
+         },
+         false,
+         {jaxlib_option()}});
 }
 
 }  // namespace fragsim

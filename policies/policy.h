@@ -241,12 +241,27 @@ using PolicyBuilder = std::function<std::unique_ptr<AllocatorPolicy>(const Polic
 // Reads and checks the config (InputError on a bad one) and returns the builder.
 using PolicyConfigure = std::function<PolicyBuilder(ConfigReader& cfg, const ConfigContext& ctx)>;
 
+// One documented option of a policy (`fragsim list POLICY`, docs/policies.md). tests check that
+// the documented keys are exactly the keys the policy's configure step reads.
+struct PolicyOption {
+  std::string key;
+  std::string default_text;  // as the user would write it, or how the default is chosen
+  nlohmann::json example;    // a valid value (tests configure the policy with it)
+  std::string meaning;
+};
+
 struct PolicyInfo {
   std::string name;
   std::string summary;
   PolicyConfigure configure;
   bool needs_lifetimes = false;  // reads the whole trace first (memory O(allocations))
+  std::vector<PolicyOption> options = {};
 };
+
+// The options every JAX GPU allocator policy shares (xla-bfc, cuda-async, platform).
+PolicyOption jaxlib_option();
+// The TPU layout options of tpu-padded and static-heap (PaddingRule::from_config).
+std::vector<PolicyOption> padding_options();
 
 // Explicit registry (style rule 4): register_builtin_policies() fills it; no static init.
 class Registry {

@@ -3,6 +3,7 @@
 
 #include "policies/policy.h"
 #include "sim/base/error.h"
+#include "sim/base/text.h"
 
 namespace fragsim {
 
@@ -11,7 +12,8 @@ const PolicyInfo& Registry::find(const std::string& name, std::string_view what)
     if (i.name == name) return i;
   std::vector<std::string_view> names;
   for (const auto& i : infos_) names.push_back(i.name);
-  throw InputError(fmt::format("{}: unknown policy '{}' (valid: {})", what, name, fmt::join(names, ", ")));
+  throw InputError(fmt::format("{}: unknown policy '{}'{} (valid: {})", what, name, did_you_mean(name, names),
+                               fmt::join(names, ", ")));
 }
 
 void register_builtin_policies(Registry& r) {

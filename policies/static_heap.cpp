@@ -247,8 +247,7 @@ class StaticHeapPolicy : public AllocatorPolicy {
 
 void register_static_heap(Registry& r) {
   PolicyInfo info{"static-heap",
-                  "XLA HeapSimulator offline best fit over the trace's lifetimes (order: spatial|temporal|best, "
-                  "alignment, pad, shard); reads the whole trace first",
+                  "XLA HeapSimulator offline best fit over the trace's lifetimes; reads the whole trace first",
                   [](ConfigReader& cfg, const ConfigContext& ctx) -> PolicyBuilder {
                     StaticHeapOptions o;
                     o.rule = PaddingRule::from_config(cfg, ctx);
@@ -258,7 +257,13 @@ void register_static_heap(Registry& r) {
                     o.capacity = ctx.space->usable();
                     return [o](const PolicyContext&) { return std::make_unique<StaticHeapPolicy>(o); };
                   },
-                  true};
+                  true,
+                  {}};
+  info.options = {{"order", "best", "spatial",
+                   "the order buffers are placed in: spatial (size, then duration, descending), temporal (duration, "
+                   "then size), best (both; the smaller heap, as XLA's ChooseBestHeapAlgorithm)"},
+                  {"alignment", "1", 64, "buffer offsets are multiples of this many bytes (> 0)"}};
+  for (auto& o : padding_options()) info.options.push_back(std::move(o));
   r.add(info);
 }
 

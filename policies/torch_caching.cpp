@@ -622,10 +622,24 @@ PolicyBuilder configure_torch_caching(ConfigReader& cfg, const ConfigContext& ct
 
 void register_torch_caching(Registry& r) {
   r.add({"torch-caching",
-         "PyTorch CUDACachingAllocator (alloc_conf = PYTORCH_CUDA_ALLOC_CONF incl. expandable_segments, "
-         "max_split_size_mb, garbage_collection_threshold, roundup_power2_divisions, memory_fraction, "
-         "stream_event_delay, use_recorded_settings)",
-         configure_torch_caching});
+         "PyTorch CUDACachingAllocator (PYTORCH_CUDA_ALLOC_CONF, expandable segments, memory fraction)",
+         configure_torch_caching,
+         false,
+         {{"alloc_conf", "\"\" (or the snapshot's recorded settings)", "expandable_segments:True",
+           "PYTORCH_CUDA_ALLOC_CONF as PyTorch parses it (the keys below override its parts)"},
+          {"expandable_segments", "false", true,
+           "one growing segment per stream and size class (mapped in 2 MiB/20 MiB pages)"},
+          {"max_split_size_mb", "unlimited", 512, "blocks above this size (MiB, >= 20) are never split"},
+          {"garbage_collection_threshold", "0 (off)", 0.8,
+           "above this fraction of the memory fraction's limit, free cached blocks oldest first before cudaMalloc"},
+          {"roundup_power2_divisions", "0 (512-byte rounding)", 4,
+           "round requests above 1 MiB up to one of N divisions of a power of two"},
+          {"memory_fraction", "unset (the whole device)", 0.9,
+           "torch.cuda.set_per_process_memory_fraction: a cap on reserved memory"},
+          {"stream_event_delay", "0", 1000,
+           "ticks a block freed on another stream (record_stream) stays busy, waiting for its CUDA event"},
+          {"use_recorded_settings", "true", false,
+           "apply the allocator settings a PyTorch snapshot recorded when none of the keys above is given"}}});
 }
 
 }  // namespace fragsim

@@ -205,10 +205,15 @@ PolicyBuilder configure_tpu_padded(ConfigReader& cfg, const ConfigContext& ctx) 
 }  // namespace
 
 void register_tpu_padded(Registry& r) {
-  r.add({"tpu-padded",
-         "TPU tiled-layout padding in front of an inner policy (inner, inner_config, defragment, shard, "
-         "shard_dim, generation); scoped VMEM limit checks",
-         configure_tpu_padded});
+  std::vector<PolicyOption> options = {
+      {"inner", "best-fit", "xla-bfc",
+       "the policy that places the padded sizes (tpu-padded[inner=xla-bfc[preallocate=false]] also sets its options)"},
+      {"inner_config", "{}", nlohmann::json::object(), "the inner policy's options, as a JSON object"},
+      {"defragment", "false", true,
+       "on a fragmentation OOM, compact the live buffers and retry (the TPU runtime's defragmentation)"}};
+  for (auto& o : padding_options()) options.push_back(std::move(o));
+  r.add({"tpu-padded", "TPU tiled-layout padding in front of an inner policy; scoped VMEM limit checks",
+         configure_tpu_padded, false, std::move(options)});
 }
 
 }  // namespace fragsim

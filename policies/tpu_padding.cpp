@@ -5,6 +5,13 @@
 
 namespace fragsim {
 
+std::vector<PolicyOption> padding_options() {
+  return {{"generation", "the hardware's", 5, "TPU generation whose default tiles apply (specs/hardware.md §3)"},
+          {"pad", "true on a TPU, false on a GPU", true, "apply the tiled-layout padding to shaped allocations"},
+          {"shard", "1", 4, "sharding what-if: each shaped allocation divided across this many devices"},
+          {"shard_dim", "major", "minor", "the dim that shard divides: major or minor"}};
+}
+
 PaddingRule PaddingRule::from_config(ConfigReader& cfg, const ConfigContext& ctx) {
   PaddingRule r;
   r.generation = static_cast<int>(cfg.integer_in("generation", ctx.hw->generation, 0, 100));

@@ -580,9 +580,24 @@ PolicyBuilder configure_xla_bfc(ConfigReader& cfg, const ConfigContext& ctx) {
 
 void register_xla_bfc(Registry& r) {
   r.add({"xla-bfc",
-         "XLA/TSL BFC allocator as JAX configures it on GPU (preallocate, mem_fraction, jaxlib, "
-         "spatial_partitioning, garbage_collection, memory_limit, collective_memory_size)",
-         configure_xla_bfc});
+         "XLA/TSL BFC allocator as JAX configures it on GPU",
+         configure_xla_bfc,
+         false,
+         {{"preallocate", "true", false,
+           "XLA_PYTHON_CLIENT_PREALLOCATE: reserve the whole limit at start (false: grow region by region)"},
+          {"mem_fraction", "0.75", 0.9, "XLA_PYTHON_CLIENT_MEM_FRACTION: the limit as a fraction of device memory"},
+          {"memory_limit", "unset", "40GiB", "a byte limit instead of the fraction (XLA's gpu_system_memory_size)"},
+          jaxlib_option(),
+          {"spatial_partitioning", "true from jaxlib 0.11.0, else false", false,
+           "--xla_gpu_enable_allocator_spatial_partitioning: one BFC whose collective buffers are served from the "
+           "upper end of the preallocated region (needs preallocate)"},
+          {"collective_memory_size", "0 (grows)", "1GiB",
+           "without spatial partitioning: the separate collective-memory BFC's fixed size (0: it grows on demand "
+           "up to what the fraction leaves)"},
+          {"garbage_collection", "false", true,
+           "BFC's garbage_collection option: when growing fails, return every wholly free region to the device "
+           "and try again"},
+          {"upper_alignment", "2MiB", "4MiB", "alignment of the upper-end (collective) allocations, a power of two"}}});
 }
 
 }  // namespace fragsim

@@ -90,7 +90,54 @@ std::string default_policy_for(const nlohmann::json& header, const std::string& 
   return "best-fit";
 }
 
+PolicySpec parse_policy_ref(const std::string& text, const std::string& what) {
+  PolicySpec ref;
+  auto br = text.find('[');
+  ref.name = text.substr(0, br);
+  auto bad = [&](const std::string& why) {
+    return InputError(fmt::format("{}: {} in '{}' (expected POLICY or POLICY[key=value,...])", what, why, text));
+  };
+  if (ref.name.empty()) throw bad("no policy name");
+  if (ref.name.find_first_of("],=") != std::string::npos) throw bad("unexpected character in the name");
+  if (br == std::string::npos) return ref;
+  if (text.back() != ']')
+    throw bad(text.find(']') == std::string::npos ? "no closing ']'" : "text after the closing ']'");
+  // Split the inside on commas outside nested brackets.
+  std::string inside = text.substr(br + 1, text.size() - br - 2);
+  std::vector<std::string> items;
+  std::string cur;
+  int depth = 0;
+  for (char c : inside) {
+    if (c == '[') ++depth;
+    if (c == ']' && --depth < 0) throw bad("unbalanced ']'");
+    if (c == ',' && depth == 0) {
+      items.push_back(cur);
+      cur.clear();
+    } else {
+      cur += c;
+    }
+  }
+  if (depth != 0) throw bad("unbalanced '['");
+  items.push_back(cur);
+  for (const auto& item : items) {
+    if (item.empty()) continue;
+    auto eq = item.find('=');
+    if (eq != std::string::npos && item.find('[') != std::string::npos && item.find('[') > eq) {
+      // key=NAME[...]: a policy-valued option and its options (tpu-padded[inner=xla-bfc[preallocate=false]]).
+      std::string key = item.substr(0, eq);
+      PolicySpec nested = parse_policy_ref(item.substr(eq + 1), what);
+      ref.config[key] = nested.name;
+      ref.config[key + "_config"] = nested.config;
+      continue;
+    }
+    auto [k, v] = parse_setting(item, what);
+    ref.config[k] = v;
+  }
+  return ref;
+}
+
 PolicySpec resolve_settings(const SettingsInput& in, std::vector<std::string>* notes) {
+  const PolicySpec named = in.policy.empty() ? PolicySpec{} : parse_policy_ref(in.policy, "--policy");
   std::map<std::string, std::string> env;
   for (const auto& e : in.envs) {
     auto eq = e.find('=');
@@ -209,9 +256,9 @@ PolicySpec resolve_settings(const SettingsInput& in, std::vector<std::string>* n
   }
   if (jax && from_env.empty()) from_env = "xla-bfc";  // JAX's default allocator
 
-  if (!in.policy.empty() && !from_env.empty() && in.policy != from_env)
-    throw InputError(fmt::format("--env selects policy {} but --policy says {}", from_env, in.policy));
-  spec.name = !in.policy.empty() ? in.policy : !from_env.empty() ? from_env : in.default_policy;
+  if (!named.name.empty() && !from_env.empty() && named.name != from_env)
+    throw InputError(fmt::format("--env selects policy {} but --policy says {}", from_env, named.name));
+  spec.name = !named.name.empty() ? named.name : !from_env.empty() ? from_env : in.default_policy;
   // Keys that only some JAX allocators read.
   if (spec.name == "platform") {
     for (const char* k : {"mem_fraction", "preallocate", "spatial_partitioning", "collective_memory_size"})
@@ -223,6 +270,7 @@ PolicySpec resolve_settings(const SettingsInput& in, std::vector<std::string>* n
     auto [k, v] = parse_setting(s, "--set");
     cfg[k] = v;
   }
+  for (const auto& [k, v] : named.config.items()) cfg[k] = v;  // POLICY[k=v]: the entry's own options win
   spec.config = cfg;
   return spec;
 }

@@ -17,6 +17,11 @@ struct SettingsInput {
   std::string default_policy = "best-fit";  // when neither names one (default_policy_for)
 };
 
+// "POLICY" or "POLICY[key=value,...]" (values as --set reads them; key=NAME[...] sets key to NAME
+// and key_config to NAME's options, as tpu-padded's inner policy takes them). InputError naming
+// `what` on a malformed reference. The name is not checked against the registry here.
+[[nodiscard]] PolicySpec parse_policy_ref(const std::string& text, const std::string& what);
+
 // Resolves the policy name and config; adds to notes one line per interpreted variable.
 // Throws InputError on unknown variables/values (naming them).
 PolicySpec resolve_settings(const SettingsInput& in, std::vector<std::string>* notes);
@@ -24,12 +29,6 @@ PolicySpec resolve_settings(const SettingsInput& in, std::vector<std::string>* n
 // The policy that models what recorded the trace (its header's source) or the hardware it runs
 // on: torch-caching for a PyTorch snapshot, xla-bfc for a JAX/XLA capture, tpu-padded on a TPU,
 // else best-fit. *why says so ("" for best-fit).
-[[nodiscard]] std::string default_policy_for(const nlohmann::json& header, const std::string& hw_kind,
-                                             std::string* why);
-
-// The policy that models what recorded the trace (its header's source) or the hardware it runs
-// on: torch-caching for a PyTorch snapshot, xla-bfc for a JAX/XLA capture, tpu-padded on a TPU,
-// else best-fit. *why says so.
 [[nodiscard]] std::string default_policy_for(const nlohmann::json& header, const std::string& hw_kind,
                                              std::string* why);
 

@@ -49,6 +49,8 @@ std::pair<const char*, const char*> fraction_knob(const std::string& policy) {
 SweepPoint run_point(const RunOptions& base, const Registry& reg, double value, bool fraction) {
   RunOptions o = base;
   o.placements.clear();
+  o.perfetto.clear();
+  o.keep_live_buffers = false;
   o.keep_going = false;
   o.check = false;
   if (fraction) {
@@ -57,7 +59,7 @@ SweepPoint run_point(const RunOptions& base, const Registry& reg, double value, 
     o.hw.space(Space::kHbm)->capacity = static_cast<Bytes>(value);
   }
   RunResult r = run_simulation(o, reg);
-  SweepPoint p{value, r.completed, r.ooms.size(), std::nullopt};
+  SweepPoint p{value, r.completed, r.ooms.size(), std::nullopt, r.trace_digest};
   if (!r.ooms.empty()) p.first_oom_event = r.ooms[0].event_index;
   return p;
 }
@@ -74,6 +76,10 @@ std::string fraction_setting(double f) {
 SweepResult run_sweep(const SweepOptions& opt, const Registry& reg) {
   SweepResult res;
   res.find = opt.find;
+  res.policy = opt.base.policy.name;
+  res.policy_config = opt.base.policy.config;
+  res.hardware = opt.base.hw.to_json();
+  res.trace = opt.base.trace;
   if (opt.find == "min-mem-fraction") {
     const std::string& pol = opt.base.policy.name;
     if (pol != "xla-bfc" && pol != "cuda-async" && pol != "torch-caching")
@@ -172,6 +178,9 @@ nlohmann::json sweep_json(const SweepResult& r) {
     runs.push_back(j);
   }
   nlohmann::json j = {{"find", r.find},
+                      {"policy", {{"name", r.policy}, {"config", r.policy_config}}},
+                      {"hardware", r.hardware},
+                      {"trace", {{"path", r.trace}, {"digest", r.runs.empty() ? "" : r.runs.front().trace_digest}}},
                       {"value", r.value ? nlohmann::json(*r.value) : nlohmann::json()},
                       {"setting", r.value ? nlohmann::json(r.setting) : nlohmann::json()},
                       {"monotonic", r.monotonic},
@@ -185,7 +194,14 @@ std::string sweep_text(const SweepResult& r) {
   std::string s;
   auto out = std::back_inserter(s);
   if (!r.value) {
-    fmt::format_to(out, "no value in range completes without OOM ({} runs)\n", r.runs.size());
+    if (r.find == "min-mem-fraction")
+      fmt::format_to(out,
+                     "no memory fraction works: {} OOMs even with the whole device (fraction 1.00, {} runs); "
+                     "`--find min-capacity` tells how much memory the trace needs\n",
+                     r.policy, r.runs.size());
+    else
+      fmt::format_to(out, "no capacity in range works: {} OOMs even at the largest capacity tried ({} runs)\n",
+                     r.policy, r.runs.size());
     return s;
   }
   if (r.find == "min-capacity")

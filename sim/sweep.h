@@ -28,10 +28,15 @@ struct SweepPoint {
   bool completed;
   std::uint64_t oom_count;
   std::optional<std::uint64_t> first_oom_event;
+  std::string trace_digest;
 };
 
 struct SweepResult {
   std::string find;
+  std::string policy;  // the policy swept, and its settings
+  nlohmann::json policy_config = nlohmann::json::object();
+  nlohmann::json hardware;  // the hardware model (capacity, reserve)
+  std::string trace, trace_digest;
   std::optional<double> value;  // null when nothing in range completes
   std::string setting;          // what the user types
   bool monotonic = true;

@@ -1,8 +1,10 @@
-// --env parsing with JAX's semantics, and the sweep's answers.
+// --env parsing with JAX's semantics, the POLICY[k=v] grammar and option docs, and the sweep's answers.
 #include <fmt/format.h>
 
 #include <catch2/catch.hpp>
+#include <set>
 
+#include "hardware_models/hardware_model.h"
 #include "sim/base/error.h"
 #include "sim/settings.h"
 #include "sim/sweep.h"
@@ -123,4 +125,119 @@ TEST_CASE("sweep: torch-caching's memory fraction is set_per_process_memory_frac
   };
   CHECK(at(*r.value));
   CHECK_FALSE(at(*r.value - 0.01));
+}
+
+TEST_CASE("sweep: the JSON records the policy, its settings, the hardware and the trace, and no answer exits 1") {
+  std::string t = write_text("sweep_cli.jsonl",
+                             "{\"fragsim_trace\":1}\n{\"op\":\"alloc\",\"id\":1,\"size\":1073741824}\n"
+                             "{\"op\":\"alloc\",\"id\":2,\"size\":536870912}\n{\"op\":\"free\",\"id\":1}\n");
+  std::string js = tmp_path("sweep_cli.json");
+  auto ok =
+      cli("sweep " + t + " --policy 'xla-bfc[preallocate=false]' --capacity 4GiB --find min-mem-fraction --json " + js);
+  REQUIRE(ok.code == 0);
+  auto j = nlohmann::json::parse(read_text(js));
+  CHECK(j["policy"]["name"] == "xla-bfc");
+  CHECK(j["policy"]["config"]["preallocate"] == false);
+  CHECK(j["hardware"]["name"] == "h100-80g");
+  CHECK(j["hardware"]["spaces"][0]["capacity_bytes"] == 4ULL << 30);
+  CHECK(j["trace"]["path"] == t);
+  CHECK(j["trace"]["digest"].get<std::string>().size() == 16);
+  CHECK(j["setting"].get<std::string>().rfind("XLA_PYTHON_CLIENT_MEM_FRACTION=", 0) == 0);
+
+  // 1.5 GiB live never fits a 1 GiB device: no fraction works.
+  auto none = cli("sweep " + t + " --policy xla-bfc --capacity 1GiB --find min-mem-fraction --json " + js);
+  CHECK(none.code == 1);
+  CHECK(none.out.find("no memory fraction works") != std::string::npos);
+  auto jn = nlohmann::json::parse(read_text(js));
+  CHECK(jn["value"].is_null());
+  CHECK(jn["setting"].is_null());
+  CHECK(jn["runs"].size() == 100);
+}
+
+// `fragsim list POLICY` documents every option: the documented keys are exactly what the policy's
+// configure step reads, and each documented example value is accepted.
+TEST_CASE("policies: the documented options are exactly the keys each policy reads, and every example is valid") {
+  Registry reg;
+  register_builtin_policies(reg);
+  for (const auto& info : reg.all()) {
+    INFO(info.name);
+    HardwareModel hw = load_hardware(info.name == "tpu-padded" ? "tpu-v5e" : "h100-80g");
+    ConfigContext ctx{&reg, &hw, hw.space(Space::kHbm), 0, nullptr};
+    ConfigReader empty(nlohmann::json::object(), "policy " + info.name);
+    (void)info.configure(empty, ctx);
+    std::set<std::string> documented;
+    for (const auto& o : info.options) documented.insert(o.key);
+    CHECK(documented.size() == info.options.size());  // no key twice
+    CHECK(empty.asked() == documented);
+    for (const auto& o : info.options) {
+      INFO(o.key);
+      CHECK_FALSE(o.meaning.empty());
+      CHECK_FALSE(o.default_text.empty());
+      ConfigReader one(nlohmann::json{{o.key, o.example}}, "policy " + info.name);
+      CHECK_NOTHROW(info.configure(one, ctx));
+      CHECK_NOTHROW(one.finish());
+    }
+  }
+}
+
+TEST_CASE("policies: POLICY[k=v,...] works wherever a policy is named, nested for tpu-padded's inner policy") {
+  auto ref = parse_policy_ref("tpu-padded[inner=xla-bfc[preallocate=false,mem_fraction=0.5],defragment=true]", "t");
+  CHECK(ref.name == "tpu-padded");
+  CHECK(ref.config["inner"] == "xla-bfc");
+  CHECK(ref.config["inner_config"]["preallocate"] == false);
+  CHECK(ref.config["inner_config"]["mem_fraction"] == 0.5);
+  CHECK(ref.config["defragment"] == true);
+  CHECK(parse_policy_ref("best-fit", "t").config.empty());
+  for (const char* bad : {"xla-bfc[preallocate=false", "xla-bfc[a=1]x", "[a=1]", "xla-bfc[a=b[c=1]", "xla-bfc[nokey]"})
+    CHECK_THROWS_AS(parse_policy_ref(bad, "--policy"), InputError);
+
+  std::string t = std::string(FRAGSIM_SOURCE_DIR) + "/traces/samples/jax_train_small.jsonl";
+  std::string js = tmp_path("grammar.json");
+  // run: the bracketed options win over --set.
+  REQUIRE(cli("run " + t + " --policy 'xla-bfc[preallocate=false]' --set preallocate=true --json " + js).code == 0);
+  auto j = nlohmann::json::parse(read_text(js));
+  CHECK(j["policy"]["name"] == "xla-bfc");
+  CHECK(j["policy"]["config"]["preallocate"] == false);
+  // compare: per-entry options, labelled as written.
+  REQUIRE(cli("compare " + t + " --policies 'xla-bfc,xla-bfc[preallocate=false]' --json " + js).code == 0);
+  auto a = nlohmann::json::parse(read_text(js));
+  CHECK(a[0]["policy"]["config"]["preallocate"] == true);
+  CHECK(a[1]["policy"]["config"]["preallocate"] == false);
+  CHECK(a[1]["label"] == "xla-bfc[preallocate=false]");
+  // tpu-padded's inner policy with its own options.
+  REQUIRE(cli("run " + t + " --hw tpu-v5e --policy 'tpu-padded[inner=xla-bfc[preallocate=false]]' --json " + js).code ==
+          0);
+  j = nlohmann::json::parse(read_text(js));
+  CHECK(j["policy"]["config"]["inner"] == "xla-bfc");
+  CHECK(j["policy"]["config"]["inner_config"]["preallocate"] == false);
+  // A misspelt key or policy is an input error that suggests the right one.
+  auto r = cli("run " + t + " --policy 'xla-bfc[prealocate=false]'");
+  CHECK(r.code == 2);
+  CHECK(r.err.find("did you mean 'preallocate'?") != std::string::npos);
+  r = cli("compare " + t + " --policies 'best-fit,xla-bcf'");
+  CHECK(r.code == 2);
+  CHECK(r.err.find("did you mean 'xla-bfc'?") != std::string::npos);
+  CHECK(r.out.empty());  // nothing ran
+}
+
+TEST_CASE("cli: list POLICY prints every option with its default, unknown names suggest the closest") {
+  Registry reg;
+  register_builtin_policies(reg);
+  for (const auto& info : reg.all()) {
+    auto r = cli("list " + info.name);
+    INFO(info.name);
+    REQUIRE(r.code == 0);
+    for (const auto& o : info.options) CHECK(r.out.find("  " + o.key + " ") != std::string::npos);
+  }
+  CHECK(cli("list xla-bfc").out.find("XLA_PYTHON_CLIENT_PREALLOCATE") != std::string::npos);
+  for (auto [typo, hint] : {std::pair{"list torch-cachng", "torch-caching"},
+                            {"rnu x", "run"},
+                            {"gen jax-trian -o x.jsonl", "jax-train"},
+                            {"run x.jsonl --hw h100-80gb", "h100-80g"}}) {
+    auto r = cli(typo);
+    INFO(typo);
+    CHECK(r.code == 2);
+    CHECK(r.err.find(std::string("did you mean '") + hint + "'?") != std::string::npos);
+  }
+  CHECK(cli("list zzzzzz").err.find("did you mean") == std::string::npos);  // nothing close: no guess
 }

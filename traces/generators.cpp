@@ -10,6 +10,7 @@
 #include "sim/base/config.h"
 #include "sim/base/error.h"
 #include "sim/base/event.h"
+#include "sim/base/text.h"
 #include "traces/trace_writer.h"
 
 namespace fragsim {
@@ -421,7 +422,8 @@ nlohmann::json generate_workload(const std::string& name, std::uint64_t seed, co
   }
   std::vector<std::string_view> names;
   for (const auto& w : workloads()) names.push_back(w.info.name);
-  throw InputError(fmt::format("gen: unknown workload '{}' (valid: {})", name, fmt::join(names, ", ")));
+  throw InputError(
+      fmt::format("gen: unknown workload '{}'{} (valid: {})", name, did_you_mean(name, names), fmt::join(names, ", ")));
 }
 
 }  // namespace fragsim

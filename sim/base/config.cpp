@@ -7,6 +7,7 @@
 #include <cstdlib>
 
 #include "sim/base/error.h"
+#include "sim/base/text.h"
 
 namespace fragsim {
 
@@ -133,9 +134,12 @@ std::string ConfigReader::text(const std::string& key, const std::string& def) {
 
 void ConfigReader::finish() {
   for (auto it = cfg_.begin(); it != cfg_.end(); ++it) {
-    if (!used_.count(it.key()))
-      throw InputError(fmt::format("{}: unknown key '{}' (known: {})", owner_, it.key(),
+    if (!used_.count(it.key())) {
+      std::vector<std::string_view> known(used_.begin(), used_.end());
+      throw InputError(fmt::format("{}: unknown key '{}'{} (known: {})", owner_, it.key(),
+                                   did_you_mean(it.key(), known),
                                    used_.empty() ? "none" : fmt::format("{}", fmt::join(used_, ", "))));
+    }
   }
 }
 

@@ -41,6 +41,7 @@ class ConfigReader {
   void record(const std::string& key, nlohmann::json v) { resolved_[key] = std::move(v); }
   void finish();  // throws InputError on unknown keys
   const nlohmann::json& resolved() const { return resolved_; }
+  const std::set<std::string>& asked() const { return used_; }  // every key read, has()-tested or allowed
 
  private:
   [[noreturn]] void bad(const std::string& key, const std::string& want) const;

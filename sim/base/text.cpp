@@ -1,5 +1,6 @@
 #include "sim/base/text.h"
 
+#include <algorithm>
 #include <cstdint>
 #include <cstring>
 
@@ -62,6 +63,43 @@ std::string sanitize_utf8(std::string_view s) {
     }
   }
   return out;
+}
+
+namespace {
+
+// Optimal string alignment distance (Damerau–Levenshtein without repeated edits of a substring).
+size_t edit_distance(std::string_view a, std::string_view b) {
+  auto lower = [](char c) { return c >= 'A' && c <= 'Z' ? static_cast<char>(c - 'A' + 'a') : c; };
+  std::vector<std::vector<size_t>> d(a.size() + 1, std::vector<size_t>(b.size() + 1));
+  for (size_t i = 0; i <= a.size(); ++i) d[i][0] = i;
+  for (size_t j = 0; j <= b.size(); ++j) d[0][j] = j;
+  for (size_t i = 1; i <= a.size(); ++i)
+    for (size_t j = 1; j <= b.size(); ++j) {
+      size_t cost = lower(a[i - 1]) == lower(b[j - 1]) ? 0 : 1;
+      d[i][j] = std::min({d[i - 1][j] + 1, d[i][j - 1] + 1, d[i - 1][j - 1] + cost});
+      if (i > 1 && j > 1 && lower(a[i - 1]) == lower(b[j - 2]) && lower(a[i - 2]) == lower(b[j - 1]))
+        d[i][j] = std::min(d[i][j], d[i - 2][j - 2] + 1);
+    }
+  return d[a.size()][b.size()];
+}
+
+}  // namespace
+
+std::string closest_name(std::string_view name, const std::vector<std::string_view>& candidates) {
+  if (name.empty() || name.size() > 256) return {};
+  const size_t limit = name.size() <= 4 ? 1 : name.size() / 3;
+  std::string best;
+  size_t best_d = limit + 1;
+  for (auto c : candidates) {
+    size_t dist = edit_distance(name, c);
+    if (dist < best_d) best_d = dist, best = std::string(c);
+  }
+  return best;
+}
+
+std::string did_you_mean(std::string_view name, const std::vector<std::string_view>& candidates) {
+  std::string c = closest_name(name, candidates);
+  return c.empty() ? std::string() : " — did you mean '" + c + "'?";
 }
 
 }  // namespace fragsim

@@ -3,6 +3,7 @@
 #pragma once
 #include <string>
 #include <string_view>
+#include <vector>
 
 namespace fragsim {
 
@@ -10,5 +11,12 @@ namespace fragsim {
 [[nodiscard]] bool valid_utf8(std::string_view s);
 // s with every byte that is not part of a valid UTF-8 sequence replaced by U+FFFD.
 [[nodiscard]] std::string sanitize_utf8(std::string_view s);
+
+// The candidate closest to `name` by edit distance (insertions, deletions, substitutions and
+// swaps of neighbours, case-insensitive), when close enough to be a typo: at most 1 edit for
+// names up to 4 characters, else at most a third of the name's length. "" otherwise.
+[[nodiscard]] std::string closest_name(std::string_view name, const std::vector<std::string_view>& candidates);
+// " — did you mean 'x'?" for closest_name's answer, "" when there is none.
+[[nodiscard]] std::string did_you_mean(std::string_view name, const std::vector<std::string_view>& candidates);
 
 }  // namespace fragsim

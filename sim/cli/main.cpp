@@ -14,6 +14,7 @@
 #include "sim/base/error.h"
 #include "sim/base/exit_codes.h"
 #include "sim/base/io.h"
+#include "sim/base/text.h"
 #include "sim/check.h"
 #include "sim/engine.h"
 #include "sim/report.h"
@@ -223,24 +224,14 @@ int cmd_compare(const std::vector<std::string>& args, const Registry& reg) {
   check_outputs({a.trace, a.hw}, {{"--json", json}, {"--html", html}});
   std::vector<RunResult> runs;
   nlohmann::json arr = nlohmann::json::array();
-  for (const auto& entry : split_list(policies)) {
-    // NAME or NAME[key=value,...]: the same policy with per-entry options.
-    std::string name = entry, label = entry;
-    SimArgs ea = a;
-    auto br = entry.find('[');
-    if (br != std::string::npos) {
-      if (entry.back() != ']') throw InputError("--policies: expected NAME[key=value,...], got '" + entry + "'");
-      name = entry.substr(0, br);
-      std::stringstream ss(entry.substr(br + 1, entry.size() - br - 2));
-      std::string kv;
-      while (std::getline(ss, kv, ','))
-        if (!kv.empty()) ea.sets.push_back(kv);
-    }
-    (void)reg.find(name, "--policies");  // an unknown name fails before any run
-    RunOptions o = build_run(ea, name);
+  const std::vector<std::string> entries = split_list(policies);
+  for (const auto& entry : entries)  // NAME or NAME[key=value,...]; a bad one fails before any run
+    (void)reg.find(parse_policy_ref(entry, "--policies").name, "--policies");
+  for (const auto& entry : entries) {
+    RunOptions o = build_run(a, entry);
     o.keep_live_buffers = !html.empty();
     runs.push_back(run_simulation(o, reg));
-    runs.back().label = label;
+    runs.back().label = entry;
     arr.push_back(report_json(runs.back()));
   }
   if (!json.empty()) write_file_atomic(json, arr.dump(2) + "\n");
@@ -258,14 +249,17 @@ int cmd_sweep(const std::vector<std::string>& args, const Registry& reg) {
   d.add_options()("policy", po::value(&a.policy), "allocator policy (default: chosen by --env, else xla-bfc)")(
       "find", po::value(&find)->required(), "min-mem-fraction (to 0.01) or min-capacity (to the device granularity)")(
       "jobs,j", po::value(&jobs)->default_value(0), "parallel simulations, 1..1024 (0 = every core)")(
-      "json", po::value(&json), "write {find, value, setting, monotonic, runs} to FILE");
+      "json", po::value(&json),
+      "write {find, policy, hardware, trace, value, setting, monotonic, runs} to FILE (value and setting are null "
+      "when no setting works)");
   po::positional_options_description pos;
   pos.add("trace", 1);
   auto p = parse(args, d, pos,
                  "usage: fragsim sweep TRACE --policy NAME --find min-mem-fraction|min-capacity [options]\n\n"
                  "Finds the smallest memory fraction or capacity with no OOM and prints it as the setting to use.\n"
                  "min-mem-fraction runs every fraction 0.01..1.00 and reports whether the outcome is monotonic;\n"
-                 "min-capacity bisects and checks monotonicity around the answer.");
+                 "min-capacity bisects and checks monotonicity around the answer.\n"
+                 "Exit 0 with an answer; exit 1 when no setting in range works.");
   if (p.help) return 0;
   check_outputs({a.trace, a.hw}, {{"--json", json}});
   SweepOptions so;
@@ -280,7 +274,7 @@ int cmd_sweep(const std::vector<std::string>& args, const Registry& reg) {
   SweepResult r = run_sweep(so, reg);
   if (!json.empty()) write_file_atomic(json, sweep_json(r).dump(2) + "\n");
   std::cout << sweep_text(r);
-  return 0;
+  return r.value ? 0 : 1;  // no setting works: a failed check, like `check` finding a regression
 }
 
 int cmd_check(const std::vector<std::string>& args, const Registry&) {
@@ -447,11 +441,37 @@ int cmd_layout(const std::vector<std::string>& args, const Registry&) {
   return 0;
 }
 
+// `fragsim list POLICY`: every option with its default and meaning, and how to set it.
+void list_policy(const PolicyInfo& info) {
+  std::cout << fmt::format("{}: {}\n", info.name, info.summary);
+  if (info.needs_lifetimes) std::cout << "  reads the whole trace first (it plans with every buffer's lifetime)\n";
+  if (info.options.empty()) {
+    std::cout << "  no options\n";
+    return;
+  }
+  std::cout << fmt::format("options (--set KEY=VALUE, or --policy '{}[KEY=VALUE,...]'):\n", info.name);
+  for (const auto& o : info.options)
+    std::cout << fmt::format("  {:<30} default {}\n      {}\n", o.key, o.default_text, o.meaning);
+  const auto& e = info.options.front();
+  std::cout << fmt::format("example: fragsim run TRACE --policy '{}[{}={}]'\n", info.name, e.key,
+                           e.example.is_string() ? e.example.get<std::string>() : e.example.dump());
+}
+
 int cmd_list(const std::vector<std::string>& args, const Registry& reg) {
   po::options_description d("fragsim list options");
-  auto p = parse(args, d, {}, "usage: fragsim list");
+  std::string what;
+  d.add_options()("what", po::value(&what), "a policy name: list its options");
+  po::positional_options_description pos;
+  pos.add("what", 1);
+  auto p = parse(args, d, pos,
+                 "usage: fragsim list [POLICY]\n\nLists the policies, hardware presets and workloads; with a policy "
+                 "name, that policy's options.");
   if (p.help) return 0;
-  std::cout << "policies:\n";
+  if (!what.empty()) {
+    list_policy(reg.find(what, "list"));
+    return 0;
+  }
+  std::cout << "policies (fragsim list POLICY: its options):\n";
   for (const auto& i : reg.all()) std::cout << fmt::format("  {:<14} {}\n", i.name, i.summary);
   std::cout << "hardware presets (--hw):\n";
   for (const auto& n : list_presets()) {
@@ -488,8 +508,11 @@ int main(int argc, char** argv) {
       {"validate", cmd_validate}, {"info", cmd_info},       {"convert", cmd_convert}, {"gen", cmd_gen},
       {"layout", cmd_layout},     {"list", cmd_list}};
   return run_with_exit_codes("fragsim", [&] {
-    for (const auto& [name, fn] : kCommands)
+    std::vector<std::string_view> names;
+    for (const auto& [name, fn] : kCommands) {
       if (cmd == name) return fn(args, reg);
-    throw InputError("unknown command '" + cmd + "' (fragsim --help lists them)");
+      names.push_back(name);
+    }
+    throw InputError("unknown command '" + cmd + "'" + did_you_mean(cmd, names) + " (fragsim --help lists them)");
   });
 }
