@@ -182,20 +182,40 @@ std::vector<std::string> advice(const RunResult& r) {
                        r.trace_path, r.policy_name);
   };
   if (r.policy_name == "torch-caching") {
-    if (o.fragmentation && !cfg_true("resolved_expandable_segments"))
+    // What is set is read back from the resolved config (recorded settings, --env, --set alike).
+    const bool expandable = cfg_true("resolved_expandable_segments");
+    const bool split_capped = c.value("resolved_max_split_size", std::int64_t{-1}) >= 0;
+    const bool gc_on = c.value("resolved_garbage_collection_threshold", 0.0) > 0;
+    const double fraction = c.value("memory_fraction", 1.0);
+    if (o.fragmentation && !expandable)
       a.push_back(
           "fragmentation: PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True lets segments grow instead of "
           "leaving unusable holes (`--env PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True` replays it)");
-    else if (o.fragmentation)
+    else if (o.fragmentation && !split_capped)
       a.push_back(
-          "fragmentation with expandable segments already on: long-lived buffers pin pages; free them earlier "
-          "or set max_split_size_mb (`--env PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True,max_split_size_mb:"
-          "256`)");
-    else
+          "fragmentation with expandable segments on: cap block splitting with max_split_size_mb "
+          "(`--set max_split_size_mb=256` replays it with your other settings)");
+    else if (o.fragmentation && !gc_on)
+      a.push_back(
+          "fragmentation: garbage_collection_threshold (e.g. 0.8) frees cached blocks before the device runs out "
+          "(`--set garbage_collection_threshold=0.8` replays it)");
+    else if (o.fragmentation)
+      a.push_back("fragmentation: long-lived buffers pin memory between short-lived ones; free them earlier");
+    if (!o.fragmentation && fraction < 1.0)
+      a.push_back(fmt::format(
+          "memory: torch.cuda.set_per_process_memory_fraction is {}; `fragsim sweep {} --policy torch-caching --find "
+          "min-mem-fraction` finds the smallest that works",
+          fraction, r.trace_path));
+    else if (!o.fragmentation)
       a.push_back(fmt::format("capacity: the live buffers need more than the device gives; {}", need()));
   } else if (r.policy_name == "xla-bfc") {
-    double f = c.value("mem_fraction", 0.75);
-    if (o.fragmentation && cfg_true("preallocate"))
+    const double f = c.value("mem_fraction", 0.75);
+    const bool preallocate = cfg_true("preallocate");
+    const bool fixed_limit = c.contains("memory_limit");
+    // Did the pool stop at its limit (a larger fraction helps) or at what the device could give?
+    const Bytes limit = c.value("resolved_memory_limit", Bytes{0});
+    const bool at_limit = limit && o.reserved + o.rounded > limit;
+    if (o.fragmentation && preallocate)
       a.push_back(
           "fragmentation: XLA_PYTHON_CLIENT_PREALLOCATE=false (grow on demand) or "
           "XLA_PYTHON_CLIENT_ALLOCATOR=cuda_async place buffers differently (`--env` replays either)");
@@ -203,13 +223,13 @@ std::vector<std::string> advice(const RunResult& r) {
       a.push_back(
           "fragmentation: XLA_PYTHON_CLIENT_ALLOCATOR=cuda_async leaves placement to the driver "
           "(`--env XLA_PYTHON_CLIENT_ALLOCATOR=cuda_async` replays it)");
-    if (f < 0.99)
-      a.push_back(
-          fmt::format("memory: XLA_PYTHON_CLIENT_MEM_FRACTION is {}; `fragsim sweep {} --find "
-                      "min-mem-fraction` finds the smallest that works",
-                      f, r.trace_path));
+    if (!o.fragmentation && at_limit && !fixed_limit && f < 1.0)
+      a.push_back(fmt::format(
+          "memory: XLA_PYTHON_CLIENT_MEM_FRACTION is {}; `fragsim sweep {} --policy xla-bfc --find min-mem-fraction` "
+          "finds the smallest that works",
+          f, r.trace_path));
     else if (!o.fragmentation)
-      a.push_back(fmt::format("capacity: even the whole device is not enough; {}", need()));
+      a.push_back(fmt::format("capacity: {}", need()));
   } else if (r.policy_name == "tpu-padded") {
     if (!o.kind.empty())
       a.push_back(
