@@ -407,17 +407,20 @@ std::string report_text(const RunResult& r) {
 std::string compare_table(const std::vector<RunResult>& runs) {
   std::string s;
   auto out = std::back_inserter(s);
-  if (!runs.empty())
-    fmt::format_to(out, "trace {} on {}: {} events, peak requested {}\n", runs[0].trace_path,
-                   runs[0].hardware.value("name", std::string("?")), runs[0].events,
-                   human_bytes(runs[0].peak_requested));
+  std::vector<const RunResult*> traces;  // one per distinct trace, in order
+  for (const auto& r : runs)
+    if (std::none_of(traces.begin(), traces.end(), [&](auto* t) { return t->trace_path == r.trace_path; }))
+      traces.push_back(&r);
+  for (const auto* t : traces)
+    fmt::format_to(out, "trace {} on {}: {} events, peak requested {}\n", t->trace_path,
+                   t->hardware.value("name", std::string("?")), t->events, human_bytes(t->peak_requested));
   size_t w = 16;
   for (const auto& r : runs) w = std::max(w, label_of(r).size());
   // Fragmentation columns at the peak of allocated memory (docs/metrics.md): reserved but
   // unallocated, its share of reserved, and external fragmentation 1 − largest free / free.
-  fmt::format_to(out, "{:<{}} {:>6} {:>5} {:>11} {:>11} {:>11} {:>8} {:>9} {:>9} {:>8} {:>9}\n", "policy", w, "result",
-                 "OOMs", "peak alloc", "peak resvd", "unused@pk", "unused%", "extfrag@pk", "extfrag max", "dev calls",
-                 "call ms");
+  fmt::format_to(out, "{:<{}} {:>6} {:>5} {:>11} {:>11} {:>11} {:>11} {:>8} {:>9} {:>9} {:>8} {:>9}\n", "policy", w,
+                 "result", "OOMs", "peak req", "peak alloc", "peak resvd", "unused@pk", "unused%", "extfrag@pk",
+                 "extfrag max", "dev calls", "call ms");
   for (const auto& r : runs) {
     std::uint64_t calls = 0;
     double ns = 0;
@@ -431,10 +434,10 @@ std::string compare_table(const std::vector<RunResult>& runs) {
       for (const auto& sp : r.peak->spaces) largest = std::max(largest, sp.largest_free);
       ext = unused ? static_cast<double>(unused - std::min(largest, unused)) / static_cast<double>(unused) : 0;
     }
-    fmt::format_to(out, "{:<{}} {:>6} {:>5} {:>11} {:>11} {:>11} {:>8} {:>9} {:>9} {:>8} {:>9.2f}\n", label_of(r), w,
-                   r.completed ? "ok" : "OOM", r.ooms.size(), human_bytes(r.peak_allocated),
-                   human_bytes(r.peak_reserved), human_bytes(unused), pct(share), pct(ext), pct(r.frag_max), calls,
-                   ns / 1e6);
+    fmt::format_to(out, "{:<{}} {:>6} {:>5} {:>11} {:>11} {:>11} {:>11} {:>8} {:>9} {:>9} {:>8} {:>9.2f}\n",
+                   label_of(r), w, r.completed ? "ok" : "OOM", r.ooms.size(), human_bytes(r.peak_requested),
+                   human_bytes(r.peak_allocated), human_bytes(r.peak_reserved), human_bytes(unused), pct(share),
+                   pct(ext), pct(r.frag_max), calls, ns / 1e6);
   }
   for (const auto& r : runs)
     if (!r.fidelity.is_null()) fmt::format_to(out, "{}: {}\n", label_of(r), fidelity_text(r.fidelity));

@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
 #include <functional>
 
 #include "sim/base/config.h"
@@ -97,6 +98,23 @@ std::uint64_t tensor_bytes(const std::vector<std::uint64_t>& dims, Dtype dt) {
 // loop ends.
 constexpr std::int64_t kMaxCount = 1'000'000'000, kMaxDim = 1 << 24;
 
+// Gradient checkpointing (rematerialisation) as the training generators take it: "none" keeps
+// every activation for the backward pass; "every:K" keeps only the input of every K-th layer and
+// recomputes each K-layer segment just before its backward pass (jax.checkpoint / torch.utils.
+// checkpoint around K layers); "full" checkpoints every layer (every:1). Returns K, 0 for none.
+std::int64_t remat_segment(ConfigReader& c, const char* workload, std::int64_t layers) {
+  std::string v = c.text("remat", "none");
+  if (v == "none") return 0;
+  if (v == "full") return 1;
+  if (v.rfind("every:", 0) == 0) {
+    char* end = nullptr;
+    long long k = std::strtoll(v.c_str() + 6, &end, 10);
+    if (end && *end == 0 && v.size() > 6 && k >= 1 && k <= layers) return k;
+  }
+  throw InputError(fmt::format("gen {}: remat: must be none, full or every:K with K in 1..{} (layers), got '{}'",
+                               workload, layers, v));
+}
+
 // JAX-style training: persistent params + optimizer state (2×), per step a forward pass whose
 // activations are freed in reverse by the backward pass, one large temporary per step, gradients,
 // and a donated update (new params replace old ones, same sizes).
@@ -122,24 +140,42 @@ void gen_jax_train(Rng& rng, ConfigReader& c, Emitter& em) {
             {em.alloc(tensor_bytes(shape, Dtype::kF32), fmt::format("opt{}/l{}", k, l), shape, Dtype::kF32), shape});
     }
   }
+  const std::int64_t K = remat_segment(c, "jax-train", layers);
   for (int st = 0; st < steps; ++st) {
     em.mark(fmt::format("step {}", st));
-    std::vector<std::uint64_t> acts;
+    // Forward. Each layer makes its output (act) and an MLP intermediate (mlp). Without remat both
+    // stay for the backward pass; with remat only each segment's first act stays (the checkpoint),
+    // the rest are freed as soon as the next layer has used them.
+    std::vector<std::uint64_t> jitter(static_cast<size_t>(layers)), act_id(static_cast<size_t>(layers)),
+        mlp_id(static_cast<size_t>(layers));
+    auto act_shape = [&](int) { return std::vector<std::uint64_t>{B, S, H}; };
+    auto mlp_shape = [&](int l) { return std::vector<std::uint64_t>{B, S, 4 * H / jitter[l]}; };
+    auto checkpoint = [&](int l) { return K == 0 || l % K == 0; };
     for (int l = 0; l < layers; ++l) {
-      std::uint64_t jitter = 1 + rng.below(3);
-      std::vector<std::uint64_t> s1{B, S, H}, s2{B, S, 4 * H / jitter};
-      acts.push_back(em.alloc(tensor_bytes(s1, dt), fmt::format("act/l{}", l), s1, dt));
-      acts.push_back(em.alloc(tensor_bytes(s2, dt), fmt::format("mlp/l{}", l), s2, dt));
+      jitter[l] = 1 + rng.below(3);
+      act_id[l] = em.alloc(tensor_bytes(act_shape(l), dt), fmt::format("act/l{}", l), act_shape(l), dt);
+      mlp_id[l] = em.alloc(tensor_bytes(mlp_shape(l), dt), fmt::format("mlp/l{}", l), mlp_shape(l), dt);
+      if (K) {
+        em.free(mlp_id[l]);                                       // recomputed in the backward pass
+        if (l > 0 && !checkpoint(l - 1)) em.free(act_id[l - 1]);  // used by this layer, not a checkpoint
+      }
     }
+    if (K && !checkpoint(static_cast<int>(layers) - 1)) em.free(act_id[layers - 1]);
     std::vector<std::uint64_t> tmp_shape{B, S, 8 * H};
     auto tmp = em.alloc(tensor_bytes(tmp_shape, Dtype::kF32), "loss/temp", tmp_shape, Dtype::kF32);
     em.free(tmp);
     std::vector<std::uint64_t> grads;
-    for (int l = layers - 1; l >= 0; --l) {
-      em.free(acts.back());
-      acts.pop_back();
-      em.free(acts.back());
-      acts.pop_back();
+    // Backward, last layer first; with remat, each segment is recomputed from its checkpoint first.
+    for (int l = static_cast<int>(layers) - 1; l >= 0; --l) {
+      if (K && (l % K == K - 1 || l == layers - 1)) {
+        for (int r = static_cast<int>(l / K * K); r <= l; ++r) {
+          if (!checkpoint(r))
+            act_id[r] = em.alloc(tensor_bytes(act_shape(r), dt), fmt::format("remat/act/l{}", r), act_shape(r), dt);
+          mlp_id[r] = em.alloc(tensor_bytes(mlp_shape(r), dt), fmt::format("remat/mlp/l{}", r), mlp_shape(r), dt);
+        }
+      }
+      em.free(mlp_id[l]);
+      em.free(act_id[l]);
       for (int k = 3; k >= 0; --k) {
         const auto& p = params[l * 4 + k];
         grads.push_back(em.alloc(tensor_bytes(p.shape, Dtype::kF32), fmt::format("grad/l{}", l), p.shape, Dtype::kF32));
@@ -176,14 +212,36 @@ void gen_torch_eager(Rng& rng, ConfigReader& c, Emitter& em) {
     weights.push_back(em.alloc(s, "weight"));
     w += s;
   }
+  // The ops of a step form `layers` equal groups; remat checkpoints groups of them (remat_segment).
+  const std::int64_t layers = c.integer_in("layers", 12, 1, kMaxCount);
+  const std::int64_t K = remat_segment(c, "torch-eager", layers);
+  struct Saved {
+    std::uint64_t id;
+    Bytes size;
+    std::int64_t segment;
+    bool live;
+  };
   for (int st = 0; st < steps; ++st) {
     em.mark(fmt::format("step {}", st));
-    std::vector<std::uint64_t> saved;
+    std::vector<Saved> saved;
+    // Forward. Tensors saved for backward stay; with remat, at the end of each segment all its
+    // saved tensors but the first (the checkpoint, the segment's input) are freed.
+    auto end_segment = [&](std::int64_t seg) {
+      bool first = true;
+      for (auto& v : saved)
+        if (v.segment == seg) {
+          if (!first) em.free(v.id), v.live = false;
+          first = false;
+        }
+    };
+    std::int64_t seg = 0;
     for (int i = 0; i < ops; ++i) {
+      std::int64_t here = K ? static_cast<std::int64_t>(i) * layers / ops / K : 0;
+      if (here != seg) end_segment(seg), seg = here;
       Bytes s = round_up(rng.log_uniform(512, max_tensor), 4);
       auto id = em.alloc(s, "activation");
       if (rng.unit() < 0.4)
-        saved.push_back(id);
+        saved.push_back({id, s, here, true});
       else
         em.free(id);
       if (rng.unit() < 0.3) {
@@ -191,10 +249,19 @@ void gen_torch_eager(Rng& rng, ConfigReader& c, Emitter& em) {
         em.free(t);
       }
     }
+    if (K) end_segment(seg);
+    // Backward in reverse; with remat, a segment's freed tensors are recomputed when its backward
+    // pass begins.
     std::vector<std::uint64_t> grads;
+    std::int64_t recomputed = -1;
     while (!saved.empty()) {
+      if (K && saved.back().segment != recomputed) {
+        recomputed = saved.back().segment;
+        for (auto& v : saved)
+          if (v.segment == recomputed && !v.live) v.id = em.alloc(v.size, "activation/remat"), v.live = true;
+      }
       auto g = em.alloc(round_up(rng.log_uniform(512, max_tensor), 4), "grad_input");
-      em.free(saved.back());
+      em.free(saved.back().id);
       saved.pop_back();
       if (rng.unit() < 0.5)
         grads.push_back(g);
@@ -372,11 +439,11 @@ const std::vector<Workload>& workloads() {
   static const std::vector<Workload> kAll = {
       {{"jax-train",
         "JAX training loop: params + 2x optimizer state, activations freed in reverse, one big temporary "
-        "per step, donated updates (layers, hidden, batch, seq, steps, dtype)"},
+        "per step, donated updates (layers, hidden, batch, seq, steps, dtype, remat: none|every:K|full)"},
        gen_jax_train},
       {{"torch-eager",
         "PyTorch eager training: many short-lived tensors of varied sizes (steps, ops_per_step, "
-        "max_tensor, params)"},
+        "max_tensor, params, layers, remat: none|every:K|full)"},
        gen_torch_eager},
       {{"llm-serving",
         "LLM serving: KV caches growing per request of variable length (requests, concurrency, "

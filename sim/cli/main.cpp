@@ -4,6 +4,7 @@
 
 #include <boost/program_options.hpp>
 #include <cstdio>
+#include <filesystem>
 #include <fstream>
 #include <iostream>
 #include <sstream>
@@ -207,32 +208,43 @@ std::vector<std::string> split_list(const std::string& s) {
 int cmd_compare(const std::vector<std::string>& args, const Registry& reg) {
   SimArgs a;
   std::string json, policies, html;
+  std::vector<std::string> more;
   po::options_description d("fragsim compare options");
   add_sim_options(d, a);
-  d.add_options()("policies", po::value(&policies)->default_value("ideal,best-fit,first-fit"),
-                  "comma-separated policies; NAME[key=value,...] sets options for one entry")(
+  d.add_options()("more", po::value(&more)->composing(),
+                  "further traces (positional): every policy runs on each, e.g. the same model with and without "
+                  "rematerialisation")("policies", po::value(&policies)->default_value("ideal,best-fit,first-fit"),
+                                       "comma-separated policies; NAME[key=value,...] sets options for one entry")(
       "json", po::value(&json), "write a JSON array of reports to FILE")(
       "html", po::value(&html),
       "write an interactive HTML report to FILE (every policy's memory over time with shared zoom, address maps, "
       "OOMs)");
   po::positional_options_description pos;
-  pos.add("trace", 1);
-  auto p = parse(
-      args, d, pos,
-      "usage: fragsim compare TRACE --policies A,B,... [options]\n\nRuns each policy on TRACE; prints one table.");
+  pos.add("trace", 1).add("more", -1);
+  auto p = parse(args, d, pos,
+                 "usage: fragsim compare TRACE [TRACE...] --policies A,B,... [options]\n\nRuns each policy on each "
+                 "TRACE; prints one table (rows labelled TRACE: POLICY when there are several traces).");
   if (p.help) return 0;
-  check_outputs({a.trace, a.hw}, {{"--json", json}, {"--html", html}});
+  std::vector<std::string> traces{a.trace};
+  traces.insert(traces.end(), more.begin(), more.end());
+  std::vector<std::string> inputs = traces;
+  inputs.push_back(a.hw);
+  check_outputs(inputs, {{"--json", json}, {"--html", html}});
   std::vector<RunResult> runs;
   nlohmann::json arr = nlohmann::json::array();
   const std::vector<std::string> entries = split_list(policies);
   for (const auto& entry : entries)  // NAME or NAME[key=value,...]; a bad one fails before any run
     (void)reg.find(parse_policy_ref(entry, "--policies").name, "--policies");
-  for (const auto& entry : entries) {
-    RunOptions o = build_run(a, entry);
-    o.keep_live_buffers = !html.empty();
-    runs.push_back(run_simulation(o, reg));
-    runs.back().label = entry;
-    arr.push_back(report_json(runs.back()));
+  for (const auto& trace : traces) {
+    SimArgs ta = a;
+    ta.trace = trace;
+    for (const auto& entry : entries) {
+      RunOptions o = build_run(ta, entry);
+      o.keep_live_buffers = !html.empty();
+      runs.push_back(run_simulation(o, reg));
+      runs.back().label = traces.size() > 1 ? std::filesystem::path(trace).filename().string() + ": " + entry : entry;
+      arr.push_back(report_json(runs.back()));
+    }
   }
   if (!json.empty()) write_file_atomic(json, arr.dump(2) + "\n");
   if (!html.empty() && !runs.empty()) write_file_atomic(html, report_html(runs));
@@ -273,7 +285,7 @@ int cmd_sweep(const std::vector<std::string>& args, const Registry& reg) {
   so.threads = static_cast<unsigned>(jobs);
   SweepResult r = run_sweep(so, reg);
   if (!json.empty()) write_file_atomic(json, sweep_json(r).dump(2) + "\n");
-  std::cout << sweep_text(r);
+  if (!to_stdout({json})) std::cout << sweep_text(r);
   return r.value ? 0 : 1;  // no setting works: a failed check, like `check` finding a regression
 }
 
@@ -348,7 +360,7 @@ int cmd_info(const std::vector<std::string>& args, const Registry&) {
   check_outputs({trace}, {{"--json", json}});
   auto j = trace_info(trace, lenient);
   if (!json.empty()) write_file_atomic(json, j.dump(2) + "\n");
-  std::cout << trace_info_text(j);
+  if (!to_stdout({json})) std::cout << trace_info_text(j);
   return 0;
 }
 
