@@ -195,6 +195,9 @@ class Engine : public Scheduler {
           state_[ev.handle] = HandleState::kFailed;
           record_oom(s, ev, rq2);
           if (!opt_.keep_going) {
+            // Replay stops here: take the peak's snapshot now, while the live set is still this run's
+            // (later allocs reuse handles of buffers whose frees are no longer replayed).
+            if (peak_dirty_) take_peak_now();
             replaying_ = false;
             out_.stopped_early = true;
           }

@@ -80,6 +80,13 @@ TEST_CASE("oom reports: a JAX OOM names the failing buffer and the live set in t
     prev = b["block_bytes"];
   }
   CHECK(r.out.find("largest live buffers (20 of " + std::to_string(live.size()) + ")") != std::string::npos);
+  // The peak of allocated memory came just before the OOM, with the same live set. (Regression: the
+  // peak's snapshot was taken after the replay had stopped, when later allocs had reused handles.)
+  CHECK(j["at_peak_allocated"]["event_index"].get<size_t>() < o["event_index"].get<size_t>());
+  CHECK(j["at_peak_allocated"]["live_buffers"] == live.size());
+  REQUIRE(j["at_peak_allocated"]["top_buffers"].size() == at["top_buffers"].size());
+  for (size_t i = 0; i < at["top_buffers"].size(); ++i)
+    CHECK(j["at_peak_allocated"]["top_buffers"][i]["id"] == at["top_buffers"][i]["id"]);
   // HTML: the OOM row and the moment at the OOM.
   auto d = html_data(html);
   CHECK(d["runs"][0]["ooms"][0]["name"] == ev["name"]);
