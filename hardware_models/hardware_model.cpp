@@ -28,6 +28,7 @@ nlohmann::json HardwareModel::to_json() const {
     nlohmann::json o = {{"name", space_name(s.space)}, {"capacity_bytes", s.capacity}, {"reserve_bytes", s.reserve},
                         {"usable_bytes", s.usable()},  {"alignment", s.alignment},     {"granularity", s.granularity}};
     if (s.scoped_limit) o["scoped_limit_bytes"] = s.scoped_limit;
+    if (s.runtime_limit) o["runtime_limit_bytes"] = s.runtime_limit;
     sp.push_back(o);
   }
   return {{"name", name}, {"kind", kind}, {"generation", generation}, {"spaces", sp}};
@@ -57,6 +58,7 @@ HardwareModel parse_hardware(const nlohmann::json& j, const std::string& origin)
     sp.alignment = r.size("alignment", 256);
     sp.granularity = r.size("granularity", 1);
     sp.scoped_limit = r.size("scoped_limit_bytes", 0);
+    sp.runtime_limit = r.size("runtime_limit_bytes", 0);
     if (sp.alignment == 0 || sp.granularity == 0)
       throw InputError(origin + ": spaces[" + nm + "]: alignment and granularity must be > 0");
     r.allow({"note", "notes"});

@@ -4,12 +4,13 @@
 //
 //   {"name": "...", "kind": "gpu"|"tpu", "generation": 5,
 //    "spaces": [{"name": "hbm", "capacity_bytes": N, "reserve_bytes": N, "alignment": 256,
-//                "granularity": 2097152, "scoped_limit_bytes": N}],
+//                "granularity": 2097152, "scoped_limit_bytes": N, "runtime_limit_bytes": N}],
 //    "cost_model": {"alloc_base_ns": N, "alloc_ns_per_mib": N, "free_base_ns": N, "free_ns_per_mib": N}}
 //
 // capacity_bytes is the total the device reports (what JAX's memory fraction multiplies);
 // reserve_bytes is held by the runtime (CUDA context) and never reaches an allocator.
 #pragma once
+#include <algorithm>
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
@@ -27,7 +28,12 @@ struct SpaceSpec {
   Bytes alignment = 256;   // bytes, minimum address alignment of a device allocation
   Bytes granularity = 1;   // bytes, physical allocation unit (device allocations are padded to it)
   Bytes scoped_limit = 0;  // bytes, per-kernel scoped limit (TPU VMEM); 0 = none
+  // The TPU runtime allocator's own limit, where it differs from what the compiler may use
+  // (capacity − reserve); 0 = the same. Runtime placement (tpu-padded) uses it, compile-time
+  // checks (static-heap, the compiler's "of X hbm") use usable().
+  Bytes runtime_limit = 0;
   Bytes usable() const { return capacity > reserve ? capacity - reserve : 0; }
+  Bytes runtime_usable() const { return runtime_limit ? std::min(runtime_limit, capacity) : usable(); }
 };
 
 struct CostModel {

@@ -125,12 +125,15 @@ class TpuPaddedPolicy : public AllocatorPolicy {
           space_name(space_), human_bytes(scoped_limit_), human_bytes(live_padded_ + last_.padded - scoped_limit_));
     Usage u = inner_->usage();
     double util = live_padded_ ? static_cast<double>(live_unpadded_) / static_cast<double>(live_padded_) : 1.0;
+    // The TPU runtime's words and size format (pytorch/xla#1735: "Attempting to reserve 3.95G at the
+    // bottom of memory. That was not possible. There are 1.92G free"), then fragsim's breakdown in
+    // the compiler report's terms ("utilization: Unpadded (a) Padded (b)").
     std::string s = fmt::format(
-        "    RESOURCE_EXHAUSTED: Ran out of memory in memory space {} while allocating {} ({} before padding).\n"
-        "    Live buffers: {:.1f}% utilization: Unpadded ({}) Padded ({}), {} free but the largest hole is {}.\n",
-        space_name(space_), human_bytes(last_.padded), human_bytes(last_.unpadded), 100.0 * util,
-        human_bytes(live_unpadded_), human_bytes(live_padded_), human_bytes(u.available),
-        human_bytes(u.largest_available));
+        "    RESOURCE_EXHAUSTED: Attempting to allocate {} in {}. That was not possible. There are {} free.\n"
+        "    (fragsim) {} before padding; live buffers {:.1f}% utilization: Unpadded ({}) Padded ({}); the largest "
+        "free block is {}.\n",
+        xla_tpu_bytes(last_.padded), space_name(space_), xla_tpu_bytes(u.available), xla_tpu_bytes(last_.unpadded),
+        100.0 * util, xla_tpu_bytes(live_unpadded_), xla_tpu_bytes(live_padded_), xla_tpu_bytes(u.largest_available));
     return s + inner_->describe_oom(req);
   }
 
@@ -193,7 +196,13 @@ PolicyBuilder configure_tpu_padded(ConfigReader& cfg, const ConfigContext& ctx) 
     throw InputError("policy tpu-padded: inner: " + inner + " plans offline; it cannot be an inner policy");
   nlohmann::json inner_cfg = cfg.has("inner_config") ? cfg.raw("inner_config") : nlohmann::json::object();
   ConfigReader c(inner_cfg, "policy tpu-padded inner " + inner);
-  o.inner = info.configure(c, ctx);  // checks the inner config now, with its message; builds nothing
+  // The inner policy is the TPU runtime's allocator: it works within the runtime's limit, which
+  // can differ from what the compiler may use (SpaceSpec::runtime_limit).
+  SpaceSpec runtime = *ctx.space;
+  runtime.reserve = runtime.capacity - runtime.runtime_usable();
+  ConfigContext inner_ctx = ctx;
+  inner_ctx.space = &runtime;
+  o.inner = info.configure(c, inner_ctx);  // checks the inner config now, with its message; builds nothing
   c.finish();
   cfg.record("inner_config", c.resolved());
   o.defrag = cfg.flag("defragment", false);

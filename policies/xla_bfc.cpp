@@ -33,6 +33,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <map>
 #include <stdexcept>
 
 #include "policies/chunk_list.h"
@@ -190,20 +191,25 @@ class Bfc {
 
   void memory_map(MemoryMap* out) const { append_memory_map(chunks_, out); }
 
-  // BFC's OOM dump: bins table, largest free chunk, fragmentation, occupancy map per region.
+  // BFC's OOM dump as TSL's bfc_allocator.cc logs it (sizes in TSL's HumanReadableNumBytes): the
+  // failed request, every bin, the in-use chunks by size, the pool and AllocatorStats; then
+  // fragsim's own summary (largest free chunk, fragmentation) and an occupancy map per region.
   std::string dump(Bytes n, bool upper) const {
     std::string s;
     auto out = std::back_inserter(s);
     Bytes r = rounded_bytes(n);
-    fmt::format_to(out, "    Allocator ({}) ran out of memory trying to allocate {} (rounded to {}) from the {} end\n",
-                   o_.name, human_bytes(n), r, upper ? "upper" : "lower");
+    fmt::format_to(out, "    Allocator ({}) ran out of memory trying to allocate {} (rounded to {}){}\n", o_.name,
+                   tsl_bytes(n), r, upper ? " from the upper end (collective memory)" : "");
     fmt::format_to(out,
-                   "    If this is caused by memory fragmentation, the environment variable "
-                   "'TF_GPU_ALLOCATOR=cuda_malloc_async' may improve the situation.\n");
+                   "    If the cause is memory fragmentation maybe the environment variable "
+                   "'TF_GPU_ALLOCATOR=cuda_malloc_async' will improve the situation.\n"
+                   "    Current allocation summary follows.\n    BFCAllocator dump for {}\n",
+                   o_.name);
     struct BinRow {
       std::uint64_t chunks = 0, in_use = 0;
       Bytes total = 0, used = 0, requested = 0;
     } bins[kNumBins];
+    std::map<Bytes, std::uint64_t> in_use_by_size;
     for_each_region([&](const Region& rg) {
       for (std::int32_t c = rg.first; c != kNil; c = chunks_.chunk(c).next) {
         const Chunk& ch = chunks_.chunk(c);
@@ -214,24 +220,44 @@ class Bfc {
           ++b.in_use;
           b.used += ch.size;
           b.requested += ch.x.requested;
+          ++in_use_by_size[ch.size];
         }
       }
     });
-    for (int b = 0; b < kNumBins; ++b) {
-      if (!bins[b].chunks) continue;
-      fmt::format_to(out,
-                     "    Bin ({}): Total Chunks: {}, Chunks in use: {}. {} allocated for chunks. {} in use in bin. {} "
-                     "client-requested in use in bin.\n",
-                     human_bytes(kMinAllocationSize << b), bins[b].chunks, bins[b].in_use, human_bytes(bins[b].total),
-                     human_bytes(bins[b].used), human_bytes(bins[b].requested));
+    for (int b = 0; b < kNumBins; ++b)
+      fmt::format_to(
+          out,
+          "    Bin ({}): \tTotal Chunks: {}, Chunks in use: {}. {} allocated for chunks. {} in use in bin. {} "
+          "client-requested in use in bin.\n",
+          kMinAllocationSize << b, bins[b].chunks, bins[b].in_use, tsl_bytes(bins[b].total), tsl_bytes(bins[b].used),
+          tsl_bytes(bins[b].requested));
+    fmt::format_to(out, "    Bin for {} was {}, Chunk State: \n", tsl_bytes(r),
+                   tsl_bytes(kMinAllocationSize << bin_of(r)));
+    fmt::format_to(out, "         Summary of in-use Chunks by size: \n");
+    size_t shown = 0;
+    for (const auto& [size, count] : in_use_by_size) {
+      if (shown++ == 40) {
+        fmt::format_to(out, "    ... {} more sizes\n", in_use_by_size.size() - 40);
+        break;
+      }
+      fmt::format_to(out, "    {} Chunks of size {} totalling {}\n", count, size, tsl_bytes(size * count));
     }
+    fmt::format_to(out, "    Sum Total of in-use chunks: {}\n", tsl_bytes(s_.bytes_in_use));
+    fmt::format_to(
+        out, "    Total bytes in pool: {} memory_limit_: {} available bytes: {} curr_region_allocation_bytes_: {}\n",
+        s_.pool_bytes, o_.limit, o_.limit - std::min(o_.limit, s_.pool_bytes), curr_region_bytes_);
     Bytes free = s_.pool_bytes - s_.bytes_in_use, lf = largest_free();
-    fmt::format_to(out, "    Bin for {} was {}; in use {}, pool {}, limit {}, largest free chunk {}", human_bytes(r),
-                   human_bytes(kMinAllocationSize << bin_of(r)), human_bytes(s_.bytes_in_use),
-                   human_bytes(s_.pool_bytes), human_bytes(o_.limit), human_bytes(lf));
+    fmt::format_to(
+        out,
+        "    Stats: \n    Limit:            {:>20}\n    InUse:            {:>20}\n    MaxInUse:         {:>20}\n"
+        "    NumAllocs:        {:>20}\n    MaxAllocSize:     {:>20}\n    Reserved:         {:>20}\n"
+        "    PeakReserved:     {:>20}\n    LargestFreeBlock: {:>20}\n",
+        o_.limit, s_.bytes_in_use, s_.peak_bytes_in_use, s_.num_allocs, s_.largest_alloc_size, 0, 0, lf);
+    fmt::format_to(out, "    (fragsim) largest free chunk {}", human_bytes(lf));
     if (gap_ != kNil) fmt::format_to(out, " (central gap {})", human_bytes(chunks_.chunk(gap_).size));
-    fmt::format_to(out, ", fragmentation {:.1f}% ((free - largest free) / free)\n",
-                   free ? 100.0 * static_cast<double>(free - std::min(lf, free)) / static_cast<double>(free) : 0.0);
+    fmt::format_to(out, ", external fragmentation {:.1f}% (1 - largest free / free, of {} free in the pool)\n",
+                   free ? 100.0 * static_cast<double>(free - std::min(lf, free)) / static_cast<double>(free) : 0.0,
+                   human_bytes(free));
     for_each_region([&](const Region& rg) {
       // 100 columns; a column shows '#' if mostly in use, '_' if it holds the gap, '.' if free.
       std::string map(100, '.');
@@ -247,7 +273,7 @@ class Bfc {
         }
       }
       for (int k = 0; k < 100; ++k) map[k] = used[k] >= col / 2 ? '#' : gap[k] >= col / 2 ? '_' : '.';
-      fmt::format_to(out, "    region {} ({}): [{}]\n", rg.id, human_bytes(rg.size), map);
+      fmt::format_to(out, "    (fragsim) region {} ({}): [{}]\n", rg.id, human_bytes(rg.size), map);
     });
     return s;
   }

@@ -86,10 +86,16 @@ TEST_CASE("xla-bfc §7.6 BinDebugInfo: 11 chunks, one free chunk of 1073725952")
   CHECK(r.stats()["largest_free_block_bytes"] == 1073725952);
   REQUIRE(r.result.ooms.size() == 1);
   const std::string& dump = r.result.ooms[0].explanation;
-  CHECK(dump.find("Bin (256 B): Total Chunks: 2, Chunks in use: 2.") != std::string::npos);
-  CHECK(dump.find("Bin (4.00 KiB): Total Chunks: 2, Chunks in use: 2.") != std::string::npos);
-  CHECK(dump.find("Bin (256.00 MiB): Total Chunks: 1, Chunks in use: 0.") != std::string::npos);
-  CHECK(dump.find("ran out of memory trying to allocate 2.00 GiB (rounded to 2147483648)") != std::string::npos);
+  // As TSL's bfc_allocator.cc logs it: bin sizes in bytes, the rest in HumanReadableNumBytes.
+  CHECK(dump.find("Bin (256): \tTotal Chunks: 2, Chunks in use: 2. 512B allocated for chunks. 512B in use in bin.") !=
+        std::string::npos);
+  CHECK(dump.find("Bin (4096): \tTotal Chunks: 2, Chunks in use: 2. 8.0KiB allocated for chunks.") !=
+        std::string::npos);
+  CHECK(dump.find("Bin (268435456): \tTotal Chunks: 1, Chunks in use: 0. 1023.98MiB allocated for chunks.") !=
+        std::string::npos);
+  CHECK(dump.find("ran out of memory trying to allocate 2.00GiB (rounded to 2147483648)") != std::string::npos);
+  CHECK(dump.find("Limit:                      1073741824\n") != std::string::npos);
+  CHECK(dump.find("LargestFreeBlock:           1073725952\n") != std::string::npos);
 }
 
 TEST_CASE("xla-bfc §3/§7.7 growth regions 4,4,8,...,256 MiB and garbage collection") {

@@ -1,5 +1,7 @@
 #include "sim/base/event.h"
 
+#include <utility>
+
 namespace fragsim {
 
 namespace {
@@ -24,8 +26,37 @@ std::string_view dtype_name(Dtype d) { return kDtypeNames[static_cast<int>(d)]; 
 
 bool parse_dtype(std::string_view s, Dtype* out) {
   int i = name_index(kDtypeNames, s, 1);
-  if (i >= 0) *out = static_cast<Dtype>(i);
-  return i >= 0;
+  if (i >= 0) {
+    *out = static_cast<Dtype>(i);
+    return true;
+  }
+  // NumPy / JAX names (jnp.dtype(x).name) for the same types.
+  static constexpr std::pair<std::string_view, Dtype> kAliases[] = {{"float32", Dtype::kF32},
+                                                                    {"float16", Dtype::kF16},
+                                                                    {"bfloat16", Dtype::kBf16},
+                                                                    {"float64", Dtype::kF64},
+                                                                    {"int8", Dtype::kS8},
+                                                                    {"uint8", Dtype::kU8},
+                                                                    {"int16", Dtype::kS16},
+                                                                    {"uint16", Dtype::kU16},
+                                                                    {"int32", Dtype::kS32},
+                                                                    {"uint32", Dtype::kU32},
+                                                                    {"int64", Dtype::kS64},
+                                                                    {"uint64", Dtype::kU64},
+                                                                    {"bool", Dtype::kPred},
+                                                                    {"float8_e4m3fn", Dtype::kF8e4m3},
+                                                                    {"float8_e5m2", Dtype::kF8e5m2},
+                                                                    {"int4", Dtype::kS4},
+                                                                    {"uint4", Dtype::kU4},
+                                                                    {"complex64", Dtype::kC64},
+                                                                    {"complex128", Dtype::kC128},
+                                                                    {"f8e4m3fn", Dtype::kF8e4m3}};
+  for (const auto& [name, d] : kAliases)
+    if (s == name) {
+      *out = d;
+      return true;
+    }
+  return false;
 }
 
 int dtype_bits(Dtype d) { return kDtypeBits[static_cast<int>(d)]; }

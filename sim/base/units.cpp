@@ -72,4 +72,22 @@ std::string human_bytes(Bytes b) {
   return fmt::format("{:.2f} {}", v, kNames[u]);
 }
 
+std::string tsl_bytes(Bytes b) {
+  if (b < 1024) return fmt::format("{}B", b);
+  static constexpr char kUnits[] = "KMGTPE";
+  int u = 0;
+  while (b >= 1024 * 1024) {
+    b /= 1024;  // integer division: the truncation TSL's output shows
+    ++u;
+  }
+  double v = static_cast<double>(b) / 1024.0;
+  return u == 0 ? fmt::format("{:.1f}{}iB", v, kUnits[u]) : fmt::format("{:.2f}{}iB", v, kUnits[u]);
+}
+
+std::string xla_tpu_bytes(Bytes b) {
+  std::string s = tsl_bytes(b);
+  if (s.size() > 2 && s.compare(s.size() - 2, 2, "iB") == 0) s.resize(s.size() - 2);
+  return s;
+}
+
 }  // namespace fragsim

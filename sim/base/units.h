@@ -112,6 +112,13 @@ bool parse_space(std::string_view s, Space* out);
 [[nodiscard]] Bytes parse_size(std::string_view text, std::string_view what);
 // 1536 -> "1.50 KiB"
 [[nodiscard]] std::string human_bytes(Bytes b);
+// Sizes as each real tool prints them, for the texts that mimic that tool:
+//   tsl_bytes: TSL's HumanReadableNumBytes (XLA/TF BFC logs): whole-unit integer division while
+//     ≥ 1 MiB, then "%.2f" ("%.1f" for KiB) of the last step: 4,000,000,000 B → "3.72GiB" (not
+//     3.73), 1536 → "1.5KiB", 512 → "512B";
+//   xla_tpu_bytes: the same without "iB", as XLA:TPU's memory reports print ("41.74G", "4.0K", "0B").
+[[nodiscard]] std::string tsl_bytes(Bytes b);
+[[nodiscard]] std::string xla_tpu_bytes(Bytes b);
 
 inline void to_json(nlohmann::json& j, Addr a) { j = a.value(); }
 inline void to_json(nlohmann::json& j, Tick t) { j = t.value(); }

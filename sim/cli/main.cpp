@@ -437,18 +437,27 @@ int cmd_layout(const std::vector<std::string>& args, const Registry&) {
   if (l.unpadded == kTooLarge || l.padded == kTooLarge)
     throw InputError(fmt::format("layout: '{}': the array's size does not fit in 64 bits", shape));
   if (json) {
-    std::cout << nlohmann::json({{"shape", a.dims},
-                                 {"dtype", std::string(dtype_name(a.dtype))},
-                                 {"tile", l.tile},
-                                 {"unpadded_bytes", l.unpadded},
-                                 {"padded_bytes", l.padded}})
-                     .dump()
-              << "\n";
+    nlohmann::json j = {{"shape", a.dims},
+                        {"dtype", std::string(dtype_name(a.dtype))},
+                        {"tile", l.tile},
+                        {"unpadded_bytes", l.unpadded},
+                        {"padded_bytes", l.padded}};
+    if (l.memory_space) j["memory_space"] = l.memory_space;  // S(n), only when the layout names one
+    std::cout << j.dump() << "\n";
   } else {
-    std::cout << fmt::format("{} on {} (generation {}): tile {}\n  unpadded {} ({} B)\n  padded   {} ({} B), {:.2f}x\n",
-                             shape, hw.name, hw.generation, l.tile, human_bytes(l.unpadded), l.unpadded,
-                             human_bytes(l.padded), l.padded,
-                             l.unpadded ? static_cast<double>(l.padded) / static_cast<double>(l.unpadded) : 0.0);
+    std::cout << fmt::format(
+        "{} on {} (generation {}): tile {}{}\n  unpadded {} ({} B)\n  padded   {} ({} B), {:.2f}x\n", shape, hw.name,
+        hw.generation, l.tile, l.memory_space ? fmt::format(", memory space S({})", l.memory_space) : "",
+        human_bytes(l.unpadded), l.unpadded, human_bytes(l.padded), l.padded,
+        l.unpadded ? static_cast<double>(l.padded) / static_cast<double>(l.unpadded) : 0.0);
+    // As XLA:TPU's OOM report lists an allocation.
+    std::cout << fmt::format("  as XLA reports it: Size: {}  Unpadded size: {}", xla_tpu_bytes(l.padded),
+                             xla_tpu_bytes(l.unpadded));
+    if (l.padded > l.unpadded)
+      std::cout << fmt::format("  Extra memory due to padding: {} ({:.1f}x expansion)",
+                               xla_tpu_bytes(l.padded - l.unpadded),
+                               static_cast<double>(l.padded) / static_cast<double>(l.unpadded));
+    std::cout << "\n";
   }
   return 0;
 }
@@ -491,7 +500,8 @@ int cmd_list(const std::vector<std::string>& args, const Registry& reg) {
     std::string spaces;
     for (const auto& s : hw.spaces)
       spaces += fmt::format("{}{} {}{}", spaces.empty() ? "" : ", ", space_name(s.space), human_bytes(s.capacity),
-                            s.reserve ? fmt::format(" ({} usable)", human_bytes(s.usable())) : "");
+                            s.reserve ? fmt::format(" ({} usable)", human_bytes(s.usable())) : "") +
+                (s.runtime_limit ? fmt::format(" (runtime limit {})", human_bytes(s.runtime_usable())) : "");
     std::cout << fmt::format("  {:<14} {}\n", n, spaces);
   }
   std::cout << "workloads (gen):\n";
