@@ -53,6 +53,11 @@ class DeviceMemory {
   // the padded size does not fit (counted as a failed call).
   [[nodiscard]] Grant allocate(Bytes bytes, Bytes unit = 0);
   void expect_address(Addr a) { recorded_.push_back(a); }
+  // The next allocation gets exactly this address (the recording's), if it is not in use.
+  void next_address(Addr a) {
+    recorded_.clear();
+    recorded_.push_back(a);
+  }
   // Sizes asked for by successful allocations, in order, while logging is on (fidelity checks).
   void set_logging(bool on) { logging_ = on; }
   std::vector<Bytes>& grant_log() { return log_; }

@@ -72,6 +72,19 @@ class ChunkList {
     ++live_regions_;
     return r;
   }
+  // Region r grows by `size` bytes at its end (memory obtained right after it): the new bytes are
+  // a new free chunk after r's last one. Returns the chunk; the owner may merge it.
+  Index extend_region(Index r, Bytes size, ChunkExtra cx = {}) {
+    Index c = new_chunk();
+    Region& rg = regions_[r];
+    chunks_[c] = Chunk{rg.base + rg.size, size, rg.last, kNil, r, false, cx};
+    chunks_[rg.last].next = c;
+    rg.last = c;
+    rg.size += size;
+    ++rg.chunks;
+    rg.free_bytes += size;
+    return c;
+  }
   // Retires an unused region (pre: no chunk in use, a single chunk); its slot is reused later.
   void remove_region(Index r) {
     Region& rg = regions_[r];

@@ -40,6 +40,10 @@ struct AllocRequest {
   bool has_shape = false;                // shape given (an empty shape is then a scalar)
   std::optional<Addr> seeded_at;         // allocated before the trace began, at this recorded address
   Bytes seeded_block = 0;                // …in a block of this many bytes, when the recording says (0: unknown)
+  // Where the recording placed this allocation (traces with addresses). A policy must decide as
+  // the real allocator does; it may use this only where the real allocator took the address from
+  // the driver (a new region's base), never to choose among its own blocks.
+  std::optional<Addr> recorded_addr;
 };
 
 // A request whose shape outlives the call (policies that re-place buffers keep these).
@@ -287,5 +291,6 @@ void register_cuda_async(Registry& r);
 void register_torch_caching(Registry& r);
 void register_tpu_padded(Registry& r);
 void register_static_heap(Registry& r);
+void register_tpu_runtime(Registry& r);
 
 }  // namespace fragsim

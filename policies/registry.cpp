@@ -26,6 +26,7 @@ void register_builtin_policies(Registry& r) {
   register_torch_caching(r);
   register_tpu_padded(r);
   register_static_heap(r);
+  register_tpu_runtime(r);
 }
 
 }  // namespace fragsim

@@ -69,6 +69,9 @@ struct BfcOptions {
   bool garbage_collection = false;
   bool vmm_padding = true;
   Bytes upper_alignment = 2 * kMiB;
+  // Memory obtained right after a region extends it (TSL's coalesce_regions_, when the
+  // sub-allocator supports coalescing): chunks can then span what were two driver allocations.
+  bool coalesce_regions = false;
 };
 
 class Bfc {
@@ -90,21 +93,42 @@ class Bfc {
   }
 
   // Returns the chunk or kNil (OOM). *fatal is set when the real allocator would CHECK-fail.
-  std::int32_t allocate(Bytes n, bool upper, std::string* fatal) {
+  // recorded: where the recording placed it. A region obtained for it from the driver starts at
+  // that address (a lower-end chunk is its region's first), so later placements compare with the
+  // recording's; BFC's choices within its regions never look at it.
+  std::int32_t allocate(Bytes n, bool upper, std::string* fatal, std::optional<Addr> recorded = std::nullopt) {
     Bytes r = rounded_bytes(n);
     if (r == kTooLarge) return kNil;
+    region_hint_ = upper ? std::nullopt : recorded;
     std::int32_t c = find(r, upper);
     if (c == kNil && extend(r, fatal)) c = find(r, upper);
     if (c == kNil && fatal->empty() && deallocate_free_regions(r) && extend(r, fatal)) c = find(r, upper);
     if (c == kNil) return kNil;
-    chunks_.extra(c).requested = n;
-    chunks_.set_in_use(c, true);
-    const Chunk& ch = chunks_.chunk(c);
-    ++s_.num_allocs;
-    s_.bytes_in_use += ch.size;
-    s_.peak_bytes_in_use = std::max(s_.peak_bytes_in_use, s_.bytes_in_use);
-    s_.largest_alloc_size = std::max(s_.largest_alloc_size, ch.size);
-    return c;
+    return take(c, n);
+  }
+
+  // A buffer live before the trace began, at its recorded address (classic mode): carved out of
+  // the free chunk that holds it, or out of a region obtained at that address. kNil when the
+  // recorded range is not free here (the caller then places it as an ordinary request).
+  std::int32_t seed(Bytes n, Addr at, std::string* fatal) {
+    if (o_.spatial) return kNil;
+    Bytes r = rounded_bytes(n);
+    if (r == kTooLarge) return kNil;
+    std::int32_t c = free_chunk_holding(at, r);
+    if (c == kNil) {
+      region_hint_ = at;
+      if (!extend(r, fatal)) return kNil;
+      c = free_chunk_holding(at, r);
+      if (c == kNil) return kNil;
+    }
+    remove_free(c);
+    if (chunks_.chunk(c).addr < at) {  // the part below stays free
+      std::int32_t rest = chunks_.split(c, at - chunks_.chunk(c).addr);
+      insert_free(c, fatal);
+      c = rest;
+    }
+    if (chunks_.chunk(c).size > r) split(c, r);
+    return take(c, n);
   }
 
   void free(std::int32_t h, std::string* fatal) {
@@ -378,6 +402,31 @@ class Bfc {
     return kNil;
   }
 
+  // Marks free chunk c (out of the free structures) in use for a request of n bytes.
+  std::int32_t take(std::int32_t c, Bytes n) {
+    chunks_.extra(c).requested = n;
+    chunks_.set_in_use(c, true);
+    const Chunk& ch = chunks_.chunk(c);
+    ++s_.num_allocs;
+    s_.bytes_in_use += ch.size;
+    s_.peak_bytes_in_use = std::max(s_.peak_bytes_in_use, s_.bytes_in_use);
+    s_.largest_alloc_size = std::max(s_.largest_alloc_size, ch.size);
+    return c;
+  }
+
+  // The free chunk holding [at, at + r), or kNil.
+  std::int32_t free_chunk_holding(Addr at, Bytes r) const {
+    for (std::int32_t g = 0; g < chunks_.region_count(); ++g) {
+      const Region& rg = region(g);
+      if (!rg.live || at < rg.base || at - rg.base >= rg.size) continue;
+      for (std::int32_t c = rg.first; c != kNil; c = chunks_.chunk(c).next) {
+        const Chunk& ch = chunks_.chunk(c);
+        if (at >= ch.addr && at - ch.addr < ch.size) return !ch.in_use && ch.size - (at - ch.addr) >= r ? c : kNil;
+      }
+    }
+    return kNil;
+  }
+
   // Pre: c removed from the free structures.
   std::int32_t take_low(std::int32_t c, Bytes r) {
     Bytes size = chunks_.chunk(c).size;
@@ -413,21 +462,33 @@ class Bfc {
       increased = true;
     }
     Bytes bytes = std::min(curr_region_bytes_, available);
+    if (region_hint_) dev_->next_address(*region_hint_);
     auto grant = dev_->allocate(bytes);
     while (!grant) {
       Bytes back = rounded_bytes(static_cast<Bytes>(static_cast<float>(bytes) * 0.9f));
       if (back >= bytes) back = bytes - kMinAllocationSize;
       bytes = back;
       if (bytes < r) return false;
+      if (region_hint_) dev_->next_address(*region_hint_);
       grant = dev_->allocate(bytes);
     }
     if (!increased && curr_region_bytes_ < (Bytes{1} << 62)) curr_region_bytes_ *= 2;
     Bytes received = o_.vmm_padding ? grant.bytes() : bytes;
     s_.pool_bytes += received;
     s_.peak_pool_bytes = std::max(s_.peak_pool_bytes, s_.pool_bytes);
+    if (o_.coalesce_regions)  // AddOrExtendAllocationRegion: extend a region that ends right here
+      for (std::int32_t r = 0; r < chunks_.region_count(); ++r) {
+        const Region& g = region(r);
+        if (!g.live || g.base + g.size != grant.addr()) continue;
+        std::int32_t c = chunks_.extend_region(r, received, ChunkExtra{0, kLow});
+        grants_[r].push_back(std::move(grant));
+        insert_free(coalesce(c), fatal);
+        return fatal->empty();
+      }
     std::int32_t rg = chunks_.add_region(grant.addr(), received, ChunkExtra{0, o_.spatial ? kGap : kLow});
     if (static_cast<size_t>(rg) >= grants_.size()) grants_.resize(rg + 1);
-    grants_[rg] = std::move(grant);
+    grants_[rg].clear();
+    grants_[rg].push_back(std::move(grant));
     insert_free(region(rg).first, fatal);
     return fatal->empty();
   }
@@ -444,7 +505,7 @@ class Bfc {
       remove_free(region(rg).first);
       s_.pool_bytes -= region(rg).size;
       chunks_.remove_region(rg);
-      grants_[rg].release();
+      grants_[rg].clear();  // every driver allocation the region grew from
     }
     ++gc_runs_;
     return true;
@@ -453,10 +514,11 @@ class Bfc {
   BfcOptions o_;
   DeviceMemory* dev_;
   Chunks chunks_;
-  std::vector<DeviceMemory::Grant> grants_;  // per region slot
+  std::vector<std::vector<DeviceMemory::Grant>> grants_;  // per region slot: its driver allocations
   SizeIndex low_, up_;
   std::int32_t gap_ = kNil;
   Bytes curr_region_bytes_ = 0;
+  std::optional<Addr> region_hint_;  // the recorded address of the request being served
   Stats s_;
 
  public:
@@ -472,7 +534,8 @@ class XlaBfcPolicy : public AllocatorPolicy {
     bool coll = req.space == Space::kCollective;
     Bfc& b = coll ? collective_bfc() : main_;
     bool upper = coll && main_.options().spatial;
-    std::int32_t c = b.allocate(req.size, upper, &fatal_);
+    std::int32_t c = req.seeded_at && !coll ? b.seed(req.size, *req.seeded_at, &fatal_) : kNil;
+    if (c == kNil && fatal_.empty()) c = b.allocate(req.size, upper, &fatal_, req.recorded_addr);
     if (c == kNil) return Placement::failed();
     if (req.handle >= owner_.size()) owner_.resize(req.handle + 1, {nullptr, kNil});
     owner_[req.handle] = {&b, c};
@@ -561,9 +624,27 @@ class XlaBfcPolicy : public AllocatorPolicy {
   std::string fatal_;
 };
 
+// What an XProf capture recorded about this device's BFC (traces/xprof_capture.h): its limit and
+// whether its addresses show one preallocated region or regions obtained on demand.
+const nlohmann::json* recorded_bfc(const ConfigContext& ctx) {
+  if (!ctx.trace_header || !ctx.trace_header->is_object() || ctx.trace_header->value("source", "") != "xprof")
+    return nullptr;
+  const auto& x = (*ctx.trace_header)["xprof"];
+  if (!x.is_object() || !x.contains("allocators") || !x["allocators"].is_array()) return nullptr;
+  for (const auto& a : x["allocators"])
+    if (a.is_object() && a.value("device", -1) == static_cast<int>(ctx.device_index) &&
+        a.value("space", "") == space_name(ctx.space->space) && a.contains("limit_bytes") &&
+        a["limit_bytes"].is_number_unsigned())
+      return &a;
+  return nullptr;
+}
+
 PolicyBuilder configure_xla_bfc(ConfigReader& cfg, const ConfigContext& ctx) {
   JaxlibBehaviour jb = jaxlib_behaviour(cfg.text("jaxlib", kNewestJaxlib), "jaxlib");
-  bool preallocate = cfg.flag("preallocate", true);
+  // A capture's recorded configuration, unless the user sets the limit or the mode.
+  bool user = cfg.has("memory_limit") || cfg.has("mem_fraction") || cfg.has("preallocate");
+  const nlohmann::json* rec = cfg.flag("use_recorded_settings", true) && !user ? recorded_bfc(ctx) : nullptr;
+  bool preallocate = cfg.flag("preallocate", rec ? rec->value("mode", "") == "single_region" : true);
   double fraction = cfg.number_in("mem_fraction", 0.75, 0, kMaxMemFraction);
   bool spatial_flag = cfg.flag("spatial_partitioning", jb.spatial_default);
   bool gc = cfg.flag("garbage_collection", false);
@@ -575,6 +656,12 @@ PolicyBuilder configure_xla_bfc(ConfigReader& cfg, const ConfigContext& ctx) {
   Bytes limit = xla_memory_limit(total, fraction, jb);
   if (auto m = cfg.optional_size("memory_limit"))  // gpu_system_memory_size: a byte limit instead of the fraction
     limit = rounded_limit(*m, jb);
+  if (rec) {
+    limit = (*rec)["limit_bytes"].get<Bytes>();  // bytes_allocated + bytes_available + bytes_reserved, as logged
+    cfg.record("recorded_settings_applied",
+               fmt::format("limit {} B and {} from the capture's {}", limit,
+                           preallocate ? "one preallocated region" : "growth on demand", rec->value("allocator", "")));
+  }
   cfg.record("resolved_memory_limit", limit);
   BfcOptions main;
   main.name = fmt::format("GPU_{}_bfc", ctx.device_index);
@@ -584,6 +671,10 @@ PolicyBuilder configure_xla_bfc(ConfigReader& cfg, const ConfigContext& ctx) {
   main.garbage_collection = gc;
   main.vmm_padding = jb.vmm_padding;
   main.upper_alignment = upper_alignment;
+  // Regions obtained right after an earlier one extend it (TSL, with a coalescing sub-allocator).
+  // Off by default: JAX's default sub-allocator does not coalesce, and turning it on for the
+  // MI300X capture reproduces fewer addresses (50 of 69 against 62).
+  main.coalesce_regions = cfg.flag("coalesce_regions", false);
   cfg.record("resolved_spatial_partitioning", main.spatial);
   std::optional<BfcOptions> coll;
   if (!main.spatial) {  // classic: collective memory gets its own BFC (xla-bfc.md §4)
@@ -623,7 +714,12 @@ void register_xla_bfc(Registry& r) {
           {"garbage_collection", "false", true,
            "BFC's garbage_collection option: when growing fails, return every wholly free region to the device "
            "and try again"},
-          {"upper_alignment", "2MiB", "4MiB", "alignment of the upper-end (collective) allocations, a power of two"}}});
+          {"upper_alignment", "2MiB", "4MiB", "alignment of the upper-end (collective) allocations, a power of two"},
+          {"coalesce_regions", "false", true,
+           "memory obtained right after a region extends it (TSL BFC with a coalescing sub-allocator)"},
+          {"use_recorded_settings", "true", false,
+           "for an XProf capture: take the recorded limit and mode (one region or growth on demand) unless "
+           "memory_limit, mem_fraction or preallocate is given"}}});
 }
 
 }  // namespace fragsim

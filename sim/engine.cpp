@@ -50,7 +50,8 @@ AllocRequest request_of(const Event& ev) {
   r.shape = ev.shape;
   r.has_shape = ev.has(key::kShape);
   if (ev.has(key::kPreTrace) && ev.has(key::kAddr)) r.seeded_at = ev.addr;
-  if (ev.has(key::kBlockSize)) r.seeded_block = ev.block_size;
+  if (ev.has(key::kPreTrace) && ev.has(key::kBlockSize)) r.seeded_block = ev.block_size;
+  if (!ev.has(key::kPreTrace) && ev.has(key::kAddr)) r.recorded_addr = ev.addr;
   return r;
 }
 

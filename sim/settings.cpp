@@ -78,7 +78,13 @@ std::string default_policy_for(const nlohmann::json& header, const std::string& 
     *why = "policy torch-caching: the trace is a PyTorch memory snapshot (--policy chooses another)";
     return "torch-caching";
   }
-  if (source == "xprof") {
+  if (source == "xprof" && hw_kind == "tpu") {
+    *why =
+        "policy tpu-padded[inner=tpu-runtime]: the trace is an XProf capture of the TPU runtime's allocator "
+        "(--policy chooses another)";
+    return "tpu-padded[inner=tpu-runtime]";
+  }
+  if (source == "xprof" && hw_kind != "tpu") {
     *why = "policy xla-bfc: the trace is an XProf capture of XLA's BFC allocator (--policy chooses another)";
     return "xla-bfc";
   }
@@ -259,6 +265,11 @@ PolicySpec resolve_settings(const SettingsInput& in, std::vector<std::string>* n
   if (!named.name.empty() && !from_env.empty() && named.name != from_env)
     throw InputError(fmt::format("--env selects policy {} but --policy says {}", from_env, named.name));
   spec.name = !named.name.empty() ? named.name : !from_env.empty() ? from_env : in.default_policy;
+  if (named.name.empty() && from_env.empty()) {  // the default may carry options: "tpu-padded[inner=tpu-runtime]"
+    PolicySpec def = parse_policy_ref(in.default_policy, "default policy");
+    spec.name = def.name;
+    for (const auto& [k, v] : def.config.items()) cfg[k] = v;
+  }
   // Keys that only some JAX allocators read.
   if (spec.name == "platform") {
     for (const char* k : {"mem_fraction", "preallocate", "spatial_partitioning", "collective_memory_size"})

@@ -8,6 +8,7 @@
 #include "traces/fstrace.h"
 #include "traces/jsonl.h"
 #include "traces/torch_snapshot.h"
+#include "traces/xprof_capture.h"
 
 namespace fragsim {
 
@@ -19,7 +20,7 @@ void check_header(const nlohmann::json& h, const std::string& file, std::uint64_
   if (!h.is_object() || !h.contains("fragsim_trace"))
     throw InputError(file, line, "fragsim_trace: the header must be an object with the trace version");
   const auto& v = h.at("fragsim_trace");
-  if (!v.is_number_unsigned() || v.get<std::uint64_t>() != 1)
+  if (!v.is_number_integer() || v.get<std::int64_t>() != 1)
     throw InputError(file, line, "fragsim_trace: unsupported trace version " + v.dump() + " (this build reads 1)");
   if (h.contains("time_unit")) {
     const auto& u = h.at("time_unit");
@@ -71,8 +72,8 @@ bool TraceReader::next(Event& ev) {
     if (ev.has(key::kPreTrace) && ev.op != Op::kAlloc && ev.op != Op::kSegmentAlloc && ev.op != Op::kSegmentMap)
       fail(ev.line, "pre_trace: only alloc, segment_alloc and segment_map events can be marked pre_trace");
     if (ev.has(key::kStack) && ev.op != Op::kAlloc) fail(ev.line, "stack: only an alloc names a stack");
-    if (ev.has(key::kBlockSize) && !(ev.op == Op::kAlloc && ev.has(key::kPreTrace)))
-      fail(ev.line, "block_size: only a pre_trace alloc carries the recorded block size");
+    if (ev.has(key::kBlockSize) && !(ev.op == Op::kAlloc && (ev.has(key::kPreTrace) || ev.has(key::kAddr))))
+      fail(ev.line, "block_size: only a recorded alloc (pre_trace or with addr) carries the recorded block size");
     if (ev.has(key::kBlockSize) && ev.block_size < ev.size)
       fail(ev.line, fmt::format("block_size: {} is smaller than the request ({})", ev.block_size, ev.size));
     if (ev.has(key::kFrames) && ev.op != Op::kStack) fail(ev.line, "frames: only a stack op carries frames");
@@ -180,12 +181,15 @@ std::unique_ptr<TraceReader> make_event_reader(std::string name, std::vector<Eve
 
 std::unique_ptr<TraceReader> open_trace(const std::string& path, const ReaderOptions& opt) {
   if (ends_with(path, ".fstrace")) return make_fstrace_reader(path, opt);
+  if (is_xprof_path(path)) return make_xprof_reader(path, opt);
   if (ends_with(path, ".pickle") || ends_with(path, ".pkl") || ends_with(path, ".pickle.zst") ||
       ends_with(path, ".pkl.zst"))
     return make_torch_snapshot_reader(path, opt);
   if (ends_with(path, ".jsonl") || ends_with(path, ".jsonl.zst") || ends_with(path, ".json"))
     return make_jsonl_reader(path, opt);
-  throw InputError(path + ": unknown trace format (expected .jsonl, .jsonl.zst, .fstrace, .pickle or .pickle.zst)");
+  throw InputError(path +
+                   ": unknown trace format (expected .jsonl, .jsonl.zst, .fstrace, .pickle, .pickle.zst, .xplane.pb "
+                   "or a profile directory)");
 }
 
 }  // namespace fragsim

@@ -7,6 +7,7 @@
 #include <filesystem>
 #include <fstream>
 #include <iostream>
+#include <optional>
 #include <sstream>
 
 #include "hardware_models/hardware_model.h"
@@ -104,9 +105,25 @@ void add_sim_options(po::options_description& d, SimArgs& a) {
       "shard-dim", po::value(&a.shard_dim)->default_value("major"), "dim the --shard split divides: major or minor");
 }
 
-HardwareModel build_hardware(const SimArgs& a) {
-  HardwareModel hw = load_hardware(a.hw.empty() ? "h100-80g" : a.hw);
+// --hw, else the hardware a recording names (an XProf capture's device plane), else h100-80g.
+HardwareModel build_hardware(const SimArgs& a, const nlohmann::json& header = nullptr,
+                             std::vector<std::string>* notes = nullptr) {
+  std::string name = a.hw.empty() ? "h100-80g" : a.hw;
+  std::optional<Bytes> recorded_capacity;
+  if (a.hw.empty() && header.is_object() && header.contains("recorded_hardware") &&
+      header["recorded_hardware"].is_object()) {
+    const auto& r = header["recorded_hardware"];
+    name = r.value("preset", name);
+    if (r.contains("capacity_bytes") && r["capacity_bytes"].is_number_unsigned())
+      recorded_capacity = r["capacity_bytes"].get<Bytes>();
+    if (notes)
+      notes->push_back(fmt::format("hardware {}{} from the recording: {} (--hw chooses another)", name,
+                                   recorded_capacity ? fmt::format(" with {} B", *recorded_capacity) : "",
+                                   r.value("basis", std::string("its header"))));
+  }
+  HardwareModel hw = load_hardware(name);
   SpaceSpec* hbm = hw.space(Space::kHbm);
+  if (recorded_capacity && hbm && a.capacity.empty()) hbm->capacity = *recorded_capacity;
   if (!a.capacity.empty()) {
     if (!hbm) throw InputError("--capacity: hardware '" + hw.name + "' has no hbm space");
     hbm->capacity = parse_size(a.capacity, "--capacity");
@@ -121,11 +138,16 @@ HardwareModel build_hardware(const SimArgs& a) {
 RunOptions build_run(const SimArgs& a, const std::string& policy) {
   RunOptions o;
   o.trace = a.trace;
-  o.hw = build_hardware(a);
+  // The defaults follow the input: its header may name the hardware and the allocator.
+  bool follow_policy = policy.empty() && a.envs.empty();
+  nlohmann::json header;
+  if (!a.hw.empty()) o.hw = build_hardware(a);  // a bad --hw fails before the trace is read
+  if (a.hw.empty() || follow_policy) header = open_trace(a.trace, ReaderOptions{a.lenient})->header();
+  if (a.hw.empty()) o.hw = build_hardware(a, header, &o.notes);
   SettingsInput si{policy, a.sets, a.envs};
   std::string why;
-  if (policy.empty() && a.envs.empty()) {  // follow the input: read its header
-    si.default_policy = default_policy_for(open_trace(a.trace, ReaderOptions{a.lenient})->header(), o.hw.kind, &why);
+  if (follow_policy) {
+    si.default_policy = default_policy_for(header, o.hw.kind, &why);
     if (!why.empty()) o.notes.push_back(why);
   }
   o.policy = resolve_settings(si, &o.notes);

@@ -1,0 +1,276 @@
+// XProf captures (issue 9): real captures in tests/data/xprof (SOURCES.md), imported in order with
+// their recorded addresses, mid-run state rebuilt, the recorded limit and hardware adopted, the
+// TPU runtime's placements reproduced; corrupt input is an input error.
+#include <catch2/catch.hpp>
+#include <filesystem>
+#include <fstream>
+#include <map>
+
+#include "test_util.h"
+#include "traces/trace_reader.h"
+#include "xplane.pb.h"
+
+using namespace fragsim;
+using namespace fragsim::test;
+
+namespace {
+
+std::string capture(const std::string& name) {
+  return std::string(FRAGSIM_SOURCE_DIR) + "/tests/data/xprof/" + name + ".xplane.pb.zst";
+}
+
+std::vector<Event> read_all_events(const std::string& path, nlohmann::json* header = nullptr) {
+  auto r = open_trace(path, {});
+  std::vector<Event> v;
+  Event e;
+  while (r->next(e)) v.push_back(e);
+  if (header) *header = r->header();
+  return v;
+}
+
+nlohmann::json run_json(const std::string& args) {
+  auto r = cli("run " + args + " --json -");
+  REQUIRE(r.code == 0);
+  return nlohmann::json::parse(r.out);
+}
+
+// A synthetic capture: one host plane whose lines carry allocator events (t in ns, offset in ps).
+struct Synth {
+  xprof::XSpace space;
+  xprof::XPlane* plane;
+  std::map<std::string, std::int64_t> stat_ids;
+  Synth() {
+    plane = space.add_planes();
+    plane->set_name("/host:CPU");
+    (*plane->mutable_event_metadata())[1].set_name("MemoryAllocation");
+    (*plane->mutable_event_metadata())[2].set_name("MemoryDeallocation");
+  }
+  std::int64_t stat(const std::string& n) {
+    auto [it, fresh] = stat_ids.emplace(n, static_cast<std::int64_t>(stat_ids.size() + 10));
+    if (fresh) (*plane->mutable_stat_metadata())[it->second].set_name(n);
+    return it->second;
+  }
+  xprof::XLine* line(std::int64_t ts_ns) {
+    auto* l = plane->add_lines();
+    l->set_timestamp_ns(ts_ns);
+    return l;
+  }
+  void event(xprof::XLine* l, bool alloc, std::int64_t offset_ps, std::uint64_t addr, std::uint64_t size,
+             std::uint64_t in_use_after) {
+    auto* e = l->add_events();
+    e->set_metadata_id(alloc ? 1 : 2);
+    e->set_offset_ps(offset_ps);
+    auto add = [&](const char* n, std::uint64_t v) {
+      auto* s = e->add_stats();
+      s->set_metadata_id(stat(n));
+      s->set_uint64_value(v);
+    };
+    auto* s = e->add_stats();
+    s->set_metadata_id(stat("allocator_name"));
+    s->set_str_value("GPU_0_bfc");
+    add("addr", addr);
+    add("requested_bytes", size);
+    add("allocation_bytes", size);
+    add("bytes_allocated", in_use_after);
+    add("bytes_available", (1ULL << 30) - in_use_after);
+    add("bytes_reserved", 0);
+  }
+  std::string write(const std::string& name) {
+    std::string p = tmp_path(name);
+    std::ofstream out(p, std::ios::binary);
+    space.SerializeToOstream(&out);
+    return p;
+  }
+};
+
+}  // namespace
+
+TEST_CASE("xprof: every allocator event of the real captures, with sizes and recorded addresses") {
+  struct Want {
+    const char* name;
+    std::uint64_t allocs, frees;  // allocator events in the capture (SOURCES.md)
+  };
+  for (auto w : {Want{"tracelens_mi300_jax08_gemm", 69 + 12, 69 + 12}, Want{"xprof_tpu_inference_2", 453, 453},
+                 Want{"ecbm_yg2820_instance-ecbm_20221104-212610", 77 + 3, 77 + 3},
+                 Want{"tracelens_jax_te_fused_attn_934987a2fc2f", 30, 29}}) {
+    INFO(w.name);
+    nlohmann::json h;
+    auto ev = read_all_events(capture(w.name), &h);
+    std::uint64_t allocs = 0, frees = 0, pre = 0;
+    for (const auto& e : ev) {
+      if (e.op == Op::kAlloc && !e.has(key::kPreTrace)) {
+        ++allocs;
+        CHECK(e.has(key::kAddr));
+      }
+      if (e.op == Op::kAlloc && e.has(key::kPreTrace)) ++pre;
+      if (e.op == Op::kFree) ++frees;
+    }
+    CHECK(allocs == w.allocs);
+    CHECK(frees == w.frees);
+    CHECK(h["source"] == "xprof");
+    std::uint64_t logged = 0;
+    for (const auto& a : h["xprof"]["allocators"]) logged += a["allocs"].get<std::uint64_t>();
+    CHECK(logged == w.allocs);
+  }
+}
+
+TEST_CASE("xprof: events are ordered by line timestamp plus offset, not by offset alone") {
+  Synth s;
+  // Line A starts at 1000 ns, line B at 2000 ns. B's event (offset 0) happens at 2000 ns, before
+  // A's second event (offset 5000 ps... + 1000 ns = 6000 ns); by offset alone it would come first
+  // of all, freeing a buffer that was not yet allocated.
+  auto* a = s.line(1000);
+  auto* b = s.line(2000);
+  s.event(a, true, 0, 0x1000, 512, 512);         // t = 1000 ns
+  s.event(a, false, 5000000, 0x1000, 512, 0);    // t = 6000 ns
+  s.event(b, true, 0, 0x2000, 256, 768);         // t = 2000 ns
+  s.event(b, false, 1000000, 0x2000, 256, 512);  // t = 3000 ns
+  auto ev = read_all_events(s.write("order.xplane.pb"));
+  REQUIRE(ev.size() == 4);
+  CHECK((ev[0].op == Op::kAlloc && ev[0].addr == Addr(0x1000)));
+  CHECK((ev[1].op == Op::kAlloc && ev[1].addr == Addr(0x2000)));
+  CHECK(ev[2].op == Op::kFree);
+  CHECK(ev[3].op == Op::kFree);
+  CHECK(ev[3].t.value() == 5000);  // ns from the first event
+}
+
+TEST_CASE("xprof: a capture that starts mid-run begins with the buffers that were live before it") {
+  // SOURCES.md: 234,882,304 B allocated before the first event, 3 frees of earlier buffers.
+  nlohmann::json h;
+  auto ev = read_all_events(capture("tracelens_jax_te_fused_attn_934987a2fc2f"), &h);
+  std::uint64_t pre_bytes = 0, pre_with_addr = 0;
+  size_t k = 0;
+  for (; k < ev.size() && ev[k].has(key::kPreTrace); ++k) {
+    pre_bytes += ev[k].size;
+    pre_with_addr += ev[k].has(key::kAddr);
+  }
+  CHECK(pre_bytes == 234882304);
+  CHECK(pre_with_addr == 3);
+  CHECK(h["xprof"]["allocators"][0]["live_before_bytes"] == 234882304);
+  CHECK(h["xprof"]["allocators"][0]["frees_of_earlier_buffers"] == 3);
+  // A synthetic one: a free of an address never allocated is a pre-trace buffer of the dealloc's size.
+  Synth s;
+  auto* l = s.line(0);
+  s.event(l, true, 0, 0x9000, 1024, 4096 + 1024);
+  s.event(l, false, 1000, 0x8000, 4096, 1024);
+  auto sev = read_all_events(s.write("midrun.xplane.pb"));
+  REQUIRE(sev.size() == 3);
+  CHECK(sev[0].has(key::kPreTrace));
+  CHECK(sev[0].addr == Addr(0x8000));
+  CHECK(sev[0].size == 4096);
+}
+
+TEST_CASE("xprof: the recorded limit, mode and hardware are the defaults, and say so") {
+  auto j = run_json(capture("tracelens_mi300_jax08_gemm"));
+  CHECK(j["policy"]["name"] == "xla-bfc");
+  CHECK(j["hardware"]["name"] == "mi300x");
+  CHECK(j["hardware"]["spaces"][0]["capacity_bytes"] == 206141652992ULL);  // the device plane's memory_size
+  // bytes_allocated + bytes_available + bytes_reserved, as the allocator logged it.
+  CHECK(j["devices"][0]["policy_stats"].is_object());
+  auto r = cli("run " + capture("tracelens_mi300_jax08_gemm") + " --json " + tmp_path("mi.json"));
+  REQUIRE(r.code == 0);
+  CHECK(r.out.find("hardware mi300x") != std::string::npos);
+  auto jj = nlohmann::json::parse(read_text(tmp_path("mi.json")));
+  CHECK(jj["policy"]["config"]["resolved_memory_limit"] == 154606239744ULL);
+  CHECK(jj["policy"]["config"]["preallocate"] == false);  // addresses below the first: regions on demand
+  CHECK(jj["policy"]["config"].contains("recorded_settings_applied"));
+  // --hw and --policy options override the recording.
+  auto k = run_json(capture("tracelens_mi300_jax08_gemm") + " --hw h100-80g --policy 'xla-bfc[mem_fraction=0.5]'");
+  CHECK(k["hardware"]["name"] == "h100-80g");
+  CHECK(k["policy"]["config"]["mem_fraction"] == 0.5);
+  CHECK_FALSE(k["policy"]["config"].contains("recorded_settings_applied"));
+}
+
+TEST_CASE("xprof: replays reproduce the recorded addresses — every one on TPU, BFC's growth on MI300X") {
+  auto tpu = run_json(capture("xprof_tpu_inference_2"));
+  CHECK(tpu["hardware"]["name"] == "tpu-v6e");
+  CHECK(tpu["policy"]["name"] == "tpu-padded");
+  CHECK(tpu["policy"]["config"]["inner"] == "tpu-runtime");
+  CHECK(tpu["fidelity"]["allocs_compared"] == 453);
+  CHECK(tpu["fidelity"]["allocs_matched"] == 453);
+  auto mi = run_json(capture("tracelens_mi300_jax08_gemm"));
+  CHECK(mi["fidelity"]["allocs_compared"] == 81);
+  // Regression floor (docs/importers.md explains the 7 it misses: a 32 MiB chunk where BFC's
+  // growth sequence leaves a 12 MiB region).
+  CHECK(mi["fidelity"]["allocs_matched"].get<int>() >= 74);
+}
+
+TEST_CASE("xprof: corrupt, truncated and mutated captures are input errors, never crashes") {
+  std::string good =
+      read_text(std::string(FRAGSIM_SOURCE_DIR) + "/tests/data/xprof/tracelens_mi300_jax08_gemm.xplane.pb.zst");
+  REQUIRE(good.size() > 1000);
+  // Decompressed bytes via the importer's own reader: convert to a plain capture first.
+  auto raw = cli("info " + capture("tracelens_mi300_jax08_gemm"));
+  REQUIRE(raw.code == 0);
+  std::string plain = tmp_path("plain.xplane.pb");
+  {
+    // Re-encode the synthetic capture for byte mutations (small, valid).
+    Synth s;
+    auto* l = s.line(0);
+    for (int i = 0; i < 20; ++i) s.event(l, true, i * 1000, 0x10000 + i * 0x1000, 4096, (i + 1) * 4096ULL);
+    std::ofstream(plain, std::ios::binary) << read_text(s.write("base.xplane.pb"));
+  }
+  std::string bytes = read_text(plain);
+  std::uint64_t seed = 42;
+  auto next = [&] {
+    seed = seed * 6364136223846793005ULL + 1442695040888963407ULL;
+    return seed >> 33;
+  };
+  int errors = 0, ok = 0;
+  for (int k = 0; k < 60; ++k) {
+    std::string m = bytes;
+    if (k % 3 == 0)
+      m.resize(next() % m.size());
+    else
+      for (int f = 0; f < 1 + k % 5; ++f) m[next() % m.size()] = static_cast<char>(next());
+    std::string p = write_text("mut.xplane.pb", m);
+    auto r = cli("run " + p + " --policy best-fit");
+    INFO("mutant " << k << ": " << r.err);
+    CHECK((r.code == 0 || r.code == 2));
+    if (r.code == 2) {
+      ++errors;
+      CHECK(std::count(r.err.begin(), r.err.end(), '\n') == 1);
+    } else {
+      ++ok;
+    }
+  }
+  CHECK(errors > 0);
+  auto bad = cli("info " + write_text("garbage.xplane.pb", "this is not a protobuf at all"));
+  CHECK(bad.code == 2);
+  CHECK(bad.err.find("not an XProf capture") != std::string::npos);
+}
+
+TEST_CASE("xprof: a profile directory holds one capture per host, and info warns when no allocator logged") {
+  std::string dir = tmp_path("profile_run");
+  std::filesystem::create_directories(dir);
+  for (const char* host : {"host_a", "host_b"}) {
+    Synth s;
+    auto* dev = s.space.add_planes();
+    dev->set_name("/device:GPU:0");
+    auto* l = s.line(0);
+    s.event(l, true, 0, 0x1000, 512, 512);
+    s.event(l, false, 1000, 0x1000, 512, 0);
+    std::ofstream(dir + "/" + host + ".xplane.pb", std::ios::binary) << read_text(s.write(std::string(host) + ".pb"));
+  }
+  nlohmann::json h;
+  auto ev = read_all_events(dir, &h);
+  CHECK(h["xprof"]["hosts"] == 2);
+  std::set<std::uint32_t> devices;
+  for (const auto& e : ev) devices.insert(e.device);
+  CHECK(devices == std::set<std::uint32_t>{0, 1});  // the second host's devices come after the first's
+  Synth empty;
+  empty.line(0);
+  auto r = cli("info " + empty.write("empty.xplane.pb"));
+  REQUIRE(r.code == 0);
+  CHECK(r.out.find("warning: no allocator events") != std::string::npos);
+}
+
+TEST_CASE("xprof: convert writes the capture as a trace that replays the same") {
+  std::string out = tmp_path("mi.jsonl");
+  REQUIRE(cli("convert " + capture("tracelens_mi300_jax08_gemm") + " " + out).code == 0);
+  auto a = run_json(capture("tracelens_mi300_jax08_gemm"));
+  auto b = run_json(out);
+  CHECK(a["trace"]["digest"] == b["trace"]["digest"]);
+  CHECK(a["fidelity"] == b["fidelity"]);
+  CHECK(a["peak_allocated_bytes"] == b["peak_allocated_bytes"]);
+}

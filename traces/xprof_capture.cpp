@@ -1,0 +1,476 @@
+#include "traces/xprof_capture.h"
+
+#include <fmt/format.h>
+#include <google/protobuf/stubs/logging.h>
+
+#include <algorithm>
+#include <filesystem>
+#include <map>
+#include <optional>
+#include <regex>
+
+#include "sim/base/array_spec.h"
+#include "sim/base/error.h"
+#include "sim/base/io.h"
+#include "sim/base/text.h"
+#include "xplane.pb.h"
+
+namespace fragsim {
+
+namespace {
+
+constexpr std::uint64_t kMaxCaptureBytes = 4ULL << 30;
+
+bool ends_with(const std::string& s, const char* suffix) {
+  std::string_view x(suffix);
+  return s.size() >= x.size() && s.compare(s.size() - x.size(), x.size(), x) == 0;
+}
+
+// One allocator call as the capture logged it.
+struct Call {
+  std::int64_t t_ps = 0;  // line timestamp (ns) × 1000 + offset (ps)
+  std::uint64_t order = 0;
+  bool alloc = true;
+  std::string allocator;  // allocator_name, or "TPU:<index_on_host>"; "hostK/" first after the first host
+  std::uint32_t device_offset = 0;
+  std::uint64_t addr = 0, requested = 0, allocation = 0;
+  std::optional<std::uint64_t> bytes_allocated, bytes_available, bytes_reserved;
+  std::string tf_op, shape, region_type;
+  std::int64_t data_type = 0;
+};
+
+// Where an allocator's memory is, in fragsim's terms.
+struct Target {
+  std::uint32_t device = 0;
+  Space space = Space::kHbm;
+  bool known = true;
+};
+
+Target target_of(std::string allocator, std::uint32_t device_offset = 0) {
+  if (auto slash = allocator.find('/'); slash != std::string::npos) allocator = allocator.substr(slash + 1);
+  static const std::regex kGpu(R"(GPU_(\d+)_bfc)"), kColl(R"(GPU_collectivememory_(\d+)_bfc)"), kTpu(R"(TPU:(\d+))"),
+      kAsync(R"(gpu_async_(\d+))");
+  std::smatch m;
+  auto num = [&](const std::smatch& mm) {
+    return static_cast<std::uint32_t>(std::min<std::uint64_t>(std::stoull(mm[1]), 1 << 20));
+  };
+  if (std::regex_match(allocator, m, kGpu) || std::regex_match(allocator, m, kTpu) ||
+      std::regex_match(allocator, m, kAsync))
+    return {num(m) + device_offset, Space::kHbm, true};
+  if (std::regex_match(allocator, m, kColl)) return {num(m) + device_offset, Space::kCollective, true};
+  if (allocator.size() >= 9 && allocator.compare(allocator.size() - 9, 9, "_host_bfc") == 0)
+    return {device_offset, Space::kHost, true};
+  return {0, Space::kHbm, false};
+}
+
+// TensorFlow's DataType enum (types.proto) → fragsim's dtypes; kNone for the rest.
+Dtype tf_dtype(std::int64_t v) {
+  switch (v) {
+    case 1:
+      return Dtype::kF32;
+    case 2:
+      return Dtype::kF64;
+    case 3:
+      return Dtype::kS32;
+    case 4:
+      return Dtype::kU8;
+    case 5:
+      return Dtype::kS16;
+    case 6:
+      return Dtype::kS8;
+    case 9:
+      return Dtype::kS64;
+    case 10:
+      return Dtype::kPred;
+    case 14:
+      return Dtype::kBf16;
+    case 17:
+      return Dtype::kU16;
+    case 19:
+      return Dtype::kF16;
+    case 22:
+      return Dtype::kU32;
+    case 23:
+      return Dtype::kU64;
+    default:
+      return Dtype::kNone;
+  }
+}
+
+// A stat's value as text or number, resolving ref_value through the plane's stat metadata.
+struct StatReader {
+  const xprof::XPlane& plane;
+  std::string name(std::int64_t id) const {
+    auto it = plane.stat_metadata().find(id);
+    return it == plane.stat_metadata().end() ? std::string() : it->second.name();
+  }
+  std::string text(const xprof::XStat& s) const {
+    if (s.has_str_value()) return sanitize_utf8(s.str_value());
+    if (s.has_ref_value()) return sanitize_utf8(name(static_cast<std::int64_t>(s.ref_value())));
+    if (s.has_int64_value()) return std::to_string(s.int64_value());
+    if (s.has_uint64_value()) return std::to_string(s.uint64_value());
+    return {};
+  }
+  std::optional<std::uint64_t> number(const xprof::XStat& s) const {
+    if (s.has_uint64_value()) return s.uint64_value();
+    if (s.has_int64_value())
+      return s.int64_value() < 0 ? std::optional<std::uint64_t>() : std::uint64_t(s.int64_value());
+    if (s.has_double_value() && s.double_value() >= 0 && s.double_value() < 1.8e19)
+      return static_cast<std::uint64_t>(s.double_value());
+    return std::nullopt;
+  }
+};
+
+xprof::XSpace load_space(const std::string& file) {
+  std::string bytes = read_input(file, kMaxCaptureBytes);
+  xprof::XSpace space;
+  if (!space.ParseFromString(bytes))
+    throw InputError(file, 0, "not an XProf capture: the XSpace protobuf does not parse (corrupt or truncated?)");
+  return space;
+}
+
+struct DeviceInfo {
+  std::string vendor, model;
+  std::uint64_t memory_size = 0;
+  int cc_major = -1, cc_minor = -1;
+};
+
+class Importer {
+ public:
+  explicit Importer(std::string path) : path_(std::move(path)) {}
+
+  void add_host(const xprof::XSpace& space, std::uint32_t device_offset) {
+    std::uint32_t max_device = 0;
+    for (const auto& plane : space.planes()) {
+      StatReader sr{plane};
+      // Device planes: "/device:GPU:0" with device_vendor, memory_size, compute_cap_*; TPU planes
+      // with device_type_string.
+      static const std::regex kDev(R"(/device:(GPU|TPU):(\d+))");
+      std::smatch m;
+      if (std::regex_match(plane.name(), m, kDev)) {
+        auto d = device_offset + static_cast<std::uint32_t>(std::min<std::uint64_t>(std::stoull(m[2]), 1 << 20));
+        DeviceInfo& info = devices_[d];
+        for (const auto& s : plane.stats()) {
+          std::string n = sr.name(s.metadata_id());
+          if (n == "device_vendor") info.vendor = sr.text(s);
+          if (n == "device_type_string") info.model = sr.text(s);
+          if (n == "memory_size") info.memory_size = sr.number(s).value_or(0);
+          if (n == "compute_cap_major") info.cc_major = static_cast<int>(sr.number(s).value_or(0));
+          if (n == "compute_cap_minor") info.cc_minor = static_cast<int>(sr.number(s).value_or(0));
+        }
+        if (m[1] == "TPU") tpu_ = true;
+      }
+      for (const auto& line : plane.lines())
+        for (const auto& ev : line.events()) {
+          auto md = plane.event_metadata().find(ev.metadata_id());
+          if (md == plane.event_metadata().end()) continue;
+          const std::string& en = md->second.name();
+          if (en != "MemoryAllocation" && en != "MemoryDeallocation") continue;
+          Call c;
+          c.alloc = en == "MemoryAllocation";
+          c.t_ps = line.timestamp_ns() * 1000 + ev.offset_ps();
+          c.order = calls_.size();
+          for (const auto& s : ev.stats()) {
+            std::string n = sr.name(s.metadata_id());
+            if (n == "allocator_name")
+              c.allocator = sr.text(s);
+            else if (n == "index_on_host")
+              c.allocator = "TPU:" + std::to_string(sr.number(s).value_or(0));
+            else if (n == "addr")
+              c.addr = sr.number(s).value_or(0);
+            else if (n == "requested_bytes")
+              c.requested = sr.number(s).value_or(0);
+            else if (n == "allocation_bytes")
+              c.allocation = sr.number(s).value_or(0);
+            else if (n == "bytes_allocated")
+              c.bytes_allocated = sr.number(s);
+            else if (n == "bytes_available")
+              c.bytes_available = sr.number(s);
+            else if (n == "bytes_reserved")
+              c.bytes_reserved = sr.number(s);
+            else if (n == "tf_op")
+              c.tf_op = sanitize_utf8(sr.text(s));
+            else if (n == "shape")
+              c.shape = sanitize_utf8(sr.text(s));
+            else if (n == "region_type")
+              c.region_type = sanitize_utf8(sr.text(s));
+            else if (n == "data_type")
+              c.data_type = static_cast<std::int64_t>(sr.number(s).value_or(0));
+          }
+          if (hosts_) c.allocator = fmt::format("host{}/", hosts_) + c.allocator;
+          c.device_offset = device_offset;
+          Target tg = target_of(c.allocator, device_offset);
+          max_device = std::max(max_device, tg.device + 1);
+          calls_.push_back(std::move(c));
+        }
+    }
+    hosts_++;
+  }
+
+  std::unique_ptr<TraceReader> finish() {
+    std::stable_sort(calls_.begin(), calls_.end(), [](const Call& a, const Call& b) {
+      return a.t_ps != b.t_ps ? a.t_ps < b.t_ps : a.order < b.order;
+    });
+    // Per allocator: live buffers by address; buffers live before the capture.
+    struct Alloc {
+      std::map<std::uint64_t, std::pair<std::uint64_t, std::uint64_t>> live;  // addr → (id, block)
+      std::vector<std::pair<std::uint64_t, std::uint64_t>> before;            // (addr, block) freed, never allocated
+      std::optional<std::uint64_t> start_bytes, limit;
+      std::uint64_t allocs = 0, frees = 0, pre_known = 0;
+      std::optional<std::uint64_t> first_addr;
+      std::uint64_t lowest = UINT64_MAX, highest = 0;
+      Target target;
+    };
+    std::map<std::string, Alloc> by;
+    std::vector<Event> body;
+    std::map<std::string, std::uint64_t> skipped;
+    std::uint64_t next_id = 1;
+    std::int64_t t0 = calls_.empty() ? 0 : calls_.front().t_ps;
+    auto t_of = [&](const Call& c) {
+      return Tick(static_cast<std::uint64_t>(std::max<std::int64_t>(0, c.t_ps - t0) / 1000));
+    };
+    for (size_t i = 0; i < calls_.size(); ++i) {
+      const Call& c = calls_[i];
+      Target tg = target_of(c.allocator, c.device_offset);
+      if (!tg.known) {
+        ++skipped[c.allocator.empty() ? "(no allocator name)" : c.allocator];
+        continue;
+      }
+      Alloc& a = by[c.allocator];
+      a.target = tg;
+      // The block this call moved: allocation_bytes, else the step of bytes_allocated.
+      std::uint64_t block = c.allocation;
+      if (!a.start_bytes && c.bytes_allocated) {
+        // bytes_allocated is logged after the call: before it, the allocator held this much.
+        std::uint64_t step = block ? block : (c.alloc ? c.requested : 0);
+        a.start_bytes = c.alloc ? *c.bytes_allocated - std::min(*c.bytes_allocated, step) : *c.bytes_allocated + step;
+      }
+      if (c.bytes_allocated && c.bytes_available)
+        a.limit = *c.bytes_allocated + *c.bytes_available + c.bytes_reserved.value_or(0);
+      Event ev;
+      ev.t = t_of(c);
+      ev.device = tg.device;
+      ev.space = tg.space;
+      ev.present = key::kT | key::kDevice | key::kId | (tg.space != Space::kHbm ? key::kSpace : 0);
+      if (c.alloc) {
+        if (a.live.count(c.addr))
+          throw InputError(path_, i + 1,
+                           fmt::format("addr: {} allocates 0x{:x}, which is still live (the capture is inconsistent)",
+                                       c.allocator, c.addr));
+        ev.op = Op::kAlloc;
+        ev.id = AllocId(next_id++);
+        ev.size = c.requested ? c.requested : block;
+        ev.addr = Addr(c.addr);
+        ev.present |= key::kSize | key::kAddr;
+        if (block && block != ev.size) ev.block_size = block, ev.present |= key::kBlockSize;
+        describe(c, ev);
+        a.live[c.addr] = {ev.id.value(), block ? block : ev.size};
+        ++a.allocs;
+        if (!a.first_addr) a.first_addr = c.addr;
+        a.lowest = std::min(a.lowest, c.addr);
+        a.highest = std::max(a.highest, c.addr + (block ? block : ev.size));
+      } else {
+        auto it = a.live.find(c.addr);
+        std::uint64_t id;
+        if (it == a.live.end()) {      // live before the capture began
+          std::uint64_t size = block;  // 0: no allocation_bytes; taken from bytes_allocated below
+          id = next_id++;
+          a.before.push_back({c.addr, size});
+          pre_ids_.push_back({c.allocator, c.addr, id, size});
+        } else {
+          id = it->second.first;
+          a.live.erase(it);
+        }
+        ev.op = Op::kFree;
+        ev.id = AllocId(id);
+        ++a.frees;
+      }
+      body.push_back(std::move(ev));
+    }
+    // Sizes of pre-capture buffers the dealloc did not give: the steps of bytes_allocated.
+    // Their allocs come first, at their recorded addresses, in address order per allocator.
+    std::vector<Event> events;
+    for (auto& p : pre_ids_) {
+      Alloc& a = by[p.allocator];
+      if (!p.size) p.size = size_from_steps(p.allocator, p.addr);
+      Event ev;
+      ev.op = Op::kAlloc;
+      ev.t = Tick(0);
+      ev.device = a.target.device;
+      ev.space = a.target.space;
+      ev.id = AllocId(p.id);
+      ev.size = std::max<std::uint64_t>(p.size, 1);
+      ev.addr = Addr(p.addr);
+      ev.name = "(live before the capture)";
+      ev.present = key::kT | key::kDevice | key::kId | key::kSize | key::kAddr | key::kPreTrace | key::kName |
+                   (a.target.space != Space::kHbm ? key::kSpace : 0);
+      events.push_back(std::move(ev));
+      a.pre_known += ev.size;
+    }
+    // Live bytes never freed nor allocated during the capture: one buffer without an address.
+    for (auto& [name, a] : by) {
+      std::uint64_t start = a.start_bytes.value_or(0);
+      if (start > a.pre_known) {
+        Event ev;
+        ev.op = Op::kAlloc;
+        ev.t = Tick(0);
+        ev.device = a.target.device;
+        ev.space = a.target.space;
+        ev.id = AllocId(next_id++);
+        ev.size = start - a.pre_known;
+        ev.name = "(live before the capture, never freed during it: address unknown)";
+        ev.present = key::kT | key::kDevice | key::kId | key::kSize | key::kPreTrace | key::kName |
+                     (a.target.space != Space::kHbm ? key::kSpace : 0);
+        events.push_back(std::move(ev));
+      }
+    }
+    for (auto& e : body) events.push_back(std::move(e));
+    // Header: what was recorded, per device.
+    nlohmann::json devices = nlohmann::json::array(), allocators = nlohmann::json::array();
+    for (const auto& [name, a] : by) {
+      nlohmann::json j = {{"allocator", name},
+                          {"device", a.target.device},
+                          {"space", space_name(a.target.space)},
+                          {"allocs", a.allocs},
+                          {"frees", a.frees},
+                          {"live_before_bytes", a.start_bytes.value_or(0)},
+                          {"frees_of_earlier_buffers", a.before.size()}};
+      if (a.limit) j["limit_bytes"] = *a.limit;
+      // One preallocated region holds every address within [first, first + limit); addresses
+      // below the first or beyond the limit mean regions obtained on demand.
+      if (a.first_addr && a.limit && a.target.space == Space::kHbm)
+        j["mode"] = a.lowest < *a.first_addr || a.highest > *a.first_addr + *a.limit ? "grow" : "single_region";
+      allocators.push_back(j);
+    }
+    for (const auto& [d, info] : devices_) {
+      nlohmann::json j = {{"device", d}};
+      if (!info.vendor.empty()) j["vendor"] = info.vendor;
+      if (!info.model.empty()) j["model"] = info.model;
+      if (info.memory_size) j["memory_bytes"] = info.memory_size;
+      if (info.cc_major >= 0) j["compute_capability"] = fmt::format("{}.{}", info.cc_major, info.cc_minor);
+      devices.push_back(j);
+    }
+    nlohmann::json header = {{"fragsim_trace", 1},
+                             {"source", "xprof"},
+                             {"time_unit", "ns"},
+                             {"xprof", {{"hosts", hosts_}, {"allocators", allocators}, {"devices", devices}}}};
+    if (!skipped.empty()) header["xprof"]["skipped_allocators"] = skipped;
+    if (auto hw = recorded_hardware(); !hw.is_null()) header["recorded_hardware"] = hw;
+    return make_event_reader(path_, std::move(events), std::move(header));
+  }
+
+ private:
+  void describe(const Call& c, Event& ev) const {
+    std::string name = c.tf_op;
+    if (!c.region_type.empty()) name += (name.empty() ? "" : " ") + std::string("(") + c.region_type + ")";
+    if (!c.shape.empty()) {
+      // XLA prints "f32[]{:T(128)}", TensorFlow "[32,10]" with a data_type.
+      try {
+        std::string text = c.shape;
+        Dtype dt = tf_dtype(c.data_type);
+        if (!text.empty() && text.front() == '[' && dt != Dtype::kNone) text = std::string(dtype_name(dt)) + text;
+        if (!text.empty() && text.front() != '[') {
+          ArraySpec a = parse_array_spec(text, "shape");
+          Bytes want = 0;
+          if (unpadded_bytes(a.dims, a.dtype, &want) && want == ev.size) {
+            ev.shape = a.dims;
+            ev.dtype = a.dtype;
+            ev.present |= key::kShape | key::kDtype;
+          } else {
+            name += (name.empty() ? "" : " ") + c.shape;  // a padded or different size: keep the text
+          }
+        }
+      } catch (const InputError&) {
+        name += (name.empty() ? "" : " ") + c.shape;
+      }
+    }
+    if (!name.empty()) ev.name = name, ev.present |= key::kName;
+  }
+
+  // A pre-capture buffer's size from bytes_allocated around its free.
+  std::uint64_t size_from_steps(const std::string& allocator, std::uint64_t addr) const {
+    std::optional<std::uint64_t> prev;
+    for (const Call& c : calls_) {
+      if (c.allocator != allocator) continue;
+      if (!c.alloc && c.addr == addr && prev && c.bytes_allocated && *prev >= *c.bytes_allocated)
+        return *prev - *c.bytes_allocated;
+      if (c.bytes_allocated) prev = c.bytes_allocated;
+    }
+    return 0;
+  }
+
+  // The preset that matches the recorded device, or a base preset and the recorded capacity.
+  nlohmann::json recorded_hardware() const {
+    if (devices_.empty()) return nullptr;
+    const DeviceInfo& d = devices_.begin()->second;
+    static const std::pair<const char*, const char*> kTpus[] = {
+        {"TPU v2", "tpu-v2"},   {"TPU v3", "tpu-v3"},   {"TPU v4", "tpu-v4"},  {"TPU v5 Lite", "tpu-v5e"},
+        {"TPU v5e", "tpu-v5e"}, {"TPU v5p", "tpu-v5p"}, {"TPU v5", "tpu-v5p"}, {"TPU v6 Lite", "tpu-v6e"},
+        {"TPU v6e", "tpu-v6e"}, {"TPU7x", "tpu7x"},     {"TPU v7", "tpu7x"}};
+    if (tpu_) {
+      for (const auto& [model, preset] : kTpus)
+        if (d.model.rfind(model, 0) == 0)
+          return {{"preset", preset}, {"basis", fmt::format("the device plane names a '{}'", d.model)}};
+      return nullptr;
+    }
+    if (!d.memory_size) return nullptr;
+    std::string base = d.vendor == "AMD" ? "mi300x" : "h100-80g";
+    return {
+        {"preset", base},
+        {"capacity_bytes", d.memory_size},
+        {"basis", fmt::format("the device plane: {} GPU{}, memory_size {} B", d.vendor.empty() ? "a" : d.vendor,
+                              d.cc_major >= 0 ? fmt::format(" (compute capability {}.{})", d.cc_major, d.cc_minor) : "",
+                              d.memory_size)}};
+  }
+
+  struct Pre {
+    std::string allocator;
+    std::uint64_t addr, id, size;
+  };
+  std::string path_;
+  std::vector<Call> calls_;
+  std::vector<Pre> pre_ids_;
+  std::map<std::uint32_t, DeviceInfo> devices_;
+  bool tpu_ = false;
+  std::uint32_t hosts_ = 0;
+};
+
+}  // namespace
+
+bool is_xprof_path(const std::string& path) {
+  if (ends_with(path, ".xplane.pb") || ends_with(path, ".xplane.pb.zst")) return true;
+  std::error_code ec;
+  if (!std::filesystem::is_directory(path, ec)) return false;
+  for (const auto& e : std::filesystem::directory_iterator(path, ec))
+    if (ends_with(e.path().string(), ".xplane.pb")) return true;
+  return false;
+}
+
+std::unique_ptr<TraceReader> make_xprof_reader(const std::string& path, const ReaderOptions&) {
+  GOOGLE_PROTOBUF_VERIFY_VERSION;
+  google::protobuf::SetLogHandler(nullptr);  // parse failures are reported as one input error, not logged
+  Importer im(path);
+  std::error_code ec;
+  if (std::filesystem::is_directory(path, ec)) {
+    std::vector<std::string> files;
+    for (const auto& e : std::filesystem::directory_iterator(path, ec))
+      if (ends_with(e.path().string(), ".xplane.pb") || ends_with(e.path().string(), ".xplane.pb.zst"))
+        files.push_back(e.path().string());
+    std::sort(files.begin(), files.end());
+    if (files.empty()) throw InputError(path + ": a profile directory without *.xplane.pb captures");
+    std::uint32_t offset = 0;
+    for (const auto& f : files) {
+      xprof::XSpace space = load_space(f);
+      std::uint32_t devices = 0;
+      for (const auto& p : space.planes())
+        if (p.name().rfind("/device:", 0) == 0) ++devices;
+      im.add_host(space, offset);
+      offset += std::max<std::uint32_t>(devices, 1);
+    }
+  } else {
+    im.add_host(load_space(path), 0);
+  }
+  return im.finish();
+}
+
+}  // namespace fragsim
