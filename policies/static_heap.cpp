@@ -23,6 +23,7 @@
 
 #include <algorithm>
 #include <map>
+#include <optional>
 #include <set>
 #include <unordered_map>
 
@@ -38,6 +39,7 @@ struct Buf {
   std::uint64_t id;  // alloc event index
   Bytes size;
   std::uint64_t start, end;
+  std::optional<Bytes> fixed;  // placed before planning (a pre_trace buffer's recorded offset)
   std::uint64_t duration() const { return end - start; }
 };
 
@@ -60,8 +62,18 @@ Assignment best_fit(std::vector<Buf> bufs, bool spatial, Bytes alignment) {
   Assignment out;
   out.offset.reserve(bufs.size());
   IntervalTree<std::pair<Bytes, Bytes>> committed;  // time interval → [lo, hi) offsets
+  // Buffers placed before planning keep their offsets (XLA assigns some outside its heap
+  // simulation and simulates the rest around them).
+  for (const Buf& b : bufs) {
+    if (!b.fixed) continue;
+    Bytes end = *b.fixed > kTooLarge - b.size ? kTooLarge : *b.fixed + b.size;
+    committed.insert(b.start, b.end, {*b.fixed, round_up_sat(end, alignment)});
+    out.offset[b.id] = *b.fixed;
+    out.heap = std::max(out.heap, end);
+  }
   std::vector<std::pair<Bytes, Bytes>> busy;
   for (const Buf& b : bufs) {
+    if (b.fixed) continue;
     busy.clear();
     committed.overlapping(b.start, b.end, [&](const std::pair<Bytes, Bytes>& c) { busy.push_back(c); });
     std::sort(busy.begin(), busy.end());
@@ -106,7 +118,9 @@ class StaticHeapPolicy : public AllocatorPolicy {
       std::uint64_t id = l.buffer.req.event_index;
       sizes_[id] = size;
       if (size == 0) continue;
-      bufs.push_back({id, size, l.start, l.end});
+      std::optional<Bytes> fixed;
+      if (l.buffer.req.seeded_at) fixed = l.buffer.req.seeded_at->value();
+      bufs.push_back({id, size, l.start, l.end, fixed});
       deltas.emplace_back(l.start, static_cast<std::int64_t>(std::min<Bytes>(size, INT64_MAX / 4)));
       deltas.emplace_back(l.end + 1, -static_cast<std::int64_t>(std::min<Bytes>(size, INT64_MAX / 4)));
     }
@@ -135,7 +149,8 @@ class StaticHeapPolicy : public AllocatorPolicy {
     live_[req.handle] = {off, size};
     add_live(off, size);
     allocated_ += size;
-    return Placement::at(DeviceMemory::kBase + off, size, 0, DeviceMemory::kBase);
+    // Offsets in the heap, as XLA's buffer assignment gives them (an HLO module's trace records those).
+    return Placement::at(Addr(off), size, 0, Addr(0));
   }
   void release(Handle h) override {
     auto [off, size] = live_[h];
@@ -252,7 +267,14 @@ void register_static_heap(Registry& r) {
                     StaticHeapOptions o;
                     o.rule = PaddingRule::from_config(cfg, ctx);
                     o.order = cfg.choice("order", "best", {"spatial", "temporal", "best"});
-                    o.alignment = cfg.size("alignment", 1);
+                    // An XLA module's trace may say the platform's buffer alignment (xla_modules.h).
+                    Bytes def_align = 1;
+                    if (ctx.trace_header && ctx.trace_header->is_object() &&
+                        ctx.trace_header->value("source", "") == "xla-hlo" &&
+                        ctx.trace_header->contains("alignment_bytes") &&
+                        (*ctx.trace_header)["alignment_bytes"].is_number_unsigned())
+                      def_align = (*ctx.trace_header)["alignment_bytes"].get<Bytes>();
+                    o.alignment = cfg.size("alignment", def_align);
                     if (o.alignment == 0) throw InputError("policy static-heap: alignment: must be > 0");
                     o.capacity = ctx.space->usable();
                     return [o](const PolicyContext&) { return std::make_unique<StaticHeapPolicy>(o); };
@@ -262,7 +284,8 @@ void register_static_heap(Registry& r) {
   info.options = {{"order", "best", "spatial",
                    "the order buffers are placed in: spatial (size, then duration, descending), temporal (duration, "
                    "then size), best (both; the smaller heap, as XLA's ChooseBestHeapAlgorithm)"},
-                  {"alignment", "1", 64, "buffer offsets are multiples of this many bytes (> 0)"}};
+                  {"alignment", "1 (256 for an XLA:GPU module's trace)", 64,
+                   "buffer offsets are multiples of this many bytes (> 0)"}};
   for (auto& o : padding_options()) info.options.push_back(std::move(o));
   r.add(info);
 }

@@ -144,6 +144,16 @@ std::string trace_info_text(const nlohmann::json& j) {
   for (const auto& d : j["devices"])
     fmt::format_to(out, "  device {}: peak requested {}\n", d["device"].get<int>(),
                    human_bytes(d["peak_requested_bytes"].get<Bytes>()));
+  if (j.contains("modules")) {
+    fmt::format_to(out,
+                   "  {} compiled XLA modules (fragsim convert TRACE --module NAME out.jsonl writes one's heap):\n",
+                   j["modules"].size());
+    for (const auto& m : j["modules"])
+      fmt::format_to(out, "    {:<40} {} logical buffers, {} allocations (largest {}), {} heap-simulator events\n",
+                     m["name"].get<std::string>(), m["logical_buffers"].get<std::uint64_t>(),
+                     m["allocations"].get<std::uint64_t>(), human_bytes(m["largest_allocation_bytes"].get<Bytes>()),
+                     m["heap_events"].get<std::uint64_t>());
+  }
   fmt::format_to(out, "  size histogram:\n");
   for (const auto& b : j["size_histogram"])
     fmt::format_to(out, "    {:>12} .. {:<12} {:>10}\n", human_bytes(b["min_bytes"].get<Bytes>()),

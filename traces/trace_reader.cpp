@@ -8,6 +8,7 @@
 #include "traces/fstrace.h"
 #include "traces/jsonl.h"
 #include "traces/torch_snapshot.h"
+#include "traces/xla_modules.h"
 #include "traces/xprof_capture.h"
 
 namespace fragsim {
@@ -182,6 +183,10 @@ std::unique_ptr<TraceReader> make_event_reader(std::string name, std::vector<Eve
 std::unique_ptr<TraceReader> open_trace(const std::string& path, const ReaderOptions& opt) {
   if (ends_with(path, ".fstrace")) return make_fstrace_reader(path, opt);
   if (is_xprof_path(path)) return make_xprof_reader(path, opt);
+  if (is_hlo_proto_path(path)) {  // a dumped module: its compile-time heap trace
+    auto mods = list_hlo_modules(path);
+    return make_hlo_module_reader(path, mods.empty() ? std::string() : mods.front().name);
+  }
   if (ends_with(path, ".pickle") || ends_with(path, ".pkl") || ends_with(path, ".pickle.zst") ||
       ends_with(path, ".pkl.zst"))
     return make_torch_snapshot_reader(path, opt);

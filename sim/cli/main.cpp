@@ -29,6 +29,8 @@
 #include "traces/generators.h"
 #include "traces/trace_reader.h"
 #include "traces/trace_writer.h"
+#include "traces/xla_modules.h"
+#include "traces/xprof_capture.h"
 
 namespace po = boost::program_options;
 using namespace fragsim;
@@ -381,27 +383,42 @@ int cmd_info(const std::vector<std::string>& args, const Registry&) {
   if (p.help) return 0;
   check_outputs({trace}, {{"--json", json}});
   auto j = trace_info(trace, lenient);
+  if (is_xprof_path(trace) || is_hlo_proto_path(trace)) {  // the compiled modules it embeds
+    nlohmann::json mods = nlohmann::json::array();
+    for (const auto& m : list_hlo_modules(trace))
+      mods.push_back({{"name", m.name},
+                      {"module_name", m.module_name},
+                      {"logical_buffers", m.logical_buffers},
+                      {"allocations", m.allocations},
+                      {"heap_traces", m.heap_traces},
+                      {"heap_events", m.heap_events},
+                      {"largest_allocation_bytes", m.largest_allocation_bytes}});
+    j["modules"] = mods;
+  }
   if (!json.empty()) write_file_atomic(json, j.dump(2) + "\n");
   if (!to_stdout({json})) std::cout << trace_info_text(j);
   return 0;
 }
 
 int cmd_convert(const std::vector<std::string>& args, const Registry&) {
-  std::string in, out;
+  std::string in, out, module;
   bool lenient = false;
   po::options_description d("fragsim convert options");
   d.add_options()("in", po::value(&in)->required(), "input trace")("out", po::value(&out)->required(), "output trace")(
-      "lenient", po::bool_switch(&lenient), "drop frees of unknown ids");
+      "lenient", po::bool_switch(&lenient), "drop frees of unknown ids")(
+      "module", po::value(&module),
+      "from an XProf capture: write the compile-time heap trace of this XLA module instead (fragsim info lists them)");
   po::positional_options_description pos;
   pos.add("in", 1).add("out", 1);
-  auto p = parse(args, d, pos,
-                 "usage: fragsim convert IN OUT\n\nConverts between .jsonl, .jsonl.zst and .fstrace, lossless for "
-                 "every key of the trace contract.");
+  auto p = parse(
+      args, d, pos,
+      "usage: fragsim convert IN OUT [--module NAME]\n\nConverts between .jsonl, .jsonl.zst and .fstrace, lossless for "
+      "every key of the trace contract.");
   if (p.help) return 0;
   ReaderOptions ro;
   ro.lenient = lenient;
-  auto r = open_trace(in, ro);
   check_outputs({in}, {{"OUT", out}});
+  auto r = module.empty() ? open_trace(in, ro) : make_hlo_module_reader(in, module);
   auto w = open_trace_writer(out, r->header());
   Event ev;
   std::uint64_t n = 0;

@@ -1,0 +1,303 @@
+#include "traces/xla_modules.h"
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+#include <google/protobuf/stubs/logging.h>
+
+#include <filesystem>
+#include <map>
+#include <set>
+
+#include "hlo.pb.h"
+#include "sim/base/error.h"
+#include "sim/base/io.h"
+#include "sim/base/text.h"
+#include "traces/xprof_capture.h"
+#include "xplane.pb.h"
+
+namespace fragsim {
+
+namespace {
+
+constexpr std::uint64_t kMaxBytes = 4ULL << 30;
+
+bool ends_with(const std::string& s, std::string_view x) {
+  return s.size() >= x.size() && s.compare(s.size() - x.size(), x.size(), x) == 0;
+}
+
+struct NamedModule {
+  std::string name;  // capture event name, or the module's own
+  hlo::HloProto proto;
+  bool gpu = false;  // from a capture with GPU device planes
+};
+
+hlo::HloProto parse_hlo(const std::string& bytes, const std::string& where) {
+  hlo::HloProto p;
+  if (!p.ParseFromString(bytes))
+    throw InputError(where + ": not an XLA HloProto (the protobuf does not parse; corrupt or truncated?)");
+  return p;
+}
+
+std::vector<std::string> capture_files(const std::string& path) {
+  std::error_code ec;
+  if (!std::filesystem::is_directory(path, ec)) return {path};
+  std::vector<std::string> files;
+  for (const auto& e : std::filesystem::directory_iterator(path, ec))
+    if (ends_with(e.path().string(), ".xplane.pb") || ends_with(e.path().string(), ".xplane.pb.zst"))
+      files.push_back(e.path().string());
+  std::sort(files.begin(), files.end());
+  return files;
+}
+
+std::vector<NamedModule> load_modules(const std::string& path) {
+  GOOGLE_PROTOBUF_VERIFY_VERSION;
+  google::protobuf::SetLogHandler(nullptr);
+  std::vector<NamedModule> out;
+  if (is_hlo_proto_path(path)) {
+    hlo::HloProto p = parse_hlo(read_input(path, kMaxBytes), path);
+    out.push_back({sanitize_utf8(p.hlo_module().name()), std::move(p)});
+    return out;
+  }
+  for (const auto& file : capture_files(path)) {
+    xprof::XSpace space;
+    if (!space.ParseFromString(read_input(file, kMaxBytes)))
+      throw InputError(file, 0, "not an XProf capture: the XSpace protobuf does not parse (corrupt or truncated?)");
+    bool gpu = false;
+    for (const auto& plane : space.planes()) gpu = gpu || plane.name().rfind("/device:GPU:", 0) == 0;
+    for (const auto& plane : space.planes()) {
+      if (plane.name() != "/host:metadata") continue;
+      std::map<std::string, const xprof::XEventMetadata*> by_name;  // sorted, so the listing is stable
+      for (const auto& [id, em] : plane.event_metadata()) by_name[sanitize_utf8(em.name())] = &em;
+      for (const auto& [name, em] : by_name)
+        for (const auto& s : em->stats()) {
+          auto it = plane.stat_metadata().find(s.metadata_id());
+          if (it == plane.stat_metadata().end() || it->second.name() != "Hlo Proto" || !s.has_bytes_value()) continue;
+          out.push_back({name, parse_hlo(s.bytes_value(), file + ": module " + name), gpu});
+        }
+    }
+  }
+  return out;
+}
+
+HloModuleSummary summarize(const NamedModule& m) {
+  HloModuleSummary s;
+  s.name = m.name;
+  s.module_name = sanitize_utf8(m.proto.hlo_module().name());
+  const auto& ba = m.proto.buffer_assignment();
+  s.logical_buffers = static_cast<std::uint64_t>(ba.logical_buffers_size());
+  s.allocations = static_cast<std::uint64_t>(ba.buffer_allocations_size());
+  s.heap_traces = static_cast<std::uint64_t>(ba.heap_simulator_traces_size());
+  for (const auto& t : ba.heap_simulator_traces()) s.heap_events += static_cast<std::uint64_t>(t.events_size());
+  for (const auto& a : ba.buffer_allocations())
+    s.largest_allocation_bytes = std::max<std::uint64_t>(s.largest_allocation_bytes, a.size() > 0 ? a.size() : 0);
+  return s;
+}
+
+// XLA's PrimitiveType numbers (xla_data.proto) → fragsim dtypes.
+Dtype xla_dtype(int t) {
+  switch (t) {
+    case 1:
+      return Dtype::kPred;
+    case 2:
+      return Dtype::kS8;
+    case 3:
+      return Dtype::kS16;
+    case 4:
+      return Dtype::kS32;
+    case 5:
+      return Dtype::kS64;
+    case 6:
+      return Dtype::kU8;
+    case 7:
+      return Dtype::kU16;
+    case 8:
+      return Dtype::kU32;
+    case 9:
+      return Dtype::kU64;
+    case 10:
+      return Dtype::kF16;
+    case 11:
+      return Dtype::kF32;
+    case 12:
+      return Dtype::kF64;
+    case 15:
+      return Dtype::kC64;
+    case 16:
+      return Dtype::kBf16;
+    case 18:
+      return Dtype::kC128;
+    case 19:
+      return Dtype::kF8e5m2;
+    case 20:
+      return Dtype::kF8e4m3;
+    case 21:
+      return Dtype::kS4;
+    case 22:
+      return Dtype::kU4;
+    default:
+      return Dtype::kNone;
+  }
+}
+
+}  // namespace
+
+bool is_hlo_proto_path(const std::string& path) {
+  return ends_with(path, ".hlo_proto.pb") || ends_with(path, ".hlo_proto.pb.zst");
+}
+
+std::vector<HloModuleSummary> list_hlo_modules(const std::string& path) {
+  std::vector<HloModuleSummary> v;
+  for (const auto& m : load_modules(path)) v.push_back(summarize(m));
+  return v;
+}
+
+std::unique_ptr<TraceReader> make_hlo_module_reader(const std::string& path, const std::string& module) {
+  std::vector<NamedModule> all = load_modules(path);
+  std::vector<const NamedModule*> hits;
+  for (const auto& m : all)
+    if (m.name == module) hits = {&m};
+  if (hits.empty())
+    for (const auto& m : all)
+      if (sanitize_utf8(m.proto.hlo_module().name()) == module) hits.push_back(&m);
+  if (hits.size() != 1) {
+    std::vector<std::string_view> names;
+    for (const auto& m : all) names.push_back(m.name);
+    throw InputError(fmt::format("--module: {} '{}' in {}{} (modules: {})",
+                                 hits.empty() ? "no module" : "several modules named", module, path,
+                                 hits.empty() ? did_you_mean(module, names) : "", fmt::join(names, ", ")));
+  }
+  const hlo::HloProto& p = hits.front()->proto;
+  const auto& ba = p.buffer_assignment();
+  // Instructions by id, for names and shapes; logical buffers by id.
+  std::map<std::int64_t, const hlo::HloInstructionProto*> instr;
+  for (const auto& c : p.hlo_module().computations())
+    for (const auto& i : c.instructions()) instr[i.id()] = &i;
+  std::map<std::int64_t, const hlo::LogicalBufferProto*> buffers;
+  for (const auto& b : ba.logical_buffers()) buffers[b.id()] = &b;
+  std::vector<Event> events;
+  nlohmann::json traces = nlohmann::json::array();
+  std::uint64_t t = 0;
+  // Where XLA put each buffer: (allocation, offset).
+  std::map<std::int64_t, std::pair<const hlo::BufferAllocationProto*, std::int64_t>> placed;
+  for (const auto& a : ba.buffer_allocations())
+    for (const auto& as : a.assigned()) placed[as.logical_buffer_id()] = {&a, as.offset()};
+  for (int k = 0; k < ba.heap_simulator_traces_size(); ++k) {
+    const auto& tr = ba.heap_simulator_traces(k);
+    // The allocation this trace planned: the one holding most of its buffers (the trace's own
+    // buffer_allocation_index does not always name it in real records).
+    std::map<const hlo::BufferAllocationProto*, int> votes;
+    for (const auto& ev : tr.events())
+      if (ev.kind() == hlo::HeapSimulatorTrace::Event::ALLOC)
+        if (auto it = placed.find(ev.buffer_id()); it != placed.end()) ++votes[it->second.first];
+    const hlo::BufferAllocationProto* alloc = nullptr;
+    for (const auto& [a, n] : votes)
+      if (!alloc || n > votes[alloc]) alloc = a;
+    std::map<std::int64_t, std::int64_t> offset;  // buffer → XLA's offset in the allocation
+    if (alloc)
+      for (const auto& as : alloc->assigned()) offset[as.logical_buffer_id()] = as.offset();
+    traces.push_back({{"device", k},
+                      {"buffer_allocation_index", alloc ? alloc->index() : tr.buffer_allocation_index()},
+                      {"allocation_bytes", alloc ? alloc->size() : 0},
+                      {"events", tr.events_size()}});
+    std::map<std::int64_t, std::int64_t> canonical;  // sharing buffer → canonical
+    std::map<std::int64_t, int> holders;             // canonical → live sharers + itself
+    std::set<std::int64_t> live;
+    auto emit_free = [&](std::int64_t id) {
+      Event e;
+      e.op = Op::kFree;
+      e.id = AllocId(static_cast<std::uint64_t>(id));
+      e.device = static_cast<std::uint32_t>(k);
+      e.t = Tick(t++);
+      e.present = key::kId | key::kDevice | key::kT;
+      events.push_back(std::move(e));
+      live.erase(id);
+    };
+    std::set<std::int64_t> in_trace;
+    for (const auto& ev : tr.events()) in_trace.insert(ev.buffer_id());
+    std::vector<std::pair<std::int64_t, std::int64_t>> outside;  // (offset, buffer) XLA placed outside the simulation
+    if (alloc)
+      for (const auto& as : alloc->assigned())
+        if (!in_trace.count(as.logical_buffer_id())) outside.push_back({as.offset(), as.logical_buffer_id()});
+    std::sort(outside.begin(), outside.end());
+    auto emit_alloc = [&](std::int64_t id, const std::string& fallback_name) {
+      auto bit = buffers.find(id);
+      if (bit == buffers.end())
+        throw InputError(fmt::format("{}: module {}: ALLOC of unknown buffer {}", path, hits.front()->name, id));
+      const auto& b = *bit->second;
+      Event e;
+      e.op = Op::kAlloc;
+      e.id = AllocId(static_cast<std::uint64_t>(id));
+      e.size = static_cast<Bytes>(std::max<std::int64_t>(b.size(), 0));
+      e.device = static_cast<std::uint32_t>(k);
+      e.t = Tick(t++);
+      e.present = key::kId | key::kSize | key::kDevice | key::kT;
+      if (auto o = offset.find(id); o != offset.end() && o->second >= 0) {
+        e.addr = Addr(static_cast<std::uint64_t>(o->second));
+        e.present |= key::kAddr;
+      }
+      std::string name = fallback_name;
+      if (auto in = instr.find(b.defined_at().instruction_id()); in != instr.end()) {
+        name = sanitize_utf8(in->second->name());
+        const hlo::ShapeProto* sh = &in->second->shape();
+        for (auto si : b.defined_at().shape_index())
+          sh = sh && si >= 0 && si < sh->tuple_shapes_size() ? &sh->tuple_shapes(static_cast<int>(si)) : nullptr;
+        if (sh && sh->tuple_shapes_size() == 0) {
+          Dtype dt = xla_dtype(sh->element_type());
+          std::vector<std::uint64_t> dims;
+          bool ok = dt != Dtype::kNone;
+          for (auto d : sh->dimensions()) {
+            ok = ok && d >= 0;
+            dims.push_back(static_cast<std::uint64_t>(std::max<std::int64_t>(d, 0)));
+          }
+          Bytes want = 0;
+          if (ok && unpadded_bytes(dims, dt, &want) && want == e.size) {
+            e.shape = dims;
+            e.dtype = dt;
+            e.present |= key::kShape | key::kDtype;
+          }
+        }
+      }
+      if (!b.defined_at().shape_index().empty())
+        name += fmt::format("{{{}}}", fmt::join(b.defined_at().shape_index(), ","));
+      if (!name.empty()) e.name = name, e.present |= key::kName;
+      events.push_back(std::move(e));
+      live.insert(id);
+      holders[id] += 1;
+    };
+    // Placed by XLA before it simulated the rest: pre_trace allocs at their offsets.
+    for (const auto& [off, id] : outside) {
+      emit_alloc(id, "(assigned outside the heap simulation)");
+      events.back().present |= key::kPreTrace;
+    }
+    for (const auto& ev : tr.events()) {
+      std::int64_t id = ev.buffer_id();
+      if (id < 0) throw InputError(path + ": module " + hits.front()->name + ": a negative buffer id");
+      if (ev.kind() == hlo::HeapSimulatorTrace::Event::SHARE_WITH) {
+        std::int64_t c = ev.share_with_canonical_id();
+        while (canonical.count(c)) c = canonical[c];
+        canonical[id] = c;
+        ++holders[c];
+        continue;
+      }
+      if (ev.kind() == hlo::HeapSimulatorTrace::Event::FREE) {
+        std::int64_t c = canonical.count(id) ? canonical[id] : id;
+        if (--holders[c] <= 0 && live.count(c)) emit_free(c);
+        continue;
+      }
+      emit_alloc(id, sanitize_utf8(ev.instruction_name()));  // ALLOC
+    }
+    for (auto id : std::vector<std::int64_t>(live.begin(), live.end())) emit_free(id);  // live out
+  }
+  nlohmann::json header = {{"fragsim_trace", 1},
+                           {"source", "xla-hlo"},
+                           {"module", hits.front()->name},
+                           {"module_name", sanitize_utf8(p.hlo_module().name())},
+                           {"heap_traces", traces},
+                           {"note", "one device per heap-simulator trace; addr = XLA's offset in its allocation"}};
+  // XLA:GPU aligns every buffer to 256 bytes (the offsets of GPU captures are multiples of it);
+  // static-heap takes it as its default alignment for this trace.
+  if (hits.front()->gpu) header["alignment_bytes"] = 256;
+  return make_event_reader(path + " [" + hits.front()->name + "]", std::move(events), std::move(header));
+}
+
+}  // namespace fragsim
