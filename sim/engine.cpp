@@ -127,6 +127,25 @@ class Engine : public Scheduler {
     return end(reader->skipped_frees());
   }
 
+  // The peak's snapshot when the run could not afford it (take_peak_when_leaving): the same
+  // replay again, without outputs, up to the event at which it would have been taken. Policies
+  // are deterministic, so this is the very state the first pass passed through.
+  std::optional<Moment> peak_by_rerun() const {
+    RunOptions o = opt_;
+    o.placements.clear();
+    o.perfetto.clear();
+    o.check = false;
+    Engine e(o, reg_);
+    e.rerun_take_at_ = missed_take_event_;
+    if (e.info_.needs_lifetimes) e.collect_lifetimes();
+    auto reader = e.open();
+    e.begin(reader->header());
+    Event ev;
+    while (!e.rerun_done_ && reader->next(ev)) e.feed(ev);
+    if (!e.rerun_done_) throw InternalError("peak re-run did not reach its event");
+    return std::move(e.out_.peak);
+  }
+
   // The three steps of a run, so that one decoded stream can feed several engines.
   void begin(const nlohmann::json& header) {
     header_ = header;
@@ -152,6 +171,7 @@ class Engine : public Scheduler {
 
   void feed(const Event& ev) {
     ++out_.events;
+    snapshot_credit_ += kSnapshotCredit;
     current_event_ = ev.index;
     if (replaying_) {
       while (!deferred_.empty() && deferred_.top().t <= ev.t) run_deferred();
@@ -209,7 +229,7 @@ class Engine : public Scheduler {
       }
       case Op::kFree: {
         ++out_.frees;
-        if (peak_dirty_ && replaying_) take_peak(ev);  // the state just before memory goes down is the peak
+        if (peak_dirty_ && replaying_) take_peak_when_leaving();  // the state before memory goes down is the peak
         Space sp = route(ev.live_space, ev);
         req_[key(ev.device, sp)].live -= ev.live_size;
         total_req_ -= ev.live_size;
@@ -264,6 +284,7 @@ class Engine : public Scheduler {
     if (replaying_)
       while (!deferred_.empty()) run_deferred();
     if (peak_dirty_) take_peak_now();
+    if (peak_missed_) out_.peak = peak_by_rerun();
     out_.skipped_frees = skipped_frees;
     if (perfetto_) {  // buffers still live end with the trace
       for (Handle h = 0; h < state_.size() && h < live_.size(); ++h)
@@ -274,6 +295,7 @@ class Engine : public Scheduler {
       placements_->write(pbuf_);
       placements_->commit();
     }
+    collect_stacks();
     finish(out_);
     return std::move(out_);
   }
@@ -575,6 +597,18 @@ class Engine : public Scheduler {
     if (!id || out_.stacks.count(id)) return;
     if (auto it = stack_frames_.find(id); it != stack_frames_.end()) out_.stacks[id] = it->second;
   }
+  // The frames of every stack a reported buffer names (and no other).
+  void collect_stacks() {
+    auto note_moment = [&](const Moment& m) {
+      for (const auto& b : m.top_buffers) note_stack(b.stack);
+      for (const auto& b : m.live) note_stack(b.stack);
+    };
+    if (out_.peak) note_moment(*out_.peak);
+    for (const auto& o : out_.ooms) {
+      note_stack(o.request.stack);
+      if (o.moment) note_moment(*o.moment);
+    }
+  }
   BufferView request_view(const Event& ev) {
     BufferView b;
     b.id = ev.id;
@@ -588,7 +622,6 @@ class Engine : public Scheduler {
     b.has_shape = ev.has(key::kShape);
     if (b.has_shape) b.shape = ev.shape;
     b.stack = ev.has(key::kStack) ? ev.stack : 0;
-    note_stack(b.stack);
     return b;
   }
   BufferView view(Handle h, std::uint64_t now) {
@@ -610,7 +643,6 @@ class Engine : public Scheduler {
     if (l.has_shape) b.shape = shapes_[h];
     b.stack = l.stack;
     b.age_events = now - std::min(now, l.event_index);
-    note_stack(b.stack);
     return b;
   }
   // The largest live buffers, the allocator's regions and blocks, the fragmentation figures.
@@ -663,8 +695,33 @@ class Engine : public Scheduler {
   void take_peak_now() {
     out_.peak = moment(peak_event_, peak_t_);
     peak_dirty_ = false;
+    peak_missed_ = false;
   }
-  void take_peak(const Event&) { take_peak_now(); }
+  // A free is about to leave a new peak. A snapshot costs O(live buffers + map blocks); a trace
+  // that climbs in small steps (alloc, alloc, free, ...) would pay it at every step, O(n · live).
+  // So snapshots are paid from a credit that grows by kSnapshotCredit per event: affordable ones
+  // are taken, the others only remember where they would have been taken, and if the run's final
+  // peak is such a one, end() replays the trace once more up to that event (peak_by_rerun). The
+  // cost stays linear and the reported peak is exactly the one a snapshot at every step gives.
+  void take_peak_when_leaving() {
+    if (rerun_take_at_ != kNoRerun) {  // the re-run: only the one snapshot it is for
+      if (current_event_ == rerun_take_at_) {
+        take_peak_now();
+        rerun_done_ = true;
+      }
+      peak_dirty_ = false;
+      return;
+    }
+    std::uint64_t cost = 2 * state_.size() + 64;
+    if (cost <= snapshot_credit_) {
+      snapshot_credit_ -= cost;
+      take_peak_now();
+      return;
+    }
+    peak_dirty_ = false;
+    peak_missed_ = true;
+    missed_take_event_ = current_event_;
+  }
 
   void record_oom(Slot& s, const Event& ev, const AllocRequest& rq) {
     RunResult& out = out_;
@@ -799,7 +856,12 @@ class Engine : public Scheduler {
   std::vector<std::string> names_{std::string()};   // interned buffer names (0: none)
   std::unordered_map<std::string, std::uint32_t> name_ids_;
   std::unordered_map<std::uint64_t, std::vector<std::string>> stack_frames_;  // the trace's stacks
-  bool peak_dirty_ = false;  // allocated memory reached a new peak not yet captured
+  bool peak_dirty_ = false;   // allocated memory reached a new peak not yet captured
+  bool peak_missed_ = false;  // the latest peak's snapshot was not affordable (take_peak_when_leaving)
+  static constexpr std::uint64_t kSnapshotCredit = 4, kNoRerun = UINT64_MAX;
+  std::uint64_t snapshot_credit_ = 0, missed_take_event_ = 0;
+  std::uint64_t rerun_take_at_ = kNoRerun;  // set on the engine peak_by_rerun() runs
+  bool rerun_done_ = false;
   std::uint64_t peak_event_ = 0, current_event_ = 0;
   Tick peak_t_;
   std::unique_ptr<AtomicFile> placements_;
