@@ -24,6 +24,7 @@
 
 #include <algorithm>
 #include <map>
+#include <set>
 
 #include "policies/jax_gpu.h"
 #include "policies/policy.h"
@@ -67,6 +68,7 @@ class CudaAsyncPolicy : public AllocatorPolicy {
     }
     SegmentHeap& heap = pool(owner_stream);
     heap.take(blk, r, req.size, true);
+    note_use(owner_stream, heap.block(blk).region);
     if (req.handle >= owner_.size()) owner_.resize(req.handle + 1, {0, SegmentHeap::kNil});
     owner_[req.handle] = {owner_stream, blk};  // the pool that holds the block (reuse may cross streams)
     const auto& b = heap.block(blk);
@@ -79,6 +81,7 @@ class CudaAsyncPolicy : public AllocatorPolicy {
     SegmentHeap& heap = pool(stream);
     std::int32_t m = heap.free_block(blk);
     heap.block_extra(m).aux = sched_->now().value();
+    note_use(stream, heap.block(m).region);
     if (reserved() > o_.threshold && !trim_.pending())
       trim_ = sched_->schedule(sched_->now(), [this] { release_unused(o_.threshold); });
   }
@@ -124,6 +127,15 @@ class CudaAsyncPolicy : public AllocatorPolicy {
     size_t live = 0;
     for (const auto& [k, g] : grants_) live += g ? 1 : 0;
     FRAGSIM_CHECK(live == grants_.size(), "cuda-async: a released grant is still listed");
+    size_t unused = 0;
+    for (const auto& [s, heap] : pools_)
+      for (size_t i = 0; i < heap.segment_count(); ++i) {
+        auto seg = static_cast<std::int32_t>(i);
+        if (!heap.segment(seg).live || !heap.segment_unused(seg)) continue;
+        ++unused;
+        FRAGSIM_CHECK(unused_.count({heap.segment(seg).size, s, seg}), "cuda-async: an unused segment is not indexed");
+      }
+    FRAGSIM_CHECK(unused == unused_.size(), "cuda-async: the unused-segment index lists a segment in use");
   }
 
  private:
@@ -135,7 +147,17 @@ class CudaAsyncPolicy : public AllocatorPolicy {
     reserved_ += g.bytes();
     grants_[{stream, s}] = std::move(g);
     peak_reserved_ = std::max(peak_reserved_, reserved_);
+    note_use(stream, s);
     return s;
+  }
+  // Keeps unused_ in step with segment s of `stream`'s pool after a block in it changed.
+  void note_use(std::int64_t stream, std::int32_t s) {
+    const SegmentHeap& heap = pool(stream);
+    UnusedKey k{heap.segment(s).size, stream, s};
+    if (heap.segment_unused(s))
+      unused_.insert(k);
+    else
+      unused_.erase(k);
   }
 
   // Own stream first; then other streams' blocks whose free has completed. Returns the stream
@@ -157,17 +179,12 @@ class CudaAsyncPolicy : public AllocatorPolicy {
     return {stream, SegmentHeap::kNil};
   }
 
-  // Releases unused segments, largest first, until reserved ≤ keep.
+  // Releases unused segments, largest first (ties: lower stream, then older segment slot), until
+  // reserved ≤ keep: O(log segments) per segment released, whatever the pool's size.
   void release_unused(Bytes keep) {
-    if (reserved_ <= keep) return;
-    std::vector<std::tuple<Bytes, std::int64_t, std::int32_t>> cand;
-    for (auto& [s, heap] : pools_)
-      for (size_t i = 0; i < heap.segment_count(); ++i)
-        if (heap.segment_unused(static_cast<std::int32_t>(i)))
-          cand.emplace_back(heap.segment(static_cast<std::int32_t>(i)).size, s, static_cast<std::int32_t>(i));
-    std::sort(cand.begin(), cand.end(), [](const auto& a, const auto& b) { return std::get<0>(a) > std::get<0>(b); });
-    for (const auto& [size, s, i] : cand) {
-      if (reserved_ <= keep) break;
+    while (reserved_ > keep && !unused_.empty()) {
+      auto [size, s, i] = *unused_.begin();
+      unused_.erase(unused_.begin());
       pool(s).remove_segment(i);
       reserved_ -= size;
       grants_.erase({s, i});  // gives the memory back
@@ -181,6 +198,17 @@ class CudaAsyncPolicy : public AllocatorPolicy {
   std::map<std::int64_t, SegmentHeap> pools_;
   std::map<std::pair<std::int64_t, std::int32_t>, DeviceMemory::Grant> grants_;  // (stream, segment) → memory
   std::vector<std::pair<std::int64_t, std::int32_t>> owner_;
+  // Unused segments (no block in use), largest first: what a trim releases, in its order.
+  struct UnusedKey {
+    Bytes size;
+    std::int64_t stream;
+    std::int32_t segment;
+    bool operator<(const UnusedKey& o) const {
+      if (size != o.size) return size > o.size;
+      return stream != o.stream ? stream < o.stream : segment < o.segment;
+    }
+  };
+  std::set<UnusedKey> unused_;
   Scheduler::Task trim_;
   int next_region_ = 0;  // obtain order across all streams' pools
   Bytes reserved_ = 0, peak_reserved_ = 0;

@@ -1,12 +1,15 @@
 // SizeIndex: free blocks ordered by (size, address) — the index behind every best-fit search
 // (baseline arena, XLA BFC's bins, which together form exactly this global order).
 //
-// Layout: 3776 size classes (exact below 64 B, then 64 per power of two), each a vector sorted
-// by (size, address), plus a bitmap of non-empty classes. Class(s) is monotonic in s, so
+// Layout: 3776 size classes (exact below 64 B, then 64 per power of two), each an ordered
+// sequence by (size, address), plus a bitmap of non-empty classes. Class(s) is monotonic in s, so
 //   lower_bound(r) = first entry ≥ (r, 0) in class(r), else the first entry of the next
 //   non-empty class,
-// i.e. the smallest block with size ≥ r, lowest address on ties — a global best fit — in
-// O(log k + classes/64) with no allocation per operation once vectors have grown.
+// i.e. the smallest block with size ≥ r, lowest address on ties — a global best fit.
+// A class is a sorted sequence cut into pieces of at most 2·kPiece entries (Pieces below): an
+// insert or erase moves entries of one piece only, so a class holding k blocks of one size
+// (equal layers, a paged KV cache) costs O(log k + kPiece) per operation, not O(k), and the
+// common case — a few blocks per class, one piece — stays a binary search in one small vector.
 #pragma once
 #include <algorithm>
 #include <array>
@@ -29,11 +32,7 @@ class SizeIndex {
 
   void insert(const Entry& e) {
     std::uint32_t c = cls(e.size);
-    auto& v = bins_[c];
-    if (v.empty() || v.back() < e)
-      v.push_back(e);
-    else
-      v.insert(std::upper_bound(v.begin(), v.end(), e), e);
+    bins_[c].insert(e);
     set_bit(c);
     if (count_ == 0 || c > top_) top_ = c;
     ++count_;
@@ -42,8 +41,7 @@ class SizeIndex {
   void erase(Bytes size, Addr addr) {
     std::uint32_t c = cls(size);
     auto& v = bins_[c];
-    auto it = std::lower_bound(v.begin(), v.end(), Entry{size, addr, 0});
-    v.erase(it);
+    v.erase(Entry{size, addr, 0});
     --count_;
     if (v.empty()) {
       clear_bit(c);
@@ -51,16 +49,13 @@ class SizeIndex {
     }
   }
   bool contains(Bytes size, Addr addr) const {
-    const auto& v = bins_[cls(size)];
-    auto it = std::lower_bound(v.begin(), v.end(), Entry{size, addr, 0});
-    return it != v.end() && it->size == size && it->addr == addr;
+    const Entry* it = bins_[cls(size)].lower_bound(Entry{size, addr, 0});
+    return it && it->size == size && it->addr == addr;
   }
   // Smallest entry with size ≥ r (lowest address on ties), or nullptr.
   const Entry* lower_bound(Bytes r) const {
     std::uint32_t c = cls(r);
-    const auto& v = bins_[c];
-    auto it = std::lower_bound(v.begin(), v.end(), Entry{r, Addr(), 0});
-    if (it != v.end()) return &*it;
+    if (const Entry* e = bins_[c].lower_bound(Entry{r, Addr(), 0})) return e;
     std::uint32_t n = next_class(c + 1);
     return n == kClasses ? nullptr : &bins_[n].front();
   }
@@ -68,12 +63,9 @@ class SizeIndex {
   template <class F>
   void scan_from(Bytes r, F f) const {
     std::uint32_t c = cls(r);
-    const auto& v = bins_[c];
-    for (auto it = std::lower_bound(v.begin(), v.end(), Entry{r, Addr(), 0}); it != v.end(); ++it)
-      if (!f(*it)) return;
+    if (!bins_[c].scan_from(Entry{r, Addr(), 0}, f)) return;
     for (c = next_class(c + 1); c < kClasses; c = next_class(c + 1))
-      for (const auto& e : bins_[c])
-        if (!f(e)) return;
+      if (!bins_[c].scan_from(bins_[c].front(), f)) return;
   }
   const Entry* largest() const { return count_ ? &bins_[top_].back() : nullptr; }
   size_t size() const { return count_; }
@@ -85,6 +77,70 @@ class SizeIndex {
   }
 
  private:
+  // One class: a sorted sequence as consecutive non-empty pieces, each sorted, every entry of a
+  // piece below every entry of the next. A piece that grows past 2·kPiece is cut in two.
+  class Pieces {
+   public:
+    static constexpr size_t kPiece = 128;
+    bool empty() const { return p_.empty(); }
+    const Entry& front() const { return p_.front().front(); }
+    const Entry& back() const { return p_.back().back(); }
+    void insert(const Entry& e) {
+      if (p_.empty()) {
+        p_.emplace_back(1, e);
+        return;
+      }
+      size_t i = std::min(piece_for(e), p_.size() - 1);
+      auto& v = p_[i];
+      if (v.empty() || v.back() < e)
+        v.push_back(e);
+      else
+        v.insert(std::upper_bound(v.begin(), v.end(), e), e);
+      if (v.size() > 2 * kPiece) {
+        std::vector<Entry> rest(v.begin() + kPiece, v.end());
+        v.resize(kPiece);
+        p_.insert(p_.begin() + static_cast<std::ptrdiff_t>(i) + 1, std::move(rest));
+      }
+    }
+    // Pre: present.
+    void erase(const Entry& e) {
+      size_t i = piece_for(e);
+      auto& v = p_[i];
+      v.erase(std::lower_bound(v.begin(), v.end(), e));
+      if (v.empty()) p_.erase(p_.begin() + static_cast<std::ptrdiff_t>(i));
+    }
+    // First entry ≥ e, or nullptr.
+    const Entry* lower_bound(const Entry& e) const {
+      size_t i = piece_for(e);
+      if (i == p_.size()) return nullptr;
+      return &*std::lower_bound(p_[i].begin(), p_[i].end(), e);
+    }
+    // f on every entry ≥ e in order; false when f stopped the scan.
+    template <class F>
+    bool scan_from(const Entry& e, F& f) const {
+      for (size_t i = piece_for(e); i < p_.size(); ++i)
+        for (auto it = std::lower_bound(p_[i].begin(), p_[i].end(), e); it != p_[i].end(); ++it)
+          if (!f(*it)) return false;
+      return true;
+    }
+
+   private:
+    // The first piece whose last entry is ≥ e (p_.size() when none).
+    size_t piece_for(const Entry& e) const {
+      if (p_.size() == 1) return p_[0].back() < e ? 1 : 0;
+      size_t lo = 0, hi = p_.size();
+      while (lo < hi) {
+        size_t m = (lo + hi) / 2;
+        if (p_[m].back() < e)
+          lo = m + 1;
+        else
+          hi = m;
+      }
+      return lo;
+    }
+    std::vector<std::vector<Entry>> p_;
+  };
+
   static constexpr int kWords = (kClasses + 63) / 64;
   void set_bit(std::uint32_t c) { bits_[c >> 6] |= 1ULL << (c & 63); }
   void clear_bit(std::uint32_t c) { bits_[c >> 6] &= ~(1ULL << (c & 63)); }
@@ -105,7 +161,7 @@ class SizeIndex {
     }
     return static_cast<std::uint32_t>(w * 64 + __builtin_ctzll(b));
   }
-  std::vector<std::vector<Entry>> bins_ = std::vector<std::vector<Entry>>(kClasses);
+  std::vector<Pieces> bins_ = std::vector<Pieces>(kClasses);
   std::array<std::uint64_t, kWords> bits_{};
   size_t count_ = 0;
   std::uint32_t top_ = 0;  // highest non-empty class when count_ > 0
