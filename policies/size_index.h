@@ -6,10 +6,10 @@
 //   lower_bound(r) = first entry ≥ (r, 0) in class(r), else the first entry of the next
 //   non-empty class,
 // i.e. the smallest block with size ≥ r, lowest address on ties — a global best fit.
-// A class is a sorted sequence cut into pieces of at most 2·kPiece entries (Pieces below): an
-// insert or erase moves entries of one piece only, so a class holding k blocks of one size
+// A large class is a sorted sequence cut into pieces of at most 2·kPiece entries (Pieces below):
+// an insert or erase moves entries of one piece only, so a class holding k blocks of one size
 // (equal layers, a paged KV cache) costs O(log k + kPiece) per operation, not O(k), and the
-// common case — a few blocks per class, one piece — stays a binary search in one small vector.
+// common case — a few blocks per class — stays a binary search in one small vector.
 #pragma once
 #include <algorithm>
 #include <array>
@@ -77,68 +77,98 @@ class SizeIndex {
   }
 
  private:
-  // One class: a sorted sequence as consecutive non-empty pieces, each sorted, every entry of a
-  // piece below every entry of the next. A piece that grows past 2·kPiece is cut in two.
+  // One class: a sorted sequence. Up to 2·kPiece entries it is one sorted vector (the common
+  // case: one dependent load, a binary search); past that it becomes consecutive non-empty
+  // pieces, each sorted, every entry of a piece below every entry of the next, a piece that
+  // grows past 2·kPiece cut in two, and back to one vector when one piece is left.
   class Pieces {
    public:
     static constexpr size_t kPiece = 128;
-    bool empty() const { return p_.empty(); }
-    const Entry& front() const { return p_.front().front(); }
-    const Entry& back() const { return p_.back().back(); }
+    bool empty() const { return one_.empty() && many_.empty(); }
+    const Entry& front() const { return many_.empty() ? one_.front() : many_.front().front(); }
+    const Entry& back() const { return many_.empty() ? one_.back() : many_.back().back(); }
     void insert(const Entry& e) {
-      if (p_.empty()) {
-        p_.emplace_back(1, e);
+      if (many_.empty()) {
+        add(one_, e);
+        if (one_.size() > 2 * kPiece) {
+          many_.push_back(std::move(one_));
+          one_ = {};
+          cut(0);
+        }
         return;
       }
-      size_t i = std::min(piece_for(e), p_.size() - 1);
-      auto& v = p_[i];
-      if (v.empty() || v.back() < e)
-        v.push_back(e);
-      else
-        v.insert(std::upper_bound(v.begin(), v.end(), e), e);
-      if (v.size() > 2 * kPiece) {
-        std::vector<Entry> rest(v.begin() + kPiece, v.end());
-        v.resize(kPiece);
-        p_.insert(p_.begin() + static_cast<std::ptrdiff_t>(i) + 1, std::move(rest));
-      }
+      size_t i = std::min(piece_for(e), many_.size() - 1);
+      add(many_[i], e);
+      if (many_[i].size() > 2 * kPiece) cut(i);
     }
     // Pre: present.
     void erase(const Entry& e) {
+      if (many_.empty()) {
+        one_.erase(std::lower_bound(one_.begin(), one_.end(), e));
+        return;
+      }
       size_t i = piece_for(e);
-      auto& v = p_[i];
+      auto& v = many_[i];
       v.erase(std::lower_bound(v.begin(), v.end(), e));
-      if (v.empty()) p_.erase(p_.begin() + static_cast<std::ptrdiff_t>(i));
+      if (v.empty()) many_.erase(many_.begin() + static_cast<std::ptrdiff_t>(i));
+      if (many_.size() == 1) {
+        one_ = std::move(many_.front());
+        many_.clear();
+      }
     }
     // First entry ≥ e, or nullptr.
     const Entry* lower_bound(const Entry& e) const {
-      size_t i = piece_for(e);
-      if (i == p_.size()) return nullptr;
-      return &*std::lower_bound(p_[i].begin(), p_[i].end(), e);
+      const std::vector<Entry>* v = &one_;
+      if (!many_.empty()) {
+        size_t i = piece_for(e);
+        if (i == many_.size()) return nullptr;
+        v = &many_[i];
+      }
+      auto it = std::lower_bound(v->begin(), v->end(), e);
+      return it == v->end() ? nullptr : &*it;
     }
     // f on every entry ≥ e in order; false when f stopped the scan.
     template <class F>
     bool scan_from(const Entry& e, F& f) const {
-      for (size_t i = piece_for(e); i < p_.size(); ++i)
-        for (auto it = std::lower_bound(p_[i].begin(), p_[i].end(), e); it != p_[i].end(); ++it)
-          if (!f(*it)) return false;
+      if (many_.empty()) return scan(one_, e, f);
+      for (size_t i = piece_for(e); i < many_.size(); ++i)
+        if (!scan(many_[i], e, f)) return false;
       return true;
     }
 
    private:
-    // The first piece whose last entry is ≥ e (p_.size() when none).
+    static void add(std::vector<Entry>& v, const Entry& e) {
+      if (v.empty() || v.back() < e)
+        v.push_back(e);
+      else
+        v.insert(std::upper_bound(v.begin(), v.end(), e), e);
+    }
+    template <class F>
+    static bool scan(const std::vector<Entry>& v, const Entry& e, F& f) {
+      for (auto it = std::lower_bound(v.begin(), v.end(), e); it != v.end(); ++it)
+        if (!f(*it)) return false;
+      return true;
+    }
+    void cut(size_t i) {
+      auto& v = many_[i];
+      std::vector<Entry> rest(v.begin() + kPiece, v.end());
+      v.resize(kPiece);
+      many_.insert(many_.begin() + static_cast<std::ptrdiff_t>(i) + 1, std::move(rest));
+    }
+    // The first piece whose last entry is ≥ e (many_.size() when none).
     size_t piece_for(const Entry& e) const {
-      if (p_.size() == 1) return p_[0].back() < e ? 1 : 0;
-      size_t lo = 0, hi = p_.size();
+      size_t lo = 0, hi = many_.size();
       while (lo < hi) {
         size_t m = (lo + hi) / 2;
-        if (p_[m].back() < e)
+        if (many_[m].back() < e)
           lo = m + 1;
         else
           hi = m;
       }
       return lo;
     }
-    std::vector<std::vector<Entry>> p_;
+    std::vector<Entry> one_;                // the class while it is small
+    std::vector<std::vector<Entry>> many_;  // the class as pieces (one_ then empty)
   };
 
   static constexpr int kWords = (kClasses + 63) / 64;
