@@ -37,6 +37,46 @@ TEST_CASE("SizeIndex behaves as an ordered set of (size, address)") {
   }
 }
 
+TEST_CASE("SizeIndex with thousands of blocks of a few sizes (classes cut into pieces and joined again)") {
+  SizeIndex idx;
+  std::set<std::pair<Bytes, Addr>> ref;
+  std::uint64_t s = 3;
+  auto rnd = [&] { return (s = s * 6364136223846793005ULL + 1442695040888963407ULL) >> 33; };
+  const Bytes sizes[] = {1 << 20, (1 << 20) + 256, 2 << 20};  // two share a class, one has its own
+  for (int step = 0; step < 60000; ++step) {
+    bool grow = step < 30000 ? rnd() % 4 != 0 : rnd() % 4 == 0;  // fill to thousands, then drain
+    if (ref.empty() || grow) {
+      Bytes size = sizes[rnd() % 3];
+      Addr addr(rnd() % 100000 * 4096);
+      if (ref.insert({size, addr}).second) idx.insert({size, addr, 0});
+    } else {
+      auto it = ref.lower_bound({sizes[rnd() % 3], Addr(rnd() % 100000 * 4096)});
+      if (it == ref.end()) it = ref.begin();
+      idx.erase(it->first, it->second);
+      ref.erase(it);
+    }
+    REQUIRE(idx.size() == ref.size());
+    Bytes q = sizes[rnd() % 3] - rnd() % 2;
+    auto want = ref.lower_bound({q, Addr()});
+    const auto* got = idx.lower_bound(q);
+    REQUIRE((got == nullptr) == (want == ref.end()));
+    if (got) REQUIRE(std::make_pair(got->size, got->addr) == *want);
+    if (step % 997 == 0) {  // a full ordered scan from the smallest size
+      std::vector<std::pair<Bytes, Addr>> seen;
+      idx.scan_from(0, [&](const SizeIndex::Entry& e) {
+        seen.emplace_back(e.size, e.addr);
+        return true;
+      });
+      REQUIRE(seen == std::vector<std::pair<Bytes, Addr>>(ref.begin(), ref.end()));
+      if (!ref.empty()) {
+        REQUIRE(idx.contains(ref.begin()->first, ref.begin()->second));
+        REQUIRE(idx.largest()->addr == ref.rbegin()->second);
+      }
+    }
+  }
+  REQUIRE(ref.size() < 3000);  // the drain phase ran: pieces were joined back
+}
+
 TEST_CASE("LiveTable keeps (device, id) → handle through inserts, erases and growth") {
   LiveTable t;
   std::map<std::pair<std::uint32_t, AllocId>, Handle> ref;
