@@ -1,12 +1,19 @@
-// IntervalTree: closed time intervals [start, end] with a payload, answering "every interval that
-// overlaps [lo, hi]" in O(log n + k) — what XLA's HeapSimulator keeps (BufferIntervalTree) to
-// find the buffers that live at the same time as the one being placed.
+// IntervalTree: the time intervals [start, end] (closed) of every buffer a plan will place, known
+// in advance, of which some are *committed* (placed) with a payload; answers "every committed
+// interval that overlaps [lo, hi]" — what XLA's HeapSimulator keeps (BufferIntervalTree) to find
+// the placed buffers that live at the same time as the one being placed.
 //
-// A treap (nodes in one vector, addressed by index) keyed by (start, insertion order), each node
-// knowing the largest end in its subtree. Priorities come from a fixed-seed generator, so the
-// shape and the speed are the same on every run; answers never depend on them.
+// Because an offline plan knows every interval before it places any, the tree is static: the
+// intervals sorted by start are the leaves of an array-laid max-segment tree whose nodes hold the
+// latest end among their committed leaves. Commit is a leaf update, O(log n); a query takes the
+// prefix of leaves that start ≤ hi and descends only into nodes whose latest end is ≥ lo:
+// O((k + 1) log n) for k answers, over contiguous arrays (the top levels stay in cache), whatever
+// order intervals are committed in. Answers come in (start, index) order.
 #pragma once
+#include <algorithm>
 #include <cstdint>
+#include <numeric>
+#include <utility>
 #include <vector>
 
 namespace fragsim {
@@ -14,82 +21,58 @@ namespace fragsim {
 template <class T>
 class IntervalTree {
  public:
-  void insert(std::uint64_t start, std::uint64_t end, const T& value) {
-    std::int32_t n = static_cast<std::int32_t>(nodes_.size());
-    rng_ ^= rng_ << 13;
-    rng_ ^= rng_ >> 17;
-    rng_ ^= rng_ << 5;
-    nodes_.push_back(Node{start, end, end, static_cast<std::uint64_t>(n), rng_, kNil, kNil, value});
-    root_ = insert(root_, n);
+  // Interval i is [starts[i], ends[i]].
+  IntervalTree(const std::vector<std::uint64_t>& starts, const std::vector<std::uint64_t>& ends) : ends_(ends) {
+    size_t n = starts.size();
+    std::vector<std::uint32_t> order(n);
+    std::iota(order.begin(), order.end(), 0u);
+    std::stable_sort(order.begin(), order.end(),
+                     [&](std::uint32_t a, std::uint32_t b) { return starts[a] < starts[b]; });
+    rank_.resize(n);
+    starts_.resize(n);
+    for (size_t r = 0; r < n; ++r) {
+      rank_[order[r]] = static_cast<std::uint32_t>(r);
+      starts_[r] = starts[order[r]];
+    }
+    while (leaves_ < n) leaves_ *= 2;
+    latest_.assign(2 * leaves_, 0);
+    values_.resize(n);
   }
-  // Calls f(value) for every interval with start ≤ hi and end ≥ lo.
+  // Commits interval i with its payload (pre: not committed yet).
+  void commit(size_t i, const T& value) {
+    size_t r = rank_[i];
+    values_[r] = value;
+    size_t p = r + leaves_;
+    latest_[p] = ends_[i] + 1;  // 0 = nothing committed below
+    for (p /= 2; p; p /= 2) latest_[p] = std::max(latest_[2 * p], latest_[2 * p + 1]);
+  }
+  // Calls f(value) for every committed interval with start ≤ hi and end ≥ lo.
   template <class F>
   void overlapping(std::uint64_t lo, std::uint64_t hi, F f) const {
-    visit(root_, lo, hi, f);
+    size_t prefix = static_cast<size_t>(std::upper_bound(starts_.begin(), starts_.end(), hi) - starts_.begin());
+    if (prefix) visit(1, 0, leaves_, prefix, lo + 1, f);
   }
-  size_t size() const { return nodes_.size(); }
+  size_t size() const { return starts_.size(); }
 
  private:
-  static constexpr std::int32_t kNil = -1;
-  struct Node {
-    std::uint64_t start, end, max_end, seq;
-    std::uint32_t prio;
-    std::int32_t left, right;
-    T value;
-  };
-  bool less(std::int32_t a, std::int32_t b) const {
-    const Node &x = nodes_[a], &y = nodes_[b];
-    return x.start != y.start ? x.start < y.start : x.seq < y.seq;
-  }
-  void pull(std::int32_t n) {
-    Node& x = nodes_[n];
-    x.max_end = x.end;
-    if (x.left != kNil && nodes_[x.left].max_end > x.max_end) x.max_end = nodes_[x.left].max_end;
-    if (x.right != kNil && nodes_[x.right].max_end > x.max_end) x.max_end = nodes_[x.right].max_end;
-  }
-  void split(std::int32_t t, std::int32_t key, std::int32_t& l, std::int32_t& r) {
-    if (t == kNil) {
-      l = r = kNil;
+  template <class F>
+  void visit(size_t node, size_t from, size_t to, size_t prefix, std::uint64_t min_latest, F& f) const {
+    if (from >= prefix || latest_[node] < min_latest) return;
+    if (node >= leaves_) {
+      f(values_[from]);
       return;
     }
-    if (less(t, key)) {
-      split(nodes_[t].right, key, nodes_[t].right, r);
-      l = t;
-    } else {
-      split(nodes_[t].left, key, l, nodes_[t].left);
-      r = t;
-    }
-    pull(t);
-  }
-  std::int32_t insert(std::int32_t t, std::int32_t n) {
-    if (t == kNil) return n;
-    if (nodes_[n].prio > nodes_[t].prio) {
-      split(t, n, nodes_[n].left, nodes_[n].right);
-      pull(n);
-      return n;
-    }
-    if (less(n, t))
-      nodes_[t].left = insert(nodes_[t].left, n);
-    else
-      nodes_[t].right = insert(nodes_[t].right, n);
-    pull(t);
-    return t;
-  }
-  template <class F>
-  void visit(std::int32_t n, std::uint64_t lo, std::uint64_t hi, F& f) const {
-    while (n != kNil) {
-      const Node& x = nodes_[n];
-      if (x.max_end < lo) return;  // nothing below ends late enough
-      visit(x.left, lo, hi, f);
-      if (x.start > hi) return;  // this node and everything right of it start too late
-      if (x.end >= lo) f(x.value);
-      n = x.right;
-    }
+    size_t mid = (from + to) / 2;
+    visit(2 * node, from, mid, prefix, min_latest, f);
+    visit(2 * node + 1, mid, to, prefix, min_latest, f);
   }
 
-  std::vector<Node> nodes_;
-  std::int32_t root_ = kNil;
-  std::uint32_t rng_ = 2463534242u;
+  std::vector<std::uint64_t> ends_;    // by interval index
+  std::vector<std::uint32_t> rank_;    // interval index → leaf
+  std::vector<std::uint64_t> starts_;  // by leaf
+  std::vector<T> values_;              // by leaf
+  std::vector<std::uint64_t> latest_;  // segment tree: latest end + 1 of committed leaves below
+  size_t leaves_ = 1;
 };
 
 }  // namespace fragsim

@@ -9,7 +9,7 @@
 //   order     — spatial: (size desc, duration desc, id); temporal: (duration desc, size desc, id);
 //               best: both, keep the smaller heap (spatial on ties), as ChooseBestHeapAlgorithm.
 //   placement — for each buffer in order: the committed buffers that overlap it in time (an
-//               interval tree, as XLA's BufferIntervalTree: O(log n + overlapping)), the free
+//               interval tree, as XLA's BufferIntervalTree: O((overlapping + 1) log n)), the free
 //               gaps of [0, ∞) they leave (chunk ends rounded up to `alignment`), drop gaps
 //               smaller than it, take the smallest (lowest offset on ties); heap = max end.
 //   lower bound = peak of live bytes (NoFragmentationStatsHeap);
@@ -61,18 +61,25 @@ Assignment best_fit(std::vector<Buf> bufs, bool spatial, Bytes alignment) {
   });
   Assignment out;
   out.offset.reserve(bufs.size());
-  IntervalTree<std::pair<Bytes, Bytes>> committed;  // time interval → [lo, hi) offsets
+  std::vector<std::uint64_t> starts, ends;
+  for (const Buf& b : bufs) {
+    starts.push_back(b.start);
+    ends.push_back(b.end);
+  }
+  IntervalTree<std::pair<Bytes, Bytes>> committed(starts, ends);  // time interval → [lo, hi) offsets
   // Buffers placed before planning keep their offsets (XLA assigns some outside its heap
   // simulation and simulates the rest around them).
-  for (const Buf& b : bufs) {
+  for (size_t i = 0; i < bufs.size(); ++i) {
+    const Buf& b = bufs[i];
     if (!b.fixed) continue;
     Bytes end = *b.fixed > kTooLarge - b.size ? kTooLarge : *b.fixed + b.size;
-    committed.insert(b.start, b.end, {*b.fixed, round_up_sat(end, alignment)});
+    committed.commit(i, {*b.fixed, round_up_sat(end, alignment)});
     out.offset[b.id] = *b.fixed;
     out.heap = std::max(out.heap, end);
   }
   std::vector<std::pair<Bytes, Bytes>> busy;
-  for (const Buf& b : bufs) {
+  for (size_t i = 0; i < bufs.size(); ++i) {
+    const Buf& b = bufs[i];
     if (b.fixed) continue;
     busy.clear();
     committed.overlapping(b.start, b.end, [&](const std::pair<Bytes, Bytes>& c) { busy.push_back(c); });
@@ -92,7 +99,7 @@ Assignment best_fit(std::vector<Buf> bufs, bool spatial, Bytes alignment) {
     }
     if (!found) best_lo = cur;  // the unbounded gap above everything
     Bytes end = best_lo > kTooLarge - b.size ? kTooLarge : best_lo + b.size;
-    committed.insert(b.start, b.end, {best_lo, round_up_sat(end, alignment)});
+    committed.commit(i, {best_lo, round_up_sat(end, alignment)});
     out.offset[b.id] = best_lo;
     out.heap = std::max(out.heap, end);
   }

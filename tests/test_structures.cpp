@@ -3,6 +3,7 @@
 #include <map>
 #include <set>
 
+#include "policies/interval_tree.h"
 #include "policies/size_index.h"
 #include "traces/live_table.h"
 
@@ -75,6 +76,31 @@ TEST_CASE("SizeIndex with thousands of blocks of a few sizes (classes cut into p
     }
   }
   REQUIRE(ref.size() < 3000);  // the drain phase ran: pieces were joined back
+}
+
+TEST_CASE("IntervalTree reports exactly the committed intervals overlapping a query, in start order") {
+  std::uint64_t s = 11;
+  auto rnd = [&] { return (s = s * 6364136223846793005ULL + 1442695040888963407ULL) >> 33; };
+  const size_t n = 3000;
+  std::vector<std::uint64_t> starts(n), ends(n);
+  for (size_t i = 0; i < n; ++i) {
+    starts[i] = rnd() % 5000;
+    ends[i] = starts[i] + (rnd() % 8 == 0 ? rnd() % 5000 : rnd() % 50);  // a few long-lived, many short
+  }
+  IntervalTree<size_t> tree(starts, ends);
+  std::vector<bool> committed(n, false);
+  for (size_t step = 0; step < n; ++step) {
+    size_t i = (step * 7919) % n;  // every interval once, in a scrambled order
+    committed[i] = true;
+    tree.commit(i, i);
+    std::uint64_t lo = rnd() % 5200, hi = lo + rnd() % 100;
+    std::vector<size_t> got, want;
+    tree.overlapping(lo, hi, [&](size_t v) { got.push_back(v); });
+    for (size_t j = 0; j < n; ++j)
+      if (committed[j] && starts[j] <= hi && ends[j] >= lo) want.push_back(j);
+    std::stable_sort(want.begin(), want.end(), [&](size_t a, size_t b) { return starts[a] < starts[b]; });
+    REQUIRE(got == want);
+  }
 }
 
 TEST_CASE("LiveTable keeps (device, id) → handle through inserts, erases and growth") {
