@@ -12,10 +12,10 @@
 #include <fmt/format.h>
 
 #include <map>
-#include <set>
 #include <vector>
 
 #include "policies/policy.h"
+#include "policies/size_index.h"
 #include "sim/base/error.h"
 
 namespace fragsim {
@@ -33,11 +33,11 @@ class TpuRuntimePolicy : public AllocatorPolicy {
   Placement allocate(const AllocRequest& req) override {
     Bytes r = rounded_size(req);
     if (r == kTooLarge || r > limit_) return Placement::failed();
-    // Smallest hole >= r; among equal sizes the highest address (set ordered by (size, -addr)).
-    auto it = by_size_.lower_bound({r, 0});
-    if (it == by_size_.end()) return Placement::failed();
-    auto [size, neg] = *it;
-    Bytes start = ~neg;  // stored inverted so that higher addresses come first
+    // Smallest hole >= r; among equal sizes the highest address (indexed by (size, ~addr)).
+    const SizeIndex::Entry* e = by_size_.lower_bound(r);
+    if (!e) return Placement::failed();
+    Bytes size = e->size;
+    Bytes start = ~e->addr.value();  // stored inverted so that higher addresses come first
     remove_hole(start, size);
     Bytes addr = start + size - r;
     if (size > r) add_hole(start, size - r);
@@ -71,7 +71,7 @@ class TpuRuntimePolicy : public AllocatorPolicy {
   Bytes rounded_size(const AllocRequest& req) const override { return round_up_sat(req.size, kTpuRuntimeUnit); }
 
   Usage usage() const override {
-    Bytes largest = by_size_.empty() ? 0 : by_size_.rbegin()->first;
+    Bytes largest = by_size_.size() ? by_size_.largest()->size : 0;
     return {allocated_, limit_, largest, limit_ - allocated_, largest};
   }
 
@@ -102,7 +102,7 @@ class TpuRuntimePolicy : public AllocatorPolicy {
     for (const auto& [a, s] : holes_) {
       FRAGSIM_CHECK(s > 0 && a + s <= limit_, "tpu-runtime: a hole outside the limit");
       FRAGSIM_CHECK(first || a > prev_end, "tpu-runtime: adjacent or overlapping holes");
-      FRAGSIM_CHECK(by_size_.count({s, ~a}) == 1, "tpu-runtime: hole index stale");
+      FRAGSIM_CHECK(by_size_.contains(s, Addr(~a)), "tpu-runtime: hole index stale");
       free += s;
       prev_end = a + s;
       first = false;
@@ -114,16 +114,16 @@ class TpuRuntimePolicy : public AllocatorPolicy {
  private:
   void add_hole(Bytes a, Bytes s) {
     holes_[a] = s;
-    by_size_.insert({s, ~a});
+    by_size_.insert({s, Addr(~a), 0});
   }
   void remove_hole(Bytes a, Bytes s) {
     holes_.erase(a);
-    by_size_.erase({s, ~a});
+    by_size_.erase(s, Addr(~a));
   }
   Bytes limit_;
   Bytes allocated_ = 0;
   std::map<Bytes, Bytes> holes_;               // start → size
-  std::set<std::pair<Bytes, Bytes>> by_size_;  // (size, ~start)
+  SizeIndex by_size_;                          // (size, ~start)
   std::vector<std::pair<Bytes, Bytes>> live_;  // handle → (addr, block)
 };
 
