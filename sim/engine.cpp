@@ -3,9 +3,14 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <atomic>
+#include <condition_variable>
+#include <deque>
 #include <map>
 #include <memory>
+#include <mutex>
 #include <queue>
+#include <thread>
 #include <unordered_map>
 
 #include "sim/base/error.h"
@@ -279,6 +284,8 @@ class Engine : public Scheduler {
       }
     }
   }
+
+  void set_digest(std::string d) { out_.trace_digest = std::move(d); }
 
   RunResult end(std::uint64_t skipped_frees) {
     if (replaying_)
@@ -880,6 +887,179 @@ double SpaceMoment::external() const {
 RunResult run_simulation(const RunOptions& opt, const Registry& registry) {
   Engine e(opt, registry);
   return e.run();
+}
+
+namespace {
+
+// The decoded trace as a growing list of batches, shared by the engines that replay it. The
+// reader waits while the slowest consumer is more than kAhead batches behind, so memory stays
+// bounded whatever the trace's length.
+class BatchStream {
+ public:
+  static constexpr size_t kBatch = 4096, kAhead = 8;
+  struct End {
+    std::exception_ptr error;  // the reader's, at the end of the events it delivered
+    std::string digest;
+    std::uint64_t skipped_frees = 0;
+  };
+
+  explicit BatchStream(size_t consumers) : done_(consumers, 0) {}
+
+  // Reader side: publishes the events of r, then the end. Consumers of stopped_ are not waited for.
+  void produce(TraceReader& r) {
+    End end;
+    try {
+      for (;;) {
+        auto b = std::make_shared<std::vector<Event>>(kBatch);
+        size_t n = 0;
+        while (n < kBatch && r.next((*b)[n])) ++n;
+        b->resize(n);
+        if (n) publish(std::move(b));
+        if (n < kBatch) break;
+      }
+      end.digest = r.digest();
+      end.skipped_frees = r.skipped_frees();
+    } catch (...) {
+      end.error = std::current_exception();
+    }
+    std::lock_guard<std::mutex> l(m_);
+    end_ = std::move(end);
+    finished_ = true;
+    cv_.notify_all();
+  }
+  // Consumer side: batch i (from 0), or nullptr after the last one.
+  std::shared_ptr<const std::vector<Event>> get(size_t consumer, size_t i) {
+    std::unique_lock<std::mutex> l(m_);
+    done_[consumer] = i;  // it no longer needs batches before i
+    cv_.notify_all();
+    cv_.wait(l, [&] { return i < first_ + batches_.size() || finished_; });
+    if (i >= first_ + batches_.size()) return nullptr;
+    return batches_[i - first_];
+  }
+  void leave(size_t consumer) {  // a consumer that stopped early
+    std::lock_guard<std::mutex> l(m_);
+    done_[consumer] = SIZE_MAX;
+    cv_.notify_all();
+  }
+  const End& end() const { return end_; }  // after get() returned nullptr
+
+ private:
+  void publish(std::shared_ptr<std::vector<Event>> b) {
+    std::unique_lock<std::mutex> l(m_);
+    cv_.wait(l, [&] { return first_ + batches_.size() < slowest() + kAhead; });
+    batches_.push_back(std::move(b));
+    while (!batches_.empty() && first_ < slowest()) {  // drop what every consumer has passed
+      batches_.pop_front();
+      ++first_;
+    }
+    cv_.notify_all();
+  }
+  size_t slowest() const { return *std::min_element(done_.begin(), done_.end()); }
+
+  std::mutex m_;
+  std::condition_variable cv_;
+  std::deque<std::shared_ptr<const std::vector<Event>>> batches_;
+  size_t first_ = 0;  // index of batches_.front()
+  std::vector<size_t> done_;
+  bool finished_ = false;
+  End end_;
+};
+
+// Runs f(i) for i in [0, n) on up to `threads` threads.
+template <class F>
+void on_threads(size_t n, unsigned threads, F f) {
+  std::atomic<size_t> next{0};
+  auto work = [&] {
+    for (size_t i; (i = next++) < n;) f(i);
+  };
+  std::vector<std::thread> pool;
+  for (unsigned t = 1; t < std::min<size_t>(threads, n); ++t) pool.emplace_back(work);
+  work();
+  for (auto& t : pool) t.join();
+}
+
+}  // namespace
+
+std::vector<RunResult> run_simulations(const std::vector<RunOptions>& runs, const Registry& registry,
+                                       unsigned threads) {
+  if (threads == 0) threads = std::max(1u, std::thread::hardware_concurrency());
+  std::vector<RunResult> out(runs.size());
+  std::vector<std::exception_ptr> errors(runs.size());
+  auto first_error = [&] {
+    for (auto& e : errors)
+      if (e) std::rethrow_exception(e);
+  };
+  bool one_trace = true;
+  for (const auto& r : runs)
+    one_trace = one_trace && !r.source && r.trace == runs.front().trace && r.lenient == runs.front().lenient;
+  std::vector<size_t> shared, alone;  // runs fed from the shared decode; runs that read on their own
+  for (size_t i = 0; i < runs.size(); ++i)
+    (one_trace && runs.size() > 1 && !registry.find(runs[i].policy.name).needs_lifetimes ? shared : alone).push_back(i);
+  if (shared.size() < 2) {
+    alone.insert(alone.end(), shared.begin(), shared.end());
+    shared.clear();
+  }
+  // Runs that read the trace themselves, in parallel.
+  on_threads(alone.size(), threads, [&](size_t k) {
+    try {
+      out[alone[k]] = run_simulation(runs[alone[k]], registry);
+    } catch (...) {
+      errors[alone[k]] = std::current_exception();
+    }
+  });
+  if (!shared.empty()) {
+    // Consumer c replays the engines of runs shared[c], shared[c + C], ... batch by batch.
+    size_t consumers = std::min<size_t>(std::max(1u, threads), shared.size());
+    ReaderOptions ro;
+    ro.lenient = runs[shared[0]].lenient;
+    std::unique_ptr<TraceReader> reader;
+    try {
+      reader = open_trace(runs[shared[0]].trace, ro);
+    } catch (...) {
+      for (size_t i : shared) errors[i] = std::current_exception();
+      first_error();
+    }
+    const nlohmann::json header = reader->header();
+    BatchStream stream(consumers);
+    std::thread producer([&] { stream.produce(*reader); });
+    on_threads(consumers, static_cast<unsigned>(consumers), [&](size_t c) {
+      std::vector<std::pair<size_t, std::unique_ptr<Engine>>> engines;
+      for (size_t k = c; k < shared.size(); k += consumers) {
+        size_t i = shared[k];
+        try {
+          engines.emplace_back(i, std::make_unique<Engine>(runs[i], registry));
+          engines.back().second->begin(header);
+        } catch (...) {
+          errors[i] = std::current_exception();
+          engines.pop_back();
+        }
+      }
+      for (size_t b = 0; !engines.empty(); ++b) {
+        auto batch = stream.get(c, b);
+        for (auto it = engines.begin(); it != engines.end();) {
+          bool done = false;
+          try {
+            if (batch) {
+              for (const Event& ev : *batch) it->second->feed(ev);
+            } else {
+              if (stream.end().error) std::rethrow_exception(stream.end().error);
+              it->second->set_digest(stream.end().digest);
+              out[it->first] = it->second->end(stream.end().skipped_frees);
+              done = true;
+            }
+          } catch (...) {
+            errors[it->first] = std::current_exception();
+            done = true;
+          }
+          it = done ? engines.erase(it) : it + 1;
+        }
+      }
+      stream.leave(c);
+    });
+    producer.join();
+  }
+  first_error();
+  return out;
 }
 
 }  // namespace fragsim

@@ -170,4 +170,13 @@ inline constexpr size_t kMaxMarks = 2000;
 // (a policy invariant broken under --check).
 [[nodiscard]] RunResult run_simulation(const RunOptions& opt, const Registry& registry);
 
+// Runs several simulations of one trace on up to `threads` threads (0 = every core), decoding
+// the trace once: a reader thread cuts it into batches of events that every engine replays
+// (runs whose policy plans offline, such as static-heap, read it on their own). Results are in
+// `runs` order and equal to run_simulation's one by one; when runs fail, the error thrown is the
+// one the first failing run (in order) would have thrown alone. Runs of different traces fall
+// back to one run_simulation per run, still in parallel.
+[[nodiscard]] std::vector<RunResult> run_simulations(const std::vector<RunOptions>& runs, const Registry& registry,
+                                                     unsigned threads = 0);
+
 }  // namespace fragsim

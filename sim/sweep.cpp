@@ -14,39 +14,13 @@ namespace fragsim {
 
 namespace {
 
-// Runs f(i) for i in [0, n) on up to `threads` threads; rethrows the first exception.
-template <class F>
-void parallel_for(size_t n, unsigned threads, F f) {
-  if (threads == 0) threads = std::max(1u, std::thread::hardware_concurrency());
-  threads = static_cast<unsigned>(std::min<size_t>(threads, n));
-  std::atomic<size_t> next{0};
-  std::exception_ptr err;
-  std::mutex m;
-  auto work = [&] {
-    for (size_t i; (i = next++) < n;) {
-      try {
-        f(i);
-      } catch (...) {
-        std::lock_guard<std::mutex> g(m);
-        if (!err) err = std::current_exception();
-        next = n;
-      }
-    }
-  };
-  std::vector<std::thread> pool;
-  for (unsigned t = 1; t < threads; ++t) pool.emplace_back(work);
-  work();
-  for (auto& t : pool) t.join();
-  if (err) std::rethrow_exception(err);
-}
-
 // The config key that holds a policy's memory fraction, and how its users set it.
 std::pair<const char*, const char*> fraction_knob(const std::string& policy) {
   if (policy == "torch-caching") return {"memory_fraction", "torch.cuda.set_per_process_memory_fraction({})"};
   return {"mem_fraction", "XLA_PYTHON_CLIENT_MEM_FRACTION={}"};
 }
 
-SweepPoint run_point(const RunOptions& base, const Registry& reg, double value, bool fraction) {
+RunOptions point_options(const RunOptions& base, double value, bool fraction) {
   RunOptions o = base;
   o.placements.clear();
   o.perfetto.clear();
@@ -58,10 +32,23 @@ SweepPoint run_point(const RunOptions& base, const Registry& reg, double value, 
   } else {
     o.hw.space(Space::kHbm)->capacity = static_cast<Bytes>(value);
   }
-  RunResult r = run_simulation(o, reg);
-  SweepPoint p{value, r.completed, r.ooms.size(), std::nullopt, r.trace_digest};
-  if (!r.ooms.empty()) p.first_oom_event = r.ooms[0].event_index;
-  return p;
+  return o;
+}
+
+// The points `values` from one decode of the trace, on opt.threads threads.
+std::vector<SweepPoint> run_points(const SweepOptions& opt, const Registry& reg, const std::vector<double>& values,
+                                   bool fraction) {
+  std::vector<RunOptions> runs;
+  for (double v : values) runs.push_back(point_options(opt.base, v, fraction));
+  std::vector<RunResult> rs = run_simulations(runs, reg, opt.threads);
+  std::vector<SweepPoint> pts;
+  for (size_t i = 0; i < rs.size(); ++i) {
+    const RunResult& r = rs[i];
+    SweepPoint p{values[i], r.completed, r.ooms.size(), std::nullopt, r.trace_digest};
+    if (!r.ooms.empty()) p.first_oom_event = r.ooms[0].event_index;
+    pts.push_back(p);
+  }
+  return pts;
 }
 
 }  // namespace
@@ -85,8 +72,9 @@ SweepResult run_sweep(const SweepOptions& opt, const Registry& reg) {
     if (pol != "xla-bfc" && pol != "cuda-async" && pol != "torch-caching")
       throw InputError(
           "sweep --find min-mem-fraction: only policies with a memory fraction (xla-bfc, cuda-async, torch-caching)");
-    res.runs.resize(100);
-    parallel_for(100, opt.threads, [&](size_t i) { res.runs[i] = run_point(opt.base, reg, (i + 1) / 100.0, true); });
+    std::vector<double> fractions;
+    for (int i = 1; i <= 100; ++i) fractions.push_back(i / 100.0);
+    res.runs = run_points(opt, reg, fractions, true);
     // Safe answer: smallest fraction from which every larger one completes.
     int safe = 100;
     while (safe > 0 && res.runs[safe - 1].completed) --safe;
@@ -110,8 +98,9 @@ SweepResult run_sweep(const SweepOptions& opt, const Registry& reg) {
   std::vector<SweepPoint> all;
   std::mutex m;
   auto eval = [&](const std::vector<std::uint64_t>& ks) {
-    std::vector<SweepPoint> pts(ks.size());
-    parallel_for(ks.size(), opt.threads, [&](size_t i) { pts[i] = run_point(opt.base, reg, cap(ks[i]), false); });
+    std::vector<double> caps;
+    for (auto k : ks) caps.push_back(cap(k));
+    std::vector<SweepPoint> pts = run_points(opt, reg, caps, false);
     std::lock_guard<std::mutex> l(m);
     all.insert(all.end(), pts.begin(), pts.end());
     return pts;

@@ -233,12 +233,15 @@ int cmd_compare(const std::vector<std::string>& args, const Registry& reg) {
   SimArgs a;
   std::string json, policies, html;
   std::vector<std::string> more;
+  int jobs = 0;
   po::options_description d("fragsim compare options");
   add_sim_options(d, a);
-  d.add_options()("more", po::value(&more)->composing(),
-                  "further traces (positional): every policy runs on each, e.g. the same model with and without "
-                  "rematerialisation")("policies", po::value(&policies)->default_value("ideal,best-fit,first-fit"),
-                                       "comma-separated policies; NAME[key=value,...] sets options for one entry")(
+  d.add_options()("jobs,j", po::value(&jobs)->default_value(0),
+                  "policies replayed at once, 1..1024 (0 = every core); the trace is decoded once for all")(
+      "more", po::value(&more)->composing(),
+      "further traces (positional): every policy runs on each, e.g. the same model with and without "
+      "rematerialisation")("policies", po::value(&policies)->default_value("ideal,best-fit,first-fit"),
+                           "comma-separated policies; NAME[key=value,...] sets options for one entry")(
       "json", po::value(&json), "write a JSON array of reports to FILE")(
       "html", po::value(&html),
       "write an interactive HTML report to FILE (every policy's memory over time with shared zoom, address maps, "
@@ -247,7 +250,8 @@ int cmd_compare(const std::vector<std::string>& args, const Registry& reg) {
   pos.add("trace", 1).add("more", -1);
   auto p = parse(args, d, pos,
                  "usage: fragsim compare TRACE [TRACE...] --policies A,B,... [options]\n\nRuns each policy on each "
-                 "TRACE; prints one table (rows labelled TRACE: POLICY when there are several traces).");
+                 "TRACE; prints one table (rows labelled TRACE: POLICY when there are several traces). The trace is "
+                 "decoded once and the policies replay it in parallel.");
   if (p.help) return 0;
   std::vector<std::string> traces{a.trace};
   traces.insert(traces.end(), more.begin(), more.end());
@@ -259,14 +263,20 @@ int cmd_compare(const std::vector<std::string>& args, const Registry& reg) {
   const std::vector<std::string> entries = split_list(policies);
   for (const auto& entry : entries)  // NAME or NAME[key=value,...]; a bad one fails before any run
     (void)reg.find(parse_policy_ref(entry, "--policies").name, "--policies");
+  if (jobs < 0 || jobs > 1024) throw InputError(fmt::format("--jobs: must be in 0..1024, got {}", jobs));
   for (const auto& trace : traces) {
     SimArgs ta = a;
     ta.trace = trace;
+    std::vector<RunOptions> opts;
     for (const auto& entry : entries) {
-      RunOptions o = build_run(ta, entry);
-      o.keep_live_buffers = !html.empty();
-      runs.push_back(run_simulation(o, reg));
-      runs.back().label = traces.size() > 1 ? std::filesystem::path(trace).filename().string() + ": " + entry : entry;
+      opts.push_back(build_run(ta, entry));
+      opts.back().keep_live_buffers = !html.empty();
+    }
+    std::vector<RunResult> rs = run_simulations(opts, reg, static_cast<unsigned>(jobs));
+    for (size_t i = 0; i < rs.size(); ++i) {
+      runs.push_back(std::move(rs[i]));
+      runs.back().label =
+          traces.size() > 1 ? std::filesystem::path(trace).filename().string() + ": " + entries[i] : entries[i];
       arr.push_back(report_json(runs.back()));
     }
   }
