@@ -74,6 +74,7 @@ SweepResult run_sweep(const SweepOptions& opt, const Registry& reg) {
           "sweep --find min-mem-fraction: only policies with a memory fraction (xla-bfc, cuda-async, torch-caching)");
     std::vector<double> fractions;
     for (int i = 1; i <= 100; ++i) fractions.push_back(i / 100.0);
+    if (opt.on_pass) opt.on_pass("fractions 0.01..1.00: 100 settings");
     res.runs = run_points(opt, reg, fractions, true);
     // Safe answer: smallest fraction from which every larger one completes.
     int safe = 100;
@@ -97,9 +98,13 @@ SweepResult run_sweep(const SweepOptions& opt, const Registry& reg) {
   auto cap = [&](std::uint64_t k) { return static_cast<double>(k * g); };
   std::vector<SweepPoint> all;
   std::mutex m;
+  int passes = 0;
   auto eval = [&](const std::vector<std::uint64_t>& ks) {
     std::vector<double> caps;
     for (auto k : ks) caps.push_back(cap(k));
+    if (opt.on_pass)
+      opt.on_pass(fmt::format("capacity pass {}: {} setting{} from {}", ++passes, caps.size(),
+                              caps.size() == 1 ? "" : "s", human_bytes(static_cast<Bytes>(caps.front()))));
     std::vector<SweepPoint> pts = run_points(opt, reg, caps, false);
     std::lock_guard<std::mutex> l(m);
     all.insert(all.end(), pts.begin(), pts.end());

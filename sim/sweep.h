@@ -7,6 +7,7 @@
 // min-capacity bisects (k-ary, in parallel) assuming monotonicity, then checks it around the
 // answer (the `verify` steps below must all fail, above must all pass) and says which it was.
 #pragma once
+#include <functional>
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
@@ -21,6 +22,8 @@ struct SweepOptions {
   std::string find;      // "min-mem-fraction" | "min-capacity"
   unsigned threads = 0;  // 0 = hardware concurrency
   int verify = 4;        // min-capacity: neighbours checked on each side
+  // Told what each pass over the trace runs (e.g. "fractions 0.01..1.00: 100 settings"); may be empty.
+  std::function<void(const std::string&)> on_pass;
 };
 
 struct SweepPoint {

@@ -1,8 +1,13 @@
 // End-to-end through the fragsim binary: exit codes, one-line errors, no half-written outputs,
 // the check gate, compare, and --help of every command.
+#include <fmt/format.h>
+
+#include <algorithm>
 #include <catch2/catch.hpp>
 #include <filesystem>
 
+#include "sim/base/io.h"
+#include "sim/progress.h"
 #include "test_util.h"
 
 using namespace fragsim::test;
@@ -123,4 +128,94 @@ TEST_CASE("cli: huge layout dims, overflowing shapes and malformed reports are i
   CHECK(r.code == 2);  // was: exit 3 with a raw JSON-library message
   CHECK(r.err.find("not_a_report.json: ") != std::string::npos);
   CHECK(std::count(r.err.begin(), r.err.end(), '\n') == 1);
+}
+
+TEST_CASE("cli: compare decodes the trace once yet gives every policy the report its own run gives") {
+  const std::string t = std::string(FRAGSIM_SOURCE_DIR) + "/traces/samples/torch_eager_small.jsonl";
+  const std::vector<std::string> pols = {"ideal",         "best-fit",   "xla-bfc[preallocate=false]",
+                                         "torch-caching", "cuda-async", "static-heap"};
+  std::string list;
+  for (const auto& p : pols) list += (list.empty() ? "" : ",") + p;
+  for (const char* jobs : {"1", "2", "4"}) {
+    std::string out = fragsim::test::tmp_path(std::string("cmp") + jobs + ".json");
+    auto r = fragsim::test::cli("compare " + t + " --capacity 2GiB --policies '" + list + "' --jobs " + jobs +
+                                " --json " + out);
+    REQUIRE(r.code == 0);
+    auto arr = nlohmann::json::parse(fragsim::test::read_text(out));
+    REQUIRE(arr.size() == pols.size());
+    for (size_t i = 0; i < pols.size(); ++i) {
+      std::string one = fragsim::test::tmp_path("one.json");
+      REQUIRE(fragsim::test::cli("run " + t + " --capacity 2GiB --policy '" + pols[i] + "' --json " + one).code == 0);
+      auto alone = nlohmann::json::parse(fragsim::test::read_text(one));
+      INFO(pols[i] << " --jobs " << jobs);
+      CHECK(arr[i]["label"] == pols[i]);  // compare labels its rows; otherwise the reports are the same
+      arr[i].erase("label");
+      CHECK(arr[i] == alone);
+    }
+  }
+}
+
+TEST_CASE("cli: compare reports the error the first failing policy would give alone") {
+  // hbm only on this device: a collective buffer falls back to hbm, a host buffer has nowhere to go.
+  std::string t = fragsim::test::write_text(
+      "bad_space.jsonl",
+      "{\"op\":\"alloc\",\"id\":1,\"size\":1024}\n{\"op\":\"alloc\",\"id\":2,\"size\":64,\"space\":\"vmem\"}\n");
+  auto r = fragsim::test::cli("compare " + t + " --policies best-fit,xla-bfc --jobs 2");
+  CHECK(r.code == 2);
+  CHECK(r.err.find("bad_space.jsonl:2") != std::string::npos);
+  CHECK(std::count(r.err.begin(), r.err.end(), '\n') == 1);
+}
+
+TEST_CASE("cli: no progress line unless stderr is a terminal or --progress asks") {
+  const std::string t = std::string(FRAGSIM_SOURCE_DIR) + "/traces/samples/jax_train_small.jsonl";
+  for (const char* cmd : {"run", "compare", "sweep --find min-mem-fraction"}) {
+    auto r = fragsim::test::cli(std::string(cmd) + " " + t);
+    INFO(cmd);
+    CHECK(r.err.empty());
+  }
+  auto both = fragsim::test::cli("run " + t + " --progress --no-progress");
+  CHECK(both.code == 2);
+  CHECK(both.err.find("--progress and --no-progress") != std::string::npos);
+  // --progress draws on stderr only: standard output and the report are what they are without it.
+  std::string a = fragsim::test::tmp_path("p1.json"), b = fragsim::test::tmp_path("p2.json");
+  auto with = fragsim::test::cli("run " + t + " --progress --json " + a);
+  auto without = fragsim::test::cli("run " + t + " --json " + b);
+  CHECK(with.out == without.out);
+  CHECK(fragsim::test::read_text(a) == fragsim::test::read_text(b));
+}
+
+TEST_CASE("Progress: the share is the bytes read over the file's size times the passes") {
+  std::string f = fragsim::test::write_text("progress.bin", std::string(100000, 'x'));
+  fragsim::Progress p(false, "run", f, 2);
+  CHECK(p.line().find("0% of progress.bin") != std::string::npos);
+  auto src = fragsim::open_source(f);
+  char buf[4096];
+  while (src->read(buf, sizeof buf)) {
+  }
+  CHECK(p.line().find("50% of progress.bin") != std::string::npos);  // one pass of two
+  p.stage("pass 2");                                                 // a new pass starts from 0
+  CHECK(p.line().find("fragsim run: pass 2 · 0% of progress.bin") != std::string::npos);
+}
+
+TEST_CASE("cli: the peak's snapshot is the state at the peak on a trace that climbs in small steps") {
+  // alloc A_i, alloc B_i, free A_i: a new peak every three events, left at once. Snapshots at
+  // every step would cost O(n * live); the engine pays them from a credit and replays the trace
+  // again up to the final peak when it could not afford that one (engine.cpp).
+  const int n = 3000;
+  std::string s;
+  for (int i = 0; i < n; ++i)
+    s += fmt::format(
+        "{{\"op\":\"alloc\",\"id\":{},\"size\":4096}}\n{{\"op\":\"alloc\",\"id\":{},\"size\":4096}}\n"
+        "{{\"op\":\"free\",\"id\":{}}}\n",
+        2 * i, 2 * i + 1, 2 * i);
+  for (int i = 0; i < n; ++i) s += fmt::format("{{\"op\":\"free\",\"id\":{}}}\n", 2 * i + 1);
+  std::string t = fragsim::test::write_text("climb.jsonl", s), out = fragsim::test::tmp_path("climb.json");
+  for (const char* pol : {"best-fit", "xla-bfc", "torch-caching"}) {
+    INFO(pol);
+    REQUIRE(fragsim::test::cli("run " + t + " --policy " + pol + " --json " + out).code == 0);
+    auto peak = nlohmann::json::parse(fragsim::test::read_text(out))["at_peak_allocated"];
+    CHECK(peak["event_index"] == 3 * (n - 1) + 1);  // the last B alloc
+    CHECK(peak["live_buffers"] == n + 1);           // every B and the last A
+    CHECK(peak["top_buffers"].size() == 20);        // kTopBuffers of the live set
+  }
 }

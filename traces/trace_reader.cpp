@@ -122,7 +122,7 @@ bool TraceReader::next(Event& ev) {
         break;
     }
     last_t_ = ev.t;
-    ++index_;
+    if ((++index_ & 4095) == 0) count_input_events(4096);  // for progress lines
     mix_digest(ev);
     return true;
   }

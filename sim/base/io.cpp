@@ -22,6 +22,14 @@ bool ends_with(std::string_view s, std::string_view suffix) {
 }
 
 namespace {
+std::atomic<std::uint64_t> g_bytes_read{0}, g_events_read{0};
+}  // namespace
+
+std::uint64_t input_bytes_read() { return g_bytes_read.load(std::memory_order_relaxed); }
+std::uint64_t input_events_read() { return g_events_read.load(std::memory_order_relaxed); }
+void count_input_events(std::uint64_t n) { g_events_read.fetch_add(n, std::memory_order_relaxed); }
+
+namespace {
 
 std::FILE* open_or_throw(const std::string& path, const char* mode) {
   std::FILE* f = std::fopen(path.c_str(), mode);
@@ -36,6 +44,7 @@ class FileSource : public ByteSource {
   size_t read(char* dst, size_t n) override {
     size_t got = std::fread(dst, 1, n, f_);
     if (got == 0 && std::ferror(f_)) throw EnvError(path_ + ": read error");
+    g_bytes_read.fetch_add(got, std::memory_order_relaxed);
     return got;
   }
 

@@ -9,6 +9,7 @@
 //                 a PATH that is not a regular file (/dev/stdout, a FIFO) is written straight
 //                 through; "-" is standard output.
 #pragma once
+#include <cstdint>
 #include <cstdio>
 #include <memory>
 #include <nlohmann/json.hpp>
@@ -25,6 +26,11 @@ class ByteSource {
   // Reads up to n bytes; 0 = end of input. Throws InputError on corrupt compressed data.
   virtual size_t read(char* dst, size_t n) = 0;
 };
+// Bytes read from input files and events decoded from traces so far, by every thread of the
+// process (what a progress line shows; sim/progress.h).
+std::uint64_t input_bytes_read();
+std::uint64_t input_events_read();
+void count_input_events(std::uint64_t n);
 // Opens PATH (decompressing when it ends in .zst). Throws EnvError when it cannot be read.
 [[nodiscard]] std::unique_ptr<ByteSource> open_source(const std::string& path);
 

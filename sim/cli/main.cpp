@@ -19,6 +19,7 @@
 #include "sim/base/text.h"
 #include "sim/check.h"
 #include "sim/engine.h"
+#include "sim/progress.h"
 #include "sim/report.h"
 #include "sim/report_html.h"
 #include "sim/report_schema.h"
@@ -85,7 +86,7 @@ Parsed parse(const std::vector<std::string>& args, po::options_description& desc
 struct SimArgs {
   std::string trace, hw, capacity, reserve, policy;  // hw "": the default device (or the recorded one)
   std::vector<std::string> sets, envs;
-  bool keep_going = false, lenient = false, check = false;
+  bool keep_going = false, lenient = false, check = false, progress = false, no_progress = false;
   unsigned shard = 1;
   std::string shard_dim = "major";
 };
@@ -104,8 +105,19 @@ void add_sim_options(po::options_description& d, SimArgs& a) {
       "check", po::bool_switch(&a.check), "validate the policy's invariants after every event")(
       "shard", po::value(&a.shard)->default_value(1),
       "sharding what-if: each shaped allocation divided across N devices (tpu-padded, static-heap)")(
-      "shard-dim", po::value(&a.shard_dim)->default_value("major"), "dim the --shard split divides: major or minor");
+      "shard-dim", po::value(&a.shard_dim)->default_value("major"), "dim the --shard split divides: major or minor")(
+      "progress", po::bool_switch(&a.progress),
+      "show a progress line on stderr (share of the file, events/s, ETA); the default when stderr is a terminal")(
+      "no-progress", po::bool_switch(&a.no_progress), "never show the progress line");
 }
+
+// --progress / --no-progress, else on when standard error is a terminal.
+bool want_progress(const SimArgs& a) {
+  if (a.progress && a.no_progress) throw InputError("--progress and --no-progress: choose one");
+  return a.progress || (!a.no_progress && stderr_is_terminal());
+}
+// How many times a run reads its trace: offline policies read it twice.
+double passes_of(const RunOptions& o, const Registry& reg) { return reg.find(o.policy.name).needs_lifetimes ? 2 : 1; }
 
 // --hw, else the hardware a recording names (an XProf capture's device plane), else h100-80g.
 HardwareModel build_hardware(const SimArgs& a, const nlohmann::json& header = nullptr,
@@ -203,7 +215,10 @@ int cmd_run(const std::vector<std::string>& args, const Registry& reg) {
   o.keep_live_buffers = !html.empty();
   o.placements = placements;
   o.perfetto = perfetto;
-  RunResult r = run_simulation(o, reg);
+  RunResult r = [&] {
+    Progress progress(want_progress(a), "run", a.trace, passes_of(o, reg));
+    return run_simulation(o, reg);
+  }();
   if (!json.empty()) write_file_atomic(json, report_json(r).dump(2) + "\n");
   if (!html.empty()) write_file_atomic(html, report_html({r}));
   if (!to_stdout({json, placements, html, perfetto})) std::cout << report_text(r);
@@ -272,7 +287,12 @@ int cmd_compare(const std::vector<std::string>& args, const Registry& reg) {
       opts.push_back(build_run(ta, entry));
       opts.back().keep_live_buffers = !html.empty();
     }
-    std::vector<RunResult> rs = run_simulations(opts, reg, static_cast<unsigned>(jobs));
+    double passes = 1;
+    for (const auto& o : opts) passes += passes_of(o, reg) > 1 ? 2 : 0;
+    std::vector<RunResult> rs = [&] {
+      Progress progress(want_progress(a), "compare", trace, passes);
+      return run_simulations(opts, reg, static_cast<unsigned>(jobs));
+    }();
     for (size_t i = 0; i < rs.size(); ++i) {
       runs.push_back(std::move(rs[i]));
       runs.back().label =
@@ -317,7 +337,11 @@ int cmd_sweep(const std::vector<std::string>& args, const Registry& reg) {
   so.find = find;
   if (jobs < 0 || jobs > 1024) throw InputError(fmt::format("--jobs: must be in 0..1024, got {}", jobs));
   so.threads = static_cast<unsigned>(jobs);
-  SweepResult r = run_sweep(so, reg);
+  SweepResult r = [&] {
+    Progress progress(want_progress(a), "sweep", a.trace, 1);
+    so.on_pass = [&](const std::string& what) { progress.stage(what); };
+    return run_sweep(so, reg);
+  }();
   if (!json.empty()) write_file_atomic(json, sweep_json(r).dump(2) + "\n");
   if (!to_stdout({json})) std::cout << sweep_text(r);
   return r.value ? 0 : 1;  // no setting works: a failed check, like `check` finding a regression
