@@ -140,6 +140,12 @@ TEST_CASE("every malformed trace is an InputError naming file:line and the key")
       {"{\"fragsim_trace\":1,\"time_unit\":\"fortnight\"}\n", 1, "time_unit"},
       {"{\"op\":\"alloc\",\"id\":1,\"size\":1,\"device\":4294967296}", 1, "device"},
       {"{\"op\":\"mark\",\"name\":\"a\tb\"}", 1, "control character"},
+      // Unknown keys are skipped only when their value is valid JSON (RFC 8259), and named when not.
+      {"{\"op\":\"mark\",\"extra\":01}", 1, "extra: invalid JSON number: leading zero"},
+      {"{\"op\":\"mark\",\"extra\":1.e5}", 1, "extra: invalid JSON number"},
+      {"{\"op\":\"mark\",\"extra\":[1,2,]}", 1, "extra: invalid JSON value"},
+      {"{\"op\":\"mark\",\"extra\":{\"a\" 1}}", 1, "extra: invalid JSON: expected ':'"},
+      {"{\"op\":\"mark\",\"extra\":tru}", 1, "extra: invalid JSON value"},
   };
   int k = 0;
   for (const auto& c : cases) {

@@ -124,7 +124,10 @@ class JsonlReader : public TraceReader {
   }
 
   // ---- the flat-object scanner ----
-  [[noreturn]] void err(const std::string& what) { fail(line_, what); }
+  [[noreturn]] void err(const std::string& what) {
+    fail(line_, skipping_.empty() ? what : fmt::format("{}: {}", skipping_, what));
+  }
+  std::string skipping_;  // the unknown key whose value is being skipped (named in errors)
   void ws() {
     while (p_ < e_ && (*p_ == ' ' || *p_ == '\t' || *p_ == '\r' || *p_ == '\n')) ++p_;
   }
@@ -326,12 +329,28 @@ class JsonlReader : public TraceReader {
         err(fmt::format("invalid JSON: expected ',' or '{}'", close));
       }
     } else if (c == '-' || (c >= '0' && c <= '9')) {
+      // RFC 8259 number: -? (0 | [1-9][0-9]*) (. [0-9]+)? ([eE] [+-]? [0-9]+)?
+      auto digits = [&] {
+        const char* s = p_;
+        while (p_ < e_ && *p_ >= '0' && *p_ <= '9') ++p_;
+        if (p_ == s) err("invalid JSON number");
+      };
       if (c == '-') ++p_;
-      const char* s = p_;
-      while (p_ < e_ &&
-             ((*p_ >= '0' && *p_ <= '9') || *p_ == '.' || *p_ == 'e' || *p_ == 'E' || *p_ == '+' || *p_ == '-'))
+      if (p_ < e_ && *p_ == '0') {
         ++p_;
-      if (p_ == s) err("invalid JSON number");
+        if (p_ < e_ && *p_ >= '0' && *p_ <= '9') err("invalid JSON number: leading zero");
+      } else {
+        digits();
+      }
+      if (p_ < e_ && *p_ == '.') {
+        ++p_;
+        digits();
+      }
+      if (p_ < e_ && (*p_ == 'e' || *p_ == 'E')) {
+        ++p_;
+        if (p_ < e_ && (*p_ == '+' || *p_ == '-')) ++p_;
+        digits();
+      }
     } else {
       for (const char* lit : {"true", "false", "null"}) {
         size_t n = std::strlen(lit);
@@ -448,7 +467,9 @@ class JsonlReader : public TraceReader {
             }
           }
         } else {
-          skip_value();  // unknown event keys are ignored (forward compatibility)
+          skipping_ = k;  // unknown event keys are ignored (forward compatibility), once valid JSON
+          skip_value();
+          skipping_ = {};
         }
         if (bit) {
           if (seen & bit) err(fmt::format("{}: duplicate key", k));
