@@ -27,6 +27,22 @@ class AddrIndex {
     root_ = erase(root_, addr);
     --count_;
   }
+  // Changes the block at old_addr in place to (addr, size, id). Pre: present, and no other block
+  // lies between old_addr and addr (the key order is unchanged): what a hole becomes when its
+  // front is taken or a neighbour merges into it. One descent, no restructuring.
+  void rekey(Addr old_addr, Addr addr, Bytes size, std::uint32_t id) {
+    path_.clear();
+    std::int32_t n = root_;
+    while (nodes_[n].addr != old_addr) {
+      path_.push_back(n);
+      n = old_addr < nodes_[n].addr ? nodes_[n].left : nodes_[n].right;
+    }
+    nodes_[n].addr = addr;
+    nodes_[n].size = size;
+    nodes_[n].id = id;
+    pull(n);
+    for (auto it = path_.rbegin(); it != path_.rend(); ++it) pull(*it);
+  }
   // The lowest-address block with size ≥ r: its id, or kNone.
   static constexpr std::uint32_t kNone = 0xffffffffu;
   std::uint32_t first_fit(Bytes r) const {
@@ -141,6 +157,7 @@ class AddrIndex {
   std::vector<Node> nodes_;
   std::vector<std::int32_t> spare_;
   std::int32_t root_ = kNil;
+  std::vector<std::int32_t> path_;  // rekey's descent
   size_t count_ = 0;
   std::uint32_t rng_ = 2463534242u;
 };

@@ -20,12 +20,6 @@ void Arena::insert_free(Index c) {
   if (keep_by_addr_) by_addr_.insert(ch.addr, ch.size, static_cast<std::uint32_t>(c));
 }
 
-void Arena::erase_free(Index c) {
-  const auto& ch = chunks_.chunk(c);
-  if (c != tail()) by_size_.erase(ch.size, ch.addr);
-  if (keep_by_addr_) by_addr_.erase(ch.addr);
-}
-
 std::uint32_t Arena::best_fit(Bytes r) const {
   if (r == 0 || r == kTooLarge) return kNone;
   const auto* e = by_size_.lower_bound(r);
@@ -41,8 +35,16 @@ std::uint32_t Arena::first_fit(Bytes r) const { return r == 0 || r == kTooLarge 
 
 Addr Arena::take(std::uint32_t cu, Bytes r, Handle h) {
   auto c = static_cast<Index>(cu);
-  erase_free(c);
-  if (chunks_.chunk(c).size > r) insert_free(chunks_.split(c, r));  // after the split: a new tail stays out of by_size
+  Addr at = chunks_.chunk(c).addr;
+  if (c != tail()) by_size_.erase(chunks_.chunk(c).size, at);
+  if (chunks_.chunk(c).size > r) {
+    Index rest = chunks_.split(c, r);
+    const auto& ch = chunks_.chunk(rest);
+    if (rest != tail()) by_size_.insert({ch.size, ch.addr, static_cast<std::uint32_t>(rest)});  // a new tail stays out
+    if (keep_by_addr_) by_addr_.rekey(at, ch.addr, ch.size, static_cast<std::uint32_t>(rest));  // the hole's rest
+  } else if (keep_by_addr_) {
+    by_addr_.erase(at);
+  }
   chunks_.set_in_use(c, true);
   if (h >= owner_.size()) owner_.resize(h + 1, Chunks::kNil);
   owner_[h] = c;
@@ -55,19 +57,33 @@ void Arena::release(Handle h) {
   owner_[h] = Chunks::kNil;
   allocated_ -= chunks_.chunk(c).size;
   chunks_.set_in_use(c, false);
-  // Merge with the right neighbour, then the left one.
+  // Merge with the right neighbour, then the left one. by_addr_ entries change in place where the
+  // address order allows (a merged hole keeps a neighbour's entry), by_size_ ones are replaced.
+  const Addr at = chunks_.chunk(c).addr;
+  bool indexed = false;  // by_addr_ holds the freed range's entry (at `at`, for chunk c)
   Index n = chunks_.chunk(c).next;
   if (n != Chunks::kNil && !chunks_.chunk(n).in_use) {
-    erase_free(n);
+    Addr na = chunks_.chunk(n).addr;
+    if (n != tail()) by_size_.erase(chunks_.chunk(n).size, na);
     chunks_.merge_next(c);
+    if (keep_by_addr_) by_addr_.rekey(na, at, chunks_.chunk(c).size, static_cast<std::uint32_t>(c));
+    indexed = true;
   }
   Index p = chunks_.chunk(c).prev;
   if (p != Chunks::kNil && !chunks_.chunk(p).in_use) {
-    erase_free(p);
+    Addr pa = chunks_.chunk(p).addr;
+    if (p != tail()) by_size_.erase(chunks_.chunk(p).size, pa);
     chunks_.merge_next(p);
+    if (keep_by_addr_) {
+      if (indexed) by_addr_.erase(at);
+      by_addr_.rekey(pa, pa, chunks_.chunk(p).size, static_cast<std::uint32_t>(p));
+    }
     c = p;
+    indexed = true;
   }
-  insert_free(c);
+  const auto& ch = chunks_.chunk(c);
+  if (c != tail()) by_size_.insert({ch.size, ch.addr, static_cast<std::uint32_t>(c)});
+  if (keep_by_addr_ && !indexed) by_addr_.insert(ch.addr, ch.size, static_cast<std::uint32_t>(c));
 }
 
 Usage Arena::usage() const {

@@ -45,7 +45,6 @@ class Arena {
   using Chunks = ChunkList<>;
   using Index = Chunks::Index;
   void insert_free(Index c);
-  void erase_free(Index c);
   Index tail() const { return chunks_.region_count() ? chunks_.region(0).last : Chunks::kNil; }
 
   Bytes capacity_, alignment_, granularity_;

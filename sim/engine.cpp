@@ -884,9 +884,17 @@ double SpaceMoment::external() const {
   return static_cast<double>(free - std::min(largest_free, free)) / static_cast<double>(free);
 }
 
-RunResult run_simulation(const RunOptions& opt, const Registry& registry) {
+namespace {
+RunResult run_alone(const RunOptions& opt, const Registry& registry) {
   Engine e(opt, registry);
   return e.run();
+}
+}  // namespace
+
+// With a second core the trace is decoded on one thread while the engine replays on another:
+// the run takes as long as the slower of the two, not their sum.
+RunResult run_simulation(const RunOptions& opt, const Registry& registry) {
+  return std::move(run_simulations({opt}, registry, 0).front());
 }
 
 namespace {
@@ -910,7 +918,8 @@ class BatchStream {
     End end;
     try {
       for (;;) {
-        auto b = std::make_shared<std::vector<Event>>(kBatch);
+        auto b = spare();
+        b->resize(kBatch);
         size_t n = 0;
         while (n < kBatch && r.next((*b)[n])) ++n;
         b->resize(n);
@@ -949,16 +958,26 @@ class BatchStream {
     cv_.wait(l, [&] { return first_ + batches_.size() < slowest() + kAhead; });
     batches_.push_back(std::move(b));
     while (!batches_.empty() && first_ < slowest()) {  // drop what every consumer has passed
+      if (batches_.front().use_count() == 1)           // and reuse its events (their buffers keep their capacity)
+        spare_.push_back(std::const_pointer_cast<std::vector<Event>>(std::move(batches_.front())));
       batches_.pop_front();
       ++first_;
     }
     cv_.notify_all();
+  }
+  std::shared_ptr<std::vector<Event>> spare() {
+    std::lock_guard<std::mutex> l(m_);
+    if (spare_.empty()) return std::make_shared<std::vector<Event>>();
+    auto b = std::move(spare_.back());
+    spare_.pop_back();
+    return b;
   }
   size_t slowest() const { return *std::min_element(done_.begin(), done_.end()); }
 
   std::mutex m_;
   std::condition_variable cv_;
   std::deque<std::shared_ptr<const std::vector<Event>>> batches_;
+  std::vector<std::shared_ptr<std::vector<Event>>> spare_;
   size_t first_ = 0;  // index of batches_.front()
   std::vector<size_t> done_;
   bool finished_ = false;
@@ -994,15 +1013,15 @@ std::vector<RunResult> run_simulations(const std::vector<RunOptions>& runs, cons
     one_trace = one_trace && !r.source && r.trace == runs.front().trace && r.lenient == runs.front().lenient;
   std::vector<size_t> shared, alone;  // runs fed from the shared decode; runs that read on their own
   for (size_t i = 0; i < runs.size(); ++i)
-    (one_trace && runs.size() > 1 && !registry.find(runs[i].policy.name).needs_lifetimes ? shared : alone).push_back(i);
-  if (shared.size() < 2) {
+    (one_trace && !registry.find(runs[i].policy.name).needs_lifetimes ? shared : alone).push_back(i);
+  if (shared.size() < 2 && threads < 2) {  // nothing to share and no second core for the reader
     alone.insert(alone.end(), shared.begin(), shared.end());
     shared.clear();
   }
   // Runs that read the trace themselves, in parallel.
   on_threads(alone.size(), threads, [&](size_t k) {
     try {
-      out[alone[k]] = run_simulation(runs[alone[k]], registry);
+      out[alone[k]] = run_alone(runs[alone[k]], registry);
     } catch (...) {
       errors[alone[k]] = std::current_exception();
     }
