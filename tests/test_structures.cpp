@@ -3,6 +3,7 @@
 #include <map>
 #include <set>
 
+#include "policies/addr_index.h"
 #include "policies/interval_tree.h"
 #include "policies/size_index.h"
 #include "traces/live_table.h"
@@ -100,6 +101,49 @@ TEST_CASE("IntervalTree reports exactly the committed intervals overlapping a qu
       if (committed[j] && starts[j] <= hi && ends[j] >= lo) want.push_back(j);
     std::stable_sort(want.begin(), want.end(), [&](size_t a, size_t b) { return starts[a] < starts[b]; });
     REQUIRE(got == want);
+  }
+}
+
+TEST_CASE("AddrIndex: first fit, erase and in-place rekey against a std::map of holes") {
+  AddrIndex idx;
+  std::map<std::uint64_t, std::pair<Bytes, std::uint32_t>> ref;  // addr → (size, id)
+  std::uint64_t s = 5;
+  std::uint32_t next_id = 0;
+  auto rnd = [&] { return (s = s * 6364136223846793005ULL + 1442695040888963407ULL) >> 33; };
+  for (int step = 0; step < 30000; ++step) {
+    std::uint64_t a = (rnd() % 20000) * 1024;
+    auto it = ref.lower_bound(a);
+    int what = static_cast<int>(rnd() % 4);
+    if (what == 0 || it == ref.end()) {
+      if (!ref.count(a)) {
+        Bytes size = 1 + rnd() % (1 << 20);
+        ref[a] = {size, next_id};
+        idx.insert(Addr(a), size, next_id++);
+      }
+    } else if (what == 1) {
+      idx.erase(Addr(it->first));
+      ref.erase(it);
+    } else {  // the key moves within the gap to its neighbours, as a taken front or a merge moves it
+      std::uint64_t at = it->first;
+      std::uint64_t lo = it == ref.begin() ? 0 : std::prev(it)->first + 1;
+      auto nx = std::next(it);
+      std::uint64_t hi = nx == ref.end() ? at + 4096 : nx->first - 1;
+      std::uint64_t na = lo + rnd() % (hi - lo + 1);
+      Bytes size = 1 + rnd() % (1 << 21);
+      ref.erase(it);
+      ref[na] = {size, next_id};
+      idx.rekey(Addr(at), Addr(na), size, next_id++);
+    }
+    REQUIRE(idx.size() == ref.size());
+    Bytes r = 1 + rnd() % (1 << 21);
+    std::uint32_t want = AddrIndex::kNone;
+    Bytes largest = 0;
+    for (const auto& [addr, v] : ref) {
+      if (want == AddrIndex::kNone && v.first >= r) want = v.second;
+      largest = std::max(largest, v.first);
+    }
+    REQUIRE(idx.first_fit(r) == want);
+    REQUIRE(idx.largest() == largest);
   }
 }
 
