@@ -17,6 +17,7 @@
 #include "sim/base/exit_codes.h"
 #include "sim/base/io.h"
 #include "sim/base/text.h"
+#include "sim/batch.h"
 #include "sim/check.h"
 #include "sim/engine.h"
 #include "sim/progress.h"
@@ -46,6 +47,8 @@ commands:
   run TRACE      replay a trace through one allocator policy; report OOMs, peaks, fragmentation
   compare TRACE  several policies on one trace, one table
   sweep TRACE    smallest memory fraction or capacity with no OOM, as the setting to type
+  batch MANIFEST a matrix of runs (traces x policies x settings), --shard i/N of it
+  merge SHARDS   combine batch shards into the result one process gives
   check          CI gate: compare two reports, exit 1 on a regression
   info TRACE     trace summary: counts, peak requested, size histogram
   validate       a simulation against a real-device replay (fragsim-cuda-replay)
@@ -303,6 +306,88 @@ int cmd_compare(const std::vector<std::string>& args, const Registry& reg) {
   if (!json.empty()) write_file_atomic(json, arr.dump(2) + "\n");
   if (!html.empty() && !runs.empty()) write_file_atomic(html, report_html(runs));
   if (!to_stdout({json, html})) std::cout << compare_table(runs);
+  return 0;
+}
+
+int cmd_batch(const std::vector<std::string>& args, const Registry& reg) {
+  std::string manifest, shard = "1/1", json;
+  int jobs = 0;
+  po::options_description d("fragsim batch options");
+  d.add_options()("manifest", po::value(&manifest)->required(), "manifest: one `TRACE [run options]` per line")(
+      "shard", po::value(&shard)->default_value("1/1"),
+      "run shard i of N only (i/N, 1 <= i <= N): the runs whose number (from 0, in file order) % N == i - 1")(
+      "jobs,j", po::value(&jobs)->default_value(0), "runs at once, 1..1024 (0 = every core)")(
+      "json", po::value(&json), "write the batch result (runs with their reports) to FILE, for fragsim merge");
+  po::positional_options_description pos;
+  pos.add("manifest", 1);
+  auto p = parse(args, d, pos,
+                 "usage: fragsim batch MANIFEST [--shard i/N] [--json FILE]\n\nRuns a matrix of traces x policies x "
+                 "settings, one run per manifest line (`TRACE --policy P --set k=v ... --label NAME`; '#' starts a "
+                 "comment; a relative TRACE is relative to the manifest). --shard splits the runs among independent "
+                 "processes (a Slurm job array, a Kubernetes Indexed Job); fragsim merge combines their --json "
+                 "results into exactly the result and table of one process. docs/batch.md; scripts/cluster/.");
+  if (p.help) return 0;
+  check_outputs({manifest}, {{"--json", json}});
+  if (jobs < 0 || jobs > 1024) throw InputError(fmt::format("--jobs: must be in 0..1024, got {}", jobs));
+  Manifest m = read_manifest(manifest);
+  Shard sh = parse_shard(shard);
+  std::vector<RunOptions> opts;
+  std::vector<const BatchEntry*> picked;
+  std::vector<std::string> labels;
+  for (const auto& e : m.entries) {
+    if (!sh.has(e.run)) continue;
+    SimArgs a;
+    std::string label;
+    po::options_description rd("manifest line");
+    add_sim_options(rd, a);
+    rd.add_options()("policy", po::value(&a.policy), "")("label", po::value(&label), "");
+    po::positional_options_description rpos;
+    rpos.add("trace", 1);
+    try {
+      po::variables_map vm;
+      po::store(po::command_line_parser(e.args).options(rd).positional(rpos).run(), vm);
+      po::notify(vm);
+      opts.push_back(build_run(a, a.policy));
+    } catch (const po::error& er) {
+      throw InputError(m.path, e.line, er.what());
+    } catch (const InputError& er) {
+      throw InputError(m.path, e.line, er.what());
+    } catch (const EnvError& er) {  // a trace the manifest names cannot be read: the manifest is wrong
+      throw InputError(m.path, e.line, er.what());
+    }
+    picked.push_back(&e);
+    labels.push_back(label.empty() ? e.text : label);
+  }
+  std::vector<RunResult> rs = run_simulations(opts, reg, static_cast<unsigned>(jobs));
+  nlohmann::json runs = nlohmann::json::array();
+  for (size_t i = 0; i < rs.size(); ++i)
+    runs.push_back(
+        {{"run", picked[i]->run}, {"line", picked[i]->line}, {"label", labels[i]}, {"report", report_json(rs[i])}});
+  nlohmann::json out = batch_json(m, sh, std::move(runs));
+  if (!json.empty()) write_file_atomic(json, out.dump(2) + "\n");
+  if (!to_stdout({json})) std::cout << batch_table(out);
+  return 0;
+}
+
+int cmd_merge(const std::vector<std::string>& args, const Registry&) {
+  std::vector<std::string> files;
+  std::string json;
+  po::options_description d("fragsim merge options");
+  d.add_options()("shards", po::value(&files)->composing()->required(), "shard results of fragsim batch --json")(
+      "json", po::value(&json), "write the merged result to FILE");
+  po::positional_options_description pos;
+  pos.add("shards", -1);
+  auto p = parse(args, d, pos,
+                 "usage: fragsim merge SHARD.json... [--json FILE]\n\nCombines the results of `fragsim batch MANIFEST "
+                 "--shard i/N --json SHARD.json` for every i into the result and table `fragsim batch MANIFEST` gives "
+                 "in one process. Exit 2 when the files are not all the shards of one manifest.");
+  if (p.help) return 0;
+  check_outputs(files, {{"--json", json}});
+  std::vector<std::pair<std::string, nlohmann::json>> shards;
+  for (const auto& f : files) shards.emplace_back(f, read_json_file(f));
+  nlohmann::json out = merge_batches(shards);
+  if (!json.empty()) write_file_atomic(json, out.dump(2) + "\n");
+  if (!to_stdout({json})) std::cout << batch_table(out);
   return 0;
 }
 
@@ -601,7 +686,7 @@ int main(int argc, char** argv) {
   const std::pair<const char*, Fn> kCommands[] = {
       {"run", cmd_run},           {"compare", cmd_compare}, {"sweep", cmd_sweep},     {"check", cmd_check},
       {"validate", cmd_validate}, {"info", cmd_info},       {"convert", cmd_convert}, {"gen", cmd_gen},
-      {"layout", cmd_layout},     {"list", cmd_list}};
+      {"layout", cmd_layout},     {"list", cmd_list},       {"batch", cmd_batch},     {"merge", cmd_merge}};
   return run_with_exit_codes("fragsim", [&] {
     std::vector<std::string_view> names;
     for (const auto& [name, fn] : kCommands) {
