@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <atomic>
 #include <cmath>
+#include <map>
 #include <mutex>
 #include <thread>
 
@@ -72,17 +73,75 @@ SweepResult run_sweep(const SweepOptions& opt, const Registry& reg) {
     if (pol != "xla-bfc" && pol != "cuda-async" && pol != "torch-caching")
       throw InputError(
           "sweep --find min-mem-fraction: only policies with a memory fraction (xla-bfc, cuda-async, torch-caching)");
-    std::vector<double> fractions;
-    for (int i = 1; i <= 100; ++i) fractions.push_back(i / 100.0);
-    if (opt.on_pass) opt.on_pass("fractions 0.01..1.00: 100 settings");
-    res.runs = run_points(opt, reg, fractions, true);
-    // Safe answer: smallest fraction from which every larger one completes.
-    int safe = 100;
-    while (safe > 0 && res.runs[safe - 1].completed) --safe;
-    for (int i = 0; i < safe; ++i)
-      if (res.runs[i].completed) res.anomalies.push_back(res.runs[i].value);
+    // Fraction i/100 for i in 1..100; evaluated points by i.
+    std::map<int, SweepPoint> seen;
+    auto eval = [&](std::vector<int> idx, const std::string& what) {
+      idx.erase(std::remove_if(idx.begin(), idx.end(), [&](int i) { return seen.count(i) > 0; }), idx.end());
+      if (idx.empty()) return;
+      std::vector<double> fr;
+      for (int i : idx) fr.push_back(i / 100.0);
+      if (opt.on_pass) opt.on_pass(fmt::format("{}: {} setting{}", what, fr.size(), fr.size() == 1 ? "" : "s"));
+      auto pts = run_points(opt, reg, fr, true);
+      for (size_t k = 0; k < idx.size(); ++k) seen.emplace(idx[k], pts[k]);
+    };
+    auto every = [&] {
+      std::vector<int> all;
+      for (int i = 1; i <= 100; ++i) all.push_back(i);
+      eval(all, "every fraction 0.01..1.00");
+    };
+    int safe = 100;  // the highest failing fraction index: the answer is (safe + 1) / 100; 100 = none
+    if (opt.exhaustive) {
+      every();
+      res.monotonic_basis = "observed over every fraction 0.01..1.00";
+    } else {
+      // k-ary search (k = threads, at least 3) between lo (fails, or 0) and hi (completes), one
+      // decode of the trace per round; then the neighbours of the answer are checked.
+      unsigned k = std::max(3u, opt.threads ? opt.threads : std::thread::hardware_concurrency());
+      int lo = 0, hi = 100, round = 0;
+      eval({100}, "fraction 1.00");
+      if (seen.at(100).completed) {
+        while (hi - lo > 1) {
+          std::vector<int> idx;
+          for (unsigned j = 1; j <= k; ++j) {
+            int x = lo + static_cast<int>((hi - lo) * j / (k + 1));
+            if (x > lo && x < hi && (idx.empty() || idx.back() != x)) idx.push_back(x);
+          }
+          if (idx.empty()) idx.push_back(lo + 1);
+          eval(idx, fmt::format("bisection round {}", ++round));
+          for (int x : idx) {
+            if (seen.at(x).completed) {
+              hi = x;
+              break;
+            }
+            lo = x;
+          }
+        }
+        std::vector<int> near;
+        for (int x = hi - opt.verify; x <= hi + opt.verify; ++x)
+          if (x >= 1 && x <= 100) near.push_back(x);
+        eval(near, "checking the answer's neighbours");
+        bool breaks_above = false;  // a failure at or above the answer: bisection cannot be trusted
+        for (const auto& [x, p] : seen) breaks_above = breaks_above || (x >= hi && !p.completed);
+        if (breaks_above) every();
+      }
+      res.monotonic_basis = seen.size() == 100
+                                ? "observed over every fraction 0.01..1.00 (bisection met a non-monotonic outcome)"
+                            : !seen.at(100).completed
+                                ? "fraction 1.00 does not fit, so none can (--exhaustive replays every fraction)"
+                                : fmt::format("bisection; checked {} fractions on each side of the answer", opt.verify);
+    }
+    for (const auto& [x, p] : seen) res.runs.push_back(p);
+    // Safe answer: the fraction above the highest one that fails (every evaluated larger one
+    // completes; the search evaluated that next one); none when 1.00 fails.
+    safe = 0;
+    for (auto it = seen.rbegin(); it != seen.rend(); ++it)
+      if (!it->second.completed) {
+        safe = it->first;
+        break;
+      }
+    for (const auto& [x, p] : seen)
+      if (x <= safe && p.completed) res.anomalies.push_back(p.value);
     res.monotonic = res.anomalies.empty();
-    res.monotonic_basis = "observed over every fraction 0.01..1.00";
     if (safe < 100) {
       res.value = (safe + 1) / 100.0;
       res.setting =

@@ -18,10 +18,11 @@
 namespace fragsim {
 
 struct SweepOptions {
-  RunOptions base;       // trace, policy, hardware, lenient
-  std::string find;      // "min-mem-fraction" | "min-capacity"
-  unsigned threads = 0;  // 0 = hardware concurrency
-  int verify = 4;        // min-capacity: neighbours checked on each side
+  RunOptions base;          // trace, policy, hardware, lenient
+  std::string find;         // "min-mem-fraction" | "min-capacity"
+  unsigned threads = 0;     // 0 = hardware concurrency
+  int verify = 4;           // neighbours of the answer checked on each side (capacity steps or fractions)
+  bool exhaustive = false;  // min-mem-fraction: every fraction 0.01..1.00 instead of a bisection
   // Told what each pass over the trace runs (e.g. "fractions 0.01..1.00: 100 settings"); may be empty.
   std::function<void(const std::string&)> on_pass;
 };

@@ -76,7 +76,15 @@ TEST_CASE("sweep: at the reported fraction the trace completes — 0.01 lower it
   so.find = "min-mem-fraction";
   auto r = run_sweep(so, reg);
   REQUIRE(r.value);
-  CHECK(r.runs.size() == 100);
+  CHECK(r.runs.size() < 30);  // a bisection, then 4 fractions on each side
+  CHECK(r.monotonic_basis.find("bisection") == 0);
+  auto ex = so;
+  ex.exhaustive = true;
+  auto e = run_sweep(ex, reg);  // every fraction: the same answer
+  CHECK(e.runs.size() == 100);
+  REQUIRE(e.value);
+  CHECK(*e.value == *r.value);
+  CHECK(e.monotonic == r.monotonic);
   double f = *r.value;
   CHECK(r.setting == "XLA_PYTHON_CLIENT_MEM_FRACTION=" + fraction_setting(f));
   auto at = [&](double x) {
@@ -151,7 +159,11 @@ TEST_CASE("sweep: the JSON records the policy, its settings, the hardware and th
   auto jn = nlohmann::json::parse(read_text(js));
   CHECK(jn["value"].is_null());
   CHECK(jn["setting"].is_null());
-  CHECK(jn["runs"].size() == 100);
+  CHECK(jn["runs"].size() == 1);  // 1.00 does not fit: no smaller fraction is tried
+  CHECK(jn["monotonic_basis"].get<std::string>().find("1.00 does not fit") != std::string::npos);
+  auto all = cli("sweep " + t + " --policy xla-bfc --capacity 1GiB --find min-mem-fraction --exhaustive --json " + js);
+  CHECK(all.code == 1);
+  CHECK(nlohmann::json::parse(read_text(js))["runs"].size() == 100);
 }
 
 // `fragsim list POLICY` documents every option: the documented keys are exactly what the policy's

@@ -395,11 +395,15 @@ int cmd_sweep(const std::vector<std::string>& args, const Registry& reg) {
   SimArgs a;
   std::string json, find;
   int jobs = 0;
+  bool exhaustive = false;
   po::options_description d("fragsim sweep options");
   add_sim_options(d, a);
   d.add_options()("policy", po::value(&a.policy), "allocator policy (default: chosen by --env, else xla-bfc)")(
       "find", po::value(&find)->required(), "min-mem-fraction (to 0.01) or min-capacity (to the device granularity)")(
       "jobs,j", po::value(&jobs)->default_value(0), "parallel simulations, 1..1024 (0 = every core)")(
+      "exhaustive", po::bool_switch(&exhaustive),
+      "min-mem-fraction: replay every fraction 0.01..1.00 (lists every outcome that breaks monotonicity) instead of "
+      "bisecting and checking 4 fractions on each side of the answer")(
       "json", po::value(&json),
       "write {find, policy, hardware, trace, value, setting, monotonic, runs} to FILE (value and setting are null "
       "when no setting works)");
@@ -408,7 +412,8 @@ int cmd_sweep(const std::vector<std::string>& args, const Registry& reg) {
   auto p = parse(args, d, pos,
                  "usage: fragsim sweep TRACE --policy NAME --find min-mem-fraction|min-capacity [options]\n\n"
                  "Finds the smallest memory fraction or capacity with no OOM and prints it as the setting to use.\n"
-                 "min-mem-fraction runs every fraction 0.01..1.00 and reports whether the outcome is monotonic;\n"
+                 "min-mem-fraction bisects over 0.01..1.00 and checks 4 fractions on each side of the answer\n"
+                 "(--exhaustive runs every fraction); both report whether the outcome was monotonic;\n"
                  "min-capacity bisects and checks monotonicity around the answer.\n"
                  "Exit 0 with an answer; exit 1 when no setting in range works.");
   if (p.help) return 0;
@@ -422,6 +427,7 @@ int cmd_sweep(const std::vector<std::string>& args, const Registry& reg) {
   so.find = find;
   if (jobs < 0 || jobs > 1024) throw InputError(fmt::format("--jobs: must be in 0..1024, got {}", jobs));
   so.threads = static_cast<unsigned>(jobs);
+  so.exhaustive = exhaustive;
   SweepResult r = [&] {
     Progress progress(want_progress(a), "sweep", a.trace, 1);
     so.on_pass = [&](const std::string& what) { progress.stage(what); };
