@@ -57,7 +57,8 @@ commands:
   layout SHAPE   TPU tiled-layout padding of an array (--hw tpu-v5e 'bf16[1000,129]')
   list           registered policies, hardware presets, workloads
 
-traces: .jsonl (fragsim trace v1), .jsonl.zst, .fstrace (binary)
+traces: .jsonl (fragsim trace v1), .jsonl.zst, .fstrace (binary), PyTorch snapshots (.pickle),
+        XProf captures (.xplane.pb, .xplane.pb.zst, a profile directory), XLA modules (.hlo_proto.pb)
 sizes: 512, 64KiB, 2MiB, 16GiB, 80GB (KiB/MiB/GiB powers of 2; KB/MB/GB powers of 10)
 exit codes: 0 ran (OOM is a result), 1 check failed, 2 bad input, 3 environment
 )";
