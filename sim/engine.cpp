@@ -913,7 +913,7 @@ class BatchStream {
 
   explicit BatchStream(size_t consumers) : done_(consumers, 0) {}
 
-  // Reader side: publishes the events of r, then the end. Consumers of stopped_ are not waited for.
+  // Reader side: publishes the events of r, then the end; stops early when every consumer left.
   void produce(TraceReader& r) {
     End end;
     try {
@@ -923,7 +923,7 @@ class BatchStream {
         size_t n = 0;
         while (n < kBatch && r.next((*b)[n])) ++n;
         b->resize(n);
-        if (n) publish(std::move(b));
+        if (n && !publish(std::move(b))) return;  // nobody reads any more
         if (n < kBatch) break;
       }
       end.digest = r.digest();
@@ -953,9 +953,12 @@ class BatchStream {
   const End& end() const { return end_; }  // after get() returned nullptr
 
  private:
-  void publish(std::shared_ptr<std::vector<Event>> b) {
+  // False when every consumer has left. A consumer asks for batch i only after batch i - 1, so
+  // first_ + size >= slowest() whenever one is still reading.
+  bool publish(std::shared_ptr<std::vector<Event>> b) {
     std::unique_lock<std::mutex> l(m_);
-    cv_.wait(l, [&] { return first_ + batches_.size() < slowest() + kAhead; });
+    cv_.wait(l, [&] { return slowest() == SIZE_MAX || first_ + batches_.size() - slowest() < kAhead; });
+    if (slowest() == SIZE_MAX) return false;
     batches_.push_back(std::move(b));
     while (!batches_.empty() && first_ < slowest()) {  // drop what every consumer has passed
       if (batches_.front().use_count() == 1)           // and reuse its events (their buffers keep their capacity)
@@ -964,6 +967,7 @@ class BatchStream {
       ++first_;
     }
     cv_.notify_all();
+    return true;
   }
   std::shared_ptr<std::vector<Event>> spare() {
     std::lock_guard<std::mutex> l(m_);

@@ -156,14 +156,18 @@ TEST_CASE("cli: compare decodes the trace once yet gives every policy the report
 }
 
 TEST_CASE("cli: compare reports the error the first failing policy would give alone") {
-  // hbm only on this device: a collective buffer falls back to hbm, a host buffer has nowhere to go.
-  std::string t = fragsim::test::write_text(
-      "bad_space.jsonl",
-      "{\"op\":\"alloc\",\"id\":1,\"size\":1024}\n{\"op\":\"alloc\",\"id\":2,\"size\":64,\"space\":\"vmem\"}\n");
-  auto r = fragsim::test::cli("compare " + t + " --policies best-fit,xla-bfc --jobs 2");
-  CHECK(r.code == 2);
-  CHECK(r.err.find("bad_space.jsonl:2") != std::string::npos);
-  CHECK(std::count(r.err.begin(), r.err.end(), '\n') == 1);
+  // hbm only on this device: a vmem buffer has nowhere to go. Every policy fails at line 2 while
+  // the reader still has 100,000 lines to go: it must stop reading, not wait for them.
+  std::string text =
+      "{\"op\":\"alloc\",\"id\":1,\"size\":1024}\n{\"op\":\"alloc\",\"id\":2,\"size\":64,\"space\":\"vmem\"}\n";
+  for (int i = 0; i < 100000; ++i) text += "{\"op\":\"mark\"}\n";
+  std::string t = fragsim::test::write_text("bad_space.jsonl", text);
+  for (const char* jobs : {"1", "2"}) {
+    auto r = fragsim::test::cli("compare " + t + " --policies best-fit,xla-bfc,torch-caching --jobs " + jobs);
+    CHECK(r.code == 2);
+    CHECK(r.err.find("bad_space.jsonl:2: space") != std::string::npos);
+    CHECK(std::count(r.err.begin(), r.err.end(), '\n') == 1);
+  }
 }
 
 TEST_CASE("cli: no progress line unless stderr is a terminal or --progress asks") {
