@@ -22,6 +22,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <array>
 #include <map>
 #include <optional>
 #include <set>
@@ -47,6 +48,28 @@ struct Assignment {
   std::unordered_map<std::uint64_t, Bytes> offset;  // alloc event index → offset
   Bytes heap = 0;
 };
+
+// Sorts chunks [lo, hi) by lo (the order of equal lo does not matter to the gap search): a
+// least-significant-digit radix sort for the thousands of chunks a buffer overlaps when many live
+// at once (11-bit digits, only as many passes as the largest lo needs), std::sort below that.
+void sort_by_offset(std::vector<std::pair<Bytes, Bytes>>& v, std::vector<std::pair<Bytes, Bytes>>& tmp) {
+  if (v.size() < 512) {
+    std::sort(v.begin(), v.end());
+    return;
+  }
+  Bytes top = 0;
+  for (const auto& c : v) top |= c.first;
+  constexpr int kBits = 11;
+  constexpr size_t kBuckets = size_t(1) << kBits;
+  tmp.resize(v.size());
+  for (int shift = 0; shift < 64 && (top >> shift) != 0; shift += kBits) {
+    std::array<size_t, kBuckets + 1> count{};
+    for (const auto& c : v) ++count[((c.first >> shift) & (kBuckets - 1)) + 1];
+    for (size_t b = 1; b <= kBuckets; ++b) count[b] += count[b - 1];
+    for (const auto& c : v) tmp[count[(c.first >> shift) & (kBuckets - 1)]++] = c;
+    v.swap(tmp);
+  }
+}
 
 Assignment best_fit(std::vector<Buf> bufs, bool spatial, Bytes alignment) {
   std::sort(bufs.begin(), bufs.end(), [&](const Buf& a, const Buf& b) {
@@ -77,13 +100,13 @@ Assignment best_fit(std::vector<Buf> bufs, bool spatial, Bytes alignment) {
     out.offset[b.id] = *b.fixed;
     out.heap = std::max(out.heap, end);
   }
-  std::vector<std::pair<Bytes, Bytes>> busy;
+  std::vector<std::pair<Bytes, Bytes>> busy, scratch;
   for (size_t i = 0; i < bufs.size(); ++i) {
     const Buf& b = bufs[i];
     if (b.fixed) continue;
     busy.clear();
     committed.overlapping(b.start, b.end, [&](const std::pair<Bytes, Bytes>& c) { busy.push_back(c); });
-    std::sort(busy.begin(), busy.end());
+    sort_by_offset(busy, scratch);
     Bytes best_lo = 0, best_size = kTooLarge, cur = 0;
     bool found = false;
     for (const auto& [lo, hi] : busy) {

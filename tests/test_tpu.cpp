@@ -152,31 +152,39 @@ TEST_CASE("static-heap: both orders against hand-computed placements") {
 }
 
 TEST_CASE("static-heap: heap >= peak live bytes, equal when lifetimes nest — best = min of both orders") {
-  // Stack-like trace: random pushes and pops.
-  std::uint64_t state = 7;
-  auto rnd = [&] { return (state = state * 6364136223846793005ULL + 1442695040888963407ULL) >> 33; };
-  TraceBuilder t;
-  std::vector<int> stack;
-  int id = 0;
-  for (int i = 0; i < 400; ++i) {
-    if (stack.empty() || rnd() % 3) {
-      t.alloc(++id, 1 + rnd() % 5000);
-      stack.push_back(id);
-    } else {
-      t.free(stack.back());
-      stack.pop_back();
+  // Stack-like trace: random pushes and pops. 400 events keep tens of buffers live; 4000 keep
+  // over a thousand live at once, so each placement sorts that many overlapping chunks (the
+  // radix-sort path of the planner).
+  for (int events : {400, 4000}) {
+    std::uint64_t state = 7;
+    auto rnd = [&] { return (state = state * 6364136223846793005ULL + 1442695040888963407ULL) >> 33; };
+    TraceBuilder t;
+    std::vector<int> stack;
+    size_t deepest = 0;
+    int id = 0;
+    for (int i = 0; i < events; ++i) {
+      if (stack.empty() || rnd() % 3) {
+        t.alloc(++id, 1 + rnd() % 5000);
+        stack.push_back(id);
+        deepest = std::max(deepest, stack.size());
+      } else {
+        t.free(stack.back());
+        stack.pop_back();
+      }
     }
-  }
-  // Temporal order places every buffer on top of the longer ones containing it: a stack, so the
-  // heap is exactly the peak; best keeps it; spatial order need not reach it.
-  for (auto s : {"temporal", "best", "spatial"}) {
-    auto r = tpu_run(std::string("nest") + s, t.text, "static-heap", {{"order", s}, {"pad", false}});
-    INFO(s);
-    CHECK(r.stats()["lower_bound"] == r.result.peak_requested);
-    if (std::string(s) == "spatial")
-      CHECK(r.stats()["heap_size"].get<Bytes>() >= r.stats()["lower_bound"].get<Bytes>());
-    else
-      CHECK(r.stats()["heap_size"] == r.stats()["lower_bound"]);
+    if (events > 1000) CHECK(deepest > 1000);
+    // Temporal order places every buffer on top of the longer ones containing it: a stack, so the
+    // heap is exactly the peak; best keeps it; spatial order need not reach it.
+    for (auto s : {"temporal", "best", "spatial"}) {
+      auto r = tpu_run(std::string("nest") + s + std::to_string(events), t.text, "static-heap",
+                       {{"order", s}, {"pad", false}});
+      INFO(s << " " << events);
+      CHECK(r.stats()["lower_bound"] == r.result.peak_requested);
+      if (std::string(s) == "spatial")
+        CHECK(r.stats()["heap_size"].get<Bytes>() >= r.stats()["lower_bound"].get<Bytes>());
+      else
+        CHECK(r.stats()["heap_size"] == r.stats()["lower_bound"]);
+    }
   }
   std::string rt = tmp_path("shrand.jsonl");
   generate_workload("random", 4, {{"events", 600}, {"live", 40}, {"max_size", 1 << 20}}, rt);
