@@ -288,6 +288,15 @@ TEST_CASE("a signal leaves no temporary file behind") {
     }
     CHECK(files == 0);
   }
+  // The same signal twice in a row (what `timeout` does: to the process, then to its group): the
+  // second must not end the process before the first one's handler removed the temporary.
+  std::string out = dir + "/twice.jsonl";
+  std::string cmd = std::string("for i in 1 2 3 4 5 6 7 8 9 10; do ") + FRAGSIM_BINARY +
+                    " gen random --set events=100000000 -o " + out +
+                    " >/dev/null 2>&1 & p=$!; sleep 0.25; kill -TERM $p; kill -TERM $p; wait $p; "
+                    "ls " +
+                    dir + " | grep -q . && exit 1; done; exit 0";
+  CHECK(WEXITSTATUS(std::system(("sh -c '" + cmd + "'").c_str())) == 0);
 }
 
 // Before: `cat a.fstrace b.fstrace` silently dropped b (and an alloc that should OOM with it).

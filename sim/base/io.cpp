@@ -108,6 +108,9 @@ constexpr int kTempSlots = 64;
 std::atomic<char*> g_temps[kTempSlots];
 std::atomic<bool> g_handlers{false};
 
+// Every signal is blocked while this runs (sa_mask), so a second signal — `timeout` sends its
+// signal to the process and to its group — cannot end the process before the unlinks; the
+// re-raised one stays pending until the handler returns, then takes its default action.
 extern "C" void remove_temps_and_reraise(int sig) {
   for (auto& slot : g_temps)
     if (char* p = slot.load()) ::unlink(p);
@@ -120,8 +123,8 @@ void install_handlers() {
   for (int sig : {SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGPIPE, SIGSEGV, SIGBUS, SIGFPE, SIGILL, SIGABRT, SIGXFSZ}) {
     struct sigaction sa {};
     sa.sa_handler = remove_temps_and_reraise;
-    sigemptyset(&sa.sa_mask);
-    sa.sa_flags = SA_RESETHAND;
+    sigfillset(&sa.sa_mask);
+    sa.sa_flags = 0;
     ::sigaction(sig, &sa, nullptr);
   }
 }
