@@ -43,7 +43,7 @@ void Progress::stage(const std::string& what) {
   bytes0_ = input_bytes_read();
   events0_ = input_events_read();
   start_ = std::chrono::steady_clock::now();
-  if (total_bytes_ > 0) total_bytes_ = static_cast<double>(file_size_);
+  total_bytes_ = static_cast<double>(file_size_);  // one pass
 }
 
 std::string Progress::line() const {

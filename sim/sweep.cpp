@@ -89,7 +89,6 @@ SweepResult run_sweep(const SweepOptions& opt, const Registry& reg) {
       for (int i = 1; i <= 100; ++i) all.push_back(i);
       eval(all, "every fraction 0.01..1.00");
     };
-    int safe = 100;  // the highest failing fraction index: the answer is (safe + 1) / 100; 100 = none
     if (opt.exhaustive) {
       every();
       res.monotonic_basis = "observed over every fraction 0.01..1.00";
@@ -133,7 +132,7 @@ SweepResult run_sweep(const SweepOptions& opt, const Registry& reg) {
     for (const auto& [x, p] : seen) res.runs.push_back(p);
     // Safe answer: the fraction above the highest one that fails (every evaluated larger one
     // completes; the search evaluated that next one); none when 1.00 fails.
-    safe = 0;
+    int safe = 0;  // the highest failing fraction index: the answer is (safe + 1) / 100; 100 = none
     for (auto it = seen.rbegin(); it != seen.rend(); ++it)
       if (!it->second.completed) {
         safe = it->first;
