@@ -1,12 +1,18 @@
-// JSONL trace reader: a hand-written parser for the flat event objects of trace v1.
+// JSONL trace reader and writer (specs/contracts.md §1, docs/trace-format.md).
 //
-// Why not a general JSON library on the hot path: an event line is a flat object of a dozen known
-// keys, so a direct scanner decodes it into the reusable Event without building a DOM, and every
-// error names the key at fault ("size: must be a non-negative integer"). The optional header line
-// (arbitrary JSON, echoed into the report) goes through nlohmann/json.
+// Each event line is parsed by simdjson's On Demand API (Debian's libsimdjson-dev, 3.x): its first
+// stage checks the whole line's UTF-8, string escapes and structure; the reader then visits every
+// value, so nothing goes unchecked. Known keys decode straight into the reusable Event, each with
+// its own type and range errors ("size: must be a non-negative integer"); unknown keys (ignored for
+// forward compatibility) are walked to their end, so they too must be valid JSON (RFC 8259; like
+// simdjson, numbers beyond a double's range are refused). Nothing is built per line: no DOM, no
+// allocation once the buffers have grown. Every error names FILE:LINE, the key, and the column
+// where simdjson stopped. The optional header line (arbitrary JSON, echoed into the report) goes
+// through nlohmann/json.
 #include "traces/jsonl.h"
 
 #include <fmt/format.h>
+#include <simdjson.h>
 
 #include <cstring>
 #include <vector>
@@ -19,13 +25,20 @@ namespace fragsim {
 
 namespace {
 
-// Splits a ByteSource into lines (without '\n' or a trailing '\r'), reusing one buffer.
+namespace od = simdjson::ondemand;
+using simdjson::error_code;
+using simdjson::SIMDJSON_PADDING;
+using simdjson::SUCCESS;
+
+// Splits a ByteSource into lines (without '\n' or a trailing '\r'), reusing one buffer. Every line
+// handed out is followed by SIMDJSON_PADDING readable bytes, as simdjson requires.
 class LineReader {
  public:
   LineReader(std::unique_ptr<ByteSource> src, std::string path)
-      : src_(std::move(src)), path_(std::move(path)), buf_(1 << 20) {}
+      : src_(std::move(src)), path_(std::move(path)), buf_((1 << 20) + SIMDJSON_PADDING) {}
   bool next(std::string_view* line) {
     for (;;) {
+      last_start_ = pos_;
       const char* nl = static_cast<const char*>(std::memchr(buf_.data() + pos_, '\n', len_ - pos_));
       if (nl) {
         size_t n = nl - (buf_.data() + pos_);
@@ -37,6 +50,7 @@ class LineReader {
       }
       if (eof_) {
         if (pos_ == len_) return false;
+        buf_[len_] = '\n';  // what follows the last line is whitespace, as it is for every other line
         *line = std::string_view(buf_.data() + pos_, len_ - pos_);
         pos_ = len_;
         ++lineno_;
@@ -49,15 +63,22 @@ class LineReader {
         len_ -= pos_;
         pos_ = 0;
       }
-      if (len_ == buf_.size()) {
-        if (buf_.size() >= kMaxLineBytes)
+      size_t cap = buf_.size() - SIMDJSON_PADDING;
+      if (len_ == cap) {
+        if (cap >= kMaxLineBytes)
           throw InputError(path_, lineno_ + 1, fmt::format("line longer than {} MiB", kMaxLineBytes >> 20));
-        buf_.resize(buf_.size() * 2);
+        buf_.resize(cap * 2 + SIMDJSON_PADDING);
+        cap *= 2;
       }
-      size_t got = src_->read(buf_.data() + len_, buf_.size() - len_);
+      size_t got = src_->read(buf_.data() + len_, cap - len_);
       if (got == 0) eof_ = true;
       len_ += got;
     }
+  }
+  // Hands the line last returned by next() out again (the buffer has not moved since).
+  void unread() {
+    pos_ = last_start_;
+    --lineno_;
   }
   std::uint64_t lineno() const { return lineno_; }
 
@@ -65,10 +86,66 @@ class LineReader {
   std::unique_ptr<ByteSource> src_;
   std::string path_;
   std::vector<char> buf_;
-  size_t pos_ = 0, len_ = 0;
+  size_t pos_ = 0, len_ = 0, last_start_ = 0;
   bool eof_ = false;
   std::uint64_t lineno_ = 0;
 };
+
+// Error path only: where the first stage of simdjson stopped in a line whose strings it refused.
+// `control` is the first control character inside a string, `open` the opening quote of a
+// string that is never closed (npos when there is none).
+struct StringScan {
+  size_t control = std::string_view::npos, open = std::string_view::npos;
+};
+StringScan scan_strings(std::string_view s) {
+  StringScan r;
+  bool in = false;
+  for (size_t i = 0; i < s.size(); ++i) {
+    unsigned char c = s[i];
+    if (in && c == '\\') {
+      ++i;
+    } else if (c == '"') {
+      in = !in;
+      r.open = in ? i : std::string_view::npos;
+    } else if (in && c < 0x20 && r.control == std::string_view::npos) {
+      r.control = i;
+    }
+  }
+  return r;
+}
+
+// What a simdjson error means to someone who wrote the line. `token` is the value's raw text
+// where known (numbers: to say "leading zero").
+std::string describe(error_code e, std::string_view token = {}) {
+  switch (e) {
+    case simdjson::NUMBER_ERROR: {
+      size_t i = !token.empty() && token[0] == '-';
+      bool leading_zero = token.size() > i + 1 && token[i] == '0' && token[i + 1] >= '0' && token[i + 1] <= '9';
+      return leading_zero ? "invalid JSON number: leading zero" : "invalid JSON number";
+    }
+    case simdjson::STRING_ERROR:
+      return "invalid JSON string: a bad escape or an unpaired surrogate";
+    case simdjson::T_ATOM_ERROR:
+    case simdjson::F_ATOM_ERROR:
+    case simdjson::N_ATOM_ERROR:
+    case simdjson::INCORRECT_TYPE:
+      return "invalid JSON value";
+    case simdjson::TAPE_ERROR:
+      return "invalid JSON: a comma, colon, brace or bracket is missing or out of place";
+    case simdjson::INCOMPLETE_ARRAY_OR_OBJECT:
+      return "truncated JSON: an object or array is not closed";
+    case simdjson::UTF8_ERROR:
+      return "invalid UTF-8";
+    case simdjson::UNESCAPED_CHARS:
+      return "control character in a string (JSON requires it escaped, e.g. \\t or \\u0001)";
+    case simdjson::UNCLOSED_STRING:
+      return "truncated JSON: unterminated string";
+    case simdjson::DEPTH_ERROR:
+      return "JSON nested too deeply";
+    default:
+      return fmt::format("invalid JSON: {}", simdjson::error_message(e));
+  }
+}
 
 class JsonlReader : public TraceReader {
  public:
@@ -79,7 +156,8 @@ class JsonlReader : public TraceReader {
     while (lines_.next(&line)) {
       if (blank(line)) continue;
       if (line.find("\"fragsim_trace\"") != std::string_view::npos) {
-        check_utf8(line);
+        if (size_t bad = utf8_error_offset(line); bad != std::string_view::npos)
+          fail(lines_.lineno(), fmt::format("invalid UTF-8 (column {})", bad + 1));
         nlohmann::json h =
             line.size() > kMaxHeaderBytes ? nlohmann::json() : nlohmann::json::parse(line, nullptr, false);
         if (line.size() > kMaxHeaderBytes || h.is_discarded() || (h.is_object() && h.contains("fragsim_trace"))) {
@@ -87,9 +165,7 @@ class JsonlReader : public TraceReader {
           break;
         }
       }
-      pending_ = line;
-      pending_line_ = lines_.lineno();
-      has_pending_ = true;
+      lines_.unread();  // an event line: read_raw parses it
       break;
     }
   }
@@ -97,13 +173,6 @@ class JsonlReader : public TraceReader {
  protected:
   bool read_raw(Event& ev) override {
     std::string_view line;
-    if (has_pending_) {
-      has_pending_ = false;
-      pending_copy_.assign(pending_.data(), pending_.size());  // the line buffer may have moved on
-      ev.line = pending_line_;
-      parse(pending_copy_, ev);
-      return true;
-    }
     while (lines_.next(&line)) {
       if (blank(line)) continue;
       ev.line = lines_.lineno();
@@ -119,392 +188,262 @@ class JsonlReader : public TraceReader {
       if (c != ' ' && c != '\t') return false;
     return true;
   }
-  void check_utf8(std::string_view line) {
-    if (!valid_utf8(line)) fail(lines_.lineno(), "invalid UTF-8");
-  }
 
-  // ---- the flat-object scanner ----
-  [[noreturn]] void err(const std::string& what) {
-    fail(line_, skipping_.empty() ? what : fmt::format("{}: {}", skipping_, what));
+  // ---- errors ----
+  [[noreturn]] void err(std::string_view key, const std::string& what) {
+    fail(line_, key.empty() ? what : fmt::format("{}: {}", key, what));
   }
-  std::string skipping_;  // the unknown key whose value is being skipped (named in errors)
-  void ws() {
-    while (p_ < e_ && (*p_ == ' ' || *p_ == '\t' || *p_ == '\r' || *p_ == '\n')) ++p_;
+  // Names the column where simdjson stopped, when it says.
+  [[noreturn]] void json_err(std::string_view key, error_code e, std::string_view token = {}) {
+    const char* at = nullptr;
+    if (doc_.current_location().get(at) == SUCCESS && at >= text_.data() && at <= text_.data() + text_.size())
+      err(key, fmt::format("{} (column {})", describe(e, token), at - text_.data() + 1));
+    err(key, describe(e, token));
   }
-  void expect(char c, const char* what) {
-    ws();
-    if (p_ >= e_) err(fmt::format("truncated JSON: expected '{}' {}", c, what));
-    if (*p_ != c) err(fmt::format("invalid JSON: expected '{}' {}, found '{}'", c, what, *p_));
-    ++p_;
+  // The first stage refused the line (encoding, strings): find the byte and the key it is in.
+  [[noreturn]] void stage1_err(error_code e) {
+    size_t at = std::string_view::npos;
+    if (e == simdjson::UTF8_ERROR) at = utf8_error_offset(text_);
+    if (e == simdjson::UNESCAPED_CHARS) at = scan_strings(text_).control;
+    if (e == simdjson::UNCLOSED_STRING) at = scan_strings(text_).open;
+    if (at == std::string_view::npos) err({}, describe(e));
+    std::string what = fmt::format("{} (column {})", describe(e), at + 1);
+    err(e == simdjson::UNCLOSED_STRING ? std::string() : key_at(at), what);
   }
-
-  // Parses a JSON string into out (escapes decoded). p_ at the opening quote.
-  void string(std::string& out, std::string_view key) {
-    ws();
-    if (p_ >= e_) err("truncated JSON");
-    if (*p_ != '"') err(fmt::format("{}: must be a string", key));
-    ++p_;
-    const char* s = p_;
-    while (p_ < e_ && *p_ != '"' && *p_ != '\\' && static_cast<unsigned char>(*p_) >= 0x20) ++p_;
-    if (p_ < e_ && *p_ == '"') {
-      out.assign(s, p_ - s);
-      ++p_;
-      return;
+  // The top-level key whose key or value holds byte `at`, read from a copy of the line whose
+  // control and non-ASCII bytes are spaces (whitespace between tokens, a character in strings).
+  std::string key_at(size_t at) {
+    std::string copy(text_);
+    for (char& c : copy)
+      if (static_cast<unsigned char>(c) < 0x20 || static_cast<unsigned char>(c) >= 0x80) c = ' ';
+    copy.resize(copy.size() + SIMDJSON_PADDING);
+    std::string found;
+    od::document doc;
+    od::object obj;
+    if (parser_.iterate(copy.data(), text_.size(), copy.size()).get(doc) || doc.get_object().get(obj)) return found;
+    for (auto field : obj) {
+      const char* where = nullptr;
+      std::string_view k;
+      if (doc.current_location().get(where) || static_cast<size_t>(where - copy.data()) > at) break;
+      if (field.unescaped_key().get(k)) break;
+      found.assign(k);
     }
-    out.assign(s, p_ - s);
-    while (p_ < e_) {
-      char c = *p_++;
-      if (c == '"') return;
-      if (static_cast<unsigned char>(c) < 0x20) err(fmt::format("{}: control character in string", key));
-      if (c != '\\') {
-        out.push_back(c);
-        continue;
+    return found;
+  }
+  // An INCOMPLETE_ARRAY_OR_OBJECT at the top: a line that holds a whole object and then more, or
+  // one whose object is never closed.
+  [[noreturn]] void top_incomplete() {
+    od::document_stream docs;
+    if (parser_.iterate_many(text_.data(), text_.size(), std::max<size_t>(text_.size(), 64)).get(docs) == SUCCESS) {
+      for (auto it = docs.begin(); it != docs.end(); ++it) {
+        size_t end = it.current_index() + it.source().size();
+        if (end < text_.size() && !blank(text_.substr(end)))
+          err({}, fmt::format("trailing characters after the JSON object (column {})", end + 1));
+        break;
       }
-      if (p_ >= e_) break;
-      char x = *p_++;
-      switch (x) {
-        case '"':
-          out.push_back('"');
-          break;
-        case '\\':
-          out.push_back('\\');
-          break;
-        case '/':
-          out.push_back('/');
-          break;
-        case 'b':
-          out.push_back('\b');
-          break;
-        case 'f':
-          out.push_back('\f');
-          break;
-        case 'n':
-          out.push_back('\n');
-          break;
-        case 'r':
-          out.push_back('\r');
-          break;
-        case 't':
-          out.push_back('\t');
-          break;
-        case 'u': {
-          unsigned cp = hex4(key);
-          if (cp >= 0xD800 && cp <= 0xDBFF) {
-            if (e_ - p_ < 6 || p_[0] != '\\' || p_[1] != 'u') err(fmt::format("{}: unpaired surrogate", key));
-            p_ += 2;
-            unsigned lo = hex4(key);
-            if (lo < 0xDC00 || lo > 0xDFFF) err(fmt::format("{}: unpaired surrogate", key));
-            cp = 0x10000 + ((cp - 0xD800) << 10) + (lo - 0xDC00);
-          } else if (cp >= 0xDC00 && cp <= 0xDFFF) {
-            err(fmt::format("{}: unpaired surrogate", key));
-          }
-          append_utf8(out, cp);
-          break;
+    }
+    err({}, describe(simdjson::INCOMPLETE_ARRAY_OR_OBJECT));
+  }
+
+  // ---- values ----
+  od::json_type type_of(od::value& v, std::string_view key) {
+    od::json_type t{};
+    if (error_code e = v.type().get(t)) json_err(key, e);
+    return t;
+  }
+  // A number value, or the error naming key: not a number, not JSON, beyond 64-bit integers.
+  od::number number(od::value& v, std::string_view key, bool non_negative) {
+    if (type_of(v, key) != od::json_type::number)
+      err(key, non_negative ? "must be a non-negative integer" : "must be an integer");
+    std::string_view token = v.raw_json_token();
+    if (non_negative && token[0] == '-' && token.size() > 1 && token[1] >= '0' && token[1] <= '9')
+      err(key, "must be non-negative");
+    od::number n;
+    error_code e = v.get_number().get(n);
+    if (e == SUCCESS) {
+      if (n.get_number_type() == od::number_type::floating_point_number) err(key, "must be an integer, not a fraction");
+      return n;
+    }
+    double d;
+    if (v.get_double().get(d) == SUCCESS)  // valid JSON, beyond what 64 bits hold
+      err(key, token.find_first_of(".eE") != std::string_view::npos ? "must be an integer, not a fraction"
+                                                                    : "does not fit in 64 bits");
+    json_err(key, e, token);
+  }
+  std::uint64_t uint(od::value v, std::string_view key) {
+    std::uint64_t x;
+    if (v.get_uint64().get(x) == SUCCESS) return x;  // the common case; else say what is wrong
+    od::number n = number(v, key, true);
+    return n.get_number_type() == od::number_type::unsigned_integer ? n.get_uint64()
+                                                                    : static_cast<std::uint64_t>(n.get_int64());
+  }
+  std::int64_t sint(od::value v, std::string_view key) {
+    od::number n = number(v, key, false);
+    if (n.get_number_type() == od::number_type::unsigned_integer) err(key, "does not fit in 64 bits");
+    return n.get_int64();
+  }
+  std::string_view string(od::value v, std::string_view key) {
+    std::string_view s;
+    error_code e = v.get_string().get(s);
+    if (e == SUCCESS) return s;
+    if (type_of(v, key) != od::json_type::string) err(key, "must be a string");
+    json_err(key, e);
+  }
+  bool boolean(od::value v, std::string_view key) {
+    if (type_of(v, key) != od::json_type::boolean) err(key, "must be true or false");
+    bool b = false;
+    if (error_code e = v.get_bool().get(b)) json_err(key, e);
+    return b;
+  }
+  // Calls each(element) for every element of an array value.
+  template <class F>
+  void array(od::value v, std::string_view key, F&& each) {
+    if (type_of(v, key) != od::json_type::array) err(key, "must be an array");
+    od::array a;
+    if (error_code e = v.get_array().get(a)) json_err(key, e);
+    for (auto element : a) {
+      od::value x;
+      if (error_code e = std::move(element).get(x)) json_err(key, e);
+      each(x);
+    }
+  }
+  // Reads an unknown key's value to its end, so that simdjson checks every part of it.
+  void skip(od::value v, std::string_view key, int depth = 0) {
+    if (depth > 64) err(key, "JSON nested too deeply");
+    error_code e = SUCCESS;
+    switch (type_of(v, key)) {
+      case od::json_type::array:
+        array(v, key, [&](od::value x) { skip(x, key, depth + 1); });
+        return;
+      case od::json_type::object: {
+        od::object o;
+        if ((e = v.get_object().get(o))) json_err(key, e);
+        for (auto field : o) {
+          std::string_view k;
+          od::value x;
+          if ((e = field.unescaped_key().get(k)) || (e = field.value().get(x))) json_err(key, e);
+          skip(x, key, depth + 1);
         }
-        default:
-          err(fmt::format("{}: invalid escape '\\{}'", key, x));
-      }
-    }
-    err("truncated JSON: unterminated string");
-  }
-  unsigned hex4(std::string_view key) {
-    if (e_ - p_ < 4) err("truncated JSON");
-    unsigned v = 0;
-    for (int i = 0; i < 4; ++i) {
-      char c = *p_++;
-      v <<= 4;
-      if (c >= '0' && c <= '9')
-        v |= c - '0';
-      else if (c >= 'a' && c <= 'f')
-        v |= c - 'a' + 10;
-      else if (c >= 'A' && c <= 'F')
-        v |= c - 'A' + 10;
-      else
-        err(fmt::format("{}: invalid \\u escape", key));
-    }
-    return v;
-  }
-  static void append_utf8(std::string& out, unsigned cp) {
-    if (cp < 0x80) {
-      out.push_back(static_cast<char>(cp));
-    } else if (cp < 0x800) {
-      out.push_back(static_cast<char>(0xC0 | (cp >> 6)));
-      out.push_back(static_cast<char>(0x80 | (cp & 0x3F)));
-    } else if (cp < 0x10000) {
-      out.push_back(static_cast<char>(0xE0 | (cp >> 12)));
-      out.push_back(static_cast<char>(0x80 | ((cp >> 6) & 0x3F)));
-      out.push_back(static_cast<char>(0x80 | (cp & 0x3F)));
-    } else {
-      out.push_back(static_cast<char>(0xF0 | (cp >> 18)));
-      out.push_back(static_cast<char>(0x80 | ((cp >> 12) & 0x3F)));
-      out.push_back(static_cast<char>(0x80 | ((cp >> 6) & 0x3F)));
-      out.push_back(static_cast<char>(0x80 | (cp & 0x3F)));
-    }
-  }
-
-  // Unsigned integer (u64); rejects signs, fractions, exponents, overflow, other types.
-  std::uint64_t uint(std::string_view key) {
-    ws();
-    if (p_ >= e_) err("truncated JSON");
-    if (*p_ == '-') {
-      if (p_ + 1 < e_ && p_[1] >= '0' && p_[1] <= '9') err(fmt::format("{}: must be non-negative", key));
-      err(fmt::format("{}: must be a non-negative integer", key));
-    }
-    if (*p_ < '0' || *p_ > '9') err(fmt::format("{}: must be a non-negative integer", key));
-    if (*p_ == '0' && p_ + 1 < e_ && p_[1] >= '0' && p_[1] <= '9') err(fmt::format("{}: invalid number", key));
-    std::uint64_t v = 0;
-    while (p_ < e_ && *p_ >= '0' && *p_ <= '9') {
-      unsigned d = *p_ - '0';
-      if (v > (UINT64_MAX - d) / 10) err(fmt::format("{}: does not fit in 64 bits", key));
-      v = v * 10 + d;
-      ++p_;
-    }
-    if (p_ < e_ && (*p_ == '.' || *p_ == 'e' || *p_ == 'E'))
-      err(fmt::format("{}: must be an integer, not a fraction", key));
-    return v;
-  }
-  std::int64_t sint(std::string_view key) {
-    ws();
-    bool neg = p_ < e_ && *p_ == '-';
-    if (neg) ++p_;
-    if (p_ < e_ && *p_ == '-') err(fmt::format("{}: must be an integer", key));
-    std::uint64_t m = uint(key);
-    if (m > (neg ? 9223372036854775808ULL : 9223372036854775807ULL))
-      err(fmt::format("{}: does not fit in 64 bits", key));
-    return neg ? static_cast<std::int64_t>(0 - m) : static_cast<std::int64_t>(m);
-  }
-  bool boolean(std::string_view key) {
-    ws();
-    if (e_ - p_ >= 4 && std::memcmp(p_, "true", 4) == 0) {
-      p_ += 4;
-      return true;
-    }
-    if (e_ - p_ >= 5 && std::memcmp(p_, "false", 5) == 0) {
-      p_ += 5;
-      return false;
-    }
-    err(fmt::format("{}: must be true or false", key));
-  }
-  bool null_literal() {
-    ws();
-    if (e_ - p_ >= 4 && std::memcmp(p_, "null", 4) == 0) {
-      p_ += 4;
-      return true;
-    }
-    return false;
-  }
-  // Skips any JSON value (unknown keys).
-  void skip_value(int depth = 0) {
-    if (depth > 64) err("JSON nested too deeply");
-    ws();
-    if (p_ >= e_) err("truncated JSON");
-    char c = *p_;
-    if (c == '"') {
-      scratch_.clear();
-      string(scratch_, "value");
-    } else if (c == '{' || c == '[') {
-      char close = c == '{' ? '}' : ']';
-      ++p_;
-      ws();
-      if (p_ < e_ && *p_ == close) {
-        ++p_;
         return;
       }
-      for (;;) {
-        if (c == '{') {
-          string(scratch_, "key");
-          expect(':', "after a key");
-        }
-        skip_value(depth + 1);
-        ws();
-        if (p_ >= e_) err("truncated JSON");
-        if (*p_ == ',') {
-          ++p_;
-          continue;
-        }
-        if (*p_ == close) {
-          ++p_;
-          return;
-        }
-        err(fmt::format("invalid JSON: expected ',' or '{}'", close));
+      case od::json_type::number: {
+        double d;
+        if ((e = v.get_double().get(d))) json_err(key, e, v.raw_json_token());
+        return;
       }
-    } else if (c == '-' || (c >= '0' && c <= '9')) {
-      // RFC 8259 number: -? (0 | [1-9][0-9]*) (. [0-9]+)? ([eE] [+-]? [0-9]+)?
-      auto digits = [&] {
-        const char* s = p_;
-        while (p_ < e_ && *p_ >= '0' && *p_ <= '9') ++p_;
-        if (p_ == s) err("invalid JSON number");
-      };
-      if (c == '-') ++p_;
-      if (p_ < e_ && *p_ == '0') {
-        ++p_;
-        if (p_ < e_ && *p_ >= '0' && *p_ <= '9') err("invalid JSON number: leading zero");
-      } else {
-        digits();
+      case od::json_type::string: {
+        std::string_view s;
+        if ((e = v.get_string().get(s))) json_err(key, e);
+        return;
       }
-      if (p_ < e_ && *p_ == '.') {
-        ++p_;
-        digits();
+      case od::json_type::boolean: {
+        bool b;
+        if ((e = v.get_bool().get(b))) json_err(key, e);
+        return;
       }
-      if (p_ < e_ && (*p_ == 'e' || *p_ == 'E')) {
-        ++p_;
-        if (p_ < e_ && (*p_ == '+' || *p_ == '-')) ++p_;
-        digits();
+      case od::json_type::null: {
+        bool null = false;
+        if ((e = v.is_null().get(null)) || !null) json_err(key, e ? e : simdjson::N_ATOM_ERROR);
+        return;
       }
-    } else {
-      for (const char* lit : {"true", "false", "null"}) {
-        size_t n = std::strlen(lit);
-        if (static_cast<size_t>(e_ - p_) >= n && std::memcmp(p_, lit, n) == 0) {
-          p_ += n;
-          return;
-        }
-      }
-      err("invalid JSON value");
     }
   }
 
   void parse(std::string_view line, Event& ev) {
     line_ = ev.line;
-    check_utf8(line);
-    p_ = line.data();
-    e_ = line.data() + line.size();
-    ws();
-    if (p_ >= e_ || *p_ != '{') err("invalid JSON: each line must be one JSON object");
-    ++p_;
+    text_ = line;
+    error_code e = parser_.iterate(line.data(), line.size(), line.size() + SIMDJSON_PADDING).get(doc_);
+    if (e) stage1_err(e);
+    od::object obj;
+    if ((e = doc_.get_object().get(obj))) {
+      if (e == simdjson::INCOMPLETE_ARRAY_OR_OBJECT) top_incomplete();
+      if (e == simdjson::INCORRECT_TYPE) err({}, "invalid JSON: each line must be one JSON object");
+      json_err({}, e);
+    }
     bool have_op = false, pre_false = false;
     std::uint16_t seen = 0;
-    ws();
-    if (p_ < e_ && *p_ == '}') {
-      ++p_;
-    } else {
-      for (;;) {
-        string(key_, "key");
-        expect(':', "after a key");
-        std::uint16_t bit = 0;
-        const std::string& k = key_;
-        if (k == "op") {
-          if (have_op) err("op: duplicate key");
-          have_op = true;
-          string(scratch_, "op");
-          if (!parse_op(scratch_, &ev.op)) err(fmt::format("op: unknown op '{}'", scratch_));
-        } else if (k == "id") {
-          bit = key::kId;
-          ev.id = AllocId(uint("id"));
-        } else if (k == "size") {
-          bit = key::kSize;
-          ev.size = uint("size");
-        } else if (k == "t") {
-          bit = key::kT;
-          ev.t = Tick(uint("t"));
-        } else if (k == "stream") {
-          bit = key::kStream;
-          ev.stream = sint("stream");
-        } else if (k == "device") {
-          bit = key::kDevice;
-          std::uint64_t d = uint("device");
-          if (d > UINT32_MAX) err("device: does not fit in 32 bits");
-          ev.device = static_cast<std::uint32_t>(d);
-        } else if (k == "space") {
-          bit = key::kSpace;
-          string(scratch_, "space");
-          if (!parse_space(scratch_, &ev.space)) err(fmt::format("space: unknown space '{}'", scratch_));
-        } else if (k == "name") {
-          bit = key::kName;
-          string(ev.name, "name");
-        } else if (k == "dtype") {
-          bit = key::kDtype;
-          string(scratch_, "dtype");
-          if (!parse_dtype(scratch_, &ev.dtype)) err(fmt::format("dtype: unknown dtype '{}'", scratch_));
-        } else if (k == "addr") {
-          if (!null_literal()) {
-            bit = key::kAddr;
-            ev.addr = Addr(uint("addr"));
-          }
-        } else if (k == "pre_trace") {
-          bit = key::kPreTrace;
-          pre_false = !boolean("pre_trace");  // false: as if absent
-        } else if (k == "block_size") {
-          bit = key::kBlockSize;
-          ev.block_size = uint("block_size");
-        } else if (k == "stack") {
-          bit = key::kStack;
-          ev.stack = uint("stack");
-        } else if (k == "frames") {
-          bit = key::kFrames;
-          expect('[', "to open frames");
-          ws();
-          if (p_ < e_ && *p_ == ']') {
-            ++p_;
-          } else {
-            for (;;) {
-              ev.frames.emplace_back();
-              string(ev.frames.back(), "frames");
-              ws();
-              if (p_ < e_ && *p_ == ',') {
-                ++p_;
-                continue;
-              }
-              expect(']', "to close frames");
-              break;
-            }
-          }
-        } else if (k == "shape") {
-          bit = key::kShape;
-          expect('[', "to open shape");
-          ws();
-          if (p_ < e_ && *p_ == ']') {
-            ++p_;
-          } else {
-            for (;;) {
-              ev.shape.push_back(uint("shape"));
-              ws();
-              if (p_ < e_ && *p_ == ',') {
-                ++p_;
-                continue;
-              }
-              expect(']', "to close shape");
-              break;
-            }
-          }
+    std::string_view k = "key";  // named when the next key is malformed: the error is after it
+    for (auto field : obj) {
+      od::value v;
+      if ((e = field.unescaped_key().get(k)) || (e = field.value().get(v))) json_err(k, e);
+      std::uint16_t bit = 0;
+      if (k == "op") {
+        if (have_op) err(k, "duplicate key");
+        have_op = true;
+        std::string_view op = string(v, k);
+        if (!parse_op(op, &ev.op)) err(k, fmt::format("unknown op '{}'", op));
+      } else if (k == "id") {
+        bit = key::kId;
+        ev.id = AllocId(uint(v, k));
+      } else if (k == "size") {
+        bit = key::kSize;
+        ev.size = uint(v, k);
+      } else if (k == "t") {
+        bit = key::kT;
+        ev.t = Tick(uint(v, k));
+      } else if (k == "stream") {
+        bit = key::kStream;
+        ev.stream = sint(v, k);
+      } else if (k == "device") {
+        bit = key::kDevice;
+        std::uint64_t d = uint(v, k);
+        if (d > UINT32_MAX) err(k, "does not fit in 32 bits");
+        ev.device = static_cast<std::uint32_t>(d);
+      } else if (k == "space") {
+        bit = key::kSpace;
+        std::string_view sp = string(v, k);
+        if (!parse_space(sp, &ev.space)) err(k, fmt::format("unknown space '{}'", sp));
+      } else if (k == "name") {
+        bit = key::kName;
+        ev.name.assign(string(v, k));
+      } else if (k == "dtype") {
+        bit = key::kDtype;
+        std::string_view dt = string(v, k);
+        if (!parse_dtype(dt, &ev.dtype)) err(k, fmt::format("unknown dtype '{}'", dt));
+      } else if (k == "addr") {
+        if (type_of(v, k) == od::json_type::null) {
+          skip(v, k);  // null: as if absent
         } else {
-          skipping_ = k;  // unknown event keys are ignored (forward compatibility), once valid JSON
-          skip_value();
-          skipping_ = {};
+          bit = key::kAddr;
+          ev.addr = Addr(uint(v, k));
         }
-        if (bit) {
-          if (seen & bit) err(fmt::format("{}: duplicate key", k));
-          seen |= bit;
-        }
-        ws();
-        if (p_ >= e_) err("truncated JSON: expected ',' or '}'");
-        if (*p_ == ',') {
-          ++p_;
-          continue;
-        }
-        if (*p_ == '}') {
-          ++p_;
-          break;
-        }
-        err(fmt::format("invalid JSON: expected ',' or '}}' after {}", k));
+      } else if (k == "pre_trace") {
+        bit = key::kPreTrace;
+        pre_false = !boolean(v, k);  // false: as if absent
+      } else if (k == "block_size") {
+        bit = key::kBlockSize;
+        ev.block_size = uint(v, k);
+      } else if (k == "stack") {
+        bit = key::kStack;
+        ev.stack = uint(v, k);
+      } else if (k == "frames") {
+        bit = key::kFrames;
+        array(v, k, [&](od::value x) { ev.frames.emplace_back(string(x, k)); });
+      } else if (k == "shape") {
+        bit = key::kShape;
+        array(v, k, [&](od::value x) { ev.shape.push_back(uint(x, k)); });
+      } else {
+        skip(v, k);  // unknown event keys are ignored (forward compatibility), once valid JSON
+      }
+      if (bit) {
+        if (seen & bit) err(k, "duplicate key");
+        seen |= bit;
       }
     }
-    ws();
-    if (p_ != e_) err("trailing characters after the JSON object");
-    if (!have_op) err("op: missing required key");
+    const char* rest = nullptr;
+    if (doc_.current_location().get(rest) == SUCCESS)
+      err({}, fmt::format("trailing characters after the JSON object (column {})", rest - line.data() + 1));
+    if (!have_op) err("op", "missing required key");
     ev.present = pre_false ? static_cast<std::uint16_t>(seen & ~key::kPreTrace) : seen;
-    if ((ev.op == Op::kAlloc || ev.op == Op::kFree) && !(seen & key::kId)) err("id: missing required key");
-    if (ev.op == Op::kAlloc && !(seen & key::kSize)) err("size: missing required key");
+    if ((ev.op == Op::kAlloc || ev.op == Op::kFree) && !(seen & key::kId)) err("id", "missing required key");
+    if (ev.op == Op::kAlloc && !(seen & key::kSize)) err("size", "missing required key");
   }
 
   LineReader lines_;
-  std::string_view pending_;
-  std::string pending_copy_;
-  std::uint64_t pending_line_ = 0;
-  bool has_pending_ = false;
-  const char* p_ = nullptr;
-  const char* e_ = nullptr;
+  od::parser parser_;
+  od::document doc_;
+  std::string_view text_;  // the line being parsed
   std::uint64_t line_ = 0;
-  std::string key_, scratch_;
 };
 
 class JsonlWriter : public TraceWriter {

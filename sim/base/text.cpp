@@ -6,8 +6,9 @@
 
 namespace fragsim {
 
-bool valid_utf8(std::string_view s) {
-  auto p = reinterpret_cast<const unsigned char*>(s.data());
+size_t utf8_error_offset(std::string_view s) {
+  auto begin = reinterpret_cast<const unsigned char*>(s.data());
+  auto p = begin;
   auto end = p + s.size();
   while (p < end) {
     // Fast path: 8 ASCII bytes at a time.
@@ -33,19 +34,21 @@ bool valid_utf8(std::string_view s) {
     else if ((c & 0xF8) == 0xF0)
       n = 3, cp = c & 0x07;
     else
-      return false;
-    if (end - p <= n) return false;
+      return p - begin;
+    if (end - p <= n) return p - begin;
     for (int k = 1; k <= n; ++k) {
-      if ((p[k] & 0xC0) != 0x80) return false;
+      if ((p[k] & 0xC0) != 0x80) return p - begin;
       cp = (cp << 6) | (p[k] & 0x3F);
     }
     if ((n == 1 && cp < 0x80) || (n == 2 && cp < 0x800) || (n == 3 && cp < 0x10000) || cp > 0x10FFFF ||
         (cp >= 0xD800 && cp <= 0xDFFF))
-      return false;
+      return p - begin;
     p += n + 1;
   }
-  return true;
+  return std::string_view::npos;
 }
+
+bool valid_utf8(std::string_view s) { return utf8_error_offset(s) == std::string_view::npos; }
 
 std::string sanitize_utf8(std::string_view s) {
   if (valid_utf8(s)) return std::string(s);

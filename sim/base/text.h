@@ -9,6 +9,8 @@ namespace fragsim {
 
 // True when s is valid UTF-8 (no overlongs, no surrogates, ≤ U+10FFFF).
 [[nodiscard]] bool valid_utf8(std::string_view s);
+// The offset of the first byte of s that does not start a valid UTF-8 sequence; npos when valid.
+[[nodiscard]] size_t utf8_error_offset(std::string_view s);
 // s with every byte that is not part of a valid UTF-8 sequence replaced by U+FFFD.
 [[nodiscard]] std::string sanitize_utf8(std::string_view s);
 
