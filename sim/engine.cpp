@@ -915,17 +915,20 @@ class BatchStream {
 
   // Reader side: publishes the events of r, then the end; stops early when every consumer left.
   void produce(TraceReader& r) {
+    while (produce_one(r)) {
+    }
+  }
+  // Publishes the next batch of r, or the end (then false); false too when every consumer left.
+  bool produce_one(TraceReader& r) {
     End end;
     try {
-      for (;;) {
-        auto b = spare();
-        b->resize(kBatch);
-        size_t n = 0;
-        while (n < kBatch && r.next((*b)[n])) ++n;
-        b->resize(n);
-        if (n && !publish(std::move(b))) return;  // nobody reads any more
-        if (n < kBatch) break;
-      }
+      auto b = spare();
+      b->resize(kBatch);
+      size_t n = 0;
+      while (n < kBatch && r.next((*b)[n])) ++n;
+      b->resize(n);
+      if (n && !publish(std::move(b))) return false;  // nobody reads any more
+      if (n == kBatch) return true;
       end.digest = r.digest();
       end.skipped_frees = r.skipped_frees();
     } catch (...) {
@@ -935,6 +938,7 @@ class BatchStream {
     end_ = std::move(end);
     finished_ = true;
     cv_.notify_all();
+    return false;
   }
   // Consumer side: batch i (from 0), or nullptr after the last one.
   std::shared_ptr<const std::vector<Event>> get(size_t consumer, size_t i) {
@@ -1005,7 +1009,8 @@ void on_threads(size_t n, unsigned threads, F f) {
 
 std::vector<RunResult> run_simulations(const std::vector<RunOptions>& runs, const Registry& registry,
                                        unsigned threads) {
-  if (threads == 0) threads = std::max(1u, std::thread::hardware_concurrency());
+  const bool every_core = threads == 0;  // then one replay thread per core, beside the reader
+  if (every_core) threads = std::max(1u, std::thread::hardware_concurrency());
   std::vector<RunResult> out(runs.size());
   std::vector<std::exception_ptr> errors(runs.size());
   auto first_error = [&] {
@@ -1031,8 +1036,10 @@ std::vector<RunResult> run_simulations(const std::vector<RunOptions>& runs, cons
     }
   });
   if (!shared.empty()) {
-    // Consumer c replays the engines of runs shared[c], shared[c + C], ... batch by batch.
-    size_t consumers = std::min<size_t>(std::max(1u, threads), shared.size());
+    // Consumer c replays the engines of runs shared[c], shared[c + C], ... batch by batch. A cap
+    // of `threads` counts the reader; with a cap of one, the consumer reads each batch itself.
+    const bool inline_reader = !every_core && threads < 2;
+    size_t consumers = inline_reader ? 1 : std::min<size_t>(every_core ? threads : threads - 1, shared.size());
     ReaderOptions ro;
     ro.lenient = runs[shared[0]].lenient;
     std::unique_ptr<TraceReader> reader;
@@ -1044,7 +1051,8 @@ std::vector<RunResult> run_simulations(const std::vector<RunOptions>& runs, cons
     }
     const nlohmann::json header = reader->header();
     BatchStream stream(consumers);
-    std::thread producer([&] { stream.produce(*reader); });
+    std::thread producer;
+    if (!inline_reader) producer = std::thread([&] { stream.produce(*reader); });
     on_threads(consumers, static_cast<unsigned>(consumers), [&](size_t c) {
       std::vector<std::pair<size_t, std::unique_ptr<Engine>>> engines;
       for (size_t k = c; k < shared.size(); k += consumers) {
@@ -1057,7 +1065,9 @@ std::vector<RunResult> run_simulations(const std::vector<RunOptions>& runs, cons
           engines.pop_back();
         }
       }
+      bool more = true;  // inline_reader: the reader has not published its end
       for (size_t b = 0; !engines.empty(); ++b) {
+        if (inline_reader && more) more = stream.produce_one(*reader);
         auto batch = stream.get(c, b);
         for (auto it = engines.begin(); it != engines.end();) {
           bool done = false;
@@ -1079,7 +1089,7 @@ std::vector<RunResult> run_simulations(const std::vector<RunOptions>& runs, cons
       }
       stream.leave(c);
     });
-    producer.join();
+    if (producer.joinable()) producer.join();
   }
   first_error();
   return out;

@@ -170,7 +170,8 @@ inline constexpr size_t kMaxMarks = 2000;
 // (a policy invariant broken under --check).
 [[nodiscard]] RunResult run_simulation(const RunOptions& opt, const Registry& registry);
 
-// Runs several simulations of one trace on up to `threads` threads (0 = every core), decoding
+// Runs several simulations of one trace on at most `threads` threads (0 = one replay thread per
+// core, plus the reader; 1 = everything on the calling thread), decoding
 // the trace once: a reader thread cuts it into batches of events that every engine replays
 // (runs whose policy plans offline, such as static-heap, read it on their own). Results are in
 // `runs` order and equal to run_simulation's one by one; when runs fail, the error thrown is the

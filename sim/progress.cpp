@@ -13,12 +13,21 @@ namespace fragsim {
 
 bool stderr_is_terminal() { return isatty(STDERR_FILENO) == 1; }
 
-Progress::Progress(bool enabled, std::string command, const std::string& file, double passes)
-    : enabled_(enabled), command_(std::move(command)), name_(std::filesystem::path(file).filename().string()) {
-  std::error_code ec;
-  auto size = std::filesystem::file_size(file, ec);
-  file_size_ = ec ? 0 : size;
-  total_bytes_ = static_cast<double>(file_size_) * std::max(passes, 1.0);
+Progress::Progress(bool enabled, std::string command, const std::vector<std::pair<std::string, double>>& reads)
+    : enabled_(enabled), command_(std::move(command)) {
+  std::vector<std::string> names;
+  for (const auto& [file, passes] : reads) {
+    std::error_code ec;
+    auto size = std::filesystem::file_size(file, ec);
+    double bytes = ec ? 0 : static_cast<double>(size);
+    total_bytes_ += bytes * std::max(passes, 1.0);
+    if (std::find(names.begin(), names.end(), file) == names.end()) {
+      names.push_back(file);
+      pass_bytes_ += bytes;
+    }
+  }
+  name_ =
+      names.size() == 1 ? std::filesystem::path(names[0]).filename().string() : fmt::format("{} traces", names.size());
   bytes0_ = input_bytes_read();
   events0_ = input_events_read();
   start_ = std::chrono::steady_clock::now();
@@ -43,7 +52,7 @@ void Progress::stage(const std::string& what) {
   bytes0_ = input_bytes_read();
   events0_ = input_events_read();
   start_ = std::chrono::steady_clock::now();
-  total_bytes_ = static_cast<double>(file_size_);  // one pass
+  total_bytes_ = pass_bytes_;  // one pass
 }
 
 std::string Progress::line() const {

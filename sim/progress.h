@@ -14,14 +14,18 @@
 #include <mutex>
 #include <string>
 #include <thread>
+#include <utility>
+#include <vector>
 
 namespace fragsim {
 
 class Progress {
  public:
-  // enabled: draw at all; file: the trace (its size is the unit of work); passes: how many
-  // times the command expects to read it.
-  Progress(bool enabled, std::string command, const std::string& file, double passes);
+  // enabled: draw at all; reads: each trace the command reads (their sizes are the unit of
+  // work) with how many times it expects to read it. One trace is named, several are counted.
+  Progress(bool enabled, std::string command, const std::vector<std::pair<std::string, double>>& reads);
+  Progress(bool enabled, std::string command, const std::string& file, double passes)
+      : Progress(enabled, std::move(command), {{file, passes}}) {}
   ~Progress();
   Progress(const Progress&) = delete;
   Progress& operator=(const Progress&) = delete;
@@ -35,7 +39,7 @@ class Progress {
   void loop();
   bool enabled_;
   std::string command_, name_;
-  std::uintmax_t file_size_ = 0;
+  double pass_bytes_ = 0;  // one read of every trace
   double total_bytes_ = 0;
   std::uint64_t bytes0_ = 0, events0_ = 0;
   std::chrono::steady_clock::time_point start_;

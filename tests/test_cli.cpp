@@ -144,8 +144,10 @@ TEST_CASE("cli: compare decodes the trace once yet gives every policy the report
     auto arr = nlohmann::json::parse(fragsim::test::read_text(out));
     REQUIRE(arr.size() == pols.size());
     for (size_t i = 0; i < pols.size(); ++i) {
-      std::string one = fragsim::test::tmp_path("one.json");
-      REQUIRE(fragsim::test::cli("run " + t + " --capacity 2GiB --policy '" + pols[i] + "' --json " + one).code == 0);
+      std::string one = fragsim::test::tmp_path("one.json");  // run --jobs 1: decoded and replayed on one thread
+      REQUIRE(fragsim::test::cli("run " + t + " --capacity 2GiB --policy '" + pols[i] + "' --jobs " + jobs +
+                                 " --json " + one)
+                  .code == 0);
       auto alone = nlohmann::json::parse(fragsim::test::read_text(one));
       INFO(pols[i] << " --jobs " << jobs);
       CHECK(arr[i]["label"] == pols[i]);  // compare labels its rows; otherwise the reports are the same
@@ -172,11 +174,18 @@ TEST_CASE("cli: compare reports the error the first failing policy would give al
 
 TEST_CASE("cli: no progress line unless stderr is a terminal or --progress asks") {
   const std::string t = std::string(FRAGSIM_SOURCE_DIR) + "/traces/samples/jax_train_small.jsonl";
-  for (const char* cmd : {"run", "compare", "sweep --find min-mem-fraction"}) {
-    auto r = fragsim::test::cli(std::string(cmd) + " " + t);
+  const std::string manifest =
+      fragsim::test::write_text("progress.manifest", t + " --policy best-fit\n" + t + " --policy xla-bfc\n");
+  for (const std::string& cmd :
+       {"run " + t, "compare " + t, "sweep --find min-mem-fraction " + t, "batch " + manifest}) {
+    auto r = fragsim::test::cli(cmd);
     INFO(cmd);
+    CHECK(r.code == 0);
     CHECK(r.err.empty());
   }
+  auto batch_both = fragsim::test::cli("batch " + manifest + " --progress --no-progress");
+  CHECK(batch_both.code == 2);
+  CHECK(batch_both.err.find("--progress and --no-progress") != std::string::npos);
   auto both = fragsim::test::cli("run " + t + " --progress --no-progress");
   CHECK(both.code == 2);
   CHECK(both.err.find("--progress and --no-progress") != std::string::npos);
@@ -199,6 +208,14 @@ TEST_CASE("Progress: the share is the bytes read over the file's size times the 
   CHECK(p.line().find("50% of progress.bin") != std::string::npos);  // one pass of two
   p.stage("pass 2");                                                 // a new pass starts from 0
   CHECK(p.line().find("fragsim run: pass 2 · 0% of progress.bin") != std::string::npos);
+  // Several traces (a batch): their sizes add up, each as often as it is read; counted, not named.
+  std::string g = fragsim::test::write_text("progress2.bin", std::string(300000, 'y'));
+  fragsim::Progress q(false, "batch", {{f, 1}, {g, 1}, {f, 2}});
+  CHECK(q.line().find("0% of 2 traces") != std::string::npos);
+  auto src2 = fragsim::open_source(g);
+  while (src2->read(buf, sizeof buf)) {
+  }
+  CHECK(q.line().find("50% of 2 traces") != std::string::npos);  // 300,000 of 600,000 bytes
 }
 
 TEST_CASE("cli: the peak's snapshot is the state at the peak on a trace that climbs in small steps") {

@@ -86,11 +86,27 @@ Parsed parse(const std::vector<std::string>& args, po::options_description& desc
   return p;
 }
 
-// Options shared by run, compare (and later sweep): trace, hardware, settings.
+// --progress / --no-progress.
+struct ProgressArgs {
+  bool on = false, off = false;
+};
+void add_progress_options(po::options_description& d, ProgressArgs& p) {
+  d.add_options()("progress", po::bool_switch(&p.on),
+                  "show a progress line on stderr (share of the input, events/s, ETA); the default when stderr is a "
+                  "terminal")("no-progress", po::bool_switch(&p.off), "never show the progress line");
+}
+// --progress / --no-progress, else on when standard error is a terminal.
+bool want_progress(const ProgressArgs& p) {
+  if (p.on && p.off) throw InputError("--progress and --no-progress: choose one");
+  return p.on || (!p.off && stderr_is_terminal());
+}
+
+// Options shared by run, compare, sweep and batch manifest lines: trace, hardware, settings.
 struct SimArgs {
   std::string trace, hw, capacity, reserve, policy;  // hw "": the default device (or the recorded one)
   std::vector<std::string> sets, envs;
-  bool keep_going = false, lenient = false, check = false, progress = false, no_progress = false;
+  bool keep_going = false, lenient = false, check = false;
+  ProgressArgs progress;
   unsigned shard = 1;
   std::string shard_dim = "major";
 };
@@ -109,19 +125,31 @@ void add_sim_options(po::options_description& d, SimArgs& a) {
       "check", po::bool_switch(&a.check), "validate the policy's invariants after every event")(
       "shard", po::value(&a.shard)->default_value(1),
       "sharding what-if: each shaped allocation divided across N devices (tpu-padded, static-heap)")(
-      "shard-dim", po::value(&a.shard_dim)->default_value("major"), "dim the --shard split divides: major or minor")(
-      "progress", po::bool_switch(&a.progress),
-      "show a progress line on stderr (share of the file, events/s, ETA); the default when stderr is a terminal")(
-      "no-progress", po::bool_switch(&a.no_progress), "never show the progress line");
+      "shard-dim", po::value(&a.shard_dim)->default_value("major"), "dim the --shard split divides: major or minor");
+  add_progress_options(d, a.progress);
 }
-
-// --progress / --no-progress, else on when standard error is a terminal.
-bool want_progress(const SimArgs& a) {
-  if (a.progress && a.no_progress) throw InputError("--progress and --no-progress: choose one");
-  return a.progress || (!a.no_progress && stderr_is_terminal());
+// What a set of runs reads, as run_simulations reads it (sim/engine.h): the online runs of one
+// trace share one decode, runs of different traces read their own, and each offline run (its
+// policy plans from lifetimes) reads its trace twice.
+std::vector<std::pair<std::string, double>> reads_of(const std::vector<RunOptions>& runs, const Registry& reg) {
+  std::vector<std::pair<std::string, double>> reads;
+  bool one_trace = true, shared = false;
+  for (const auto& o : runs) one_trace = one_trace && o.trace == runs.front().trace;
+  for (const auto& o : runs) {
+    if (reg.find(o.policy.name).needs_lifetimes) {
+      reads.emplace_back(o.trace, 2);
+    } else if (!one_trace || !shared) {
+      reads.emplace_back(o.trace, 1);
+      shared = true;
+    }
+  }
+  return reads;
 }
-// How many times a run reads its trace: offline policies read it twice.
-double passes_of(const RunOptions& o, const Registry& reg) { return reg.find(o.policy.name).needs_lifetimes ? 2 : 1; }
+// --jobs N: 0 (every core) or 1..1024.
+unsigned jobs_of(int jobs) {
+  if (jobs < 0 || jobs > 1024) throw InputError(fmt::format("--jobs: must be in 0..1024, got {}", jobs));
+  return static_cast<unsigned>(jobs);
+}
 
 // --hw, else the hardware a recording names (an XProf capture's device plane), else h100-80g.
 HardwareModel build_hardware(const SimArgs& a, const nlohmann::json& header = nullptr,
@@ -193,12 +221,16 @@ bool to_stdout(std::initializer_list<std::string> outputs) {
 int cmd_run(const std::vector<std::string>& args, const Registry& reg) {
   SimArgs a;
   std::string json, placements, html, perfetto;
+  int jobs = 0;
   po::options_description d("fragsim run options");
   add_sim_options(d, a);
-  d.add_options()("policy", po::value(&a.policy),
-                  "allocator policy, POLICY or POLICY[k=v,...] (fragsim list); default: follows the input "
-                  "(torch-caching for a PyTorch snapshot, xla-bfc for an XProf capture, tpu-padded on a TPU, else "
-                  "best-fit)")("json", po::value(&json), "write the report (fragsim report v1) to FILE")(
+  d.add_options()("jobs,j", po::value(&jobs)->default_value(0),
+                  "threads, 0..1024: 1 decodes and replays on one thread; otherwise (0 = every core) the trace is "
+                  "decoded on one thread while the policy replays it on another")(
+      "policy", po::value(&a.policy),
+      "allocator policy, POLICY or POLICY[k=v,...] (fragsim list); default: follows the input "
+      "(torch-caching for a PyTorch snapshot, xla-bfc for an XProf capture, tpu-padded on a TPU, else "
+      "best-fit)")("json", po::value(&json), "write the report (fragsim report v1) to FILE")(
       "placements", po::value(&placements), "write one JSON line per alloc event (address, block) to FILE")(
       "html", po::value(&html),
       "write an interactive HTML report to FILE (one self-contained file: memory over time, address maps at the peak "
@@ -215,13 +247,14 @@ int cmd_run(const std::vector<std::string>& args, const Registry& reg) {
   if (p.help) return 0;
   check_outputs({a.trace, a.hw},
                 {{"--json", json}, {"--placements", placements}, {"--html", html}, {"--perfetto", perfetto}});
+  const unsigned threads = jobs_of(jobs);
   RunOptions o = build_run(a, a.policy);
   o.keep_live_buffers = !html.empty();
   o.placements = placements;
   o.perfetto = perfetto;
   RunResult r = [&] {
-    Progress progress(want_progress(a), "run", a.trace, passes_of(o, reg));
-    return run_simulation(o, reg);
+    Progress progress(want_progress(a.progress), "run", reads_of({o}, reg));
+    return std::move(run_simulations({o}, reg, threads).front());
   }();
   if (!json.empty()) write_file_atomic(json, report_json(r).dump(2) + "\n");
   if (!html.empty()) write_file_atomic(html, report_html({r}));
@@ -256,7 +289,8 @@ int cmd_compare(const std::vector<std::string>& args, const Registry& reg) {
   po::options_description d("fragsim compare options");
   add_sim_options(d, a);
   d.add_options()("jobs,j", po::value(&jobs)->default_value(0),
-                  "policies replayed at once, 1..1024 (0 = every core); the trace is decoded once for all")(
+                  "threads at most, 1..1024, the one decoding the trace (once for all policies) included; 0 = a replay "
+                  "thread per core beside the decoding one")(
       "more", po::value(&more)->composing(),
       "further traces (positional): every policy runs on each, e.g. the same model with and without "
       "rematerialisation")("policies", po::value(&policies)->default_value("ideal,best-fit,first-fit"),
@@ -282,7 +316,7 @@ int cmd_compare(const std::vector<std::string>& args, const Registry& reg) {
   const std::vector<std::string> entries = split_list(policies);
   for (const auto& entry : entries)  // NAME or NAME[key=value,...]; a bad one fails before any run
     (void)reg.find(parse_policy_ref(entry, "--policies").name, "--policies");
-  if (jobs < 0 || jobs > 1024) throw InputError(fmt::format("--jobs: must be in 0..1024, got {}", jobs));
+  const unsigned threads = jobs_of(jobs);
   for (const auto& trace : traces) {
     SimArgs ta = a;
     ta.trace = trace;
@@ -291,11 +325,9 @@ int cmd_compare(const std::vector<std::string>& args, const Registry& reg) {
       opts.push_back(build_run(ta, entry));
       opts.back().keep_live_buffers = !html.empty();
     }
-    double passes = 1;
-    for (const auto& o : opts) passes += passes_of(o, reg) > 1 ? 2 : 0;
     std::vector<RunResult> rs = [&] {
-      Progress progress(want_progress(a), "compare", trace, passes);
-      return run_simulations(opts, reg, static_cast<unsigned>(jobs));
+      Progress progress(want_progress(a.progress), "compare", reads_of(opts, reg));
+      return run_simulations(opts, reg, threads);
     }();
     for (size_t i = 0; i < rs.size(); ++i) {
       runs.push_back(std::move(rs[i]));
@@ -313,11 +345,14 @@ int cmd_compare(const std::vector<std::string>& args, const Registry& reg) {
 int cmd_batch(const std::vector<std::string>& args, const Registry& reg) {
   std::string manifest, shard = "1/1", json;
   int jobs = 0;
+  ProgressArgs progress;
   po::options_description d("fragsim batch options");
+  add_progress_options(d, progress);
   d.add_options()("manifest", po::value(&manifest)->required(), "manifest: one `TRACE [run options]` per line")(
       "shard", po::value(&shard)->default_value("1/1"),
       "run shard i of N only (i/N, 1 <= i <= N): the runs whose number (from 0, in file order) % N == i - 1")(
-      "jobs,j", po::value(&jobs)->default_value(0), "runs at once, 1..1024 (0 = every core)")(
+      "jobs,j", po::value(&jobs)->default_value(0),
+      "threads at most, 1..1024, a decoding one included (runs of one trace share a decode); 0 = every core")(
       "json", po::value(&json), "write the batch result (runs with their reports) to FILE, for fragsim merge");
   po::positional_options_description pos;
   pos.add("manifest", 1);
@@ -329,7 +364,8 @@ int cmd_batch(const std::vector<std::string>& args, const Registry& reg) {
                  "results into exactly the result and table of one process. docs/batch.md; scripts/cluster/.");
   if (p.help) return 0;
   check_outputs({manifest}, {{"--json", json}});
-  if (jobs < 0 || jobs > 1024) throw InputError(fmt::format("--jobs: must be in 0..1024, got {}", jobs));
+  const unsigned threads = jobs_of(jobs);
+  const bool show = want_progress(progress);
   Manifest m = read_manifest(manifest);
   Shard sh = parse_shard(shard);
   std::vector<RunOptions> opts;
@@ -359,7 +395,10 @@ int cmd_batch(const std::vector<std::string>& args, const Registry& reg) {
     picked.push_back(&e);
     labels.push_back(label.empty() ? e.text : label);
   }
-  std::vector<RunResult> rs = run_simulations(opts, reg, static_cast<unsigned>(jobs));
+  std::vector<RunResult> rs = [&] {
+    Progress bar(show, "batch", reads_of(opts, reg));
+    return run_simulations(opts, reg, threads);
+  }();
   nlohmann::json runs = nlohmann::json::array();
   for (size_t i = 0; i < rs.size(); ++i)
     runs.push_back(
@@ -401,7 +440,8 @@ int cmd_sweep(const std::vector<std::string>& args, const Registry& reg) {
   add_sim_options(d, a);
   d.add_options()("policy", po::value(&a.policy), "allocator policy (default: chosen by --env, else xla-bfc)")(
       "find", po::value(&find)->required(), "min-mem-fraction (to 0.01) or min-capacity (to the device granularity)")(
-      "jobs,j", po::value(&jobs)->default_value(0), "parallel simulations, 1..1024 (0 = every core)")(
+      "jobs,j", po::value(&jobs)->default_value(0),
+      "threads at most, 1..1024, the one decoding the trace included; 0 = a replay thread per core beside it")(
       "exhaustive", po::bool_switch(&exhaustive),
       "min-mem-fraction: replay every fraction 0.01..1.00 (lists every outcome that breaks monotonicity) instead of "
       "bisecting and checking 4 fractions on each side of the answer")(
@@ -426,11 +466,10 @@ int cmd_sweep(const std::vector<std::string>& args, const Registry& reg) {
     so.base.notes.push_back("policy xla-bfc: a memory fraction is JAX's setting (--policy chooses another)");
   }
   so.find = find;
-  if (jobs < 0 || jobs > 1024) throw InputError(fmt::format("--jobs: must be in 0..1024, got {}", jobs));
-  so.threads = static_cast<unsigned>(jobs);
+  so.threads = jobs_of(jobs);
   so.exhaustive = exhaustive;
   SweepResult r = [&] {
-    Progress progress(want_progress(a), "sweep", a.trace, 1);
+    Progress progress(want_progress(a.progress), "sweep", a.trace, 1);
     so.on_pass = [&](const std::string& what) { progress.stage(what); };
     return run_sweep(so, reg);
   }();
