@@ -8,7 +8,10 @@
 // latest end among their committed leaves. Commit is a leaf update, O(log n); a query takes the
 // prefix of leaves that start ≤ hi and descends only into nodes whose latest end is ≥ lo:
 // O((k + 1) log n) for k answers, over contiguous arrays (the top levels stay in cache), whatever
-// order intervals are committed in. Answers come in (start, index) order.
+// order intervals are committed in. Nodes also hold the earliest end among their leaves (an
+// uncommitted leaf counts as ended before time 0), so a node whose leaves are all committed and
+// all end at or after lo hands its payloads out in one loop: when thousands of buffers live at
+// once, most answers come from such runs. Answers come in (start, index) order.
 #pragma once
 #include <algorithm>
 #include <cstdint>
@@ -36,6 +39,9 @@ class IntervalTree {
     }
     while (leaves_ < n) leaves_ *= 2;
     latest_.assign(2 * leaves_, 0);
+    earliest_.assign(2 * leaves_, 0);
+    for (size_t p = leaves_ + n; p < 2 * leaves_; ++p) earliest_[p] = UINT64_MAX;  // no leaf: never the minimum
+    for (size_t p = leaves_ - 1; p; --p) earliest_[p] = std::min(earliest_[2 * p], earliest_[2 * p + 1]);
     values_.resize(n);
   }
   // Commits interval i with its payload (pre: not committed yet).
@@ -43,8 +49,11 @@ class IntervalTree {
     size_t r = rank_[i];
     values_[r] = value;
     size_t p = r + leaves_;
-    latest_[p] = ends_[i] + 1;  // 0 = nothing committed below
-    for (p /= 2; p; p /= 2) latest_[p] = std::max(latest_[2 * p], latest_[2 * p + 1]);
+    latest_[p] = earliest_[p] = ends_[i] + 1;  // 0 = nothing committed below
+    for (p /= 2; p; p /= 2) {
+      latest_[p] = std::max(latest_[2 * p], latest_[2 * p + 1]);
+      earliest_[p] = std::min(earliest_[2 * p], earliest_[2 * p + 1]);
+    }
   }
   // Calls f(value) for every committed interval with start ≤ hi and end ≥ lo.
   template <class F>
@@ -58,6 +67,10 @@ class IntervalTree {
   template <class F>
   void visit(size_t node, size_t from, size_t to, size_t prefix, std::uint64_t min_latest, F& f) const {
     if (from >= prefix || latest_[node] < min_latest) return;
+    if (to <= prefix && earliest_[node] >= min_latest) {  // every leaf below is an answer
+      for (size_t leaf = from; leaf < to && leaf < starts_.size(); ++leaf) f(values_[leaf]);
+      return;
+    }
     if (node >= leaves_) {
       f(values_[from]);
       return;
@@ -71,7 +84,8 @@ class IntervalTree {
   std::vector<std::uint32_t> rank_;    // interval index → leaf
   std::vector<std::uint64_t> starts_;  // by leaf
   std::vector<T> values_;              // by leaf
-  std::vector<std::uint64_t> latest_;  // segment tree: latest end + 1 of committed leaves below
+  std::vector<std::uint64_t> latest_;    // segment tree: latest end + 1 of committed leaves below
+  std::vector<std::uint64_t> earliest_;  // earliest end + 1 of the leaves below (0: one is uncommitted)
   size_t leaves_ = 1;
 };
 

@@ -22,10 +22,13 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <bit>
+#include <exception>
 #include <array>
 #include <map>
 #include <optional>
 #include <set>
+#include <thread>
 #include <unordered_map>
 
 #include "policies/interval_tree.h"
@@ -51,18 +54,21 @@ struct Assignment {
 
 // Sorts chunks [lo, hi) by lo (the order of equal lo does not matter to the gap search): a
 // least-significant-digit radix sort for the thousands of chunks a buffer overlaps when many live
-// at once (11-bit digits, only as many passes as the largest lo needs), std::sort below that.
+// at once (11-bit digits, over the bits in which the offsets differ only: equal sizes give
+// offsets that share their low bits), std::sort below that.
 void sort_by_offset(std::vector<std::pair<Bytes, Bytes>>& v, std::vector<std::pair<Bytes, Bytes>>& tmp) {
   if (v.size() < 512) {
     std::sort(v.begin(), v.end());
     return;
   }
-  Bytes top = 0;
-  for (const auto& c : v) top |= c.first;
+  Bytes differ = 0;
+  for (const auto& c : v) differ |= c.first ^ v.front().first;
+  if (differ == 0) return;
   constexpr int kBits = 11;
   constexpr size_t kBuckets = size_t(1) << kBits;
+  const int low = std::countr_zero(differ), high = 64 - std::countl_zero(differ);
   tmp.resize(v.size());
-  for (int shift = 0; shift < 64 && (top >> shift) != 0; shift += kBits) {
+  for (int shift = low; shift < high; shift += kBits) {
     std::array<size_t, kBuckets + 1> count{};
     for (const auto& c : v) ++count[((c.first >> shift) & (kBuckets - 1)) + 1];
     for (size_t b = 1; b <= kBuckets; ++b) count[b] += count[b - 1];
@@ -161,8 +167,21 @@ class StaticHeapPolicy : public AllocatorPolicy {
       for (; i < deltas.size() && deltas[i].first == t; ++i) cur += deltas[i].second;
       lower_bound_ = std::max(lower_bound_, static_cast<Bytes>(cur));
     }
-    if (o_.order != "temporal") spatial_ = best_fit(bufs, true, o_.alignment);
+    // order=best plans both ways, independently: the spatial plan on a second thread.
+    std::thread spatial;
+    std::exception_ptr spatial_error;
+    if (o_.order == "best")
+      spatial = std::thread([&] {
+        try {
+          spatial_ = best_fit(bufs, true, o_.alignment);
+        } catch (...) {
+          spatial_error = std::current_exception();
+        }
+      });
+    if (o_.order == "spatial") spatial_ = best_fit(bufs, true, o_.alignment);
     if (o_.order != "spatial") temporal_ = best_fit(bufs, false, o_.alignment);
+    if (spatial.joinable()) spatial.join();
+    if (spatial_error) std::rethrow_exception(spatial_error);
     bool temporal = o_.order == "temporal" || (o_.order == "best" && temporal_.heap < spatial_.heap);
     chosen_ = temporal ? &temporal_ : &spatial_;
     chosen_name_ = temporal ? "temporal" : "spatial";
