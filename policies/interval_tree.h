@@ -80,10 +80,10 @@ class IntervalTree {
     visit(2 * node + 1, mid, to, prefix, min_latest, f);
   }
 
-  std::vector<std::uint64_t> ends_;    // by interval index
-  std::vector<std::uint32_t> rank_;    // interval index → leaf
-  std::vector<std::uint64_t> starts_;  // by leaf
-  std::vector<T> values_;              // by leaf
+  std::vector<std::uint64_t> ends_;      // by interval index
+  std::vector<std::uint32_t> rank_;      // interval index → leaf
+  std::vector<std::uint64_t> starts_;    // by leaf
+  std::vector<T> values_;                // by leaf
   std::vector<std::uint64_t> latest_;    // segment tree: latest end + 1 of committed leaves below
   std::vector<std::uint64_t> earliest_;  // earliest end + 1 of the leaves below (0: one is uncommitted)
   size_t leaves_ = 1;

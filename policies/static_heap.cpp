@@ -22,9 +22,9 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <array>
 #include <bit>
 #include <exception>
-#include <array>
 #include <map>
 #include <optional>
 #include <set>

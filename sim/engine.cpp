@@ -719,9 +719,11 @@ class Engine : public Scheduler {
       peak_dirty_ = false;
       return;
     }
+    // An offline policy's plan already costs O(buffers × buffers live at once), no less than a
+    // snapshot at every step, and a re-run would plan again: its engines never defer one.
     std::uint64_t cost = 2 * state_.size() + 64;
-    if (cost <= snapshot_credit_) {
-      snapshot_credit_ -= cost;
+    if (info_.needs_lifetimes || cost <= snapshot_credit_) {
+      snapshot_credit_ -= std::min(cost, snapshot_credit_);
       take_peak_now();
       return;
     }
