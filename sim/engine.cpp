@@ -1044,6 +1044,10 @@ std::vector<RunResult> run_simulations(const std::vector<RunOptions>& runs, cons
     size_t consumers = inline_reader ? 1 : std::min<size_t>(every_core ? threads : threads - 1, shared.size());
     ReaderOptions ro;
     ro.lenient = runs[shared[0]].lenient;
+    // Threads the replays leave free parse JSONL lines for the reader (at most 8: beyond that the
+    // reader's own thread, which splits lines and validates events, is the bound).
+    const size_t busy = consumers + (inline_reader ? 0 : 1);
+    ro.decode_threads = threads > busy ? static_cast<unsigned>(std::min<size_t>(threads - busy, 8)) : 0;
     std::unique_ptr<TraceReader> reader;
     try {
       reader = open_trace(runs[shared[0]].trace, ro);

@@ -171,9 +171,10 @@ inline constexpr size_t kMaxMarks = 2000;
 [[nodiscard]] RunResult run_simulation(const RunOptions& opt, const Registry& registry);
 
 // Runs several simulations of one trace on at most `threads` threads (0 = one replay thread per
-// core, plus the reader; 1 = everything on the calling thread), decoding
-// the trace once: a reader thread cuts it into batches of events that every engine replays
-// (runs whose policy plans offline, such as static-heap, read it on their own). Results are in
+// core, plus the reader; 1 = everything on the calling thread), decoding the trace once: a
+// reader thread cuts it into batches of events that every engine replays (runs whose policy
+// plans offline, such as static-heap, read it on their own); threads the replays leave free
+// parse JSONL lines for the reader. Results are in
 // `runs` order and equal to run_simulation's one by one; when runs fail, the error thrown is the
 // one the first failing run (in order) would have thrown alone. Runs of different traces fall
 // back to one run_simulation per run, still in parallel.

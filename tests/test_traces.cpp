@@ -3,6 +3,7 @@
 
 #include <catch2/catch.hpp>
 #include <map>
+#include <regex>
 
 #include "sim/base/error.h"
 #include "test_util.h"
@@ -15,9 +16,10 @@ using namespace fragsim::test;
 
 namespace {
 
-std::vector<Event> read_all(const std::string& path, bool lenient = false) {
+std::vector<Event> read_all(const std::string& path, bool lenient = false, unsigned decode_threads = 0) {
   ReaderOptions ro;
   ro.lenient = lenient;
+  ro.decode_threads = decode_threads;
   auto r = open_trace(path, ro);
   std::vector<Event> v;
   Event ev;
@@ -26,10 +28,10 @@ std::vector<Event> read_all(const std::string& path, bool lenient = false) {
 }
 
 // Returns the InputError message for a trace, or "" when it reads cleanly.
-std::string error_of(const std::string& name, const std::string& text) {
+std::string error_of(const std::string& name, const std::string& text, unsigned decode_threads = 0) {
   std::string p = write_text(name, text);
   try {
-    read_all(p);
+    read_all(p, false, decode_threads);
   } catch (const InputError& e) {
     return e.what();
   }
@@ -193,6 +195,43 @@ TEST_CASE("every malformed trace is an InputError naming file:line and the key")
     INFO(c.text << " -> " << msg);
     CHECK(msg.find(name + ":" + std::to_string(c.line) + ": ") != std::string::npos);
     CHECK(msg.find(c.needle) != std::string::npos);
+    CHECK(error_of(name, c.text, 3) == msg);  // lines parsed on three worker threads: the same error
+  }
+}
+
+TEST_CASE("JSONL parsed on worker threads: the same events, and the first error in file order") {
+  // 30,000 events (15 chunks of the parallel reader), with blank and CRLF lines among them.
+  std::string p = tmp_path("par.jsonl");
+  generate_workload("random", 7, {{"events", 30000}, {"live", 300}}, p);
+  // Without its times (each event's time is then its index), so that lines can be inserted.
+  std::string text = std::regex_replace(read_text(p), std::regex(",\"t\":[0-9]+"), "");
+  text.insert(text.find('\n', text.size() / 3) + 1, "\n   \n");
+  text.insert(text.find('\n', text.size() / 2), "\r");
+  std::string q = write_text("par2.jsonl", text);
+  for (unsigned threads : {1u, 2u, 5u}) {
+    INFO(threads << " threads");
+    same_events(read_all(q, false, threads), read_all(q));
+  }
+  // Line by line: the position of a line's start, to break lines at chosen places.
+  auto at_line = [&](size_t n) {
+    size_t pos = 0;
+    for (size_t i = 1; i < n; ++i) pos = text.find('\n', pos) + 1;
+    return pos;
+  };
+  // A free of an id never allocated (found when the events are validated, in file order) at line
+  // 5,000, and a syntax error a worker meets at line 20,001 (earlier in time, in another chunk):
+  // the first in the file wins, as with one thread; and the other way round.
+  std::string semantic = "{\"op\":\"free\",\"id\":999999999}\n", syntax = "{\"op\":\"mark\",\"x\":01}\n";
+  std::string a = text, b = text;
+  a.insert(at_line(20000), syntax);
+  a.insert(at_line(5000), semantic);
+  b.insert(at_line(20000), semantic);
+  b.insert(at_line(5000), syntax);
+  for (unsigned threads : {0u, 3u}) {
+    INFO(threads << " threads");
+    CHECK(error_of("par_a.jsonl", a, threads).find("par_a.jsonl:5000: id: free of id 999999999") != std::string::npos);
+    CHECK(error_of("par_b.jsonl", b, threads).find("par_b.jsonl:5000: x: invalid JSON number: leading zero") !=
+          std::string::npos);
   }
 }
 

@@ -14,7 +14,11 @@
 #include <fmt/format.h>
 #include <simdjson.h>
 
+#include <condition_variable>
 #include <cstring>
+#include <deque>
+#include <mutex>
+#include <thread>
 #include <vector>
 
 #include "sim/base/error.h"
@@ -147,51 +151,112 @@ std::string describe(error_code e, std::string_view token = {}) {
   }
 }
 
-class JsonlReader : public TraceReader {
- public:
-  JsonlReader(const std::string& path, const ReaderOptions& opt)
-      : TraceReader(path, opt), lines_(open_source(path), path) {
-    // The header, when present, is the first non-blank line; peek at it now so header() is known.
-    std::string_view line;
-    while (lines_.next(&line)) {
-      if (blank(line)) continue;
-      if (line.find("\"fragsim_trace\"") != std::string_view::npos) {
-        if (size_t bad = utf8_error_offset(line); bad != std::string_view::npos)
-          fail(lines_.lineno(), fmt::format("invalid UTF-8 (column {})", bad + 1));
-        nlohmann::json h =
-            line.size() > kMaxHeaderBytes ? nlohmann::json() : nlohmann::json::parse(line, nullptr, false);
-        if (line.size() > kMaxHeaderBytes || h.is_discarded() || (h.is_object() && h.contains("fragsim_trace"))) {
-          set_header(parse_header(line, path_, lines_.lineno()));
-          break;
-        }
-      }
-      lines_.unread();  // an event line: read_raw parses it
-      break;
-    }
-  }
+bool blank(std::string_view s) {
+  for (char c : s)
+    if (c != ' ' && c != '\t') return false;
+  return true;
+}
 
- protected:
-  bool read_raw(Event& ev) override {
-    std::string_view line;
-    while (lines_.next(&line)) {
-      if (blank(line)) continue;
-      ev.line = lines_.lineno();
-      parse(line, ev);
-      return true;
+// Decodes one event line into an Event (its line number already set in ev.line). Every error is
+// an InputError naming FILE:LINE and the key.
+class LineParser {
+ public:
+  explicit LineParser(std::string path) : path_(std::move(path)) {}
+
+  void parse(std::string_view line, Event& ev) {
+    line_ = ev.line;
+    text_ = line;
+    error_code e = parser_.iterate(line.data(), line.size(), line.size() + SIMDJSON_PADDING).get(doc_);
+    if (e) stage1_err(e);
+    od::object obj;
+    if ((e = doc_.get_object().get(obj))) {
+      if (e == simdjson::INCOMPLETE_ARRAY_OR_OBJECT) top_incomplete();
+      if (e == simdjson::INCORRECT_TYPE) err({}, "invalid JSON: each line must be one JSON object");
+      json_err({}, e);
     }
-    return false;
+    bool have_op = false, pre_false = false;
+    std::uint16_t seen = 0;
+    std::string_view k = "key";  // named when the next key is malformed: the error is after it
+    for (auto field : obj) {
+      od::value v;
+      if ((e = field.unescaped_key().get(k)) || (e = field.value().get(v))) json_err(k, e);
+      std::uint16_t bit = 0;
+      if (k == "op") {
+        if (have_op) err(k, "duplicate key");
+        have_op = true;
+        std::string_view op = string(v, k);
+        if (!parse_op(op, &ev.op)) err(k, fmt::format("unknown op '{}'", op));
+      } else if (k == "id") {
+        bit = key::kId;
+        ev.id = AllocId(uint(v, k));
+      } else if (k == "size") {
+        bit = key::kSize;
+        ev.size = uint(v, k);
+      } else if (k == "t") {
+        bit = key::kT;
+        ev.t = Tick(uint(v, k));
+      } else if (k == "stream") {
+        bit = key::kStream;
+        ev.stream = sint(v, k);
+      } else if (k == "device") {
+        bit = key::kDevice;
+        std::uint64_t d = uint(v, k);
+        if (d > UINT32_MAX) err(k, "does not fit in 32 bits");
+        ev.device = static_cast<std::uint32_t>(d);
+      } else if (k == "space") {
+        bit = key::kSpace;
+        std::string_view sp = string(v, k);
+        if (!parse_space(sp, &ev.space)) err(k, fmt::format("unknown space '{}'", sp));
+      } else if (k == "name") {
+        bit = key::kName;
+        ev.name.assign(string(v, k));
+      } else if (k == "dtype") {
+        bit = key::kDtype;
+        std::string_view dt = string(v, k);
+        if (!parse_dtype(dt, &ev.dtype)) err(k, fmt::format("unknown dtype '{}'", dt));
+      } else if (k == "addr") {
+        if (type_of(v, k) == od::json_type::null) {
+          skip(v, k);  // null: as if absent
+        } else {
+          bit = key::kAddr;
+          ev.addr = Addr(uint(v, k));
+        }
+      } else if (k == "pre_trace") {
+        bit = key::kPreTrace;
+        pre_false = !boolean(v, k);  // false: as if absent
+      } else if (k == "block_size") {
+        bit = key::kBlockSize;
+        ev.block_size = uint(v, k);
+      } else if (k == "stack") {
+        bit = key::kStack;
+        ev.stack = uint(v, k);
+      } else if (k == "frames") {
+        bit = key::kFrames;
+        array(v, k, [&](od::value x) { ev.frames.emplace_back(string(x, k)); });
+      } else if (k == "shape") {
+        bit = key::kShape;
+        array(v, k, [&](od::value x) { ev.shape.push_back(uint(x, k)); });
+      } else {
+        skip(v, k);  // unknown event keys are ignored (forward compatibility), once valid JSON
+      }
+      if (bit) {
+        if (seen & bit) err(k, "duplicate key");
+        seen |= bit;
+      }
+    }
+    const char* rest = nullptr;
+    if (doc_.current_location().get(rest) == SUCCESS)
+      err({}, fmt::format("trailing characters after the JSON object (column {})", rest - line.data() + 1));
+    if (!have_op) err("op", "missing required key");
+    ev.present = pre_false ? static_cast<std::uint16_t>(seen & ~key::kPreTrace) : seen;
+    if ((ev.op == Op::kAlloc || ev.op == Op::kFree) && !(seen & key::kId)) err("id", "missing required key");
+    if (ev.op == Op::kAlloc && !(seen & key::kSize)) err("size", "missing required key");
   }
 
  private:
-  static bool blank(std::string_view s) {
-    for (char c : s)
-      if (c != ' ' && c != '\t') return false;
-    return true;
-  }
-
   // ---- errors ----
   [[noreturn]] void err(std::string_view key, const std::string& what) {
-    fail(line_, key.empty() ? what : fmt::format("{}: {}", key, what));
+    throw InputError(path_, line_, key.empty() ? what : fmt::format("{}: {}", key, what));
   }
   // Names the column where simdjson stopped, when it says.
   [[noreturn]] void json_err(std::string_view key, error_code e, std::string_view token = {}) {
@@ -349,101 +414,206 @@ class JsonlReader : public TraceReader {
     }
   }
 
-  void parse(std::string_view line, Event& ev) {
-    line_ = ev.line;
-    text_ = line;
-    error_code e = parser_.iterate(line.data(), line.size(), line.size() + SIMDJSON_PADDING).get(doc_);
-    if (e) stage1_err(e);
-    od::object obj;
-    if ((e = doc_.get_object().get(obj))) {
-      if (e == simdjson::INCOMPLETE_ARRAY_OR_OBJECT) top_incomplete();
-      if (e == simdjson::INCORRECT_TYPE) err({}, "invalid JSON: each line must be one JSON object");
-      json_err({}, e);
-    }
-    bool have_op = false, pre_false = false;
-    std::uint16_t seen = 0;
-    std::string_view k = "key";  // named when the next key is malformed: the error is after it
-    for (auto field : obj) {
-      od::value v;
-      if ((e = field.unescaped_key().get(k)) || (e = field.value().get(v))) json_err(k, e);
-      std::uint16_t bit = 0;
-      if (k == "op") {
-        if (have_op) err(k, "duplicate key");
-        have_op = true;
-        std::string_view op = string(v, k);
-        if (!parse_op(op, &ev.op)) err(k, fmt::format("unknown op '{}'", op));
-      } else if (k == "id") {
-        bit = key::kId;
-        ev.id = AllocId(uint(v, k));
-      } else if (k == "size") {
-        bit = key::kSize;
-        ev.size = uint(v, k);
-      } else if (k == "t") {
-        bit = key::kT;
-        ev.t = Tick(uint(v, k));
-      } else if (k == "stream") {
-        bit = key::kStream;
-        ev.stream = sint(v, k);
-      } else if (k == "device") {
-        bit = key::kDevice;
-        std::uint64_t d = uint(v, k);
-        if (d > UINT32_MAX) err(k, "does not fit in 32 bits");
-        ev.device = static_cast<std::uint32_t>(d);
-      } else if (k == "space") {
-        bit = key::kSpace;
-        std::string_view sp = string(v, k);
-        if (!parse_space(sp, &ev.space)) err(k, fmt::format("unknown space '{}'", sp));
-      } else if (k == "name") {
-        bit = key::kName;
-        ev.name.assign(string(v, k));
-      } else if (k == "dtype") {
-        bit = key::kDtype;
-        std::string_view dt = string(v, k);
-        if (!parse_dtype(dt, &ev.dtype)) err(k, fmt::format("unknown dtype '{}'", dt));
-      } else if (k == "addr") {
-        if (type_of(v, k) == od::json_type::null) {
-          skip(v, k);  // null: as if absent
-        } else {
-          bit = key::kAddr;
-          ev.addr = Addr(uint(v, k));
-        }
-      } else if (k == "pre_trace") {
-        bit = key::kPreTrace;
-        pre_false = !boolean(v, k);  // false: as if absent
-      } else if (k == "block_size") {
-        bit = key::kBlockSize;
-        ev.block_size = uint(v, k);
-      } else if (k == "stack") {
-        bit = key::kStack;
-        ev.stack = uint(v, k);
-      } else if (k == "frames") {
-        bit = key::kFrames;
-        array(v, k, [&](od::value x) { ev.frames.emplace_back(string(x, k)); });
-      } else if (k == "shape") {
-        bit = key::kShape;
-        array(v, k, [&](od::value x) { ev.shape.push_back(uint(x, k)); });
-      } else {
-        skip(v, k);  // unknown event keys are ignored (forward compatibility), once valid JSON
-      }
-      if (bit) {
-        if (seen & bit) err(k, "duplicate key");
-        seen |= bit;
-      }
-    }
-    const char* rest = nullptr;
-    if (doc_.current_location().get(rest) == SUCCESS)
-      err({}, fmt::format("trailing characters after the JSON object (column {})", rest - line.data() + 1));
-    if (!have_op) err("op", "missing required key");
-    ev.present = pre_false ? static_cast<std::uint16_t>(seen & ~key::kPreTrace) : seen;
-    if ((ev.op == Op::kAlloc || ev.op == Op::kFree) && !(seen & key::kId)) err("id", "missing required key");
-    if (ev.op == Op::kAlloc && !(seen & key::kSize)) err("size", "missing required key");
-  }
-
-  LineReader lines_;
+  std::string path_;
   od::parser parser_;
   od::document doc_;
   std::string_view text_;  // the line being parsed
   std::uint64_t line_ = 0;
+};
+
+// Parses event lines on `threads` worker threads, in chunks of whole lines, and hands the events
+// out in file order. The caller's thread reads and splits the file (memchr, a copy) and later
+// validates what it is handed (TraceReader::next); the workers run simdjson. An error — a line a
+// worker refused, or one the splitter could not read — is handed out where it stands, after
+// every event before it, so a run fails exactly where and as the one-thread reader makes it fail.
+class ParallelLines {
+ public:
+  ParallelLines(LineReader& lines, const std::string& path, unsigned threads) : lines_(lines) {
+    for (unsigned i = 0; i < threads; ++i) workers_.emplace_back([this, path] { work(path); });
+  }
+  ~ParallelLines() {
+    {
+      std::lock_guard<std::mutex> l(m_);
+      stop_ = true;
+    }
+    work_cv_.notify_all();
+    for (auto& w : workers_) w.join();
+  }
+  ParallelLines(const ParallelLines&) = delete;
+  ParallelLines& operator=(const ParallelLines&) = delete;
+
+  // The next event (swapped into ev, whose fields are clear), false at the end; throws the
+  // chunk's error once its events are out.
+  bool next(Event& ev) {
+    for (;;) {
+      if (cur_ && pos_ < cur_->parsed) {
+        std::swap(ev, cur_->events[pos_++]);
+        return true;
+      }
+      if (cur_) {
+        if (cur_->error) std::rethrow_exception(cur_->error);
+        if (cur_->last) return false;
+        spare_.push_back(std::move(cur_));
+      }
+      while (!input_done_ && in_flight_.size() < 2 * workers_.size() + 1) submit(fill());
+      if (in_flight_.empty()) return false;
+      cur_ = std::move(in_flight_.front());
+      in_flight_.pop_front();
+      pos_ = 0;
+      std::unique_lock<std::mutex> l(m_);
+      done_cv_.wait(l, [&] { return cur_->ready; });
+    }
+  }
+
+ private:
+  static constexpr size_t kLines = 2048, kBytes = 1 << 20;
+  struct Line {
+    size_t offset, size;
+    std::uint64_t lineno;
+  };
+  struct Chunk {
+    std::string text;  // the lines, each followed by '\n', then SIMDJSON_PADDING spaces
+    std::vector<Line> lines;
+    std::vector<Event> events;
+    size_t parsed = 0;         // events[0, parsed) are good
+    std::exception_ptr error;  // after them
+    bool last = false;         // no chunk follows
+    bool ready = false;        // (under m_) the workers are done with it
+  };
+
+  // Up to kLines non-blank lines (or kBytes) from the file; an error reading it ends the chunk.
+  std::unique_ptr<Chunk> fill() {
+    std::unique_ptr<Chunk> c;
+    if (spare_.empty()) {
+      c = std::make_unique<Chunk>();
+    } else {
+      c = std::move(spare_.back());
+      spare_.pop_back();
+    }
+    c->text.clear();
+    c->lines.clear();
+    c->parsed = 0;
+    c->error = nullptr;
+    c->ready = false;
+    c->last = false;
+    try {
+      std::string_view line;
+      while (c->lines.size() < kLines && c->text.size() < kBytes && lines_.next(&line)) {
+        if (blank(line)) continue;
+        c->lines.push_back({c->text.size(), line.size(), lines_.lineno()});
+        c->text.append(line);
+        c->text.push_back('\n');
+      }
+      c->last = c->lines.empty();
+    } catch (...) {
+      c->error = std::current_exception();
+      c->last = true;
+    }
+    c->text.append(SIMDJSON_PADDING, ' ');
+    input_done_ = c->last;
+    return c;
+  }
+  void submit(std::unique_ptr<Chunk> c) {
+    Chunk* raw = c.get();
+    in_flight_.push_back(std::move(c));
+    {
+      std::lock_guard<std::mutex> l(m_);
+      if (raw->lines.empty()) {
+        raw->ready = true;
+        return;
+      }
+      jobs_.push_back(raw);
+    }
+    work_cv_.notify_one();
+  }
+  void work(const std::string& path) {
+    LineParser parser(path);
+    for (;;) {
+      Chunk* c;
+      {
+        std::unique_lock<std::mutex> l(m_);
+        work_cv_.wait(l, [&] { return stop_ || !jobs_.empty(); });
+        if (stop_) return;
+        c = jobs_.front();
+        jobs_.pop_front();
+      }
+      if (c->events.size() < c->lines.size()) c->events.resize(c->lines.size());
+      size_t i = 0;
+      try {
+        for (; i < c->lines.size(); ++i) {
+          Event& ev = c->events[i];
+          clear_decoded(ev);
+          ev.line = c->lines[i].lineno;
+          parser.parse(std::string_view(c->text.data() + c->lines[i].offset, c->lines[i].size), ev);
+        }
+      } catch (...) {
+        c->error = std::current_exception();  // before any error the splitter met later on
+        c->last = true;
+      }
+      {
+        std::lock_guard<std::mutex> l(m_);
+        c->parsed = i;
+        c->ready = true;
+      }
+      done_cv_.notify_all();
+    }
+  }
+
+  LineReader& lines_;
+  std::vector<std::thread> workers_;
+  std::mutex m_;
+  std::condition_variable work_cv_, done_cv_;
+  std::deque<Chunk*> jobs_;  // under m_
+  bool stop_ = false;        // under m_
+  // The caller's thread only:
+  std::deque<std::unique_ptr<Chunk>> in_flight_;
+  std::vector<std::unique_ptr<Chunk>> spare_;
+  std::unique_ptr<Chunk> cur_;
+  size_t pos_ = 0;
+  bool input_done_ = false;
+};
+
+class JsonlReader : public TraceReader {
+ public:
+  JsonlReader(const std::string& path, const ReaderOptions& opt)
+      : TraceReader(path, opt), lines_(open_source(path), path), parser_(path) {
+    // The header, when present, is the first non-blank line; peek at it now so header() is known.
+    std::string_view line;
+    while (lines_.next(&line)) {
+      if (blank(line)) continue;
+      if (line.find("\"fragsim_trace\"") != std::string_view::npos) {
+        if (size_t bad = utf8_error_offset(line); bad != std::string_view::npos)
+          fail(lines_.lineno(), fmt::format("invalid UTF-8 (column {})", bad + 1));
+        nlohmann::json h =
+            line.size() > kMaxHeaderBytes ? nlohmann::json() : nlohmann::json::parse(line, nullptr, false);
+        if (line.size() > kMaxHeaderBytes || h.is_discarded() || (h.is_object() && h.contains("fragsim_trace"))) {
+          set_header(parse_header(line, path_, lines_.lineno()));
+          break;
+        }
+      }
+      lines_.unread();  // an event line: read_raw parses it
+      break;
+    }
+    if (opt.decode_threads > 0) parallel_ = std::make_unique<ParallelLines>(lines_, path, opt.decode_threads);
+  }
+
+ protected:
+  bool read_raw(Event& ev) override {
+    if (parallel_) return parallel_->next(ev);
+    std::string_view line;
+    while (lines_.next(&line)) {
+      if (blank(line)) continue;
+      ev.line = lines_.lineno();
+      parser_.parse(line, ev);
+      return true;
+    }
+    return false;
+  }
+
+ private:
+  LineReader lines_;
+  LineParser parser_;
+  std::unique_ptr<ParallelLines> parallel_;  // declared last: its workers stop before the rest goes
 };
 
 class JsonlWriter : public TraceWriter {

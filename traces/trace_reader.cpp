@@ -49,23 +49,27 @@ nlohmann::json parse_header(std::string_view text, const std::string& file, std:
   return h;
 }
 
+void clear_decoded(Event& ev) {
+  ev.present = 0;
+  ev.t = Tick();
+  ev.id = AllocId();
+  ev.size = 0;
+  ev.stream = 0;
+  ev.device = 0;
+  ev.space = Space::kHbm;
+  ev.dtype = Dtype::kNone;
+  ev.addr = Addr();
+  ev.name.clear();
+  ev.shape.clear();
+  ev.stack = 0;
+  ev.block_size = 0;
+  ev.frames.clear();
+  ev.handle = kNoHandle;
+}
+
 bool TraceReader::next(Event& ev) {
   for (;;) {
-    ev.present = 0;
-    ev.t = Tick();
-    ev.id = AllocId();
-    ev.size = 0;
-    ev.stream = 0;
-    ev.device = 0;
-    ev.space = Space::kHbm;
-    ev.dtype = Dtype::kNone;
-    ev.addr = Addr();
-    ev.name.clear();
-    ev.shape.clear();
-    ev.stack = 0;
-    ev.block_size = 0;
-    ev.frames.clear();
-    ev.handle = kNoHandle;
+    clear_decoded(ev);
     if (!read_raw(ev)) return false;
     ev.index = index_;
     if (!ev.has(key::kT)) ev.t = Tick(index_);

@@ -16,8 +16,12 @@
 namespace fragsim {
 
 struct ReaderOptions {
-  bool lenient = false;  // count and skip frees of ids that are not live
+  bool lenient = false;         // count and skip frees of ids that are not live
+  unsigned decode_threads = 0;  // JSONL: threads parsing lines beside the caller's (0: the caller alone)
 };
+
+// Resets every field a reader decodes (strings and vectors keep their capacity).
+void clear_decoded(Event& ev);
 
 class TraceReader {
  public:

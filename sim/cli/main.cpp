@@ -225,8 +225,9 @@ int cmd_run(const std::vector<std::string>& args, const Registry& reg) {
   po::options_description d("fragsim run options");
   add_sim_options(d, a);
   d.add_options()("jobs,j", po::value(&jobs)->default_value(0),
-                  "threads, 0..1024: 1 decodes and replays on one thread; otherwise (0 = every core) the trace is "
-                  "decoded on one thread while the policy replays it on another")(
+                  "threads at most, 0..1024: 1 decodes and replays on one thread; otherwise (0 = every core) the trace "
+                  "is decoded on one thread while the policy replays it on another, and threads beyond those two "
+                  "parse JSONL lines")(
       "policy", po::value(&a.policy),
       "allocator policy, POLICY or POLICY[k=v,...] (fragsim list); default: follows the input "
       "(torch-caching for a PyTorch snapshot, xla-bfc for an XProf capture, tpu-padded on a TPU, else "
