@@ -6,7 +6,8 @@
 // Because an offline plan knows every interval before it places any, the tree is static: the
 // intervals sorted by start are the leaves of an array-laid max-segment tree whose nodes hold the
 // latest end among their committed leaves. Commit is a leaf update, O(log n); a query takes the
-// prefix of leaves that start ≤ hi and descends only into nodes whose latest end is ≥ lo:
+// leaves that start before lo and descends only into nodes whose latest end is ≥ lo (the leaves
+// that start within [lo, hi] are scanned):
 // O((k + 1) log n) for k answers, over contiguous arrays (the top levels stay in cache), whatever
 // order intervals are committed in. Nodes also hold the earliest end among their leaves (an
 // uncommitted leaf counts as ended before time 0), so a node whose leaves are all committed and
@@ -58,8 +59,15 @@ class IntervalTree {
   // Calls f(value) for every committed interval with start ≤ hi and end ≥ lo.
   template <class F>
   void overlapping(std::uint64_t lo, std::uint64_t hi, F f) const {
-    size_t prefix = static_cast<size_t>(std::upper_bound(starts_.begin(), starts_.end(), hi) - starts_.begin());
-    if (prefix) visit(1, 0, leaves_, prefix, lo + 1, f);
+    // Intervals that start before lo overlap when they end at or after it: the tree finds them.
+    // Those that start within [lo, hi] all overlap: a scan of their leaves keeps the committed
+    // ones, in sequential memory (each pair of overlapping intervals is scanned at most once over
+    // a whole plan, from the one that starts first, so the scans cost no more than the answers).
+    size_t first = static_cast<size_t>(std::lower_bound(starts_.begin(), starts_.end(), lo) - starts_.begin());
+    size_t prefix = static_cast<size_t>(std::upper_bound(starts_.begin() + first, starts_.end(), hi) - starts_.begin());
+    if (first) visit(1, 0, leaves_, first, lo + 1, f);
+    for (size_t leaf = first; leaf < prefix; ++leaf)
+      if (latest_[leaves_ + leaf]) f(values_[leaf]);
   }
   size_t size() const { return starts_.size(); }
 

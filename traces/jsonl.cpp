@@ -7,8 +7,10 @@
 // forward compatibility) are walked to their end, so they too must be valid JSON (RFC 8259; like
 // simdjson, numbers beyond a double's range are refused). Nothing is built per line: no DOM, no
 // allocation once the buffers have grown. Every error names FILE:LINE, the key, and the column
-// where simdjson stopped. The optional header line (arbitrary JSON, echoed into the report) goes
-// through nlohmann/json.
+// where simdjson stopped. When the caller has threads to spare (ReaderOptions::decode_threads),
+// workers parse chunks of lines while the caller's thread splits the file and validates the
+// events it is handed, in file order (ParallelLines). The optional header line (arbitrary JSON,
+// echoed into the report) goes through nlohmann/json.
 #include "traces/jsonl.h"
 
 #include <fmt/format.h>
