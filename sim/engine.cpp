@@ -1009,26 +1009,102 @@ void on_threads(size_t n, unsigned threads, F f) {
 
 }  // namespace
 
+namespace {
+
+// Replays runs[shared...] (online policies, one trace) from one decode of the trace, on at most
+// `threads` threads (every_core: a replay thread per core beside the reader). Fills out[i] or
+// errors[i] for each of them.
+void replay_shared(const std::vector<RunOptions>& runs, const std::vector<size_t>& shared, const Registry& registry,
+                   unsigned threads, bool every_core, std::vector<RunResult>& out,
+                   std::vector<std::exception_ptr>& errors) {
+  // Consumer c replays the engines of runs shared[c], shared[c + C], ... batch by batch. A cap
+  // of `threads` counts the reader; with a cap of one, the consumer reads each batch itself.
+  const bool inline_reader = !every_core && threads < 2;
+  size_t consumers = inline_reader ? 1 : std::min<size_t>(every_core ? threads : threads - 1, shared.size());
+  ReaderOptions ro;
+  ro.lenient = runs[shared[0]].lenient;
+  // Threads the replays leave free parse JSONL lines for the reader (at most 8: beyond that the
+  // reader's own thread, which splits lines and validates events, is the bound).
+  const size_t busy = consumers + (inline_reader ? 0 : 1);
+  ro.decode_threads = threads > busy ? static_cast<unsigned>(std::min<size_t>(threads - busy, 8)) : 0;
+  std::unique_ptr<TraceReader> reader;
+  try {
+    reader = open_trace(runs[shared[0]].trace, ro);
+  } catch (...) {
+    for (size_t i : shared) errors[i] = std::current_exception();
+    return;
+  }
+  const nlohmann::json header = reader->header();
+  BatchStream stream(consumers);
+  std::thread producer;
+  if (!inline_reader) producer = std::thread([&] { stream.produce(*reader); });
+  on_threads(consumers, static_cast<unsigned>(consumers), [&](size_t c) {
+    std::vector<std::pair<size_t, std::unique_ptr<Engine>>> engines;
+    for (size_t k = c; k < shared.size(); k += consumers) {
+      size_t i = shared[k];
+      try {
+        engines.emplace_back(i, std::make_unique<Engine>(runs[i], registry));
+        engines.back().second->begin(header);
+      } catch (...) {
+        errors[i] = std::current_exception();
+        engines.pop_back();
+      }
+    }
+    bool more = true;  // inline_reader: the reader has not published its end
+    for (size_t b = 0; !engines.empty(); ++b) {
+      if (inline_reader && more) more = stream.produce_one(*reader);
+      auto batch = stream.get(c, b);
+      for (auto it = engines.begin(); it != engines.end();) {
+        bool done = false;
+        try {
+          if (batch) {
+            for (const Event& ev : *batch) it->second->feed(ev);
+          } else {
+            if (stream.end().error) std::rethrow_exception(stream.end().error);
+            it->second->set_digest(stream.end().digest);
+            out[it->first] = it->second->end(stream.end().skipped_frees);
+            done = true;
+          }
+        } catch (...) {
+          errors[it->first] = std::current_exception();
+          done = true;
+        }
+        it = done ? engines.erase(it) : it + 1;
+      }
+    }
+    stream.leave(c);
+  });
+  if (producer.joinable()) producer.join();
+}
+
+}  // namespace
+
 std::vector<RunResult> run_simulations(const std::vector<RunOptions>& runs, const Registry& registry,
                                        unsigned threads) {
   const bool every_core = threads == 0;  // then one replay thread per core, beside the reader
   if (every_core) threads = std::max(1u, std::thread::hardware_concurrency());
   std::vector<RunResult> out(runs.size());
   std::vector<std::exception_ptr> errors(runs.size());
-  auto first_error = [&] {
-    for (auto& e : errors)
-      if (e) std::rethrow_exception(e);
-  };
-  bool one_trace = true;
-  for (const auto& r : runs)
-    one_trace = one_trace && !r.source && r.trace == runs.front().trace && r.lenient == runs.front().lenient;
-  std::vector<size_t> shared, alone;  // runs fed from the shared decode; runs that read on their own
-  for (size_t i = 0; i < runs.size(); ++i)
-    (one_trace && !registry.find(runs[i].policy.name).needs_lifetimes ? shared : alone).push_back(i);
-  if (shared.size() < 2 && threads < 2) {  // nothing to share and no second core for the reader
-    alone.insert(alone.end(), shared.begin(), shared.end());
-    shared.clear();
+  // Online runs of the same trace (read the same way) share one decode; offline ones, and runs
+  // given their events by a source, read on their own.
+  std::map<std::pair<std::string, bool>, std::vector<size_t>> by_trace;
+  std::vector<size_t> alone;
+  for (size_t i = 0; i < runs.size(); ++i) {
+    if (runs[i].source || registry.find(runs[i].policy.name).needs_lifetimes)
+      alone.push_back(i);
+    else
+      by_trace[{runs[i].trace, runs[i].lenient}].push_back(i);
   }
+  std::vector<std::vector<size_t>> groups;
+  for (auto& [key, members] : by_trace) {
+    // One run alone, with no second thread for a reader (or beside other traces that keep the
+    // threads busy): nothing to share.
+    if (members.size() == 1 && (threads < 2 || by_trace.size() > 1))
+      alone.push_back(members[0]);
+    else
+      groups.push_back(std::move(members));
+  }
+  std::sort(alone.begin(), alone.end());
   // Runs that read the trace themselves, in parallel.
   on_threads(alone.size(), threads, [&](size_t k) {
     try {
@@ -1037,67 +1113,17 @@ std::vector<RunResult> run_simulations(const std::vector<RunOptions>& runs, cons
       errors[alone[k]] = std::current_exception();
     }
   });
-  if (!shared.empty()) {
-    // Consumer c replays the engines of runs shared[c], shared[c + C], ... batch by batch. A cap
-    // of `threads` counts the reader; with a cap of one, the consumer reads each batch itself.
-    const bool inline_reader = !every_core && threads < 2;
-    size_t consumers = inline_reader ? 1 : std::min<size_t>(every_core ? threads : threads - 1, shared.size());
-    ReaderOptions ro;
-    ro.lenient = runs[shared[0]].lenient;
-    // Threads the replays leave free parse JSONL lines for the reader (at most 8: beyond that the
-    // reader's own thread, which splits lines and validates events, is the bound).
-    const size_t busy = consumers + (inline_reader ? 0 : 1);
-    ro.decode_threads = threads > busy ? static_cast<unsigned>(std::min<size_t>(threads - busy, 8)) : 0;
-    std::unique_ptr<TraceReader> reader;
-    try {
-      reader = open_trace(runs[shared[0]].trace, ro);
-    } catch (...) {
-      for (size_t i : shared) errors[i] = std::current_exception();
-      first_error();
-    }
-    const nlohmann::json header = reader->header();
-    BatchStream stream(consumers);
-    std::thread producer;
-    if (!inline_reader) producer = std::thread([&] { stream.produce(*reader); });
-    on_threads(consumers, static_cast<unsigned>(consumers), [&](size_t c) {
-      std::vector<std::pair<size_t, std::unique_ptr<Engine>>> engines;
-      for (size_t k = c; k < shared.size(); k += consumers) {
-        size_t i = shared[k];
-        try {
-          engines.emplace_back(i, std::make_unique<Engine>(runs[i], registry));
-          engines.back().second->begin(header);
-        } catch (...) {
-          errors[i] = std::current_exception();
-          engines.pop_back();
-        }
-      }
-      bool more = true;  // inline_reader: the reader has not published its end
-      for (size_t b = 0; !engines.empty(); ++b) {
-        if (inline_reader && more) more = stream.produce_one(*reader);
-        auto batch = stream.get(c, b);
-        for (auto it = engines.begin(); it != engines.end();) {
-          bool done = false;
-          try {
-            if (batch) {
-              for (const Event& ev : *batch) it->second->feed(ev);
-            } else {
-              if (stream.end().error) std::rethrow_exception(stream.end().error);
-              it->second->set_digest(stream.end().digest);
-              out[it->first] = it->second->end(stream.end().skipped_frees);
-              done = true;
-            }
-          } catch (...) {
-            errors[it->first] = std::current_exception();
-            done = true;
-          }
-          it = done ? engines.erase(it) : it + 1;
-        }
-      }
-      stream.leave(c);
+  // Then the shared decodes: one trace uses every thread; several share them out.
+  if (groups.size() == 1) {
+    replay_shared(runs, groups[0], registry, threads, every_core, out, errors);
+  } else if (!groups.empty()) {
+    const unsigned at_once = static_cast<unsigned>(std::min<size_t>(groups.size(), threads));
+    on_threads(groups.size(), at_once, [&](size_t g) {
+      replay_shared(runs, groups[g], registry, std::max(1u, threads / at_once), false, out, errors);
     });
-    if (producer.joinable()) producer.join();
   }
-  first_error();
+  for (auto& e : errors)
+    if (e) std::rethrow_exception(e);
   return out;
 }
 

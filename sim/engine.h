@@ -176,8 +176,8 @@ inline constexpr size_t kMaxMarks = 2000;
 // plans offline, such as static-heap, read it on their own); threads the replays leave free
 // parse JSONL lines for the reader. Results are in
 // `runs` order and equal to run_simulation's one by one; when runs fail, the error thrown is the
-// one the first failing run (in order) would have thrown alone. Runs of different traces fall
-// back to one run_simulation per run, still in parallel.
+// one the first failing run (in order) would have thrown alone. With several traces, the runs
+// of each share a decode of it, traces in parallel (the threads shared out among them).
 [[nodiscard]] std::vector<RunResult> run_simulations(const std::vector<RunOptions>& runs, const Registry& registry,
                                                      unsigned threads = 0);
 

@@ -63,6 +63,33 @@ TEST_CASE("batch: shards merged in any order give exactly the result and table o
   CHECK(table.out.find("grow") != std::string::npos);
 }
 
+TEST_CASE("batch: runs of a trace share its decode, traces in parallel, and every report is the run's own") {
+  std::string m = make_manifest("batch_jobs"), all = tmp_path("jobs0.json");
+  REQUIRE(cli("batch " + m + " --json " + all).code == 0);
+  for (const char* jobs : {"1", "2", "3", "8"}) {  // 1: one thread; 2, 3: threads shared among the traces
+    std::string j = tmp_path(fmt::format("jobs{}.json", jobs));
+    REQUIRE(cli(fmt::format("batch {} --jobs {} --json {}", m, jobs, j)).code == 0);
+    INFO("--jobs " << jobs);
+    CHECK(read_text(j) == read_text(all));
+  }
+  // Each run's report is what `fragsim run` gives for its manifest line alone.
+  auto runs = nlohmann::json::parse(read_text(all))["runs"];
+  std::string dir = std::filesystem::path(m).parent_path().string();
+  std::ifstream in(m);
+  std::string line;
+  std::vector<std::string> lines;
+  while (std::getline(in, line))
+    if (!line.empty() && line[0] != '#') lines.push_back(line);
+  REQUIRE(lines.size() == runs.size());
+  for (size_t i = 0; i < lines.size(); ++i) {
+    std::string args = lines[i].substr(0, lines[i].find(" --label"));
+    std::string one = tmp_path("batch_one.json");
+    REQUIRE(cli("run " + dir + "/" + args + " --json " + one).code == 0);
+    INFO(lines[i]);
+    CHECK(nlohmann::json::parse(read_text(one)) == runs[i]["report"]);
+  }
+}
+
 TEST_CASE("batch and merge refuse what is not one manifest's complete set of shards") {
   std::string m = make_manifest("batch2");
   std::string s1 = tmp_path("b2s1.json"), s2 = tmp_path("b2s2.json");

@@ -8,6 +8,7 @@
 #include <fstream>
 #include <iostream>
 #include <optional>
+#include <set>
 #include <sstream>
 
 #include "hardware_models/hardware_model.h"
@@ -128,20 +129,17 @@ void add_sim_options(po::options_description& d, SimArgs& a) {
       "shard-dim", po::value(&a.shard_dim)->default_value("major"), "dim the --shard split divides: major or minor");
   add_progress_options(d, a.progress);
 }
-// What a set of runs reads, as run_simulations reads it (sim/engine.h): the online runs of one
-// trace share one decode, runs of different traces read their own, and each offline run (its
-// policy plans from lifetimes) reads its trace twice.
+// What a set of runs reads, as run_simulations reads it (sim/engine.h): the online runs of a
+// trace share one decode of it, and each offline run (its policy plans from lifetimes) reads
+// its trace twice.
 std::vector<std::pair<std::string, double>> reads_of(const std::vector<RunOptions>& runs, const Registry& reg) {
   std::vector<std::pair<std::string, double>> reads;
-  bool one_trace = true, shared = false;
-  for (const auto& o : runs) one_trace = one_trace && o.trace == runs.front().trace;
+  std::set<std::string> decoded;
   for (const auto& o : runs) {
-    if (reg.find(o.policy.name).needs_lifetimes) {
+    if (reg.find(o.policy.name).needs_lifetimes)
       reads.emplace_back(o.trace, 2);
-    } else if (!one_trace || !shared) {
+    else if (decoded.insert(o.trace).second)
       reads.emplace_back(o.trace, 1);
-      shared = true;
-    }
   }
   return reads;
 }
