@@ -1007,10 +1007,6 @@ void on_threads(size_t n, unsigned threads, F f) {
   for (auto& t : pool) t.join();
 }
 
-}  // namespace
-
-namespace {
-
 // Replays runs[shared...] (online policies, one trace) from one decode of the trace, on at most
 // `threads` threads (every_core: a replay thread per core beside the reader). Fills out[i] or
 // errors[i] for each of them.

@@ -170,14 +170,14 @@ inline constexpr size_t kMaxMarks = 2000;
 // (a policy invariant broken under --check).
 [[nodiscard]] RunResult run_simulation(const RunOptions& opt, const Registry& registry);
 
-// Runs several simulations of one trace on at most `threads` threads (0 = one replay thread per
-// core, plus the reader; 1 = everything on the calling thread), decoding the trace once: a
-// reader thread cuts it into batches of events that every engine replays (runs whose policy
-// plans offline, such as static-heap, read it on their own); threads the replays leave free
-// parse JSONL lines for the reader. Results are in
-// `runs` order and equal to run_simulation's one by one; when runs fail, the error thrown is the
-// one the first failing run (in order) would have thrown alone. With several traces, the runs
-// of each share a decode of it, traces in parallel (the threads shared out among them).
+// Runs several simulations on at most `threads` threads (0 = one replay thread per core, plus the
+// reader; 1 = everything on the calling thread). The online runs of a trace share one decode of
+// it: a reader thread cuts it into batches of events that each of their engines replays, and
+// threads the replays leave free parse JSONL lines for the reader; several traces go in
+// parallel, the threads shared out among them. Runs whose policy plans offline (static-heap)
+// read their trace on their own. Results are in `runs` order and equal to run_simulation's one
+// by one; when runs fail, the error thrown is the one the first failing run (in order) would
+// have thrown alone.
 [[nodiscard]] std::vector<RunResult> run_simulations(const std::vector<RunOptions>& runs, const Registry& registry,
                                                      unsigned threads = 0);
 

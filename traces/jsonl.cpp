@@ -153,6 +153,8 @@ std::string describe(error_code e, std::string_view token = {}) {
   }
 }
 
+constexpr const char* kTrailing = "trailing characters after the JSON object";
+
 bool blank(std::string_view s) {
   for (char c : s)
     if (c != ' ' && c != '\t') return false;
@@ -247,8 +249,7 @@ class LineParser {
       }
     }
     const char* rest = nullptr;
-    if (doc_.current_location().get(rest) == SUCCESS)
-      err({}, fmt::format("trailing characters after the JSON object (column {})", rest - line.data() + 1));
+    if (doc_.current_location().get(rest) == SUCCESS) err_at({}, kTrailing, rest - line.data());
     if (!have_op) err("op", "missing required key");
     ev.present = pre_false ? static_cast<std::uint16_t>(seen & ~key::kPreTrace) : seen;
     if ((ev.op == Op::kAlloc || ev.op == Op::kFree) && !(seen & key::kId)) err("id", "missing required key");
@@ -260,11 +261,15 @@ class LineParser {
   [[noreturn]] void err(std::string_view key, const std::string& what) {
     throw InputError(path_, line_, key.empty() ? what : fmt::format("{}: {}", key, what));
   }
+  // An error at byte `at` of the line, named as its column.
+  [[noreturn]] void err_at(std::string_view key, const std::string& what, size_t at) {
+    err(key, fmt::format("{} (column {})", what, at + 1));
+  }
   // Names the column where simdjson stopped, when it says.
   [[noreturn]] void json_err(std::string_view key, error_code e, std::string_view token = {}) {
     const char* at = nullptr;
     if (doc_.current_location().get(at) == SUCCESS && at >= text_.data() && at <= text_.data() + text_.size())
-      err(key, fmt::format("{} (column {})", describe(e, token), at - text_.data() + 1));
+      err_at(key, describe(e, token), at - text_.data());
     err(key, describe(e, token));
   }
   // The first stage refused the line (encoding, strings): find the byte and the key it is in.
@@ -274,8 +279,7 @@ class LineParser {
     if (e == simdjson::UNESCAPED_CHARS) at = scan_strings(text_).control;
     if (e == simdjson::UNCLOSED_STRING) at = scan_strings(text_).open;
     if (at == std::string_view::npos) err({}, describe(e));
-    std::string what = fmt::format("{} (column {})", describe(e), at + 1);
-    err(e == simdjson::UNCLOSED_STRING ? std::string() : key_at(at), what);
+    err_at(e == simdjson::UNCLOSED_STRING ? std::string() : key_at(at), describe(e), at);
   }
   // The top-level key whose key or value holds byte `at`, read from a copy of the line whose
   // control and non-ASCII bytes are spaces (whitespace between tokens, a character in strings).
@@ -302,11 +306,10 @@ class LineParser {
   [[noreturn]] void top_incomplete() {
     od::document_stream docs;
     if (parser_.iterate_many(text_.data(), text_.size(), std::max<size_t>(text_.size(), 64)).get(docs) == SUCCESS) {
-      for (auto it = docs.begin(); it != docs.end(); ++it) {
-        size_t end = it.current_index() + it.source().size();
-        if (end < text_.size() && !blank(text_.substr(end)))
-          err({}, fmt::format("trailing characters after the JSON object (column {})", end + 1));
-        break;
+      auto first = docs.begin();
+      if (first != docs.end()) {
+        size_t end = first.current_index() + first.source().size();
+        if (end < text_.size() && !blank(text_.substr(end))) err_at({}, kTrailing, end);
       }
     }
     err({}, describe(simdjson::INCOMPLETE_ARRAY_OR_OBJECT));

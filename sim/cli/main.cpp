@@ -143,7 +143,11 @@ std::vector<std::pair<std::string, double>> reads_of(const std::vector<RunOption
   }
   return reads;
 }
-// --jobs N: 0 (every core) or 1..1024.
+// --jobs N: 0 (every core) or 1..1024; `how` says how the command uses them.
+void add_jobs_option(po::options_description& d, int& jobs, const std::string& how) {
+  d.add_options()("jobs,j", po::value(&jobs)->default_value(0),
+                  ("threads at most (0 = every core, else 1..1024): " + how).c_str());
+}
 unsigned jobs_of(int jobs) {
   if (jobs < 0 || jobs > 1024) throw InputError(fmt::format("--jobs: must be in 0..1024, got {}", jobs));
   return static_cast<unsigned>(jobs);
@@ -222,14 +226,13 @@ int cmd_run(const std::vector<std::string>& args, const Registry& reg) {
   int jobs = 0;
   po::options_description d("fragsim run options");
   add_sim_options(d, a);
-  d.add_options()("jobs,j", po::value(&jobs)->default_value(0),
-                  "threads at most, 0..1024: 1 decodes and replays on one thread; otherwise (0 = every core) the trace "
-                  "is decoded on one thread while the policy replays it on another, and threads beyond those two "
-                  "parse JSONL lines")(
-      "policy", po::value(&a.policy),
-      "allocator policy, POLICY or POLICY[k=v,...] (fragsim list); default: follows the input "
-      "(torch-caching for a PyTorch snapshot, xla-bfc for an XProf capture, tpu-padded on a TPU, else "
-      "best-fit)")("json", po::value(&json), "write the report (fragsim report v1) to FILE")(
+  add_jobs_option(d, jobs,
+                  "1 decodes and replays on one thread; otherwise the trace is decoded on one thread while the "
+                  "policy replays it on another, and threads beyond those two parse JSONL lines");
+  d.add_options()("policy", po::value(&a.policy),
+                  "allocator policy, POLICY or POLICY[k=v,...] (fragsim list); default: follows the input "
+                  "(torch-caching for a PyTorch snapshot, xla-bfc for an XProf capture, tpu-padded on a TPU, else "
+                  "best-fit)")("json", po::value(&json), "write the report (fragsim report v1) to FILE")(
       "placements", po::value(&placements), "write one JSON line per alloc event (address, block) to FILE")(
       "html", po::value(&html),
       "write an interactive HTML report to FILE (one self-contained file: memory over time, address maps at the peak "
@@ -287,13 +290,11 @@ int cmd_compare(const std::vector<std::string>& args, const Registry& reg) {
   int jobs = 0;
   po::options_description d("fragsim compare options");
   add_sim_options(d, a);
-  d.add_options()("jobs,j", po::value(&jobs)->default_value(0),
-                  "threads at most, 1..1024, the one decoding the trace (once for all policies) included; 0 = a replay "
-                  "thread per core beside the decoding one")(
-      "more", po::value(&more)->composing(),
-      "further traces (positional): every policy runs on each, e.g. the same model with and without "
-      "rematerialisation")("policies", po::value(&policies)->default_value("ideal,best-fit,first-fit"),
-                           "comma-separated policies; NAME[key=value,...] sets options for one entry")(
+  add_jobs_option(d, jobs, "policies replayed in parallel, the thread decoding the trace (once for all) included");
+  d.add_options()("more", po::value(&more)->composing(),
+                  "further traces (positional): every policy runs on each, e.g. the same model with and without "
+                  "rematerialisation")("policies", po::value(&policies)->default_value("ideal,best-fit,first-fit"),
+                                       "comma-separated policies; NAME[key=value,...] sets options for one entry")(
       "json", po::value(&json), "write a JSON array of reports to FILE")(
       "html", po::value(&html),
       "write an interactive HTML report to FILE (every policy's memory over time with shared zoom, address maps, "
@@ -347,11 +348,10 @@ int cmd_batch(const std::vector<std::string>& args, const Registry& reg) {
   ProgressArgs progress;
   po::options_description d("fragsim batch options");
   add_progress_options(d, progress);
+  add_jobs_option(d, jobs, "runs in parallel, each trace decoded once for its runs, decoding threads included");
   d.add_options()("manifest", po::value(&manifest)->required(), "manifest: one `TRACE [run options]` per line")(
       "shard", po::value(&shard)->default_value("1/1"),
       "run shard i of N only (i/N, 1 <= i <= N): the runs whose number (from 0, in file order) % N == i - 1")(
-      "jobs,j", po::value(&jobs)->default_value(0),
-      "threads at most, 1..1024, a decoding one included (runs of one trace share a decode); 0 = every core")(
       "json", po::value(&json), "write the batch result (runs with their reports) to FILE, for fragsim merge");
   po::positional_options_description pos;
   pos.add("manifest", 1);
@@ -437,10 +437,9 @@ int cmd_sweep(const std::vector<std::string>& args, const Registry& reg) {
   bool exhaustive = false;
   po::options_description d("fragsim sweep options");
   add_sim_options(d, a);
+  add_jobs_option(d, jobs, "settings replayed in parallel, the thread decoding the trace included");
   d.add_options()("policy", po::value(&a.policy), "allocator policy (default: chosen by --env, else xla-bfc)")(
       "find", po::value(&find)->required(), "min-mem-fraction (to 0.01) or min-capacity (to the device granularity)")(
-      "jobs,j", po::value(&jobs)->default_value(0),
-      "threads at most, 1..1024, the one decoding the trace included; 0 = a replay thread per core beside it")(
       "exhaustive", po::bool_switch(&exhaustive),
       "min-mem-fraction: replay every fraction 0.01..1.00 (lists every outcome that breaks monotonicity) instead of "
       "bisecting and checking 4 fractions on each side of the answer")(
