@@ -5,9 +5,14 @@
 namespace fragsim {
 
 void register_best_fit(Registry& r) {
-  r.add({"best-fit", "baseline: smallest fitting hole of one contiguous arena",
-         [](ConfigReader& cfg, const ConfigContext& ctx) { return configure_arena_policy(Fit::kBest, cfg, ctx); },
-         false, arena_options()});
+  PolicyInfo info{
+      "best-fit", "baseline: smallest fitting hole of one contiguous arena",
+      [](ConfigReader& cfg, const ConfigContext& ctx) { return configure_arena_policy(Fit::kBest, cfg, ctx); }, false,
+      arena_options()};
+  info.defaults = {
+      {std::nullopt, "", "best-fit", "the trace names no allocator, so a plain best-fit arena replays it"}};
+  info.what_ifs = [](const nlohmann::json&) { return std::vector<std::string>{"first-fit"}; };
+  r.add(std::move(info));
 }
 
 }  // namespace fragsim

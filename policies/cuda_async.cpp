@@ -218,30 +218,34 @@ class CudaAsyncPolicy : public AllocatorPolicy {
 }  // namespace
 
 void register_cuda_async(Registry& r) {
-  r.add({"cuda-async",
-         "JAX XLA_PYTHON_CLIENT_ALLOCATOR=cuda_async: modelled cudaMallocAsync pool",
-         [](ConfigReader& cfg, const ConfigContext& ctx) -> PolicyBuilder {
-           JaxlibBehaviour jb = jaxlib_behaviour(cfg.text("jaxlib", kNewestJaxlib), "jaxlib");
-           double f = cfg.number_in("mem_fraction", 0.75, 0, kMaxMemFraction);
-           bool pre = cfg.flag("preallocate", true);
-           CudaAsyncOptions o;
-           o.cross_delay = static_cast<std::uint64_t>(cfg.integer_in("cross_stream_delay", 0, 0, INT64_MAX));
-           Bytes total = jb.limit_from_free ? ctx.space->usable() : ctx.space->capacity;
-           o.threshold = static_cast<Bytes>(std::min(static_cast<double>(total) * pjrt_fraction(f), 1.8e19));
-           if (auto t = cfg.optional_size("release_threshold")) o.threshold = *t;
-           cfg.record("resolved_release_threshold", o.threshold);
-           o.prealloc = pre ? o.threshold : 0;
-           return [o](const PolicyContext& pc) { return std::make_unique<CudaAsyncPolicy>(pc, o); };
-         },
-         false,
-         {jaxlib_option(),
-          {"mem_fraction", "0.75", 0.9,
-           "XLA_PYTHON_CLIENT_MEM_FRACTION: the pool's release threshold as a fraction of device memory"},
-          {"preallocate", "true", false, "XLA_PYTHON_CLIENT_PREALLOCATE: grow the pool to the threshold at start"},
-          {"release_threshold", "the fraction's", "8GiB",
-           "cudaMemPoolAttrReleaseThreshold in bytes, instead of the fraction's"},
-          {"cross_stream_delay", "0", 1000,
-           "ticks after a cross-stream free before its block can be reused (0: the freeing work is complete)"}}});
+  PolicyInfo info{
+      "cuda-async",
+      "JAX XLA_PYTHON_CLIENT_ALLOCATOR=cuda_async: modelled cudaMallocAsync pool",
+      [](ConfigReader& cfg, const ConfigContext& ctx) -> PolicyBuilder {
+        JaxlibBehaviour jb = jaxlib_behaviour(cfg.text("jaxlib", kNewestJaxlib), "jaxlib");
+        double f = cfg.number_in("mem_fraction", 0.75, 0, kMaxMemFraction);
+        bool pre = cfg.flag("preallocate", true);
+        CudaAsyncOptions o;
+        o.cross_delay = static_cast<std::uint64_t>(cfg.integer_in("cross_stream_delay", 0, 0, INT64_MAX));
+        Bytes total = jb.limit_from_free ? ctx.space->usable() : ctx.space->capacity;
+        o.threshold = static_cast<Bytes>(std::min(static_cast<double>(total) * pjrt_fraction(f), 1.8e19));
+        if (auto t = cfg.optional_size("release_threshold")) o.threshold = *t;
+        cfg.record("resolved_release_threshold", o.threshold);
+        o.prealloc = pre ? o.threshold : 0;
+        return [o](const PolicyContext& pc) { return std::make_unique<CudaAsyncPolicy>(pc, o); };
+      },
+      false,
+      {jaxlib_option(),
+       {"mem_fraction", "0.75", 0.9,
+        "XLA_PYTHON_CLIENT_MEM_FRACTION: the pool's release threshold as a fraction of device memory"},
+       {"preallocate", "true", false, "XLA_PYTHON_CLIENT_PREALLOCATE: grow the pool to the threshold at start"},
+       {"release_threshold", "the fraction's", "8GiB",
+        "cudaMemPoolAttrReleaseThreshold in bytes, instead of the fraction's"},
+       {"cross_stream_delay", "0", 1000,
+        "ticks after a cross-stream free before its block can be reused (0: the freeing work is complete)"}}};
+  info.framework = "JAX";
+  info.fraction = FractionKnob{"mem_fraction", "XLA_PYTHON_CLIENT_MEM_FRACTION", ""};
+  r.add(std::move(info));
 }
 
 }  // namespace fragsim

@@ -61,15 +61,18 @@ class PlatformPolicy : public AllocatorPolicy {
 }  // namespace
 
 void register_platform(Registry& r) {
-  r.add({"platform",
-         "JAX XLA_PYTHON_CLIENT_ALLOCATOR=platform: one device malloc/free per buffer, simulated call time",
-         [](ConfigReader& cfg, const ConfigContext&) -> PolicyBuilder {
-           JaxlibBehaviour jb = jaxlib_behaviour(cfg.text("jaxlib", kNewestJaxlib), "jaxlib");
-           Bytes unit = jb.vmm_padding ? 0 : 512;
-           return [unit](const PolicyContext& pc) { return std::make_unique<PlatformPolicy>(pc.device, unit); };
-         },
-         false,
-         {jaxlib_option()}});
+  PolicyInfo info{"platform",
+                  "JAX XLA_PYTHON_CLIENT_ALLOCATOR=platform: one device malloc/free per buffer, simulated call time",
+                  [](ConfigReader& cfg, const ConfigContext&) -> PolicyBuilder {
+                    JaxlibBehaviour jb = jaxlib_behaviour(cfg.text("jaxlib", kNewestJaxlib), "jaxlib");
+                    Bytes unit = jb.vmm_padding ? 0 : 512;
+                    return
+                        [unit](const PolicyContext& pc) { return std::make_unique<PlatformPolicy>(pc.device, unit); };
+                  },
+                  false,
+                  {jaxlib_option()}};
+  info.framework = "JAX";
+  r.add(std::move(info));
 }
 
 }  // namespace fragsim

@@ -11,6 +11,7 @@
 // validated without building anything) and returns a builder; the builder makes instances.
 #pragma once
 #include <functional>
+#include <map>
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <optional>
@@ -23,6 +24,7 @@
 #include "hardware_models/hardware_model.h"
 #include "sim/base/config.h"
 #include "sim/base/event.h"
+#include "sim/base/recording.h"
 
 namespace fragsim {
 
@@ -180,9 +182,10 @@ struct ConfigContext {
   const HardwareModel* hw = nullptr;
   const SpaceSpec* space = nullptr;
   std::uint32_t device_index = 0;
-  // The trace's header (null when none): recorded allocator settings a faithful policy adopts
-  // by default (torch-caching reads a snapshot's allocator_settings). Never the events.
-  const nlohmann::json* trace_header = nullptr;
+  // What the trace says about the recording behind it (never null while configuring from an
+  // engine): recorded settings, limits and modes a faithful policy adopts by default. Never the
+  // events.
+  const Recording* recording = nullptr;
 };
 
 // What a built policy works with.
@@ -254,12 +257,83 @@ struct PolicyOption {
   std::string meaning;
 };
 
+// ---- What the rest of the program asks of a policy (architecture.md: declared by the policy) ----
+
+// A memory-fraction setting: the share of device memory the allocator may hold.
+struct FractionKnob {
+  std::string key;      // the config key ("mem_fraction")
+  std::string env_var;  // the variable users set it with ("XLA_PYTHON_CLIENT_MEM_FRACTION"), or ""
+  std::string call;     // else the call users make, {} for the value ("torch.cuda.set_per_process_memory_fraction({})")
+  // "XLA_PYTHON_CLIENT_MEM_FRACTION=.83" / "torch.cuda.set_per_process_memory_fraction(0.83)".
+  std::string setting(double fraction) const;
+  // What replays it: an --env or a --set argument ("XLA_PYTHON_CLIENT_MEM_FRACTION=.83").
+  bool by_env() const { return !env_var.empty(); }
+  std::string argument(double fraction) const;
+};
+
+// The policy a recording or a hardware kind gets when the user names none.
+struct DefaultFor {
+  std::optional<RecordingSource> source;  // recordings of this kind (unset: any)
+  std::string hardware_kind;              // on this kind of hardware ("": any)
+  std::string ref;                        // the policy as chosen, "tpu-padded[inner=tpu-runtime]"
+  std::string why;                        // "the trace is an XProf capture of the TPU runtime's allocator"
+};
+
+// What a first OOM tells the policy's advice (sim/advice.h replays each suggestion before printing it).
+struct AdviceInput {
+  const nlohmann::json& config;  // the resolved config (ConfigReader::resolved)
+  bool fragmentation = false;    // enough memory was free, no block fitted
+  std::string kind;              // the policy's special OOM kind, "" for an ordinary one
+  Bytes reserved = 0, rounded = 0;
+};
+
+// A setting that may avoid the OOM, as the user would set it and as fragsim replays it.
+struct AdviceCandidate {
+  std::string problem = {};                 // "fragmentation", "memory"
+  std::string setting = {};                 // as the user types it: "PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True"
+  std::string why = {};                     // what it changes, in a few words
+  std::vector<std::string> envs = {};       // --env VAR=VALUE that replay it (a variable given before is replaced)
+  std::vector<std::string> sets = {};       // --set KEY=VALUE that replay it
+  bool find_fraction = false;               // instead: search the smallest memory fraction that fits
+  std::vector<std::string> drop_envs = {};  // variables the replay leaves out (besides those in envs)
+  std::string policy = {};                  // the policy the replay runs, when the setting changes it
+};
+
 struct PolicyInfo {
   std::string name;
   std::string summary;
   PolicyConfigure configure;
   bool needs_lifetimes = false;  // reads the whole trace first (memory O(allocations))
   std::vector<PolicyOption> options = {};
+  // The framework whose allocator it models, as FrameworkInfo::name ("": none, a baseline).
+  std::string framework = {};
+  // The hardware kind it can run on ("": any; "tpu": TPU tiled layouts).
+  std::string hardware_kind = {};
+  std::optional<FractionKnob> fraction = {};  // a memory-fraction setting, if the allocator has one
+  bool models_sharding = false;               // takes the --shard what-if (shard, shard_dim)
+  std::vector<DefaultFor> defaults = {};      // where it is the default
+  // Variants worth comparing with a run of this policy ("torch-caching[expandable_segments=true]",
+  // "platform"), given the run's resolved config: compare's defaults.
+  std::function<std::vector<std::string>(const nlohmann::json& config)> what_ifs = {};
+  // Settings that may avoid a first OOM of this policy; sim replays each before printing it.
+  std::function<std::vector<AdviceCandidate>(const AdviceInput&)> advise = {};
+};
+
+// A framework whose environment variables fragsim reads with the framework's own semantics.
+struct FrameworkSettings {
+  std::string policy;  // the policy the variables select ("": they select none)
+  nlohmann::json config = nlohmann::json::object();
+};
+struct FrameworkInfo {
+  std::string name;                    // "JAX", "PyTorch"
+  std::string recorded_as;             // the framework name a Recording reports for it (Recording::framework)
+  std::vector<std::string> variables;  // the variables it reads
+  // Reads the given variables (all of them this framework's) as the framework does, for a run
+  // of `policy` ("" when the user named none). Adds a note per interpretation; InputError on a
+  // value the framework refuses.
+  std::function<FrameworkSettings(const std::map<std::string, std::string>& env, const std::string& policy,
+                                  std::vector<std::string>* notes)>
+      interpret;
 };
 
 // The options every JAX GPU allocator policy shares (xla-bfc, cuda-async, platform).
@@ -271,15 +345,26 @@ std::vector<PolicyOption> padding_options();
 class Registry {
  public:
   void add(PolicyInfo info) { infos_.push_back(std::move(info)); }
+  void add_framework(FrameworkInfo f) { frameworks_.push_back(std::move(f)); }
   // Throws InputError naming `what` (the option or key that named it) and the valid names.
   [[nodiscard]] const PolicyInfo& find(const std::string& name, std::string_view what = "--policy") const;
   const std::vector<PolicyInfo>& all() const { return infos_; }
+  const std::vector<FrameworkInfo>& frameworks() const { return frameworks_; }
+  // The framework that reads `variable`, or null.
+  const FrameworkInfo* framework_of_variable(const std::string& variable) const;
+  const FrameworkInfo* framework(const std::string& name) const;
+  // The default for a recording on a hardware kind: the most specific DefaultFor that matches
+  // (source and hardware, then source, then hardware, then neither), in registration order.
+  [[nodiscard]] const DefaultFor& default_for(const Recording& recording, const std::string& hardware_kind) const;
 
  private:
   std::vector<PolicyInfo> infos_;
+  std::vector<FrameworkInfo> frameworks_;
 };
 
 void register_builtin_policies(Registry& r);
+void register_jax_settings(Registry& r);    // policies/jax_gpu.cpp
+void register_torch_settings(Registry& r);  // policies/torch_alloc_config.cpp
 
 // Per-policy registration functions, one per policy file.
 void register_ideal(Registry& r);

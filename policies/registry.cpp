@@ -1,6 +1,8 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
+#include <algorithm>
+
 #include "policies/policy.h"
 #include "sim/base/error.h"
 #include "sim/base/text.h"
@@ -16,6 +18,41 @@ const PolicyInfo& Registry::find(const std::string& name, std::string_view what)
                                fmt::join(names, ", ")));
 }
 
+const FrameworkInfo* Registry::framework_of_variable(const std::string& variable) const {
+  for (const auto& f : frameworks_)
+    if (std::find(f.variables.begin(), f.variables.end(), variable) != f.variables.end()) return &f;
+  return nullptr;
+}
+
+const FrameworkInfo* Registry::framework(const std::string& name) const {
+  for (const auto& f : frameworks_)
+    if (f.name == name) return &f;
+  return nullptr;
+}
+
+const DefaultFor& Registry::default_for(const Recording& recording, const std::string& hardware_kind) const {
+  const DefaultFor* best = nullptr;
+  int best_rank = -1;
+  for (const auto& i : infos_)
+    for (const auto& d : i.defaults) {
+      if (d.source && *d.source != recording.source) continue;
+      if (!d.hardware_kind.empty() && d.hardware_kind != hardware_kind) continue;
+      int rank = (d.source ? 2 : 0) + (d.hardware_kind.empty() ? 0 : 1);
+      if (rank > best_rank) best = &d, best_rank = rank;
+    }
+  FRAGSIM_CHECK(best, "no policy declares itself the default for a plain trace");
+  return *best;
+}
+
+std::string FractionKnob::setting(double f) const {
+  if (by_env()) return env_var + "=" + fraction_text(f);
+  return fmt::format(fmt::runtime(call), fmt::format("{:.2f}", f));
+}
+
+std::string FractionKnob::argument(double f) const {
+  return by_env() ? env_var + "=" + fraction_text(f) : fmt::format("{}={:.2f}", key, f);
+}
+
 void register_builtin_policies(Registry& r) {
   register_ideal(r);
   register_best_fit(r);
@@ -27,6 +64,8 @@ void register_builtin_policies(Registry& r) {
   register_tpu_padded(r);
   register_static_heap(r);
   register_tpu_runtime(r);
+  register_jax_settings(r);
+  register_torch_settings(r);
 }
 
 }  // namespace fragsim

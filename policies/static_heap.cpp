@@ -317,12 +317,7 @@ void register_static_heap(Registry& r) {
                     o.rule = PaddingRule::from_config(cfg, ctx);
                     o.order = cfg.choice("order", "best", {"spatial", "temporal", "best"});
                     // An XLA module's trace may say the platform's buffer alignment (xla_modules.h).
-                    Bytes def_align = 1;
-                    if (ctx.trace_header && ctx.trace_header->is_object() &&
-                        ctx.trace_header->value("source", "") == "xla-hlo" &&
-                        ctx.trace_header->contains("alignment_bytes") &&
-                        (*ctx.trace_header)["alignment_bytes"].is_number_unsigned())
-                      def_align = (*ctx.trace_header)["alignment_bytes"].get<Bytes>();
+                    Bytes def_align = ctx.recording && ctx.recording->alignment ? *ctx.recording->alignment : 1;
                     o.alignment = cfg.size("alignment", def_align);
                     if (o.alignment == 0) throw InputError("policy static-heap: alignment: must be > 0");
                     o.capacity = ctx.space->usable();
@@ -336,7 +331,10 @@ void register_static_heap(Registry& r) {
                   {"alignment", "1 (256 for an XLA:GPU module's trace)", 64,
                    "buffer offsets are multiples of this many bytes (> 0)"}};
   for (auto& o : padding_options()) info.options.push_back(std::move(o));
-  r.add(info);
+  info.models_sharding = true;
+  info.defaults = {{RecordingSource::kXlaHlo, "", "static-heap",
+                    "the trace is an XLA module's heap trace, which XLA's heap simulator plans at compile time"}};
+  r.add(std::move(info));
 }
 
 }  // namespace fragsim

@@ -1,12 +1,14 @@
 #include "policies/torch_alloc_config.h"
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include <algorithm>
 #include <cstdlib>
 #include <optional>
 #include <vector>
 
+#include "policies/policy.h"
 #include "sim/base/error.h"
 
 namespace fragsim::torch {
@@ -140,28 +142,30 @@ void parse_alloc_conf(const std::string& conf, Config& c) {
   }
 }
 
-void apply_recorded_settings(const nlohmann::json& s, Config& c) {
-  if (!s.is_object()) return;
-  auto u64 = [&](const char* k) -> std::optional<std::uint64_t> {
-    auto it = s.find(k);
-    if (it == s.end() || !it->is_number_integer() || it->get<std::int64_t>() < 0) return std::nullopt;
-    return it->get<std::uint64_t>();
-  };
-  if (auto v = u64("max_split_size"); v && *v > 0 && *v < (1ULL << 62)) c.max_split_size = *v;
-  if (s.contains("garbage_collection_threshold") && s["garbage_collection_threshold"].is_number()) {
-    double v = s["garbage_collection_threshold"].get<double>();
-    if (v > 0 && v < 1) c.gc_threshold = v;
-  }
-  if (s.contains("expandable_segments") && s["expandable_segments"].is_boolean())
-    c.expandable = s["expandable_segments"].get<bool>();
-  if (s.contains("roundup_power2_divisions") && s["roundup_power2_divisions"].is_object())
-    for (auto it = s["roundup_power2_divisions"].begin(); it != s["roundup_power2_divisions"].end(); ++it) {
-      std::uint64_t mb = std::strtoull(it.key().c_str(), nullptr, 10);
-      if (!pow2(mb) || !it.value().is_number_integer() || it.value().get<std::int64_t>() < 0) continue;
-      auto d = it.value().get<std::uint64_t>();
-      if (d != 0 && !pow2(d)) continue;
-      c.divisions[std::min<size_t>(log2_floor(mb), kIntervals - 1)] = d;
+void apply_recorded_settings(const RecordedTorchSettings& s, Config& c) {
+  if (s.max_split_size) c.max_split_size = *s.max_split_size;
+  if (s.garbage_collection_threshold) c.gc_threshold = *s.garbage_collection_threshold;
+  if (s.expandable_segments) c.expandable = *s.expandable_segments;
+  for (auto [mb, d] : s.roundup_power2_divisions) c.divisions[std::min<size_t>(log2_floor(mb), kIntervals - 1)] = d;
+}
+
+std::string alloc_conf_text(const Config& c) {
+  std::vector<std::string> keys;
+  if (c.max_split_size != kTooLarge) keys.push_back(fmt::format("max_split_size_mb:{}", c.max_split_size / kMiB));
+  if (c.max_non_split_rounding != 20 * kMiB)
+    keys.push_back(fmt::format("max_non_split_rounding_mb:{}", c.max_non_split_rounding / kMiB));
+  if (c.gc_threshold > 0) keys.push_back(fmt::format("garbage_collection_threshold:{}", c.gc_threshold));
+  if (std::any_of(c.divisions, c.divisions + kIntervals, [](std::uint64_t d) { return d != 0; })) {
+    if (std::all_of(c.divisions, c.divisions + kIntervals, [&](std::uint64_t d) { return d == c.divisions[0]; })) {
+      keys.push_back(fmt::format("roundup_power2_divisions:{}", c.divisions[0]));
+    } else {
+      std::vector<std::string> parts;
+      for (int i = 0; i < kIntervals; ++i) parts.push_back(fmt::format("{}:{}", std::uint64_t{1} << i, c.divisions[i]));
+      keys.push_back(fmt::format("roundup_power2_divisions:[{}]", fmt::join(parts, ",")));
     }
+  }
+  if (c.expandable) keys.push_back("expandable_segments:True");
+  return fmt::format("{}", fmt::join(keys, ","));
 }
 
 std::string format_size(Bytes b) {
@@ -172,3 +176,23 @@ std::string format_size(Bytes b) {
 }
 
 }  // namespace fragsim::torch
+
+namespace fragsim {
+
+// PyTorch reads PYTORCH_CUDA_ALLOC_CONF (or its newer name PYTORCH_ALLOC_CONF) once, at the
+// allocator's start; torch-caching parses it (parse_alloc_conf) with the recording's settings under it.
+void register_torch_settings(Registry& r) {
+  r.add_framework({"PyTorch",
+                   "PyTorch",
+                   {"PYTORCH_CUDA_ALLOC_CONF", "PYTORCH_ALLOC_CONF"},
+                   [](const std::map<std::string, std::string>& env, const std::string&, std::vector<std::string>*) {
+                     if (env.size() > 1)
+                       throw InputError("--env: give PYTORCH_CUDA_ALLOC_CONF or PYTORCH_ALLOC_CONF, not both");
+                     FrameworkSettings s;
+                     s.policy = "torch-caching";
+                     s.config["alloc_conf"] = env.begin()->second;
+                     return s;
+                   }});
+}
+
+}  // namespace fragsim

@@ -7,6 +7,7 @@
 #include <nlohmann/json.hpp>
 #include <string>
 
+#include "sim/base/recording.h"
 #include "sim/base/units.h"
 
 namespace fragsim {
@@ -35,7 +36,10 @@ struct Config {
 // Parses PYTORCH_CUDA_ALLOC_CONF into c, with PyTorch's tokenizer and messages. Throws InputError.
 void parse_alloc_conf(const std::string& conf, Config& c);
 // A snapshot's allocator_settings (the effective configuration when it was recorded).
-void apply_recorded_settings(const nlohmann::json& s, Config& c);
+void apply_recorded_settings(const RecordedTorchSettings& s, Config& c);
+// The configuration as PYTORCH_CUDA_ALLOC_CONF would state it: every key that differs from
+// PyTorch's default, in PyTorch's syntax ("expandable_segments:True,max_split_size_mb:256"); "" when none.
+std::string alloc_conf_text(const Config& c);
 // PyTorch's format_size: "512 bytes", "1.50 KiB", "20.00 MiB", "3.72 GiB".
 std::string format_size(Bytes b);
 

@@ -591,10 +591,17 @@ PolicyBuilder configure_torch_caching(ConfigReader& cfg, const ConfigContext& ct
   Config c;
   bool user = cfg.has("alloc_conf") || cfg.has("max_split_size_mb") || cfg.has("garbage_collection_threshold") ||
               cfg.has("roundup_power2_divisions") || cfg.has("expandable_segments");
+  // The snapshot's recorded settings first; the keys given override theirs one by one, so
+  // overriding one recorded setting keeps the others.
   bool use_recorded = cfg.flag("use_recorded_settings", true);
-  if (use_recorded && !user && ctx.trace_header && ctx.trace_header->contains("allocator_settings")) {
-    apply_recorded_settings(ctx.trace_header->at("allocator_settings"), c);
+  if (use_recorded && ctx.recording && ctx.recording->torch_settings) {
+    apply_recorded_settings(*ctx.recording->torch_settings, c);
     cfg.record("recorded_settings_applied", true);
+    if (std::string kept = alloc_conf_text(c); user && !kept.empty())
+      cfg.note(
+          fmt::format("torch-caching: the snapshot's recorded settings ({}) stay where the settings given do "
+                      "not replace them (use_recorded_settings=false drops them)",
+                      kept));
   }
   parse_alloc_conf(cfg.text("alloc_conf", ""), c);
   if (cfg.has("max_split_size_mb")) {
@@ -615,31 +622,96 @@ PolicyBuilder configure_torch_caching(ConfigReader& cfg, const ConfigContext& ct
   cfg.record("resolved_max_split_size",
              c.max_split_size == kTooLarge ? -1 : static_cast<std::int64_t>(c.max_split_size));
   cfg.record("resolved_garbage_collection_threshold", c.gc_threshold);
+  cfg.record("resolved_alloc_conf", alloc_conf_text(c));
   return [c](const PolicyContext& pc) { return std::make_unique<TorchCachingPolicy>(c, pc); };
+}
+
+// PYTORCH_CUDA_ALLOC_CONF with `key` set to `value` and every other key as in `conf`.
+std::string conf_with(const std::string& conf, const std::string& key, const std::string& value) {
+  std::string out, part;
+  int depth = 0;
+  auto flush = [&] {
+    if (!part.empty() && part.rfind(key + ":", 0) != 0) out += (out.empty() ? "" : ",") + part;
+    part.clear();
+  };
+  for (char ch : conf) {
+    depth += ch == '[' ? 1 : ch == ']' ? -1 : 0;
+    if (ch == ',' && depth == 0)
+      flush();
+    else
+      part += ch;
+  }
+  flush();
+  return out + (out.empty() ? "" : ",") + key + ":" + value;
+}
+
+// After a first OOM (sim/advice.h replays each before printing it): against fragmentation, the
+// settings PyTorch's own message and docs point to that are not on yet; against a memory cap
+// below the device, the smallest set_per_process_memory_fraction that fits.
+std::vector<AdviceCandidate> advise_torch_caching(const AdviceInput& in) {
+  const nlohmann::json& c = in.config;
+  const std::string conf = c.value("resolved_alloc_conf", std::string());
+  std::vector<AdviceCandidate> a;
+  auto conf_candidate = [&](const std::string& key, const std::string& value, const std::string& why) {
+    std::string env = "PYTORCH_CUDA_ALLOC_CONF=" + conf_with(conf, key, value);
+    a.push_back({.problem = "fragmentation",
+                 .setting = env,
+                 .why = why,
+                 .envs = {env},
+                 .drop_envs = {"PYTORCH_CUDA_ALLOC_CONF", "PYTORCH_ALLOC_CONF"}});
+  };
+  if (in.fragmentation) {
+    if (!c.value("resolved_expandable_segments", false))
+      conf_candidate("expandable_segments", "True", "segments grow in place instead of leaving holes between them");
+    if (c.value("resolved_max_split_size", std::int64_t{-1}) < 0)
+      conf_candidate("max_split_size_mb", "256", "blocks above 256 MiB are never split, so large holes stay whole");
+    if (c.value("resolved_garbage_collection_threshold", 0.0) <= 0)
+      conf_candidate("garbage_collection_threshold", "0.8",
+                     "cached blocks are freed, oldest first, before the device runs out");
+  } else if (c.value("memory_fraction", 1.0) < 1.0) {
+    a.push_back({.problem = "memory", .why = "a larger share of the device", .find_fraction = true});
+  }
+  return a;
+}
+
+std::vector<std::string> torch_caching_what_ifs(const nlohmann::json& c) {
+  std::vector<std::string> v;
+  v.push_back(c.value("resolved_expandable_segments", false) ? "torch-caching[expandable_segments=false]"
+                                                             : "torch-caching[expandable_segments=true]");
+  if (c.value("resolved_max_split_size", std::int64_t{-1}) < 0) v.push_back("torch-caching[max_split_size_mb=256]");
+  return v;
 }
 
 }  // namespace
 
 void register_torch_caching(Registry& r) {
-  r.add({"torch-caching",
-         "PyTorch CUDACachingAllocator (PYTORCH_CUDA_ALLOC_CONF, expandable segments, memory fraction)",
-         configure_torch_caching,
-         false,
-         {{"alloc_conf", "\"\" (or the snapshot's recorded settings)", "expandable_segments:True",
-           "PYTORCH_CUDA_ALLOC_CONF as PyTorch parses it (the keys below override its parts)"},
-          {"expandable_segments", "false", true,
-           "one growing segment per stream and size class (mapped in 2 MiB/20 MiB pages)"},
-          {"max_split_size_mb", "unlimited", 512, "blocks above this size (MiB, >= 20) are never split"},
-          {"garbage_collection_threshold", "0 (off)", 0.8,
-           "above this fraction of the memory fraction's limit, free cached blocks oldest first before cudaMalloc"},
-          {"roundup_power2_divisions", "0 (512-byte rounding)", 4,
-           "round requests above 1 MiB up to one of N divisions of a power of two"},
-          {"memory_fraction", "unset (the whole device)", 0.9,
-           "torch.cuda.set_per_process_memory_fraction: a cap on reserved memory"},
-          {"stream_event_delay", "0", 1000,
-           "ticks a block freed on another stream (record_stream) stays busy, waiting for its CUDA event"},
-          {"use_recorded_settings", "true", false,
-           "apply the allocator settings a PyTorch snapshot recorded when none of the keys above is given"}}});
+  PolicyInfo info{
+      "torch-caching",
+      "PyTorch CUDACachingAllocator (PYTORCH_CUDA_ALLOC_CONF, expandable segments, memory fraction)",
+      configure_torch_caching,
+      false,
+      {{"alloc_conf", "\"\" (or the snapshot's recorded settings)", "expandable_segments:True",
+        "PYTORCH_CUDA_ALLOC_CONF as PyTorch parses it (the keys below override its parts)"},
+       {"expandable_segments", "false", true,
+        "one growing segment per stream and size class (mapped in 2 MiB/20 MiB pages)"},
+       {"max_split_size_mb", "unlimited", 512, "blocks above this size (MiB, >= 20) are never split"},
+       {"garbage_collection_threshold", "0 (off)", 0.8,
+        "above this fraction of the memory fraction's limit, free cached blocks oldest first before cudaMalloc"},
+       {"roundup_power2_divisions", "0 (512-byte rounding)", 4,
+        "round requests above 1 MiB up to one of N divisions of a power of two"},
+       {"memory_fraction", "unset (the whole device)", 0.9,
+        "torch.cuda.set_per_process_memory_fraction: a cap on reserved memory"},
+       {"stream_event_delay", "0", 1000,
+        "ticks a block freed on another stream (record_stream) stays busy, waiting for its CUDA event"},
+       {"use_recorded_settings", "true", false,
+        "start from the allocator settings a PyTorch snapshot recorded (the keys above override theirs one by "
+        "one)"}}};
+  info.framework = "PyTorch";
+  info.fraction = FractionKnob{"memory_fraction", "", "torch.cuda.set_per_process_memory_fraction({})"};
+  info.defaults = {{RecordingSource::kTorchSnapshot, "", "torch-caching", "the trace is a PyTorch memory snapshot"}};
+  info.what_ifs = torch_caching_what_ifs;
+  info.advise = advise_torch_caching;
+  r.add(std::move(info));
 }
 
 }  // namespace fragsim

@@ -221,8 +221,14 @@ void register_tpu_padded(Registry& r) {
       {"defragment", "false", true,
        "on a fragmentation OOM, compact the live buffers and retry (the TPU runtime's defragmentation)"}};
   for (auto& o : padding_options()) options.push_back(std::move(o));
-  r.add({"tpu-padded", "TPU tiled-layout padding in front of an inner policy; scoped VMEM limit checks",
-         configure_tpu_padded, false, std::move(options)});
+  PolicyInfo info{"tpu-padded", "TPU tiled-layout padding in front of an inner policy; scoped VMEM limit checks",
+                  configure_tpu_padded, false, std::move(options)};
+  info.hardware_kind = "tpu";
+  info.models_sharding = true;
+  info.defaults = {{RecordingSource::kXprof, "tpu", "tpu-padded[inner=tpu-runtime]",
+                    "the trace is an XProf capture of the TPU runtime's allocator"},
+                   {std::nullopt, "tpu", "tpu-padded", "the hardware is a TPU"}};
+  r.add(std::move(info));
 }
 
 }  // namespace fragsim

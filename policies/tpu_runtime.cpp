@@ -130,15 +130,17 @@ class TpuRuntimePolicy : public AllocatorPolicy {
 }  // namespace
 
 void register_tpu_runtime(Registry& r) {
-  r.add({"tpu-runtime",
-         "TPU runtime allocator as XProf captures show it: top-down best fit in [0, runtime limit), 128-byte "
-         "blocks (tpu-padded's inner policy for TPU captures)",
-         [](ConfigReader&, const ConfigContext& ctx) -> PolicyBuilder {
-           Bytes limit = ctx.space->runtime_usable();
-           return [limit](const PolicyContext&) { return std::make_unique<TpuRuntimePolicy>(limit); };
-         },
-         false,
-         {}});
+  PolicyInfo info{"tpu-runtime",
+                  "TPU runtime allocator as XProf captures show it: top-down best fit in [0, runtime limit), 128-byte "
+                  "blocks (tpu-padded's inner policy for TPU captures)",
+                  [](ConfigReader&, const ConfigContext& ctx) -> PolicyBuilder {
+                    Bytes limit = ctx.space->runtime_usable();
+                    return [limit](const PolicyContext&) { return std::make_unique<TpuRuntimePolicy>(limit); };
+                  },
+                  false,
+                  {}};
+  info.hardware_kind = "tpu";
+  r.add(std::move(info));
 }
 
 }  // namespace fragsim

@@ -626,25 +626,31 @@ class XlaBfcPolicy : public AllocatorPolicy {
 
 // What an XProf capture recorded about this device's BFC (traces/xprof_capture.h): its limit and
 // whether its addresses show one preallocated region or regions obtained on demand.
-const nlohmann::json* recorded_bfc(const ConfigContext& ctx) {
-  if (!ctx.trace_header || !ctx.trace_header->is_object() || ctx.trace_header->value("source", "") != "xprof")
-    return nullptr;
-  const auto& x = (*ctx.trace_header)["xprof"];
-  if (!x.is_object() || !x.contains("allocators") || !x["allocators"].is_array()) return nullptr;
-  for (const auto& a : x["allocators"])
-    if (a.is_object() && a.value("device", -1) == static_cast<int>(ctx.device_index) &&
-        a.value("space", "") == space_name(ctx.space->space) && a.contains("limit_bytes") &&
-        a["limit_bytes"].is_number_unsigned())
-      return &a;
-  return nullptr;
+const RecordedAllocator* recorded_bfc(const ConfigContext& ctx) {
+  if (!ctx.recording || ctx.recording->source != RecordingSource::kXprof) return nullptr;
+  const RecordedAllocator* a = ctx.recording->allocator(ctx.device_index, ctx.space->space);
+  return a && a->limit ? a : nullptr;
 }
 
 PolicyBuilder configure_xla_bfc(ConfigReader& cfg, const ConfigContext& ctx) {
   JaxlibBehaviour jb = jaxlib_behaviour(cfg.text("jaxlib", kNewestJaxlib), "jaxlib");
-  // A capture's recorded configuration, unless the user sets the limit or the mode.
-  bool user = cfg.has("memory_limit") || cfg.has("mem_fraction") || cfg.has("preallocate");
-  const nlohmann::json* rec = cfg.flag("use_recorded_settings", true) && !user ? recorded_bfc(ctx) : nullptr;
-  bool preallocate = cfg.flag("preallocate", rec ? rec->value("mode", "") == "single_region" : true);
+  // Pinned host memory has its own BFC (xla_gpu_host_bfc in XLA's se_gpu_pjrt_client.cc): a
+  // 64 GiB limit (XLA_PJRT_GPU_HOST_MEMORY_LIMIT_GB; the hardware's host space) and allow_growth;
+  // JAX's device-memory settings (fraction, preallocation, a byte limit) never reach it.
+  const bool host = ctx.space->space == Space::kHost;
+  const bool user_limit = !host && (cfg.has("memory_limit") || cfg.has("mem_fraction"));
+  const bool user_mode = !host && cfg.has("preallocate");
+  if (host && (cfg.has("memory_limit") || cfg.has("mem_fraction") || cfg.has("preallocate")))
+    cfg.note(
+        "pinned host memory (XLA's xla_gpu_host_bfc) keeps its own growing pool: mem_fraction, memory_limit and "
+        "preallocate set device memory only");
+  // A capture's recorded configuration: its limit unless the user sets one, its mode unless the
+  // user sets preallocate — overriding one keeps the other.
+  const RecordedAllocator* rec = cfg.flag("use_recorded_settings", true) ? recorded_bfc(ctx) : nullptr;
+  const bool rec_limit = rec && !user_limit, rec_mode = rec && !user_mode;
+  const bool mode_default = rec ? rec->mode == RecordedAllocator::Mode::kSingleRegion : !host;
+  bool preallocate = cfg.flag("preallocate", mode_default);
+  if (host) cfg.record("preallocate", preallocate = mode_default);
   double fraction = cfg.number_in("mem_fraction", 0.75, 0, kMaxMemFraction);
   bool spatial_flag = cfg.flag("spatial_partitioning", jb.spatial_default);
   bool gc = cfg.flag("garbage_collection", false);
@@ -653,14 +659,22 @@ PolicyBuilder configure_xla_bfc(ConfigReader& cfg, const ConfigContext& ctx) {
   if (upper_alignment < kMinAllocationSize || (upper_alignment & (upper_alignment - 1)))
     throw InputError("policy xla-bfc: upper_alignment: must be a power of two >= 256");
   Bytes total = jb.limit_from_free ? ctx.space->usable() : ctx.space->capacity;
-  Bytes limit = xla_memory_limit(total, fraction, jb);
-  if (auto m = cfg.optional_size("memory_limit"))  // gpu_system_memory_size: a byte limit instead of the fraction
+  Bytes limit = host ? ctx.space->capacity : xla_memory_limit(total, fraction, jb);
+  if (auto m = cfg.optional_size("memory_limit"); m && !host)  // gpu_system_memory_size: a byte limit instead
     limit = rounded_limit(*m, jb);
-  if (rec) {
-    limit = (*rec)["limit_bytes"].get<Bytes>();  // bytes_allocated + bytes_available + bytes_reserved, as logged
+  if (rec_limit) limit = *rec->limit;  // bytes_allocated + bytes_available + bytes_reserved, as logged
+  if (rec_limit && rec_mode) {
     cfg.record("recorded_settings_applied",
                fmt::format("limit {} B and {} from the capture's {}", limit,
-                           preallocate ? "one preallocated region" : "growth on demand", rec->value("allocator", "")));
+                           preallocate ? "one preallocated region" : "growth on demand", rec->name));
+  } else if (rec_limit || rec_mode) {
+    std::string kept =
+        rec_limit ? fmt::format("limit {} B", limit) : (preallocate ? "one preallocated region" : "growth on demand");
+    cfg.record("recorded_settings_applied", fmt::format("{} from the capture's {}", kept, rec->name));
+    cfg.note(
+        fmt::format("xla-bfc on device {}: the capture's {} kept ({} given); use_recorded_settings=false "
+                    "drops it",
+                    ctx.device_index, rec_limit ? "limit" : "mode", rec_limit ? "preallocate" : "a limit"));
   }
   cfg.record("resolved_memory_limit", limit);
   BfcOptions main;
@@ -693,33 +707,70 @@ PolicyBuilder configure_xla_bfc(ConfigReader& cfg, const ConfigContext& ctx) {
   return [main, coll](const PolicyContext& pc) { return std::make_unique<XlaBfcPolicy>(main, coll, pc.device); };
 }
 
+// After a first OOM (sim/advice.h replays each before printing it): against fragmentation, the
+// placements JAX offers instead of one preallocated BFC; against a limit below the device, the
+// smallest memory fraction that fits.
+std::vector<AdviceCandidate> advise_xla_bfc(const AdviceInput& in) {
+  const nlohmann::json& c = in.config;
+  std::vector<AdviceCandidate> a;
+  const Bytes limit = c.value("resolved_memory_limit", Bytes{0});
+  if (in.fragmentation) {
+    if (c.value("preallocate", true))
+      a.push_back({.problem = "fragmentation",
+                   .setting = "XLA_PYTHON_CLIENT_PREALLOCATE=false",
+                   .why = "the BFC grows region by region instead of carving one preallocated pool",
+                   .envs = {"XLA_PYTHON_CLIENT_PREALLOCATE=false"}});
+    a.push_back({.problem = "fragmentation",
+                 .setting = "XLA_PYTHON_CLIENT_ALLOCATOR=cuda_async",
+                 .why = "the driver's stream-ordered pool places buffers instead of the BFC",
+                 .envs = {"XLA_PYTHON_CLIENT_ALLOCATOR=cuda_async"},
+                 .policy = "cuda-async"});
+  } else if (limit && in.reserved + in.rounded > limit && !c.contains("memory_limit") &&
+             c.value("mem_fraction", 0.75) < 1.0) {
+    a.push_back({.problem = "memory", .why = "a larger share of the device", .find_fraction = true});
+  }
+  return a;
+}
+
+std::vector<std::string> xla_bfc_what_ifs(const nlohmann::json& c) {
+  return {c.value("preallocate", true) ? "xla-bfc[preallocate=false]" : "xla-bfc[preallocate=true]", "platform",
+          "cuda-async"};
+}
+
 }  // namespace
 
 void register_xla_bfc(Registry& r) {
-  r.add({"xla-bfc",
-         "XLA/TSL BFC allocator as JAX configures it on GPU",
-         configure_xla_bfc,
-         false,
-         {{"preallocate", "true", false,
-           "XLA_PYTHON_CLIENT_PREALLOCATE: reserve the whole limit at start (false: grow region by region)"},
-          {"mem_fraction", "0.75", 0.9, "XLA_PYTHON_CLIENT_MEM_FRACTION: the limit as a fraction of device memory"},
-          {"memory_limit", "unset", "40GiB", "a byte limit instead of the fraction (XLA's gpu_system_memory_size)"},
-          jaxlib_option(),
-          {"spatial_partitioning", "true from jaxlib 0.11.0, else false", false,
-           "--xla_gpu_enable_allocator_spatial_partitioning: one BFC whose collective buffers are served from the "
-           "upper end of the preallocated region (needs preallocate)"},
-          {"collective_memory_size", "0 (grows)", "1GiB",
-           "without spatial partitioning: the separate collective-memory BFC's fixed size (0: it grows on demand "
-           "up to what the fraction leaves)"},
-          {"garbage_collection", "false", true,
-           "BFC's garbage_collection option: when growing fails, return every wholly free region to the device "
-           "and try again"},
-          {"upper_alignment", "2MiB", "4MiB", "alignment of the upper-end (collective) allocations, a power of two"},
-          {"coalesce_regions", "false", true,
-           "memory obtained right after a region extends it (TSL BFC with a coalescing sub-allocator)"},
-          {"use_recorded_settings", "true", false,
-           "for an XProf capture: take the recorded limit and mode (one region or growth on demand) unless "
-           "memory_limit, mem_fraction or preallocate is given"}}});
+  PolicyInfo info{
+      "xla-bfc",
+      "XLA/TSL BFC allocator as JAX configures it on GPU",
+      configure_xla_bfc,
+      false,
+      {{"preallocate", "true", false,
+        "XLA_PYTHON_CLIENT_PREALLOCATE: reserve the whole limit at start (false: grow region by region)"},
+       {"mem_fraction", "0.75", 0.9, "XLA_PYTHON_CLIENT_MEM_FRACTION: the limit as a fraction of device memory"},
+       {"memory_limit", "unset", "40GiB", "a byte limit instead of the fraction (XLA's gpu_system_memory_size)"},
+       jaxlib_option(),
+       {"spatial_partitioning", "true from jaxlib 0.11.0, else false", false,
+        "--xla_gpu_enable_allocator_spatial_partitioning: one BFC whose collective buffers are served from the "
+        "upper end of the preallocated region (needs preallocate)"},
+       {"collective_memory_size", "0 (grows)", "1GiB",
+        "without spatial partitioning: the separate collective-memory BFC's fixed size (0: it grows on demand "
+        "up to what the fraction leaves)"},
+       {"garbage_collection", "false", true,
+        "BFC's garbage_collection option: when growing fails, return every wholly free region to the device "
+        "and try again"},
+       {"upper_alignment", "2MiB", "4MiB", "alignment of the upper-end (collective) allocations, a power of two"},
+       {"coalesce_regions", "false", true,
+        "memory obtained right after a region extends it (TSL BFC with a coalescing sub-allocator)"},
+       {"use_recorded_settings", "true", false,
+        "for an XProf capture: take the recorded limit (unless memory_limit or mem_fraction is given) and mode "
+        "(one region or growth on demand; unless preallocate is given)"}}};
+  info.framework = "JAX";
+  info.fraction = FractionKnob{"mem_fraction", "XLA_PYTHON_CLIENT_MEM_FRACTION", ""};
+  info.defaults = {{RecordingSource::kXprof, "gpu", "xla-bfc", "the trace is an XProf capture of XLA's BFC allocator"}};
+  info.what_ifs = xla_bfc_what_ifs;
+  info.advise = advise_xla_bfc;
+  r.add(std::move(info));
 }
 
 }  // namespace fragsim

@@ -125,7 +125,7 @@ class Engine : public Scheduler {
   RunResult run() {
     if (info_.needs_lifetimes) collect_lifetimes();
     auto reader = open();
-    begin(reader->header());
+    begin(reader->header(), reader->recording());
     Event ev;
     while (reader->next(ev)) feed(ev);
     out_.trace_digest = reader->digest();
@@ -144,7 +144,7 @@ class Engine : public Scheduler {
     e.rerun_take_at_ = missed_take_event_;
     if (e.info_.needs_lifetimes) e.collect_lifetimes();
     auto reader = e.open();
-    e.begin(reader->header());
+    e.begin(reader->header(), reader->recording());
     Event ev;
     while (!e.rerun_done_ && reader->next(ev)) e.feed(ev);
     if (!e.rerun_done_) throw InternalError("peak re-run did not reach its event");
@@ -152,23 +152,15 @@ class Engine : public Scheduler {
   }
 
   // The three steps of a run, so that one decoded stream can feed several engines.
-  void begin(const nlohmann::json& header) {
-    header_ = header;
-    if (opt_.recorded_devices && header.is_object() && header.contains("recorded_devices") &&
-        header["recorded_devices"].is_array())
-      for (const auto& d : header["recorded_devices"]) {
-        if (!d.is_object() || !d.contains("device") || !d["device"].is_number_unsigned() ||
-            !d.contains("usable_bytes") || !d["usable_bytes"].is_number_unsigned())
-          throw InputError(opt_.trace, 0, "recorded_devices: each entry needs device and usable_bytes");
-        recorded_[d["device"].get<std::uint32_t>()] = {d["usable_bytes"].get<Bytes>(),
-                                                       d.value("basis", std::string("from the trace header"))};
-      }
+  void begin(const nlohmann::json& header, const Recording& recording) {
+    recording_ = recording;
     if (!opt_.placements.empty()) placements_ = std::make_unique<AtomicFile>(opt_.placements);
     out_.trace_path = opt_.trace;
     out_.header = header;
     out_.policy_name = opt_.policy.name;
     out_.hardware = opt_.hw.to_json();
     out_.notes = opt_.notes;
+    out_.label = opt_.label;
     if (header.is_object() && header.contains("time_unit") && header["time_unit"].is_string())
       out_.time_unit = header["time_unit"].get<std::string>();
     if (!opt_.perfetto.empty()) perfetto_ = std::make_unique<PerfettoWriter>(opt_.perfetto, out_.time_unit);
@@ -347,13 +339,14 @@ class Engine : public Scheduler {
     Slot s;
     s.spec = std::make_unique<SpaceSpec>(*opt_.hw.space(route(sp, ev)));
     const SpaceSpec* spec = s.spec.get();
-    if (auto it = recorded_.find(device); it != recorded_.end() && spec->space == Space::kHbm) {
-      s.spec->capacity = it->second.first;
+    if (const RecordedDeviceMemory* rd = opt_.recorded_devices ? recording_.device(device) : nullptr;
+        rd && spec->space == Space::kHbm) {
+      s.spec->capacity = rd->usable;
       s.spec->reserve = 0;
       out_.notes.push_back(
           fmt::format("device {}: usable memory {} ({} B) inferred from the recording: {} "
                       "(--hw or --capacity overrides it)",
-                      device, human_bytes(it->second.first), it->second.first, it->second.second));
+                      device, human_bytes(rd->usable), rd->usable, rd->basis));
     }
     s.device = device;
     s.space = spec->space;
@@ -363,12 +356,14 @@ class Engine : public Scheduler {
     ctx.hw = &opt_.hw;
     ctx.space = spec;
     ctx.device_index = device;
-    ctx.trace_header = header_.is_null() ? nullptr : &header_;
+    ctx.recording = &recording_;
     ctx.device = s.mem.get();
     ctx.scheduler = this;
     ConfigReader cfg(opt_.policy.config, "policy " + opt_.policy.name);
     PolicyBuilder build = info_.configure(cfg, ctx);
     cfg.finish();
+    for (const auto& n : cfg.notes())
+      if (std::find(out_.notes.begin(), out_.notes.end(), n) == out_.notes.end()) out_.notes.push_back(n);
     s.policy = build(ctx);
     if (info_.needs_lifetimes) s.policy->plan(lifetimes_[{device, sp}]);
     if (config_.is_null()) config_ = cfg.resolved();
@@ -788,6 +783,8 @@ class Engine : public Scheduler {
     out.policy_config = config_.is_null() ? nlohmann::json::object() : config_;
     for (auto& s : slots_) {
       SpaceResult r = s.res;
+      r.capacity = s.spec->capacity;
+      r.usable = s.spec->usable();
       r.at_peak_allocated.device = s.device;
       r.at_peak_allocated.space = s.space;
       r.external_max = r.frag_max;
@@ -848,15 +845,14 @@ class Engine : public Scheduler {
   double frag_at_peak_ = 0, frag_max_ = 0;
   std::uint64_t addr_compared_ = 0, addr_matched_ = 0;
   std::vector<TimelinePoint> timeline_;
-  nlohmann::json header_;
+  Recording recording_;
   std::uint64_t stride_ = 1, next_point_ = 0;
   double last_frag_ = 0;
   nlohmann::json first_mismatch_;
-  std::vector<std::pair<std::uint32_t, Bytes>> recorded_segments_;   // traced segment_alloc (device, size)
-  std::vector<std::pair<std::uint32_t, Addr>> recorded_frees_;       // traced segment_free (device, addr)
-  std::map<LifetimeKey, std::vector<Lifetime>> lifetimes_;           // offline policies only
-  std::map<std::uint32_t, std::pair<Bytes, std::string>> recorded_;  // device → (usable bytes, basis)
-  std::map<std::uint32_t, bool> last_alloc_failed_;                  // device → its last alloc's outcome
+  std::vector<std::pair<std::uint32_t, Bytes>> recorded_segments_;  // traced segment_alloc (device, size)
+  std::vector<std::pair<std::uint32_t, Addr>> recorded_frees_;      // traced segment_free (device, addr)
+  std::map<LifetimeKey, std::vector<Lifetime>> lifetimes_;          // offline policies only
+  std::map<std::uint32_t, bool> last_alloc_failed_;                 // device → its last alloc's outcome
   std::uint64_t ooms_recorded_ = 0, ooms_reproduced_ = 0;
   RunResult out_;
   bool replaying_ = true;
@@ -1031,6 +1027,7 @@ void replay_shared(const std::vector<RunOptions>& runs, const std::vector<size_t
     return;
   }
   const nlohmann::json header = reader->header();
+  const Recording recording = reader->recording();
   BatchStream stream(consumers);
   std::thread producer;
   if (!inline_reader) producer = std::thread([&] { stream.produce(*reader); });
@@ -1040,7 +1037,7 @@ void replay_shared(const std::vector<RunOptions>& runs, const std::vector<size_t
       size_t i = shared[k];
       try {
         engines.emplace_back(i, std::make_unique<Engine>(runs[i], registry));
-        engines.back().second->begin(header);
+        engines.back().second->begin(header, recording);
       } catch (...) {
         errors[i] = std::current_exception();
         engines.pop_back();

@@ -45,6 +45,7 @@ struct RunOptions {
   // map can name the buffer behind each block (the HTML report); off for plain runs and sweeps.
   bool keep_live_buffers = false;
   std::vector<std::string> notes;  // lines for the text report (e.g. how --env was interpreted)
+  std::string label;               // how reports name the run when several are shown (compare, batch)
 };
 
 // A buffer as reports show it.
@@ -113,6 +114,8 @@ struct MarkView {
 struct SpaceResult {
   std::uint32_t device = 0;
   Space space = Space::kHbm;
+  Bytes capacity = 0;  // the space's total as the device reports it (a recording's where it says)
+  Bytes usable = 0;    // what allocators can obtain: capacity − reserve
   Bytes peak_requested = 0, peak_allocated = 0, peak_reserved = 0;
   double frag_at_peak = 0, frag_max = 0;
   SpaceMoment at_peak_allocated;  // this space's figures when its allocated memory peaked
@@ -149,8 +152,9 @@ struct RunResult {
   std::vector<SpaceResult> spaces;
   std::vector<TimelinePoint> timeline;  // all devices and spaces together
   std::vector<std::string> notes;
-  bool stopped_early = false;  // stopped replaying at the first OOM
-  nlohmann::json fidelity;     // recorded vs simulated addresses/segments; null when the trace has none
+  std::vector<std::string> advice;  // proven by replay (sim/advice.h); filled by the caller that asks for it
+  bool stopped_early = false;       // stopped replaying at the first OOM
+  nlohmann::json fidelity;          // recorded vs simulated addresses/segments; null when the trace has none
   std::uint64_t empty_cache_calls = 0;
   std::string empty_cache_effect;  // what the policy did on the last one, in its words
   std::string fatal;               // the allocator aborted the process (message); replay stopped

@@ -171,80 +171,6 @@ std::string frame_of(const RunResult& r, const BufferView& b) {
 
 std::string label_of(const RunResult& r) { return r.label.empty() ? r.policy_name : r.label; }
 
-std::vector<std::string> advice(const RunResult& r) {
-  std::vector<std::string> a;
-  if (r.ooms.empty()) return a;
-  const OomRecord& o = r.ooms.front();
-  const nlohmann::json& c = r.policy_config;
-  auto cfg_true = [&](const char* k) { return c.contains(k) && c[k].is_boolean() && c[k].get<bool>(); };
-  auto need = [&]() {
-    return fmt::format("`fragsim sweep {} --policy {} --find min-capacity` tells how much memory this trace needs",
-                       r.trace_path, r.policy_name);
-  };
-  if (r.policy_name == "torch-caching") {
-    // What is set is read back from the resolved config (recorded settings, --env, --set alike).
-    const bool expandable = cfg_true("resolved_expandable_segments");
-    const bool split_capped = c.value("resolved_max_split_size", std::int64_t{-1}) >= 0;
-    const bool gc_on = c.value("resolved_garbage_collection_threshold", 0.0) > 0;
-    const double fraction = c.value("memory_fraction", 1.0);
-    if (o.fragmentation && !expandable)
-      a.push_back(
-          "fragmentation: PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True lets segments grow instead of "
-          "leaving unusable holes (`--env PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True` replays it)");
-    else if (o.fragmentation && !split_capped)
-      a.push_back(
-          "fragmentation with expandable segments on: cap block splitting with max_split_size_mb "
-          "(`--set max_split_size_mb=256` replays it with your other settings)");
-    else if (o.fragmentation && !gc_on)
-      a.push_back(
-          "fragmentation: garbage_collection_threshold (e.g. 0.8) frees cached blocks before the device runs out "
-          "(`--set garbage_collection_threshold=0.8` replays it)");
-    else if (o.fragmentation)
-      a.push_back("fragmentation: long-lived buffers pin memory between short-lived ones; free them earlier");
-    if (!o.fragmentation && fraction < 1.0)
-      a.push_back(fmt::format(
-          "memory: torch.cuda.set_per_process_memory_fraction is {}; `fragsim sweep {} --policy torch-caching --find "
-          "min-mem-fraction` finds the smallest that works",
-          fraction, r.trace_path));
-    else if (!o.fragmentation)
-      a.push_back(fmt::format("capacity: the live buffers need more than the device gives; {}", need()));
-  } else if (r.policy_name == "xla-bfc") {
-    const double f = c.value("mem_fraction", 0.75);
-    const bool preallocate = cfg_true("preallocate");
-    const bool fixed_limit = c.contains("memory_limit");
-    // Did the pool stop at its limit (a larger fraction helps) or at what the device could give?
-    const Bytes limit = c.value("resolved_memory_limit", Bytes{0});
-    const bool at_limit = limit && o.reserved + o.rounded > limit;
-    if (o.fragmentation && preallocate)
-      a.push_back(
-          "fragmentation: XLA_PYTHON_CLIENT_PREALLOCATE=false (grow on demand) or "
-          "XLA_PYTHON_CLIENT_ALLOCATOR=cuda_async place buffers differently (`--env` replays either)");
-    else if (o.fragmentation)
-      a.push_back(
-          "fragmentation: XLA_PYTHON_CLIENT_ALLOCATOR=cuda_async leaves placement to the driver "
-          "(`--env XLA_PYTHON_CLIENT_ALLOCATOR=cuda_async` replays it)");
-    if (!o.fragmentation && at_limit && !fixed_limit && f < 1.0)
-      a.push_back(fmt::format(
-          "memory: XLA_PYTHON_CLIENT_MEM_FRACTION is {}; `fragsim sweep {} --policy xla-bfc --find min-mem-fraction` "
-          "finds the smallest that works",
-          f, r.trace_path));
-    else if (!o.fragmentation)
-      a.push_back(fmt::format("capacity: {}", need()));
-  } else if (r.policy_name == "tpu-padded") {
-    if (!o.kind.empty())
-      a.push_back(
-          "scoped VMEM: raise --xla_tpu_scoped_vmem_limit_kib or the kernel's vmem_limit_bytes, or use smaller "
-          "blocks");
-    else
-      a.push_back(
-          "TPU: shapes whose minor dims are multiples of 128 (second-minor of 8, 16 for bf16) pad least; the "
-          "largest live buffers above show block (padded) against requested bytes");
-  } else if (r.policy_name == "cuda-async" || r.policy_name == "platform") {
-    a.push_back(fmt::format("capacity: {}", need()));
-  }
-  return a;
-}
-
 nlohmann::json report_json(const RunResult& r) {
   nlohmann::json devices = nlohmann::json::array();
   std::uint64_t da = 0, df = 0;
@@ -330,7 +256,7 @@ nlohmann::json report_json(const RunResult& r) {
   if (r.stopped_early) j["stopped_early"] = true;
   if (!r.fatal.empty()) j["fatal"] = {{"event_index", r.fatal_event}, {"message", r.fatal}};
   if (!r.notes.empty()) j["notes"] = r.notes;
-  if (auto a = advice(r); !a.empty()) j["advice"] = a;
+  if (!r.advice.empty()) j["advice"] = r.advice;
   return j;
 }
 
@@ -400,7 +326,7 @@ std::string report_text(const RunResult& r) {
       s += o.explanation;
     }
   }
-  for (const auto& line : advice(r)) fmt::format_to(out, "  advice: {}\n", line);
+  for (const auto& line : r.advice) fmt::format_to(out, "  advice: {}\n", line);
   return s;
 }
 

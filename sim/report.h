@@ -12,9 +12,6 @@ nlohmann::json report_json(const RunResult& r);
 std::string report_text(const RunResult& r);
 // The comparison table of several runs of one trace.
 std::string compare_table(const std::vector<RunResult>& runs);
-// fragsim's advice after an OOM: settings of the framework the policy models, never one already
-// set (the allocator's own message, quoted in the explanation, may say otherwise).
-std::vector<std::string> advice(const RunResult& r);
 // "f32[1024,4096]" for a shaped buffer, "" otherwise.
 std::string shape_text(const BufferView& b);
 // The innermost frame of a buffer's stack, "" without one.

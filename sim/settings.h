@@ -1,6 +1,7 @@
 // Framework settings → policy and config (architecture.md: users think in their framework's
-// settings). `--env VAR=VALUE` is interpreted with the semantics (and parsing quirks) of the
-// framework that reads VAR; `--set KEY=VALUE` then overrides policy config keys directly.
+// settings). `--env VAR=VALUE` is interpreted by the framework that reads VAR (policies declare
+// frameworks and their variables: FrameworkInfo), with that framework's semantics and parsing
+// quirks; `--set KEY=VALUE` then overrides policy config keys directly, and POLICY[k=v] wins over both.
 #pragma once
 #include <nlohmann/json.hpp>
 #include <string>
@@ -14,7 +15,9 @@ struct SettingsInput {
   std::string policy;                       // --policy ("" = chosen by --env or the default)
   std::vector<std::string> sets;            // --set KEY=VALUE
   std::vector<std::string> envs;            // --env VAR=VALUE
-  std::string default_policy = "best-fit";  // when neither names one (default_policy_for)
+  std::string default_policy = "best-fit";  // when neither names one (Registry::default_for)
+  std::string recorded_framework = {};      // the framework that recorded the trace (Recording::framework)
+  std::string recorded_what = {};           // how to name that recording ("a PyTorch memory snapshot")
 };
 
 // "POLICY" or "POLICY[key=value,...]" (values as --set reads them; key=NAME[...] sets key to NAME
@@ -23,13 +26,13 @@ struct SettingsInput {
 [[nodiscard]] PolicySpec parse_policy_ref(const std::string& text, const std::string& what);
 
 // Resolves the policy name and config; adds to notes one line per interpreted variable.
-// Throws InputError on unknown variables/values (naming them).
-PolicySpec resolve_settings(const SettingsInput& in, std::vector<std::string>* notes);
+// Throws InputError on unknown variables or values (naming them), on variables of two frameworks,
+// and on a variable of another framework than the policy's or, with no --policy, the recording's.
+// *used_default (when given) tells whether the policy is in.default_policy because nothing named one.
+PolicySpec resolve_settings(const SettingsInput& in, const Registry& reg, std::vector<std::string>* notes,
+                            bool* used_default = nullptr);
 
-// The policy that models what recorded the trace (its header's source) or the hardware it runs
-// on: torch-caching for a PyTorch snapshot, xla-bfc for a JAX/XLA capture, tpu-padded on a TPU,
-// else best-fit. *why says so ("" for best-fit).
-[[nodiscard]] std::string default_policy_for(const nlohmann::json& header, const std::string& hw_kind,
-                                             std::string* why);
+// "a,b[k=v,k2=v2],c" → the entries, split on commas outside brackets.
+[[nodiscard]] std::vector<std::string> split_policy_list(const std::string& s);
 
 }  // namespace fragsim

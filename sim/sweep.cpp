@@ -1,65 +1,222 @@
 #include "sim/sweep.h"
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include <algorithm>
-#include <atomic>
 #include <cmath>
 #include <map>
-#include <mutex>
-#include <thread>
 
 #include "sim/base/error.h"
+#include "sim/base/text.h"
 
 namespace fragsim {
 
-namespace {
-
-// The config key that holds a policy's memory fraction, and how its users set it.
-std::pair<const char*, const char*> fraction_knob(const std::string& policy) {
-  if (policy == "torch-caching") return {"memory_fraction", "torch.cuda.set_per_process_memory_fraction({})"};
-  return {"mem_fraction", "XLA_PYTHON_CLIENT_MEM_FRACTION={}"};
+std::uint64_t kary_search(std::uint64_t lo, std::uint64_t hi, unsigned k,
+                          const std::function<std::vector<bool>(const std::vector<std::uint64_t>&)>& eval) {
+  while (hi - lo > 1) {
+    std::vector<std::uint64_t> xs;
+    for (unsigned j = 1; j <= k; ++j) {
+      std::uint64_t x = lo + (hi - lo) * j / (k + 1);
+      if (x > lo && x < hi && (xs.empty() || xs.back() != x)) xs.push_back(x);
+    }
+    if (xs.empty()) xs.push_back(lo + 1);
+    std::vector<bool> ok = eval(xs);
+    std::uint64_t new_lo = lo, new_hi = hi;
+    for (size_t i = 0; i < xs.size(); ++i)
+      if (ok[i]) new_hi = std::min(new_hi, xs[i]);
+    for (size_t i = 0; i < xs.size(); ++i)
+      if (!ok[i] && xs[i] < new_hi) new_lo = std::max(new_lo, xs[i]);
+    lo = new_lo;
+    hi = new_hi;
+  }
+  return hi;
 }
 
-RunOptions point_options(const RunOptions& base, double value, bool fraction) {
+namespace {
+
+// Replays settings from one decode of the trace and remembers every point, by key.
+class Points {
+ public:
+  Points(const SweepOptions& opt, const Registry& reg, std::function<RunOptions(std::uint64_t)> options)
+      : opt_(opt), reg_(reg), options_(std::move(options)) {}
+
+  // Replays the keys not seen yet; `what` names the pass for the progress line.
+  void eval(std::vector<std::uint64_t> keys, const std::string& what) {
+    keys.erase(std::remove_if(keys.begin(), keys.end(), [&](std::uint64_t x) { return seen_.count(x) > 0; }),
+               keys.end());
+    if (keys.empty()) return;
+    if (opt_.on_pass) opt_.on_pass(fmt::format("{}: {} setting{}", what, keys.size(), keys.size() == 1 ? "" : "s"));
+    std::vector<RunOptions> runs;
+    for (auto x : keys) runs.push_back(options_(x));
+    std::vector<RunResult> rs = run_simulations(runs, reg_, opt_.threads);
+    for (size_t i = 0; i < rs.size(); ++i) {
+      const RunResult& r = rs[i];
+      SweepPoint p{0, r.completed, r.ooms.size(), std::nullopt, r.trace_digest};
+      if (!r.ooms.empty()) p.first_oom_event = r.ooms[0].event_index;
+      seen_.emplace(keys[i], p);
+    }
+  }
+  std::vector<bool> ok(const std::vector<std::uint64_t>& keys, const std::string& what) {
+    eval(keys, what);
+    std::vector<bool> v;
+    for (auto x : keys) v.push_back(seen_.at(x).completed);
+    return v;
+  }
+  const std::map<std::uint64_t, SweepPoint>& seen() const { return seen_; }
+
+ private:
+  const SweepOptions& opt_;
+  const Registry& reg_;
+  std::function<RunOptions(std::uint64_t)> options_;
+  std::map<std::uint64_t, SweepPoint> seen_;
+};
+
+RunOptions point_base(const RunOptions& base) {
   RunOptions o = base;
   o.placements.clear();
   o.perfetto.clear();
   o.keep_live_buffers = false;
   o.keep_going = false;
   o.check = false;
-  if (fraction) {
-    o.policy.config[fraction_knob(o.policy.name).first] = value;
-  } else {
-    o.hw.space(Space::kHbm)->capacity = static_cast<Bytes>(value);
-  }
   return o;
 }
 
-// The points `values` from one decode of the trace, on opt.threads threads.
-std::vector<SweepPoint> run_points(const SweepOptions& opt, const Registry& reg, const std::vector<double>& values,
-                                   bool fraction) {
-  std::vector<RunOptions> runs;
-  for (double v : values) runs.push_back(point_options(opt.base, v, fraction));
-  std::vector<RunResult> rs = run_simulations(runs, reg, opt.threads);
-  std::vector<SweepPoint> pts;
-  for (size_t i = 0; i < rs.size(); ++i) {
-    const RunResult& r = rs[i];
-    SweepPoint p{values[i], r.completed, r.ooms.size(), std::nullopt, r.trace_digest};
-    if (!r.ooms.empty()) p.first_oom_event = r.ooms[0].event_index;
-    pts.push_back(p);
+// Settings replayed per pass. Fixed, so that a sweep visits the same settings — and reports the
+// same runs — on any machine and with any --jobs.
+constexpr unsigned kSearchWidth = 4;
+
+void fraction_sweep(const SweepOptions& opt, const Registry& reg, const FractionKnob& knob, SweepResult& res) {
+  // Fraction i / 100 for i in 1..100.
+  Points pts(opt, reg, [&](std::uint64_t i) {
+    RunOptions o = point_base(opt.base);
+    o.policy.config[knob.key] = static_cast<double>(i) / 100.0;
+    return o;
+  });
+  auto every = [&] {
+    std::vector<std::uint64_t> all;
+    for (std::uint64_t i = 1; i <= 100; ++i) all.push_back(i);
+    pts.eval(all, "every fraction 0.01..1.00");
+  };
+  if (opt.exhaustive) {
+    every();
+    res.monotonic_basis = "observed over every fraction 0.01..1.00";
+  } else {
+    pts.eval({100}, "fraction 1.00");
+    if (pts.seen().at(100).completed) {
+      int round = 0;
+      std::uint64_t hi = kary_search(0, 100, kSearchWidth, [&](const std::vector<std::uint64_t>& xs) {
+        return pts.ok(xs, fmt::format("bisection round {}", ++round));
+      });
+      std::vector<std::uint64_t> near;
+      for (std::int64_t x = static_cast<std::int64_t>(hi) - opt.verify; x <= static_cast<std::int64_t>(hi) + opt.verify;
+           ++x)
+        if (x >= 1 && x <= 100) near.push_back(static_cast<std::uint64_t>(x));
+      pts.eval(near, "checking the answer's neighbours");
+      bool breaks_above = false;  // a failure at or above the answer: the bisection cannot be trusted
+      for (const auto& [x, p] : pts.seen()) breaks_above = breaks_above || (x >= hi && !p.completed);
+      if (breaks_above) every();
+    }
+    res.monotonic_basis = pts.seen().size() == 100
+                              ? "observed over every fraction 0.01..1.00 (the bisection met a non-monotonic outcome)"
+                          : !pts.seen().at(100).completed
+                              ? "fraction 1.00 does not fit, so none can (--exhaustive replays every fraction)"
+                              : fmt::format("bisection; checked {} fractions on each side of the answer", opt.verify);
   }
-  return pts;
+  const std::string knob_name = knob.by_env() ? knob.env_var : knob.call.substr(0, knob.call.find('('));
+  res.range = fmt::format("{} from 0.01 to 1.00, {} fractions replayed", knob_name, pts.seen().size());
+  // The answer: the fraction above the highest one that fails (every larger one evaluated completes).
+  std::uint64_t safe = 0;
+  for (auto it = pts.seen().rbegin(); it != pts.seen().rend(); ++it)
+    if (!it->second.completed) {
+      safe = it->first;
+      break;
+    }
+  for (const auto& [x, p] : pts.seen()) {
+    SweepPoint q = p;
+    q.value = static_cast<double>(x) / 100.0;
+    res.runs.push_back(q);
+    if (x <= safe && p.completed) res.anomalies.push_back(q.value);
+  }
+  if (safe < 100) {
+    double v = static_cast<double>(safe + 1) / 100.0;
+    res.value = v;
+    res.bound = safe == 0;
+    res.setting = knob.setting(v);
+    RunRequest q = knob.by_env() ? with_env(opt.request, knob.argument(v)) : with_set(opt.request, knob.argument(v));
+    q.keep_going = q.check = false;
+    res.command = command_line(q);
+  }
+}
+
+void capacity_sweep(const SweepOptions& opt, const Registry& reg, SweepResult& res) {
+  const SpaceSpec* hbm = opt.base.hw.space(Space::kHbm);
+  if (!hbm) throw InputError("sweep --find min-capacity: hardware '" + opt.base.hw.name + "' has no hbm space");
+  const Bytes g = std::max<Bytes>(hbm->granularity, 1);
+  // The runtime's own holdback below capacity (TPU) stays what the preset says.
+  const Bytes holdback =
+      hbm->runtime_limit && hbm->capacity > hbm->runtime_limit ? hbm->capacity - hbm->runtime_limit : 0;
+  if (opt.base.recorded_devices)
+    res.notes.push_back(
+        "each capacity tried applies to every device of the run (memory a recording inferred for a "
+        "device is not used)");
+  if (holdback)
+    res.notes.push_back(fmt::format("the TPU runtime's limit stays {} below each capacity tried, as on the preset",
+                                    human_bytes(holdback)));
+  Points pts(opt, reg, [&](std::uint64_t k) {
+    RunOptions o = point_base(opt.base);
+    SpaceSpec* s = o.hw.space(Space::kHbm);
+    s->capacity = k * g;
+    if (s->runtime_limit) s->runtime_limit = s->capacity > holdback ? s->capacity - holdback : 1;
+    o.recorded_devices = false;
+    return o;
+  });
+  int pass = 0;
+  auto what = [&] { return fmt::format("capacity pass {}", ++pass); };
+  // An upper bound that completes: the reserve plus 2 GiB, doubling, up to 64 TiB.
+  std::uint64_t lo = 0, hi = std::max<std::uint64_t>(1, (hbm->reserve + 2 * kGiB) / g);
+  const std::uint64_t top = (std::uint64_t{1} << 46) / g;
+  while (!pts.ok({hi}, what())[0]) {
+    lo = hi;
+    if (hi >= top) break;
+    hi = std::min(top, hi * 2);
+  }
+  const bool found = pts.seen().at(hi).completed;
+  if (found) {
+    hi = kary_search(lo, hi, kSearchWidth, [&](const std::vector<std::uint64_t>& ks) { return pts.ok(ks, what()); });
+    std::vector<std::uint64_t> ks;
+    for (int d = 1; d <= opt.verify; ++d) {
+      if (hi > static_cast<std::uint64_t>(d)) ks.push_back(hi - d);
+      ks.push_back(hi + d);
+    }
+    pts.eval(ks, what());
+    for (auto k : ks)
+      if (pts.seen().at(k).completed != (k > hi)) res.anomalies.push_back(static_cast<double>(k * g));
+    res.monotonic_basis = fmt::format("bisection; checked {} granularity steps on each side of the answer", opt.verify);
+  }
+  Bytes searched = std::max<std::uint64_t>(hi, lo) * g;
+  res.range = fmt::format(
+      "capacities up to {} in steps of {} (the device's allocation granularity){}, {} replayed", human_bytes(searched),
+      human_bytes(g), searched > hbm->capacity ? fmt::format(", past the preset's {}", human_bytes(hbm->capacity)) : "",
+      pts.seen().size());
+  for (const auto& [k, p] : pts.seen()) {
+    SweepPoint q = p;
+    q.value = static_cast<double>(k * g);
+    res.runs.push_back(q);
+  }
+  res.monotonic = res.anomalies.empty();
+  if (!found) return;
+  Bytes c = hi * g;
+  res.value = static_cast<double>(c);
+  res.bound = hi == 1;
+  res.setting = "--capacity " + size_arg(c);
+  RunRequest q = opt.request;
+  q.capacity = size_arg(c);
+  q.keep_going = q.check = false;
+  res.command = command_line(q);
 }
 
 }  // namespace
-
-std::string fraction_setting(double f) {
-  std::string s = fmt::format("{:.2f}", f);
-  if (s.rfind("0.", 0) == 0) s = s.substr(1);
-  while (s.size() > 2 && s.back() == '0' && s[s.size() - 2] != '.') s.pop_back();
-  return s;
-}
 
 SweepResult run_sweep(const SweepOptions& opt, const Registry& reg) {
   SweepResult res;
@@ -69,156 +226,26 @@ SweepResult run_sweep(const SweepOptions& opt, const Registry& reg) {
   res.hardware = opt.base.hw.to_json();
   res.trace = opt.base.trace;
   if (opt.find == "min-mem-fraction") {
-    const std::string& pol = opt.base.policy.name;
-    if (pol != "xla-bfc" && pol != "cuda-async" && pol != "torch-caching")
-      throw InputError(
-          "sweep --find min-mem-fraction: only policies with a memory fraction (xla-bfc, cuda-async, torch-caching)");
-    // Fraction i/100 for i in 1..100; evaluated points by i.
-    std::map<int, SweepPoint> seen;
-    auto eval = [&](std::vector<int> idx, const std::string& what) {
-      idx.erase(std::remove_if(idx.begin(), idx.end(), [&](int i) { return seen.count(i) > 0; }), idx.end());
-      if (idx.empty()) return;
-      std::vector<double> fr;
-      for (int i : idx) fr.push_back(i / 100.0);
-      if (opt.on_pass) opt.on_pass(fmt::format("{}: {} setting{}", what, fr.size(), fr.size() == 1 ? "" : "s"));
-      auto pts = run_points(opt, reg, fr, true);
-      for (size_t k = 0; k < idx.size(); ++k) seen.emplace(idx[k], pts[k]);
-    };
-    auto every = [&] {
-      std::vector<int> all;
-      for (int i = 1; i <= 100; ++i) all.push_back(i);
-      eval(all, "every fraction 0.01..1.00");
-    };
-    if (opt.exhaustive) {
-      every();
-      res.monotonic_basis = "observed over every fraction 0.01..1.00";
-    } else {
-      // k-ary search (k = threads, at least 3) between lo (fails, or 0) and hi (completes), one
-      // decode of the trace per round; then the neighbours of the answer are checked.
-      unsigned k = std::max(3u, opt.threads ? opt.threads : std::thread::hardware_concurrency());
-      int lo = 0, hi = 100, round = 0;
-      eval({100}, "fraction 1.00");
-      if (seen.at(100).completed) {
-        while (hi - lo > 1) {
-          std::vector<int> idx;
-          for (unsigned j = 1; j <= k; ++j) {
-            int x = lo + static_cast<int>((hi - lo) * j / (k + 1));
-            if (x > lo && x < hi && (idx.empty() || idx.back() != x)) idx.push_back(x);
-          }
-          if (idx.empty()) idx.push_back(lo + 1);
-          eval(idx, fmt::format("bisection round {}", ++round));
-          for (int x : idx) {
-            if (seen.at(x).completed) {
-              hi = x;
-              break;
-            }
-            lo = x;
-          }
-        }
-        std::vector<int> near;
-        for (int x = hi - opt.verify; x <= hi + opt.verify; ++x)
-          if (x >= 1 && x <= 100) near.push_back(x);
-        eval(near, "checking the answer's neighbours");
-        bool breaks_above = false;  // a failure at or above the answer: bisection cannot be trusted
-        for (const auto& [x, p] : seen) breaks_above = breaks_above || (x >= hi && !p.completed);
-        if (breaks_above) every();
-      }
-      res.monotonic_basis = seen.size() == 100
-                                ? "observed over every fraction 0.01..1.00 (bisection met a non-monotonic outcome)"
-                            : !seen.at(100).completed
-                                ? "fraction 1.00 does not fit, so none can (--exhaustive replays every fraction)"
-                                : fmt::format("bisection; checked {} fractions on each side of the answer", opt.verify);
+    const PolicyInfo& info = reg.find(opt.base.policy.name);
+    if (!info.fraction) {
+      std::vector<std::string> with;
+      for (const auto& p : reg.all())
+        if (p.fraction) with.push_back(p.name);
+      RunRequest q = opt.request;
+      q.keep_going = q.check = false;
+      throw InputError(fmt::format(
+          "sweep --find min-mem-fraction: policy {} has no memory fraction (these do: {}); `{}` finds the memory the "
+          "trace needs",
+          info.name, fmt::join(with, ", "), command_line(q, "sweep", {"--find", "min-capacity"})));
     }
-    for (const auto& [x, p] : seen) res.runs.push_back(p);
-    // Safe answer: the fraction above the highest one that fails (every evaluated larger one
-    // completes; the search evaluated that next one); none when 1.00 fails.
-    int safe = 0;  // the highest failing fraction index: the answer is (safe + 1) / 100; 100 = none
-    for (auto it = seen.rbegin(); it != seen.rend(); ++it)
-      if (!it->second.completed) {
-        safe = it->first;
-        break;
-      }
-    for (const auto& [x, p] : seen)
-      if (x <= safe && p.completed) res.anomalies.push_back(p.value);
-    res.monotonic = res.anomalies.empty();
-    if (safe < 100) {
-      res.value = (safe + 1) / 100.0;
-      res.setting =
-          fmt::format(fmt::runtime(fraction_knob(pol).second),
-                      pol == "torch-caching" ? fmt::format("{:.2f}", *res.value) : fraction_setting(*res.value));
-    }
-    return res;
-  }
-  if (opt.find != "min-capacity") throw InputError("sweep --find: must be min-capacity or min-mem-fraction");
-  const SpaceSpec* hbm = opt.base.hw.space(Space::kHbm);
-  if (!hbm) throw InputError("sweep --find min-capacity: hardware has no hbm space");
-  const Bytes g = std::max<Bytes>(hbm->granularity, 1);
-  auto cap = [&](std::uint64_t k) { return static_cast<double>(k * g); };
-  std::vector<SweepPoint> all;
-  std::mutex m;
-  int passes = 0;
-  auto eval = [&](const std::vector<std::uint64_t>& ks) {
-    std::vector<double> caps;
-    for (auto k : ks) caps.push_back(cap(k));
-    if (opt.on_pass)
-      opt.on_pass(fmt::format("capacity pass {}: {} setting{} from {}", ++passes, caps.size(),
-                              caps.size() == 1 ? "" : "s", human_bytes(static_cast<Bytes>(caps.front()))));
-    std::vector<SweepPoint> pts = run_points(opt, reg, caps, false);
-    std::lock_guard<std::mutex> l(m);
-    all.insert(all.end(), pts.begin(), pts.end());
-    return pts;
-  };
-  // Find an upper bound that completes: the reserve plus 2x the trace's peak, doubling.
-  std::uint64_t lo = 0, hi = std::max<std::uint64_t>(1, (hbm->reserve + 2 * kGiB) / g);
-  for (;;) {
-    auto p = eval({hi});
-    if (p[0].completed) break;
-    lo = hi;
-    if (hi > (1ULL << 46) / g) {  // 64 TiB: give up
-      res.runs = all;
-      return res;
-    }
-    hi *= 2;
-  }
-  // k-ary search: lo fails (or is 0), hi completes.
-  unsigned k = opt.threads ? opt.threads : std::max(1u, std::thread::hardware_concurrency());
-  while (hi - lo > 1) {
-    std::vector<std::uint64_t> ks;
-    for (unsigned i = 1; i <= k; ++i) {
-      std::uint64_t x = lo + (hi - lo) * i / (k + 1);
-      if (x > lo && x < hi && (ks.empty() || ks.back() != x)) ks.push_back(x);
-    }
-    if (ks.empty()) ks.push_back(lo + 1);
-    auto pts = eval(ks);
-    std::uint64_t new_lo = lo, new_hi = hi;
-    for (size_t i = 0; i < ks.size(); ++i) {
-      if (pts[i].completed) {
-        new_hi = std::min(new_hi, ks[i]);
-      }
-    }
-    for (size_t i = 0; i < ks.size(); ++i)
-      if (!pts[i].completed && ks[i] < new_hi) new_lo = std::max(new_lo, ks[i]);
-    lo = new_lo;
-    hi = new_hi;
-  }
-  // Verify monotonicity around the answer.
-  std::vector<std::uint64_t> ks;
-  for (int d = 1; d <= opt.verify; ++d) {
-    if (hi > static_cast<std::uint64_t>(d)) ks.push_back(hi - d);
-    ks.push_back(hi + d);
-  }
-  auto pts = eval(ks);
-  for (size_t i = 0; i < ks.size(); ++i) {
-    bool expect = ks[i] > hi;
-    if (pts[i].completed != expect) res.anomalies.push_back(cap(ks[i]));
+    fraction_sweep(opt, reg, *info.fraction, res);
+  } else if (opt.find == "min-capacity") {
+    capacity_sweep(opt, reg, res);
+  } else {
+    throw InputError("sweep --find: must be min-capacity or min-mem-fraction");
   }
   res.monotonic = res.anomalies.empty();
-  res.monotonic_basis = fmt::format("bisection; checked {} granularity steps on each side of the answer", opt.verify);
-  res.value = cap(hi);
-  Bytes c = static_cast<Bytes>(cap(hi));
-  res.setting = c % kMiB == 0 ? fmt::format("--capacity {}MiB", c / kMiB) : fmt::format("--capacity {}", c);
-  std::sort(all.begin(), all.end(), [](const SweepPoint& a, const SweepPoint& b) { return a.value < b.value; });
-  res.runs = all;
+  if (!res.runs.empty()) res.trace_digest = res.runs.front().trace_digest;
   return res;
 }
 
@@ -232,36 +259,44 @@ nlohmann::json sweep_json(const SweepResult& r) {
   nlohmann::json j = {{"find", r.find},
                       {"policy", {{"name", r.policy}, {"config", r.policy_config}}},
                       {"hardware", r.hardware},
-                      {"trace", {{"path", r.trace}, {"digest", r.runs.empty() ? "" : r.runs.front().trace_digest}}},
+                      {"trace", {{"path", r.trace}, {"digest", r.trace_digest}}},
                       {"value", r.value ? nlohmann::json(*r.value) : nlohmann::json()},
+                      {"bound", r.bound},
                       {"setting", r.value ? nlohmann::json(r.setting) : nlohmann::json()},
+                      {"command", r.value ? nlohmann::json(r.command) : nlohmann::json()},
+                      {"range", r.range},
                       {"monotonic", r.monotonic},
                       {"monotonic_basis", r.monotonic_basis},
                       {"anomalies", r.anomalies},
                       {"runs", runs}};
+  if (!r.notes.empty()) j["notes"] = r.notes;
   return j;
 }
 
 std::string sweep_text(const SweepResult& r) {
   std::string s;
   auto out = std::back_inserter(s);
+  for (const auto& n : r.notes) fmt::format_to(out, "note: {}\n", n);
   if (!r.value) {
     if (r.find == "min-mem-fraction")
       fmt::format_to(out,
-                     "no memory fraction works: {} OOMs even with the whole device (fraction 1.00, {} runs); "
+                     "no memory fraction works: {} OOMs even with the whole device (searched {}); "
                      "`--find min-capacity` tells how much memory the trace needs\n",
-                     r.policy, r.runs.size());
+                     r.policy, r.range);
     else
-      fmt::format_to(out, "no capacity in range works: {} OOMs even at the largest capacity tried ({} runs)\n",
-                     r.policy, r.runs.size());
+      fmt::format_to(out, "no capacity works: {} OOMs even at the largest capacity tried (searched {})\n", r.policy,
+                     r.range);
     return s;
   }
   if (r.find == "min-capacity")
-    fmt::format_to(out, "smallest capacity with no OOM: {} ({} B)\n", human_bytes(static_cast<Bytes>(*r.value)),
-                   static_cast<Bytes>(*r.value));
+    fmt::format_to(out, "smallest capacity with no OOM: {}{} ({} B)\n", r.bound ? "<= " : "",
+                   human_bytes(static_cast<Bytes>(*r.value)), static_cast<Bytes>(*r.value));
   else
-    fmt::format_to(out, "smallest memory fraction with no OOM: {:.2f}\n", *r.value);
+    fmt::format_to(out, "smallest memory fraction with no OOM: {}{:.2f}{}\n", r.bound ? "<= " : "", *r.value,
+                   r.bound ? " (the lowest fraction tried: every fraction from 0.01 up fits)" : "");
   fmt::format_to(out, "  setting: {}\n", r.setting);
+  fmt::format_to(out, "  replay:  {}\n", r.command);
+  fmt::format_to(out, "  searched {}\n", r.range);
   fmt::format_to(out, "  monotonic: {} ({})\n", r.monotonic ? "yes" : "NO", r.monotonic_basis);
   if (!r.anomalies.empty()) {
     fmt::format_to(out, "  outcomes that break monotonicity at:");
@@ -270,7 +305,6 @@ std::string sweep_text(const SweepResult& r) {
                      r.find == "min-capacity" ? human_bytes(static_cast<Bytes>(a)) : fmt::format("{:.2f}", a));
     fmt::format_to(out, "\n  the setting above is the smallest value from which every larger one completes\n");
   }
-  fmt::format_to(out, "  {} simulations\n", r.runs.size());
   return s;
 }
 

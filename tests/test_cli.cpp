@@ -177,7 +177,7 @@ TEST_CASE("cli: no progress line unless stderr is a terminal or --progress asks"
   const std::string manifest =
       fragsim::test::write_text("progress.manifest", t + " --policy best-fit\n" + t + " --policy xla-bfc\n");
   for (const std::string& cmd :
-       {"run " + t, "compare " + t, "sweep --find min-mem-fraction " + t, "batch " + manifest}) {
+       {"run " + t, "compare " + t, "sweep --policy xla-bfc --find min-mem-fraction " + t, "batch " + manifest}) {
     auto r = fragsim::test::cli(cmd);
     INFO(cmd);
     CHECK(r.code == 0);

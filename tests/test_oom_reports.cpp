@@ -1,6 +1,5 @@
 // OOM reports people act on (issue 13): the failing request and the live set named in the text,
-// JSON and HTML reports of a JAX OOM and a PyTorch OOM (bundled samples), and advice that names
-// the setting of the framework the user runs and never one already set.
+// JSON and HTML reports of a JAX OOM and a PyTorch OOM (bundled samples). Advice: test_advice.cpp.
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
@@ -21,25 +20,6 @@ nlohmann::json html_data(const std::string& path) {
   const std::string open = "<script type=\"application/json\" id=\"fragsim-data\">";
   auto a = h.find(open) + open.size();
   return nlohmann::json::parse(h.substr(a, h.find("</script>", a) - a));
-}
-
-std::string advice_of(const std::string& args) {
-  auto r = cli("run " + args);
-  REQUIRE(r.code == 0);
-  std::string out;
-  for (size_t p = r.out.find("  advice: "); p != std::string::npos; p = r.out.find("  advice: ", p + 1))
-    out += r.out.substr(p, r.out.find('\n', p) - p) + "\n";
-  return out;
-}
-
-// 64 live 1 MiB buffers fill 64 MiB; every other one is freed; a 2 MiB request finds 32 MiB free
-// in 1 MiB holes: a fragmentation OOM under BFC and PyTorch's caching allocator alike.
-std::string fragmentation_trace() {
-  std::string t = "{\"fragsim_trace\":1}\n";
-  for (int i = 1; i <= 64; ++i) t += fmt::format("{{\"op\":\"alloc\",\"id\":{},\"size\":1048576}}\n", i);
-  for (int i = 2; i <= 64; i += 2) t += fmt::format("{{\"op\":\"free\",\"id\":{}}}\n", i);
-  t += "{\"op\":\"alloc\",\"id\":100,\"size\":2097152,\"name\":\"big\"}\n";
-  return write_text("frag.jsonl", t);
 }
 
 }  // namespace
@@ -117,33 +97,4 @@ TEST_CASE("oom reports: a PyTorch OOM names the request frame and the live set, 
   // The snapshot recorded expandable segments on: the advice is about capacity, not that setting.
   CHECK(j["policy"]["config"]["resolved_expandable_segments"] == true);
   for (const auto& a : j["advice"]) CHECK(a.get<std::string>().find("expandable_segments:True") == std::string::npos);
-}
-
-TEST_CASE("oom reports: advice names the framework's own setting and never one that is already set") {
-  std::string t = fragmentation_trace();
-  const std::string dev = " --capacity 64MiB --reserve 0";
-  // JAX, preallocating: grow on demand or cuda_async; JAX's variables only.
-  std::string a = advice_of(t + " --env XLA_PYTHON_CLIENT_MEM_FRACTION=1.0" + dev);
-  CHECK(a.find("fragmentation: XLA_PYTHON_CLIENT_PREALLOCATE=false") != std::string::npos);
-  for (const char* other : {"TF_GPU_ALLOCATOR", "PYTORCH", "TF_FORCE"}) CHECK(a.find(other) == std::string::npos);
-  // JAX with preallocation already off: not suggested again.
-  a = advice_of(t + " --env XLA_PYTHON_CLIENT_PREALLOCATE=false --env XLA_PYTHON_CLIENT_MEM_FRACTION=1.0" + dev);
-  CHECK(a.find("PREALLOCATE") == std::string::npos);
-  CHECK(a.find("XLA_PYTHON_CLIENT_ALLOCATOR=cuda_async") != std::string::npos);
-  // PyTorch: expandable segments, unless on; then the next setting not yet set.
-  a = advice_of(t + " --policy torch-caching" + dev);
-  CHECK(a.find("PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True") != std::string::npos);
-  CHECK(a.find("XLA_") == std::string::npos);
-  a = advice_of(t + " --env PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True" + dev);
-  CHECK(a.find("expandable_segments:True") == std::string::npos);
-  CHECK(a.find("max_split_size_mb") != std::string::npos);
-  a = advice_of(t + " --env PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True,max_split_size_mb:256" + dev);
-  CHECK(a.find("max_split_size_mb") == std::string::npos);
-  CHECK(a.find("garbage_collection_threshold") != std::string::npos);
-  // A capacity OOM under JAX: the fraction when the pool stopped at its limit, else the device.
-  a = advice_of(kJax + " --policy xla-bfc --capacity 2GiB --set mem_fraction=0.3");
-  CHECK(a.find("XLA_PYTHON_CLIENT_MEM_FRACTION is 0.3") != std::string::npos);
-  a = advice_of(kJax + " --policy xla-bfc --capacity 1GiB");  // 0.75 of 1 GiB exceeds what the device gives
-  CHECK(a.find("MEM_FRACTION") == std::string::npos);
-  CHECK(a.find("--find min-capacity") != std::string::npos);
 }

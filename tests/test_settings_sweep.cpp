@@ -6,6 +6,7 @@
 
 #include "hardware_models/hardware_model.h"
 #include "sim/base/error.h"
+#include "sim/base/text.h"
 #include "sim/settings.h"
 #include "sim/sweep.h"
 #include "sim_helpers.h"
@@ -16,8 +17,17 @@ using namespace fragsim::test;
 
 namespace {
 PolicySpec resolve(std::vector<std::string> envs, std::string policy = "", std::vector<std::string> sets = {}) {
+  static const Registry reg = [] {
+    Registry r;
+    register_builtin_policies(r);
+    return r;
+  }();
   std::vector<std::string> notes;
-  return resolve_settings({policy, sets, envs}, &notes);
+  SettingsInput in;
+  in.policy = policy;
+  in.sets = sets;
+  in.envs = envs;
+  return resolve_settings(in, reg, &notes);
 }
 }  // namespace
 
@@ -86,7 +96,7 @@ TEST_CASE("sweep: at the reported fraction the trace completes — 0.01 lower it
   CHECK(*e.value == *r.value);
   CHECK(e.monotonic == r.monotonic);
   double f = *r.value;
-  CHECK(r.setting == "XLA_PYTHON_CLIENT_MEM_FRACTION=" + fraction_setting(f));
+  CHECK(r.setting == "XLA_PYTHON_CLIENT_MEM_FRACTION=" + fraction_text(f));
   auto at = [&](double x) {
     auto o = so.base;
     o.policy.config["mem_fraction"] = x;
@@ -94,9 +104,9 @@ TEST_CASE("sweep: at the reported fraction the trace completes — 0.01 lower it
   };
   CHECK(at(f));
   CHECK_FALSE(at(f - 0.01));
-  CHECK(fraction_setting(0.83) == ".83");
-  CHECK(fraction_setting(0.8) == ".8");
-  CHECK(fraction_setting(1.0) == "1.0");
+  CHECK(fraction_text(0.83) == ".83");
+  CHECK(fraction_text(0.8) == ".8");
+  CHECK(fraction_text(1.0) == "1.0");
 
   so.find = "min-capacity";
   auto c = run_sweep(so, reg);

@@ -467,7 +467,7 @@ TEST_CASE("seeded mutation of a real snapshot: only clear input errors, never a 
   CHECK(errors + parsed == 300);
 }
 
-TEST_CASE("torch-caching adopts a snapshot's recorded allocator_settings unless told otherwise") {
+TEST_CASE("torch-caching adopts a snapshot's recorded allocator_settings, and a setting given replaces only its own") {
   std::string src = std::string(FRAGSIM_SOURCE_DIR) + "/tests/data/recorded_settings.pickle";
   RunResult r = replay(src);
   CHECK(r.policy_config["recorded_settings_applied"] == true);
@@ -477,7 +477,13 @@ TEST_CASE("torch-caching adopts a snapshot's recorded allocator_settings unless 
   RunResult plain = replay(src, {{"use_recorded_settings", false}});
   CHECK(plain.policy_config["resolved_max_split_size"] == -1);
   CHECK(plain.spaces[0].stats["allocated_bytes"] == 1258496);  // 512-byte rounding
+  // Overriding one recorded setting keeps the others: max_split_size is the user's, the recorded
+  // roundup_power2_divisions still round the 1.2 MiB request.
   RunResult user = replay(src, {{"alloc_conf", "max_split_size_mb:64"}});
   CHECK(user.policy_config["resolved_max_split_size"] == 64 * MiB);
-  CHECK_FALSE(user.policy_config.contains("recorded_settings_applied"));
+  CHECK(user.policy_config["recorded_settings_applied"] == true);
+  CHECK(user.spaces[0].stats["allocated_bytes"] == 1310720);
+  CHECK(user.policy_config["resolved_alloc_conf"].get<std::string>().find("max_split_size_mb:64") == 0);
+  REQUIRE(!user.notes.empty());
+  CHECK(user.notes.back().find("recorded settings") != std::string::npos);
 }

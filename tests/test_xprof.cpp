@@ -175,11 +175,17 @@ TEST_CASE("xprof: the recorded limit, mode and hardware are the defaults, and sa
   CHECK(jj["policy"]["config"]["resolved_memory_limit"] == 154606239744ULL);
   CHECK(jj["policy"]["config"]["preallocate"] == false);  // addresses below the first: regions on demand
   CHECK(jj["policy"]["config"].contains("recorded_settings_applied"));
-  // --hw and --policy options override the recording.
+  // --hw and --policy options override the recording — each only what it sets: a fraction
+  // replaces the recorded limit, and the recorded growth mode stays.
   auto k = run_json(capture("tracelens_mi300_jax08_gemm") + " --hw h100-80g --policy 'xla-bfc[mem_fraction=0.5]'");
   CHECK(k["hardware"]["name"] == "h100-80g");
   CHECK(k["policy"]["config"]["mem_fraction"] == 0.5);
-  CHECK_FALSE(k["policy"]["config"].contains("recorded_settings_applied"));
+  CHECK(k["policy"]["config"]["preallocate"] == false);
+  CHECK(k["policy"]["config"]["resolved_memory_limit"] == 42494590976ULL);  // 0.5 of 84,987,740,160 B, up to 2 MiB
+  CHECK(k["policy"]["config"]["recorded_settings_applied"].get<std::string>().find("growth on demand") == 0);
+  // Pinned host memory keeps XLA's own 64 GiB growing pool (xla_gpu_host_bfc), whatever the fraction.
+  for (const auto& d : k["devices"])
+    if (d["space"] == "host") CHECK(d["peak_reserved_bytes"].get<std::uint64_t>() < (1ULL << 30));
 }
 
 TEST_CASE("xprof: replays reproduce the recorded addresses — every one on TPU, BFC's growth on MI300X") {

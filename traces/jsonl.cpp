@@ -592,7 +592,7 @@ class JsonlReader : public TraceReader {
         nlohmann::json h =
             line.size() > kMaxHeaderBytes ? nlohmann::json() : nlohmann::json::parse(line, nullptr, false);
         if (line.size() > kMaxHeaderBytes || h.is_discarded() || (h.is_object() && h.contains("fragsim_trace"))) {
-          set_header(parse_header(line, path_, lines_.lineno()));
+          set_header(parse_header(line, path_, lines_.lineno()), lines_.lineno());
           break;
         }
       }

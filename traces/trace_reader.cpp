@@ -7,6 +7,7 @@
 #include "sim/base/io.h"
 #include "traces/fstrace.h"
 #include "traces/jsonl.h"
+#include "traces/recording.h"
 #include "traces/torch_snapshot.h"
 #include "traces/xla_modules.h"
 #include "traces/xprof_capture.h"
@@ -15,7 +16,10 @@ namespace fragsim {
 
 void TraceReader::fail(std::uint64_t line, const std::string& what) const { throw InputError(path_, line, what); }
 
-void TraceReader::set_header(nlohmann::json h) { header_ = std::move(h); }
+void TraceReader::set_header(nlohmann::json h, std::uint64_t line) {
+  recording_ = recording_from_header(h, path_, line);
+  header_ = std::move(h);
+}
 
 void check_header(const nlohmann::json& h, const std::string& file, std::uint64_t line) {
   if (!h.is_object() || !h.contains("fragsim_trace"))

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "sim/base/event.h"
+#include "sim/base/recording.h"
 #include "traces/live_table.h"
 
 namespace fragsim {
@@ -34,6 +35,8 @@ class TraceReader {
   const std::string& path() const { return path_; }
   // The header object (with "fragsim_trace") or null when the trace has none.
   const nlohmann::json& header() const { return header_; }
+  // What the header says about the recording behind the trace (traces/recording.h).
+  const Recording& recording() const { return recording_; }
   std::uint64_t skipped_frees() const { return skipped_frees_; }
   // Digest of the events read so far (hex): equal for the same trace in any encoding.
   [[nodiscard]] std::string digest() const;
@@ -44,11 +47,13 @@ class TraceReader {
   // Decodes the next event into ev (op, present, fields, line). False at the end.
   virtual bool read_raw(Event& ev) = 0;
   [[noreturn]] void fail(std::uint64_t line, const std::string& what) const;
-  void set_header(nlohmann::json h);
+  // Sets the header and reads the recording it describes (InputError FILE:line on a malformed key).
+  void set_header(nlohmann::json h, std::uint64_t line = 0);
 
   std::string path_;
   ReaderOptions opt_;
   nlohmann::json header_;
+  Recording recording_;
 
  private:
   LiveTable live_;

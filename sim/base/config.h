@@ -39,6 +39,10 @@ class ConfigReader {
     for (auto k : keys) used_.insert(k);
   }
   void record(const std::string& key, nlohmann::json v) { resolved_[key] = std::move(v); }
+  // A choice the module made that the config did not state (a recorded setting kept, a key that
+  // does not apply here): reports list these notes.
+  void note(std::string text) { notes_.push_back(std::move(text)); }
+  const std::vector<std::string>& notes() const { return notes_; }
   void finish();  // throws InputError on unknown keys
   const nlohmann::json& resolved() const { return resolved_; }
   const std::set<std::string>& asked() const { return used_; }  // every key read, has()-tested or allowed
@@ -50,6 +54,7 @@ class ConfigReader {
   std::string owner_;
   std::set<std::string> used_;
   nlohmann::json resolved_ = nlohmann::json::object();
+  std::vector<std::string> notes_;
 };
 
 // "KEY=VALUE" → (KEY, VALUE as JSON when it parses as a JSON scalar, else as a string).

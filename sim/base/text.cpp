@@ -1,5 +1,7 @@
 #include "sim/base/text.h"
 
+#include <fmt/format.h>
+
 #include <algorithm>
 #include <cstdint>
 #include <cstring>
@@ -103,6 +105,13 @@ std::string closest_name(std::string_view name, const std::vector<std::string_vi
 std::string did_you_mean(std::string_view name, const std::vector<std::string_view>& candidates) {
   std::string c = closest_name(name, candidates);
   return c.empty() ? std::string() : " — did you mean '" + c + "'?";
+}
+
+std::string fraction_text(double f) {
+  std::string s = fmt::format("{:.2f}", f);
+  if (s.rfind("0.", 0) == 0) s = s.substr(1);
+  while (s.size() > 2 && s.back() == '0' && s[s.size() - 2] != '.') s.pop_back();
+  return s;
 }
 
 }  // namespace fragsim

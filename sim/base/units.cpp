@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdlib>
 
@@ -58,6 +59,23 @@ Bytes parse_size(std::string_view text, std::string_view what) {
     return static_cast<Bytes>(r);
   }
   throw bad();
+}
+
+Bytes parse_size_arg(std::string_view text, std::string_view what) {
+  bool digits = !text.empty() && std::all_of(text.begin(), text.end(), [](char c) { return c >= '0' && c <= '9'; });
+  if (digits && text.find_first_not_of('0') != std::string_view::npos)
+    throw InputError(
+        fmt::format("{}: '{}' has no unit: sizes on the command line take one ({}GiB, {}GB, {}MiB; {}B for bytes)",
+                    what, text, text, text, text, text));
+  return parse_size(text, what);
+}
+
+std::string size_arg(Bytes b) {
+  static constexpr std::pair<Bytes, const char*> kUnits[] = {
+      {kTiB, "TiB"}, {kGiB, "GiB"}, {kMiB, "MiB"}, {kKiB, "KiB"}};
+  for (auto [u, name] : kUnits)
+    if (b && b % u == 0) return fmt::format("{}{}", b / u, name);
+  return fmt::format("{}B", b);
 }
 
 std::string human_bytes(Bytes b) {

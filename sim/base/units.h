@@ -71,7 +71,7 @@ class AllocId : public Unit<struct AllocIdTag> {
 };
 
 inline constexpr Handle kNoHandle = std::numeric_limits<Handle>::max();
-inline constexpr Bytes kKiB = 1024, kMiB = kKiB * 1024, kGiB = kMiB * 1024;
+inline constexpr Bytes kKiB = 1024, kMiB = kKiB * 1024, kGiB = kMiB * 1024, kTiB = kGiB * 1024;
 
 // Powers of two (the common case: alignments, granularities) avoid a 64-bit division.
 constexpr Bytes round_up(Bytes n, Bytes a) {
@@ -110,6 +110,11 @@ bool parse_space(std::string_view s, Space* out);
 
 // "512", "64KiB", "2MiB", "1.5GiB", "80GB". Throws InputError (key = what) on bad text.
 [[nodiscard]] Bytes parse_size(std::string_view text, std::string_view what);
+// A size on the command line (contracts §5): it takes a unit ("16GiB", "80GB", "512B"), and only 0
+// may go without one — a plain number such as "16" is refused, never read as bytes.
+[[nodiscard]] Bytes parse_size_arg(std::string_view text, std::string_view what);
+// A size as the command line takes it, exact: "16GiB", "81050MiB", "1536B".
+[[nodiscard]] std::string size_arg(Bytes b);
 // 1536 -> "1.50 KiB"
 [[nodiscard]] std::string human_bytes(Bytes b);
 // Sizes as each real tool prints them, for the texts that mimic that tool:

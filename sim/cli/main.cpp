@@ -14,17 +14,21 @@
 #include "hardware_models/hardware_model.h"
 #include "hardware_models/tpu_layout.h"
 #include "policies/policy.h"
+#include "sim/advice.h"
 #include "sim/base/error.h"
 #include "sim/base/exit_codes.h"
 #include "sim/base/io.h"
 #include "sim/base/text.h"
 #include "sim/batch.h"
 #include "sim/check.h"
+#include "sim/compare.h"
 #include "sim/engine.h"
 #include "sim/progress.h"
 #include "sim/report.h"
 #include "sim/report_html.h"
 #include "sim/report_schema.h"
+#include "sim/run_args.h"
+#include "sim/run_setup.h"
 #include "sim/settings.h"
 #include "sim/sweep.h"
 #include "sim/trace_info.h"
@@ -69,20 +73,42 @@ struct Parsed {
   bool help = false;
 };
 
+// Positional arguments are hidden options (named `positionals`, shown in the usage line as
+// their upper-case names, never as --trace); `desc` holds the options --help lists.
 Parsed parse(const std::vector<std::string>& args, po::options_description& desc,
-             const po::positional_options_description& pos, const std::string& usage) {
+             const std::vector<std::pair<std::string, int>>& positionals, const std::string& usage,
+             po::options_description hidden = po::options_description()) {
   desc.add_options()("help,h", "show this help");
+  po::positional_options_description pos;
+  for (const auto& [name, n] : positionals) pos.add(name.c_str(), n);
+  po::options_description all;
+  all.add(desc).add(hidden);
   Parsed p;
+  auto shown = [&](std::string m) {  // "--trace" → "TRACE" in Boost's messages
+    for (const auto& [name, n] : positionals) {
+      std::string upper = name;
+      for (auto& c : upper) c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
+      for (const std::string& form : {"'--" + name + "'", "--" + name}) {
+        for (size_t at; (at = m.find(form)) != std::string::npos;) m.replace(at, form.size(), upper);
+      }
+    }
+    return m;
+  };
   try {
-    po::store(po::command_line_parser(args).options(desc).positional(pos).run(), p.vm);
+    po::store(po::command_line_parser(args).options(all).positional(pos).run(), p.vm);
     if (p.vm.count("help")) {
       std::cout << usage << "\n" << desc << "\n";
       p.help = true;
       return p;
     }
     po::notify(p.vm);
+  } catch (const po::required_option& e) {
+    std::string name = e.get_option_name();
+    throw InputError(shown(name.rfind("--", 0) == 0 && hidden.find_nothrow(name.substr(2), false)
+                               ? "missing " + name + " (" + usage.substr(0, usage.find('\n')) + ")"
+                               : e.what()));
   } catch (const po::error& e) {
-    throw InputError(e.what());
+    throw InputError(shown(e.what()));
   }
   return p;
 }
@@ -102,47 +128,6 @@ bool want_progress(const ProgressArgs& p) {
   return p.on || (!p.off && stderr_is_terminal());
 }
 
-// Options shared by run, compare, sweep and batch manifest lines: trace, hardware, settings.
-struct SimArgs {
-  std::string trace, hw, capacity, reserve, policy;  // hw "": the default device (or the recorded one)
-  std::vector<std::string> sets, envs;
-  bool keep_going = false, lenient = false, check = false;
-  ProgressArgs progress;
-  unsigned shard = 1;
-  std::string shard_dim = "major";
-};
-
-void add_sim_options(po::options_description& d, SimArgs& a) {
-  d.add_options()("trace", po::value(&a.trace)->required(), "trace file")(
-      "hw", po::value(&a.hw),
-      "hardware preset name or FILE.json (default h100-80g; a recording's inferred device memory is used unless "
-      "--hw or --capacity is given)")("capacity", po::value(&a.capacity),
-                                      "total HBM as the device reports it (overrides the preset)")(
-      "reserve", po::value(&a.reserve), "runtime/CUDA-context reserve (default: the preset's; 0 = none)")(
-      "set", po::value(&a.sets)->composing(), "policy option KEY=VALUE (repeatable)")(
-      "env", po::value(&a.envs)->composing(), "framework setting VAR=VALUE as the framework reads it (repeatable)")(
-      "keep-going", po::bool_switch(&a.keep_going), "continue after an OOM (skip the failed allocation) to list all")(
-      "lenient", po::bool_switch(&a.lenient), "count and skip frees of unknown ids (traces that start mid-run)")(
-      "check", po::bool_switch(&a.check), "validate the policy's invariants after every event")(
-      "shard", po::value(&a.shard)->default_value(1),
-      "sharding what-if: each shaped allocation divided across N devices (tpu-padded, static-heap)")(
-      "shard-dim", po::value(&a.shard_dim)->default_value("major"), "dim the --shard split divides: major or minor");
-  add_progress_options(d, a.progress);
-}
-// What a set of runs reads, as run_simulations reads it (sim/engine.h): the online runs of a
-// trace share one decode of it, and each offline run (its policy plans from lifetimes) reads
-// its trace twice.
-std::vector<std::pair<std::string, double>> reads_of(const std::vector<RunOptions>& runs, const Registry& reg) {
-  std::vector<std::pair<std::string, double>> reads;
-  std::set<std::string> decoded;
-  for (const auto& o : runs) {
-    if (reg.find(o.policy.name).needs_lifetimes)
-      reads.emplace_back(o.trace, 2);
-    else if (decoded.insert(o.trace).second)
-      reads.emplace_back(o.trace, 1);
-  }
-  return reads;
-}
 // --jobs N: 0 (every core) or 1..1024; `how` says how the command uses them.
 void add_jobs_option(po::options_description& d, int& jobs, const std::string& how) {
   d.add_options()("jobs,j", po::value(&jobs)->default_value(0),
@@ -153,66 +138,6 @@ unsigned jobs_of(int jobs) {
   return static_cast<unsigned>(jobs);
 }
 
-// --hw, else the hardware a recording names (an XProf capture's device plane), else h100-80g.
-HardwareModel build_hardware(const SimArgs& a, const nlohmann::json& header = nullptr,
-                             std::vector<std::string>* notes = nullptr) {
-  std::string name = a.hw.empty() ? "h100-80g" : a.hw;
-  std::optional<Bytes> recorded_capacity;
-  if (a.hw.empty() && header.is_object() && header.contains("recorded_hardware") &&
-      header["recorded_hardware"].is_object()) {
-    const auto& r = header["recorded_hardware"];
-    name = r.value("preset", name);
-    if (r.contains("capacity_bytes") && r["capacity_bytes"].is_number_unsigned())
-      recorded_capacity = r["capacity_bytes"].get<Bytes>();
-    if (notes)
-      notes->push_back(fmt::format("hardware {}{} from the recording: {} (--hw chooses another)", name,
-                                   recorded_capacity ? fmt::format(" with {} B", *recorded_capacity) : "",
-                                   r.value("basis", std::string("its header"))));
-  }
-  HardwareModel hw = load_hardware(name);
-  SpaceSpec* hbm = hw.space(Space::kHbm);
-  if (recorded_capacity && hbm && a.capacity.empty()) hbm->capacity = *recorded_capacity;
-  if (!a.capacity.empty()) {
-    if (!hbm) throw InputError("--capacity: hardware '" + hw.name + "' has no hbm space");
-    hbm->capacity = parse_size(a.capacity, "--capacity");
-  }
-  if (!a.reserve.empty()) {
-    if (!hbm) throw InputError("--reserve: hardware '" + hw.name + "' has no hbm space");
-    hbm->reserve = parse_size(a.reserve, "--reserve");
-  }
-  return hw;
-}
-
-RunOptions build_run(const SimArgs& a, const std::string& policy) {
-  RunOptions o;
-  o.trace = a.trace;
-  // The defaults follow the input: its header may name the hardware and the allocator.
-  bool follow_policy = policy.empty() && a.envs.empty();
-  nlohmann::json header;
-  if (!a.hw.empty()) o.hw = build_hardware(a);  // a bad --hw fails before the trace is read
-  if (a.hw.empty() || follow_policy) header = open_trace(a.trace, ReaderOptions{a.lenient})->header();
-  if (a.hw.empty()) o.hw = build_hardware(a, header, &o.notes);
-  SettingsInput si{policy, a.sets, a.envs};
-  std::string why;
-  if (follow_policy) {
-    si.default_policy = default_policy_for(header, o.hw.kind, &why);
-    if (!why.empty()) o.notes.push_back(why);
-  }
-  o.policy = resolve_settings(si, &o.notes);
-  if (a.shard != 1 || a.shard_dim != "major") {
-    if (o.policy.name != "tpu-padded" && o.policy.name != "static-heap")
-      throw InputError("--shard: only the tpu-padded and static-heap policies model sharding");
-    o.policy.config["shard"] = a.shard;
-    o.policy.config["shard_dim"] = a.shard_dim;
-    o.notes.push_back(fmt::format("sharded {} ways along the {} dim: figures are per device", a.shard, a.shard_dim));
-  }
-  o.recorded_devices = a.hw.empty() && a.capacity.empty() && a.reserve.empty();
-  o.keep_going = a.keep_going;
-  o.lenient = a.lenient;
-  o.check = a.check;
-  return o;
-}
-
 // True when one of the outputs is standard output: the text summary then stays off it.
 bool to_stdout(std::initializer_list<std::string> outputs) {
   for (const auto& o : outputs)
@@ -220,122 +145,109 @@ bool to_stdout(std::initializer_list<std::string> outputs) {
   return false;
 }
 
+// The hidden positional TRACE of run, compare and sweep.
+po::options_description trace_option(std::string* trace) {
+  po::options_description h;
+  h.add_options()("trace", po::value(trace)->required(), "trace file");
+  return h;
+}
+
 int cmd_run(const std::vector<std::string>& args, const Registry& reg) {
-  SimArgs a;
+  RunRequest a;
+  ProgressArgs progress;
   std::string json, placements, html, perfetto;
   int jobs = 0;
   po::options_description d("fragsim run options");
-  add_sim_options(d, a);
+  add_run_request_options(d, a);
+  add_progress_options(d, progress);
   add_jobs_option(d, jobs,
                   "1 decodes and replays on one thread; otherwise the trace is decoded on one thread while the "
                   "policy replays it on another, and threads beyond those two parse JSONL lines");
-  d.add_options()("policy", po::value(&a.policy),
+  d.add_options()("policy", po::value(&a.policy)->value_name("POLICY"),
                   "allocator policy, POLICY or POLICY[k=v,...] (fragsim list); default: follows the input "
-                  "(torch-caching for a PyTorch snapshot, xla-bfc for an XProf capture, tpu-padded on a TPU, else "
-                  "best-fit)")("json", po::value(&json), "write the report (fragsim report v1) to FILE")(
-      "placements", po::value(&placements), "write one JSON line per alloc event (address, block) to FILE")(
-      "html", po::value(&html),
+                  "(torch-caching for a PyTorch snapshot, xla-bfc for an XProf capture of a GPU, tpu-padded on a "
+                  "TPU, static-heap for an XLA module, else best-fit)")("json", po::value(&json)->value_name("FILE"),
+                                                                        "write the report (fragsim report v1) to FILE")(
+      "placements", po::value(&placements)->value_name("FILE"),
+      "write one JSON line per alloc event (address, block) to FILE")(
+      "html", po::value(&html)->value_name("FILE"),
       "write an interactive HTML report to FILE (one self-contained file: memory over time, address maps at the peak "
       "and at OOMs, every OOM)")(
-      "perfetto", po::value(&perfetto),
+      "perfetto", po::value(&perfetto)->value_name("FILE"),
       "write the replay as a Chrome trace-event JSON file for ui.perfetto.dev or chrome://tracing: memory counters "
       "per device and space, one slice per buffer, OOMs and marks as instant events");
-  po::positional_options_description pos;
-  pos.add("trace", 1);
-  auto p = parse(args, d, pos,
-                 "usage: fragsim run TRACE --policy NAME [options]\n\nReplays TRACE through one policy and prints a "
-                 "summary. The trace is streamed (memory grows with live allocations only), except for --policy "
-                 "static-heap, which plans offline like XLA's compiler and so reads the whole trace first.");
+  auto p = parse(args, d, {{"trace", 1}},
+                 "usage: fragsim run TRACE [--policy POLICY] [options]\n\nReplays TRACE through one policy and "
+                 "prints a summary. After an OOM, each setting fragsim suggests is first replayed on the same trace, "
+                 "and printed with the command that reproduces it. The trace is streamed (memory grows with live "
+                 "allocations only), except for --policy static-heap, which plans offline like XLA's compiler and so "
+                 "reads the whole trace first.",
+                 trace_option(&a.trace));
   if (p.help) return 0;
   check_outputs({a.trace, a.hw},
                 {{"--json", json}, {"--placements", placements}, {"--html", html}, {"--perfetto", perfetto}});
   const unsigned threads = jobs_of(jobs);
-  RunOptions o = build_run(a, a.policy);
+  RunOptions o = prepare_run(a, reg);
   o.keep_live_buffers = !html.empty();
   o.placements = placements;
   o.perfetto = perfetto;
   RunResult r = [&] {
-    Progress progress(want_progress(a.progress), "run", reads_of({o}, reg));
+    Progress bar(want_progress(progress), "run", reads_of({o}, reg));
     return std::move(run_simulations({o}, reg, threads).front());
   }();
+  r.advice = proven_advice(r, a, reg, threads);
   if (!json.empty()) write_file_atomic(json, report_json(r).dump(2) + "\n");
   if (!html.empty()) write_file_atomic(html, report_html({r}));
   if (!to_stdout({json, placements, html, perfetto})) std::cout << report_text(r);
   return 0;
 }
 
-// "a,b[k=v,k2=v2],c" → entries split on top-level commas.
-std::vector<std::string> split_list(const std::string& s) {
-  std::vector<std::string> v;
-  std::string cur;
-  int depth = 0;
-  for (char c : s) {
-    if (c == '[') ++depth;
-    if (c == ']') --depth;
-    if (c == ',' && depth == 0) {
-      if (!cur.empty()) v.push_back(cur);
-      cur.clear();
-    } else {
-      cur += c;
-    }
-  }
-  if (!cur.empty()) v.push_back(cur);
-  return v;
-}
-
 int cmd_compare(const std::vector<std::string>& args, const Registry& reg) {
-  SimArgs a;
-  std::string json, policies, html;
+  CompareRequest c;
+  ProgressArgs progress;
+  std::string json, html;
   std::vector<std::string> more;
   int jobs = 0;
   po::options_description d("fragsim compare options");
-  add_sim_options(d, a);
+  add_run_request_options(d, c.base);
+  add_progress_options(d, progress);
   add_jobs_option(d, jobs, "policies replayed in parallel, the thread decoding the trace (once for all) included");
-  d.add_options()("more", po::value(&more)->composing(),
-                  "further traces (positional): every policy runs on each, e.g. the same model with and without "
-                  "rematerialisation")("policies", po::value(&policies)->default_value("ideal,best-fit,first-fit"),
-                                       "comma-separated policies; NAME[key=value,...] sets options for one entry")(
-      "json", po::value(&json), "write a JSON array of reports to FILE")(
-      "html", po::value(&html),
-      "write an interactive HTML report to FILE (every policy's memory over time with shared zoom, address maps, "
-      "OOMs)");
-  po::positional_options_description pos;
-  pos.add("trace", 1).add("more", -1);
-  auto p = parse(args, d, pos,
-                 "usage: fragsim compare TRACE [TRACE...] --policies A,B,... [options]\n\nRuns each policy on each "
-                 "TRACE; prints one table (rows labelled TRACE: POLICY when there are several traces). The trace is "
-                 "decoded once and the policies replay it in parallel.");
+  d.add_options()("policies", po::value(&c.policies)->value_name("A,B[k=v],..."),
+                  "comma-separated policies; NAME[key=value,...] sets options for one entry (default: follows the "
+                  "input: ideal, the policy a run would choose, and its what-ifs, e.g. torch-caching with and "
+                  "without expandable segments for a PyTorch snapshot)")("json", po::value(&json)->value_name("FILE"),
+                                                                         "write a JSON array of reports to FILE")(
+      "html", po::value(&html)->value_name("FILE"),
+      "write an interactive HTML report to FILE (every policy's memory over time, per device, address maps, OOMs)");
+  po::options_description hidden = trace_option(&c.base.trace);
+  hidden.add_options()("more", po::value(&more)->composing(), "further traces");
+  auto p = parse(args, d, {{"trace", 1}, {"more", -1}},
+                 "usage: fragsim compare TRACE [TRACE...] [--policies A,B,...] [options]\n\nRuns each policy on "
+                 "each TRACE; prints one table (rows labelled TRACE: POLICY when there are several traces). The "
+                 "trace is decoded once and the policies replay it in parallel.",
+                 hidden);
   if (p.help) return 0;
-  std::vector<std::string> traces{a.trace};
-  traces.insert(traces.end(), more.begin(), more.end());
-  std::vector<std::string> inputs = traces;
-  inputs.push_back(a.hw);
+  c.traces = {c.base.trace};
+  c.traces.insert(c.traces.end(), more.begin(), more.end());
+  std::vector<std::string> inputs = c.traces;
+  inputs.push_back(c.base.hw);
   check_outputs(inputs, {{"--json", json}, {"--html", html}});
-  std::vector<RunResult> runs;
-  nlohmann::json arr = nlohmann::json::array();
-  const std::vector<std::string> entries = split_list(policies);
-  for (const auto& entry : entries)  // NAME or NAME[key=value,...]; a bad one fails before any run
-    (void)reg.find(parse_policy_ref(entry, "--policies").name, "--policies");
   const unsigned threads = jobs_of(jobs);
-  for (const auto& trace : traces) {
-    SimArgs ta = a;
-    ta.trace = trace;
-    std::vector<RunOptions> opts;
-    for (const auto& entry : entries) {
-      opts.push_back(build_run(ta, entry));
-      opts.back().keep_live_buffers = !html.empty();
-    }
-    std::vector<RunResult> rs = [&] {
-      Progress progress(want_progress(a.progress), "compare", reads_of(opts, reg));
-      return run_simulations(opts, reg, threads);
-    }();
-    for (size_t i = 0; i < rs.size(); ++i) {
-      runs.push_back(std::move(rs[i]));
-      runs.back().label =
-          traces.size() > 1 ? std::filesystem::path(trace).filename().string() + ": " + entries[i] : entries[i];
-      arr.push_back(report_json(runs.back()));
-    }
+  ComparePlan plan = prepare_compare(c, reg);
+  for (auto& o : plan.runs) o.keep_live_buffers = !html.empty();
+  std::vector<RunResult> runs;
+  // One trace at a time (each decoded once for its policies).
+  for (size_t first = 0; first < plan.runs.size();) {
+    size_t last = first;
+    while (last < plan.runs.size() && plan.runs[last].trace == plan.runs[first].trace) ++last;
+    std::vector<RunOptions> opts(plan.runs.begin() + static_cast<long>(first),
+                                 plan.runs.begin() + static_cast<long>(last));
+    Progress bar(want_progress(progress), "compare", reads_of(opts, reg));
+    for (auto& r : run_simulations(opts, reg, threads)) runs.push_back(std::move(r));
+    first = last;
   }
+  nlohmann::json arr = nlohmann::json::array();
+  for (const auto& r : runs) arr.push_back(report_json(r));
   if (!json.empty()) write_file_atomic(json, arr.dump(2) + "\n");
   if (!html.empty() && !runs.empty()) write_file_atomic(html, report_html(runs));
   if (!to_stdout({json, html})) std::cout << compare_table(runs);
@@ -349,18 +261,19 @@ int cmd_batch(const std::vector<std::string>& args, const Registry& reg) {
   po::options_description d("fragsim batch options");
   add_progress_options(d, progress);
   add_jobs_option(d, jobs, "runs in parallel, each trace decoded once for its runs, decoding threads included");
-  d.add_options()("manifest", po::value(&manifest)->required(), "manifest: one `TRACE [run options]` per line")(
-      "shard", po::value(&shard)->default_value("1/1"),
-      "run shard i of N only (i/N, 1 <= i <= N): the runs whose number (from 0, in file order) % N == i - 1")(
-      "json", po::value(&json), "write the batch result (runs with their reports) to FILE, for fragsim merge");
-  po::positional_options_description pos;
-  pos.add("manifest", 1);
-  auto p = parse(args, d, pos,
+  d.add_options()("shard", po::value(&shard)->default_value("1/1")->value_name("i/N"),
+                  "run shard i of N only (1 <= i <= N): the runs whose number (from 0, in file order) % N == i - 1")(
+      "json", po::value(&json)->value_name("FILE"),
+      "write the batch result (runs with their reports) to FILE, for fragsim merge");
+  po::options_description hidden;
+  hidden.add_options()("manifest", po::value(&manifest)->required(), "manifest");
+  auto p = parse(args, d, {{"manifest", 1}},
                  "usage: fragsim batch MANIFEST [--shard i/N] [--json FILE]\n\nRuns a matrix of traces x policies x "
                  "settings, one run per manifest line (`TRACE --policy P --set k=v ... --label NAME`; '#' starts a "
                  "comment; a relative TRACE is relative to the manifest). --shard splits the runs among independent "
                  "processes (a Slurm job array, a Kubernetes Indexed Job); fragsim merge combines their --json "
-                 "results into exactly the result and table of one process. docs/batch.md; scripts/cluster/.");
+                 "results into exactly the result and table of one process. docs/batch.md; scripts/cluster/.",
+                 hidden);
   if (p.help) return 0;
   check_outputs({manifest}, {{"--json", json}});
   const unsigned threads = jobs_of(jobs);
@@ -368,36 +281,29 @@ int cmd_batch(const std::vector<std::string>& args, const Registry& reg) {
   Manifest m = read_manifest(manifest);
   Shard sh = parse_shard(shard);
   std::vector<RunOptions> opts;
+  std::vector<RunRequest> requests;
   std::vector<const BatchEntry*> picked;
   std::vector<std::string> labels;
   for (const auto& e : m.entries) {
     if (!sh.has(e.run)) continue;
-    SimArgs a;
     std::string label;
-    po::options_description rd("manifest line");
-    add_sim_options(rd, a);
-    rd.add_options()("policy", po::value(&a.policy), "")("label", po::value(&label), "");
-    po::positional_options_description rpos;
-    rpos.add("trace", 1);
+    RunRequest q = parse_manifest_line(m, e, &label);
+    requests.push_back(q);
     try {
-      po::variables_map vm;
-      po::store(po::command_line_parser(e.args).options(rd).positional(rpos).run(), vm);
-      po::notify(vm);
-      opts.push_back(build_run(a, a.policy));
-    } catch (const po::error& er) {
-      throw InputError(m.path, e.line, er.what());
+      opts.push_back(prepare_run(q, reg));
     } catch (const InputError& er) {
       throw InputError(m.path, e.line, er.what());
     } catch (const EnvError& er) {  // a trace the manifest names cannot be read: the manifest is wrong
       throw InputError(m.path, e.line, er.what());
     }
     picked.push_back(&e);
-    labels.push_back(label.empty() ? e.text : label);
+    labels.push_back(label);
   }
   std::vector<RunResult> rs = [&] {
     Progress bar(show, "batch", reads_of(opts, reg));
     return run_simulations(opts, reg, threads);
   }();
+  for (size_t i = 0; i < rs.size(); ++i) rs[i].advice = proven_advice(rs[i], requests[i], reg, threads);
   nlohmann::json runs = nlohmann::json::array();
   for (size_t i = 0; i < rs.size(); ++i)
     runs.push_back(
@@ -412,14 +318,14 @@ int cmd_merge(const std::vector<std::string>& args, const Registry&) {
   std::vector<std::string> files;
   std::string json;
   po::options_description d("fragsim merge options");
-  d.add_options()("shards", po::value(&files)->composing()->required(), "shard results of fragsim batch --json")(
-      "json", po::value(&json), "write the merged result to FILE");
-  po::positional_options_description pos;
-  pos.add("shards", -1);
-  auto p = parse(args, d, pos,
+  d.add_options()("json", po::value(&json)->value_name("FILE"), "write the merged result to FILE");
+  po::options_description hidden;
+  hidden.add_options()("shards", po::value(&files)->composing()->required(), "shard results of fragsim batch --json");
+  auto p = parse(args, d, {{"shards", -1}},
                  "usage: fragsim merge SHARD.json... [--json FILE]\n\nCombines the results of `fragsim batch MANIFEST "
                  "--shard i/N --json SHARD.json` for every i into the result and table `fragsim batch MANIFEST` gives "
-                 "in one process. Exit 2 when the files are not all the shards of one manifest.");
+                 "in one process. Exit 2 when the files are not all the shards of one manifest.",
+                 hidden);
   if (p.help) return 0;
   check_outputs(files, {{"--json", json}});
   std::vector<std::pair<std::string, nlohmann::json>> shards;
@@ -431,46 +337,43 @@ int cmd_merge(const std::vector<std::string>& args, const Registry&) {
 }
 
 int cmd_sweep(const std::vector<std::string>& args, const Registry& reg) {
-  SimArgs a;
-  std::string json, find;
+  SweepOptions so;
+  RunRequest& a = so.request;
+  ProgressArgs progress;
+  std::string json;
   int jobs = 0;
-  bool exhaustive = false;
   po::options_description d("fragsim sweep options");
-  add_sim_options(d, a);
+  add_run_request_options(d, a);
+  add_progress_options(d, progress);
   add_jobs_option(d, jobs, "settings replayed in parallel, the thread decoding the trace included");
-  d.add_options()("policy", po::value(&a.policy), "allocator policy (default: chosen by --env, else xla-bfc)")(
-      "find", po::value(&find)->required(), "min-mem-fraction (to 0.01) or min-capacity (to the device granularity)")(
-      "exhaustive", po::bool_switch(&exhaustive),
+  d.add_options()("policy", po::value(&a.policy)->value_name("POLICY"),
+                  "allocator policy (default: the one `fragsim run` would choose for the input)")(
+      "find", po::value(&so.find)->required()->value_name("WHAT"),
+      "min-mem-fraction (to 0.01, for policies with a memory fraction) or min-capacity (to the device granularity)")(
+      "exhaustive", po::bool_switch(&so.exhaustive),
       "min-mem-fraction: replay every fraction 0.01..1.00 (lists every outcome that breaks monotonicity) instead of "
       "bisecting and checking 4 fractions on each side of the answer")(
-      "json", po::value(&json),
-      "write {find, policy, hardware, trace, value, setting, monotonic, runs} to FILE (value and setting are null "
-      "when no setting works)");
-  po::positional_options_description pos;
-  pos.add("trace", 1);
-  auto p = parse(args, d, pos,
-                 "usage: fragsim sweep TRACE --policy NAME --find min-mem-fraction|min-capacity [options]\n\n"
-                 "Finds the smallest memory fraction or capacity with no OOM and prints it as the setting to use.\n"
-                 "min-mem-fraction bisects over 0.01..1.00 and checks 4 fractions on each side of the answer\n"
-                 "(--exhaustive runs every fraction); both report whether the outcome was monotonic;\n"
-                 "min-capacity bisects and checks monotonicity around the answer.\n"
-                 "Exit 0 with an answer; exit 1 when no setting in range works.");
+      "json", po::value(&json)->value_name("FILE"),
+      "write {find, policy, hardware, trace, value, bound, setting, command, range, monotonic, runs} to FILE (value, "
+      "setting and command are null when no setting works)");
+  auto p = parse(args, d, {{"trace", 1}},
+                 "usage: fragsim sweep TRACE --find min-mem-fraction|min-capacity [--policy POLICY] [options]\n\n"
+                 "Finds the smallest memory fraction or capacity with no OOM and prints it as the setting to use,\n"
+                 "with the fragsim run that replays it and the range it searched. min-mem-fraction bisects over\n"
+                 "0.01..1.00 and checks 4 fractions on each side of the answer (--exhaustive runs every fraction);\n"
+                 "min-capacity doubles its range until a capacity fits (past the preset's), bisects, and checks\n"
+                 "monotonicity around the answer. Exit 0 with an answer; exit 1 when no setting in range works.",
+                 trace_option(&a.trace));
   if (p.help) return 0;
   check_outputs({a.trace, a.hw}, {{"--json", json}});
-  SweepOptions so;
-  so.base = build_run(a, a.policy);
-  if (find == "min-mem-fraction" && a.policy.empty() && a.envs.empty() && so.base.policy.name == "best-fit") {
-    so.base = build_run(a, "xla-bfc");  // the question is a JAX one unless the input says otherwise
-    so.base.notes.push_back("policy xla-bfc: a memory fraction is JAX's setting (--policy chooses another)");
-  }
-  so.find = find;
+  so.base = prepare_run(a, reg);
   so.threads = jobs_of(jobs);
-  so.exhaustive = exhaustive;
   SweepResult r = [&] {
-    Progress progress(want_progress(a.progress), "sweep", a.trace, 1);
-    so.on_pass = [&](const std::string& what) { progress.stage(what); };
+    Progress bar(want_progress(progress), "sweep", a.trace, 1);
+    so.on_pass = [&](const std::string& what) { bar.stage(what); };
     return run_sweep(so, reg);
   }();
+  r.notes.insert(r.notes.begin(), so.base.notes.begin(), so.base.notes.end());
   if (!json.empty()) write_file_atomic(json, sweep_json(r).dump(2) + "\n");
   if (!to_stdout({json})) std::cout << sweep_text(r);
   return r.value ? 0 : 1;  // no setting works: a failed check, like `check` finding a regression
@@ -537,12 +440,9 @@ int cmd_info(const std::vector<std::string>& args, const Registry&) {
   std::string trace, json;
   bool lenient = false;
   po::options_description d("fragsim info options");
-  d.add_options()("trace", po::value(&trace)->required(), "trace file")(
-      "json", po::value(&json), "write the summary as JSON")("lenient", po::bool_switch(&lenient),
-                                                             "skip frees of unknown ids");
-  po::positional_options_description pos;
-  pos.add("trace", 1);
-  auto p = parse(args, d, pos, "usage: fragsim info TRACE [--json FILE]");
+  d.add_options()("json", po::value(&json)->value_name("FILE"), "write the summary as JSON")(
+      "lenient", po::bool_switch(&lenient), "skip frees of unknown ids");
+  auto p = parse(args, d, {{"trace", 1}}, "usage: fragsim info TRACE [--json FILE]", trace_option(&trace));
   if (p.help) return 0;
   check_outputs({trace}, {{"--json", json}});
   auto j = trace_info(trace, lenient);
@@ -567,16 +467,16 @@ int cmd_convert(const std::vector<std::string>& args, const Registry&) {
   std::string in, out, module;
   bool lenient = false;
   po::options_description d("fragsim convert options");
-  d.add_options()("in", po::value(&in)->required(), "input trace")("out", po::value(&out)->required(), "output trace")(
-      "lenient", po::bool_switch(&lenient), "drop frees of unknown ids")(
+  po::options_description hidden;
+  hidden.add_options()("in", po::value(&in)->required(), "input trace")("out", po::value(&out)->required(),
+                                                                        "output trace");
+  d.add_options()("lenient", po::bool_switch(&lenient), "drop frees of unknown ids")(
       "module", po::value(&module),
       "from an XProf capture: write the compile-time heap trace of this XLA module instead (fragsim info lists them)");
-  po::positional_options_description pos;
-  pos.add("in", 1).add("out", 1);
-  auto p = parse(
-      args, d, pos,
-      "usage: fragsim convert IN OUT [--module NAME]\n\nConverts between .jsonl, .jsonl.zst and .fstrace, lossless for "
-      "every key of the trace contract.");
+  auto p = parse(args, d, {{"in", 1}, {"out", 1}},
+                 "usage: fragsim convert IN OUT [--module NAME]\n\nConverts between .jsonl, .jsonl.zst and .fstrace, "
+                 "lossless for every key of the trace contract; reads every format fragsim reads.",
+                 hidden);
   if (p.help) return 0;
   ReaderOptions ro;
   ro.lenient = lenient;
@@ -599,15 +499,14 @@ int cmd_gen(const std::vector<std::string>& args, const Registry&) {
   std::uint64_t seed = 1;
   std::vector<std::string> sets;
   po::options_description d("fragsim gen options");
-  d.add_options()("workload", po::value(&workload)->required(), "workload name (fragsim list)")(
-      "seed", po::value(&seed)->default_value(1), "PRNG seed (same seed, same trace)")(
+  po::options_description hidden;
+  hidden.add_options()("workload", po::value(&workload)->required(), "workload name (fragsim list)");
+  d.add_options()("seed", po::value(&seed)->default_value(1), "PRNG seed (same seed, same trace)")(
       "set", po::value(&sets)->composing(), "workload knob KEY=VALUE (repeatable)")(
       "output,o", po::value(&out)->required(), "output trace (.jsonl, .jsonl.zst, .fstrace)");
-  po::positional_options_description pos;
-  pos.add("workload", 1);
   std::string usage = "usage: fragsim gen WORKLOAD [--seed N] [--set KEY=VALUE]... -o FILE\n\nworkloads:\n";
   for (const auto& w : list_workloads()) usage += fmt::format("  {:<12} {}\n", w.name, w.summary);
-  auto p = parse(args, d, pos, usage);
+  auto p = parse(args, d, {{"workload", 1}}, usage, hidden);
   if (p.help) return 0;
   nlohmann::json settings = nlohmann::json::object();
   for (const auto& s : sets) {
@@ -624,13 +523,13 @@ int cmd_layout(const std::vector<std::string>& args, const Registry&) {
   bool json = false;
   po::options_description d("fragsim layout options");
   d.add_options()("hw", po::value(&hw_name)->default_value("tpu-v5e"), "TPU preset (its generation picks the tiles)")(
-      "shape", po::value(&shape)->required(), "array, e.g. bf16[1000,129] or f32[8,3]{0,1:T(8,128)}")(
       "json", po::bool_switch(&json), "print JSON");
-  po::positional_options_description pos;
-  pos.add("shape", 1);
-  auto p = parse(args, d, pos,
-                 "usage: fragsim layout --hw PRESET SHAPE [--json]\n\nPadded bytes and tile of an array in TPU tiled "
-                 "layout (XLA:TPU's default tiles unless the shape carries a layout).");
+  po::options_description hidden;
+  hidden.add_options()("shape", po::value(&shape)->required(), "array, e.g. bf16[1000,129] or f32[8,3]{0,1:T(8,128)}");
+  auto p = parse(args, d, {{"shape", 1}},
+                 "usage: fragsim layout SHAPE [--hw PRESET] [--json]\n\nPadded bytes and tile of an array in TPU "
+                 "tiled layout (XLA:TPU's default tiles unless the shape carries a layout).",
+                 hidden);
   if (p.help) return 0;
   HardwareModel hw = load_hardware(hw_name);
   if (hw.kind != "tpu") throw InputError("--hw: layout needs a TPU preset, '" + hw.name + "' is a " + hw.kind);
@@ -683,12 +582,12 @@ void list_policy(const PolicyInfo& info) {
 int cmd_list(const std::vector<std::string>& args, const Registry& reg) {
   po::options_description d("fragsim list options");
   std::string what;
-  d.add_options()("what", po::value(&what), "a policy name: list its options");
-  po::positional_options_description pos;
-  pos.add("what", 1);
-  auto p = parse(args, d, pos,
+  po::options_description hidden;
+  hidden.add_options()("what", po::value(&what), "a policy name: list its options");
+  auto p = parse(args, d, {{"what", 1}},
                  "usage: fragsim list [POLICY]\n\nLists the policies, hardware presets and workloads; with a policy "
-                 "name, that policy's options.");
+                 "name, that policy's options.",
+                 hidden);
   if (p.help) return 0;
   if (!what.empty()) {
     list_policy(reg.find(what, "list"));

@@ -1,0 +1,171 @@
+// JAX's GPU memory settings, read as jaxlib reads them (`generate_pjrt_gpu_plugin_options`,
+// specs/xla-bfc.md §4):
+//   XLA_PYTHON_CLIENT_ALLOCATOR  .lower() ∈ default|bfc|platform|cuda_async, else ValueError
+//   XLA_CLIENT_MEM_FRACTION / deprecated XLA_PYTHON_CLIENT_MEM_FRACTION: Python float(); both
+//                                set (non-empty) → ValueError; empty = unset
+//   XLA_PYTHON_CLIENT_PREALLOCATE  non-empty and not in ('false','False','0') → true
+//   XLA_PYTHON_CLIENT_COLLECTIVE_MEM_SIZE_MB  Python int() × 2^20
+//   XLA_FLAGS  --xla_gpu_enable_allocator_spatial_partitioning=true|false (other flags ignored)
+//   TF_GPU_ALLOCATOR=cuda_malloc_async  documented by JAX as selecting cuda_async
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cctype>
+#include <cmath>
+
+#include "policies/policy.h"
+#include "sim/base/error.h"
+
+namespace fragsim {
+
+namespace {
+
+std::string strip(const std::string& s) {
+  size_t a = s.find_first_not_of(" \t\n\r\f\v"), b = s.find_last_not_of(" \t\n\r\f\v");
+  return a == std::string::npos ? "" : s.substr(a, b - a + 1);
+}
+
+// Python's literal rules: an underscore may separate two digits ("1_0.5").
+std::string python_digits(const std::string& text) {
+  std::string s = strip(text), clean;
+  for (size_t i = 0; i < s.size(); ++i)
+    if (!(s[i] == '_' && i > 0 && i + 1 < s.size() && std::isdigit(static_cast<unsigned char>(s[i - 1])) &&
+          std::isdigit(static_cast<unsigned char>(s[i + 1]))))
+      clean += s[i];
+  return clean;
+}
+
+// Python's float() for the forms people write (".83", "0.5", "1e-1", " 0.5 ", "1_0.5").
+double python_float(const std::string& var, const std::string& text) {
+  std::string clean = python_digits(text);
+  char* end = nullptr;
+  double v = clean.empty() ? NAN : std::strtod(clean.c_str(), &end);
+  if (clean.empty() || *end || std::isnan(v))
+    throw InputError(
+        fmt::format("--env {}: could not convert string to float: '{}' (JAX raises ValueError)", var, text));
+  return v;
+}
+
+std::int64_t python_int(const std::string& var, const std::string& text) {
+  std::string clean = python_digits(text);
+  char* end = nullptr;
+  long long v = clean.empty() ? 0 : std::strtoll(clean.c_str(), &end, 10);
+  if (clean.empty() || *end)
+    throw InputError(
+        fmt::format("--env {}: invalid literal for int() with base 10: '{}' (JAX raises ValueError)", var, text));
+  return v;
+}
+
+bool parse_xla_bool(const std::string& flag, const std::string& v) {
+  std::string l = v;
+  std::transform(l.begin(), l.end(), l.begin(), [](unsigned char c) { return std::tolower(c); });
+  if (l == "true" || l == "1" || l.empty()) return true;
+  if (l == "false" || l == "0") return false;
+  throw InputError(fmt::format("--env XLA_FLAGS: {}: expected true or false, got '{}'", flag, v));
+}
+
+FrameworkSettings interpret_jax(const std::map<std::string, std::string>& env, const std::string& named,
+                                std::vector<std::string>* notes) {
+  FrameworkSettings out;
+  nlohmann::json& cfg = out.config;
+  auto get = [&](const char* k) -> std::string {
+    auto it = env.find(k);
+    return it == env.end() ? std::string() : it->second;
+  };
+  bool jax = false;  // a variable that configures JAX's allocator (JAX's default one, unless it names another)
+  if (env.count("XLA_PYTHON_CLIENT_ALLOCATOR")) {
+    jax = true;
+    std::string alloc = get("XLA_PYTHON_CLIENT_ALLOCATOR"), l = alloc;
+    std::transform(l.begin(), l.end(), l.begin(), [](unsigned char c) { return std::tolower(c); });
+    if (l == "default" || l == "bfc")
+      out.policy = "xla-bfc";
+    else if (l == "platform")
+      out.policy = "platform";
+    else if (l == "cuda_async")
+      out.policy = "cuda-async";
+    else
+      throw InputError(
+          fmt::format("--env XLA_PYTHON_CLIENT_ALLOCATOR: must be \"default\", \"platform\", \"bfc\", or "
+                      "\"cuda_async\", got \"{}\"",
+                      l));
+    notes->push_back(fmt::format("XLA_PYTHON_CLIENT_ALLOCATOR={} -> policy {}", alloc, out.policy));
+  }
+  std::string frac = get("XLA_CLIENT_MEM_FRACTION"), dep = get("XLA_PYTHON_CLIENT_MEM_FRACTION");
+  if (!dep.empty() && !frac.empty())
+    throw InputError(
+        "--env: XLA_CLIENT_MEM_FRACTION is specified together with XLA_PYTHON_CLIENT_MEM_FRACTION. Remove the latter "
+        "one, it is deprecated. (JAX raises ValueError)");
+  if (frac.empty()) frac = dep;
+  if (!frac.empty()) {
+    jax = true;
+    double f = python_float("XLA_CLIENT_MEM_FRACTION", frac);
+    if (!(f > 0) || std::isinf(f)) throw InputError(fmt::format("--env: memory fraction must be > 0, got {}", frac));
+    cfg["mem_fraction"] = f;
+    notes->push_back(fmt::format("memory fraction {} (as the f32 PJRT passes on: {:.9g})", frac,
+                                 static_cast<double>(static_cast<float>(f))));
+  }
+  std::string pre = get("XLA_PYTHON_CLIENT_PREALLOCATE");
+  if (!pre.empty()) {
+    jax = true;
+    bool p = !(pre == "false" || pre == "False" || pre == "0");
+    cfg["preallocate"] = p;
+    notes->push_back(
+        fmt::format("XLA_PYTHON_CLIENT_PREALLOCATE={} -> preallocate={}{}", pre, p ? "true" : "false",
+                    (p && (pre == "FALSE" || pre == "no" || pre == "off")) ? " (JAX only accepts false/False/0)" : ""));
+  }
+  std::string coll = get("XLA_PYTHON_CLIENT_COLLECTIVE_MEM_SIZE_MB");
+  if (!coll.empty()) {
+    jax = true;
+    std::int64_t mb = python_int("XLA_PYTHON_CLIENT_COLLECTIVE_MEM_SIZE_MB", coll);
+    if (mb < 0) throw InputError("--env XLA_PYTHON_CLIENT_COLLECTIVE_MEM_SIZE_MB: must be >= 0");
+    cfg["collective_memory_size"] = static_cast<std::uint64_t>(mb) << 20;
+  }
+  if (env.count("XLA_FLAGS")) {
+    std::string flags = get("XLA_FLAGS");
+    size_t pos = 0;
+    while (pos < flags.size()) {
+      size_t end = flags.find_first_of(" \t", pos);
+      std::string f = flags.substr(pos, end == std::string::npos ? std::string::npos : end - pos);
+      pos = end == std::string::npos ? flags.size() : end + 1;
+      if (f.empty()) continue;
+      std::string name = f, value;
+      auto eq = f.find('=');
+      if (eq != std::string::npos) name = f.substr(0, eq), value = f.substr(eq + 1);
+      if (name == "--xla_gpu_enable_allocator_spatial_partitioning") {
+        jax = true;
+        cfg["spatial_partitioning"] = parse_xla_bool(name, value);
+      } else {
+        notes->push_back(fmt::format("XLA_FLAGS: {} does not affect allocation; ignored", name));
+      }
+    }
+  }
+  if (env.count("TF_GPU_ALLOCATOR")) {
+    if (get("TF_GPU_ALLOCATOR") != "cuda_malloc_async")
+      throw InputError("--env TF_GPU_ALLOCATOR: only cuda_malloc_async is understood");
+    if (out.policy.empty()) out.policy = "cuda-async";
+    notes->push_back("TF_GPU_ALLOCATOR=cuda_malloc_async -> cuda-async (as JAX documents it)");
+  }
+  if (jax && out.policy.empty()) out.policy = "xla-bfc";  // JAX's default allocator
+  // Keys that only some of JAX's allocators read.
+  const std::string& policy = named.empty() ? out.policy : named;
+  if (policy == "platform") {
+    for (const char* k : {"mem_fraction", "preallocate", "spatial_partitioning", "collective_memory_size"})
+      if (cfg.erase(k)) notes->push_back(fmt::format("{} does not affect the platform allocator", k));
+  } else if (policy == "cuda-async") {
+    for (const char* k : {"spatial_partitioning", "collective_memory_size"}) cfg.erase(k);
+  }
+  return out;
+}
+
+}  // namespace
+
+void register_jax_settings(Registry& r) {
+  r.add_framework(
+      {"JAX",
+       "XLA",
+       {"XLA_PYTHON_CLIENT_ALLOCATOR", "XLA_CLIENT_MEM_FRACTION", "XLA_PYTHON_CLIENT_MEM_FRACTION",
+        "XLA_PYTHON_CLIENT_PREALLOCATE", "XLA_PYTHON_CLIENT_COLLECTIVE_MEM_SIZE_MB", "XLA_FLAGS", "TF_GPU_ALLOCATOR"},
+       interpret_jax});
+}
+
+}  // namespace fragsim

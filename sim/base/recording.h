@@ -1,0 +1,108 @@
+// Recording: what a trace says about the run that produced it — which tool recorded it, the
+// allocator settings in force, each device's usable memory and each allocator's limit and mode,
+// the hardware, the alignment XLA gave its buffers (architecture.md: "a typed Recording").
+//
+// Readers (traces/) fill it; policies, the engine and the command line read these fields and
+// never the importers' header keys. The trace header is its serialised form (traces/recording.h
+// reads it back), so a capture converted to JSONL or .fstrace replays as the capture does, and
+// reports keep the header as data.
+#pragma once
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "sim/base/units.h"
+
+namespace fragsim {
+
+enum class RecordingSource : std::uint8_t {
+  kPlain,          // a fragsim trace with no recording behind it (hand-written, converted without a source)
+  kGenerated,      // fragsim gen
+  kTorchSnapshot,  // torch.cuda.memory._snapshot() / _dump_snapshot()
+  kXprof,          // an XProf (JAX / TensorFlow profiler) capture with allocator events
+  kXlaHlo,         // XLA's compile-time heap-simulator trace of one module
+};
+
+// Usable memory of one device as the recording shows it (a recorded OOM, OOM retries).
+struct RecordedDeviceMemory {
+  std::uint32_t device = 0;
+  Bytes usable = 0;
+  std::string basis;  // how it was inferred, in words
+};
+
+// One allocator instance a capture logged (XLA's BFC on a device and memory space).
+struct RecordedAllocator {
+  enum class Mode : std::uint8_t { kUnknown, kSingleRegion, kGrow };
+  std::string name;  // as logged, e.g. "GPU_0_bfc"
+  std::uint32_t device = 0;
+  Space space = Space::kHbm;
+  std::optional<Bytes> limit;  // bytes_allocated + bytes_available + bytes_reserved, as logged
+  Mode mode = Mode::kUnknown;  // one preallocated region, or regions obtained on demand
+};
+
+// The device a recording names.
+struct RecordedHardware {
+  std::string preset;             // the closest hardware preset ("tpu-v6e", "h100-80g")
+  std::optional<Bytes> capacity;  // the memory the device reported, when it differs from the preset's
+  std::string basis;              // what in the recording says so
+};
+
+// A PyTorch snapshot's allocator_settings (the effective CUDACachingAllocator configuration).
+struct RecordedTorchSettings {
+  std::optional<Bytes> max_split_size;
+  std::optional<double> garbage_collection_threshold;
+  std::optional<bool> expandable_segments;
+  std::vector<std::pair<std::uint64_t, std::uint64_t>> roundup_power2_divisions;  // (interval in MiB, divisions)
+};
+
+struct Recording {
+  RecordingSource source = RecordingSource::kPlain;
+  std::optional<RecordedTorchSettings> torch_settings;
+  std::vector<RecordedDeviceMemory> devices;
+  std::vector<RecordedAllocator> allocators;
+  std::optional<RecordedHardware> hardware;
+  std::optional<Bytes> alignment;  // the alignment every buffer had (XLA:GPU modules: 256 B)
+  bool state_only = false;         // a snapshot without a trace: nothing happened while recording
+
+  const RecordedDeviceMemory* device(std::uint32_t d) const {
+    for (const auto& x : devices)
+      if (x.device == d) return &x;
+    return nullptr;
+  }
+  const RecordedAllocator* allocator(std::uint32_t d, Space sp) const {
+    for (const auto& a : allocators)
+      if (a.device == d && a.space == sp) return &a;
+    return nullptr;
+  }
+  // The framework that recorded it, as users name it ("" when the trace does not say).
+  std::string framework() const {
+    switch (source) {
+      case RecordingSource::kTorchSnapshot:
+        return "PyTorch";
+      case RecordingSource::kXprof:
+      case RecordingSource::kXlaHlo:
+        return "XLA";
+      default:
+        return {};
+    }
+  }
+  // How reports name the source ("a PyTorch memory snapshot").
+  std::string what() const {
+    switch (source) {
+      case RecordingSource::kTorchSnapshot:
+        return "a PyTorch memory snapshot";
+      case RecordingSource::kXprof:
+        return "an XProf capture";
+      case RecordingSource::kXlaHlo:
+        return "an XLA module's heap trace";
+      case RecordingSource::kGenerated:
+        return "a generated trace";
+      default:
+        return "a fragsim trace";
+    }
+  }
+};
+
+}  // namespace fragsim

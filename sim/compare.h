@@ -1,0 +1,35 @@
+// `fragsim compare`: several policies on one or more traces, as one table. With no --policies
+// the list follows the input: the lower bound (ideal), the policy a run would choose (the
+// recorded allocator with its recorded settings) and that policy's what-ifs (PolicyInfo::what_ifs:
+// expandable segments, growth instead of preallocation, another of the framework's allocators).
+#pragma once
+#include <string>
+#include <vector>
+
+#include "sim/run_setup.h"
+
+namespace fragsim {
+
+struct CompareRequest {
+  RunRequest base;                  // trace (the first), hardware, settings shared by every entry
+  std::vector<std::string> traces;  // every trace, the base's first
+  std::string policies;             // "A,B[k=v],..."; "" = the defaults for the input
+};
+
+struct ComparePlan {
+  std::vector<RunOptions> runs;  // traces × entries, in that order, each with its label
+  std::vector<std::string> entries;
+};
+
+// Throws InputError on a bad entry (before any trace is replayed) or a bad request.
+[[nodiscard]] ComparePlan prepare_compare(const CompareRequest& req, const Registry& reg);
+
+// The default entries for one trace: "ideal", the chosen policy, its what-ifs.
+[[nodiscard]] std::vector<std::string> default_compare_entries(const RunRequest& req, const Recording& recording,
+                                                               const Registry& reg);
+
+// How compare labels each trace's rows when there are several: the file name, or — when two
+// traces share a file name — as much of the path as tells them apart.
+[[nodiscard]] std::vector<std::string> trace_labels(const std::vector<std::string>& traces);
+
+}  // namespace fragsim

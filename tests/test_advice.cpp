@@ -1,0 +1,165 @@
+// Advice proven by replay (sim/advice.h): every setting printed is one with which the trace was
+// replayed and fits, every command printed is complete — pasted, it reproduces the claim — and
+// when the live buffers alone exceed the device, the answer is memory, not an allocator knob.
+// Each test runs the commands the advice printed and checks what the advice said of them.
+#include <fmt/format.h>
+
+#include <catch2/catch.hpp>
+#include <regex>
+
+#include "test_util.h"
+
+using namespace fragsim::test;
+
+namespace {
+
+const std::string kJax = std::string(FRAGSIM_SOURCE_DIR) + "/traces/samples/jax_train_small.jsonl";
+const std::string kTorchOom = std::string(FRAGSIM_SOURCE_DIR) + "/tests/data/torch/expandable_3dev_oom.pickle.zst";
+
+struct Advice {
+  std::vector<std::string> lines;
+  std::string text() const {
+    std::string s;
+    for (const auto& l : lines) s += l + "\n";
+    return s;
+  }
+};
+
+Advice advice_of(const std::string& args) {
+  std::string js = tmp_path("advice.json");
+  auto r = cli("run " + args + " --json " + js);
+  REQUIRE(r.code == 0);
+  auto j = nlohmann::json::parse(read_text(js));
+  Advice a;
+  for (const auto& l : j.value("advice", nlohmann::json::array())) a.lines.push_back(l);
+  // The text report prints the same lines.
+  auto t = cli("run " + args);
+  for (const auto& l : a.lines) CHECK(t.out.find("  advice: " + l) != std::string::npos);
+  return a;
+}
+
+// The commands a line quotes (`fragsim ...`), without "fragsim ".
+std::vector<std::string> commands(const std::string& line) {
+  std::vector<std::string> v;
+  static const std::regex cmd("`fragsim ([^`]*)`");
+  for (auto it = std::sregex_iterator(line.begin(), line.end(), cmd); it != std::sregex_iterator(); ++it)
+    v.push_back((*it)[1]);
+  return v;
+}
+
+const std::string* line_with(const Advice& a, const std::string& what) {
+  for (const auto& l : a.lines)
+    if (l.find(what) != std::string::npos) return &l;
+  return nullptr;
+}
+
+bool completes(const std::string& run_args) {
+  auto r = cli(run_args);
+  REQUIRE(r.code == 0);
+  return r.out.find("result: completed, no OOM") != std::string::npos;
+}
+
+// 64 live 1 MiB buffers; every other one freed; a 2 MiB request finds 32 MiB free in 1 MiB holes.
+std::string fragmentation_trace() {
+  std::string t = "{\"fragsim_trace\":1}\n";
+  for (int i = 1; i <= 64; ++i) t += fmt::format("{{\"op\":\"alloc\",\"id\":{},\"size\":1048576}}\n", i);
+  for (int i = 2; i <= 64; i += 2) t += fmt::format("{{\"op\":\"free\",\"id\":{}}}\n", i);
+  t += "{\"op\":\"alloc\",\"id\":100,\"size\":2097152,\"name\":\"big\"}\n";
+  return write_text("frag.jsonl", t);
+}
+
+}  // namespace
+
+TEST_CASE("advice: a setting is printed only after a replay with it fits, with the command that shows it") {
+  // JAX's BFC holds 64 MiB (half of a 128 MiB device) and fragments; cuda_async takes what it needs
+  // from the device and fits; growing the BFC region by region does not (the limit still binds).
+  std::string t = fragmentation_trace();
+  std::string dev = " --capacity 128MiB --reserve 0 --env XLA_PYTHON_CLIENT_MEM_FRACTION=.5";
+  Advice a = advice_of(t + dev);
+  const std::string* fits = line_with(a, "XLA_PYTHON_CLIENT_ALLOCATOR=cuda_async — verified by replay");
+  REQUIRE(fits);
+  auto cmds = commands(*fits);
+  REQUIRE(cmds.size() == 1);
+  CHECK(cmds[0].rfind("run ", 0) == 0);
+  // Complete: the user's device and settings are in it, with the suggested one.
+  for (const char* part : {"--capacity 128MiB", "--reserve 0", "XLA_PYTHON_CLIENT_MEM_FRACTION=.5",
+                           "XLA_PYTHON_CLIENT_ALLOCATOR=cuda_async"})
+    CHECK(cmds[0].find(part) != std::string::npos);
+  CHECK(completes(cmds[0]));
+  // What the advice says did not help indeed OOMs, and is not offered as a fix.
+  const std::string* tried = line_with(a, "tried by replay, still OOM");
+  REQUIRE(tried);
+  CHECK(tried->find("XLA_PYTHON_CLIENT_PREALLOCATE=false") != std::string::npos);
+  CHECK_FALSE(completes("run " + t + dev + " --env XLA_PYTHON_CLIENT_PREALLOCATE=false"));
+  // A setting already in force is never suggested.
+  Advice b = advice_of(t + dev + " --env XLA_PYTHON_CLIENT_PREALLOCATE=false");
+  for (const auto& l : b.lines) {
+    CHECK(l.rfind("fragmentation: XLA_PYTHON_CLIENT_PREALLOCATE", 0) != 0);
+    if (l.rfind("tried by replay", 0) == 0) CHECK(l.find("PREALLOCATE") == std::string::npos);
+  }
+  CHECK(line_with(b, "XLA_PYTHON_CLIENT_ALLOCATOR=cuda_async — verified by replay"));
+  // PyTorch's settings for a PyTorch run only; none helps on a full device: the capacity that
+  // fits is found by replay instead.
+  Advice c = advice_of(t + " --capacity 64MiB --reserve 0 --policy torch-caching");
+  CHECK(c.text().find("XLA_") == std::string::npos);
+  CHECK(c.text().find("expandable_segments:True (OOM at event") != std::string::npos);
+  CHECK(line_with(c, "verified by replay: the trace fits") == nullptr);
+  const std::string* cap = line_with(c, "capacity: with torch-caching it fits from --capacity ");
+  REQUIRE(cap);
+  auto cc = commands(*cap);
+  REQUIRE(cc.size() == 2);  // the sweep, and the run at its answer
+  CHECK(cc[0].rfind("sweep ", 0) == 0);
+  CHECK(completes(cc[1]));
+}
+
+TEST_CASE("advice: live buffers beyond the device get the memory the trace needs, no allocator knob") {
+  // 1.39 GiB live at the peak, a 1 GiB device with 500 MiB reserved: no setting can help.
+  Advice a = advice_of(kJax + " --policy xla-bfc --capacity 1GiB");
+  REQUIRE(a.lines.size() == 1);
+  const std::string& l = a.lines[0];
+  CHECK(l.find("no allocator setting helps") != std::string::npos);
+  CHECK(l.find("alone reach 1.39 GiB, more than the 524.00 MiB it gives allocators") != std::string::npos);
+  for (const char* knob : {"MEM_FRACTION", "PREALLOCATE", "cuda_async", "expandable"})
+    CHECK(l.find(knob) == std::string::npos);
+  auto cmds = commands(l);
+  REQUIRE(cmds.size() == 2);
+  std::smatch m;
+  REQUIRE(std::regex_search(cmds[1], m, std::regex("--capacity ([0-9]+)MiB")));
+  const long mib = std::stol(m[1]);
+  CHECK(completes(cmds[1]));
+  // The smallest: one granularity step (2 MiB on h100-80g) less does not fit.
+  CHECK_FALSE(completes("run " + kJax + " --policy xla-bfc --capacity " + std::to_string(mib - 2) + "MiB"));
+  // The sweep command it quotes gives the same answer.
+  auto s = cli(cmds[0]);
+  REQUIRE(s.code == 0);
+  CHECK(s.out.find("--capacity " + std::to_string(mib) + "MiB") != std::string::npos);
+}
+
+TEST_CASE("advice: a memory fraction below the device gets the smallest fraction that fits, found by replay") {
+  Advice a = advice_of(kJax + " --policy xla-bfc --capacity 4GiB --env XLA_PYTHON_CLIENT_MEM_FRACTION=.3");
+  const std::string* l = line_with(a, "is the smallest fraction with which the trace fits");
+  REQUIRE(l);
+  std::smatch m;
+  REQUIRE(std::regex_search(*l, m, std::regex("XLA_PYTHON_CLIENT_MEM_FRACTION=(\\.[0-9]+|1\\.0)")));
+  const double f = std::stod("0" + std::string(m[1]));
+  CHECK(f > 0.3);
+  auto cmds = commands(*l);
+  REQUIRE(cmds.size() == 2);
+  CHECK(cmds[1].find("XLA_PYTHON_CLIENT_MEM_FRACTION=" + std::string(m[1])) != std::string::npos);
+  // The fraction given is replaced, not repeated.
+  CHECK(cmds[1].find("MEM_FRACTION") == cmds[1].rfind("MEM_FRACTION"));
+  CHECK(completes(cmds[1]));
+  CHECK_FALSE(completes("run " + kJax + " --policy xla-bfc --capacity 4GiB --env XLA_PYTHON_CLIENT_MEM_FRACTION=" +
+                        fmt::format("{:.2f}", f - 0.01)));
+}
+
+TEST_CASE("advice: a multi-device snapshot names the device that binds and the capacity every device needs") {
+  // Device 1's live buffers reach 83.23 GiB on a GPU that recorded 78.51 GiB usable.
+  Advice a = advice_of(kTorchOom);
+  REQUIRE(a.lines.size() == 1);
+  CHECK(a.lines[0].find("device 1 hbm alone reach 83.23 GiB") != std::string::npos);
+  CHECK(a.lines[0].find("expandable_segments") == std::string::npos);  // already on, and no knob helps
+  auto cmds = commands(a.lines[0]);
+  REQUIRE(cmds.size() == 2);
+  CHECK(completes(cmds[1]));
+}

@@ -1,0 +1,104 @@
+#include "traces/recording.h"
+
+#include <fmt/format.h>
+
+#include <cstdlib>
+
+#include "sim/base/error.h"
+
+namespace fragsim {
+
+namespace {
+
+bool pow2(std::uint64_t v) { return v && !(v & (v - 1)); }
+
+// allocator_settings as PyTorch writes them; values PyTorch would not have written are ignored,
+// as the allocator itself would never have been configured with them.
+RecordedTorchSettings torch_settings(const nlohmann::json& s) {
+  RecordedTorchSettings t;
+  if (!s.is_object()) return t;
+  if (auto it = s.find("max_split_size"); it != s.end() && it->is_number_integer()) {
+    std::int64_t v = it->get<std::int64_t>();
+    if (v > 0 && static_cast<std::uint64_t>(v) < (1ULL << 62)) t.max_split_size = static_cast<Bytes>(v);
+  }
+  if (auto it = s.find("garbage_collection_threshold"); it != s.end() && it->is_number()) {
+    double v = it->get<double>();
+    if (v > 0 && v < 1) t.garbage_collection_threshold = v;
+  }
+  if (auto it = s.find("expandable_segments"); it != s.end() && it->is_boolean())
+    t.expandable_segments = it->get<bool>();
+  if (auto it = s.find("roundup_power2_divisions"); it != s.end() && it->is_object())
+    for (auto d = it->begin(); d != it->end(); ++d) {
+      char* end = nullptr;
+      std::uint64_t mb = std::strtoull(d.key().c_str(), &end, 10);
+      if (*end || !pow2(mb) || !d.value().is_number_integer() || d.value().get<std::int64_t>() < 0) continue;
+      auto n = d.value().get<std::uint64_t>();
+      if (n != 0 && !pow2(n)) continue;
+      t.roundup_power2_divisions.emplace_back(mb, n);
+    }
+  return t;
+}
+
+}  // namespace
+
+Recording recording_from_header(const nlohmann::json& h, const std::string& file, std::uint64_t line) {
+  Recording r;
+  if (!h.is_object()) return r;
+  auto bad = [&](const std::string& key, const std::string& what) { return InputError(file, line, key + ": " + what); };
+  const std::string source = h.value("source", std::string());
+  if (source == "torch-snapshot")
+    r.source = RecordingSource::kTorchSnapshot;
+  else if (source == "xprof")
+    r.source = RecordingSource::kXprof;
+  else if (source == "xla-hlo")
+    r.source = RecordingSource::kXlaHlo;
+  else if (source == "fragsim gen")
+    r.source = RecordingSource::kGenerated;
+  if (h.contains("allocator_settings")) r.torch_settings = torch_settings(h["allocator_settings"]);
+  if (auto it = h.find("recorded_devices"); it != h.end() && it->is_array())
+    for (const auto& d : *it) {
+      if (!d.is_object() || !d.contains("device") || !d["device"].is_number_unsigned() ||
+          d["device"].get<std::uint64_t>() > UINT32_MAX || !d.contains("usable_bytes") ||
+          !d["usable_bytes"].is_number_unsigned())
+        throw bad("recorded_devices", "each entry needs device and usable_bytes");
+      r.devices.push_back({d["device"].get<std::uint32_t>(), d["usable_bytes"].get<Bytes>(),
+                           d.value("basis", std::string("from the trace header"))});
+    }
+  if (auto x = h.find("xprof"); x != h.end() && x->is_object())
+    if (auto al = x->find("allocators"); al != x->end() && al->is_array())
+      for (const auto& a : *al) {
+        if (!a.is_object() || !a.contains("device") || !a["device"].is_number_unsigned() ||
+            a["device"].get<std::uint64_t>() > UINT32_MAX)
+          continue;
+        RecordedAllocator ra;
+        ra.name = a.value("allocator", std::string());
+        ra.device = a["device"].get<std::uint32_t>();
+        if (!parse_space(a.value("space", std::string("hbm")), &ra.space)) continue;
+        if (a.contains("limit_bytes") && a["limit_bytes"].is_number_unsigned())
+          ra.limit = a["limit_bytes"].get<Bytes>();
+        std::string mode = a.value("mode", std::string());
+        ra.mode = mode == "single_region" ? RecordedAllocator::Mode::kSingleRegion
+                  : mode == "grow"        ? RecordedAllocator::Mode::kGrow
+                                          : RecordedAllocator::Mode::kUnknown;
+        r.allocators.push_back(std::move(ra));
+      }
+  if (auto hw = h.find("recorded_hardware"); hw != h.end() && hw->is_object()) {
+    RecordedHardware rh;
+    if (!hw->contains("preset") || !(*hw)["preset"].is_string()) throw bad("recorded_hardware", "needs a preset name");
+    rh.preset = (*hw)["preset"].get<std::string>();
+    if (hw->contains("capacity_bytes")) {
+      if (!(*hw)["capacity_bytes"].is_number_unsigned())
+        throw bad("recorded_hardware", "capacity_bytes must be a number of bytes");
+      rh.capacity = (*hw)["capacity_bytes"].get<Bytes>();
+    }
+    rh.basis = hw->value("basis", std::string("the trace header"));
+    r.hardware = std::move(rh);
+  }
+  if (r.source == RecordingSource::kXlaHlo && h.contains("alignment_bytes") &&
+      h["alignment_bytes"].is_number_unsigned())
+    r.alignment = h["alignment_bytes"].get<Bytes>();
+  r.state_only = h.value("state_only", false) == true;
+  return r;
+}
+
+}  // namespace fragsim

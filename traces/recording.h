@@ -1,0 +1,26 @@
+// The trace header as a Recording (sim/base/recording.h): the header is the Recording's
+// serialised form — importers write these keys, every reader reads them back here, once — so a
+// capture converted to JSONL or .fstrace carries the same recording as the capture itself.
+//
+//   source              "torch-snapshot" | "xprof" | "xla-hlo" | "fragsim gen" (else a plain trace)
+//   allocator_settings  a PyTorch snapshot's allocator_settings (max_split_size, expandable_segments,
+//                       garbage_collection_threshold, roundup_power2_divisions)
+//   recorded_devices    [{device, usable_bytes, basis}]: usable memory inferred from the recording
+//   xprof.allocators    [{allocator, device, space, limit_bytes, mode: single_region|grow}]
+//   recorded_hardware   {preset, capacity_bytes, basis}
+//   alignment_bytes     (source xla-hlo) the alignment of every buffer
+//   state_only          a snapshot without a trace
+#pragma once
+#include <nlohmann/json.hpp>
+#include <string>
+
+#include "sim/base/recording.h"
+
+namespace fragsim {
+
+// Reads the keys above; a malformed one is an InputError naming the file, the header's line and the key. Values a
+// recording may legitimately leave out (a setting, a limit) are simply absent.
+[[nodiscard]] Recording recording_from_header(const nlohmann::json& header, const std::string& file,
+                                              std::uint64_t line = 0);
+
+}  // namespace fragsim
