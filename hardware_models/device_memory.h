@@ -60,7 +60,8 @@ class DeviceMemory {
   }
   // Sizes asked for by successful allocations, in order, while logging is on (fidelity checks).
   void set_logging(bool on) { logging_ = on; }
-  std::vector<Bytes>& grant_log() { return log_; }
+  bool logging() const { return logging_; }
+  const std::vector<Bytes>& grant_log() const { return log_; }
   // Addresses released while logging is on, in order.
   const std::vector<Addr>& release_log() const { return release_log_; }
 

@@ -126,13 +126,8 @@ struct Usage {
   Bytes largest_available = 0;  // largest single block obtainable now (free block or fresh device memory)
 };
 
-// External fragmentation of the free reserved memory: (free − largest free) / free, 0 when free is 0.
-inline double fragmentation(const Usage& u) {
-  Bytes free = u.reserved > u.allocated ? u.reserved - u.allocated : 0;
-  if (free == 0) return 0.0;
-  Bytes lf = u.largest_free < free ? u.largest_free : free;
-  return static_cast<double>(free - lf) / static_cast<double>(free);
-}
+// External fragmentation of the free reserved memory (external_fragmentation, sim/base/units.h).
+inline double fragmentation(const Usage& u) { return external_fragmentation(u.reserved, u.allocated, u.largest_free); }
 
 class Scheduler {
  public:
@@ -213,6 +208,9 @@ class AllocatorPolicy {
   virtual std::string empty_cache() { return "this allocator keeps no cache: nothing to release"; }
   // Current figures for metrics (cheap: O(1) or O(log n)).
   [[nodiscard]] virtual Usage usage() const = 0;
+  // The most it will hold from this space: its own cap below the device's memory (a BFC's limit,
+  // a memory fraction's share, the TPU runtime's limit); 0 when the device's memory is the only one.
+  [[nodiscard]] virtual Bytes limit() const { return 0; }
   // The size this policy would ask for the request after its own rounding (OOM cause).
   [[nodiscard]] virtual Bytes rounded_size(const AllocRequest& req) const { return req.size; }
   // Allocator statistics in the real allocator's names (report "policy_stats").

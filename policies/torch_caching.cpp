@@ -569,6 +569,10 @@ class TorchCachingPolicy : public AllocatorPolicy {
     was = now;
   }
 
+  Bytes limit() const override {
+    return c_.memory_fraction > 0 ? static_cast<Bytes>(c_.memory_fraction * static_cast<double>(total_)) : 0;
+  }
+
   Config c_;
   DeviceMemory* dev_;
   Scheduler* sched_;

@@ -98,6 +98,7 @@ class TpuPaddedPolicy : public AllocatorPolicy {
             {"bytes_moved", bytes_moved_},
             {"inner", inner_->stats()}};
   }
+  Bytes limit() const override { return inner_->limit(); }
   nlohmann::json extra_report() const override {
     return {{"padding",
              {{"peak_padded_bytes", peak_padded_},

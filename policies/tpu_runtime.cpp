@@ -26,6 +26,7 @@ constexpr Bytes kTpuRuntimeUnit = 128;
 
 class TpuRuntimePolicy : public AllocatorPolicy {
  public:
+  Bytes limit() const override { return limit_; }
   explicit TpuRuntimePolicy(Bytes limit) : limit_(round_down(limit, kTpuRuntimeUnit)) {
     if (limit_) add_hole(0, limit_);
   }

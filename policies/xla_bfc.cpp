@@ -575,6 +575,7 @@ class XlaBfcPolicy : public AllocatorPolicy {
     return j;
   }
 
+  Bytes limit() const override { return main_.options().limit; }
   nlohmann::json extra_report() const override {
     nlohmann::json j = {{"bfc",
                          {{"name", main_.options().name},

@@ -77,12 +77,12 @@ void PerfettoWriter::end_buffer(Tick t, std::uint32_t device, Space space, Alloc
 }
 
 void PerfettoWriter::oom(Tick t, std::uint32_t device, Space space, AllocId id, std::string_view name, Bytes requested,
-                         Bytes free, Bytes largest_free, bool fragmentation) {
+                         Bytes free, Bytes largest_free, std::string_view cause, std::string_view kind) {
   process(device);
   emit(fmt::format(
-      R"({{"ph":"i","s":"p","cat":"oom","name":{},"pid":{},"tid":0,"ts":{},"args":{{"space":"{}","id":{},"requested_bytes":{},"free_bytes":{},"largest_free_bytes":{},"cause":"{}"}}}})",
+      R"({{"ph":"i","s":"p","cat":"oom","name":{},"pid":{},"tid":0,"ts":{},"args":{{"space":"{}","id":{},"requested_bytes":{},"free_bytes":{},"largest_free_bytes":{},"cause":{}{}}}}})",
       json_string("OOM: " + buffer_name(id, name)), device, ts(t), space_name(space), id, requested, free, largest_free,
-      fragmentation ? "fragmentation" : "capacity"));
+      json_string(cause), kind.empty() ? std::string() : ",\"kind\":" + json_string(kind)));
 }
 
 void PerfettoWriter::mark(Tick t, std::string_view name) {

@@ -32,7 +32,7 @@ class PerfettoWriter {
                     Bytes block, bool has_addr, Addr addr);
   void end_buffer(Tick t, std::uint32_t device, Space space, AllocId id, std::string_view name);
   void oom(Tick t, std::uint32_t device, Space space, AllocId id, std::string_view name, Bytes requested, Bytes free,
-           Bytes largest_free, bool fragmentation);
+           Bytes largest_free, std::string_view cause, std::string_view kind);  // oom_cause, OomRecord::kind
   void mark(Tick t, std::string_view name);
   void commit();  // closes the JSON and renames the file into place
 

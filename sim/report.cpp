@@ -73,12 +73,10 @@ nlohmann::json space_moment_json(const SpaceMoment& s, size_t max_blocks) {
            {{"regions", regions}, {"blocks", blocks}, {"truncated", s.truncated || s.map.blocks.size() > max_blocks}}}};
 }
 
-constexpr size_t kJsonMapBlocks = 5000;  // blocks of a memory map a JSON report keeps
-
-nlohmann::json moment_json(const RunResult& r, const Moment& m) {
+nlohmann::json moment_json(const RunResult& r, const Moment& m, size_t map_blocks) {
   nlohmann::json top = nlohmann::json::array(), spaces = nlohmann::json::array();
   for (const auto& b : m.top_buffers) top.push_back(buffer_json(r, b));
-  for (const auto& s : m.spaces) spaces.push_back(space_moment_json(s, kJsonMapBlocks));
+  for (const auto& s : m.spaces) spaces.push_back(space_moment_json(s, map_blocks));
   return {{"event_index", m.event_index},
           {"t", m.t},
           {"allocated_bytes", m.allocated},
@@ -88,7 +86,7 @@ nlohmann::json moment_json(const RunResult& r, const Moment& m) {
           {"spaces", spaces}};
 }
 
-nlohmann::json oom_json(const RunResult& r, const OomRecord& o) {
+nlohmann::json oom_json(const RunResult& r, const OomRecord& o, size_t map_blocks) {
   nlohmann::json j = {{"event_index", o.event_index},
                       {"t", o.t},
                       {"id", o.id},
@@ -100,42 +98,73 @@ nlohmann::json oom_json(const RunResult& r, const OomRecord& o) {
                       {"reserved_bytes", o.reserved},
                       {"free_bytes", o.free},
                       {"largest_free_bytes", o.largest_free},
-                      {"cause", o.fragmentation ? "fragmentation" : "capacity"},
+                      {"cause", oom_cause(o)},
                       {"request", buffer_json(r, o.request)}};
   if (!o.kind.empty()) j["kind"] = o.kind;
-  if (o.moment) j["at_oom"] = moment_json(r, *o.moment);
+  if (o.moment) j["at_oom"] = moment_json(r, *o.moment, map_blocks);
   return j;
 }
 
-nlohmann::json ooms_json(const RunResult& r, const std::vector<OomRecord>& v) {
+nlohmann::json ooms_json(const RunResult& r, const std::vector<OomRecord>& v, size_t map_blocks) {
   nlohmann::json a = nlohmann::json::array();
-  for (const auto& o : v) a.push_back(oom_json(r, o));
+  for (const auto& o : v) a.push_back(oom_json(r, o, map_blocks));
   return a;
 }
 
-// "1.00 GiB  params/new f32[1024,4096]  id 303, event 17, 900 events old  model.py:12 f"
-std::string buffer_line(const RunResult& r, const BufferView& b) {
-  std::string what = b.name.empty() ? fmt::format("id {}", b.id) : b.name;
-  if (std::string sh = shape_text(b); !sh.empty()) what += " " + sh;
-  std::string pad = b.block > b.requested ? fmt::format(" ({} requested)", human_bytes(b.requested)) : std::string();
-  std::string f = frame_of(r, b);
-  return fmt::format("{:>12}{}  {}  id {}, event {}, {} events old{}", human_bytes(b.block), pad, what, b.id,
-                     b.event_index, b.age_events, f.empty() ? std::string() : "  at " + f);
+// A space's fragmentation figures (docs/metrics.md).
+nlohmann::json fragmentation_json(const SpaceResult& s) {
+  const SpaceMoment& p = s.at_peak_allocated;
+  return {{"at_peak_reserved", s.frag_at_peak},
+          {"max", s.frag_max},
+          {"at_peak_allocated",
+           {{"reserved_unallocated_bytes", p.unused()},
+            {"reserved_unallocated_share", p.unused_share()},
+            {"external", p.external()}}}};
 }
 
-void moment_text(std::back_insert_iterator<std::string> out, const RunResult& r, const Moment& m) {
-  for (const auto& s : m.spaces) {
-    std::string where = m.spaces.size() > 1 ? fmt::format("device {} {}: ", s.device, space_name(s.space)) : "";
-    fmt::format_to(out,
-                   "    {}{} allocated of {} reserved; reserved but unallocated {} ({} of reserved); external "
-                   "fragmentation {} (largest free block {})\n",
-                   where, human_bytes(s.allocated), human_bytes(s.reserved), human_bytes(s.unused()),
-                   pct(s.unused_share()), pct(s.external()), human_bytes(s.largest_free));
-  }
+std::string where(std::uint32_t device, Space space) { return fmt::format("device {} {}", device, space_name(space)); }
+
+// "event 7867, 2.73 s in": an event and its time from the trace's first event.
+std::string when(const RunResult& r, std::uint64_t event_index, Tick t) {
+  const double scale = r.time_unit == "s" ? 1 : r.time_unit == "ms" ? 1e-3 : r.time_unit == "us" ? 1e-6 : 1e-9;
+  double sec = static_cast<double>(t.value() - std::min(t.value(), r.first_t.value())) * scale;
+  std::string at = sec >= 1      ? fmt::format("{:.3f} s", sec)
+                   : sec >= 1e-3 ? fmt::format("{:.3f} ms", sec * 1e3)
+                   : sec >= 1e-6 ? fmt::format("{:.3f} us", sec * 1e6)
+                                 : fmt::format("{:.0f} ns", sec * 1e9);
+  return fmt::format("event {}, {} in", event_index, at);
+}
+
+// The buffer's own name unless it is its frame's last component (snapshot names are).
+std::string buffer_line(const RunResult& r, const BufferView& b) {
+  std::string what = b.name;
+  if (std::string sh = shape_text(b); !sh.empty()) what += (what.empty() ? "" : " ") + sh;
+  std::string pad = b.block > b.requested ? fmt::format(" ({} requested)", human_bytes(b.requested)) : std::string();
+  std::string f = frame_of(r, b);
+  bool frame_is_name = !f.empty() && !b.name.empty() && f.size() >= b.name.size() &&
+                       f.compare(f.size() - b.name.size(), b.name.size(), b.name) == 0;
+  return fmt::format("{:>12}{}  {}{}id {}, event {}, {} events old{}", human_bytes(b.block), pad, what,
+                     what.empty() ? "" : "  ", b.id, b.event_index, b.age_events,
+                     f.empty() || frame_is_name ? std::string() : "  at " + f);
+}
+
+void space_moment_text(std::back_insert_iterator<std::string> out, const SpaceMoment& s, bool name_it) {
+  fmt::format_to(out,
+                 "    {}{} allocated of {} reserved; reserved but unallocated {} ({} of reserved); external "
+                 "fragmentation {} (largest free block in reserved memory {})\n",
+                 name_it ? where(s.device, s.space) + ": " : "", human_bytes(s.allocated), human_bytes(s.reserved),
+                 human_bytes(s.unused()), pct(s.unused_share()), pct(s.external()), human_bytes(s.largest_free));
+}
+
+constexpr size_t kTextBuffers = 10;  // largest live buffers the text lists at a moment
+
+void moment_text(std::back_insert_iterator<std::string> out, const RunResult& r, const Moment& m, bool name_spaces) {
+  for (const auto& s : m.spaces) space_moment_text(out, s, name_spaces);
   if (!m.top_buffers.empty()) {
-    fmt::format_to(out, "    largest live buffers ({} of {}):\n", m.top_buffers.size(), m.live_buffers);
-    for (size_t i = 0; i < m.top_buffers.size() && i < 10; ++i)
-      fmt::format_to(out, "      {}\n", buffer_line(r, m.top_buffers[i]));
+    size_t shown = std::min(kTextBuffers, m.top_buffers.size());
+    fmt::format_to(out, "    largest live buffers ({} of {} live{}):\n", shown, m.live_buffers,
+                   m.top_buffers.size() > shown ? fmt::format("; the JSON report lists {}", m.top_buffers.size()) : "");
+    for (size_t i = 0; i < shown; ++i) fmt::format_to(out, "      {}\n", buffer_line(r, m.top_buffers[i]));
   }
 }
 
@@ -149,10 +178,33 @@ void free_space_text(std::back_insert_iterator<std::string> out, const Moment& m
     std::sort(frees.begin(), frees.end(), [](auto* a, auto* b) { return a->size > b->size; });
     std::string sizes;
     for (size_t i = 0; i < frees.size() && i < 5; ++i) sizes += (i ? ", " : "") + human_bytes(frees[i]->size);
-    fmt::format_to(out, "    free memory then (device {} {}): {} free block{} in {} region{}{}\n", s.device,
-                   space_name(s.space), frees.size(), frees.size() == 1 ? "" : "s", s.map.regions.size(),
+    fmt::format_to(out, "    free memory then ({}): {} free block{} in {} region{}{}\n", where(s.device, s.space),
+                   frees.size(), frees.size() == 1 ? "" : "s", s.map.regions.size(),
                    s.map.regions.size() == 1 ? "" : "s", frees.empty() ? "" : "; the largest: " + sizes);
   }
+}
+
+// "first mismatch: event 2 (id 0): recorded address 0x602000000, simulated none"
+std::string mismatch_text(const nlohmann::json& m) {
+  auto hex = [](const nlohmann::json& v) {
+    return v.is_number_unsigned() ? fmt::format("0x{:x}", v.get<std::uint64_t>()) : std::string("none");
+  };
+  std::string kind = m.value("kind", std::string());
+  if (kind == "address")
+    return fmt::format("event {} (id {}): recorded address {}, simulated {}", m.value("event_index", 0),
+                       m.value("id", 0), hex(m["recorded"]), hex(m.value("simulated", nlohmann::json())));
+  if (kind == "segment")
+    return fmt::format("device {} segment {}: recorded {}, simulated {}", m.value("device", 0), m.value("segment", 0),
+                       human_bytes(m.value("recorded_bytes", Bytes{0})),
+                       m["simulated_bytes"].is_number() ? human_bytes(m["simulated_bytes"].get<Bytes>()) : "none");
+  if (kind == "segment_free")
+    return fmt::format("device {} release {}: recorded address {} was not the one released", m.value("device", 0),
+                       m.value("release", 0), hex(m["recorded_addr"]));
+  if (kind == "oom")
+    return fmt::format("event {} on device {}: the recording failed a request of {} that the simulation placed",
+                       m.value("event_index", 0), m.value("device", 0),
+                       human_bytes(m.value("recorded_request_bytes", Bytes{0})));
+  return m.dump();
 }
 
 }  // namespace
@@ -171,33 +223,31 @@ std::string frame_of(const RunResult& r, const BufferView& b) {
 
 std::string label_of(const RunResult& r) { return r.label.empty() ? r.policy_name : r.label; }
 
-nlohmann::json report_json(const RunResult& r) {
+nlohmann::json report_json(const RunResult& r, size_t map_blocks) {
   nlohmann::json devices = nlohmann::json::array();
   std::uint64_t da = 0, df = 0;
   double time_ns = 0;
   for (const auto& s : r.spaces) {
-    const SpaceMoment& p = s.at_peak_allocated;
     nlohmann::json d = {
         {"device", s.device},
         {"space", space_name(s.space)},
+        {"capacity_bytes", s.capacity},
+        {"usable_bytes", s.usable},
+        {"limit_bytes", s.limit},
         {"completed", s.ooms.empty()},
         {"oom_count", s.ooms.size()},
-        {"ooms", ooms_json(r, s.ooms)},
+        {"ooms", ooms_json(r, s.ooms, map_blocks)},
         {"peak_requested_bytes", s.peak_requested},
         {"peak_allocated_bytes", s.peak_allocated},
         {"peak_reserved_bytes", s.peak_reserved},
+        {"peak_reserved_share", s.peak_share()},
         {"final_allocated_bytes", s.final_allocated},
         {"final_reserved_bytes", s.final_reserved},
-        {"fragmentation",
-         {{"at_peak_reserved", s.frag_at_peak},
-          {"max", s.frag_max},
-          {"at_peak_allocated",
-           {{"reserved_unallocated_bytes", p.unused()},
-            {"reserved_unallocated_share", p.unused_share()},
-            {"external", p.external()}}}}},
+        {"fragmentation", fragmentation_json(s)},
         {"device_calls", {{"alloc", s.device_allocs}, {"free", s.device_frees}, {"failed", s.device_failed}}},
         {"device_time_ns", s.device_time_ns},
         {"policy_stats", s.stats}};
+    if (r.several_spaces() && s.peak) d["at_peak_allocated"] = moment_json(r, *s.peak, map_blocks);
     for (auto it = s.extra.begin(); it != s.extra.end(); ++it) d[it.key()] = it.value();
     da += s.device_allocs;
     df += s.device_frees;
@@ -211,31 +261,31 @@ nlohmann::json report_json(const RunResult& r) {
                           {"header", r.header.is_null() ? nlohmann::json::object() : r.header}};
   if (r.skipped_frees) trace["skipped_frees"] = r.skipped_frees;
   if (!r.trace_digest.empty()) trace["digest"] = r.trace_digest;
-  nlohmann::json frag = {{"at_peak_reserved", r.frag_at_peak}, {"max", r.frag_max}};
-  if (r.peak) {  // the whole run at the peak of allocated memory (docs/metrics.md)
-    Bytes alloc = r.peak->allocated, res = r.peak->reserved, unused = res > alloc ? res - alloc : 0, largest = 0;
-    for (const auto& s : r.peak->spaces) largest = std::max(largest, s.largest_free);
-    frag["at_peak_allocated"] = {
-        {"reserved_unallocated_bytes", unused},
-        {"reserved_unallocated_share", res ? static_cast<double>(unused) / static_cast<double>(res) : 0.0},
-        {"external",
-         unused ? static_cast<double>(unused - std::min(largest, unused)) / static_cast<double>(unused) : 0.0}};
-  }
+  const SpaceResult* b = r.binding_space();
   nlohmann::json j = {{"fragsim_report", 1},
                       {"trace", trace},
                       {"policy", {{"name", r.policy_name}, {"config", r.policy_config}}},
                       {"hardware", r.hardware},
                       {"completed", r.completed},
                       {"oom_count", r.ooms.size()},
-                      {"ooms", ooms_json(r, r.ooms)},
+                      {"ooms", ooms_json(r, r.ooms, map_blocks)},
                       {"peak_requested_bytes", r.peak_requested},
                       {"peak_allocated_bytes", r.peak_allocated},
                       {"peak_reserved_bytes", r.peak_reserved},
-                      {"fragmentation", frag},
+                      {"fragmentation", b ? fragmentation_json(*b) : fragmentation_json(SpaceResult{})},
                       {"device_calls", {{"alloc", da}, {"free", df}}},
                       {"device_time_ns", time_ns},
                       {"devices", devices}};
-  if (r.peak) j["at_peak_allocated"] = moment_json(r, *r.peak);
+  if (r.several_spaces()) {
+    // The top level of a run over several spaces: peaks are sums over every space at one moment,
+    // fragmentation (a ratio) is the binding space's.
+    j["binding"] = {{"device", b->device}, {"space", space_name(b->space)}, {"reason", r.binding_reason}};
+    j["top_level"] = fmt::format(
+        "peak_*_bytes: sums over {} spaces at one moment (the peak over time of the total), never one device's "
+        "memory; fragmentation and at_peak_allocated: the binding space's ({})",
+        r.spaces.size(), where(b->device, b->space));
+  }
+  if (const Moment* m = r.peak()) j["at_peak_allocated"] = moment_json(r, *m, map_blocks);
   if (!r.stacks.empty()) {
     nlohmann::json st = nlohmann::json::object();
     for (const auto& [id, frames] : r.stacks) st[std::to_string(id)] = frames;
@@ -260,17 +310,49 @@ nlohmann::json report_json(const RunResult& r) {
   return j;
 }
 
+namespace {
+
+// The per-space table of a run over several spaces: each at its own peak.
+void spaces_table(std::back_insert_iterator<std::string> out, const RunResult& r) {
+  fmt::format_to(out, "  per device and memory space (each at its own peak):\n");
+  fmt::format_to(out, "    {:<2} {:>6} {:<10} {:>11} {:>11} {:>11} {:>11} {:>6} {:>11} {:>8} {:>8} {:>5}\n", "",
+                 "device", "space", "usable", "peak req", "peak alloc", "peak resvd", "share", "unused@pk", "extfrag",
+                 "max", "OOMs");
+  for (size_t i = 0; i < r.spaces.size(); ++i) {
+    const SpaceResult& s = r.spaces[i];
+    fmt::format_to(out, "    {:<2} {:>6} {:<10} {:>11} {:>11} {:>11} {:>11} {:>6} {:>11} {:>8} {:>8} {:>5}\n",
+                   i == r.binding ? "*" : "", s.device, space_name(s.space), human_bytes(s.usable),
+                   human_bytes(s.peak_requested), human_bytes(s.peak_allocated), human_bytes(s.peak_reserved),
+                   s.usable ? pct(s.peak_share()) : "-", human_bytes(s.at_peak_allocated.unused()),
+                   pct(s.at_peak_allocated.external()), pct(s.frag_max), s.ooms.size());
+  }
+  const SpaceResult& b = r.spaces[r.binding];
+  fmt::format_to(out, "  * binds: {} — {}\n", where(b.device, b.space), r.binding_reason);
+  fmt::format_to(out,
+                 "  sums over the {} spaces at one moment (not any device's memory): peak requested {}, allocated {}, "
+                 "reserved {}\n",
+                 r.spaces.size(), human_bytes(r.peak_requested), human_bytes(r.peak_allocated),
+                 human_bytes(r.peak_reserved));
+}
+
+}  // namespace
+
 std::string report_text(const RunResult& r) {
   std::string s;
   auto out = std::back_inserter(s);
-  fmt::format_to(out, "fragsim: {} — policy {} on {}\n", r.trace_path, label_of(r),
-                 r.hardware.value("name", std::string("?")));
+  std::set<std::uint32_t> devices;
+  for (const auto& sp : r.spaces) devices.insert(sp.device);
+  fmt::format_to(out, "fragsim: {} — policy {} on {}{}\n", r.trace_path, label_of(r),
+                 r.hardware.value("name", std::string("?")),
+                 devices.size() > 1 ? fmt::format(" ({} devices)", devices.size()) : "");
   for (const auto& n : r.notes) fmt::format_to(out, "  note: {}\n", n);
   fmt::format_to(out, "  events {}  allocs {}  frees {}{}\n", r.events, r.allocs, r.frees,
                  r.skipped_frees ? fmt::format("  (skipped {} frees of unknown ids)", r.skipped_frees) : "");
+  std::string on =
+      r.ooms.empty() || !r.several_spaces() ? "" : " (the first on " + where(r.ooms[0].device, r.ooms[0].space) + ")";
   fmt::format_to(out, "  result: {}\n",
                  r.completed ? "completed, no OOM"
-                             : fmt::format("{} OOM{}{}", r.ooms.size(), r.ooms.size() == 1 ? "" : "s",
+                             : fmt::format("{} OOM{}{}{}", r.ooms.size(), r.ooms.size() == 1 ? "" : "s", on,
                                            r.stopped_early ? " (stopped at the first; --keep-going lists all)" : ""));
   if (r.empty_cache_calls)
     fmt::format_to(out, "  empty_cache: the program called it {} time{}; the last one: {}\n", r.empty_cache_calls,
@@ -278,26 +360,29 @@ std::string report_text(const RunResult& r) {
   if (!r.fatal.empty())
     fmt::format_to(out, "  ABORTED at event {}: {} (the real allocator stops the process here)\n", r.fatal_event,
                    r.fatal);
-  fmt::format_to(out, "  peak requested  {:>14}  ({} B)\n", human_bytes(r.peak_requested), r.peak_requested);
-  fmt::format_to(out, "  peak allocated  {:>14}  ({} B)\n", human_bytes(r.peak_allocated), r.peak_allocated);
-  fmt::format_to(out, "  peak reserved   {:>14}  ({} B)\n", human_bytes(r.peak_reserved), r.peak_reserved);
-  if (r.peak) {
-    fmt::format_to(out, "  at the peak of allocated memory (event {}, t={}):\n", r.peak->event_index, r.peak->t);
-    moment_text(out, r, *r.peak);
+  if (r.several_spaces()) {
+    spaces_table(out, r);
+  } else {
+    fmt::format_to(out, "  peak requested  {:>14}  ({} B)\n", human_bytes(r.peak_requested), r.peak_requested);
+    fmt::format_to(out, "  peak allocated  {:>14}  ({} B)\n", human_bytes(r.peak_allocated), r.peak_allocated);
+    fmt::format_to(out, "  peak reserved   {:>14}  ({} B)\n", human_bytes(r.peak_reserved), r.peak_reserved);
   }
-  for (const auto& sp : r.spaces) {
-    if (r.spaces.size() > 1)
-      fmt::format_to(out, "  device {} {}: peak allocated {}, reserved {}, external fragmentation max {}, {} OOMs\n",
-                     sp.device, space_name(sp.space), human_bytes(sp.peak_allocated), human_bytes(sp.peak_reserved),
-                     pct(sp.external_max), sp.ooms.size());
+  if (const Moment* m = r.peak()) {
+    if (r.several_spaces())
+      fmt::format_to(out, "  at the peak of {} ({}):\n", where(r.spaces[r.binding].device, r.spaces[r.binding].space),
+                     when(r, m->event_index, m->t));
+    else
+      fmt::format_to(out, "  at the peak of allocated memory ({}):\n", when(r, m->event_index, m->t));
+    moment_text(out, r, *m, false);
+  }
+  for (const auto& sp : r.spaces)
     if (sp.device_allocs || sp.device_frees)
-      fmt::format_to(out, "  device calls (device {} {}): {} alloc, {} free, simulated {:.3f} ms\n", sp.device,
-                     space_name(sp.space), sp.device_allocs, sp.device_frees, sp.device_time_ns / 1e6);
-  }
+      fmt::format_to(out, "  device calls ({}): {} alloc, {} free, simulated {:.3f} ms\n", where(sp.device, sp.space),
+                     sp.device_allocs, sp.device_frees, sp.device_time_ns / 1e6);
   if (!r.fidelity.is_null()) {
     fmt::format_to(out, "  fidelity: {}\n", fidelity_text(r.fidelity));
     if (!r.fidelity["first_mismatch"].is_null())
-      fmt::format_to(out, "  first mismatch: {}\n", r.fidelity["first_mismatch"].dump());
+      fmt::format_to(out, "  first mismatch: {}\n", mismatch_text(r.fidelity["first_mismatch"]));
   }
   size_t shown = 0;
   for (const auto& o : r.ooms) {
@@ -308,17 +393,20 @@ std::string report_text(const RunResult& r) {
     std::string what = o.request.name.empty() ? fmt::format("id {}", o.id) : o.request.name;
     if (std::string sh = shape_text(o.request); !sh.empty()) what += " " + sh;
     std::string f = frame_of(r, o.request);
-    fmt::format_to(out, "  OOM at event {} (t={}, device {} {}): {}{}\n", o.event_index, o.t, o.device,
-                   space_name(o.space), what, f.empty() ? "" : "  at " + f);
-    fmt::format_to(
-        out, "    requested {} (rounded {}); allocated {}, reserved {}, free {}, largest free {} -> {}\n",
-        human_bytes(o.requested), human_bytes(o.rounded), human_bytes(o.allocated), human_bytes(o.reserved),
-        human_bytes(o.free), human_bytes(o.largest_free),
-        o.fragmentation ? "FRAGMENTATION (enough memory is free, no hole fits)" : "CAPACITY (not enough free memory)");
+    fmt::format_to(out, "  OOM at {} ({}): {}{}\n", when(r, o.event_index, o.t), where(o.device, o.space), what,
+                   f.empty() ? "" : "  at " + f);
+    fmt::format_to(out,
+                   "    requested {} (rounded {}); allocated {}, reserved {}; it could still give {} (free in reserved "
+                   "memory and on the device), the largest piece {} -> {}\n",
+                   human_bytes(o.requested), human_bytes(o.rounded), human_bytes(o.allocated), human_bytes(o.reserved),
+                   human_bytes(o.free), human_bytes(o.largest_free),
+                   (o.fragmentation ? "FRAGMENTATION (enough memory is free, no block fits)"
+                                    : "CAPACITY (not enough free memory)") +
+                       (o.kind.empty() ? std::string() : "; " + o.kind));
     // The first OOM in full; the next ones in two lines each (the JSON report has them all).
     if (shown > 1) continue;
     if (o.moment) {
-      moment_text(out, r, *o.moment);
+      moment_text(out, r, *o.moment, o.moment->spaces.size() > 1 || r.several_spaces());
       free_space_text(out, *o.moment);
     }
     if (!o.explanation.empty()) {
@@ -338,33 +426,37 @@ std::string compare_table(const std::vector<RunResult>& runs) {
     if (std::none_of(traces.begin(), traces.end(), [&](auto* t) { return t->trace_path == r.trace_path; }))
       traces.push_back(&r);
   for (const auto* t : traces)
-    fmt::format_to(out, "trace {} on {}: {} events, peak requested {}\n", t->trace_path,
-                   t->hardware.value("name", std::string("?")), t->events, human_bytes(t->peak_requested));
+    fmt::format_to(out, "trace {} on {}: {} events, peak requested {}{}\n", t->trace_path,
+                   t->hardware.value("name", std::string("?")), t->events, human_bytes(t->peak_requested),
+                   t->several_spaces() ? fmt::format(" (the sum over {} spaces)", t->spaces.size()) : "");
+  const bool per_space = std::any_of(runs.begin(), runs.end(), [](const RunResult& r) { return r.several_spaces(); });
   size_t w = 16;
   for (const auto& r : runs) w = std::max(w, label_of(r).size());
   // Fragmentation columns at the peak of allocated memory (docs/metrics.md): reserved but
-  // unallocated, its share of reserved, and external fragmentation 1 − largest free / free.
-  fmt::format_to(out, "{:<{}} {:>6} {:>5} {:>11} {:>11} {:>11} {:>11} {:>8} {:>9} {:>9} {:>8} {:>9}\n", "policy", w,
-                 "result", "OOMs", "peak req", "peak alloc", "peak resvd", "unused@pk", "unused%", "extfrag@pk",
-                 "extfrag max", "dev calls", "call ms");
-  for (const auto& r : runs) {
-    std::uint64_t calls = 0;
-    double ns = 0;
-    for (const auto& sp : r.spaces) calls += sp.device_allocs + sp.device_frees, ns += sp.device_time_ns;
-    Bytes unused = 0;
-    double share = 0, ext = 0;
-    if (r.peak) {
-      unused = r.peak->reserved > r.peak->allocated ? r.peak->reserved - r.peak->allocated : 0;
-      share = r.peak->reserved ? static_cast<double>(unused) / static_cast<double>(r.peak->reserved) : 0;
-      Bytes largest = 0;
-      for (const auto& sp : r.peak->spaces) largest = std::max(largest, sp.largest_free);
-      ext = unused ? static_cast<double>(unused - std::min(largest, unused)) / static_cast<double>(unused) : 0;
+  // unallocated, its share of reserved, and external fragmentation 1 − largest free / free —
+  // each space's own figures; with several spaces, one row per space.
+  fmt::format_to(out, "{:<{}} {}{:>6} {:>5} {:>11} {:>11} {:>11} {:>11} {:>8} {:>9} {:>9} {:>8} {:>9}\n", "policy", w,
+                 per_space ? fmt::format("{:<14} ", "device") : "", "result", "OOMs", "peak req", "peak alloc",
+                 "peak resvd", "unused@pk", "unused%", "extfrag@pk", "extfrag max", "dev calls", "call ms");
+  const SpaceResult none;
+  for (const auto& r : runs)
+    for (size_t i = 0; i < std::max<size_t>(1, r.spaces.size()); ++i) {
+      const SpaceResult& sp = r.spaces.empty() ? none : r.spaces[i];
+      const std::string result = r.several_spaces() ? (sp.ooms.empty() ? "ok" : "OOM")
+                                 : r.completed      ? "ok"
+                                 : r.fatal.empty()  ? "OOM"
+                                                    : "abort";
+      const SpaceMoment& p = sp.at_peak_allocated;
+      fmt::format_to(out, "{:<{}} {}{:>6} {:>5} {:>11} {:>11} {:>11} {:>11} {:>8} {:>9} {:>9} {:>8} {:>9.2f}\n",
+                     label_of(r), w,
+                     per_space ? fmt::format("{:<14} ", fmt::format("{} {}{}", sp.device, space_name(sp.space),
+                                                                    i == r.binding && r.several_spaces() ? " *" : ""))
+                               : "",
+                     result, sp.ooms.size(), human_bytes(sp.peak_requested), human_bytes(sp.peak_allocated),
+                     human_bytes(sp.peak_reserved), human_bytes(p.unused()), pct(p.unused_share()), pct(p.external()),
+                     pct(sp.frag_max), sp.device_allocs + sp.device_frees, sp.device_time_ns / 1e6);
     }
-    fmt::format_to(out, "{:<{}} {:>6} {:>5} {:>11} {:>11} {:>11} {:>11} {:>8} {:>9} {:>9} {:>8} {:>9.2f}\n",
-                   label_of(r), w, r.completed ? "ok" : "OOM", r.ooms.size(), human_bytes(r.peak_requested),
-                   human_bytes(r.peak_allocated), human_bytes(r.peak_reserved), human_bytes(unused), pct(share),
-                   pct(ext), pct(r.frag_max), calls, ns / 1e6);
-  }
+  if (per_space) fmt::format_to(out, "(* the space that binds: the first OOM, else the largest share of its memory)\n");
   for (const auto& r : runs)
     if (!r.fidelity.is_null()) fmt::format_to(out, "{}: {}\n", label_of(r), fidelity_text(r.fidelity));
   return s;

@@ -4,11 +4,13 @@
 #include <string>
 #include <vector>
 
-#include "sim/engine.h"
+#include "sim/run_result.h"
 
 namespace fragsim {
 
-nlohmann::json report_json(const RunResult& r);
+// map_blocks: the memory-map blocks kept per space and moment (the HTML viewer carries its own maps).
+inline constexpr size_t kJsonMapBlocks = 5000;
+nlohmann::json report_json(const RunResult& r, size_t map_blocks = kJsonMapBlocks);
 std::string report_text(const RunResult& r);
 // The comparison table of several runs of one trace.
 std::string compare_table(const std::vector<RunResult>& runs);

@@ -3,7 +3,9 @@
 // by scripts/test) runs the viewer without an error and draws every part.
 #include <catch2/catch.hpp>
 #include <cstdio>
+#include <functional>
 #include <set>
+#include <sstream>
 
 #include "test_util.h"
 
@@ -23,8 +25,9 @@ nlohmann::json embedded_data(const std::string& html) {
   return nlohmann::json::parse(html.substr(a, b - a));
 }
 
-// The DOM after the page's scripts ran, from headless Chromium.
-std::string rendered_dom(const std::string& html_path) {
+// The DOM after the page's scripts ran, from headless Chromium; `fragment` (e.g. "#probe") is
+// appended to the file URL.
+std::string rendered_dom(const std::string& html_path, const std::string& fragment = "") {
   std::string chromium;
   for (const char* c : {"chromium", "chromium-browser", "google-chrome"})
     if (std::system((std::string("command -v ") + c + " >/dev/null 2>&1").c_str()) == 0) {
@@ -36,7 +39,7 @@ std::string rendered_dom(const std::string& html_path) {
   std::string cmd = chromium +
                     " --headless --no-sandbox --disable-gpu --disable-dev-shm-usage --disable-background-networking "
                     "--disable-component-update --disable-sync --no-first-run --user-data-dir=" +
-                    profile + " --virtual-time-budget=10000 --dump-dom file://" + html_path + " >" + dom +
+                    profile + " --virtual-time-budget=10000 --dump-dom 'file://" + html_path + fragment + "' >" + dom +
                     " 2>/dev/null";
   REQUIRE(std::system(cmd.c_str()) == 0);
   return read_text(dom);
@@ -48,9 +51,63 @@ size_t count(const std::string& s, const std::string& what) {
   return n;
 }
 
+// What #probe found: one JSON object per chart and per address map (report_viewer.js).
+std::vector<nlohmann::json> probes(const std::string& dom) {
+  const std::string open = "<pre id=\"probe\" hidden=\"\">";
+  auto a = dom.find(open);
+  REQUIRE(a != std::string::npos);
+  a += open.size();
+  std::string text = dom.substr(a, dom.find("</pre>", a) - a);
+  std::vector<nlohmann::json> v;
+  std::istringstream in(text);
+  for (std::string line; std::getline(in, line);)
+    if (!line.empty()) v.push_back(nlohmann::json::parse(line));
+  return v;
+}
+
+// Every chart answers hover along its width; every map's hover agrees, point for point, with a
+// linear search over its blocks, and names the buffer of every in-use block it passes over.
+void check_probes(const std::string& dom, size_t min_maps) {
+  auto v = probes(dom);
+  size_t maps = 0, charts = 0;
+  for (const auto& p : v) {
+    INFO(p.dump());
+    if (p.contains("chart")) {
+      ++charts;
+      CHECK(p["answered"] == p["probes"]);
+    } else {
+      ++maps;
+      CHECK(p["probes"].get<int>() > 0);
+      CHECK(p["agree"] == p["probes"]);
+      CHECK(p["in_use"].get<int>() > 0);
+      CHECK(p["named"] == p["in_use"]);
+    }
+  }
+  CHECK(charts >= 1);
+  CHECK(maps >= min_maps);
+}
+
+// The report JSON without memory-map blocks (the page's report keeps none: it has its own maps).
+nlohmann::json without_maps(nlohmann::json j) {
+  std::function<void(nlohmann::json&)> strip = [&](nlohmann::json& x) {
+    if (x.is_object()) {
+      if (x.contains("memory_map")) x["memory_map"].erase("blocks"), x["memory_map"].erase("truncated");
+      for (auto& [k, v] : x.items()) strip(v);
+    } else if (x.is_array()) {
+      for (auto& v : x) strip(v);
+    }
+  };
+  strip(j);
+  return j;
+}
+
+const std::string kTrain =
+    std::string(FRAGSIM_SOURCE_DIR) + "/tests/data/torch/transformer_ctx128_train_step.pickle.zst";
+const std::string k3dev = std::string(FRAGSIM_SOURCE_DIR) + "/tests/data/torch/expandable_3dev_oom.pickle.zst";
+
 }  // namespace
 
-TEST_CASE("html: the embedded data agrees with the JSON report and every in-use block names its buffer") {
+TEST_CASE("html: the page carries each run's own report, and every in-use block names its buffer") {
   std::string html = tmp_path("bfc.html"), json = tmp_path("bfc.json");
   REQUIRE(cli("run " + kSample + " --policy xla-bfc --capacity 1GiB --keep-going --html " + html + " --json " + json)
               .code == 0);
@@ -58,28 +115,26 @@ TEST_CASE("html: the embedded data agrees with the JSON report and every in-use 
   auto j = nlohmann::json::parse(read_text(json));
   REQUIRE(d["runs"].size() == 1);
   const auto& r = d["runs"][0];
-  CHECK(r["completed"] == false);
-  CHECK(r["oom_count"] == j["oom_count"]);
-  CHECK(r["ooms"].size() == j["oom_count"].get<size_t>());
-  CHECK(r["peak_allocated"] == j["peak_allocated_bytes"]);
-  CHECK(r["peak_reserved"] == j["peak_reserved_bytes"]);
-  CHECK(r["ooms"][0]["event_index"] == j["ooms"][0]["event_index"]);
-  CHECK(r["ooms"][0]["name"] == j["ooms"][0]["request"]["name"]);
-  CHECK(r["limit"].get<std::uint64_t>() == 805306368);  // BFC limit: 0.75 of the 1 GiB device (JAX's default)
+  // One serialisation: the page's report is the JSON report (less the blocks of its maps).
+  CHECK(without_maps(r["report"]) == without_maps(j));
+  CHECK(r["report"]["devices"][0]["limit_bytes"] == 805306368);  // BFC limit: 0.75 of the 1 GiB device (JAX's default)
+  CHECK(d["traces"].size() == 1);
+  CHECK(r["timelines"].size() == 1);
   // The peak moment and one per detailed OOM; each in-use block is a live buffer at its address.
   REQUIRE(r["moments"].size() >= 2);
   for (const auto& m : r["moments"]) {
     std::set<std::string> addrs;
     for (const auto& b : m["buffers"]) addrs.insert(b["addr"].get<std::string>());
-    CHECK(m["buffers"].size() == m["live_buffers"].get<size_t>());
+    auto fig = r["report"][nlohmann::json::json_pointer(m["path"].get<std::string>())];
+    CHECK(m["buffers"].size() == fig["live_buffers"].get<size_t>());
     size_t in_use = 0;
-    for (const auto& sp : m["spaces"])
+    for (const auto& sp : m["maps"])
       for (const auto& b : sp["blocks"])
         if (b[2].get<bool>()) {
           ++in_use;
           CHECK(addrs.count(b[5].get<std::string>()) == 1);
         }
-    CHECK(in_use == m["live_buffers"].get<size_t>());
+    CHECK(in_use == fig["live_buffers"].get<size_t>());
   }
 }
 
@@ -96,32 +151,108 @@ TEST_CASE("html: names from the trace cannot end the script element or inject ma
   CHECK(count(h, "</script>") == 2);  // the data's and the viewer's own
   CHECK(h.find("<b>big") == std::string::npos);
   auto d = embedded_data(h);
-  CHECK(d["runs"][0]["ooms"][0]["name"] == "<b>big</b>");
+  CHECK(d["runs"][0]["report"]["ooms"][0]["request"]["name"] == "<b>big</b>");
   std::string dom = rendered_dom(html);
   CHECK(dom.find("<title>pwned") == std::string::npos);
   CHECK(dom.find("&lt;b&gt;big&lt;/b&gt;") != std::string::npos);  // shown as text in the OOM table
 }
 
-TEST_CASE("html: headless Chromium runs the viewer without an error and draws charts, maps and the OOM table") {
+TEST_CASE("html: headless Chromium runs the viewer without an error and draws charts, maps, findings and OOMs") {
   std::string html = tmp_path("view.html");
   REQUIRE(cli("run " + kSample + " --policy xla-bfc --capacity 1GiB --keep-going --html " + html).code == 0);
   auto d = embedded_data(read_text(html));
+  const auto& rep = d["runs"][0]["report"];
   std::string dom = rendered_dom(html);
   CHECK(dom.find("data-ready=\"1\"") != std::string::npos);
   CHECK(dom.find("<div id=\"errors\"></div>") != std::string::npos);
   CHECK(count(dom, "class=\"series-reserved\"") == 1);
-  CHECK(count(dom, "class=\"oom-marker\"") == d["runs"][0]["ooms"].size());
-  CHECK(count(dom, "class=\"oom-row\"") == d["runs"][0]["ooms"].size());
+  CHECK(count(dom, "class=\"oom-marker\"") == rep["ooms"].size());
+  CHECK(count(dom, "class=\"oom-row\"") == rep["ooms"].size());
   CHECK(count(dom, "class=\"line-limit\"") == 1);
   CHECK(count(dom, "<canvas class=\"map\"") >= 1);
   CHECK(count(dom, "<option") == d["runs"][0]["moments"].size());
+  // The findings in full: every note and advice line, and the allocator's own message.
+  REQUIRE(rep.contains("advice"));
+  CHECK(count(dom, "<li class=\"advice\">") == rep["advice"].size());
+  CHECK(count(dom, "<li>note: ") == rep["notes"].size());
+  std::string expl = d["runs"][0]["explanation"];
+  REQUIRE(!expl.empty());
+  std::string last = expl.substr(expl.rfind('\n', expl.size() - 2) + 1);  // its last line is on the page
+  last.pop_back();
+  CHECK(dom.find(last.substr(0, 40)) != std::string::npos);
+}
 
+TEST_CASE("html: hover answers on every address map, a 1,010-segment PyTorch map and a BFC grown region by region") {
+  // PyTorch: transformer_ctx128_train_step holds 1,010 segments at its peak.
+  std::string torch = tmp_path("torch_map.html");
+  REQUIRE(cli("run " + kTrain + " --html " + torch).code == 0);
+  auto d = embedded_data(read_text(torch));
+  REQUIRE(d["runs"][0]["moments"][0]["maps"][0]["regions"].size() == 1010);
+  check_probes(rendered_dom(torch, "#probe"), 1);
+  // JAX growing on demand: regions obtained one by one, blocks listed region by region.
+  std::string bfc = tmp_path("grow_map.html");
+  REQUIRE(cli("run " + kSample + " --policy 'xla-bfc[preallocate=false]' --capacity 1GiB --keep-going --html " + bfc)
+              .code == 0);
+  auto g = embedded_data(read_text(bfc));
+  REQUIRE(g["runs"][0]["moments"][0]["maps"][0]["regions"].size() > 1);
+  check_probes(rendered_dom(bfc, "#probe"), 2);
+}
+
+TEST_CASE("html: y axes fit the data, with the device's capacity marked above when it is far") {
+  // 1.39 GiB at the peak on an 80 GB GPU: a chart up to the capacity would be a flat line.
+  std::string html = tmp_path("fit.html");
+  REQUIRE(cli("run " + kSample + " --policy best-fit --html " + html).code == 0);
+  std::string dom = rendered_dom(html);
+  CHECK(count(dom, "class=\"axis offscale-capacity\"") == 1);
+  CHECK(count(dom, "class=\"line-capacity\"") == 0);
+  CHECK(dom.find("is above this chart") != std::string::npos);
+  // Near the data, the capacity is a line on the chart.
+  REQUIRE(cli("run " + kSample + " --policy best-fit --capacity 2GiB --reserve 0 --html " + html).code == 0);
+  dom = rendered_dom(html);
+  CHECK(count(dom, "class=\"line-capacity\"") == 1);
+}
+
+TEST_CASE("html: one chart per device, the binding device marked, and a compare's policies overlaid") {
+  std::string html = tmp_path("3dev.html");
+  REQUIRE(cli("run " + k3dev + " --html " + html).code == 0);
+  std::string dom = rendered_dom(html);
+  CHECK(dom.find("<div id=\"errors\"></div>") != std::string::npos);
+  CHECK(count(dom, "class=\"chart\"") == 3);
+  CHECK(count(dom, "class=\"summary-row\"") == 3);
+  CHECK(dom.find(">1 *</td>") != std::string::npos);  // device 1 binds: the first OOM
+  // The OOM's dot is on device 1's chart, at that device's allocated memory, under its capacity.
+  CHECK(count(dom, "class=\"oom-marker\"") == 1);
+  check_probes(rendered_dom(html, "#probe"), 3);
+
+  // A compare: one chart per space, every policy on it; small multiples on request.
   std::string cmp = tmp_path("compare.html");
   REQUIRE(cli("compare " + kSample + " --policies xla-bfc,best-fit,cuda-async --html " + cmp).code == 0);
   std::string cdom = rendered_dom(cmp);
   CHECK(cdom.find("data-ready=\"1\"") != std::string::npos);
   CHECK(cdom.find("<div id=\"errors\"></div>") != std::string::npos);
-  CHECK(count(cdom, "class=\"chart\"") == 3);
-  CHECK(count(cdom, "class=\"series-reserved\"") == 3);
+  CHECK(count(cdom, "class=\"chart\"") == 1);
+  CHECK(count(cdom, "class=\"series-allocated\"") == 3);
+  CHECK(count(cdom, "class=\"series-requested\"") == 1);  // the trace's, drawn once
   CHECK(count(cdom, "class=\"mapbox\"") == 3);
+  CHECK(count(cdom, "id=\"mult\"") == 1);
+
+  // Several traces: the page names each.
+  std::string two = tmp_path("two.html");
+  std::string other = std::string(FRAGSIM_SOURCE_DIR) + "/traces/samples/llm_serving_small.jsonl";
+  REQUIRE(cli("compare " + kSample + " " + other + " --policies best-fit --html " + two).code == 0);
+  std::string tdom = rendered_dom(two);
+  CHECK(tdom.find("jax_train_small.jsonl</code>") != std::string::npos);
+  CHECK(tdom.find("llm_serving_small.jsonl</code>") != std::string::npos);
+}
+
+TEST_CASE("html: the trace's marks are drawn on every chart") {
+  std::string t = write_text("marks.jsonl",
+                             "{\"op\":\"alloc\",\"id\":1,\"size\":1048576}\n{\"op\":\"mark\",\"name\":\"step 1\"}\n"
+                             "{\"op\":\"alloc\",\"id\":2,\"size\":1048576}\n{\"op\":\"mark\",\"name\":\"step 2\"}\n"
+                             "{\"op\":\"free\",\"id\":1}\n");
+  std::string html = tmp_path("marks.html");
+  REQUIRE(cli("run " + t + " --html " + html).code == 0);
+  std::string dom = rendered_dom(html);
+  CHECK(count(dom, "class=\"mark\"") == 2);
+  CHECK(dom.find("<title>step 2</title>") != std::string::npos);
 }

@@ -59,7 +59,9 @@ TEST_CASE("oom reports: a JAX OOM names the failing buffer and the live set in t
     CHECK(b["block_bytes"].get<std::uint64_t>() <= prev);
     prev = b["block_bytes"];
   }
-  CHECK(r.out.find("largest live buffers (20 of " + std::to_string(live.size()) + ")") != std::string::npos);
+  // The text lists 10 of them and says how many were live and how many the JSON keeps.
+  CHECK(r.out.find("largest live buffers (10 of " + std::to_string(live.size()) + " live; the JSON report lists 20)") !=
+        std::string::npos);
   // The peak of allocated memory came just before the OOM, with the same live set. (Regression: the
   // peak's snapshot was taken after the replay had stopped, when later allocs had reused handles.)
   CHECK(j["at_peak_allocated"]["event_index"].get<size_t>() < o["event_index"].get<size_t>());
@@ -67,11 +69,14 @@ TEST_CASE("oom reports: a JAX OOM names the failing buffer and the live set in t
   REQUIRE(j["at_peak_allocated"]["top_buffers"].size() == at["top_buffers"].size());
   for (size_t i = 0; i < at["top_buffers"].size(); ++i)
     CHECK(j["at_peak_allocated"]["top_buffers"][i]["id"] == at["top_buffers"][i]["id"]);
-  // HTML: the OOM row and the moment at the OOM.
+  // HTML: the page's report is this run's, its moments point into it.
   auto d = html_data(html);
-  CHECK(d["runs"][0]["ooms"][0]["name"] == ev["name"]);
-  CHECK(d["runs"][0]["ooms"][0]["shape"] == shape);
-  CHECK(d["runs"][0]["moments"][1]["top"][0]["name"] == at["top_buffers"][0]["name"]);
+  const auto& rep = d["runs"][0]["report"];
+  CHECK(rep["ooms"][0]["request"]["name"] == ev["name"]);
+  CHECK(rep["ooms"][0]["request"]["shape"] == ev["shape"]);
+  REQUIRE(d["runs"][0]["moments"].size() >= 2);
+  CHECK(d["runs"][0]["moments"][1]["path"] == "/ooms/0/at_oom");
+  CHECK(rep["ooms"][0]["at_oom"]["top_buffers"][0]["name"] == at["top_buffers"][0]["name"]);
 }
 
 TEST_CASE("oom reports: a PyTorch OOM names the request frame and the live set, and its advice repeats no setting") {
@@ -92,8 +97,9 @@ TEST_CASE("oom reports: a PyTorch OOM names the request frame and the live set, 
   CHECK(at["top_buffers"].size() == 20);
   for (const auto& b : at["top_buffers"]) CHECK(b.contains("name"));
   auto d = html_data(html);
-  CHECK(d["runs"][0]["ooms"][0]["name"] == name);
-  CHECK(d["stacks"].contains(d["runs"][0]["ooms"][0]["stack"].get<std::string>()));
+  const auto& req = d["runs"][0]["report"]["ooms"][0]["request"];
+  CHECK(req["name"] == name);
+  CHECK(d["stacks"].contains(std::to_string(req["stack"].get<std::uint64_t>())));
   // The snapshot recorded expandable segments on: the advice is about capacity, not that setting.
   CHECK(j["policy"]["config"]["resolved_expandable_segments"] == true);
   for (const auto& a : j["advice"]) CHECK(a.get<std::string>().find("expandable_segments:True") == std::string::npos);

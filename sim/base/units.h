@@ -103,6 +103,16 @@ int name_index(const std::string_view (&names)[N], std::string_view s, int from 
   return -1;
 }
 
+// External fragmentation of the free reserved memory (docs/metrics.md; the figure XLA's BFC
+// reports): (free − largest free) / free with free = reserved − allocated, 0 when nothing is free.
+// The one formula every figure of fragsim uses.
+inline double external_fragmentation(Bytes reserved, Bytes allocated, Bytes largest_free) {
+  Bytes free = reserved > allocated ? reserved - allocated : 0;
+  if (free == 0) return 0.0;
+  Bytes lf = largest_free < free ? largest_free : free;
+  return static_cast<double>(free - lf) / static_cast<double>(free);
+}
+
 // Memory spaces of the trace contract. kCount bounds per-device arrays.
 enum class Space : std::uint8_t { kHbm, kCollective, kVmem, kSmem, kCmem, kHost, kCount };
 std::string_view space_name(Space s);

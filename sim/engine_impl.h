@@ -1,0 +1,128 @@
+// Engine: the discrete-event replay (architecture.md).
+//
+// Pops the earliest event — trace events in file order (time is non-decreasing) interleaved with
+// deferred internal events (policy-scheduled, ordered by (time, sequence)) — routes it to the
+// policy of its (device, space), and hands what happened to its parts: Metrics (accounting,
+// peaks, timelines), LiveSet (what reports show of buffers), Fidelity (the recording's own
+// decisions). One policy instance per (device, space), created on first use. Requested-byte
+// accounting depends on the trace alone, so after the first OOM (without --keep-going) the rest
+// of the trace is still read and validated, but not replayed.
+//
+// A run is begin(header, recording), feed(event)…, end(): one decoded stream can feed several
+// engines (sim/parallel_runs.cpp).
+#pragma once
+#include <memory>
+#include <queue>
+#include <unordered_map>
+#include <vector>
+
+#include "sim/base/io.h"
+#include "sim/engine.h"
+#include "sim/fidelity.h"
+#include "sim/live_set.h"
+#include "sim/metrics.h"
+#include "sim/perfetto.h"
+
+namespace fragsim {
+
+class Engine : public Scheduler {
+ public:
+  Engine(const RunOptions& opt, const Registry& reg);
+
+  Tick now() const override { return now_; }
+  Task schedule(Tick t, std::function<void()> fn) override;
+
+  // The whole run, reading the trace itself.
+  RunResult run();
+  // The three steps of a run, for a stream that feeds several engines.
+  void begin(const nlohmann::json& header, const Recording& recording);
+  void feed(const Event& ev);
+  void set_digest(std::string d) { out_.trace_digest = std::move(d); }
+  RunResult end(std::uint64_t skipped_frees);
+
+  bool offline() const { return info_.needs_lifetimes; }
+
+ private:
+  // One (device, space) and the policy that serves it.
+  struct Slot {
+    std::uint32_t device;
+    Space space;
+    std::unique_ptr<SpaceSpec> spec;  // the space as this device has it (a recorded size may replace the preset's)
+    std::unique_ptr<DeviceMemory> mem;
+    std::unique_ptr<AllocatorPolicy> policy;
+    SpaceMetrics metrics;
+    // The space's peak of allocated memory: a snapshot owed (dirty), taken, or unaffordable (missed).
+    bool peak_dirty = false, peak_missed = false;
+    std::uint64_t peak_event = 0, missed_event = 0;
+    Tick peak_t;
+    std::optional<Moment> peak;
+  };
+  struct Deferred {
+    Tick t;
+    std::uint64_t seq;
+    std::shared_ptr<std::function<void()>> fn;  // emptied when its Task is cancelled
+    bool operator>(const Deferred& o) const { return t != o.t ? t > o.t : seq > o.seq; }
+  };
+  using LifetimeKey = std::pair<std::uint32_t, Space>;
+  static constexpr std::uint32_t kNoSlot = 0xffffffffu;
+  static constexpr std::uint32_t kSpaces = static_cast<std::uint32_t>(Space::kCount);
+  static constexpr std::uint64_t kSnapshotCredit = 4, kNoRerun = UINT64_MAX;
+
+  std::unique_ptr<TraceReader> open() const;
+  void collect_lifetimes();
+  void alloc(const Event& ev);
+  void free(const Event& ev);
+  void observe(const Event& ev);
+  void run_deferred();
+  Space route(Space sp, const Event& ev) const;
+  std::uint32_t key(std::uint32_t device, Space sp);
+  std::uint32_t slot(std::uint32_t k, const Event& ev);
+  void account(std::uint32_t si);
+  void check_fatal(const Slot& s, const Event& ev);
+  void record_oom(std::uint32_t si, const Event& ev, const AllocRequest& rq);
+  void write_placement(const Event& ev, const Placement& p);
+  void end_slice(Handle h, Tick t);
+  // Moments: a space at its peak, a device at an OOM.
+  std::vector<SlotView> slot_views() const;
+  void take_peak_now(std::uint32_t si);
+  void take_peak_when_leaving(std::uint32_t si);
+  std::vector<std::optional<Moment>> peaks_by_rerun() const;
+  void finish();
+
+  const RunOptions& opt_;
+  const Registry& reg_;
+  const PolicyInfo& info_;
+  // Where events of each space go: the space itself, hbm for collective buffers on hardware
+  // without a collective space, kCount when the hardware lacks it (an input error).
+  Space route_[static_cast<int>(Space::kCount)];
+  Recording recording_;
+  std::vector<Slot> slots_;
+  std::unordered_map<std::uint32_t, std::uint32_t> dense_;  // device ordinal → dense index
+  std::vector<std::uint32_t> devices_;                      // dense index → device ordinal
+  std::vector<std::uint32_t> slot_index_;                   // per key: index in slots_
+  std::vector<std::uint32_t> slot_key_;                     // per slot: its key
+  struct Requested {
+    ByteSum live = 0, peak = 0;
+  };
+  std::vector<Requested> req_;  // per key
+  Totals totals_;
+  std::priority_queue<Deferred, std::vector<Deferred>, std::greater<Deferred>> deferred_;
+  std::uint64_t seq_ = 0;
+  Tick now_;
+  nlohmann::json config_;
+  std::map<LifetimeKey, std::vector<Lifetime>> lifetimes_;  // offline policies only
+  LiveSet live_;
+  Fidelity fidelity_;
+  RunResult out_;
+  bool replaying_ = true;
+  std::uint64_t current_event_ = 0;
+  // Peak snapshots are paid from a credit of kSnapshotCredit per event (take_peak_when_leaving).
+  std::uint64_t snapshot_credit_ = 0;
+  std::vector<std::uint64_t> rerun_take_at_;  // on the engine peaks_by_rerun() runs: per slot, the event
+  size_t rerun_left_ = 0;                     // snapshots the re-run still owes
+  std::unique_ptr<AtomicFile> placements_;
+  std::unique_ptr<PerfettoWriter> perfetto_;
+  std::string pbuf_;
+};
+
+}  // namespace fragsim

@@ -1,0 +1,42 @@
+// Fidelity: the replay checked against what the recording allocator and driver did — every
+// allocation's recorded address, every traced segment's size, each segment release, each
+// recorded OOM (report key `fidelity`, docs/report.md).
+#pragma once
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <vector>
+
+#include "hardware_models/device_memory.h"
+#include "policies/policy.h"
+#include "sim/base/event.h"
+
+namespace fragsim {
+
+class Fidelity {
+ public:
+  // An alloc that carries its recorded address, and where the policy placed it.
+  void address(const Event& ev, const Placement& p);
+  // A traced allocation's outcome on its device (a later recorded OOM asks whether it failed).
+  void outcome(std::uint32_t device, bool failed) { last_failed_[device] = failed; }
+  // A recorded OOM: did the simulation fail the same request?
+  void recorded_oom(const Event& ev);
+  // A traced segment_alloc (size) and segment_free (address) of a device's main memory.
+  void segment_alloc(std::uint32_t device, Bytes size) { segments_.emplace_back(device, size); }
+  void segment_free(std::uint32_t device, Addr addr) { frees_.emplace_back(device, addr); }
+
+  // The report's object, null when the recording had nothing to compare. `memory_of(device)`:
+  // the device's main memory as simulated (its grant and release logs), or null.
+  [[nodiscard]] nlohmann::json json(const std::function<const DeviceMemory*(std::uint32_t)>& memory_of) const;
+
+ private:
+  std::uint64_t compared_ = 0, matched_ = 0;
+  std::uint64_t ooms_recorded_ = 0, ooms_reproduced_ = 0;
+  nlohmann::json first_mismatch_;
+  std::vector<std::pair<std::uint32_t, Bytes>> segments_;  // traced segment_alloc (device, size)
+  std::vector<std::pair<std::uint32_t, Addr>> frees_;      // traced segment_free (device, addr)
+  std::map<std::uint32_t, bool> last_failed_;              // device → its last alloc's outcome
+};
+
+}  // namespace fragsim

@@ -1,0 +1,139 @@
+#include "sim/live_set.h"
+
+#include <algorithm>
+
+namespace fragsim {
+
+std::uint32_t LiveSet::intern(const std::string& name) {
+  if (name.empty()) return 0;
+  auto [it, fresh] = name_ids_.try_emplace(name, static_cast<std::uint32_t>(names_.size()));
+  if (fresh) names_.push_back(name);
+  return it->second;
+}
+
+void LiveSet::remember(const Event& ev, const Placement& p, std::uint32_t slot) {
+  if (ev.handle >= live_.size()) {
+    live_.resize(ev.handle + 1);
+    shapes_.resize(ev.handle + 1);
+  }
+  slot_[ev.handle] = slot;
+  Rec& l = live_[ev.handle];
+  l.id = ev.id;
+  l.requested = ev.size;
+  l.block = p.block;
+  l.event_index = ev.index;
+  l.t = ev.t;
+  l.addr = p.addr;
+  l.has_addr = p.has_addr;
+  l.name = ev.has(key::kName) ? intern(ev.name) : 0;
+  l.stack = ev.has(key::kStack) ? ev.stack : 0;
+  l.dtype = ev.dtype;
+  l.has_shape = ev.has(key::kShape);
+  if (l.has_shape) shapes_[ev.handle] = ev.shape;
+}
+
+BufferView LiveSet::request_view(const Event& ev) {
+  BufferView b;
+  b.id = ev.id;
+  b.event_index = ev.index;
+  b.t = ev.t;
+  b.device = ev.device;
+  b.space = ev.space;
+  b.requested = ev.size;
+  b.name = ev.has(key::kName) ? ev.name : std::string();
+  b.dtype = ev.dtype;
+  b.has_shape = ev.has(key::kShape);
+  if (b.has_shape) b.shape = ev.shape;
+  b.stack = ev.has(key::kStack) ? ev.stack : 0;
+  return b;
+}
+
+BufferView LiveSet::view(Handle h, std::uint64_t now, const std::vector<SlotView>& slots) const {
+  const Rec& l = live_[h];
+  const SlotView& s = slots[slot_[h]];
+  BufferView b;
+  b.id = l.id;
+  b.event_index = l.event_index;
+  b.t = l.t;
+  b.device = s.device;
+  b.space = s.space;
+  b.requested = l.requested;
+  b.block = l.block;
+  b.has_addr = l.has_addr;
+  b.addr = l.addr;
+  b.name = names_[l.name];
+  b.dtype = l.dtype;
+  b.has_shape = l.has_shape;
+  if (l.has_shape) b.shape = shapes_[h];
+  b.stack = l.stack;
+  b.age_events = now - std::min(now, l.event_index);
+  return b;
+}
+
+Moment LiveSet::moment(std::uint64_t event_index, Tick t, const std::vector<SlotView>& slots,
+                       const std::function<bool(std::uint32_t)>& include, bool keep_live) const {
+  Moment m;
+  m.event_index = event_index;
+  m.t = t;
+  std::vector<std::pair<Bytes, Handle>> top;  // a min-heap of the kTopBuffers largest
+  auto cmp = [](const auto& a, const auto& b) { return a.first > b.first; };
+  for (Handle h = 0; h < state_.size() && h < live_.size(); ++h) {
+    if (state_[h] != State::kPlaced || !include(slot_[h])) continue;
+    ++m.live_buffers;
+    if (keep_live && live_[h].has_addr) {
+      if (m.live.size() < kMaxMapBlocks)
+        m.live.push_back(view(h, event_index, slots));
+      else
+        m.live_truncated = true;
+    }
+    if (top.size() < kTopBuffers) {
+      top.emplace_back(live_[h].block, h);
+      std::push_heap(top.begin(), top.end(), cmp);
+    } else if (live_[h].block > top.front().first) {
+      std::pop_heap(top.begin(), top.end(), cmp);
+      top.back() = {live_[h].block, h};
+      std::push_heap(top.begin(), top.end(), cmp);
+    }
+  }
+  std::sort(top.begin(), top.end(),
+            [](const auto& a, const auto& b) { return a.first != b.first ? a.first > b.first : a.second < b.second; });
+  for (const auto& [size, h] : top) m.top_buffers.push_back(view(h, event_index, slots));
+  for (std::uint32_t i = 0; i < slots.size(); ++i) {
+    if (!include(i)) continue;
+    const SlotView& s = slots[i];
+    SpaceMoment sm;
+    sm.device = s.device;
+    sm.space = s.space;
+    sm.allocated = s.usage.allocated;
+    sm.reserved = s.usage.reserved;
+    sm.largest_free = s.usage.largest_free;
+    s.policy->memory_map(&sm.map);
+    if (sm.map.blocks.size() > kMaxMapBlocks) {
+      sm.map.blocks.resize(kMaxMapBlocks);
+      sm.truncated = true;
+    }
+    m.allocated += sm.allocated;
+    m.reserved += sm.reserved;
+    m.spaces.push_back(std::move(sm));
+  }
+  return m;
+}
+
+void LiveSet::collect_stacks(RunResult& r) const {
+  auto note = [&](std::uint64_t id) {
+    if (!id || r.stacks.count(id)) return;
+    if (auto it = stack_frames_.find(id); it != stack_frames_.end()) r.stacks[id] = it->second;
+  };
+  auto note_moment = [&](const Moment& m) {
+    for (const auto& b : m.top_buffers) note(b.stack);
+    for (const auto& b : m.live) note(b.stack);
+  };
+  for (const auto& s : r.spaces)
+    if (s.peak) note_moment(*s.peak);
+  for (const auto& o : r.ooms) {
+    note(o.request.stack);
+    if (o.moment) note_moment(*o.moment);
+  }
+}
+
+}  // namespace fragsim

@@ -1,0 +1,81 @@
+// LiveSet: the buffers live in a run, kept for what reports show of them — names (interned),
+// shapes, stacks, where each was placed — and the moments built from them: the largest live
+// buffers and every space's memory map at a space's peak or at an OOM. Memory O(live buffers +
+// distinct names + stacks); nothing here is on the path of a plain run except remember().
+#pragma once
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "sim/run_result.h"
+
+namespace fragsim {
+
+// What a moment needs of one (device, space) of the engine.
+struct SlotView {
+  std::uint32_t device = 0;
+  Space space = Space::kHbm;
+  const AllocatorPolicy* policy = nullptr;
+  Usage usage;
+};
+
+class LiveSet {
+ public:
+  enum class State : std::uint8_t { kNotLive, kPlaced, kFailed, kEmpty };
+
+  // A new allocation's handle (not placed yet).
+  void begin(Handle h) {
+    if (h >= state_.size()) {
+      state_.resize(h + 1, State::kNotLive);
+      slot_.resize(h + 1, 0);
+    }
+    state_[h] = State::kNotLive;
+  }
+  void set(Handle h, State s) { state_[h] = s; }
+  State state(Handle h) const { return h < state_.size() ? state_[h] : State::kNotLive; }
+  std::uint32_t slot_of(Handle h) const { return slot_[h]; }
+  Handle handle_limit() const { return static_cast<Handle>(state_.size()); }
+  // A placed allocation: what reports show of it.
+  void remember(const Event& ev, const Placement& p, std::uint32_t slot);
+  // A stack the trace defines (op stack): its frames, innermost first.
+  void define_stack(std::uint64_t id, std::vector<std::string> frames) { stack_frames_[id] = std::move(frames); }
+
+  const std::string& name_of(Handle h) const { return names_[live_[h].name]; }
+  AllocId id_of(Handle h) const { return live_[h].id; }
+  // A placed buffer as reports show it, `now` the event it is shown at.
+  [[nodiscard]] BufferView view(Handle h, std::uint64_t now, const std::vector<SlotView>& slots) const;
+  // The largest live buffers and the memory maps of the slots `include` accepts.
+  [[nodiscard]] Moment moment(std::uint64_t event_index, Tick t, const std::vector<SlotView>& slots,
+                              const std::function<bool(std::uint32_t slot)>& include, bool keep_live) const;
+  // The frames of every stack a reported buffer of r names (and no other), into r.stacks.
+  void collect_stacks(RunResult& r) const;
+
+  // A request as reports show it (an OOM's failing allocation).
+  [[nodiscard]] static BufferView request_view(const Event& ev);
+
+ private:
+  struct Rec {
+    AllocId id;
+    Bytes requested = 0, block = 0;
+    std::uint64_t event_index = 0;
+    Tick t;
+    Addr addr;
+    bool has_addr = false, has_shape = false;
+    std::uint32_t name = 0;  // index into names_ (0: none)
+    std::uint64_t stack = 0;
+    Dtype dtype = Dtype::kNone;
+  };
+  std::uint32_t intern(const std::string& name);
+
+  std::vector<State> state_;                        // per handle
+  std::vector<std::uint32_t> slot_;                 // per handle: its slot, while placed
+  std::vector<Rec> live_;                           // per handle, valid while placed
+  std::vector<std::vector<std::uint64_t>> shapes_;  // per handle, when the alloc has a shape
+  std::vector<std::string> names_{std::string()};   // interned buffer names (0: none)
+  std::unordered_map<std::string, std::uint32_t> name_ids_;
+  std::unordered_map<std::uint64_t, std::vector<std::string>> stack_frames_;  // the trace's stacks
+};
+
+}  // namespace fragsim

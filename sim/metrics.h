@@ -1,0 +1,66 @@
+// Metrics: what the engine records after every event, in O(1) (docs/metrics.md).
+//
+//   SpaceMetrics — one (device, space): peaks of allocated and reserved memory, external
+//     fragmentation at the peak of reserved and its maximum, the figures at the peak of allocated,
+//     and its decimated timeline;
+//   Totals       — the run's sums over every space at one moment (requested bytes may sum past
+//     64 bits: they are kept in 128 and reported saturated).
+// A Timeline keeps at most kMaxTimelinePoints: a new point per `stride` events, folded into the
+// current one (keeping maxima) between; when full, neighbours merge and the stride doubles.
+#pragma once
+#include <cstdint>
+#include <vector>
+
+#include "sim/run_result.h"
+
+namespace fragsim {
+
+using ByteSum = unsigned __int128;
+inline Bytes saturate(ByteSum v) { return v > kTooLarge ? kTooLarge : static_cast<Bytes>(v); }
+
+class Timeline {
+ public:
+  void record(std::uint64_t event_index, const TimelinePoint& p);
+  std::vector<TimelinePoint> take() { return std::move(points_); }
+
+ private:
+  std::vector<TimelinePoint> points_;
+  std::uint64_t stride_ = 1, next_ = 0;
+};
+
+class SpaceMetrics {
+ public:
+  // The space's usage after an event (requested: its live requested bytes). True when its
+  // allocated memory reached a new peak.
+  bool account(const Usage& u, std::uint64_t event_index, Bytes requested);
+  const Usage& last() const { return last_; }
+  // Peaks and fragmentation into r; the timeline moves out.
+  void finish(SpaceResult& r);
+
+ private:
+  Usage last_;
+  Bytes peak_allocated_ = 0, peak_reserved_ = 0;
+  double frag_at_peak_ = 0, frag_max_ = 0;
+  SpaceMoment at_peak_;
+  Timeline timeline_;
+};
+
+// Sums over every space at one moment, and their peaks over time.
+struct Totals {
+  ByteSum requested = 0, peak_requested = 0;
+  Bytes allocated = 0, reserved = 0, peak_allocated = 0, peak_reserved = 0;
+  // A space's usage went from `was` to `now`.
+  void update(const Usage& was, const Usage& now) {
+    allocated += now.allocated - was.allocated;
+    reserved += now.reserved - was.reserved;
+    if (allocated > peak_allocated) peak_allocated = allocated;
+    if (reserved > peak_reserved) peak_reserved = reserved;
+  }
+  void add_requested(Bytes b) {
+    requested += b;
+    if (requested > peak_requested) peak_requested = requested;
+  }
+  void remove_requested(Bytes b) { requested -= b; }
+};
+
+}  // namespace fragsim

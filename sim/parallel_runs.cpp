@@ -1,0 +1,252 @@
+// Parallel runs: one decode of a trace shared by the engines that replay it (a reader thread
+// cuts it into batches), traces side by side, the threads shared out among them.
+#include <atomic>
+#include <condition_variable>
+#include <deque>
+#include <mutex>
+#include <thread>
+
+#include "sim/engine_impl.h"
+#include "traces/trace_reader.h"
+
+namespace fragsim {
+
+namespace {
+RunResult run_alone(const RunOptions& opt, const Registry& registry) {
+  Engine e(opt, registry);
+  return e.run();
+}
+}  // namespace
+
+// With a second core the trace is decoded on one thread while the engine replays on another:
+// the run takes as long as the slower of the two, not their sum.
+RunResult run_simulation(const RunOptions& opt, const Registry& registry) {
+  return std::move(run_simulations({opt}, registry, 0).front());
+}
+
+namespace {
+
+// The decoded trace as a growing list of batches, shared by the engines that replay it. The
+// reader waits while the slowest consumer is more than kAhead batches behind, so memory stays
+// bounded whatever the trace's length.
+class BatchStream {
+ public:
+  static constexpr size_t kBatch = 4096, kAhead = 8;
+  struct End {
+    std::exception_ptr error;  // the reader's, at the end of the events it delivered
+    std::string digest;
+    std::uint64_t skipped_frees = 0;
+  };
+
+  explicit BatchStream(size_t consumers) : done_(consumers, 0) {}
+
+  // Reader side: publishes the events of r, then the end; stops early when every consumer left.
+  void produce(TraceReader& r) {
+    while (produce_one(r)) {
+    }
+  }
+  // Publishes the next batch of r, or the end (then false); false too when every consumer left.
+  bool produce_one(TraceReader& r) {
+    End end;
+    try {
+      auto b = spare();
+      b->resize(kBatch);
+      size_t n = 0;
+      while (n < kBatch && r.next((*b)[n])) ++n;
+      b->resize(n);
+      if (n && !publish(std::move(b))) return false;  // nobody reads any more
+      if (n == kBatch) return true;
+      end.digest = r.digest();
+      end.skipped_frees = r.skipped_frees();
+    } catch (...) {
+      end.error = std::current_exception();
+    }
+    std::lock_guard<std::mutex> l(m_);
+    end_ = std::move(end);
+    finished_ = true;
+    cv_.notify_all();
+    return false;
+  }
+  // Consumer side: batch i (from 0), or nullptr after the last one.
+  std::shared_ptr<const std::vector<Event>> get(size_t consumer, size_t i) {
+    std::unique_lock<std::mutex> l(m_);
+    done_[consumer] = i;  // it no longer needs batches before i
+    cv_.notify_all();
+    cv_.wait(l, [&] { return i < first_ + batches_.size() || finished_; });
+    if (i >= first_ + batches_.size()) return nullptr;
+    return batches_[i - first_];
+  }
+  void leave(size_t consumer) {  // a consumer that stopped early
+    std::lock_guard<std::mutex> l(m_);
+    done_[consumer] = SIZE_MAX;
+    cv_.notify_all();
+  }
+  const End& end() const { return end_; }  // after get() returned nullptr
+
+ private:
+  // False when every consumer has left. A consumer asks for batch i only after batch i - 1, so
+  // first_ + size >= slowest() whenever one is still reading.
+  bool publish(std::shared_ptr<std::vector<Event>> b) {
+    std::unique_lock<std::mutex> l(m_);
+    cv_.wait(l, [&] { return slowest() == SIZE_MAX || first_ + batches_.size() - slowest() < kAhead; });
+    if (slowest() == SIZE_MAX) return false;
+    batches_.push_back(std::move(b));
+    while (!batches_.empty() && first_ < slowest()) {  // drop what every consumer has passed
+      if (batches_.front().use_count() == 1)           // and reuse its events (their buffers keep their capacity)
+        spare_.push_back(std::const_pointer_cast<std::vector<Event>>(std::move(batches_.front())));
+      batches_.pop_front();
+      ++first_;
+    }
+    cv_.notify_all();
+    return true;
+  }
+  std::shared_ptr<std::vector<Event>> spare() {
+    std::lock_guard<std::mutex> l(m_);
+    if (spare_.empty()) return std::make_shared<std::vector<Event>>();
+    auto b = std::move(spare_.back());
+    spare_.pop_back();
+    return b;
+  }
+  size_t slowest() const { return *std::min_element(done_.begin(), done_.end()); }
+
+  std::mutex m_;
+  std::condition_variable cv_;
+  std::deque<std::shared_ptr<const std::vector<Event>>> batches_;
+  std::vector<std::shared_ptr<std::vector<Event>>> spare_;
+  size_t first_ = 0;  // index of batches_.front()
+  std::vector<size_t> done_;
+  bool finished_ = false;
+  End end_;
+};
+
+// Runs f(i) for i in [0, n) on up to `threads` threads.
+template <class F>
+void on_threads(size_t n, unsigned threads, F f) {
+  std::atomic<size_t> next{0};
+  auto work = [&] {
+    for (size_t i; (i = next++) < n;) f(i);
+  };
+  std::vector<std::thread> pool;
+  for (unsigned t = 1; t < std::min<size_t>(threads, n); ++t) pool.emplace_back(work);
+  work();
+  for (auto& t : pool) t.join();
+}
+
+// Replays runs[shared...] (online policies, one trace) from one decode of the trace, on at most
+// `threads` threads (every_core: a replay thread per core beside the reader). Fills out[i] or
+// errors[i] for each of them.
+void replay_shared(const std::vector<RunOptions>& runs, const std::vector<size_t>& shared, const Registry& registry,
+                   unsigned threads, bool every_core, std::vector<RunResult>& out,
+                   std::vector<std::exception_ptr>& errors) {
+  // Consumer c replays the engines of runs shared[c], shared[c + C], ... batch by batch. A cap
+  // of `threads` counts the reader; with a cap of one, the consumer reads each batch itself.
+  const bool inline_reader = !every_core && threads < 2;
+  size_t consumers = inline_reader ? 1 : std::min<size_t>(every_core ? threads : threads - 1, shared.size());
+  ReaderOptions ro;
+  ro.lenient = runs[shared[0]].lenient;
+  // Threads the replays leave free parse JSONL lines for the reader (at most 8: beyond that the
+  // reader's own thread, which splits lines and validates events, is the bound).
+  const size_t busy = consumers + (inline_reader ? 0 : 1);
+  ro.decode_threads = threads > busy ? static_cast<unsigned>(std::min<size_t>(threads - busy, 8)) : 0;
+  std::unique_ptr<TraceReader> reader;
+  try {
+    reader = open_trace(runs[shared[0]].trace, ro);
+  } catch (...) {
+    for (size_t i : shared) errors[i] = std::current_exception();
+    return;
+  }
+  const nlohmann::json header = reader->header();
+  const Recording recording = reader->recording();
+  BatchStream stream(consumers);
+  std::thread producer;
+  if (!inline_reader) producer = std::thread([&] { stream.produce(*reader); });
+  on_threads(consumers, static_cast<unsigned>(consumers), [&](size_t c) {
+    std::vector<std::pair<size_t, std::unique_ptr<Engine>>> engines;
+    for (size_t k = c; k < shared.size(); k += consumers) {
+      size_t i = shared[k];
+      try {
+        engines.emplace_back(i, std::make_unique<Engine>(runs[i], registry));
+        engines.back().second->begin(header, recording);
+      } catch (...) {
+        errors[i] = std::current_exception();
+        engines.pop_back();
+      }
+    }
+    bool more = true;  // inline_reader: the reader has not published its end
+    for (size_t b = 0; !engines.empty(); ++b) {
+      if (inline_reader && more) more = stream.produce_one(*reader);
+      auto batch = stream.get(c, b);
+      for (auto it = engines.begin(); it != engines.end();) {
+        bool done = false;
+        try {
+          if (batch) {
+            for (const Event& ev : *batch) it->second->feed(ev);
+          } else {
+            if (stream.end().error) std::rethrow_exception(stream.end().error);
+            it->second->set_digest(stream.end().digest);
+            out[it->first] = it->second->end(stream.end().skipped_frees);
+            done = true;
+          }
+        } catch (...) {
+          errors[it->first] = std::current_exception();
+          done = true;
+        }
+        it = done ? engines.erase(it) : it + 1;
+      }
+    }
+    stream.leave(c);
+  });
+  if (producer.joinable()) producer.join();
+}
+
+}  // namespace
+
+std::vector<RunResult> run_simulations(const std::vector<RunOptions>& runs, const Registry& registry,
+                                       unsigned threads) {
+  const bool every_core = threads == 0;  // then one replay thread per core, beside the reader
+  if (every_core) threads = std::max(1u, std::thread::hardware_concurrency());
+  std::vector<RunResult> out(runs.size());
+  std::vector<std::exception_ptr> errors(runs.size());
+  // Online runs of the same trace (read the same way) share one decode; offline ones, and runs
+  // given their events by a source, read on their own.
+  std::map<std::pair<std::string, bool>, std::vector<size_t>> by_trace;
+  std::vector<size_t> alone;
+  for (size_t i = 0; i < runs.size(); ++i) {
+    if (runs[i].source || registry.find(runs[i].policy.name).needs_lifetimes)
+      alone.push_back(i);
+    else
+      by_trace[{runs[i].trace, runs[i].lenient}].push_back(i);
+  }
+  std::vector<std::vector<size_t>> groups;
+  for (auto& [key, members] : by_trace) {
+    // One run alone, with no second thread for a reader (or beside other traces that keep the
+    // threads busy): nothing to share.
+    if (members.size() == 1 && (threads < 2 || by_trace.size() > 1))
+      alone.push_back(members[0]);
+    else
+      groups.push_back(std::move(members));
+  }
+  std::sort(alone.begin(), alone.end());
+  // Runs that read the trace themselves, in parallel.
+  on_threads(alone.size(), threads, [&](size_t k) {
+    try {
+      out[alone[k]] = run_alone(runs[alone[k]], registry);
+    } catch (...) {
+      errors[alone[k]] = std::current_exception();
+    }
+  });
+  // Then the shared decodes: one trace uses every thread; several share them out.
+  if (groups.size() == 1) {
+    replay_shared(runs, groups[0], registry, threads, every_core, out, errors);
+  } else if (!groups.empty()) {
+    const unsigned at_once = static_cast<unsigned>(std::min<size_t>(groups.size(), threads));
+    on_threads(groups.size(), at_once, [&](size_t g) {
+      replay_shared(runs, groups[g], registry, std::max(1u, threads / at_once), false, out, errors);
+    });
+  }
+  for (auto& e : errors)
+    if (e) std::rethrow_exception(e);
+  return out;
+}
+
+}  // namespace fragsim
