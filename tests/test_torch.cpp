@@ -487,3 +487,22 @@ TEST_CASE("torch-caching adopts a snapshot's recorded allocator_settings, and a 
   REQUIRE(!user.notes.empty());
   CHECK(user.notes.back().find("recorded settings") != std::string::npos);
 }
+
+TEST_CASE("a snapshot's external_annotations (the optimizer's record_function ranges) become marks at their times") {
+  // transformer_ctx128_train_step.pickle's external_annotations, as pickle.load shows them.
+  const std::pair<const char*, std::uint64_t> want[] = {
+      {"START Optimizer.zero_grad#AdamW.zero_grad", 1748730219595970ULL},
+      {"END Optimizer.zero_grad#AdamW.zero_grad", 1748730219596156ULL},
+      {"START Optimizer.step#AdamW.step", 1748730220044133ULL},
+      {"END Optimizer.step#AdamW.step", 1748730220159711ULL}};
+  RunResult r = replay(fixture("transformer_ctx128_train_step.pickle"));
+  REQUIRE(r.marks.size() == 4);
+  for (size_t i = 0; i < 4; ++i) {
+    CHECK(r.marks[i].name == want[i].first);
+    CHECK(r.marks[i].t.value() == want[i].second);
+    if (i) CHECK(r.marks[i].event_index > r.marks[i - 1].event_index);
+  }
+  // The step's allocations lie between its START and END marks.
+  CHECK(r.marks[3].event_index - r.marks[2].event_index > 100);
+  CHECK(r.fidelity["allocs_matched"] == r.fidelity["allocs_compared"]);  // marks change no placement
+}

@@ -406,6 +406,7 @@ class SnapshotReader : public TraceReader {
       if (b.upper || b.at_oom) devices.push_back(bounds_json(static_cast<std::uint32_t>(dev), b));
       if (b.empty_caches) empty_cache_calls_ += b.empty_caches;
     }
+    if (root.kind == PyObj::kDict) annotations(root.get("external_annotations"), &body, &any_time);
     if (!devices.empty()) header["recorded_devices"] = devices;
     if (empty_cache_calls_) header["empty_cache_calls"] = empty_cache_calls_;
     // Devices interleave by time (stable); times are made non-decreasing.
@@ -421,6 +422,28 @@ class SnapshotReader : public TraceReader {
     for (auto& r : events_)
       if (r.pre_trace) r.line = ++k;
     set_header(header);
+  }
+
+  // external_annotations (record_function ranges the snapshot kept, e.g. the optimizer's phases:
+  // {name, stage START|END, device, time_us}) as marks "START name" / "END name" at their time.
+  // Entries without a name, a stage or a time are left out: nothing places them.
+  void annotations(const PyObj* a, std::vector<Raw>* body, bool* any_time) {
+    if (!a || a->kind != PyObj::kList) return;
+    for (const PyObj* x : a->items) {
+      const PyObj *name = x->get("name"), *stage = x->get("stage"), *t = x->get("time_us"), *dev = x->get("device");
+      if (!name || name->kind != PyObj::kStr || !stage || stage->kind != PyObj::kStr || !t || !t->is_int() ||
+          t->as_int() < 0)
+        continue;
+      Raw r;
+      r.op = Op::kMark;
+      r.t = static_cast<std::uint64_t>(t->as_int());
+      r.has_t = *any_time = true;
+      r.device = dev && dev->is_int() && dev->as_int() >= 0 && dev->as_int() <= UINT32_MAX
+                     ? static_cast<std::uint32_t>(dev->as_int())
+                     : 0;
+      r.name = name_of(sanitize_utf8(stage->s + " " + name->s));
+      body->push_back(r);
+    }
   }
 
   static nlohmann::json bounds_json(std::uint32_t dev, const DeviceBounds& b) {
