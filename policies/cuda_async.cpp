@@ -232,6 +232,7 @@ void register_cuda_async(Registry& r) {
         if (auto t = cfg.optional_size("release_threshold")) o.threshold = *t;
         cfg.record("resolved_release_threshold", o.threshold);
         o.prealloc = pre ? o.threshold : 0;
+        if (ctx.space->space == Space::kHost) return jax_host_allocator(cfg, ctx);
         return [o](const PolicyContext& pc) { return std::make_unique<CudaAsyncPolicy>(pc, o); };
       },
       false,

@@ -42,4 +42,13 @@ Bytes xla_memory_limit(Bytes total, double fraction, const JaxlibBehaviour& b) {
   return rounded_limit(static_cast<Bytes>(static_cast<double>(total) * pjrt_fraction(fraction)), b);
 }
 
+PolicyBuilder jax_host_allocator(ConfigReader& cfg, const ConfigContext& ctx) {
+  cfg.note(fmt::format("pinned host memory: XLA's host BFC ({}), whichever allocator serves device memory",
+                       "xla_gpu_host_bfc"));
+  ConfigReader host(nlohmann::json::object(), "policy xla-bfc (pinned host memory)");
+  PolicyBuilder b = ctx.registry->find("xla-bfc").configure(host, ctx);
+  host.finish();
+  return b;
+}
+
 }  // namespace fragsim

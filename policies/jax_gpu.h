@@ -2,6 +2,8 @@
 // specs/xla-bfc-spatial.md §2 and §4): one place for the version table, the limit arithmetic and
 // the allocator options, shared by xla-bfc, platform, cuda-async and the sweep.
 #pragma once
+#include <functional>
+#include <memory>
 #include <string>
 
 #include "sim/base/units.h"
@@ -29,6 +31,14 @@ double pjrt_fraction(double fraction);
 
 // A byte limit as the release applies it: rounded up to 2 MiB from jaxlib 0.10.2.
 [[nodiscard]] Bytes rounded_limit(Bytes limit, const JaxlibBehaviour& b);
+
+struct ConfigContext;
+class ConfigReader;
+// JAX's pinned host memory (the `host` space) is XLA's own host BFC whichever allocator serves
+// device memory (XLA_PYTHON_CLIENT_ALLOCATOR concerns the device): the builder of that BFC
+// (xla-bfc on the host space), with a note saying so. Call it after reading the policy's own keys.
+[[nodiscard]] std::function<std::unique_ptr<class AllocatorPolicy>(const struct PolicyContext&)> jax_host_allocator(
+    ConfigReader& cfg, const ConfigContext& ctx);
 
 // BFC memory limit for the device: size_t(total × f32(fraction)), rounded up to 2 MiB where the
 // release does. `total` is the device-reported total (or free memory before jaxlib 0.4.1).

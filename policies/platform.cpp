@@ -63,9 +63,10 @@ class PlatformPolicy : public AllocatorPolicy {
 void register_platform(Registry& r) {
   PolicyInfo info{"platform",
                   "JAX XLA_PYTHON_CLIENT_ALLOCATOR=platform: one device malloc/free per buffer, simulated call time",
-                  [](ConfigReader& cfg, const ConfigContext&) -> PolicyBuilder {
+                  [](ConfigReader& cfg, const ConfigContext& ctx) -> PolicyBuilder {
                     JaxlibBehaviour jb = jaxlib_behaviour(cfg.text("jaxlib", kNewestJaxlib), "jaxlib");
                     Bytes unit = jb.vmm_padding ? 0 : 512;
+                    if (ctx.space->space == Space::kHost) return jax_host_allocator(cfg, ctx);
                     return
                         [unit](const PolicyContext& pc) { return std::make_unique<PlatformPolicy>(pc.device, unit); };
                   },

@@ -55,10 +55,13 @@ std::vector<std::string> proven_advice(const RunResult& r, const RunRequest& req
   FRAGSIM_CHECK(sp, "an OOM on a space the run has no result for");
   const std::string where = fmt::format("device {} {}", o.device, space_name(o.space));
   const Recording recording = read_recording(req.trace, req.lenient);
+  // Every replay below reads the trace: a snapshot or a capture is decoded once for all of them.
+  const TraceSource source = decodes_whole(req.trace) ? decode_once(req.trace, ReaderOptions{req.lenient}) : nullptr;
   auto sweep = [&](const std::string& find) {
     SweepOptions so;
     so.request = req;
     so.base = prepare_run(req, reg, &recording);
+    so.base.source = source;
     so.find = find;
     so.threads = threads;
     return run_sweep(so, reg);
@@ -98,6 +101,7 @@ std::vector<std::string> proven_advice(const RunResult& r, const RunRequest& req
     try {
       RunOptions o2 = prepare_run(q, reg, &recording);
       (void)resolved_config(o2, recording, reg);  // the policy takes the request's options
+      o2.source = source;
       runs.push_back(std::move(o2));
     } catch (const InputError&) {
       continue;  // a setting this request cannot take (the user's own options conflict with it): not suggested

@@ -127,11 +127,8 @@ nlohmann::json merge_batches(const std::vector<std::pair<std::string, nlohmann::
 std::string batch_table(const nlohmann::json& batch) {
   std::string out = fmt::format("batch {}: {} runs\n", batch.value("manifest", ""), batch["runs"].size());
   size_t w = 5;
-  constexpr size_t kMaxLabel = 48;
-  auto label = [&](const nlohmann::json& r) {
-    std::string l = r.value("label", std::string());
-    return l.size() > kMaxLabel ? l.substr(0, kMaxLabel - 3) + "..." : l;
-  };
+  // Labels in full: cut ones could read alike while the runs differ.
+  auto label = [&](const nlohmann::json& r) { return r.value("label", std::string()); };
   for (const auto& r : batch["runs"]) w = std::max(w, label(r).size());
   out += fmt::format("{:>4}  {:<{}}  {:>6} {:>5} {:>11} {:>11} {:>11} {:>11}\n", "run", "label", w, "result", "OOMs",
                      "peak req", "peak alloc", "peak resvd", "extfrag max");

@@ -312,6 +312,13 @@ nlohmann::json report_json(const RunResult& r, size_t map_blocks) {
 
 namespace {
 
+// The settings a policy ran with: its resolved config without the note of where they came from.
+nlohmann::json settings_of(const RunResult& r) {
+  nlohmann::json c = r.policy_config;
+  if (c.is_object()) c.erase("recorded_settings_applied");
+  return c;
+}
+
 // The per-space table of a run over several spaces: each at its own peak.
 void spaces_table(std::back_insert_iterator<std::string> out, const RunResult& r) {
   fmt::format_to(out, "  per device and memory space (each at its own peak):\n");
@@ -457,6 +464,16 @@ std::string compare_table(const std::vector<RunResult>& runs) {
                      pct(sp.frag_max), sp.device_allocs + sp.device_frees, sp.device_time_ns / 1e6);
     }
   if (per_space) fmt::format_to(out, "(* the space that binds: the first OOM, else the largest share of its memory)\n");
+  // Entries that resolved to the same settings (a recording's settings already in force) say so.
+  for (size_t i = 0; i < runs.size(); ++i)
+    for (size_t k = i + 1; k < runs.size(); ++k)
+      if (runs[i].trace_path == runs[k].trace_path && runs[i].policy_name == runs[k].policy_name &&
+          settings_of(runs[i]) == settings_of(runs[k]) && runs[i].hardware == runs[k].hardware)
+        fmt::format_to(
+            out, "note: {} and {} ran with the same settings{}\n", label_of(runs[i]), label_of(runs[k]),
+            runs[i].policy_config.contains("recorded_settings_applied")
+                ? fmt::format(" (the recording's: {})", runs[i].policy_config["recorded_settings_applied"].dump())
+                : "");
   for (const auto& r : runs)
     if (!r.fidelity.is_null()) fmt::format_to(out, "{}: {}\n", label_of(r), fidelity_text(r.fidelity));
   return s;

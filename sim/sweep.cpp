@@ -218,7 +218,11 @@ void capacity_sweep(const SweepOptions& opt, const Registry& reg, SweepResult& r
 
 }  // namespace
 
-SweepResult run_sweep(const SweepOptions& opt, const Registry& reg) {
+SweepResult run_sweep(const SweepOptions& given, const Registry& reg) {
+  SweepOptions opt = given;
+  // Every pass replays the trace: a snapshot or a capture is decoded once, not once a pass.
+  if (!opt.base.source && decodes_whole(opt.base.trace))
+    opt.base.source = decode_once(opt.base.trace, ReaderOptions{opt.base.lenient});
   SweepResult res;
   res.find = opt.find;
   res.policy = opt.base.policy.name;

@@ -4,6 +4,7 @@
 
 #include <map>
 
+#include "traces/recording.h"
 #include "traces/trace_reader.h"
 
 namespace fragsim {
@@ -100,35 +101,7 @@ std::string trace_info_text(const nlohmann::json& j) {
   std::string s;
   auto out = std::back_inserter(s);
   fmt::format_to(out, "{}\n", j["path"].get<std::string>());
-  const nlohmann::json& h = j["header"];
-  if (h.is_object() && h.value("source", "") == "xprof" && h.contains("xprof")) {
-    // An XProf capture: what each allocator logged, and what was inferred.
-    const auto& x = h["xprof"];
-    fmt::format_to(out, "  XProf capture ({} host{})\n", x.value("hosts", 0), x.value("hosts", 0) == 1 ? "" : "s");
-    for (const auto& d : x.value("devices", nlohmann::json::array()))
-      if (d.size() > 1) fmt::format_to(out, "    device plane {}\n", d.dump());
-    const auto allocators = x.value("allocators", nlohmann::json::array());
-    for (const auto& a : allocators)
-      fmt::format_to(out,
-                     "    allocator {} (device {} {}): {} allocation and {} deallocation events; limit {}; {} live "
-                     "before the capture ({} frees of earlier buffers){}\n",
-                     a.value("allocator", "?"), a.value("device", 0), a.value("space", "hbm"), a.value("allocs", 0),
-                     a.value("frees", 0), human_bytes(a.value("limit_bytes", Bytes{0})),
-                     human_bytes(a.value("live_before_bytes", Bytes{0})), a.value("frees_of_earlier_buffers", 0),
-                     a.contains("mode") ? fmt::format("; addresses show {}",
-                                                      a["mode"] == "grow" ? "regions obtained on demand" : "one region")
-                                        : "");
-    if (x.contains("skipped_allocators"))
-      fmt::format_to(out, "    not imported (allocators fragsim does not map to a device memory): {}\n",
-                     x["skipped_allocators"].dump());
-    if (h.contains("recorded_hardware")) fmt::format_to(out, "    hardware: {}\n", h["recorded_hardware"].dump());
-    if (allocators.empty())
-      fmt::format_to(out,
-                     "  warning: no allocator events in this capture. Start the capture before the first device "
-                     "allocation; some jaxlib versions on CUDA log none (jax-ml/jax#22890)\n");
-  } else if (!h.empty()) {
-    fmt::format_to(out, "  header: {}\n", h.dump());
-  }
+  for (const auto& line : describe_header(j["header"])) fmt::format_to(out, "  {}\n", line);
   fmt::format_to(out, "  events {} (allocs {}, frees {}, marks {}, observations {}), {} live at end\n",
                  j["events"].get<std::uint64_t>(), j["allocs"].get<std::uint64_t>(), j["frees"].get<std::uint64_t>(),
                  j["marks"].get<std::uint64_t>(), j["observations"].get<std::uint64_t>(),
@@ -136,8 +109,14 @@ std::string trace_info_text(const nlohmann::json& j) {
   if (j["stacks"].get<std::uint64_t>() || j["empty_cache_calls"].get<std::uint64_t>())
     fmt::format_to(out, "  {} stacks of allocating code, {} empty_cache calls\n", j["stacks"].get<std::uint64_t>(),
                    j["empty_cache_calls"].get<std::uint64_t>());
-  fmt::format_to(out, "  time {} .. {}; {} stream(s); spaces {}\n", j["t_first"].get<std::uint64_t>(),
-                 j["t_last"].get<std::uint64_t>(), j["streams"].get<std::uint64_t>(), j["spaces"].dump());
+  const std::string unit = j["header"].is_object() ? j["header"].value("time_unit", std::string("ns")) : "ns";
+  const double scale = unit == "s" ? 1 : unit == "ms" ? 1e-3 : unit == "us" ? 1e-6 : 1e-9;
+  std::vector<std::string> spaces;
+  for (const auto& [k, v] : j["spaces"].items())
+    spaces.push_back(fmt::format("{} {} allocs", k, v.get<std::uint64_t>()));
+  fmt::format_to(out, "  time span {:.6g} s (time unit {}); {} stream(s); {}\n",
+                 static_cast<double>(j["t_last"].get<std::uint64_t>() - j["t_first"].get<std::uint64_t>()) * scale,
+                 unit, j["streams"].get<std::uint64_t>(), fmt::join(spaces, ", "));
   fmt::format_to(out, "  peak requested {} ({} B); largest alloc {}\n",
                  human_bytes(j["peak_requested_bytes"].get<Bytes>()), j["peak_requested_bytes"].get<Bytes>(),
                  human_bytes(j["largest_alloc_bytes"].get<Bytes>()));

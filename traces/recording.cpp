@@ -1,8 +1,10 @@
 #include "traces/recording.h"
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include <cstdlib>
+#include <set>
 
 #include "sim/base/error.h"
 
@@ -99,6 +101,89 @@ Recording recording_from_header(const nlohmann::json& h, const std::string& file
     r.alignment = h["alignment_bytes"].get<Bytes>();
   r.state_only = h.value("state_only", false) == true;
   return r;
+}
+
+std::vector<std::string> describe_header(const nlohmann::json& h) {
+  std::vector<std::string> lines;
+  if (!h.is_object()) return lines;
+  static const std::set<std::string> kKnown = {"fragsim_trace",
+                                               "time_unit",
+                                               "source",
+                                               "allocator_settings",
+                                               "recorded_devices",
+                                               "xprof",
+                                               "state_only",
+                                               "empty_cache_calls",
+                                               "recorded_hardware",
+                                               "alignment_bytes",
+                                               "module",
+                                               "module_name",
+                                               "heap_traces",
+                                               "note",
+                                               "workload",
+                                               "seed",
+                                               "settings"};
+  const std::string source = h.value("source", std::string());
+  if (!source.empty()) lines.push_back("recorded by: " + source);
+  if (auto s = h.find("allocator_settings"); s != h.end() && s->is_object()) {
+    std::string conf = s->value("PYTORCH_CUDA_ALLOC_CONF", std::string());
+    lines.push_back("allocator settings: " + (conf.empty()
+                                                  ? std::string("PyTorch's defaults, no PYTORCH_CUDA_ALLOC_CONF")
+                                                  : "PYTORCH_CUDA_ALLOC_CONF=" + conf));
+  }
+  if (h.value("state_only", false) == true) lines.push_back("a state-only snapshot: no trace of allocations");
+  if (auto d = h.find("recorded_devices"); d != h.end() && d->is_array())
+    for (const auto& x : *d)
+      if (x.is_object() && x.contains("usable_bytes") && x["usable_bytes"].is_number_unsigned())
+        lines.push_back(fmt::format("device {}: usable memory {} ({})", x.value("device", 0),
+                                    human_bytes(x["usable_bytes"].get<Bytes>()), x.value("basis", std::string())));
+  if (auto x = h.find("xprof"); x != h.end() && x->is_object()) {
+    lines.push_back(
+        fmt::format("XProf capture ({} host{})", x->value("hosts", 0), x->value("hosts", 0) == 1 ? "" : "s"));
+    for (const auto& d : x->value("devices", nlohmann::json::array()))
+      if (d.is_object() && d.size() > 1)
+        lines.push_back(fmt::format("device {}: {}{}{}{}", d.value("device", 0), d.value("vendor", std::string()),
+                                    d.contains("model") ? " " + d.value("model", std::string()) : std::string(),
+                                    d.contains("memory_bytes") && d["memory_bytes"].is_number_unsigned()
+                                        ? fmt::format(", {} of memory", human_bytes(d["memory_bytes"].get<Bytes>()))
+                                        : std::string(),
+                                    d.contains("compute_capability")
+                                        ? ", compute capability " + d.value("compute_capability", std::string())
+                                        : std::string()));
+    const auto allocators = x->value("allocators", nlohmann::json::array());
+    for (const auto& a : allocators)
+      if (a.is_object())
+        lines.push_back(fmt::format(
+            "allocator {} (device {} {}): {} allocation and {} deallocation events; limit {}; {} live before the "
+            "capture ({} frees of earlier buffers){}",
+            a.value("allocator", "?"), a.value("device", 0), a.value("space", "hbm"), a.value("allocs", 0),
+            a.value("frees", 0), human_bytes(a.value("limit_bytes", Bytes{0})),
+            human_bytes(a.value("live_before_bytes", Bytes{0})), a.value("frees_of_earlier_buffers", 0),
+            a.contains("mode")
+                ? fmt::format("; addresses show {}", a["mode"] == "grow" ? "regions obtained on demand" : "one region")
+                : ""));
+    if (auto sk = x->find("skipped_allocators"); sk != x->end() && sk->is_array() && !sk->empty()) {
+      std::vector<std::string> names;
+      for (const auto& n : *sk) names.push_back(n.is_string() ? n.get<std::string>() : n.dump());
+      lines.push_back(
+          fmt::format("not imported (allocators fragsim does not map to a device memory): {}", fmt::join(names, ", ")));
+    }
+    if (allocators.empty())
+      lines.push_back(
+          "warning: no allocator events in this capture. Start the capture before the first device allocation; some "
+          "jaxlib versions on CUDA log none (jax-ml/jax#22890)");
+  }
+  if (auto hw = h.find("recorded_hardware"); hw != h.end() && hw->is_object())
+    lines.push_back(
+        fmt::format("hardware: {} ({})", hw->value("preset", std::string("?")), hw->value("basis", std::string())));
+  if (source == "xla-hlo")
+    lines.push_back(fmt::format("XLA module {} ({}), {} heap-simulator trace(s)", h.value("module", std::string()),
+                                h.value("module_name", std::string()), h.value("heap_traces", 0)));
+  std::vector<std::string> other;
+  for (const auto& [k, v] : h.items())
+    if (!kKnown.count(k)) other.push_back(k);
+  if (!other.empty()) lines.push_back(fmt::format("other header keys: {}", fmt::join(other, ", ")));
+  return lines;
 }
 
 }  // namespace fragsim

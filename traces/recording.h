@@ -13,6 +13,7 @@
 #pragma once
 #include <nlohmann/json.hpp>
 #include <string>
+#include <vector>
 
 #include "sim/base/recording.h"
 
@@ -22,5 +23,10 @@ namespace fragsim {
 // recording may legitimately leave out (a setting, a limit) are simply absent.
 [[nodiscard]] Recording recording_from_header(const nlohmann::json& header, const std::string& file,
                                               std::uint64_t line = 0);
+
+// The header in words, one line each (fragsim info): who recorded the trace, the settings and
+// limits it recorded, per allocator what an XProf capture logged; keys this build does not know
+// are named, never dumped.
+[[nodiscard]] std::vector<std::string> describe_header(const nlohmann::json& header);
 
 }  // namespace fragsim

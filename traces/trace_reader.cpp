@@ -161,31 +161,53 @@ namespace {
 
 class EventReader : public TraceReader {
  public:
-  EventReader(std::string name, std::vector<Event> events, nlohmann::json header)
-      : TraceReader(std::move(name), {}), events_(std::move(events)) {
+  EventReader(std::string name, std::shared_ptr<const std::vector<Event>> events, nlohmann::json header,
+              std::uint64_t skipped_before = 0)
+      : TraceReader(std::move(name), {}), events_(std::move(events)), skipped_before_(skipped_before) {
     if (!header.is_null()) {
       check_header(header, path_, 0);
       set_header(std::move(header));
     }
   }
+  std::uint64_t skipped_frees() const override { return TraceReader::skipped_frees() + skipped_before_; }
 
  protected:
   bool read_raw(Event& ev) override {
-    if (next_ == events_.size()) return false;
-    ev = events_[next_++];
+    if (next_ == events_->size()) return false;
+    ev = (*events_)[next_++];
     ev.line = next_;
     return true;
   }
 
  private:
-  std::vector<Event> events_;
+  std::shared_ptr<const std::vector<Event>> events_;
   size_t next_ = 0;
+  std::uint64_t skipped_before_;  // frees the first read skipped (--lenient): the events hold none
 };
 
 }  // namespace
 
 std::unique_ptr<TraceReader> make_event_reader(std::string name, std::vector<Event> events, nlohmann::json header) {
-  return std::make_unique<EventReader>(std::move(name), std::move(events), std::move(header));
+  return std::make_unique<EventReader>(std::move(name), std::make_shared<const std::vector<Event>>(std::move(events)),
+                                       std::move(header));
+}
+
+ReaderFactory decode_once(const std::string& path, const ReaderOptions& opt) {
+  auto reader = open_trace(path, opt);
+  auto events = std::make_shared<std::vector<Event>>();
+  Event ev;
+  while (reader->next(ev)) events->push_back(ev);
+  nlohmann::json header = reader->header();
+  std::uint64_t skipped = reader->skipped_frees();
+  std::shared_ptr<const std::vector<Event>> shared = std::move(events);
+  return [path, shared, header, skipped]() -> std::unique_ptr<TraceReader> {
+    return std::make_unique<EventReader>(path, shared, header, skipped);
+  };
+}
+
+bool decodes_whole(const std::string& path) {
+  return is_xprof_path(path) || is_hlo_proto_path(path) || ends_with(path, ".pickle") || ends_with(path, ".pkl") ||
+         ends_with(path, ".pickle.zst") || ends_with(path, ".pkl.zst");
 }
 
 std::unique_ptr<TraceReader> open_trace(const std::string& path, const ReaderOptions& opt) {

@@ -4,6 +4,7 @@
 // default time, non-decreasing time, shape/dtype vs size, live-id bookkeeping (double alloc,
 // free of a non-live id, or --lenient skipping of such frees). Memory is O(live allocations).
 #pragma once
+#include <functional>
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <string>
@@ -37,7 +38,7 @@ class TraceReader {
   const nlohmann::json& header() const { return header_; }
   // What the header says about the recording behind the trace (traces/recording.h).
   const Recording& recording() const { return recording_; }
-  std::uint64_t skipped_frees() const { return skipped_frees_; }
+  virtual std::uint64_t skipped_frees() const { return skipped_frees_; }
   // Digest of the events read so far (hex): equal for the same trace in any encoding.
   [[nodiscard]] std::string digest() const;
   Handle handle_limit() const { return live_.handle_limit(); }
@@ -68,6 +69,15 @@ class TraceReader {
 // A trace held in memory (tests, generated inputs): the same validation as a file's.
 [[nodiscard]] std::unique_ptr<TraceReader> make_event_reader(std::string name, std::vector<Event> events,
                                                              nlohmann::json header = nullptr);
+
+// The trace decoded once into memory, for callers that replay it many times (a sweep, advice):
+// each call of the returned factory reads the same validated events again — same header,
+// recording, digest and skipped frees — without the file. Memory O(events).
+using ReaderFactory = std::function<std::unique_ptr<TraceReader>()>;
+[[nodiscard]] ReaderFactory decode_once(const std::string& path, const ReaderOptions& opt);
+// Whether reading `path` holds the whole trace in memory anyway (snapshots, captures, modules):
+// decode_once then costs no more memory than one read.
+[[nodiscard]] bool decodes_whole(const std::string& path);
 
 // Opens a trace by extension: .jsonl, .jsonl.zst, .fstrace, .pickle. Throws EnvError/InputError.
 [[nodiscard]] std::unique_ptr<TraceReader> open_trace(const std::string& path, const ReaderOptions& opt = {});

@@ -437,27 +437,76 @@ class Importer {
 
 }  // namespace
 
+namespace {
+
+bool is_capture_file(const std::filesystem::path& p) {
+  const std::string s = p.string();
+  return ends_with(s, ".xplane.pb") || ends_with(s, ".xplane.pb.zst");
+}
+
+bool holds_captures(const std::filesystem::path& dir) {
+  std::error_code ec;
+  for (const auto& e : std::filesystem::directory_iterator(dir, ec))
+    if (is_capture_file(e.path()) && !e.is_directory(ec)) return true;
+  return false;
+}
+
+}  // namespace
+
+std::string find_profile_run(const std::string& dir) {
+  if (holds_captures(dir)) return dir;
+  // Breadth first, without following links, a few levels down (JAX writes
+  // DIR/plugins/profile/<run>/<host>.xplane.pb), and a bounded number of folders.
+  constexpr int kDepth = 6;
+  constexpr size_t kFolders = 20000;
+  std::vector<std::filesystem::path> level{dir}, runs;
+  size_t seen = 0;
+  for (int d = 0; d < kDepth && !level.empty() && seen < kFolders; ++d) {
+    std::vector<std::filesystem::path> next;
+    for (const auto& p : level) {
+      std::error_code ec;
+      for (const auto& e : std::filesystem::directory_iterator(p, ec)) {
+        if (e.is_symlink(ec) || !e.is_directory(ec) || ++seen > kFolders) continue;
+        if (holds_captures(e.path()))
+          runs.push_back(e.path());
+        else
+          next.push_back(e.path());
+      }
+    }
+    level = std::move(next);
+  }
+  std::sort(runs.begin(), runs.end());
+  if (runs.empty())
+    throw InputError(fmt::format("{}: no *.xplane.pb capture in this folder or the {} levels below it", dir, kDepth));
+  if (runs.size() > 1) {
+    std::string list;
+    for (size_t i = 0; i < runs.size() && i < 8; ++i) list += (i ? ", " : "") + runs[i].string();
+    throw InputError(fmt::format("{}: {} profile runs under it ({}{}): name the one to read", dir, runs.size(), list,
+                                 runs.size() > 8 ? ", ..." : ""));
+  }
+  return runs.front().string();
+}
+
 bool is_xprof_path(const std::string& path) {
   if (ends_with(path, ".xplane.pb") || ends_with(path, ".xplane.pb.zst")) return true;
   std::error_code ec;
-  if (!std::filesystem::is_directory(path, ec)) return false;
-  for (const auto& e : std::filesystem::directory_iterator(path, ec))
-    if (ends_with(e.path().string(), ".xplane.pb")) return true;
-  return false;
+  return std::filesystem::is_directory(path, ec);  // a profile folder, at any depth (find_profile_run)
 }
 
 std::unique_ptr<TraceReader> make_xprof_reader(const std::string& path, const ReaderOptions&) {
   GOOGLE_PROTOBUF_VERIFY_VERSION;
   google::protobuf::SetLogHandler(nullptr);  // parse failures are reported as one input error, not logged
-  Importer im(path);
   std::error_code ec;
-  if (std::filesystem::is_directory(path, ec)) {
+  const bool folder = std::filesystem::is_directory(path, ec);
+  const std::string run = folder ? find_profile_run(path) : path;
+  Importer im(run);
+  if (folder) {
     std::vector<std::string> files;
-    for (const auto& e : std::filesystem::directory_iterator(path, ec))
+    for (const auto& e : std::filesystem::directory_iterator(run, ec))
       if (ends_with(e.path().string(), ".xplane.pb") || ends_with(e.path().string(), ".xplane.pb.zst"))
         files.push_back(e.path().string());
     std::sort(files.begin(), files.end());
-    if (files.empty()) throw InputError(path + ": a profile directory without *.xplane.pb captures");
+    if (files.empty()) throw InputError(run + ": a profile directory without *.xplane.pb captures");
     std::uint32_t offset = 0;
     for (const auto& f : files) {
       xprof::XSpace space = load_space(f);

@@ -32,7 +32,12 @@
 
 namespace fragsim {
 
+// A capture's name, or a folder (a profile log directory, at any depth).
 [[nodiscard]] bool is_xprof_path(const std::string& path);
+// The profile run folder under `dir` that holds the captures: dir itself when it does, else the
+// one folder below (at most 6 levels, links not followed) that does; InputError naming the
+// candidates when there are several, or none.
+[[nodiscard]] std::string find_profile_run(const std::string& dir);
 [[nodiscard]] std::unique_ptr<TraceReader> make_xprof_reader(const std::string& path, const ReaderOptions& opt);
 
 }  // namespace fragsim
