@@ -33,14 +33,15 @@ class IdealPolicy : public AllocatorPolicy {
 }  // namespace
 
 void register_ideal(Registry& r) {
-  r.add({"ideal",
-         "lower bound: fits while live requested bytes <= capacity; places nothing",
-         [](ConfigReader&, const ConfigContext& ctx) -> PolicyBuilder {
-           Bytes capacity = ctx.space->usable();
-           return [capacity](const PolicyContext&) { return std::make_unique<IdealPolicy>(capacity); };
-         },
-         false,
-         {}});
+  PolicyInfo info{"ideal", "lower bound: fits while live requested bytes <= capacity; places nothing",
+                  [](ConfigReader&, const ConfigContext& ctx) -> PolicyBuilder {
+                    Bytes capacity = ctx.space->usable();
+                    return [capacity](const PolicyContext&) { return std::make_unique<IdealPolicy>(capacity); };
+                  },
+                  false,
+                  {}};
+  info.lower_bound = true;
+  r.add(std::move(info));
 }
 
 }  // namespace fragsim

@@ -308,7 +308,8 @@ struct PolicyInfo {
   // The hardware kind it can run on ("": any; "tpu": TPU tiled layouts).
   std::string hardware_kind = {};
   std::optional<FractionKnob> fraction = {};  // a memory-fraction setting, if the allocator has one
-  bool models_sharding = false;               // takes the --shard what-if (shard, shard_dim)
+  bool models_sharding = false;               // takes the --shard what-if (set_sharding)
+  bool lower_bound = false;                   // places nothing: the bound every allocator is compared with
   std::vector<DefaultFor> defaults = {};      // where it is the default
   // Variants worth comparing with a run of this policy ("torch-caching[expandable_segments=true]",
   // "platform"), given the run's resolved config: compare's defaults.
@@ -334,6 +335,15 @@ struct FrameworkInfo {
       interpret;
 };
 
+// Resolved config keys that start with this are figures the policy derived (from the hardware, the
+// recording), not settings: two runs of the same settings may differ in them.
+inline constexpr const char* kResolvedPrefix = "resolved_";
+// The config key under which a policy echoes the settings it took from the recording.
+inline constexpr const char* kRecordedSettingsKey = "recorded_settings_applied";
+
+// The sharding what-if (--shard N --shard-dim DIM) in the config of a policy that models it.
+void set_sharding(nlohmann::json& config, unsigned shard, const std::string& dim);
+
 // The options every JAX GPU allocator policy shares (xla-bfc, cuda-async, platform).
 PolicyOption jaxlib_option();
 // The TPU layout options of tpu-padded and static-heap (PaddingRule::from_config).
@@ -354,6 +364,8 @@ class Registry {
   // The default for a recording on a hardware kind: the most specific DefaultFor that matches
   // (source and hardware, then source, then hardware, then neither), in registration order.
   [[nodiscard]] const DefaultFor& default_for(const Recording& recording, const std::string& hardware_kind) const;
+  // The policy that places nothing (PolicyInfo::lower_bound).
+  [[nodiscard]] const PolicyInfo& lower_bound() const;
 
  private:
   std::vector<PolicyInfo> infos_;

@@ -44,6 +44,13 @@ const DefaultFor& Registry::default_for(const Recording& recording, const std::s
   return *best;
 }
 
+const PolicyInfo& Registry::lower_bound() const {
+  for (const auto& i : infos_)
+    if (i.lower_bound) return i;
+  FRAGSIM_CHECK(false, "no policy declares itself the lower bound");
+  return infos_.front();
+}
+
 std::string FractionKnob::setting(double f) const {
   if (by_env()) return env_var + "=" + fraction_text(f);
   return fmt::format(fmt::runtime(call), fmt::format("{:.2f}", f));

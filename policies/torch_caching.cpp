@@ -600,7 +600,7 @@ PolicyBuilder configure_torch_caching(ConfigReader& cfg, const ConfigContext& ct
   bool use_recorded = cfg.flag("use_recorded_settings", true);
   if (use_recorded && ctx.recording && ctx.recording->torch_settings) {
     apply_recorded_settings(*ctx.recording->torch_settings, c);
-    cfg.record("recorded_settings_applied", true);
+    cfg.record(kRecordedSettingsKey, true);
     if (std::string kept = alloc_conf_text(c); user && !kept.empty())
       cfg.note(
           fmt::format("torch-caching: the snapshot's recorded settings ({}) stay where the settings given do "

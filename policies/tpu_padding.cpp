@@ -12,6 +12,11 @@ std::vector<PolicyOption> padding_options() {
           {"shard_dim", "major", "minor", "the dim that shard divides: major or minor"}};
 }
 
+void set_sharding(nlohmann::json& config, unsigned shard, const std::string& dim) {
+  config["shard"] = shard;
+  config["shard_dim"] = dim;
+}
+
 PaddingRule PaddingRule::from_config(ConfigReader& cfg, const ConfigContext& ctx) {
   PaddingRule r;
   r.generation = static_cast<int>(cfg.integer_in("generation", ctx.hw->generation, 0, 100));

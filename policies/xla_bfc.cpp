@@ -665,13 +665,13 @@ PolicyBuilder configure_xla_bfc(ConfigReader& cfg, const ConfigContext& ctx) {
     limit = rounded_limit(*m, jb);
   if (rec_limit) limit = *rec->limit;  // bytes_allocated + bytes_available + bytes_reserved, as logged
   if (rec_limit && rec_mode) {
-    cfg.record("recorded_settings_applied",
+    cfg.record(kRecordedSettingsKey,
                fmt::format("limit {} B and {} from the capture's {}", limit,
                            preallocate ? "one preallocated region" : "growth on demand", rec->name));
   } else if (rec_limit || rec_mode) {
     std::string kept =
         rec_limit ? fmt::format("limit {} B", limit) : (preallocate ? "one preallocated region" : "growth on demand");
-    cfg.record("recorded_settings_applied", fmt::format("{} from the capture's {}", kept, rec->name));
+    cfg.record(kRecordedSettingsKey, fmt::format("{} from the capture's {}", kept, rec->name));
     cfg.note(
         fmt::format("xla-bfc on device {}: the capture's {} kept ({} given); use_recorded_settings=false "
                     "drops it",

@@ -6,6 +6,7 @@
 #include <cmath>
 #include <map>
 
+#include "policies/policy.h"
 #include "sim/base/error.h"
 #include "sim/base/units.h"
 #include "sim/report_schema.h"
@@ -43,7 +44,7 @@ std::string policy_difference(const nlohmann::json& a, const nlohmann::json& b) 
   auto user = [](const nlohmann::json& cfg) {
     nlohmann::json out = nlohmann::json::object();
     for (const auto& [k, v] : cfg.items())
-      if (k.rfind("resolved_", 0) != 0) out[k] = v;
+      if (k.rfind(kResolvedPrefix, 0) != 0) out[k] = v;
     return out;
   };
   nlohmann::json ua = user(a["config"]), ub = user(b["config"]);

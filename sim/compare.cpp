@@ -20,7 +20,7 @@ std::vector<std::string> default_compare_entries(const RunRequest& req, const Re
   std::string entry = chosen.policy.name;
   if (q.envs.empty() && q.sets.empty()) entry = reg.default_for(recording, chosen.hw.kind).ref;
   std::vector<std::string> v;
-  if (q.envs.empty()) v.push_back("ideal");  // framework variables configure one framework's allocators only
+  if (q.envs.empty()) v.push_back(reg.lower_bound().name);  // variables configure one framework's allocators only
   v.push_back(entry);
   if (info.what_ifs)
     for (const auto& w : info.what_ifs(resolved_config(chosen, recording, reg))) {

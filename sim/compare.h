@@ -24,7 +24,7 @@ struct ComparePlan {
 // Throws InputError on a bad entry (before any trace is replayed) or a bad request.
 [[nodiscard]] ComparePlan prepare_compare(const CompareRequest& req, const Registry& reg);
 
-// The default entries for one trace: "ideal", the chosen policy, its what-ifs.
+// The default entries for one trace: the lower bound, the chosen policy, its what-ifs.
 [[nodiscard]] std::vector<std::string> default_compare_entries(const RunRequest& req, const Recording& recording,
                                                                const Registry& reg);
 

@@ -315,7 +315,7 @@ namespace {
 // The settings a policy ran with: its resolved config without the note of where they came from.
 nlohmann::json settings_of(const RunResult& r) {
   nlohmann::json c = r.policy_config;
-  if (c.is_object()) c.erase("recorded_settings_applied");
+  if (c.is_object()) c.erase(kRecordedSettingsKey);
   return c;
 }
 
@@ -471,8 +471,8 @@ std::string compare_table(const std::vector<RunResult>& runs) {
           settings_of(runs[i]) == settings_of(runs[k]) && runs[i].hardware == runs[k].hardware)
         fmt::format_to(
             out, "note: {} and {} ran with the same settings{}\n", label_of(runs[i]), label_of(runs[k]),
-            runs[i].policy_config.contains("recorded_settings_applied")
-                ? fmt::format(" (the recording's: {})", runs[i].policy_config["recorded_settings_applied"].dump())
+            runs[i].policy_config.contains(kRecordedSettingsKey)
+                ? fmt::format(" (the recording's: {})", runs[i].policy_config[kRecordedSettingsKey].dump())
                 : "");
   for (const auto& r : runs)
     if (!r.fidelity.is_null()) fmt::format_to(out, "{}: {}\n", label_of(r), fidelity_text(r.fidelity));

@@ -96,8 +96,7 @@ RunOptions prepare_run(const RunRequest& req, const Registry& reg, const Recordi
       throw InputError(fmt::format("--shard: policy {} does not model sharding (these do: {})", o.policy.name,
                                    fmt::join(which, ", ")));
     }
-    o.policy.config["shard"] = req.shard;
-    o.policy.config["shard_dim"] = req.shard_dim;
+    set_sharding(o.policy.config, req.shard, req.shard_dim);
     o.notes.push_back(
         fmt::format("sharded {} ways along the {} dim: figures are per device", req.shard, req.shard_dim));
   }

@@ -131,7 +131,8 @@ PolicySpec resolve_settings(const SettingsInput& in, const Registry& reg, std::v
     spec.name = fs.policy;
   } else {  // the default may carry options: "tpu-padded[inner=tpu-runtime]"
     if (used_default) *used_default = true;
-    PolicySpec def = parse_policy_ref(in.default_policy, "default policy");
+    PolicySpec def = parse_policy_ref(
+        in.default_policy.empty() ? reg.default_for(Recording{}, "gpu").ref : in.default_policy, "default policy");
     spec.name = def.name;
     cfg = def.config;
   }

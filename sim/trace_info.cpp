@@ -6,6 +6,8 @@
 
 #include "traces/recording.h"
 #include "traces/trace_reader.h"
+#include "traces/xla_modules.h"
+#include "traces/xprof_capture.h"
 
 namespace fragsim {
 
@@ -75,7 +77,7 @@ nlohmann::json trace_info(const std::string& path, bool lenient) {
   }
   nlohmann::json sp = nlohmann::json::object();
   for (const auto& [k, v] : spaces) sp[k] = v;
-  return {{"path", path},
+  nlohmann::json j = {{"path", path},
           {"header", reader->header().is_null() ? nlohmann::json::object() : reader->header()},
           {"events", events},
           {"allocs", allocs},
@@ -95,6 +97,19 @@ nlohmann::json trace_info(const std::string& path, bool lenient) {
           {"total_requested_bytes", sat(total)},
           {"largest_alloc_bytes", largest},
           {"size_histogram", h}};
+  if (is_xprof_path(path) || is_hlo_proto_path(path)) {  // the compiled modules it embeds
+    nlohmann::json mods = nlohmann::json::array();
+    for (const auto& m : list_hlo_modules(path))
+      mods.push_back({{"name", m.name},
+                      {"module_name", m.module_name},
+                      {"logical_buffers", m.logical_buffers},
+                      {"allocations", m.allocations},
+                      {"heap_traces", m.heap_traces},
+                      {"heap_events", m.heap_events},
+                      {"largest_allocation_bytes", m.largest_allocation_bytes}});
+    j["modules"] = mods;
+  }
+  return j;
 }
 
 std::string trace_info_text(const nlohmann::json& j) {

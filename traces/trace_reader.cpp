@@ -9,6 +9,7 @@
 #include "traces/jsonl.h"
 #include "traces/recording.h"
 #include "traces/torch_snapshot.h"
+#include "traces/trace_writer.h"
 #include "traces/xla_modules.h"
 #include "traces/xprof_capture.h"
 
@@ -225,6 +226,21 @@ std::unique_ptr<TraceReader> open_trace(const std::string& path, const ReaderOpt
   throw InputError(path +
                    ": unknown trace format (expected .jsonl, .jsonl.zst, .fstrace, .pickle, .pickle.zst, .xplane.pb "
                    "or a profile directory)");
+}
+
+std::uint64_t convert_trace(const std::string& in, const std::string& out, const std::string& module, bool lenient) {
+  ReaderOptions ro;
+  ro.lenient = lenient;
+  auto r = module.empty() ? open_trace(in, ro) : make_hlo_module_reader(in, module);
+  auto w = open_trace_writer(out, r->header());
+  Event ev;
+  std::uint64_t n = 0;
+  while (r->next(ev)) {
+    w->write(ev);
+    ++n;
+  }
+  w->finish();
+  return n;
 }
 
 }  // namespace fragsim

@@ -18,4 +18,8 @@ class TraceWriter {
 // By extension: .jsonl, .jsonl.zst, .fstrace. header may be null (no header line).
 std::unique_ptr<TraceWriter> open_trace_writer(const std::string& path, const nlohmann::json& header);
 
+// `fragsim convert`: every event of `in` (any readable format; with `module`, that XLA module's
+// heap trace from a capture) written to `out` (.jsonl, .jsonl.zst, .fstrace). Returns the count.
+std::uint64_t convert_trace(const std::string& in, const std::string& out, const std::string& module, bool lenient);
+
 }  // namespace fragsim

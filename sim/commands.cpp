@@ -1,0 +1,93 @@
+#include "sim/commands.h"
+
+#include "sim/advice.h"
+#include "sim/base/error.h"
+#include "sim/batch.h"
+#include "sim/progress.h"
+#include "sim/report.h"
+#include "sim/run_args.h"
+
+namespace fragsim {
+
+RunResult run_request(const RunRequest& req, const Registry& reg, const RunOutputs& out, unsigned threads,
+                      bool progress) {
+  RunOptions o = prepare_run(req, reg);
+  o.keep_live_buffers = out.keep_live_buffers;
+  o.placements = out.placements;
+  o.perfetto = out.perfetto;
+  RunResult r = [&] {
+    Progress bar(progress, "run", reads_of({o}, reg));
+    return std::move(run_simulations({o}, reg, threads).front());
+  }();
+  r.advice = proven_advice(r, req, reg, threads);
+  return r;
+}
+
+std::vector<RunResult> run_compare(const CompareRequest& req, const Registry& reg, bool keep_live_buffers,
+                                   unsigned threads, bool progress) {
+  ComparePlan plan = prepare_compare(req, reg);
+  for (auto& o : plan.runs) o.keep_live_buffers = keep_live_buffers;
+  std::vector<RunResult> runs;
+  for (size_t first = 0; first < plan.runs.size();) {  // one trace at a time, each decoded once
+    size_t last = first;
+    while (last < plan.runs.size() && plan.runs[last].trace == plan.runs[first].trace) ++last;
+    std::vector<RunOptions> opts(plan.runs.begin() + static_cast<std::ptrdiff_t>(first),
+                                 plan.runs.begin() + static_cast<std::ptrdiff_t>(last));
+    Progress bar(progress, "compare", reads_of(opts, reg));
+    for (auto& r : run_simulations(opts, reg, threads)) runs.push_back(std::move(r));
+    first = last;
+  }
+  return runs;
+}
+
+SweepResult sweep_request(const RunRequest& req, const std::string& find, bool exhaustive, const Registry& reg,
+                          unsigned threads, bool progress) {
+  SweepOptions so;
+  so.request = req;
+  so.base = prepare_run(req, reg);
+  so.find = find;
+  so.threads = threads;
+  so.exhaustive = exhaustive;
+  Progress bar(progress, "sweep", req.trace, 1);
+  so.on_pass = [&](const std::string& what) { bar.stage(what); };
+  SweepResult r = run_sweep(so, reg);
+  r.notes.insert(r.notes.begin(), so.base.notes.begin(), so.base.notes.end());
+  return r;
+}
+
+nlohmann::json run_batch(const std::string& manifest, const std::string& shard, const Registry& reg, unsigned threads,
+                         bool progress) {
+  Manifest m = read_manifest(manifest);
+  Shard sh = parse_shard(shard);
+  std::vector<RunOptions> opts;
+  std::vector<RunRequest> requests;
+  std::vector<const BatchEntry*> picked;
+  std::vector<std::string> labels;
+  for (const auto& e : m.entries) {
+    if (!sh.has(e.run)) continue;
+    std::string label;
+    requests.push_back(parse_manifest_line(m, e, &label));
+    try {
+      opts.push_back(prepare_run(requests.back(), reg));
+    } catch (const InputError& er) {
+      throw InputError(m.path, e.line, er.what());
+    } catch (const EnvError& er) {  // a trace the manifest names cannot be read: the manifest is wrong
+      throw InputError(m.path, e.line, er.what());
+    }
+    picked.push_back(&e);
+    labels.push_back(label);
+  }
+  std::vector<RunResult> rs = [&] {
+    Progress bar(progress, "batch", reads_of(opts, reg));
+    return run_simulations(opts, reg, threads);
+  }();
+  nlohmann::json runs = nlohmann::json::array();
+  for (size_t i = 0; i < rs.size(); ++i) {
+    rs[i].advice = proven_advice(rs[i], requests[i], reg, threads);
+    runs.push_back(
+        {{"run", picked[i]->run}, {"line", picked[i]->line}, {"label", labels[i]}, {"report", report_json(rs[i])}});
+  }
+  return batch_json(m, sh, std::move(runs));
+}
+
+}  // namespace fragsim

@@ -1,0 +1,39 @@
+// What each simulating command does, as library calls: the CLI (sim/cli/main.cpp) maps its options
+// onto these, and so can any other front end. Each reads what it needs, replays on up to
+// `threads` threads (run_simulations' rule) and returns results; writing outputs is the caller's.
+// `progress`: show the progress line on stderr (sim/progress.h).
+#pragma once
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "sim/compare.h"
+#include "sim/run_setup.h"
+#include "sim/sweep.h"
+
+namespace fragsim {
+
+// Outputs a run writes while it replays (the others are rendered from its result).
+struct RunOutputs {
+  std::string placements, perfetto;  // paths, "" = none
+  bool keep_live_buffers = false;    // for an HTML report's address maps
+};
+
+// `fragsim run`: one replay, then — after an OOM — the advice, each setting proven by a replay.
+[[nodiscard]] RunResult run_request(const RunRequest& req, const Registry& reg, const RunOutputs& out = {},
+                                    unsigned threads = 0, bool progress = false);
+
+// `fragsim compare`: every entry on every trace, each trace decoded once for its entries.
+[[nodiscard]] std::vector<RunResult> run_compare(const CompareRequest& req, const Registry& reg,
+                                                 bool keep_live_buffers = false, unsigned threads = 0,
+                                                 bool progress = false);
+
+// `fragsim sweep`: the smallest fraction or capacity with no OOM (sim/sweep.h).
+[[nodiscard]] SweepResult sweep_request(const RunRequest& req, const std::string& find, bool exhaustive,
+                                        const Registry& reg, unsigned threads = 0, bool progress = false);
+
+// `fragsim batch`: shard `shard` ("i/N") of the manifest's runs, as batch_json (sim/batch.h).
+[[nodiscard]] nlohmann::json run_batch(const std::string& manifest, const std::string& shard, const Registry& reg,
+                                       unsigned threads = 0, bool progress = false);
+
+}  // namespace fragsim
