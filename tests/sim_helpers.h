@@ -35,27 +35,37 @@ struct TraceBuilder {
   }
 };
 
-// capacity "" keeps the preset's capacity and reserve.
-inline SimRun simulate(const std::string& name, const std::string& text, const std::string& policy,
-                       nlohmann::json config, const std::string& capacity = "80GiB", bool keep_going = false,
-                       const std::string& reserve = "0", const std::string& hw = "h100-80g") {
+// One hand-built run: a trace text through one policy on a device.
+struct SimSpec {
+  std::string name;  // names its files in the scratch folder
+  std::string text;  // the trace, JSONL
+  std::string policy;
+  nlohmann::json config = nlohmann::json::object();
+  std::string capacity = "80GiB";  // "" keeps the preset's capacity and reserve
+  bool keep_going = false;
+  std::string reserve = "0";
+  std::string hw = "h100-80g";
+};
+
+// Runs it with --check (every invariant after every event) and reads its placements back.
+inline SimRun simulate(const SimSpec& spec) {
   static Registry reg = [] {
     Registry r;
     register_builtin_policies(r);
     return r;
   }();
   RunOptions o;
-  o.trace = write_text(name + ".jsonl", text);
-  o.policy.name = policy;
-  o.policy.config = std::move(config);
-  o.hw = load_hardware(hw);
-  if (!capacity.empty()) {
-    o.hw.space(Space::kHbm)->capacity = parse_size(capacity, "capacity");
-    o.hw.space(Space::kHbm)->reserve = parse_size(reserve, "reserve");
+  o.trace = write_text(spec.name + ".jsonl", spec.text);
+  o.policy.name = spec.policy;
+  o.policy.config = spec.config;
+  o.hw = load_hardware(spec.hw);
+  if (!spec.capacity.empty()) {
+    o.hw.space(Space::kHbm)->capacity = parse_size(spec.capacity, "capacity");
+    o.hw.space(Space::kHbm)->reserve = parse_size(spec.reserve, "reserve");
   }
   o.check = true;
-  o.keep_going = keep_going;
-  o.placements = tmp_path(name + ".placements.jsonl");
+  o.keep_going = spec.keep_going;
+  o.placements = tmp_path(spec.name + ".placements.jsonl");
   SimRun r{run_simulation(o, reg), {}};
   r.placements = read_jsonl(o.placements);
   return r;

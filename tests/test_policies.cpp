@@ -17,7 +17,7 @@ constexpr std::uint64_t MiB = 1 << 20;
 TEST_CASE("platform: one device call per buffer, padded to the 2 MiB VMM granularity (jaxlib >= 0.10.2)") {
   TraceBuilder t;
   t.alloc(1, 1).alloc(2, 3 * MiB).free(1).alloc(3, 2 * MiB + 1).free(2).free(3);
-  auto r = simulate("plat", t.text, "platform", nlohmann::json::object(), "1GiB");
+  auto r = simulate({.name = "plat", .text = t.text, .policy = "platform", .capacity = "1GiB"});
   // h100-80g preset: granularity 2 MiB (hardware.md §1); every buffer is its own device allocation.
   CHECK(r.placements[0]["block_bytes"] == 2 * MiB);
   CHECK(r.placements[1]["block_bytes"] == 4 * MiB);
@@ -37,12 +37,14 @@ TEST_CASE("platform: one device call per buffer, padded to the 2 MiB VMM granula
 TEST_CASE("platform: jaxlib before 0.10.2 rounds to 512 B (cuMemAlloc), and OOMs on the padded size") {
   TraceBuilder t;
   t.alloc(1, 1000).alloc(2, 1000);
-  auto r = simulate("plat_old", t.text, "platform", {{"jaxlib", "0.4.30"}}, "1GiB");
+  auto r = simulate(
+      {.name = "plat_old", .text = t.text, .policy = "platform", .config = {{"jaxlib", "0.4.30"}}, .capacity = "1GiB"});
   CHECK(r.placements[0]["block_bytes"] == 1024);
   // 3 MiB device: a 3 MiB + 1 B request pads to 4 MiB under VMM and fails, with 3 MiB free.
   TraceBuilder big;
   big.alloc(1, 3 * MiB + 1);
-  auto o = simulate("plat_oom", big.text, "platform", nlohmann::json::object(), "4MiB", false, "1MiB");
+  auto o =
+      simulate({.name = "plat_oom", .text = big.text, .policy = "platform", .capacity = "4MiB", .reserve = "1MiB"});
   REQUIRE(o.result.ooms.size() == 1);
   CHECK(o.result.ooms[0].rounded == 4 * MiB);
   CHECK_FALSE(o.result.ooms[0].fragmentation);  // capacity: nothing fragments a platform allocator
@@ -51,7 +53,8 @@ TEST_CASE("platform: jaxlib before 0.10.2 rounds to 512 B (cuMemAlloc), and OOMs
 TEST_CASE("cuda-async: release threshold = total x f32(fraction), the preallocated pool stays cached") {
   TraceBuilder t;
   t.alloc(1, 100 * MiB).free(1).alloc(2, 50 * MiB);
-  auto r = simulate("async", t.text, "cuda-async", {{"mem_fraction", 0.5}}, "1GiB");
+  auto r = simulate(
+      {.name = "async", .text = t.text, .policy = "cuda-async", .config = {{"mem_fraction", 0.5}}, .capacity = "1GiB"});
   Bytes threshold = static_cast<Bytes>(1024.0 * MiB * static_cast<double>(0.5f));
   CHECK(r.result.policy_config["resolved_release_threshold"] == threshold);
   // JAX allocates and frees the pool size once: the first buffers come from that cached memory.
@@ -65,9 +68,16 @@ TEST_CASE("cuda-async: release threshold = total x f32(fraction), the preallocat
 TEST_CASE("cuda-async: above the threshold unused segments return to the device at the next sync") {
   TraceBuilder t;
   t.alloc(1, 8 * MiB).alloc(2, 8 * MiB).free(1).free(2).alloc(3, 8 * MiB);
-  auto keep =
-      simulate("async_keep", t.text, "cuda-async", {{"preallocate", false}, {"release_threshold", "1GiB"}}, "1GiB");
-  auto trim = simulate("async_trim", t.text, "cuda-async", {{"preallocate", false}, {"release_threshold", 0}}, "1GiB");
+  auto keep = simulate({.name = "async_keep",
+                        .text = t.text,
+                        .policy = "cuda-async",
+                        .config = {{"preallocate", false}, {"release_threshold", "1GiB"}},
+                        .capacity = "1GiB"});
+  auto trim = simulate({.name = "async_trim",
+                        .text = t.text,
+                        .policy = "cuda-async",
+                        .config = {{"preallocate", false}, {"release_threshold", 0}},
+                        .capacity = "1GiB"});
   CHECK(keep.result.spaces.at(0).device_allocs == 2);  // the 3rd buffer reuses cached memory
   CHECK(keep.result.spaces.at(0).device_frees == 0);
   CHECK(trim.result.spaces.at(0).device_allocs == 3);  // threshold 0: everything went back
@@ -81,8 +91,11 @@ TEST_CASE("cuda-async: another stream's free is reusable only once the freeing w
       "{\"op\":\"free\",\"id\":1,\"t\":10}\n"
       "{\"op\":\"alloc\",\"id\":2,\"size\":4096,\"t\":20,\"stream\":2}\n"
       "{\"op\":\"alloc\",\"id\":3,\"size\":4096,\"t\":200,\"stream\":3}\n";
-  auto r = simulate("async_streams", text, "cuda-async",
-                    {{"preallocate", false}, {"release_threshold", "1GiB"}, {"cross_stream_delay", 100}}, "1GiB");
+  auto r = simulate({.name = "async_streams",
+                     .text = text,
+                     .policy = "cuda-async",
+                     .config = {{"preallocate", false}, {"release_threshold", "1GiB"}, {"cross_stream_delay", 100}},
+                     .capacity = "1GiB"});
   CHECK(r.placements[1]["addr"] != r.placements[0]["addr"]);  // t=20: freed at 10, completes at 110
   CHECK(r.placements[2]["addr"] == r.placements[0]["addr"]);  // t=200: reusable
 }
@@ -95,7 +108,11 @@ TEST_CASE("tpu-padded works with every inner policy — no device memory left be
   t.alloc(1, 512 * MiB).free(1).alloc(2, 600 * MiB);
   for (const char* inner : {"ideal", "best-fit", "first-fit", "xla-bfc", "platform", "cuda-async", "torch-caching"}) {
     INFO(inner);
-    auto r = simulate(std::string("tpuin_") + inner, t.text, "tpu-padded", {{"inner", inner}}, "1GiB");
+    auto r = simulate({.name = std::string("tpuin_") + inner,
+                       .text = t.text,
+                       .policy = "tpu-padded",
+                       .config = {{"inner", inner}},
+                       .capacity = "1GiB"});
     CHECK(r.result.completed);
   }
 }
@@ -107,8 +124,11 @@ TEST_CASE("tpu-padded defragmentation rebuilds a preallocating inner policy in p
   // 4 × 200 MiB, free the 1st and 3rd: 400 MiB free in two 200 MiB holes, then ask for 300 MiB.
   t.alloc(1, 200 * MiB).alloc(2, 200 * MiB).alloc(3, 200 * MiB).alloc(4, 200 * MiB).free(1).free(3);
   t.alloc(5, 300 * MiB);
-  auto r = simulate("defrag_bfc", t.text, "tpu-padded",
-                    {{"inner", "xla-bfc"}, {"inner_config", {{"mem_fraction", 0.8}}}, {"defragment", true}}, "1GiB");
+  auto r = simulate({.name = "defrag_bfc",
+                     .text = t.text,
+                     .policy = "tpu-padded",
+                     .config = {{"inner", "xla-bfc"}, {"inner_config", {{"mem_fraction", 0.8}}}, {"defragment", true}},
+                     .capacity = "1GiB"});
   CHECK(r.result.completed);
   CHECK(r.stats()["compactions"] == 1);
   // Compaction in address order: buffer 2 slides from 200 to 0 MiB, buffer 4 from 600 to 200 MiB
@@ -180,8 +200,14 @@ TEST_CASE("torch-caching expandable segments on a device whose granularity does 
   TraceBuilder t;
   // Large pool, 20 MiB pages, each granted as 21 MiB: 3 pages fit the 64 MiB device (60 MiB mapped).
   for (int i = 1; i <= 60; ++i) t.alloc(i, 1 * MiB + 4096);
-  auto r = simulate("odd_gran", t.text, "torch-caching", {{"alloc_conf", "expandable_segments:True"}}, "", true, "0",
-                    hw_path);
+  auto r = simulate({.name = "odd_gran",
+                     .text = t.text,
+                     .policy = "torch-caching",
+                     .config = {{"alloc_conf", "expandable_segments:True"}},
+                     .capacity = "",
+                     .keep_going = true,
+                     .reserve = "0",
+                     .hw = hw_path});
   // --check ran validate() after every event: reserved ≤ what the device granted, grants = device use.
   CHECK(!r.result.completed);
   CHECK(r.result.peak_reserved == 60 * MiB);
@@ -193,7 +219,7 @@ TEST_CASE("config errors name the key, the option that named a policy, and every
   register_builtin_policies(reg);
   auto err = [&](const std::string& policy, const nlohmann::json& cfg) {
     try {
-      simulate("cfgerr", TraceBuilder().alloc(1, 10).text, policy, cfg);
+      simulate({.name = "cfgerr", .text = TraceBuilder().alloc(1, 10).text, .policy = policy, .config = cfg});
     } catch (const InputError& e) {
       return std::string(e.what());
     }

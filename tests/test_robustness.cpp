@@ -73,8 +73,12 @@ TEST_CASE("zero-size buffers occupy nothing, with other buffers live and ids rec
   t.alloc(1, 0).free(3).free(1).free(2);
   for (const auto& p : policy_names()) {
     INFO(p);
-    auto r = simulate("zero_" + p, t.text, p, nlohmann::json::object(), "1GiB", false, "0",
-                      p == "tpu-padded" || p == "static-heap" ? "tpu-v5e" : "h100-80g");
+    auto r = simulate({.name = "zero_" + p,
+                       .text = t.text,
+                       .policy = p,
+                       .capacity = "1GiB",
+                       .reserve = "0",
+                       .hw = p == "tpu-padded" || p == "static-heap" ? "tpu-v5e" : "h100-80g"});
     CHECK(r.result.completed);
     CHECK(r.result.peak_requested == 4096 + 8192 + 100);
     CHECK(r.placements[1]["ok"] == true);
@@ -100,7 +104,8 @@ TEST_CASE("an impossible size is an OOM for every policy, never a fit or a crash
   cases.push_back({"xla-bfc", {{"preallocate", false}}});
   for (const auto& [p, cfg] : cases) {
     INFO(p << " " << cfg.dump());
-    auto r = simulate("huge", t.text, p, cfg, "80GiB", true);
+    auto r =
+        simulate({.name = "huge", .text = t.text, .policy = p, .config = cfg, .capacity = "80GiB", .keep_going = true});
     // static-heap plans the whole program: with the two huge buffers it fits nowhere, so the 1 MiB
     // buffer (placed above them) fails too, as a compiled program would.
     CHECK(r.result.ooms.size() == (p == "static-heap" ? 3 : 2));
@@ -119,7 +124,13 @@ TEST_CASE("an enormous shaped array is an OOM on a TPU, not a 1 KiB buffer") {
                          .dump();
   for (const char* p : {"tpu-padded", "static-heap"}) {
     INFO(p);
-    auto r = simulate(std::string("eib_") + p, line + "\n", p, nlohmann::json::object(), "", true, "0", "tpu-v5e");
+    auto r = simulate({.name = std::string("eib_") + p,
+                       .text = line + "\n",
+                       .policy = p,
+                       .capacity = "",
+                       .keep_going = true,
+                       .reserve = "0",
+                       .hw = "tpu-v5e"});
     CHECK(r.result.ooms.size() == 1);
   }
 }
@@ -233,7 +244,7 @@ TEST_CASE("crafted collisions and huge dicts stay linear: answered") {
 TEST_CASE("keep-going lists every OOM and keeps explanations for the first ten only") {
   TraceBuilder t;
   for (int i = 0; i < 500; ++i) t.alloc(i, 2ULL << 30);
-  auto r = simulate("many_ooms", t.text, "xla-bfc", nlohmann::json::object(), "4GiB", true);
+  auto r = simulate({.name = "many_ooms", .text = t.text, .policy = "xla-bfc", .capacity = "4GiB", .keep_going = true});
   REQUIRE(r.result.ooms.size() == 499);
   CHECK(!r.result.ooms[0].explanation.empty());
   CHECK(!r.result.ooms[9].explanation.empty());

@@ -67,8 +67,8 @@ TEST_CASE("settings: spatial partitioning off via XLA_FLAGS changes placements l
   spatial.config["memory_limit"] = 1ULL << 30;
   auto classic = resolve({"XLA_FLAGS=--xla_gpu_enable_allocator_spatial_partitioning=false"});
   classic.config["memory_limit"] = 1ULL << 30;
-  auto a = simulate("envsp", t.text, spatial.name, spatial.config),
-       b = simulate("envcl", t.text, classic.name, classic.config);
+  auto a = simulate({.name = "envsp", .text = t.text, .policy = spatial.name, .config = spatial.config}),
+       b = simulate({.name = "envcl", .text = t.text, .policy = classic.name, .config = classic.config});
   CHECK(a.placements[2]["region_offset"] == 0);
   CHECK(b.placements[2]["region_offset"] == 890 << 20);
 }

@@ -109,7 +109,11 @@ TEST_CASE("empty_cache calls are told apart from the allocator's own releases") 
                              "{\"op\":\"alloc\",\"id\":1,\"size\":33554432}\n{\"op\":\"free\",\"id\":1}\n"
                              "{\"op\":\"empty_cache\"}\n");
   auto effect = [&](const char* p, nlohmann::json cfg) {
-    auto r = simulate(std::string("ec_") + p, read_text(t), p, std::move(cfg), "1GiB");
+    auto r = simulate({.name = std::string("ec_") + p,
+                       .text = read_text(t),
+                       .policy = p,
+                       .config = std::move(cfg),
+                       .capacity = "1GiB"});
     CHECK(r.result.empty_cache_calls == 1);
     return r.result.empty_cache_effect;
   };
@@ -188,10 +192,13 @@ TEST_CASE("pre-trace blocks take their recorded size, or the split rule's") {
       "{\"op\":\"segment_alloc\",\"addr\":1073741824,\"size\":48234496,\"pre_trace\":true}\n"
       "{\"op\":\"alloc\",\"id\":1,\"size\":23068672,\"addr\":1073741824,\"pre_trace\":true}\n"
       "{\"op\":\"alloc\",\"id\":2,\"size\":24641536,\"addr\":1097334784,\"pre_trace\":true}\n";
-  auto w = simulate("widen", text, "torch-caching", nlohmann::json::object());
+  auto w = simulate({.name = "widen", .text = text, .policy = "torch-caching"});
   CHECK(w.stats()["pre_trace_blocks_widened"] == 1);
   CHECK(w.result.peak_allocated == 48234496);  // 22 MiB + the 512 KiB gap + 23.5 MiB: the whole segment
-  auto a = simulate("ambiguous", text, "torch-caching", {{"alloc_conf", "max_split_size_mb:21"}});
+  auto a = simulate({.name = "ambiguous",
+                     .text = text,
+                     .policy = "torch-caching",
+                     .config = {{"alloc_conf", "max_split_size_mb:21"}}});
   CHECK(a.result.peak_allocated == 48234496 - 524288);
   CHECK(a.stats()["pre_trace_blocks_ambiguous"] == 1);
 }
@@ -285,7 +292,7 @@ TEST_CASE("pickle reader refuses hostile input with a clear error and never cras
 TEST_CASE("torch-caching sizing: 512-byte rounding, power-2 divisions, pools and segment sizes") {
   TraceBuilder t;
   t.alloc(1, 1).alloc(2, 1200).alloc(3, 1 << 20).alloc(4, (1 << 20) + 1).alloc(5, 12 * MiB + 5);
-  auto r = simulate("tsizes", t.text, "torch-caching", nlohmann::json::object());
+  auto r = simulate({.name = "tsizes", .text = t.text, .policy = "torch-caching"});
   CHECK(r.placements[0]["block_bytes"] == 512);
   CHECK(r.placements[1]["block_bytes"] == 1536);
   CHECK(r.placements[2]["block_bytes"] == 1 << 20);  // exactly 1 MiB is small: same 2 MiB segment
@@ -295,11 +302,15 @@ TEST_CASE("torch-caching sizing: 512-byte rounding, power-2 divisions, pools and
   CHECK(r.stats()["reserved_bytes"] == 2 * MiB + 20 * MiB);
   CHECK(r.placements[4]["region"] == r.placements[3]["region"]);
   CHECK(r.placements[4]["region_offset"] == (1 << 20) + 512);
-  auto d = simulate("tdiv", TraceBuilder().alloc(1, 1258291).text, "torch-caching",
-                    {{"alloc_conf", "roundup_power2_divisions:4"}});
+  auto d = simulate({.name = "tdiv",
+                     .text = TraceBuilder().alloc(1, 1258291).text,
+                     .policy = "torch-caching",
+                     .config = {{"alloc_conf", "roundup_power2_divisions:4"}}});
   CHECK(d.placements[0]["block_bytes"] == 1310720);  // 1.2 MiB → next quarter of 1 MiB above: 1.25 MiB
-  auto l = simulate("tdivlist", TraceBuilder().alloc(1, 1258291).alloc(2, 3 * MiB + 1).text, "torch-caching",
-                    {{"alloc_conf", "roundup_power2_divisions:[1:4,2:8,>:2]"}});
+  auto l = simulate({.name = "tdivlist",
+                     .text = TraceBuilder().alloc(1, 1258291).alloc(2, 3 * MiB + 1).text,
+                     .policy = "torch-caching",
+                     .config = {{"alloc_conf", "roundup_power2_divisions:[1:4,2:8,>:2]"}}});
   CHECK(l.placements[0]["block_bytes"] == 1310720);
   CHECK(l.placements[1]["block_bytes"] == 3 * MiB + 256 * 1024);  // [2,4) MiB in 8 steps of 256 KiB
 }
@@ -307,17 +318,24 @@ TEST_CASE("torch-caching sizing: 512-byte rounding, power-2 divisions, pools and
 TEST_CASE("torch-caching max_split_size: oversize blocks only serve oversize requests") {
   TraceBuilder t;
   t.alloc(1, 100 * MiB).free(1).alloc(2, 30 * MiB);
-  auto plain = simulate("mss0", t.text, "torch-caching", nlohmann::json::object());
+  auto plain = simulate({.name = "mss0", .text = t.text, .policy = "torch-caching"});
   CHECK(plain.stats()["num_device_alloc"] == 1);  // the cached 100 MiB block is split
-  auto mss = simulate("mss64", t.text, "torch-caching", {{"alloc_conf", "max_split_size_mb:64"}});
+  auto mss = simulate(
+      {.name = "mss64", .text = t.text, .policy = "torch-caching", .config = {{"alloc_conf", "max_split_size_mb:64"}}});
   CHECK(mss.stats()["num_device_alloc"] == 2);
   CHECK(mss.placements[1]["region"] == 1);
-  CHECK_THROWS_WITH(simulate("mss10", t.text, "torch-caching", {{"alloc_conf", "max_split_size_mb:10"}}),
+  CHECK_THROWS_WITH(simulate({.name = "mss10",
+                              .text = t.text,
+                              .policy = "torch-caching",
+                              .config = {{"alloc_conf", "max_split_size_mb:10"}}}),
                     Catch::Contains("max_split_size_mb too small"));
   // An oversize request reuses an oversize block only within max_non_split_rounding (20 MiB).
   TraceBuilder u;
   u.alloc(1, 100 * MiB).free(1).alloc(2, 70 * MiB).alloc(3, 90 * MiB);
-  auto o = simulate("mss_round", u.text, "torch-caching", {{"alloc_conf", "max_split_size_mb:64"}});
+  auto o = simulate({.name = "mss_round",
+                     .text = u.text,
+                     .policy = "torch-caching",
+                     .config = {{"alloc_conf", "max_split_size_mb:64"}}});
   CHECK(o.placements[1]["region"] == 1);  // 100 ≥ 70 + 20: not reused
   CHECK(o.placements[2]["region"] == 0);  // 100 < 90 + 20: reused whole
   CHECK(o.placements[2]["block_bytes"] == 100 * MiB);
@@ -326,7 +344,7 @@ TEST_CASE("torch-caching max_split_size: oversize blocks only serve oversize req
 TEST_CASE("torch-caching streams: no reuse across streams — a cross-stream free completes later") {
   TraceBuilder t;
   t.alloc(1, 4096).free(1).alloc(2, 4096, nullptr, 7);
-  auto r = simulate("streams", t.text, "torch-caching", nlohmann::json::object());
+  auto r = simulate({.name = "streams", .text = t.text, .policy = "torch-caching"});
   CHECK(r.stats()["num_device_alloc"] == 2);
   CHECK(r.placements[1]["region"] == 1);
   // Freed on stream 9 (record_stream) with a 100-tick event: not reusable until it completes.
@@ -335,7 +353,8 @@ TEST_CASE("torch-caching streams: no reuse across streams — a cross-stream fre
       "{\"op\":\"free\",\"id\":1,\"stream\":9,\"t\":10}\n"
       "{\"op\":\"alloc\",\"id\":2,\"size\":4096,\"t\":20}\n"
       "{\"op\":\"alloc\",\"id\":3,\"size\":4096,\"t\":200}\n";
-  auto d = simulate("pending", text, "torch-caching", {{"stream_event_delay", 100}});
+  auto d =
+      simulate({.name = "pending", .text = text, .policy = "torch-caching", .config = {{"stream_event_delay", 100}}});
   CHECK(d.placements[1]["region_offset"] == 4096);  // block 1 still pending: the next one
   CHECK(d.placements[2]["region_offset"] == 0);     // completed at t=110: reused
 }
@@ -344,11 +363,11 @@ TEST_CASE("torch-caching garbage collection frees old cached segments above the 
   TraceBuilder t;
   t.alloc(1, 150 * MiB).alloc(2, 150 * MiB).free(1).free(2).alloc(3, 200 * MiB);
   nlohmann::json cfg = {{"memory_fraction", 0.5}, {"alloc_conf", "garbage_collection_threshold:0.5"}};
-  auto gc = simulate("gc", t.text, "torch-caching", cfg, "1GiB");
+  auto gc = simulate({.name = "gc", .text = t.text, .policy = "torch-caching", .config = cfg, .capacity = "1GiB"});
   CHECK(gc.stats()["num_device_free"] == 2);
   CHECK(gc.stats()["reserved_bytes"] == 200 * MiB);
   cfg.erase("alloc_conf");
-  auto nogc = simulate("nogc", t.text, "torch-caching", cfg, "1GiB");
+  auto nogc = simulate({.name = "nogc", .text = t.text, .policy = "torch-caching", .config = cfg, .capacity = "1GiB"});
   CHECK(nogc.stats()["num_device_free"] == 0);
   CHECK(nogc.stats()["reserved_bytes"] == 500 * MiB);
 }
@@ -356,7 +375,7 @@ TEST_CASE("torch-caching garbage collection frees old cached segments above the 
 TEST_CASE("torch-caching OOM: empty the cache and retry, then PyTorch's message") {
   TraceBuilder t;
   t.alloc(1, 60 * MiB).free(1).alloc(2, 80 * MiB).alloc(3, 30 * MiB);
-  auto r = simulate("tretry", t.text, "torch-caching", nlohmann::json::object(), "100MiB");
+  auto r = simulate({.name = "tretry", .text = t.text, .policy = "torch-caching", .capacity = "100MiB"});
   CHECK(r.placements[1]["ok"] == true);
   CHECK(r.stats()["num_alloc_retries"] == 2);  // the successful retry, and the one before the OOM
   CHECK(r.stats()["num_device_free"] == 1);
@@ -374,18 +393,25 @@ TEST_CASE("torch-caching expandable segments: 8 x 16 MiB maps 7 pages — 4 x 32
   for (int i = 0; i < 8; ++i) t.alloc(i, 16 * MiB);
   for (int i = 0; i < 8; ++i) t.free(i);
   for (int i = 0; i < 4; ++i) t.alloc(100 + i, 32 * MiB);
-  auto e = simulate("exp", t.text, "torch-caching", {{"alloc_conf", "expandable_segments:True"}});
+  auto e = simulate({.name = "exp",
+                     .text = t.text,
+                     .policy = "torch-caching",
+                     .config = {{"alloc_conf", "expandable_segments:True"}}});
   CHECK(e.stats()["num_device_alloc"] == 7);
   CHECK(e.stats()["reserved_bytes"] == 140 * MiB);
   CHECK(e.stats()["inactive_split_bytes"] == 0);
   for (const auto& p : e.placements) CHECK(p["region"] == 0);  // one segment
-  auto n = simulate("noexp", t.text, "torch-caching", nlohmann::json::object());
+  auto n = simulate({.name = "noexp", .text = t.text, .policy = "torch-caching"});
   CHECK(n.stats()["num_device_alloc"] == 12);
   CHECK(n.stats()["reserved_bytes"] == 256 * MiB);
   // empty_cache on an OOM unmaps whole free pages, then the retry maps again.
   TraceBuilder u;
   u.alloc(1, 50 * MiB).free(1).alloc(2, 16 * MiB, nullptr, 3);
-  auto m = simulate("expunmap", u.text, "torch-caching", {{"alloc_conf", "expandable_segments:True"}}, "64MiB");
+  auto m = simulate({.name = "expunmap",
+                     .text = u.text,
+                     .policy = "torch-caching",
+                     .config = {{"alloc_conf", "expandable_segments:True"}},
+                     .capacity = "64MiB"});
   CHECK(m.placements[1]["ok"] == true);
   CHECK(m.stats()["num_alloc_retries"] == 1);
   CHECK(m.stats()["reserved_bytes"] == 20 * MiB);
@@ -395,12 +421,18 @@ TEST_CASE("PYTORCH_CUDA_ALLOC_CONF parsing errors name the problem") {
   for (const char* conf : {"bogus:1", "expandable_segments:true", "garbage_collection_threshold:1.5",
                            "roundup_power2_divisions:3", "backend:cudaMallocAsync", "max_split_size_mb"}) {
     INFO(conf);
-    CHECK_THROWS_AS(simulate("conf", TraceBuilder().alloc(1, 1).text, "torch-caching", {{"alloc_conf", conf}}),
+    CHECK_THROWS_AS(simulate({.name = "conf",
+                              .text = TraceBuilder().alloc(1, 1).text,
+                              .policy = "torch-caching",
+                              .config = {{"alloc_conf", conf}}}),
                     InputError);
   }
   auto ok = simulate(
-      "confok", TraceBuilder().alloc(1, 1).text, "torch-caching",
-      {{"alloc_conf", "max_split_size_mb:128,garbage_collection_threshold:0.6,pinned_use_cuda_host_register:True"}});
+      {.name = "confok",
+       .text = TraceBuilder().alloc(1, 1).text,
+       .policy = "torch-caching",
+       .config = {{"alloc_conf",
+                   "max_split_size_mb:128,garbage_collection_threshold:0.6,pinned_use_cuda_host_register:True"}}});
   CHECK(ok.stats()["max_split_size"] == 128 * MiB);
 }
 

@@ -16,7 +16,14 @@ Bytes padded(const char* spec, int gen = 5) { return tpu_layout(parse_array_spec
 
 SimRun tpu_run(const std::string& name, const std::string& text, const std::string& policy, nlohmann::json cfg,
                const std::string& hw = "tpu-v5e", const std::string& capacity = "", bool keep_going = false) {
-  return simulate(name, text, policy, std::move(cfg), capacity, keep_going, "0", hw);
+  return simulate({.name = name,
+                   .text = text,
+                   .policy = policy,
+                   .config = std::move(cfg),
+                   .capacity = capacity,
+                   .keep_going = keep_going,
+                   .reserve = "0",
+                   .hw = hw});
 }
 
 std::string shaped_alloc(int id, const char* dtype, std::vector<std::uint64_t> shape, const char* space = "hbm") {

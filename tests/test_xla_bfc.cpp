@@ -16,7 +16,7 @@ TEST_CASE("xla-bfc §7.1 NoDups: sizes 1..1023") {
   TraceBuilder t;
   for (int s = 1; s <= 1023; ++s) t.alloc(s, s);
   for (int s = 1; s <= 1023; ++s) t.free(s);
-  auto r = simulate("nodups", t.text, "xla-bfc", kFixed1G);
+  auto r = simulate({.name = "nodups", .text = t.text, .policy = "xla-bfc", .config = kFixed1G});
   CHECK(r.stats()["num_allocs"] == 1023);
   CHECK(r.stats()["bytes_in_use"] == 0);
   CHECK(r.stats()["peak_bytes_in_use"] == 654336);
@@ -41,7 +41,7 @@ TEST_CASE("xla-bfc §7.2 ExerciseCoalescing") {
     id += 4;
   }
   t.alloc(id, 4096);
-  auto r = simulate("coalesce", t.text, "xla-bfc", kFixed1G);
+  auto r = simulate({.name = "coalesce", .text = t.text, .policy = "xla-bfc", .config = kFixed1G});
   CHECK(r.stats()["num_allocs"] == 4098);  // 4097 as in §7.2, plus the final 4 KiB
   CHECK(r.stats()["peak_bytes_in_use"] == 50352128);
   CHECK(r.stats()["largest_alloc_size"] == 41943040);
@@ -50,7 +50,8 @@ TEST_CASE("xla-bfc §7.2 ExerciseCoalescing") {
 }
 
 TEST_CASE("xla-bfc §7.3 AllocatedVsRequested and zero-size") {
-  auto r = simulate("avr", TraceBuilder().alloc(1, 4).alloc(2, 0).text, "xla-bfc", kFixed1G);
+  auto r = simulate(
+      {.name = "avr", .text = TraceBuilder().alloc(1, 4).alloc(2, 0).text, .policy = "xla-bfc", .config = kFixed1G});
   CHECK(r.placements[0]["block_bytes"] == 256);
   CHECK(r.placements[1]["ok"] == true);
   CHECK(r.placements[1]["addr"].is_null());
@@ -58,8 +59,10 @@ TEST_CASE("xla-bfc §7.3 AllocatedVsRequested and zero-size") {
 }
 
 TEST_CASE("xla-bfc §7.4 CustomMemoryLimit: 2 MiB") {
-  auto r = simulate("limit2m", TraceBuilder().alloc(1, 256).alloc(2, 8 << 20).text, "xla-bfc",
-                    {{"memory_limit", 2 << 20}, {"spatial_partitioning", false}});
+  auto r = simulate({.name = "limit2m",
+                     .text = TraceBuilder().alloc(1, 256).alloc(2, 8 << 20).text,
+                     .policy = "xla-bfc",
+                     .config = {{"memory_limit", 2 << 20}, {"spatial_partitioning", false}}});
   CHECK(r.placements[0]["ok"] == true);
   CHECK(r.placements[1]["ok"] == false);
   REQUIRE(r.result.ooms.size() == 1);
@@ -67,10 +70,15 @@ TEST_CASE("xla-bfc §7.4 CustomMemoryLimit: 2 MiB") {
 }
 
 TEST_CASE("xla-bfc §7.5 region target: growth starts at 2 MiB, preallocation takes the limit") {
-  auto g = simulate("grow2m", TraceBuilder().alloc(1, 256).text, "xla-bfc", {{"preallocate", false}});
+  auto g = simulate({.name = "grow2m",
+                     .text = TraceBuilder().alloc(1, 256).text,
+                     .policy = "xla-bfc",
+                     .config = {{"preallocate", false}}});
   CHECK(g.stats()["pool_bytes"] == 2 << 20);
-  auto p = simulate("pre2g", TraceBuilder().alloc(1, 256).text, "xla-bfc",
-                    {{"memory_limit", 1ULL << 31}, {"spatial_partitioning", false}});
+  auto p = simulate({.name = "pre2g",
+                     .text = TraceBuilder().alloc(1, 256).text,
+                     .policy = "xla-bfc",
+                     .config = {{"memory_limit", 1ULL << 31}, {"spatial_partitioning", false}}});
   CHECK(p.stats()["pool_bytes"] == 1ULL << 31);
 }
 
@@ -81,7 +89,7 @@ TEST_CASE("xla-bfc §7.6 BinDebugInfo: 11 chunks, one free chunk of 1073725952")
     for (std::uint64_t s : {256, 512, 1024, 2048, 4096}) t.alloc(id++, s);
   // One more request that cannot fit forces the OOM dump with the bins table.
   t.alloc(id, 2ULL << 30);
-  auto r = simulate("bins", t.text, "xla-bfc", kFixed1G);
+  auto r = simulate({.name = "bins", .text = t.text, .policy = "xla-bfc", .config = kFixed1G});
   CHECK(r.stats()["bytes_in_use"] == 15872);
   CHECK(r.stats()["largest_free_block_bytes"] == 1073725952);
   REQUIRE(r.result.ooms.size() == 1);
@@ -104,7 +112,7 @@ TEST_CASE("xla-bfc §3/§7.7 growth regions 4,4,8,...,256 MiB and garbage collec
   for (int i = 1; i <= 127; ++i) t.free(i);
   t.alloc(1000, 1600ULL << 20);  // > limit - pool: only fits after freeing the empty regions
   nlohmann::json cfg = {{"preallocate", false}, {"memory_limit", 2ULL << 30}, {"garbage_collection", true}};
-  auto r = simulate("gc", t.text, "xla-bfc", cfg);
+  auto r = simulate({.name = "gc", .text = t.text, .policy = "xla-bfc", .config = cfg});
   std::vector<int> per_region(8, 0);
   for (int i = 0; i < 128; ++i) ++per_region.at(r.placements[i]["region"].get<int>());
   CHECK(per_region == std::vector<int>{1, 1, 2, 4, 8, 16, 32, 64});
@@ -118,7 +126,7 @@ TEST_CASE("xla-bfc §3/§7.7 growth regions 4,4,8,...,256 MiB and garbage collec
   CHECK(r.result.spaces[0].extra["bfc"]["garbage_collections"] == 1);
   // Without GC the same request is an OOM.
   cfg["garbage_collection"] = false;
-  auto n = simulate("nogc", t.text, "xla-bfc", cfg);
+  auto n = simulate({.name = "nogc", .text = t.text, .policy = "xla-bfc", .config = cfg});
   CHECK(n.placements[128]["ok"] == false);
 }
 
@@ -127,7 +135,10 @@ TEST_CASE("xla-bfc §7.8 PhysicalAllocatorOomsFragmentation: 508 MiB fails with 
   for (int i = 1; i <= 128; ++i) t.alloc(i, 4 << 20);
   for (int i = 1; i <= 127; ++i) t.free(i);
   t.alloc(1000, 508ULL << 20);
-  auto r = simulate("physfrag", t.text, "xla-bfc", {{"preallocate", false}, {"memory_limit", 512ULL << 20}});
+  auto r = simulate({.name = "physfrag",
+                     .text = t.text,
+                     .policy = "xla-bfc",
+                     .config = {{"preallocate", false}, {"memory_limit", 512ULL << 20}}});
   CHECK(r.stats()["pool_bytes"] == 512ULL << 20);
   REQUIRE(r.result.ooms.size() == 1);
   CHECK(r.result.ooms[0].fragmentation);
@@ -135,16 +146,22 @@ TEST_CASE("xla-bfc §7.8 PhysicalAllocatorOomsFragmentation: 508 MiB fails with 
 }
 
 TEST_CASE("xla-bfc §7.9 backpedal terminates: 8 device calls for a 2048-byte limit") {
-  auto r = simulate("backpedal", TraceBuilder().alloc(1, 100).text, "xla-bfc",
-                    {{"memory_limit", 2048}, {"jaxlib", "0.10.1"}}, "0");
+  auto r = simulate({.name = "backpedal",
+                     .text = TraceBuilder().alloc(1, 100).text,
+                     .policy = "xla-bfc",
+                     .config = {{"memory_limit", 2048}, {"jaxlib", "0.10.1"}},
+                     .capacity = "0"});
   CHECK(r.placements[0]["ok"] == false);
   CHECK(r.result.spaces[0].device_failed == 8);
 }
 
 TEST_CASE("xla-bfc §7.10 spatial: lower 256 at base, upper 256 at base+3840") {
   auto r = simulate(
-      "spatial4k", TraceBuilder().alloc(1, 256).alloc(2, 256, "collective").text, "xla-bfc",
-      {{"memory_limit", 4096}, {"jaxlib", "0.10.1"}, {"spatial_partitioning", true}, {"upper_alignment", 256}});
+      {.name = "spatial4k",
+       .text = TraceBuilder().alloc(1, 256).alloc(2, 256, "collective").text,
+       .policy = "xla-bfc",
+       .config = {
+           {"memory_limit", 4096}, {"jaxlib", "0.10.1"}, {"spatial_partitioning", true}, {"upper_alignment", 256}}});
   REQUIRE(r.placements[1]["ok"] == true);
   CHECK(r.placements[0]["region_offset"] == 0);
   CHECK(r.placements[1]["region_offset"] == 3840);
@@ -159,12 +176,19 @@ TEST_CASE("xla-bfc limit: f32 fraction, 2 MiB rounding by release, one padded re
   // 0.9 as f32 is 0.89999997615814208984375
   CHECK(xla_memory_limit(total, 0.9, old) == static_cast<Bytes>(84987740160.0 * 0.89999997615814208984375));
   CHECK(xla_memory_limit(total, 0.9, old) < static_cast<Bytes>(84987740160.0 * 0.9));
-  auto r = simulate("h100default", TraceBuilder().alloc(1, 1000).text, "xla-bfc", nlohmann::json::object(),
-                    "84987740160", false, "500MiB");
+  auto r = simulate({.name = "h100default",
+                     .text = TraceBuilder().alloc(1, 1000).text,
+                     .policy = "xla-bfc",
+                     .capacity = "84987740160",
+                     .reserve = "500MiB"});
   CHECK(r.stats()["pool_bytes"] == round_up(63740805120, 2 << 20));
   CHECK(r.stats()["bytes_limit"] == round_up(63740805120, 2 << 20));
-  auto o = simulate("h100old", TraceBuilder().alloc(1, 1000).text, "xla-bfc", {{"jaxlib", "0.10.1"}}, "84987740160",
-                    false, "500MiB");
+  auto o = simulate({.name = "h100old",
+                     .text = TraceBuilder().alloc(1, 1000).text,
+                     .policy = "xla-bfc",
+                     .config = {{"jaxlib", "0.10.1"}},
+                     .capacity = "84987740160",
+                     .reserve = "500MiB"});
   CHECK(o.stats()["pool_bytes"] == round_down(63740805120, 256));
   CHECK(o.result.policy_config["resolved_spatial_partitioning"] == false);
   CHECK(r.result.policy_config["resolved_spatial_partitioning"] == true);
@@ -174,14 +198,14 @@ TEST_CASE("xla-bfc split rule: whole chunk below 2x, split at >= 2x or >= 128 Mi
   // A 1 MiB hole reused by 600 KiB: 1 MiB < 2 x 600 KiB and excess < 128 MiB -> taken whole.
   TraceBuilder t;
   t.alloc(1, 1 << 20).alloc(2, 256).free(1).alloc(3, 600 << 10).alloc(4, 256 << 10);
-  auto r = simulate("split", t.text, "xla-bfc", kFixed1G);
+  auto r = simulate({.name = "split", .text = t.text, .policy = "xla-bfc", .config = kFixed1G});
   CHECK(r.placements[2]["region_offset"] == 0);
   CHECK(r.placements[2]["block_bytes"] == 1 << 20);
   CHECK(r.placements[3]["region_offset"] == (1 << 20) + 256);  // not inside the whole-taken hole
   // 300 MiB hole, 150 MiB + 256 request: < 2x but excess >= 128 MiB -> split.
   TraceBuilder u;
   u.alloc(1, 300 << 20).alloc(2, 256).free(1).alloc(3, (150 << 20) + 256).alloc(4, 1 << 20);
-  auto s = simulate("split2", u.text, "xla-bfc", kFixed1G);
+  auto s = simulate({.name = "split2", .text = u.text, .policy = "xla-bfc", .config = kFixed1G});
   CHECK(s.placements[2]["block_bytes"] == (150 << 20) + 256);
   CHECK(s.placements[3]["region_offset"] == (150 << 20) + 256);
 }
@@ -194,7 +218,8 @@ TEST_CASE("xla-bfc spatial vs classic: the gap is taken only when no LOW hole fi
   t.alloc(1, 200 << 20).alloc(2, 690 << 20).free(1).alloc(3, 100 << 20);
   nlohmann::json classic = kFixed1G, spatial = kFixed1G;
   spatial["spatial_partitioning"] = true;
-  auto c = simulate("cl", t.text, "xla-bfc", classic), s = simulate("sp", t.text, "xla-bfc", spatial);
+  auto c = simulate({.name = "cl", .text = t.text, .policy = "xla-bfc", .config = classic}),
+       s = simulate({.name = "sp", .text = t.text, .policy = "xla-bfc", .config = spatial});
   CHECK(c.placements[1]["block_bytes"] == 690 << 20);  // split: excess 134 MiB >= 128 MiB
   CHECK(c.placements[2]["region_offset"] == 890 << 20);
   CHECK(c.placements[2]["block_bytes"] == 134 << 20);
@@ -207,7 +232,7 @@ TEST_CASE("xla-bfc spatial: collective buffers at the top, 2 MiB aligned — fre
   t.alloc(1, 1 << 20, "collective").alloc(2, 3 << 20).alloc(3, 1 << 20, "collective").free(1).free(3);
   t.alloc(4, (1024 - 3) << 20);  // only fits if both upper frees returned their space to the gap
   nlohmann::json cfg = {{"memory_limit", 1ULL << 30}};
-  auto r = simulate("upper", t.text, "xla-bfc", cfg);
+  auto r = simulate({.name = "upper", .text = t.text, .policy = "xla-bfc", .config = cfg});
   CHECK(r.placements[0]["region_offset"] == (1022 << 20));  // aligndown(end - 1 MiB, 2 MiB)
   CHECK(r.placements[0]["block_bytes"] == 1 << 20);         // exact, never whole
   CHECK(r.placements[2]["region_offset"] == (1020 << 20));
@@ -216,7 +241,7 @@ TEST_CASE("xla-bfc spatial: collective buffers at the top, 2 MiB aligned — fre
   CHECK(r.placements[3]["region_offset"] == 3 << 20);
   // Classic mode sends collective buffers to a separate BFC of total x (1 - fraction).
   cfg["spatial_partitioning"] = false;
-  auto c = simulate("upper_classic", t.text, "xla-bfc", cfg);
+  auto c = simulate({.name = "upper_classic", .text = t.text, .policy = "xla-bfc", .config = cfg});
   CHECK(c.stats().contains("collective"));
   CHECK(c.placements[0]["region"] == 0);
   CHECK(c.placements[0]["region_offset"] == 0);
@@ -225,7 +250,8 @@ TEST_CASE("xla-bfc spatial: collective buffers at the top, 2 MiB aligned — fre
 TEST_CASE("xla-bfc spatial: an upper request never uses LOW holes (OOM with memory free)") {
   TraceBuilder t;
   t.alloc(1, 512 << 20).alloc(2, 510 << 20).free(1).alloc(3, 64 << 20, "collective");
-  auto r = simulate("upperoom", t.text, "xla-bfc", {{"memory_limit", 1ULL << 30}});
+  auto r =
+      simulate({.name = "upperoom", .text = t.text, .policy = "xla-bfc", .config = {{"memory_limit", 1ULL << 30}}});
   REQUIRE(r.result.ooms.size() == 1);
   CHECK(r.result.ooms[0].fragmentation);
 }
