@@ -1,6 +1,8 @@
 // Recordings replayed faithfully (issue 27): snapshots whose ring buffer lost its start, captures
 // that start mid-run, recordings with nothing to replay. Real recordings in tests/data (SOURCES.md
 // there); hand-built traces only for what none of them shows.
+#include <fmt/format.h>
+
 #include <catch2/catch.hpp>
 #include <map>
 
@@ -84,4 +86,22 @@ TEST_CASE("mid-run snapshots: blocks allocated before the trace hold what later 
     INFO(addr);
     CHECK(held.at(addr) == block);
   }
+}
+
+TEST_CASE("expandable segments: a range mapped before the trace keeps its pages where they are") {
+  // A reservation's pages lie at base + k x 20 MiB, and the driver's base need not be a multiple
+  // of 20 MiB: the first cut of expandable_3dev_oom (scripts/cut-snapshot, 393 entries) maps
+  // 1,195,376,640 B from 0x601f00000 = 1230.4 x 20 MiB. Regression: the seeded range was rebased
+  // to a 20 MiB multiple and empty_cache then unmapped a page that was never mapped (internal error).
+  const std::uint64_t base = 0x601f00000ULL;
+  std::string t = fmt::format(
+      "{{\"op\":\"segment_map\",\"addr\":{0},\"size\":{1},\"pre_trace\":true}}\n"
+      "{{\"op\":\"alloc\",\"id\":1,\"size\":{2},\"addr\":{0},\"pre_trace\":true}}\n"
+      "{{\"op\":\"empty_cache\"}}\n"
+      "{{\"op\":\"alloc\",\"id\":2,\"size\":{2},\"addr\":{3}}}\n",
+      base, 40 * MiB, 20 * MiB, base + 20 * MiB);
+  auto r = simulate("exp_seeded", t, "torch-caching", {{"alloc_conf", "expandable_segments:True"}});
+  CHECK(r.result.fidelity["allocs_matched"] == 1);  // the page unmapped by empty_cache, mapped again
+  CHECK(r.stats()["reserved_bytes"] == 40 * MiB);
+  CHECK(r.placements[1]["addr"] == base + 20 * MiB);
 }
