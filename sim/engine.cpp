@@ -16,6 +16,7 @@
 #include "sim/base/error.h"
 #include "sim/base/io.h"
 #include "sim/perfetto.h"
+#include "sim/recording_fidelity.h"
 #include "traces/trace_reader.h"
 
 namespace fragsim {
@@ -185,6 +186,7 @@ class Engine : public Scheduler {
     switch (ev.op) {
       case Op::kAlloc: {
         ++out_.allocs;
+        ++(ev.has(key::kPreTrace) ? pre_trace_allocs_ : replayable_);
         Space sp = route(ev.space, ev);
         std::uint32_t k = key(ev.device, sp);
         Requested& rq = req_[k];
@@ -234,6 +236,7 @@ class Engine : public Scheduler {
       }
       case Op::kFree: {
         ++out_.frees;
+        ++replayable_;
         if (peak_dirty_ && replaying_) take_peak_when_leaving();  // the state before memory goes down is the peak
         Space sp = route(ev.live_space, ev);
         req_[key(ev.device, sp)].live -= ev.live_size;
@@ -304,6 +307,8 @@ class Engine : public Scheduler {
     }
     collect_stacks();
     finish(out_);
+    out_.nothing_to_replay = nothing_to_replay(header_, out_.events, replayable_, pre_trace_allocs_);
+    if (!out_.nothing_to_replay.empty()) out_.notes.push_back("nothing to replay: " + out_.nothing_to_replay);
     return std::move(out_);
   }
 
@@ -876,6 +881,7 @@ class Engine : public Scheduler {
   std::unique_ptr<AtomicFile> placements_;
   std::unique_ptr<PerfettoWriter> perfetto_;
   std::string pbuf_;
+  std::uint64_t replayable_ = 0, pre_trace_allocs_ = 0;  // allocs and frees to replay; allocs of prior state
 };
 
 }  // namespace

@@ -149,8 +149,9 @@ struct RunResult {
   std::vector<SpaceResult> spaces;
   std::vector<TimelinePoint> timeline;  // all devices and spaces together
   std::vector<std::string> notes;
-  bool stopped_early = false;  // stopped replaying at the first OOM
-  nlohmann::json fidelity;     // recorded vs simulated addresses/segments; null when the trace has none
+  bool stopped_early = false;     // stopped replaying at the first OOM
+  nlohmann::json fidelity;        // recorded vs simulated addresses/segments; null when the trace has none
+  std::string nothing_to_replay;  // why the recording holds nothing to replay (sim/recording_fidelity.h), or empty
   std::uint64_t empty_cache_calls = 0;
   std::string empty_cache_effect;  // what the policy did on the last one, in its words
   std::string fatal;               // the allocator aborted the process (message); replay stopped

@@ -330,6 +330,7 @@ nlohmann::json report_json(const RunResult& r) {
   if (r.stopped_early) j["stopped_early"] = true;
   if (!r.fatal.empty()) j["fatal"] = {{"event_index", r.fatal_event}, {"message", r.fatal}};
   if (!r.notes.empty()) j["notes"] = r.notes;
+  if (!r.nothing_to_replay.empty()) j["nothing_to_replay"] = r.nothing_to_replay;
   if (auto a = advice(r); !a.empty()) j["advice"] = a;
   return j;
 }

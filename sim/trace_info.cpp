@@ -4,6 +4,7 @@
 
 #include <map>
 
+#include "sim/recording_fidelity.h"
 #include "traces/trace_reader.h"
 
 namespace fragsim {
@@ -123,9 +124,7 @@ std::string trace_info_text(const nlohmann::json& j) {
                      x["skipped_allocators"].dump());
     if (h.contains("recorded_hardware")) fmt::format_to(out, "    hardware: {}\n", h["recorded_hardware"].dump());
     if (allocators.empty())
-      fmt::format_to(out,
-                     "  warning: no allocator events in this capture. Start the capture before the first device "
-                     "allocation; some jaxlib versions on CUDA log none (jax-ml/jax#22890)\n");
+      fmt::format_to(out, "  warning: no allocator events in this capture: {}\n", no_allocator_events_hint());
   } else if (!h.empty()) {
     fmt::format_to(out, "  header: {}\n", h.dump());
   }

@@ -4,10 +4,12 @@
 #include <fmt/format.h>
 
 #include <catch2/catch.hpp>
+#include <filesystem>
 #include <map>
 
 #include "sim_helpers.h"
 #include "test_util.h"
+#include "xplane.pb.h"
 
 using namespace fragsim;
 using namespace fragsim::test;
@@ -104,4 +106,38 @@ TEST_CASE("expandable segments: a range mapped before the trace keeps its pages 
   CHECK(r.result.fidelity["allocs_matched"] == 1);  // the page unmapped by empty_cache, mapped again
   CHECK(r.stats()["reserved_bytes"] == 40 * MiB);
   CHECK(r.placements[1]["addr"] == base + 20 * MiB);
+}
+
+TEST_CASE("recordings with nothing to replay say so, and --strict makes it an input error") {
+  // A state-only snapshot (real: torch20_implied_addresses, 460 blocks at the dump, no trace).
+  std::string snap = torch_fixture("torch20_implied_addresses");
+  auto j = run_report(snap);
+  CHECK(j["completed"] == true);
+  std::string why = j["nothing_to_replay"];
+  CHECK(why.find("state-only snapshot") != std::string::npos);
+  CHECK(why.find("460 buffers") != std::string::npos);
+  auto text = cli("run " + snap + " --no-progress");
+  CHECK(text.code == 0);
+  CHECK(text.out.find("note: nothing to replay: a state-only snapshot") != std::string::npos);
+  auto strict = cli("run " + snap + " --no-progress --strict --json " + tmp_path("strict.json"));
+  CHECK(strict.code == 2);
+  CHECK(strict.err == "fragsim: " + snap + ": nothing to replay (--strict): " + why + "\n");
+  CHECK_FALSE(std::filesystem::exists(tmp_path("strict.json")));  // no output written
+  CHECK(cli("compare " + snap + " --policies best-fit --no-progress --strict").code == 2);
+
+  // A capture whose allocators logged nothing (a device plane, no MemoryAllocation events).
+  xprof::XSpace space;
+  auto* plane = space.add_planes();
+  plane->set_name("/device:GPU:0");
+  std::string capture = write_text("silent.xplane.pb", space.SerializeAsString());
+  auto c = run_report(capture);
+  CHECK(c["trace"]["events"] == 0);
+  CHECK(c["nothing_to_replay"].get<std::string>().find("no allocator events") != std::string::npos);
+  CHECK(cli("run " + capture + " --no-progress --strict").code == 2);
+
+  // A trace with a header and no events; and one with events to replay is not flagged.
+  auto e = run_report(write_text("empty.jsonl", "{\"fragsim_trace\":1}\n") + " --policy best-fit");
+  CHECK(e["nothing_to_replay"] == "the trace holds no events");
+  auto ok = run_report(torch_fixture("small_mlp_97ev") + " --strict");
+  CHECK_FALSE(ok.contains("nothing_to_replay"));
 }

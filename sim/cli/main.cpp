@@ -106,7 +106,7 @@ bool want_progress(const ProgressArgs& p) {
 struct SimArgs {
   std::string trace, hw, capacity, reserve, policy;  // hw "": the default device (or the recorded one)
   std::vector<std::string> sets, envs;
-  bool keep_going = false, lenient = false, check = false;
+  bool keep_going = false, lenient = false, check = false, strict = false;
   ProgressArgs progress;
   unsigned shard = 1;
   std::string shard_dim = "major";
@@ -124,6 +124,9 @@ void add_sim_options(po::options_description& d, SimArgs& a) {
       "keep-going", po::bool_switch(&a.keep_going), "continue after an OOM (skip the failed allocation) to list all")(
       "lenient", po::bool_switch(&a.lenient), "count and skip frees of unknown ids (traces that start mid-run)")(
       "check", po::bool_switch(&a.check), "validate the policy's invariants after every event")(
+      "strict", po::bool_switch(&a.strict),
+      "a recording with nothing to replay (no allocator events, a state-only snapshot) is an input error (exit 2) "
+      "instead of a note")(
       "shard", po::value(&a.shard)->default_value(1),
       "sharding what-if: each shaped allocation divided across N devices (tpu-padded, static-heap)")(
       "shard-dim", po::value(&a.shard_dim)->default_value("major"), "dim the --shard split divides: major or minor");
@@ -213,6 +216,12 @@ RunOptions build_run(const SimArgs& a, const std::string& policy) {
   return o;
 }
 
+// --strict: a run of a recording with nothing to replay fails as bad input (before any output).
+void enforce_strict(const SimArgs& a, const RunResult& r) {
+  if (a.strict && !r.nothing_to_replay.empty())
+    throw InputError(r.trace_path + ": nothing to replay (--strict): " + r.nothing_to_replay);
+}
+
 // True when one of the outputs is standard output: the text summary then stays off it.
 bool to_stdout(std::initializer_list<std::string> outputs) {
   for (const auto& o : outputs)
@@ -258,6 +267,7 @@ int cmd_run(const std::vector<std::string>& args, const Registry& reg) {
     Progress progress(want_progress(a.progress), "run", reads_of({o}, reg));
     return std::move(run_simulations({o}, reg, threads).front());
   }();
+  enforce_strict(a, r);
   if (!json.empty()) write_file_atomic(json, report_json(r).dump(2) + "\n");
   if (!html.empty()) write_file_atomic(html, report_html({r}));
   if (!to_stdout({json, placements, html, perfetto})) std::cout << report_text(r);
@@ -330,6 +340,7 @@ int cmd_compare(const std::vector<std::string>& args, const Registry& reg) {
       return run_simulations(opts, reg, threads);
     }();
     for (size_t i = 0; i < rs.size(); ++i) {
+      enforce_strict(ta, rs[i]);
       runs.push_back(std::move(rs[i]));
       runs.back().label =
           traces.size() > 1 ? std::filesystem::path(trace).filename().string() + ": " + entries[i] : entries[i];
