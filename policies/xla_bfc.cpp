@@ -131,6 +131,16 @@ class Bfc {
     return take(c, n);
   }
 
+  // A region that existed before the trace began, at the base the recording shows (classic
+  // mode): obtained as Extend obtains one, at that address. False when it cannot be obtained.
+  bool seed_region(Addr base, std::string* fatal) {
+    if (o_.spatial) return false;
+    for (std::int32_t g = 0; g < chunks_.region_count(); ++g)
+      if (region(g).live && base >= region(g).base && base - region(g).base < region(g).size) return true;
+    region_hint_ = base;
+    return extend(kMinAllocationSize, fatal);
+  }
+
   void free(std::int32_t h, std::string* fatal) {
     const Chunk& c = chunks_.chunk(h);
     s_.bytes_in_use -= c.size;
@@ -534,20 +544,36 @@ class XlaBfcPolicy : public AllocatorPolicy {
     bool coll = req.space == Space::kCollective;
     Bfc& b = coll ? collective_bfc() : main_;
     bool upper = coll && main_.options().spatial;
-    std::int32_t c = req.seeded_at && !coll ? b.seed(req.size, *req.seeded_at, &fatal_) : kNil;
+    if (req.handle >= owner_.size()) owner_.resize(req.handle + 1, {nullptr, kNil});
+    std::int32_t c = kNil;
+    if (!coll && !req.seeded_extents.empty())
+      c = seed_extents(b, req);
+    else if (!coll && req.seeded_at)
+      c = b.seed(req.size, *req.seeded_at, &fatal_);
     if (c == kNil && fatal_.empty()) c = b.allocate(req.size, upper, &fatal_, req.recorded_addr);
     if (c == kNil) return Placement::failed();
-    if (req.handle >= owner_.size()) owner_.resize(req.handle + 1, {nullptr, kNil});
     owner_[req.handle] = {&b, c};
     const auto& ch = b.chunk(c);
     const auto& rg = b.region(ch.region);
-    return Placement::at(ch.addr, ch.size, rg.id, rg.base);
+    Bytes block = ch.size;
+    if (auto it = more_chunks_.find(req.handle); it != more_chunks_.end())
+      for (std::int32_t m : it->second) block += b.chunk(m).size;
+    return Placement::at(ch.addr, block, rg.id, rg.base);
   }
 
   void release(Handle h) override {
     auto [b, c] = owner_[h];
     owner_[h] = {nullptr, kNil};
     if (b) b->free(c, &fatal_);
+    if (auto it = more_chunks_.find(h); it != more_chunks_.end()) {
+      for (std::int32_t m : it->second) main_.free(m, &fatal_);
+      more_chunks_.erase(it);
+    }
+  }
+
+  // A region the recording shows before the trace (a pre-trace segment_alloc observation).
+  void observe(const Observation& ob) override {
+    if (ob.op == Op::kSegmentAlloc && ob.pre_trace && ob.has_addr) main_.seed_region(ob.addr, &fatal_);
   }
 
   Usage usage() const override {
@@ -610,6 +636,22 @@ class XlaBfcPolicy : public AllocatorPolicy {
   }
 
  private:
+  // A pre-trace allocation spread over several extents: one chunk each, the first one owns the
+  // handle and the others are freed with it. kNil (nothing seeded) when one is not free here.
+  std::int32_t seed_extents(Bfc& b, const AllocRequest& req) {
+    std::vector<std::int32_t> cs;
+    for (const Extent& e : req.seeded_extents) {
+      std::int32_t c = b.seed(e.bytes, e.addr, &fatal_);
+      if (c == kNil) {
+        for (std::int32_t x : cs) b.free(x, &fatal_);
+        return kNil;
+      }
+      cs.push_back(c);
+    }
+    if (cs.size() > 1) more_chunks_[req.handle].assign(cs.begin() + 1, cs.end());
+    return cs.front();
+  }
+
   Bfc& collective_bfc() {
     if (!collective_opts_) return main_;  // spatial: the pool's upper end
     if (!collective_) collective_ = std::make_unique<Bfc>(*collective_opts_, dev_);
@@ -621,6 +663,7 @@ class XlaBfcPolicy : public AllocatorPolicy {
   std::unique_ptr<Bfc> collective_;
   DeviceMemory* dev_;
   std::vector<std::pair<Bfc*, std::int32_t>> owner_;
+  std::map<Handle, std::vector<std::int32_t>> more_chunks_;  // seeded extents after the first, per handle
   std::string fatal_;
 };
 
@@ -646,7 +689,11 @@ PolicyBuilder configure_xla_bfc(ConfigReader& cfg, const ConfigContext& ctx) {
   const nlohmann::json* rec = cfg.flag("use_recorded_settings", true) && !user ? recorded_bfc(ctx) : nullptr;
   bool preallocate = cfg.flag("preallocate", rec ? rec->value("mode", "") == "single_region" : true);
   double fraction = cfg.number_in("mem_fraction", 0.75, 0, kMaxMemFraction);
-  bool spatial_flag = cfg.flag("spatial_partitioning", jb.spatial_default);
+  // A capture's one region is replayed in the classic layout unless asked: TensorFlow's BFC and
+  // jaxlib before 0.11 have no spatial partitioning, and without collective buffers both layouts
+  // place every buffer alike (holes first by best fit, then the low end of the rest), while only
+  // the classic one can hold the buffers live before the capture where their addresses put them.
+  bool spatial_flag = cfg.flag("spatial_partitioning", rec ? false : jb.spatial_default);
   bool gc = cfg.flag("garbage_collection", false);
   Bytes collective_size = cfg.size("collective_memory_size", 0);
   Bytes upper_alignment = cfg.size("upper_alignment", 2 * kMiB);
@@ -705,7 +752,8 @@ void register_xla_bfc(Registry& r) {
           {"mem_fraction", "0.75", 0.9, "XLA_PYTHON_CLIENT_MEM_FRACTION: the limit as a fraction of device memory"},
           {"memory_limit", "unset", "40GiB", "a byte limit instead of the fraction (XLA's gpu_system_memory_size)"},
           jaxlib_option(),
-          {"spatial_partitioning", "true from jaxlib 0.11.0, else false", false,
+          {"spatial_partitioning",
+           "true from jaxlib 0.11.0, else false (false for an XProf capture's recorded settings)", false,
            "--xla_gpu_enable_allocator_spatial_partitioning: one BFC whose collective buffers are served from the "
            "upper end of the preallocated region (needs preallocate)"},
           {"collective_memory_size", "0 (grows)", "1GiB",

@@ -16,6 +16,7 @@
 #include "sim/base/error.h"
 #include "sim/base/io.h"
 #include "sim/perfetto.h"
+#include "sim/recording_anchor.h"
 #include "sim/recording_fidelity.h"
 #include "traces/trace_reader.h"
 
@@ -173,6 +174,10 @@ class Engine : public Scheduler {
     if (header.is_object() && header.contains("time_unit") && header["time_unit"].is_string())
       out_.time_unit = header["time_unit"].get<std::string>();
     if (!opt_.perfetto.empty()) perfetto_ = std::make_unique<PerfettoWriter>(opt_.perfetto, out_.time_unit);
+    if (RecordingAnchor::wanted(header)) {  // where the state before the recording was (a second read)
+      anchor_.learn(*open());
+      for (auto& n : anchor_.notes()) out_.notes.push_back(std::move(n));
+    }
   }
 
   void feed(const Event& ev) {
@@ -208,6 +213,10 @@ class Engine : public Scheduler {
           break;
         }
         AllocRequest rq2 = request_of(ev);
+        if (ev.has(key::kPreTrace)) {
+          if (auto ob = anchor_.take_region(ev.device, ev.space)) s.policy->observe(*ob);
+          rq2.seeded_extents = anchor_.extents(ev);
+        }
         Placement p = s.policy->allocate(rq2);
         last_alloc_failed_[ev.device] = !p.ok;
         if (placements_) write_placement(ev, p);
@@ -555,6 +564,7 @@ class Engine : public Scheduler {
       f["segment_frees_compared"] = recorded_frees_.size();
       f["segment_frees_matched"] = matched;
     }
+    if (auto st = anchor_.summary(); !st.is_null()) f["initial_state"] = std::move(st);
     if (ooms_recorded_) {
       f["ooms_recorded"] = ooms_recorded_;
       f["ooms_reproduced"] = ooms_reproduced_;
@@ -881,6 +891,7 @@ class Engine : public Scheduler {
   std::unique_ptr<AtomicFile> placements_;
   std::unique_ptr<PerfettoWriter> perfetto_;
   std::string pbuf_;
+  RecordingAnchor anchor_;                               // the state before a mid-run recording, from its addresses
   std::uint64_t replayable_ = 0, pre_trace_allocs_ = 0;  // allocs and frees to replay; allocs of prior state
 };
 

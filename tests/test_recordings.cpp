@@ -19,6 +19,9 @@ namespace {
 std::string torch_fixture(const std::string& name) {
   return std::string(FRAGSIM_SOURCE_DIR) + "/tests/data/torch/" + name + ".pickle.zst";
 }
+std::string xprof_fixture(const std::string& name) {
+  return std::string(FRAGSIM_SOURCE_DIR) + "/tests/data/xprof/" + name + ".xplane.pb.zst";
+}
 
 nlohmann::json run_report(const std::string& args, int want_code = 0) {
   auto r = cli("run " + args + " --no-progress --json -");
@@ -140,4 +143,36 @@ TEST_CASE("recordings with nothing to replay say so, and --strict makes it an in
   CHECK(e["nothing_to_replay"] == "the trace holds no events");
   auto ok = run_report(torch_fixture("small_mlp_97ev") + " --strict");
   CHECK_FALSE(ok.contains("nothing_to_replay"));
+}
+
+TEST_CASE("captures that start mid-run: the region and earlier memory go where the addresses put them") {
+  // ecbm (TensorFlow on a T4, SOURCES.md): 1,913,088 B live before the capture, of which only two
+  // 256 B buffers are freed in it (their addresses known). TensorFlow preallocates one BFC region;
+  // the capture's ranges leave one 256 B gap, so the rest lies below the lowest recorded address.
+  auto j = run_report(xprof_fixture("ecbm_yg2820_instance-ecbm_20221104-212610"));
+  CHECK(j["policy"]["config"]["preallocate"] == true);  // one region, as the addresses show
+  CHECK(j["fidelity"]["allocs_compared"] == 80);
+  CHECK(j["fidelity"]["allocs_matched"] == 80);  // before: 10 of 80 (regions on a made-up base)
+  const auto& st = j["fidelity"]["initial_state"];
+  REQUIRE(st.is_array());
+  const nlohmann::json* hbm = nullptr;
+  for (const auto& s : st)
+    if (s["space"] == "hbm") hbm = &s;
+  REQUIRE(hbm);
+  CHECK((*hbm)["live_before_bytes"] == 1913088);
+  CHECK((*hbm)["recorded_bytes"] == 512);
+  CHECK((*hbm)["inferred_bytes"] == 1913088 - 512);
+  CHECK((*hbm)["inferred_in_gaps_bytes"] == 256);
+  CHECK((*hbm)["region_base"] == 0x7fce96000000ULL);
+  // Nothing made it so, but a driver allocation of gigabytes starts on a 2 MiB page (and this one
+  // on 32 MiB): the inferred base is a plausible cuMemAlloc result.
+  CHECK((*hbm)["region_base"].get<std::uint64_t>() % (32 * MiB) == 0);
+  // The text report says how much of the state before the capture was inferred.
+  auto text = cli("run " + xprof_fixture("ecbm_yg2820_instance-ecbm_20221104-212610") + " --no-progress");
+  CHECK(text.out.find("1.82 MiB inferred") != std::string::npos);
+  // A capture from an empty allocator infers nothing and keeps its figures (MI300X: 74 of 81).
+  auto mi = run_report(xprof_fixture("tracelens_mi300_jax08_gemm"));
+  CHECK(mi["policy"]["config"]["preallocate"] == false);  // gaps between regions: growth on demand
+  CHECK_FALSE(mi["fidelity"].contains("initial_state"));
+  CHECK(mi["fidelity"]["allocs_matched"].get<int>() >= 74);
 }

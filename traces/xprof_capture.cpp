@@ -13,6 +13,7 @@
 #include "sim/base/error.h"
 #include "sim/base/io.h"
 #include "sim/base/text.h"
+#include "traces/recorded_layout.h"
 #include "xplane.pb.h"
 
 namespace fragsim {
@@ -217,8 +218,7 @@ class Importer {
       std::vector<std::pair<std::uint64_t, std::uint64_t>> before;            // (addr, block) freed, never allocated
       std::optional<std::uint64_t> start_bytes, limit;
       std::uint64_t allocs = 0, frees = 0, pre_known = 0;
-      std::optional<std::uint64_t> first_addr;
-      std::uint64_t lowest = UINT64_MAX, highest = 0;
+      RecordedLayout layout;  // every range a buffer of the capture occupied
       Target target;
     };
     std::map<std::string, Alloc> by;
@@ -266,9 +266,7 @@ class Importer {
         describe(c, ev);
         a.live[c.addr] = {ev.id.value(), block ? block : ev.size};
         ++a.allocs;
-        if (!a.first_addr) a.first_addr = c.addr;
-        a.lowest = std::min(a.lowest, c.addr);
-        a.highest = std::max(a.highest, c.addr + (block ? block : ev.size));
+        a.layout.occupied(Addr(c.addr), block ? block : ev.size);
       } else {
         auto it = a.live.find(c.addr);
         std::uint64_t id;
@@ -304,8 +302,9 @@ class Importer {
       ev.name = "(live before the capture)";
       ev.present = key::kT | key::kDevice | key::kId | key::kSize | key::kAddr | key::kPreTrace | key::kName |
                    (a.target.space != Space::kHbm ? key::kSpace : 0);
-      events.push_back(std::move(ev));
+      a.layout.occupied(ev.addr, ev.size);
       a.pre_known += ev.size;
+      events.push_back(std::move(ev));
     }
     // Live bytes never freed nor allocated during the capture: one buffer without an address.
     for (auto& [name, a] : by) {
@@ -336,10 +335,13 @@ class Importer {
                           {"live_before_bytes", a.start_bytes.value_or(0)},
                           {"frees_of_earlier_buffers", a.before.size()}};
       if (a.limit) j["limit_bytes"] = *a.limit;
-      // One preallocated region holds every address within [first, first + limit); addresses
-      // below the first or beyond the limit mean regions obtained on demand.
-      if (a.first_addr && a.limit && a.target.space == Space::kHbm)
-        j["mode"] = a.lowest < *a.first_addr || a.highest > *a.first_addr + *a.limit ? "grow" : "single_region";
+      // One preallocated region explains the addresses when the ranges no buffer occupied fit
+      // in what was live before the capture (traces/recorded_layout.h); else regions were
+      // obtained on demand.
+      if (!a.layout.empty() && a.limit) {
+        std::uint64_t unknown = a.start_bytes.value_or(0) - std::min(a.start_bytes.value_or(0), a.pre_known);
+        j["mode"] = a.layout.single_region(unknown, *a.limit) ? "single_region" : "grow";
+      }
       allocators.push_back(j);
     }
     for (const auto& [d, info] : devices_) {

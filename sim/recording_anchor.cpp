@@ -1,0 +1,141 @@
+#include "sim/recording_anchor.h"
+
+#include <fmt/format.h>
+
+#include "traces/recorded_layout.h"
+
+namespace fragsim {
+
+namespace {
+
+// GPU_0_bfc, GPU_collectivememory_0_bfc, gpu_host_bfc (a TPU's allocator is named TPU:N).
+bool is_bfc(const std::string& name) { return name.size() > 4 && name.compare(name.size() - 4, 4, "_bfc") == 0; }
+
+// The capture's allocators that one preallocated region explains (traces/xprof_capture.h).
+std::vector<const nlohmann::json*> single_region_allocators(const nlohmann::json& header) {
+  std::vector<const nlohmann::json*> out;
+  if (!header.is_object() || !header.contains("xprof") || !header["xprof"].is_object()) return out;
+  const auto& x = header["xprof"];
+  if (!x.contains("allocators") || !x["allocators"].is_array()) return out;
+  for (const auto& a : x["allocators"])
+    if (a.is_object() && a.value("mode", "") == "single_region" && is_bfc(a.value("allocator", "")) &&
+        a.contains("limit_bytes") && a["limit_bytes"].is_number_unsigned() && a.contains("device") &&
+        a["device"].is_number_unsigned())
+      out.push_back(&a);
+  return out;
+}
+
+}  // namespace
+
+bool RecordingAnchor::wanted(const nlohmann::json& header) {
+  for (const auto* a : single_region_allocators(header))
+    if (a->value("live_before_bytes", Bytes{0}) > 0) return true;
+  return false;
+}
+
+void RecordingAnchor::learn(TraceReader& reader) {
+  std::map<std::pair<std::uint32_t, Space>, RecordedLayout> layouts;
+  std::map<std::pair<std::uint32_t, Space>, std::vector<Bytes>> unplaced;
+  for (const auto* a : single_region_allocators(reader.header())) {
+    Space sp = Space::kHbm;
+    if (!parse_space(a->value("space", "hbm"), &sp)) continue;
+    by_[{(*a)["device"].get<std::uint32_t>(), sp}].limit = (*a)["limit_bytes"].get<Bytes>();
+  }
+  Event ev;
+  while (reader.next(ev)) {
+    if (ev.op != Op::kAlloc) continue;
+    auto it = by_.find({ev.device, ev.space});
+    if (it == by_.end()) continue;
+    Allocator& al = it->second;
+    bool pre = ev.has(key::kPreTrace);
+    if (ev.has(key::kAddr)) {
+      Bytes block = ev.has(key::kBlockSize) ? ev.block_size : ev.size;
+      layouts[it->first].occupied(ev.addr, block);
+      if (pre) al.known += block, ++al.known_buffers;
+    } else if (pre && !al.has_unknown) {
+      al.has_unknown = true;
+      al.unknown = ev.size;
+      al.unknown_id = ev.id;
+    } else if (!pre) {
+      unplaced[it->first].push_back(ev.size);
+      al.unplaced_bytes += ev.size;
+    }
+  }
+  for (auto& [k, al] : by_) {
+    if (!al.has_unknown || !layouts.count(k)) continue;
+    auto s = layouts[k].single_region(al.unknown, al.limit, unplaced[k]);
+    if (!s) continue;
+    al.anchored = true;
+    al.base = s->base;
+    al.extents = std::move(s->live);
+    al.in_gaps = s->in_gaps;
+    al.below = s->below;
+  }
+}
+
+std::span<const Extent> RecordingAnchor::extents(const Event& ev) const {
+  if (!ev.has(key::kPreTrace) || ev.has(key::kAddr)) return {};
+  auto it = by_.find({ev.device, ev.space});
+  if (it == by_.end() || !it->second.anchored || it->second.unknown_id != ev.id) return {};
+  return it->second.extents;
+}
+
+std::optional<Observation> RecordingAnchor::take_region(std::uint32_t device, Space space) {
+  auto it = by_.find({device, space});
+  if (it == by_.end() || !it->second.anchored || it->second.region_taken) return std::nullopt;
+  it->second.region_taken = true;
+  Observation ob;
+  ob.op = Op::kSegmentAlloc;
+  ob.addr = it->second.base;
+  ob.has_addr = true;
+  ob.size = it->second.limit;
+  ob.pre_trace = true;
+  return ob;
+}
+
+nlohmann::json RecordingAnchor::summary() const {
+  nlohmann::json out = nlohmann::json::array();
+  for (const auto& [k, al] : by_) {
+    if (!al.has_unknown && !al.known_buffers) continue;
+    nlohmann::json j = {{"device", k.first},
+                        {"space", space_name(k.second)},
+                        {"live_before_bytes", al.known + al.unknown},
+                        {"recorded_bytes", al.known},
+                        {"recorded_buffers", al.known_buffers},
+                        {"inferred_bytes", al.anchored ? al.unknown : 0},
+                        {"unplaced_bytes", al.anchored ? 0 : al.unknown}};
+    if (al.anchored) {
+      j["region_base"] = al.base;
+      j["inferred_extents"] = al.extents.size();
+      j["inferred_in_gaps_bytes"] = al.in_gaps;
+      j["inferred_below_bytes"] = al.below;
+    }
+    out.push_back(std::move(j));
+  }
+  return out.empty() ? nlohmann::json() : out;
+}
+
+std::vector<std::string> RecordingAnchor::notes() const {
+  std::vector<std::string> out;
+  for (const auto& [k, al] : by_) {
+    if (!al.has_unknown) continue;
+    Bytes total = al.known + al.unknown;
+    if (!al.anchored) {
+      out.push_back(fmt::format(
+          "device {} {}: {} live before the recording began, {} at addresses it states; the other {} could not be "
+          "placed from its addresses (placed by the policy)",
+          k.first, space_name(k.second), human_bytes(total), human_bytes(al.known), human_bytes(al.unknown)));
+      continue;
+    }
+    out.push_back(fmt::format(
+        "device {} {}: {} live before the recording began: {} at addresses it states ({} buffers), {} inferred "
+        "({:.0f}% of that state) from its addresses and BFC's rules: {} in {} gaps no recorded buffer used, {} "
+        "from the region's inferred base {:#x} up",
+        k.first, space_name(k.second), human_bytes(total), human_bytes(al.known), al.known_buffers,
+        human_bytes(al.unknown), total ? 100.0 * static_cast<double>(al.unknown) / static_cast<double>(total) : 0.0,
+        human_bytes(al.in_gaps), al.extents.size() - (al.below ? 1 : 0), human_bytes(al.below), al.base));
+  }
+  return out;
+}
+
+}  // namespace fragsim
