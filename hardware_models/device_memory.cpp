@@ -58,6 +58,14 @@ DeviceMemory::Grant DeviceMemory::allocate(Bytes bytes, Bytes unit) {
   return g;
 }
 
+void DeviceMemory::move(Grant& g, Addr to) {
+  FRAGSIM_CHECK(g.mem_ == this && live_.count(g.addr_) && !live_.count(to), "device move of a grant that is not here");
+  Bytes b = live_[g.addr_];
+  live_.erase(g.addr_);
+  live_[to] = b;
+  g.addr_ = to;
+}
+
 void DeviceMemory::release(Addr addr) {
   auto it = live_.find(addr);
   FRAGSIM_CHECK(it != live_.end(), "device release of an address that is not allocated");

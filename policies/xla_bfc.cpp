@@ -80,7 +80,10 @@ class Bfc {
     Bytes requested = 0;
     Tag tag = kLow;
   };
-  using Chunks = ChunkList<ChunkExtra>;
+  struct RegionExtra {
+    bool anchored = false;  // its base is the recording's (else made up until a recorded buffer lands in it)
+  };
+  using Chunks = ChunkList<ChunkExtra, RegionExtra>;
   using Chunk = Chunks::Chunk;
   using Region = Chunks::Region;
   struct Stats {
@@ -104,18 +107,22 @@ class Bfc {
     if (c == kNil && extend(r, fatal)) c = find(r, upper);
     if (c == kNil && fatal->empty() && deallocate_free_regions(r) && extend(r, fatal)) c = find(r, upper);
     if (c == kNil) return kNil;
-    return take(c, n);
+    c = take(c, n);
+    if (recorded && !upper) anchor(c, *recorded);
+    return c;
   }
 
-  // A buffer live before the trace began, at its recorded address (classic mode): carved out of
-  // the free chunk that holds it, or out of a region obtained at that address. kNil when the
-  // recorded range is not free here (the caller then places it as an ordinary request).
-  std::int32_t seed(Bytes n, Addr at, std::string* fatal) {
+  // A buffer at its recorded address (classic mode; live before the trace began, or placed as
+  // --follow-recording places it): carved out of the free chunk that holds it, or out of a region
+  // obtained at that address when no region holds it. kNil when the recorded range is not free
+  // here (the caller then places it as an ordinary request); nothing changes then.
+  std::int32_t seed(Bytes n, Addr at, std::string* fatal, Bytes block = 0) {
     if (o_.spatial) return kNil;
-    Bytes r = rounded_bytes(n);
+    Bytes r = std::max(rounded_bytes(n), rounded_bytes(block));  // the recorded chunk, when larger (unsplit)
     if (r == kTooLarge) return kNil;
     std::int32_t c = free_chunk_holding(at, r);
     if (c == kNil) {
+      if (region_holding(at) != kNil) return kNil;  // in use here, or a free chunk too small
       region_hint_ = at;
       if (!extend(r, fatal)) return kNil;
       c = free_chunk_holding(at, r);
@@ -135,8 +142,7 @@ class Bfc {
   // mode): obtained as Extend obtains one, at that address. False when it cannot be obtained.
   bool seed_region(Addr base, std::string* fatal) {
     if (o_.spatial) return false;
-    for (std::int32_t g = 0; g < chunks_.region_count(); ++g)
-      if (region(g).live && base >= region(g).base && base - region(g).base < region(g).size) return true;
+    if (region_holding(base) != kNil) return true;
     region_hint_ = base;
     return extend(kMinAllocationSize, fatal);
   }
@@ -424,15 +430,47 @@ class Bfc {
     return c;
   }
 
+  // Chunk c was placed in a region whose base this model made up (obtained with no recorded
+  // address: for memory live before the trace, or a request whose address is unknown); the
+  // recording shows c at `recorded`, so the driver put the region there: it moves, with every
+  // chunk, to base + (recorded − c). BFC's choice inside the region is unchanged. Once per region,
+  // and only where the moved region overlaps no other.
+  void anchor(std::int32_t c, Addr recorded) {
+    std::int32_t g = chunks_.chunk(c).region;
+    if (chunks_.region_extra(g).anchored) return;
+    chunks_.region_extra(g).anchored = true;
+    const Region& rg = region(g);
+    Addr at = chunks_.chunk(c).addr;
+    if (recorded == at || recorded.value() < at - rg.base) return;
+    Addr base = recorded - (at - rg.base);
+    if (base.value() % kMinAllocationSize || base.value() > ~std::uint64_t{0} - rg.size) return;
+    for (std::int32_t o = 0; o < chunks_.region_count(); ++o)
+      if (o != g && region(o).live && region(o).base < base + rg.size && base < region(o).base + region(o).size) return;
+    for (const auto& gr : grants_[g])
+      if (gr.addr() != rg.base) return;  // a region grown from several driver allocations stays
+    std::vector<std::int32_t> free_chunks;
+    for (std::int32_t x = rg.first; x != kNil; x = chunks_.chunk(x).next)
+      if (!chunks_.chunk(x).in_use && chunks_.chunk(x).x.tag != kGap) free_chunks.push_back(x);
+    for (std::int32_t x : free_chunks) remove_free(x);
+    dev_->move(grants_[g].front(), base);
+    chunks_.move_region(g, base);
+    std::string ignore;
+    for (std::int32_t x : free_chunks) insert_free(x, &ignore);
+  }
+
+  // The live region holding address at, or kNil.
+  std::int32_t region_holding(Addr at) const {
+    for (std::int32_t g = 0; g < chunks_.region_count(); ++g)
+      if (region(g).live && at >= region(g).base && at - region(g).base < region(g).size) return g;
+    return kNil;
+  }
   // The free chunk holding [at, at + r), or kNil.
   std::int32_t free_chunk_holding(Addr at, Bytes r) const {
-    for (std::int32_t g = 0; g < chunks_.region_count(); ++g) {
-      const Region& rg = region(g);
-      if (!rg.live || at < rg.base || at - rg.base >= rg.size) continue;
-      for (std::int32_t c = rg.first; c != kNil; c = chunks_.chunk(c).next) {
-        const Chunk& ch = chunks_.chunk(c);
-        if (at >= ch.addr && at - ch.addr < ch.size) return !ch.in_use && ch.size - (at - ch.addr) >= r ? c : kNil;
-      }
+    std::int32_t g = region_holding(at);
+    if (g == kNil) return kNil;
+    for (std::int32_t c = region(g).first; c != kNil; c = chunks_.chunk(c).next) {
+      const Chunk& ch = chunks_.chunk(c);
+      if (at >= ch.addr && at - ch.addr < ch.size) return !ch.in_use && ch.size - (at - ch.addr) >= r ? c : kNil;
     }
     return kNil;
   }
@@ -495,7 +533,8 @@ class Bfc {
         insert_free(coalesce(c), fatal);
         return fatal->empty();
       }
-    std::int32_t rg = chunks_.add_region(grant.addr(), received, ChunkExtra{0, o_.spatial ? kGap : kLow});
+    std::int32_t rg = chunks_.add_region(grant.addr(), received, ChunkExtra{0, o_.spatial ? kGap : kLow},
+                                         RegionExtra{region_hint_ && grant.addr() == *region_hint_});
     if (static_cast<size_t>(rg) >= grants_.size()) grants_.resize(rg + 1);
     grants_[rg].clear();
     grants_[rg].push_back(std::move(grant));
@@ -549,7 +588,7 @@ class XlaBfcPolicy : public AllocatorPolicy {
     if (!coll && !req.seeded_extents.empty())
       c = seed_extents(b, req);
     else if (!coll && req.seeded_at)
-      c = b.seed(req.size, *req.seeded_at, &fatal_);
+      c = b.seed(req.size, *req.seeded_at, &fatal_, req.seeded_block);
     if (c == kNil && fatal_.empty()) c = b.allocate(req.size, upper, &fatal_, req.recorded_addr);
     if (c == kNil) return Placement::failed();
     owner_[req.handle] = {&b, c};

@@ -42,7 +42,7 @@ struct Deferred {
 };
 
 // Per handle: what happened to the allocation.
-enum class HandleState : std::uint8_t { kNotLive, kPlaced, kFailed, kEmpty };
+enum class HandleState : std::uint8_t { kNotLive, kPlaced, kFailed, kEmpty, kDisplaced };
 
 AllocRequest request_of(const Event& ev) {
   AllocRequest r;
@@ -218,9 +218,10 @@ class Engine : public Scheduler {
           rq2.seeded_extents = anchor_.extents(ev);
         }
         Placement p = s.policy->allocate(rq2);
+        if (opt_.follow_recording && !ev.has(key::kPreTrace)) p = follow(s, si, ev, rq2, p);
         last_alloc_failed_[ev.device] = !p.ok;
         if (placements_) write_placement(ev, p);
-        if (ev.has(key::kAddr) && !ev.has(key::kPreTrace)) check_address(ev, p);
+        if (ev.has(key::kAddr) && !ev.has(key::kPreTrace) && !opt_.follow_recording) check_address(ev, p);
         if (p.ok) {
           state_[ev.handle] = HandleState::kPlaced;
           slot_of_[ev.handle] = si;
@@ -508,6 +509,24 @@ class Engine : public Scheduler {
     replaying_ = false;
   }
 
+  // --follow-recording: the recorded address wins (sim/recording_fidelity.h); buffers the
+  // policy placed in its way leave the simulated state.
+  Placement follow(Slot& s, std::uint32_t si, const Event& ev, const AllocRequest& rq, const Placement& p) {
+    auto overlapping = [&](const Extent& e) {
+      std::vector<Handle> in_the_way;
+      for (Handle h = 0; h < state_.size() && h < live_.size(); ++h)
+        if (state_[h] == HandleState::kPlaced && slot_of_[h] == si && h != ev.handle && live_[h].has_addr &&
+            live_[h].addr < e.end() && e.addr < live_[h].addr + std::max<Bytes>(live_[h].block, 1))
+          in_the_way.push_back(h);
+      return in_the_way;
+    };
+    auto displace = [&](Handle h) {
+      s.policy->release(h);
+      state_[h] = HandleState::kDisplaced;
+    };
+    return follow_.place(*s.policy, ev, rq, p, overlapping, displace);
+  }
+
   void check_address(const Event& ev, const Placement& p) {
     ++addr_compared_;
     if (p.ok && p.has_addr && p.addr == ev.addr) {
@@ -522,7 +541,9 @@ class Engine : public Scheduler {
   }
 
   nlohmann::json fidelity() const {
-    if (addr_compared_ == 0 && recorded_segments_.empty() && recorded_frees_.empty() && ooms_recorded_ == 0)
+    nlohmann::json followed = follow_.tally();
+    if (addr_compared_ == 0 && recorded_segments_.empty() && recorded_frees_.empty() && ooms_recorded_ == 0 &&
+        followed.is_null())
       return nullptr;
     std::uint64_t seg_matched = 0;
     nlohmann::json first_seg;
@@ -565,6 +586,8 @@ class Engine : public Scheduler {
       f["segment_frees_matched"] = matched;
     }
     if (auto st = anchor_.summary(); !st.is_null()) f["initial_state"] = std::move(st);
+    if (!followed.is_null()) f["follow_recording"] = std::move(followed);
+    if (pre_trace_allocs_) f["pre_trace_allocs"] = pre_trace_allocs_;
     if (ooms_recorded_) {
       f["ooms_recorded"] = ooms_recorded_;
       f["ooms_reproduced"] = ooms_reproduced_;
@@ -893,6 +916,7 @@ class Engine : public Scheduler {
   std::string pbuf_;
   RecordingAnchor anchor_;                               // the state before a mid-run recording, from its addresses
   std::uint64_t replayable_ = 0, pre_trace_allocs_ = 0;  // allocs and frees to replay; allocs of prior state
+  FollowRecording follow_;                               // --follow-recording's tally
 };
 
 }  // namespace

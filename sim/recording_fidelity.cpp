@@ -28,4 +28,101 @@ std::string nothing_to_replay(const nlohmann::json& header, std::uint64_t events
   return "the trace holds no allocation or free";
 }
 
+Placement FollowRecording::place(AllocatorPolicy& policy, const Event& ev, const AllocRequest& req, Placement predicted,
+                                 const Overlapping& overlapping, const Displace& displace) {
+  if (!ev.has(key::kAddr)) {  // nothing recorded: the policy's choice stands
+    ++predicted_only_;
+    return predicted;
+  }
+  ++compared_;
+  if (predicted.ok && predicted.has_addr && predicted.addr == ev.addr) {
+    ++matched_;
+    return predicted;
+  }
+  if (first_miss_.is_null())
+    first_miss_ = {
+        {"event_index", ev.index},
+        {"id", ev.id},
+        {"recorded", ev.addr},
+        {"predicted", predicted.ok && predicted.has_addr ? nlohmann::json(predicted.addr) : nlohmann::json()}};
+  if (predicted.ok) policy.release(req.handle);
+  AllocRequest at = req;
+  at.seeded_at = ev.addr;
+  at.seeded_block = ev.has(key::kBlockSize) ? ev.block_size : 0;
+  at.seeded_extents = {};
+  Placement p = policy.allocate(at);
+  if (p.ok && p.has_addr && p.addr == ev.addr) {
+    ++corrected_;
+    return p;
+  }
+  // The range is not free in the simulated state: whatever the policy holds there, the real
+  // allocator did not. Displace it and try once more.
+  if (p.ok) policy.release(req.handle);
+  Bytes len = std::max(at.seeded_block, req.size);
+  auto in_the_way = overlapping({ev.addr, std::max<Bytes>(len, 1)});
+  for (Handle h : in_the_way) displace(h);
+  displaced_ += in_the_way.size();
+  p = policy.allocate(at);
+  if (p.ok && p.has_addr && p.addr == ev.addr)
+    ++corrected_;
+  else
+    ++uncorrected_;  // the policy cannot hold it there (e.g. outside any region it can obtain)
+  return p.ok ? p : policy.allocate(req);
+}
+
+nlohmann::json FollowRecording::tally() const {
+  if (!compared_ && !predicted_only_) return nullptr;
+  return {{"allocs_compared", compared_}, {"allocs_matched", matched_},  {"corrected", corrected_},
+          {"displaced", displaced_},      {"uncorrected", uncorrected_}, {"predicted_only", predicted_only_},
+          {"first_miss", first_miss_}};
+}
+
+std::string follow_recording_text(const nlohmann::json& t) {
+  auto n = [&](const char* k) { return t.value(k, std::uint64_t{0}); };
+  std::string s = fmt::format("{}/{} of the policy's choices equal the recorded address (each then placed as recorded",
+                              n("allocs_matched"), n("allocs_compared"));
+  if (n("displaced")) s += fmt::format(", {} simulated buffers displaced", n("displaced"));
+  if (n("uncorrected")) s += fmt::format(", {} could not be placed there", n("uncorrected"));
+  s += ")";
+  if (n("predicted_only"))
+    s += fmt::format("; {} allocations without a recorded address predicted", n("predicted_only"));
+  return s;
+}
+
+void add_both_figures(const std::vector<RunOptions>& runs, std::vector<RunResult>& results, const Registry& registry,
+                      unsigned threads) {
+  std::vector<RunOptions> other;
+  std::vector<size_t> of;
+  for (size_t i = 0; i < runs.size() && i < results.size(); ++i) {
+    const nlohmann::json& f = results[i].fidelity;
+    if (!f.is_object() || (!runs[i].follow_recording && !f.value("pre_trace_allocs", std::uint64_t{0}))) continue;
+    bool compared = f.value("allocs_compared", std::uint64_t{0}) ||
+                    (f.contains("follow_recording") && f["follow_recording"].value("allocs_compared", 0) > 0);
+    if (!compared) continue;
+    RunOptions o = runs[i];
+    o.follow_recording = !o.follow_recording;
+    o.placements.clear();
+    o.perfetto.clear();
+    o.keep_live_buffers = false;
+    o.check = false;
+    other.push_back(std::move(o));
+    of.push_back(i);
+  }
+  if (other.empty()) return;
+  std::vector<RunResult> more = run_simulations(other, registry, threads);
+  for (size_t k = 0; k < of.size(); ++k) {
+    RunResult& r = results[of[k]];
+    const nlohmann::json& g = more[k].fidelity;
+    if (!g.is_object()) continue;
+    if (runs[of[k]].follow_recording) {  // free-running figures from the other run, this run's tally
+      nlohmann::json f = g;
+      f.erase("follow_recording");
+      if (r.fidelity.contains("follow_recording")) f["follow_recording"] = r.fidelity["follow_recording"];
+      r.fidelity = std::move(f);
+    } else if (g.contains("follow_recording")) {
+      r.fidelity["follow_recording"] = g["follow_recording"];
+    }
+  }
+}
+
 }  // namespace fragsim

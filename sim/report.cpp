@@ -6,6 +6,8 @@
 #include <algorithm>
 #include <set>
 
+#include "sim/recording_fidelity.h"
+
 namespace fragsim {
 
 namespace {
@@ -373,6 +375,8 @@ std::string report_text(const RunResult& r) {
     fmt::format_to(out, "  fidelity: {}\n", fidelity_text(r.fidelity));
     if (!r.fidelity["first_mismatch"].is_null())
       fmt::format_to(out, "  first mismatch: {}\n", r.fidelity["first_mismatch"].dump());
+    if (r.fidelity.contains("follow_recording"))
+      fmt::format_to(out, "  following the recording: {}\n", follow_recording_text(r.fidelity["follow_recording"]));
   }
   size_t shown = 0;
   for (const auto& o : r.ooms) {

@@ -24,23 +24,32 @@ std::optional<SingleRegion> RecordedLayout::single_region(Bytes unknown, Bytes l
     if (prev_hi && lo > prev_hi) gaps.push_back({Addr(prev_hi), lo - prev_hi});
     prev_hi = hi;
   }
-  const bool partial = !unplaced.empty();
-  for (Bytes& u : unplaced) u = round_up_sat(std::max<Bytes>(u, 1), kChunkUnit);
-  std::sort(unplaced.begin(), unplaced.end());
-  SingleRegion s;
-  for (const Extent& g : gaps) {
-    if (auto it = std::lower_bound(unplaced.begin(), unplaced.end(), g.bytes);
-        it != unplaced.end() && *it == g.bytes) {  // where an allocation without an address went
+  Bytes total = 0;
+  for (const Extent& g : gaps) total += g.bytes;
+  std::vector<bool> live(gaps.size(), true);
+  if (total > unknown) {  // more gaps than memory to fill them: not one region, or addresses removed
+    if (unplaced.empty()) return std::nullopt;
+    for (Bytes& u : unplaced) u = round_up_sat(std::max<Bytes>(u, 1), kChunkUnit);
+    std::sort(unplaced.begin(), unplaced.end());
+    // Gaps exactly as wide as an allocation without an address are where such ones went, the
+    // widest first; then, while the gaps still hold more than the unknown bytes, the highest.
+    std::vector<size_t> order(gaps.size());
+    for (size_t i = 0; i < order.size(); ++i) order[i] = i;
+    std::stable_sort(order.begin(), order.end(), [&](size_t x, size_t y) { return gaps[x].bytes > gaps[y].bytes; });
+    for (size_t i : order) {
+      if (total <= unknown) break;
+      auto it = std::lower_bound(unplaced.begin(), unplaced.end(), gaps[i].bytes);
+      if (it == unplaced.end() || *it != gaps[i].bytes) continue;
       unplaced.erase(it);
-      continue;
+      live[i] = false;
+      total -= gaps[i].bytes;
     }
-    if (s.in_gaps + g.bytes > unknown) {
-      if (!partial) return std::nullopt;  // gaps that are not memory: several regions
-      break;                              // the rest: memory the allocations without an address used
-    }
-    s.live.push_back(g);
-    s.in_gaps += g.bytes;
+    for (size_t i = gaps.size(); i-- > 0 && total > unknown;)
+      if (live[i]) live[i] = false, total -= gaps[i].bytes;
   }
+  SingleRegion s;
+  for (size_t i = 0; i < gaps.size(); ++i)
+    if (live[i]) s.live.push_back(gaps[i]), s.in_gaps += gaps[i].bytes;
   s.below = unknown - s.in_gaps;
   if (s.below > lowest || highest - lowest > limit || s.below > limit - (highest - lowest)) return std::nullopt;
   s.base = Addr(lowest - s.below);

@@ -42,9 +42,9 @@ class RecordedLayout {
   // The layout with one region of at most `limit` bytes and `unknown` bytes live before the
   // recording at addresses it never states; nullopt when the addresses need several regions.
   // `unplaced`: sizes of the recording's allocations that carry no address (a trace with some
-  // addresses removed). A gap may then be where one of them went: gaps exactly the (256 B
-  // rounded) size of one are left free first, and when the gaps still hold more than `unknown`,
-  // only the lowest ones are taken as live (the rest is memory those allocations used).
+  // addresses removed). When the gaps hold more than `unknown`, some are where those went: gaps
+  // exactly the (256 B rounded) size of one are left free first, widest first, then the highest,
+  // until the rest fits in `unknown`.
   [[nodiscard]] std::optional<SingleRegion> single_region(Bytes unknown, Bytes limit,
                                                           std::vector<Bytes> unplaced = {}) const;
 

@@ -77,8 +77,9 @@ bool TraceReader::next(Event& ev) {
     if (ev.has(key::kPreTrace) && ev.op != Op::kAlloc && ev.op != Op::kSegmentAlloc && ev.op != Op::kSegmentMap)
       fail(ev.line, "pre_trace: only alloc, segment_alloc and segment_map events can be marked pre_trace");
     if (ev.has(key::kStack) && ev.op != Op::kAlloc) fail(ev.line, "stack: only an alloc names a stack");
-    if (ev.has(key::kBlockSize) && !(ev.op == Op::kAlloc && (ev.has(key::kPreTrace) || ev.has(key::kAddr))))
-      fail(ev.line, "block_size: only a recorded alloc (pre_trace or with addr) carries the recorded block size");
+    // A recorded block size may outlive its address (a trace whose addresses were removed).
+    if (ev.has(key::kBlockSize) && ev.op != Op::kAlloc)
+      fail(ev.line, "block_size: only an alloc carries the recorded block size");
     if (ev.has(key::kBlockSize) && ev.block_size < ev.size)
       fail(ev.line, fmt::format("block_size: {} is smaller than the request ({})", ev.block_size, ev.size));
     if (ev.has(key::kFrames) && ev.op != Op::kStack) fail(ev.line, "frames: only a stack op carries frames");

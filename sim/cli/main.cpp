@@ -22,6 +22,7 @@
 #include "sim/check.h"
 #include "sim/engine.h"
 #include "sim/progress.h"
+#include "sim/recording_fidelity.h"
 #include "sim/report.h"
 #include "sim/report_html.h"
 #include "sim/report_schema.h"
@@ -106,7 +107,7 @@ bool want_progress(const ProgressArgs& p) {
 struct SimArgs {
   std::string trace, hw, capacity, reserve, policy;  // hw "": the default device (or the recorded one)
   std::vector<std::string> sets, envs;
-  bool keep_going = false, lenient = false, check = false, strict = false;
+  bool keep_going = false, lenient = false, check = false, strict = false, follow = false;
   ProgressArgs progress;
   unsigned shard = 1;
   std::string shard_dim = "major";
@@ -124,6 +125,10 @@ void add_sim_options(po::options_description& d, SimArgs& a) {
       "keep-going", po::bool_switch(&a.keep_going), "continue after an OOM (skip the failed allocation) to list all")(
       "lenient", po::bool_switch(&a.lenient), "count and skip frees of unknown ids (traces that start mid-run)")(
       "check", po::bool_switch(&a.check), "validate the policy's invariants after every event")(
+      "follow-recording", po::bool_switch(&a.follow),
+      "place every allocation that has a recorded address there (the simulated state corrected to the "
+      "recording) and let the policy place the others; the report counts the policy's choices that equal the "
+      "recording (fidelity.follow_recording)")(
       "strict", po::bool_switch(&a.strict),
       "a recording with nothing to replay (no allocator events, a state-only snapshot) is an input error (exit 2) "
       "instead of a note")(
@@ -213,6 +218,7 @@ RunOptions build_run(const SimArgs& a, const std::string& policy) {
   o.keep_going = a.keep_going;
   o.lenient = a.lenient;
   o.check = a.check;
+  o.follow_recording = a.follow;
   return o;
 }
 
@@ -265,7 +271,9 @@ int cmd_run(const std::vector<std::string>& args, const Registry& reg) {
   o.perfetto = perfetto;
   RunResult r = [&] {
     Progress progress(want_progress(a.progress), "run", reads_of({o}, reg));
-    return std::move(run_simulations({o}, reg, threads).front());
+    auto rs = run_simulations({o}, reg, threads);
+    add_both_figures({o}, rs, reg, threads);
+    return std::move(rs.front());
   }();
   enforce_strict(a, r);
   if (!json.empty()) write_file_atomic(json, report_json(r).dump(2) + "\n");
@@ -337,7 +345,9 @@ int cmd_compare(const std::vector<std::string>& args, const Registry& reg) {
     }
     std::vector<RunResult> rs = [&] {
       Progress progress(want_progress(a.progress), "compare", reads_of(opts, reg));
-      return run_simulations(opts, reg, threads);
+      auto out = run_simulations(opts, reg, threads);
+      add_both_figures(opts, out, reg, threads);
+      return out;
     }();
     for (size_t i = 0; i < rs.size(); ++i) {
       enforce_strict(ta, rs[i]);
