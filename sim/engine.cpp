@@ -216,6 +216,7 @@ class Engine : public Scheduler {
         if (ev.has(key::kPreTrace)) {
           if (auto ob = anchor_.take_region(ev.device, ev.space)) s.policy->observe(*ob);
           rq2.seeded_extents = anchor_.extents(ev);
+          if (!rq2.seeded_block) rq2.seeded_block = anchor_.block(ev);
         }
         Placement p = s.policy->allocate(rq2);
         if (opt_.follow_recording && !ev.has(key::kPreTrace)) p = follow(s, si, ev, rq2, p);

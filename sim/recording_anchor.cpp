@@ -25,15 +25,21 @@ std::vector<const nlohmann::json*> single_region_allocators(const nlohmann::json
   return out;
 }
 
+bool is_torch_snapshot(const nlohmann::json& header) {
+  return header.is_object() && header.value("source", "") == "torch-snapshot";
+}
+
 }  // namespace
 
 bool RecordingAnchor::wanted(const nlohmann::json& header) {
+  if (is_torch_snapshot(header)) return true;
   for (const auto* a : single_region_allocators(header))
     if (a->value("live_before_bytes", Bytes{0}) > 0) return true;
   return false;
 }
 
 void RecordingAnchor::learn(TraceReader& reader) {
+  if (is_torch_snapshot(reader.header())) return learn_torch_blocks(reader);
   std::map<std::pair<std::uint32_t, Space>, RecordedLayout> layouts;
   std::map<std::pair<std::uint32_t, Space>, std::vector<Bytes>> unplaced;
   for (const auto* a : single_region_allocators(reader.header())) {
@@ -73,6 +79,58 @@ void RecordingAnchor::learn(TraceReader& reader) {
   }
 }
 
+void RecordingAnchor::learn_torch_blocks(TraceReader& reader) {
+  constexpr Bytes kSmallSize = 1 * kMiB;  // PyTorch's kSmallSize: requests up to it use the small pool
+  Bytes mss = kTooLarge;                  // max_split_size (unset: no oversize blocks)
+  const nlohmann::json& settings = reader.header().value("allocator_settings", nlohmann::json());
+  if (settings.is_object() && settings.contains("max_split_size") && settings["max_split_size"].is_number_integer() &&
+      settings["max_split_size"].get<std::int64_t>() > 0)
+    mss = settings["max_split_size"].get<Bytes>();
+  std::map<std::pair<std::uint32_t, std::uint64_t>, Bytes> segments;            // (device, base) → size
+  std::map<std::pair<std::uint32_t, std::uint64_t>, std::uint64_t> pre_ids;     // (device, id) → address
+  std::vector<std::tuple<std::uint32_t, std::uint64_t, std::uint64_t>> starts;  // (device, x, index)
+  Event ev;
+  while (reader.next(ev)) {
+    bool pre = ev.has(key::kPreTrace);
+    if (ev.op == Op::kSegmentAlloc && pre && ev.has(key::kAddr)) segments[{ev.device, ev.addr.value()}] = ev.size;
+    if (ev.op == Op::kFree) {
+      if (auto it = pre_ids.find({ev.device, ev.id.value()}); it != pre_ids.end()) {
+        pre_blocks_[{ev.device, it->second}].freed_at = ev.index;
+        pre_ids.erase(it);
+      }
+    }
+    if (ev.op != Op::kAlloc || !ev.has(key::kAddr)) continue;
+    starts.emplace_back(ev.device, ev.addr.value(), pre ? 0 : ev.index);
+    Bytes r = round_up_sat(ev.size, 512);
+    if (pre && !ev.has(key::kBlockSize) && r > kSmallSize && r < mss) {
+      pre_blocks_[{ev.device, ev.addr.value()}] = PreBlock{r};
+      pre_ids[{ev.device, ev.id.value()}] = ev.addr.value();
+    }
+  }
+  for (auto [device, x, when] : starts) {
+    auto p = pre_blocks_.lower_bound({device, x});
+    if (p == pre_blocks_.begin()) continue;
+    --p;
+    auto [d, a] = p->first;
+    PreBlock& b = p->second;
+    if (d != device || x <= a + b.rounded || x - (a + b.rounded) > kSmallSize) continue;
+    if (b.freed_at <= when) continue;  // gone by then
+    auto seg = segments.upper_bound({device, a});
+    if (seg == segments.begin()) continue;
+    --seg;
+    if (seg->first.first != device || x >= seg->first.second + seg->second) continue;  // beyond its segment
+    if (!b.block || x - a < b.block) b.block = x - a;
+  }
+  for (const auto& [k, b] : pre_blocks_)
+    if (b.block) ++blocks_inferred_[k.first];
+}
+
+Bytes RecordingAnchor::block(const Event& ev) const {
+  if (!ev.has(key::kPreTrace) || !ev.has(key::kAddr) || ev.has(key::kBlockSize)) return 0;
+  auto it = pre_blocks_.find({ev.device, ev.addr.value()});
+  return it == pre_blocks_.end() ? 0 : it->second.block;
+}
+
 std::span<const Extent> RecordingAnchor::extents(const Event& ev) const {
   if (!ev.has(key::kPreTrace) || ev.has(key::kAddr)) return {};
   auto it = by_.find({ev.device, ev.space});
@@ -95,6 +153,8 @@ std::optional<Observation> RecordingAnchor::take_region(std::uint32_t device, Sp
 
 nlohmann::json RecordingAnchor::summary() const {
   nlohmann::json out = nlohmann::json::array();
+  for (const auto& [device, n] : blocks_inferred_)
+    out.push_back({{"device", device}, {"space", space_name(Space::kHbm)}, {"pre_trace_block_sizes_inferred", n}});
   for (const auto& [k, al] : by_) {
     if (!al.has_unknown && !al.known_buffers) continue;
     nlohmann::json j = {{"device", k.first},
@@ -117,6 +177,11 @@ nlohmann::json RecordingAnchor::summary() const {
 
 std::vector<std::string> RecordingAnchor::notes() const {
   std::vector<std::string> out;
+  for (const auto& [device, n] : blocks_inferred_)
+    out.push_back(fmt::format(
+        "device {}: {} blocks allocated before the trace hold more than they asked for, as later allocations show "
+        "(an unsplit remainder of the large pool; sizes inferred)",
+        device, n));
   for (const auto& [k, al] : by_) {
     if (!al.has_unknown) continue;
     Bytes total = al.known + al.unknown;

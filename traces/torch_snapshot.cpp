@@ -373,7 +373,6 @@ class SnapshotReader : public TraceReader {
       if (b.empty_caches) empty_cache_calls_ += b.empty_caches;
     }
     if (!devices.empty()) header["recorded_devices"] = devices;
-    if (pre_trace_inferred_) header["pre_trace_block_sizes_inferred"] = pre_trace_inferred_;
     if (empty_cache_calls_) header["empty_cache_calls"] = empty_cache_calls_;
     // Devices interleave by time (stable); times are made non-decreasing.
     if (any_time) {
@@ -418,7 +417,6 @@ class SnapshotReader : public TraceReader {
     std::map<std::uint64_t, std::pair<std::uint64_t, std::uint32_t>> pre_names;  // addr → (stack, name)
     std::map<std::uint64_t, Bytes> pre_blocks;                                   // addr → recorded block size
     std::map<std::uint64_t, std::pair<Bytes, std::int64_t>> pre_segs;  // non-expandable, addr → (size, stream)
-    std::map<std::uint64_t, size_t> pre_freed_at;                      // addr → index of the entry that freed it
     std::set<std::uint64_t> traced_segs, ever_allocated;
     RangeSet mapped_in_trace;
     for (const auto& e : es) {
@@ -429,7 +427,6 @@ class SnapshotReader : public TraceReader {
         if (!live.erase(e.addr) && !pre_allocs.count(e.addr)) {  // allocated before recording began
           pre_allocs[e.addr] = {e.size, e.stream};
           pre_ids[e.addr] = next_id_++;
-          pre_freed_at[e.addr] = static_cast<size_t>(&e - es.data());
         }
       } else if (e.action == Action::kSegAlloc) {
         traced_segs.insert(e.addr);
@@ -470,7 +467,6 @@ class SnapshotReader : public TraceReader {
         pre_names[blk.addr] = stack_and_name(blk.frames);
         if (blk.size > pre_allocs[blk.addr].first) pre_blocks[blk.addr] = blk.size;  // more than requested
       }
-    infer_pre_trace_blocks(es, pre_allocs, pre_freed_at, pre_segs, &pre_blocks);
     for (const auto& [addr, v] : pre_allocs) {
       Raw r = pre_event(Op::kAlloc, d, pre_ids[addr], v.first, addr, v.second);
       if (auto it = pre_names.find(addr); it != pre_names.end()) r.stack = it->second.first, r.name = it->second.second;
@@ -581,49 +577,6 @@ class SnapshotReader : public TraceReader {
     return bounds;
   }
 
-  // The block a pre-trace allocation really held, where the trace proves it. The large pool never
-  // splits off a remainder of 1 MiB or less (specs/torch-caching.md §3 should_split: remainder >
-  // kSmallSize), and no block of the large pool, free or in use, is 1 MiB or smaller (requests
-  // are larger, remainders that small stay in their block, free neighbours merge). So when,
-  // while a pre-trace block [a, a + r) is live, a block starts at X with a + r < X <= a + r +
-  // 1 MiB in the same segment — a traced alloc, or another pre-trace block — the block at a
-  // ends exactly at X: it held X - a bytes. Blocks the dump records keep their recorded size
-  // (blocks live at the dump) are not touched; oversize blocks (max_split_size set) may hold up to
-  // max_non_split_rounding more and are left as requested; expandable segments split any
-  // remainder of 512 B or more.
-  void infer_pre_trace_blocks(const std::vector<Entry>& es,
-                              const std::map<std::uint64_t, std::pair<Bytes, std::int64_t>>& pre_allocs,
-                              const std::map<std::uint64_t, size_t>& freed_at,
-                              const std::map<std::uint64_t, std::pair<Bytes, std::int64_t>>& pre_segs,
-                              std::map<std::uint64_t, Bytes>* blocks) {
-    Bytes mss = kTooLarge;
-    if (settings_.is_object() && settings_.contains("max_split_size") &&
-        settings_["max_split_size"].is_number_integer() && settings_["max_split_size"].get<std::int64_t>() > 0)
-      mss = settings_["max_split_size"].get<Bytes>();
-    auto evidence = [&](std::uint64_t x, size_t when) {  // a block starts at x; when: its entry + 1 (0: before)
-      auto p = pre_allocs.lower_bound(x);
-      if (p == pre_allocs.begin()) return;
-      --p;
-      std::uint64_t a = p->first;
-      Bytes r = round_up_sat(p->second.first, 512);
-      if (r <= kSmallRequest || r >= mss || x <= a + r || x - (a + r) > kSmallRequest) return;
-      auto f = freed_at.find(a);
-      if (f == freed_at.end() || f->second < when) return;  // live at the dump (which gives it), or gone by then
-      auto seg = pre_segs.upper_bound(a);
-      if (seg == pre_segs.begin()) return;  // not in a cudaMalloc'd segment of its own (expandable)
-      --seg;
-      if (x >= seg->first + seg->second.first) return;  // beyond its segment
-      auto [it, fresh] = inferred_.try_emplace(a, x - a);
-      if (!fresh) it->second = std::min(it->second, x - a);
-    };
-    inferred_.clear();
-    for (const auto& [addr, v] : pre_allocs) evidence(addr, 0);
-    for (size_t i = 0; i < es.size(); ++i)
-      if (es[i].action == Action::kAlloc) evidence(es[i].addr, i + 1);
-    for (const auto& [a, b] : inferred_) (*blocks)[a] = b;
-    pre_trace_inferred_ += inferred_.size();
-  }
-
   Raw pre_event(Op op, std::uint32_t d, std::uint64_t id, Bytes size, std::uint64_t addr, std::int64_t stream) {
     Raw r;
     r.op = op;
@@ -726,8 +679,6 @@ class SnapshotReader : public TraceReader {
   size_t next_ = 0;
   std::unique_ptr<WorkBudget> budget_;
   std::uint64_t next_id_ = 0, empty_cache_calls_ = 0;
-  std::map<std::uint64_t, Bytes> inferred_;  // one device's pre-trace blocks sized by later events
-  std::uint64_t pre_trace_inferred_ = 0;     // all devices'
   std::vector<std::string> names_;
   std::unordered_map<std::string, std::uint32_t> name_ids_;
   std::vector<std::vector<std::string>> stacks_;  // stack id − 1 → frames
