@@ -8,10 +8,10 @@
 #include <map>
 #include <set>
 
-#include "hlo.pb.h"
 #include "sim/base/error.h"
 #include "sim/base/io.h"
 #include "sim/base/text.h"
+#include "traces/hlo_util.h"
 #include "traces/xprof_capture.h"
 #include "xplane.pb.h"
 
@@ -64,17 +64,7 @@ std::vector<NamedModule> load_modules(const std::string& path) {
       throw InputError(file, 0, "not an XProf capture: the XSpace protobuf does not parse (corrupt or truncated?)");
     bool gpu = false;
     for (const auto& plane : space.planes()) gpu = gpu || plane.name().rfind("/device:GPU:", 0) == 0;
-    for (const auto& plane : space.planes()) {
-      if (plane.name() != "/host:metadata") continue;
-      std::map<std::string, const xprof::XEventMetadata*> by_name;  // sorted, so the listing is stable
-      for (const auto& [id, em] : plane.event_metadata()) by_name[sanitize_utf8(em.name())] = &em;
-      for (const auto& [name, em] : by_name)
-        for (const auto& s : em->stats()) {
-          auto it = plane.stat_metadata().find(s.metadata_id());
-          if (it == plane.stat_metadata().end() || it->second.name() != "Hlo Proto" || !s.has_bytes_value()) continue;
-          out.push_back({name, parse_hlo(s.bytes_value(), file + ": module " + name), gpu});
-        }
-    }
+    for (auto& [name, proto] : capture_modules(space, file)) out.push_back({name, std::move(proto), gpu});
   }
   return out;
 }
@@ -91,52 +81,6 @@ HloModuleSummary summarize(const NamedModule& m) {
   for (const auto& a : ba.buffer_allocations())
     s.largest_allocation_bytes = std::max<std::uint64_t>(s.largest_allocation_bytes, a.size() > 0 ? a.size() : 0);
   return s;
-}
-
-// XLA's PrimitiveType numbers (xla_data.proto) → fragsim dtypes.
-Dtype xla_dtype(int t) {
-  switch (t) {
-    case 1:
-      return Dtype::kPred;
-    case 2:
-      return Dtype::kS8;
-    case 3:
-      return Dtype::kS16;
-    case 4:
-      return Dtype::kS32;
-    case 5:
-      return Dtype::kS64;
-    case 6:
-      return Dtype::kU8;
-    case 7:
-      return Dtype::kU16;
-    case 8:
-      return Dtype::kU32;
-    case 9:
-      return Dtype::kU64;
-    case 10:
-      return Dtype::kF16;
-    case 11:
-      return Dtype::kF32;
-    case 12:
-      return Dtype::kF64;
-    case 15:
-      return Dtype::kC64;
-    case 16:
-      return Dtype::kBf16;
-    case 18:
-      return Dtype::kC128;
-    case 19:
-      return Dtype::kF8e5m2;
-    case 20:
-      return Dtype::kF8e4m3;
-    case 21:
-      return Dtype::kS4;
-    case 22:
-      return Dtype::kU4;
-    default:
-      return Dtype::kNone;
-  }
 }
 
 }  // namespace
@@ -238,19 +182,11 @@ std::unique_ptr<TraceReader> make_hlo_module_reader(const std::string& path, con
       std::string name = fallback_name;
       if (auto in = instr.find(b.defined_at().instruction_id()); in != instr.end()) {
         name = sanitize_utf8(in->second->name());
-        const hlo::ShapeProto* sh = &in->second->shape();
-        for (auto si : b.defined_at().shape_index())
-          sh = sh && si >= 0 && si < sh->tuple_shapes_size() ? &sh->tuple_shapes(static_cast<int>(si)) : nullptr;
-        if (sh && sh->tuple_shapes_size() == 0) {
-          Dtype dt = xla_dtype(sh->element_type());
+        if (const hlo::ShapeProto* sh = shape_at(in->second->shape(), b.defined_at().shape_index())) {
           std::vector<std::uint64_t> dims;
-          bool ok = dt != Dtype::kNone;
-          for (auto d : sh->dimensions()) {
-            ok = ok && d >= 0;
-            dims.push_back(static_cast<std::uint64_t>(std::max<std::int64_t>(d, 0)));
-          }
+          Dtype dt = array_of(*sh, &dims);
           Bytes want = 0;
-          if (ok && unpadded_bytes(dims, dt, &want) && want == e.size) {
+          if (dt != Dtype::kNone && unpadded_bytes(dims, dt, &want) && want == e.size) {
             e.shape = dims;
             e.dtype = dt;
             e.present |= key::kShape | key::kDtype;

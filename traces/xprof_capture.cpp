@@ -14,6 +14,7 @@
 #include "sim/base/io.h"
 #include "sim/base/text.h"
 #include "traces/recorded_layout.h"
+#include "traces/xprof_names.h"
 #include "xplane.pb.h"
 
 namespace fragsim {
@@ -38,6 +39,7 @@ struct Call {
   std::optional<std::uint64_t> bytes_allocated, bytes_available, bytes_reserved;
   std::string tf_op, shape, region_type;
   std::int64_t data_type = 0;
+  CallSite site;  // where it was made (JAX buffers are named from it, traces/xprof_names.h)
 };
 
 // Where an allocator's memory is, in fragsim's terms.
@@ -161,8 +163,11 @@ class Importer {
         }
         if (m[1] == "TPU") tpu_ = true;
       }
-      for (const auto& line : plane.lines())
-        for (const auto& ev : line.events()) {
+      std::optional<CallSites> sites;  // built for planes that hold allocator events
+      for (int li = 0; li < plane.lines_size(); ++li)
+        for (int ei = 0; ei < plane.lines(li).events_size(); ++ei) {
+          const auto& line = plane.lines(li);
+          const auto& ev = line.events(ei);
           auto md = plane.event_metadata().find(ev.metadata_id());
           if (md == plane.event_metadata().end()) continue;
           const std::string& en = md->second.name();
@@ -198,6 +203,10 @@ class Importer {
             else if (n == "data_type")
               c.data_type = static_cast<std::int64_t>(sr.number(s).value_or(0));
           }
+          if (c.alloc) {
+            if (!sites) sites.emplace(plane);
+            if (const CallSite* site = sites->at(li, ei)) c.site = *site;
+          }
           if (hosts_) c.allocator = fmt::format("host{}/", hosts_) + c.allocator;
           c.device_offset = device_offset;
           Target tg = target_of(c.allocator, device_offset);
@@ -205,6 +214,7 @@ class Importer {
           calls_.push_back(std::move(c));
         }
     }
+    namer_.add_modules(space);
     hosts_++;
   }
 
@@ -364,6 +374,16 @@ class Importer {
  private:
   void describe(const Call& c, Event& ev) const {
     std::string name = c.tf_op;
+    if (name.empty() && c.shape.empty()) {  // a JAX buffer: named from the modules the capture embeds
+      BufferName bn = namer_.name(c.requested ? c.requested : c.allocation, c.site);
+      name = bn.text;
+      Bytes want = 0;
+      if (bn.dtype != Dtype::kNone && unpadded_bytes(bn.shape, bn.dtype, &want) && want == ev.size) {
+        ev.shape = bn.shape;
+        ev.dtype = bn.dtype;
+        ev.present |= key::kShape | key::kDtype;
+      }
+    }
     if (!c.region_type.empty()) name += (name.empty() ? "" : " ") + std::string("(") + c.region_type + ")";
     if (!c.shape.empty()) {
       // XLA prints "f32[]{:T(128)}", TensorFlow "[32,10]" with a data_type.
@@ -433,6 +453,7 @@ class Importer {
   std::vector<Call> calls_;
   std::vector<Pre> pre_ids_;
   std::map<std::uint32_t, DeviceInfo> devices_;
+  BufferNamer namer_;  // the compiled modules the capture embeds
   bool tpu_ = false;
   std::uint32_t hosts_ = 0;
 };
