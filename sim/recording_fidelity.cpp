@@ -125,4 +125,28 @@ void add_both_figures(const std::vector<RunOptions>& runs, std::vector<RunResult
   }
 }
 
+std::string device_name(const nlohmann::json& header, std::uint32_t device) {
+  if (!header.is_object() || !header.contains("device_names") || !header["device_names"].is_object()) return {};
+  const auto& n = header["device_names"];
+  auto it = n.find(std::to_string(device));
+  return it != n.end() && it->is_string() ? it->get<std::string>() : std::string();
+}
+
+std::string device_label(const nlohmann::json& header, std::uint32_t device) {
+  std::string n = device_name(header, device);
+  return n.empty() ? std::to_string(device) : fmt::format("{} ({})", device, n);
+}
+
+nlohmann::json first_oom(const RunResult& r) {
+  if (r.ooms.empty()) return nullptr;
+  const OomRecord& o = r.ooms.front();  // OOMs are recorded in event order, devices merged by time
+  nlohmann::json j = {{"device", o.device},
+                      {"space", space_name(o.space)},
+                      {"event_index", o.event_index},
+                      {"requested_bytes", o.requested},
+                      {"cause", o.fragmentation ? "fragmentation" : "capacity"}};
+  if (std::string n = device_name(r.header, o.device); !n.empty()) j["name"] = n;
+  return j;
+}
+
 }  // namespace fragsim

@@ -47,6 +47,15 @@ class FollowRecording {
 // One line for the text report: "12/14 of the policy's choices equal the recorded address, ...".
 [[nodiscard]] std::string follow_recording_text(const nlohmann::json& tally);
 
+// A device as reports name it: "3", or "3 (rank 3)" / "3 (host1:0)" when the recording names it
+// (the header's device_names: a set of recordings, traces/recording_set.h, or a profile directory).
+[[nodiscard]] std::string device_label(const nlohmann::json& header, std::uint32_t device);
+// The name the recording gives the device, or "".
+[[nodiscard]] std::string device_name(const nlohmann::json& header, std::uint32_t device);
+// The device that ran out of memory first, and why: {"device", "name", "space", "event_index",
+// "cause"}; null without an OOM.
+[[nodiscard]] nlohmann::json first_oom(const RunResult& r);
+
 // Both figures: a run of a recording that starts mid-run (state placed before the trace,
 // addresses to compare), and every --follow-recording run, is replayed once more the other way,
 // without outputs, and its figure joins the report — the --follow-recording tally beside a

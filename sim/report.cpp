@@ -127,7 +127,8 @@ std::string buffer_line(const RunResult& r, const BufferView& b) {
 
 void moment_text(std::back_insert_iterator<std::string> out, const RunResult& r, const Moment& m) {
   for (const auto& s : m.spaces) {
-    std::string where = m.spaces.size() > 1 ? fmt::format("device {} {}: ", s.device, space_name(s.space)) : "";
+    std::string where =
+        m.spaces.size() > 1 ? fmt::format("device {} {}: ", device_label(r.header, s.device), space_name(s.space)) : "";
     fmt::format_to(out,
                    "    {}{} allocated of {} reserved; reserved but unallocated {} ({} of reserved); external "
                    "fragmentation {} (largest free block {})\n",
@@ -275,6 +276,7 @@ nlohmann::json report_json(const RunResult& r) {
         {"device_time_ns", s.device_time_ns},
         {"policy_stats", s.stats}};
     for (auto it = s.extra.begin(); it != s.extra.end(); ++it) d[it.key()] = it.value();
+    if (std::string n = device_name(r.header, s.device); !n.empty()) d["name"] = n;
     da += s.device_allocs;
     df += s.device_frees;
     time_ns += s.device_time_ns;
@@ -333,6 +335,7 @@ nlohmann::json report_json(const RunResult& r) {
   if (!r.fatal.empty()) j["fatal"] = {{"event_index", r.fatal_event}, {"message", r.fatal}};
   if (!r.notes.empty()) j["notes"] = r.notes;
   if (!r.nothing_to_replay.empty()) j["nothing_to_replay"] = r.nothing_to_replay;
+  if (auto f = first_oom(r); !f.is_null()) j["first_oom"] = f;
   if (auto a = advice(r); !a.empty()) j["advice"] = a;
   return j;
 }
@@ -349,6 +352,13 @@ std::string report_text(const RunResult& r) {
                  r.completed ? "completed, no OOM"
                              : fmt::format("{} OOM{}{}", r.ooms.size(), r.ooms.size() == 1 ? "" : "s",
                                            r.stopped_early ? " (stopped at the first; --keep-going lists all)" : ""));
+  if (auto f = first_oom(r); !f.is_null() && r.spaces.size() > 1 && r.spaces.front().device != r.spaces.back().device)
+    fmt::format_to(out, "  first OOM: device {} {} at event {}, {} ({} requested)\n",
+                   device_label(r.header, f["device"]), f["space"].get<std::string>(),
+                   f["event_index"].get<std::uint64_t>(),
+                   f["cause"] == "fragmentation" ? "FRAGMENTATION (enough memory is free, no hole fits)"
+                                                 : "CAPACITY (not enough free memory)",
+                   human_bytes(f["requested_bytes"].get<Bytes>()));
   if (r.empty_cache_calls)
     fmt::format_to(out, "  empty_cache: the program called it {} time{}; the last one: {}\n", r.empty_cache_calls,
                    r.empty_cache_calls == 1 ? "" : "s", r.empty_cache_effect);
@@ -365,8 +375,8 @@ std::string report_text(const RunResult& r) {
   for (const auto& sp : r.spaces) {
     if (r.spaces.size() > 1)
       fmt::format_to(out, "  device {} {}: peak allocated {}, reserved {}, external fragmentation max {}, {} OOMs\n",
-                     sp.device, space_name(sp.space), human_bytes(sp.peak_allocated), human_bytes(sp.peak_reserved),
-                     pct(sp.external_max), sp.ooms.size());
+                     device_label(r.header, sp.device), space_name(sp.space), human_bytes(sp.peak_allocated),
+                     human_bytes(sp.peak_reserved), pct(sp.external_max), sp.ooms.size());
     if (sp.device_allocs || sp.device_frees)
       fmt::format_to(out, "  device calls (device {} {}): {} alloc, {} free, simulated {:.3f} ms\n", sp.device,
                      space_name(sp.space), sp.device_allocs, sp.device_frees, sp.device_time_ns / 1e6);
@@ -387,8 +397,8 @@ std::string report_text(const RunResult& r) {
     std::string what = o.request.name.empty() ? fmt::format("id {}", o.id) : o.request.name;
     if (std::string sh = shape_text(o.request); !sh.empty()) what += " " + sh;
     std::string f = frame_of(r, o.request);
-    fmt::format_to(out, "  OOM at event {} (t={}, device {} {}): {}{}\n", o.event_index, o.t, o.device,
-                   space_name(o.space), what, f.empty() ? "" : "  at " + f);
+    fmt::format_to(out, "  OOM at event {} (t={}, device {} {}): {}{}\n", o.event_index, o.t,
+                   device_label(r.header, o.device), space_name(o.space), what, f.empty() ? "" : "  at " + f);
     fmt::format_to(
         out, "    requested {} (rounded {}); allocated {}, reserved {}, free {}, largest free {} -> {}\n",
         human_bytes(o.requested), human_bytes(o.rounded), human_bytes(o.allocated), human_bytes(o.reserved),

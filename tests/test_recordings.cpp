@@ -328,3 +328,51 @@ TEST_CASE("JAX buffers are named from the modules the capture embeds, or say why
   CHECK(program == 18);
   CHECK(scratch == 8);
 }
+
+TEST_CASE("sets of recordings: one job's ranks or hosts replay as one run that names who runs out first") {
+  // Two real snapshots as the ranks of one job (a directory, as torch writes snapshot_rank{N}).
+  std::string dir = tmp_path("ranks");
+  std::filesystem::create_directories(dir);
+  std::filesystem::copy_file(torch_fixture("transformer_fwd_bf16"), dir + "/snapshot_rank0.pickle.zst",
+                             std::filesystem::copy_options::overwrite_existing);
+  std::filesystem::copy_file(torch_fixture("small_mlp_97ev"), dir + "/snapshot_rank1.pickle.zst",
+                             std::filesystem::copy_options::overwrite_existing);
+  auto j = run_report(dir);
+  CHECK(j["fidelity"]["allocs_compared"] == 937 + 36);  // each rank's own addresses, all reproduced
+  CHECK(j["fidelity"]["allocs_matched"] == 937 + 36);
+  REQUIRE(j["devices"].size() == 2);
+  CHECK(j["devices"][0]["name"] == "rank 0");
+  CHECK(j["devices"][1]["name"] == "rank 1");
+  // On 2 GiB devices rank 1 (3.03 GiB at its peak) runs out, rank 0 (778 MiB) does not.
+  auto oom = run_report(dir + " --capacity 2GiB");
+  CHECK(oom["first_oom"]["device"] == 1);
+  CHECK(oom["first_oom"]["name"] == "rank 1");
+  CHECK(oom["first_oom"]["cause"] == "capacity");
+  auto text = cli("run " + dir + " --capacity 2GiB --no-progress");
+  CHECK(text.out.find("first OOM: device 1 (rank 1) hbm at event") != std::string::npos);
+  // The same files listed are the same run.
+  auto listed = run_report(dir + "/snapshot_rank0.pickle.zst " + dir + "/snapshot_rank1.pickle.zst");
+  CHECK(listed["fidelity"]["allocs_matched"] == 937 + 36);
+  CHECK(listed["trace"]["digest"] == j["trace"]["digest"]);
+  // compare and sweep take the set: the smallest device that holds the job holds its largest rank.
+  CHECK(cli("compare " + dir + " --policies torch-caching,ideal --no-progress").code == 0);
+  auto sweep = [&](const std::string& what) {
+    auto r = cli("sweep " + what + " --find min-capacity --no-progress --json -");
+    REQUIRE(r.code == 0);
+    return nlohmann::json::parse(r.out)["value"].get<double>();
+  };
+  CHECK(sweep(dir) == std::max(sweep(dir + "/snapshot_rank0.pickle.zst"), sweep(dir + "/snapshot_rank1.pickle.zst")));
+
+  // A profile directory with one capture per host: devices are named host:device.
+  std::string prof = tmp_path("profile");
+  std::filesystem::create_directories(prof);
+  std::filesystem::copy_file(xprof_fixture("ecbm_yg2820_instance-ecbm_20221104-212610"), prof + "/hostA.xplane.pb.zst",
+                             std::filesystem::copy_options::overwrite_existing);
+  std::filesystem::copy_file(xprof_fixture("tracelens_mi300_jax08_gemm"), prof + "/hostB.xplane.pb.zst",
+                             std::filesystem::copy_options::overwrite_existing);
+  auto hosts = run_report(prof);
+  std::set<std::string> names;
+  for (const auto& d : hosts["devices"]) names.insert(d.value("name", ""));
+  CHECK(names == std::set<std::string>{"hostA:0", "hostB:0"});
+  CHECK(hosts["fidelity"]["allocs_matched"] == 80 + 74);  // each host as on its own
+}

@@ -7,6 +7,7 @@
 #include "sim/base/io.h"
 #include "traces/fstrace.h"
 #include "traces/jsonl.h"
+#include "traces/recording_set.h"
 #include "traces/torch_snapshot.h"
 #include "traces/xla_modules.h"
 #include "traces/xprof_capture.h"
@@ -188,6 +189,7 @@ std::unique_ptr<TraceReader> make_event_reader(std::string name, std::vector<Eve
 std::unique_ptr<TraceReader> open_trace(const std::string& path, const ReaderOptions& opt) {
   if (ends_with(path, ".fstrace")) return make_fstrace_reader(path, opt);
   if (is_xprof_path(path)) return make_xprof_reader(path, opt);
+  if (is_recording_set(path)) return make_recording_set_reader(path, opt);  // per-rank snapshots
   if (is_hlo_proto_path(path)) {  // a dumped module: its compile-time heap trace
     auto mods = list_hlo_modules(path);
     return make_hlo_module_reader(path, mods.empty() ? std::string() : mods.front().name);

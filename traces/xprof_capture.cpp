@@ -142,7 +142,7 @@ class Importer {
  public:
   explicit Importer(std::string path) : path_(std::move(path)) {}
 
-  void add_host(const xprof::XSpace& space, std::uint32_t device_offset) {
+  void add_host(const xprof::XSpace& space, std::uint32_t device_offset, const std::string& host = {}) {
     std::uint32_t max_device = 0;
     for (const auto& plane : space.planes()) {
       StatReader sr{plane};
@@ -153,6 +153,7 @@ class Importer {
       if (std::regex_match(plane.name(), m, kDev)) {
         auto d = device_offset + static_cast<std::uint32_t>(std::min<std::uint64_t>(std::stoull(m[2]), 1 << 20));
         DeviceInfo& info = devices_[d];
+        if (!host.empty()) device_names_[std::to_string(d)] = fmt::format("{}:{}", host, d - device_offset);
         for (const auto& s : plane.stats()) {
           std::string n = sr.name(s.metadata_id());
           if (n == "device_vendor") info.vendor = sr.text(s);
@@ -367,6 +368,7 @@ class Importer {
                              {"time_unit", "ns"},
                              {"xprof", {{"hosts", hosts_}, {"allocators", allocators}, {"devices", devices}}}};
     if (!skipped.empty()) header["xprof"]["skipped_allocators"] = skipped;
+    if (!device_names_.empty()) header["device_names"] = device_names_;  // host:device, a profile directory
     if (auto hw = recorded_hardware(); !hw.is_null()) header["recorded_hardware"] = hw;
     return make_event_reader(path_, std::move(events), std::move(header));
   }
@@ -454,6 +456,7 @@ class Importer {
   std::vector<Pre> pre_ids_;
   std::map<std::uint32_t, DeviceInfo> devices_;
   BufferNamer namer_;  // the compiled modules the capture embeds
+  nlohmann::json device_names_ = nlohmann::json::object();
   bool tpu_ = false;
   std::uint32_t hosts_ = 0;
 };
@@ -465,7 +468,7 @@ bool is_xprof_path(const std::string& path) {
   std::error_code ec;
   if (!std::filesystem::is_directory(path, ec)) return false;
   for (const auto& e : std::filesystem::directory_iterator(path, ec))
-    if (ends_with(e.path().string(), ".xplane.pb")) return true;
+    if (ends_with(e.path().string(), ".xplane.pb") || ends_with(e.path().string(), ".xplane.pb.zst")) return true;
   return false;
 }
 
@@ -487,7 +490,9 @@ std::unique_ptr<TraceReader> make_xprof_reader(const std::string& path, const Re
       std::uint32_t devices = 0;
       for (const auto& p : space.planes())
         if (p.name().rfind("/device:", 0) == 0) ++devices;
-      im.add_host(space, offset);
+      std::string host = std::filesystem::path(f).filename().string();
+      host = host.substr(0, host.find(".xplane.pb"));  // <host>.xplane.pb, as the profiler names it
+      im.add_host(space, offset, host);
       offset += std::max<std::uint32_t>(devices, 1);
     }
   } else {

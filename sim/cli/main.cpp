@@ -238,6 +238,7 @@ bool to_stdout(std::initializer_list<std::string> outputs) {
 int cmd_run(const std::vector<std::string>& args, const Registry& reg) {
   SimArgs a;
   std::string json, placements, html, perfetto;
+  std::vector<std::string> set;  // further recordings of the same job: one run over all
   int jobs = 0;
   po::options_description d("fragsim run options");
   add_sim_options(d, a);
@@ -255,13 +256,19 @@ int cmd_run(const std::vector<std::string>& args, const Registry& reg) {
       "perfetto", po::value(&perfetto),
       "write the replay as a Chrome trace-event JSON file for ui.perfetto.dev or chrome://tracing: memory counters "
       "per device and space, one slice per buffer, OOMs and marks as instant events");
+  d.add_options()("more", po::value(&set)->composing(),
+                  "further recordings of the job (positional): per-rank PyTorch snapshots replayed with TRACE as one "
+                  "multi-device run, rank N as device N");
   po::positional_options_description pos;
-  pos.add("trace", 1);
+  pos.add("trace", 1).add("more", -1);
   auto p = parse(args, d, pos,
-                 "usage: fragsim run TRACE --policy NAME [options]\n\nReplays TRACE through one policy and prints a "
-                 "summary. The trace is streamed (memory grows with live allocations only), except for --policy "
-                 "static-heap, which plans offline like XLA's compiler and so reads the whole trace first.");
+                 "usage: fragsim run TRACE [TRACE...] --policy NAME [options]\n\nReplays TRACE through one policy and "
+                 "prints a summary. The trace is streamed (memory grows with live allocations only), except for "
+                 "--policy static-heap, which plans offline like XLA's compiler and so reads the whole trace first. "
+                 "Several snapshots (or a directory of them, snapshot_rank{N}.pickle) are one job's ranks: one run, "
+                 "the report names the device that ran out of memory first.");
   if (p.help) return 0;
+  for (const auto& more : set) a.trace += "," + more;  // a set of recordings (traces/recording_set.h)
   check_outputs({a.trace, a.hw},
                 {{"--json", json}, {"--placements", placements}, {"--html", html}, {"--perfetto", perfetto}});
   const unsigned threads = jobs_of(jobs);
