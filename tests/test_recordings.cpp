@@ -376,3 +376,26 @@ TEST_CASE("sets of recordings: one job's ranks or hosts replay as one run that n
   CHECK(names == std::set<std::string>{"hostA:0", "hostB:0"});
   CHECK(hosts["fidelity"]["allocs_matched"] == 80 + 74);  // each host as on its own
 }
+
+TEST_CASE("static-heap on a TPU module: XLA's own offsets, on the TPU it was compiled for") {
+  // The v6e capture's jit_f: four 5 GiB f32[5,1024,1024,256] buffers, six 32-byte tuples XLA placed
+  // before simulating (16,384 B apart) in HBM, and six u32 scalars in SMEM (color 2).
+  std::string out = tmp_path("jit_f.jsonl");
+  REQUIRE(
+      cli("convert " + xprof_fixture("xprof_tpu_inference_2") + " " + out + " --module 'jit_f(12190760917235803885)'")
+          .code == 0);
+  auto j = run_report(out + " --policy static-heap");
+  CHECK(j["hardware"]["name"] == "tpu-v6e");  // the capture's device plane: "TPU v6 Lite" (was h100-80g)
+  CHECK(j["fidelity"]["allocs_compared"] == 12);
+  CHECK(j["fidelity"]["allocs_matched"] == 12);  // was 2: XLA's HBM places buffers on 16 KiB boundaries
+  const auto& traces = j["trace"]["header"]["heap_traces"];
+  REQUIRE(traces.size() == 3);
+  CHECK(traces[1]["alignment_bytes"] == 16384);  // HBM (color 0)
+  CHECK(traces[2]["color"] == 2);
+  CHECK(traces[2]["alignment_bytes"] == 4);  // SMEM words: the scalars sit at 0, 4 and 8
+  // Sizes are XLA's own: the u32 scalars stay 4 bytes (no TPU tile padding applied again).
+  CHECK(j["policy"]["config"]["pad"] == false);
+  // The offsets XLA recorded end where its allocation does: 96 KiB + 4 x 5 GiB.
+  CHECK(traces[1]["allocation_bytes"] == 98304 + 4 * 5368709120ULL);
+  CHECK(j["devices"][0]["policy_stats"]["heap_size"] == traces[1]["allocation_bytes"]);
+}

@@ -29,6 +29,7 @@ struct NamedModule {
   std::string name;  // capture event name, or the module's own
   hlo::HloProto proto;
   bool gpu = false;  // from a capture with GPU device planes
+  std::string tpu;   // the TPU model its device planes name ("TPU v6 Lite"), for a TPU capture
 };
 
 hlo::HloProto parse_hlo(const std::string& bytes, const std::string& where) {
@@ -55,7 +56,7 @@ std::vector<NamedModule> load_modules(const std::string& path) {
   std::vector<NamedModule> out;
   if (is_hlo_proto_path(path)) {
     hlo::HloProto p = parse_hlo(read_input(path, kMaxBytes), path);
-    out.push_back({sanitize_utf8(p.hlo_module().name()), std::move(p)});
+    out.push_back({sanitize_utf8(p.hlo_module().name()), std::move(p), false, {}});
     return out;
   }
   for (const auto& file : capture_files(path)) {
@@ -63,8 +64,16 @@ std::vector<NamedModule> load_modules(const std::string& path) {
     if (!space.ParseFromString(read_input(file, kMaxBytes)))
       throw InputError(file, 0, "not an XProf capture: the XSpace protobuf does not parse (corrupt or truncated?)");
     bool gpu = false;
-    for (const auto& plane : space.planes()) gpu = gpu || plane.name().rfind("/device:GPU:", 0) == 0;
-    for (auto& [name, proto] : capture_modules(space, file)) out.push_back({name, std::move(proto), gpu});
+    std::string tpu;
+    for (const auto& plane : space.planes()) {
+      gpu = gpu || plane.name().rfind("/device:GPU:", 0) == 0;
+      if (plane.name().rfind("/device:TPU:", 0) != 0) continue;
+      for (const auto& st : plane.stats())
+        if (auto it = plane.stat_metadata().find(st.metadata_id());
+            it != plane.stat_metadata().end() && it->second.name() == "device_type_string" && st.has_str_value())
+          tpu = sanitize_utf8(st.str_value());
+    }
+    for (auto& [name, proto] : capture_modules(space, file)) out.push_back({name, std::move(proto), gpu, tpu});
   }
   return out;
 }
@@ -81,6 +90,17 @@ HloModuleSummary summarize(const NamedModule& m) {
   for (const auto& a : ba.buffer_allocations())
     s.largest_allocation_bytes = std::max<std::uint64_t>(s.largest_allocation_bytes, a.size() > 0 ? a.size() : 0);
   return s;
+}
+
+// Where XLA puts buffers inside an allocation of this memory space (color): XLA:GPU aligns every
+// buffer to 256 bytes (the offsets of GPU captures are multiples of it); XLA:TPU places HBM
+// buffers (color 0) on 16 KiB boundaries — the v6e capture's jit_f puts its 32-byte buffers
+// 16,384 B apart, its 5 GiB ones at 96 KiB + k x 5 GiB — and SMEM (color 2) buffers on 4-byte
+// words (its u32 scalars at 0, 4, 8). 1 where nothing is known.
+std::uint64_t buffer_alignment(const NamedModule& m, std::int64_t color) {
+  if (m.gpu) return 256;
+  if (!m.tpu.empty()) return color == 0 ? 16384 : color == 2 ? 4 : 1;
+  return 1;
 }
 
 }  // namespace
@@ -142,6 +162,8 @@ std::unique_ptr<TraceReader> make_hlo_module_reader(const std::string& path, con
     traces.push_back({{"device", k},
                       {"buffer_allocation_index", alloc ? alloc->index() : tr.buffer_allocation_index()},
                       {"allocation_bytes", alloc ? alloc->size() : 0},
+                      {"color", alloc ? alloc->color() : 0},
+                      {"alignment_bytes", buffer_alignment(*hits.front(), alloc ? alloc->color() : 0)},
                       {"events", tr.events_size()}});
     std::map<std::int64_t, std::int64_t> canonical;  // sharing buffer → canonical
     std::map<std::int64_t, int> holders;             // canonical → live sharers + itself
@@ -230,9 +252,14 @@ std::unique_ptr<TraceReader> make_hlo_module_reader(const std::string& path, con
                            {"module_name", sanitize_utf8(p.hlo_module().name())},
                            {"heap_traces", traces},
                            {"note", "one device per heap-simulator trace; addr = XLA's offset in its allocation"}};
-  // XLA:GPU aligns every buffer to 256 bytes (the offsets of GPU captures are multiples of it);
-  // static-heap takes it as its default alignment for this trace.
+  // static-heap takes each heap trace's alignment_bytes as its default alignment there (above).
   if (hits.front()->gpu) header["alignment_bytes"] = 256;
+  // Sizes are XLA's own on-device sizes (a TPU module's are padded already): not padded again.
+  header["device_sizes"] = true;
+  if (std::string preset = tpu_preset(hits.front()->tpu); !preset.empty())
+    header["recorded_hardware"] = {
+        {"preset", preset},
+        {"basis", fmt::format("the module was compiled for the capture's '{}'", hits.front()->tpu)}};
   return make_event_reader(path + " [" + hits.front()->name + "]", std::move(events), std::move(header));
 }
 

@@ -427,15 +427,10 @@ class Importer {
   nlohmann::json recorded_hardware() const {
     if (devices_.empty()) return nullptr;
     const DeviceInfo& d = devices_.begin()->second;
-    static const std::pair<const char*, const char*> kTpus[] = {
-        {"TPU v2", "tpu-v2"},   {"TPU v3", "tpu-v3"},   {"TPU v4", "tpu-v4"},  {"TPU v5 Lite", "tpu-v5e"},
-        {"TPU v5e", "tpu-v5e"}, {"TPU v5p", "tpu-v5p"}, {"TPU v5", "tpu-v5p"}, {"TPU v6 Lite", "tpu-v6e"},
-        {"TPU v6e", "tpu-v6e"}, {"TPU7x", "tpu7x"},     {"TPU v7", "tpu7x"}};
     if (tpu_) {
-      for (const auto& [model, preset] : kTpus)
-        if (d.model.rfind(model, 0) == 0)
-          return {{"preset", preset}, {"basis", fmt::format("the device plane names a '{}'", d.model)}};
-      return nullptr;
+      std::string preset = tpu_preset(d.model);
+      if (preset.empty()) return nullptr;
+      return {{"preset", preset}, {"basis", fmt::format("the device plane names a '{}'", d.model)}};
     }
     if (!d.memory_size) return nullptr;
     std::string base = d.vendor == "AMD" ? "mi300x" : "h100-80g";
@@ -462,6 +457,16 @@ class Importer {
 };
 
 }  // namespace
+
+std::string tpu_preset(std::string_view model) {
+  static const std::pair<const char*, const char*> kTpus[] = {
+      {"TPU v2", "tpu-v2"},   {"TPU v3", "tpu-v3"},   {"TPU v4", "tpu-v4"},  {"TPU v5 Lite", "tpu-v5e"},
+      {"TPU v5e", "tpu-v5e"}, {"TPU v5p", "tpu-v5p"}, {"TPU v5", "tpu-v5p"}, {"TPU v6 Lite", "tpu-v6e"},
+      {"TPU v6e", "tpu-v6e"}, {"TPU7x", "tpu7x"},     {"TPU v7", "tpu7x"}};
+  for (const auto& [name, preset] : kTpus)
+    if (model.rfind(name, 0) == 0) return preset;
+  return {};
+}
 
 bool is_xprof_path(const std::string& path) {
   if (ends_with(path, ".xplane.pb") || ends_with(path, ".xplane.pb.zst")) return true;

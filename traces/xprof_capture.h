@@ -27,12 +27,15 @@
 #pragma once
 #include <memory>
 #include <string>
+#include <string_view>
 
 #include "traces/trace_reader.h"
 
 namespace fragsim {
 
 [[nodiscard]] bool is_xprof_path(const std::string& path);
+// The hardware preset of a TPU as a device plane names it ("TPU v6 Lite" → "tpu-v6e"), or "".
+[[nodiscard]] std::string tpu_preset(std::string_view model);
 [[nodiscard]] std::unique_ptr<TraceReader> make_xprof_reader(const std::string& path, const ReaderOptions& opt);
 
 }  // namespace fragsim
