@@ -446,13 +446,15 @@ class Bfc {
     if (base.value() % kMinAllocationSize || base.value() > ~std::uint64_t{0} - rg.size) return;
     for (std::int32_t o = 0; o < chunks_.region_count(); ++o)
       if (o != g && region(o).live && region(o).base < base + rg.size && base < region(o).base + region(o).size) return;
-    for (const auto& gr : grants_[g])
-      if (gr.addr() != rg.base) return;  // a region grown from several driver allocations stays
+    // A region grown from several driver allocations stays; so does one whose new base the
+    // device already hands out.
+    if (static_cast<size_t>(g) >= grants_.size() || grants_[g].size() != 1 || grants_[g].front().addr() != rg.base ||
+        !dev_->move(grants_[g].front(), base))
+      return;
     std::vector<std::int32_t> free_chunks;
     for (std::int32_t x = rg.first; x != kNil; x = chunks_.chunk(x).next)
       if (!chunks_.chunk(x).in_use && chunks_.chunk(x).x.tag != kGap) free_chunks.push_back(x);
     for (std::int32_t x : free_chunks) remove_free(x);
-    dev_->move(grants_[g].front(), base);
     chunks_.move_region(g, base);
     std::string ignore;
     for (std::int32_t x : free_chunks) insert_free(x, &ignore);
