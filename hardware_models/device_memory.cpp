@@ -58,6 +58,16 @@ DeviceMemory::Grant DeviceMemory::allocate(Bytes bytes, Bytes unit) {
   return g;
 }
 
+bool DeviceMemory::move(Grant& g, Addr to) {
+  FRAGSIM_CHECK(g.mem_ == this && live_.count(g.addr_), "device move of a grant that is not here");
+  if (live_.count(to)) return false;
+  Bytes b = live_[g.addr_];
+  live_.erase(g.addr_);
+  live_[to] = b;
+  g.addr_ = to;
+  return true;
+}
+
 void DeviceMemory::release(Addr addr) {
   auto it = live_.find(addr);
   FRAGSIM_CHECK(it != live_.end(), "device release of an address that is not allocated");

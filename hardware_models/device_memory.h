@@ -58,6 +58,10 @@ class DeviceMemory {
     recorded_.clear();
     recorded_.push_back(a);
   }
+  // A live grant moves to another address (a model that placed a region before knowing where
+  // the recording's driver put it). False (nothing moves) when `to` is a live grant's address.
+  // Pre: g is live here.
+  [[nodiscard]] bool move(Grant& g, Addr to);
   // Sizes asked for by successful allocations, in order, while logging is on (fidelity checks).
   void set_logging(bool on) { logging_ = on; }
   bool logging() const { return logging_; }

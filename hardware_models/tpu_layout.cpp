@@ -46,13 +46,16 @@ std::uint64_t next_pow2(std::uint64_t n) {
 std::vector<std::vector<std::uint64_t>> default_tiles(const std::vector<std::uint64_t>& phys, int bits, int gen,
                                                       int space) {
   const std::uint64_t pack = bits >= 32 ? 1 : static_cast<std::uint64_t>(32 / std::max(bits, 1));  // per 32-bit word
+  // Rows of 128 lanes a 32-bit scalar or vector tile holds at least: two before TPU v4, one from
+  // v4 on (Mosaic's getTilingFactor, which mirrors XLA: min_tiling = (1 + (gen < 4)) x packing).
+  const std::uint64_t min_rows = gen < 4 ? 2 : 1;
   size_t rank = phys.size();
   if (rank == 0) {
-    if (pack == 1) return {{space == 1 ? 128u : 256u}};
+    if (pack == 1) return {{space == 1 ? 128u : 128 * min_rows}};
     return {{256 * pack}, {pack, 1}};
   }
   if (rank == 1) {
-    if (pack == 1) return {{std::clamp<std::uint64_t>(next_pow2(phys[0]), 256, 1024)}};
+    if (pack == 1) return {{std::clamp<std::uint64_t>(next_pow2(phys[0]), 128 * min_rows, 1024)}};
     return {{1024}, {128}, {pack, 1}};
   }
   std::uint64_t m = phys[rank - 2];
@@ -82,7 +85,10 @@ TpuLayout tpu_layout(const ArraySpec& a, int generation) {
   std::vector<std::uint64_t> phys(rank);
   for (size_t k = 0; k < rank; ++k)
     phys[k] = dim_size(a.minor_to_major.empty() ? k : static_cast<size_t>(a.minor_to_major[rank - 1 - k]));
-  int bits = a.element_bits ? a.element_bits : dtype_bits(a.dtype);
+  // XLA:TPU stores pred as 32 bits and prints it so: pred[67108864]{0:T(1024)E(32)},
+  // pred[64,512,2048]{2,1,0:T(8,128)E(32)} (google/trax#525).
+  bool pred_as_word = a.dtype == Dtype::kPred && !a.element_bits;
+  int bits = a.element_bits ? a.element_bits : pred_as_word ? 32 : dtype_bits(a.dtype);
   auto tiles = a.tiles.empty() ? default_tiles(phys, bits, generation, a.memory_space) : a.tiles;
   const auto& t = tiles.front();
   // Tile dim i covers the i-th most-minor physical dim; missing shape dims count as 1.
@@ -101,7 +107,7 @@ TpuLayout tpu_layout(const ArraySpec& a, int generation) {
   }
   if (a.tail_alignment > 1) elements = round_up_sat(elements, a.tail_alignment);
   TpuLayout l;
-  l.tile = tile_text(tiles);
+  l.tile = tile_text(tiles) + (pred_as_word ? "E(32)" : "");
   l.padded = elements >= kTooLarge ? kTooLarge : array_bytes({elements}, bits);
   l.unpadded = array_bytes(a.dims, dtype_bits(a.dtype));
   l.memory_space = a.memory_space;

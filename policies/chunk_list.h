@@ -97,6 +97,14 @@ class ChunkList {
     spare_regions_.push_back(r);
   }
 
+  // Region r with every chunk moves to start at `base` (the owner re-keys what indexes them by
+  // address). Pre: nothing else occupies the new range.
+  void move_region(Index r, Addr base) {
+    Region& rg = regions_[r];
+    for (Index c = rg.first; c != kNil; c = chunks_[c].next) chunks_[c].addr = base + (chunks_[c].addr - rg.base);
+    rg.base = base;
+  }
+
   // Free chunk c keeps [addr, addr + keep); the rest becomes a new free chunk right after it
   // with c's extras. Returns the new chunk. Pre: 0 < keep < size, c free.
   Index split(Index c, Bytes keep) {

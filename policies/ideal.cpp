@@ -33,7 +33,8 @@ class IdealPolicy : public AllocatorPolicy {
 }  // namespace
 
 void register_ideal(Registry& r) {
-  PolicyInfo info{"ideal", "lower bound: fits while live requested bytes <= capacity; places nothing",
+  PolicyInfo info{"ideal",
+                  "lower bound: fits while live requested bytes <= capacity; places nothing",
                   [](ConfigReader&, const ConfigContext& ctx) -> PolicyBuilder {
                     Bytes capacity = ctx.space->usable();
                     return [capacity](const PolicyContext&) { return std::make_unique<IdealPolicy>(capacity); };

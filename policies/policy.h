@@ -42,6 +42,10 @@ struct AllocRequest {
   bool has_shape = false;                // shape given (an empty shape is then a scalar)
   std::optional<Addr> seeded_at;         // allocated before the trace began, at this recorded address
   Bytes seeded_block = 0;                // …in a block of this many bytes, when the recording says (0: unknown)
+  // Allocated before the trace began, at addresses the recording never states but its other
+  // addresses imply (sim/recording_anchor.h): the request's bytes lie in these extents (their
+  // sizes sum to at least size). Valid for the call only; empty when not inferred.
+  std::span<const Extent> seeded_extents;
   // Where the recording placed this allocation (traces with addresses). A policy must decide as
   // the real allocator does; it may use this only where the real allocator took the address from
   // the driver (a new region's base), never to choose among its own blocks.
@@ -52,7 +56,9 @@ struct AllocRequest {
 struct OwnedRequest {
   AllocRequest req;
   std::vector<std::uint64_t> shape;
-  explicit OwnedRequest(const AllocRequest& r = {}) : req(r), shape(r.shape.begin(), r.shape.end()) {}
+  explicit OwnedRequest(const AllocRequest& r = {}) : req(r), shape(r.shape.begin(), r.shape.end()) {
+    req.seeded_extents = {};  // valid for the call only
+  }
   AllocRequest get() const {
     AllocRequest r = req;
     r.shape = shape;

@@ -40,7 +40,8 @@ namespace fragsim {
 namespace {
 
 struct Buf {
-  std::uint64_t id;  // alloc event index
+  std::uint64_t id;   // alloc event index
+  std::uint64_t tie;  // the trace's id (an XLA module's: the logical buffer id, XLA's last sort key)
   Bytes size;
   std::uint64_t start, end;
   std::optional<Bytes> fixed;  // placed before planning (a pre_trace buffer's recorded offset)
@@ -86,7 +87,7 @@ Assignment best_fit(std::vector<Buf> bufs, bool spatial, Bytes alignment) {
       if (a.duration() != b.duration()) return a.duration() > b.duration();
       if (a.size != b.size) return a.size > b.size;
     }
-    return a.id < b.id;
+    return a.tie != b.tie ? a.tie < b.tie : a.id < b.id;
   });
   Assignment out;
   out.offset.reserve(bufs.size());
@@ -156,7 +157,7 @@ class StaticHeapPolicy : public AllocatorPolicy {
       if (size == 0) continue;
       std::optional<Bytes> fixed;
       if (l.buffer.req.seeded_at) fixed = l.buffer.req.seeded_at->value();
-      bufs.push_back({id, size, l.start, l.end, fixed});
+      bufs.push_back({id, l.buffer.req.id.value(), size, l.start, l.end, fixed});
       deltas.emplace_back(l.start, static_cast<std::int64_t>(std::min<Bytes>(size, INT64_MAX / 4)));
       deltas.emplace_back(l.end + 1, -static_cast<std::int64_t>(std::min<Bytes>(size, INT64_MAX / 4)));
     }
@@ -307,6 +308,12 @@ class StaticHeapPolicy : public AllocatorPolicy {
   std::multiset<Bytes> holes_;        // sizes of the holes between them, kTooLarge for the space above
 };
 
+// The alignment an XLA module's trace gives this device's heap (1 for other traces).
+Bytes module_alignment(const ConfigContext& ctx) {
+  if (!ctx.recording || ctx.recording->source != RecordingSource::kXlaHlo) return 1;
+  return ctx.recording->alignment_of(ctx.device_index).value_or(1);
+}
+
 }  // namespace
 
 void register_static_heap(Registry& r) {
@@ -316,8 +323,9 @@ void register_static_heap(Registry& r) {
                     StaticHeapOptions o;
                     o.rule = PaddingRule::from_config(cfg, ctx);
                     o.order = cfg.choice("order", "best", {"spatial", "temporal", "best"});
-                    // An XLA module's trace may say the platform's buffer alignment (xla_modules.h).
-                    Bytes def_align = ctx.recording && ctx.recording->alignment ? *ctx.recording->alignment : 1;
+                    // An XLA module's trace says the target's buffer alignment, per heap trace
+                    // (one device each), and that its sizes are XLA's on-device ones (xla_modules.h).
+                    Bytes def_align = module_alignment(ctx);
                     o.alignment = cfg.size("alignment", def_align);
                     if (o.alignment == 0) throw InputError("policy static-heap: alignment: must be > 0");
                     o.capacity = ctx.space->usable();
@@ -328,7 +336,7 @@ void register_static_heap(Registry& r) {
   info.options = {{"order", "best", "spatial",
                    "the order buffers are placed in: spatial (size, then duration, descending), temporal (duration, "
                    "then size), best (both; the smaller heap, as XLA's ChooseBestHeapAlgorithm)"},
-                  {"alignment", "1 (256 for an XLA:GPU module's trace)", 64,
+                  {"alignment", "1 (an XLA module's trace: its target's, 256 on GPU, 16 KiB in TPU HBM)", 64,
                    "buffer offsets are multiples of this many bytes (> 0)"}};
   for (auto& o : padding_options()) info.options.push_back(std::move(o));
   info.models_sharding = true;

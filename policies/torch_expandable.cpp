@@ -30,7 +30,10 @@ std::int32_t ExpandableSegments::new_reservation(bool small, const Reserve& rese
   Bytes page = page_size(small), size = reservation_size(small);
   Addr base;
   if (at) {
-    base = round_down(*at, page);
+    // A range mapped before the trace: its reservation's pages lie at base + k·page, so the
+    // range's own start is one of them (the base itself need not be page-aligned: the driver
+    // reserves at its own granularity). Taking it as the base keeps every page where it is.
+    base = *at;
   } else if (!expected_[small].empty()) {
     base = expected_[small].front();
     expected_[small].pop_front();

@@ -7,7 +7,8 @@ namespace fragsim {
 
 std::vector<PolicyOption> padding_options() {
   return {{"generation", "the hardware's", 5, "TPU generation whose default tiles apply (specs/hardware.md §3)"},
-          {"pad", "true on a TPU, false on a GPU", true, "apply the tiled-layout padding to shaped allocations"},
+          {"pad", "true on a TPU (false for an XLA module's trace: its sizes are padded), false on a GPU", true,
+           "apply the tiled-layout padding to shaped allocations"},
           {"shard", "1", 4, "sharding what-if: each shaped allocation divided across this many devices"},
           {"shard_dim", "major", "minor", "the dim that shard divides: major or minor"}};
 }
@@ -22,7 +23,9 @@ PaddingRule PaddingRule::from_config(ConfigReader& cfg, const ConfigContext& ctx
   r.generation = static_cast<int>(cfg.integer_in("generation", ctx.hw->generation, 0, 100));
   r.shard = static_cast<std::uint64_t>(cfg.integer_in("shard", 1, 1, 1 << 20));
   r.shard_minor = cfg.choice("shard_dim", "major", {"major", "minor"}) == "minor";
-  r.pad = cfg.flag("pad", ctx.hw->kind == "tpu");  // GPUs have no tiled layout
+  // GPUs have no tiled layout; an XLA module's sizes are its target's own (padded already).
+  bool device_sizes = ctx.recording && ctx.recording->device_sizes;
+  r.pad = cfg.flag("pad", ctx.hw->kind == "tpu" && !device_sizes);
   return r;
 }
 

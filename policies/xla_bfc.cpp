@@ -80,7 +80,10 @@ class Bfc {
     Bytes requested = 0;
     Tag tag = kLow;
   };
-  using Chunks = ChunkList<ChunkExtra>;
+  struct RegionExtra {
+    bool anchored = false;  // its base is the recording's (else made up until a recorded buffer lands in it)
+  };
+  using Chunks = ChunkList<ChunkExtra, RegionExtra>;
   using Chunk = Chunks::Chunk;
   using Region = Chunks::Region;
   struct Stats {
@@ -104,18 +107,22 @@ class Bfc {
     if (c == kNil && extend(r, fatal)) c = find(r, upper);
     if (c == kNil && fatal->empty() && deallocate_free_regions(r) && extend(r, fatal)) c = find(r, upper);
     if (c == kNil) return kNil;
-    return take(c, n);
+    c = take(c, n);
+    if (recorded && !upper) anchor(c, *recorded);
+    return c;
   }
 
-  // A buffer live before the trace began, at its recorded address (classic mode): carved out of
-  // the free chunk that holds it, or out of a region obtained at that address. kNil when the
-  // recorded range is not free here (the caller then places it as an ordinary request).
-  std::int32_t seed(Bytes n, Addr at, std::string* fatal) {
+  // A buffer at its recorded address (classic mode; live before the trace began, or placed as
+  // --follow-recording places it): carved out of the free chunk that holds it, or out of a region
+  // obtained at that address when no region holds it. kNil when the recorded range is not free
+  // here (the caller then places it as an ordinary request); nothing changes then.
+  std::int32_t seed(Bytes n, Addr at, std::string* fatal, Bytes block = 0) {
     if (o_.spatial) return kNil;
-    Bytes r = rounded_bytes(n);
+    Bytes r = std::max(rounded_bytes(n), rounded_bytes(block));  // the recorded chunk, when larger (unsplit)
     if (r == kTooLarge) return kNil;
     std::int32_t c = free_chunk_holding(at, r);
     if (c == kNil) {
+      if (region_holding(at) != kNil) return kNil;  // in use here, or a free chunk too small
       region_hint_ = at;
       if (!extend(r, fatal)) return kNil;
       c = free_chunk_holding(at, r);
@@ -129,6 +136,15 @@ class Bfc {
     }
     if (chunks_.chunk(c).size > r) split(c, r);
     return take(c, n);
+  }
+
+  // A region that existed before the trace began, at the base the recording shows (classic
+  // mode): obtained as Extend obtains one, at that address. False when it cannot be obtained.
+  bool seed_region(Addr base, std::string* fatal) {
+    if (o_.spatial) return false;
+    if (region_holding(base) != kNil) return true;
+    region_hint_ = base;
+    return extend(kMinAllocationSize, fatal);
   }
 
   void free(std::int32_t h, std::string* fatal) {
@@ -414,15 +430,49 @@ class Bfc {
     return c;
   }
 
+  // Chunk c was placed in a region whose base this model made up (obtained with no recorded
+  // address: for memory live before the trace, or a request whose address is unknown); the
+  // recording shows c at `recorded`, so the driver put the region there: it moves, with every
+  // chunk, to base + (recorded − c). BFC's choice inside the region is unchanged. Once per region,
+  // and only where the moved region overlaps no other.
+  void anchor(std::int32_t c, Addr recorded) {
+    std::int32_t g = chunks_.chunk(c).region;
+    if (chunks_.region_extra(g).anchored) return;
+    chunks_.region_extra(g).anchored = true;
+    const Region& rg = region(g);
+    Addr at = chunks_.chunk(c).addr;
+    if (recorded == at || recorded.value() < at - rg.base) return;
+    Addr base = recorded - (at - rg.base);
+    if (base.value() % kMinAllocationSize || base.value() > ~std::uint64_t{0} - rg.size) return;
+    for (std::int32_t o = 0; o < chunks_.region_count(); ++o)
+      if (o != g && region(o).live && region(o).base < base + rg.size && base < region(o).base + region(o).size) return;
+    // A region grown from several driver allocations stays; so does one whose new base the
+    // device already hands out.
+    if (static_cast<size_t>(g) >= grants_.size() || grants_[g].size() != 1 || grants_[g].front().addr() != rg.base ||
+        !dev_->move(grants_[g].front(), base))
+      return;
+    std::vector<std::int32_t> free_chunks;
+    for (std::int32_t x = rg.first; x != kNil; x = chunks_.chunk(x).next)
+      if (!chunks_.chunk(x).in_use && chunks_.chunk(x).x.tag != kGap) free_chunks.push_back(x);
+    for (std::int32_t x : free_chunks) remove_free(x);
+    chunks_.move_region(g, base);
+    std::string ignore;
+    for (std::int32_t x : free_chunks) insert_free(x, &ignore);
+  }
+
+  // The live region holding address at, or kNil.
+  std::int32_t region_holding(Addr at) const {
+    for (std::int32_t g = 0; g < chunks_.region_count(); ++g)
+      if (region(g).live && at >= region(g).base && at - region(g).base < region(g).size) return g;
+    return kNil;
+  }
   // The free chunk holding [at, at + r), or kNil.
   std::int32_t free_chunk_holding(Addr at, Bytes r) const {
-    for (std::int32_t g = 0; g < chunks_.region_count(); ++g) {
-      const Region& rg = region(g);
-      if (!rg.live || at < rg.base || at - rg.base >= rg.size) continue;
-      for (std::int32_t c = rg.first; c != kNil; c = chunks_.chunk(c).next) {
-        const Chunk& ch = chunks_.chunk(c);
-        if (at >= ch.addr && at - ch.addr < ch.size) return !ch.in_use && ch.size - (at - ch.addr) >= r ? c : kNil;
-      }
+    std::int32_t g = region_holding(at);
+    if (g == kNil) return kNil;
+    for (std::int32_t c = region(g).first; c != kNil; c = chunks_.chunk(c).next) {
+      const Chunk& ch = chunks_.chunk(c);
+      if (at >= ch.addr && at - ch.addr < ch.size) return !ch.in_use && ch.size - (at - ch.addr) >= r ? c : kNil;
     }
     return kNil;
   }
@@ -485,7 +535,8 @@ class Bfc {
         insert_free(coalesce(c), fatal);
         return fatal->empty();
       }
-    std::int32_t rg = chunks_.add_region(grant.addr(), received, ChunkExtra{0, o_.spatial ? kGap : kLow});
+    std::int32_t rg = chunks_.add_region(grant.addr(), received, ChunkExtra{0, o_.spatial ? kGap : kLow},
+                                         RegionExtra{region_hint_ && grant.addr() == *region_hint_});
     if (static_cast<size_t>(rg) >= grants_.size()) grants_.resize(rg + 1);
     grants_[rg].clear();
     grants_[rg].push_back(std::move(grant));
@@ -534,20 +585,36 @@ class XlaBfcPolicy : public AllocatorPolicy {
     bool coll = req.space == Space::kCollective;
     Bfc& b = coll ? collective_bfc() : main_;
     bool upper = coll && main_.options().spatial;
-    std::int32_t c = req.seeded_at && !coll ? b.seed(req.size, *req.seeded_at, &fatal_) : kNil;
+    if (req.handle >= owner_.size()) owner_.resize(req.handle + 1, {nullptr, kNil});
+    std::int32_t c = kNil;
+    if (!coll && !req.seeded_extents.empty())
+      c = seed_extents(b, req);
+    else if (!coll && req.seeded_at)
+      c = b.seed(req.size, *req.seeded_at, &fatal_, req.seeded_block);
     if (c == kNil && fatal_.empty()) c = b.allocate(req.size, upper, &fatal_, req.recorded_addr);
     if (c == kNil) return Placement::failed();
-    if (req.handle >= owner_.size()) owner_.resize(req.handle + 1, {nullptr, kNil});
     owner_[req.handle] = {&b, c};
     const auto& ch = b.chunk(c);
     const auto& rg = b.region(ch.region);
-    return Placement::at(ch.addr, ch.size, rg.id, rg.base);
+    Bytes block = ch.size;
+    if (auto it = more_chunks_.find(req.handle); it != more_chunks_.end())
+      for (std::int32_t m : it->second) block += b.chunk(m).size;
+    return Placement::at(ch.addr, block, rg.id, rg.base);
   }
 
   void release(Handle h) override {
     auto [b, c] = owner_[h];
     owner_[h] = {nullptr, kNil};
     if (b) b->free(c, &fatal_);
+    if (auto it = more_chunks_.find(h); it != more_chunks_.end()) {
+      for (std::int32_t m : it->second) main_.free(m, &fatal_);
+      more_chunks_.erase(it);
+    }
+  }
+
+  // A region the recording shows before the trace (a pre-trace segment_alloc observation).
+  void observe(const Observation& ob) override {
+    if (ob.op == Op::kSegmentAlloc && ob.pre_trace && ob.has_addr) main_.seed_region(ob.addr, &fatal_);
   }
 
   Usage usage() const override {
@@ -611,6 +678,22 @@ class XlaBfcPolicy : public AllocatorPolicy {
   }
 
  private:
+  // A pre-trace allocation spread over several extents: one chunk each, the first one owns the
+  // handle and the others are freed with it. kNil (nothing seeded) when one is not free here.
+  std::int32_t seed_extents(Bfc& b, const AllocRequest& req) {
+    std::vector<std::int32_t> cs;
+    for (const Extent& e : req.seeded_extents) {
+      std::int32_t c = b.seed(e.bytes, e.addr, &fatal_);
+      if (c == kNil) {
+        for (std::int32_t x : cs) b.free(x, &fatal_);
+        return kNil;
+      }
+      cs.push_back(c);
+    }
+    if (cs.size() > 1) more_chunks_[req.handle].assign(cs.begin() + 1, cs.end());
+    return cs.front();
+  }
+
   Bfc& collective_bfc() {
     if (!collective_opts_) return main_;  // spatial: the pool's upper end
     if (!collective_) collective_ = std::make_unique<Bfc>(*collective_opts_, dev_);
@@ -622,6 +705,7 @@ class XlaBfcPolicy : public AllocatorPolicy {
   std::unique_ptr<Bfc> collective_;
   DeviceMemory* dev_;
   std::vector<std::pair<Bfc*, std::int32_t>> owner_;
+  std::map<Handle, std::vector<std::int32_t>> more_chunks_;  // seeded extents after the first, per handle
   std::string fatal_;
 };
 
@@ -649,11 +733,17 @@ PolicyBuilder configure_xla_bfc(ConfigReader& cfg, const ConfigContext& ctx) {
   // user sets preallocate — overriding one keeps the other.
   const RecordedAllocator* rec = cfg.flag("use_recorded_settings", true) ? recorded_bfc(ctx) : nullptr;
   const bool rec_limit = rec && !user_limit, rec_mode = rec && !user_mode;
-  const bool mode_default = rec ? rec->mode == RecordedAllocator::Mode::kSingleRegion : !host;
+  // (The host BFC always grows: a capture whose host addresses fit one region shows only that its
+  // first region held them.)
+  const bool mode_default = !host && (rec ? rec->mode == RecordedAllocator::Mode::kSingleRegion : true);
   bool preallocate = cfg.flag("preallocate", mode_default);
-  if (host) cfg.record("preallocate", preallocate = mode_default);
+  if (host) cfg.record("preallocate", preallocate = false);
   double fraction = cfg.number_in("mem_fraction", 0.75, 0, kMaxMemFraction);
-  bool spatial_flag = cfg.flag("spatial_partitioning", jb.spatial_default);
+  // A capture's one region is replayed in the classic layout unless asked: TensorFlow's BFC and
+  // jaxlib before 0.11 have no spatial partitioning, and without collective buffers both layouts
+  // place every buffer alike (holes first by best fit, then the low end of the rest), while only
+  // the classic one can hold the buffers live before the capture where their addresses put them.
+  bool spatial_flag = cfg.flag("spatial_partitioning", rec ? false : jb.spatial_default);
   bool gc = cfg.flag("garbage_collection", false);
   Bytes collective_size = cfg.size("collective_memory_size", 0);
   Bytes upper_alignment = cfg.size("upper_alignment", 2 * kMiB);
@@ -751,7 +841,8 @@ void register_xla_bfc(Registry& r) {
        {"mem_fraction", "0.75", 0.9, "XLA_PYTHON_CLIENT_MEM_FRACTION: the limit as a fraction of device memory"},
        {"memory_limit", "unset", "40GiB", "a byte limit instead of the fraction (XLA's gpu_system_memory_size)"},
        jaxlib_option(),
-       {"spatial_partitioning", "true from jaxlib 0.11.0, else false", false,
+       {"spatial_partitioning", "true from jaxlib 0.11.0, else false (false for an XProf capture's recorded settings)",
+        false,
         "--xla_gpu_enable_allocator_spatial_partitioning: one BFC whose collective buffers are served from the "
         "upper end of the preallocated region (needs preallocate)"},
        {"collective_memory_size", "0 (grows)", "1GiB",

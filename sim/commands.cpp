@@ -4,6 +4,7 @@
 #include "sim/base/error.h"
 #include "sim/batch.h"
 #include "sim/progress.h"
+#include "sim/recording_fidelity.h"
 #include "sim/report.h"
 #include "sim/run_args.h"
 
@@ -15,12 +16,16 @@ RunResult run_request(const RunRequest& req, const Registry& reg, const RunOutpu
   o.keep_live_buffers = out.keep_live_buffers;
   o.placements = out.placements;
   o.perfetto = out.perfetto;
-  RunResult r = [&] {
+  std::vector<RunResult> rs = [&] {
     Progress bar(progress, "run", reads_of({o}, reg));
-    return std::move(run_simulations({o}, reg, threads).front());
+    auto out = run_simulations({o}, reg, threads);
+    add_both_figures({o}, out, reg, threads);
+    return out;
   }();
+  RunResult& r = rs.front();
+  enforce_strict(req, r);
   r.advice = proven_advice(r, req, reg, threads);
-  return r;
+  return std::move(r);
 }
 
 std::vector<RunResult> run_compare(const CompareRequest& req, const Registry& reg, bool keep_live_buffers,
@@ -34,7 +39,12 @@ std::vector<RunResult> run_compare(const CompareRequest& req, const Registry& re
     std::vector<RunOptions> opts(plan.runs.begin() + static_cast<std::ptrdiff_t>(first),
                                  plan.runs.begin() + static_cast<std::ptrdiff_t>(last));
     Progress bar(progress, "compare", reads_of(opts, reg));
-    for (auto& r : run_simulations(opts, reg, threads)) runs.push_back(std::move(r));
+    std::vector<RunResult> rs = run_simulations(opts, reg, threads);
+    add_both_figures(opts, rs, reg, threads);
+    for (auto& r : rs) {
+      enforce_strict(req.base, r);
+      runs.push_back(std::move(r));
+    }
     first = last;
   }
   return runs;
@@ -79,10 +89,17 @@ nlohmann::json run_batch(const std::string& manifest, const std::string& shard, 
   }
   std::vector<RunResult> rs = [&] {
     Progress bar(progress, "batch", reads_of(opts, reg));
-    return run_simulations(opts, reg, threads);
+    auto out = run_simulations(opts, reg, threads);
+    add_both_figures(opts, out, reg, threads);
+    return out;
   }();
   nlohmann::json runs = nlohmann::json::array();
   for (size_t i = 0; i < rs.size(); ++i) {
+    try {
+      enforce_strict(requests[i], rs[i]);
+    } catch (const InputError& er) {
+      throw InputError(m.path, picked[i]->line, er.what());
+    }
     rs[i].advice = proven_advice(rs[i], requests[i], reg, threads);
     runs.push_back(
         {{"run", picked[i]->run}, {"line", picked[i]->line}, {"label", labels[i]}, {"report", report_json(rs[i])}});

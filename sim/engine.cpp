@@ -113,6 +113,11 @@ void Engine::begin(const nlohmann::json& header, const Recording& recording) {
   if (header.is_object() && header.contains("time_unit") && header["time_unit"].is_string())
     out_.time_unit = header["time_unit"].get<std::string>();
   if (!opt_.perfetto.empty()) perfetto_ = std::make_unique<PerfettoWriter>(opt_.perfetto, out_.time_unit);
+  out_.device_names = recording.device_names;
+  if (RecordingAnchor::wanted(recording)) {  // where the state before the recording was (a second read)
+    anchor_.learn(*open());
+    for (auto& n : anchor_.notes()) out_.notes.push_back(std::move(n));
+  }
 }
 
 void Engine::feed(const Event& ev) {
@@ -164,6 +169,7 @@ void Engine::feed(const Event& ev) {
 
 void Engine::alloc(const Event& ev) {
   ++out_.allocs;
+  ++(ev.has(key::kPreTrace) ? pre_trace_allocs_ : replayable_);
   std::uint32_t k = key(ev.device, route(ev.space, ev));
   Requested& rq = req_[k];
   rq.live += ev.size;
@@ -179,10 +185,16 @@ void Engine::alloc(const Event& ev) {
     return;
   }
   AllocRequest request = request_of(ev);
+  if (ev.has(key::kPreTrace)) {  // where the recording implies the state before it was
+    if (auto ob = anchor_.take_region(ev.device, ev.space)) s.policy->observe(*ob);
+    request.seeded_extents = anchor_.extents(ev);
+    if (!request.seeded_block) request.seeded_block = anchor_.block(ev);
+  }
   Placement p = s.policy->allocate(request);
+  if (opt_.follow_recording && !ev.has(key::kPreTrace)) p = follow(si, ev, request, p);
   fidelity_.outcome(ev.device, !p.ok);
   if (placements_) write_placement(ev, p);
-  if (ev.has(key::kAddr) && !ev.has(key::kPreTrace)) fidelity_.address(ev, p);
+  if (ev.has(key::kAddr) && !ev.has(key::kPreTrace) && !opt_.follow_recording) fidelity_.address(ev, p);
   if (p.ok) {
     live_.set(ev.handle, LiveSet::State::kPlaced);
     live_.remember(ev, p, si);
@@ -207,6 +219,7 @@ void Engine::alloc(const Event& ev) {
 
 void Engine::free(const Event& ev) {
   ++out_.frees;
+  ++replayable_;
   std::uint32_t k = key(ev.device, route(ev.live_space, ev));
   // The state before memory goes down is the space's peak.
   if (replaying_ && slot_index_[k] != kNoSlot && slots_[slot_index_[k]].peak_dirty)
@@ -459,6 +472,16 @@ void Engine::record_oom(std::uint32_t si, const Event& ev, const AllocRequest& r
   out_.completed = false;
 }
 
+Placement Engine::follow(std::uint32_t si, const Event& ev, const AllocRequest& rq, const Placement& predicted) {
+  Slot& s = slots_[si];
+  auto overlapping = [&](const Extent& e) { return live_.overlapping(si, e, ev.handle); };
+  auto displace = [&](Handle h) {
+    s.policy->release(h);
+    live_.set(h, LiveSet::State::kDisplaced);
+  };
+  return follow_.place(*s.policy, ev, rq, predicted, overlapping, displace);
+}
+
 void Engine::write_placement(const Event& ev, const Placement& p) {
   std::string& buf = pbuf_;
   if (!p.ok) {
@@ -510,6 +533,8 @@ RunResult Engine::end(std::uint64_t skipped_frees) {
   }
   finish();
   live_.collect_stacks(out_);
+  out_.nothing_to_replay = nothing_to_replay(recording_, out_.events, replayable_, pre_trace_allocs_);
+  if (!out_.nothing_to_replay.empty()) out_.notes.push_back("nothing to replay: " + out_.nothing_to_replay);
   return std::move(out_);
 }
 
@@ -553,11 +578,17 @@ void Engine::finish() {
       out.binding_reason = fmt::format("the largest share of its memory reserved at its peak ({:.1f}%)",
                                        100.0 * out.spaces[out.binding].peak_share());
   }
-  out.fidelity = fidelity_.json([&](std::uint32_t device) -> const DeviceMemory* {
-    for (const auto& s : slots_)
-      if (s.device == device && s.space == Space::kHbm) return s.mem.get();
-    return nullptr;
-  });
+  nlohmann::json followed = follow_.tally();
+  if (!fidelity_.empty() || !followed.is_null()) {
+    out.fidelity = fidelity_.json([&](std::uint32_t device) -> const DeviceMemory* {
+      for (const auto& s : slots_)
+        if (s.device == device && s.space == Space::kHbm) return s.mem.get();
+      return nullptr;
+    });
+    if (auto st = anchor_.summary(); !st.is_null()) out.fidelity["initial_state"] = std::move(st);
+    if (!followed.is_null()) out.fidelity["follow_recording"] = std::move(followed);
+    if (pre_trace_allocs_) out.fidelity["pre_trace_allocs"] = pre_trace_allocs_;
+  }
   out.peak_requested = saturate(totals_.peak_requested);
   out.peak_allocated = totals_.peak_allocated;
   out.peak_reserved = totals_.peak_reserved;

@@ -32,6 +32,8 @@ struct RunOptions {
   bool keep_going = false;
   bool lenient = false;
   bool check = false;  // validate() after every event
+  // Place every allocation the recording placed where it was, predict the others (sim/recording_fidelity.h).
+  bool follow_recording = false;
   // Use the usable device memory an importer inferred from the recording (the trace header's
   // recorded_devices) for those devices; false when the user chose the hardware (--hw/--capacity).
   bool recorded_devices = true;

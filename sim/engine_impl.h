@@ -22,6 +22,8 @@
 #include "sim/live_set.h"
 #include "sim/metrics.h"
 #include "sim/perfetto.h"
+#include "sim/recording_anchor.h"
+#include "sim/recording_fidelity.h"
 
 namespace fragsim {
 
@@ -80,6 +82,9 @@ class Engine : public Scheduler {
   void account(std::uint32_t si);
   void check_fatal(const Slot& s, const Event& ev);
   void record_oom(std::uint32_t si, const Event& ev, const AllocRequest& rq);
+  // --follow-recording: the recorded address wins (sim/recording_fidelity.h); buffers the policy
+  // placed in its way leave the simulated state.
+  Placement follow(std::uint32_t si, const Event& ev, const AllocRequest& rq, const Placement& predicted);
   void write_placement(const Event& ev, const Placement& p);
   void end_slice(Handle h, Tick t);
   // Moments: a space at its peak, a device at an OOM.
@@ -123,6 +128,9 @@ class Engine : public Scheduler {
   std::unique_ptr<AtomicFile> placements_;
   std::unique_ptr<PerfettoWriter> perfetto_;
   std::string pbuf_;
+  RecordingAnchor anchor_;                               // the state before a mid-run recording, from its addresses
+  std::uint64_t replayable_ = 0, pre_trace_allocs_ = 0;  // allocs and frees to replay; allocs of prior state
+  FollowRecording follow_;                               // --follow-recording's tally
 };
 
 }  // namespace fragsim

@@ -26,7 +26,9 @@ class Fidelity {
   void segment_alloc(std::uint32_t device, Bytes size) { segments_.emplace_back(device, size); }
   void segment_free(std::uint32_t device, Addr addr) { frees_.emplace_back(device, addr); }
 
-  // The report's object, null when the recording had nothing to compare. `memory_of(device)`:
+  // Whether the recording gave nothing to compare.
+  bool empty() const { return compared_ == 0 && segments_.empty() && frees_.empty() && ooms_recorded_ == 0; }
+  // The report's object. `memory_of(device)`:
   // the device's main memory as simulated (its grant and release logs), or null.
   [[nodiscard]] nlohmann::json json(const std::function<const DeviceMemory*(std::uint32_t)>& memory_of) const;
 

@@ -119,6 +119,15 @@ Moment LiveSet::moment(std::uint64_t event_index, Tick t, const std::vector<Slot
   return m;
 }
 
+std::vector<Handle> LiveSet::overlapping(std::uint32_t slot, const Extent& e, Handle except) const {
+  std::vector<Handle> in_the_way;
+  for (Handle h = 0; h < state_.size() && h < live_.size(); ++h)
+    if (state_[h] == State::kPlaced && slot_[h] == slot && h != except && live_[h].has_addr &&
+        live_[h].addr < e.end() && e.addr < live_[h].addr + std::max<Bytes>(live_[h].block, 1))
+      in_the_way.push_back(h);
+  return in_the_way;
+}
+
 void LiveSet::collect_stacks(RunResult& r) const {
   auto note = [&](std::uint64_t id) {
     if (!id || r.stacks.count(id)) return;

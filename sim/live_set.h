@@ -23,7 +23,8 @@ struct SlotView {
 
 class LiveSet {
  public:
-  enum class State : std::uint8_t { kNotLive, kPlaced, kFailed, kEmpty };
+  // kDisplaced: placed, then taken out of the simulated state by --follow-recording (its free is ignored).
+  enum class State : std::uint8_t { kNotLive, kPlaced, kFailed, kEmpty, kDisplaced };
 
   // A new allocation's handle (not placed yet).
   void begin(Handle h) {
@@ -46,6 +47,8 @@ class LiveSet {
   AllocId id_of(Handle h) const { return live_[h].id; }
   // A placed buffer as reports show it, `now` the event it is shown at.
   [[nodiscard]] BufferView view(Handle h, std::uint64_t now, const std::vector<SlotView>& slots) const;
+  // The placed buffers of `slot` (but `except`) whose blocks overlap e.
+  [[nodiscard]] std::vector<Handle> overlapping(std::uint32_t slot, const Extent& e, Handle except) const;
   // The largest live buffers and the memory maps of the slots `include` accepts.
   [[nodiscard]] Moment moment(std::uint64_t event_index, Tick t, const std::vector<SlotView>& slots,
                               const std::function<bool(std::uint32_t slot)>& include, bool keep_live) const;

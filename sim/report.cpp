@@ -6,6 +6,8 @@
 #include <algorithm>
 #include <set>
 
+#include "sim/recording_fidelity.h"
+
 namespace fragsim {
 
 namespace {
@@ -122,7 +124,10 @@ nlohmann::json fragmentation_json(const SpaceResult& s) {
             {"external", p.external()}}}};
 }
 
-std::string where(std::uint32_t device, Space space) { return fmt::format("device {} {}", device, space_name(space)); }
+// "device 1 hbm", "device 1 (rank 1) hbm" when the recording names the device.
+std::string where(const RunResult& r, std::uint32_t device, Space space) {
+  return fmt::format("device {} {}", device_label(r, device), space_name(space));
+}
 
 // "event 7867, 2.73 s in": an event and its time from the trace's first event.
 std::string when(const RunResult& r, std::uint64_t event_index, Tick t) {
@@ -148,18 +153,19 @@ std::string buffer_line(const RunResult& r, const BufferView& b) {
                      f.empty() || frame_is_name ? std::string() : "  at " + f);
 }
 
-void space_moment_text(std::back_insert_iterator<std::string> out, const SpaceMoment& s, bool name_it) {
+void space_moment_text(std::back_insert_iterator<std::string> out, const RunResult& r, const SpaceMoment& s,
+                       bool name_it) {
   fmt::format_to(out,
                  "    {}{} allocated of {} reserved; reserved but unallocated {} ({} of reserved); external "
                  "fragmentation {} (largest free block in reserved memory {})\n",
-                 name_it ? where(s.device, s.space) + ": " : "", human_bytes(s.allocated), human_bytes(s.reserved),
+                 name_it ? where(r, s.device, s.space) + ": " : "", human_bytes(s.allocated), human_bytes(s.reserved),
                  human_bytes(s.unused()), pct(s.unused_share()), pct(s.external()), human_bytes(s.largest_free));
 }
 
 constexpr size_t kTextBuffers = 10;  // largest live buffers the text lists at a moment
 
 void moment_text(std::back_insert_iterator<std::string> out, const RunResult& r, const Moment& m, bool name_spaces) {
-  for (const auto& s : m.spaces) space_moment_text(out, s, name_spaces);
+  for (const auto& s : m.spaces) space_moment_text(out, r, s, name_spaces);
   if (!m.top_buffers.empty()) {
     size_t shown = std::min(kTextBuffers, m.top_buffers.size());
     fmt::format_to(out, "    largest live buffers ({} of {} live{}):\n", shown, m.live_buffers,
@@ -169,7 +175,7 @@ void moment_text(std::back_insert_iterator<std::string> out, const RunResult& r,
 }
 
 // The allocator's free memory at an OOM, as memory_viz's segment view summarises it.
-void free_space_text(std::back_insert_iterator<std::string> out, const Moment& m) {
+void free_space_text(std::back_insert_iterator<std::string> out, const RunResult& r, const Moment& m) {
   for (const auto& s : m.spaces) {
     if (s.map.regions.empty()) continue;
     std::vector<const MemoryMap::Block*> frees;
@@ -178,7 +184,7 @@ void free_space_text(std::back_insert_iterator<std::string> out, const Moment& m
     std::sort(frees.begin(), frees.end(), [](auto* a, auto* b) { return a->size > b->size; });
     std::string sizes;
     for (size_t i = 0; i < frees.size() && i < 5; ++i) sizes += (i ? ", " : "") + human_bytes(frees[i]->size);
-    fmt::format_to(out, "    free memory then ({}): {} free block{} in {} region{}{}\n", where(s.device, s.space),
+    fmt::format_to(out, "    free memory then ({}): {} free block{} in {} region{}{}\n", where(r, s.device, s.space),
                    frees.size(), frees.size() == 1 ? "" : "s", s.map.regions.size(),
                    s.map.regions.size() == 1 ? "" : "s", frees.empty() ? "" : "; the largest: " + sizes);
   }
@@ -248,6 +254,7 @@ nlohmann::json report_json(const RunResult& r, size_t map_blocks) {
         {"device_time_ns", s.device_time_ns},
         {"policy_stats", s.stats}};
     if (r.several_spaces() && s.peak) d["at_peak_allocated"] = moment_json(r, *s.peak, map_blocks);
+    if (std::string n = device_name(r, s.device); !n.empty()) d["name"] = n;
     for (auto it = s.extra.begin(); it != s.extra.end(); ++it) d[it.key()] = it.value();
     da += s.device_allocs;
     df += s.device_frees;
@@ -283,7 +290,7 @@ nlohmann::json report_json(const RunResult& r, size_t map_blocks) {
     j["top_level"] = fmt::format(
         "peak_*_bytes: sums over {} spaces at one moment (the peak over time of the total), never one device's "
         "memory; fragmentation and at_peak_allocated: the binding space's ({})",
-        r.spaces.size(), where(b->device, b->space));
+        r.spaces.size(), where(r, b->device, b->space));
   }
   if (const Moment* m = r.peak()) j["at_peak_allocated"] = moment_json(r, *m, map_blocks);
   if (!r.stacks.empty()) {
@@ -306,6 +313,8 @@ nlohmann::json report_json(const RunResult& r, size_t map_blocks) {
   if (r.stopped_early) j["stopped_early"] = true;
   if (!r.fatal.empty()) j["fatal"] = {{"event_index", r.fatal_event}, {"message", r.fatal}};
   if (!r.notes.empty()) j["notes"] = r.notes;
+  if (!r.nothing_to_replay.empty()) j["nothing_to_replay"] = r.nothing_to_replay;
+  if (auto f = first_oom(r); !f.is_null()) j["first_oom"] = f;
   if (!r.advice.empty()) j["advice"] = r.advice;
   return j;
 }
@@ -328,13 +337,13 @@ void spaces_table(std::back_insert_iterator<std::string> out, const RunResult& r
   for (size_t i = 0; i < r.spaces.size(); ++i) {
     const SpaceResult& s = r.spaces[i];
     fmt::format_to(out, "    {:<2} {:>6} {:<10} {:>11} {:>11} {:>11} {:>11} {:>6} {:>11} {:>8} {:>8} {:>5}\n",
-                   i == r.binding ? "*" : "", s.device, space_name(s.space), human_bytes(s.usable),
+                   i == r.binding ? "*" : "", device_label(r, s.device), space_name(s.space), human_bytes(s.usable),
                    human_bytes(s.peak_requested), human_bytes(s.peak_allocated), human_bytes(s.peak_reserved),
                    s.usable ? pct(s.peak_share()) : "-", human_bytes(s.at_peak_allocated.unused()),
                    pct(s.at_peak_allocated.external()), pct(s.frag_max), s.ooms.size());
   }
   const SpaceResult& b = r.spaces[r.binding];
-  fmt::format_to(out, "  * binds: {} — {}\n", where(b.device, b.space), r.binding_reason);
+  fmt::format_to(out, "  * binds: {} — {}\n", where(r, b.device, b.space), r.binding_reason);
   fmt::format_to(out,
                  "  sums over the {} spaces at one moment (not any device's memory): peak requested {}, allocated {}, "
                  "reserved {}\n",
@@ -355,12 +364,20 @@ std::string report_text(const RunResult& r) {
   for (const auto& n : r.notes) fmt::format_to(out, "  note: {}\n", n);
   fmt::format_to(out, "  events {}  allocs {}  frees {}{}\n", r.events, r.allocs, r.frees,
                  r.skipped_frees ? fmt::format("  (skipped {} frees of unknown ids)", r.skipped_frees) : "");
-  std::string on =
-      r.ooms.empty() || !r.several_spaces() ? "" : " (the first on " + where(r.ooms[0].device, r.ooms[0].space) + ")";
+  std::string on = r.ooms.empty() || !r.several_spaces()
+                       ? ""
+                       : " (the first on " + where(r, r.ooms[0].device, r.ooms[0].space) + ")";
   fmt::format_to(out, "  result: {}\n",
                  r.completed ? "completed, no OOM"
                              : fmt::format("{} OOM{}{}{}", r.ooms.size(), r.ooms.size() == 1 ? "" : "s", on,
                                            r.stopped_early ? " (stopped at the first; --keep-going lists all)" : ""));
+  if (!r.ooms.empty() && r.several_spaces()) {
+    const OomRecord& f = r.ooms.front();
+    fmt::format_to(
+        out, "  first OOM: {} at event {}, {} ({} requested)\n", where(r, f.device, f.space), f.event_index,
+        f.fragmentation ? "FRAGMENTATION (enough memory is free, no block fits)" : "CAPACITY (not enough free memory)",
+        human_bytes(f.requested));
+  }
   if (r.empty_cache_calls)
     fmt::format_to(out, "  empty_cache: the program called it {} time{}; the last one: {}\n", r.empty_cache_calls,
                    r.empty_cache_calls == 1 ? "" : "s", r.empty_cache_effect);
@@ -376,20 +393,22 @@ std::string report_text(const RunResult& r) {
   }
   if (const Moment* m = r.peak()) {
     if (r.several_spaces())
-      fmt::format_to(out, "  at the peak of {} ({}):\n", where(r.spaces[r.binding].device, r.spaces[r.binding].space),
-                     when(r, m->event_index, m->t));
+      fmt::format_to(out, "  at the peak of {} ({}):\n",
+                     where(r, r.spaces[r.binding].device, r.spaces[r.binding].space), when(r, m->event_index, m->t));
     else
       fmt::format_to(out, "  at the peak of allocated memory ({}):\n", when(r, m->event_index, m->t));
     moment_text(out, r, *m, false);
   }
   for (const auto& sp : r.spaces)
     if (sp.device_allocs || sp.device_frees)
-      fmt::format_to(out, "  device calls ({}): {} alloc, {} free, simulated {:.3f} ms\n", where(sp.device, sp.space),
-                     sp.device_allocs, sp.device_frees, sp.device_time_ns / 1e6);
+      fmt::format_to(out, "  device calls ({}): {} alloc, {} free, simulated {:.3f} ms\n",
+                     where(r, sp.device, sp.space), sp.device_allocs, sp.device_frees, sp.device_time_ns / 1e6);
   if (!r.fidelity.is_null()) {
     fmt::format_to(out, "  fidelity: {}\n", fidelity_text(r.fidelity));
     if (!r.fidelity["first_mismatch"].is_null())
       fmt::format_to(out, "  first mismatch: {}\n", mismatch_text(r.fidelity["first_mismatch"]));
+    if (r.fidelity.contains("follow_recording"))
+      fmt::format_to(out, "  following the recording: {}\n", follow_recording_text(r.fidelity["follow_recording"]));
   }
   size_t shown = 0;
   for (const auto& o : r.ooms) {
@@ -400,7 +419,7 @@ std::string report_text(const RunResult& r) {
     std::string what = o.request.name.empty() ? fmt::format("id {}", o.id) : o.request.name;
     if (std::string sh = shape_text(o.request); !sh.empty()) what += " " + sh;
     std::string f = frame_of(r, o.request);
-    fmt::format_to(out, "  OOM at {} ({}): {}{}\n", when(r, o.event_index, o.t), where(o.device, o.space), what,
+    fmt::format_to(out, "  OOM at {} ({}): {}{}\n", when(r, o.event_index, o.t), where(r, o.device, o.space), what,
                    f.empty() ? "" : "  at " + f);
     fmt::format_to(out,
                    "    requested {} (rounded {}); allocated {}, reserved {}; it could still give {} (free in reserved "
@@ -414,7 +433,7 @@ std::string report_text(const RunResult& r) {
     if (shown > 1) continue;
     if (o.moment) {
       moment_text(out, r, *o.moment, o.moment->spaces.size() > 1 || r.several_spaces());
-      free_space_text(out, *o.moment);
+      free_space_text(out, r, *o.moment);
     }
     if (!o.explanation.empty()) {
       fmt::format_to(out, "    the allocator's own report:\n");
@@ -469,11 +488,10 @@ std::string compare_table(const std::vector<RunResult>& runs) {
     for (size_t k = i + 1; k < runs.size(); ++k)
       if (runs[i].trace_path == runs[k].trace_path && runs[i].policy_name == runs[k].policy_name &&
           settings_of(runs[i]) == settings_of(runs[k]) && runs[i].hardware == runs[k].hardware)
-        fmt::format_to(
-            out, "note: {} and {} ran with the same settings{}\n", label_of(runs[i]), label_of(runs[k]),
-            runs[i].policy_config.contains(kRecordedSettingsKey)
-                ? fmt::format(" (the recording's: {})", runs[i].policy_config[kRecordedSettingsKey].dump())
-                : "");
+        fmt::format_to(out, "note: {} and {} ran with the same settings{}\n", label_of(runs[i]), label_of(runs[k]),
+                       runs[i].policy_config.contains(kRecordedSettingsKey)
+                           ? fmt::format(" (the recording's: {})", runs[i].policy_config[kRecordedSettingsKey].dump())
+                           : "");
   for (const auto& r : runs)
     if (!r.fidelity.is_null()) fmt::format_to(out, "{}: {}\n", label_of(r), fidelity_text(r.fidelity));
   return s;

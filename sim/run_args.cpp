@@ -24,6 +24,13 @@ void add_run_request_options(po::options_description& d, RunRequest& r) {
       "keep-going", po::bool_switch(&r.keep_going), "continue after an OOM (skip the failed allocation) to list all")(
       "lenient", po::bool_switch(&r.lenient), "count and skip frees of unknown ids (traces that start mid-run)")(
       "check", po::bool_switch(&r.check), "validate the policy's invariants after every event")(
+      "follow-recording", po::bool_switch(&r.follow_recording),
+      "place every allocation that has a recorded address there (the simulated state corrected to the recording) "
+      "and let the policy place the others; the report counts the policy's choices that equal the recording "
+      "(fidelity.follow_recording)")(
+      "strict", po::bool_switch(&r.strict),
+      "a recording with nothing to replay (no allocator events, a state-only snapshot) is an input error (exit 2) "
+      "instead of a note")(
       "shard", po::value(&r.shard)->default_value(1)->value_name("N"),
       "sharding what-if: each shaped allocation divided across N devices (policies that model sharding)")(
       "shard-dim", po::value(&r.shard_dim)->default_value("major")->value_name("DIM"),

@@ -141,6 +141,8 @@ struct RunResult {
   std::vector<std::string> advice;  // proven by replay (sim/advice.h); filled by the caller that asks for it
   bool stopped_early = false;       // stopped replaying at the first OOM
   nlohmann::json fidelity;          // recorded vs simulated addresses/segments; null when the trace has none
+  std::string nothing_to_replay;    // why the recording holds nothing to replay (sim/recording_fidelity.h), or empty
+  std::map<std::uint32_t, std::string> device_names;  // what the recording calls its devices ("rank 3", "host1:0")
   std::uint64_t empty_cache_calls = 0;
   std::string empty_cache_effect;  // what the policy did on the last one, in its words
   std::string fatal;               // the allocator aborted the process (message); replay stopped

@@ -104,6 +104,7 @@ RunOptions prepare_run(const RunRequest& req, const Registry& reg, const Recordi
   o.keep_going = req.keep_going;
   o.lenient = req.lenient;
   o.check = req.check;
+  o.follow_recording = req.follow_recording;
   return o;
 }
 
@@ -123,6 +124,11 @@ RunRequest with_env(RunRequest req, const std::string& var_value) {
 RunRequest with_set(RunRequest req, const std::string& key_value) {
   replace_named(req.sets, key_value);
   return req;
+}
+
+void enforce_strict(const RunRequest& req, const RunResult& r) {
+  if (req.strict && !r.nothing_to_replay.empty())
+    throw InputError(r.trace_path + ": nothing to replay (--strict): " + r.nothing_to_replay);
 }
 
 std::string shell_quote(const std::string& s) {
@@ -147,6 +153,8 @@ std::string command_line(const RunRequest& req, const std::string& command, cons
   for (const auto& e : req.envs) opt("--env", e);
   if (req.keep_going) a.push_back("--keep-going");
   if (req.lenient) a.push_back("--lenient");
+  if (req.follow_recording) a.push_back("--follow-recording");
+  if (req.strict) a.push_back("--strict");
   if (req.shard != 1) opt("--shard", std::to_string(req.shard));
   if (req.shard_dim != "major") opt("--shard-dim", req.shard_dim);
   a.insert(a.end(), extra.begin(), extra.end());

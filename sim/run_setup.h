@@ -20,6 +20,8 @@ struct RunRequest {
   std::string policy;    // POLICY or POLICY[k=v,...]; "" = chosen by --env, else by the recording and hardware
   std::vector<std::string> sets, envs;  // --set KEY=VALUE, --env VAR=VALUE
   bool keep_going = false, lenient = false, check = false;
+  bool follow_recording = false;  // --follow-recording (sim/recording_fidelity.h)
+  bool strict = false;            // --strict: a recording with nothing to replay is an input error
   unsigned shard = 1;
   std::string shard_dim = "major";
 };
@@ -55,6 +57,9 @@ struct RunRequest {
 
 // A POSIX shell word: s itself when it holds only safe characters, else single-quoted.
 [[nodiscard]] std::string shell_quote(const std::string& s);
+
+// --strict: a run of a recording with nothing to replay fails as bad input (before any output).
+void enforce_strict(const RunRequest& req, const RunResult& r);
 
 // What a set of runs reads, as run_simulations reads it (sim/engine.h), for the progress line:
 // (trace, passes) — the online runs of a trace share one decode; an offline run reads it twice.

@@ -12,12 +12,12 @@
 namespace fragsim {
 
 struct SettingsInput {
-  std::string policy;                       // --policy ("" = chosen by --env or the default)
-  std::vector<std::string> sets;            // --set KEY=VALUE
-  std::vector<std::string> envs;            // --env VAR=VALUE
-  std::string default_policy = {};  // when neither names one; "" = the registry's default for a plain trace
-  std::string recorded_framework = {};      // the framework that recorded the trace (Recording::framework)
-  std::string recorded_what = {};           // how to name that recording ("a PyTorch memory snapshot")
+  std::string policy;                   // --policy ("" = chosen by --env or the default)
+  std::vector<std::string> sets;        // --set KEY=VALUE
+  std::vector<std::string> envs;        // --env VAR=VALUE
+  std::string default_policy = {};      // when neither names one; "" = the registry's default for a plain trace
+  std::string recorded_framework = {};  // the framework that recorded the trace (Recording::framework)
+  std::string recorded_what = {};       // how to name that recording ("a PyTorch memory snapshot")
 };
 
 // "POLICY" or "POLICY[key=value,...]" (values as --set reads them; key=NAME[...] sets key to NAME

@@ -63,6 +63,15 @@ const TileRow kTiles[] = {
     {"bf16[]{:T(512)(2,1)}", "bf16[]", "tpu-v5e", 1024, "a report quoted in fragsim issue 11"},
     {"u32[]{:T(128)S(1)}", "u32[]{:S(1)}", "tpu-v5e", 512, "a report quoted in fragsim issue 11 (VMEM scalar)"},
     {"f32[]{:T(256)}", "f32[]", "tpu-v2", 1024, "https://github.com/sokrypton/ColabFold/issues/62 (broadcast operand)"},
+    {"u32[]{:T(256)}", "u32[]", "tpu-v3", 1024, "https://github.com/pytorch/xla/issues/1965 (fusion operands)"},
+    // From v4 on a 32-bit scalar takes one row of 128 lanes: the v6e capture's shape stat.
+    {"f32[]{:T(128)}", "f32[]", "tpu-v6e", 512,
+     "openxla/xprof @ 01d85deb : xprof/convert/test_xplanes/tpu_inference_2.xplane.pb, MemoryAllocation 'dummy'"},
+    // pred is stored as 32 bits: ranks 1 and 3 of one report.
+    {"pred[67108864]{0:T(1024)E(32)}", "pred[67108864]", "tpu-v3", 67108864ULL * 4,
+     "https://github.com/google/trax/issues/525 (reshape operand)"},
+    {"pred[64,512,2048]{2,1,0:T(8,128)E(32)}", "pred[64,512,2048]", "tpu-v3", 64ULL * 512 * 2048 * 4,
+     "https://github.com/google/trax/issues/525"},
     {"f32[245,512,256]{2,1,0:T(8,128)}", "f32[245,512,256]", "tpu-v2", 245ULL * 512 * 256 * 4,
      "https://github.com/sokrypton/ColabFold/issues/62"},
     {"bf16[512,16,3072]{2,1,0:T(8,128)(2,1)}", "bf16[512,16,3072]", "tpu-v3", 512ULL * 16 * 3072 * 2,

@@ -286,7 +286,7 @@ TEST_CASE("trust: sweeps say what they searched, mark a bound answer and print t
 
 TEST_CASE("trust: help and errors show positional arguments as positional") {
   auto h = cli("run --help");
-  CHECK(h.out.find("usage: fragsim run TRACE [--policy POLICY] [options]") != std::string::npos);
+  CHECK(h.out.find("usage: fragsim run TRACE [TRACE...] [--policy POLICY] [options]") != std::string::npos);
   CHECK(h.out.find("--trace") == std::string::npos);
   auto m = cli("run --policy ideal");
   CHECK(m.code == 2);

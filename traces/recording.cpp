@@ -78,6 +78,8 @@ Recording recording_from_header(const nlohmann::json& h, const std::string& file
         if (!parse_space(a.value("space", std::string("hbm")), &ra.space)) continue;
         if (a.contains("limit_bytes") && a["limit_bytes"].is_number_unsigned())
           ra.limit = a["limit_bytes"].get<Bytes>();
+        if (a.contains("live_before_bytes") && a["live_before_bytes"].is_number_unsigned())
+          ra.live_before = a["live_before_bytes"].get<Bytes>();
         std::string mode = a.value("mode", std::string());
         ra.mode = mode == "single_region" ? RecordedAllocator::Mode::kSingleRegion
                   : mode == "grow"        ? RecordedAllocator::Mode::kGrow
@@ -96,11 +98,30 @@ Recording recording_from_header(const nlohmann::json& h, const std::string& file
     rh.basis = hw->value("basis", std::string("the trace header"));
     r.hardware = std::move(rh);
   }
-  if (r.source == RecordingSource::kXlaHlo && h.contains("alignment_bytes") &&
-      h["alignment_bytes"].is_number_unsigned())
-    r.alignment = h["alignment_bytes"].get<Bytes>();
+  if (r.source == RecordingSource::kXlaHlo) {
+    if (h.contains("alignment_bytes") && h["alignment_bytes"].is_number_unsigned())
+      r.alignment = h["alignment_bytes"].get<Bytes>();
+    if (auto t = h.find("heap_traces"); t != h.end() && t->is_array())
+      for (const auto& x : *t)
+        if (x.is_object() && x.contains("device") && x["device"].is_number_unsigned() &&
+            x["device"].get<std::uint64_t>() <= UINT32_MAX && x.contains("alignment_bytes") &&
+            x["alignment_bytes"].is_number_unsigned() && x["alignment_bytes"].get<Bytes>() > 0)
+          r.alignments[x["device"].get<std::uint32_t>()] = x["alignment_bytes"].get<Bytes>();
+    r.device_sizes = h.value("device_sizes", false) == true;
+  }
+  if (auto n = h.find("device_names"); n != h.end() && n->is_object())
+    for (const auto& [k, v] : n->items()) {
+      char* end = nullptr;
+      unsigned long long d = std::strtoull(k.c_str(), &end, 10);
+      if (!k.empty() && !*end && d <= UINT32_MAX && v.is_string()) r.device_names[static_cast<std::uint32_t>(d)] = v;
+    }
   r.state_only = h.value("state_only", false) == true;
   return r;
+}
+
+std::string no_allocator_events_hint() {
+  return "start the capture before the first device allocation; some jaxlib versions on CUDA log none "
+         "(jax-ml/jax#22890)";
 }
 
 std::vector<std::string> describe_header(const nlohmann::json& h) {
@@ -122,7 +143,10 @@ std::vector<std::string> describe_header(const nlohmann::json& h) {
                                                "note",
                                                "workload",
                                                "seed",
-                                               "settings"};
+                                               "settings",
+                                               "device_names",
+                                               "device_sizes",
+                                               "recording_set"};
   const std::string source = h.value("source", std::string());
   if (!source.empty()) lines.push_back("recorded by: " + source);
   if (auto s = h.find("allocator_settings"); s != h.end() && s->is_object()) {
@@ -169,13 +193,16 @@ std::vector<std::string> describe_header(const nlohmann::json& h) {
           fmt::format("not imported (allocators fragsim does not map to a device memory): {}", fmt::join(names, ", ")));
     }
     if (allocators.empty())
-      lines.push_back(
-          "warning: no allocator events in this capture. Start the capture before the first device allocation; some "
-          "jaxlib versions on CUDA log none (jax-ml/jax#22890)");
+      lines.push_back("warning: no allocator events in this capture: " + no_allocator_events_hint());
   }
   if (auto hw = h.find("recorded_hardware"); hw != h.end() && hw->is_object())
     lines.push_back(
         fmt::format("hardware: {} ({})", hw->value("preset", std::string("?")), hw->value("basis", std::string())));
+  if (auto n = h.find("device_names"); n != h.end() && n->is_object())
+    for (const auto& [k, v] : n->items())
+      if (v.is_string()) lines.push_back(fmt::format("device {}: {}", k, v.get<std::string>()));
+  if (auto m = h.find("recording_set"); m != h.end() && m->is_array())
+    lines.push_back(fmt::format("a set of {} recordings replayed as one run", m->size()));
   if (source == "xla-hlo")
     lines.push_back(fmt::format("XLA module {} ({}), {} heap-simulator trace(s)", h.value("module", std::string()),
                                 h.value("module_name", std::string()), h.value("heap_traces", 0)));

@@ -24,6 +24,9 @@ namespace fragsim {
 [[nodiscard]] Recording recording_from_header(const nlohmann::json& header, const std::string& file,
                                               std::uint64_t line = 0);
 
+// The advice for a capture in which no allocator logged anything (info and reports).
+[[nodiscard]] std::string no_allocator_events_hint();
+
 // The header in words, one line each (fragsim info): who recorded the trace, the settings and
 // limits it recorded, per allocator what an XProf capture logged; keys this build does not know
 // are named, never dumped.

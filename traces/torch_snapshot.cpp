@@ -10,6 +10,7 @@
 #include "sim/base/error.h"
 #include "sim/base/text.h"
 #include "traces/pickle.h"
+#include "traces/range_set.h"
 
 namespace fragsim {
 
@@ -67,41 +68,6 @@ nlohmann::json to_json(const PyObj& o, WorkBudget& budget, int depth = 0) {
   }
   return nullptr;
 }
-
-// Half-open address ranges [lo, hi), kept disjoint and merged.
-class RangeSet {
- public:
-  void add(std::uint64_t lo, std::uint64_t hi) {
-    if (lo >= hi) return;
-    auto it = r_.upper_bound(lo);
-    if (it != r_.begin() && std::prev(it)->second >= lo) --it;
-    while (it != r_.end() && it->first <= hi) {
-      lo = std::min(lo, it->first);
-      hi = std::max(hi, it->second);
-      it = r_.erase(it);
-    }
-    r_.emplace(lo, hi);
-  }
-  void remove(std::uint64_t lo, std::uint64_t hi) {
-    if (lo >= hi) return;
-    auto it = r_.upper_bound(lo);
-    if (it != r_.begin()) --it;
-    while (it != r_.end() && it->first < hi) {
-      auto [a, b] = *it;
-      if (b <= lo) {
-        ++it;
-        continue;
-      }
-      it = r_.erase(it);
-      if (a < lo) r_.emplace(a, lo);
-      if (b > hi) r_.emplace(hi, b);
-    }
-  }
-  const std::map<std::uint64_t, std::uint64_t>& ranges() const { return r_; }
-
- private:
-  std::map<std::uint64_t, std::uint64_t> r_;
-};
 
 // One event of the output, before devices are merged by time.
 struct Raw {

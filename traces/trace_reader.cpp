@@ -8,6 +8,7 @@
 #include "traces/fstrace.h"
 #include "traces/jsonl.h"
 #include "traces/recording.h"
+#include "traces/recording_set.h"
 #include "traces/torch_snapshot.h"
 #include "traces/trace_writer.h"
 #include "traces/xla_modules.h"
@@ -82,8 +83,9 @@ bool TraceReader::next(Event& ev) {
     if (ev.has(key::kPreTrace) && ev.op != Op::kAlloc && ev.op != Op::kSegmentAlloc && ev.op != Op::kSegmentMap)
       fail(ev.line, "pre_trace: only alloc, segment_alloc and segment_map events can be marked pre_trace");
     if (ev.has(key::kStack) && ev.op != Op::kAlloc) fail(ev.line, "stack: only an alloc names a stack");
-    if (ev.has(key::kBlockSize) && !(ev.op == Op::kAlloc && (ev.has(key::kPreTrace) || ev.has(key::kAddr))))
-      fail(ev.line, "block_size: only a recorded alloc (pre_trace or with addr) carries the recorded block size");
+    // A recorded block size may outlive its address (a trace whose addresses were removed).
+    if (ev.has(key::kBlockSize) && ev.op != Op::kAlloc)
+      fail(ev.line, "block_size: only an alloc carries the recorded block size");
     if (ev.has(key::kBlockSize) && ev.block_size < ev.size)
       fail(ev.line, fmt::format("block_size: {} is smaller than the request ({})", ev.block_size, ev.size));
     if (ev.has(key::kFrames) && ev.op != Op::kStack) fail(ev.line, "frames: only a stack op carries frames");
@@ -207,13 +209,14 @@ ReaderFactory decode_once(const std::string& path, const ReaderOptions& opt) {
 }
 
 bool decodes_whole(const std::string& path) {
-  return is_xprof_path(path) || is_hlo_proto_path(path) || ends_with(path, ".pickle") || ends_with(path, ".pkl") ||
-         ends_with(path, ".pickle.zst") || ends_with(path, ".pkl.zst");
+  return is_xprof_path(path) || is_recording_set(path) || is_hlo_proto_path(path) || ends_with(path, ".pickle") ||
+         ends_with(path, ".pkl") || ends_with(path, ".pickle.zst") || ends_with(path, ".pkl.zst");
 }
 
 std::unique_ptr<TraceReader> open_trace(const std::string& path, const ReaderOptions& opt) {
   if (ends_with(path, ".fstrace")) return make_fstrace_reader(path, opt);
   if (is_xprof_path(path)) return make_xprof_reader(path, opt);
+  if (is_recording_set(path)) return make_recording_set_reader(path, opt);  // per-rank snapshots
   if (is_hlo_proto_path(path)) {  // a dumped module: its compile-time heap trace
     auto mods = list_hlo_modules(path);
     return make_hlo_module_reader(path, mods.empty() ? std::string() : mods.front().name);

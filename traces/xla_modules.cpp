@@ -8,10 +8,10 @@
 #include <map>
 #include <set>
 
-#include "hlo.pb.h"
 #include "sim/base/error.h"
 #include "sim/base/io.h"
 #include "sim/base/text.h"
+#include "traces/hlo_util.h"
 #include "traces/xprof_capture.h"
 #include "xplane.pb.h"
 
@@ -29,6 +29,7 @@ struct NamedModule {
   std::string name;  // capture event name, or the module's own
   hlo::HloProto proto;
   bool gpu = false;  // from a capture with GPU device planes
+  std::string tpu;   // the TPU model its device planes name ("TPU v6 Lite"), for a TPU capture
 };
 
 hlo::HloProto parse_hlo(const std::string& bytes, const std::string& where) {
@@ -55,7 +56,7 @@ std::vector<NamedModule> load_modules(const std::string& path) {
   std::vector<NamedModule> out;
   if (is_hlo_proto_path(path)) {
     hlo::HloProto p = parse_hlo(read_input(path, kMaxBytes), path);
-    out.push_back({sanitize_utf8(p.hlo_module().name()), std::move(p)});
+    out.push_back({sanitize_utf8(p.hlo_module().name()), std::move(p), false, {}});
     return out;
   }
   for (const auto& file : capture_files(path)) {
@@ -63,18 +64,16 @@ std::vector<NamedModule> load_modules(const std::string& path) {
     if (!space.ParseFromString(read_input(file, kMaxBytes)))
       throw InputError(file, 0, "not an XProf capture: the XSpace protobuf does not parse (corrupt or truncated?)");
     bool gpu = false;
-    for (const auto& plane : space.planes()) gpu = gpu || plane.name().rfind("/device:GPU:", 0) == 0;
+    std::string tpu;
     for (const auto& plane : space.planes()) {
-      if (plane.name() != "/host:metadata") continue;
-      std::map<std::string, const xprof::XEventMetadata*> by_name;  // sorted, so the listing is stable
-      for (const auto& [id, em] : plane.event_metadata()) by_name[sanitize_utf8(em.name())] = &em;
-      for (const auto& [name, em] : by_name)
-        for (const auto& s : em->stats()) {
-          auto it = plane.stat_metadata().find(s.metadata_id());
-          if (it == plane.stat_metadata().end() || it->second.name() != "Hlo Proto" || !s.has_bytes_value()) continue;
-          out.push_back({name, parse_hlo(s.bytes_value(), file + ": module " + name), gpu});
-        }
+      gpu = gpu || plane.name().rfind("/device:GPU:", 0) == 0;
+      if (plane.name().rfind("/device:TPU:", 0) != 0) continue;
+      for (const auto& st : plane.stats())
+        if (auto it = plane.stat_metadata().find(st.metadata_id());
+            it != plane.stat_metadata().end() && it->second.name() == "device_type_string" && st.has_str_value())
+          tpu = sanitize_utf8(st.str_value());
     }
+    for (auto& [name, proto] : capture_modules(space, file)) out.push_back({name, std::move(proto), gpu, tpu});
   }
   return out;
 }
@@ -93,50 +92,15 @@ HloModuleSummary summarize(const NamedModule& m) {
   return s;
 }
 
-// XLA's PrimitiveType numbers (xla_data.proto) → fragsim dtypes.
-Dtype xla_dtype(int t) {
-  switch (t) {
-    case 1:
-      return Dtype::kPred;
-    case 2:
-      return Dtype::kS8;
-    case 3:
-      return Dtype::kS16;
-    case 4:
-      return Dtype::kS32;
-    case 5:
-      return Dtype::kS64;
-    case 6:
-      return Dtype::kU8;
-    case 7:
-      return Dtype::kU16;
-    case 8:
-      return Dtype::kU32;
-    case 9:
-      return Dtype::kU64;
-    case 10:
-      return Dtype::kF16;
-    case 11:
-      return Dtype::kF32;
-    case 12:
-      return Dtype::kF64;
-    case 15:
-      return Dtype::kC64;
-    case 16:
-      return Dtype::kBf16;
-    case 18:
-      return Dtype::kC128;
-    case 19:
-      return Dtype::kF8e5m2;
-    case 20:
-      return Dtype::kF8e4m3;
-    case 21:
-      return Dtype::kS4;
-    case 22:
-      return Dtype::kU4;
-    default:
-      return Dtype::kNone;
-  }
+// Where XLA puts buffers inside an allocation of this memory space (color): XLA:GPU aligns every
+// buffer to 256 bytes (the offsets of GPU captures are multiples of it); XLA:TPU places HBM
+// buffers (color 0) on 16 KiB boundaries — the v6e capture's jit_f puts its 32-byte buffers
+// 16,384 B apart, its 5 GiB ones at 96 KiB + k x 5 GiB — and SMEM (color 2) buffers on 4-byte
+// words (its u32 scalars at 0, 4, 8). 1 where nothing is known.
+std::uint64_t buffer_alignment(const NamedModule& m, std::int64_t color) {
+  if (m.gpu) return 256;
+  if (!m.tpu.empty()) return color == 0 ? 16384 : color == 2 ? 4 : 1;
+  return 1;
 }
 
 }  // namespace
@@ -198,6 +162,8 @@ std::unique_ptr<TraceReader> make_hlo_module_reader(const std::string& path, con
     traces.push_back({{"device", k},
                       {"buffer_allocation_index", alloc ? alloc->index() : tr.buffer_allocation_index()},
                       {"allocation_bytes", alloc ? alloc->size() : 0},
+                      {"color", alloc ? alloc->color() : 0},
+                      {"alignment_bytes", buffer_alignment(*hits.front(), alloc ? alloc->color() : 0)},
                       {"events", tr.events_size()}});
     std::map<std::int64_t, std::int64_t> canonical;  // sharing buffer → canonical
     std::map<std::int64_t, int> holders;             // canonical → live sharers + itself
@@ -238,19 +204,11 @@ std::unique_ptr<TraceReader> make_hlo_module_reader(const std::string& path, con
       std::string name = fallback_name;
       if (auto in = instr.find(b.defined_at().instruction_id()); in != instr.end()) {
         name = sanitize_utf8(in->second->name());
-        const hlo::ShapeProto* sh = &in->second->shape();
-        for (auto si : b.defined_at().shape_index())
-          sh = sh && si >= 0 && si < sh->tuple_shapes_size() ? &sh->tuple_shapes(static_cast<int>(si)) : nullptr;
-        if (sh && sh->tuple_shapes_size() == 0) {
-          Dtype dt = xla_dtype(sh->element_type());
+        if (const hlo::ShapeProto* sh = shape_at(in->second->shape(), b.defined_at().shape_index())) {
           std::vector<std::uint64_t> dims;
-          bool ok = dt != Dtype::kNone;
-          for (auto d : sh->dimensions()) {
-            ok = ok && d >= 0;
-            dims.push_back(static_cast<std::uint64_t>(std::max<std::int64_t>(d, 0)));
-          }
+          Dtype dt = array_of(*sh, &dims);
           Bytes want = 0;
-          if (ok && unpadded_bytes(dims, dt, &want) && want == e.size) {
+          if (dt != Dtype::kNone && unpadded_bytes(dims, dt, &want) && want == e.size) {
             e.shape = dims;
             e.dtype = dt;
             e.present |= key::kShape | key::kDtype;
@@ -294,9 +252,14 @@ std::unique_ptr<TraceReader> make_hlo_module_reader(const std::string& path, con
                            {"module_name", sanitize_utf8(p.hlo_module().name())},
                            {"heap_traces", traces},
                            {"note", "one device per heap-simulator trace; addr = XLA's offset in its allocation"}};
-  // XLA:GPU aligns every buffer to 256 bytes (the offsets of GPU captures are multiples of it);
-  // static-heap takes it as its default alignment for this trace.
+  // static-heap takes each heap trace's alignment_bytes as its default alignment there (above).
   if (hits.front()->gpu) header["alignment_bytes"] = 256;
+  // Sizes are XLA's own on-device sizes (a TPU module's are padded already): not padded again.
+  header["device_sizes"] = true;
+  if (std::string preset = tpu_preset(hits.front()->tpu); !preset.empty())
+    header["recorded_hardware"] = {
+        {"preset", preset},
+        {"basis", fmt::format("the module was compiled for the capture's '{}'", hits.front()->tpu)}};
   return make_event_reader(path + " [" + hits.front()->name + "]", std::move(events), std::move(header));
 }
 

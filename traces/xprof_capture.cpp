@@ -13,6 +13,8 @@
 #include "sim/base/error.h"
 #include "sim/base/io.h"
 #include "sim/base/text.h"
+#include "traces/recorded_layout.h"
+#include "traces/xprof_names.h"
 #include "xplane.pb.h"
 
 namespace fragsim {
@@ -37,6 +39,7 @@ struct Call {
   std::optional<std::uint64_t> bytes_allocated, bytes_available, bytes_reserved;
   std::string tf_op, shape, region_type;
   std::int64_t data_type = 0;
+  CallSite site;  // where it was made (JAX buffers are named from it, traces/xprof_names.h)
 };
 
 // Where an allocator's memory is, in fragsim's terms.
@@ -139,7 +142,7 @@ class Importer {
  public:
   explicit Importer(std::string path) : path_(std::move(path)) {}
 
-  void add_host(const xprof::XSpace& space, std::uint32_t device_offset) {
+  void add_host(const xprof::XSpace& space, std::uint32_t device_offset, const std::string& host = {}) {
     std::uint32_t max_device = 0;
     for (const auto& plane : space.planes()) {
       StatReader sr{plane};
@@ -150,6 +153,7 @@ class Importer {
       if (std::regex_match(plane.name(), m, kDev)) {
         auto d = device_offset + static_cast<std::uint32_t>(std::min<std::uint64_t>(std::stoull(m[2]), 1 << 20));
         DeviceInfo& info = devices_[d];
+        if (!host.empty()) device_names_[std::to_string(d)] = fmt::format("{}:{}", host, d - device_offset);
         for (const auto& s : plane.stats()) {
           std::string n = sr.name(s.metadata_id());
           if (n == "device_vendor") info.vendor = sr.text(s);
@@ -160,8 +164,11 @@ class Importer {
         }
         if (m[1] == "TPU") tpu_ = true;
       }
-      for (const auto& line : plane.lines())
-        for (const auto& ev : line.events()) {
+      std::optional<CallSites> sites;  // built for planes that hold allocator events
+      for (int li = 0; li < plane.lines_size(); ++li)
+        for (int ei = 0; ei < plane.lines(li).events_size(); ++ei) {
+          const auto& line = plane.lines(li);
+          const auto& ev = line.events(ei);
           auto md = plane.event_metadata().find(ev.metadata_id());
           if (md == plane.event_metadata().end()) continue;
           const std::string& en = md->second.name();
@@ -197,6 +204,10 @@ class Importer {
             else if (n == "data_type")
               c.data_type = static_cast<std::int64_t>(sr.number(s).value_or(0));
           }
+          if (c.alloc) {
+            if (!sites) sites.emplace(plane);
+            if (const CallSite* site = sites->at(li, ei)) c.site = *site;
+          }
           if (hosts_) c.allocator = fmt::format("host{}/", hosts_) + c.allocator;
           c.device_offset = device_offset;
           Target tg = target_of(c.allocator, device_offset);
@@ -204,6 +215,7 @@ class Importer {
           calls_.push_back(std::move(c));
         }
     }
+    namer_.add_modules(space);
     hosts_++;
   }
 
@@ -217,8 +229,7 @@ class Importer {
       std::vector<std::pair<std::uint64_t, std::uint64_t>> before;            // (addr, block) freed, never allocated
       std::optional<std::uint64_t> start_bytes, limit;
       std::uint64_t allocs = 0, frees = 0, pre_known = 0;
-      std::optional<std::uint64_t> first_addr;
-      std::uint64_t lowest = UINT64_MAX, highest = 0;
+      RecordedLayout layout;  // every range a buffer of the capture occupied
       Target target;
     };
     std::map<std::string, Alloc> by;
@@ -266,9 +277,7 @@ class Importer {
         describe(c, ev);
         a.live[c.addr] = {ev.id.value(), block ? block : ev.size};
         ++a.allocs;
-        if (!a.first_addr) a.first_addr = c.addr;
-        a.lowest = std::min(a.lowest, c.addr);
-        a.highest = std::max(a.highest, c.addr + (block ? block : ev.size));
+        a.layout.occupied(Addr(c.addr), block ? block : ev.size);
       } else {
         auto it = a.live.find(c.addr);
         std::uint64_t id;
@@ -304,8 +313,9 @@ class Importer {
       ev.name = "(live before the capture)";
       ev.present = key::kT | key::kDevice | key::kId | key::kSize | key::kAddr | key::kPreTrace | key::kName |
                    (a.target.space != Space::kHbm ? key::kSpace : 0);
-      events.push_back(std::move(ev));
+      a.layout.occupied(ev.addr, ev.size);
       a.pre_known += ev.size;
+      events.push_back(std::move(ev));
     }
     // Live bytes never freed nor allocated during the capture: one buffer without an address.
     for (auto& [name, a] : by) {
@@ -336,10 +346,13 @@ class Importer {
                           {"live_before_bytes", a.start_bytes.value_or(0)},
                           {"frees_of_earlier_buffers", a.before.size()}};
       if (a.limit) j["limit_bytes"] = *a.limit;
-      // One preallocated region holds every address within [first, first + limit); addresses
-      // below the first or beyond the limit mean regions obtained on demand.
-      if (a.first_addr && a.limit && a.target.space == Space::kHbm)
-        j["mode"] = a.lowest < *a.first_addr || a.highest > *a.first_addr + *a.limit ? "grow" : "single_region";
+      // One preallocated region explains the addresses when the ranges no buffer occupied fit
+      // in what was live before the capture (traces/recorded_layout.h); else regions were
+      // obtained on demand.
+      if (!a.layout.empty() && a.limit) {
+        std::uint64_t unknown = a.start_bytes.value_or(0) - std::min(a.start_bytes.value_or(0), a.pre_known);
+        j["mode"] = a.layout.single_region(unknown, *a.limit) ? "single_region" : "grow";
+      }
       allocators.push_back(j);
     }
     for (const auto& [d, info] : devices_) {
@@ -355,6 +368,7 @@ class Importer {
                              {"time_unit", "ns"},
                              {"xprof", {{"hosts", hosts_}, {"allocators", allocators}, {"devices", devices}}}};
     if (!skipped.empty()) header["xprof"]["skipped_allocators"] = skipped;
+    if (!device_names_.empty()) header["device_names"] = device_names_;  // host:device, a profile directory
     if (auto hw = recorded_hardware(); !hw.is_null()) header["recorded_hardware"] = hw;
     return make_event_reader(path_, std::move(events), std::move(header));
   }
@@ -362,6 +376,16 @@ class Importer {
  private:
   void describe(const Call& c, Event& ev) const {
     std::string name = c.tf_op;
+    if (name.empty() && c.shape.empty()) {  // a JAX buffer: named from the modules the capture embeds
+      BufferName bn = namer_.name(c.requested ? c.requested : c.allocation, c.site);
+      name = bn.text;
+      Bytes want = 0;
+      if (bn.dtype != Dtype::kNone && unpadded_bytes(bn.shape, bn.dtype, &want) && want == ev.size) {
+        ev.shape = bn.shape;
+        ev.dtype = bn.dtype;
+        ev.present |= key::kShape | key::kDtype;
+      }
+    }
     if (!c.region_type.empty()) name += (name.empty() ? "" : " ") + std::string("(") + c.region_type + ")";
     if (!c.shape.empty()) {
       // XLA prints "f32[]{:T(128)}", TensorFlow "[32,10]" with a data_type.
@@ -403,15 +427,10 @@ class Importer {
   nlohmann::json recorded_hardware() const {
     if (devices_.empty()) return nullptr;
     const DeviceInfo& d = devices_.begin()->second;
-    static const std::pair<const char*, const char*> kTpus[] = {
-        {"TPU v2", "tpu-v2"},   {"TPU v3", "tpu-v3"},   {"TPU v4", "tpu-v4"},  {"TPU v5 Lite", "tpu-v5e"},
-        {"TPU v5e", "tpu-v5e"}, {"TPU v5p", "tpu-v5p"}, {"TPU v5", "tpu-v5p"}, {"TPU v6 Lite", "tpu-v6e"},
-        {"TPU v6e", "tpu-v6e"}, {"TPU7x", "tpu7x"},     {"TPU v7", "tpu7x"}};
     if (tpu_) {
-      for (const auto& [model, preset] : kTpus)
-        if (d.model.rfind(model, 0) == 0)
-          return {{"preset", preset}, {"basis", fmt::format("the device plane names a '{}'", d.model)}};
-      return nullptr;
+      std::string preset = tpu_preset(d.model);
+      if (preset.empty()) return nullptr;
+      return {{"preset", preset}, {"basis", fmt::format("the device plane names a '{}'", d.model)}};
     }
     if (!d.memory_size) return nullptr;
     std::string base = d.vendor == "AMD" ? "mi300x" : "h100-80g";
@@ -431,6 +450,8 @@ class Importer {
   std::vector<Call> calls_;
   std::vector<Pre> pre_ids_;
   std::map<std::uint32_t, DeviceInfo> devices_;
+  BufferNamer namer_;  // the compiled modules the capture embeds
+  nlohmann::json device_names_ = nlohmann::json::object();
   bool tpu_ = false;
   std::uint32_t hosts_ = 0;
 };
@@ -451,14 +472,12 @@ bool holds_captures(const std::filesystem::path& dir) {
   return false;
 }
 
-}  // namespace
-
-std::string find_profile_run(const std::string& dir) {
-  if (holds_captures(dir)) return dir;
-  // Breadth first, without following links, a few levels down (JAX writes
-  // DIR/plugins/profile/<run>/<host>.xplane.pb), and a bounded number of folders.
-  constexpr int kDepth = 6;
-  constexpr size_t kFolders = 20000;
+// The folders under dir (itself included) that hold captures: breadth first, without following links, a few levels down
+// (JAX writes DIR/plugins/profile/<run>/<host>.xplane.pb), and a bounded number of folders.
+constexpr int kDepth = 6;
+constexpr size_t kFolders = 20000;
+std::vector<std::filesystem::path> profile_runs(const std::string& dir) {
+  if (holds_captures(dir)) return {dir};
   std::vector<std::filesystem::path> level{dir}, runs;
   size_t seen = 0;
   for (int d = 0; d < kDepth && !level.empty() && seen < kFolders; ++d) {
@@ -476,6 +495,13 @@ std::string find_profile_run(const std::string& dir) {
     level = std::move(next);
   }
   std::sort(runs.begin(), runs.end());
+  return runs;
+}
+
+}  // namespace
+
+std::string find_profile_run(const std::string& dir) {
+  std::vector<std::filesystem::path> runs = profile_runs(dir);
   if (runs.empty())
     throw InputError(fmt::format("{}: no *.xplane.pb capture in this folder or the {} levels below it", dir, kDepth));
   if (runs.size() > 1) {
@@ -487,10 +513,20 @@ std::string find_profile_run(const std::string& dir) {
   return runs.front().string();
 }
 
+std::string tpu_preset(std::string_view model) {
+  static const std::pair<const char*, const char*> kTpus[] = {
+      {"TPU v2", "tpu-v2"},   {"TPU v3", "tpu-v3"},   {"TPU v4", "tpu-v4"},  {"TPU v5 Lite", "tpu-v5e"},
+      {"TPU v5e", "tpu-v5e"}, {"TPU v5p", "tpu-v5p"}, {"TPU v5", "tpu-v5p"}, {"TPU v6 Lite", "tpu-v6e"},
+      {"TPU v6e", "tpu-v6e"}, {"TPU7x", "tpu7x"},     {"TPU v7", "tpu7x"}};
+  for (const auto& [name, preset] : kTpus)
+    if (model.rfind(name, 0) == 0) return preset;
+  return {};
+}
+
 bool is_xprof_path(const std::string& path) {
   if (ends_with(path, ".xplane.pb") || ends_with(path, ".xplane.pb.zst")) return true;
   std::error_code ec;
-  return std::filesystem::is_directory(path, ec);  // a profile folder, at any depth (find_profile_run)
+  return std::filesystem::is_directory(path, ec) && !profile_runs(path).empty();  // a profile folder, any depth
 }
 
 std::unique_ptr<TraceReader> make_xprof_reader(const std::string& path, const ReaderOptions&) {
@@ -513,7 +549,9 @@ std::unique_ptr<TraceReader> make_xprof_reader(const std::string& path, const Re
       std::uint32_t devices = 0;
       for (const auto& p : space.planes())
         if (p.name().rfind("/device:", 0) == 0) ++devices;
-      im.add_host(space, offset);
+      std::string host = std::filesystem::path(f).filename().string();
+      host = host.substr(0, host.find(".xplane.pb"));  // <host>.xplane.pb, as the profiler names it
+      im.add_host(space, offset, host);
       offset += std::max<std::uint32_t>(devices, 1);
     }
   } else {

@@ -27,6 +27,7 @@
 #pragma once
 #include <memory>
 #include <string>
+#include <string_view>
 
 #include "traces/trace_reader.h"
 
@@ -38,6 +39,8 @@ namespace fragsim {
 // one folder below (at most 6 levels, links not followed) that does; InputError naming the
 // candidates when there are several, or none.
 [[nodiscard]] std::string find_profile_run(const std::string& dir);
+// The hardware preset of a TPU as a device plane names it ("TPU v6 Lite" → "tpu-v6e"), or "".
+[[nodiscard]] std::string tpu_preset(std::string_view model);
 [[nodiscard]] std::unique_ptr<TraceReader> make_xprof_reader(const std::string& path, const ReaderOptions& opt);
 
 }  // namespace fragsim

@@ -8,6 +8,7 @@
 // reports keep the header as data.
 #pragma once
 #include <cstdint>
+#include <map>
 #include <optional>
 #include <string>
 #include <utility>
@@ -40,6 +41,7 @@ struct RecordedAllocator {
   Space space = Space::kHbm;
   std::optional<Bytes> limit;  // bytes_allocated + bytes_available + bytes_reserved, as logged
   Mode mode = Mode::kUnknown;  // one preallocated region, or regions obtained on demand
+  Bytes live_before = 0;       // bytes live when the capture began
 };
 
 // The device a recording names.
@@ -63,9 +65,17 @@ struct Recording {
   std::vector<RecordedDeviceMemory> devices;
   std::vector<RecordedAllocator> allocators;
   std::optional<RecordedHardware> hardware;
-  std::optional<Bytes> alignment;  // the alignment every buffer had (XLA:GPU modules: 256 B)
-  bool state_only = false;         // a snapshot without a trace: nothing happened while recording
+  std::optional<Bytes> alignment;                     // the alignment every buffer had (XLA:GPU modules: 256 B)
+  std::map<std::uint32_t, Bytes> alignments;          // per device, where it differs (an XLA module's heap traces)
+  bool device_sizes = false;                          // sizes are the device's own (an XLA module's: already padded)
+  bool state_only = false;                            // a snapshot without a trace: nothing happened while recording
+  std::map<std::uint32_t, std::string> device_names;  // "rank 3", "host1:0": a set of recordings, a profile folder
 
+  // The alignment every buffer of device d had, when the recording says.
+  std::optional<Bytes> alignment_of(std::uint32_t d) const {
+    if (auto it = alignments.find(d); it != alignments.end()) return it->second;
+    return alignment;
+  }
   const RecordedDeviceMemory* device(std::uint32_t d) const {
     for (const auto& x : devices)
       if (x.device == d) return &x;

@@ -70,6 +70,14 @@ class AllocId : public Unit<struct AllocIdTag> {
   using Unit::Unit;
 };
 
+// A range of address space [addr, addr + bytes).
+struct Extent {
+  Addr addr;
+  Bytes bytes = 0;
+  Addr end() const { return addr + bytes; }
+  auto operator<=>(const Extent&) const = default;
+};
+
 inline constexpr Handle kNoHandle = std::numeric_limits<Handle>::max();
 inline constexpr Bytes kKiB = 1024, kMiB = kKiB * 1024, kGiB = kMiB * 1024, kTiB = kGiB * 1024;
 

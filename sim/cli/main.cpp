@@ -152,13 +152,19 @@ int cmd_run(const Args& args, const Registry& reg) {
       "perfetto", po::value(&outs.perfetto)->value_name("FILE"),
       "the replay as a Chrome trace-event JSON file for ui.perfetto.dev: memory counters per device and space, one "
       "slice per buffer, OOMs and marks");
-  if (parse(args, d, {{"trace", 1}},
-            "usage: fragsim run TRACE [--policy POLICY] [options]\n\nReplays TRACE through one policy and prints a "
-            "summary. After an OOM, each setting fragsim suggests is first replayed on the same trace, and printed "
-            "with the command that reproduces it. The trace is streamed (memory grows with live allocations only), "
-            "except for policies that plan offline like XLA's compiler (fragsim list), which read it first.",
-            hidden_option("trace", &a.trace)))
+  std::vector<std::string> more;  // further recordings of the job: one run over all
+  po::options_description hidden = hidden_option("trace", &a.trace);
+  hidden.add_options()("more", po::value(&more)->composing(), "further recordings");
+  if (parse(args, d, {{"trace", 1}, {"more", -1}},
+            "usage: fragsim run TRACE [TRACE...] [--policy POLICY] [options]\n\nReplays TRACE through one policy "
+            "and prints a summary. After an OOM, each setting fragsim suggests is first replayed on the same trace, "
+            "and printed with the command that reproduces it. Several snapshots (or a directory of them, "
+            "snapshot_rank{N}.pickle) are one job's ranks: one run, rank N as device N. The trace is streamed "
+            "(memory grows with live allocations only), except for policies that plan offline like XLA's compiler "
+            "(fragsim list), which read it first.",
+            hidden))
     return 0;
+  for (const auto& m : more) a.trace += "," + m;  // a set of recordings (traces/recording_set.h)
   check_outputs({a.trace, a.hw},
                 {{"--json", json}, {"--placements", outs.placements}, {"--html", html}, {"--perfetto", outs.perfetto}});
   outs.keep_live_buffers = !html.empty();

@@ -1,0 +1,164 @@
+#include "traces/recording_set.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <filesystem>
+#include <map>
+#include <set>
+
+#include "sim/base/error.h"
+
+namespace fragsim {
+
+namespace {
+
+bool ends_with(const std::string& s, std::string_view x) {
+  return s.size() >= x.size() && s.compare(s.size() - x.size(), x.size(), x) == 0;
+}
+bool is_snapshot_file(const std::string& p) {
+  return ends_with(p, ".pickle") || ends_with(p, ".pickle.zst") || ends_with(p, ".pkl") || ends_with(p, ".pkl.zst");
+}
+
+std::vector<std::string> set_files(const std::string& path) {
+  std::vector<std::string> files;
+  std::error_code ec;
+  if (std::filesystem::is_directory(path, ec)) {
+    for (const auto& e : std::filesystem::directory_iterator(path, ec))
+      if (e.is_regular_file(ec) && is_snapshot_file(e.path().string())) files.push_back(e.path().string());
+  } else if (path.find(',') != std::string::npos) {
+    size_t at = 0;
+    while (at <= path.size()) {
+      size_t comma = path.find(',', at);
+      if (comma == std::string::npos) comma = path.size();
+      if (comma > at) files.push_back(path.substr(at, comma - at));
+      at = comma + 1;
+    }
+  }
+  return files;
+}
+
+// The rank a file's name states ("snapshot_rank3.pickle" → 3), or -1.
+long rank_of(const std::string& file) {
+  std::string stem = std::filesystem::path(file).filename().string();
+  size_t at = stem.rfind("rank");
+  if (at == std::string::npos) return -1;
+  at += 4;
+  while (at < stem.size() && (stem[at] == '_' || stem[at] == '-')) ++at;
+  size_t end = at;
+  while (end < stem.size() && end - at < 6 && std::isdigit(static_cast<unsigned char>(stem[end]))) ++end;
+  return end > at ? std::stol(stem.substr(at, end - at)) : -1;
+}
+
+// Natural order: snapshot_rank2 before snapshot_rank10.
+bool file_before(const std::string& a, const std::string& b) {
+  long ra = rank_of(a), rb = rank_of(b);
+  if (ra >= 0 && rb >= 0 && ra != rb) return ra < rb;
+  return a < b;
+}
+
+class SetReader : public TraceReader {
+ public:
+  SetReader(const std::string& path, std::vector<std::string> files, const ReaderOptions& opt)
+      : TraceReader(path, opt) {
+    std::sort(files.begin(), files.end(), file_before);
+    std::set<long> ranks;
+    for (const auto& f : files) ranks.insert(rank_of(f));
+    bool by_rank = !ranks.count(-1) && ranks.size() == files.size();
+    nlohmann::json members = nlohmann::json::array(), names = nlohmann::json::object(),
+                   recorded = nlohmann::json::array();
+    std::uint32_t next_device = 0;
+    for (size_t i = 0; i < files.size(); ++i) {
+      Member m;
+      m.reader = open_trace(files[i], ReaderOptions{opt.lenient});
+      if (is_recording_set(files[i])) throw InputError(files[i] + ": a set inside a set of recordings");
+      // The file's devices: those its events use (read once: snapshots are read whole anyway).
+      std::set<std::uint32_t> used;
+      {
+        auto probe = open_trace(files[i], ReaderOptions{opt.lenient});
+        Event e;
+        while (probe->next(e)) used.insert(e.device);
+      }
+      if (used.empty()) used.insert(0);
+      long rank = by_rank ? rank_of(files[i]) : -1;
+      std::uint32_t base = used.size() == 1 && rank >= 0 ? static_cast<std::uint32_t>(rank) : next_device;
+      std::string who = rank >= 0 ? fmt::format("rank {}", rank) : std::filesystem::path(files[i]).stem().string();
+      nlohmann::json devs = nlohmann::json::array();
+      std::uint32_t k = 0;
+      for (auto d : used) {
+        std::uint32_t to = used.size() == 1 ? base : base + k;
+        m.device[d] = to;
+        names[std::to_string(to)] = used.size() == 1 ? who : fmt::format("{} device {}", who, d);
+        devs.push_back(to);
+        next_device = std::max(next_device, to + 1);
+        ++k;
+      }
+      const nlohmann::json& h = m.reader->header();
+      if (i == 0 && h.is_object()) header_ = h;
+      if (h.is_object() && h.contains("recorded_devices") && h["recorded_devices"].is_array())
+        for (auto d : h["recorded_devices"])
+          if (d.is_object() && d.contains("device") && d["device"].is_number_unsigned())
+            if (auto it = m.device.find(d["device"].get<std::uint32_t>()); it != m.device.end()) {
+              d["device"] = it->second;
+              recorded.push_back(d);
+            }
+      members.push_back({{"file", files[i]}, {"devices", devs}});
+      m.stack_base = static_cast<std::uint64_t>(i) << 40;  // distinct stack ids per file
+      members_.push_back(std::move(m));
+    }
+    if (!header_.is_object()) header_ = {{"fragsim_trace", 1}};
+    header_.erase("recorded_devices");
+    if (!recorded.empty()) header_["recorded_devices"] = recorded;
+    header_["recording_set"] = members;
+    header_["device_names"] = names;
+    set_header(header_);
+    for (auto& m : members_) m.has = m.reader->next(m.next);
+  }
+
+ protected:
+  bool read_raw(Event& ev) override {
+    Member* pick = nullptr;
+    for (auto& m : members_)  // the earliest next event; ties keep file order
+      if (m.has && (!pick || m.next.t < pick->next.t)) pick = &m;
+    if (!pick) return false;
+    ev = pick->next;
+    ev.handle = kNoHandle;
+    if (auto it = pick->device.find(ev.device); it != pick->device.end()) ev.device = it->second;
+    if (ev.op == Op::kStack) ev.id = AllocId(ev.id.value() + pick->stack_base);
+    if (ev.has(key::kStack)) ev.stack += pick->stack_base;
+    if (ev.has(key::kDevice) || ev.device) ev.present |= key::kDevice;
+    ev.line = ++line_;
+    pick->has = pick->reader->next(pick->next);
+    return true;
+  }
+
+ private:
+  struct Member {
+    std::unique_ptr<TraceReader> reader;
+    std::map<std::uint32_t, std::uint32_t> device;  // file's device → run's device
+    std::uint64_t stack_base = 0;
+    Event next;
+    bool has = false;
+  };
+  std::vector<Member> members_;
+  std::uint64_t line_ = 0;
+};
+
+}  // namespace
+
+bool is_recording_set(const std::string& path) {
+  auto files = set_files(path);
+  if (files.empty()) return false;
+  std::error_code ec;
+  if (!std::filesystem::is_directory(path, ec))  // a list: every piece a snapshot file
+    return std::all_of(files.begin(), files.end(), is_snapshot_file);
+  return true;
+}
+
+std::unique_ptr<TraceReader> make_recording_set_reader(const std::string& path, const ReaderOptions& opt) {
+  auto files = set_files(path);
+  if (files.empty()) throw InputError(path + ": no PyTorch snapshots (*.pickle) in this set");
+  return std::make_unique<SetReader>(path, std::move(files), opt);
+}
+
+}  // namespace fragsim

@@ -1,0 +1,25 @@
+// Several recordings of one job replayed as one multi-device run (docs/importers.md, "Sets of
+// recordings"): PyTorch jobs write one snapshot per rank (`snapshot_rank{N}.pickle`), given as a
+// directory that holds them or as a comma-separated list of files.
+//
+//   devices  each file's devices are numbered after the previous files' (a file with one device
+//            — the usual rank snapshot — is device N for rank N when every name says its rank);
+//            the header's `device_names` name them "rank N" (or the file's stem);
+//   events   merged by time (stable: ties keep file order), each file's own order kept; stack
+//            ids are made distinct per file; allocation ids are per device already;
+//   header   the first file's, with `recorded_devices` renumbered, and `recording_set` listing
+//            the files and their devices.
+// A profile directory of XProf captures (one per host) is the importer's own (xprof_capture.h).
+#pragma once
+#include <memory>
+#include <string>
+
+#include "traces/trace_reader.h"
+
+namespace fragsim {
+
+// A directory holding PyTorch snapshots (*.pickle, *.pickle.zst), or "a.pickle,b.pickle,...".
+[[nodiscard]] bool is_recording_set(const std::string& path);
+[[nodiscard]] std::unique_ptr<TraceReader> make_recording_set_reader(const std::string& path, const ReaderOptions& opt);
+
+}  // namespace fragsim
