@@ -11,13 +11,10 @@ std::uint32_t LiveSet::intern(const std::string& name) {
   return it->second;
 }
 
-void LiveSet::remember(const Event& ev, const Placement& p, std::uint32_t slot) {
-  if (ev.handle >= live_.size()) {
-    live_.resize(ev.handle + 1);
-    shapes_.resize(ev.handle + 1);
-  }
-  slot_[ev.handle] = slot;
-  Rec& l = live_[ev.handle];
+// The one place an event's fields become what reports show of a buffer: rec_of (kept per live
+// handle: the name interned, the shape apart) and view_of (a BufferView from a record).
+LiveSet::Rec LiveSet::rec_of(const Event& ev, const Placement& p, std::uint32_t name) {
+  Rec l;
   l.id = ev.id;
   l.requested = ev.size;
   l.block = p.block;
@@ -25,49 +22,54 @@ void LiveSet::remember(const Event& ev, const Placement& p, std::uint32_t slot) 
   l.t = ev.t;
   l.addr = p.addr;
   l.has_addr = p.has_addr;
-  l.name = ev.has(key::kName) ? intern(ev.name) : 0;
+  l.name = name;
   l.stack = ev.has(key::kStack) ? ev.stack : 0;
   l.dtype = ev.dtype;
   l.has_shape = ev.has(key::kShape);
-  if (l.has_shape) shapes_[ev.handle] = ev.shape;
+  return l;
 }
 
-BufferView LiveSet::request_view(const Event& ev) {
-  BufferView b;
-  b.id = ev.id;
-  b.event_index = ev.index;
-  b.t = ev.t;
-  b.device = ev.device;
-  b.space = ev.space;
-  b.requested = ev.size;
-  b.name = ev.has(key::kName) ? ev.name : std::string();
-  b.dtype = ev.dtype;
-  b.has_shape = ev.has(key::kShape);
-  if (b.has_shape) b.shape = ev.shape;
-  b.stack = ev.has(key::kStack) ? ev.stack : 0;
-  return b;
-}
-
-BufferView LiveSet::view(Handle h, std::uint64_t now, const std::vector<SlotView>& slots) const {
-  const Rec& l = live_[h];
-  const SlotView& s = slots[slot_[h]];
+BufferView LiveSet::view_of(const Rec& l, std::string name, std::span<const std::uint64_t> shape, std::uint32_t device,
+                            Space space, std::uint64_t now) {
   BufferView b;
   b.id = l.id;
   b.event_index = l.event_index;
   b.t = l.t;
-  b.device = s.device;
-  b.space = s.space;
+  b.device = device;
+  b.space = space;
   b.requested = l.requested;
   b.block = l.block;
   b.has_addr = l.has_addr;
   b.addr = l.addr;
-  b.name = names_[l.name];
+  b.name = std::move(name);
   b.dtype = l.dtype;
   b.has_shape = l.has_shape;
-  if (l.has_shape) b.shape = shapes_[h];
+  if (l.has_shape) b.shape.assign(shape.begin(), shape.end());
   b.stack = l.stack;
   b.age_events = now - std::min(now, l.event_index);
   return b;
+}
+
+void LiveSet::remember(const Event& ev, const Placement& p, std::uint32_t slot) {
+  if (ev.handle >= live_.size()) {
+    live_.resize(ev.handle + 1);
+    shapes_.resize(ev.handle + 1);
+  }
+  slot_[ev.handle] = slot;
+  live_[ev.handle] = rec_of(ev, p, ev.has(key::kName) ? intern(ev.name) : 0);
+  if (live_[ev.handle].has_shape) shapes_[ev.handle] = ev.shape;
+}
+
+BufferView LiveSet::request_view(const Event& ev) {
+  BufferView b = view_of(rec_of(ev, Placement::failed(), 0), ev.has(key::kName) ? ev.name : std::string(), ev.shape,
+                         ev.device, ev.space, ev.index);
+  b.block = 0;
+  return b;
+}
+
+BufferView LiveSet::view(Handle h, std::uint64_t now, const std::vector<SlotView>& slots) const {
+  const SlotView& s = slots[slot_[h]];
+  return view_of(live_[h], names_[live_[h].name], shapes_[h], s.device, s.space, now);
 }
 
 Moment LiveSet::moment(std::uint64_t event_index, Tick t, const std::vector<SlotView>& slots,

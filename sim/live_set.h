@@ -5,6 +5,7 @@
 #pragma once
 #include <cstdint>
 #include <functional>
+#include <span>
 #include <string>
 #include <unordered_map>
 #include <vector>
@@ -71,6 +72,9 @@ class LiveSet {
     Dtype dtype = Dtype::kNone;
   };
   std::uint32_t intern(const std::string& name);
+  static Rec rec_of(const Event& ev, const Placement& p, std::uint32_t name);
+  static BufferView view_of(const Rec& l, std::string name, std::span<const std::uint64_t> shape, std::uint32_t device,
+                            Space space, std::uint64_t now);
 
   std::vector<State> state_;                        // per handle
   std::vector<std::uint32_t> slot_;                 // per handle: its slot, while placed
