@@ -124,7 +124,7 @@ TEST_CASE("batch and merge refuse what is not one manifest's complete set of sha
   CHECK(cli("batch " + bad3).err.find("no runs") != std::string::npos);
 }
 
-TEST_CASE("batch on a real single-node Slurm: the job array and its merge equal one process") {
+TEST_CASE("batch on a real single-node Slurm: the job array and its merge equal one process", "[slurm]") {
   // scripts/cluster/local-slurm starts munged, slurmctld and slurmd (Debian's munge and slurm-wlm,
   // which scripts/test installs) with their state in a scratch folder; slurm-batch submits the
   // array (one task per shard) and the merge job that waits for it.

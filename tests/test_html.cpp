@@ -138,7 +138,7 @@ TEST_CASE("html: the page carries each run's own report, and every in-use block 
   }
 }
 
-TEST_CASE("html: names from the trace cannot end the script element or inject markup") {
+TEST_CASE("html: names from the trace cannot end the script element or inject markup", "[chromium]") {
   std::string t =
       write_text("inject.jsonl",
                  "{\"fragsim_trace\":1}\n"
@@ -157,7 +157,7 @@ TEST_CASE("html: names from the trace cannot end the script element or inject ma
   CHECK(dom.find("&lt;b&gt;big&lt;/b&gt;") != std::string::npos);  // shown as text in the OOM table
 }
 
-TEST_CASE("html: headless Chromium runs the viewer without an error and draws charts, maps, findings and OOMs") {
+TEST_CASE("html: headless Chromium runs the viewer without an error and draws charts, maps, findings and OOMs", "[chromium]") {
   std::string html = tmp_path("view.html");
   REQUIRE(cli("run " + kSample + " --policy xla-bfc --capacity 1GiB --keep-going --html " + html).code == 0);
   auto d = embedded_data(read_text(html));
@@ -182,7 +182,7 @@ TEST_CASE("html: headless Chromium runs the viewer without an error and draws ch
   CHECK(dom.find(last.substr(0, 40)) != std::string::npos);
 }
 
-TEST_CASE("html: hover answers on every address map, a 1,010-segment PyTorch map and a BFC grown region by region") {
+TEST_CASE("html: hover answers on every address map, a 1,010-segment PyTorch map and a BFC grown region by region", "[chromium]") {
   // PyTorch: transformer_ctx128_train_step holds 1,010 segments at its peak.
   std::string torch = tmp_path("torch_map.html");
   REQUIRE(cli("run " + kTrain + " --html " + torch).code == 0);
@@ -198,7 +198,7 @@ TEST_CASE("html: hover answers on every address map, a 1,010-segment PyTorch map
   check_probes(rendered_dom(bfc, "#probe"), 2);
 }
 
-TEST_CASE("html: y axes fit the data, with the device's capacity marked above when it is far") {
+TEST_CASE("html: y axes fit the data, with the device's capacity marked above when it is far", "[chromium]") {
   // 1.39 GiB at the peak on an 80 GB GPU: a chart up to the capacity would be a flat line.
   std::string html = tmp_path("fit.html");
   REQUIRE(cli("run " + kSample + " --policy best-fit --html " + html).code == 0);
@@ -212,7 +212,7 @@ TEST_CASE("html: y axes fit the data, with the device's capacity marked above wh
   CHECK(count(dom, "class=\"line-capacity\"") == 1);
 }
 
-TEST_CASE("html: one chart per device, the binding device marked, and a compare's policies overlaid") {
+TEST_CASE("html: one chart per device, the binding device marked, and a compare's policies overlaid", "[chromium]") {
   std::string html = tmp_path("3dev.html");
   REQUIRE(cli("run " + k3dev + " --html " + html).code == 0);
   std::string dom = rendered_dom(html);
@@ -245,7 +245,7 @@ TEST_CASE("html: one chart per device, the binding device marked, and a compare'
   CHECK(tdom.find("llm_serving_small.jsonl</code>") != std::string::npos);
 }
 
-TEST_CASE("html: the trace's marks are drawn on every chart") {
+TEST_CASE("html: the trace's marks are drawn on every chart", "[chromium]") {
   std::string t = write_text("marks.jsonl",
                              "{\"op\":\"alloc\",\"id\":1,\"size\":1048576}\n{\"op\":\"mark\",\"name\":\"step 1\"}\n"
                              "{\"op\":\"alloc\",\"id\":2,\"size\":1048576}\n{\"op\":\"mark\",\"name\":\"step 2\"}\n"
