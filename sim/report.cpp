@@ -6,6 +6,8 @@
 #include <algorithm>
 #include <set>
 
+#include "sim/base/text.h"
+
 namespace fragsim {
 
 namespace {
@@ -115,10 +117,10 @@ nlohmann::json ooms_json(const RunResult& r, const std::vector<OomRecord>& v) {
 
 // "1.00 GiB  params/new f32[1024,4096]  id 303, event 17, 900 events old  model.py:12 f"
 std::string buffer_line(const RunResult& r, const BufferView& b) {
-  std::string what = b.name.empty() ? fmt::format("id {}", b.id) : b.name;
+  std::string what = b.name.empty() ? fmt::format("id {}", b.id) : escape_terminal(b.name);
   if (std::string sh = shape_text(b); !sh.empty()) what += " " + sh;
   std::string pad = b.block > b.requested ? fmt::format(" ({} requested)", human_bytes(b.requested)) : std::string();
-  std::string f = frame_of(r, b);
+  std::string f = escape_terminal(frame_of(r, b));
   return fmt::format("{:>12}{}  {}  id {}, event {}, {} events old{}", human_bytes(b.block), pad, what, b.id,
                      b.event_index, b.age_events, f.empty() ? std::string() : "  at " + f);
 }
@@ -337,9 +339,9 @@ nlohmann::json report_json(const RunResult& r) {
 std::string report_text(const RunResult& r) {
   std::string s;
   auto out = std::back_inserter(s);
-  fmt::format_to(out, "fragsim: {} — policy {} on {}\n", r.trace_path, label_of(r),
-                 r.hardware.value("name", std::string("?")));
-  for (const auto& n : r.notes) fmt::format_to(out, "  note: {}\n", n);
+  fmt::format_to(out, "fragsim: {} — policy {} on {}\n", escape_terminal(r.trace_path), escape_terminal(label_of(r)),
+                 escape_terminal(r.hardware.value("name", std::string("?"))));
+  for (const auto& n : r.notes) fmt::format_to(out, "  note: {}\n", escape_terminal(n));
   fmt::format_to(out, "  events {}  allocs {}  frees {}{}\n", r.events, r.allocs, r.frees,
                  r.skipped_frees ? fmt::format("  (skipped {} frees of unknown ids)", r.skipped_frees) : "");
   fmt::format_to(out, "  result: {}\n",
@@ -371,7 +373,7 @@ std::string report_text(const RunResult& r) {
   if (!r.fidelity.is_null()) {
     fmt::format_to(out, "  fidelity: {}\n", fidelity_text(r.fidelity));
     if (!r.fidelity["first_mismatch"].is_null())
-      fmt::format_to(out, "  first mismatch: {}\n", r.fidelity["first_mismatch"].dump());
+      fmt::format_to(out, "  first mismatch: {}\n", escape_terminal(r.fidelity["first_mismatch"].dump()));
   }
   size_t shown = 0;
   for (const auto& o : r.ooms) {
@@ -379,9 +381,9 @@ std::string report_text(const RunResult& r) {
       fmt::format_to(out, "  ... {} more OOMs in the JSON report\n", r.ooms.size() - kDetailedOoms);
       break;
     }
-    std::string what = o.request.name.empty() ? fmt::format("id {}", o.id) : o.request.name;
+    std::string what = o.request.name.empty() ? fmt::format("id {}", o.id) : escape_terminal(o.request.name);
     if (std::string sh = shape_text(o.request); !sh.empty()) what += " " + sh;
-    std::string f = frame_of(r, o.request);
+    std::string f = escape_terminal(frame_of(r, o.request));
     fmt::format_to(out, "  OOM at event {} (t={}, device {} {}): {}{}\n", o.event_index, o.t, o.device,
                    space_name(o.space), what, f.empty() ? "" : "  at " + f);
     fmt::format_to(
@@ -400,7 +402,7 @@ std::string report_text(const RunResult& r) {
       s += o.explanation;
     }
   }
-  for (const auto& line : advice(r)) fmt::format_to(out, "  advice: {}\n", line);
+  for (const auto& line : advice(r)) fmt::format_to(out, "  advice: {}\n", escape_terminal(line));
   return s;
 }
 
@@ -412,10 +414,11 @@ std::string compare_table(const std::vector<RunResult>& runs) {
     if (std::none_of(traces.begin(), traces.end(), [&](auto* t) { return t->trace_path == r.trace_path; }))
       traces.push_back(&r);
   for (const auto* t : traces)
-    fmt::format_to(out, "trace {} on {}: {} events, peak requested {}\n", t->trace_path,
-                   t->hardware.value("name", std::string("?")), t->events, human_bytes(t->peak_requested));
+    fmt::format_to(out, "trace {} on {}: {} events, peak requested {}\n", escape_terminal(t->trace_path),
+                   escape_terminal(t->hardware.value("name", std::string("?"))), t->events,
+                   human_bytes(t->peak_requested));
   size_t w = 16;
-  for (const auto& r : runs) w = std::max(w, label_of(r).size());
+  for (const auto& r : runs) w = std::max(w, escape_terminal(label_of(r)).size());
   // Fragmentation columns at the peak of allocated memory (docs/metrics.md): reserved but
   // unallocated, its share of reserved, and external fragmentation 1 − largest free / free.
   fmt::format_to(out, "{:<{}} {:>6} {:>5} {:>11} {:>11} {:>11} {:>11} {:>8} {:>9} {:>9} {:>8} {:>9}\n", "policy", w,
@@ -435,12 +438,12 @@ std::string compare_table(const std::vector<RunResult>& runs) {
       ext = unused ? static_cast<double>(unused - std::min(largest, unused)) / static_cast<double>(unused) : 0;
     }
     fmt::format_to(out, "{:<{}} {:>6} {:>5} {:>11} {:>11} {:>11} {:>11} {:>8} {:>9} {:>9} {:>8} {:>9.2f}\n",
-                   label_of(r), w, r.completed ? "ok" : "OOM", r.ooms.size(), human_bytes(r.peak_requested),
-                   human_bytes(r.peak_allocated), human_bytes(r.peak_reserved), human_bytes(unused), pct(share),
-                   pct(ext), pct(r.frag_max), calls, ns / 1e6);
+                   escape_terminal(label_of(r)), w, r.completed ? "ok" : "OOM", r.ooms.size(),
+                   human_bytes(r.peak_requested), human_bytes(r.peak_allocated), human_bytes(r.peak_reserved),
+                   human_bytes(unused), pct(share), pct(ext), pct(r.frag_max), calls, ns / 1e6);
   }
   for (const auto& r : runs)
-    if (!r.fidelity.is_null()) fmt::format_to(out, "{}: {}\n", label_of(r), fidelity_text(r.fidelity));
+    if (!r.fidelity.is_null()) fmt::format_to(out, "{}: {}\n", escape_terminal(label_of(r)), fidelity_text(r.fidelity));
   return s;
 }
 

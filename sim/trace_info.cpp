@@ -4,6 +4,7 @@
 
 #include <map>
 
+#include "sim/base/text.h"
 #include "traces/trace_reader.h"
 
 namespace fragsim {
@@ -96,38 +97,59 @@ nlohmann::json trace_info(const std::string& path, bool lenient) {
           {"size_histogram", h}};
 }
 
+namespace {
+
+// A header's value of the type wanted, else `def`: the header of a JSONL trace may claim to be
+// anything (an XProf capture's included), and what info prints of it must not throw.
+template <class T>
+T header_value(const nlohmann::json& o, const char* key, T def) {
+  if (!o.is_object() || !o.contains(key)) return def;
+  try {
+    return o[key].get<T>();
+  } catch (const nlohmann::json::exception&) {
+    return def;
+  }
+}
+
+}  // namespace
+
 std::string trace_info_text(const nlohmann::json& j) {
   std::string s;
   auto out = std::back_inserter(s);
-  fmt::format_to(out, "{}\n", j["path"].get<std::string>());
+  fmt::format_to(out, "{}\n", escape_terminal(j["path"].get<std::string>()));
   const nlohmann::json& h = j["header"];
-  if (h.is_object() && h.value("source", "") == "xprof" && h.contains("xprof")) {
+  auto dump = [](const nlohmann::json& v) { return escape_terminal(v.dump()); };
+  if (h.is_object() && header_value<std::string>(h, "source", "") == "xprof" && h.contains("xprof")) {
     // An XProf capture: what each allocator logged, and what was inferred.
     const auto& x = h["xprof"];
-    fmt::format_to(out, "  XProf capture ({} host{})\n", x.value("hosts", 0), x.value("hosts", 0) == 1 ? "" : "s");
-    for (const auto& d : x.value("devices", nlohmann::json::array()))
-      if (d.size() > 1) fmt::format_to(out, "    device plane {}\n", d.dump());
-    const auto allocators = x.value("allocators", nlohmann::json::array());
+    auto hosts = header_value<std::uint64_t>(x, "hosts", 0);
+    fmt::format_to(out, "  XProf capture ({} host{})\n", hosts, hosts == 1 ? "" : "s");
+    for (const auto& d : header_value(x, "devices", nlohmann::json::array()))
+      if (d.size() > 1) fmt::format_to(out, "    device plane {}\n", dump(d));
+    const auto allocators = header_value(x, "allocators", nlohmann::json::array());
     for (const auto& a : allocators)
-      fmt::format_to(out,
-                     "    allocator {} (device {} {}): {} allocation and {} deallocation events; limit {}; {} live "
-                     "before the capture ({} frees of earlier buffers){}\n",
-                     a.value("allocator", "?"), a.value("device", 0), a.value("space", "hbm"), a.value("allocs", 0),
-                     a.value("frees", 0), human_bytes(a.value("limit_bytes", Bytes{0})),
-                     human_bytes(a.value("live_before_bytes", Bytes{0})), a.value("frees_of_earlier_buffers", 0),
-                     a.contains("mode") ? fmt::format("; addresses show {}",
-                                                      a["mode"] == "grow" ? "regions obtained on demand" : "one region")
-                                        : "");
-    if (x.contains("skipped_allocators"))
+      fmt::format_to(
+          out,
+          "    allocator {} (device {} {}): {} allocation and {} deallocation events; limit {}; {} live "
+          "before the capture ({} frees of earlier buffers){}\n",
+          escape_terminal(header_value<std::string>(a, "allocator", "?")), header_value<std::uint64_t>(a, "device", 0),
+          escape_terminal(header_value<std::string>(a, "space", "hbm")), header_value<std::uint64_t>(a, "allocs", 0),
+          header_value<std::uint64_t>(a, "frees", 0), human_bytes(header_value<Bytes>(a, "limit_bytes", 0)),
+          human_bytes(header_value<Bytes>(a, "live_before_bytes", 0)),
+          header_value<std::uint64_t>(a, "frees_of_earlier_buffers", 0),
+          a.is_object() && a.contains("mode")
+              ? fmt::format("; addresses show {}", a["mode"] == "grow" ? "regions obtained on demand" : "one region")
+              : "");
+    if (x.is_object() && x.contains("skipped_allocators"))
       fmt::format_to(out, "    not imported (allocators fragsim does not map to a device memory): {}\n",
-                     x["skipped_allocators"].dump());
-    if (h.contains("recorded_hardware")) fmt::format_to(out, "    hardware: {}\n", h["recorded_hardware"].dump());
+                     dump(x["skipped_allocators"]));
+    if (h.contains("recorded_hardware")) fmt::format_to(out, "    hardware: {}\n", dump(h["recorded_hardware"]));
     if (allocators.empty())
       fmt::format_to(out,
                      "  warning: no allocator events in this capture. Start the capture before the first device "
                      "allocation; some jaxlib versions on CUDA log none (jax-ml/jax#22890)\n");
   } else if (!h.empty()) {
-    fmt::format_to(out, "  header: {}\n", h.dump());
+    fmt::format_to(out, "  header: {}\n", dump(h));
   }
   fmt::format_to(out, "  events {} (allocs {}, frees {}, marks {}, observations {}), {} live at end\n",
                  j["events"].get<std::uint64_t>(), j["allocs"].get<std::uint64_t>(), j["frees"].get<std::uint64_t>(),
@@ -137,7 +159,7 @@ std::string trace_info_text(const nlohmann::json& j) {
     fmt::format_to(out, "  {} stacks of allocating code, {} empty_cache calls\n", j["stacks"].get<std::uint64_t>(),
                    j["empty_cache_calls"].get<std::uint64_t>());
   fmt::format_to(out, "  time {} .. {}; {} stream(s); spaces {}\n", j["t_first"].get<std::uint64_t>(),
-                 j["t_last"].get<std::uint64_t>(), j["streams"].get<std::uint64_t>(), j["spaces"].dump());
+                 j["t_last"].get<std::uint64_t>(), j["streams"].get<std::uint64_t>(), dump(j["spaces"]));
   fmt::format_to(out, "  peak requested {} ({} B); largest alloc {}\n",
                  human_bytes(j["peak_requested_bytes"].get<Bytes>()), j["peak_requested_bytes"].get<Bytes>(),
                  human_bytes(j["largest_alloc_bytes"].get<Bytes>()));
@@ -150,7 +172,7 @@ std::string trace_info_text(const nlohmann::json& j) {
                    j["modules"].size());
     for (const auto& m : j["modules"])
       fmt::format_to(out, "    {:<40} {} logical buffers, {} allocations (largest {}), {} heap-simulator events\n",
-                     m["name"].get<std::string>(), m["logical_buffers"].get<std::uint64_t>(),
+                     escape_terminal(m["name"].get<std::string>()), m["logical_buffers"].get<std::uint64_t>(),
                      m["allocations"].get<std::uint64_t>(), human_bytes(m["largest_allocation_bytes"].get<Bytes>()),
                      m["heap_events"].get<std::uint64_t>());
   }

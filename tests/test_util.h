@@ -1,5 +1,7 @@
 // Helpers shared by the tests: temporary files, running the CLI, reading JSON(L).
 #pragma once
+#include <sys/resource.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <cstdio>
@@ -63,6 +65,29 @@ inline CliResult cli(const std::string& args) {
   std::string cmd = std::string(FRAGSIM_BINARY) + " " + args + " >" + o + " 2>" + e;
   int rc = std::system(cmd.c_str());
   return {WEXITSTATUS(rc), read_text(o), read_text(e)};
+}
+
+// Runs a shell command in a child; its exit code (128 + signal when killed) and peak resident
+// memory (KiB).
+struct Measured {
+  int code;
+  long maxrss_kib;
+};
+inline Measured run_measured(const std::string& cmd) {
+  pid_t pid = fork();
+  if (pid == 0) {
+    execl("/bin/sh", "sh", "-c", cmd.c_str(), static_cast<char*>(nullptr));
+    _exit(127);
+  }
+  int status = 0;
+  rusage ru{};
+  wait4(pid, &status, 0, &ru);
+  return {WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status), ru.ru_maxrss};
+}
+
+// The fragsim command line for args, its output discarded (for run_measured).
+inline std::string fragsim_cmd(const std::string& args) {
+  return std::string(FRAGSIM_BINARY) + " " + args + " >/dev/null 2>&1";
 }
 
 }  // namespace fragsim::test

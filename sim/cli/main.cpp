@@ -17,6 +17,7 @@
 #include "sim/base/error.h"
 #include "sim/base/exit_codes.h"
 #include "sim/base/io.h"
+#include "sim/base/limits.h"
 #include "sim/base/text.h"
 #include "sim/batch.h"
 #include "sim/check.h"
@@ -71,7 +72,13 @@ struct Parsed {
 
 Parsed parse(const std::vector<std::string>& args, po::options_description& desc,
              const po::positional_options_description& pos, const std::string& usage) {
-  desc.add_options()("help,h", "show this help");
+  std::vector<std::string> limits;
+  desc.add_options()("help,h", "show this help")(
+      "limit", po::value(&limits)->composing(),
+      ("KEY=VALUE: set a limit on what an input may make fragsim hold instead of its default, which grows with "
+       "the input's size; KEY one of " +
+       limit_keys() + ", VALUE a size, a count or none (repeatable; fragsim --help, docs/limits.md)")
+          .c_str());
   Parsed p;
   try {
     po::store(po::command_line_parser(args).options(desc).positional(pos).run(), p.vm);
@@ -84,6 +91,7 @@ Parsed parse(const std::vector<std::string>& args, po::options_description& desc
   } catch (const po::error& e) {
     throw InputError(e.what());
   }
+  for (const auto& l : limits) set_limit(l);
   return p;
 }
 
@@ -317,6 +325,7 @@ int cmd_compare(const std::vector<std::string>& args, const Registry& reg) {
   for (const auto& entry : entries)  // NAME or NAME[key=value,...]; a bad one fails before any run
     (void)reg.find(parse_policy_ref(entry, "--policies").name, "--policies");
   const unsigned threads = jobs_of(jobs);
+  const std::vector<std::string> labels = compare_labels(traces, entries);
   for (const auto& trace : traces) {
     SimArgs ta = a;
     ta.trace = trace;
@@ -331,8 +340,7 @@ int cmd_compare(const std::vector<std::string>& args, const Registry& reg) {
     }();
     for (size_t i = 0; i < rs.size(); ++i) {
       runs.push_back(std::move(rs[i]));
-      runs.back().label =
-          traces.size() > 1 ? std::filesystem::path(trace).filename().string() + ": " + entries[i] : entries[i];
+      runs.back().label = labels[runs.size() - 1];
       arr.push_back(report_json(runs.back()));
     }
   }
@@ -362,10 +370,10 @@ int cmd_batch(const std::vector<std::string>& args, const Registry& reg) {
                  "processes (a Slurm job array, a Kubernetes Indexed Job); fragsim merge combines their --json "
                  "results into exactly the result and table of one process. docs/batch.md; scripts/cluster/.");
   if (p.help) return 0;
-  check_outputs({manifest}, {{"--json", json}});
   const unsigned threads = jobs_of(jobs);
   const bool show = want_progress(progress);
   Manifest m = read_manifest(manifest);
+  check_outputs(batch_inputs(m), {{"--json", json}});
   Shard sh = parse_shard(shard);
   std::vector<RunOptions> opts;
   std::vector<const BatchEntry*> picked;
@@ -721,7 +729,9 @@ int main(int argc, char** argv) {
     return 0;
   }
   if (argc < 2 || std::string(argv[1]) == "--help" || std::string(argv[1]) == "-h" || std::string(argv[1]) == "help") {
-    std::cout << kUsage;
+    std::cout << kUsage << "limits on what an input may make fragsim hold (--limit KEY=VALUE on every command "
+              << "sets one; docs/limits.md):\n"
+              << limits_help();
     return argc < 2 ? 2 : 0;
   }
   std::string cmd = argv[1];
