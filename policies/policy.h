@@ -28,7 +28,7 @@ namespace fragsim {
 
 // What a policy knows of one allocation: typed fields, never the trace record.
 struct AllocRequest {
-  Handle handle = kNoHandle;  // dense id of the allocation (engine- and policy-wide per device)
+  Handle handle = kNoHandle;  // dense id of the allocation among this policy's own (per device and space)
   AllocId id;
   Bytes size = 0;  // requested bytes
   std::int64_t stream = 0;

@@ -10,11 +10,13 @@
 #include <memory>
 #include <mutex>
 #include <queue>
+#include <set>
 #include <thread>
 #include <unordered_map>
 
 #include "sim/base/error.h"
 #include "sim/base/io.h"
+#include "sim/base/limits.h"
 #include "sim/perfetto.h"
 #include "traces/trace_reader.h"
 
@@ -30,6 +32,16 @@ struct Slot {
   std::unique_ptr<AllocatorPolicy> policy;
   Usage last;
   SpaceResult res;
+  // The policy's own handles: dense per slot, so that its per-handle state is O(its live
+  // allocations), not O(live allocations of every device).
+  Handle next_local = 0;
+  std::vector<Handle> free_local;
+  Handle take_local() {
+    if (free_local.empty()) return next_local++;
+    Handle h = free_local.back();
+    free_local.pop_back();
+    return h;
+  }
 };
 
 struct Deferred {
@@ -206,6 +218,9 @@ class Engine : public Scheduler {
           break;
         }
         AllocRequest rq2 = request_of(ev);
+        rq2.handle = s.take_local();
+        if (ev.handle >= local_.size()) local_.resize(ev.handle + 1);
+        local_[ev.handle] = rq2.handle;
         Placement p = s.policy->allocate(rq2);
         last_alloc_failed_[ev.device] = !p.ok;
         if (placements_) write_placement(ev, p);
@@ -219,6 +234,7 @@ class Engine : public Scheduler {
                                     ev.size, p.block, p.has_addr, p.addr);
         } else {
           state_[ev.handle] = HandleState::kFailed;
+          s.free_local.push_back(rq2.handle);  // never released: free for the next
           record_oom(s, ev, rq2);
           if (!opt_.keep_going) {
             // Replay stops here: take the peak's snapshot now, while the live set is still this run's
@@ -242,10 +258,12 @@ class Engine : public Scheduler {
         if (state_[ev.handle] == HandleState::kPlaced) {
           Slot& s = slots_[slot_of_[ev.handle]];
           if (perfetto_) end_slice(ev.handle, ev.t);
+          Handle lh = local_[ev.handle];
           if (ev.has(key::kStream))
-            s.policy->release_on_stream(ev.handle, ev.stream);
+            s.policy->release_on_stream(lh, ev.stream);
           else
-            s.policy->release(ev.handle);
+            s.policy->release(lh);
+          s.free_local.push_back(lh);
           account(s);
           check_fatal(s, ev);
         }
@@ -253,10 +271,14 @@ class Engine : public Scheduler {
         break;
       }
       case Op::kMark:
-        if (out_.marks.size() < kMaxMarks) out_.marks.push_back({ev.name, ev.index, ev.t});
+        if (out_.marks.size() < kMaxMarks) {
+          marks_kept_.spend(ev.name.size());
+          out_.marks.push_back({ev.name, ev.index, ev.t});
+        }
         if (perfetto_ && replaying_) perfetto_->mark(ev.t, ev.name);
         break;
       case Op::kStack:
+        for (const auto& f : ev.frames) names_kept_.spend(f.size());
         stack_frames_[ev.id.value()] = ev.frames;
         break;
       case Op::kEmptyCache:
@@ -333,6 +355,7 @@ class Engine : public Scheduler {
   std::uint32_t key(std::uint32_t device, Space sp) {
     auto [it, fresh] = dense_.try_emplace(device, static_cast<std::uint32_t>(devices_.size()));
     if (fresh) {
+      devices_kept_.spend(1);
       devices_.push_back(device);
       req_.resize(devices_.size() * kSpaces);
       slot_index_.resize(devices_.size() * kSpaces, kNoSlot);
@@ -375,6 +398,8 @@ class Engine : public Scheduler {
     s.res.device = device;
     s.res.space = s.space;
     slots_.push_back(std::move(s));
+    for (size_t i = slots_.size() == 2 ? 0 : slots_.size() - 1; slots_.size() > 1 && i < slots_.size(); ++i)
+      largest_frees_.insert(slots_[i].last.largest_free);
     slot_index_[k] = static_cast<std::uint32_t>(slots_.size() - 1);
     return slot_index_[k];
   }
@@ -437,6 +462,10 @@ class Engine : public Scheduler {
     if (f > r.frag_max) r.frag_max = f;
     total_alloc_ += u.allocated - s.last.allocated;
     total_reserved_ += u.reserved - s.last.reserved;
+    if (slots_.size() > 1) {  // kept in order once there are several spaces (O(log) per event, not O(spaces))
+      largest_frees_.erase(largest_frees_.find(s.last.largest_free));
+      largest_frees_.insert(u.largest_free);
+    }
     s.last = u;
     if (perfetto_) perfetto_->counter(now_, s.device, s.space, u.allocated, u.reserved, f);
     if (total_alloc_ > peak_alloc_) {
@@ -447,8 +476,7 @@ class Engine : public Scheduler {
     }
     double gf = f;
     if (slots_.size() > 1) {
-      Usage g{total_alloc_, total_reserved_, 0, 0, 0};
-      for (const auto& o : slots_) g.largest_free = std::max(g.largest_free, o.last.largest_free);
+      Usage g{total_alloc_, total_reserved_, *largest_frees_.rbegin(), 0, 0};
       gf = fragmentation(g);
     }
     if (total_reserved_ > peak_reserved_) {
@@ -572,7 +600,10 @@ class Engine : public Scheduler {
   std::uint32_t intern(const std::string& name) {
     if (name.empty()) return 0;
     auto [it, fresh] = name_ids_.try_emplace(name, static_cast<std::uint32_t>(names_.size()));
-    if (fresh) names_.push_back(name);
+    if (fresh) {
+      names_kept_.spend(name.size());
+      names_.push_back(name);
+    }
     return it->second;
   }
   void remember(const Event& ev, const Placement& p, std::uint32_t si) {
@@ -839,6 +870,8 @@ class Engine : public Scheduler {
   std::vector<Requested> req_;                              // per key
   std::vector<HandleState> state_;                          // per handle
   std::vector<std::uint32_t> slot_of_;                      // per handle
+  std::vector<Handle> local_;                               // per handle: its handle in its slot's policy
+  std::multiset<Bytes> largest_frees_;                      // every slot's last largest free block
   std::priority_queue<Deferred, std::vector<Deferred>, std::greater<Deferred>> deferred_;
   std::uint64_t seq_ = 0;
   Tick now_;
@@ -876,6 +909,11 @@ class Engine : public Scheduler {
   std::unique_ptr<AtomicFile> placements_;
   std::unique_ptr<PerfettoWriter> perfetto_;
   std::string pbuf_;
+  // What a run keeps grows with its trace, within limits of the trace's size (sim/base/limits.h).
+  std::uint64_t input_bytes_ = input_bytes(opt_.trace);
+  LimitCounter devices_kept_{Limit::kDevices, opt_.trace, input_bytes_};
+  LimitCounter names_kept_{Limit::kNames, opt_.trace, input_bytes_};
+  LimitCounter marks_kept_{Limit::kMarks, opt_.trace, input_bytes_};
 };
 
 }  // namespace

@@ -8,6 +8,8 @@
 #include <unordered_map>
 
 #include "sim/base/error.h"
+#include "sim/base/io.h"
+#include "sim/base/limits.h"
 #include "sim/base/text.h"
 #include "traces/pickle.h"
 
@@ -20,20 +22,19 @@ constexpr Bytes kLargePage = 20 * kMiB;    // an expandable large-pool page
 constexpr Bytes kSmallRequest = 1 * kMiB;  // requests up to this go to the small pool
 constexpr size_t kMaxFrames = 48;          // frames kept per stack (innermost first)
 
-// Work on a snapshot is bounded by its size: a pickle can reference one object many times (its
-// memo), so a small file could otherwise describe an exponential amount of data.
-class WorkBudget {
- public:
-  WorkBudget(std::string path, std::uint64_t bytes) : path_(std::move(path)), left_(16 * bytes + (1 << 20)) {}
-  void spend(std::uint64_t n = 1) {
-    if (n > left_)
-      throw InputError(path_ + ": snapshot: describes far more entries than its size allows (shared references?)");
-    left_ -= n;
-  }
-
- private:
-  std::string path_;
-  std::uint64_t left_;
+// Work on a snapshot is bounded by its size, in bytes (sim/base/limits.h): a pickle can reference
+// one object many times (its memo), so a small file could otherwise describe an exponential amount
+// of data and, through one shared string, copy it many times. Every object visited costs 16 bytes
+// and every byte copied out of the pickle one, against the `strings` limit; what the conversion
+// keeps — events and stacks — counts against `objects` and `names`.
+struct WorkBudget {
+  LimitCounter bytes, kept, names;
+  explicit WorkBudget(const std::string& path)
+      : bytes(Limit::kStrings, path, input_bytes(path)),
+        kept(Limit::kObjects, path, input_bytes(path)),
+        names(Limit::kNames, path, input_bytes(path)) {}
+  void spend(std::uint64_t visits = 1) { bytes.spend(16 * visits); }
+  void copy(std::uint64_t n) { bytes.spend(n); }
 };
 
 nlohmann::json to_json(const PyObj& o, WorkBudget& budget, int depth = 0) {
@@ -49,6 +50,7 @@ nlohmann::json to_json(const PyObj& o, WorkBudget& budget, int depth = 0) {
     case PyObj::kFloat:
       return o.f;
     case PyObj::kStr:
+      budget.copy(o.s.size());
       return sanitize_utf8(o.s);
     case PyObj::kBytes:
       return nullptr;
@@ -61,7 +63,10 @@ nlohmann::json to_json(const PyObj& o, WorkBudget& budget, int depth = 0) {
     case PyObj::kDict: {
       nlohmann::json d = nlohmann::json::object();
       for (const auto& [k, v] : o.kv)
-        if (k->kind == PyObj::kStr) d[sanitize_utf8(k->s)] = to_json(*v, budget, depth + 1);
+        if (k->kind == PyObj::kStr) {
+          budget.copy(k->s.size());
+          d[sanitize_utf8(k->s)] = to_json(*v, budget, depth + 1);
+        }
       return d;
     }
   }
@@ -149,7 +154,7 @@ class SnapshotReader : public TraceReader {
  public:
   SnapshotReader(const std::string& path, const ReaderOptions& opt) : TraceReader(path, opt) {
     auto doc = load_pickle(path);
-    budget_ = std::make_unique<WorkBudget>(path, doc->arena.size() * sizeof(PyObj));
+    budget_ = std::make_unique<WorkBudget>(path);
     convert(*doc->root);
   }
 
@@ -217,6 +222,7 @@ class SnapshotReader : public TraceReader {
       const PyObj* ln = f->get("line");
       if (!file || file->kind != PyObj::kStr || file->s.size() < 3 || file->s.compare(file->s.size() - 3, 3, ".py"))
         continue;
+      budget_->copy(file->s.size() + (fn && fn->kind == PyObj::kStr ? fn->s.size() : 1) + 24);
       out.push_back(sanitize_utf8(fmt::format("{}:{} {}", file->s, ln && ln->is_int() ? ln->as_int() : 0,
                                               fn && fn->kind == PyObj::kStr ? fn->s : "?")));
     }
@@ -236,8 +242,12 @@ class SnapshotReader : public TraceReader {
     auto fr = python_frames(frames);
     if (fr.empty()) return {0, 0};
     std::string key = fmt::format("{}", fmt::join(fr, "\n"));
+    budget_->copy(key.size());
     auto [it, fresh] = stack_ids_.try_emplace(key, stacks_.size() + 1);
-    if (fresh) stacks_.push_back(fr);
+    if (fresh) {
+      budget_->names.spend(2 * key.size());  // the key and the frames, kept
+      stacks_.push_back(fr);
+    }
     std::string nm = user_frame(fr);
     std::uint32_t name = 0;
     if (!nm.empty()) {
@@ -260,6 +270,7 @@ class SnapshotReader : public TraceReader {
     std::uint64_t line = 0;
     for (const auto& ep : tr.items) {
       budget_->spend();
+      budget_->kept.spend(1);  // its entry, then its events
       ++line;
       const PyObj& e = *ep;
       const PyObj* a = e.get("action");
@@ -341,6 +352,7 @@ class SnapshotReader : public TraceReader {
         std::uint64_t k = 0;
         for (const auto& bp : blocks->items) {
           budget_->spend();
+          budget_->kept.spend(1);
           ++k;
           const PyObj& b = *bp;
           Block blk;
@@ -390,7 +402,11 @@ class SnapshotReader : public TraceReader {
     std::vector<Raw> head, body;
     nlohmann::json devices = nlohmann::json::array();
     size_t ndev = traces ? traces->items.size() : 0;
-    for (const auto& s : segs) ndev = std::max<size_t>(ndev, s.device + 1);
+    std::map<size_t, std::vector<const Segment*>> segs_of;  // device → its segments
+    for (const auto& s : segs) {
+      ndev = std::max<size_t>(ndev, s.device + 1);
+      segs_of[s.device].push_back(&s);
+    }
     for (size_t dev = 0; dev < ndev; ++dev) {
       std::vector<Entry> es;
       if (traces && dev < traces->items.size()) {
@@ -399,8 +415,7 @@ class SnapshotReader : public TraceReader {
         es = parse_trace(tr, dev, &any_time);
       }
       std::vector<const Segment*> dsegs;
-      for (const auto& s : segs)
-        if (s.device == dev) dsegs.push_back(&s);
+      if (auto it = segs_of.find(dev); it != segs_of.end()) dsegs = it->second;
       if (es.empty() && dsegs.empty()) continue;
       DeviceBounds b = convert_device(static_cast<std::uint32_t>(dev), es, dsegs, &head, &body);
       if (b.upper || b.at_oom) devices.push_back(bounds_json(static_cast<std::uint32_t>(dev), b));

@@ -12,8 +12,9 @@
 #include "sim/base/error.h"
 #include "sim/base/io.h"
 #include "sim/base/text.h"
+#include "traces/proto_scan.h"
 #include "traces/xprof_capture.h"
-#include "xplane.pb.h"
+#include "traces/xprof_space.h"
 
 namespace fragsim {
 
@@ -38,30 +39,24 @@ hlo::HloProto parse_hlo(const std::string& bytes, const std::string& where) {
   return p;
 }
 
-std::vector<std::string> capture_files(const std::string& path) {
-  std::error_code ec;
-  if (!std::filesystem::is_directory(path, ec)) return {path};
-  std::vector<std::string> files;
-  for (const auto& e : std::filesystem::directory_iterator(path, ec))
-    if (ends_with(e.path().string(), ".xplane.pb") || ends_with(e.path().string(), ".xplane.pb.zst"))
-      files.push_back(e.path().string());
-  std::sort(files.begin(), files.end());
-  return files;
+// A module's HloProto, counted against `objects` before it is parsed (proto_scan.h).
+hlo::HloProto parse_hlo(const std::string& bytes, const std::string& where, LimitCounter& objects) {
+  count_proto_objects(bytes, hlo_schema(), 0, objects);
+  return parse_hlo(bytes, where);
 }
 
 std::vector<NamedModule> load_modules(const std::string& path) {
   GOOGLE_PROTOBUF_VERIFY_VERSION;
   google::protobuf::SetLogHandler(nullptr);
+  LimitCounter objects(Limit::kObjects, path, input_bytes(path));
   std::vector<NamedModule> out;
   if (is_hlo_proto_path(path)) {
-    hlo::HloProto p = parse_hlo(read_input(path, kMaxBytes), path);
+    hlo::HloProto p = parse_hlo(read_input(path, kMaxBytes), path, objects);
     out.push_back({sanitize_utf8(p.hlo_module().name()), std::move(p)});
     return out;
   }
-  for (const auto& file : capture_files(path)) {
-    xprof::XSpace space;
-    if (!space.ParseFromString(read_input(file, kMaxBytes)))
-      throw InputError(file, 0, "not an XProf capture: the XSpace protobuf does not parse (corrupt or truncated?)");
+  for (const auto& file : xprof_capture_files(path)) {
+    xprof::XSpace space = load_xspace(file, objects);
     bool gpu = false;
     for (const auto& plane : space.planes()) gpu = gpu || plane.name().rfind("/device:GPU:", 0) == 0;
     for (const auto& plane : space.planes()) {
@@ -72,7 +67,7 @@ std::vector<NamedModule> load_modules(const std::string& path) {
         for (const auto& s : em->stats()) {
           auto it = plane.stat_metadata().find(s.metadata_id());
           if (it == plane.stat_metadata().end() || it->second.name() != "Hlo Proto" || !s.has_bytes_value()) continue;
-          out.push_back({name, parse_hlo(s.bytes_value(), file + ": module " + name), gpu});
+          out.push_back({name, parse_hlo(s.bytes_value(), file + ": module " + name, objects), gpu});
         }
     }
   }
@@ -181,6 +176,9 @@ std::unique_ptr<TraceReader> make_hlo_module_reader(const std::string& path, con
   std::map<std::int64_t, std::pair<const hlo::BufferAllocationProto*, std::int64_t>> placed;
   for (const auto& a : ba.buffer_allocations())
     for (const auto& as : a.assigned()) placed[as.logical_buffer_id()] = {&a, as.offset()};
+  // What this builds is bounded by the input: every event (and each pass over an allocation's
+  // buffers) is an object, every name copied into one counts as strings (sim/base/limits.h).
+  LimitCounter work(Limit::kObjects, path, input_bytes(path)), names(Limit::kStrings, path, input_bytes(path));
   for (int k = 0; k < ba.heap_simulator_traces_size(); ++k) {
     const auto& tr = ba.heap_simulator_traces(k);
     // The allocation this trace planned: the one holding most of its buffers (the trace's own
@@ -193,8 +191,10 @@ std::unique_ptr<TraceReader> make_hlo_module_reader(const std::string& path, con
     for (const auto& [a, n] : votes)
       if (!alloc || n > votes[alloc]) alloc = a;
     std::map<std::int64_t, std::int64_t> offset;  // buffer → XLA's offset in the allocation
-    if (alloc)
+    if (alloc) {
+      work.spend(static_cast<std::uint64_t>(alloc->assigned_size()));
       for (const auto& as : alloc->assigned()) offset[as.logical_buffer_id()] = as.offset();
+    }
     traces.push_back({{"device", k},
                       {"buffer_allocation_index", alloc ? alloc->index() : tr.buffer_allocation_index()},
                       {"allocation_bytes", alloc ? alloc->size() : 0},
@@ -202,7 +202,29 @@ std::unique_ptr<TraceReader> make_hlo_module_reader(const std::string& path, con
     std::map<std::int64_t, std::int64_t> canonical;  // sharing buffer → canonical
     std::map<std::int64_t, int> holders;             // canonical → live sharers + itself
     std::set<std::int64_t> live;
+    // The buffer whose memory `id` uses: the end of its SHARE_WITH chain. The walk compresses the
+    // chain it took (each buffer then points at the end), so repeated walks stay short; a chain
+    // longer than the buffers that share is a cycle (a malformed module: XLA's canonical buffer
+    // exists before anything shares it).
+    auto root_of = [&](std::int64_t id) {
+      std::int64_t r = id;
+      for (size_t hops = 0;; ++hops) {
+        auto it = canonical.find(r);
+        if (it == canonical.end()) break;
+        if (hops > canonical.size())
+          throw InputError(
+              fmt::format("{}: module {}: SHARE_WITH of buffer {} forms a cycle", path, hits.front()->name, id));
+        r = it->second;
+      }
+      for (std::int64_t x = id; x != r;) {
+        auto it = canonical.find(x);
+        x = it->second;
+        it->second = r;
+      }
+      return r;
+    };
     auto emit_free = [&](std::int64_t id) {
+      work.spend(1);
       Event e;
       e.op = Op::kFree;
       e.id = AllocId(static_cast<std::uint64_t>(id));
@@ -216,7 +238,7 @@ std::unique_ptr<TraceReader> make_hlo_module_reader(const std::string& path, con
     for (const auto& ev : tr.events()) in_trace.insert(ev.buffer_id());
     std::vector<std::pair<std::int64_t, std::int64_t>> outside;  // (offset, buffer) XLA placed outside the simulation
     if (alloc)
-      for (const auto& as : alloc->assigned())
+      for (const auto& as : alloc->assigned())  // already paid for above
         if (!in_trace.count(as.logical_buffer_id())) outside.push_back({as.offset(), as.logical_buffer_id()});
     std::sort(outside.begin(), outside.end());
     auto emit_alloc = [&](std::int64_t id, const std::string& fallback_name) {
@@ -224,6 +246,7 @@ std::unique_ptr<TraceReader> make_hlo_module_reader(const std::string& path, con
       if (bit == buffers.end())
         throw InputError(fmt::format("{}: module {}: ALLOC of unknown buffer {}", path, hits.front()->name, id));
       const auto& b = *bit->second;
+      work.spend(1);
       Event e;
       e.op = Op::kAlloc;
       e.id = AllocId(static_cast<std::uint64_t>(id));
@@ -259,6 +282,7 @@ std::unique_ptr<TraceReader> make_hlo_module_reader(const std::string& path, con
       }
       if (!b.defined_at().shape_index().empty())
         name += fmt::format("{{{}}}", fmt::join(b.defined_at().shape_index(), ","));
+      names.spend(name.size());
       if (!name.empty()) e.name = name, e.present |= key::kName;
       events.push_back(std::move(e));
       live.insert(id);
@@ -273,9 +297,11 @@ std::unique_ptr<TraceReader> make_hlo_module_reader(const std::string& path, con
       std::int64_t id = ev.buffer_id();
       if (id < 0) throw InputError(path + ": module " + hits.front()->name + ": a negative buffer id");
       if (ev.kind() == hlo::HeapSimulatorTrace::Event::SHARE_WITH) {
-        std::int64_t c = ev.share_with_canonical_id();
-        while (canonical.count(c)) c = canonical[c];
-        canonical[id] = c;
+        std::int64_t c = root_of(ev.share_with_canonical_id());
+        if (c == id)
+          throw InputError(fmt::format("{}: module {}: buffer {} shares its memory with itself (a SHARE_WITH cycle)",
+                                       path, hits.front()->name, id));
+        canonical[id] = c;  // c is a chain's end: no chain ever comes back (no cycle can form)
         ++holders[c];
         continue;
       }

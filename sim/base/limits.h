@@ -11,8 +11,9 @@
 //   decompressed  bytes a .zst input decompresses to
 //   objects       objects an importer decodes into memory: pickle objects, protobuf messages and
 //                 repeated values, events an importer builds before replay
-//   strings       bytes of text an importer copies (a string shared through a pickle's memo or a
-//                 capture's metadata counts at each use)
+//   strings       bytes an importer copies out of its input: strings, names, stack frames (one
+//                 shared through a pickle's memo or a capture's metadata counts at each use);
+//                 a snapshot's conversion also counts 16 bytes per object it visits
 //   devices       distinct devices a trace uses
 //   names         bytes of the distinct names (buffers, marks, stack frames) a trace carries
 //   marks         bytes of mark names
