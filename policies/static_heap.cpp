@@ -34,6 +34,7 @@
 #include "policies/interval_tree.h"
 #include "policies/tpu_padding.h"
 #include "sim/base/error.h"
+#include "sim/base/limits.h"
 
 namespace fragsim {
 
@@ -77,7 +78,12 @@ void sort_by_offset(std::vector<std::pair<Bytes, Bytes>>& v, std::vector<std::pa
   }
 }
 
-Assignment best_fit(std::vector<Buf> bufs, bool spatial, Bytes alignment) {
+// Places every buffer (heap = the largest end). Each placement visits the placed buffers that
+// overlap it in time, so a plan costs Σ overlaps — O(n²) when all n buffers live at once, as in
+// XLA's own — and counts them against the plan_steps limit (sim/base/limits.h): a trace whose plan
+// would take minutes is refused, naming the limit, instead of running them.
+Assignment best_fit(std::vector<Buf> bufs, bool spatial, Bytes alignment, const std::string& what) {
+  LimitCounter steps(Limit::kPlanSteps, what, 0);
   std::sort(bufs.begin(), bufs.end(), [&](const Buf& a, const Buf& b) {
     if (spatial) {
       if (a.size != b.size) return a.size > b.size;
@@ -112,6 +118,7 @@ Assignment best_fit(std::vector<Buf> bufs, bool spatial, Bytes alignment) {
     if (b.fixed) continue;
     busy.clear();
     committed.overlapping(b.start, b.end, [&](const std::pair<Bytes, Bytes>& c) { busy.push_back(c); });
+    steps.spend(busy.size() + 1);
     sort_by_offset(busy, scratch);
     Bytes best_lo = 0, best_size = kTooLarge, cur = 0;
     bool found = false;
@@ -173,14 +180,20 @@ class StaticHeapPolicy : public AllocatorPolicy {
     if (o_.order == "best")
       spatial = std::thread([&] {
         try {
-          spatial_ = best_fit(bufs, true, o_.alignment);
+          spatial_ = best_fit(bufs, true, o_.alignment, "static-heap's spatial plan");
         } catch (...) {
           spatial_error = std::current_exception();
         }
       });
-    if (o_.order == "spatial") spatial_ = best_fit(bufs, true, o_.alignment);
-    if (o_.order != "spatial") temporal_ = best_fit(bufs, false, o_.alignment);
+    std::exception_ptr error;
+    try {
+      if (o_.order == "spatial") spatial_ = best_fit(bufs, true, o_.alignment, "static-heap's spatial plan");
+      if (o_.order != "spatial") temporal_ = best_fit(bufs, false, o_.alignment, "static-heap's temporal plan");
+    } catch (...) {
+      error = std::current_exception();  // the other plan's thread is joined first
+    }
     if (spatial.joinable()) spatial.join();
+    if (error) std::rethrow_exception(error);
     if (spatial_error) std::rethrow_exception(spatial_error);
     bool temporal = o_.order == "temporal" || (o_.order == "best" && temporal_.heap < spatial_.heap);
     chosen_ = temporal ? &temporal_ : &spatial_;

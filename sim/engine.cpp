@@ -393,7 +393,13 @@ class Engine : public Scheduler {
     PolicyBuilder build = info_.configure(cfg, ctx);
     cfg.finish();
     s.policy = build(ctx);
-    if (info_.needs_lifetimes) s.policy->plan(lifetimes_[{device, sp}]);
+    if (info_.needs_lifetimes) {
+      try {
+        s.policy->plan(lifetimes_[{device, sp}]);
+      } catch (const InputError& e) {  // a limit of the plan: named with the trace it plans
+        throw InputError(opt_.trace + ": " + e.what());
+      }
+    }
     if (config_.is_null()) config_ = cfg.resolved();
     s.res.device = device;
     s.res.space = s.space;

@@ -401,6 +401,30 @@ std::string read_input(const std::string& path, std::uint64_t limit) {
   return out;
 }
 
+void read_lines(const std::string& path, size_t max_line,
+                const std::function<void(std::string_view, std::uint64_t)>& f) {
+  auto src = open_source(path);
+  std::string line;
+  std::uint64_t n = 0;
+  std::vector<char> buf(1 << 16);
+  for (size_t got; (got = src->read(buf.data(), buf.size())) > 0;) {
+    for (size_t i = 0; i < got;) {
+      const char* nl = static_cast<const char*>(std::memchr(buf.data() + i, '\n', got - i));
+      size_t end = nl ? static_cast<size_t>(nl - buf.data()) : got;
+      if (line.size() + (end - i) > max_line)
+        throw InputError(path, n + 1, fmt::format("line longer than {} KiB", max_line >> 10));
+      line.append(buf.data() + i, end - i);
+      i = end;
+      if (nl) {
+        f(line, ++n);
+        line.clear();
+        ++i;
+      }
+    }
+  }
+  if (!line.empty()) f(line, ++n);
+}
+
 nlohmann::json read_json_file(const std::string& path) {
   std::string text = read_file(path);
   try {

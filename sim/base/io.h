@@ -14,6 +14,7 @@
 #pragma once
 #include <cstdint>
 #include <cstdio>
+#include <functional>
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <string>
@@ -78,6 +79,10 @@ class AtomicFile {
 [[nodiscard]] std::string read_file(const std::string& path);
 // Reads a whole input, decompressing `.zst`; an InputError when it holds more than `limit` bytes.
 [[nodiscard]] std::string read_input(const std::string& path, std::uint64_t limit);
+// Calls f(line, line_number) for each line of an input (decompressing `.zst`), without the
+// newline; a line longer than max_line bytes is an InputError naming the file and line.
+void read_lines(const std::string& path, size_t max_line,
+                const std::function<void(std::string_view, std::uint64_t)>& f);
 // Reads a JSON file; a syntax error is an InputError naming the file and line.
 [[nodiscard]] nlohmann::json read_json_file(const std::string& path);
 

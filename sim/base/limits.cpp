@@ -36,7 +36,7 @@ constexpr std::array<LimitSpec, static_cast<size_t>(Limit::kCount)> kSpecs = {{
     {"devices", false, 256, 1, 512, 64 * kKiB, "devices"},
     {"names", true, 64 * kMiB, 4, 1, 2, "bytes of distinct names"},
     {"marks", true, 16 * kMiB, 1, 1, 1, "bytes of mark names"},
-    {"plan_steps", false, std::uint64_t{1} << 30, 0, 1, 0, "plan steps"},
+    {"plan_steps", false, std::uint64_t{1} << 28, 0, 1, 0, "steps of an offline plan"},
 }};
 
 std::array<std::optional<std::uint64_t>, static_cast<size_t>(Limit::kCount)> g_override;
@@ -112,8 +112,9 @@ LimitCounter::LimitCounter(Limit l, std::string file, std::uint64_t input_bytes)
 
 void LimitCounter::exceeded() const {
   const LimitSpec& s = spec(limit_);
-  std::string basis = g_override[static_cast<size_t>(limit_)]
-                          ? "set by --limit"
+  std::string basis = g_override[static_cast<size_t>(limit_)] ? "set by --limit"
+                      : s.num == 0
+                          ? "the default"
                           : fmt::format("default {}, the input being {}", default_text(s), human_bytes(input_bytes_));
   throw InputError(fmt::format("{}: more {} than the limit allows: {} is limit {} ({}); --limit {}={} raises it", file_,
                                s.what, amount(s, max_), s.key, basis, s.key, s.bytes ? "SIZE" : "N"));

@@ -116,7 +116,7 @@ struct SimArgs {
   std::vector<std::string> sets, envs;
   bool keep_going = false, lenient = false, check = false;
   ProgressArgs progress;
-  unsigned shard = 1;
+  std::int64_t shard = 1;  // signed: "-1" is refused as -1, not read as 4294967295
   std::string shard_dim = "major";
 };
 
@@ -183,10 +183,12 @@ HardwareModel build_hardware(const SimArgs& a, const nlohmann::json& header = nu
   if (!a.capacity.empty()) {
     if (!hbm) throw InputError("--capacity: hardware '" + hw.name + "' has no hbm space");
     hbm->capacity = parse_size(a.capacity, "--capacity");
+    check_space(*hbm, "--capacity");
   }
   if (!a.reserve.empty()) {
     if (!hbm) throw InputError("--reserve: hardware '" + hw.name + "' has no hbm space");
     hbm->reserve = parse_size(a.reserve, "--reserve");
+    check_space(*hbm, "--reserve");
   }
   return hw;
 }
@@ -533,7 +535,7 @@ int cmd_validate(const std::vector<std::string>& args, const Registry&) {
       "Compares a simulation with a real-device replay: first OOM, peak device memory in use, address\n"
       "granularity, call latency. Exit 1 when the first OOM differs or the peak is outside the tolerance.");
   if (p.help) return 0;
-  check_outputs({v.sim, v.real}, {{"--json", json}, {"--fit-cost-model", v.fit_out}});
+  v.json_out = json;  // run_validate checks it against every file it reads
   ValidateResult r = run_validate(v);
   if (!json.empty()) write_file_atomic(json, r.json.dump(2) + "\n");
   for (const auto& l : r.lines) std::cout << l << "\n";
