@@ -74,7 +74,7 @@ std::string sh_quote(const std::string& s) {
 
 // Before: an allocator or plane name with ~100,000 digits overflowed the stack inside std::regex
 // (SIGSEGV); a device number beyond 64 bits ended in "internal error (please report): stoull".
-TEST_CASE("xprof: names of any length are parsed in one pass; a device number beyond 64 bits is an input error") {
+TEST_CASE("xprof: names of any length are parsed in one pass, a device number beyond 64 bits is an input error") {
   std::string digits(100000, '7');
   struct Case {
     std::string allocator, plane;
@@ -273,7 +273,7 @@ TEST_CASE("static-heap: a plan beyond the plan_steps limit is refused, one withi
 
 // Before: a 0.9 MB trace naming 20,000 devices took 10-14 GB (each device's allocators sized their
 // per-handle arrays by every device's handles, and each best-fit index took 180 KiB up front).
-TEST_CASE("devices: beyond the devices limit a trace is refused; within it each device costs little") {
+TEST_CASE("devices: beyond the devices limit a trace is refused, within it each device costs little") {
   std::string jl;
   for (int d = 0; d < 20000; ++d) jl += fmt::format("{{\"op\":\"alloc\",\"id\":1,\"size\":4096,\"device\":{}}}\n", d);
   std::string t = write_text("dev20k.jsonl", jl);
@@ -587,7 +587,7 @@ TEST_CASE("numbers on the command line: the largest size, a negative shard") {
 
 // Before: a --hw file with an alignment of 2^56 or more corrupted the heap under torch-caching
 // (ASan: negative-size-param in SizeIndex::Pieces::erase) and aborted xla-bfc and platform.
-TEST_CASE("hardware files: numbers outside what fragsim models are input errors; the largest allowed run") {
+TEST_CASE("hardware files: numbers outside what fragsim models are input errors, the largest allowed run") {
   std::string t = sample("jax_train_small.jsonl");
   auto hw = [](const std::string& field, const nlohmann::json& v) {
     nlohmann::json j = {{"name", "x"}, {"spaces", {{{"name", "hbm"}, {"capacity_bytes", 80 * kGiB}}}}};
