@@ -78,6 +78,36 @@ void sort_by_offset(std::vector<std::pair<Bytes, Bytes>>& v, std::vector<std::pa
   }
 }
 
+// Buffers placed before planning (a pre_trace buffer's recorded offset) must not overlap one another
+// while both live — XLA never places two so; a trace that does is malformed (its replay would
+// overlap them): an input error naming both. A sweep over start times with the live ones by offset.
+void check_fixed(const std::vector<Buf>& bufs) {
+  std::vector<const Buf*> fixed;
+  for (const Buf& b : bufs)
+    if (b.fixed) fixed.push_back(&b);
+  std::sort(fixed.begin(), fixed.end(), [](const Buf* a, const Buf* b) { return a->start < b->start; });
+  std::multimap<std::uint64_t, const Buf*> by_end;  // live, by the time they end
+  std::map<Bytes, const Buf*> by_offset;            // live, by offset
+  auto end_of = [](const Buf* b) { return *b->fixed > kTooLarge - b->size ? kTooLarge : *b->fixed + b->size; };
+  for (const Buf* b : fixed) {
+    while (!by_end.empty() && by_end.begin()->first < b->start) {
+      by_offset.erase(*by_end.begin()->second->fixed);
+      by_end.erase(by_end.begin());
+    }
+    const Buf* clash = nullptr;
+    auto next = by_offset.lower_bound(*b->fixed);
+    if (next != by_offset.end() && next->first < end_of(b)) clash = next->second;
+    if (next != by_offset.begin() && end_of(std::prev(next)->second) > *b->fixed) clash = std::prev(next)->second;
+    if (clash)
+      throw InputError(fmt::format(
+          "static-heap: the buffers of events {} and {} are placed at overlapping recorded offsets ({} and {}) "
+          "while both live",
+          clash->id, b->id, *clash->fixed, *b->fixed));
+    by_offset[*b->fixed] = b;
+    by_end.emplace(b->end, b);
+  }
+}
+
 // Places every buffer (heap = the largest end). Each placement visits the placed buffers that
 // overlap it in time, so a plan costs Σ overlaps — O(n²) when all n buffers live at once, as in
 // XLA's own — and counts them against the plan_steps limit (sim/base/limits.h): a trace whose plan
@@ -167,6 +197,7 @@ class StaticHeapPolicy : public AllocatorPolicy {
       deltas.emplace_back(l.start, static_cast<std::int64_t>(std::min<Bytes>(size, INT64_MAX / 4)));
       deltas.emplace_back(l.end + 1, -static_cast<std::int64_t>(std::min<Bytes>(size, INT64_MAX / 4)));
     }
+    check_fixed(bufs);
     std::sort(deltas.begin(), deltas.end());
     std::int64_t cur = 0;
     for (size_t i = 0; i < deltas.size();) {

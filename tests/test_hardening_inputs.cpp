@@ -628,3 +628,59 @@ TEST_CASE("hardware files: numbers outside what fragsim models are input errors,
     CHECK(cli(fmt::format("run {} --hw {} --policy '{}' --keep-going --check", tr, p, pol)).code == 0);
   }
 }
+
+// Found by the structured fuzzers (test_fuzz_structured.cpp): a snapshot's range mapped before
+// recording, replayed without expandable segments, broke torch-caching's accounting (exit 1).
+TEST_CASE("torch-caching: memory mapped before recording, replayed without expandable segments, is one segment") {
+  for (const char* size : {"20971520", "512"}) {
+    std::string t = write_text("premapped.jsonl", std::string("{\"fragsim_trace\":1,\"source\":\"torch-snapshot\"}\n") +
+                                                      "{\"op\":\"segment_map\",\"size\":" + size +
+                                                      ",\"addr\":140000000000000,\"pre_trace\":true}\n"
+                                                      "{\"op\":\"alloc\",\"id\":1,\"size\":512}\n");
+    for (const char* conf : {"False", "True"}) {
+      INFO(size << " expandable " << conf);
+      auto r =
+          cli(fmt::format("run {} --policy torch-caching --check --env PYTORCH_CUDA_ALLOC_CONF=expandable_segments:{} "
+                          "--json -",
+                          t, conf));
+      REQUIRE(r.code == 0);
+      CHECK(nlohmann::json::parse(r.out)["peak_reserved_bytes"].get<std::uint64_t>() >= std::stoull(size));
+    }
+  }
+}
+
+// Found by the structured fuzzers: two buffers recorded at overlapping offsets while both live (a
+// malformed module or trace) made static-heap's replay overlap them (an invariant, exit 1); and a
+// module whose trace held as many buffers of two allocations chose between them by where memory
+// put them, so its two reads differed ("an allocation the plan did not see", exit 1).
+TEST_CASE(
+    "static-heap: recorded offsets that overlap while live are an input error, and a module reads the same twice") {
+  std::string t = write_text("overlap_fixed.jsonl",
+                             "{\"op\":\"alloc\",\"id\":1,\"size\":4096,\"addr\":0,\"pre_trace\":true}\n"
+                             "{\"op\":\"alloc\",\"id\":2,\"size\":4096,\"addr\":2048,\"pre_trace\":true}\n"
+                             "{\"op\":\"free\",\"id\":1}\n{\"op\":\"free\",\"id\":2}\n");
+  check_one_line_error(cli("run " + t + " --policy static-heap --hw tpu-v5e"), "overlapping recorded offsets");
+  // Variant: the same offsets one after the other in time are fine.
+  std::string seq = write_text("seq_fixed.jsonl",
+                               "{\"op\":\"alloc\",\"id\":1,\"size\":4096,\"addr\":0,\"pre_trace\":true}\n"
+                               "{\"op\":\"free\",\"id\":1}\n"
+                               "{\"op\":\"alloc\",\"id\":2,\"size\":4096,\"addr\":0,\"pre_trace\":true}\n"
+                               "{\"op\":\"free\",\"id\":2}\n");
+  CHECK(cli("run " + seq + " --policy static-heap --hw tpu-v5e --check").code == 0);
+  // A heap trace with one buffer in each of two allocations (a tie): the first allocation, always.
+  HloSynth h(4);
+  auto* second = h.proto.mutable_buffer_assignment()->add_buffer_allocations();
+  second->set_index(1);
+  second->set_size(1 << 20);
+  auto* as = second->add_assigned();
+  as->set_logical_buffer_id(3);
+  as->set_offset(512);
+  h.proto.mutable_buffer_assignment()->mutable_buffer_allocations(0)->mutable_assigned()->DeleteSubrange(3, 1);
+  h.alloc_(0).alloc_(3).free_(0).free_(3);
+  std::string p = h.write("tie");
+  auto first = cli("info " + p + " --json -"), again = cli("info " + p + " --json -");
+  REQUIRE(first.code == 0);
+  CHECK(first.out == again.out);
+  CHECK(nlohmann::json::parse(first.out)["header"]["heap_traces"][0]["buffer_allocation_index"] == 0);
+  CHECK(cli("run " + p + " --policy static-heap --hw tpu-v5e --keep-going --check --jobs 1").code == 0);
+}

@@ -173,9 +173,9 @@ std::unique_ptr<TraceReader> make_hlo_module_reader(const std::string& path, con
   nlohmann::json traces = nlohmann::json::array();
   std::uint64_t t = 0;
   // Where XLA put each buffer: (allocation, offset).
-  std::map<std::int64_t, std::pair<const hlo::BufferAllocationProto*, std::int64_t>> placed;
-  for (const auto& a : ba.buffer_allocations())
-    for (const auto& as : a.assigned()) placed[as.logical_buffer_id()] = {&a, as.offset()};
+  std::map<std::int64_t, std::pair<int, std::int64_t>> placed;  // buffer → (allocation's position, offset)
+  for (int i = 0; i < ba.buffer_allocations_size(); ++i)
+    for (const auto& as : ba.buffer_allocations(i).assigned()) placed[as.logical_buffer_id()] = {i, as.offset()};
   // What this builds is bounded by the input: every event (and each pass over an allocation's
   // buffers) is an object, every name copied into one counts as strings (sim/base/limits.h).
   LimitCounter work(Limit::kObjects, path, input_bytes(path)), names(Limit::kStrings, path, input_bytes(path));
@@ -183,13 +183,16 @@ std::unique_ptr<TraceReader> make_hlo_module_reader(const std::string& path, con
     const auto& tr = ba.heap_simulator_traces(k);
     // The allocation this trace planned: the one holding most of its buffers (the trace's own
     // buffer_allocation_index does not always name it in real records).
-    std::map<const hlo::BufferAllocationProto*, int> votes;
+    // Ties go to the first in the module's order (not to whichever object memory put first: the
+    // same file must give the same trace every time it is read, as offline policies read it twice).
+    std::map<int, int> votes;  // allocation's position → buffers of this trace it holds
     for (const auto& ev : tr.events())
       if (ev.kind() == hlo::HeapSimulatorTrace::Event::ALLOC)
         if (auto it = placed.find(ev.buffer_id()); it != placed.end()) ++votes[it->second.first];
-    const hlo::BufferAllocationProto* alloc = nullptr;
-    for (const auto& [a, n] : votes)
-      if (!alloc || n > votes[alloc]) alloc = a;
+    int best = -1;
+    for (const auto& [pos, n] : votes)
+      if (best < 0 || n > votes[best]) best = pos;
+    const hlo::BufferAllocationProto* alloc = best < 0 ? nullptr : &ba.buffer_allocations(best);
     std::map<std::int64_t, std::int64_t> offset;  // buffer → XLA's offset in the allocation
     if (alloc) {
       work.spend(static_cast<std::uint64_t>(alloc->assigned_size()));
