@@ -33,8 +33,8 @@ class Unpickler {
       : d_(data),
         path_(path),
         doc_(doc),
-        objects_(Limit::kObjects, path, input_bytes(path)),
-        strings_(Limit::kStrings, path, input_bytes(path)) {}
+        objects_(Limit::kObjects, "", input_bytes(path)),  // err() names the file and the offset
+        strings_(Limit::kStrings, "", input_bytes(path)) {}
 
   PyRef run() {
     for (;;) {

@@ -270,7 +270,7 @@ class SnapshotReader : public TraceReader {
     std::uint64_t line = 0;
     for (const auto& ep : tr.items) {
       budget_->spend();
-      budget_->kept.spend(1);  // its entry, then its events
+      budget_->kept.spend(2);  // its entry, then its events: about two objects' memory
       ++line;
       const PyObj& e = *ep;
       const PyObj* a = e.get("action");

@@ -227,7 +227,7 @@ std::unique_ptr<TraceReader> make_hlo_module_reader(const std::string& path, con
       return r;
     };
     auto emit_free = [&](std::int64_t id) {
-      work.spend(1);
+      work.spend(2);  // an Event: about two objects' memory
       Event e;
       e.op = Op::kFree;
       e.id = AllocId(static_cast<std::uint64_t>(id));
@@ -249,7 +249,7 @@ std::unique_ptr<TraceReader> make_hlo_module_reader(const std::string& path, con
       if (bit == buffers.end())
         throw InputError(fmt::format("{}: module {}: ALLOC of unknown buffer {}", path, hits.front()->name, id));
       const auto& b = *bit->second;
-      work.spend(1);
+      work.spend(2);  // an Event: about two objects' memory
       Event e;
       e.op = Op::kAlloc;
       e.id = AllocId(static_cast<std::uint64_t>(id));

@@ -167,7 +167,10 @@ struct DeviceInfo {
 
 class Importer {
  public:
-  explicit Importer(std::string path) : path_(std::move(path)), strings_(Limit::kStrings, path_, input_bytes(path_)) {}
+  // objects: the capture's messages are counted there already; each call and each event this
+  // builds adds about two objects' memory (a Call and an Event take about 250 and 200 bytes).
+  Importer(std::string path, LimitCounter& objects)
+      : path_(std::move(path)), strings_(Limit::kStrings, path_, input_bytes(path_)), objects_(objects) {}
 
   void add_host(const xprof::XSpace& space, std::uint32_t device_offset) {
     for (const auto& plane : space.planes()) {
@@ -228,6 +231,7 @@ class Importer {
           if (hosts_) c.allocator = fmt::format("host{}/", hosts_) + c.allocator;
           c.device_offset = device_offset;
           (void)target_of(c.allocator, device_offset, path_);  // a bad device number fails here, at its capture
+          objects_.spend(2);
           calls_.push_back(std::move(c));
         }
     }
@@ -318,6 +322,7 @@ class Importer {
         ++a.frees;
       }
       if (c.bytes_allocated) a.last_allocated = c.bytes_allocated;
+      objects_.spend(2);
       body.push_back(std::move(ev));
     }
     // Pre-capture buffers come first, at their recorded addresses, in address order per allocator.
@@ -448,6 +453,7 @@ class Importer {
   };
   std::string path_;
   LimitCounter strings_;
+  LimitCounter& objects_;
   std::vector<Call> calls_;
   std::vector<Pre> pre_ids_;
   std::map<std::uint32_t, DeviceInfo> devices_;
@@ -489,8 +495,8 @@ xprof::XSpace load_xspace(const std::string& file, LimitCounter& objects) {
 }
 
 std::unique_ptr<TraceReader> make_xprof_reader(const std::string& path, const ReaderOptions&) {
-  Importer im(path);
   LimitCounter objects(Limit::kObjects, path, input_bytes(path));
+  Importer im(path, objects);
   std::vector<std::string> files = xprof_capture_files(path);
   if (files.empty()) throw InputError(path + ": a profile directory without *.xplane.pb captures");
   std::uint32_t offset = 0;

@@ -31,12 +31,12 @@ struct LimitSpec {
 // (6 for the smallest) and its conversion copies up to 340 bytes of frames per compressed byte).
 constexpr std::array<LimitSpec, static_cast<size_t>(Limit::kCount)> kSpecs = {{
     {"decompressed", true, 64 * kMiB, 128, 1, 0, "bytes after zstd decompression"},
-    {"objects", false, 1 << 20, 4, 1, 128, "objects decoded into memory"},
+    {"objects", false, 1 << 20, 2, 1, 128, "objects decoded into memory"},
     {"strings", true, 64 * kMiB, 1024, 1, 0, "bytes copied out of an input"},
     {"devices", false, 256, 1, 512, 64 * kKiB, "devices"},
     {"names", true, 64 * kMiB, 4, 1, 2, "bytes of distinct names"},
     {"marks", true, 16 * kMiB, 1, 1, 1, "bytes of mark names"},
-    {"plan_steps", false, std::uint64_t{1} << 28, 0, 1, 0, "steps of an offline plan"},
+    {"plan_steps", false, std::uint64_t{1} << 27, 0, 1, 0, "steps of an offline plan"},
 }};
 
 std::array<std::optional<std::uint64_t>, static_cast<size_t>(Limit::kCount)> g_override;
@@ -116,8 +116,9 @@ void LimitCounter::exceeded() const {
                       : s.num == 0
                           ? "the default"
                           : fmt::format("default {}, the input being {}", default_text(s), human_bytes(input_bytes_));
-  throw InputError(fmt::format("{}: more {} than the limit allows: {} is limit {} ({}); --limit {}={} raises it", file_,
-                               s.what, amount(s, max_), s.key, basis, s.key, s.bytes ? "SIZE" : "N"));
+  throw InputError(fmt::format("{}more {} than the limit allows: {} is limit {} ({}); --limit {}={} raises it",
+                               file_.empty() ? "" : file_ + ": ", s.what, amount(s, max_), s.key, basis, s.key,
+                               s.bytes ? "SIZE" : "N"));
 }
 
 }  // namespace fragsim

@@ -42,6 +42,7 @@ void reset_limits();
 // A running count against one limit for one input.
 class LimitCounter {
  public:
+  // file: what the message names first ("" when the caller's own message names it).
   LimitCounter(Limit l, std::string file, std::uint64_t input_bytes);
   // Adds n; InputError when the count passes the limit.
   void spend(std::uint64_t n) {

@@ -131,7 +131,8 @@ void add_sim_options(po::options_description& d, SimArgs& a) {
       "env", po::value(&a.envs)->composing(), "framework setting VAR=VALUE as the framework reads it (repeatable)")(
       "keep-going", po::bool_switch(&a.keep_going), "continue after an OOM (skip the failed allocation) to list all")(
       "lenient", po::bool_switch(&a.lenient), "count and skip frees of unknown ids (traces that start mid-run)")(
-      "check", po::bool_switch(&a.check), "validate the policy's invariants after every event")(
+      "check", po::bool_switch(&a.check),
+      "validate the policy's invariants after every event (every k-th, k = live buffers / 1024, past 1024)")(
       "shard", po::value(&a.shard)->default_value(1),
       "sharding what-if: each shaped allocation divided across N devices (tpu-padded, static-heap)")(
       "shard-dim", po::value(&a.shard_dim)->default_value("major"), "dim the --shard split divides: major or minor");
