@@ -35,15 +35,21 @@ struct TraceBuilder {
   }
 };
 
-// capacity "" keeps the preset's capacity and reserve.
-inline SimRun simulate(const std::string& name, const std::string& text, const std::string& policy,
-                       nlohmann::json config, const std::string& capacity = "80GiB", bool keep_going = false,
-                       const std::string& reserve = "0", const std::string& hw = "h100-80g") {
+// Every built-in policy, registered once per test process.
+inline const Registry& test_registry() {
   static Registry reg = [] {
     Registry r;
     register_builtin_policies(r);
     return r;
   }();
+  return reg;
+}
+
+// capacity "" keeps the preset's capacity and reserve.
+inline SimRun simulate(const std::string& name, const std::string& text, const std::string& policy,
+                       nlohmann::json config, const std::string& capacity = "80GiB", bool keep_going = false,
+                       const std::string& reserve = "0", const std::string& hw = "h100-80g") {
+  const Registry& reg = test_registry();
   RunOptions o;
   o.trace = write_text(name + ".jsonl", text);
   o.policy.name = policy;

@@ -26,6 +26,7 @@
 #include "sim/engine.h"
 #include "sim/report.h"
 #include "sim/report_schema.h"
+#include "sim_helpers.h"
 #include "test_util.h"
 #include "traces/trace_reader.h"
 #include "traces/xla_modules.h"
@@ -62,14 +63,7 @@ struct Rng {
   }
 };
 
-const Registry& registry() {
-  static Registry reg = [] {
-    Registry r;
-    register_builtin_policies(r);
-    return r;
-  }();
-  return reg;
-}
+const Registry& registry() { return test_registry(); }
 
 // Sets limits for one scope (process-wide, as --limit does).
 struct LimitScope {
@@ -79,9 +73,15 @@ struct LimitScope {
   ~LimitScope() { reset_limits(); }
 };
 
-// Outcomes of one fuzzer: every input must end in one of these.
+// Outcomes of one fuzzer: every input must end in one of these, and the inputs must have reached
+// both (a fuzzer whose inputs all fail early, or all pass, tests little).
 struct Outcomes {
   int results = 0, input_errors = 0;
+  void check(int inputs) const {
+    CHECK(results + input_errors == inputs);
+    CHECK(results > 0);
+    CHECK(input_errors > 0);
+  }
 };
 
 // Replays a trace (a file, or a reader factory) through a policy with every invariant checked
@@ -221,9 +221,7 @@ TEST_CASE("fuzz: structured XProf captures (names, numbers, timestamps, shared m
     } catch (const InputError&) {
     }
   }
-  CHECK(o.results + o.input_errors == kInputs);
-  CHECK(o.results > 0);
-  CHECK(o.input_errors > 0);
+  o.check(kInputs);
 }
 
 TEST_CASE("fuzz: XLA modules with random SHARE_WITH graphs — results or input errors, never a hang") {
@@ -296,9 +294,7 @@ TEST_CASE("fuzz: XLA modules with random SHARE_WITH graphs — results or input 
     o.results += mo.results, o.input_errors += mo.input_errors;
     cycles += cyclic;
   }
-  CHECK(o.results + o.input_errors == 2 * kInputs);
-  CHECK(o.results > 0);
-  CHECK(o.input_errors > 0);
+  o.check(2 * kInputs);
   CHECK(cycles > 0);  // the graphs did hold cycles
 }
 
@@ -363,9 +359,7 @@ TEST_CASE("fuzz: snapshot pickles sharing objects through the memo — results o
     LimitScope scope(limits);
     replay(o, p, "torch-caching", "h100-80g", r.coin());
   }
-  CHECK(o.results + o.input_errors == kInputs);
-  CHECK(o.results > 0);
-  CHECK(o.input_errors > 0);
+  o.check(kInputs);
 }
 
 TEST_CASE("fuzz: --hw files with extreme values through every policy — results or input errors") {
@@ -402,9 +396,7 @@ TEST_CASE("fuzz: --hw files with extreme values through every policy — results
     INFO(hw.dump());
     replay(o, trace, r.pick(policies), hp, r.coin());
   }
-  CHECK(o.results + o.input_errors == kInputs);
-  CHECK(o.results > 0);
-  CHECK(o.input_errors > 0);
+  o.check(kInputs);
 }
 
 TEST_CASE("fuzz: report pairs for check and shards for merge — a regression never passes, a merge is whole") {

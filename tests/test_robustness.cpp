@@ -20,14 +20,7 @@ namespace fs = std::filesystem;
 
 namespace {
 
-const Registry& registry() {
-  static Registry reg = [] {
-    Registry r;
-    register_builtin_policies(r);
-    return r;
-  }();
-  return reg;
-}
+const Registry& registry() { return test_registry(); }
 
 std::vector<std::string> policy_names() {
   std::vector<std::string> v;

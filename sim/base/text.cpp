@@ -144,49 +144,32 @@ std::string escape_terminal(std::string_view s) {
   return escape_with(s, [](char, std::string&) { return false; });
 }
 
+namespace {
+// <, >, & as entities (Markdown and XML alike); `quotes` adds " and ' (XML attributes).
+bool markup_entity(char c, std::string& out, bool quotes) {
+  const char* e = c == '<'              ? "&lt;"
+                  : c == '>'            ? "&gt;"
+                  : c == '&'            ? "&amp;"
+                  : quotes && c == '"'  ? "&quot;"
+                  : quotes && c == '\'' ? "&apos;"
+                                        : nullptr;
+  if (e) out += e;
+  return e != nullptr;
+}
+}  // namespace
+
 std::string escape_markdown(std::string_view s) {
   return escape_with(s, [](char c, std::string& out) {
-    switch (c) {
-      case '<':
-        out += "&lt;";
-        return true;
-      case '>':
-        out += "&gt;";
-        return true;
-      case '&':
-        out += "&amp;";
-        return true;
-      default:
-        if (c == 0 || std::strchr("\\`*_{}[]()#+!|~", c) == nullptr) return false;
-        out += '\\';
-        out += c;
-        return true;
-    }
+    if (markup_entity(c, out, false)) return true;
+    if (c == 0 || std::strchr("\\`*_{}[]()#+!|~", c) == nullptr) return false;
+    out += '\\';
+    out += c;
+    return true;
   });
 }
 
 std::string escape_xml(std::string_view s) {
-  return escape_with(s, [](char c, std::string& out) {
-    switch (c) {
-      case '<':
-        out += "&lt;";
-        return true;
-      case '>':
-        out += "&gt;";
-        return true;
-      case '&':
-        out += "&amp;";
-        return true;
-      case '"':
-        out += "&quot;";
-        return true;
-      case '\'':
-        out += "&apos;";
-        return true;
-      default:
-        return false;
-    }
-  });
+  return escape_with(s, [](char c, std::string& out) { return markup_entity(c, out, true); });
 }
 
 namespace {
