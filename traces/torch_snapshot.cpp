@@ -39,6 +39,7 @@ struct WorkBudget {
 
 nlohmann::json to_json(const PyObj& o, WorkBudget& budget, int depth = 0) {
   budget.spend();
+  budget.kept.spend(1);  // each object visited becomes a node of the JSON kept in the header
   if (depth > 16) return nullptr;
   switch (o.kind) {
     case PyObj::kNone:
