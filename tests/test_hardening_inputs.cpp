@@ -623,6 +623,26 @@ TEST_CASE("hardware files: numbers outside what fragsim models are input errors,
     INFO(pol);
     CHECK(cli(fmt::format("run {} --hw {} --policy '{}' --keep-going --check", tr, p, pol)).code == 0);
   }
+  // 40,000 device allocations of the whole space, one after another: the addresses reach the
+  // top of the address space (2^63) and start again from the bottom, never past it.
+  jl.clear();
+  for (int i = 0; i < 40000; ++i)
+    jl += fmt::format("{{\"op\":\"alloc\",\"id\":1,\"size\":{}}}\n{{\"op\":\"free\",\"id\":1}}\n",
+                      kMaxSpaceBytes - (1 << 30));
+  std::string wrap = write_text("wrap.jsonl", jl), pl = tmp_path("wrap.placements.jsonl");
+  REQUIRE(cli(fmt::format("run {} --hw {} --policy platform --reserve 0 --check --placements {}", wrap, p, pl)).code ==
+          0);
+  std::uint64_t prev = 0, top = 0;
+  int wraps = 0;
+  for (const auto& j : read_jsonl(pl)) {
+    std::uint64_t a = j["addr"].get<std::uint64_t>(), size = j["block_bytes"].get<std::uint64_t>();
+    CHECK(a <= (std::uint64_t{1} << 63) - size);  // the grant ends at or below the top
+    wraps += a < prev;
+    prev = a;
+    top = std::max(top, a);
+  }
+  CHECK(wraps == 1);
+  CHECK(top > std::uint64_t{1} << 62);  // it did reach the top
 }
 
 // Found by the structured fuzzers (test_fuzz_structured.cpp): a snapshot's range mapped before
