@@ -35,6 +35,16 @@ struct TraceBuilder {
   }
 };
 
+// Every built-in policy, registered once per test process.
+inline const Registry& test_registry() {
+  static Registry reg = [] {
+    Registry r;
+    register_builtin_policies(r);
+    return r;
+  }();
+  return reg;
+}
+
 // One hand-built run: a trace text through one policy on a device.
 struct SimSpec {
   std::string name;  // names its files in the scratch folder
@@ -49,11 +59,7 @@ struct SimSpec {
 
 // Runs it with --check (every invariant after every event) and reads its placements back.
 inline SimRun simulate(const SimSpec& spec) {
-  static Registry reg = [] {
-    Registry r;
-    register_builtin_policies(r);
-    return r;
-  }();
+  const Registry& reg = test_registry();
   RunOptions o;
   o.trace = write_text(spec.name + ".jsonl", spec.text);
   o.policy.name = spec.policy;

@@ -42,10 +42,7 @@ struct Raw {
 class SnapshotReader : public TraceReader {
  public:
   SnapshotReader(const std::string& path, const ReaderOptions& opt)
-      : TraceReader(path, opt),
-        doc_(load_pickle(path)),
-        budget_(path, doc_->arena.size() * sizeof(PyObj)),
-        parser_(path, budget_) {
+      : TraceReader(path, opt), doc_(load_pickle(path)), budget_(path), parser_(path, budget_) {
     convert(*doc_->root);
     doc_.reset();  // the events hold what replay needs
   }
@@ -92,8 +89,12 @@ class SnapshotReader : public TraceReader {
     auto fr = parser_.python_frames(frames);
     if (fr.empty()) return {0, 0};
     std::string key = fmt::format("{}", fmt::join(fr, "\n"));
+    budget_.copy(key.size());
     auto [it, fresh] = stack_ids_.try_emplace(key, stacks_.size() + 1);
-    if (fresh) stacks_.push_back(fr);
+    if (fresh) {
+      budget_.names.spend(2 * key.size());  // the key and the frames, kept
+      stacks_.push_back(fr);
+    }
     std::string nm = user_frame(fr);
     std::uint32_t name = 0;
     if (!nm.empty()) {
@@ -135,7 +136,11 @@ class SnapshotReader : public TraceReader {
     std::vector<Raw> head, body;
     nlohmann::json devices = nlohmann::json::array();
     size_t ndev = traces ? traces->items.size() : 0;
-    for (const auto& s : segs) ndev = std::max<size_t>(ndev, s.device + 1);
+    std::map<size_t, std::vector<const Segment*>> segs_of;  // device → its segments
+    for (const auto& s : segs) {
+      ndev = std::max<size_t>(ndev, s.device + 1);
+      segs_of[s.device].push_back(&s);
+    }
     for (size_t dev = 0; dev < ndev; ++dev) {
       std::vector<Entry> es;
       if (traces && dev < traces->items.size()) {
@@ -144,8 +149,7 @@ class SnapshotReader : public TraceReader {
         es = parser_.trace(tr, dev, &any_time);
       }
       std::vector<const Segment*> dsegs;
-      for (const auto& s : segs)
-        if (s.device == dev) dsegs.push_back(&s);
+      if (auto it = segs_of.find(dev); it != segs_of.end()) dsegs = it->second;
       if (es.empty() && dsegs.empty()) continue;
       DeviceBounds b = convert_device(static_cast<std::uint32_t>(dev), es, dsegs, &head, &body);
       if (b.upper || b.at_oom) devices.push_back(bounds_json(static_cast<std::uint32_t>(dev), b));

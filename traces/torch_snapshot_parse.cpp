@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include "sim/base/error.h"
+#include "sim/base/io.h"
 #include "sim/base/text.h"
 #include "sim/base/torch_sizes.h"
 
@@ -39,14 +40,14 @@ Action action_of(const std::string& act, bool* known) {
 
 }  // namespace
 
-void WorkBudget::spend(std::uint64_t n) {
-  if (n > left_)
-    throw InputError(path_ + ": snapshot: describes far more entries than its size allows (shared references?)");
-  left_ -= n;
-}
+WorkBudget::WorkBudget(const std::string& path)
+    : bytes(Limit::kStrings, path, input_bytes(path)),
+      kept(Limit::kObjects, path, input_bytes(path)),
+      names(Limit::kNames, path, input_bytes(path)) {}
 
 nlohmann::json to_json(const PyObj& o, WorkBudget& budget, int depth) {
   budget.spend();
+  budget.kept.spend(1);  // each object visited becomes a node of the JSON kept in the header
   if (depth > 16) return nullptr;
   switch (o.kind) {
     case PyObj::kNone:
@@ -58,6 +59,7 @@ nlohmann::json to_json(const PyObj& o, WorkBudget& budget, int depth) {
     case PyObj::kFloat:
       return o.f;
     case PyObj::kStr:
+      budget.copy(o.s.size());
       return sanitize_utf8(o.s);
     case PyObj::kBytes:
       return nullptr;
@@ -70,7 +72,10 @@ nlohmann::json to_json(const PyObj& o, WorkBudget& budget, int depth) {
     case PyObj::kDict: {
       nlohmann::json d = nlohmann::json::object();
       for (const auto& [k, v] : o.kv)
-        if (k->kind == PyObj::kStr) d[sanitize_utf8(k->s)] = to_json(*v, budget, depth + 1);
+        if (k->kind == PyObj::kStr) {
+          budget.copy(k->s.size());
+          d[sanitize_utf8(k->s)] = to_json(*v, budget, depth + 1);
+        }
       return d;
     }
   }
@@ -92,6 +97,7 @@ std::vector<Entry> Parser::trace(const PyObj& tr, size_t dev, bool* any_time) co
   std::uint64_t line = 0;
   for (const auto& ep : tr.items) {
     budget_.spend();
+    budget_.kept.spend(2);  // its entry, then its events: about two objects' memory
     ++line;
     const PyObj& e = *ep;
     const PyObj* a = e.get("action");
@@ -144,6 +150,7 @@ std::vector<Segment> Parser::segments(const PyObj* segments) const {
       std::uint64_t k = 0;
       for (const auto& bp : blocks->items) {
         budget_.spend();
+        budget_.kept.spend(1);
         ++k;
         const PyObj& b = *bp;
         Block blk;
@@ -178,6 +185,7 @@ std::vector<std::string> Parser::python_frames(const PyObj* frames) const {
     const PyObj* ln = f->get("line");
     if (!file || file->kind != PyObj::kStr || file->s.size() < 3 || file->s.compare(file->s.size() - 3, 3, ".py"))
       continue;
+    budget_.copy(file->s.size() + (fn && fn->kind == PyObj::kStr ? fn->s.size() : 1) + 24);
     out.push_back(sanitize_utf8(fmt::format("{}:{} {}", file->s, ln && ln->is_int() ? ln->as_int() : 0,
                                             fn && fn->kind == PyObj::kStr ? fn->s : "?")));
   }

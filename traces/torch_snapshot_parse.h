@@ -9,21 +9,22 @@
 #include <string>
 #include <vector>
 
+#include "sim/base/limits.h"
 #include "sim/base/units.h"
 #include "traces/pickle.h"
 
 namespace fragsim::torch_snapshot {
 
-// Work on a snapshot is bounded by its size: a pickle can reference one object many times (its
-// memo), so a small file could otherwise describe an exponential amount of data.
-class WorkBudget {
- public:
-  WorkBudget(std::string path, std::uint64_t bytes) : path_(std::move(path)), left_(16 * bytes + (1 << 20)) {}
-  void spend(std::uint64_t n = 1);
-
- private:
-  std::string path_;
-  std::uint64_t left_;
+// Work on a snapshot is bounded by its size, in bytes (sim/base/limits.h): a pickle can reference
+// one object many times (its memo), so a small file could otherwise describe an exponential amount
+// of data and, through one shared string, copy it many times. Every object visited costs 16 bytes
+// and every byte copied out of the pickle one, against the `strings` limit; what the conversion
+// keeps — events and stacks — counts against `objects` and `names`.
+struct WorkBudget {
+  LimitCounter bytes, kept, names;
+  explicit WorkBudget(const std::string& path);
+  void spend(std::uint64_t visits = 1) { bytes.spend(16 * visits); }
+  void copy(std::uint64_t n) { bytes.spend(n); }
 };
 
 // A pickled value as JSON (allocator_settings, kept in the trace header), nested at most 16 deep.
