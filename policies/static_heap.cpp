@@ -8,10 +8,15 @@
 //               [start, end] inclusive.
 //   order     — spatial: (size desc, duration desc, id); temporal: (duration desc, size desc, id);
 //               best: both, keep the smaller heap (spatial on ties), as ChooseBestHeapAlgorithm.
-//   placement — for each buffer in order: the committed buffers that overlap it in time (an
-//               interval tree, as XLA's BufferIntervalTree: O((overlapping + 1) log n)), the free
+//   placement — for each buffer in order: the committed buffers that overlap it in time, the free
 //               gaps of [0, ∞) they leave (chunk ends rounded up to `alignment`), drop gaps
 //               smaller than it, take the smallest (lowest offset on ties); heap = max end.
+//               XLA lists the overlapping buffers (BufferIntervalTree) and scans them: so does
+//               scan_fit, the oracle, O(k log k) for k overlapping. plan_heap asks a BusyIndex
+//               (busy_index.h: unions of chunks per block of time, walked gap by fitting gap)
+//               for buffers that outlive a time block, and scans only the short-lived ones: the
+//               same plans (tests/test_structures.cpp compares them), at a cost that no longer
+//               grows with the number of buffers live at once.
 //   lower bound = peak of live bytes (NoFragmentationStatsHeap);
 //   fragmentation_size = heap_size − lower bound.
 // Replay: live buffers never overlap (validate), so the holes between them are kept in an
@@ -19,6 +24,8 @@
 // Sizes are the TPU per-device padded sizes (tpu_padding.h; `pad`, `shard` options) so that the
 // heap is what the TPU compiler would lay out. A heap beyond the space's capacity makes the
 // buffers that end above it fail, as the compiled program would not fit.
+#include "policies/static_heap.h"
+
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -31,6 +38,7 @@
 #include <thread>
 #include <unordered_map>
 
+#include "policies/busy_index.h"
 #include "policies/interval_tree.h"
 #include "policies/tpu_padding.h"
 #include "sim/base/error.h"
@@ -39,24 +47,13 @@ namespace fragsim {
 
 namespace {
 
-struct Buf {
-  std::uint64_t id;  // alloc event index
-  Bytes size;
-  std::uint64_t start, end;
-  std::optional<Bytes> fixed;  // placed before planning (a pre_trace buffer's recorded offset)
-  std::uint64_t duration() const { return end - start; }
-};
-
-struct Assignment {
-  std::unordered_map<std::uint64_t, Bytes> offset;  // alloc event index → offset
-  Bytes heap = 0;
-};
+using Chunk = std::pair<Bytes, Bytes>;  // [lo, hi) offsets
 
 // Sorts chunks [lo, hi) by lo (the order of equal lo does not matter to the gap search): a
 // least-significant-digit radix sort for the thousands of chunks a buffer overlaps when many live
 // at once (11-bit digits, over the bits in which the offsets differ only: equal sizes give
 // offsets that share their low bits), std::sort below that.
-void sort_by_offset(std::vector<std::pair<Bytes, Bytes>>& v, std::vector<std::pair<Bytes, Bytes>>& tmp) {
+void sort_by_offset(std::vector<Chunk>& v, std::vector<Chunk>& tmp) {
   if (v.size() < 512) {
     std::sort(v.begin(), v.end());
     return;
@@ -77,8 +74,33 @@ void sort_by_offset(std::vector<std::pair<Bytes, Bytes>>& v, std::vector<std::pa
   }
 }
 
-Assignment best_fit(std::vector<Buf> bufs, bool spatial, Bytes alignment) {
-  std::sort(bufs.begin(), bufs.end(), [&](const Buf& a, const Buf& b) {
+// The oracle's search, for one buffer: the overlapping chunks sorted by offset and scanned for
+// the smallest gap that fits (as XLA's HeapSimulator); `busy` and `scratch` are reused buffers.
+Bytes scan_fit(const IntervalTree<Chunk>& committed, const HeapBuffer& b, std::vector<Chunk>& busy,
+               std::vector<Chunk>& scratch) {
+  busy.clear();
+  committed.overlapping(b.start, b.end, [&](const Chunk& c) { busy.push_back(c); });
+  sort_by_offset(busy, scratch);
+  Bytes best_lo = 0, best_size = kTooLarge, cur = 0;
+  bool found = false;
+  for (const auto& [lo, hi] : busy) {
+    if (lo > cur) {
+      Bytes gap = lo - cur;
+      if (gap >= b.size && gap < best_size) {
+        best_size = gap;
+        best_lo = cur;
+        found = true;
+      }
+    }
+    cur = std::max(cur, hi);
+  }
+  return found ? best_lo : cur;  // else the unbounded gap above everything
+}
+
+}  // namespace
+
+HeapPlan plan_heap(std::vector<HeapBuffer> bufs, bool spatial, Bytes alignment, HeapSearch search, size_t time_block) {
+  std::sort(bufs.begin(), bufs.end(), [&](const HeapBuffer& a, const HeapBuffer& b) {
     if (spatial) {
       if (a.size != b.size) return a.size > b.size;
       if (a.duration() != b.duration()) return a.duration() > b.duration();
@@ -88,52 +110,55 @@ Assignment best_fit(std::vector<Buf> bufs, bool spatial, Bytes alignment) {
     }
     return a.id < b.id;
   });
-  Assignment out;
+  HeapPlan out;
   out.offset.reserve(bufs.size());
   std::vector<std::uint64_t> starts, ends;
-  for (const Buf& b : bufs) {
+  for (const HeapBuffer& b : bufs) {
     starts.push_back(b.start);
     ends.push_back(b.end);
   }
-  IntervalTree<std::pair<Bytes, Bytes>> committed(starts, ends);  // time interval → [lo, hi) offsets
+  IntervalTree<Chunk> committed(starts, ends);  // time interval → [lo, hi) offsets
+  std::optional<BusyIndex> index;
+  if (search == HeapSearch::kIndexed) index.emplace(starts, ends, time_block);
+  // The index holds no empty chunk (one saturated at kTooLarge): from the first on, the scan decides.
+  auto commit = [&](size_t i, Bytes lo, Bytes hi) {
+    committed.commit(i, {lo, hi});
+    if (!index) return;
+    if (hi > lo)
+      index->commit(i, lo, hi);
+    else
+      index.reset();
+  };
   // Buffers placed before planning keep their offsets (XLA assigns some outside its heap
   // simulation and simulates the rest around them).
   for (size_t i = 0; i < bufs.size(); ++i) {
-    const Buf& b = bufs[i];
+    const HeapBuffer& b = bufs[i];
     if (!b.fixed) continue;
     Bytes end = *b.fixed > kTooLarge - b.size ? kTooLarge : *b.fixed + b.size;
-    committed.commit(i, {*b.fixed, round_up_sat(end, alignment)});
+    commit(i, *b.fixed, round_up_sat(end, alignment));
     out.offset[b.id] = *b.fixed;
     out.heap = std::max(out.heap, end);
   }
-  std::vector<std::pair<Bytes, Bytes>> busy, scratch;
+  std::vector<Chunk> busy, scratch;
   for (size_t i = 0; i < bufs.size(); ++i) {
-    const Buf& b = bufs[i];
+    const HeapBuffer& b = bufs[i];
     if (b.fixed) continue;
-    busy.clear();
-    committed.overlapping(b.start, b.end, [&](const std::pair<Bytes, Bytes>& c) { busy.push_back(c); });
-    sort_by_offset(busy, scratch);
-    Bytes best_lo = 0, best_size = kTooLarge, cur = 0;
-    bool found = false;
-    for (const auto& [lo, hi] : busy) {
-      if (lo > cur) {
-        Bytes gap = lo - cur;
-        if (gap >= b.size && gap < best_size) {
-          best_size = gap;
-          best_lo = cur;
-          found = true;
-        }
-      }
-      cur = std::max(cur, hi);
-    }
-    if (!found) best_lo = cur;  // the unbounded gap above everything
-    Bytes end = best_lo > kTooLarge - b.size ? kTooLarge : best_lo + b.size;
-    committed.commit(i, {best_lo, round_up_sat(end, alignment)});
-    out.offset[b.id] = best_lo;
+    Bytes lo;
+    if (search == HeapSearch::kScan)
+      lo = scan_fit(committed, b, busy, scratch);
+    else if (index && index->best_fit(i, b.size, &lo))
+      ++out.indexed;
+    else
+      lo = scan_fit(committed, b, busy, scratch);
+    Bytes end = lo > kTooLarge - b.size ? kTooLarge : lo + b.size;
+    commit(i, lo, round_up_sat(end, alignment));
+    out.offset[b.id] = lo;
     out.heap = std::max(out.heap, end);
   }
   return out;
 }
+
+namespace {
 
 struct StaticHeapOptions {
   PaddingRule rule;
@@ -146,7 +171,7 @@ class StaticHeapPolicy : public AllocatorPolicy {
   explicit StaticHeapPolicy(StaticHeapOptions o) : o_(std::move(o)) { holes_.insert(kTooLarge); }
 
   void plan(const std::vector<Lifetime>& lifetimes) override {
-    std::vector<Buf> bufs;
+    std::vector<HeapBuffer> bufs;
     bufs.reserve(lifetimes.size());
     std::vector<std::pair<std::uint64_t, std::int64_t>> deltas;  // (time, ±size) for the lower bound
     for (const auto& l : lifetimes) {
@@ -173,13 +198,13 @@ class StaticHeapPolicy : public AllocatorPolicy {
     if (o_.order == "best")
       spatial = std::thread([&] {
         try {
-          spatial_ = best_fit(bufs, true, o_.alignment);
+          spatial_ = plan_heap(bufs, true, o_.alignment);
         } catch (...) {
           spatial_error = std::current_exception();
         }
       });
-    if (o_.order == "spatial") spatial_ = best_fit(bufs, true, o_.alignment);
-    if (o_.order != "spatial") temporal_ = best_fit(bufs, false, o_.alignment);
+    if (o_.order == "spatial") spatial_ = plan_heap(bufs, true, o_.alignment);
+    if (o_.order != "spatial") temporal_ = plan_heap(bufs, false, o_.alignment);
     if (spatial.joinable()) spatial.join();
     if (spatial_error) std::rethrow_exception(spatial_error);
     bool temporal = o_.order == "temporal" || (o_.order == "best" && temporal_.heap < spatial_.heap);
@@ -298,8 +323,8 @@ class StaticHeapPolicy : public AllocatorPolicy {
 
   StaticHeapOptions o_;
   std::unordered_map<std::uint64_t, Bytes> sizes_;
-  Assignment spatial_, temporal_;
-  const Assignment* chosen_ = nullptr;
+  HeapPlan spatial_, temporal_;
+  const HeapPlan* chosen_ = nullptr;
   std::string chosen_name_;
   Bytes lower_bound_ = 0, allocated_ = 0;
   std::vector<std::pair<Bytes, Bytes>> live_;
