@@ -177,13 +177,13 @@ TEST_CASE("static-heap plans: the indexed search places every buffer where the s
     std::uint64_t tick;  // events per time step (> 1: buffers start and end at the same times)
   };
   const Workload workloads[] = {
-      {"equal sizes, many live", 9000, 1500, 1 << 20, 1 << 20, 1, 0, false, 1},
-      {"arbitrary sizes, many live", 9000, 1500, 256, 4 << 20, 1, 0, false, 1},
-      {"arbitrary sizes, churn", 9000, 40, 4096, 64 << 20, 256, 0, false, 1},
-      {"few sizes, aligned, some placed", 7000, 600, 1000, 8000, 512, 13, false, 1},
-      {"odd alignment, saturated offsets", 5000, 300, 1, 1 << 16, 3, 0, true, 1},
-      {"equal sizes, shared times", 9000, 1000, 4096, 4096, 1, 0, false, 5},
-      {"few sizes, shared times", 9000, 800, 1, 64, 1, 0, false, 3},
+      {"equal sizes, many live", 6000, 800, 1 << 20, 1 << 20, 1, 0, false, 1},
+      {"arbitrary sizes, many live", 6000, 800, 256, 4 << 20, 1, 0, false, 1},
+      {"arbitrary sizes, churn", 6000, 40, 4096, 64 << 20, 256, 0, false, 1},
+      {"few sizes, aligned, some placed", 5000, 400, 1000, 8000, 512, 13, false, 1},
+      {"odd alignment, saturated offsets", 4000, 300, 1, 1 << 16, 3, 0, true, 1},
+      {"equal sizes, shared times", 6000, 600, 4096, 4096, 1, 0, false, 5},
+      {"few sizes, shared times", 6000, 500, 1, 64, 1, 0, false, 3},
   };
   std::uint64_t s = 23;
   auto rnd = [&] { return (s = s * 6364136223846793005ULL + 1442695040888963407ULL) >> 33; };
@@ -230,7 +230,7 @@ TEST_CASE("static-heap plans: the indexed search places every buffer where the s
       }
     }
   }
-  CHECK(indexed_total > 20000);  // the index placed most buffers where it could
+  CHECK(indexed_total > 20000);  // the index placed many buffers
   CHECK(fell_back > 0);          // and the grouped scan the others
 }
 

@@ -398,7 +398,7 @@ TEST_CASE("seeded mutation of JSONL and .fstrace traces: only FILE:LINE input er
   std::string j = tmp_path("mutsrc.jsonl"), f = tmp_path("mutsrc.fstrace"), r = tmp_path("mutsrc2.jsonl");
   generate_workload("tpu-train", 3, {{"layers", 1}, {"steps", 1}}, j);
   generate_workload("tpu-train", 3, {{"layers", 1}, {"steps", 1}}, f);
-  generate_workload("random", 3, {{"events", 5000}, {"live", 100}}, r);  // three chunks of lines
+  generate_workload("random", 3, {{"events", 2500}, {"live", 100}}, r);  // two chunks of lines
   std::uint64_t s = 99;
   auto rnd = [&] { return (s = s * 6364136223846793005ULL + 1442695040888963407ULL) >> 33; };
   for (const auto& [src, ext] : {std::pair{j, std::string(".jsonl")}, std::pair{r, std::string(".jsonl")},
