@@ -8,10 +8,15 @@
 //               [start, end] inclusive.
 //   order     — spatial: (size desc, duration desc, id); temporal: (duration desc, size desc, id);
 //               best: both, keep the smaller heap (spatial on ties), as ChooseBestHeapAlgorithm.
-//   placement — for each buffer in order: the committed buffers that overlap it in time (an
-//               interval tree, as XLA's BufferIntervalTree: O((overlapping + 1) log n)), the free
+//   placement — for each buffer in order: the committed buffers that overlap it in time, the free
 //               gaps of [0, ∞) they leave (chunk ends rounded up to `alignment`), drop gaps
 //               smaller than it, take the smallest (lowest offset on ties); heap = max end.
+//               XLA lists the overlapping buffers (BufferIntervalTree) and scans them: so does
+//               scan_fit, the oracle, O(k log k) for k overlapping. plan_heap asks a BusyIndex
+//               (busy_index.h: unions of chunks per block of time, walked gap by fitting gap)
+//               for buffers that outlive a time block, and scans only the short-lived ones: the
+//               same plans (tests/test_structures.cpp compares them), at a cost that no longer
+//               grows with the number of buffers live at once.
 //   lower bound = peak of live bytes (NoFragmentationStatsHeap);
 //   fragmentation_size = heap_size − lower bound.
 // Replay: live buffers never overlap (validate), so the holes between them are kept in an
@@ -19,6 +24,8 @@
 // Sizes are the TPU per-device padded sizes (tpu_padding.h; `pad`, `shard` options) so that the
 // heap is what the TPU compiler would lay out. A heap beyond the space's capacity makes the
 // buffers that end above it fail, as the compiled program would not fit.
+#include "policies/static_heap.h"
+
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -31,6 +38,7 @@
 #include <thread>
 #include <unordered_map>
 
+#include "policies/busy_index.h"
 #include "policies/interval_tree.h"
 #include "policies/tpu_padding.h"
 #include "sim/base/error.h"
@@ -40,25 +48,13 @@ namespace fragsim {
 
 namespace {
 
-struct Buf {
-  std::uint64_t id;   // alloc event index
-  std::uint64_t tie;  // the trace's id (an XLA module's: the logical buffer id, XLA's last sort key)
-  Bytes size;
-  std::uint64_t start, end;
-  std::optional<Bytes> fixed;  // placed before planning (a pre_trace buffer's recorded offset)
-  std::uint64_t duration() const { return end - start; }
-};
-
-struct Assignment {
-  std::unordered_map<std::uint64_t, Bytes> offset;  // alloc event index → offset
-  Bytes heap = 0;
-};
+using Chunk = std::pair<Bytes, Bytes>;  // [lo, hi) offsets
 
 // Sorts chunks [lo, hi) by lo (the order of equal lo does not matter to the gap search): a
 // least-significant-digit radix sort for the thousands of chunks a buffer overlaps when many live
 // at once (11-bit digits, over the bits in which the offsets differ only: equal sizes give
 // offsets that share their low bits), std::sort below that.
-void sort_by_offset(std::vector<std::pair<Bytes, Bytes>>& v, std::vector<std::pair<Bytes, Bytes>>& tmp) {
+void sort_by_offset(std::vector<Chunk>& v, std::vector<Chunk>& tmp) {
   if (v.size() < 512) {
     std::sort(v.begin(), v.end());
     return;
@@ -79,23 +75,47 @@ void sort_by_offset(std::vector<std::pair<Bytes, Bytes>>& v, std::vector<std::pa
   }
 }
 
+// The oracle's search, for one buffer: the overlapping chunks sorted by offset and scanned for
+// the smallest gap that fits (as XLA's HeapSimulator); `busy` and `scratch` are reused buffers.
+Bytes scan_fit(const IntervalTree<Chunk>& committed, const HeapBuffer& b, std::vector<Chunk>& busy,
+               std::vector<Chunk>& scratch, LimitCounter* steps) {
+  busy.clear();
+  committed.overlapping(b.start, b.end, [&](const Chunk& c) { busy.push_back(c); });
+  if (steps) steps->spend(busy.size());
+  sort_by_offset(busy, scratch);
+  Bytes best_lo = 0, best_size = kTooLarge, cur = 0;
+  bool found = false;
+  for (const auto& [lo, hi] : busy) {
+    if (lo > cur) {
+      Bytes gap = lo - cur;
+      if (gap >= b.size && gap < best_size) {
+        best_size = gap;
+        best_lo = cur;
+        found = true;
+      }
+    }
+    cur = std::max(cur, hi);
+  }
+  return found ? best_lo : cur;  // else the unbounded gap above everything
+}
+
 // Buffers placed before planning (a pre_trace buffer's recorded offset) must not overlap one another
 // while both live — XLA never places two so; a trace that does is malformed (its replay would
 // overlap them): an input error naming both. A sweep over start times with the live ones by offset.
-void check_fixed(const std::vector<Buf>& bufs) {
-  std::vector<const Buf*> fixed;
-  for (const Buf& b : bufs)
+void check_fixed(const std::vector<HeapBuffer>& bufs) {
+  std::vector<const HeapBuffer*> fixed;
+  for (const HeapBuffer& b : bufs)
     if (b.fixed) fixed.push_back(&b);
-  std::sort(fixed.begin(), fixed.end(), [](const Buf* a, const Buf* b) { return a->start < b->start; });
-  std::multimap<std::uint64_t, const Buf*> by_end;  // live, by the time they end
-  std::map<Bytes, const Buf*> by_offset;            // live, by offset
-  auto end_of = [](const Buf* b) { return *b->fixed > kTooLarge - b->size ? kTooLarge : *b->fixed + b->size; };
-  for (const Buf* b : fixed) {
+  std::sort(fixed.begin(), fixed.end(), [](const HeapBuffer* a, const HeapBuffer* b) { return a->start < b->start; });
+  std::multimap<std::uint64_t, const HeapBuffer*> by_end;  // live, by the time they end
+  std::map<Bytes, const HeapBuffer*> by_offset;            // live, by offset
+  auto end_of = [](const HeapBuffer* b) { return *b->fixed > kTooLarge - b->size ? kTooLarge : *b->fixed + b->size; };
+  for (const HeapBuffer* b : fixed) {
     while (!by_end.empty() && by_end.begin()->first < b->start) {
       by_offset.erase(*by_end.begin()->second->fixed);
       by_end.erase(by_end.begin());
     }
-    const Buf* clash = nullptr;
+    const HeapBuffer* clash = nullptr;
     auto next = by_offset.lower_bound(*b->fixed);
     if (next != by_offset.end() && next->first < end_of(b)) clash = next->second;
     if (next != by_offset.begin() && end_of(std::prev(next)->second) > *b->fixed) clash = std::prev(next)->second;
@@ -109,13 +129,11 @@ void check_fixed(const std::vector<Buf>& bufs) {
   }
 }
 
-// Places every buffer (heap = the largest end). Each placement visits the placed buffers that
-// overlap it in time, so a plan costs Σ overlaps — O(n²) when all n buffers live at once, as in
-// XLA's own — and counts them against the plan_steps limit (sim/base/limits.h): a trace whose plan
-// would take minutes is refused, naming the limit, instead of running them.
-Assignment best_fit(std::vector<Buf> bufs, bool spatial, Bytes alignment, const std::string& what) {
-  LimitCounter steps(Limit::kPlanSteps, what, 0);
-  std::sort(bufs.begin(), bufs.end(), [&](const Buf& a, const Buf& b) {
+}  // namespace
+
+HeapPlan plan_heap(std::vector<HeapBuffer> bufs, bool spatial, Bytes alignment, HeapSearch search, size_t time_block,
+                   LimitCounter* steps) {
+  std::sort(bufs.begin(), bufs.end(), [&](const HeapBuffer& a, const HeapBuffer& b) {
     if (spatial) {
       if (a.size != b.size) return a.size > b.size;
       if (a.duration() != b.duration()) return a.duration() > b.duration();
@@ -125,53 +143,56 @@ Assignment best_fit(std::vector<Buf> bufs, bool spatial, Bytes alignment, const 
     }
     return a.tie != b.tie ? a.tie < b.tie : a.id < b.id;
   });
-  Assignment out;
+  HeapPlan out;
   out.offset.reserve(bufs.size());
   std::vector<std::uint64_t> starts, ends;
-  for (const Buf& b : bufs) {
+  for (const HeapBuffer& b : bufs) {
     starts.push_back(b.start);
     ends.push_back(b.end);
   }
-  IntervalTree<std::pair<Bytes, Bytes>> committed(starts, ends);  // time interval → [lo, hi) offsets
+  IntervalTree<Chunk> committed(starts, ends);  // time interval → [lo, hi) offsets
+  std::optional<BusyIndex> index;
+  if (search == HeapSearch::kIndexed) index.emplace(starts, ends, time_block);
+  // The index holds no empty chunk (one saturated at kTooLarge): from the first on, the scan decides.
+  auto commit = [&](size_t i, Bytes lo, Bytes hi) {
+    committed.commit(i, {lo, hi});
+    if (!index) return;
+    if (hi > lo)
+      index->commit(i, lo, hi);
+    else
+      index.reset();
+  };
   // Buffers placed before planning keep their offsets (XLA assigns some outside its heap
   // simulation and simulates the rest around them).
   for (size_t i = 0; i < bufs.size(); ++i) {
-    const Buf& b = bufs[i];
+    const HeapBuffer& b = bufs[i];
     if (!b.fixed) continue;
     Bytes end = *b.fixed > kTooLarge - b.size ? kTooLarge : *b.fixed + b.size;
-    committed.commit(i, {*b.fixed, round_up_sat(end, alignment)});
+    commit(i, *b.fixed, round_up_sat(end, alignment));
     out.offset[b.id] = *b.fixed;
     out.heap = std::max(out.heap, end);
   }
-  std::vector<std::pair<Bytes, Bytes>> busy, scratch;
+  std::vector<Chunk> busy, scratch;
   for (size_t i = 0; i < bufs.size(); ++i) {
-    const Buf& b = bufs[i];
+    const HeapBuffer& b = bufs[i];
     if (b.fixed) continue;
-    busy.clear();
-    committed.overlapping(b.start, b.end, [&](const std::pair<Bytes, Bytes>& c) { busy.push_back(c); });
-    steps.spend(busy.size() + 1);
-    sort_by_offset(busy, scratch);
-    Bytes best_lo = 0, best_size = kTooLarge, cur = 0;
-    bool found = false;
-    for (const auto& [lo, hi] : busy) {
-      if (lo > cur) {
-        Bytes gap = lo - cur;
-        if (gap >= b.size && gap < best_size) {
-          best_size = gap;
-          best_lo = cur;
-          found = true;
-        }
-      }
-      cur = std::max(cur, hi);
-    }
-    if (!found) best_lo = cur;  // the unbounded gap above everything
-    Bytes end = best_lo > kTooLarge - b.size ? kTooLarge : best_lo + b.size;
-    committed.commit(i, {best_lo, round_up_sat(end, alignment)});
-    out.offset[b.id] = best_lo;
+    if (steps) steps->spend(1);
+    Bytes lo;
+    if (search == HeapSearch::kScan)
+      lo = scan_fit(committed, b, busy, scratch, steps);
+    else if (index && index->best_fit(i, b.size, &lo))
+      ++out.indexed;
+    else
+      lo = scan_fit(committed, b, busy, scratch, steps);
+    Bytes end = lo > kTooLarge - b.size ? kTooLarge : lo + b.size;
+    commit(i, lo, round_up_sat(end, alignment));
+    out.offset[b.id] = lo;
     out.heap = std::max(out.heap, end);
   }
   return out;
 }
+
+namespace {
 
 struct StaticHeapOptions {
   PaddingRule rule;
@@ -184,7 +205,7 @@ class StaticHeapPolicy : public AllocatorPolicy {
   explicit StaticHeapPolicy(StaticHeapOptions o) : o_(std::move(o)) { holes_.insert(kTooLarge); }
 
   void plan(const std::vector<Lifetime>& lifetimes) override {
-    std::vector<Buf> bufs;
+    std::vector<HeapBuffer> bufs;
     bufs.reserve(lifetimes.size());
     std::vector<std::pair<std::uint64_t, std::int64_t>> deltas;  // (time, ±size) for the lower bound
     for (const auto& l : lifetimes) {
@@ -194,11 +215,10 @@ class StaticHeapPolicy : public AllocatorPolicy {
       if (size == 0) continue;
       std::optional<Bytes> fixed;
       if (l.buffer.req.seeded_at) fixed = l.buffer.req.seeded_at->value();
-      bufs.push_back({id, l.buffer.req.id.value(), size, l.start, l.end, fixed});
+      bufs.push_back({id, size, l.start, l.end, fixed, l.buffer.req.id.value()});
       deltas.emplace_back(l.start, static_cast<std::int64_t>(std::min<Bytes>(size, INT64_MAX / 4)));
       deltas.emplace_back(l.end + 1, -static_cast<std::int64_t>(std::min<Bytes>(size, INT64_MAX / 4)));
     }
-    check_fixed(bufs);
     std::sort(deltas.begin(), deltas.end());
     std::int64_t cur = 0;
     for (size_t i = 0; i < deltas.size();) {
@@ -206,21 +226,26 @@ class StaticHeapPolicy : public AllocatorPolicy {
       for (; i < deltas.size() && deltas[i].first == t; ++i) cur += deltas[i].second;
       lower_bound_ = std::max(lower_bound_, static_cast<Bytes>(cur));
     }
+    check_fixed(bufs);
     // order=best plans both ways, independently: the spatial plan on a second thread.
+    auto plan_one = [&](bool spatial) {
+      LimitCounter steps(Limit::kPlanSteps, spatial ? "static-heap's spatial plan" : "static-heap's temporal plan", 0);
+      return plan_heap(bufs, spatial, o_.alignment, HeapSearch::kIndexed, kHeapTimeBlock, &steps);
+    };
     std::thread spatial;
     std::exception_ptr spatial_error;
     if (o_.order == "best")
       spatial = std::thread([&] {
         try {
-          spatial_ = best_fit(bufs, true, o_.alignment, "static-heap's spatial plan");
+          spatial_ = plan_one(true);
         } catch (...) {
           spatial_error = std::current_exception();
         }
       });
     std::exception_ptr error;
     try {
-      if (o_.order == "spatial") spatial_ = best_fit(bufs, true, o_.alignment, "static-heap's spatial plan");
-      if (o_.order != "spatial") temporal_ = best_fit(bufs, false, o_.alignment, "static-heap's temporal plan");
+      if (o_.order == "spatial") spatial_ = plan_one(true);
+      if (o_.order != "spatial") temporal_ = plan_one(false);
     } catch (...) {
       error = std::current_exception();  // the other plan's thread is joined first
     }
@@ -343,8 +368,8 @@ class StaticHeapPolicy : public AllocatorPolicy {
 
   StaticHeapOptions o_;
   std::unordered_map<std::uint64_t, Bytes> sizes_;
-  Assignment spatial_, temporal_;
-  const Assignment* chosen_ = nullptr;
+  HeapPlan spatial_, temporal_;
+  const HeapPlan* chosen_ = nullptr;
   std::string chosen_name_;
   Bytes lower_bound_ = 0, allocated_ = 0;
   std::vector<std::pair<Bytes, Bytes>> live_;

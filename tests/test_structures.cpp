@@ -4,8 +4,10 @@
 #include <set>
 
 #include "policies/addr_index.h"
+#include "policies/busy_index.h"
 #include "policies/interval_tree.h"
 #include "policies/size_index.h"
+#include "policies/static_heap.h"
 #include "traces/live_table.h"
 
 using namespace fragsim;
@@ -102,6 +104,134 @@ TEST_CASE("IntervalTree reports exactly the committed intervals overlapping a qu
     std::stable_sort(want.begin(), want.end(), [&](size_t a, size_t b) { return starts[a] < starts[b]; });
     REQUIRE(got == want);
   }
+}
+
+// The runs and gaps of a set of points (covered[x]): the reference for RunList.
+namespace {
+std::vector<RunList::Run> runs_of(const std::vector<bool>& covered) {
+  std::vector<RunList::Run> v;
+  for (size_t x = 0; x < covered.size(); ++x) {
+    if (!covered[x]) continue;
+    if (!v.empty() && v.back().hi == x)
+      ++v.back().hi;
+    else
+      v.push_back({x, x + 1});
+  }
+  return v;
+}
+}  // namespace
+
+TEST_CASE("RunList: the union of inserted intervals, and the first gap that fits after a point") {
+  std::uint64_t s = 17;
+  auto rnd = [&] { return (s = s * 6364136223846793005ULL + 1442695040888963407ULL) >> 33; };
+  const size_t span = 60000;
+  std::vector<bool> covered(span + 5000, false);
+  RunList list;
+  for (int step = 0; step < 6000; ++step) {
+    // Mostly short intervals (many runs, blocks split), some long ones (merges across blocks).
+    Bytes lo = rnd() % span, len = rnd() % 50 == 0 ? 1 + rnd() % 4000 : 1 + rnd() % 12;
+    list.insert(lo, lo + len);
+    for (Bytes x = lo; x < lo + len; ++x) covered[x] = true;
+    if (step % 97 != 0) continue;
+    auto want = runs_of(covered);
+    auto got = list.all();
+    REQUIRE(got.size() == want.size());
+    REQUIRE(list.size() == want.size());
+    for (size_t i = 0; i < want.size(); ++i) {
+      REQUIRE(got[i].lo == want[i].lo);
+      REQUIRE(got[i].hi == want[i].hi);
+    }
+    // Searches with growing points, one cursor each, against the gaps listed one by one.
+    for (Bytes size : {Bytes{1}, Bytes{3}, Bytes{20}, Bytes{400}}) {
+      RunList::Cursor c;
+      for (Bytes p = rnd() % 50; p < span; p += 1 + rnd() % 3000) {
+        RunList::Gap g = list.next_fitting(p, size, c);
+        Bytes start = 0, wlo = want.back().hi, whi = RunList::kEnd;
+        for (const auto& r : want) {
+          if (r.lo > p && r.lo - start >= size) {
+            wlo = start;
+            whi = r.lo;
+            break;
+          }
+          start = r.hi;
+        }
+        INFO("p " << p << " size " << size);
+        REQUIRE(g.lo == wlo);
+        REQUIRE(g.hi == whi);
+      }
+    }
+  }
+}
+
+// static-heap's indexed search (BusyIndex, and the grouped scan where it cannot say) against the
+// scan XLA does, on seeded workloads of every kind the benchmark and real programs have: equal
+// sizes (exact fits), arbitrary sizes (slivers: the index gives up), many or few live, short and
+// long lifetimes, alignment, buffers placed beforehand, offsets that saturate.
+TEST_CASE("static-heap plans: the indexed search places every buffer where the scan does") {
+  struct Workload {
+    const char* name;
+    size_t events, live;
+    Bytes min_size, max_size, alignment;
+    int fixed_every;     // every n-th buffer placed beforehand (0: none)
+    bool saturate;       // one placed beforehand at kTooLarge (an empty chunk)
+    std::uint64_t tick;  // events per time step (> 1: buffers start and end at the same times)
+  };
+  const Workload workloads[] = {
+      {"equal sizes, many live", 4000, 500, 1 << 20, 1 << 20, 1, 0, false, 1},
+      {"arbitrary sizes, many live", 4000, 500, 256, 4 << 20, 1, 0, false, 1},
+      {"arbitrary sizes, churn", 4000, 40, 4096, 64 << 20, 256, 0, false, 1},
+      {"few sizes, aligned, some placed", 4000, 300, 1000, 8000, 512, 13, false, 1},
+      {"odd alignment, saturated offsets", 3000, 200, 1, 1 << 16, 3, 0, true, 1},
+      {"equal sizes, shared times", 4000, 400, 4096, 4096, 1, 0, false, 5},
+      {"few sizes, shared times", 4000, 300, 1, 64, 1, 0, false, 3},
+  };
+  std::uint64_t s = 23;
+  auto rnd = [&] { return (s = s * 6364136223846793005ULL + 1442695040888963407ULL) >> 33; };
+  size_t indexed_total = 0, fell_back = 0;
+  for (const auto& w : workloads) {
+    // A random walk around `live` buffers, as `fragsim gen random`: time +1 per event.
+    std::vector<HeapBuffer> bufs;
+    std::vector<size_t> live;
+    for (std::uint64_t e = 0; e < w.events; ++e) {
+      std::uint64_t t = e / w.tick;
+      if (live.empty() || (live.size() < 2 * w.live && rnd() % (2 * w.live) >= live.size())) {
+        Bytes size = w.min_size == w.max_size ? w.min_size : w.min_size + rnd() % (w.max_size - w.min_size);
+        bufs.push_back({bufs.size(), size, t, w.events / w.tick, std::nullopt});
+        if (w.fixed_every && bufs.size() % w.fixed_every == 0) bufs.back().fixed = (rnd() % 4096) * 4096;
+        live.push_back(bufs.size() - 1);
+      } else {
+        size_t k = rnd() % live.size();
+        bufs[live[k]].end = t;
+        live[k] = live.back();
+        live.pop_back();
+      }
+    }
+    if (w.saturate) {  // a chunk ending at kTooLarge, and a buffer too large for any gap below it
+      bufs.push_back({bufs.size(), 100, 20, w.events, kTooLarge - 10});
+      bufs.push_back({bufs.size(), kTooLarge - 5, 100, 140, std::nullopt});  // placed empty at kTooLarge
+    }
+    for (bool spatial : {true, false}) {
+      HeapPlan want = plan_heap(bufs, spatial, w.alignment, HeapSearch::kScan);
+      for (size_t block : {size_t{8}, size_t{64}, size_t{256}}) {
+        HeapPlan got = plan_heap(bufs, spatial, w.alignment, HeapSearch::kIndexed, block);
+        INFO(w.name << (spatial ? ", spatial" : ", temporal") << ", time blocks of " << block);
+        CHECK(got.heap == want.heap);
+        REQUIRE(got.offset.size() == want.offset.size());
+        size_t differ = 0;
+        for (const auto& [id, off] : want.offset) differ += got.offset.at(id) != off;
+        CHECK(differ == 0);
+        indexed_total += got.indexed;
+        if (w.min_size == w.max_size && block == 8) CHECK(got.indexed > bufs.size() / 2);  // equal sizes merge
+        if (w.saturate && !spatial) {  // the index served until the empty chunk came (late: it is short)
+          CHECK(got.indexed > 0);
+          CHECK(got.indexed < bufs.size() - 1);
+        }
+        fell_back += got.indexed < bufs.size();
+      }
+    }
+  }
+  CHECK(indexed_total > 15000);  // the index placed many buffers
+  CHECK(fell_back > 0);          // and the grouped scan the others
 }
 
 TEST_CASE("AddrIndex: first fit, erase and in-place rekey against a std::map of holes") {

@@ -16,10 +16,7 @@ using namespace fragsim::test;
 
 namespace {
 
-std::vector<Event> read_all(const std::string& path, bool lenient = false, unsigned decode_threads = 0) {
-  ReaderOptions ro;
-  ro.lenient = lenient;
-  ro.decode_threads = decode_threads;
+std::vector<Event> read_all(const std::string& path, const ReaderOptions& ro = {}) {
   auto r = open_trace(path, ro);
   std::vector<Event> v;
   Event ev;
@@ -28,10 +25,10 @@ std::vector<Event> read_all(const std::string& path, bool lenient = false, unsig
 }
 
 // Returns the InputError message for a trace, or "" when it reads cleanly.
-std::string error_of(const std::string& name, const std::string& text, unsigned decode_threads = 0) {
+std::string error_of(const std::string& name, const std::string& text, const ReaderOptions& ro = {}) {
   std::string p = write_text(name, text);
   try {
-    read_all(p, false, decode_threads);
+    read_all(p, ro);
   } catch (const InputError& e) {
     return e.what();
   }
@@ -69,6 +66,72 @@ const char* kEveryKey =
     "{\"op\":\"oom\",\"size\":1024,\"t\":10}\n"
     "{\"op\":\"alloc\",\"id\":1,\"size\":1,\"t\":10,\"space\":\"collective\",\"dtype\":\"s4\",\"shape\":[1]}\n"
     "{\"op\":\"mark\",\"name\":\"end\",\"t\":11}";
+
+// Malformed traces: the text, the line of the error and a part of its message.
+struct BadCase {
+  const char* text;
+  int line;
+  const char* needle;
+};
+const BadCase kBadCases[] = {
+    {"{\"op\":\"alloc\",\"id\":1,\"size\":10}\n{\"op\":", 2, "truncated"},
+    {"{\"op\":\"alloc\",\"id\":1,\"size\":\"big\"}", 1, "size"},
+    {"{\"op\":\"alloc\",\"id\":1,\"size\":-5}", 1, "size: must be non-negative"},
+    {"{\"op\":\"alloc\",\"id\":1,\"size\":1.5}", 1, "size: must be an integer"},
+    {"{\"op\":\"alloc\",\"id\":1,\"size\":1e3}", 1, "size: must be an integer"},
+    {"{\"op\":\"alloc\",\"id\":1,\"size\":18446744073709551616}", 1, "size: does not fit in 64 bits"},
+    {"{\"op\":\"alloc\",\"id\":-1,\"size\":1}", 1, "id"},
+    {"{\"op\":\"grow\",\"id\":1}", 1, "op: unknown op"},
+    {"{\"op\":\"alloc\",\"id\":1,\"size\":4,\"dtype\":\"f33\"}", 1, "dtype: unknown dtype"},
+    {"{\"op\":\"alloc\",\"id\":1,\"size\":4,\"space\":\"l2\"}", 1, "space: unknown space"},
+    {"{\"op\":\"alloc\",\"id\":1,\"size\":10,\"shape\":[2,2],\"dtype\":\"f32\"}", 1, "size: 10 does not match"},
+    {"{\"op\":\"mark\",\"t\":5}\n{\"op\":\"mark\",\"t\":4}", 2, "t: time 4 is before"},
+    {"{\"op\":\"alloc\",\"id\":1,\"size\":1}\n{\"op\":\"alloc\",\"id\":1,\"size\":1}", 2, "already live"},
+    {"{\"op\":\"alloc\",\"id\":1,\"size\":1}\n{\"op\":\"free\",\"id\":2}", 2, "free of id 2 which is not live"},
+    {"{\"op\":\"alloc\",\"id\":1,\"size\":1,\"device\":1}\n{\"op\":\"free\",\"id\":1}", 2, "not live"},
+    {"{\"op\":\"alloc\",\"id\":1,\"size\":1} x", 1, "trailing characters"},
+    {"{\"op\":\"alloc\",\"id\":1,\"size\":1}{}", 1, "trailing characters"},
+    {"{\"op\":\"mark\",\"name\":\"\xff\"}", 1, "invalid UTF-8"},
+    {"{\"op\":\"mark\",\"name\":\"\xc0\xaf\"}", 1, "invalid UTF-8"},
+    {"{\"op\":\"alloc\",\"size\":1}", 1, "id: missing"},
+    {"{\"op\":\"alloc\",\"id\":1}", 1, "size: missing"},
+    {"{\"id\":1}", 1, "op: missing"},
+    {"[1,2]", 1, "one JSON object"},
+    {"{\"op\":\"alloc\",\"id\":1,\"id\":2,\"size\":1}", 1, "id: duplicate key"},
+    {"{\"op\":\"mark\",\"name\":\"\\ud800\"}", 1, "surrogate"},
+    {"{\"fragsim_trace\":2}\n", 1, "unsupported trace version"},
+    {"{\"fragsim_trace\":1,\"time_unit\":\"fortnight\"}\n", 1, "time_unit"},
+    {"{\"op\":\"alloc\",\"id\":1,\"size\":1,\"device\":4294967296}", 1, "device"},
+    {"{\"op\":\"mark\",\"name\":\"a\tb\"}", 1, "control character"},
+    // Unknown keys are skipped only when their value is valid JSON (RFC 8259), and named when not.
+    {"{\"op\":\"mark\",\"extra\":01}", 1, "extra: invalid JSON number: leading zero"},
+    {"{\"op\":\"mark\",\"extra\":1.e5}", 1, "extra: invalid JSON number"},
+    {"{\"op\":\"mark\",\"extra\":[1,2,]}", 1,
+     "extra: invalid JSON: a comma, colon, brace or bracket is missing or out of place (column 27)"},
+    {"{\"op\":\"mark\",\"extra\":{\"a\" 1}}", 1,
+     "extra: invalid JSON: a comma, colon, brace or bracket is missing or out of place (column 27)"},
+    {"{\"op\":\"mark\",\"extra\":{\"a\":\"\\q\"}}", 1, "extra: invalid JSON string"},
+    {"{\"op\":\"mark\",\"extra\":1e400}", 1, "extra: invalid JSON number"},
+    {"{\"op\":\"mark\",\"extra\":nul}", 1, "extra: invalid JSON value"},
+    // simdjson's first stage refuses these; the reader finds the byte and the key it is in.
+    {"{\"op\":\"mark\",\t\"name\":\"x\ty\"}", 1,
+     "name: control character in a string (JSON requires it escaped, e.g. \\t or \\u0001) (column 24)"},
+    {"{\"op\":\"mark\",\"extra\":[\"\xc3\xa9\",\"\xe9\"]}", 1, "extra: invalid UTF-8 (column 29)"},
+    {"{\"op\":\"mark\",\"name\":\"abc}", 1, "truncated JSON: unterminated string (column 21)"},
+    {"{\"op\":\"alloc\",\"id\":1 \"size\":1}", 1, "id: invalid JSON: a comma"},
+    {"{\"op\":\"alloc\",\"id\":1,\"size\":1} {\"op\":\"mark\"}", 1,
+     "trailing characters after the JSON object (column 32)"},
+    {"{\"op\":\"alloc\",\"id\":1,\"size\":", 1, "truncated JSON"},
+    {"{\"op\":\"alloc\",\"id\":1,\"stream\":9223372036854775808,\"size\":1}", 1, "stream: does not fit in 64 bits"},
+    {"{\"op\":\"alloc\",\"id\":1,\"size\":-0}", 1, "size: must be non-negative"},
+    {"{\"op\":\"alloc\",\"id\":1,\"size\":1,\"shape\":[2,\"x\"]}", 1, "shape: must be a non-negative integer"},
+    {"{\"op\":\"alloc\",\"id\":1,\"size\":1,\"frames\":\"f\"}", 1, "frames: must be an array"},
+    {"{\"op\":\"mark\",\"extra\":tru}", 1, "extra: invalid JSON value"},
+    // Each line is one document: an object is not continued on the next line, a line of JSON
+    // whitespace that is not blank (a lone CR) holds no document.
+    {"{\"op\":\"alloc\",\"id\":1,\n\"size\":1}", 1, "truncated JSON: an object or array is not closed"},
+    {"{\"op\":\"mark\"}\n \r \n{\"op\":\"mark\"}", 2, "invalid JSON: Empty: no JSON found"},
+};
 
 }  // namespace
 
@@ -128,74 +191,89 @@ TEST_CASE("default time is the event index") {
 }
 
 TEST_CASE("every malformed trace is an InputError naming file:line and the key") {
-  struct Case {
-    const char* text;
-    int line;
-    const char* needle;
-  };
-  const Case cases[] = {
-      {"{\"op\":\"alloc\",\"id\":1,\"size\":10}\n{\"op\":", 2, "truncated"},
-      {"{\"op\":\"alloc\",\"id\":1,\"size\":\"big\"}", 1, "size"},
-      {"{\"op\":\"alloc\",\"id\":1,\"size\":-5}", 1, "size: must be non-negative"},
-      {"{\"op\":\"alloc\",\"id\":1,\"size\":1.5}", 1, "size: must be an integer"},
-      {"{\"op\":\"alloc\",\"id\":1,\"size\":1e3}", 1, "size: must be an integer"},
-      {"{\"op\":\"alloc\",\"id\":1,\"size\":18446744073709551616}", 1, "size: does not fit in 64 bits"},
-      {"{\"op\":\"alloc\",\"id\":-1,\"size\":1}", 1, "id"},
-      {"{\"op\":\"grow\",\"id\":1}", 1, "op: unknown op"},
-      {"{\"op\":\"alloc\",\"id\":1,\"size\":4,\"dtype\":\"f33\"}", 1, "dtype: unknown dtype"},
-      {"{\"op\":\"alloc\",\"id\":1,\"size\":4,\"space\":\"l2\"}", 1, "space: unknown space"},
-      {"{\"op\":\"alloc\",\"id\":1,\"size\":10,\"shape\":[2,2],\"dtype\":\"f32\"}", 1, "size: 10 does not match"},
-      {"{\"op\":\"mark\",\"t\":5}\n{\"op\":\"mark\",\"t\":4}", 2, "t: time 4 is before"},
-      {"{\"op\":\"alloc\",\"id\":1,\"size\":1}\n{\"op\":\"alloc\",\"id\":1,\"size\":1}", 2, "already live"},
-      {"{\"op\":\"alloc\",\"id\":1,\"size\":1}\n{\"op\":\"free\",\"id\":2}", 2, "free of id 2 which is not live"},
-      {"{\"op\":\"alloc\",\"id\":1,\"size\":1,\"device\":1}\n{\"op\":\"free\",\"id\":1}", 2, "not live"},
-      {"{\"op\":\"alloc\",\"id\":1,\"size\":1} x", 1, "trailing characters"},
-      {"{\"op\":\"alloc\",\"id\":1,\"size\":1}{}", 1, "trailing characters"},
-      {"{\"op\":\"mark\",\"name\":\"\xff\"}", 1, "invalid UTF-8"},
-      {"{\"op\":\"mark\",\"name\":\"\xc0\xaf\"}", 1, "invalid UTF-8"},
-      {"{\"op\":\"alloc\",\"size\":1}", 1, "id: missing"},
-      {"{\"op\":\"alloc\",\"id\":1}", 1, "size: missing"},
-      {"{\"id\":1}", 1, "op: missing"},
-      {"[1,2]", 1, "one JSON object"},
-      {"{\"op\":\"alloc\",\"id\":1,\"id\":2,\"size\":1}", 1, "id: duplicate key"},
-      {"{\"op\":\"mark\",\"name\":\"\\ud800\"}", 1, "surrogate"},
-      {"{\"fragsim_trace\":2}\n", 1, "unsupported trace version"},
-      {"{\"fragsim_trace\":1,\"time_unit\":\"fortnight\"}\n", 1, "time_unit"},
-      {"{\"op\":\"alloc\",\"id\":1,\"size\":1,\"device\":4294967296}", 1, "device"},
-      {"{\"op\":\"mark\",\"name\":\"a\tb\"}", 1, "control character"},
-      // Unknown keys are skipped only when their value is valid JSON (RFC 8259), and named when not.
-      {"{\"op\":\"mark\",\"extra\":01}", 1, "extra: invalid JSON number: leading zero"},
-      {"{\"op\":\"mark\",\"extra\":1.e5}", 1, "extra: invalid JSON number"},
-      {"{\"op\":\"mark\",\"extra\":[1,2,]}", 1,
-       "extra: invalid JSON: a comma, colon, brace or bracket is missing or out of place (column 27)"},
-      {"{\"op\":\"mark\",\"extra\":{\"a\" 1}}", 1,
-       "extra: invalid JSON: a comma, colon, brace or bracket is missing or out of place (column 27)"},
-      {"{\"op\":\"mark\",\"extra\":{\"a\":\"\\q\"}}", 1, "extra: invalid JSON string"},
-      {"{\"op\":\"mark\",\"extra\":1e400}", 1, "extra: invalid JSON number"},
-      {"{\"op\":\"mark\",\"extra\":nul}", 1, "extra: invalid JSON value"},
-      // simdjson's first stage refuses these; the reader finds the byte and the key it is in.
-      {"{\"op\":\"mark\",\t\"name\":\"x\ty\"}", 1,
-       "name: control character in a string (JSON requires it escaped, e.g. \\t or \\u0001) (column 24)"},
-      {"{\"op\":\"mark\",\"extra\":[\"\xc3\xa9\",\"\xe9\"]}", 1, "extra: invalid UTF-8 (column 29)"},
-      {"{\"op\":\"mark\",\"name\":\"abc}", 1, "truncated JSON: unterminated string (column 21)"},
-      {"{\"op\":\"alloc\",\"id\":1 \"size\":1}", 1, "id: invalid JSON: a comma"},
-      {"{\"op\":\"alloc\",\"id\":1,\"size\":1} {\"op\":\"mark\"}", 1,
-       "trailing characters after the JSON object (column 32)"},
-      {"{\"op\":\"alloc\",\"id\":1,\"size\":", 1, "truncated JSON"},
-      {"{\"op\":\"alloc\",\"id\":1,\"stream\":9223372036854775808,\"size\":1}", 1, "stream: does not fit in 64 bits"},
-      {"{\"op\":\"alloc\",\"id\":1,\"size\":-0}", 1, "size: must be non-negative"},
-      {"{\"op\":\"alloc\",\"id\":1,\"size\":1,\"shape\":[2,\"x\"]}", 1, "shape: must be a non-negative integer"},
-      {"{\"op\":\"alloc\",\"id\":1,\"size\":1,\"frames\":\"f\"}", 1, "frames: must be an array"},
-      {"{\"op\":\"mark\",\"extra\":tru}", 1, "extra: invalid JSON value"},
-  };
   int k = 0;
-  for (const auto& c : cases) {
+  for (const auto& c : kBadCases) {
     std::string name = "bad" + std::to_string(k++) + ".jsonl";
     std::string msg = error_of(name, c.text);
     INFO(c.text << " -> " << msg);
     CHECK(msg.find(name + ":" + std::to_string(c.line) + ": ") != std::string::npos);
     CHECK(msg.find(c.needle) != std::string::npos);
-    CHECK(error_of(name, c.text, 3) == msg);  // lines parsed on three worker threads: the same error
+    CHECK(error_of(name, c.text, {.decode_threads = 3}) ==
+          msg);  // lines parsed on three worker threads: the same error
+    CHECK(error_of(name, c.text, {.line_by_line = true}) == msg);
+  }
+}
+
+// The reader parses chunks of lines with one simdjson stage 1 each and hands any line it doubts
+// to the line-by-line parser: a bad line in the middle of a chunk must get the message it gets
+// alone, and what comes before it must be read as before.
+TEST_CASE("JSONL in blocks: a bad line among thousands of good ones gets the message it gets alone") {
+  // 3,000 good lines (ids no case uses, time 0) before each case and 3,000 after it.
+  std::string before, after;
+  for (int i = 0; i < 1500; ++i) {
+    std::string id = std::to_string(1000000 + i);
+    before += "{\"op\":\"alloc\",\"id\":" + id + ",\"size\":64,\"t\":0}\n{\"op\":\"free\",\"id\":" + id + ",\"t\":0}\n";
+    after += "{\"op\":\"mark\",\"name\":\"after\"}\n{\"op\":\"alloc\",\"id\":" + std::to_string(2000000 + i) +
+             ",\"size\":8}\n";
+  }
+  int k = 0, checked = 0;
+  for (const auto& c : kBadCases) {
+    if (std::string_view(c.text).find("fragsim_trace") != std::string_view::npos) continue;  // a header
+    std::string name = "alone" + std::to_string(k) + ".jsonl", inner = "inner" + std::to_string(k++) + ".jsonl";
+    std::string alone = error_of(name, c.text), where = name + ":" + std::to_string(c.line) + ": ";
+    REQUIRE(alone.find(where) != std::string::npos);
+    std::string want =
+        inner + ":" + std::to_string(3000 + c.line) + ": " + alone.substr(alone.find(where) + where.size());
+    for (ReaderOptions ro :
+         {ReaderOptions{}, ReaderOptions{.decode_threads = 3}, ReaderOptions{.line_by_line = true}}) {
+      std::string msg = error_of(inner, before + c.text + "\n" + after, ro);
+      INFO(c.text << " -> " << msg << " (" << ro.decode_threads << " threads, line by line " << ro.line_by_line << ")");
+      REQUIRE(msg.size() >= want.size());
+      CHECK(msg.substr(msg.size() - want.size()) == want);
+    }
+    ++checked;
+  }
+  CHECK(checked == static_cast<int>(std::size(kBadCases)) - 2);  // all but the two header cases
+}
+
+// Whatever the layout of a line — leading and trailing whitespace, CRLF, escaped keys, unknown keys
+// with nested values, blank lines between — the blocks read the events the plain lines hold.
+TEST_CASE("JSONL in blocks: whitespace, CRLF, escaped and unknown keys read as the plain lines") {
+  std::string plain = tmp_path("layout.jsonl");
+  generate_workload("random", 11, {{"events", 9000}, {"live", 200}}, plain);
+  std::istringstream in(read_text(plain));
+  std::string line, text;
+  for (int i = 0; std::getline(in, line); ++i) {
+    if (i > 0) {  // the header stays as it is
+      switch (i % 7) {
+        case 1:
+          line = " \t " + line;
+          break;
+        case 2:
+          line += " \t";
+          break;
+        case 3:
+          line += "\r";
+          break;
+        case 4:
+          line.replace(line.find("\"op\""), 4, "\"\\u006fp\"");
+          break;
+        case 5:
+          line.insert(1, "\"x\":{\"y\":[1,2.5e-3,null,\"q\\\"\\u00e9\",{}],\"z\":true},");
+          break;
+        case 6:
+          line = "\n  \n" + line;
+          break;
+      }
+    }
+    text += line + "\n";
+  }
+  std::string laid = write_text("layout2.jsonl", text);
+  auto want = read_all(plain);
+  REQUIRE(want.size() == 9000);
+  for (ReaderOptions ro : {ReaderOptions{}, ReaderOptions{.decode_threads = 2}, ReaderOptions{.line_by_line = true}}) {
+    INFO(ro.decode_threads << " threads, line by line " << ro.line_by_line);
+    same_events(read_all(laid, ro), want);
   }
 }
 
@@ -210,7 +288,7 @@ TEST_CASE("JSONL parsed on worker threads: the same events, and the first error 
   std::string q = write_text("par2.jsonl", text);
   for (unsigned threads : {1u, 2u, 5u}) {
     INFO(threads << " threads");
-    same_events(read_all(q, false, threads), read_all(q));
+    same_events(read_all(q, {.decode_threads = threads}), read_all(q));
   }
   // Line by line: the position of a line's start, to break lines at chosen places.
   auto at_line = [&](size_t n) {
@@ -229,9 +307,10 @@ TEST_CASE("JSONL parsed on worker threads: the same events, and the first error 
   b.insert(at_line(5000), syntax);
   for (unsigned threads : {0u, 3u}) {
     INFO(threads << " threads");
-    CHECK(error_of("par_a.jsonl", a, threads).find("par_a.jsonl:5000: id: free of id 999999999") != std::string::npos);
-    CHECK(error_of("par_b.jsonl", b, threads).find("par_b.jsonl:5000: x: invalid JSON number: leading zero") !=
+    CHECK(error_of("par_a.jsonl", a, {.decode_threads = threads}).find("par_a.jsonl:5000: id: free of id 999999999") !=
           std::string::npos);
+    CHECK(error_of("par_b.jsonl", b, {.decode_threads = threads})
+              .find("par_b.jsonl:5000: x: invalid JSON number: leading zero") != std::string::npos);
   }
 }
 
@@ -248,7 +327,7 @@ TEST_CASE("lenient reading counts and skips frees of unknown ids, keeping event 
   REQUIRE(r->next(ev));
   CHECK(!r->next(ev));
   CHECK(r->skipped_frees() == 1);
-  CHECK_THROWS_AS(read_all(p, false), InputError);
+  CHECK_THROWS_AS(read_all(p), InputError);
 }
 
 TEST_CASE("jsonl -> fstrace -> jsonl and jsonl.zst keep every key of every event") {
@@ -316,12 +395,14 @@ TEST_CASE("corrupt .fstrace files are input errors") {
 }
 
 TEST_CASE("seeded mutation of JSONL and .fstrace traces: only FILE:LINE input errors, never a crash") {
-  std::string j = tmp_path("mutsrc.jsonl"), f = tmp_path("mutsrc.fstrace");
+  std::string j = tmp_path("mutsrc.jsonl"), f = tmp_path("mutsrc.fstrace"), r = tmp_path("mutsrc2.jsonl");
   generate_workload("tpu-train", 3, {{"layers", 1}, {"steps", 1}}, j);
   generate_workload("tpu-train", 3, {{"layers", 1}, {"steps", 1}}, f);
+  generate_workload("random", 3, {{"events", 2500}, {"live", 100}}, r);  // two chunks of lines
   std::uint64_t s = 99;
   auto rnd = [&] { return (s = s * 6364136223846793005ULL + 1442695040888963407ULL) >> 33; };
-  for (const auto& [src, ext] : {std::pair{j, std::string(".jsonl")}, std::pair{f, std::string(".fstrace")}}) {
+  for (const auto& [src, ext] : {std::pair{j, std::string(".jsonl")}, std::pair{r, std::string(".jsonl")},
+                                 std::pair{f, std::string(".fstrace")}}) {
     std::string good = read_text(src);
     int errors = 0;
     for (int k = 0; k < 300; ++k) {
@@ -332,12 +413,21 @@ TEST_CASE("seeded mutation of JSONL and .fstrace traces: only FILE:LINE input er
       else
         bytes.erase(at, 1 + rnd() % 8);
       std::string p = write_text("mut" + ext, bytes);
+      std::vector<Event> got;
+      std::string msg;
       try {
-        read_all(p);
+        got = read_all(p);
       } catch (const InputError& e) {
         ++errors;
-        CHECK(std::string(e.what()).find("mut" + ext + ":") != std::string::npos);
+        msg = e.what();
+        CHECK(msg.find("mut" + ext + ":") != std::string::npos);
       }
+      if (ext != ".jsonl") continue;
+      // The chunks parsed as blocks read what the lines read one by one: the same events, or
+      // the same error where they stop.
+      INFO("mutation " << k << ": " << msg);
+      CHECK(error_of("mut.jsonl", bytes, {.line_by_line = true}) == msg);
+      if (msg.empty()) same_events(got, read_all(p, {.line_by_line = true}));
     }
     INFO(ext);
     CHECK(errors > 50);

@@ -1,8 +1,13 @@
 // JSONL trace reader and writer (specs/contracts.md §1, docs/trace-format.md).
 //
-// Each event line is parsed by simdjson's On Demand API (Debian's libsimdjson-dev, 3.x): its first
-// stage checks the whole line's UTF-8, string escapes and structure; the reader then visits every
-// value, so nothing goes unchecked. Known keys decode straight into the reusable Event, each with
+// Event lines are parsed by simdjson's On Demand API (Debian's libsimdjson-dev, 3.x) a chunk of
+// lines at a time: one first stage (iterate_many) checks the chunk's UTF-8, string escapes and
+// structure and indexes it, then each line's document is decoded (LineParser::parse_block). Any
+// line the block path doubts — its document does not start where the line does, the next one not
+// where the next line does, or a check fails — goes to the line-by-line parser (one first stage
+// per line), which alone words errors: messages are the same whichever path reads a line
+// (ReaderOptions::line_by_line reads every line that way, the oracle of the tests). The reader
+// visits every value, so nothing goes unchecked. Known keys decode straight into the reusable Event, each with
 // its own type and range errors ("size: must be a non-negative integer"); unknown keys (ignored for
 // forward compatibility) are walked to their end, so they too must be valid JSON (RFC 8259; like
 // simdjson, numbers beyond a double's range are refused). Nothing is built per line: no DOM, no
@@ -120,6 +125,60 @@ StringScan scan_strings(std::string_view s) {
   return r;
 }
 
+// The text of the string whose opening quote is just before `raw`, when it holds no escape (its
+// bytes are then the string: the first stage has checked their encoding); false otherwise.
+bool plain(const char* raw, std::string_view* out) {
+  const char* p = raw;
+  for (; *p != '"'; ++p)
+    if (*p == '\\') return false;
+  *out = std::string_view(raw, static_cast<size_t>(p - raw));
+  return true;
+}
+
+// The keys of an event line (docs/trace-format.md), told apart by length first.
+enum class Key {
+  kOther,
+  kOp,
+  kId,
+  kSize,
+  kT,
+  kStream,
+  kDevice,
+  kSpace,
+  kName,
+  kDtype,
+  kAddr,
+  kPreTrace,
+  kBlockSize,
+  kStack,
+  kFrames,
+  kShape
+};
+Key key_of(std::string_view k) {
+  switch (k.size()) {
+    case 1:
+      return k == "t" ? Key::kT : Key::kOther;
+    case 2:
+      return k == "op" ? Key::kOp : k == "id" ? Key::kId : Key::kOther;
+    case 4:
+      return k == "size" ? Key::kSize : k == "name" ? Key::kName : k == "addr" ? Key::kAddr : Key::kOther;
+    case 5:
+      return k == "space"   ? Key::kSpace
+             : k == "dtype" ? Key::kDtype
+             : k == "stack" ? Key::kStack
+             : k == "shape" ? Key::kShape
+                            : Key::kOther;
+    case 6:
+      return k == "stream" ? Key::kStream : k == "device" ? Key::kDevice : k == "frames" ? Key::kFrames : Key::kOther;
+    case 9:
+      return k == "pre_trace" ? Key::kPreTrace : Key::kOther;
+    case 10:
+      return k == "block_size" ? Key::kBlockSize : Key::kOther;
+    default:
+      return Key::kOther;
+  }
+}
+
 // What a simdjson error means to someone who wrote the line. `token` is the value's raw text
 // where known (numbers: to say "leading zero").
 std::string describe(error_code e, std::string_view token = {}) {
@@ -161,12 +220,77 @@ bool blank(std::string_view s) {
   return true;
 }
 
+bool json_space(char c) { return c == ' ' || c == '\t' || c == '\r' || c == '\n'; }
+
+// Whole non-blank lines of a trace, copied out to be parsed: each followed by '\n', the last by a
+// sentinel line "{}" (for the block path, LineParser::parse_block), then SIMDJSON_PADDING spaces.
+struct LineChunk {
+  struct Line {
+    size_t offset, size;
+    std::uint64_t lineno;
+  };
+  static constexpr size_t kLines = 2048, kBytes = 256 << 10;
+
+  std::string text;
+  std::vector<Line> lines;
+  size_t sentinel = 0;  // where the "{}" after the last line starts
+  std::vector<Event> events;
+  size_t parsed = 0;         // events[0, parsed) are good
+  std::exception_ptr error;  // after them
+  bool last = false;         // no chunk follows
+
+  std::string_view line(size_t i) const { return {text.data() + lines[i].offset, lines[i].size}; }
+  // Where line i's JSON document must start: its first byte that is not JSON whitespace (npos: none).
+  size_t doc_start(size_t i) const {
+    for (size_t p = lines[i].offset, end = p + lines[i].size; p < end; ++p)
+      if (!json_space(text[p])) return p;
+    return std::string_view::npos;
+  }
+  // Refills with up to kLines non-blank lines (or kBytes) from `from`; an error reading it ends the chunk.
+  void fill(LineReader& from) {
+    text.clear();
+    lines.clear();
+    parsed = 0;
+    error = nullptr;
+    last = false;
+    try {
+      std::string_view l;
+      while (lines.size() < kLines && text.size() < kBytes && from.next(&l)) {
+        if (blank(l)) continue;
+        lines.push_back({text.size(), l.size(), from.lineno()});
+        text.append(l);
+        text.push_back('\n');
+      }
+      last = lines.empty();
+    } catch (...) {
+      error = std::current_exception();
+      last = true;
+    }
+    sentinel = text.size();
+    text.append("{}\n");
+    text.append(SIMDJSON_PADDING, ' ');
+  }
+  // Hands the next parsed event out (swapped into ev); false when the chunk is done, after
+  // throwing its error if it has one.
+  bool take(size_t& pos, Event& ev) {
+    if (pos < parsed) {
+      std::swap(ev, events[pos++]);
+      return true;
+    }
+    if (error) std::rethrow_exception(error);
+    return false;
+  }
+};
+
 // Decodes one event line into an Event (its line number already set in ev.line). Every error is
 // an InputError naming FILE:LINE and the key.
 class LineParser {
  public:
-  explicit LineParser(std::string path) : path_(std::move(path)) {}
+  LineParser(std::string path, bool blocks) : path_(std::move(path)), blocks_(blocks) {
+    block_parser_.threaded = false;
+  }
 
+  // Parses one line (the line-by-line path: every error's exact message comes from here).
   void parse(std::string_view line, Event& ev) {
     line_ = ev.line;
     text_ = line;
@@ -178,87 +302,182 @@ class LineParser {
       if (e == simdjson::INCORRECT_TYPE) err({}, "invalid JSON: each line must be one JSON object");
       json_err({}, e);
     }
-    bool have_op = false, pre_false = false;
-    std::uint16_t seen = 0;
-    std::string_view k = "key";  // named when the next key is malformed: the error is after it
-    for (auto field : obj) {
-      od::value v;
-      if ((e = field.unescaped_key().get(k)) || (e = field.value().get(v))) json_err(k, e);
-      std::uint16_t bit = 0;
-      if (k == "op") {
-        if (have_op) err(k, "duplicate key");
-        have_op = true;
-        std::string_view op = string(v, k);
-        if (!parse_op(op, &ev.op)) err(k, fmt::format("unknown op '{}'", op));
-      } else if (k == "id") {
-        bit = key::kId;
-        ev.id = AllocId(uint(v, k));
-      } else if (k == "size") {
-        bit = key::kSize;
-        ev.size = uint(v, k);
-      } else if (k == "t") {
-        bit = key::kT;
-        ev.t = Tick(uint(v, k));
-      } else if (k == "stream") {
-        bit = key::kStream;
-        ev.stream = sint(v, k);
-      } else if (k == "device") {
-        bit = key::kDevice;
-        std::uint64_t d = uint(v, k);
-        if (d > UINT32_MAX) err(k, "does not fit in 32 bits");
-        ev.device = static_cast<std::uint32_t>(d);
-      } else if (k == "space") {
-        bit = key::kSpace;
-        std::string_view sp = string(v, k);
-        if (!parse_space(sp, &ev.space)) err(k, fmt::format("unknown space '{}'", sp));
-      } else if (k == "name") {
-        bit = key::kName;
-        ev.name.assign(string(v, k));
-      } else if (k == "dtype") {
-        bit = key::kDtype;
-        std::string_view dt = string(v, k);
-        if (!parse_dtype(dt, &ev.dtype)) err(k, fmt::format("unknown dtype '{}'", dt));
-      } else if (k == "addr") {
-        if (type_of(v, k) == od::json_type::null) {
-          skip(v, k);  // null: as if absent
-        } else {
-          bit = key::kAddr;
-          ev.addr = Addr(uint(v, k));
-        }
-      } else if (k == "pre_trace") {
-        bit = key::kPreTrace;
-        pre_false = !boolean(v, k);  // false: as if absent
-      } else if (k == "block_size") {
-        bit = key::kBlockSize;
-        ev.block_size = uint(v, k);
-      } else if (k == "stack") {
-        bit = key::kStack;
-        ev.stack = uint(v, k);
-      } else if (k == "frames") {
-        bit = key::kFrames;
-        array(v, k, [&](od::value x) { ev.frames.emplace_back(string(x, k)); });
-      } else if (k == "shape") {
-        bit = key::kShape;
-        array(v, k, [&](od::value x) { ev.shape.push_back(uint(x, k)); });
-      } else {
-        skip(v, k);  // unknown event keys are ignored (forward compatibility), once valid JSON
-      }
-      if (bit) {
-        if (seen & bit) err(k, "duplicate key");
-        seen |= bit;
-      }
-    }
+    Fields f = fields(obj, ev);
     const char* rest = nullptr;
     if (doc_.current_location().get(rest) == SUCCESS) err_at({}, kTrailing, rest - line.data());
-    if (!have_op) err("op", "missing required key");
-    ev.present = pre_false ? static_cast<std::uint16_t>(seen & ~key::kPreTrace) : seen;
-    if ((ev.op == Op::kAlloc || ev.op == Op::kFree) && !(seen & key::kId)) err("id", "missing required key");
-    if (ev.op == Op::kAlloc && !(seen & key::kSize)) err("size", "missing required key");
+    finish(f, ev);
+  }
+
+  // Parses every line of a chunk into c.events, c.parsed of them; the first error, after the
+  // events before it, goes into c.error (and c.last), as the line-by-line path throws it.
+  void parse_chunk(LineChunk& c) {
+    if (c.events.size() < c.lines.size()) c.events.resize(c.lines.size());
+    size_t i = 0;
+    try {
+      if (blocks_) i = parse_block(c);
+      for (; i < c.lines.size(); ++i) parse(c.line(i), start_event(c, i));
+    } catch (...) {
+      c.error = std::current_exception();
+      c.last = true;
+    }
+    c.parsed = i;
   }
 
  private:
+  struct Retry {};  // the block path gives a line up: the line-by-line path decides on it
+  struct Fields {
+    bool have_op = false, pre_false = false;
+    std::uint16_t seen = 0;
+  };
+
+  static Event& start_event(LineChunk& c, size_t i) {
+    Event& ev = c.events[i];
+    clear_decoded(ev);
+    ev.line = c.lines[i].lineno;
+    return ev;
+  }
+
+  // The block path: one simdjson stage 1 over the whole chunk (iterate_many), then each document
+  // decoded as a line would be. A line is taken only when its document starts at the line's
+  // first non-whitespace byte and the next document (a sentinel "{}" follows the last line)
+  // starts at the next line's: then its tokens are exactly those the line alone gives (the
+  // quote state at the '{' is the same), nothing trails it, and it ends within the line. At the
+  // first line that is not so, or that fails any check, the chunk's remaining lines go through
+  // parse(), which finds the error and words it. Returns how many lines were decoded.
+  size_t parse_block(LineChunk& c) {
+    size_t n = c.lines.size(), base = n ? c.doc_start(0) : std::string_view::npos;
+    if (base == std::string_view::npos || c.sentinel + 2 - base > kBlockBatch) return 0;
+    od::document_stream docs;
+    if (block_parser_.iterate_many(c.text.data() + base, c.sentinel + 2 - base, kBlockBatch).get(docs)) return 0;
+    auto it = docs.begin();  // its first document is at base, then current_index() says where each starts
+    auto at = [&](size_t where) { return it != docs.end() && !it.error() && base + it.current_index() == where; };
+    block_ = true;
+    size_t i = 0;
+    try {
+      for (; i < n; ++i) {
+        Event& ev = start_event(c, i);
+        od::document_reference doc;
+        od::object obj;
+        if ((*it).get(doc) || doc.get_object().get(obj)) break;
+        Fields f = fields(obj, ev);
+        finish(f, ev);
+        ++it;
+        if (!at(i + 1 < n ? c.doc_start(i + 1) : c.sentinel)) break;
+      }
+    } catch (const Retry&) {
+    }
+    block_ = false;
+    return i;
+  }
+
+  // Decodes the object's fields into ev.
+  Fields fields(od::object& obj, Event& ev) {
+    Fields f;
+    error_code e;
+    std::string_view k = "key";  // named when the next key is malformed: the error is after it
+    for (auto result : obj) {
+      od::field field;
+      if ((e = std::move(result).get(field))) json_err(k, e);
+      if (!plain(field.key().raw(), &k) && (e = field.unescaped_key().get(k))) json_err(k, e);
+      od::value& v = field.value();
+      std::uint16_t bit = 0;
+      switch (key_of(k)) {
+        case Key::kOp: {
+          if (f.have_op) err(k, "duplicate key");
+          f.have_op = true;
+          std::string_view op = string(v, k);
+          if (!parse_op(op, &ev.op)) err(k, fmt::format("unknown op '{}'", op));
+          break;
+        }
+        case Key::kId:
+          bit = key::kId;
+          ev.id = AllocId(uint(v, k));
+          break;
+        case Key::kSize:
+          bit = key::kSize;
+          ev.size = uint(v, k);
+          break;
+        case Key::kT:
+          bit = key::kT;
+          ev.t = Tick(uint(v, k));
+          break;
+        case Key::kStream:
+          bit = key::kStream;
+          ev.stream = sint(v, k);
+          break;
+        case Key::kDevice: {
+          bit = key::kDevice;
+          std::uint64_t d = uint(v, k);
+          if (d > UINT32_MAX) err(k, "does not fit in 32 bits");
+          ev.device = static_cast<std::uint32_t>(d);
+          break;
+        }
+        case Key::kSpace: {
+          bit = key::kSpace;
+          std::string_view sp = string(v, k);
+          if (!parse_space(sp, &ev.space)) err(k, fmt::format("unknown space '{}'", sp));
+          break;
+        }
+        case Key::kName:
+          bit = key::kName;
+          ev.name.assign(string(v, k));
+          break;
+        case Key::kDtype: {
+          bit = key::kDtype;
+          std::string_view dt = string(v, k);
+          if (!parse_dtype(dt, &ev.dtype)) err(k, fmt::format("unknown dtype '{}'", dt));
+          break;
+        }
+        case Key::kAddr:
+          if (type_of(v, k) == od::json_type::null) {
+            skip(v, k);  // null: as if absent
+          } else {
+            bit = key::kAddr;
+            ev.addr = Addr(uint(v, k));
+          }
+          break;
+        case Key::kPreTrace:
+          bit = key::kPreTrace;
+          f.pre_false = !boolean(v, k);  // false: as if absent
+          break;
+        case Key::kBlockSize:
+          bit = key::kBlockSize;
+          ev.block_size = uint(v, k);
+          break;
+        case Key::kStack:
+          bit = key::kStack;
+          ev.stack = uint(v, k);
+          break;
+        case Key::kFrames:
+          bit = key::kFrames;
+          array(v, k, [&](od::value x) { ev.frames.emplace_back(string(x, k)); });
+          break;
+        case Key::kShape:
+          bit = key::kShape;
+          array(v, k, [&](od::value x) { ev.shape.push_back(uint(x, k)); });
+          break;
+        case Key::kOther:
+          skip(v, k);  // unknown event keys are ignored (forward compatibility), once valid JSON
+          break;
+      }
+      if (bit) {
+        if (f.seen & bit) err(k, "duplicate key");
+        f.seen |= bit;
+      }
+    }
+    return f;
+  }
+  // The keys a line must have.
+  void finish(const Fields& f, Event& ev) {
+    if (!f.have_op) err("op", "missing required key");
+    ev.present = f.pre_false ? static_cast<std::uint16_t>(f.seen & ~key::kPreTrace) : f.seen;
+    if ((ev.op == Op::kAlloc || ev.op == Op::kFree) && !(f.seen & key::kId)) err("id", "missing required key");
+    if (ev.op == Op::kAlloc && !(f.seen & key::kSize)) err("size", "missing required key");
+  }
+
   // ---- errors ----
   [[noreturn]] void err(std::string_view key, const std::string& what) {
+    if (block_) throw Retry{};
     throw InputError(path_, line_, key.empty() ? what : fmt::format("{}: {}", key, what));
   }
   // An error at byte `at` of the line, named as its column.
@@ -267,6 +486,7 @@ class LineParser {
   }
   // Names the column where simdjson stopped, when it says.
   [[noreturn]] void json_err(std::string_view key, error_code e, std::string_view token = {}) {
+    if (block_) throw Retry{};  // doc_ is not the document being read
     const char* at = nullptr;
     if (doc_.current_location().get(at) == SUCCESS && at >= text_.data() && at <= text_.data() + text_.size())
       err_at(key, describe(e, token), at - text_.data());
@@ -353,7 +573,9 @@ class LineParser {
     return n.get_int64();
   }
   std::string_view string(od::value v, std::string_view key) {
-    std::string_view s;
+    std::string_view s = v.raw_json_token();
+    od::raw_json_string raw;
+    if (s[0] == '"' && plain(s.data() + 1, &s) && v.get_raw_json_string().get(raw) == SUCCESS) return s;
     error_code e = v.get_string().get(s);
     if (e == SUCCESS) return s;
     if (type_of(v, key) != od::json_type::string) err(key, "must be a string");
@@ -419,8 +641,13 @@ class LineParser {
     }
   }
 
+  // The block path's batch: chunks up to this size (the sentinel included) are parsed as one.
+  static constexpr size_t kBlockBatch = 1 << 19;
+
   std::string path_;
-  od::parser parser_;
+  od::parser parser_, block_parser_;  // line by line; blocks (a fixed capacity, kept)
+  bool blocks_;                       // parse chunks as blocks first (ReaderOptions::line_by_line off)
+  bool block_ = false;                // in parse_block: errors are Retry
   od::document doc_;
   std::string_view text_;  // the line being parsed
   std::uint64_t line_ = 0;
@@ -433,8 +660,8 @@ class LineParser {
 // every event before it, so a run fails exactly where and as the one-thread reader makes it fail.
 class ParallelLines {
  public:
-  ParallelLines(LineReader& lines, const std::string& path, unsigned threads) : lines_(lines) {
-    for (unsigned i = 0; i < threads; ++i) workers_.emplace_back([this, path] { work(path); });
+  ParallelLines(LineReader& lines, const std::string& path, unsigned threads, bool blocks) : lines_(lines) {
+    for (unsigned i = 0; i < threads; ++i) workers_.emplace_back([this, path, blocks] { work(path, blocks); });
   }
   ~ParallelLines() {
     {
@@ -451,12 +678,8 @@ class ParallelLines {
   // chunk's error once its events are out.
   bool next(Event& ev) {
     for (;;) {
-      if (cur_ && pos_ < cur_->parsed) {
-        std::swap(ev, cur_->events[pos_++]);
-        return true;
-      }
       if (cur_) {
-        if (cur_->error) std::rethrow_exception(cur_->error);
+        if (cur_->take(pos_, ev)) return true;
         if (cur_->last) return false;
         spare_.push_back(std::move(cur_));
       }
@@ -471,22 +694,10 @@ class ParallelLines {
   }
 
  private:
-  static constexpr size_t kLines = 2048, kBytes = 1 << 20;
-  struct Line {
-    size_t offset, size;
-    std::uint64_t lineno;
-  };
-  struct Chunk {
-    std::string text;  // the lines, each followed by '\n', then SIMDJSON_PADDING spaces
-    std::vector<Line> lines;
-    std::vector<Event> events;
-    size_t parsed = 0;         // events[0, parsed) are good
-    std::exception_ptr error;  // after them
-    bool last = false;         // no chunk follows
-    bool ready = false;        // (under m_) the workers are done with it
+  struct Chunk : LineChunk {
+    bool ready = false;  // (under m_) the workers are done with it
   };
 
-  // Up to kLines non-blank lines (or kBytes) from the file; an error reading it ends the chunk.
   std::unique_ptr<Chunk> fill() {
     std::unique_ptr<Chunk> c;
     if (spare_.empty()) {
@@ -495,26 +706,8 @@ class ParallelLines {
       c = std::move(spare_.back());
       spare_.pop_back();
     }
-    c->text.clear();
-    c->lines.clear();
-    c->parsed = 0;
-    c->error = nullptr;
     c->ready = false;
-    c->last = false;
-    try {
-      std::string_view line;
-      while (c->lines.size() < kLines && c->text.size() < kBytes && lines_.next(&line)) {
-        if (blank(line)) continue;
-        c->lines.push_back({c->text.size(), line.size(), lines_.lineno()});
-        c->text.append(line);
-        c->text.push_back('\n');
-      }
-      c->last = c->lines.empty();
-    } catch (...) {
-      c->error = std::current_exception();
-      c->last = true;
-    }
-    c->text.append(SIMDJSON_PADDING, ' ');
+    c->fill(lines_);
     input_done_ = c->last;
     return c;
   }
@@ -531,8 +724,8 @@ class ParallelLines {
     }
     work_cv_.notify_one();
   }
-  void work(const std::string& path) {
-    LineParser parser(path);
+  void work(const std::string& path, bool blocks) {
+    LineParser parser(path, blocks);
     for (;;) {
       Chunk* c;
       {
@@ -542,22 +735,9 @@ class ParallelLines {
         c = jobs_.front();
         jobs_.pop_front();
       }
-      if (c->events.size() < c->lines.size()) c->events.resize(c->lines.size());
-      size_t i = 0;
-      try {
-        for (; i < c->lines.size(); ++i) {
-          Event& ev = c->events[i];
-          clear_decoded(ev);
-          ev.line = c->lines[i].lineno;
-          parser.parse(std::string_view(c->text.data() + c->lines[i].offset, c->lines[i].size), ev);
-        }
-      } catch (...) {
-        c->error = std::current_exception();  // before any error the splitter met later on
-        c->last = true;
-      }
+      parser.parse_chunk(*c);
       {
         std::lock_guard<std::mutex> l(m_);
-        c->parsed = i;
         c->ready = true;
       }
       done_cv_.notify_all();
@@ -581,7 +761,7 @@ class ParallelLines {
 class JsonlReader : public TraceReader {
  public:
   JsonlReader(const std::string& path, const ReaderOptions& opt)
-      : TraceReader(path, opt), lines_(open_source(path), path), parser_(path) {
+      : TraceReader(path, opt), lines_(open_source(path), path), parser_(path, !opt.line_by_line) {
     // The header, when present, is the first non-blank line; peek at it now so header() is known.
     std::string_view line;
     while (lines_.next(&line)) {
@@ -599,25 +779,27 @@ class JsonlReader : public TraceReader {
       lines_.unread();  // an event line: read_raw parses it
       break;
     }
-    if (opt.decode_threads > 0) parallel_ = std::make_unique<ParallelLines>(lines_, path, opt.decode_threads);
+    if (opt.decode_threads > 0)
+      parallel_ = std::make_unique<ParallelLines>(lines_, path, opt.decode_threads, !opt.line_by_line);
   }
 
  protected:
   bool read_raw(Event& ev) override {
     if (parallel_) return parallel_->next(ev);
-    std::string_view line;
-    while (lines_.next(&line)) {
-      if (blank(line)) continue;
-      ev.line = lines_.lineno();
-      parser_.parse(line, ev);
-      return true;
+    for (;;) {
+      if (chunk_.take(pos_, ev)) return true;
+      if (chunk_.last) return false;
+      chunk_.fill(lines_);
+      parser_.parse_chunk(chunk_);
+      pos_ = 0;
     }
-    return false;
   }
 
  private:
   LineReader lines_;
   LineParser parser_;
+  LineChunk chunk_;  // the caller's thread parses a chunk at a time (when there are no workers)
+  size_t pos_ = 0;
   std::unique_ptr<ParallelLines> parallel_;  // declared last: its workers stop before the rest goes
 };
 

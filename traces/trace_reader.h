@@ -20,6 +20,7 @@ namespace fragsim {
 struct ReaderOptions {
   bool lenient = false;         // count and skip frees of ids that are not live
   unsigned decode_threads = 0;  // JSONL: threads parsing lines beside the caller's (0: the caller alone)
+  bool line_by_line = false;    // JSONL: parse every line on its own, not in blocks (the blocks' oracle in tests)
 };
 
 // Resets every field a reader decodes (strings and vectors keep their capacity).

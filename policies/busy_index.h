@@ -1,0 +1,356 @@
+// BusyIndex: the offsets that committed buffers occupy at some time within an interval, kept so
+// that static-heap's best fit (policies/static_heap.cpp) finds the smallest free gap that fits
+// without visiting every buffer that overlaps the new one in time.
+//
+// The question, for a buffer living over [s, e] with `size` bytes: let U be the union of the
+// chunks [lo, hi) of committed buffers whose [start, end] overlaps [s, e]; among the maximal free
+// intervals ("gaps") of [0, ∞) \ U, which is the smallest of length ≥ size (lowest on ties), or
+// where does U end. XLA's HeapSimulator (and the plan's oracle, static_heap.cpp) lists every
+// overlapping buffer, sorts them by offset and scans: O(k log k) for k overlapping buffers, and k
+// is the number of buffers live at once (tens of thousands in a large program).
+//
+// RunList — a union of intervals as sorted runs (disjoint, not touching), split into blocks of a
+// few dozen runs, each block knowing the largest gap before one of its runs (found again lazily
+// after a change). Insert merges, in O(block + log); next_fitting(p, size) — the first gap of
+// length ≥ size that ends after p — skips whole blocks whose gaps are all smaller, so gaps too
+// small for the buffer (the slivers a best fit leaves) are passed over in bulk.
+//
+// BusyIndex — time is cut into blocks of `block` consecutive distinct instants (the buffers'
+// start and end times, ranked); a segment tree over the blocks holds, at each node, the RunList
+// of every committed chunk whose interval meets one of the node's blocks. For a query whose
+// interval contains whole blocks, U is exactly
+//     the union of the lists of the canonical nodes of those inner blocks (every chunk there
+//       meets an inner block, hence [s, e]; every chunk meeting an inner block is in one), and
+//     the chunks meeting [s, e] but no inner block: those that end in the part of [s, e] before
+//       the first inner block, or start in the part after the last one (looked up by end and by
+//       start: at most `block` instants each side) — one more RunList, built per query.
+// Queries that contain no whole block (short lifetimes) are left to the caller (best_fit says
+// so), which lists their overlapping buffers as the oracle does: they overlap few.
+//
+// Gap search over K lists L_1..L_K with U = ∪ L_k: a gap of U of length ≥ size lies inside a gap of
+// every list, each of length ≥ size; so with F_k the union of L_k's gaps of length ≥ size, the
+// gaps of U that fit are exactly the maximal intervals of ∩ F_k of length ≥ size (such an
+// interval is free in U; a larger free interval around it would lie in fitting gaps of every
+// list, so in ∩ F_k). A leapfrog walks ∩ F_k in offset order, each list answering next_fitting;
+// an exact fit ends the search (nothing smaller fits, nothing lower ties). The last interval of
+// ∩ F_k is [end of U, ∞). Cost per query: O(K · (fitting intervals + 1) · log) plus the edge
+// buffers, instead of O(k log k); K ≤ 2 log(blocks) + 1. Commit: one insert into each node
+// meeting the buffer's blocks, O(duration / block + log blocks).
+//
+// Memory: where chunks merge into runs (equal or rounded sizes, a packed heap) the lists stay
+// small; where they do not (arbitrary sizes leave slivers between neighbours), each chunk would
+// stay a run in every node it meets. So the index holds at most kRunsPerInterval runs per
+// interval (256 bytes): past that it gives up for the rest of the plan, frees its lists, and the
+// caller scans — memory stays O(buffers) either way.
+//
+// Empty chunks (lo == hi, only where offsets saturate at kTooLarge) are not indexed; the caller
+// drops the index once one exists (an empty chunk splits a gap in the scan, not in a union).
+#pragma once
+#include <algorithm>
+#include <cstdint>
+#include <utility>
+#include <vector>
+
+#include "sim/base/units.h"
+
+namespace fragsim {
+
+class RunList {
+ public:
+  static constexpr Bytes kEnd = kTooLarge;  // the end of the gap above the last run ("∞")
+  struct Run {
+    Bytes lo, hi;  // [lo, hi), lo < hi
+  };
+  struct Gap {
+    Bytes lo, hi;  // [lo, hi); hi == kEnd for the gap above every run
+  };
+
+  bool empty() const { return blocks_.empty(); }
+  size_t size() const { return size_; }
+  // Makes [lo, hi) (lo < hi) part of the union.
+  void insert(Bytes lo, Bytes hi) {
+    // The first run that ends at or after lo (touching counts: runs never touch).
+    size_t b = static_cast<size_t>(std::lower_bound(last_hi_.begin(), last_hi_.end(), lo) - last_hi_.begin());
+    if (b == blocks_.size()) {  // above every run (or none)
+      if (blocks_.empty()) add_block(0, {});
+      b = blocks_.size() - 1;
+      blocks_[b].runs.push_back({lo, hi});
+      ++size_;
+      changed(b);
+      split(b);
+      return;
+    }
+    auto& runs = blocks_[b].runs;
+    size_t j = static_cast<size_t>(
+        std::lower_bound(runs.begin(), runs.end(), lo, [](const Run& r, Bytes v) { return r.hi < v; }) - runs.begin());
+    if (runs[j].lo > hi) {  // a new run before run j
+      runs.insert(runs.begin() + static_cast<std::ptrdiff_t>(j), Run{lo, hi});
+      ++size_;
+      changed(b);
+      split(b);
+      return;
+    }
+    // Merge run j and every later run that starts at or before the merged end.
+    Run m{std::min(lo, runs[j].lo), std::max(hi, runs[j].hi)};
+    size_t k = j + 1;
+    while (k < runs.size() && runs[k].lo <= m.hi) m.hi = std::max(m.hi, runs[k++].hi);
+    bool reached_end = k == runs.size();
+    runs[j] = m;
+    runs.erase(runs.begin() + static_cast<std::ptrdiff_t>(j + 1), runs.begin() + static_cast<std::ptrdiff_t>(k));
+    size_ -= k - j - 1;
+    // It may reach into the next blocks: their runs that start at or before its end join it.
+    while (reached_end && b + 1 < blocks_.size()) {
+      auto& next = blocks_[b + 1].runs;
+      size_t d = 0;
+      while (d < next.size() && next[d].lo <= runs[j].hi) runs[j].hi = std::max(runs[j].hi, next[d++].hi);
+      next.erase(next.begin(), next.begin() + static_cast<std::ptrdiff_t>(d));
+      size_ -= d;
+      if (!next.empty()) {
+        changed(b + 1);
+        break;
+      }
+      blocks_.erase(blocks_.begin() + static_cast<std::ptrdiff_t>(b + 1));
+      last_hi_.erase(last_hi_.begin() + static_cast<std::ptrdiff_t>(b + 1));
+    }
+    changed(b);
+  }
+
+  // Where a search through the list stands (offsets only grow within one search).
+  struct Cursor {
+    size_t block = 0, run = 0;
+  };
+  // The first gap that ends after p and is at least `size` long (the gap above the last run
+  // always is). Pre: p never decreases between calls with the same cursor.
+  Gap next_fitting(Bytes p, Bytes size, Cursor& c) const {
+    // The first run with lo > p (the gap before it ends after p): in the first block ending
+    // after p, or the next one.
+    if (c.block < blocks_.size() && last_hi_[c.block] <= p) {
+      c.block = static_cast<size_t>(
+          std::upper_bound(last_hi_.begin() + static_cast<std::ptrdiff_t>(c.block), last_hi_.end(), p) -
+          last_hi_.begin());
+      c.run = 0;
+    }
+    if (c.block < blocks_.size()) {
+      const auto& runs = blocks_[c.block].runs;
+      c.run = static_cast<size_t>(std::upper_bound(runs.begin() + static_cast<std::ptrdiff_t>(c.run), runs.end(), p,
+                                                   [](Bytes v, const Run& r) { return v < r.lo; }) -
+                                  runs.begin());
+      if (c.run == runs.size()) {  // p lies in the block's last run
+        ++c.block;
+        c.run = 0;
+      }
+    }
+    // From there, the first gap of at least `size`.
+    for (size_t b = c.block, j = c.run; b < blocks_.size(); ++b, j = 0) {
+      if (max_gap(b) < size) continue;
+      const auto& runs = blocks_[b].runs;
+      for (; j < runs.size(); ++j) {
+        Bytes before = gap_start(b, j);
+        if (runs[j].lo - before >= size) return {before, runs[j].lo};
+      }
+    }
+    return {blocks_.empty() ? 0 : last_hi_.back(), kEnd};
+  }
+
+  // Every run in order (tests and checks).
+  std::vector<Run> all() const {
+    std::vector<Run> v;
+    for (const auto& b : blocks_) v.insert(v.end(), b.runs.begin(), b.runs.end());
+    return v;
+  }
+
+ private:
+  static constexpr size_t kBlockRuns = 32;  // a block splits in two above 2 × this
+  struct Block {
+    std::vector<Run> runs;      // never empty (but while being filled)
+    mutable Bytes max_gap = 0;  // the largest gap before one of these runs, unless stale
+    mutable bool stale = true;
+  };
+  Bytes gap_start(size_t b, size_t j) const {
+    if (j > 0) return blocks_[b].runs[j - 1].hi;
+    return b > 0 ? last_hi_[b - 1] : 0;
+  }
+  void add_block(size_t at, std::vector<Run> runs) {
+    blocks_.insert(blocks_.begin() + static_cast<std::ptrdiff_t>(at), Block{std::move(runs)});
+    last_hi_.insert(last_hi_.begin() + static_cast<std::ptrdiff_t>(at), 0);
+  }
+  // Block b's runs changed: its summary follows, and its largest gap (and the next block's
+  // first one) is found again when a search needs it.
+  void changed(size_t b) {
+    last_hi_[b] = blocks_[b].runs.back().hi;
+    blocks_[b].stale = true;
+    if (b + 1 < blocks_.size()) blocks_[b + 1].stale = true;
+  }
+  Bytes max_gap(size_t b) const {
+    const Block& blk = blocks_[b];
+    if (blk.stale) {
+      Bytes m = 0;
+      for (size_t j = 0; j < blk.runs.size(); ++j) m = std::max(m, blk.runs[j].lo - gap_start(b, j));
+      blk.max_gap = m;
+      blk.stale = false;
+    }
+    return blk.max_gap;
+  }
+  void split(size_t b) {
+    if (blocks_[b].runs.size() <= 2 * kBlockRuns) return;
+    std::vector<Run> tail(blocks_[b].runs.begin() + kBlockRuns, blocks_[b].runs.end());
+    blocks_[b].runs.resize(kBlockRuns);
+    add_block(b + 1, std::move(tail));
+    changed(b);
+    changed(b + 1);
+  }
+
+  std::vector<Block> blocks_;
+  std::vector<Bytes> last_hi_;  // each block's last run's end (searched without touching the blocks)
+  size_t size_ = 0;             // runs
+};
+
+class BusyIndex {
+ public:
+  // Interval i is [starts[i], ends[i]] (closed, starts[i] ≤ ends[i]); `block` instants per time block.
+  BusyIndex(const std::vector<std::uint64_t>& starts, const std::vector<std::uint64_t>& ends, size_t block)
+      : block_(std::max<size_t>(block, 1)), n_(starts.size()) {
+    std::vector<std::uint64_t> times(starts);
+    times.insert(times.end(), ends.begin(), ends.end());
+    std::sort(times.begin(), times.end());
+    times.erase(std::unique(times.begin(), times.end()), times.end());
+    auto rank = [&](std::uint64_t t) {
+      return static_cast<std::uint32_t>(std::lower_bound(times.begin(), times.end(), t) - times.begin());
+    };
+    start_.resize(n_);
+    end_.resize(n_);
+    for (size_t i = 0; i < n_; ++i) {
+      start_[i] = rank(starts[i]);
+      end_[i] = rank(ends[i]);
+    }
+    by_start_ = sorted_by(start_);
+    by_end_ = sorted_by(end_);
+    size_t blocks = times.empty() ? 1 : (times.size() + block_ - 1) / block_;
+    while (leaves_ < blocks) leaves_ *= 2;
+    lists_.resize(2 * leaves_);
+    lo_.assign(n_, 0);
+    hi_.assign(n_, 0);
+    committed_.assign(n_, 0);
+  }
+
+  // Commits interval i with its chunk [lo, hi) (lo < hi): into the list of every node that
+  // meets its blocks.
+  void commit(size_t i, Bytes lo, Bytes hi) {
+    committed_[i] = 1;
+    lo_[i] = lo;
+    hi_[i] = hi;
+    if (!enabled_) return;
+    size_t p = start_[i] / block_ + leaves_, q = end_[i] / block_ + leaves_;
+    for (;; p /= 2, q /= 2) {
+      for (size_t node = p; node <= q; ++node) {
+        runs_ -= lists_[node].size();
+        lists_[node].insert(lo, hi);
+        runs_ += lists_[node].size();
+      }
+      if (p == 1) break;
+    }
+    if (runs_ > kRunsPerInterval * n_ + 64 * lists_.size()) {
+      enabled_ = false;
+      std::vector<RunList>().swap(lists_);
+    }
+  }
+
+  // The best fit for interval i: the lowest offset of the smallest gap of at least `size`, or
+  // U's end when no finite gap fits. False when the index cannot say: it is not enabled, or the
+  // interval holds no whole time block.
+  bool best_fit(size_t i, Bytes size, Bytes* offset) {
+    if (!enabled_) return false;
+    size_t f = (start_[i] + block_ - 1) / block_, past = (static_cast<size_t>(end_[i]) + 1) / block_;
+    if (past == 0 || f > past - 1) return false;
+    size_t l = past - 1;
+    used_.clear();
+    canonical(f, l, [&](size_t node) {
+      if (!lists_[node].empty()) used_.push_back(&lists_[node]);
+    });
+    // Chunks that meet [s, e] but no inner block: ending before the first inner block, or
+    // starting after the last one.
+    edge_.clear();
+    collect(by_end_, end_, start_[i], f * block_, edge_);
+    collect(by_start_, start_, (l + 1) * block_, end_[i] + 1, edge_);
+    std::sort(edge_.begin(), edge_.end(), [](const auto& a, const auto& b) { return a.lo < b.lo; });
+    edge_list_ = RunList();
+    for (const auto& r : edge_) edge_list_.insert(r.lo, r.hi);
+    if (!edge_list_.empty()) used_.push_back(&edge_list_);
+    *offset = leapfrog(size);
+    return true;
+  }
+
+ private:
+  static constexpr size_t kRunsPerInterval = 16;  // the memory bound (see the top)
+  // Calls f(node) for the canonical nodes of the blocks [first, last].
+  template <class F>
+  void canonical(size_t first, size_t last, F f) {
+    for (size_t a = first + leaves_, b = last + leaves_ + 1; a < b; a /= 2, b /= 2) {
+      if (a & 1) f(a++);
+      if (b & 1) f(--b);
+    }
+  }
+  static std::vector<std::uint32_t> sorted_by(const std::vector<std::uint32_t>& key) {
+    std::vector<std::uint32_t> v(key.size());
+    for (size_t i = 0; i < v.size(); ++i) v[i] = static_cast<std::uint32_t>(i);
+    std::stable_sort(v.begin(), v.end(), [&](std::uint32_t a, std::uint32_t b) { return key[a] < key[b]; });
+    return v;
+  }
+  // Committed intervals whose key (rank) lies in [from, to).
+  void collect(const std::vector<std::uint32_t>& order, const std::vector<std::uint32_t>& key, size_t from, size_t to,
+               std::vector<RunList::Run>& out) const {
+    auto it = std::lower_bound(order.begin(), order.end(), from,
+                               [&](std::uint32_t i, size_t v) { return static_cast<size_t>(key[i]) < v; });
+    for (; it != order.end() && key[*it] < to; ++it)
+      if (committed_[*it]) out.push_back({lo_[*it], hi_[*it]});
+  }
+  Bytes leapfrog(Bytes size) {
+    size_t k = used_.size();
+    if (k == 0) return 0;
+    cursors_.assign(k, {});
+    gaps_.assign(k, {0, 0});
+    Bytes p = 0, best_lo = 0, best_size = kTooLarge;
+    bool found = false;
+    for (;;) {
+      // p into every F_k: each list's current fitting gap must hold p.
+      for (size_t ok = 0, j = 0; ok < k; j = j + 1 == k ? 0 : j + 1) {
+        RunList::Gap& g = gaps_[j];
+        if (g.hi <= p) g = used_[j]->next_fitting(p, size, cursors_[j]);
+        if (g.lo > p) {
+          p = g.lo;
+          ok = 1;
+        } else {
+          ++ok;
+        }
+      }
+      Bytes q = RunList::kEnd;
+      for (const auto& g : gaps_) q = std::min(q, g.hi);
+      if (q == RunList::kEnd) break;  // [end of U, ∞)
+      if (q - p >= size && q - p < best_size) {
+        best_size = q - p;
+        best_lo = p;
+        found = true;
+        if (best_size == size) return best_lo;  // nothing smaller fits, nothing lower ties
+      }
+      p = q;
+    }
+    return found ? best_lo : p;
+  }
+
+  size_t block_, n_, leaves_ = 1;
+  std::vector<std::uint32_t> start_, end_;        // ranks of each interval's start and end
+  std::vector<std::uint32_t> by_start_, by_end_;  // interval indices by start / end rank
+  std::vector<RunList> lists_;  // segment tree over time blocks: the chunks that meet the node's blocks
+  size_t runs_ = 0;             // in all lists
+  bool enabled_ = true;
+  std::vector<Bytes> lo_, hi_;  // committed chunks
+  std::vector<char> committed_;
+  // Per query (reused):
+  std::vector<RunList::Run> edge_;
+  RunList edge_list_;
+  std::vector<const RunList*> used_;
+  std::vector<RunList::Cursor> cursors_;
+  std::vector<RunList::Gap> gaps_;
+};
+
+}  // namespace fragsim

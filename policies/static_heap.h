@@ -1,0 +1,46 @@
+// static-heap's planner (policies/static_heap.cpp): XLA's GlobalDecreasingSizeBestFitHeap over
+// buffers whose lifetimes are all known, exposed so that tests can hold the indexed search to the
+// plain one.
+#pragma once
+#include <cstdint>
+#include <optional>
+#include <unordered_map>
+#include <vector>
+
+#include "sim/base/limits.h"
+#include "sim/base/units.h"
+
+namespace fragsim {
+
+struct HeapBuffer {
+  std::uint64_t id;            // alloc event index
+  Bytes size;                  // > 0
+  std::uint64_t start, end;    // lives over [start, end]
+  std::optional<Bytes> fixed;  // placed before planning (a pre_trace buffer's recorded offset)
+  std::uint64_t tie = 0;       // the trace's id (an XLA module's: the logical buffer id, XLA's last sort key)
+  std::uint64_t duration() const { return end - start; }
+};
+
+struct HeapPlan {
+  std::unordered_map<std::uint64_t, Bytes> offset;  // alloc event index → offset
+  Bytes heap = 0;                                   // the highest end
+  size_t indexed = 0;                               // buffers the BusyIndex placed (kIndexed)
+};
+
+// How each buffer's gap is found: kScan lists every committed buffer overlapping it in time and
+// scans them in offset order (XLA's way, the oracle); kIndexed asks a BusyIndex (busy_index.h)
+// for buffers that outlive a time block of `time_block` instants, and scans the others. Both
+// give the same plan.
+enum class HeapSearch { kIndexed, kScan };
+inline constexpr size_t kHeapTimeBlock = 512;
+
+// Places every buffer in order — spatial: (size desc, duration desc, tie, id); temporal: (duration
+// desc, size desc, tie, id) — in the smallest free gap that fits among the committed buffers that
+// overlap it in time (chunk ends rounded up to `alignment`), the lowest on ties, else above them.
+// `steps`, when given, is charged one step per buffer placed plus one per committed buffer a scan
+// visits (the plan_steps limit, sim/base/limits.h: a plan that would take minutes is refused).
+[[nodiscard]] HeapPlan plan_heap(std::vector<HeapBuffer> bufs, bool spatial, Bytes alignment,
+                                 HeapSearch search = HeapSearch::kIndexed, size_t time_block = kHeapTimeBlock,
+                                 LimitCounter* steps = nullptr);
+
+}  // namespace fragsim
