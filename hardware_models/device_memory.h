@@ -57,7 +57,7 @@ class DeviceMemory {
   // the padded size does not fit (counted as a failed call).
   [[nodiscard]] Grant allocate(Bytes bytes, Bytes unit = 0);
   void expect_address(Addr a) { recorded_.push_back(a); }
-  // The next allocation gets exactly this address (the recording's), if the grant fits there.
+  // The next allocation gets exactly this address (the recording's), if takes_recorded() allows it.
   void next_address(Addr a) {
     recorded_.clear();
     recorded_.push_back(a);
@@ -88,7 +88,7 @@ class DeviceMemory {
 
  private:
   void release(Addr addr);
-  bool free_range(Addr a, Bytes p) const;          // [a, a + p) below kTop and on no live grant
+  bool takes_recorded(Addr a, Bytes p) const;      // a recorded address usable for a grant of p bytes
   std::optional<Addr> bump(Bytes p, Bytes align);  // the next address for a grant of p bytes
 
   SpaceSpec spec_;
