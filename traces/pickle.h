@@ -45,6 +45,9 @@ struct PickleDoc {
   PyRef root = nullptr;
 };
 
+// Deepest nesting of containers a snapshot may have (a real one nests about 6 deep).
+inline constexpr int kMaxPickleDepth = 200;
+
 // Largest pickle (after decompression) the reader accepts, and the memory its objects may take:
 // 64 × the file's size + 64 MiB, at most 8 GiB (real snapshots take about 20×).
 inline constexpr std::uint64_t kMaxPickleBytes = std::uint64_t{2} << 30;

@@ -41,13 +41,11 @@ struct Raw {
 
 class SnapshotReader : public TraceReader {
  public:
-  SnapshotReader(const std::string& path, const ReaderOptions& opt)
-      : TraceReader(path, opt),
-        doc_(load_pickle(path)),
-        budget_(path, doc_->arena.size() * sizeof(PyObj)),
-        parser_(path, budget_) {
-    convert(*doc_->root);
-    doc_.reset();  // the events hold what replay needs
+  SnapshotReader(const std::string& path, const ReaderOptions& opt) : SnapshotReader(path, *load_pickle(path), opt) {}
+  SnapshotReader(const std::string& name, const PickleDoc& doc, const ReaderOptions& opt)
+      : TraceReader(name, opt), budget_(name, doc.arena.size() * sizeof(PyObj)), parser_(name, budget_) {
+    if (!doc.root) bad("not a PyTorch memory snapshot (empty)");
+    convert(*doc.root);  // the events hold what replay needs: the document may go
   }
 
  protected:
@@ -379,7 +377,6 @@ class SnapshotReader : public TraceReader {
     return r;
   }
 
-  std::unique_ptr<PickleDoc> doc_;  // while converting
   WorkBudget budget_;
   Parser parser_;
   nlohmann::json settings_;  // the snapshot's allocator_settings
@@ -398,6 +395,11 @@ class SnapshotReader : public TraceReader {
 
 std::unique_ptr<TraceReader> make_torch_snapshot_reader(const std::string& path, const ReaderOptions& opt) {
   return std::make_unique<SnapshotReader>(path, opt);
+}
+
+std::unique_ptr<TraceReader> make_torch_snapshot_reader_from(const std::string& name, const PickleDoc& doc,
+                                                             const ReaderOptions& opt) {
+  return std::make_unique<SnapshotReader>(name, doc, opt);
 }
 
 }  // namespace fragsim
