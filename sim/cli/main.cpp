@@ -436,6 +436,7 @@ int cmd_list(const Args& args, const Registry& reg) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  remove_temporaries_on_signals();
   Registry reg;
   register_builtin_policies(reg);
   if (argc >= 2 && std::string(argv[1]) == "--version") {
