@@ -47,13 +47,19 @@ struct SimSpec {
   std::string hw = "h100-80g";
 };
 
-// Runs it with --check (every invariant after every event) and reads its placements back.
-inline SimRun simulate(const SimSpec& spec) {
-  static Registry reg = [] {
+// The built-in policies, registered once for the test process.
+inline const Registry& builtin_registry() {
+  static const Registry reg = [] {
     Registry r;
     register_builtin_policies(r);
     return r;
   }();
+  return reg;
+}
+
+// Runs it with --check (every invariant after every event) and reads its placements back.
+inline SimRun simulate(const SimSpec& spec) {
+  const Registry& reg = builtin_registry();
   RunOptions o;
   o.trace = write_text(spec.name + ".jsonl", spec.text);
   o.policy.name = spec.policy;

@@ -23,15 +23,6 @@ using namespace fragsim::test;
 
 namespace {
 
-const Registry& registry() {
-  static const Registry reg = [] {
-    Registry r;
-    register_builtin_policies(r);
-    return r;
-  }();
-  return reg;
-}
-
 // Every event of a reader, as the JSONL writer prints it (every key of the trace contract), with
 // the line each came from.
 std::vector<std::string> events_of(TraceReader& r) {
@@ -89,9 +80,9 @@ TEST_CASE("JsonlLines: lines handed over one by one read as the file holding the
   q.trace = sample;
   q.policy = "best-fit";
   q.capacity = "1GiB";
-  nlohmann::json file_report = report_json(run_request(q, registry()));
+  nlohmann::json file_report = report_json(run_request(q, builtin_registry()));
   q.source = lines_of(sample, text);
-  CHECK(report_json(run_request(q, registry())) == file_report);
+  CHECK(report_json(run_request(q, builtin_registry())) == file_report);
 }
 
 TEST_CASE("JsonlLines: every error is the one the file gives at the same line and key") {
@@ -161,20 +152,20 @@ TEST_CASE("commands read a source held in memory as its file: run and compare an
   RunRequest memory = file;
   memory.source = source;
   // run: the policy, hardware and settings chosen from the recording, the advice replayed.
-  CHECK(report_json(run_request(memory, registry())) == report_json(run_request(file, registry())));
+  CHECK(report_json(run_request(memory, builtin_registry())) == report_json(run_request(file, builtin_registry())));
   // compare: the default entries follow the recording too.
   CompareRequest c;
   c.base = file;
   c.traces = {path};
-  std::vector<RunResult> a = run_compare(c, registry(), false, 2);
+  std::vector<RunResult> a = run_compare(c, builtin_registry(), false, 2);
   c.sources = {source};
-  std::vector<RunResult> b = run_compare(c, registry(), false, 2);
+  std::vector<RunResult> b = run_compare(c, builtin_registry(), false, 2);
   REQUIRE(a.size() == b.size());
   CHECK(a.size() >= 2);
   for (size_t i = 0; i < a.size(); ++i) CHECK(report_json(a[i]) == report_json(b[i]));
   // sweep and info.
-  CHECK(sweep_json(sweep_request(memory, "min-capacity", false, registry(), 2)) ==
-        sweep_json(sweep_request(file, "min-capacity", false, registry(), 2)));
+  CHECK(sweep_json(sweep_request(memory, "min-capacity", false, builtin_registry(), 2)) ==
+        sweep_json(sweep_request(file, "min-capacity", false, builtin_registry(), 2)));
   CHECK(trace_info(path, false, source) == trace_info(path, false));
 }
 
@@ -209,7 +200,7 @@ TEST_CASE("a cancelled run stops within a batch of events and commits no output"
     o.hw = load_hardware("h100-80g");
     o.placements = tmp_path("cancel_placements.jsonl");
     o.cancel = &cancel;
-    CHECK_THROWS_AS(run_simulations({o, o}, registry(), threads), Cancelled);
+    CHECK_THROWS_AS(run_simulations({o, o}, builtin_registry(), threads), Cancelled);
     // Each engine checks every kCancelEvents events; a shared decode runs at most a few batches ahead.
     CHECK(handed.load() < 10000 + 16 * kCancelEvents);
     CHECK_FALSE(std::filesystem::exists(o.placements));
@@ -227,17 +218,17 @@ TEST_CASE("a cancelled run stops within a batch of events and commits no output"
   o.cancel = &set;
   RunOptions other = o;
   other.placements = tmp_path("cancel_shared2.jsonl");
-  CHECK_THROWS_AS(run_simulations({o, other}, registry(), 2), Cancelled);
+  CHECK_THROWS_AS(run_simulations({o, other}, builtin_registry(), 2), Cancelled);
   CHECK_FALSE(std::filesystem::exists(o.placements));
   CHECK_FALSE(std::filesystem::exists(other.placements));
   o.placements.clear();
   o.policy.name = "static-heap";
-  CHECK_THROWS_AS(run_simulation(o, registry()), Cancelled);
+  CHECK_THROWS_AS(run_simulation(o, builtin_registry()), Cancelled);
   o.policy.name = "best-fit";
   o.cancel = &unset;
-  RunResult with = run_simulation(o, registry());
+  RunResult with = run_simulation(o, builtin_registry());
   o.cancel = nullptr;
-  CHECK(report_json(with) == report_json(run_simulation(o, registry())));
+  CHECK(report_json(with) == report_json(run_simulation(o, builtin_registry())));
 }
 
 // Before: the first output file installed handlers for SIGINT, SIGTERM, ... that ended the
