@@ -3,7 +3,7 @@ set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 BUILD="${FRAGSIM_BUILD_DIR:-$ROOT/build}"
 PACKAGES=(cmake g++ make pkg-config libboost-program-options-dev nlohmann-json3-dev libfmt-dev catch2 libzstd-dev
-  libsimdjson-dev clang-format libprotobuf-dev protobuf-compiler)
+  libsimdjson-dev clang-format libprotobuf-dev protobuf-compiler python3 python3-dev pybind11-dev)
 
 install_deps() {
   local missing=()
@@ -19,11 +19,16 @@ install_deps() {
   fi
 }
 
-# build [DIR] [cmake args...]: configure and build (Release, warnings as errors by default).
+# Debian's python3 (the one python3-dev and pybind11-dev are for), whatever else is first on PATH.
+PYTHON=/usr/bin/python3
+
+# build [DIR] [cmake args...]: configure and build (Release, warnings as errors by default; the
+# Python module always: a missing pybind11 fails here instead of leaving the module out).
 build_in() {
   local dir="$1"
   shift
-  cmake -S "$ROOT" -B "$dir" -DCMAKE_BUILD_TYPE=Release -DFRAGSIM_WERROR=ON "$@" >/dev/null
+  cmake -S "$ROOT" -B "$dir" -DCMAKE_BUILD_TYPE=Release -DFRAGSIM_WERROR=ON -DFRAGSIM_PYTHON=ON \
+    -DPython3_EXECUTABLE="$PYTHON" "$@" >/dev/null
   cmake --build "$dir" -j"$(nproc)"
 }
 build() { build_in "$BUILD" "$@"; }

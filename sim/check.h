@@ -6,8 +6,12 @@
 // tolerance, of the run and of each (device, space). A run with no counterpart on the other side,
 // a device entry on one side only and a figure the current report leaves out are regressions
 // too: what cannot be compared cannot pass. Both files are checked against the report schema
-// first; reports of different traces (trace digest) or different policy configurations are
-// refused unless explicitly allowed. Every output escapes names for its format (sim/base/text.h).
+// first. Reports of different traces (trace digest) are compared as two recordings of one
+// workload — new code, new trace — with a note (--same-trace refuses them); different policy
+// configurations are refused unless explicitly allowed. By default the figures docs/metrics.md
+// recommends gate (peak allocated and reserved, fragmentation.max, fragmentation.at_peak_allocated);
+// the others (peak requested, fragmentation.at_peak_reserved) are shown, not gated, unless
+// gate_all. Every output escapes names for its format (sim/base/text.h).
 #pragma once
 #include <nlohmann/json.hpp>
 #include <string>
@@ -18,8 +22,9 @@ namespace fragsim {
 struct CheckOptions {
   std::string baseline_path, current_path;
   double tolerance_pct = 0;  // allowed growth of each figure, ≥ 0
-  bool allow_different_trace = false;
+  bool same_trace = false;   // refuse reports of different traces (exit 2)
   bool allow_different_policy = false;
+  bool gate_all = false;  // gate every figure, not only those docs/metrics.md recommends
 };
 
 struct CheckItem {
@@ -27,6 +32,7 @@ struct CheckItem {
   std::string metric;  // "peak_reserved_bytes", "oom_count", "first_oom_event", "device 0 hbm.oom_count", ...
   double baseline = 0, current = 0;
   bool regression = false;
+  bool gated = true;    // false: shown, but its growth is no regression (not a recommended figure)
   std::string message;  // one line, for people
 };
 

@@ -57,7 +57,8 @@ ComparePlan prepare_compare(const CompareRequest& req, const Registry& reg) {
   for (size_t t = 0; t < req.traces.size(); ++t) {
     RunRequest q = req.base;
     q.trace = req.traces[t];
-    const Recording recording = read_recording(q.trace, q.lenient);
+    q.source = t < req.sources.size() ? req.sources[t] : nullptr;
+    const Recording recording = read_recording(q);
     std::vector<std::string> entries = given.empty() ? default_compare_entries(q, recording, reg) : given;
     if (t == 0) plan.entries = entries;
     for (const auto& entry : entries) {

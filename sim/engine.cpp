@@ -77,7 +77,8 @@ void Engine::collect_lifetimes() {
   std::vector<std::pair<LifetimeKey, size_t>> where;  // per handle: (key, index in lifetimes_[key])
   std::map<LifetimeKey, std::uint64_t> clock;
   Event ev;
-  while (reader->next(ev)) {
+  for (std::uint64_t n = 1; reader->next(ev); ++n) {
+    if (n % kCancelEvents == 0) check_cancel(opt_);
     if (ev.op != Op::kAlloc && ev.op != Op::kFree) continue;
     Space sp = route(ev.op == Op::kAlloc ? ev.space : ev.live_space, ev);
     LifetimeKey k{ev.device, sp};
@@ -102,7 +103,10 @@ RunResult Engine::run() {
   auto reader = open();
   begin(reader->header(), reader->recording());
   Event ev;
-  while (reader->next(ev)) feed(ev);
+  for (std::uint64_t n = 1; reader->next(ev); ++n) {
+    feed(ev);
+    if (n % kCancelEvents == 0) check_cancel(opt_);
+  }
   out_.trace_digest = reader->digest();
   return end(reader->skipped_frees());
 }

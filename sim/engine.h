@@ -1,11 +1,13 @@
 // Running simulations: what a run is given (RunOptions) and the calls that run one or several
 // (the engine itself: sim/engine_impl.h; results: sim/run_result.h).
 #pragma once
+#include <atomic>
 #include <functional>
 #include <map>
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <optional>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
@@ -44,7 +46,22 @@ struct RunOptions {
   bool keep_live_buffers = false;
   std::vector<std::string> notes;  // lines for the text report (e.g. how --env was interpreted)
   std::string label;               // how reports name the run when several are shown (compare, batch)
+  // Set from another thread to stop the run (a front end's Ctrl-C): checked every kCancelEvents
+  // events replayed (every batch when engines share a decode); the run then throws Cancelled and
+  // commits no output. nullptr: never.
+  const std::atomic<bool>* cancel = nullptr;
 };
+
+// What a cancelled run throws (RunOptions::cancel); never a result.
+class Cancelled : public std::runtime_error {
+ public:
+  Cancelled() : std::runtime_error("cancelled") {}
+};
+inline constexpr std::uint64_t kCancelEvents = 4096;
+// Throws Cancelled when the run's cancel flag is set.
+inline void check_cancel(const RunOptions& o) {
+  if (o.cancel && o.cancel->load(std::memory_order_relaxed)) throw Cancelled();
+}
 
 // Runs one simulation. Throws InputError (bad trace/config), EnvError (I/O), std::logic_error
 // (a policy invariant broken under --check).

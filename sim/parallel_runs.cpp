@@ -180,6 +180,7 @@ void replay_shared(const std::vector<RunOptions>& runs, const std::vector<size_t
         bool done = false;
         try {
           if (batch) {
+            check_cancel(runs[it->first]);  // once per batch (kBatch events)
             for (const Event& ev : *batch) it->second->feed(ev);
           } else {
             if (stream.end().error) std::rethrow_exception(stream.end().error);

@@ -48,6 +48,10 @@ Recording read_recording(const std::string& trace, bool lenient) {
   return open_trace(trace, ReaderOptions{lenient})->recording();
 }
 
+Recording read_recording(const RunRequest& req) {
+  return req.source ? req.source()->recording() : read_recording(req.trace, req.lenient);
+}
+
 nlohmann::json resolved_config(const RunOptions& o, const Recording& recording, const Registry& reg) {
   const PolicyInfo& info = reg.find(o.policy.name);
   const SpaceSpec* hbm = o.hw.space(Space::kHbm);
@@ -72,7 +76,9 @@ RunOptions prepare_run(const RunRequest& req, const Registry& reg, const Recordi
   if (!req.policy.empty()) (void)reg.find(parse_policy_ref(req.policy, "--policy").name);
   RunOptions o;
   o.trace = req.trace;
-  const Recording recording = given ? *given : read_recording(req.trace, req.lenient);
+  o.source = req.source;
+  o.cancel = req.cancel;
+  const Recording recording = given ? *given : read_recording(req);
   o.hw = choose_hardware(req, recording, &o.notes);
   SettingsInput si{req.policy, req.sets, req.envs};
   si.recorded_framework = recording.framework();

@@ -24,6 +24,10 @@ struct RunRequest {
   bool strict = false;            // --strict: a recording with nothing to replay is an input error
   std::int64_t shard = 1;         // signed: "-1" is refused as -1, not read as 4294967295
   std::string shard_dim = "major";
+  // A trace held in memory instead of a file (a front end's: the Python module's snapshot dict or
+  // list of events); `trace` then only names it in reports and messages. Empty: read the file.
+  TraceSource source;
+  const std::atomic<bool>* cancel = nullptr;  // RunOptions::cancel of every run the request makes
 };
 
 // Checks the request against the registry and the trace's recording, chooses what it leaves
@@ -35,6 +39,8 @@ struct RunRequest {
 
 // What the trace's header says about its recording (opens the trace; EnvError/InputError).
 [[nodiscard]] Recording read_recording(const std::string& trace, bool lenient);
+// The request's trace: its source when it has one, else the file.
+[[nodiscard]] Recording read_recording(const RunRequest& req);
 
 // The policy's config as it resolves for the first device's main memory on this run (recorded
 // settings applied): what its what-ifs and advice read. Builds nothing.

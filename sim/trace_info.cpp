@@ -12,10 +12,10 @@
 
 namespace fragsim {
 
-nlohmann::json trace_info(const std::string& path, bool lenient) {
+nlohmann::json trace_info(const std::string& path, bool lenient, const ReaderFactory& source) {
   ReaderOptions ro;
   ro.lenient = lenient;
-  auto reader = open_trace(path, ro);
+  auto reader = source ? source() : open_trace(path, ro);
   Event ev;
   std::uint64_t events = 0, allocs = 0, frees = 0, marks = 0, observations = 0, stacks = 0, empty_caches = 0;
   // Sums of sizes up to 2^64 − 1 each: kept in 128 bits, reported saturated at 2^64 − 1.
@@ -98,7 +98,7 @@ nlohmann::json trace_info(const std::string& path, bool lenient) {
                       {"total_requested_bytes", sat(total)},
                       {"largest_alloc_bytes", largest},
                       {"size_histogram", h}};
-  if (is_xprof_path(path) || is_hlo_proto_path(path)) {  // the compiled modules it embeds
+  if (!source && (is_xprof_path(path) || is_hlo_proto_path(path))) {  // the compiled modules it embeds
     nlohmann::json mods = nlohmann::json::array();
     for (const auto& m : list_hlo_modules(path))
       mods.push_back({{"name", m.name},

@@ -23,6 +23,7 @@ namespace {
 const std::vector<std::pair<std::string, std::set<std::string>>> kLayers = {
     {"sim/base", {"sim/base"}},
     {"sim/cli", {"sim/base", "hardware_models", "traces", "policies", "sim"}},
+    {"sim/python", {"sim/base", "hardware_models", "traces", "policies", "sim", "sim/python"}},
     {"hardware_models/cuda_replay", {"sim/base", "hardware_models", "hardware_models/cuda_replay", "traces"}},
     {"hardware_models", {"sim/base", "hardware_models"}},
     {"traces", {"sim/base", "traces"}},

@@ -289,7 +289,8 @@ TEST_CASE("bytes after an fstrace end record are an error") {
 }
 
 // Before: check exited 0 on a 4-key object, on "ooms": null with oom_count 3, on another
-// trace's report, and on a 100x regression with --tolerance nan.
+// trace's report (now compared with a note, refused with --same-trace), and on a 100x regression
+// with --tolerance nan.
 TEST_CASE("the CI gate cannot be fooled") {
   std::string tr = std::string(FRAGSIM_SOURCE_DIR) + "/traces/samples/jax_train_small.jsonl";
   std::string other = std::string(FRAGSIM_SOURCE_DIR) + "/traces/samples/llm_serving_small.jsonl";
@@ -305,10 +306,13 @@ TEST_CASE("the CI gate cannot be fooled") {
   auto r = cli("check --baseline " + a + " --current " + tmp_path("gate_null.json"));
   CHECK(r.code == 2);
   CHECK(r.err.find("gate_null.json: ooms: must be an array") != std::string::npos);
-  r = cli("check --baseline " + a + " --current " + o);
+  r = cli("check --baseline " + a + " --current " + o + " --same-trace");
   CHECK(r.code == 2);
   CHECK(r.err.find("different traces") != std::string::npos);
-  CHECK(cli("check --baseline " + a + " --current " + o + " --allow-different-trace --tolerance 1000000").code == 0);
+  r = cli("check --baseline " + a + " --current " + o + " --tolerance 1000000");
+  CHECK(r.code == 0);
+  CHECK(r.out.find("note: ") != std::string::npos);  // compared, and said so
+  CHECK(r.out.find("the traces differ") != std::string::npos);
   j = nlohmann::json::parse(read_text(a));
   j["peak_reserved_bytes"] = j["peak_reserved_bytes"].get<std::uint64_t>() * 100;
   write_text("gate_b.json", j.dump());

@@ -758,6 +758,18 @@ class ParallelLines {
   bool input_done_ = false;
 };
 
+// The first non-blank line of a trace: its header (validated, InputError naming FILE:LINE), or
+// null when it is an event line.
+nlohmann::json header_of(std::string_view line, const std::string& path, std::uint64_t lineno) {
+  if (line.find("\"fragsim_trace\"") == std::string_view::npos) return nullptr;
+  if (size_t bad = utf8_error_offset(line); bad != std::string_view::npos)
+    throw InputError(path, lineno, fmt::format("invalid UTF-8 (column {})", bad + 1));
+  nlohmann::json h = line.size() > kMaxHeaderBytes ? nlohmann::json() : nlohmann::json::parse(line, nullptr, false);
+  if (line.size() > kMaxHeaderBytes || h.is_discarded() || (h.is_object() && h.contains("fragsim_trace")))
+    return parse_header(line, path, lineno);
+  return nullptr;
+}
+
 class JsonlReader : public TraceReader {
  public:
   JsonlReader(const std::string& path, const ReaderOptions& opt)
@@ -766,15 +778,9 @@ class JsonlReader : public TraceReader {
     std::string_view line;
     while (lines_.next(&line)) {
       if (blank(line)) continue;
-      if (line.find("\"fragsim_trace\"") != std::string_view::npos) {
-        if (size_t bad = utf8_error_offset(line); bad != std::string_view::npos)
-          fail(lines_.lineno(), fmt::format("invalid UTF-8 (column {})", bad + 1));
-        nlohmann::json h =
-            line.size() > kMaxHeaderBytes ? nlohmann::json() : nlohmann::json::parse(line, nullptr, false);
-        if (line.size() > kMaxHeaderBytes || h.is_discarded() || (h.is_object() && h.contains("fragsim_trace"))) {
-          set_header(parse_header(line, path_, lines_.lineno()), lines_.lineno());
-          break;
-        }
+      if (nlohmann::json h = header_of(line, path_, lines_.lineno()); !h.is_null()) {
+        set_header(std::move(h), lines_.lineno());
+        break;
       }
       lines_.unread();  // an event line: read_raw parses it
       break;
@@ -871,6 +877,52 @@ class JsonlWriter : public TraceWriter {
 };
 
 }  // namespace
+
+struct JsonlLines::Impl {
+  explicit Impl(const std::string& n) : name(n), parser(n, false) {}  // lines come one by one
+  std::string name;
+  LineParser parser;
+  std::shared_ptr<std::vector<Event>> events = std::make_shared<std::vector<Event>>();
+  nlohmann::json header;
+  std::uint64_t header_line = 0, lineno = 0;
+  bool seen_event = false;  // a non-blank line has been added
+  std::string padded;       // the line being parsed, followed by SIMDJSON_PADDING bytes
+};
+
+JsonlLines::JsonlLines(const std::string& name) : impl_(std::make_unique<Impl>(name)) {}
+JsonlLines::~JsonlLines() = default;
+
+void JsonlLines::add(std::string_view line) {
+  Impl& m = *impl_;
+  ++m.lineno;
+  if (blank(line)) return;
+  if (!m.seen_event) {
+    m.seen_event = true;
+    if (nlohmann::json h = header_of(line, m.name, m.lineno); !h.is_null()) {
+      m.header = std::move(h);
+      m.header_line = m.lineno;
+      return;
+    }
+  }
+  m.padded.assign(line);
+  m.padded.append(SIMDJSON_PADDING, ' ');
+  Event& ev = m.events->emplace_back();
+  ev.line = m.lineno;
+  try {
+    m.parser.parse(std::string_view(m.padded.data(), line.size()), ev);
+  } catch (...) {
+    m.events->pop_back();
+    throw;
+  }
+}
+
+std::uint64_t JsonlLines::lines() const { return impl_->lineno; }
+
+ReaderFactory JsonlLines::reader(const ReaderOptions& opt) && {
+  return [name = impl_->name, events = std::shared_ptr<const std::vector<Event>>(std::move(impl_->events)),
+          header = impl_->header, line = impl_->header_line,
+          opt]() { return make_decoded_reader(name, events, header, line, opt); };
+}
 
 void append_json_string(std::string& out, std::string_view s) {
   out.push_back('"');

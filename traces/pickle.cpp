@@ -24,7 +24,6 @@ const PyObj* PyObj::get(std::string_view key) const {
 
 namespace {
 
-constexpr int kMaxDepth = 200;
 constexpr size_t kMaxStack = 1 << 20;
 
 class Unpickler {
@@ -357,7 +356,7 @@ class Unpickler {
     if (child == &parent) err("a container cannot contain itself");
     if (++adopted_ % 16 == 0) charge([&] { objects_.spend(1); });  // a container's slot is a pointer
     parent.depth = std::max(parent.depth, child->depth + 1);
-    if (parent.depth > kMaxDepth) err(fmt::format("nesting deeper than {}", kMaxDepth));
+    if (parent.depth > kMaxPickleDepth) err(fmt::format("nesting deeper than {}", kMaxPickleDepth));
   }
   void set_items(PyObj& d, std::vector<PyRef>& items) {
     if (items.size() % 2) err("SETITEMS with an odd number of items");

@@ -52,6 +52,9 @@ struct PickleDoc {
   PyRef root = nullptr;
 };
 
+// Deepest nesting of containers a snapshot may have (a real one nests about 6 deep).
+inline constexpr int kMaxPickleDepth = 200;
+
 // Largest pickle (after decompression) the reader accepts.
 inline constexpr std::uint64_t kMaxPickleBytes = std::uint64_t{2} << 30;
 

@@ -9,6 +9,7 @@
 #include <unordered_set>
 
 #include "sim/base/error.h"
+#include "sim/base/io.h"
 #include "sim/base/text.h"
 #include "traces/pickle.h"
 #include "traces/range_set.h"
@@ -42,9 +43,13 @@ struct Raw {
 class SnapshotReader : public TraceReader {
  public:
   SnapshotReader(const std::string& path, const ReaderOptions& opt)
-      : TraceReader(path, opt), doc_(load_pickle(path)), budget_(path), parser_(path, budget_) {
-    convert(*doc_->root);
-    doc_.reset();  // the events hold what replay needs
+      : SnapshotReader(path, *load_pickle(path), opt, input_bytes(path)) {}
+  // `input` sizes the limits on what the conversion may hold (sim/base/limits.h): the file's size,
+  // or for a document held in memory the size of its objects.
+  SnapshotReader(const std::string& name, const PickleDoc& doc, const ReaderOptions& opt, std::uint64_t input)
+      : TraceReader(name, opt), budget_(name, input), parser_(name, budget_) {
+    if (!doc.root) bad("not a PyTorch memory snapshot (empty)");
+    convert(*doc.root);  // the events hold what replay needs: the document may go
   }
 
  protected:
@@ -383,7 +388,6 @@ class SnapshotReader : public TraceReader {
     return r;
   }
 
-  std::unique_ptr<PickleDoc> doc_;  // while converting
   WorkBudget budget_;
   Parser parser_;
   nlohmann::json settings_;  // the snapshot's allocator_settings
@@ -402,6 +406,11 @@ class SnapshotReader : public TraceReader {
 
 std::unique_ptr<TraceReader> make_torch_snapshot_reader(const std::string& path, const ReaderOptions& opt) {
   return std::make_unique<SnapshotReader>(path, opt);
+}
+
+std::unique_ptr<TraceReader> make_torch_snapshot_reader_from(const std::string& name, const PickleDoc& doc,
+                                                             const ReaderOptions& opt) {
+  return std::make_unique<SnapshotReader>(name, doc, opt, doc.arena.size() * sizeof(PyObj));
 }
 
 }  // namespace fragsim

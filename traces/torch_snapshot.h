@@ -15,10 +15,16 @@
 #include <memory>
 #include <string>
 
+#include "traces/pickle.h"
 #include "traces/trace_reader.h"
 
 namespace fragsim {
 
 std::unique_ptr<TraceReader> make_torch_snapshot_reader(const std::string& path, const ReaderOptions& opt);
+// A snapshot already parsed (the objects of `torch.cuda.memory._snapshot()` handed over by the
+// Python module, as a pickle's would be): read exactly as the file, named `name` in messages.
+// The reader converts the whole document when it is made; `doc` may go once it returns.
+std::unique_ptr<TraceReader> make_torch_snapshot_reader_from(const std::string& name, const PickleDoc& doc,
+                                                             const ReaderOptions& opt);
 
 }  // namespace fragsim

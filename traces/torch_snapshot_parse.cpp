@@ -40,10 +40,10 @@ Action action_of(const std::string& act, bool* known) {
 
 }  // namespace
 
-WorkBudget::WorkBudget(const std::string& path)
-    : bytes(Limit::kStrings, path, input_bytes(path)),
-      kept(Limit::kObjects, path, input_bytes(path)),
-      names(Limit::kNames, path, input_bytes(path)) {}
+WorkBudget::WorkBudget(const std::string& path) : WorkBudget(path, input_bytes(path)) {}
+
+WorkBudget::WorkBudget(const std::string& name, std::uint64_t input)
+    : bytes(Limit::kStrings, name, input), kept(Limit::kObjects, name, input), names(Limit::kNames, name, input) {}
 
 nlohmann::json to_json(const PyObj& o, WorkBudget& budget, int depth) {
   budget.spend();

@@ -23,6 +23,7 @@ namespace fragsim::torch_snapshot {
 struct WorkBudget {
   LimitCounter bytes, kept, names;
   explicit WorkBudget(const std::string& path);
+  WorkBudget(const std::string& name, std::uint64_t input_bytes);  // an input held in memory, of that size
   void spend(std::uint64_t visits = 1) { bytes.spend(16 * visits); }
   void copy(std::uint64_t n) { bytes.spend(n); }
 };

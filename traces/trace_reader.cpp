@@ -162,14 +162,25 @@ std::string TraceReader::digest() const { return fmt::format("{:016x}", digest_)
 
 namespace {
 
+// Events held in memory. Unless `own_lines`, they are numbered 1, 2, ... in messages; else each
+// keeps the line it was decoded from (and the header its own line).
 class EventReader : public TraceReader {
  public:
+  struct Options {
+    ReaderOptions read;
+    std::uint64_t skipped_before = 0;  // frees the first read skipped (--lenient): the events hold none
+    bool own_lines = false;
+    std::uint64_t header_line = 0;
+  };
   EventReader(std::string name, std::shared_ptr<const std::vector<Event>> events, nlohmann::json header,
-              std::uint64_t skipped_before = 0)
-      : TraceReader(std::move(name), {}), events_(std::move(events)), skipped_before_(skipped_before) {
+              const Options& o)
+      : TraceReader(std::move(name), o.read),
+        events_(std::move(events)),
+        skipped_before_(o.skipped_before),
+        own_lines_(o.own_lines) {
     if (!header.is_null()) {
-      check_header(header, path_, 0);
-      set_header(std::move(header));
+      check_header(header, path_, o.header_line);
+      set_header(std::move(header), o.header_line);
     }
   }
   std::uint64_t skipped_frees() const override { return TraceReader::skipped_frees() + skipped_before_; }
@@ -178,34 +189,57 @@ class EventReader : public TraceReader {
   bool read_raw(Event& ev) override {
     if (next_ == events_->size()) return false;
     ev = (*events_)[next_++];
-    ev.line = next_;
+    if (!own_lines_) ev.line = next_;
     return true;
   }
 
  private:
   std::shared_ptr<const std::vector<Event>> events_;
   size_t next_ = 0;
-  std::uint64_t skipped_before_;  // frees the first read skipped (--lenient): the events hold none
+  std::uint64_t skipped_before_;
+  bool own_lines_;
 };
 
 }  // namespace
 
 std::unique_ptr<TraceReader> make_event_reader(std::string name, std::vector<Event> events, nlohmann::json header) {
   return std::make_unique<EventReader>(std::move(name), std::make_shared<const std::vector<Event>>(std::move(events)),
-                                       std::move(header));
+                                       std::move(header), EventReader::Options{});
+}
+
+std::unique_ptr<TraceReader> make_decoded_reader(std::string name, std::shared_ptr<const std::vector<Event>> events,
+                                                 nlohmann::json header, std::uint64_t header_line,
+                                                 const ReaderOptions& opt) {
+  EventReader::Options o;
+  o.read = opt;
+  o.own_lines = true;
+  o.header_line = header_line;
+  return std::make_unique<EventReader>(std::move(name), std::move(events), std::move(header), o);
+}
+
+namespace {
+// Every event of `reader`, for readers named `name`.
+ReaderFactory decode_all(TraceReader& reader, std::string name) {
+  auto events = std::make_shared<std::vector<Event>>();
+  Event ev;
+  while (reader.next(ev)) events->push_back(ev);
+  nlohmann::json header = reader.header();
+  EventReader::Options o;
+  o.skipped_before = reader.skipped_frees();
+  std::shared_ptr<const std::vector<Event>> shared = std::move(events);
+  return [name = std::move(name), shared, header, o]() -> std::unique_ptr<TraceReader> {
+    return std::make_unique<EventReader>(name, shared, header, o);
+  };
+}
+}  // namespace
+
+ReaderFactory decode_once(const ReaderFactory& open) {
+  auto reader = open();
+  return decode_all(*reader, reader->path());
 }
 
 ReaderFactory decode_once(const std::string& path, const ReaderOptions& opt) {
-  auto reader = open_trace(path, opt);
-  auto events = std::make_shared<std::vector<Event>>();
-  Event ev;
-  while (reader->next(ev)) events->push_back(ev);
-  nlohmann::json header = reader->header();
-  std::uint64_t skipped = reader->skipped_frees();
-  std::shared_ptr<const std::vector<Event>> shared = std::move(events);
-  return [path, shared, header, skipped]() -> std::unique_ptr<TraceReader> {
-    return std::make_unique<EventReader>(path, shared, header, skipped);
-  };
+  return decode_all(*open_trace(path, opt), path);
 }
 
 bool decodes_whole(const std::string& path) {

@@ -76,6 +76,15 @@ class TraceReader {
 // recording, digest and skipped frees — without the file. Memory O(events).
 using ReaderFactory = std::function<std::unique_ptr<TraceReader>()>;
 [[nodiscard]] ReaderFactory decode_once(const std::string& path, const ReaderOptions& opt);
+// The same for a trace that is not a file (a snapshot handed over in memory): `open` is called once.
+[[nodiscard]] ReaderFactory decode_once(const ReaderFactory& open);
+
+// Events a reader has decoded but not validated (JsonlLines), each with the line it came from:
+// validated as they are read, as a file's (the header's errors name `header_line`).
+[[nodiscard]] std::unique_ptr<TraceReader> make_decoded_reader(std::string name,
+                                                               std::shared_ptr<const std::vector<Event>> events,
+                                                               nlohmann::json header, std::uint64_t header_line,
+                                                               const ReaderOptions& opt);
 // Whether reading `path` holds the whole trace in memory anyway (snapshots, captures, modules):
 // decode_once then costs no more memory than one read.
 [[nodiscard]] bool decodes_whole(const std::string& path);

@@ -190,6 +190,7 @@ int run_replay(const Options& o) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  remove_temporaries_on_signals();
   Options o;
   po::options_description d("fragsim-cuda-replay options");
   d.add_options()("help,h", "show this help")("trace", po::value(&o.trace),

@@ -163,7 +163,9 @@ extern "C" void remove_temps_and_reraise(int sig) {
   std::raise(sig);
 }
 
-void install_handlers() {
+}  // namespace
+
+void remove_temporaries_on_signals() {
   if (g_handlers.exchange(true)) return;
   for (int sig : {SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGPIPE, SIGSEGV, SIGBUS, SIGFPE, SIGILL, SIGABRT, SIGXFSZ}) {
     struct sigaction sa {};
@@ -174,8 +176,9 @@ void install_handlers() {
   }
 }
 
+namespace {
+
 int register_temp(const std::string& path) {
-  install_handlers();
   char* copy = ::strdup(path.c_str());
   for (int i = 0; i < kTempSlots; ++i) {
     char* expected = nullptr;

@@ -51,6 +51,13 @@ bool ends_with(std::string_view s, std::string_view suffix);
 void check_outputs(const std::vector<std::string>& inputs,
                    const std::vector<std::pair<std::string, std::string>>& outputs);
 
+// For programs (fragsim, fragsim-cuda-replay), called first in main: on SIGINT, SIGTERM, SIGHUP
+// and the other signals that end a process, the temporaries of unfinished AtomicFiles are removed
+// before the signal takes its default action. A library loaded into another program (the Python
+// module) never calls it: that program owns its signals (Ctrl-C in Python is KeyboardInterrupt,
+// and an interrupted output is removed by its AtomicFile's destructor).
+void remove_temporaries_on_signals();
+
 class AtomicFile {
  public:
   // compress: zstd-compress what is written (used for .zst outputs).

@@ -299,7 +299,7 @@ int cmd_merge(const Args& args, const Registry&) {
 
 int cmd_check(const Args& args, const Registry&) {
   CheckOptions o;
-  std::string json, markdown, junit;
+  std::string json, markdown, junit, gate;
   bool github = false;
   po::options_description d("fragsim check options");
   d.add_options()("baseline", po::value(&o.baseline_path)->required()->value_name("OLD.json"),
@@ -307,8 +307,12 @@ int cmd_check(const Args& args, const Registry&) {
       "current", po::value(&o.current_path)->required()->value_name("NEW.json"), "report of the run(s) to check")(
       "tolerance", po::value(&o.tolerance_pct)->default_value(0)->value_name("PCT"),
       "allowed growth of each peak/fragmentation figure, in percent (>= 0)")(
-      "allow-different-trace", po::bool_switch(&o.allow_different_trace),
-      "compare reports of different traces (by default refused: exit 2)")(
+      "same-trace", po::bool_switch(&o.same_trace),
+      "refuse (exit 2) reports of different traces; by default two recordings of one workload are compared, "
+      "with a note")("allow-different-trace", po::bool_switch(), "the default (kept for older scripts)")(
+      "gate", po::value(&gate)->default_value("recommended")->value_name("recommended|all"),
+      "figures whose growth fails the check: those docs/metrics.md recommends (peak allocated, peak reserved, "
+      "fragmentation max and at the peak of allocated), or all (also peak requested and at_peak_reserved)")(
       "allow-different-policy", po::bool_switch(&o.allow_different_policy),
       "compare runs whose policy or settings differ (by default refused: exit 2)")(
       "json", po::value(&json)->value_name("FILE"), "the comparison as JSON ('-' = stdout)")(
@@ -316,12 +320,17 @@ int cmd_check(const Args& args, const Registry&) {
       "junit", po::value(&junit)->value_name("FILE"), "JUnit XML (one test case per figure)")(
       "github", po::bool_switch(&github), "print GitHub Actions ::error annotations for regressions");
   if (parse(args, d, {},
-            "usage: fragsim check --baseline OLD.json --current NEW.json [--tolerance PCT] [outputs]\n\n"
+            "usage: fragsim check --baseline OLD.json --current NEW.json [--tolerance PCT] [--gate recommended|all] "
+            "[--same-trace] [outputs]\n\n"
             "CI gate: exit 1 when NEW has a new or earlier OOM, a different OOM count, or a peak (allocated,\n"
             "reserved) or fragmentation figure grown by more than the tolerance. Reads `run --json` reports\n"
-            "and `compare --json` arrays (runs matched by policy label). Exit 2 for malformed reports and for\n"
-            "reports of different traces or policies unless allowed."))
+            "and `compare --json` arrays (runs matched by policy label). Reports of different traces are\n"
+            "compared as recordings of one workload (a note says so; --same-trace refuses them). Exit 2 for\n"
+            "malformed reports and for runs of different policies unless allowed."))
     return 0;
+  if (gate != "recommended" && gate != "all")
+    throw InputError(fmt::format("--gate: '{}': must be recommended or all", gate));
+  o.gate_all = gate == "all";
   check_outputs({o.baseline_path, o.current_path}, {{"--json", json}, {"--markdown", markdown}, {"--junit", junit}});
   CheckResult r = run_check(read_json_file(o.baseline_path), read_json_file(o.current_path), o);
   write_if(json, check_json(r).dump(2) + "\n");
@@ -444,6 +453,7 @@ int cmd_list(const Args& args, const Registry& reg) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  remove_temporaries_on_signals();
   Registry reg;
   register_builtin_policies(reg);
   if (argc >= 2 && std::string(argv[1]) == "--version") {

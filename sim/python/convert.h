@@ -1,0 +1,43 @@
+// Python objects ↔ what the library reads and writes, for the Python module (sim/python/module.cpp).
+// Every function here needs the GIL; none keeps a Python object past its return, so what they
+// build can be used by threads that do not hold it.
+//
+//   reports, infos (nlohmann::json)  → dict / list / int / float / str / bool / None
+//   check's reports (dict, list)     → nlohmann::json
+//   a snapshot dict                  → the PickleDoc the snapshot importer reads (traces/pickle.h):
+//                                      the objects of `torch.cuda.memory._snapshot()` become the
+//                                      tree a pickle of it would have parsed into, no pickling
+//   an event dict (or a JSONL line)  → one line of a JsonlLines (traces/jsonl.h): decoded and
+//                                      checked exactly as that line of a .jsonl file
+#pragma once
+#include <pybind11/pybind11.h>
+
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <string>
+
+#include "traces/jsonl.h"
+#include "traces/pickle.h"
+
+namespace fragsim::python {
+
+namespace py = pybind11;
+
+[[nodiscard]] py::object to_python(const nlohmann::json& j);
+
+// `what` names the argument in messages (TypeError for a value JSON cannot hold).
+[[nodiscard]] nlohmann::json to_json(py::handle o, const std::string& what);
+
+// The snapshot `o` (a dict, or the list of segments torch.cuda.memory_snapshot() returns) as a
+// parsed pickle. InputError("NAME: snapshot: segments[3].size: what") for what no pickle of a
+// snapshot can hold: a Python type other than None, bool, int, float, str, bytes, list, tuple and
+// dict, an integer beyond 64 bits, a container inside itself, nesting deeper than a pickle's.
+[[nodiscard]] std::unique_ptr<PickleDoc> snapshot_doc(py::handle o, const std::string& name);
+
+// Adds item as the next line of `lines`: a str is the line itself; anything else is written as
+// JSON (a dict as the event object, keys and values as json.dumps writes them, so that a value
+// of the wrong type draws the reader's own message). InputError("NAME:LINE: key: what") for a
+// value JSON cannot hold (a set, an object).
+void add_event(JsonlLines& lines, py::handle item, const std::string& name);
+
+}  // namespace fragsim::python

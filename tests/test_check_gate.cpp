@@ -1,0 +1,143 @@
+// `check` as a CI gate compares a new recording with the last one: reports of two traces of one
+// workload are compared (a note names both), and by default the figures docs/metrics.md
+// recommends gate while the others are shown. In-process: run_check over run_request's reports.
+#include <catch2/catch.hpp>
+#include <nlohmann/json.hpp>
+#include <string>
+
+#include "sim/base/error.h"
+#include "sim/base/io.h"
+#include "sim/base/units.h"
+#include "sim/check.h"
+#include "sim/commands.h"
+#include "sim/report.h"
+#include "sim_helpers.h"
+
+using namespace fragsim;
+using namespace fragsim::test;
+
+namespace {
+
+const std::string kSample = std::string(FRAGSIM_SOURCE_DIR) + "/traces/samples/jax_train_small.jsonl";
+
+nlohmann::json report_of(const std::string& trace) {
+  RunRequest q;
+  q.trace = trace;
+  q.policy = "xla-bfc";
+  q.capacity = "4GiB";
+  return report_json(run_request(q, test_registry()));
+}
+
+// The sample with one more buffer, 64 MiB held from the start to the end: what a code change
+// gives, a new trace of the same workload.
+std::string grown_sample() {
+  std::string text = read_text(kSample);
+  size_t header_end = text.find('\n');
+  REQUIRE(header_end != std::string::npos);
+  text.insert(header_end + 1, "{\"op\":\"alloc\",\"id\":999999999,\"size\":67108864,\"t\":1}\n");
+  return write_text("check_gate_grown.jsonl", text);
+}
+
+const CheckItem* item(const CheckResult& r, const std::string& metric) {
+  for (const auto& i : r.items)
+    if (i.metric == metric) return &i;
+  return nullptr;
+}
+
+}  // namespace
+
+TEST_CASE("check: two recordings of one workload are compared with a note naming both, --same-trace refuses them") {
+  nlohmann::json a = report_of(kSample), b = report_of(grown_sample());
+  REQUIRE(a["trace"]["digest"] != b["trace"]["digest"]);
+  CheckOptions o;
+  o.baseline_path = "old.json";
+  o.current_path = "new.json";
+  CheckResult r = run_check(a, b, o);
+  bool named = false;
+  for (const auto& n : r.notes)
+    named |= n.find("the traces differ") != std::string::npos && n.find("jax_train_small.jsonl") != std::string::npos &&
+             n.find("check_gate_grown.jsonl") != std::string::npos && n.find("--same-trace") != std::string::npos;
+  CHECK(named);
+  // One more buffer of 64 MiB lives through the peak: peak allocated grew by exactly that.
+  REQUIRE(item(r, "peak_allocated_bytes"));
+  CHECK(item(r, "peak_allocated_bytes")->current - item(r, "peak_allocated_bytes")->baseline == 67108864.0);
+  CHECK_FALSE(r.pass);
+  CHECK(check_text(r).find("peak_allocated_bytes grew: ") != std::string::npos);
+
+  o.same_trace = true;
+  try {
+    (void)run_check(a, b, o);
+    FAIL("--same-trace accepted reports of different traces");
+  } catch (const InputError& e) {
+    CHECK(std::string(e.what()).find("different traces") != std::string::npos);
+  }
+  CHECK(run_check(a, a, o).pass);  // one trace: --same-trace has nothing to refuse
+}
+
+TEST_CASE(
+    "check: the recommended figures gate by default, peak requested and at_peak_reserved are shown, gated with --gate "
+    "all") {
+  nlohmann::json a = report_of(kSample);
+  CheckOptions o;
+  o.baseline_path = "old.json";
+  o.current_path = "new.json";
+
+  // Peak requested grew, nothing the allocator decides did: shown, not gated.
+  nlohmann::json b = a;
+  b["peak_requested_bytes"] = a["peak_requested_bytes"].get<Bytes>() + 1;
+  CheckResult r = run_check(a, b, o);
+  CHECK(r.pass);
+  REQUIRE(item(r, "peak_requested_bytes"));
+  CHECK_FALSE(item(r, "peak_requested_bytes")->gated);
+  CHECK_FALSE(item(r, "peak_requested_bytes")->regression);
+  CHECK(check_text(r).find("peak_requested_bytes grew") != std::string::npos);  // shown all the same
+  CHECK(check_json(r)["items"].size() == r.items.size());
+  o.gate_all = true;
+  CHECK_FALSE(run_check(a, b, o).pass);
+  o.gate_all = false;
+
+  // Each recommended figure fails the gate when it grows.
+  for (const char* k : {"peak_allocated_bytes", "peak_reserved_bytes"}) {
+    nlohmann::json c = a;
+    c[k] = a[k].get<Bytes>() + 1;
+    CheckResult rc = run_check(a, c, o);
+    CHECK_FALSE(rc.pass);
+    REQUIRE(item(rc, k));
+    CHECK(item(rc, k)->gated);
+  }
+  nlohmann::json c = a;
+  REQUIRE(c["fragmentation"]["max"].is_number());
+  c["fragmentation"]["max"] = c["fragmentation"]["max"].get<double>() + 0.25;
+  CHECK_FALSE(run_check(a, c, o).pass);
+  // at_peak_reserved (0 for a preallocating allocator) is shown, not gated.
+  nlohmann::json d = a;
+  REQUIRE(d["fragmentation"]["at_peak_reserved"].is_number());
+  d["fragmentation"]["at_peak_reserved"] = d["fragmentation"]["at_peak_reserved"].get<double>() + 0.25;
+  CheckResult rd = run_check(a, d, o);
+  CHECK(rd.pass);
+  REQUIRE(item(rd, "fragmentation.at_peak_reserved"));
+  CHECK_FALSE(item(rd, "fragmentation.at_peak_reserved")->gated);
+}
+
+TEST_CASE("check: a new OOM's request is shown in bytes a person reads") {
+  RunRequest q;
+  q.trace = kSample;
+  q.policy = "xla-bfc";
+  q.capacity = "4GiB";
+  nlohmann::json a = report_json(run_request(q, test_registry()));
+  q.capacity = "64MiB";
+  q.keep_going = true;
+  nlohmann::json b = report_json(run_request(q, test_registry()));
+  REQUIRE(a["ooms"].empty());
+  REQUIRE_FALSE(b["ooms"].empty());
+  CheckOptions o;
+  o.baseline_path = "old.json";
+  o.current_path = "new.json";
+  CheckResult r = run_check(a, b, o);
+  CHECK_FALSE(r.pass);
+  const CheckItem* first = item(r, "first_oom_event");
+  REQUIRE(first);
+  Bytes req = b["ooms"][0]["requested_bytes"].get<Bytes>();
+  CHECK(first->message.find(human_bytes(req) + " requested") != std::string::npos);
+  CHECK(first->message.find(std::to_string(req)) == std::string::npos);
+}
