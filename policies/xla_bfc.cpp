@@ -624,9 +624,10 @@ class XlaBfcPolicy : public AllocatorPolicy {
       const auto& s = b->stats();
       u.allocated += s.bytes_in_use;
       u.reserved += s.pool_bytes;
-      u.largest_free = std::max(u.largest_free, b->largest_free());
+      const Bytes largest = b->largest_free();
+      u.largest_free = std::max(u.largest_free, largest);
       u.available += s.pool_bytes - s.bytes_in_use;
-      u.largest_available = std::max(u.largest_available, b->largest_free());
+      u.largest_available = std::max(u.largest_available, largest);
     }
     Bytes fresh = main_.obtainable();
     u.available += fresh;

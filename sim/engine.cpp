@@ -318,14 +318,17 @@ Space Engine::route(Space sp, const Event& ev) const {
 // Dense index of a (device, space): devices are numbered in order of appearance, so memory is
 // O(devices used) whatever ordinals the trace uses.
 std::uint32_t Engine::key(std::uint32_t device, Space sp) {
-  auto [it, fresh] = dense_.try_emplace(device, static_cast<std::uint32_t>(devices_.size()));
-  if (fresh) {
-    devices_kept_.spend(1);
-    devices_.push_back(device);
-    req_.resize(devices_.size() * kSpaces);
-    slot_index_.resize(devices_.size() * kSpaces, kNoSlot);
+  if (devices_.empty() || device != devices_[last_dense_]) {  // a map lookup only when the device changes
+    auto [it, fresh] = dense_.try_emplace(device, static_cast<std::uint32_t>(devices_.size()));
+    if (fresh) {
+      devices_kept_.spend(1);
+      devices_.push_back(device);
+      req_.resize(devices_.size() * kSpaces);
+      slot_index_.resize(devices_.size() * kSpaces, kNoSlot);
+    }
+    last_dense_ = it->second;
   }
-  return it->second * kSpaces + static_cast<std::uint32_t>(sp);
+  return last_dense_ * kSpaces + static_cast<std::uint32_t>(sp);
 }
 
 std::uint32_t Engine::slot(std::uint32_t k, const Event& ev) {

@@ -115,6 +115,7 @@ class Engine : public Scheduler {
   std::vector<Slot> slots_;
   std::unordered_map<std::uint32_t, std::uint32_t> dense_;  // device ordinal → dense index
   std::vector<std::uint32_t> devices_;                      // dense index → device ordinal
+  std::uint32_t last_dense_ = 0;                            // the dense index key() found last
   std::vector<std::uint32_t> slot_index_;                   // per key: index in slots_
   std::vector<std::uint32_t> slot_key_;                     // per slot: its key
   struct Requested {

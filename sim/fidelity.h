@@ -16,10 +16,19 @@ namespace fragsim {
 
 class Fidelity {
  public:
+  Fidelity() = default;
+  Fidelity(const Fidelity&) = delete;  // last_ points into this object's map
+  Fidelity& operator=(const Fidelity&) = delete;
   // An alloc that carries its recorded address, and where the policy placed it.
   void address(const Event& ev, const Placement& p);
   // A traced allocation's outcome on its device (a later recorded OOM asks whether it failed).
-  void outcome(std::uint32_t device, bool failed) { last_failed_[device] = failed; }
+  void outcome(std::uint32_t device, bool failed) {
+    if (!last_ || last_device_ != device) {  // one map lookup per change of device, not per alloc
+      last_ = &last_failed_[device];
+      last_device_ = device;
+    }
+    *last_ = failed;
+  }
   // A recorded OOM: did the simulation fail the same request?
   void recorded_oom(const Event& ev);
   // A traced segment_alloc (size) and segment_free (address) of a device's main memory.
@@ -39,6 +48,8 @@ class Fidelity {
   std::vector<std::pair<std::uint32_t, Bytes>> segments_;  // traced segment_alloc (device, size)
   std::vector<std::pair<std::uint32_t, Addr>> frees_;      // traced segment_free (device, addr)
   std::map<std::uint32_t, bool> last_failed_;              // device → its last alloc's outcome
+  std::uint32_t last_device_ = 0;                          // the device of the last outcome…
+  bool* last_ = nullptr;                                   // …and its entry (map nodes stay put)
 };
 
 }  // namespace fragsim

@@ -1,4 +1,5 @@
 // Trace readers and writers: every validation rule of specs/contracts.md §1, lossless conversion.
+#include <fmt/format.h>
 #include <unistd.h>
 
 #include <catch2/catch.hpp>
@@ -33,6 +34,15 @@ std::string error_of(const std::string& name, const std::string& text, const Rea
     return e.what();
   }
   return "";
+}
+
+// Copies a trace event by event into another format (by the output's extension).
+void convert(const std::string& from, const std::string& to) {
+  auto r = open_trace(from, {});
+  auto w = open_trace_writer(to, r->header());
+  Event ev;
+  while (r->next(ev)) w->write(ev);
+  w->finish();
 }
 
 void same_events(const std::vector<Event>& a, const std::vector<Event>& b) {
@@ -335,24 +345,38 @@ TEST_CASE("jsonl -> fstrace -> jsonl and jsonl.zst keep every key of every event
   auto a = read_all(src);
   for (const char* mid_ext : {".fstrace", ".jsonl.zst"}) {
     std::string mid = tmp_path(std::string("every") + mid_ext), back = tmp_path("every_back.jsonl");
-    {
-      auto r = open_trace(src, {});
-      auto w = open_trace_writer(mid, r->header());
-      Event ev;
-      while (r->next(ev)) w->write(ev);
-      w->finish();
-    }
-    {
-      auto r = open_trace(mid, {});
-      CHECK(r->header()["source"] == "t");
-      auto w = open_trace_writer(back, r->header());
-      Event ev;
-      while (r->next(ev)) w->write(ev);
-      w->finish();
-    }
+    convert(src, mid);
+    CHECK(open_trace(mid, {})->header()["source"] == "t");
+    convert(mid, back);
     same_events(a, read_all(mid));
     same_events(a, read_all(back));
   }
+}
+
+TEST_CASE("fstrace varints of every length from 1 to 10 bytes round-trip") {
+  // LEB128 (as .fstrace stores numbers) takes one byte per 7 bits: 2^(7k) - 1 is the largest k-byte
+  // value, 2^(7k) the smallest of k + 1 bytes, 2^64 - 1 takes ten. Each is an id, size, time step
+  // and zigzagged stream (the reader decodes up to 8 bytes from one load, longer ones byte by byte).
+  std::string text;
+  std::uint64_t t = 0;
+  std::vector<std::uint64_t> values{0, ~std::uint64_t{0}};
+  for (int k = 1; k <= 9; ++k) {
+    const std::uint64_t top = std::uint64_t{1} << (7 * k);
+    values.insert(values.end(), {top - 1, top, top + 1});
+  }
+  for (size_t i = 0; i < values.size(); ++i) {
+    const std::uint64_t v = values[i];
+    t += v % 1000003;
+    const std::int64_t stream = static_cast<std::int64_t>(v >> 2) * (i % 2 ? -1 : 1);
+    text += fmt::format("{{\"op\":\"alloc\",\"id\":{},\"size\":{},\"t\":{},\"stream\":{}}}\n", v, v, t, stream);
+    text += fmt::format("{{\"op\":\"free\",\"id\":{},\"t\":{}}}\n", v, t);
+  }
+  std::string src = write_text("varints.jsonl", text), mid = tmp_path("varints.fstrace");
+  convert(src, mid);
+  auto a = read_all(src), b = read_all(mid);
+  REQUIRE(a.size() == 2 * values.size());
+  CHECK(a[3].id.value() == ~std::uint64_t{0});
+  same_events(a, b);
 }
 
 TEST_CASE("generated workloads round-trip through .fstrace") {

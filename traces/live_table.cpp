@@ -5,13 +5,13 @@
 namespace fragsim {
 
 LiveTable::LiveTable() : seed_((static_cast<std::uint64_t>(std::random_device{}()) << 32) | std::random_device{}()) {
-  slots_.assign(64, kEmpty);
+  slots_.resize(64);
 }
 
 Handle LiveTable::insert(std::uint32_t device, AllocId id, Bytes size, Space space) {
   if ((live_ + 1) * 2 > slots_.size()) grow();
-  size_t i = probe(device, id);
-  if (slots_[i] != kEmpty) return kNoHandle;
+  Slot& s = slots_[probe(device, id)];
+  if (s.handle != kEmpty) return kNoHandle;
   Handle h;
   if (!free_handles_.empty()) {
     h = free_handles_.back();
@@ -21,31 +21,27 @@ Handle LiveTable::insert(std::uint32_t device, AllocId id, Bytes size, Space spa
     entries_.emplace_back();
   }
   entries_[h] = Entry{id, device, h, size, space};
-  slots_[i] = h;
+  s = Slot{id, device, h};
   ++live_;
   return h;
 }
 
 bool LiveTable::erase(std::uint32_t device, AllocId id, Entry* out) {
-  size_t mask = slots_.size() - 1;
+  const size_t mask = slots_.size() - 1;
   size_t i = probe(device, id);
-  if (slots_[i] == kEmpty) return false;
-  *out = entries_[slots_[i]];
+  if (slots_[i].handle == kEmpty) return false;
+  *out = entries_[slots_[i].handle];
   free_handles_.push_back(out->handle);
-  slots_[i] = kEmpty;
+  slots_[i].handle = kEmpty;
   --live_;
   // Backward-shift: move later members of the probe run into the hole when their home allows.
-  size_t j = i;
-  for (;;) {
-    j = (j + 1) & mask;
-    if (slots_[j] == kEmpty) break;
-    const Entry& m = entries_[slots_[j]];
-    size_t home = hash(m.device, m.id) & mask;
-    // m may move to i when i lies cyclically in [home, j).
+  for (size_t j = (i + 1) & mask; slots_[j].handle != kEmpty; j = (j + 1) & mask) {
+    size_t home = hash(slots_[j].device, slots_[j].id) & mask;
+    // The member at j may move to i when i lies cyclically in [home, j).
     bool movable = (j > i) ? (home <= i || home > j) : (home <= i && home > j);
     if (movable) {
       slots_[i] = slots_[j];
-      slots_[j] = kEmpty;
+      slots_[j].handle = kEmpty;
       i = j;
     }
   }
@@ -53,14 +49,10 @@ bool LiveTable::erase(std::uint32_t device, AllocId id, Entry* out) {
 }
 
 void LiveTable::grow() {
-  std::vector<std::uint32_t> old;
+  std::vector<Slot> old(slots_.size() * 2);
   old.swap(slots_);
-  slots_.assign(old.size() * 2, kEmpty);
-  for (auto s : old) {
-    if (s == kEmpty) continue;
-    size_t i = probe(entries_[s].device, entries_[s].id);
-    slots_[i] = s;
-  }
+  for (const Slot& s : old)
+    if (s.handle != kEmpty) slots_[probe(s.device, s.id)] = s;
 }
 
 }  // namespace fragsim
