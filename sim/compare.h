@@ -11,9 +11,9 @@
 namespace fragsim {
 
 struct CompareRequest {
-  RunRequest base;                  // trace (the first), hardware, settings shared by every entry
-  std::vector<std::string> traces;  // every trace, the base's first
-  std::string policies;             // "A,B[k=v],..."; "" = the defaults for the input
+  RunRequest base{};                  // trace (the first), hardware, settings shared by every entry
+  std::vector<std::string> traces{};  // every trace, the base's first
+  std::string policies{};             // "A,B[k=v],..."; "" = the defaults for the input
 };
 
 struct ComparePlan {

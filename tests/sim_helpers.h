@@ -1,11 +1,20 @@
-// Runs a small hand-built trace through one policy and returns the result and placements.
+// Runs a small hand-built trace through one policy and returns the result and placements; and the
+// commands of the CLI in process (run_cmd, compare_cmd, sweep_cmd): the library call each command
+// makes (sim/commands.h) and what the CLI prints and writes of its result, rendered by the same
+// functions (sim/report.h, sim/report_html.h, sim/sweep.h).
 #pragma once
+#include <catch2/catch.hpp>
 #include <string>
 #include <vector>
 
 #include "policies/policy.h"
+#include "sim/base/error.h"
+#include "sim/commands.h"
 #include "sim/engine.h"
+#include "sim/report.h"
+#include "sim/report_html.h"
 #include "test_util.h"
+#include "traces/trace_writer.h"
 
 namespace fragsim::test {
 
@@ -47,13 +56,19 @@ struct SimSpec {
   std::string hw = "h100-80g";
 };
 
-// Runs it with --check (every invariant after every event) and reads its placements back.
-inline SimRun simulate(const SimSpec& spec) {
-  static Registry reg = [] {
+// The built-in policies, registered as the CLI registers them.
+inline const Registry& builtin_registry() {
+  static const Registry reg = [] {
     Registry r;
     register_builtin_policies(r);
     return r;
   }();
+  return reg;
+}
+
+// Runs it with --check (every invariant after every event) and reads its placements back.
+inline SimRun simulate(const SimSpec& spec) {
+  const Registry& reg = builtin_registry();
   RunOptions o;
   o.trace = write_text(spec.name + ".jsonl", spec.text);
   o.policy.name = spec.policy;
@@ -69,6 +84,74 @@ inline SimRun simulate(const SimSpec& spec) {
   SimRun r{run_simulation(o, reg), {}};
   r.placements = read_jsonl(o.placements);
   return r;
+}
+
+// `fragsim run`: the result (with its advice), its --json report, its text summary, the page
+// data of its --html report (the viewer's JSON; keep_live_buffers as --html sets it) and the
+// lines of its --placements file when one was asked for.
+struct CmdRun {
+  RunResult result;
+  nlohmann::json json;
+  std::string text;
+  std::vector<nlohmann::json> placements;
+  nlohmann::json page() const { return viewer_data({result}); }
+};
+inline CmdRun run_cmd(const RunRequest& req, const RunOutputs& out = {}) {
+  CmdRun r{run_request(req, builtin_registry(), out), {}, {}, {}};
+  r.json = report_json(r.result);
+  r.text = report_text(r.result);
+  if (!out.placements.empty()) r.placements = read_jsonl(out.placements);
+  return r;
+}
+
+// `fragsim compare`: every run, the --json array and the table. With no traces given, the
+// base's trace is the one.
+struct CmdCompare {
+  std::vector<RunResult> runs;
+  nlohmann::json json = nlohmann::json::array();
+  std::string text;
+};
+inline CmdCompare compare_cmd(CompareRequest req) {
+  if (req.traces.empty()) req.traces = {req.base.trace};
+  CmdCompare c{run_compare(req, builtin_registry()), nlohmann::json::array(), {}};
+  for (const auto& r : c.runs) c.json.push_back(report_json(r));
+  c.text = compare_table(c.runs);
+  return c;
+}
+
+// `fragsim sweep`: the answer, its --json and its text.
+struct CmdSweep {
+  SweepResult result;
+  nlohmann::json json;
+  std::string text;
+};
+inline CmdSweep sweep_cmd(const RunRequest& req, const std::string& find, bool exhaustive = false) {
+  CmdSweep s{sweep_request(req, find, exhaustive, builtin_registry()), {}, {}};
+  s.json = sweep_json(s.result);
+  s.text = sweep_text(s.result);
+  return s;
+}
+
+// `fragsim convert IN OUT [--module NAME]`: the lines it writes (header first).
+inline std::vector<nlohmann::json> converted(const std::string& in, const std::string& out,
+                                             const std::string& module = "") {
+  (void)convert_trace(in, out, module, false);
+  return read_jsonl(out);
+}
+
+// The message of the InputError `f` throws — what the CLI prints on its one line after "fragsim: ",
+// exiting 2 — checked to be one line; a failed check (and "") when it throws none.
+template <class F>
+std::string input_error(F&& f) {
+  try {
+    f();
+  } catch (const InputError& e) {
+    std::string m = e.what();
+    CHECK(m.find('\n') == std::string::npos);
+    return m;
+  }
+  FAIL_CHECK("no InputError");
+  return "";
 }
 
 }  // namespace fragsim::test
