@@ -7,7 +7,35 @@
 namespace fragsim {
 
 DeviceMemory::DeviceMemory(const SpaceSpec& spec, const CostModel& cost)
-    : spec_(spec), cost_(cost), limit_(spec.usable()), next_(kBase) {}
+    : spec_(spec), cost_(cost), limit_(spec.usable()), next_(kBase) {
+  // Whatever set the numbers (a preset, --capacity, a recording's header), they are checked here,
+  // where every run's memory is created.
+  check_space(spec_, "hardware");
+}
+
+bool DeviceMemory::free_range(Addr a, Bytes p) const {
+  if (a.value() > kTop - p) return false;
+  auto next = live_.upper_bound(a);
+  if (next != live_.end() && next->first.value() - a.value() < p) return false;
+  if (next == live_.begin()) return true;
+  auto prev = std::prev(next);
+  return prev->first.value() + prev->second <= a.value();
+}
+
+std::optional<Addr> DeviceMemory::bump(Bytes p, Bytes align) {
+  Addr a = round_up(next_, align);
+  if (a.value() <= kTop - p) return a;
+  // The address space is used up to its top: the lowest gap from kBase that fits (first fit over
+  // the live grants, in address order; rare: a space of at most 2^48 bytes wraps after 2^15 of
+  // its largest grants).
+  std::uint64_t cur = round_up(kBase.value(), align);
+  for (const auto& [ga, gs] : live_) {
+    if (ga.value() >= cur && ga.value() - cur >= p) break;
+    cur = std::max(cur, round_up(ga.value() + gs, align));
+  }
+  if (cur > kTop - p) return std::nullopt;
+  return Addr(cur);
+}
 
 DeviceMemory::~DeviceMemory() = default;
 
@@ -40,12 +68,17 @@ DeviceMemory::Grant DeviceMemory::allocate(Bytes bytes, Bytes unit) {
     return g;
   }
   Addr a;
-  if (!recorded_.empty() && !live_.count(recorded_.front())) {
+  // A recorded address is taken when the grant fits there: aligned, below the top, on no live grant.
+  if (!recorded_.empty() && recorded_.front().value() % spec_.alignment == 0 && free_range(recorded_.front(), p)) {
     a = recorded_.front();
     recorded_.pop_front();
   } else {
-    Bytes align = std::max(spec_.alignment, u);
-    a = round_up(next_, align);
+    std::optional<Addr> b = bump(p, std::max(spec_.alignment, u));
+    if (!b) {  // no room in the address space: a failed call, as a real driver's
+      ++failed_calls_;
+      return g;
+    }
+    a = *b;
     next_ = a + p;
   }
   ++alloc_calls_;

@@ -3,7 +3,9 @@
 // Physical accounting: every device allocation is padded to the space's granularity and
 //   used() = Σ padded sizes of live grants ≤ limit() = usable capacity.
 // Addresses: virtual, handed out by a bump pointer aligned to max(alignment, granularity) from
-// kBase, never reused (VMM maps physical pages anywhere, so address contiguity costs nothing).
+// kBase, not reused until the pointer reaches kTop (VMM maps physical pages anywhere, so address
+// contiguity costs nothing); then the lowest gap that fits. Every grant ends at or below kTop, so
+// a policy's arithmetic on a block's end never wraps.
 // When the trace recorded driver addresses (segment_alloc observations), expect_address() queues
 // them and the next allocations take them in order, so a policy that decides as the recording
 // allocator did lands on the recorded addresses.
@@ -13,7 +15,8 @@
 // Latency: each call adds the cost model's simulated time.
 #pragma once
 #include <deque>
-#include <unordered_map>
+#include <map>
+#include <optional>
 #include <vector>
 
 #include "hardware_models/hardware_model.h"
@@ -23,6 +26,7 @@ namespace fragsim {
 class DeviceMemory {
  public:
   static constexpr Addr kBase = Addr(0x200000000000ULL);  // below the 0x7f.. range drivers hand out
+  static constexpr std::uint64_t kTop = std::uint64_t{1} << 63;
   DeviceMemory(const SpaceSpec& spec, const CostModel& cost);
   DeviceMemory(const DeviceMemory&) = delete;
   DeviceMemory& operator=(const DeviceMemory&) = delete;
@@ -53,7 +57,7 @@ class DeviceMemory {
   // the padded size does not fit (counted as a failed call).
   [[nodiscard]] Grant allocate(Bytes bytes, Bytes unit = 0);
   void expect_address(Addr a) { recorded_.push_back(a); }
-  // The next allocation gets exactly this address (the recording's), if it is not in use.
+  // The next allocation gets exactly this address (the recording's), if the grant fits there.
   void next_address(Addr a) {
     recorded_.clear();
     recorded_.push_back(a);
@@ -84,6 +88,8 @@ class DeviceMemory {
 
  private:
   void release(Addr addr);
+  bool free_range(Addr a, Bytes p) const;          // [a, a + p) below kTop and on no live grant
+  std::optional<Addr> bump(Bytes p, Bytes align);  // the next address for a grant of p bytes
 
   SpaceSpec spec_;
   CostModel cost_;
@@ -94,7 +100,7 @@ class DeviceMemory {
   bool logging_ = false;
   std::vector<Bytes> log_;
   std::vector<Addr> release_log_;
-  std::unordered_map<Addr, Bytes> live_;
+  std::map<Addr, Bytes> live_;  // grants by address
   std::uint64_t alloc_calls_ = 0, free_calls_ = 0, failed_calls_ = 0;
   double time_ns_ = 0;
 };

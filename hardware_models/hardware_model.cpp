@@ -34,6 +34,24 @@ nlohmann::json HardwareModel::to_json() const {
   return {{"name", name}, {"kind", kind}, {"generation", generation}, {"spaces", sp}};
 }
 
+void check_space(const SpaceSpec& s, const std::string& origin) {
+  auto bad = [&](const char* key, Bytes v, const std::string& want) {
+    throw InputError(fmt::format("{}: spaces[{}].{}: {} {}", origin, space_name(s.space), key,
+                                 v < 1024 ? fmt::format("{} B", v) : fmt::format("{} ({} B)", human_bytes(v), v),
+                                 want));
+  };
+  if (s.alignment == 0 || (s.alignment & (s.alignment - 1)) || s.alignment > kMaxSpaceAlignment)
+    bad("alignment", s.alignment, fmt::format("must be a power of two of at most {}", human_bytes(kMaxSpaceAlignment)));
+  if (s.granularity == 0 || s.granularity > kMaxSpaceAlignment)
+    bad("granularity", s.granularity, fmt::format("must be 1 to {}", human_bytes(kMaxSpaceAlignment)));
+  for (auto [key, v] : {std::pair<const char*, Bytes>{"capacity_bytes", s.capacity},
+                        {"reserve_bytes", s.reserve},
+                        {"scoped_limit_bytes", s.scoped_limit},
+                        {"runtime_limit_bytes", s.runtime_limit}})
+    if (v > kMaxSpaceBytes)
+      bad(key, v, fmt::format("is more than the {} per memory space fragsim models", human_bytes(kMaxSpaceBytes)));
+}
+
 HardwareModel parse_hardware(const nlohmann::json& j, const std::string& origin) {
   if (!j.is_object()) throw InputError(origin + ": hardware model must be a JSON object");
   ConfigReader top(j, origin);
@@ -59,8 +77,7 @@ HardwareModel parse_hardware(const nlohmann::json& j, const std::string& origin)
     sp.granularity = r.size("granularity", 1);
     sp.scoped_limit = r.size("scoped_limit_bytes", 0);
     sp.runtime_limit = r.size("runtime_limit_bytes", 0);
-    if (sp.alignment == 0 || sp.granularity == 0)
-      throw InputError(origin + ": spaces[" + nm + "]: alignment and granularity must be > 0");
+    check_space(sp, origin);
     r.allow({"note", "notes"});
     r.finish();
     hw.spaces.push_back(sp);

@@ -56,6 +56,15 @@ struct HardwareModel {
   nlohmann::json to_json() const;  // report's "hardware" object
 };
 
+// What fragsim models of a memory space: a capacity (and every limit within it) of at most 256 TiB,
+// an alignment that is a power of two and a granularity, each of at most 1 GiB. Larger numbers are
+// no device's, and would leave no room for the address arithmetic of the policies (a block's end
+// must not wrap).
+inline constexpr Bytes kMaxSpaceBytes = Bytes{1} << 48;
+inline constexpr Bytes kMaxSpaceAlignment = Bytes{1} << 30;
+// Throws InputError("ORIGIN: spaces[NAME].KEY: ...") when a space is outside those bounds.
+void check_space(const SpaceSpec& s, const std::string& origin);
+
 // A preset name (see list_presets) or a path to a JSON file. Throws InputError.
 [[nodiscard]] HardwareModel load_hardware(const std::string& name_or_file);
 [[nodiscard]] HardwareModel parse_hardware(const nlohmann::json& j, const std::string& origin);

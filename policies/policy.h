@@ -30,7 +30,7 @@ namespace fragsim {
 
 // What a policy knows of one allocation: typed fields, never the trace record.
 struct AllocRequest {
-  Handle handle = kNoHandle;  // dense id of the allocation (engine- and policy-wide per device)
+  Handle handle = kNoHandle;  // dense id of the allocation among this policy's own (per device and space)
   AllocId id;
   Bytes size = 0;  // requested bytes
   std::int64_t stream = 0;
@@ -348,7 +348,7 @@ inline constexpr const char* kResolvedPrefix = "resolved_";
 inline constexpr const char* kRecordedSettingsKey = "recorded_settings_applied";
 
 // The sharding what-if (--shard N --shard-dim DIM) in the config of a policy that models it.
-void set_sharding(nlohmann::json& config, unsigned shard, const std::string& dim);
+void set_sharding(nlohmann::json& config, std::int64_t shard, const std::string& dim);
 
 // The options every JAX GPU allocator policy shares (xla-bfc, cuda-async, platform).
 PolicyOption jaxlib_option();

@@ -14,6 +14,7 @@
 #include <algorithm>
 #include <array>
 #include <cstdint>
+#include <memory>
 #include <vector>
 
 #include "sim/base/units.h"
@@ -32,7 +33,7 @@ class SizeIndex {
 
   void insert(const Entry& e) {
     std::uint32_t c = cls(e.size);
-    bins_[c].insert(e);
+    bin(c).insert(e);
     set_bit(c);
     if (count_ == 0 || c > top_) top_ = c;
     ++count_;
@@ -40,7 +41,7 @@ class SizeIndex {
   // Pre: (size, addr) present.
   void erase(Bytes size, Addr addr) {
     std::uint32_t c = cls(size);
-    auto& v = bins_[c];
+    auto& v = bin(c);
     v.erase(Entry{size, addr, 0});
     --count_;
     if (v.empty()) {
@@ -49,25 +50,27 @@ class SizeIndex {
     }
   }
   bool contains(Bytes size, Addr addr) const {
-    const Entry* it = bins_[cls(size)].lower_bound(Entry{size, addr, 0});
+    const Pieces* b = find_bin(cls(size));
+    const Entry* it = b ? b->lower_bound(Entry{size, addr, 0}) : nullptr;
     return it && it->size == size && it->addr == addr;
   }
   // Smallest entry with size ≥ r (lowest address on ties), or nullptr.
   const Entry* lower_bound(Bytes r) const {
     std::uint32_t c = cls(r);
-    if (const Entry* e = bins_[c].lower_bound(Entry{r, Addr(), 0})) return e;
+    if (const Pieces* b = find_bin(c))
+      if (const Entry* e = b->lower_bound(Entry{r, Addr(), 0})) return e;
     std::uint32_t n = next_class(c + 1);
-    return n == kClasses ? nullptr : &bins_[n].front();
+    return n == kClasses ? nullptr : &find_bin(n)->front();
   }
   // Entries in (size, address) order starting at the first with size ≥ r; f returns false to stop.
   template <class F>
   void scan_from(Bytes r, F f) const {
     std::uint32_t c = cls(r);
-    if (!bins_[c].scan_from(Entry{r, Addr(), 0}, f)) return;
+    if (const Pieces* b = find_bin(c); b && !b->scan_from(Entry{r, Addr(), 0}, f)) return;
     for (c = next_class(c + 1); c < kClasses; c = next_class(c + 1))
-      if (!bins_[c].scan_from(bins_[c].front(), f)) return;
+      if (!find_bin(c)->scan_from(find_bin(c)->front(), f)) return;
   }
-  const Entry* largest() const { return count_ ? &bins_[top_].back() : nullptr; }
+  const Entry* largest() const { return count_ ? &find_bin(top_)->back() : nullptr; }
   size_t size() const { return count_; }
 
   static std::uint32_t cls(Bytes s) {
@@ -191,7 +194,21 @@ class SizeIndex {
     }
     return static_cast<std::uint32_t>(w * 64 + __builtin_ctzll(b));
   }
-  std::vector<Pieces> bins_ = std::vector<Pieces>(kClasses);
+  // The classes in groups of 64 (one word of the bitmap each), a group allocated when one of its
+  // classes is first used: an index holding blocks of a few sizes costs a few KiB, not the 180 KiB
+  // of every class (a trace on thousands of devices has an allocator, and indexes, per device).
+  // A class whose bit is set has its group.
+  using Group = std::array<Pieces, 64>;
+  Pieces& bin(std::uint32_t c) {
+    auto& g = groups_[c >> 6];
+    if (!g) g = std::make_unique<Group>();
+    return (*g)[c & 63];
+  }
+  const Pieces* find_bin(std::uint32_t c) const {
+    const auto& g = groups_[c >> 6];
+    return g ? &(*g)[c & 63] : nullptr;
+  }
+  std::array<std::unique_ptr<Group>, kWords> groups_;
   std::array<std::uint64_t, kWords> bits_{};
   size_t count_ = 0;
   std::uint32_t top_ = 0;  // highest non-empty class when count_ > 0

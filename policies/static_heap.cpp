@@ -34,6 +34,7 @@
 #include "policies/interval_tree.h"
 #include "policies/tpu_padding.h"
 #include "sim/base/error.h"
+#include "sim/base/limits.h"
 
 namespace fragsim {
 
@@ -78,7 +79,42 @@ void sort_by_offset(std::vector<std::pair<Bytes, Bytes>>& v, std::vector<std::pa
   }
 }
 
-Assignment best_fit(std::vector<Buf> bufs, bool spatial, Bytes alignment) {
+// Buffers placed before planning (a pre_trace buffer's recorded offset) must not overlap one another
+// while both live — XLA never places two so; a trace that does is malformed (its replay would
+// overlap them): an input error naming both. A sweep over start times with the live ones by offset.
+void check_fixed(const std::vector<Buf>& bufs) {
+  std::vector<const Buf*> fixed;
+  for (const Buf& b : bufs)
+    if (b.fixed) fixed.push_back(&b);
+  std::sort(fixed.begin(), fixed.end(), [](const Buf* a, const Buf* b) { return a->start < b->start; });
+  std::multimap<std::uint64_t, const Buf*> by_end;  // live, by the time they end
+  std::map<Bytes, const Buf*> by_offset;            // live, by offset
+  auto end_of = [](const Buf* b) { return *b->fixed > kTooLarge - b->size ? kTooLarge : *b->fixed + b->size; };
+  for (const Buf* b : fixed) {
+    while (!by_end.empty() && by_end.begin()->first < b->start) {
+      by_offset.erase(*by_end.begin()->second->fixed);
+      by_end.erase(by_end.begin());
+    }
+    const Buf* clash = nullptr;
+    auto next = by_offset.lower_bound(*b->fixed);
+    if (next != by_offset.end() && next->first < end_of(b)) clash = next->second;
+    if (next != by_offset.begin() && end_of(std::prev(next)->second) > *b->fixed) clash = std::prev(next)->second;
+    if (clash)
+      throw InputError(fmt::format(
+          "static-heap: the buffers of events {} and {} are placed at overlapping recorded offsets ({} and {}) "
+          "while both live",
+          clash->id, b->id, *clash->fixed, *b->fixed));
+    by_offset[*b->fixed] = b;
+    by_end.emplace(b->end, b);
+  }
+}
+
+// Places every buffer (heap = the largest end). Each placement visits the placed buffers that
+// overlap it in time, so a plan costs Σ overlaps — O(n²) when all n buffers live at once, as in
+// XLA's own — and counts them against the plan_steps limit (sim/base/limits.h): a trace whose plan
+// would take minutes is refused, naming the limit, instead of running them.
+Assignment best_fit(std::vector<Buf> bufs, bool spatial, Bytes alignment, const std::string& what) {
+  LimitCounter steps(Limit::kPlanSteps, what, 0);
   std::sort(bufs.begin(), bufs.end(), [&](const Buf& a, const Buf& b) {
     if (spatial) {
       if (a.size != b.size) return a.size > b.size;
@@ -113,6 +149,7 @@ Assignment best_fit(std::vector<Buf> bufs, bool spatial, Bytes alignment) {
     if (b.fixed) continue;
     busy.clear();
     committed.overlapping(b.start, b.end, [&](const std::pair<Bytes, Bytes>& c) { busy.push_back(c); });
+    steps.spend(busy.size() + 1);
     sort_by_offset(busy, scratch);
     Bytes best_lo = 0, best_size = kTooLarge, cur = 0;
     bool found = false;
@@ -161,6 +198,7 @@ class StaticHeapPolicy : public AllocatorPolicy {
       deltas.emplace_back(l.start, static_cast<std::int64_t>(std::min<Bytes>(size, INT64_MAX / 4)));
       deltas.emplace_back(l.end + 1, -static_cast<std::int64_t>(std::min<Bytes>(size, INT64_MAX / 4)));
     }
+    check_fixed(bufs);
     std::sort(deltas.begin(), deltas.end());
     std::int64_t cur = 0;
     for (size_t i = 0; i < deltas.size();) {
@@ -174,14 +212,20 @@ class StaticHeapPolicy : public AllocatorPolicy {
     if (o_.order == "best")
       spatial = std::thread([&] {
         try {
-          spatial_ = best_fit(bufs, true, o_.alignment);
+          spatial_ = best_fit(bufs, true, o_.alignment, "static-heap's spatial plan");
         } catch (...) {
           spatial_error = std::current_exception();
         }
       });
-    if (o_.order == "spatial") spatial_ = best_fit(bufs, true, o_.alignment);
-    if (o_.order != "spatial") temporal_ = best_fit(bufs, false, o_.alignment);
+    std::exception_ptr error;
+    try {
+      if (o_.order == "spatial") spatial_ = best_fit(bufs, true, o_.alignment, "static-heap's spatial plan");
+      if (o_.order != "spatial") temporal_ = best_fit(bufs, false, o_.alignment, "static-heap's temporal plan");
+    } catch (...) {
+      error = std::current_exception();  // the other plan's thread is joined first
+    }
     if (spatial.joinable()) spatial.join();
+    if (error) std::rethrow_exception(error);
     if (spatial_error) std::rethrow_exception(spatial_error);
     bool temporal = o_.order == "temporal" || (o_.order == "best" && temporal_.heap < spatial_.heap);
     chosen_ = temporal ? &temporal_ : &spatial_;

@@ -152,7 +152,7 @@ void apply_recorded_settings(const RecordedTorchSettings& s, Config& c) {
 std::string alloc_conf_text(const Config& c) {
   std::vector<std::string> keys;
   if (c.max_split_size != kTooLarge) keys.push_back(fmt::format("max_split_size_mb:{}", c.max_split_size / kMiB));
-  if (c.max_non_split_rounding != 20 * kMiB)
+  if (c.max_non_split_rounding != kLargeBuffer)
     keys.push_back(fmt::format("max_non_split_rounding_mb:{}", c.max_non_split_rounding / kMiB));
   if (c.gc_threshold > 0) keys.push_back(fmt::format("garbage_collection_threshold:{}", c.gc_threshold));
   if (std::any_of(c.divisions, c.divisions + kIntervals, [](std::uint64_t d) { return d != 0; })) {

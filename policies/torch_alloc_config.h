@@ -8,19 +8,18 @@
 #include <string>
 
 #include "sim/base/recording.h"
+#include "sim/base/torch_sizes.h"
 #include "sim/base/units.h"
 
 namespace fragsim {
 
 namespace torch {
 
-inline constexpr Bytes kMinBlockSize = 512, kSmallSize = 1 * kMiB, kSmallBuffer = 2 * kMiB, kLargeBuffer = 20 * kMiB,
-                       kMinLargeAlloc = 10 * kMiB, kRoundLarge = 2 * kMiB;
 inline constexpr int kIntervals = 16;
 
 struct Config {
   Bytes max_split_size = kTooLarge;  // kTooLarge: not set
-  Bytes max_non_split_rounding = 20 * kMiB;
+  Bytes max_non_split_rounding = kLargeBuffer;
   double gc_threshold = 0;
   std::uint64_t divisions[kIntervals] = {};
   bool expandable = false;

@@ -255,14 +255,18 @@ class TorchCachingPolicy : public AllocatorPolicy {
         expandable_.observe_map(ob.addr, ob.size);
         return;
       }
-      // A range mapped before recording began: seed it in its pool's reservation.
-      bool small = ob.size % kLargeBuffer != 0;
-      SegmentHeap& heap = pools_[small][ob.stream];
-      count_mapped(small, expandable_.seed(heap, small, ob.addr, ob.size, reservations_of(small, ob.stream),
-                                           reserve_in(small, ob.stream)));
+      // A range mapped before recording began: seed it in its pool's reservation. Replayed without
+      // expandable segments, that memory was held all the same: one segment of its size (below).
+      if (c_.expandable) {
+        bool small = ob.size % kLargeBuffer != 0;
+        SegmentHeap& heap = pools_[small][ob.stream];
+        count_mapped(small, expandable_.seed(heap, small, ob.addr, ob.size, reservations_of(small, ob.stream),
+                                             reserve_in(small, ob.stream)));
+        return;
+      }
+    } else if (ob.op != Op::kSegmentAlloc || !ob.pre_trace) {
       return;
     }
-    if (ob.op != Op::kSegmentAlloc || !ob.pre_trace) return;
     // A segment that existed before recording: obtain it (the engine queued its address).
     bool small = ob.size == kSmallBuffer;
     auto g = dev_->allocate(ob.size);

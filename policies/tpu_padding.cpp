@@ -13,7 +13,7 @@ std::vector<PolicyOption> padding_options() {
           {"shard_dim", "major", "minor", "the dim that shard divides: major or minor"}};
 }
 
-void set_sharding(nlohmann::json& config, unsigned shard, const std::string& dim) {
+void set_sharding(nlohmann::json& config, std::int64_t shard, const std::string& dim) {
   config["shard"] = shard;
   config["shard_dim"] = dim;
 }

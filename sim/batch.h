@@ -42,8 +42,14 @@ struct Shard {
 // The batch result: {"fragsim_batch":1, manifest, manifest_digest, runs_total, shard:{index,count},
 // runs:[{run, line, label, report}]} with runs in run order.
 [[nodiscard]] nlohmann::json batch_json(const Manifest& m, const Shard& s, nlohmann::json runs);
-// Combines shard results (path, JSON) into the unsharded result; InputError naming the file when
-// they are not shards of one manifest, overlap, or leave runs out.
+// Every file a batch of this manifest reads: the manifest, each line's trace and --hw file (an
+// output may be none of them, whichever shard runs).
+[[nodiscard]] std::vector<std::string> batch_inputs(const Manifest& m);
+// Combines shard results (path, JSON) into the unsharded result; InputError naming the file and
+// key when a shard is malformed (every key merge reads is checked, each report against the
+// report schema), when they are not shards of one manifest, overlap, give a run twice or leave
+// runs out, when runs' lines are out of order, and — with the manifest readable where merge runs
+// and its digest the shards' — when a run's line or trace is not its manifest line's.
 [[nodiscard]] nlohmann::json merge_batches(const std::vector<std::pair<std::string, nlohmann::json>>& shards);
 // One row per run, from the result alone (so a merge prints what one process prints).
 [[nodiscard]] std::string batch_table(const nlohmann::json& batch);

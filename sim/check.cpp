@@ -4,10 +4,12 @@
 #include <fmt/ranges.h>
 
 #include <cmath>
+#include <filesystem>
 #include <map>
 
 #include "policies/policy.h"
 #include "sim/base/error.h"
+#include "sim/base/text.h"
 #include "sim/base/units.h"
 #include "sim/report_schema.h"
 
@@ -15,13 +17,24 @@ namespace fragsim {
 
 namespace {
 
-// The runs of a report file: one object, or the array `compare --json` writes.
+std::string label_of(const nlohmann::json& r) {
+  if (r.contains("label") && r["label"].is_string()) return r["label"].get<std::string>();
+  return r["policy"]["name"].get<std::string>();
+}
+
+// The runs of a report file: one object, or the array `compare --json` writes. Runs are matched
+// by label, so two runs of one file may not share one.
 std::vector<nlohmann::json> runs_of(const nlohmann::json& j, const std::string& file) {
   std::vector<nlohmann::json> v;
   if (j.is_array()) {
     if (j.empty()) throw InputError(file + ": an empty array holds no report");
+    std::map<std::string, size_t> seen;
     for (size_t i = 0; i < j.size(); ++i) {
       check_report_schema(j[i], fmt::format("{} [{}]", file, i));
+      auto [it, fresh] = seen.emplace(label_of(j[i]), i);
+      if (!fresh)
+        throw InputError(fmt::format("{} [{}]: label: '{}' also labels run [{}]; runs are matched by label", file, i,
+                                     it->first, it->second));
       v.push_back(j[i]);
     }
   } else {
@@ -31,9 +44,34 @@ std::vector<nlohmann::json> runs_of(const nlohmann::json& j, const std::string& 
   return v;
 }
 
-std::string label_of(const nlohmann::json& r) {
-  if (r.contains("label") && r["label"].is_string()) return r["label"].get<std::string>();
-  return r["policy"]["name"].get<std::string>();
+// Every number under `j` (nested objects flattened to "a.b"), each checked to be a finite number
+// (a figure that is not is an input error naming the file and key).
+void figures_of(const nlohmann::json& j, const std::string& file, const std::string& path,
+                std::map<std::string, double>* out) {
+  for (const auto& [k, v] : j.items()) {
+    std::string key = path + "." + k;
+    if (v.is_object())
+      figures_of(v, file, key, out);
+    else
+      (*out)[key] = JsonField(v, file, key).number();
+  }
+}
+
+// The figures check compares in one report or device entry: the OOM count, the peaks and every
+// fragmentation figure.
+std::map<std::string, double> gated_figures(const nlohmann::json& r, const std::string& file, const std::string& at) {
+  std::map<std::string, double> f;
+  JsonField rf(r, file, at);
+  for (const char* k : {"peak_requested_bytes", "peak_allocated_bytes", "peak_reserved_bytes"})
+    if (rf.has(k)) f[k] = static_cast<double>(rf.at(k).u64());
+  if (rf.has("fragmentation")) figures_of(rf.at("fragmentation").object(), file, "fragmentation", &f);
+  return f;
+}
+
+// A device entry's key: "device 0 hbm".
+std::string device_key(const nlohmann::json& d, const std::string& file, const std::string& at) {
+  JsonField f(d, file, at);
+  return fmt::format("device {} {}", f.at("device").u64(), f.at("space").string());
 }
 
 // What differs between two reports' policies, ignoring `resolved_*` figures (they follow from the
@@ -68,33 +106,10 @@ std::string hardware_text(const nlohmann::json& hw) {
 }
 
 std::string fmt_value(const std::string& metric, double v) {
+  if (std::isnan(v)) return "none";
   if (metric.find("bytes") != std::string::npos) return human_bytes(static_cast<Bytes>(v));
   if (metric.find("fragmentation") != std::string::npos) return fmt::format("{:.2f}%", 100 * v);
-  if (std::isnan(v)) return "none";
   return fmt::format("{:.0f}", v);
-}
-
-std::string xml_escape(const std::string& s) {
-  std::string o;
-  for (char c : s) {
-    switch (c) {
-      case '<':
-        o += "&lt;";
-        break;
-      case '>':
-        o += "&gt;";
-        break;
-      case '&':
-        o += "&amp;";
-        break;
-      case '"':
-        o += "&quot;";
-        break;
-      default:
-        o += c;
-    }
-  }
-  return o;
 }
 
 }  // namespace
@@ -107,6 +122,11 @@ CheckResult run_check(const nlohmann::json& baseline, const nlohmann::json& curr
   res.tolerance_pct = o.tolerance_pct;
   std::map<std::string, const nlohmann::json*> by_label;
   for (const auto& b : base) by_label[label_of(b)] = &b;
+  auto add = [&](const std::string& run, const std::string& metric, double bv, double cv, bool regression,
+                 std::string msg) {
+    res.items.push_back({run, metric, bv, cv, regression, std::move(msg)});
+    if (regression) res.pass = false;
+  };
   for (const auto& c : cur) {
     std::string label = label_of(c);
     auto it = by_label.find(label);
@@ -114,14 +134,20 @@ CheckResult run_check(const nlohmann::json& baseline, const nlohmann::json& curr
       if (base.size() == 1 && cur.size() == 1) {
         it = by_label.begin();  // one run each: compare them whatever their labels
       } else {
-        res.notes.push_back(fmt::format("{}: not in the baseline, not compared", label));
+        // Nothing to compare it with: a gate that passed it would pass any run, an OOM included.
+        add(label, "baseline_run", NAN, NAN, true,
+            fmt::format("not in the baseline {}: no run labelled so to compare it with", o.baseline_path));
         continue;
       }
     }
     const nlohmann::json& b = *it->second;
     by_label.erase(it);
     // Same trace? Same policy?
-    std::string bd = b["trace"].value("digest", std::string()), cd = c["trace"].value("digest", std::string());
+    auto digest = [](const nlohmann::json& r, const std::string& file) {
+      JsonField t(r, file, "");
+      return t.at("trace").has("digest") ? t.at("trace").at("digest").string() : std::string();
+    };
+    std::string bd = digest(b, o.baseline_path), cd = digest(c, o.current_path);
     if (!bd.empty() && !cd.empty() && bd != cd) {
       if (!o.allow_different_trace)
         throw InputError(fmt::format(
@@ -144,55 +170,90 @@ CheckResult run_check(const nlohmann::json& baseline, const nlohmann::json& curr
     if (b["hardware"] != c["hardware"])
       res.notes.push_back(fmt::format("{}: the hardware differs ({} vs {})", label, hardware_text(b["hardware"]),
                                       hardware_text(c["hardware"])));
-    auto add = [&](const std::string& metric, double bv, double cv, bool regression, std::string msg) {
-      res.items.push_back({label, metric, bv, cv, regression, std::move(msg)});
-      if (regression) res.pass = false;
-    };
     // OOMs: the count, and the first OOM's event.
-    double bn = static_cast<double>(b["oom_count"].get<std::uint64_t>());
-    double cn = static_cast<double>(c["oom_count"].get<std::uint64_t>());
-    add("oom_count", bn, cn, bn != cn,
-        bn != cn ? fmt::format("OOM count changed: {:.0f} -> {:.0f}", bn, cn) : fmt::format("OOM count {:.0f}", cn));
+    auto count = [&](const std::string& where, const nlohmann::json& bj, const nlohmann::json& cj) {
+      double bn = static_cast<double>(JsonField(bj, o.baseline_path, where).at("oom_count").u64());
+      double cn = static_cast<double>(JsonField(cj, o.current_path, where).at("oom_count").u64());
+      std::string metric = where.empty() ? "oom_count" : where + ".oom_count";
+      add(label, metric, bn, cn, bn != cn,
+          bn != cn ? fmt::format("{}OOM count changed: {:.0f} -> {:.0f}", where.empty() ? "" : where + ": ", bn, cn)
+                   : fmt::format("OOM count {:.0f}", cn));
+    };
+    count("", b, c);
     auto first = [](const nlohmann::json& r) {
       return r["ooms"].empty() ? NAN : static_cast<double>(r["ooms"][0]["event_index"].get<std::uint64_t>());
     };
     double bf = first(b), cf = first(c);
     bool moved = !(std::isnan(bf) && std::isnan(cf)) && !(bf == cf);
     std::string fm;
-    if (std::isnan(bf) && !std::isnan(cf))
-      fm = fmt::format("new OOM at event {:.0f} ({} requested, cause {})", cf, c["ooms"][0]["requested_bytes"].dump(),
-                       c["ooms"][0].value("cause", std::string("?")));
-    else if (!std::isnan(bf) && std::isnan(cf))
+    if (std::isnan(bf) && !std::isnan(cf)) {
+      const nlohmann::json& oom = c["ooms"][0];
+      fm = fmt::format("new OOM at event {:.0f} ({} requested, cause {})", cf, oom["requested_bytes"].dump(),
+                       oom.contains("cause") && oom["cause"].is_string() ? oom["cause"].get<std::string>() : "?");
+    } else if (!std::isnan(bf) && std::isnan(cf)) {
       fm = fmt::format("the OOM at event {:.0f} is gone", bf);
-    else if (moved)
+    } else if (moved) {
       fm = fmt::format("first OOM moved from event {:.0f} to {:.0f}", bf, cf);
-    else
+    } else {
       fm = std::isnan(cf) ? "no OOM" : fmt::format("first OOM at event {:.0f}", cf);
-    add("first_oom_event", bf, cf, moved && !(std::isnan(cf)) && (std::isnan(bf) || cf < bf), fm);
-    // Figures that must not grow beyond the tolerance.
+    }
+    add(label, "first_oom_event", bf, cf, moved && !(std::isnan(cf)) && (std::isnan(bf) || cf < bf), fm);
+    // Figures that must not grow beyond the tolerance: every peak and fragmentation figure the
+    // report documents, of the run and of each (device, space).
     auto grew = [&](const std::string& metric, double bv, double cv) {
       double limit = bv * (1.0 + o.tolerance_pct / 100.0);
       bool reg = cv > limit && cv - bv > 1e-12;
       double pct = bv > 0 ? 100.0 * (cv - bv) / bv : (cv > 0 ? 100.0 : 0.0);
-      add(metric, bv, cv, reg,
+      add(label, metric, bv, cv, reg,
           fmt::format("{} {}: {} -> {} ({:+.2f}%, tolerance {}%)", metric, reg ? "grew" : "ok", fmt_value(metric, bv),
                       fmt_value(metric, cv), pct, o.tolerance_pct));
     };
-    for (const char* k : {"peak_allocated_bytes", "peak_reserved_bytes"})
-      grew(k, static_cast<double>(b[k].get<std::uint64_t>()), static_cast<double>(c[k].get<std::uint64_t>()));
-    for (const auto& [key, val] : c["fragmentation"].items()) {
-      if (!val.is_number() || !b["fragmentation"].contains(key) || !b["fragmentation"][key].is_number()) continue;
-      grew("fragmentation." + key, b["fragmentation"][key].get<double>(), val.get<double>());
+    auto figures = [&](const std::string& where, const nlohmann::json& bj, const nlohmann::json& cj) {
+      auto bmap = gated_figures(bj, o.baseline_path, where), cmap = gated_figures(cj, o.current_path, where);
+      std::string prefix = where.empty() ? "" : where + ".";
+      for (const auto& [k, bv] : bmap) {
+        if (auto ci = cmap.find(k); ci != cmap.end())
+          grew(prefix + k, bv, ci->second);
+        else  // a figure the current report leaves out cannot be shown not to have grown
+          add(label, prefix + k, bv, NAN, true, fmt::format("{}{}: missing from the current report", prefix, k));
+      }
+      for (const auto& [k, cv] : cmap)
+        if (!bmap.count(k)) res.notes.push_back(fmt::format("{}: {}{}: not in the baseline report", label, prefix, k));
+    };
+    figures("", b, c);
+    auto devices = [&](const nlohmann::json& r, const std::string& file) {
+      std::map<std::string, const nlohmann::json*> m;
+      const auto& arr = JsonField(r, file).at("devices").array();
+      for (size_t i = 0; i < arr.size(); ++i) {
+        std::string at = fmt::format("devices[{}]", i);
+        if (!m.emplace(device_key(arr[i], file, at), &arr[i]).second)
+          throw InputError(fmt::format("{}: {}: {} is listed twice", file, at, device_key(arr[i], file, at)));
+      }
+      return m;
+    };
+    auto bdev = devices(b, o.baseline_path), cdev = devices(c, o.current_path);
+    for (const auto& [k, cj] : cdev) {
+      auto bi = bdev.find(k);
+      if (bi == bdev.end()) {
+        add(label, k, NAN, NAN, true, fmt::format("{}: not in the baseline (memory on a device it did not use)", k));
+        continue;
+      }
+      count(k, *bi->second, *cj);
+      figures(k, *bi->second, *cj);
     }
+    for (const auto& [k, bj] : bdev)
+      if (!cdev.count(k)) add(label, k, NAN, NAN, true, fmt::format("{}: missing from the current report", k));
   }
-  for (const auto& [label, _] : by_label) res.notes.push_back(fmt::format("{}: only in the baseline", label));
+  for (const auto& [label, _] : by_label)
+    add(label, "current_run", NAN, NAN, true,
+        fmt::format("only in the baseline: {} has no run labelled so", o.current_path));
   return res;
 }
 
 std::string check_text(const CheckResult& r) {
   std::string s;
   auto out = std::back_inserter(s);
-  for (const auto& n : r.notes) fmt::format_to(out, "note: {}\n", n);
+  for (const auto& n : r.notes) fmt::format_to(out, "note: {}\n", escape_terminal(n));
   if (r.pass) {
     fmt::format_to(out, "check passed: no new OOM, no peak or fragmentation growth beyond {}% ({} figures)\n",
                    r.tolerance_pct, r.items.size());
@@ -200,7 +261,7 @@ std::string check_text(const CheckResult& r) {
   }
   fmt::format_to(out, "check FAILED:\n");
   for (const auto& i : r.items)
-    if (i.regression) fmt::format_to(out, "  {}: {}\n", i.run, i.message);
+    if (i.regression) fmt::format_to(out, "  {}: {}\n", escape_terminal(i.run), escape_terminal(i.message));
   return s;
 }
 
@@ -225,10 +286,10 @@ std::string check_markdown(const CheckResult& r) {
   fmt::format_to(out, "### fragsim check: {}\n\n", r.pass ? "passed" : "**FAILED**");
   fmt::format_to(out, "| run | figure | baseline | current | |\n|---|---|---:|---:|---|\n");
   for (const auto& i : r.items)
-    fmt::format_to(out, "| {} | {} | {} | {} | {} |\n", i.run, i.metric, fmt_value(i.metric, i.baseline),
-                   fmt_value(i.metric, i.current), i.regression ? "regression" : "ok");
+    fmt::format_to(out, "| {} | {} | {} | {} | {} |\n", escape_markdown(i.run), escape_markdown(i.metric),
+                   fmt_value(i.metric, i.baseline), fmt_value(i.metric, i.current), i.regression ? "regression" : "ok");
   fmt::format_to(out, "\nTolerance {}%.\n", r.tolerance_pct);
-  for (const auto& n : r.notes) fmt::format_to(out, "\n> {}\n", n);
+  for (const auto& n : r.notes) fmt::format_to(out, "\n> {}\n", escape_markdown(n));
   return s;
 }
 
@@ -240,9 +301,9 @@ std::string check_junit(const CheckResult& r) {
   fmt::format_to(out, "<testsuites><testsuite name=\"fragsim check\" tests=\"{}\" failures=\"{}\">\n", r.items.size(),
                  failures);
   for (const auto& i : r.items) {
-    fmt::format_to(out, "  <testcase classname=\"{}\" name=\"{}\"", xml_escape(i.run), xml_escape(i.metric));
+    fmt::format_to(out, "  <testcase classname=\"{}\" name=\"{}\"", escape_xml(i.run), escape_xml(i.metric));
     if (i.regression)
-      fmt::format_to(out, "><failure message=\"{}\"/></testcase>\n", xml_escape(i.message));
+      fmt::format_to(out, "><failure message=\"{}\"/></testcase>\n", escape_xml(i.message));
     else
       fmt::format_to(out, "/>\n");
   }
@@ -251,12 +312,14 @@ std::string check_junit(const CheckResult& r) {
 }
 
 std::string check_github(const CheckResult& r, const std::string& file) {
-  // GitHub Actions workflow commands: one ::error line per regression (shown on the run).
+  // GitHub Actions workflow commands: one ::error line per regression (shown on the run), every
+  // value escaped as GitHub's toolkit escapes it, so that no name can end the line.
   std::string s;
   for (const auto& i : r.items)
     if (i.regression)
-      fmt::format_to(std::back_inserter(s), "::error file={},title=fragsim {} ({})::{}\n", file, i.metric, i.run,
-                     i.message);
+      fmt::format_to(std::back_inserter(s), "::error file={},title={}::{}\n", escape_github_property(file),
+                     escape_github_property(fmt::format("fragsim {} ({})", i.metric, i.run)),
+                     escape_github_data(i.message));
   return s;
 }
 

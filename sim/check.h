@@ -1,9 +1,13 @@
-// `fragsim check`: the CI gate (contracts §5, docs/cli.md). Compares a current report with a
-// baseline — single runs (`run --json`) or several (`compare --json`, matched by policy label) —
-// and lists each figure that regressed: a new or moved OOM, a changed OOM count, a peak
-// (allocated, reserved) or fragmentation figure that grew by more than the tolerance.
-// Both files are checked against the report schema first; reports of different traces (trace
-// digest) or different policy configurations are refused unless explicitly allowed.
+// `fragsim check`: the CI gate (contracts §5, docs/report.md). Compares a current report with a
+// baseline — single runs (`run --json`) or several (`compare --json`, matched by label, which
+// must be unique in each file) — and lists each figure that regressed: a new or earlier OOM, a
+// changed OOM count, a peak (requested, allocated, reserved) or fragmentation figure (at the peak
+// of allocated memory, at the peak of reserved memory, maximum) that grew by more than the
+// tolerance, of the run and of each (device, space). A run with no counterpart on the other side,
+// a device entry on one side only and a figure the current report leaves out are regressions
+// too: what cannot be compared cannot pass. Both files are checked against the report schema
+// first; reports of different traces (trace digest) or different policy configurations are
+// refused unless explicitly allowed. Every output escapes names for its format (sim/base/text.h).
 #pragma once
 #include <nlohmann/json.hpp>
 #include <string>
@@ -19,8 +23,8 @@ struct CheckOptions {
 };
 
 struct CheckItem {
-  std::string run;     // policy label
-  std::string metric;  // "peak_reserved_bytes", "oom_count", "first_oom", ...
+  std::string run;     // the run's label
+  std::string metric;  // "peak_reserved_bytes", "oom_count", "first_oom_event", "device 0 hbm.oom_count", ...
   double baseline = 0, current = 0;
   bool regression = false;
   std::string message;  // one line, for people

@@ -31,13 +31,19 @@ std::vector<std::string> default_compare_entries(const RunRequest& req, const Re
   return v;
 }
 
-std::vector<std::string> trace_labels(const std::vector<std::string>& traces) {
-  std::map<std::string, int> seen;
-  for (const auto& t : traces) ++seen[std::filesystem::path(t).filename().string()];
+std::vector<std::string> compare_labels(const std::vector<std::string>& traces,
+                                        const std::vector<std::vector<std::string>>& entries) {
+  std::map<std::string, int> names;
+  for (const auto& t : traces) ++names[std::filesystem::path(t).filename().string()];
   std::vector<std::string> labels;
-  for (const auto& t : traces) {
-    std::string base = std::filesystem::path(t).filename().string();
-    labels.push_back(seen[base] > 1 ? t : base);
+  std::map<std::string, int> seen;
+  for (size_t i = 0; i < traces.size() && i < entries.size(); ++i) {
+    std::string name = std::filesystem::path(traces[i]).filename().string();
+    for (const auto& e : entries[i]) {
+      std::string l = traces.size() == 1 ? e : (names[name] > 1 ? traces[i] : name) + ": " + e;
+      int n = ++seen[l];
+      labels.push_back(n == 1 ? l : fmt::format("{} #{}", l, n));
+    }
   }
   return labels;
 }
@@ -47,7 +53,7 @@ ComparePlan prepare_compare(const CompareRequest& req, const Registry& reg) {
   std::vector<std::string> given = split_policy_list(req.policies);
   for (const auto& entry : given)  // NAME or NAME[key=value,...]; a bad one fails before any run
     (void)reg.find(parse_policy_ref(entry, "--policies").name, "--policies");
-  const std::vector<std::string> labels = trace_labels(req.traces);
+  std::vector<std::vector<std::string>> entries_of;
   for (size_t t = 0; t < req.traces.size(); ++t) {
     RunRequest q = req.base;
     q.trace = req.traces[t];
@@ -57,9 +63,11 @@ ComparePlan prepare_compare(const CompareRequest& req, const Registry& reg) {
     for (const auto& entry : entries) {
       q.policy = entry;
       plan.runs.push_back(prepare_run(q, reg, &recording));
-      plan.runs.back().label = req.traces.size() > 1 ? labels[t] + ": " + entry : entry;
     }
+    entries_of.push_back(std::move(entries));
   }
+  const std::vector<std::string> labels = compare_labels(req.traces, entries_of);
+  for (size_t i = 0; i < plan.runs.size(); ++i) plan.runs[i].label = labels[i];
   return plan;
 }
 

@@ -28,8 +28,10 @@ struct ComparePlan {
 [[nodiscard]] std::vector<std::string> default_compare_entries(const RunRequest& req, const Recording& recording,
                                                                const Registry& reg);
 
-// How compare labels each trace's rows when there are several: the file name, or — when two
-// traces share a file name — as much of the path as tells them apart.
-[[nodiscard]] std::vector<std::string> trace_labels(const std::vector<std::string>& traces);
+// Labels for the runs of `compare` (each trace's entries, trace-major), unique: the entry alone for
+// one trace, else "TRACE: entry" with TRACE the file's name, or its path where two traces share a
+// name; a label that still repeats (a policy entry given twice) gets " #2", " #3", ...
+[[nodiscard]] std::vector<std::string> compare_labels(const std::vector<std::string>& traces,
+                                                      const std::vector<std::vector<std::string>>& entries);
 
 }  // namespace fragsim

@@ -43,7 +43,13 @@ Observation observation_of(const Event& ev) {
 
 std::string oom_cause(const OomRecord& o) { return o.fragmentation ? "fragmentation" : "capacity"; }
 
-Engine::Engine(const RunOptions& opt, const Registry& reg) : opt_(opt), reg_(reg), info_(reg.find(opt.policy.name)) {
+Engine::Engine(const RunOptions& opt, const Registry& reg)
+    : opt_(opt),
+      reg_(reg),
+      info_(reg.find(opt.policy.name)),
+      live_(LimitCounter(Limit::kNames, opt.trace, input_bytes(opt.trace))),
+      devices_kept_(Limit::kDevices, opt.trace, input_bytes(opt.trace)),
+      marks_kept_(Limit::kMarks, opt.trace, input_bytes(opt.trace)) {
   for (int i = 0; i < static_cast<int>(Space::kCount); ++i) {
     auto sp = static_cast<Space>(i);
     route_[i] = opt_.hw.space(sp)                                          ? sp
@@ -136,7 +142,10 @@ void Engine::feed(const Event& ev) {
       free(ev);
       break;
     case Op::kMark:
-      if (out_.marks.size() < kMaxMarks) out_.marks.push_back({ev.name, ev.index, ev.t});
+      if (out_.marks.size() < kMaxMarks) {
+        marks_kept_.spend(ev.name.size());
+        out_.marks.push_back({ev.name, ev.index, ev.t});
+      }
       if (perfetto_ && replaying_) perfetto_->mark(ev.t, ev.name);
       break;
     case Op::kStack:
@@ -155,7 +164,8 @@ void Engine::feed(const Event& ev) {
       if (is_observation(ev.op)) observe(ev);
       break;
   }
-  if (opt_.check && replaying_) {
+  if (opt_.check && replaying_ && ++since_check_ * kCheckBatch >= live_placed_ + slots_.size()) {
+    since_check_ = 0;
     for (auto& s : slots_) {
       try {
         s.policy->validate();
@@ -185,6 +195,8 @@ void Engine::alloc(const Event& ev) {
     return;
   }
   AllocRequest request = request_of(ev);
+  request.handle = s.take_local();
+  live_.set_local(ev.handle, request.handle);
   if (ev.has(key::kPreTrace)) {  // where the recording implies the state before it was
     if (auto ob = anchor_.take_region(ev.device, ev.space)) s.policy->observe(*ob);
     request.seeded_extents = anchor_.extents(ev);
@@ -197,12 +209,14 @@ void Engine::alloc(const Event& ev) {
   if (ev.has(key::kAddr) && !ev.has(key::kPreTrace) && !opt_.follow_recording) fidelity_.address(ev, p);
   if (p.ok) {
     live_.set(ev.handle, LiveSet::State::kPlaced);
+    ++live_placed_;
     live_.remember(ev, p, si);
     if (perfetto_)
       perfetto_->begin_buffer(ev.t, s.device, s.space, ev.id, ev.has(key::kName) ? ev.name : std::string_view(),
                               ev.size, p.block, p.has_addr, p.addr);
   } else {
     live_.set(ev.handle, LiveSet::State::kFailed);
+    s.free_local.push_back(request.handle);  // never released: free for the next
     record_oom(si, ev, request);
     if (!opt_.keep_going) {
       // Replay stops here: take the peaks' snapshots now, while the live set is still this run's
@@ -231,10 +245,13 @@ void Engine::free(const Event& ev) {
     const std::uint32_t si = live_.slot_of(ev.handle);
     Slot& s = slots_[si];
     if (perfetto_) end_slice(ev.handle, ev.t);
+    const Handle local = live_.local_of(ev.handle);
     if (ev.has(key::kStream))
-      s.policy->release_on_stream(ev.handle, ev.stream);
+      s.policy->release_on_stream(local, ev.stream);
     else
-      s.policy->release(ev.handle);
+      s.policy->release(local);
+    s.free_local.push_back(local);
+    --live_placed_;
     account(si);
     check_fatal(s, ev);
   }
@@ -299,6 +316,7 @@ Space Engine::route(Space sp, const Event& ev) const {
 std::uint32_t Engine::key(std::uint32_t device, Space sp) {
   auto [it, fresh] = dense_.try_emplace(device, static_cast<std::uint32_t>(devices_.size()));
   if (fresh) {
+    devices_kept_.spend(1);
     devices_.push_back(device);
     req_.resize(devices_.size() * kSpaces);
     slot_index_.resize(devices_.size() * kSpaces, kNoSlot);
@@ -339,7 +357,13 @@ std::uint32_t Engine::slot(std::uint32_t k, const Event& ev) {
   for (const auto& n : cfg.notes())
     if (std::find(out_.notes.begin(), out_.notes.end(), n) == out_.notes.end()) out_.notes.push_back(n);
   s.policy = build(ctx);
-  if (info_.needs_lifetimes) s.policy->plan(lifetimes_[{device, sp}]);
+  if (info_.needs_lifetimes) {
+    try {
+      s.policy->plan(lifetimes_[{device, sp}]);
+    } catch (const InputError& e) {  // a limit of the plan: named with the trace it plans
+      throw InputError(opt_.trace + ": " + e.what());
+    }
+  }
   if (config_.is_null()) config_ = cfg.resolved();
   slots_.push_back(std::move(s));
   slot_index_[k] = static_cast<std::uint32_t>(slots_.size() - 1);
@@ -476,7 +500,10 @@ Placement Engine::follow(std::uint32_t si, const Event& ev, const AllocRequest& 
   Slot& s = slots_[si];
   auto overlapping = [&](const Extent& e) { return live_.overlapping(si, e, ev.handle); };
   auto displace = [&](Handle h) {
-    s.policy->release(h);
+    const Handle local = live_.local_of(h);
+    s.policy->release(local);
+    s.free_local.push_back(local);
+    --live_placed_;
     live_.set(h, LiveSet::State::kDisplaced);
   };
   return follow_.place(*s.policy, ev, rq, predicted, overlapping, displace);

@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "sim/base/io.h"
+#include "sim/base/limits.h"
 #include "sim/engine.h"
 #include "sim/fidelity.h"
 #include "sim/live_set.h"
@@ -58,6 +59,16 @@ class Engine : public Scheduler {
     std::uint64_t peak_event = 0, missed_event = 0;
     Tick peak_t;
     std::optional<Moment> peak;
+    // The policy's own handles, dense per slot: its per-handle state is O(its live allocations),
+    // not O(live allocations of every device) (2,000 devices needed over 400 MiB).
+    Handle next_local = 0;
+    std::vector<Handle> free_local;
+    Handle take_local() {
+      if (free_local.empty()) return next_local++;
+      Handle h = free_local.back();
+      free_local.pop_back();
+      return h;
+    }
   };
   struct Deferred {
     Tick t;
@@ -131,6 +142,13 @@ class Engine : public Scheduler {
   RecordingAnchor anchor_;                               // the state before a mid-run recording, from its addresses
   std::uint64_t replayable_ = 0, pre_trace_allocs_ = 0;  // allocs and frees to replay; allocs of prior state
   FollowRecording follow_;                               // --follow-recording's tally
+  // What a run keeps grows with its trace, within limits of the trace's size (sim/base/limits.h).
+  LimitCounter devices_kept_, marks_kept_;
+  // --check validates after every event while the state is small, then after every k-th event,
+  // k = (placed buffers + spaces) / kCheckBatch: validate() walks a policy's whole state, so
+  // checking stays a constant factor of the replay, not O(events x live).
+  static constexpr std::uint64_t kCheckBatch = 1024;
+  std::uint64_t live_placed_ = 0, since_check_ = 0;
 };
 
 }  // namespace fragsim

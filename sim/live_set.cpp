@@ -7,7 +7,10 @@ namespace fragsim {
 std::uint32_t LiveSet::intern(const std::string& name) {
   if (name.empty()) return 0;
   auto [it, fresh] = name_ids_.try_emplace(name, static_cast<std::uint32_t>(names_.size()));
-  if (fresh) names_.push_back(name);
+  if (fresh) {
+    names_kept_.spend(name.size());
+    names_.push_back(name);
+  }
   return it->second;
 }
 

@@ -10,6 +10,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "sim/base/limits.h"
 #include "sim/run_result.h"
 
 namespace fragsim {
@@ -24,6 +25,9 @@ struct SlotView {
 
 class LiveSet {
  public:
+  // `names`: what the distinct names and stack frames a run keeps may grow to (sim/base/limits.h).
+  explicit LiveSet(LimitCounter names) : names_kept_(std::move(names)) {}
+
   // kDisplaced: placed, then taken out of the simulated state by --follow-recording (its free is ignored).
   enum class State : std::uint8_t { kNotLive, kPlaced, kFailed, kEmpty, kDisplaced };
 
@@ -32,9 +36,13 @@ class LiveSet {
     if (h >= state_.size()) {
       state_.resize(h + 1, State::kNotLive);
       slot_.resize(h + 1, 0);
+      local_.resize(h + 1, kNoHandle);
     }
     state_[h] = State::kNotLive;
   }
+  // The handle its slot's policy knows the allocation by (dense per slot).
+  void set_local(Handle h, Handle local) { local_[h] = local; }
+  Handle local_of(Handle h) const { return local_[h]; }
   void set(Handle h, State s) { state_[h] = s; }
   State state(Handle h) const { return h < state_.size() ? state_[h] : State::kNotLive; }
   std::uint32_t slot_of(Handle h) const { return slot_[h]; }
@@ -42,7 +50,10 @@ class LiveSet {
   // A placed allocation: what reports show of it.
   void remember(const Event& ev, const Placement& p, std::uint32_t slot);
   // A stack the trace defines (op stack): its frames, innermost first.
-  void define_stack(std::uint64_t id, std::vector<std::string> frames) { stack_frames_[id] = std::move(frames); }
+  void define_stack(std::uint64_t id, std::vector<std::string> frames) {
+    for (const auto& f : frames) names_kept_.spend(f.size());
+    stack_frames_[id] = std::move(frames);
+  }
 
   const std::string& name_of(Handle h) const { return names_[live_[h].name]; }
   AllocId id_of(Handle h) const { return live_[h].id; }
@@ -78,11 +89,13 @@ class LiveSet {
 
   std::vector<State> state_;                        // per handle
   std::vector<std::uint32_t> slot_;                 // per handle: its slot, while placed
+  std::vector<Handle> local_;                       // per handle: its handle in its slot's policy
   std::vector<Rec> live_;                           // per handle, valid while placed
   std::vector<std::vector<std::uint64_t>> shapes_;  // per handle, when the alloc has a shape
   std::vector<std::string> names_{std::string()};   // interned buffer names (0: none)
   std::unordered_map<std::string, std::uint32_t> name_ids_;
   std::unordered_map<std::uint64_t, std::vector<std::string>> stack_frames_;  // the trace's stacks
+  LimitCounter names_kept_;
 };
 
 }  // namespace fragsim

@@ -2,7 +2,7 @@
 
 #include <fmt/format.h>
 
-#include "policies/torch_alloc_config.h"
+#include "sim/base/torch_sizes.h"
 #include "traces/recorded_layout.h"
 
 namespace fragsim {
@@ -87,7 +87,7 @@ void RecordingAnchor::learn_torch_blocks(TraceReader& reader) {
     }
     if (ev.op != Op::kAlloc || !ev.has(key::kAddr)) continue;
     starts.emplace_back(ev.device, ev.addr.value(), pre ? 0 : ev.index);
-    Bytes r = round_up_sat(ev.size, 512);
+    Bytes r = round_up_sat(ev.size, torch::kMinBlockSize);
     if (pre && !ev.has(key::kBlockSize) && r > kSmallSize && r < mss) {
       pre_blocks_[{ev.device, ev.addr.value()}] = PreBlock{r};
       pre_ids[{ev.device, ev.id.value()}] = ev.addr.value();

@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <set>
 
+#include "sim/base/text.h"
 #include "sim/recording_fidelity.h"
 
 namespace fragsim {
@@ -142,12 +143,12 @@ std::string when(const RunResult& r, std::uint64_t event_index, Tick t) {
 
 // The buffer's own name unless it is its frame's last component (snapshot names are).
 std::string buffer_line(const RunResult& r, const BufferView& b) {
-  std::string what = b.name;
+  std::string what = escape_terminal(b.name);
   if (std::string sh = shape_text(b); !sh.empty()) what += (what.empty() ? "" : " ") + sh;
   std::string pad = b.block > b.requested ? fmt::format(" ({} requested)", human_bytes(b.requested)) : std::string();
-  std::string f = frame_of(r, b);
+  std::string f = escape_terminal(frame_of(r, b));
   bool frame_is_name = !f.empty() && !b.name.empty() && f.size() >= b.name.size() &&
-                       f.compare(f.size() - b.name.size(), b.name.size(), b.name) == 0;
+                       f.compare(f.size() - what.size(), what.size(), what) == 0;
   return fmt::format("{:>12}{}  {}{}id {}, event {}, {} events old{}", human_bytes(b.block), pad, what,
                      what.empty() ? "" : "  ", b.id, b.event_index, b.age_events,
                      f.empty() || frame_is_name ? std::string() : "  at " + f);
@@ -358,10 +359,10 @@ std::string report_text(const RunResult& r) {
   auto out = std::back_inserter(s);
   std::set<std::uint32_t> devices;
   for (const auto& sp : r.spaces) devices.insert(sp.device);
-  fmt::format_to(out, "fragsim: {} — policy {} on {}{}\n", r.trace_path, label_of(r),
-                 r.hardware.value("name", std::string("?")),
+  fmt::format_to(out, "fragsim: {} — policy {} on {}{}\n", escape_terminal(r.trace_path), escape_terminal(label_of(r)),
+                 escape_terminal(r.hardware.value("name", std::string("?"))),
                  devices.size() > 1 ? fmt::format(" ({} devices)", devices.size()) : "");
-  for (const auto& n : r.notes) fmt::format_to(out, "  note: {}\n", n);
+  for (const auto& n : r.notes) fmt::format_to(out, "  note: {}\n", escape_terminal(n));
   fmt::format_to(out, "  events {}  allocs {}  frees {}{}\n", r.events, r.allocs, r.frees,
                  r.skipped_frees ? fmt::format("  (skipped {} frees of unknown ids)", r.skipped_frees) : "");
   std::string on = r.ooms.empty() || !r.several_spaces()
@@ -406,7 +407,7 @@ std::string report_text(const RunResult& r) {
   if (!r.fidelity.is_null()) {
     fmt::format_to(out, "  fidelity: {}\n", fidelity_text(r.fidelity));
     if (!r.fidelity["first_mismatch"].is_null())
-      fmt::format_to(out, "  first mismatch: {}\n", mismatch_text(r.fidelity["first_mismatch"]));
+      fmt::format_to(out, "  first mismatch: {}\n", escape_terminal(mismatch_text(r.fidelity["first_mismatch"])));
     if (r.fidelity.contains("follow_recording"))
       fmt::format_to(out, "  following the recording: {}\n", follow_recording_text(r.fidelity["follow_recording"]));
   }
@@ -416,9 +417,9 @@ std::string report_text(const RunResult& r) {
       fmt::format_to(out, "  ... {} more OOMs in the JSON report\n", r.ooms.size() - kDetailedOoms);
       break;
     }
-    std::string what = o.request.name.empty() ? fmt::format("id {}", o.id) : o.request.name;
+    std::string what = o.request.name.empty() ? fmt::format("id {}", o.id) : escape_terminal(o.request.name);
     if (std::string sh = shape_text(o.request); !sh.empty()) what += " " + sh;
-    std::string f = frame_of(r, o.request);
+    std::string f = escape_terminal(frame_of(r, o.request));
     fmt::format_to(out, "  OOM at {} ({}): {}{}\n", when(r, o.event_index, o.t), where(r, o.device, o.space), what,
                    f.empty() ? "" : "  at " + f);
     fmt::format_to(out,
@@ -440,7 +441,7 @@ std::string report_text(const RunResult& r) {
       s += o.explanation;
     }
   }
-  for (const auto& line : r.advice) fmt::format_to(out, "  advice: {}\n", line);
+  for (const auto& line : r.advice) fmt::format_to(out, "  advice: {}\n", escape_terminal(line));
   return s;
 }
 
@@ -452,12 +453,13 @@ std::string compare_table(const std::vector<RunResult>& runs) {
     if (std::none_of(traces.begin(), traces.end(), [&](auto* t) { return t->trace_path == r.trace_path; }))
       traces.push_back(&r);
   for (const auto* t : traces)
-    fmt::format_to(out, "trace {} on {}: {} events, peak requested {}{}\n", t->trace_path,
-                   t->hardware.value("name", std::string("?")), t->events, human_bytes(t->peak_requested),
+    fmt::format_to(out, "trace {} on {}: {} events, peak requested {}{}\n", escape_terminal(t->trace_path),
+                   escape_terminal(t->hardware.value("name", std::string("?"))), t->events,
+                   human_bytes(t->peak_requested),
                    t->several_spaces() ? fmt::format(" (the sum over {} spaces)", t->spaces.size()) : "");
   const bool per_space = std::any_of(runs.begin(), runs.end(), [](const RunResult& r) { return r.several_spaces(); });
   size_t w = 16;
-  for (const auto& r : runs) w = std::max(w, label_of(r).size());
+  for (const auto& r : runs) w = std::max(w, escape_terminal(label_of(r)).size());
   // Fragmentation columns at the peak of allocated memory (docs/metrics.md): reserved but
   // unallocated, its share of reserved, and external fragmentation 1 − largest free / free —
   // each space's own figures; with several spaces, one row per space.
@@ -474,7 +476,7 @@ std::string compare_table(const std::vector<RunResult>& runs) {
                                                     : "abort";
       const SpaceMoment& p = sp.at_peak_allocated;
       fmt::format_to(out, "{:<{}} {}{:>6} {:>5} {:>11} {:>11} {:>11} {:>11} {:>8} {:>9} {:>9} {:>8} {:>9.2f}\n",
-                     label_of(r), w,
+                     escape_terminal(label_of(r)), w,
                      per_space ? fmt::format("{:<14} ", fmt::format("{} {}{}", sp.device, space_name(sp.space),
                                                                     i == r.binding && r.several_spaces() ? " *" : ""))
                                : "",
@@ -488,12 +490,13 @@ std::string compare_table(const std::vector<RunResult>& runs) {
     for (size_t k = i + 1; k < runs.size(); ++k)
       if (runs[i].trace_path == runs[k].trace_path && runs[i].policy_name == runs[k].policy_name &&
           settings_of(runs[i]) == settings_of(runs[k]) && runs[i].hardware == runs[k].hardware)
-        fmt::format_to(out, "note: {} and {} ran with the same settings{}\n", label_of(runs[i]), label_of(runs[k]),
+        fmt::format_to(out, "note: {} and {} ran with the same settings{}\n", escape_terminal(label_of(runs[i])),
+                       escape_terminal(label_of(runs[k])),
                        runs[i].policy_config.contains(kRecordedSettingsKey)
                            ? fmt::format(" (the recording's: {})", runs[i].policy_config[kRecordedSettingsKey].dump())
                            : "");
   for (const auto& r : runs)
-    if (!r.fidelity.is_null()) fmt::format_to(out, "{}: {}\n", label_of(r), fidelity_text(r.fidelity));
+    if (!r.fidelity.is_null()) fmt::format_to(out, "{}: {}\n", escape_terminal(label_of(r)), fidelity_text(r.fidelity));
   return s;
 }
 

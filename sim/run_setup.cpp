@@ -34,10 +34,12 @@ HardwareModel choose_hardware(const RunRequest& req, const Recording& recording,
   if (!req.capacity.empty()) {
     if (!hbm) throw InputError("--capacity: hardware '" + hw.name + "' has no hbm space");
     hbm->capacity = parse_size_arg(req.capacity, "--capacity");
+    check_space(*hbm, "--capacity");
   }
   if (!req.reserve.empty()) {
     if (!hbm) throw InputError("--reserve: hardware '" + hw.name + "' has no hbm space");
     hbm->reserve = parse_size_arg(req.reserve, "--reserve");
+    check_space(*hbm, "--reserve");
   }
   return hw;
 }

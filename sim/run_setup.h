@@ -23,7 +23,7 @@ struct RunRequest {
   bool keep_going = false, lenient = false, check = false;
   bool follow_recording = false;  // --follow-recording (sim/recording_fidelity.h)
   bool strict = false;            // --strict: a recording with nothing to replay is an input error
-  unsigned shard = 1;
+  std::int64_t shard = 1;         // signed: "-1" is refused as -1, not read as 4294967295
   std::string shard_dim = "major";
 };
 

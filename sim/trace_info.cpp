@@ -4,6 +4,7 @@
 
 #include <map>
 
+#include "sim/base/text.h"
 #include "traces/recording.h"
 #include "traces/trace_reader.h"
 #include "traces/xla_modules.h"
@@ -115,8 +116,8 @@ nlohmann::json trace_info(const std::string& path, bool lenient) {
 std::string trace_info_text(const nlohmann::json& j) {
   std::string s;
   auto out = std::back_inserter(s);
-  fmt::format_to(out, "{}\n", j["path"].get<std::string>());
-  for (const auto& line : describe_header(j["header"])) fmt::format_to(out, "  {}\n", line);
+  fmt::format_to(out, "{}\n", escape_terminal(j["path"].get<std::string>()));
+  for (const auto& line : describe_header(j["header"])) fmt::format_to(out, "  {}\n", escape_terminal(line));
   fmt::format_to(out, "  events {} (allocs {}, frees {}, marks {}, observations {}), {} live at end\n",
                  j["events"].get<std::uint64_t>(), j["allocs"].get<std::uint64_t>(), j["frees"].get<std::uint64_t>(),
                  j["marks"].get<std::uint64_t>(), j["observations"].get<std::uint64_t>(),
@@ -144,7 +145,7 @@ std::string trace_info_text(const nlohmann::json& j) {
                    j["modules"].size());
     for (const auto& m : j["modules"])
       fmt::format_to(out, "    {:<40} {} logical buffers, {} allocations (largest {}), {} heap-simulator events\n",
-                     m["name"].get<std::string>(), m["logical_buffers"].get<std::uint64_t>(),
+                     escape_terminal(m["name"].get<std::string>()), m["logical_buffers"].get<std::uint64_t>(),
                      m["allocations"].get<std::uint64_t>(), human_bytes(m["largest_allocation_bytes"].get<Bytes>()),
                      m["heap_events"].get<std::uint64_t>());
   }

@@ -12,11 +12,14 @@
 #include "hardware_models/hardware_model.h"
 #include "sim/base/error.h"
 #include "sim/base/io.h"
+#include "sim/base/text.h"
 #include "sim/report_schema.h"
 
 namespace fragsim {
 
 namespace {
+
+constexpr size_t kMaxCallLine = 1 << 20;  // one call's JSON line: a few hundred bytes
 
 // Least squares ns = base + per_mib · MiB.
 std::pair<double, double> fit(const std::vector<std::pair<double, double>>& pts) {
@@ -31,11 +34,27 @@ std::pair<double, double> fit(const std::vector<std::pair<double, double>>& pts)
 
 }  // namespace
 
+std::string calls_path(const nlohmann::json& real, const std::string& real_path) {
+  JsonField f(real, real_path);
+  if (!f.has("calls_file")) return {};
+  std::string calls = f.at("calls_file").string();
+  if (calls.empty()) return {};
+  std::error_code ec;
+  if (std::filesystem::exists(calls, ec)) return calls;
+  std::string beside =
+      (std::filesystem::path(real_path).parent_path() / std::filesystem::path(calls).filename()).string();
+  if (std::filesystem::exists(beside, ec)) return beside;
+  throw InputError(
+      fmt::format("{}: calls_file: {} is neither there nor beside the summary ({})", real_path, calls, beside));
+}
+
 ValidateResult run_validate(const ValidateOptions& o) {
   ValidateResult r;
   nlohmann::json sim = read_json_file(o.sim), real = read_json_file(o.real);
   check_report_schema(sim, o.sim);
   check_replay_schema(real, o.real);
+  // Every file this reads, the calls file included, is safe from its outputs.
+  check_outputs({o.sim, o.real, calls_path(real, o.real)}, {{"--json", o.json_out}, {"--fit-cost-model", o.fit_out}});
   auto& out = r.json;
   // 1. First OOM.
   nlohmann::json sim_oom = sim["ooms"].empty() ? nlohmann::json() : sim["ooms"][0]["event_index"];
@@ -60,23 +79,19 @@ ValidateResult run_validate(const ValidateOptions& o) {
   r.lines.push_back(
       fmt::format("peak in use: simulated {} B, real {} B, difference {:+.0f} B ({:+.2f}%, tolerance {}%) -> {}", s, g,
                   diff, pct, o.tolerance_pct, within ? "ok" : "OUTSIDE"));
-  // 3. Address granularity and 4. latency fit, from the per-call file.
-  std::string calls = real.value("calls_file", std::string());
-  if (!calls.empty() && !std::filesystem::exists(calls))
-    calls = (std::filesystem::path(o.real).parent_path() / std::filesystem::path(calls).filename()).string();
+  // 3. Address granularity and 4. latency fit, from the per-call file: a regular file (read_lines
+  // refuses a device such as /dev/zero), read line by line within a line limit; a file the summary
+  // names but that cannot be read is an error, never a PASS without it.
+  std::string calls = calls_path(real, o.real);
   std::vector<std::pair<std::uint64_t, std::uint64_t>> addrs;  // (addr, bytes) in call order
   std::vector<std::pair<double, double>> alloc_pts, free_pts;
-  if (!calls.empty() && std::filesystem::exists(calls)) {
-    std::ifstream in(calls);
-    std::string line;
-    std::uint64_t n = 0;
-    while (std::getline(in, line)) {
-      ++n;
+  if (!calls.empty()) {
+    read_lines(calls, kMaxCallLine, [&](std::string_view line, std::uint64_t n) {
       auto j = nlohmann::json::parse(line, nullptr, false);
       if (j.is_discarded()) throw InputError(fmt::format("{}:{}: invalid JSON", calls, n));
       JsonField f(j, fmt::format("{}:{}", calls, n));
       std::string op = f.at("op").string();
-      if (op != "alloc" && op != "free") continue;
+      if (op != "alloc" && op != "free") return;
       Bytes bytes = f.at("bytes").u64();
       double mib = static_cast<double>(bytes) / 1048576.0, ns = f.at("ns").number();
       if (op == "alloc" && f.has("ok") && f.at("ok").boolean()) {
@@ -85,7 +100,7 @@ ValidateResult run_validate(const ValidateOptions& o) {
       } else if (op == "free") {
         free_pts.emplace_back(mib, ns);
       }
-    }
+    });
   }
   std::uint64_t align_bits = 0;
   for (const auto& [a, b] : addrs) align_bits |= a;
@@ -133,7 +148,7 @@ ValidateResult run_validate(const ValidateOptions& o) {
                              free_pts.size(), real.value("dry_run", false) ? ", DRY RUN: not a real device" : "")}};
     (void)parse_hardware(preset, o.fit_out);  // what we write must load with --hw
     write_file_atomic(o.fit_out, preset.dump(2) + "\n");
-    r.lines.push_back("wrote " + o.fit_out + " (use it with --hw " + o.fit_out + ")");
+    r.lines.push_back(fmt::format("wrote {0} (use it with --hw {0})", escape_terminal(o.fit_out)));
   }
   out["pass"] = r.pass;
   return r;

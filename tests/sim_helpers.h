@@ -44,6 +44,16 @@ struct TraceBuilder {
   }
 };
 
+// Every built-in policy, registered once per test process.
+inline const Registry& test_registry() {
+  static Registry reg = [] {
+    Registry r;
+    register_builtin_policies(r);
+    return r;
+  }();
+  return reg;
+}
+
 // One hand-built run: a trace text through one policy on a device.
 struct SimSpec {
   std::string name;  // names its files in the scratch folder
@@ -56,19 +66,9 @@ struct SimSpec {
   std::string hw = "h100-80g";
 };
 
-// The built-in policies, registered as the CLI registers them.
-inline const Registry& builtin_registry() {
-  static const Registry reg = [] {
-    Registry r;
-    register_builtin_policies(r);
-    return r;
-  }();
-  return reg;
-}
-
 // Runs it with --check (every invariant after every event) and reads its placements back.
 inline SimRun simulate(const SimSpec& spec) {
-  const Registry& reg = builtin_registry();
+  const Registry& reg = test_registry();
   RunOptions o;
   o.trace = write_text(spec.name + ".jsonl", spec.text);
   o.policy.name = spec.policy;
@@ -97,7 +97,7 @@ struct CmdRun {
   nlohmann::json page() const { return viewer_data({result}); }
 };
 inline CmdRun run_cmd(const RunRequest& req, const RunOutputs& out = {}) {
-  CmdRun r{run_request(req, builtin_registry(), out), {}, {}, {}};
+  CmdRun r{run_request(req, test_registry(), out), {}, {}, {}};
   r.json = report_json(r.result);
   r.text = report_text(r.result);
   if (!out.placements.empty()) r.placements = read_jsonl(out.placements);
@@ -113,7 +113,7 @@ struct CmdCompare {
 };
 inline CmdCompare compare_cmd(CompareRequest req) {
   if (req.traces.empty()) req.traces = {req.base.trace};
-  CmdCompare c{run_compare(req, builtin_registry()), nlohmann::json::array(), {}};
+  CmdCompare c{run_compare(req, test_registry()), nlohmann::json::array(), {}};
   for (const auto& r : c.runs) c.json.push_back(report_json(r));
   c.text = compare_table(c.runs);
   return c;
@@ -126,7 +126,7 @@ struct CmdSweep {
   std::string text;
 };
 inline CmdSweep sweep_cmd(const RunRequest& req, const std::string& find, bool exhaustive = false) {
-  CmdSweep s{sweep_request(req, find, exhaustive, builtin_registry()), {}, {}};
+  CmdSweep s{sweep_request(req, find, exhaustive, test_registry()), {}, {}};
   s.json = sweep_json(s.result);
   s.text = sweep_text(s.result);
   return s;

@@ -157,7 +157,8 @@ TEST_CASE("html: names from the trace cannot end the script element or inject ma
   CHECK(dom.find("&lt;b&gt;big&lt;/b&gt;") != std::string::npos);  // shown as text in the OOM table
 }
 
-TEST_CASE("html: headless Chromium runs the viewer without an error and draws charts, maps, findings and OOMs", "[chromium]") {
+TEST_CASE("html: headless Chromium runs the viewer without an error and draws charts, maps, findings and OOMs",
+          "[chromium]") {
   std::string html = tmp_path("view.html");
   REQUIRE(cli("run " + kSample + " --policy xla-bfc --capacity 1GiB --keep-going --html " + html).code == 0);
   auto d = embedded_data(read_text(html));
@@ -182,7 +183,8 @@ TEST_CASE("html: headless Chromium runs the viewer without an error and draws ch
   CHECK(dom.find(last.substr(0, 40)) != std::string::npos);
 }
 
-TEST_CASE("html: hover answers on every address map, a 1,010-segment PyTorch map and a BFC grown region by region", "[chromium]") {
+TEST_CASE("html: hover answers on every address map, a 1,010-segment PyTorch map and a BFC grown region by region",
+          "[chromium]") {
   // PyTorch: transformer_ctx128_train_step holds 1,010 segments at its peak.
   std::string torch = tmp_path("torch_map.html");
   REQUIRE(cli("run " + kTrain + " --html " + torch).code == 0);

@@ -2,10 +2,6 @@
 // sizes, hostile files within bounded memory, options, output paths, the CI gate, lossless
 // conversion, and end-to-end fuzzing of every format through every policy. Each reproducer of the
 // audit is a test here; the comment says what happened before.
-#include <sys/resource.h>
-#include <sys/wait.h>
-#include <unistd.h>
-
 #include <catch2/catch.hpp>
 #include <filesystem>
 #include <map>
@@ -24,40 +20,12 @@ namespace fs = std::filesystem;
 
 namespace {
 
-const Registry& registry() {
-  static Registry reg = [] {
-    Registry r;
-    register_builtin_policies(r);
-    return r;
-  }();
-  return reg;
-}
+const Registry& registry() { return test_registry(); }
 
 std::vector<std::string> policy_names() {
   std::vector<std::string> v;
   for (const auto& i : registry().all()) v.push_back(i.name);
   return v;
-}
-
-// Runs a shell command in a child; its exit code and peak resident memory (KiB).
-struct Measured {
-  int code;
-  long maxrss_kib;
-};
-Measured run_measured(const std::string& cmd) {
-  pid_t pid = fork();
-  if (pid == 0) {
-    execl("/bin/sh", "sh", "-c", cmd.c_str(), static_cast<char*>(nullptr));
-    _exit(127);
-  }
-  int status = 0;
-  rusage ru{};
-  wait4(pid, &status, 0, &ru);
-  return {WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status), ru.ru_maxrss};
-}
-
-std::string fragsim_cmd(const std::string& args) {
-  return std::string(FRAGSIM_BINARY) + " " + args + " >/dev/null 2>&1";
 }
 
 std::string pickle_fixture(const std::string& name) {

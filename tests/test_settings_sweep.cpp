@@ -23,7 +23,7 @@ PolicySpec resolve(std::vector<std::string> envs, std::string policy = "", std::
   in.policy = policy;
   in.sets = sets;
   in.envs = envs;
-  return resolve_settings(in, builtin_registry(), &notes);
+  return resolve_settings(in, test_registry(), &notes);
 }
 }  // namespace
 
@@ -230,14 +230,13 @@ TEST_CASE("policies: POLICY[k=v,...] works wherever a policy is named, nested fo
         }).find("did you mean 'preallocate'?") != std::string::npos);
   // compare refuses it while preparing its runs: nothing ran.
   CHECK(input_error([&] {
-          (void)prepare_compare({.base = {.trace = t}, .traces = {t}, .policies = "best-fit,xla-bcf"},
-                                builtin_registry());
+          (void)prepare_compare({.base = {.trace = t}, .traces = {t}, .policies = "best-fit,xla-bcf"}, test_registry());
         }).find("did you mean 'xla-bfc'?") != std::string::npos);
 }
 
 TEST_CASE("cli: list POLICY prints every option with its default, unknown names suggest the closest") {
   // `fragsim list NAME` prints policy_text(reg.find(NAME, "list")).
-  const Registry& reg = builtin_registry();
+  const Registry& reg = test_registry();
   auto list = [&](const std::string& name) { return policy_text(reg.find(name, "list")); };
   for (const auto& info : reg.all()) {
     std::string out = list(info.name);

@@ -28,7 +28,7 @@ RunResult replay(const std::string& trace, nlohmann::json cfg = nlohmann::json::
   o.policy = {"torch-caching", std::move(cfg)};
   o.hw = load_hardware("h100-80g");
   o.check = check;
-  return run_simulation(o, builtin_registry());
+  return run_simulation(o, test_registry());
 }
 
 constexpr std::uint64_t MiB = 1 << 20;
@@ -92,7 +92,7 @@ TEST_CASE("empty_cache calls are told apart from the allocator's own releases") 
   o.policy = {"torch-caching", nlohmann::json::object()};
   o.hw = load_hardware("h100-80g");
   o.recorded_devices = false;
-  RunResult roomy = run_simulation(o, builtin_registry());
+  RunResult roomy = run_simulation(o, test_registry());
   CHECK(roomy.spaces.at(0).stats["num_alloc_retries"] == 0);
   CHECK(roomy.fidelity["allocs_matched"] < 782);
   // Every policy answers the op: cuda-async trims, the others say there is nothing to release.

@@ -122,7 +122,7 @@ TEST_CASE("trust: a batch's and a merge's reports are the run's own report") {
   std::string dir = tmp_path("trust_batch");
   std::filesystem::create_directories(dir);
   std::string m = write_text("trust_batch/runs.txt", k3dev + "\n" + kMi300 + " --label host\n");
-  auto b = run_batch(m, "1/1", builtin_registry());
+  auto b = run_batch(m, "1/1", test_registry());
   CHECK(b["runs"][0]["report"] == run_json({.trace = k3dev}));
   CHECK(b["runs"][1]["report"] == run_json({.trace = kMi300}));
 }

@@ -1,5 +1,7 @@
 // Helpers shared by the tests: temporary files, running the CLI, reading JSON(L).
 #pragma once
+#include <sys/resource.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <cstdio>
@@ -63,6 +65,45 @@ inline CliResult cli(const std::string& args) {
   std::string cmd = std::string(FRAGSIM_BINARY) + " " + args + " >" + o + " 2>" + e;
   int rc = std::system(cmd.c_str());
   return {WEXITSTATUS(rc), read_text(o), read_text(e)};
+}
+
+// Runs a shell command in a child; its exit code (128 + signal when killed) and peak resident
+// memory (KiB). A child forked from this process counts this process's pages in its peak until it
+// execs (Linux carries the old memory's high-water mark across exec), and a test process can be
+// large (under ASan freed memory stays in a quarantine): so the command runs under GNU time
+// (Debian's `time`, which scripts/test installs), whose own small process forks it; without it,
+// the child's own rusage (an overestimate by this process's size).
+struct Measured {
+  int code;
+  long maxrss_kib;
+};
+inline Measured run_measured(const std::string& cmd) {
+  static const bool gnu_time = ::access("/usr/bin/time", X_OK) == 0;
+  std::string report = tmp_path("maxrss." + std::to_string(::getpid()));
+  pid_t pid = fork();
+  if (pid == 0) {
+    if (gnu_time)
+      execl("/usr/bin/time", "time", "-q", "-f", "%M", "-o", report.c_str(), "/bin/sh", "-c", cmd.c_str(),
+            static_cast<char*>(nullptr));
+    execl("/bin/sh", "sh", "-c", cmd.c_str(), static_cast<char*>(nullptr));
+    _exit(127);
+  }
+  int status = 0;
+  rusage ru{};
+  wait4(pid, &status, 0, &ru);
+  int code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+  long kib = ru.ru_maxrss;
+  if (gnu_time) {
+    std::ifstream in(report);
+    for (std::string line; std::getline(in, line);)
+      if (!line.empty() && line.find_first_not_of("0123456789") == std::string::npos) kib = std::stol(line);
+  }
+  return {code, kib};
+}
+
+// The fragsim command line for args, its output discarded (for run_measured).
+inline std::string fragsim_cmd(const std::string& args) {
+  return std::string(FRAGSIM_BINARY) + " " + args + " >/dev/null 2>&1";
 }
 
 }  // namespace fragsim::test

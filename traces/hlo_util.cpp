@@ -4,12 +4,21 @@
 
 #include "sim/base/error.h"
 #include "sim/base/text.h"
+#include "traces/proto_scan.h"
 #include "xplane.pb.h"
 
 namespace fragsim {
 
-std::vector<std::pair<std::string, hlo::HloProto>> capture_modules(const xprof::XSpace& space,
-                                                                   const std::string& where) {
+hlo::HloProto parse_hlo(const std::string& bytes, const std::string& where, LimitCounter* objects) {
+  if (objects) count_proto_objects(bytes, hlo_schema(), 0, *objects);
+  hlo::HloProto p;
+  if (!p.ParseFromString(bytes))
+    throw InputError(where + ": not an XLA HloProto (the protobuf does not parse; corrupt or truncated?)");
+  return p;
+}
+
+std::vector<std::pair<std::string, hlo::HloProto>> capture_modules(const xprof::XSpace& space, const std::string& where,
+                                                                   LimitCounter* objects) {
   std::vector<std::pair<std::string, hlo::HloProto>> out;
   for (const auto& plane : space.planes()) {
     if (plane.name() != "/host:metadata") continue;
@@ -19,11 +28,7 @@ std::vector<std::pair<std::string, hlo::HloProto>> capture_modules(const xprof::
       for (const auto& s : em->stats()) {
         auto it = plane.stat_metadata().find(s.metadata_id());
         if (it == plane.stat_metadata().end() || it->second.name() != "Hlo Proto" || !s.has_bytes_value()) continue;
-        hlo::HloProto p;
-        if (!p.ParseFromString(s.bytes_value()))
-          throw InputError(where + ": module " + name +
-                           ": not an XLA HloProto (the protobuf does not parse; corrupt or truncated?)");
-        out.emplace_back(name, std::move(p));
+        out.emplace_back(name, parse_hlo(s.bytes_value(), where + ": module " + name, objects));
       }
   }
   return out;

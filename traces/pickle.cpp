@@ -7,11 +7,16 @@
 
 #include "sim/base/error.h"
 #include "sim/base/io.h"
+#include "sim/base/limits.h"
 
 namespace fragsim {
 
 const PyObj* PyObj::get(std::string_view key) const {
   if (kind != kDict) return nullptr;
+  if (index) {
+    auto it = index->find(key);
+    return it == index->end() ? nullptr : kv[it->second].second;
+  }
   for (const auto& [k, v] : kv)
     if (k->kind == kStr && k->s == key) return v;
   return nullptr;
@@ -28,7 +33,8 @@ class Unpickler {
       : d_(data),
         path_(path),
         doc_(doc),
-        budget_(std::min<std::uint64_t>(kMaxPickleMemory, 64 * data.size() + (64 << 20))) {}
+        objects_(Limit::kObjects, "", input_bytes(path)),  // err() names the file and the offset
+        strings_(Limit::kStrings, "", input_bytes(path)) {}
 
   PyRef run() {
     for (;;) {
@@ -244,15 +250,18 @@ class Unpickler {
     for (int k = n - 1; k >= 0; --k) v = (v << 8) | static_cast<unsigned char>(b[k]);
     return v;
   }
-  // Every object counts against the memory budget (docs/trace-format.md, "Limits").
-  void charge(std::uint64_t bytes) {
-    used_ += bytes;
-    if (used_ > budget_)
-      err(fmt::format("needs more than the {} MiB this reader allows for a {} KiB file (an expanding pickle?)",
-                      budget_ >> 20, d_.size() >> 10));
+  // Every object and every string byte counts against its limit (sim/base/limits.h): a file that
+  // expands into more than its size allows is refused, naming the limit.
+  template <class F>
+  void charge(F&& spend) {
+    try {
+      spend();
+    } catch (const InputError& e) {
+      err(e.what() + std::string(" (an expanding pickle?)"));
+    }
   }
   PyRef make(PyObj::Kind k) {
-    charge(sizeof(PyObj));
+    charge([&] { objects_.spend(1); });
     PyObj& o = doc_.arena.emplace_back();
     o.kind = k;
     return &o;
@@ -285,7 +294,7 @@ class Unpickler {
   PyRef str(std::uint64_t n, PyObj::Kind k) {
     const char* b = take(n);
     auto o = make(k);
-    charge(n);
+    charge([&] { strings_.spend(n); });
     o->s.assign(b, n);
     return o;
   }
@@ -325,7 +334,7 @@ class Unpickler {
   void put(std::uint64_t idx) {
     if (idx > memo_.size() + kMaxStack) err("memo index too large (Python numbers its memo densely)");
     if (memo_.size() <= idx) {
-      charge((idx + 1 - memo_.size()) * sizeof(PyRef));
+      charge([&] { objects_.spend((idx + 1 - memo_.size() + 15) / 16); });  // a slot is a pointer
       memo_.resize(idx + 1);
     }
     memo_[idx] = top();
@@ -346,6 +355,7 @@ class Unpickler {
   }
   void adopt(PyObj& parent, const PyRef& child) {
     if (child == &parent) err("a container cannot contain itself");
+    if (++adopted_ % 16 == 0) charge([&] { objects_.spend(1); });  // a container's slot is a pointer
     parent.depth = std::max(parent.depth, child->depth + 1);
     if (parent.depth > kMaxDepth) err(fmt::format("nesting deeper than {}", kMaxDepth));
   }
@@ -354,7 +364,6 @@ class Unpickler {
     for (size_t k = 0; k < items.size(); k += 2) {
       adopt(d, items[k]);
       adopt(d, items[k + 1]);
-      charge(2 * sizeof(PyRef));
       if (items[k]->kind != PyObj::kStr) {
         d.kv.emplace_back(items[k], items[k + 1]);
         continue;
@@ -367,11 +376,13 @@ class Unpickler {
         if (!replaced) d.kv.emplace_back(items[k], items[k + 1]);
         continue;
       }
-      auto& index = dict_index_[&d];
-      if (index.empty())
+      if (!d.index) {
+        d.index = std::make_unique<std::unordered_map<std::string_view, size_t>>();
         for (size_t i = 0; i < d.kv.size(); ++i)
-          if (d.kv[i].first->kind == PyObj::kStr) index.emplace(d.kv[i].first->s, i);
-      auto [it, fresh] = index.emplace(items[k]->s, d.kv.size());
+          if (d.kv[i].first->kind == PyObj::kStr) d.index->emplace(d.kv[i].first->s, i);
+      }
+      if (d.index->size() % 2 == 0) charge([&] { objects_.spend(1); });  // an index entry: a node
+      auto [it, fresh] = d.index->emplace(items[k]->s, d.kv.size());
       if (fresh)
         d.kv.emplace_back(items[k], items[k + 1]);
       else
@@ -386,9 +397,8 @@ class Unpickler {
   std::vector<PyRef> stack_;
   std::vector<size_t> marks_;
   std::vector<PyRef> memo_;
-  std::uint64_t used_ = 0, budget_ = 0;
-  // Large dicts: key → position in kv, so building one is linear, not quadratic.
-  std::unordered_map<const PyObj*, std::unordered_map<std::string_view, size_t>> dict_index_;
+  LimitCounter objects_, strings_;
+  std::uint64_t adopted_ = 0;  // children added to containers
 };
 
 }  // namespace

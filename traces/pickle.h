@@ -2,13 +2,16 @@
 // dicts, lists, tuples, ints, floats, strings, bytes, bools, None and the memo. Any global or
 // class reference (GLOBAL, STACK_GLOBAL, REDUCE, BUILD, INST, OBJ, NEWOBJ, EXT*, PERSID) is
 // refused; nothing is ever executed. Limits: nesting depth 200, lengths checked against the
-// bytes that remain, integers up to 64 bits, a memory budget proportional to the file's size
-// (below), dicts built in linear time whatever their size.
+// bytes that remain, integers up to 64 bits, objects and string bytes within the `objects` and
+// `strings` limits of the file's size (sim/base/limits.h), dicts built in linear time whatever
+// their size.
 #pragma once
 #include <cstdint>
 #include <deque>
 #include <memory>
 #include <string>
+#include <string_view>
+#include <unordered_map>
 #include <utility>
 #include <vector>
 
@@ -27,12 +30,16 @@ struct PyObj {
   std::string s;                            // str / bytes
   std::vector<PyRef> items;                 // list / tuple
   std::vector<std::pair<PyRef, PyRef>> kv;  // dict, insertion order
-  int depth = 0;                            // nesting depth (leaves 0)
+  // A dict of more than 16 entries: string key → position in kv, so that building it is linear
+  // and get() constant time however large it is (a hostile snapshot may share one huge dict).
+  std::unique_ptr<std::unordered_map<std::string_view, size_t>> index;
+  int depth = 0;  // nesting depth (leaves 0)
 
   PyObj() = default;
   PyObj(Kind k, bool v) : kind(k), b(v) {}
 
-  // Dict lookup by string key; nullptr when absent or not a dict.
+  // Dict lookup by string key (the last value a repeated key was given); nullptr when absent or
+  // not a dict.
   const PyObj* get(std::string_view key) const;
   bool is_int() const { return kind == kInt || kind == kBool; }
   std::int64_t as_int() const { return kind == kBool ? (b ? 1 : 0) : i; }
@@ -45,10 +52,8 @@ struct PickleDoc {
   PyRef root = nullptr;
 };
 
-// Largest pickle (after decompression) the reader accepts, and the memory its objects may take:
-// 64 × the file's size + 64 MiB, at most 8 GiB (real snapshots take about 20×).
+// Largest pickle (after decompression) the reader accepts.
 inline constexpr std::uint64_t kMaxPickleBytes = std::uint64_t{2} << 30;
-inline constexpr std::uint64_t kMaxPickleMemory = std::uint64_t{8} << 30;
 
 // Parses a whole pickle (PATH may be zstd-compressed: .pickle.zst). Throws InputError("PATH:
 // pickle: what (offset N)").

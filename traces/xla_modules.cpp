@@ -13,7 +13,7 @@
 #include "sim/base/text.h"
 #include "traces/hlo_util.h"
 #include "traces/xprof_capture.h"
-#include "xplane.pb.h"
+#include "traces/xprof_space.h"
 
 namespace fragsim {
 
@@ -32,37 +32,18 @@ struct NamedModule {
   std::string tpu;   // the TPU model its device planes name ("TPU v6 Lite"), for a TPU capture
 };
 
-hlo::HloProto parse_hlo(const std::string& bytes, const std::string& where) {
-  hlo::HloProto p;
-  if (!p.ParseFromString(bytes))
-    throw InputError(where + ": not an XLA HloProto (the protobuf does not parse; corrupt or truncated?)");
-  return p;
-}
-
-std::vector<std::string> capture_files(const std::string& path) {
-  std::error_code ec;
-  if (!std::filesystem::is_directory(path, ec)) return {path};
-  std::vector<std::string> files;
-  for (const auto& e : std::filesystem::directory_iterator(path, ec))
-    if (ends_with(e.path().string(), ".xplane.pb") || ends_with(e.path().string(), ".xplane.pb.zst"))
-      files.push_back(e.path().string());
-  std::sort(files.begin(), files.end());
-  return files;
-}
-
 std::vector<NamedModule> load_modules(const std::string& path) {
   GOOGLE_PROTOBUF_VERIFY_VERSION;
   google::protobuf::SetLogHandler(nullptr);
+  LimitCounter objects(Limit::kObjects, path, input_bytes(path));
   std::vector<NamedModule> out;
   if (is_hlo_proto_path(path)) {
-    hlo::HloProto p = parse_hlo(read_input(path, kMaxBytes), path);
+    hlo::HloProto p = parse_hlo(read_input(path, kMaxBytes), path, &objects);
     out.push_back({sanitize_utf8(p.hlo_module().name()), std::move(p), false, {}});
     return out;
   }
-  for (const auto& file : capture_files(path)) {
-    xprof::XSpace space;
-    if (!space.ParseFromString(read_input(file, kMaxBytes)))
-      throw InputError(file, 0, "not an XProf capture: the XSpace protobuf does not parse (corrupt or truncated?)");
+  for (const auto& file : xprof_capture_files(path)) {
+    xprof::XSpace space = load_xspace(file, objects);
     bool gpu = false;
     std::string tpu;
     for (const auto& plane : space.planes()) {
@@ -73,7 +54,8 @@ std::vector<NamedModule> load_modules(const std::string& path) {
             it != plane.stat_metadata().end() && it->second.name() == "device_type_string" && st.has_str_value())
           tpu = sanitize_utf8(st.str_value());
     }
-    for (auto& [name, proto] : capture_modules(space, file)) out.push_back({name, std::move(proto), gpu, tpu});
+    for (auto& [name, proto] : capture_modules(space, file, &objects))
+      out.push_back({name, std::move(proto), gpu, tpu});
   }
   return out;
 }
@@ -142,23 +124,31 @@ std::unique_ptr<TraceReader> make_hlo_module_reader(const std::string& path, con
   nlohmann::json traces = nlohmann::json::array();
   std::uint64_t t = 0;
   // Where XLA put each buffer: (allocation, offset).
-  std::map<std::int64_t, std::pair<const hlo::BufferAllocationProto*, std::int64_t>> placed;
-  for (const auto& a : ba.buffer_allocations())
-    for (const auto& as : a.assigned()) placed[as.logical_buffer_id()] = {&a, as.offset()};
+  std::map<std::int64_t, std::pair<int, std::int64_t>> placed;  // buffer → (allocation's position, offset)
+  for (int i = 0; i < ba.buffer_allocations_size(); ++i)
+    for (const auto& as : ba.buffer_allocations(i).assigned()) placed[as.logical_buffer_id()] = {i, as.offset()};
+  // What this builds is bounded by the input: every event (and each pass over an allocation's
+  // buffers) is an object, every name copied into one counts as strings (sim/base/limits.h).
+  LimitCounter work(Limit::kObjects, path, input_bytes(path)), names(Limit::kStrings, path, input_bytes(path));
   for (int k = 0; k < ba.heap_simulator_traces_size(); ++k) {
     const auto& tr = ba.heap_simulator_traces(k);
     // The allocation this trace planned: the one holding most of its buffers (the trace's own
     // buffer_allocation_index does not always name it in real records).
-    std::map<const hlo::BufferAllocationProto*, int> votes;
+    // Ties go to the first in the module's order (not to whichever object memory put first: the
+    // same file must give the same trace every time it is read, as offline policies read it twice).
+    std::map<int, int> votes;  // allocation's position → buffers of this trace it holds
     for (const auto& ev : tr.events())
       if (ev.kind() == hlo::HeapSimulatorTrace::Event::ALLOC)
         if (auto it = placed.find(ev.buffer_id()); it != placed.end()) ++votes[it->second.first];
-    const hlo::BufferAllocationProto* alloc = nullptr;
-    for (const auto& [a, n] : votes)
-      if (!alloc || n > votes[alloc]) alloc = a;
+    int best = -1;
+    for (const auto& [pos, n] : votes)
+      if (best < 0 || n > votes[best]) best = pos;
+    const hlo::BufferAllocationProto* alloc = best < 0 ? nullptr : &ba.buffer_allocations(best);
     std::map<std::int64_t, std::int64_t> offset;  // buffer → XLA's offset in the allocation
-    if (alloc)
+    if (alloc) {
+      work.spend(static_cast<std::uint64_t>(alloc->assigned_size()));
       for (const auto& as : alloc->assigned()) offset[as.logical_buffer_id()] = as.offset();
+    }
     traces.push_back({{"device", k},
                       {"buffer_allocation_index", alloc ? alloc->index() : tr.buffer_allocation_index()},
                       {"allocation_bytes", alloc ? alloc->size() : 0},
@@ -168,7 +158,29 @@ std::unique_ptr<TraceReader> make_hlo_module_reader(const std::string& path, con
     std::map<std::int64_t, std::int64_t> canonical;  // sharing buffer → canonical
     std::map<std::int64_t, int> holders;             // canonical → live sharers + itself
     std::set<std::int64_t> live;
+    // The buffer whose memory `id` uses: the end of its SHARE_WITH chain. The walk compresses the
+    // chain it took (each buffer then points at the end), so repeated walks stay short; a chain
+    // longer than the buffers that share is a cycle (a malformed module: XLA's canonical buffer
+    // exists before anything shares it).
+    auto root_of = [&](std::int64_t id) {
+      std::int64_t r = id;
+      for (size_t hops = 0;; ++hops) {
+        auto it = canonical.find(r);
+        if (it == canonical.end()) break;
+        if (hops > canonical.size())
+          throw InputError(
+              fmt::format("{}: module {}: SHARE_WITH of buffer {} forms a cycle", path, hits.front()->name, id));
+        r = it->second;
+      }
+      for (std::int64_t x = id; x != r;) {
+        auto it = canonical.find(x);
+        x = it->second;
+        it->second = r;
+      }
+      return r;
+    };
     auto emit_free = [&](std::int64_t id) {
+      work.spend(2);  // an Event: about two objects' memory
       Event e;
       e.op = Op::kFree;
       e.id = AllocId(static_cast<std::uint64_t>(id));
@@ -182,7 +194,7 @@ std::unique_ptr<TraceReader> make_hlo_module_reader(const std::string& path, con
     for (const auto& ev : tr.events()) in_trace.insert(ev.buffer_id());
     std::vector<std::pair<std::int64_t, std::int64_t>> outside;  // (offset, buffer) XLA placed outside the simulation
     if (alloc)
-      for (const auto& as : alloc->assigned())
+      for (const auto& as : alloc->assigned())  // already paid for above
         if (!in_trace.count(as.logical_buffer_id())) outside.push_back({as.offset(), as.logical_buffer_id()});
     std::sort(outside.begin(), outside.end());
     auto emit_alloc = [&](std::int64_t id, const std::string& fallback_name) {
@@ -190,6 +202,7 @@ std::unique_ptr<TraceReader> make_hlo_module_reader(const std::string& path, con
       if (bit == buffers.end())
         throw InputError(fmt::format("{}: module {}: ALLOC of unknown buffer {}", path, hits.front()->name, id));
       const auto& b = *bit->second;
+      work.spend(2);  // an Event: about two objects' memory
       Event e;
       e.op = Op::kAlloc;
       e.id = AllocId(static_cast<std::uint64_t>(id));
@@ -217,6 +230,7 @@ std::unique_ptr<TraceReader> make_hlo_module_reader(const std::string& path, con
       }
       if (!b.defined_at().shape_index().empty())
         name += fmt::format("{{{}}}", fmt::join(b.defined_at().shape_index(), ","));
+      names.spend(name.size());
       if (!name.empty()) e.name = name, e.present |= key::kName;
       events.push_back(std::move(e));
       live.insert(id);
@@ -231,9 +245,11 @@ std::unique_ptr<TraceReader> make_hlo_module_reader(const std::string& path, con
       std::int64_t id = ev.buffer_id();
       if (id < 0) throw InputError(path + ": module " + hits.front()->name + ": a negative buffer id");
       if (ev.kind() == hlo::HeapSimulatorTrace::Event::SHARE_WITH) {
-        std::int64_t c = ev.share_with_canonical_id();
-        while (canonical.count(c)) c = canonical[c];
-        canonical[id] = c;
+        std::int64_t c = root_of(ev.share_with_canonical_id());
+        if (c == id)
+          throw InputError(fmt::format("{}: module {}: buffer {} shares its memory with itself (a SHARE_WITH cycle)",
+                                       path, hits.front()->name, id));
+        canonical[id] = c;  // c is a chain's end: no chain ever comes back (no cycle can form)
         ++holders[c];
         continue;
       }

@@ -7,15 +7,15 @@
 #include <filesystem>
 #include <map>
 #include <optional>
-#include <regex>
 
 #include "sim/base/array_spec.h"
 #include "sim/base/error.h"
 #include "sim/base/io.h"
 #include "sim/base/text.h"
+#include "traces/proto_scan.h"
 #include "traces/recorded_layout.h"
 #include "traces/xprof_names.h"
-#include "xplane.pb.h"
+#include "traces/xprof_space.h"
 
 namespace fragsim {
 
@@ -30,7 +30,7 @@ bool ends_with(const std::string& s, const char* suffix) {
 
 // One allocator call as the capture logged it.
 struct Call {
-  std::int64_t t_ps = 0;  // line timestamp (ns) × 1000 + offset (ps)
+  __int128 t_ps = 0;  // line timestamp (ns) × 1000 + offset (ps): exact for every int64 pair
   std::uint64_t order = 0;
   bool alloc = true;
   std::string allocator;  // allocator_name, or "TPU:<index_on_host>"; "hostK/" first after the first host
@@ -49,19 +49,47 @@ struct Target {
   bool known = true;
 };
 
-Target target_of(std::string allocator, std::uint32_t device_offset = 0) {
-  if (auto slash = allocator.find('/'); slash != std::string::npos) allocator = allocator.substr(slash + 1);
-  static const std::regex kGpu(R"(GPU_(\d+)_bfc)"), kColl(R"(GPU_collectivememory_(\d+)_bfc)"), kTpu(R"(TPU:(\d+))"),
-      kAsync(R"(gpu_async_(\d+))");
-  std::smatch m;
-  auto num = [&](const std::smatch& mm) {
-    return static_cast<std::uint32_t>(std::min<std::uint64_t>(std::stoull(mm[1]), 1 << 20));
-  };
-  if (std::regex_match(allocator, m, kGpu) || std::regex_match(allocator, m, kTpu) ||
-      std::regex_match(allocator, m, kAsync))
-    return {num(m) + device_offset, Space::kHbm, true};
-  if (std::regex_match(allocator, m, kColl)) return {num(m) + device_offset, Space::kCollective, true};
-  if (allocator.size() >= 9 && allocator.compare(allocator.size() - 9, 9, "_host_bfc") == 0)
+// The number in a name of the form PREFIX<decimal digits>SUFFIX (what XLA and TensorFlow name
+// allocators and device planes by), nullopt when the name has another form. Parsed by hand, in
+// one pass: names come from the capture and may be any length. A number beyond 64 bits is an
+// input error.
+std::optional<std::uint64_t> numbered(std::string_view name, std::string_view prefix, std::string_view suffix,
+                                      const std::string& file) {
+  if (name.size() <= prefix.size() + suffix.size() || name.substr(0, prefix.size()) != prefix ||
+      name.substr(name.size() - suffix.size()) != suffix)
+    return std::nullopt;
+  std::string_view digits = name.substr(prefix.size(), name.size() - prefix.size() - suffix.size());
+  std::uint64_t v = 0;
+  for (char c : digits) {
+    if (c < '0' || c > '9') return std::nullopt;
+    if (v > (UINT64_MAX - static_cast<unsigned>(c - '0')) / 10)
+      throw InputError(fmt::format("{}: '{}{}{}': the device number does not fit in 64 bits", file, prefix,
+                                   digits.size() > 40 ? std::string(digits.substr(0, 40)) + "..." : std::string(digits),
+                                   suffix));
+    v = v * 10 + static_cast<unsigned>(c - '0');
+  }
+  return v;
+}
+
+// Device `n` of a host whose devices start at `offset`, as a trace's 32-bit device ordinal.
+std::uint32_t device_ordinal(std::uint64_t n, std::uint32_t offset, std::string_view name, const std::string& file) {
+  if (n > UINT32_MAX - offset)
+    throw InputError(
+        fmt::format("{}: '{}': device {} (after {} devices of earlier hosts) is beyond the 32-bit device "
+                    "ordinals of a trace",
+                    file, name.substr(0, 80), n, offset));
+  return static_cast<std::uint32_t>(n) + offset;
+}
+
+Target target_of(std::string_view allocator, std::uint32_t device_offset, const std::string& file) {
+  if (auto slash = allocator.find('/'); slash != std::string_view::npos) allocator = allocator.substr(slash + 1);
+  for (auto [prefix, suffix] :
+       {std::pair<std::string_view, std::string_view>{"GPU_", "_bfc"}, {"TPU:", ""}, {"gpu_async_", ""}})
+    if (auto n = numbered(allocator, prefix, suffix, file))
+      return {device_ordinal(*n, device_offset, allocator, file), Space::kHbm, true};
+  if (auto n = numbered(allocator, "GPU_collectivememory_", "_bfc", file))
+    return {device_ordinal(*n, device_offset, allocator, file), Space::kCollective, true};
+  if (allocator.size() >= 9 && allocator.substr(allocator.size() - 9) == "_host_bfc")
     return {device_offset, Space::kHost, true};
   return {0, Space::kHbm, false};
 }
@@ -100,19 +128,29 @@ Dtype tf_dtype(std::int64_t v) {
   }
 }
 
-// A stat's value as text or number, resolving ref_value through the plane's stat metadata.
+// A stat's value as text or number, resolving ref_value through the plane's stat metadata. Text
+// is copied out of the capture: each copy counts against the `strings` limit (a name a million
+// events refer to costs a million copies).
 struct StatReader {
   const xprof::XPlane& plane;
-  std::string name(std::int64_t id) const {
+  LimitCounter& strings;
+  const std::string& name(std::int64_t id) const {
+    static const std::string kNone;
     auto it = plane.stat_metadata().find(id);
-    return it == plane.stat_metadata().end() ? std::string() : it->second.name();
+    return it == plane.stat_metadata().end() ? kNone : it->second.name();
   }
   std::string text(const xprof::XStat& s) const {
-    if (s.has_str_value()) return sanitize_utf8(s.str_value());
-    if (s.has_ref_value()) return sanitize_utf8(name(static_cast<std::int64_t>(s.ref_value())));
-    if (s.has_int64_value()) return std::to_string(s.int64_value());
-    if (s.has_uint64_value()) return std::to_string(s.uint64_value());
-    return {};
+    std::string t;
+    if (s.has_str_value())
+      t = sanitize_utf8(s.str_value());
+    else if (s.has_ref_value())
+      t = sanitize_utf8(name(static_cast<std::int64_t>(s.ref_value())));
+    else if (s.has_int64_value())
+      t = std::to_string(s.int64_value());
+    else if (s.has_uint64_value())
+      t = std::to_string(s.uint64_value());
+    strings.spend(t.size());
+    return t;
   }
   std::optional<std::uint64_t> number(const xprof::XStat& s) const {
     if (s.has_uint64_value()) return s.uint64_value();
@@ -124,14 +162,6 @@ struct StatReader {
   }
 };
 
-xprof::XSpace load_space(const std::string& file) {
-  std::string bytes = read_input(file, kMaxCaptureBytes);
-  xprof::XSpace space;
-  if (!space.ParseFromString(bytes))
-    throw InputError(file, 0, "not an XProf capture: the XSpace protobuf does not parse (corrupt or truncated?)");
-  return space;
-}
-
 struct DeviceInfo {
   std::string vendor, model;
   std::uint64_t memory_size = 0;
@@ -140,29 +170,31 @@ struct DeviceInfo {
 
 class Importer {
  public:
-  explicit Importer(std::string path) : path_(std::move(path)) {}
+  // objects: the capture's messages are counted there already; each call and each event this
+  // builds adds about two objects' memory (a Call and an Event take about 250 and 200 bytes).
+  Importer(std::string path, LimitCounter& objects)
+      : path_(std::move(path)), strings_(Limit::kStrings, path_, input_bytes(path_)), objects_(objects) {}
 
   void add_host(const xprof::XSpace& space, std::uint32_t device_offset, const std::string& host = {}) {
-    std::uint32_t max_device = 0;
     for (const auto& plane : space.planes()) {
-      StatReader sr{plane};
+      StatReader sr{plane, strings_};
       // Device planes: "/device:GPU:0" with device_vendor, memory_size, compute_cap_*; TPU planes
       // with device_type_string.
-      static const std::regex kDev(R"(/device:(GPU|TPU):(\d+))");
-      std::smatch m;
-      if (std::regex_match(plane.name(), m, kDev)) {
-        auto d = device_offset + static_cast<std::uint32_t>(std::min<std::uint64_t>(std::stoull(m[2]), 1 << 20));
+      std::optional<std::uint64_t> gpu = numbered(plane.name(), "/device:GPU:", "", path_);
+      std::optional<std::uint64_t> tpu = gpu ? std::nullopt : numbered(plane.name(), "/device:TPU:", "", path_);
+      if (gpu || tpu) {
+        const std::uint32_t d = device_ordinal(gpu ? *gpu : *tpu, device_offset, plane.name(), path_);
         DeviceInfo& info = devices_[d];
         if (!host.empty()) device_names_[std::to_string(d)] = fmt::format("{}:{}", host, d - device_offset);
         for (const auto& s : plane.stats()) {
-          std::string n = sr.name(s.metadata_id());
+          const std::string& n = sr.name(s.metadata_id());
           if (n == "device_vendor") info.vendor = sr.text(s);
           if (n == "device_type_string") info.model = sr.text(s);
           if (n == "memory_size") info.memory_size = sr.number(s).value_or(0);
           if (n == "compute_cap_major") info.cc_major = static_cast<int>(sr.number(s).value_or(0));
           if (n == "compute_cap_minor") info.cc_minor = static_cast<int>(sr.number(s).value_or(0));
         }
-        if (m[1] == "TPU") tpu_ = true;
+        if (tpu) tpu_ = true;
       }
       std::optional<CallSites> sites;  // built for planes that hold allocator events
       for (int li = 0; li < plane.lines_size(); ++li)
@@ -175,10 +207,10 @@ class Importer {
           if (en != "MemoryAllocation" && en != "MemoryDeallocation") continue;
           Call c;
           c.alloc = en == "MemoryAllocation";
-          c.t_ps = line.timestamp_ns() * 1000 + ev.offset_ps();
+          c.t_ps = static_cast<__int128>(line.timestamp_ns()) * 1000 + ev.offset_ps();
           c.order = calls_.size();
           for (const auto& s : ev.stats()) {
-            std::string n = sr.name(s.metadata_id());
+            const std::string& n = sr.name(s.metadata_id());
             if (n == "allocator_name")
               c.allocator = sr.text(s);
             else if (n == "index_on_host")
@@ -196,11 +228,11 @@ class Importer {
             else if (n == "bytes_reserved")
               c.bytes_reserved = sr.number(s);
             else if (n == "tf_op")
-              c.tf_op = sanitize_utf8(sr.text(s));
+              c.tf_op = sr.text(s);
             else if (n == "shape")
-              c.shape = sanitize_utf8(sr.text(s));
+              c.shape = sr.text(s);
             else if (n == "region_type")
-              c.region_type = sanitize_utf8(sr.text(s));
+              c.region_type = sr.text(s);
             else if (n == "data_type")
               c.data_type = static_cast<std::int64_t>(sr.number(s).value_or(0));
           }
@@ -210,8 +242,8 @@ class Importer {
           }
           if (hosts_) c.allocator = fmt::format("host{}/", hosts_) + c.allocator;
           c.device_offset = device_offset;
-          Target tg = target_of(c.allocator, device_offset);
-          max_device = std::max(max_device, tg.device + 1);
+          (void)target_of(c.allocator, device_offset, path_);  // a bad device number fails here, at its capture
+          objects_.spend(2);
           calls_.push_back(std::move(c));
         }
     }
@@ -229,20 +261,22 @@ class Importer {
       std::vector<std::pair<std::uint64_t, std::uint64_t>> before;            // (addr, block) freed, never allocated
       std::optional<std::uint64_t> start_bytes, limit;
       std::uint64_t allocs = 0, frees = 0, pre_known = 0;
-      RecordedLayout layout;  // every range a buffer of the capture occupied
+      RecordedLayout layout;                        // every range a buffer of the capture occupied
+      std::optional<std::uint64_t> last_allocated;  // bytes_allocated after its latest call
       Target target;
     };
     std::map<std::string, Alloc> by;
     std::vector<Event> body;
     std::map<std::string, std::uint64_t> skipped;
     std::uint64_t next_id = 1;
-    std::int64_t t0 = calls_.empty() ? 0 : calls_.front().t_ps;
+    __int128 t0 = calls_.empty() ? 0 : calls_.front().t_ps;  // the earliest: every difference is >= 0
     auto t_of = [&](const Call& c) {
-      return Tick(static_cast<std::uint64_t>(std::max<std::int64_t>(0, c.t_ps - t0) / 1000));
+      __int128 ns = (c.t_ps - t0) / 1000;
+      return Tick(ns > static_cast<__int128>(UINT64_MAX) ? UINT64_MAX : static_cast<std::uint64_t>(ns));
     };
     for (size_t i = 0; i < calls_.size(); ++i) {
       const Call& c = calls_[i];
-      Target tg = target_of(c.allocator, c.device_offset);
+      Target tg = target_of(c.allocator, c.device_offset, path_);
       if (!tg.known) {
         ++skipped[c.allocator.empty() ? "(no allocator name)" : c.allocator];
         continue;
@@ -281,8 +315,11 @@ class Importer {
       } else {
         auto it = a.live.find(c.addr);
         std::uint64_t id;
-        if (it == a.live.end()) {      // live before the capture began
-          std::uint64_t size = block;  // 0: no allocation_bytes; taken from bytes_allocated below
+        if (it == a.live.end()) {  // live before the capture began
+          // Its size: allocation_bytes, else the step of bytes_allocated across this free.
+          std::uint64_t size = block;
+          if (!size && a.last_allocated && c.bytes_allocated && *a.last_allocated >= *c.bytes_allocated)
+            size = *a.last_allocated - *c.bytes_allocated;
           id = next_id++;
           a.before.push_back({c.addr, size});
           pre_ids_.push_back({c.allocator, c.addr, id, size});
@@ -294,14 +331,14 @@ class Importer {
         ev.id = AllocId(id);
         ++a.frees;
       }
+      if (c.bytes_allocated) a.last_allocated = c.bytes_allocated;
+      objects_.spend(2);
       body.push_back(std::move(ev));
     }
-    // Sizes of pre-capture buffers the dealloc did not give: the steps of bytes_allocated.
-    // Their allocs come first, at their recorded addresses, in address order per allocator.
+    // Pre-capture buffers come first, at their recorded addresses, in address order per allocator.
     std::vector<Event> events;
     for (auto& p : pre_ids_) {
       Alloc& a = by[p.allocator];
-      if (!p.size) p.size = size_from_steps(p.allocator, p.addr);
       Event ev;
       ev.op = Op::kAlloc;
       ev.t = Tick(0);
@@ -411,18 +448,6 @@ class Importer {
     if (!name.empty()) ev.name = name, ev.present |= key::kName;
   }
 
-  // A pre-capture buffer's size from bytes_allocated around its free.
-  std::uint64_t size_from_steps(const std::string& allocator, std::uint64_t addr) const {
-    std::optional<std::uint64_t> prev;
-    for (const Call& c : calls_) {
-      if (c.allocator != allocator) continue;
-      if (!c.alloc && c.addr == addr && prev && c.bytes_allocated && *prev >= *c.bytes_allocated)
-        return *prev - *c.bytes_allocated;
-      if (c.bytes_allocated) prev = c.bytes_allocated;
-    }
-    return 0;
-  }
-
   // The preset that matches the recorded device, or a base preset and the recorded capacity.
   nlohmann::json recorded_hardware() const {
     if (devices_.empty()) return nullptr;
@@ -447,6 +472,8 @@ class Importer {
     std::uint64_t addr, id, size;
   };
   std::string path_;
+  LimitCounter strings_;
+  LimitCounter& objects_;
   std::vector<Call> calls_;
   std::vector<Pre> pre_ids_;
   std::map<std::uint32_t, DeviceInfo> devices_;
@@ -529,33 +556,50 @@ bool is_xprof_path(const std::string& path) {
   return std::filesystem::is_directory(path, ec) && !profile_runs(path).empty();  // a profile folder, any depth
 }
 
-std::unique_ptr<TraceReader> make_xprof_reader(const std::string& path, const ReaderOptions&) {
+std::vector<std::string> xprof_capture_files(const std::string& path) {
+  std::error_code ec;
+  if (!std::filesystem::is_directory(path, ec)) return {path};
+  const std::string run = find_profile_run(path);  // a profile folder, any depth
+  std::vector<std::string> files;
+  for (const auto& e : std::filesystem::directory_iterator(run, ec))
+    if (ends_with(e.path().string(), ".xplane.pb") || ends_with(e.path().string(), ".xplane.pb.zst"))
+      files.push_back(e.path().string());
+  std::sort(files.begin(), files.end());
+  if (files.empty()) throw InputError(run + ": a profile directory without *.xplane.pb captures");
+  return files;
+}
+
+xprof::XSpace load_xspace(const std::string& file, LimitCounter& objects) {
   GOOGLE_PROTOBUF_VERIFY_VERSION;
   google::protobuf::SetLogHandler(nullptr);  // parse failures are reported as one input error, not logged
+  std::string bytes = read_input(file, kMaxCaptureBytes);
+  count_proto_objects(bytes, xspace_schema(), 0, objects);
+  xprof::XSpace space;
+  if (!space.ParseFromString(bytes))
+    throw InputError(file, 0, "not an XProf capture: the XSpace protobuf does not parse (corrupt or truncated?)");
+  return space;
+}
+
+std::unique_ptr<TraceReader> make_xprof_reader(const std::string& path, const ReaderOptions&) {
   std::error_code ec;
   const bool folder = std::filesystem::is_directory(path, ec);
-  const std::string run = folder ? find_profile_run(path) : path;
-  Importer im(run);
-  if (folder) {
-    std::vector<std::string> files;
-    for (const auto& e : std::filesystem::directory_iterator(run, ec))
-      if (ends_with(e.path().string(), ".xplane.pb") || ends_with(e.path().string(), ".xplane.pb.zst"))
-        files.push_back(e.path().string());
-    std::sort(files.begin(), files.end());
-    if (files.empty()) throw InputError(run + ": a profile directory without *.xplane.pb captures");
-    std::uint32_t offset = 0;
-    for (const auto& f : files) {
-      xprof::XSpace space = load_space(f);
-      std::uint32_t devices = 0;
-      for (const auto& p : space.planes())
-        if (p.name().rfind("/device:", 0) == 0) ++devices;
-      std::string host = std::filesystem::path(f).filename().string();
-      host = host.substr(0, host.find(".xplane.pb"));  // <host>.xplane.pb, as the profiler names it
-      im.add_host(space, offset, host);
-      offset += std::max<std::uint32_t>(devices, 1);
+  const std::vector<std::string> files = xprof_capture_files(path);
+  const std::string run = folder ? std::filesystem::path(files.front()).parent_path().string() : path;
+  LimitCounter objects(Limit::kObjects, path, input_bytes(run));
+  Importer im(run, objects);
+  std::uint32_t offset = 0;
+  for (const auto& f : files) {  // hosts after the first number their devices on
+    xprof::XSpace space = load_xspace(f, objects);
+    std::uint32_t devices = 0;
+    for (const auto& p : space.planes())
+      if (p.name().rfind("/device:", 0) == 0) ++devices;
+    std::string host;
+    if (folder) {  // <host>.xplane.pb, as the profiler names it
+      host = std::filesystem::path(f).filename().string();
+      host = host.substr(0, host.find(".xplane.pb"));
     }
-  } else {
-    im.add_host(load_space(path), 0);
+    im.add_host(space, offset, host);
+    offset += std::max<std::uint32_t>(devices, 1);
   }
   return im.finish();
 }

@@ -1,7 +1,9 @@
 #include "sim/base/io.h"
 
+#include <fcntl.h>
 #include <fmt/format.h>
 #include <signal.h>
+#include <sys/stat.h>
 #include <unistd.h>
 #include <zstd.h>
 
@@ -14,6 +16,7 @@
 #include <vector>
 
 #include "sim/base/error.h"
+#include "sim/base/limits.h"
 
 namespace fragsim {
 
@@ -37,9 +40,43 @@ std::FILE* open_or_throw(const std::string& path, const char* mode) {
   return f;
 }
 
+const char* file_kind(mode_t m) {
+  return S_ISDIR(m)    ? "a directory"
+         : S_ISCHR(m)  ? "a character device"
+         : S_ISBLK(m)  ? "a block device"
+         : S_ISFIFO(m) ? "a FIFO"
+         : S_ISSOCK(m) ? "a socket"
+                       : "not a regular file";
+}
+
+// Opens an input for reading: a regular file only (a device such as /dev/zero never ends, a FIFO
+// may never open), checked on the descriptor itself so that what is read is what was checked.
+std::FILE* open_input(const std::string& path, std::uint64_t* size) {
+  int fd = ::open(path.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+  if (fd < 0) throw EnvError(path + ": cannot open: " + std::strerror(errno));
+  struct stat st {};
+  if (::fstat(fd, &st) != 0) {
+    int e = errno;
+    ::close(fd);
+    throw EnvError(path + ": cannot open: " + std::strerror(e));
+  }
+  if (!S_ISREG(st.st_mode)) {
+    ::close(fd);
+    throw InputError(fmt::format("{}: {}; fragsim reads regular files only", path, file_kind(st.st_mode)));
+  }
+  ::fcntl(fd, F_SETFL, ::fcntl(fd, F_GETFL) & ~O_NONBLOCK);
+  std::FILE* f = ::fdopen(fd, "rb");
+  if (!f) {
+    ::close(fd);
+    throw EnvError(path + ": cannot open: " + std::strerror(errno));
+  }
+  *size = static_cast<std::uint64_t>(st.st_size);
+  return f;
+}
+
 class FileSource : public ByteSource {
  public:
-  explicit FileSource(const std::string& path) : f_(open_or_throw(path, "rb")), path_(path) {}
+  explicit FileSource(const std::string& path) : f_(open_input(path, &size_)), path_(path) {}
   ~FileSource() override { std::fclose(f_); }
   size_t read(char* dst, size_t n) override {
     size_t got = std::fread(dst, 1, n, f_);
@@ -47,8 +84,10 @@ class FileSource : public ByteSource {
     g_bytes_read.fetch_add(got, std::memory_order_relaxed);
     return got;
   }
+  std::uint64_t size() const { return size_; }
 
  private:
+  std::uint64_t size_ = 0;
   std::FILE* f_;
   std::string path_;
 };
@@ -56,7 +95,11 @@ class FileSource : public ByteSource {
 class ZstdSource : public ByteSource {
  public:
   explicit ZstdSource(const std::string& path)
-      : file_(path), path_(path), in_(ZSTD_DStreamInSize()), ds_(ZSTD_createDStream()) {
+      : file_(path),
+        path_(path),
+        in_(ZSTD_DStreamInSize()),
+        ds_(ZSTD_createDStream()),
+        out_(Limit::kDecompressed, path, file_.size()) {
     ZSTD_initDStream(ds_);
   }
   ~ZstdSource() override { ZSTD_freeDStream(ds_); }
@@ -75,6 +118,7 @@ class ZstdSource : public ByteSource {
       if (ZSTD_isError(r)) throw InputError(path_ + ": corrupt zstd stream: " + ZSTD_getErrorName(r));
       frame_done_ = (r == 0);
     }
+    out_.spend(out.pos);  // a small file must not expand without bound (sim/base/limits.h)
     return out.pos;
   }
 
@@ -85,6 +129,7 @@ class ZstdSource : public ByteSource {
   ZSTD_inBuffer ib_{nullptr, 0, 0};
   ZSTD_DStream* ds_;
   bool frame_done_ = true;
+  LimitCounter out_;
 };
 
 }  // namespace
@@ -140,6 +185,20 @@ int register_temp(const std::string& path) {
   return -1;
 }
 
+// The process's umask, read without changing it (umask(2) would, for every thread at once).
+mode_t process_umask() {
+  static const mode_t mask = [] {
+    std::FILE* f = std::fopen("/proc/self/status", "r");
+    char line[256];
+    unsigned m = 022;
+    while (f && std::fgets(line, sizeof line, f))
+      if (std::sscanf(line, "Umask: %o", &m) == 1) break;
+    if (f) std::fclose(f);
+    return static_cast<mode_t>(m);
+  }();
+  return mask;
+}
+
 // The file a path finally names: symlinks followed (even dangling ones, whose target is created).
 std::string final_target(const std::string& path) {
   namespace fs = std::filesystem;
@@ -155,6 +214,17 @@ std::string final_target(const std::string& path) {
 
 }  // namespace
 
+std::uint64_t input_bytes(const std::string& path) {
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  if (fs::is_regular_file(path, ec)) return fs::file_size(path, ec);
+  std::uint64_t sum = 0;
+  if (fs::is_directory(path, ec))
+    for (const auto& e : fs::directory_iterator(path, ec))
+      if (e.is_regular_file(ec)) sum += e.file_size(ec);
+  return sum;
+}
+
 void check_outputs(const std::vector<std::string>& inputs,
                    const std::vector<std::pair<std::string, std::string>>& outputs) {
   namespace fs = std::filesystem;
@@ -163,16 +233,37 @@ void check_outputs(const std::vector<std::string>& inputs,
     if (fs::exists(a, ec) && fs::exists(b, ec)) return fs::equivalent(a, b, ec);
     return fs::weakly_canonical(a, ec) == fs::weakly_canonical(b, ec);
   };
+  // Standard output under any of its names: two outputs there would interleave.
+  auto is_stdout = [&](const std::string& p) {
+    if (p == "-" || p == "/dev/stdout" || p == "/dev/fd/1" || p == "/proc/self/fd/1") return true;
+    struct stat a {
+    }, b{};
+    return ::stat(p.c_str(), &a) == 0 && ::fstat(STDOUT_FILENO, &b) == 0 && !S_ISREG(a.st_mode) &&
+           a.st_dev == b.st_dev && a.st_ino == b.st_ino;
+  };
   auto special = [](const std::string& p) {
     std::error_code ec;
     auto st = fs::status(p, ec);
     return p == "-" || (!ec && fs::exists(st) && !fs::is_regular_file(st));
   };
+  // An input folder (a profile directory) stands for every file in it.
+  auto inside = [](const std::string& dir, const std::string& out) {
+    std::error_code ec;
+    return fs::is_directory(dir, ec) && fs::exists(out, ec) &&
+           fs::equivalent(fs::absolute(out, ec).parent_path(), dir, ec);
+  };
   for (size_t i = 0; i < outputs.size(); ++i) {
     const auto& [what, out] = outputs[i];
-    if (out.empty() || special(out)) continue;
+    if (out.empty()) continue;
+    std::error_code ec;
+    if (fs::is_directory(out, ec)) throw InputError(fmt::format("{} {}: a directory; give a file name", what, out));
+    if (is_stdout(out))
+      for (size_t j = 0; j < i; ++j)
+        if (!outputs[j].second.empty() && is_stdout(outputs[j].second))
+          throw InputError(fmt::format("{} {}: {} writes to standard output too", what, out, outputs[j].first));
+    if (special(out)) continue;
     for (const auto& in : inputs)
-      if (!in.empty() && same(in, out))
+      if (!in.empty() && (same(in, out) || inside(in, out)))
         throw InputError(fmt::format("{} {}: that is an input of this command; refusing to overwrite it", what, out));
     for (size_t j = 0; j < i; ++j)
       if (!outputs[j].second.empty() && same(outputs[j].second, out))
@@ -191,15 +282,38 @@ AtomicFile::AtomicFile(std::string path, bool compress) : path_(std::move(path))
       f_ = open_or_throw(target, "wb");  // a FIFO, a terminal, /dev/stdout: no rename possible
     } else {
       path_ = target;
-      tmp_ = target + ".tmp." + std::to_string(::getpid());
-      slot_ = register_temp(tmp_);
-      f_ = open_or_throw(tmp_, "wb");
+      f_ = create_temp(target);
     }
   }
   if (compress) {
     z_ = std::make_unique<Zstd>();
     ZSTD_initCStream(z_->cs, 3);
   }
+}
+
+// The temporary beside the target: a fresh name (mkostemp: O_CREAT | O_EXCL, so a file or link
+// planted under any name is never opened, let alone followed), registered for removal on a
+// signal before any signal can see it, with the mode a new file gets.
+std::FILE* AtomicFile::create_temp(const std::string& target) {
+  std::string name = target + ".tmp.XXXXXX";
+  sigset_t all, old;
+  sigfillset(&all);
+  ::pthread_sigmask(SIG_BLOCK, &all, &old);
+  int fd = ::mkostemp(name.data(), O_CLOEXEC);
+  int err = errno;
+  if (fd >= 0) {
+    tmp_ = name;
+    slot_ = register_temp(tmp_);
+  }
+  ::pthread_sigmask(SIG_SETMASK, &old, nullptr);
+  if (fd < 0) throw EnvError(target + ": cannot write: " + std::strerror(err));
+  ::fchmod(fd, 0666 & ~process_umask());
+  std::FILE* f = ::fdopen(fd, "wb");
+  if (!f) {
+    ::close(fd);
+    throw EnvError(tmp_ + ": cannot write: " + std::strerror(errno));
+  }
+  return f;
 }
 
 void AtomicFile::unregister() {
@@ -261,8 +375,10 @@ void AtomicFile::commit() {
 }
 
 std::string read_file(const std::string& path) {
-  std::FILE* f = open_or_throw(path, "rb");
+  std::uint64_t size = 0;
+  std::FILE* f = open_input(path, &size);
   std::string out;
+  out.reserve(size);
   char buf[1 << 16];
   size_t n;
   while ((n = std::fread(buf, 1, sizeof buf, f)) > 0) out.append(buf, n);
@@ -283,6 +399,30 @@ std::string read_input(const std::string& path, std::uint64_t limit) {
     out.append(buf, n);
   }
   return out;
+}
+
+void read_lines(const std::string& path, size_t max_line,
+                const std::function<void(std::string_view, std::uint64_t)>& f) {
+  auto src = open_source(path);
+  std::string line;
+  std::uint64_t n = 0;
+  std::vector<char> buf(1 << 16);
+  for (size_t got; (got = src->read(buf.data(), buf.size())) > 0;) {
+    for (size_t i = 0; i < got;) {
+      const char* nl = static_cast<const char*>(std::memchr(buf.data() + i, '\n', got - i));
+      size_t end = nl ? static_cast<size_t>(nl - buf.data()) : got;
+      if (line.size() + (end - i) > max_line)
+        throw InputError(path, n + 1, fmt::format("line longer than {} KiB", max_line >> 10));
+      line.append(buf.data() + i, end - i);
+      i = end;
+      if (nl) {
+        f(line, ++n);
+        line.clear();
+        ++i;
+      }
+    }
+  }
+  if (!line.empty()) f(line, ++n);
 }
 
 nlohmann::json read_json_file(const std::string& path) {

@@ -1,16 +1,20 @@
 // Byte-level I/O shared by every reader and writer.
 //
-//   ByteSource  — sequential bytes of an input file, decompressing `.zst` transparently.
-//   AtomicFile  — an output written to PATH.tmp.PID and renamed onto PATH by commit(); if the
-//                 object dies uncommitted (an error part-way) the temporary is removed, and so
-//                 it is when the process is killed by a signal it can catch (the temporaries are
-//                 registered with a handler), so no half-written output is ever left behind
-//                 (contracts §4). A symlink PATH keeps being a symlink (its target is replaced);
-//                 a PATH that is not a regular file (/dev/stdout, a FIFO) is written straight
-//                 through; "-" is standard output.
+//   ByteSource  — sequential bytes of an input file, decompressing `.zst` transparently. Inputs
+//                 are regular files only (here and in read_file): a device (/dev/zero), a FIFO
+//                 or a folder is an input error, so no input is endless.
+//   AtomicFile  — an output written to a fresh PATH.tmp.XXXXXX, created with O_EXCL beside PATH
+//                 (a file or link planted under any name is never written through), and renamed
+//                 onto PATH by commit(); if the object dies uncommitted (an error part-way) the
+//                 temporary is removed, and so it is when the process is killed by a signal it
+//                 can catch (the temporaries are registered with a handler), so no half-written
+//                 output is ever left behind (contracts §4). A symlink PATH keeps being a symlink
+//                 (its target is replaced); a PATH that is not a regular file (/dev/stdout, a
+//                 FIFO) is written straight through; "-" is standard output.
 #pragma once
 #include <cstdint>
 #include <cstdio>
+#include <functional>
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <string>
@@ -31,13 +35,19 @@ class ByteSource {
 std::uint64_t input_bytes_read();
 std::uint64_t input_events_read();
 void count_input_events(std::uint64_t n);
-// Opens PATH (decompressing when it ends in .zst). Throws EnvError when it cannot be read.
+// Opens PATH (decompressing when it ends in .zst, up to the `decompressed` limit). Throws EnvError
+// when it cannot be read, InputError when it is not a regular file or expands beyond the limit.
 [[nodiscard]] std::unique_ptr<ByteSource> open_source(const std::string& path);
 
 bool ends_with(std::string_view s, std::string_view suffix);
 
-// Refuses (InputError, exit 2) an output path that names an input file, or that two outputs
-// share: `what` names the option of each output ("--json").
+// The size of an input on disk: a file's size, a folder's regular files together, 0 otherwise
+// (what the limits of sim/base/limits.h are proportional to).
+[[nodiscard]] std::uint64_t input_bytes(const std::string& path);
+
+// Refuses (InputError, exit 2) an output path that names an input file or an existing file inside
+// an input folder, that two outputs share (standard output under any of its names included), or
+// that is a folder: `what` names the option of each output ("--json").
 void check_outputs(const std::vector<std::string>& inputs,
                    const std::vector<std::pair<std::string, std::string>>& outputs);
 
@@ -54,6 +64,7 @@ class AtomicFile {
   const std::string& path() const { return path_; }
 
  private:
+  std::FILE* create_temp(const std::string& target);
   void write_raw(const void* p, size_t n);
   void unregister();
   std::string path_, tmp_;  // tmp_ empty: writing straight to path_ (stdout, a FIFO, a device)
@@ -68,6 +79,10 @@ class AtomicFile {
 [[nodiscard]] std::string read_file(const std::string& path);
 // Reads a whole input, decompressing `.zst`; an InputError when it holds more than `limit` bytes.
 [[nodiscard]] std::string read_input(const std::string& path, std::uint64_t limit);
+// Calls f(line, line_number) for each line of an input (decompressing `.zst`), without the
+// newline; a line longer than max_line bytes is an InputError naming the file and line.
+void read_lines(const std::string& path, size_t max_line,
+                const std::function<void(std::string_view, std::uint64_t)>& f);
 // Reads a JSON file; a syntax error is an InputError naming the file and line.
 [[nodiscard]] nlohmann::json read_json_file(const std::string& path);
 

@@ -8,44 +8,57 @@
 
 namespace fragsim {
 
+namespace {
+
+// The UTF-8 sequence that starts at s[i]: its length (1 for ASCII) and code point, or 0 when
+// s[i] does not start a valid one (overlong forms, surrogates and code points beyond U+10FFFF
+// are not).
+size_t utf8_at(std::string_view s, size_t i, std::uint32_t* cp) {
+  auto c = static_cast<unsigned char>(s[i]);
+  if (c < 0x80) {
+    *cp = c;
+    return 1;
+  }
+  size_t n;
+  std::uint32_t v;
+  if ((c & 0xE0) == 0xC0)
+    n = 1, v = c & 0x1F;
+  else if ((c & 0xF0) == 0xE0)
+    n = 2, v = c & 0x0F;
+  else if ((c & 0xF8) == 0xF0)
+    n = 3, v = c & 0x07;
+  else
+    return 0;
+  if (s.size() - i <= n) return 0;
+  for (size_t k = 1; k <= n; ++k) {
+    auto b = static_cast<unsigned char>(s[i + k]);
+    if ((b & 0xC0) != 0x80) return 0;
+    v = (v << 6) | (b & 0x3F);
+  }
+  if ((n == 1 && v < 0x80) || (n == 2 && v < 0x800) || (n == 3 && v < 0x10000) || v > 0x10FFFF ||
+      (v >= 0xD800 && v <= 0xDFFF))
+    return 0;
+  *cp = v;
+  return n + 1;
+}
+
+}  // namespace
+
 size_t utf8_error_offset(std::string_view s) {
-  auto begin = reinterpret_cast<const unsigned char*>(s.data());
-  auto p = begin;
-  auto end = p + s.size();
-  while (p < end) {
+  for (size_t i = 0; i < s.size();) {
     // Fast path: 8 ASCII bytes at a time.
-    if (end - p >= 8) {
+    if (s.size() - i >= 8) {
       std::uint64_t w;
-      std::memcpy(&w, p, 8);
+      std::memcpy(&w, s.data() + i, 8);
       if ((w & 0x8080808080808080ULL) == 0) {
-        p += 8;
+        i += 8;
         continue;
       }
     }
-    unsigned c = *p;
-    if (c < 0x80) {
-      ++p;
-      continue;
-    }
-    int n;
-    unsigned cp;
-    if ((c & 0xE0) == 0xC0)
-      n = 1, cp = c & 0x1F;
-    else if ((c & 0xF0) == 0xE0)
-      n = 2, cp = c & 0x0F;
-    else if ((c & 0xF8) == 0xF0)
-      n = 3, cp = c & 0x07;
-    else
-      return p - begin;
-    if (end - p <= n) return p - begin;
-    for (int k = 1; k <= n; ++k) {
-      if ((p[k] & 0xC0) != 0x80) return p - begin;
-      cp = (cp << 6) | (p[k] & 0x3F);
-    }
-    if ((n == 1 && cp < 0x80) || (n == 2 && cp < 0x800) || (n == 3 && cp < 0x10000) || cp > 0x10FFFF ||
-        (cp >= 0xD800 && cp <= 0xDFFF))
-      return p - begin;
-    p += n + 1;
+    std::uint32_t cp;
+    size_t n = utf8_at(s, i, &cp);
+    if (n == 0) return i;
+    i += n;
   }
   return std::string_view::npos;
 }
@@ -56,10 +69,9 @@ std::string sanitize_utf8(std::string_view s) {
   if (valid_utf8(s)) return std::string(s);
   std::string out;
   for (size_t i = 0; i < s.size();) {
-    // The longest valid prefix of what is left, one code point at a time.
-    size_t n = 1;
-    while (n <= 4 && i + n <= s.size() && !valid_utf8(s.substr(i, n))) ++n;
-    if (n <= 4 && i + n <= s.size()) {
+    std::uint32_t cp;
+    size_t n = utf8_at(s, i, &cp);
+    if (n) {
       out.append(s.substr(i, n));
       i += n;
     } else {
@@ -68,6 +80,118 @@ std::string sanitize_utf8(std::string_view s) {
     }
   }
   return out;
+}
+
+namespace {
+
+// Code points a terminal or a log viewer acts on instead of showing: C0 and C1 controls, DEL,
+// line and paragraph separators, and the bidirectional marks, embeddings, overrides and isolates
+// (which reorder what follows them on screen).
+bool acts_on_display(std::uint32_t cp) {
+  return cp < 0x20 || cp == 0x7F || (cp >= 0x80 && cp <= 0x9F) || cp == 0x2028 || cp == 0x2029 || cp == 0x061C ||
+         cp == 0x200E || cp == 0x200F || (cp >= 0x202A && cp <= 0x202E) || (cp >= 0x2066 && cp <= 0x2069);
+}
+
+void append_escape(std::string& out, std::uint32_t cp) {
+  switch (cp) {
+    case '\n':
+      out += "\\n";
+      return;
+    case '\t':
+      out += "\\t";
+      return;
+    case '\r':
+      out += "\\r";
+      return;
+    case 0x1B:
+      out += "\\e";
+      return;
+    default:
+      out += cp < 0x80 ? fmt::format("\\x{:02x}", cp) : fmt::format("\\u{{{:04x}}}", cp);
+  }
+}
+
+// s with every character that acts on a display escaped (bytes that are not UTF-8 as \xNN);
+// special(c, out) writes an ASCII character its own way first when it returns true.
+template <class Special>
+std::string escape_with(std::string_view s, Special special) {
+  std::string out;
+  out.reserve(s.size());
+  for (size_t i = 0; i < s.size();) {
+    std::uint32_t cp = 0;
+    size_t n = utf8_at(s, i, &cp);
+    if (n == 0) {
+      out += fmt::format("\\x{:02x}", static_cast<unsigned char>(s[i]));
+      ++i;
+      continue;
+    }
+    if (n == 1 && special(s[i], out)) {
+      ++i;
+      continue;
+    }
+    if (acts_on_display(cp))
+      append_escape(out, cp);
+    else
+      out.append(s.substr(i, n));
+    i += n;
+  }
+  return out;
+}
+
+}  // namespace
+
+std::string escape_terminal(std::string_view s) {
+  return escape_with(s, [](char, std::string&) { return false; });
+}
+
+namespace {
+// <, >, & as entities (Markdown and XML alike); `quotes` adds " and ' (XML attributes).
+bool markup_entity(char c, std::string& out, bool quotes) {
+  const char* e = c == '<'              ? "&lt;"
+                  : c == '>'            ? "&gt;"
+                  : c == '&'            ? "&amp;"
+                  : quotes && c == '"'  ? "&quot;"
+                  : quotes && c == '\'' ? "&apos;"
+                                        : nullptr;
+  if (e) out += e;
+  return e != nullptr;
+}
+}  // namespace
+
+std::string escape_markdown(std::string_view s) {
+  return escape_with(s, [](char c, std::string& out) {
+    if (markup_entity(c, out, false)) return true;
+    if (c == 0 || std::strchr("\\`*_{}[]()#+!|~", c) == nullptr) return false;
+    out += '\\';
+    out += c;
+    return true;
+  });
+}
+
+std::string escape_xml(std::string_view s) {
+  return escape_with(s, [](char c, std::string& out) { return markup_entity(c, out, true); });
+}
+
+namespace {
+// GitHub's workflow-command escaping (actions/toolkit, command.ts: escapeData, escapeProperty).
+bool github_escape(char c, std::string& out, bool property) {
+  const char* e = c == '%'               ? "%25"
+                  : c == '\r'            ? "%0D"
+                  : c == '\n'            ? "%0A"
+                  : property && c == ':' ? "%3A"
+                  : property && c == ',' ? "%2C"
+                                         : nullptr;
+  if (e) out += e;
+  return e != nullptr;
+}
+}  // namespace
+
+std::string escape_github_data(std::string_view s) {
+  return escape_with(s, [](char c, std::string& out) { return github_escape(c, out, false); });
+}
+
+std::string escape_github_property(std::string_view s) {
+  return escape_with(s, [](char c, std::string& out) { return github_escape(c, out, true); });
 }
 
 namespace {

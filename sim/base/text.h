@@ -1,5 +1,17 @@
 // Text that crosses formats: every name a reader accepts is valid UTF-8 (JSON requires it), so
-// importers replace what is not.
+// importers replace what is not; and every name, label or path that lands in an output is
+// escaped for that output's format here, in one place (a trace's names are the input's, and an
+// input may be hostile):
+//   terminal / text   control characters (C0 with newline and tab, DEL, C1), line and paragraph
+//                     separators and bidirectional overrides shown as escapes: \n, \t, \r, \e,
+//                     \xNN (also for bytes that are not UTF-8), \u{NNNN};
+//   Markdown          the terminal form with Markdown's punctuation backslash-escaped and <, >, &
+//                     as entities, so a name stays inside its table cell and renders as text;
+//   XML               the terminal form with &, <, >, ", ' as entities (what XML 1.0 cannot hold
+//                     at all — most control characters — never reaches it);
+//   GitHub workflow   data: %, CR, LF as %25, %0D, %0A (GitHub's own escaping), the other
+//   commands          control characters as in the terminal form; properties also : and , as
+//                     %3A, %2C. No name can start a line, so none can issue a command.
 #pragma once
 #include <string>
 #include <string_view>
@@ -13,6 +25,13 @@ namespace fragsim {
 [[nodiscard]] size_t utf8_error_offset(std::string_view s);
 // s with every byte that is not part of a valid UTF-8 sequence replaced by U+FFFD.
 [[nodiscard]] std::string sanitize_utf8(std::string_view s);
+
+// The escapes above (each returns s unchanged when nothing needs escaping).
+[[nodiscard]] std::string escape_terminal(std::string_view s);
+[[nodiscard]] std::string escape_markdown(std::string_view s);
+[[nodiscard]] std::string escape_xml(std::string_view s);
+[[nodiscard]] std::string escape_github_data(std::string_view s);
+[[nodiscard]] std::string escape_github_property(std::string_view s);
 
 // The candidate closest to `name` by edit distance (insertions, deletions, substitutions and
 // swaps of neighbours, case-insensitive), when close enough to be a typo: at most 1 edit for

@@ -3,9 +3,11 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <cmath>
 #include <cstdlib>
 
+#include "sim/base/checked.h"
 #include "sim/base/error.h"
 
 namespace fragsim {
@@ -46,10 +48,13 @@ Bytes parse_size(std::string_view text, std::string_view what) {
       errno = 0;
       char* end = nullptr;
       unsigned long long v = std::strtoull(num.c_str(), &end, 10);
-      if (errno || *end) throw bad();
-      long double r = static_cast<long double>(v) * u.mult;
-      if (r > 1.8e19L) throw bad();
-      return static_cast<Bytes>(v) * static_cast<Bytes>(u.mult);
+      if (*end) throw bad();
+      // Every unit is a whole number of bytes: exact in 64 bits up to 2^64 - 1 B, else an error
+      // that says so (not "not a size").
+      auto r = mul_u64(v, static_cast<Bytes>(u.mult));
+      if (errno == ERANGE || !r)
+        throw InputError(fmt::format("{}: '{}' is more than 2^64 - 1 bytes, the largest size there is", what, text));
+      return *r;
     }
     char* end = nullptr;
     double v = std::strtod(num.c_str(), &end);

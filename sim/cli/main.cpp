@@ -11,6 +11,7 @@
 #include "sim/base/error.h"
 #include "sim/base/exit_codes.h"
 #include "sim/base/io.h"
+#include "sim/base/limits.h"
 #include "sim/base/text.h"
 #include "sim/batch.h"
 #include "sim/check.h"
@@ -60,7 +61,13 @@ using Args = std::vector<std::string>;
 // usage line and in messages by their upper-case names, never as --trace. True: --help was shown.
 bool parse(const Args& args, po::options_description& desc, const std::vector<std::pair<std::string, int>>& positionals,
            const std::string& usage, po::options_description hidden = po::options_description()) {
-  desc.add_options()("help,h", "show this help");
+  std::vector<std::string> limits;
+  desc.add_options()("help,h", "show this help")(
+      "limit", po::value(&limits)->composing()->value_name("KEY=VALUE"),
+      ("set a limit on what an input may make fragsim hold instead of its default, which grows with the input's "
+       "size; KEY one of " +
+       limit_keys() + ", VALUE a size, a count or none (repeatable; fragsim --help, docs/limits.md)")
+          .c_str());
   po::positional_options_description pos;
   for (const auto& [name, n] : positionals) pos.add(name.c_str(), n);
   po::options_description all;
@@ -82,6 +89,7 @@ bool parse(const Args& args, po::options_description& desc, const std::vector<st
       return true;
     }
     po::notify(vm);
+    for (const auto& l : limits) set_limit(l);
   } catch (const po::required_option& e) {
     std::string name = e.get_option_name();
     throw InputError(shown(name.rfind("--", 0) == 0 && hidden.find_nothrow(name.substr(2), false)
@@ -260,7 +268,7 @@ int cmd_batch(const Args& args, const Registry& reg) {
             "into exactly the result and table of one process. docs/batch.md; scripts/cluster/.",
             hidden_option("manifest", &manifest)))
     return 0;
-  check_outputs({manifest}, {{"--json", json}});
+  check_outputs(batch_inputs(read_manifest(manifest)), {{"--json", json}});
   nlohmann::json out = run_batch(manifest, shard, reg, t.threads(), t.progress());
   write_if(json, out.dump(2) + "\n");
   if (!to_stdout({json})) std::cout << batch_table(out);
@@ -340,7 +348,7 @@ int cmd_validate(const Args& args, const Registry&) {
             "address\ngranularity, call latency. Exit 1 when the first OOM differs or the peak is outside the "
             "tolerance."))
     return 0;
-  check_outputs({v.sim, v.real}, {{"--json", json}, {"--fit-cost-model", v.fit_out}});
+  v.json_out = json;  // run_validate checks it against every file it reads
   ValidateResult r = run_validate(v);
   write_if(json, r.json.dump(2) + "\n");
   for (const auto& l : r.lines) std::cout << l << "\n";
@@ -443,7 +451,9 @@ int main(int argc, char** argv) {
     return 0;
   }
   if (argc < 2 || std::string(argv[1]) == "--help" || std::string(argv[1]) == "-h" || std::string(argv[1]) == "help") {
-    std::cout << kUsage;
+    std::cout << kUsage << "limits on what an input may make fragsim hold (--limit KEY=VALUE on every command "
+              << "sets one; docs/limits.md):\n"
+              << limits_help();
     return argc < 2 ? 2 : 0;
   }
   std::string cmd = argv[1];

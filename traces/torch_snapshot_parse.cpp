@@ -1,0 +1,204 @@
+#include "traces/torch_snapshot_parse.h"
+
+#include <fmt/format.h>
+
+#include "sim/base/error.h"
+#include "sim/base/io.h"
+#include "sim/base/text.h"
+#include "sim/base/torch_sizes.h"
+
+namespace fragsim::torch_snapshot {
+
+namespace {
+
+constexpr size_t kMaxFrames = 48;  // frames kept per stack (innermost first)
+
+std::uint64_t u64(const PyObj* o) { return o->big ? o->u : static_cast<std::uint64_t>(o->as_int()); }
+
+std::int64_t stream_of(const PyObj& d) {
+  const PyObj* v = d.get("stream");
+  if (!v || !v->is_int()) return 0;
+  return v->big ? static_cast<std::int64_t>(v->u) : v->as_int();
+}
+
+Action action_of(const std::string& act, bool* known) {
+  static const std::pair<const char*, Action> kActions[] = {{"alloc", Action::kAlloc},
+                                                            {"free_requested", Action::kFreeRequested},
+                                                            {"free_completed", Action::kFreeCompleted},
+                                                            {"segment_alloc", Action::kSegAlloc},
+                                                            {"segment_free", Action::kSegFree},
+                                                            {"segment_map", Action::kSegMap},
+                                                            {"segment_unmap", Action::kSegUnmap},
+                                                            {"oom", Action::kOom},
+                                                            {"snapshot", Action::kMark},
+                                                            {"annotate", Action::kMark}};
+  for (const auto& [n, a] : kActions)
+    if (act == n) return *known = true, a;
+  *known = false;
+  return Action::kMark;
+}
+
+}  // namespace
+
+WorkBudget::WorkBudget(const std::string& path)
+    : bytes(Limit::kStrings, path, input_bytes(path)),
+      kept(Limit::kObjects, path, input_bytes(path)),
+      names(Limit::kNames, path, input_bytes(path)) {}
+
+nlohmann::json to_json(const PyObj& o, WorkBudget& budget, int depth) {
+  budget.spend();
+  budget.kept.spend(1);  // each object visited becomes a node of the JSON kept in the header
+  if (depth > 16) return nullptr;
+  switch (o.kind) {
+    case PyObj::kNone:
+      return nullptr;
+    case PyObj::kBool:
+      return o.b;
+    case PyObj::kInt:
+      return o.big ? nlohmann::json(o.u) : nlohmann::json(o.i);
+    case PyObj::kFloat:
+      return o.f;
+    case PyObj::kStr:
+      budget.copy(o.s.size());
+      return sanitize_utf8(o.s);
+    case PyObj::kBytes:
+      return nullptr;
+    case PyObj::kList:
+    case PyObj::kTuple: {
+      nlohmann::json a = nlohmann::json::array();
+      for (const auto& x : o.items) a.push_back(to_json(*x, budget, depth + 1));
+      return a;
+    }
+    case PyObj::kDict: {
+      nlohmann::json d = nlohmann::json::object();
+      for (const auto& [k, v] : o.kv)
+        if (k->kind == PyObj::kStr) {
+          budget.copy(k->s.size());
+          d[sanitize_utf8(k->s)] = to_json(*v, budget, depth + 1);
+        }
+      return d;
+    }
+  }
+  return nullptr;
+}
+
+void Parser::bad(const std::string& what) const { throw InputError(path_ + ": " + what); }
+
+std::uint64_t Parser::field_u(const PyObj& d, const char* k, std::uint64_t line, const char* where) const {
+  const PyObj* v = d.get(k);
+  if (!v || !v->is_int() || (!v->big && v->as_int() < 0))
+    bad(fmt::format("{} entry {}: {}: missing or not a non-negative integer", where, line, k));
+  return u64(v);
+}
+
+std::vector<Entry> Parser::trace(const PyObj& tr, size_t dev, bool* any_time) const {
+  std::vector<Entry> es;
+  es.reserve(tr.items.size());
+  std::uint64_t line = 0;
+  for (const auto& ep : tr.items) {
+    budget_.spend();
+    budget_.kept.spend(2);  // its entry, then its events: about two objects' memory
+    ++line;
+    const PyObj& e = *ep;
+    const PyObj* a = e.get("action");
+    if (!a || a->kind != PyObj::kStr) bad(fmt::format("device_traces[{}] entry {}: action: missing", dev, line));
+    Entry x;
+    x.line = line;
+    x.stream = stream_of(e);
+    x.frames = e.get("frames");
+    if (const PyObj* t = e.get("time_us"); t && t->is_int() && (t->big || t->as_int() >= 0)) {
+      x.t = u64(t);
+      x.has_t = *any_time = true;
+    }
+    bool known = false;
+    x.action = action_of(a->s, &known);
+    if (!known) bad(fmt::format("device_traces[{}] entry {}: action: unknown action '{}'", dev, line, a->s));
+    if (x.action == Action::kOom) {
+      x.size = field_u(e, "size", line, "trace");
+      if (const PyObj* f = e.get("device_free"); f && f->is_int() && (f->big || f->as_int() >= 0))
+        x.device_free = u64(f), x.has_device_free = true;
+    } else if (x.action != Action::kMark) {
+      x.size = field_u(e, "size", line, "trace");
+      x.addr = field_u(e, "addr", line, "trace");
+    }
+    es.push_back(x);
+  }
+  return es;
+}
+
+std::vector<Segment> Parser::segments(const PyObj* segments) const {
+  std::vector<Segment> out;
+  if (!segments) return out;
+  for (const auto& gp : segments->items) {
+    budget_.spend();
+    const PyObj& g = *gp;
+    if (g.kind != PyObj::kDict) bad("segments: an entry is not a dict");
+    Segment s;
+    const PyObj* gd = g.get("device");
+    if (!gd || !gd->is_int() || gd->as_int() < 0 || gd->as_int() > 0xffff) bad("segments: device: missing or invalid");
+    s.device = static_cast<std::uint32_t>(gd->as_int());
+    s.addr = field_u(g, "address", 0, "segments");
+    s.size = field_u(g, "total_size", 0, "segments");
+    s.stream = stream_of(g);
+    const PyObj* ex = g.get("is_expandable");
+    s.expandable = ex && ex->is_int() && ex->as_int() != 0;
+    const PyObj* ty = g.get("segment_type");
+    s.small = ty && ty->kind == PyObj::kStr ? ty->s == "small" : s.size == torch::kSmallBuffer;
+    const PyObj* blocks = g.get("blocks");
+    std::uint64_t at = s.addr;
+    if (blocks && blocks->kind == PyObj::kList) {
+      std::uint64_t k = 0;
+      for (const auto& bp : blocks->items) {
+        budget_.spend();
+        budget_.kept.spend(1);
+        ++k;
+        const PyObj& b = *bp;
+        Block blk;
+        const PyObj* ad = b.get("address");
+        blk.addr = ad ? field_u(b, "address", k, "segments.blocks") : at;
+        blk.size = field_u(b, "size", k, "segments.blocks");
+        const PyObj* rq = b.get("requested_size");
+        blk.requested = rq && rq->is_int() && rq->as_int() >= 0 ? u64(rq) : blk.size;
+        const PyObj* st = b.get("state");
+        blk.active = st && st->kind == PyObj::kStr && (st->s == "active_allocated" || st->s == "active_pending_free");
+        blk.frames = b.get("frames");
+        if (const PyObj* h = b.get("history");
+            (!blk.frames || blk.frames->items.empty()) && h && h->kind == PyObj::kList && !h->items.empty())
+          blk.frames = h->items.back()->get("frames");  // the 2.0 layout keeps frames in history
+        at = blk.addr + blk.size;
+        s.blocks.push_back(blk);
+      }
+    }
+    out.push_back(std::move(s));
+  }
+  return out;
+}
+
+std::vector<std::string> Parser::python_frames(const PyObj* frames) const {
+  std::vector<std::string> out;
+  if (!frames || frames->kind != PyObj::kList) return out;
+  for (const auto& f : frames->items) {
+    budget_.spend();
+    if (out.size() == kMaxFrames) break;
+    const PyObj* file = f->get("filename");
+    const PyObj* fn = f->get("name");
+    const PyObj* ln = f->get("line");
+    if (!file || file->kind != PyObj::kStr || file->s.size() < 3 || file->s.compare(file->s.size() - 3, 3, ".py"))
+      continue;
+    budget_.copy(file->s.size() + (fn && fn->kind == PyObj::kStr ? fn->s.size() : 1) + 24);
+    out.push_back(sanitize_utf8(fmt::format("{}:{} {}", file->s, ln && ln->is_int() ? ln->as_int() : 0,
+                                            fn && fn->kind == PyObj::kStr ? fn->s : "?")));
+  }
+  return out;
+}
+
+std::string user_frame(const std::vector<std::string>& frames) {
+  for (const auto& f : frames) {
+    if (f.find("/torch/") != std::string::npos || f.front() == '<') continue;
+    auto slash = f.rfind('/', f.find(':'));
+    return slash == std::string::npos ? f : f.substr(slash + 1);
+  }
+  return {};
+}
+
+}  // namespace fragsim::torch_snapshot
