@@ -4,7 +4,9 @@
 // functions (sim/report.h, sim/report_html.h, sim/sweep.h).
 #pragma once
 #include <catch2/catch.hpp>
+#include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "policies/policy.h"
@@ -86,34 +88,39 @@ inline SimRun simulate(const SimSpec& spec) {
   return r;
 }
 
-// `fragsim run`: the result (with its advice), its --json report, its text summary, the page
-// data of its --html report (the viewer's JSON; keep_live_buffers as --html sets it) and the
-// lines of its --placements file when one was asked for.
+// `fragsim run`: the result (with its advice), its --json report, its text summary, its --html
+// page and the page's data (the viewer's JSON; run with kWithHtml, which keeps the live buffers
+// for the address maps as --html does) and the lines of its --placements file when one was asked
+// for. `threads` as --jobs.
 struct CmdRun {
   RunResult result;
   nlohmann::json json;
   std::string text;
   std::vector<nlohmann::json> placements;
   nlohmann::json page() const { return viewer_data({result}); }
+  std::string html() const { return report_html({result}); }
 };
-inline CmdRun run_cmd(const RunRequest& req, const RunOutputs& out = {}) {
-  CmdRun r{run_request(req, test_registry(), out), {}, {}, {}};
+inline const RunOutputs kWithHtml{.keep_live_buffers = true};
+inline CmdRun run_cmd(const RunRequest& req, const RunOutputs& out = {}, unsigned threads = 0) {
+  CmdRun r{run_request(req, test_registry(), out, threads), {}, {}, {}};
   r.json = report_json(r.result);
   r.text = report_text(r.result);
   if (!out.placements.empty()) r.placements = read_jsonl(out.placements);
   return r;
 }
 
-// `fragsim compare`: every run, the --json array and the table. With no traces given, the
-// base's trace is the one.
+// `fragsim compare`: every run, the --json array, the table and the --html page (with_html: the
+// runs keep their live buffers, as --html asks). With no traces given, the base's trace is the
+// one. `threads` as --jobs.
 struct CmdCompare {
   std::vector<RunResult> runs;
   nlohmann::json json = nlohmann::json::array();
   std::string text;
+  std::string html() const { return report_html(runs); }
 };
-inline CmdCompare compare_cmd(CompareRequest req) {
+inline CmdCompare compare_cmd(CompareRequest req, bool with_html = false, unsigned threads = 0) {
   if (req.traces.empty()) req.traces = {req.base.trace};
-  CmdCompare c{run_compare(req, test_registry()), nlohmann::json::array(), {}};
+  CmdCompare c{run_compare(req, test_registry(), with_html, threads), nlohmann::json::array(), {}};
   for (const auto& r : c.runs) c.json.push_back(report_json(r));
   c.text = compare_table(c.runs);
   return c;
@@ -139,10 +146,11 @@ inline std::vector<nlohmann::json> converted(const std::string& in, const std::s
   return read_jsonl(out);
 }
 
-// The message of the InputError `f` throws — what the CLI prints on its one line after "fragsim: ",
-// exiting 2 — checked to be one line; a failed check (and "") when it throws none.
+// What the CLI would answer to `f`: the message of the InputError it throws — printed on one line
+// after "fragsim: ", exiting 2 — checked to be one line; nothing when it returns (exit 0). Any
+// other exception escapes and fails the test, as it would be a bug (exit 1) on the command line.
 template <class F>
-std::string input_error(F&& f) {
+std::optional<std::string> refusal(F&& f) {
   try {
     f();
   } catch (const InputError& e) {
@@ -150,6 +158,13 @@ std::string input_error(F&& f) {
     CHECK(m.find('\n') == std::string::npos);
     return m;
   }
+  return std::nullopt;
+}
+
+// The message of the InputError `f` must throw; a failed check (and "") when it throws none.
+template <class F>
+std::string input_error(F&& f) {
+  if (auto m = refusal(std::forward<F>(f))) return *m;
   FAIL_CHECK("no InputError");
   return "";
 }

@@ -16,9 +16,6 @@ namespace {
 const std::string kJax = std::string(FRAGSIM_SOURCE_DIR) + "/traces/samples/jax_train_small.jsonl";
 const std::string kTorchOom = std::string(FRAGSIM_SOURCE_DIR) + "/tests/data/torch/expandable_3dev_oom.pickle.zst";
 
-// A run with --json and --html: the page keeps the live buffers for its address maps.
-const RunOutputs kWithHtml{.keep_live_buffers = true};
-
 }  // namespace
 
 TEST_CASE("oom reports: a JAX OOM names the failing buffer and the live set in text, JSON and HTML") {
