@@ -11,6 +11,7 @@
 
 #include "policies/policy.h"
 #include "sim/base/error.h"
+#include "sim/check.h"
 #include "sim/commands.h"
 #include "sim/engine.h"
 #include "sim/report.h"
@@ -137,6 +138,16 @@ inline CmdSweep sweep_cmd(const RunRequest& req, const std::string& find, bool e
   s.json = sweep_json(s.result);
   s.text = sweep_text(s.result);
   return s;
+}
+
+// `fragsim check --baseline BASE --current CUR`: the reports as read from files of those names
+// (its lines and errors name them), the other options in `o` (--tolerance, --allow-...). The gate
+// passes (exit 0) or not (exit 1); check_text is what it prints.
+inline CheckResult check_cmd(const std::string& base_name, const nlohmann::json& base, const std::string& cur_name,
+                             const nlohmann::json& cur, CheckOptions o = {}) {
+  o.baseline_path = base_name;
+  o.current_path = cur_name;
+  return run_check(base, cur, o);
 }
 
 // `fragsim convert IN OUT [--module NAME]`: the lines it writes (header first).

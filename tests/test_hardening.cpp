@@ -33,19 +33,6 @@ nlohmann::json best_fit_report() {
   return run_cmd({.trace = sample("jax_train_small.jsonl"), .policy = "best-fit"}).json;
 }
 
-// `fragsim check --baseline BASE --current CUR`, the reports as read from those files: the gate
-// (exit 0 when it passes, 1 when not) and what it prints.
-// `tolerance`: --tolerance; `other_policy`: --allow-different-policy.
-CheckResult check(const std::string& base_name, const nlohmann::json& base, const std::string& cur_name,
-                  const nlohmann::json& cur, double tolerance = 0, bool other_policy = false) {
-  CheckOptions o;
-  o.baseline_path = base_name;
-  o.current_path = cur_name;
-  o.tolerance_pct = tolerance;
-  o.allow_different_policy = other_policy;
-  return run_check(base, cur, o);
-}
-
 // Whether text holds a character a terminal acts on, other than the line ends and the tabs our
 // own layout uses (XLA's BFC dump indents with tabs, as the real one does).
 bool has_control(const std::string& text) {
@@ -89,7 +76,7 @@ TEST_CASE("check: a hostile run label is inert in the GitHub log, Markdown, JUni
     j["label"] = label;
     j["peak_reserved_bytes"] = j["peak_reserved_bytes"].get<std::uint64_t>() * 2;  // a regression to report
     // check --github --markdown FILE --junit FILE: the annotations and the text on stdout.
-    auto r = check("inj_a.json", a, "inj_b.json", j);
+    auto r = check_cmd("inj_a.json", a, "inj_b.json", j);
     CHECK_FALSE(r.pass);
     // GitHub: every line of stdout that starts a workflow command is one of ours, whole.
     std::istringstream lines(check_github(r, "inj_b.json") + check_text(r));
@@ -162,24 +149,26 @@ TEST_CASE("check: a run with no counterpart fails the gate — on either side") 
   auto two = compare_cmd({.base = {.trace = tr, .capacity = "1GiB", .keep_going = true},
                           .policies = "best-fit,first-fit[alignment=512]"})
                  .json;
-  auto cur = check("cp_one.json", one, "cp_two.json", two, 1000000, true);
+  auto cur =
+      check_cmd("cp_one.json", one, "cp_two.json", two, {.tolerance_pct = 1000000, .allow_different_policy = true});
   CHECK_FALSE(cur.pass);
   CHECK(check_text(cur).find("first-fit[alignment=512]: not in the baseline") != std::string::npos);
   // Variant: the baseline's second run has no counterpart in the current file.
-  auto base = check("cp_two.json", two, "cp_one.json", one, 1000000, true);
+  auto base =
+      check_cmd("cp_two.json", two, "cp_one.json", one, {.tolerance_pct = 1000000, .allow_different_policy = true});
   CHECK_FALSE(base.pass);
   CHECK(check_text(base).find("only in the baseline") != std::string::npos);
   // Variant: a device entry the baseline does not have.
   auto k = one;
   k[0]["devices"].push_back(k[0]["devices"][0]);
   k[0]["devices"][1]["device"] = 7;
-  auto dev = check("cp_one.json", one, "cp_dev.json", k);
+  auto dev = check_cmd("cp_one.json", one, "cp_dev.json", k);
   CHECK_FALSE(dev.pass);
   CHECK(check_text(dev).find("device 7 hbm: not in the baseline") != std::string::npos);
   // Two runs of one file sharing a label cannot be matched: refused (exit 2).
   k = one;
   k.push_back(k[0]);
-  CHECK(input_error([&] { (void)check("cp_dup.json", k, "cp_one.json", one); }).find("also labels run [0]") !=
+  CHECK(input_error([&] { (void)check_cmd("cp_dup.json", k, "cp_one.json", one); }).find("also labels run [0]") !=
         std::string::npos);
 }
 
@@ -202,7 +191,7 @@ TEST_CASE("check: every documented figure is gated, fragmentation at the peak of
       *v = v->is_number_unsigned() ? nlohmann::json(static_cast<std::uint64_t>(v->get<double>() * c.factor + 1))
                                    : nlohmann::json(v->get<double>() * c.factor + 0.001);
       INFO(c.path.back() << (device ? " of devices[0]" : ""));
-      auto r = check("fg_a.json", j, "fg_b.json", k, 2);
+      auto r = check_cmd("fg_a.json", j, "fg_b.json", k, {.tolerance_pct = 2});
       CHECK_FALSE(r.pass);
       CHECK(check_text(r).find(c.path.back()) != std::string::npos);
     }
@@ -210,12 +199,12 @@ TEST_CASE("check: every documented figure is gated, fragmentation at the peak of
   // A figure the current report leaves out cannot pass either.
   auto k = j;
   k["fragmentation"]["at_peak_allocated"].erase("external");
-  auto r = check("fg_a.json", j, "fg_c.json", k);
+  auto r = check_cmd("fg_a.json", j, "fg_c.json", k);
   CHECK_FALSE(r.pass);
   CHECK(check_text(r).find("missing from the current report") != std::string::npos);
   k = j;
   k["fragmentation"]["at_peak_allocated"]["external"] = "0";
-  CHECK(input_error([&] { (void)check("fg_a.json", j, "fg_d.json", k); }).find("fg_d.json") != std::string::npos);
+  CHECK(input_error([&] { (void)check_cmd("fg_a.json", j, "fg_d.json", k); }).find("fg_d.json") != std::string::npos);
 }
 
 // Before: `compare a/t.jsonl b/t.jsonl` labelled both runs "t.jsonl: POLICY", so a check of two
@@ -234,7 +223,7 @@ TEST_CASE("compare labels runs uniquely: paths where file names collide, a numbe
   for (const auto& r : j) labels.insert(r["label"].get<std::string>());
   CHECK(labels.size() == 4);
   CHECK(labels.count(da + "/t.jsonl: best-fit") == 1);
-  CHECK(check("cmp_ab.json", j, "cmp_ab.json", j).pass);
+  CHECK(check_cmd("cmp_ab.json", j, "cmp_ab.json", j).pass);
   CHECK(compare_labels({"x/t.jsonl", "x/t.jsonl"}, {{"a", "a"}, {"a", "a"}}) ==
         std::vector<std::string>{"x/t.jsonl: a", "x/t.jsonl: a #2", "x/t.jsonl: a #3", "x/t.jsonl: a #4"});
   CHECK(compare_labels({"u.jsonl", "d/v.jsonl"}, {{"a"}, {"a"}}) ==

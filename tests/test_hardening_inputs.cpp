@@ -17,7 +17,9 @@
 #include "sim/base/error.h"
 #include "sim/base/io.h"
 #include "sim/base/limits.h"
+#include "sim/batch.h"
 #include "sim/trace_info.h"
+#include "sim/validate.h"
 #include "sim_helpers.h"
 #include "traces/trace_reader.h"
 #include "xprof_synth.h"
@@ -366,19 +368,18 @@ TEST_CASE("validate: a calls file that is a device, a FIFO, missing or endless i
   fs::remove(fifo);
   REQUIRE(::mkfifo(fifo.c_str(), 0600) == 0);
   std::string longline = write_text("longline.calls.jsonl", std::string(2 << 20, ' ') + "{}\n");
+  // `fragsim validate --sim SIM --real REAL`, in process: an input error (exit 2) is no verdict.
+  ValidateOptions o;
+  o.sim = data + "sim_platform_llm_3g.json";
   for (const std::string& calls : {std::string("/dev/zero"), fifo, tmp_path("no-such.calls.jsonl"), longline}) {
     real["calls_file"] = calls;
-    std::string rp = write_text("real_calls.json", real.dump());
-    auto r = cli("validate --sim " + data + "sim_platform_llm_3g.json --real " + rp);
+    o.real = write_text("real_calls.json", real.dump());
     INFO(calls);
-    CHECK(r.code == 2);
-    CHECK(r.out.find("PASS") == std::string::npos);
+    CHECK_THROWS_AS(run_validate(o), InputError);
   }
   real["calls_file"] = data + "replay_dryrun_llm_3g.jsonl";
-  auto ok =
-      cli("validate --sim " + data + "sim_platform_llm_3g.json --real " + write_text("real_ok.json", real.dump()));
-  CHECK(ok.code == 0);
-  CHECK(ok.out.find("validate: PASS") != std::string::npos);
+  o.real = write_text("real_ok.json", real.dump());
+  CHECK(run_validate(o).pass);
 }
 
 // Before: special files were read in full (a profile directory's link to /dev/zero).
@@ -491,11 +492,10 @@ TEST_CASE("merge: each shard is validated, and duplicated or forged runs are ref
   fs::create_directories(dir);
   fs::copy_file(sample("jax_train_small.jsonl"), dir + "/t.jsonl", fs::copy_options::overwrite_existing);
   std::ofstream(dir + "/m.txt") << "t.jsonl --policy best-fit\nt.jsonl --policy first-fit\nt.jsonl --policy ideal\n";
-  std::string s1 = dir + "/s1.json", s2 = dir + "/s2.json";
-  REQUIRE(cli("batch " + dir + "/m.txt --shard 1/2 --json " + s1).code == 0);
-  REQUIRE(cli("batch " + dir + "/m.txt --shard 2/2 --json " + s2).code == 0);
-  REQUIRE(cli("merge " + s1 + " " + s2).code == 0);
-  auto a = nlohmann::json::parse(read_text(s1));
+  // batch --shard i/2 --json, then merge (in process: run_batch, merge_batches).
+  auto a = run_batch(dir + "/m.txt", "1/2", test_registry());
+  std::pair<std::string, nlohmann::json> s2{dir + "/s2.json", run_batch(dir + "/m.txt", "2/2", test_registry())};
+  REQUIRE(merge_batches({{dir + "/s1.json", a}, s2})["runs"].size() == 3);
   struct Case {
     const char* what;
     std::function<void(nlohmann::json&)> edit;
@@ -520,10 +520,8 @@ TEST_CASE("merge: each shard is validated, and duplicated or forged runs are ref
        }) {
     auto k = a;
     c.edit(k);
-    std::string p = dir + "/bad.json";
-    std::ofstream(p) << k.dump();
     INFO(c.what);
-    check_one_line_error(cli("merge " + p + " " + s2), c.err);
+    check_input_error([&] { (void)merge_batches({{dir + "/bad.json", k}, s2}); }, c.err);
   }
 }
 
