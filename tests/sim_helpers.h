@@ -1,7 +1,8 @@
 // Runs a small hand-built trace through one policy and returns the result and placements; and the
-// commands of the CLI in process (run_cmd, compare_cmd, sweep_cmd): the library call each command
-// makes (sim/commands.h) and what the CLI prints and writes of its result, rendered by the same
-// functions (sim/report.h, sim/report_html.h, sim/sweep.h).
+// commands of the CLI in process (run_cmd, compare_cmd, sweep_cmd, check_cmd, converted): the
+// library call each command makes (sim/commands.h, sim/check.h) and what the CLI prints and writes
+// of its result, rendered by the same functions (sim/report.h, sim/report_html.h, sim/sweep.h);
+// refusal and input_error read an input error as the CLI would print it (exit 2, one line).
 #pragma once
 #include <catch2/catch.hpp>
 #include <optional>
