@@ -19,8 +19,9 @@
 
 namespace fragsim {
 
+// Every member has a default, so that options name only what they set: {.tolerance_pct = 2}.
 struct CheckOptions {
-  std::string baseline_path, current_path;
+  std::string baseline_path{}, current_path{};
   double tolerance_pct = 0;  // allowed growth of each figure, ≥ 0
   bool same_trace = false;   // refuse reports of different traces (exit 2)
   bool allow_different_policy = false;

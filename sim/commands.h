@@ -15,8 +15,8 @@ namespace fragsim {
 
 // Outputs a run writes while it replays (the others are rendered from its result).
 struct RunOutputs {
-  std::string placements, perfetto;  // paths, "" = none
-  bool keep_live_buffers = false;    // for an HTML report's address maps
+  std::string placements{}, perfetto{};  // paths, "" = none
+  bool keep_live_buffers = false;        // for an HTML report's address maps
 };
 
 // `fragsim run`: one replay, then — after an OOM — the advice, each setting proven by a replay.

@@ -11,12 +11,12 @@
 namespace fragsim {
 
 struct CompareRequest {
-  RunRequest base;                  // trace (the first), hardware, settings shared by every entry
-  std::vector<std::string> traces;  // every trace, the base's first
-  std::string policies;             // "A,B[k=v],..."; "" = the defaults for the input
+  RunRequest base{};                  // trace (the first), hardware, settings shared by every entry
+  std::vector<std::string> traces{};  // every trace, the base's first
+  std::string policies{};             // "A,B[k=v],..."; "" = the defaults for the input
   // Per trace, a source holding it in memory (RunRequest::source), or empty (read the file);
   // traces past its end are files. base.source is not used.
-  std::vector<TraceSource> sources;
+  std::vector<TraceSource> sources{};
 };
 
 struct ComparePlan {

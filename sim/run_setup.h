@@ -12,13 +12,14 @@
 
 namespace fragsim {
 
+// Every member has a default, so that a request names only what it sets: {.trace = T, .policy = P}.
 struct RunRequest {
-  std::string trace;
-  std::string hw;        // preset or FILE.json; "" = the recording's device, else h100-80g
-  std::string capacity;  // --capacity SIZE (with a unit); "" = the preset's or the recording's
-  std::string reserve;   // --reserve SIZE; "" = the preset's
-  std::string policy;    // POLICY or POLICY[k=v,...]; "" = chosen by --env, else by the recording and hardware
-  std::vector<std::string> sets, envs;  // --set KEY=VALUE, --env VAR=VALUE
+  std::string trace{};
+  std::string hw{};        // preset or FILE.json; "" = the recording's device, else h100-80g
+  std::string capacity{};  // --capacity SIZE (with a unit); "" = the preset's or the recording's
+  std::string reserve{};   // --reserve SIZE; "" = the preset's
+  std::string policy{};    // POLICY or POLICY[k=v,...]; "" = chosen by --env, else by the recording and hardware
+  std::vector<std::string> sets{}, envs{};  // --set KEY=VALUE, --env VAR=VALUE
   bool keep_going = false, lenient = false, check = false;
   bool follow_recording = false;  // --follow-recording (sim/recording_fidelity.h)
   bool strict = false;            // --strict: a recording with nothing to replay is an input error
@@ -26,7 +27,7 @@ struct RunRequest {
   std::string shard_dim = "major";
   // A trace held in memory instead of a file (a front end's: the Python module's snapshot dict or
   // list of events); `trace` then only names it in reports and messages. Empty: read the file.
-  TraceSource source;
+  TraceSource source{};
   const std::atomic<bool>* cancel = nullptr;  // RunOptions::cancel of every run the request makes
 };
 

@@ -1,11 +1,24 @@
-// Runs a small hand-built trace through one policy and returns the result and placements.
+// Runs a small hand-built trace through one policy and returns the result and placements; and the
+// commands of the CLI in process (run_cmd, compare_cmd, sweep_cmd, check_cmd, converted): the
+// library call each command makes (sim/commands.h, sim/check.h) and what the CLI prints and writes
+// of its result, rendered by the same functions (sim/report.h, sim/report_html.h, sim/sweep.h);
+// refusal and input_error read an input error as the CLI would print it (exit 2, one line).
 #pragma once
+#include <catch2/catch.hpp>
+#include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "policies/policy.h"
+#include "sim/base/error.h"
+#include "sim/check.h"
+#include "sim/commands.h"
 #include "sim/engine.h"
+#include "sim/report.h"
+#include "sim/report_html.h"
 #include "test_util.h"
+#include "traces/trace_writer.h"
 
 namespace fragsim::test {
 
@@ -75,6 +88,97 @@ inline SimRun simulate(const SimSpec& spec) {
   SimRun r{run_simulation(o, reg), {}};
   r.placements = read_jsonl(o.placements);
   return r;
+}
+
+// `fragsim run`: the result (with its advice), its --json report, its text summary, its --html
+// page and the page's data (the viewer's JSON; run with kWithHtml, which keeps the live buffers
+// for the address maps as --html does) and the lines of its --placements file when one was asked
+// for. `threads` as --jobs.
+struct CmdRun {
+  RunResult result;
+  nlohmann::json json;
+  std::string text;
+  std::vector<nlohmann::json> placements;
+  nlohmann::json page() const { return viewer_data({result}); }
+  std::string html() const { return report_html({result}); }
+};
+inline const RunOutputs kWithHtml{.keep_live_buffers = true};
+inline CmdRun run_cmd(const RunRequest& req, const RunOutputs& out = {}, unsigned threads = 0) {
+  CmdRun r{run_request(req, test_registry(), out, threads), {}, {}, {}};
+  r.json = report_json(r.result);
+  r.text = report_text(r.result);
+  if (!out.placements.empty()) r.placements = read_jsonl(out.placements);
+  return r;
+}
+
+// `fragsim compare`: every run, the --json array, the table and the --html page (with_html: the
+// runs keep their live buffers, as --html asks). With no traces given, the base's trace is the
+// one. `threads` as --jobs.
+struct CmdCompare {
+  std::vector<RunResult> runs;
+  nlohmann::json json = nlohmann::json::array();
+  std::string text;
+  std::string html() const { return report_html(runs); }
+};
+inline CmdCompare compare_cmd(CompareRequest req, bool with_html = false, unsigned threads = 0) {
+  if (req.traces.empty()) req.traces = {req.base.trace};
+  CmdCompare c{run_compare(req, test_registry(), with_html, threads), nlohmann::json::array(), {}};
+  for (const auto& r : c.runs) c.json.push_back(report_json(r));
+  c.text = compare_table(c.runs);
+  return c;
+}
+
+// `fragsim sweep`: the answer, its --json and its text.
+struct CmdSweep {
+  SweepResult result;
+  nlohmann::json json;
+  std::string text;
+};
+inline CmdSweep sweep_cmd(const RunRequest& req, const std::string& find, bool exhaustive = false) {
+  CmdSweep s{sweep_request(req, find, exhaustive, test_registry()), {}, {}};
+  s.json = sweep_json(s.result);
+  s.text = sweep_text(s.result);
+  return s;
+}
+
+// `fragsim check --baseline BASE --current CUR`: the reports as read from files of those names
+// (its lines and errors name them), the other options in `o` (--tolerance, --allow-...). The gate
+// passes (exit 0) or not (exit 1); check_text is what it prints.
+inline CheckResult check_cmd(const std::string& base_name, const nlohmann::json& base, const std::string& cur_name,
+                             const nlohmann::json& cur, CheckOptions o = {}) {
+  o.baseline_path = base_name;
+  o.current_path = cur_name;
+  return run_check(base, cur, o);
+}
+
+// `fragsim convert IN OUT [--module NAME]`: the lines it writes (header first).
+inline std::vector<nlohmann::json> converted(const std::string& in, const std::string& out,
+                                             const std::string& module = "") {
+  (void)convert_trace(in, out, module, false);
+  return read_jsonl(out);
+}
+
+// What the CLI would answer to `f`: the message of the InputError it throws — printed on one line
+// after "fragsim: ", exiting 2 — checked to be one line; nothing when it returns (exit 0). Any
+// other exception escapes and fails the test, as it would be a bug (exit 1) on the command line.
+template <class F>
+std::optional<std::string> refusal(F&& f) {
+  try {
+    f();
+  } catch (const InputError& e) {
+    std::string m = e.what();
+    CHECK(m.find('\n') == std::string::npos);
+    return m;
+  }
+  return std::nullopt;
+}
+
+// The message of the InputError `f` must throw; a failed check (and "") when it throws none.
+template <class F>
+std::string input_error(F&& f) {
+  if (auto m = refusal(std::forward<F>(f))) return *m;
+  FAIL_CHECK("no InputError");
+  return "";
 }
 
 }  // namespace fragsim::test

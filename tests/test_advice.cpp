@@ -1,14 +1,16 @@
 // Advice proven by replay (sim/advice.h): every setting printed is one with which the trace was
 // replayed and fits, every command printed is complete — pasted, it reproduces the claim — and
 // when the live buffers alone exceed the device, the answer is memory, not an allocator knob.
-// Each test runs the commands the advice printed and checks what the advice said of them.
+// Each test runs the commands the advice printed — pasted, end to end — and checks what the advice
+// said of them; the runs it states itself run in process (sim_helpers.h).
 #include <fmt/format.h>
 
 #include <catch2/catch.hpp>
 #include <regex>
 
-#include "test_util.h"
+#include "sim_helpers.h"
 
+using namespace fragsim;
 using namespace fragsim::test;
 
 namespace {
@@ -25,16 +27,12 @@ struct Advice {
   }
 };
 
-Advice advice_of(const std::string& args) {
-  std::string js = tmp_path("advice.json");
-  auto r = cli("run " + args + " --json " + js);
-  REQUIRE(r.code == 0);
-  auto j = nlohmann::json::parse(read_text(js));
+Advice advice_of(const RunRequest& req) {
+  auto r = run_cmd(req);
   Advice a;
-  for (const auto& l : j.value("advice", nlohmann::json::array())) a.lines.push_back(l);
+  for (const auto& l : r.json.value("advice", nlohmann::json::array())) a.lines.push_back(l);
   // The text report prints the same lines.
-  auto t = cli("run " + args);
-  for (const auto& l : a.lines) CHECK(t.out.find("  advice: " + l) != std::string::npos);
+  for (const auto& l : a.lines) CHECK(r.text.find("  advice: " + l) != std::string::npos);
   return a;
 }
 
@@ -53,11 +51,15 @@ const std::string* line_with(const Advice& a, const std::string& what) {
   return nullptr;
 }
 
-bool completes(const std::string& run_args) {
+constexpr const char* kCompleted = "result: completed, no OOM";
+
+// A command the advice printed, pasted into a shell.
+bool pasted_completes(const std::string& run_args) {
   auto r = cli(run_args);
   REQUIRE(r.code == 0);
-  return r.out.find("result: completed, no OOM") != std::string::npos;
+  return r.out.find(kCompleted) != std::string::npos;
 }
+bool completes(const RunRequest& req) { return run_cmd(req).text.find(kCompleted) != std::string::npos; }
 
 // 64 live 1 MiB buffers; every other one freed; a 2 MiB request finds 32 MiB free in 1 MiB holes.
 std::string fragmentation_trace() {
@@ -73,9 +75,11 @@ std::string fragmentation_trace() {
 TEST_CASE("advice: a setting is printed only after a replay with it fits, with the command that shows it") {
   // JAX's BFC holds 64 MiB (half of a 128 MiB device) and fragments; cuda_async takes what it needs
   // from the device and fits; growing the BFC region by region does not (the limit still binds).
-  std::string t = fragmentation_trace();
-  std::string dev = " --capacity 128MiB --reserve 0 --env XLA_PYTHON_CLIENT_MEM_FRACTION=.5";
-  Advice a = advice_of(t + dev);
+  RunRequest dev{.trace = fragmentation_trace(),
+                 .capacity = "128MiB",
+                 .reserve = "0",
+                 .envs = {"XLA_PYTHON_CLIENT_MEM_FRACTION=.5"}};
+  Advice a = advice_of(dev);
   const std::string* fits = line_with(a, "XLA_PYTHON_CLIENT_ALLOCATOR=cuda_async — verified by replay");
   REQUIRE(fits);
   auto cmds = commands(*fits);
@@ -85,14 +89,14 @@ TEST_CASE("advice: a setting is printed only after a replay with it fits, with t
   for (const char* part : {"--capacity 128MiB", "--reserve 0", "XLA_PYTHON_CLIENT_MEM_FRACTION=.5",
                            "XLA_PYTHON_CLIENT_ALLOCATOR=cuda_async"})
     CHECK(cmds[0].find(part) != std::string::npos);
-  CHECK(completes(cmds[0]));
+  CHECK(pasted_completes(cmds[0]));
   // What the advice says did not help indeed OOMs, and is not offered as a fix.
   const std::string* tried = line_with(a, "tried by replay, still OOM");
   REQUIRE(tried);
   CHECK(tried->find("XLA_PYTHON_CLIENT_PREALLOCATE=false") != std::string::npos);
-  CHECK_FALSE(completes("run " + t + dev + " --env XLA_PYTHON_CLIENT_PREALLOCATE=false"));
+  CHECK_FALSE(completes(with_env(dev, "XLA_PYTHON_CLIENT_PREALLOCATE=false")));
   // A setting already in force is never suggested.
-  Advice b = advice_of(t + dev + " --env XLA_PYTHON_CLIENT_PREALLOCATE=false");
+  Advice b = advice_of(with_env(dev, "XLA_PYTHON_CLIENT_PREALLOCATE=false"));
   for (const auto& l : b.lines) {
     CHECK(l.rfind("fragmentation: XLA_PYTHON_CLIENT_PREALLOCATE", 0) != 0);
     if (l.rfind("tried by replay", 0) == 0) CHECK(l.find("PREALLOCATE") == std::string::npos);
@@ -100,7 +104,7 @@ TEST_CASE("advice: a setting is printed only after a replay with it fits, with t
   CHECK(line_with(b, "XLA_PYTHON_CLIENT_ALLOCATOR=cuda_async — verified by replay"));
   // PyTorch's settings for a PyTorch run only; none helps on a full device: the capacity that
   // fits is found by replay instead.
-  Advice c = advice_of(t + " --capacity 64MiB --reserve 0 --policy torch-caching");
+  Advice c = advice_of({.trace = dev.trace, .capacity = "64MiB", .reserve = "0", .policy = "torch-caching"});
   CHECK(c.text().find("XLA_") == std::string::npos);
   CHECK(c.text().find("expandable_segments:True (OOM at event") != std::string::npos);
   CHECK(line_with(c, "verified by replay: the trace fits") == nullptr);
@@ -109,12 +113,12 @@ TEST_CASE("advice: a setting is printed only after a replay with it fits, with t
   auto cc = commands(*cap);
   REQUIRE(cc.size() == 2);  // the sweep, and the run at its answer
   CHECK(cc[0].rfind("sweep ", 0) == 0);
-  CHECK(completes(cc[1]));
+  CHECK(pasted_completes(cc[1]));
 }
 
 TEST_CASE("advice: live buffers beyond the device get the memory the trace needs, no allocator knob") {
   // 1.39 GiB live at the peak, a 1 GiB device with 500 MiB reserved: no setting can help.
-  Advice a = advice_of(kJax + " --policy xla-bfc --capacity 1GiB");
+  Advice a = advice_of({.trace = kJax, .capacity = "1GiB", .policy = "xla-bfc"});
   REQUIRE(a.lines.size() == 1);
   const std::string& l = a.lines[0];
   CHECK(l.find("no allocator setting helps") != std::string::npos);
@@ -126,9 +130,9 @@ TEST_CASE("advice: live buffers beyond the device get the memory the trace needs
   std::smatch m;
   REQUIRE(std::regex_search(cmds[1], m, std::regex("--capacity ([0-9]+)MiB")));
   const long mib = std::stol(m[1]);
-  CHECK(completes(cmds[1]));
+  CHECK(pasted_completes(cmds[1]));
   // The smallest: one granularity step (2 MiB on h100-80g) less does not fit.
-  CHECK_FALSE(completes("run " + kJax + " --policy xla-bfc --capacity " + std::to_string(mib - 2) + "MiB"));
+  CHECK_FALSE(completes({.trace = kJax, .capacity = std::to_string(mib - 2) + "MiB", .policy = "xla-bfc"}));
   // The sweep command it quotes gives the same answer.
   auto s = cli(cmds[0]);
   REQUIRE(s.code == 0);
@@ -136,7 +140,8 @@ TEST_CASE("advice: live buffers beyond the device get the memory the trace needs
 }
 
 TEST_CASE("advice: a memory fraction below the device gets the smallest fraction that fits, found by replay") {
-  Advice a = advice_of(kJax + " --policy xla-bfc --capacity 4GiB --env XLA_PYTHON_CLIENT_MEM_FRACTION=.3");
+  RunRequest req{.trace = kJax, .capacity = "4GiB", .policy = "xla-bfc", .envs = {"XLA_PYTHON_CLIENT_MEM_FRACTION=.3"}};
+  Advice a = advice_of(req);
   const std::string* l = line_with(a, "is the smallest fraction with which the trace fits");
   REQUIRE(l);
   std::smatch m;
@@ -148,18 +153,17 @@ TEST_CASE("advice: a memory fraction below the device gets the smallest fraction
   CHECK(cmds[1].find("XLA_PYTHON_CLIENT_MEM_FRACTION=" + std::string(m[1])) != std::string::npos);
   // The fraction given is replaced, not repeated.
   CHECK(cmds[1].find("MEM_FRACTION") == cmds[1].rfind("MEM_FRACTION"));
-  CHECK(completes(cmds[1]));
-  CHECK_FALSE(completes("run " + kJax + " --policy xla-bfc --capacity 4GiB --env XLA_PYTHON_CLIENT_MEM_FRACTION=" +
-                        fmt::format("{:.2f}", f - 0.01)));
+  CHECK(pasted_completes(cmds[1]));
+  CHECK_FALSE(completes(with_env(req, fmt::format("XLA_PYTHON_CLIENT_MEM_FRACTION={:.2f}", f - 0.01))));
 }
 
 TEST_CASE("advice: a multi-device snapshot names the device that binds and the capacity every device needs") {
   // Device 1's live buffers reach 83.23 GiB on a GPU that recorded 78.51 GiB usable.
-  Advice a = advice_of(kTorchOom);
+  Advice a = advice_of({.trace = kTorchOom});
   REQUIRE(a.lines.size() == 1);
   CHECK(a.lines[0].find("device 1 hbm alone reach 83.23 GiB") != std::string::npos);
   CHECK(a.lines[0].find("expandable_segments") == std::string::npos);  // already on, and no knob helps
   auto cmds = commands(a.lines[0]);
   REQUIRE(cmds.size() == 2);
-  CHECK(completes(cmds[1]));
+  CHECK(pasted_completes(cmds[1]));
 }

@@ -1,17 +1,24 @@
 // fragsim batch / merge: a manifest of runs split into shards that merge into exactly what one
-// process gives, and the same through a real single-node Slurm cluster (scripts/cluster/).
+// process gives, and the same through a real single-node Slurm cluster (scripts/cluster/). The
+// library calls run in process (run_batch, merge_batches, batch_table: what `fragsim batch` and
+// `fragsim merge` call and print); the Slurm job runs the binary, as a cluster does.
 #include <fmt/format.h>
 
 #include <catch2/catch.hpp>
 #include <filesystem>
 #include <fstream>
 
-#include "test_util.h"
+#include "sim/batch.h"
+#include "sim_helpers.h"
 
 namespace {
 
+using namespace fragsim;
 using fragsim::test::cli;
+using fragsim::test::input_error;
 using fragsim::test::read_text;
+using fragsim::test::run_cmd;
+using fragsim::test::test_registry;
 using fragsim::test::tmp_path;
 
 // A manifest over the bundled sample traces, in a folder of its own (relative trace paths).
@@ -35,93 +42,97 @@ std::string make_manifest(const std::string& folder) {
   return m;
 }
 
+// What each run line of make_manifest's manifest asks `fragsim run` for, in order (its traces in
+// the manifest's folder).
+std::vector<RunRequest> manifest_requests(const std::string& manifest) {
+  std::string dir = std::filesystem::path(manifest).parent_path().string() + "/";
+  std::string jax = dir + "jax_train_small.jsonl", torch = dir + "torch_eager_small.jsonl",
+              llm = dir + "llm_serving_small.jsonl";
+  return {{.trace = jax, .capacity = "4GiB", .policy = "xla-bfc"},
+          {.trace = jax, .capacity = "4GiB", .policy = "xla-bfc[preallocate=false]"},
+          {.trace = jax, .capacity = "1GiB", .policy = "best-fit"},
+          {.trace = torch, .capacity = "2GiB", .policy = "torch-caching"},
+          {.trace = torch,
+           .capacity = "2GiB",
+           .policy = "torch-caching",
+           .envs = {"PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True"}},
+          {.trace = llm, .capacity = "8GiB", .policy = "static-heap"},
+          {.trace = llm, .capacity = "1GiB"}};
+}
+
+// `fragsim batch MANIFEST --shard SHARD [--jobs THREADS] --json`.
+nlohmann::json batch(const std::string& manifest, const std::string& shard = "1/1", unsigned threads = 0) {
+  return run_batch(manifest, shard, test_registry(), threads);
+}
+
+// `fragsim merge FILE...`: each shard as the file its batch wrote, read back.
+nlohmann::json merge(const std::vector<std::pair<std::string, nlohmann::json>>& shards) {
+  std::vector<std::pair<std::string, nlohmann::json>> read;
+  for (const auto& [name, j] : shards) read.emplace_back(name, nlohmann::json::parse(j.dump(2)));
+  return merge_batches(read);
+}
+
 }  // namespace
 
 TEST_CASE("batch: shards merged in any order give exactly the result and table of one process") {
-  std::string m = make_manifest("batch1"), all = tmp_path("all.json");
-  auto one = cli("batch " + m + " --json " + all);
-  REQUIRE(one.code == 0);
-  auto j = nlohmann::json::parse(read_text(all));
+  std::string m = make_manifest("batch1");
+  auto j = batch(m);
   REQUIRE(j["runs"].size() == 7);
   CHECK(j["runs"][1]["label"] == "grow");
   CHECK(j["runs"][2]["line"] == 5);                 // the blank line and the comment count as lines, not runs
   CHECK(j["runs"][2]["report"]["oom_count"] == 1);  // 1 GiB is less than the trace's 1.39 GiB peak
   CHECK(j["runs"][4]["report"]["policy"]["config"]["expandable_segments"] == true);
-  std::string shards;
+  std::vector<std::pair<std::string, nlohmann::json>> shards;
   for (int i : {3, 1, 2}) {
-    std::string s = tmp_path(fmt::format("shard{}.json", i));
-    REQUIRE(cli(fmt::format("batch {} --shard {}/3 --json {}", m, i, s)).code == 0);
-    auto sj = nlohmann::json::parse(read_text(s));
+    auto sj = batch(m, fmt::format("{}/3", i));
     for (const auto& r : sj["runs"]) CHECK(r["run"].get<int>() % 3 == i - 1);
-    shards += " " + s;
+    shards.emplace_back(fmt::format("shard{}.json", i), sj);
   }
-  std::string merged = tmp_path("merged.json");
-  REQUIRE(cli("merge" + shards + " --json " + merged).code == 0);
-  CHECK(read_text(merged) == read_text(all));
-  auto table = cli("merge" + shards);
-  CHECK(table.out == cli("batch " + m).out);
-  CHECK(table.out.find("grow") != std::string::npos);
+  auto merged = merge(shards);
+  CHECK(merged.dump(2) == j.dump(2));  // what --json writes, byte for byte
+  std::string table = batch_table(merged);
+  CHECK(table == batch_table(j));
+  CHECK(table.find("grow") != std::string::npos);
 }
 
 TEST_CASE("batch: runs of a trace share its decode, traces in parallel, and every report is the run's own") {
-  std::string m = make_manifest("batch_jobs"), all = tmp_path("jobs0.json");
-  REQUIRE(cli("batch " + m + " --json " + all).code == 0);
-  for (const char* jobs : {"1", "2", "3", "8"}) {  // 1: one thread; 2, 3: threads shared among the traces
-    std::string j = tmp_path(fmt::format("jobs{}.json", jobs));
-    REQUIRE(cli(fmt::format("batch {} --jobs {} --json {}", m, jobs, j)).code == 0);
+  std::string m = make_manifest("batch_jobs");
+  auto all = batch(m);
+  for (unsigned jobs : {1, 2, 3, 8}) {  // 1: one thread; 2, 3: threads shared among the traces
     INFO("--jobs " << jobs);
-    CHECK(read_text(j) == read_text(all));
+    CHECK(batch(m, "1/1", jobs).dump(2) == all.dump(2));
   }
   // Each run's report is what `fragsim run` gives for its manifest line alone.
-  auto runs = nlohmann::json::parse(read_text(all))["runs"];
-  std::string dir = std::filesystem::path(m).parent_path().string();
-  std::ifstream in(m);
-  std::string line;
-  std::vector<std::string> lines;
-  while (std::getline(in, line))
-    if (!line.empty() && line[0] != '#') lines.push_back(line);
-  REQUIRE(lines.size() == runs.size());
-  for (size_t i = 0; i < lines.size(); ++i) {
-    std::string args = lines[i].substr(0, lines[i].find(" --label"));
-    std::string one = tmp_path("batch_one.json");
-    REQUIRE(cli("run " + dir + "/" + args + " --json " + one).code == 0);
-    INFO(lines[i]);
-    CHECK(nlohmann::json::parse(read_text(one)) == runs[i]["report"]);
+  const auto& runs = all["runs"];
+  auto requests = manifest_requests(m);
+  REQUIRE(requests.size() == runs.size());
+  for (size_t i = 0; i < requests.size(); ++i) {
+    INFO(runs[i]["label"]);
+    CHECK(run_cmd(requests[i]).json == runs[i]["report"]);
   }
 }
 
 TEST_CASE("batch and merge refuse what is not one manifest's complete set of shards") {
+  // Each refusal is an input error (exit 2) on one line.
   std::string m = make_manifest("batch2");
-  std::string s1 = tmp_path("b2s1.json"), s2 = tmp_path("b2s2.json");
-  REQUIRE(cli("batch " + m + " --shard 1/2 --json " + s1).code == 0);
-  REQUIRE(cli("batch " + m + " --shard 2/2 --json " + s2).code == 0);
-  auto missing = cli("merge " + s1);
-  CHECK(missing.code == 2);
-  CHECK(missing.err.find("shard 2/2 is missing") != std::string::npos);
-  auto twice = cli("merge " + s1 + " " + s1 + " " + s2);
-  CHECK(twice.code == 2);
-  CHECK(twice.err.find("given twice") != std::string::npos);
-  std::string other = make_manifest("batch3"), o2 = tmp_path("b3s2.json");
+  std::pair<std::string, nlohmann::json> s1{"b2s1.json", batch(m, "1/2")}, s2{"b2s2.json", batch(m, "2/2")};
+  CHECK(input_error([&] { (void)merge({s1}); }).find("shard 2/2 is missing") != std::string::npos);
+  CHECK(input_error([&] { (void)merge({s1, s1, s2}); }).find("given twice") != std::string::npos);
+  std::string other = make_manifest("batch3");
   std::ofstream(other, std::ios::app) << "jax_train_small.jsonl --policy ideal\n";
-  REQUIRE(cli("batch " + other + " --shard 2/2 --json " + o2).code == 0);
-  auto mixed = cli("merge " + s1 + " " + o2);
-  CHECK(mixed.code == 2);
-  CHECK(mixed.err.find("another manifest") != std::string::npos);
+  std::pair<std::string, nlohmann::json> o2{"b3s2.json", batch(other, "2/2")};
+  CHECK(input_error([&] { (void)merge({s1, o2}); }).find("another manifest") != std::string::npos);
   for (const char* bad : {"0/2", "3/2", "1/0", "x/2", "12"}) {
-    auto r = cli("batch " + m + " --shard " + bad);
     INFO(bad);
-    CHECK(r.code == 2);
-    CHECK(r.err.find("--shard") != std::string::npos);
+    CHECK(input_error([&] { (void)batch(m, bad); }).find("--shard") != std::string::npos);
   }
   // A bad line is named by the manifest's file and line.
   std::string bad = fragsim::test::write_text("bad_manifest.txt", "# runs\nnope.jsonl --policy best-fit\n");
-  auto r = cli("batch " + bad);
-  CHECK(r.code == 2);
-  CHECK(r.err.find("bad_manifest.txt:2: ") != std::string::npos);
+  CHECK(input_error([&] { (void)batch(bad); }).find("bad_manifest.txt:2: ") != std::string::npos);
   std::string bad2 = fragsim::test::write_text("bad_manifest2.txt", "--policy best-fit x.jsonl\n");
-  CHECK(cli("batch " + bad2).err.find("bad_manifest2.txt:1: trace") != std::string::npos);
+  CHECK(input_error([&] { (void)batch(bad2); }).find("bad_manifest2.txt:1: trace") != std::string::npos);
   std::string bad3 = fragsim::test::write_text("bad_manifest3.txt", "# nothing\n\n");
-  CHECK(cli("batch " + bad3).err.find("no runs") != std::string::npos);
+  CHECK(input_error([&] { (void)batch(bad3); }).find("no runs") != std::string::npos);
 }
 
 TEST_CASE("batch on a real single-node Slurm: the job array and its merge equal one process", "[slurm]") {

@@ -17,7 +17,8 @@
 #include "sim/batch.h"
 #include "sim/check.h"
 #include "sim/compare.h"
-#include "test_util.h"
+#include "sim/trace_info.h"
+#include "sim_helpers.h"
 
 using namespace fragsim;
 using namespace fragsim::test;
@@ -27,11 +28,9 @@ namespace {
 
 std::string sample(const std::string& name) { return std::string(FRAGSIM_SOURCE_DIR) + "/traces/samples/" + name; }
 
-// A run --json report of a sample trace.
-nlohmann::json report_of(const std::string& trace, const std::string& args, const std::string& out) {
-  auto r = cli("run " + trace + " " + args + " --json " + out);
-  REQUIRE(r.code == 0);
-  return nlohmann::json::parse(read_text(out));
+// The run --json report of best-fit on the JAX sample.
+nlohmann::json best_fit_report() {
+  return run_cmd({.trace = sample("jax_train_small.jsonl"), .policy = "best-fit"}).json;
 }
 
 // Whether text holds a character a terminal acts on, other than the line ends and the tabs our
@@ -71,17 +70,16 @@ TEST_CASE("escapes: each output format gets its own, and nothing that acts on a 
 // and ::error lines into the workflow log and split the Markdown table); a control character made
 // the JUnit file invalid XML; control characters reached stdout.
 TEST_CASE("check: a hostile run label is inert in the GitHub log, Markdown, JUnit XML and the terminal") {
-  std::string a = tmp_path("inj_a.json");
-  auto j = report_of(sample("jax_train_small.jsonl"), "--policy best-fit", a);
+  auto j = best_fit_report();
+  const auto a = j;
   for (const std::string& label : {kHostile, std::string("\n::warning::x"), std::string("|\n|---|\n| forged")}) {
     j["label"] = label;
     j["peak_reserved_bytes"] = j["peak_reserved_bytes"].get<std::uint64_t>() * 2;  // a regression to report
-    std::string b = write_text("inj_b.json", j.dump());
-    std::string md = tmp_path("inj.md"), xml = tmp_path("inj.xml");
-    auto r = cli("check --baseline " + a + " --current " + b + " --github --markdown " + md + " --junit " + xml);
-    CHECK(r.code == 1);
+    // check --github --markdown FILE --junit FILE: the annotations and the text on stdout.
+    auto r = check_cmd("inj_a.json", a, "inj_b.json", j);
+    CHECK_FALSE(r.pass);
     // GitHub: every line of stdout that starts a workflow command is one of ours, whole.
-    std::istringstream lines(r.out);
+    std::istringstream lines(check_github(r, "inj_b.json") + check_text(r));
     int commands = 0;
     for (std::string line; std::getline(lines, line);) {
       CHECK_FALSE(has_control(line));
@@ -95,7 +93,7 @@ TEST_CASE("check: a hostile run label is inert in the GitHub log, Markdown, JUni
     }
     CHECK(commands >= 1);
     // Markdown: every table row has its five cells.
-    std::istringstream mdl(read_text(md));
+    std::istringstream mdl(check_markdown(r));
     for (std::string line; std::getline(mdl, line);) {
       CHECK_FALSE(has_control(line));
       if (line.rfind("|", 0) != 0) continue;
@@ -104,7 +102,7 @@ TEST_CASE("check: a hostile run label is inert in the GitHub log, Markdown, JUni
       CHECK(bars == 6);
     }
     // JUnit: well-formed XML 1.0 (xmllint, from libxml2-utils, when the machine has it).
-    std::string x = read_text(xml);
+    std::string x = check_junit(r), xml = write_text("inj.xml", x);
     CHECK_FALSE(has_control(x));
     if (std::system("command -v xmllint >/dev/null 2>&1") == 0)
       CHECK(std::system(("xmllint --noout " + xml + " 2>/dev/null").c_str()) == 0);
@@ -121,23 +119,22 @@ TEST_CASE("terminal outputs show control characters as escapes: run, compare, in
                    << "{\"op\":\"mark\",\"name\":\"step\\n::error::mark\"}\n"
                    << "{\"op\":\"alloc\",\"id\":1,\"size\":1073741824,\"name\":\"w\\u001b[31m\\nINJECTED\\u0085\"}\n"
                    << "{\"op\":\"alloc\",\"id\":2,\"size\":107374182400,\"name\":\"big\\r\\nINJECTED\"}\n";
-  std::string q = "'" + t + "'";
-  for (const std::string& cmd : {"run " + q + " --policy best-fit", "run " + q + " --policy xla-bfc --keep-going",
-                                 "compare " + q + " " + q + " --policies best-fit,best-fit", "info " + q}) {
-    INFO(cmd);
-    auto r = cli(cmd);
-    CHECK(r.code == 0);
-    CHECK_FALSE(has_control(r.out));
-    CHECK(r.out.find("\nINJECTED") == std::string::npos);
+  // What run, compare and info print (in process).
+  for (const std::string& out :
+       {run_cmd({.trace = t, .policy = "best-fit"}).text,
+        run_cmd({.trace = t, .policy = "xla-bfc", .keep_going = true}).text,
+        compare_cmd({.base = {.trace = t}, .traces = {t, t}, .policies = "best-fit,best-fit"}).text,
+        trace_info_text(trace_info(t, false))}) {
+    INFO(out);
+    CHECK_FALSE(has_control(out));
+    CHECK(out.find("\nINJECTED") == std::string::npos);
   }
   std::string m = dir + "/m.txt";
   std::ofstream(m) << fs::path(t).filename().string()
                    << " --policy best-fit --label l\x1b[2J\xc2\x9b"
                       "1m\n";
-  auto b = cli("batch '" + m + "'");
-  CHECK(b.code == 0);
-  CHECK_FALSE(has_control(b.out));
-  // An error message is one line whatever the name in it.
+  CHECK_FALSE(has_control(batch_table(run_batch(m, "1/1", test_registry()))));
+  // An error message is one line whatever the name in it: the command line's own line, end to end.
   auto e = cli("run '" + dir + "/no\nsuch\x1b[2J.jsonl'");
   CHECK(e.code == 3);
   CHECK(std::count(e.err.begin(), e.err.end(), '\n') == 1);
@@ -148,32 +145,31 @@ TEST_CASE("terminal outputs show control characters as escapes: run, compare, in
 // even when that run OOMed.
 TEST_CASE("check: a run with no counterpart fails the gate — on either side") {
   std::string tr = sample("jax_train_small.jsonl");
-  std::string one = tmp_path("cp_one.json"), two = tmp_path("cp_two.json");
-  REQUIRE(cli("compare " + tr + " --policies best-fit --capacity 8GiB --json " + one).code == 0);
-  REQUIRE(
-      cli("compare " + tr + " --policies best-fit,first-fit[alignment=512] --capacity 1GiB --keep-going --json " + two)
-          .code == 0);
-  auto cur = cli("check --baseline " + one + " --current " + two + " --allow-different-policy --tolerance 1000000");
-  CHECK(cur.code == 1);
-  CHECK(cur.out.find("first-fit[alignment=512]: not in the baseline") != std::string::npos);
+  auto one = compare_cmd({.base = {.trace = tr, .capacity = "8GiB"}, .policies = "best-fit"}).json;
+  auto two = compare_cmd({.base = {.trace = tr, .capacity = "1GiB", .keep_going = true},
+                          .policies = "best-fit,first-fit[alignment=512]"})
+                 .json;
+  auto cur =
+      check_cmd("cp_one.json", one, "cp_two.json", two, {.tolerance_pct = 1000000, .allow_different_policy = true});
+  CHECK_FALSE(cur.pass);
+  CHECK(check_text(cur).find("first-fit[alignment=512]: not in the baseline") != std::string::npos);
   // Variant: the baseline's second run has no counterpart in the current file.
-  auto base = cli("check --baseline " + two + " --current " + one + " --allow-different-policy --tolerance 1000000");
-  CHECK(base.code == 1);
-  CHECK(base.out.find("only in the baseline") != std::string::npos);
+  auto base =
+      check_cmd("cp_two.json", two, "cp_one.json", one, {.tolerance_pct = 1000000, .allow_different_policy = true});
+  CHECK_FALSE(base.pass);
+  CHECK(check_text(base).find("only in the baseline") != std::string::npos);
   // Variant: a device entry the baseline does not have.
-  auto j = nlohmann::json::parse(read_text(one));
-  auto k = j;
+  auto k = one;
   k[0]["devices"].push_back(k[0]["devices"][0]);
   k[0]["devices"][1]["device"] = 7;
-  auto dev = cli("check --baseline " + one + " --current " + write_text("cp_dev.json", k.dump()));
-  CHECK(dev.code == 1);
-  CHECK(dev.out.find("device 7 hbm: not in the baseline") != std::string::npos);
-  // Two runs of one file sharing a label cannot be matched: refused.
-  k = j;
+  auto dev = check_cmd("cp_one.json", one, "cp_dev.json", k);
+  CHECK_FALSE(dev.pass);
+  CHECK(check_text(dev).find("device 7 hbm: not in the baseline") != std::string::npos);
+  // Two runs of one file sharing a label cannot be matched: refused (exit 2).
+  k = one;
   k.push_back(k[0]);
-  auto dup = cli("check --baseline " + write_text("cp_dup.json", k.dump()) + " --current " + one);
-  CHECK(dup.code == 2);
-  CHECK(dup.err.find("also labels run [0]") != std::string::npos);
+  CHECK(input_error([&] { (void)check_cmd("cp_dup.json", k, "cp_one.json", one); }).find("also labels run [0]") !=
+        std::string::npos);
 }
 
 // Before: fragmentation at the peak of allocated memory was never compared (a +37 % change passed
@@ -181,8 +177,7 @@ TEST_CASE("check: a run with no counterpart fails the gate — on either side") 
 TEST_CASE(
     "check: every recommended figure gates, fragmentation at the peak of allocated memory included, and --gate all "
     "gates the rest") {
-  std::string a = tmp_path("fg_a.json");
-  auto j = report_of(sample("jax_train_small.jsonl"), "--policy best-fit", a);
+  auto j = best_fit_report();
   struct Case {
     std::vector<std::string> path;
     double factor;
@@ -197,25 +192,24 @@ TEST_CASE(
       for (const auto& p : c.path) v = &(*v)[p];
       *v = v->is_number_unsigned() ? nlohmann::json(static_cast<std::uint64_t>(v->get<double>() * c.factor + 1))
                                    : nlohmann::json(v->get<double>() * c.factor + 0.001);
-      std::string b = write_text("fg_b.json", k.dump());
       INFO(c.path.back() << (device ? " of devices[0]" : ""));
       // Peak requested depends on the trace alone (docs/metrics.md): shown, gated with --gate all.
       bool recommended = c.path.back() != "peak_requested_bytes";
-      auto r = cli("check --baseline " + a + " --current " + b + " --tolerance 2");
-      CHECK(r.code == (recommended ? 1 : 0));
-      CHECK(r.out.find(c.path.back()) != std::string::npos);
-      CHECK(cli("check --baseline " + a + " --current " + b + " --tolerance 2 --gate all").code == 1);
+      auto r = check_cmd("fg_a.json", j, "fg_b.json", k, {.tolerance_pct = 2});
+      CHECK(r.pass == !recommended);
+      CHECK(check_text(r).find(c.path.back()) != std::string::npos);
+      CHECK_FALSE(check_cmd("fg_a.json", j, "fg_b.json", k, {.tolerance_pct = 2, .gate_all = true}).pass);
     }
   }
   // A figure the current report leaves out cannot pass either.
   auto k = j;
   k["fragmentation"]["at_peak_allocated"].erase("external");
-  auto r = cli("check --baseline " + a + " --current " + write_text("fg_c.json", k.dump()));
-  CHECK(r.code == 1);
-  CHECK(r.out.find("missing from the current report") != std::string::npos);
+  auto r = check_cmd("fg_a.json", j, "fg_c.json", k);
+  CHECK_FALSE(r.pass);
+  CHECK(check_text(r).find("missing from the current report") != std::string::npos);
   k = j;
   k["fragmentation"]["at_peak_allocated"]["external"] = "0";
-  CHECK(cli("check --baseline " + a + " --current " + write_text("fg_d.json", k.dump())).code == 2);
+  CHECK(input_error([&] { (void)check_cmd("fg_a.json", j, "fg_d.json", k); }).find("fg_d.json") != std::string::npos);
 }
 
 // Before: `compare a/t.jsonl b/t.jsonl` labelled both runs "t.jsonl: POLICY", so a check of two
@@ -226,14 +220,15 @@ TEST_CASE("compare labels runs uniquely: paths where file names collide, a numbe
   fs::create_directories(db);
   fs::copy_file(sample("jax_train_small.jsonl"), da + "/t.jsonl", fs::copy_options::overwrite_existing);
   fs::copy_file(sample("llm_serving_small.jsonl"), db + "/t.jsonl", fs::copy_options::overwrite_existing);
-  std::string out = tmp_path("cmp_ab.json");
-  REQUIRE(cli("compare " + da + "/t.jsonl " + db + "/t.jsonl --policies best-fit,xla-bfc --json " + out).code == 0);
-  auto j = nlohmann::json::parse(read_text(out));
+  auto j = compare_cmd({.base = {.trace = da + "/t.jsonl"},
+                        .traces = {da + "/t.jsonl", db + "/t.jsonl"},
+                        .policies = "best-fit,xla-bfc"})
+               .json;
   std::set<std::string> labels;
   for (const auto& r : j) labels.insert(r["label"].get<std::string>());
   CHECK(labels.size() == 4);
   CHECK(labels.count(da + "/t.jsonl: best-fit") == 1);
-  CHECK(cli("check --baseline " + out + " --current " + out).code == 0);
+  CHECK(check_cmd("cmp_ab.json", j, "cmp_ab.json", j).pass);
   CHECK(compare_labels({"x/t.jsonl", "x/t.jsonl"}, {{"a", "a"}, {"a", "a"}}) ==
         std::vector<std::string>{"x/t.jsonl: a", "x/t.jsonl: a #2", "x/t.jsonl: a #3", "x/t.jsonl: a #4"});
   CHECK(compare_labels({"u.jsonl", "d/v.jsonl"}, {{"a"}, {"a"}}) ==

@@ -1,7 +1,8 @@
 // Hardening, third round (issue 23), the inputs' side: crashes, hangs and memory bombs of the newer
 // readers, special files, writes over inputs, the cluster and recording scripts. Each reproducer
 // of the audit is a test with variants of it (other sizes, names, numbers); the comment before
-// each case says what happened before. Memory is measured as the child's peak resident set.
+// each case says what happened before. Memory is measured as the child's peak resident set; what
+// needs no measurement and no command line runs in process (sim_helpers.h).
 #include <fmt/format.h>
 #include <sys/stat.h>
 
@@ -16,7 +17,10 @@
 #include "sim/base/error.h"
 #include "sim/base/io.h"
 #include "sim/base/limits.h"
-#include "test_util.h"
+#include "sim/batch.h"
+#include "sim/trace_info.h"
+#include "sim/validate.h"
+#include "sim_helpers.h"
 #include "traces/trace_reader.h"
 #include "xprof_synth.h"
 
@@ -43,6 +47,20 @@ void check_one_line_error(const CliResult& r, const std::string& what) {
   CHECK(std::count(r.err.begin(), r.err.end(), '\n') == 1);
   CHECK(r.err.find(what) != std::string::npos);
 }
+
+// The InputError `f` throws (exit 2, one line) names `what`.
+template <class F>
+void check_input_error(F&& f, const std::string& what) {
+  CHECK(input_error(std::forward<F>(f)).find(what) != std::string::npos);
+}
+
+// `--limit KEY=VALUE` for one scope.
+struct ScopedLimit {
+  explicit ScopedLimit(const std::string& key_value) { set_limit(key_value); }
+  ~ScopedLimit() { reset_limits(); }
+  ScopedLimit(const ScopedLimit&) = delete;
+  ScopedLimit& operator=(const ScopedLimit&) = delete;
+};
 
 // Runs fragsim in a child: exit 2 with one line naming `what`, in bounded memory.
 void check_refused_in_bounded_memory(const std::string& args, const std::string& what) {
@@ -111,9 +129,9 @@ TEST_CASE("xprof: names of any length are parsed in one pass, a device number be
     s.event(l, false, 10, 0x10000, 4096, 0);
     std::string p = s.write("digits.xplane.pb");
     INFO(c.allocator.substr(0, 40) << " " << c.plane.substr(0, 40));
-    auto r = cli("run " + p + " --policy best-fit --json " + tmp_path("digits.json"));
-    CHECK(r.code == c.code);
-    if (c.code == 2) check_one_line_error(r, c.err);
+    auto err = refusal([&] { (void)run_cmd({.trace = p, .policy = "best-fit"}); });
+    CHECK(err.has_value() == (c.code == 2));
+    if (err) CHECK(err->find(c.err) != std::string::npos);
   }
   // A second host numbers its devices after the first's: 2^32 - 1 no longer fits there.
   std::string dir = tmp_path("twohosts");
@@ -125,7 +143,7 @@ TEST_CASE("xprof: names of any length are parsed in one pass, a device number be
     s.event(s.line(0), true, 0, 0x10000, 4096, 4096);
     std::ofstream(dir + fmt::format("/h{}.xplane.pb", h), std::ios::binary) << s.space.SerializeAsString();
   }
-  check_one_line_error(cli("run " + dir + " --policy best-fit"), "32-bit device ordinals");
+  check_input_error([&] { (void)run_cmd({.trace = dir, .policy = "best-fit"}); }, "32-bit device ordinals");
 }
 
 // Before: timestamp_ns x 1000 overflowed int64 for huge timestamps (undefined behaviour, UBSan).
@@ -194,8 +212,8 @@ TEST_CASE("xla modules: SHARE_WITH cycles are input errors and long chains stay 
     c.build(h);
     std::string p = h.write("cycle");
     INFO(c.what);
-    check_one_line_error(cli("info " + p), "SHARE_WITH");
-    check_one_line_error(cli("run " + p + " --policy static-heap"), "SHARE_WITH");
+    check_input_error([&] { (void)trace_info(p, false); }, "SHARE_WITH");
+    check_input_error([&] { (void)run_cmd({.trace = p, .policy = "static-heap"}); }, "SHARE_WITH");
   }
   // A chain of 20,000 buffers, each sharing with the one before, then 20,000 sharing with its
   // first link: one allocation, freed when the last sharer is.
@@ -211,7 +229,7 @@ TEST_CASE("xla modules: SHARE_WITH cycles are input errors and long chains stay 
   for (Event e; r->next(e);) allocs += e.op == Op::kAlloc && !e.has(key::kPreTrace), frees += e.op == Op::kFree;
   CHECK(allocs == 1);  // every buffer shares buffer 0's memory
   CHECK(frees == 1);   // freed with the last of its 2n sharers
-  CHECK(cli("run " + p + " --policy static-heap").code == 0);
+  CHECK(run_cmd({.trace = p, .policy = "static-heap"}).result.events > 0);
 }
 
 // Before: a 1 MB pickle sharing one 1 MB file name across frames through the memo took 41 s; a
@@ -263,15 +281,21 @@ TEST_CASE("static-heap: a plan beyond the plan_steps limit is refused, one withi
   std::string jl;
   for (int i = 0; i < 3000; ++i) jl += fmt::format("{{\"op\":\"alloc\",\"id\":{},\"size\":{}}}\n", i, 4096 + i % 977);
   std::string t = write_text("allive.jsonl", jl), fst = tmp_path("allive.fstrace");
-  REQUIRE(cli("convert " + t + " " + fst).code == 0);
+  (void)convert_trace(t, fst, "", false);
   // 3,000 buffers live at once: about 4.5 million steps per plan.
-  for (const char* order : {"best", "spatial", "temporal"}) {
-    INFO(order);
-    check_one_line_error(
-        cli(fmt::format("run {} --policy 'static-heap[order={}]' --hw tpu-v5e --limit plan_steps=1000000", fst, order)),
-        "limit plan_steps");
+  {
+    ScopedLimit limit("plan_steps=1000000");
+    for (const char* order : {"best", "spatial", "temporal"}) {
+      INFO(order);
+      check_input_error(
+          [&] {
+            (void)run_cmd({.trace = fst, .hw = "tpu-v5e", .policy = fmt::format("static-heap[order={}]", order)});
+          },
+          "limit plan_steps");
+    }
   }
-  CHECK(cli("run " + fst + " --policy static-heap --hw tpu-v5e --limit plan_steps=10000000").code == 0);
+  ScopedLimit limit("plan_steps=10000000");
+  CHECK(run_cmd({.trace = fst, .hw = "tpu-v5e", .policy = "static-heap"}).result.events == 3000);
 }
 
 // Before: a 0.9 MB trace naming 20,000 devices took 10-14 GB (each device's allocators sized their
@@ -344,19 +368,18 @@ TEST_CASE("validate: a calls file that is a device, a FIFO, missing or endless i
   fs::remove(fifo);
   REQUIRE(::mkfifo(fifo.c_str(), 0600) == 0);
   std::string longline = write_text("longline.calls.jsonl", std::string(2 << 20, ' ') + "{}\n");
+  // `fragsim validate --sim SIM --real REAL`, in process: an input error (exit 2) is no verdict.
+  ValidateOptions o;
+  o.sim = data + "sim_platform_llm_3g.json";
   for (const std::string& calls : {std::string("/dev/zero"), fifo, tmp_path("no-such.calls.jsonl"), longline}) {
     real["calls_file"] = calls;
-    std::string rp = write_text("real_calls.json", real.dump());
-    auto r = cli("validate --sim " + data + "sim_platform_llm_3g.json --real " + rp);
+    o.real = write_text("real_calls.json", real.dump());
     INFO(calls);
-    CHECK(r.code == 2);
-    CHECK(r.out.find("PASS") == std::string::npos);
+    CHECK_THROWS_AS(run_validate(o), InputError);
   }
   real["calls_file"] = data + "replay_dryrun_llm_3g.jsonl";
-  auto ok =
-      cli("validate --sim " + data + "sim_platform_llm_3g.json --real " + write_text("real_ok.json", real.dump()));
-  CHECK(ok.code == 0);
-  CHECK(ok.out.find("validate: PASS") != std::string::npos);
+  o.real = write_text("real_ok.json", real.dump());
+  CHECK(run_validate(o).pass);
 }
 
 // Before: special files were read in full (a profile directory's link to /dev/zero).
@@ -469,11 +492,10 @@ TEST_CASE("merge: each shard is validated, and duplicated or forged runs are ref
   fs::create_directories(dir);
   fs::copy_file(sample("jax_train_small.jsonl"), dir + "/t.jsonl", fs::copy_options::overwrite_existing);
   std::ofstream(dir + "/m.txt") << "t.jsonl --policy best-fit\nt.jsonl --policy first-fit\nt.jsonl --policy ideal\n";
-  std::string s1 = dir + "/s1.json", s2 = dir + "/s2.json";
-  REQUIRE(cli("batch " + dir + "/m.txt --shard 1/2 --json " + s1).code == 0);
-  REQUIRE(cli("batch " + dir + "/m.txt --shard 2/2 --json " + s2).code == 0);
-  REQUIRE(cli("merge " + s1 + " " + s2).code == 0);
-  auto a = nlohmann::json::parse(read_text(s1));
+  // batch --shard i/2 --json, then merge (in process: run_batch, merge_batches).
+  auto a = run_batch(dir + "/m.txt", "1/2", test_registry());
+  std::pair<std::string, nlohmann::json> s2{dir + "/s2.json", run_batch(dir + "/m.txt", "2/2", test_registry())};
+  REQUIRE(merge_batches({{dir + "/s1.json", a}, s2})["runs"].size() == 3);
   struct Case {
     const char* what;
     std::function<void(nlohmann::json&)> edit;
@@ -498,10 +520,8 @@ TEST_CASE("merge: each shard is validated, and duplicated or forged runs are ref
        }) {
     auto k = a;
     c.edit(k);
-    std::string p = dir + "/bad.json";
-    std::ofstream(p) << k.dump();
     INFO(c.what);
-    check_one_line_error(cli("merge " + p + " " + s2), c.err);
+    check_input_error([&] { (void)merge_batches({{dir + "/bad.json", k}, s2}); }, c.err);
   }
 }
 
@@ -602,7 +622,7 @@ TEST_CASE("hardware files: numbers outside what fragsim models are input errors,
     std::string p = hw(c.field, c.value);
     for (const char* pol : {"torch-caching", "xla-bfc", "platform"}) {
       INFO(c.field << " " << c.value.dump() << " " << pol);
-      check_one_line_error(cli(fmt::format("run {} --hw {} --policy {}", t, p, pol)), c.field);
+      check_input_error([&] { (void)run_cmd({.trace = t, .hw = p, .policy = pol}); }, c.field);
     }
   }
   // The largest that is allowed: every policy, sizes up to 2^64 - 1, invariants checked each event.
@@ -621,7 +641,7 @@ TEST_CASE("hardware files: numbers outside what fragsim models are input errors,
   for (const char* pol : {"best-fit", "first-fit", "xla-bfc", "xla-bfc[preallocate=false]", "platform", "cuda-async",
                           "torch-caching", "ideal"}) {
     INFO(pol);
-    CHECK(cli(fmt::format("run {} --hw {} --policy '{}' --keep-going --check", tr, p, pol)).code == 0);
+    CHECK(run_cmd({.trace = tr, .hw = p, .policy = pol, .keep_going = true, .check = true}).result.events == 61);
   }
   // 40,000 device allocations of the whole space, one after another: the addresses reach the
   // top of the address space (2^63) and start again from the bottom, never past it.
@@ -630,11 +650,13 @@ TEST_CASE("hardware files: numbers outside what fragsim models are input errors,
     jl += fmt::format("{{\"op\":\"alloc\",\"id\":1,\"size\":{}}}\n{{\"op\":\"free\",\"id\":1}}\n",
                       kMaxSpaceBytes - (1 << 30));
   std::string wrap = write_text("wrap.jsonl", jl), pl = tmp_path("wrap.placements.jsonl");
-  REQUIRE(cli(fmt::format("run {} --hw {} --policy platform --reserve 0 --check --placements {}", wrap, p, pl)).code ==
-          0);
+  auto placed =
+      run_cmd({.trace = wrap, .hw = p, .reserve = "0", .policy = "platform", .check = true}, {.placements = pl})
+          .placements;
+  REQUIRE(placed.size() == 40000);
   std::uint64_t prev = 0, top = 0;
   int wraps = 0;
-  for (const auto& j : read_jsonl(pl)) {
+  for (const auto& j : placed) {
     std::uint64_t a = j["addr"].get<std::uint64_t>(), size = j["block_bytes"].get<std::uint64_t>();
     CHECK(a <= (std::uint64_t{1} << 63) - size);  // the grant ends at or below the top
     wraps += a < prev;
@@ -655,12 +677,12 @@ TEST_CASE("torch-caching: memory mapped before recording, replayed without expan
                                                       "{\"op\":\"alloc\",\"id\":1,\"size\":512}\n");
     for (const char* conf : {"False", "True"}) {
       INFO(size << " expandable " << conf);
-      auto r =
-          cli(fmt::format("run {} --policy torch-caching --check --env PYTORCH_CUDA_ALLOC_CONF=expandable_segments:{} "
-                          "--json -",
-                          t, conf));
-      REQUIRE(r.code == 0);
-      CHECK(nlohmann::json::parse(r.out)["peak_reserved_bytes"].get<std::uint64_t>() >= std::stoull(size));
+      auto j = run_cmd({.trace = t,
+                        .policy = "torch-caching",
+                        .envs = {std::string("PYTORCH_CUDA_ALLOC_CONF=expandable_segments:") + conf},
+                        .check = true})
+                   .json;
+      CHECK(j["peak_reserved_bytes"].get<std::uint64_t>() >= std::stoull(size));
     }
   }
 }
@@ -675,14 +697,15 @@ TEST_CASE(
                              "{\"op\":\"alloc\",\"id\":1,\"size\":4096,\"addr\":0,\"pre_trace\":true}\n"
                              "{\"op\":\"alloc\",\"id\":2,\"size\":4096,\"addr\":2048,\"pre_trace\":true}\n"
                              "{\"op\":\"free\",\"id\":1}\n{\"op\":\"free\",\"id\":2}\n");
-  check_one_line_error(cli("run " + t + " --policy static-heap --hw tpu-v5e"), "overlapping recorded offsets");
+  check_input_error([&] { (void)run_cmd({.trace = t, .hw = "tpu-v5e", .policy = "static-heap"}); },
+                    "overlapping recorded offsets");
   // Variant: the same offsets one after the other in time are fine.
   std::string seq = write_text("seq_fixed.jsonl",
                                "{\"op\":\"alloc\",\"id\":1,\"size\":4096,\"addr\":0,\"pre_trace\":true}\n"
                                "{\"op\":\"free\",\"id\":1}\n"
                                "{\"op\":\"alloc\",\"id\":2,\"size\":4096,\"addr\":0,\"pre_trace\":true}\n"
                                "{\"op\":\"free\",\"id\":2}\n");
-  CHECK(cli("run " + seq + " --policy static-heap --hw tpu-v5e --check").code == 0);
+  CHECK(run_cmd({.trace = seq, .hw = "tpu-v5e", .policy = "static-heap", .check = true}).result.events == 4);
   // A heap trace with one buffer in each of two allocations (a tie): the first allocation, always.
   HloSynth h(4);
   auto* second = h.proto.mutable_buffer_assignment()->add_buffer_allocations();
@@ -694,9 +717,9 @@ TEST_CASE(
   h.proto.mutable_buffer_assignment()->mutable_buffer_allocations(0)->mutable_assigned()->DeleteSubrange(3, 1);
   h.alloc_(0).alloc_(3).free_(0).free_(3);
   std::string p = h.write("tie");
-  auto first = cli("info " + p + " --json -"), again = cli("info " + p + " --json -");
-  REQUIRE(first.code == 0);
-  CHECK(first.out == again.out);
-  CHECK(nlohmann::json::parse(first.out)["header"]["heap_traces"][0]["buffer_allocation_index"] == 0);
-  CHECK(cli("run " + p + " --policy static-heap --hw tpu-v5e --keep-going --check --jobs 1").code == 0);
+  auto first = trace_info(p, false), again = trace_info(p, false);
+  CHECK(first.dump(2) == again.dump(2));
+  CHECK(first["header"]["heap_traces"][0]["buffer_allocation_index"] == 0);
+  CHECK(run_cmd({.trace = p, .hw = "tpu-v5e", .policy = "static-heap", .keep_going = true, .check = true}, {}, 1)
+            .result.events > 0);
 }

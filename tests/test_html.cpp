@@ -1,14 +1,16 @@
 // The interactive HTML report (issue 13): the embedded data agrees with the JSON report, the page
 // cannot be broken out of by names in the trace, and a real browser (headless Chromium, installed
-// by scripts/test) runs the viewer without an error and draws every part.
+// by scripts/test) runs the viewer without an error and draws every part. The pages are the ones
+// `fragsim run --html` and `compare --html` write, made in process (sim_helpers.h).
 #include <catch2/catch.hpp>
 #include <cstdio>
 #include <functional>
 #include <set>
 #include <sstream>
 
-#include "test_util.h"
+#include "sim_helpers.h"
 
+using namespace fragsim;
 using namespace fragsim::test;
 
 namespace {
@@ -108,11 +110,9 @@ const std::string k3dev = std::string(FRAGSIM_SOURCE_DIR) + "/tests/data/torch/e
 }  // namespace
 
 TEST_CASE("html: the page carries each run's own report, and every in-use block names its buffer") {
-  std::string html = tmp_path("bfc.html"), json = tmp_path("bfc.json");
-  REQUIRE(cli("run " + kSample + " --policy xla-bfc --capacity 1GiB --keep-going --html " + html + " --json " + json)
-              .code == 0);
-  auto d = embedded_data(read_text(html));
-  auto j = nlohmann::json::parse(read_text(json));
+  auto run = run_cmd({.trace = kSample, .capacity = "1GiB", .policy = "xla-bfc", .keep_going = true}, kWithHtml);
+  auto d = embedded_data(run.html());
+  const auto& j = run.json;
   REQUIRE(d["runs"].size() == 1);
   const auto& r = d["runs"][0];
   // One serialisation: the page's report is the JSON report (less the blocks of its maps).
@@ -145,9 +145,8 @@ TEST_CASE("html: names from the trace cannot end the script element or inject ma
                  "{\"op\":\"alloc\",\"id\":1,\"size\":4096,\"name\":\"</script><script>document.title='pwned'"
                  "</script><!--\"}\n"
                  "{\"op\":\"alloc\",\"id\":2,\"size\":999999999999,\"name\":\"<b>big</b>\"}\n");
-  std::string html = tmp_path("inject.html");
-  REQUIRE(cli("run " + t + " --policy best-fit --capacity 1GiB --html " + html).code == 0);
-  std::string h = read_text(html);
+  std::string h = run_cmd({.trace = t, .capacity = "1GiB", .policy = "best-fit"}, kWithHtml).html();
+  std::string html = write_text("inject.html", h);
   CHECK(count(h, "</script>") == 2);  // the data's and the viewer's own
   CHECK(h.find("<b>big") == std::string::npos);
   auto d = embedded_data(h);
@@ -159,8 +158,9 @@ TEST_CASE("html: names from the trace cannot end the script element or inject ma
 
 TEST_CASE("html: headless Chromium runs the viewer without an error and draws charts, maps, findings and OOMs",
           "[chromium]") {
-  std::string html = tmp_path("view.html");
-  REQUIRE(cli("run " + kSample + " --policy xla-bfc --capacity 1GiB --keep-going --html " + html).code == 0);
+  std::string html = write_text(
+      "view.html",
+      run_cmd({.trace = kSample, .capacity = "1GiB", .policy = "xla-bfc", .keep_going = true}, kWithHtml).html());
   auto d = embedded_data(read_text(html));
   const auto& rep = d["runs"][0]["report"];
   std::string dom = rendered_dom(html);
@@ -186,15 +186,16 @@ TEST_CASE("html: headless Chromium runs the viewer without an error and draws ch
 TEST_CASE("html: hover answers on every address map, a 1,010-segment PyTorch map and a BFC grown region by region",
           "[chromium]") {
   // PyTorch: transformer_ctx128_train_step holds 1,010 segments at its peak.
-  std::string torch = tmp_path("torch_map.html");
-  REQUIRE(cli("run " + kTrain + " --html " + torch).code == 0);
+  std::string torch = write_text("torch_map.html", run_cmd({.trace = kTrain}, kWithHtml).html());
   auto d = embedded_data(read_text(torch));
   REQUIRE(d["runs"][0]["moments"][0]["maps"][0]["regions"].size() == 1010);
   check_probes(rendered_dom(torch, "#probe"), 1);
   // JAX growing on demand: regions obtained one by one, blocks listed region by region.
-  std::string bfc = tmp_path("grow_map.html");
-  REQUIRE(cli("run " + kSample + " --policy 'xla-bfc[preallocate=false]' --capacity 1GiB --keep-going --html " + bfc)
-              .code == 0);
+  std::string bfc = write_text(
+      "grow_map.html",
+      run_cmd({.trace = kSample, .capacity = "1GiB", .policy = "xla-bfc[preallocate=false]", .keep_going = true},
+              kWithHtml)
+          .html());
   auto g = embedded_data(read_text(bfc));
   REQUIRE(g["runs"][0]["moments"][0]["maps"][0]["regions"].size() > 1);
   check_probes(rendered_dom(bfc, "#probe"), 2);
@@ -202,21 +203,21 @@ TEST_CASE("html: hover answers on every address map, a 1,010-segment PyTorch map
 
 TEST_CASE("html: y axes fit the data, with the device's capacity marked above when it is far", "[chromium]") {
   // 1.39 GiB at the peak on an 80 GB GPU: a chart up to the capacity would be a flat line.
-  std::string html = tmp_path("fit.html");
-  REQUIRE(cli("run " + kSample + " --policy best-fit --html " + html).code == 0);
+  std::string html = write_text("fit.html", run_cmd({.trace = kSample, .policy = "best-fit"}, kWithHtml).html());
   std::string dom = rendered_dom(html);
   CHECK(count(dom, "class=\"axis offscale-capacity\"") == 1);
   CHECK(count(dom, "class=\"line-capacity\"") == 0);
   CHECK(dom.find("is above this chart") != std::string::npos);
   // Near the data, the capacity is a line on the chart.
-  REQUIRE(cli("run " + kSample + " --policy best-fit --capacity 2GiB --reserve 0 --html " + html).code == 0);
+  html = write_text(
+      "fit.html",
+      run_cmd({.trace = kSample, .capacity = "2GiB", .reserve = "0", .policy = "best-fit"}, kWithHtml).html());
   dom = rendered_dom(html);
   CHECK(count(dom, "class=\"line-capacity\"") == 1);
 }
 
 TEST_CASE("html: one chart per device, the binding device marked, and a compare's policies overlaid", "[chromium]") {
-  std::string html = tmp_path("3dev.html");
-  REQUIRE(cli("run " + k3dev + " --html " + html).code == 0);
+  std::string html = write_text("3dev.html", run_cmd({.trace = k3dev}, kWithHtml).html());
   std::string dom = rendered_dom(html);
   CHECK(dom.find("<div id=\"errors\"></div>") != std::string::npos);
   CHECK(count(dom, "class=\"chart\"") == 3);
@@ -227,8 +228,9 @@ TEST_CASE("html: one chart per device, the binding device marked, and a compare'
   check_probes(rendered_dom(html, "#probe"), 3);
 
   // A compare: one chart per space, every policy on it; small multiples on request.
-  std::string cmp = tmp_path("compare.html");
-  REQUIRE(cli("compare " + kSample + " --policies xla-bfc,best-fit,cuda-async --html " + cmp).code == 0);
+  std::string cmp =
+      write_text("compare.html",
+                 compare_cmd({.base = {.trace = kSample}, .policies = "xla-bfc,best-fit,cuda-async"}, true).html());
   std::string cdom = rendered_dom(cmp);
   CHECK(cdom.find("data-ready=\"1\"") != std::string::npos);
   CHECK(cdom.find("<div id=\"errors\"></div>") != std::string::npos);
@@ -239,9 +241,10 @@ TEST_CASE("html: one chart per device, the binding device marked, and a compare'
   CHECK(count(cdom, "id=\"mult\"") == 1);
 
   // Several traces: the page names each.
-  std::string two = tmp_path("two.html");
   std::string other = std::string(FRAGSIM_SOURCE_DIR) + "/traces/samples/llm_serving_small.jsonl";
-  REQUIRE(cli("compare " + kSample + " " + other + " --policies best-fit --html " + two).code == 0);
+  std::string two = write_text(
+      "two.html",
+      compare_cmd({.base = {.trace = kSample}, .traces = {kSample, other}, .policies = "best-fit"}, true).html());
   std::string tdom = rendered_dom(two);
   CHECK(tdom.find("jax_train_small.jsonl</code>") != std::string::npos);
   CHECK(tdom.find("llm_serving_small.jsonl</code>") != std::string::npos);
@@ -252,8 +255,7 @@ TEST_CASE("html: the trace's marks are drawn on every chart", "[chromium]") {
                              "{\"op\":\"alloc\",\"id\":1,\"size\":1048576}\n{\"op\":\"mark\",\"name\":\"step 1\"}\n"
                              "{\"op\":\"alloc\",\"id\":2,\"size\":1048576}\n{\"op\":\"mark\",\"name\":\"step 2\"}\n"
                              "{\"op\":\"free\",\"id\":1}\n");
-  std::string html = tmp_path("marks.html");
-  REQUIRE(cli("run " + t + " --html " + html).code == 0);
+  std::string html = write_text("marks.html", run_cmd({.trace = t}, kWithHtml).html());
   std::string dom = rendered_dom(html);
   CHECK(count(dom, "class=\"mark\"") == 2);
   CHECK(dom.find("<title>step 2</title>") != std::string::npos);

@@ -6,8 +6,9 @@
 #include <catch2/catch.hpp>
 #include <map>
 
-#include "test_util.h"
+#include "sim_helpers.h"
 
+using namespace fragsim;
 using namespace fragsim::test;
 
 namespace {
@@ -15,20 +16,11 @@ namespace {
 const std::string kJax = std::string(FRAGSIM_SOURCE_DIR) + "/traces/samples/jax_train_small.jsonl";
 const std::string kTorchOom = std::string(FRAGSIM_SOURCE_DIR) + "/tests/data/torch/expandable_3dev_oom.pickle.zst";
 
-nlohmann::json html_data(const std::string& path) {
-  std::string h = read_text(path);
-  const std::string open = "<script type=\"application/json\" id=\"fragsim-data\">";
-  auto a = h.find(open) + open.size();
-  return nlohmann::json::parse(h.substr(a, h.find("</script>", a) - a));
-}
-
 }  // namespace
 
 TEST_CASE("oom reports: a JAX OOM names the failing buffer and the live set in text, JSON and HTML") {
-  std::string js = tmp_path("jax_oom.json"), html = tmp_path("jax_oom.html");
-  auto r = cli("run " + kJax + " --policy xla-bfc --capacity 1GiB --json " + js + " --html " + html);
-  REQUIRE(r.code == 0);
-  auto j = nlohmann::json::parse(read_text(js));
+  auto r = run_cmd({.trace = kJax, .capacity = "1GiB", .policy = "xla-bfc"}, kWithHtml);
+  const auto& j = r.json;
   REQUIRE(j["oom_count"] == 1);
   const auto& o = j["ooms"][0];
   // The trace's own line for the failing event: its name, shape and dtype are what reports show.
@@ -41,7 +33,7 @@ TEST_CASE("oom reports: a JAX OOM names the failing buffer and the live set in t
   CHECK(o["request"]["dtype"] == ev["dtype"]);
   std::vector<std::uint64_t> dims = ev["shape"];
   std::string shape = fmt::format("{}[{}]", ev["dtype"].get<std::string>(), fmt::join(dims, ","));
-  CHECK(r.out.find("): " + ev["name"].get<std::string>() + " " + shape) != std::string::npos);
+  CHECK(r.text.find("): " + ev["name"].get<std::string>() + " " + shape) != std::string::npos);
   // The live set at the OOM: the largest live buffers, largest first, each live at that event.
   std::map<std::uint64_t, nlohmann::json> live;
   for (size_t i = 1; i < o["event_index"].get<size_t>() + 1; ++i) {
@@ -60,8 +52,8 @@ TEST_CASE("oom reports: a JAX OOM names the failing buffer and the live set in t
     prev = b["block_bytes"];
   }
   // The text lists 10 of them and says how many were live and how many the JSON keeps.
-  CHECK(r.out.find("largest live buffers (10 of " + std::to_string(live.size()) + " live; the JSON report lists 20)") !=
-        std::string::npos);
+  CHECK(r.text.find("largest live buffers (10 of " + std::to_string(live.size()) +
+                    " live; the JSON report lists 20)") != std::string::npos);
   // The peak of allocated memory came just before the OOM, with the same live set. (Regression: the
   // peak's snapshot was taken after the replay had stopped, when later allocs had reused handles.)
   CHECK(j["at_peak_allocated"]["event_index"].get<size_t>() < o["event_index"].get<size_t>());
@@ -70,7 +62,7 @@ TEST_CASE("oom reports: a JAX OOM names the failing buffer and the live set in t
   for (size_t i = 0; i < at["top_buffers"].size(); ++i)
     CHECK(j["at_peak_allocated"]["top_buffers"][i]["id"] == at["top_buffers"][i]["id"]);
   // HTML: the page's report is this run's, its moments point into it.
-  auto d = html_data(html);
+  auto d = r.page();
   const auto& rep = d["runs"][0]["report"];
   CHECK(rep["ooms"][0]["request"]["name"] == ev["name"]);
   CHECK(rep["ooms"][0]["request"]["shape"] == ev["shape"]);
@@ -80,10 +72,8 @@ TEST_CASE("oom reports: a JAX OOM names the failing buffer and the live set in t
 }
 
 TEST_CASE("oom reports: a PyTorch OOM names the request frame and the live set, and its advice repeats no setting") {
-  std::string js = tmp_path("torch_oom.json"), html = tmp_path("torch_oom.html");
-  auto r = cli("run " + kTorchOom + " --json " + js + " --html " + html);
-  REQUIRE(r.code == 0);
-  auto j = nlohmann::json::parse(read_text(js));
+  auto r = run_cmd({.trace = kTorchOom}, kWithHtml);
+  const auto& j = r.json;
   CHECK(j["policy"]["name"] == "torch-caching");  // the default for a snapshot
   REQUIRE(j["oom_count"] == 1);
   const auto& o = j["ooms"][0];
@@ -92,11 +82,11 @@ TEST_CASE("oom reports: a PyTorch OOM names the request frame and the live set, 
   std::string name = o["request"]["name"], frame = o["request"]["frame"];
   CHECK(name == "models.py:181 update_nodes");  // the innermost frame outside torch (docs/importers.md)
   CHECK(frame.find("functional.py:1701 relu") != std::string::npos);
-  CHECK(r.out.find("): " + name + "  at " + frame) != std::string::npos);
+  CHECK(r.text.find("): " + name + "  at " + frame) != std::string::npos);
   const auto& at = o["at_oom"];
   CHECK(at["top_buffers"].size() == 20);
   for (const auto& b : at["top_buffers"]) CHECK(b.contains("name"));
-  auto d = html_data(html);
+  auto d = r.page();
   const auto& req = d["runs"][0]["report"]["ooms"][0]["request"];
   CHECK(req["name"] == name);
   CHECK(d["stacks"].contains(std::to_string(req["stack"].get<std::uint64_t>())));

@@ -2,11 +2,13 @@
 // ui.perfetto.dev and chrome://tracing load) with memory counters, one async slice per buffer,
 // and instant events for OOMs and marks, consistent with the JSON report of the same run.
 #include <catch2/catch.hpp>
+#include <filesystem>
 #include <map>
 #include <set>
 
-#include "test_util.h"
+#include "sim_helpers.h"
 
+using namespace fragsim;
 using namespace fragsim::test;
 
 namespace {
@@ -64,10 +66,9 @@ std::map<std::string, std::vector<nlohmann::json>> check_format(const nlohmann::
 }  // namespace
 
 TEST_CASE("perfetto: a valid Chrome trace whose slices, OOMs, marks and counters match the run's report") {
-  std::string pf = tmp_path("run.perfetto.json"), js = tmp_path("run.json");
-  REQUIRE(cli("run " + kSample + " --policy xla-bfc --capacity 1GiB --keep-going --perfetto " + pf + " --json " + js)
-              .code == 0);
-  auto rep = nlohmann::json::parse(read_text(js));
+  std::string pf = tmp_path("run.perfetto.json");
+  auto rep =
+      run_cmd({.trace = kSample, .capacity = "1GiB", .policy = "xla-bfc", .keep_going = true}, {.perfetto = pf}).json;
   auto by = check_format(nlohmann::json::parse(read_text(pf)));
   std::uint64_t ooms = rep["oom_count"], allocs = rep["trace"]["allocs"];
   // One slice per placed buffer: every alloc of the trace but the failed ones (no zero-size allocs here).
@@ -111,7 +112,7 @@ TEST_CASE("perfetto: names are JSON-escaped, times follow the trace's time_unit,
                              "{\"op\":\"alloc\",\"id\":2,\"size\":4096,\"t\":3,\"device\":1}\n"
                              "{\"op\":\"free\",\"id\":1,\"t\":5}\n");
   std::string pf = tmp_path("pf.json");
-  REQUIRE(cli("run " + t + " --policy best-fit --perfetto " + pf).code == 0);
+  (void)run_cmd({.trace = t, .policy = "best-fit"}, {.perfetto = pf});
   auto by = check_format(nlohmann::json::parse(read_text(pf)));
   REQUIRE(by["b"].size() == 2);
   CHECK(by["b"][0]["name"] == "a \"quoted\"\n name");
@@ -129,6 +130,7 @@ TEST_CASE("perfetto: a bad trace leaves no output file behind") {
   std::string t = write_text(
       "pfbad.jsonl", "{\"fragsim_trace\":1}\n{\"op\":\"alloc\",\"id\":1,\"size\":4096}\n{\"op\":\"free\",\"id\":9}\n");
   std::string pf = tmp_path("pfbad.json");
-  CHECK(cli("run " + t + " --policy best-fit --perfetto " + pf).code == 2);
+  CHECK(input_error([&] { (void)run_cmd({.trace = t, .policy = "best-fit"}, {.perfetto = pf}); }).find(t + ":3") !=
+        std::string::npos);  // the file and line of the free of an unknown id
   CHECK_FALSE(std::filesystem::exists(pf));
 }

@@ -9,7 +9,8 @@
 #include "hardware_models/hardware_model.h"
 #include "hardware_models/tpu_layout.h"
 #include "sim/base/error.h"
-#include "test_util.h"
+#include "sim/listing.h"
+#include "sim_helpers.h"
 
 using namespace fragsim;
 using namespace fragsim::test;
@@ -150,21 +151,18 @@ TEST_CASE("real reports: tpu-padded places within the runtime limit, static-heap
                  "{\"fragsim_trace\":1}\n"
                  "{\"op\":\"alloc\",\"id\":1,\"size\":33552334848,\"shape\":[33552334848],\"dtype\":\"u8\"}\n");
   // 31.248 GiB: above the runtime's 33,550,237,696 B, below the compiler's 31.25 GiB.
-  auto runtime = cli("run " + t + " --hw tpu-v6e --policy 'tpu-padded[pad=false]' --json -");
-  auto compile = cli("run " + t + " --hw tpu-v6e --policy static-heap --json -");
-  REQUIRE(runtime.code == 0);
-  REQUIRE(compile.code == 0);
-  CHECK(nlohmann::json::parse(runtime.out)["completed"] == false);
-  CHECK(nlohmann::json::parse(compile.out)["completed"] == true);
+  auto runtime = run_cmd({.trace = t, .hw = "tpu-v6e", .policy = "tpu-padded[pad=false]"}).json;
+  auto compile = run_cmd({.trace = t, .hw = "tpu-v6e", .policy = "static-heap"}).json;
+  CHECK(runtime["completed"] == false);
+  CHECK(compile["completed"] == true);
 }
 
 TEST_CASE("real reports: JAX's BFC limit on an A100-40GB and sizes as TSL prints them") {
   // jax-ml/jax#20022: "Limit: 31861358592" with the default fraction .75 (a jaxlib before the
   // 2 MiB limit rounding of 0.10.2).
   std::string t = write_text("a100.jsonl", "{\"fragsim_trace\":1}\n{\"op\":\"alloc\",\"id\":1,\"size\":1024}\n");
-  auto r = cli("run " + t + " --hw a100-40g --policy 'xla-bfc[jaxlib=0.4.25]' --json -");
-  REQUIRE(r.code == 0);
-  CHECK(nlohmann::json::parse(r.out)["policy"]["config"]["resolved_memory_limit"] == 31861358592ULL);
+  auto r = run_cmd({.trace = t, .hw = "a100-40g", .policy = "xla-bfc[jaxlib=0.4.25]"}).json;
+  CHECK(r["policy"]["config"]["resolved_memory_limit"] == 31861358592ULL);
   // TSL's HumanReadableNumBytes truncates to whole units before the last step (issue 11's example),
   // and the BFC log lines of tensorflow/tensorflow logs ("585.94MiB (rounded to 614400000)").
   CHECK(tsl_bytes(4000000000) == "3.72GiB");
@@ -193,8 +191,8 @@ TEST_CASE("layout: every annotation XLA prints is read, a wrong one names itself
     INFO(bad);
     CHECK_THROWS_AS(parse_array_spec(bad, "t"), InputError);
   }
-  auto r = cli("layout 'f32[3]{0:T(4)X(3)}'");
-  CHECK(r.code == 2);
-  CHECK(r.err.find("unknown layout annotation 'X'") != std::string::npos);
-  CHECK(r.err.find("column 14") != std::string::npos);
+  // What `fragsim layout` says of it (on its default preset).
+  std::string err = input_error([] { (void)layout_text("f32[3]{0:T(4)X(3)}", "tpu-v5e"); });
+  CHECK(err.find("unknown layout annotation 'X'") != std::string::npos);
+  CHECK(err.find("column 14") != std::string::npos);
 }

@@ -24,18 +24,7 @@ std::string xprof_fixture(const std::string& name) {
   return std::string(FRAGSIM_SOURCE_DIR) + "/tests/data/xprof/" + name + ".xplane.pb.zst";
 }
 
-nlohmann::json run_report(const std::string& args, int want_code = 0) {
-  auto r = cli("run " + args + " --no-progress --json -");
-  REQUIRE(r.code == want_code);
-  return nlohmann::json::parse(r.out);
-}
-
-// The lines of `fragsim convert IN` (header first).
-std::vector<nlohmann::json> converted(const std::string& in, const std::string& name) {
-  std::string out = tmp_path(name + ".jsonl");
-  REQUIRE(cli("convert " + in + " " + out).code == 0);
-  return read_jsonl(out);
-}
+nlohmann::json run_report(const RunRequest& req) { return run_cmd(req).json; }
 
 constexpr std::uint64_t MiB = 1 << 20;
 
@@ -53,23 +42,22 @@ TEST_CASE("mid-run snapshots: blocks allocated before the trace hold what later 
   };
   for (const Case& c : {Case{"transformer_fwd_bf16_cut2406", 80}, Case{"transformer_fwd_bf16_cut1518", 396}}) {
     INFO(c.cut);
-    auto j = run_report(torch_fixture(c.cut));
+    auto j = run_report({.trace = torch_fixture(c.cut)});
     CHECK(j["fidelity"]["allocs_compared"] == c.allocs);
     CHECK(j["fidelity"]["allocs_matched"] == c.allocs);  // before the rule: 72/80 and 366/396
     CHECK(j["fidelity"]["first_mismatch"].is_null());
   }
   // The sizes inferred from the cut snapshot are the sizes the uncut recording's replay holds
   // for the same blocks (which reproduces every one of its own 937 addresses).
-  auto j = run_report(torch_fixture("transformer_fwd_bf16_cut2406"));
+  auto j = run_report({.trace = torch_fixture("transformer_fwd_bf16_cut2406")});
   CHECK(j["fidelity"]["initial_state"][0]["pre_trace_block_sizes_inferred"] == 12);
-  auto cut = converted(torch_fixture("transformer_fwd_bf16_cut2406"), "cut");
-  auto full = converted(torch_fixture("transformer_fwd_bf16"), "full");
+  auto cut = converted(torch_fixture("transformer_fwd_bf16_cut2406"), tmp_path("cut.jsonl"));
+  auto full = converted(torch_fixture("transformer_fwd_bf16"), tmp_path("full.jsonl"));
   auto placed = [&](const std::string& name) {  // event index → block the replay placed
-    REQUIRE(
-        cli("run " + tmp_path(name + ".jsonl") + " --no-progress --placements " + tmp_path(name + ".pl.jsonl")).code ==
-        0);
     std::map<std::uint64_t, std::uint64_t> m;
-    for (const auto& p : read_jsonl(tmp_path(name + ".pl.jsonl"))) m[p["i"]] = p["block_bytes"];
+    for (const auto& p :
+         run_cmd({.trace = tmp_path(name + ".jsonl")}, {.placements = tmp_path(name + ".pl.jsonl")}).placements)
+      m[p["i"]] = p["block_bytes"];
     return m;
   };
   auto cut_blocks = placed("cut"), full_blocks = placed("full");
@@ -120,34 +108,34 @@ TEST_CASE("expandable segments: a range mapped before the trace keeps its pages 
 TEST_CASE("recordings with nothing to replay say so, and --strict makes it an input error") {
   // A state-only snapshot (real: torch20_implied_addresses, 460 blocks at the dump, no trace).
   std::string snap = torch_fixture("torch20_implied_addresses");
-  auto j = run_report(snap);
+  auto run = run_cmd({.trace = snap});
+  const auto& j = run.json;
   CHECK(j["completed"] == true);
   std::string why = j["nothing_to_replay"];
   CHECK(why.find("state-only snapshot") != std::string::npos);
   CHECK(why.find("460 buffers") != std::string::npos);
-  auto text = cli("run " + snap + " --no-progress");
-  CHECK(text.code == 0);
-  CHECK(text.out.find("note: nothing to replay: a state-only snapshot") != std::string::npos);
-  auto strict = cli("run " + snap + " --no-progress --strict --json " + tmp_path("strict.json"));
-  CHECK(strict.code == 2);
-  CHECK(strict.err == "fragsim: " + snap + ": nothing to replay (--strict): " + why + "\n");
-  CHECK_FALSE(std::filesystem::exists(tmp_path("strict.json")));  // no output written
-  CHECK(cli("compare " + snap + " --policies best-fit --no-progress --strict").code == 2);
+  CHECK(run.text.find("note: nothing to replay: a state-only snapshot") != std::string::npos);
+  // --strict: the call throws instead of returning a result, so no report is written.
+  CHECK(input_error([&] { (void)run_cmd({.trace = snap, .strict = true}); }) ==
+        snap + ": nothing to replay (--strict): " + why);
+  CHECK(input_error([&] { (void)compare_cmd({.base = {.trace = snap, .strict = true}, .policies = "best-fit"}); }) ==
+        snap + ": nothing to replay (--strict): " + why);
 
   // A capture whose allocators logged nothing (a device plane, no MemoryAllocation events).
   xprof::XSpace space;
   auto* plane = space.add_planes();
   plane->set_name("/device:GPU:0");
   std::string capture = write_text("silent.xplane.pb", space.SerializeAsString());
-  auto c = run_report(capture);
+  auto c = run_report({.trace = capture});
   CHECK(c["trace"]["events"] == 0);
   CHECK(c["nothing_to_replay"].get<std::string>().find("no allocator events") != std::string::npos);
-  CHECK(cli("run " + capture + " --no-progress --strict").code == 2);
+  CHECK(input_error([&] { (void)run_cmd({.trace = capture, .strict = true}); }).find("nothing to replay (--strict)") !=
+        std::string::npos);
 
   // A trace with a header and no events; and one with events to replay is not flagged.
-  auto e = run_report(write_text("empty.jsonl", "{\"fragsim_trace\":1}\n") + " --policy best-fit");
+  auto e = run_report({.trace = write_text("empty.jsonl", "{\"fragsim_trace\":1}\n"), .policy = "best-fit"});
   CHECK(e["nothing_to_replay"] == "the trace holds no events");
-  auto ok = run_report(torch_fixture("small_mlp_97ev") + " --strict");
+  auto ok = run_report({.trace = torch_fixture("small_mlp_97ev"), .strict = true});
   CHECK_FALSE(ok.contains("nothing_to_replay"));
 }
 
@@ -155,7 +143,8 @@ TEST_CASE("captures that start mid-run: the region and earlier memory go where t
   // ecbm (TensorFlow on a T4, SOURCES.md): 1,913,088 B live before the capture, of which only two
   // 256 B buffers are freed in it (their addresses known). TensorFlow preallocates one BFC region;
   // the capture's ranges leave one 256 B gap, so the rest lies below the lowest recorded address.
-  auto j = run_report(xprof_fixture("ecbm_yg2820_instance-ecbm_20221104-212610"));
+  auto ecbm = run_cmd({.trace = xprof_fixture("ecbm_yg2820_instance-ecbm_20221104-212610")});
+  const auto& j = ecbm.json;
   CHECK(j["policy"]["config"]["preallocate"] == true);  // one region, as the addresses show
   CHECK(j["fidelity"]["allocs_compared"] == 80);
   CHECK(j["fidelity"]["allocs_matched"] == 80);  // before: 10 of 80 (regions on a made-up base)
@@ -174,10 +163,9 @@ TEST_CASE("captures that start mid-run: the region and earlier memory go where t
   // on 32 MiB): the inferred base is a plausible cuMemAlloc result.
   CHECK((*hbm)["region_base"].get<std::uint64_t>() % (32 * MiB) == 0);
   // The text report says how much of the state before the capture was inferred.
-  auto text = cli("run " + xprof_fixture("ecbm_yg2820_instance-ecbm_20221104-212610") + " --no-progress");
-  CHECK(text.out.find("1.82 MiB inferred") != std::string::npos);
+  CHECK(ecbm.text.find("1.82 MiB inferred") != std::string::npos);
   // A capture from an empty allocator infers nothing and keeps its figures (MI300X: 74 of 81).
-  auto mi = run_report(xprof_fixture("tracelens_mi300_jax08_gemm"));
+  auto mi = run_report({.trace = xprof_fixture("tracelens_mi300_jax08_gemm")});
   CHECK(mi["policy"]["config"]["preallocate"] == false);  // gaps between regions: growth on demand
   CHECK_FALSE(mi["fidelity"].contains("initial_state"));
   CHECK(mi["fidelity"]["allocs_matched"].get<int>() >= 74);
@@ -212,17 +200,16 @@ std::map<std::uint64_t, std::uint64_t> strip_addresses(const std::vector<nlohman
 TEST_CASE("follow-recording: recorded allocations go where they were, the others are predicted") {
   // Held out: every third allocation of the TPU capture loses its address; the runtime's
   // top-down best fit predicts each of them exactly (the free-running replay reproduces 453/453).
-  auto tpu = converted(xprof_fixture("xprof_tpu_inference_2"), "tpu");
+  auto tpu = converted(xprof_fixture("xprof_tpu_inference_2"), tmp_path("tpu.jsonl"));
   auto removed = strip_addresses(tpu, 3, "tpu_held_out.jsonl");
   REQUIRE(removed.size() == 151);
-  auto r = cli("run " + tmp_path("tpu_held_out.jsonl") + " --follow-recording --no-progress --placements " +
-               tmp_path("tpu_held_out.pl.jsonl") + " --json " + tmp_path("tpu_held_out.json"));
-  REQUIRE(r.code == 0);
+  auto r = run_cmd({.trace = tmp_path("tpu_held_out.jsonl"), .follow_recording = true},
+                   {.placements = tmp_path("tpu_held_out.pl.jsonl")});
   size_t predicted = 0;
-  for (const auto& p : read_jsonl(tmp_path("tpu_held_out.pl.jsonl")))
+  for (const auto& p : r.placements)
     if (auto it = removed.find(p["i"]); it != removed.end()) predicted += p["addr"] == it->second;
   CHECK(predicted == 151);
-  auto j = nlohmann::json::parse(read_text(tmp_path("tpu_held_out.json")));
+  const auto& j = r.json;
   CHECK(j["fidelity"]["follow_recording"]["allocs_compared"] == 453 - 151);
   CHECK(j["fidelity"]["follow_recording"]["allocs_matched"] == 453 - 151);
   CHECK(j["fidelity"]["follow_recording"]["predicted_only"] == 151);
@@ -230,12 +217,11 @@ TEST_CASE("follow-recording: recorded allocations go where they were, the others
 
   // MI300X: where the free-running replay loses 7 addresses to a region it cannot model, each
   // recorded allocation puts the state right again, and the held-out ones are predicted from it.
-  auto mi = converted(xprof_fixture("tracelens_mi300_jax08_gemm"), "mi");
+  auto mi = converted(xprof_fixture("tracelens_mi300_jax08_gemm"), tmp_path("mi.jsonl"));
   auto mi_removed = strip_addresses(mi, 3, "mi_held_out.jsonl");
-  r = cli("run " + tmp_path("mi_held_out.jsonl") + " --follow-recording --no-progress --placements " +
-          tmp_path("mi_held_out.pl.jsonl"));
-  REQUIRE(r.code == 0);
-  CHECK(r.out.find("following the recording: ") != std::string::npos);
+  auto m = run_cmd({.trace = tmp_path("mi_held_out.jsonl"), .follow_recording = true},
+                   {.placements = tmp_path("mi_held_out.pl.jsonl")});
+  CHECK(m.text.find("following the recording: ") != std::string::npos);
   size_t mi_predicted = 0, recorded_kept = 0, recorded = 0;
   std::map<std::uint64_t, std::uint64_t> addr_of;
   std::uint64_t index = 0;
@@ -244,7 +230,7 @@ TEST_CASE("follow-recording: recorded allocations go where they were, the others
       if (l.contains("addr") && l["op"] == "alloc") addr_of[index] = l["addr"];
       ++index;
     }
-  for (const auto& p : read_jsonl(tmp_path("mi_held_out.pl.jsonl"))) {
+  for (const auto& p : m.placements) {
     if (auto it = mi_removed.find(p["i"]); it != mi_removed.end()) mi_predicted += p["addr"] == it->second;
     if (auto it = addr_of.find(p["i"]); it != addr_of.end()) ++recorded, recorded_kept += p["addr"] == it->second;
   }
@@ -253,10 +239,11 @@ TEST_CASE("follow-recording: recorded allocations go where they were, the others
   CHECK(recorded_kept + 4 >= recorded);  // all but the 4 that no region of the model can hold
 
   // A plain run of a mid-run recording shows both figures; one from an empty allocator only its own.
-  auto ecbm = run_report(xprof_fixture("ecbm_yg2820_instance-ecbm_20221104-212610"));
+  auto ecbm = run_report({.trace = xprof_fixture("ecbm_yg2820_instance-ecbm_20221104-212610")});
   CHECK(ecbm["fidelity"]["follow_recording"]["allocs_compared"] == 80);
   CHECK(ecbm["fidelity"]["follow_recording"]["allocs_matched"] == 80);
-  CHECK_FALSE(run_report(xprof_fixture("tracelens_mi300_jax08_gemm"))["fidelity"].contains("follow_recording"));
+  CHECK_FALSE(
+      run_report({.trace = xprof_fixture("tracelens_mi300_jax08_gemm")})["fidelity"].contains("follow_recording"));
 }
 
 TEST_CASE("follow-recording: a buffer predicted where the recording later puts another is displaced") {
@@ -271,17 +258,16 @@ TEST_CASE("follow-recording: a buffer predicted where the recording later puts a
       "{{\"op\":\"alloc\",\"id\":4,\"size\":{1},\"addr\":{3}}}\n",
       base, MiB, base + MiB, base + 2 * MiB);
   std::string path = write_text("displace.jsonl", t);
-  auto r = cli("run " + path + " --policy xla-bfc --follow-recording --no-progress --json - --placements " +
-               tmp_path("displace.pl.jsonl"));
-  REQUIRE(r.code == 0);
-  auto j = nlohmann::json::parse(r.out);
+  auto r = run_cmd({.trace = path, .policy = "xla-bfc", .follow_recording = true},
+                   {.placements = tmp_path("displace.pl.jsonl")});
+  const auto& j = r.json;
   const auto& f = j["fidelity"]["follow_recording"];
   CHECK(f["allocs_compared"] == 3);
   CHECK(f["allocs_matched"] == 2);  // 1 (its region's base is the recording's) and 4 (after 1, 3)
   CHECK(f["corrected"] == 1);
   CHECK(f["displaced"] == 1);
   CHECK(f["predicted_only"] == 1);
-  auto pl = read_jsonl(tmp_path("displace.pl.jsonl"));
+  const auto& pl = r.placements;
   REQUIRE(pl.size() == 4);
   CHECK(pl[1]["addr"] == base + MiB);            // the prediction for 2
   CHECK(pl[2]["addr"] == base + MiB);            // 3 where recorded
@@ -292,7 +278,7 @@ TEST_CASE("follow-recording: a buffer predicted where the recording later puts a
 TEST_CASE("JAX buffers are named from the modules the capture embeds, or say why not") {
   // MI300X gemm capture: JAX logs no op name, but each allocation sits in a PjitFunction(NAME)
   // span and the capture embeds jit_NAME's buffer assignment (names, shapes, source lines).
-  auto lines = converted(xprof_fixture("tracelens_mi300_jax08_gemm"), "names_mi");
+  auto lines = converted(xprof_fixture("tracelens_mi300_jax08_gemm"), tmp_path("names_mi.jsonl"));
   std::map<std::string, int> names;
   size_t allocs = 0, unnamed = 0;
   for (const auto& l : lines)
@@ -317,11 +303,11 @@ TEST_CASE("JAX buffers are named from the modules the capture embeds, or say why
         24);
   CHECK(names["jit_convert_element_type(1): output copy.1"] == 12);
   // Every output shows the names: the text report's largest buffers.
-  auto text = cli("run " + xprof_fixture("tracelens_mi300_jax08_gemm") + " --no-progress");
-  CHECK(text.out.find("128.00 MiB  jit_dot(49): output custom-call.1") != std::string::npos);
+  auto text = run_cmd({.trace = xprof_fixture("tracelens_mi300_jax08_gemm")}).text;
+  CHECK(text.find("128.00 MiB  jit_dot(49): output custom-call.1") != std::string::npos);
 
   // TPU capture: what no module holds says why (program code, the runtime's scratch).
-  auto tpu = converted(xprof_fixture("xprof_tpu_inference_2"), "names_tpu");
+  auto tpu = converted(xprof_fixture("xprof_tpu_inference_2"), tmp_path("names_tpu.jsonl"));
   size_t program = 0, scratch = 0;
   for (const auto& l : tpu) {
     std::string n = l.value("name", "");
@@ -340,29 +326,31 @@ TEST_CASE("sets of recordings: one job's ranks or hosts replay as one run that n
                              std::filesystem::copy_options::overwrite_existing);
   std::filesystem::copy_file(torch_fixture("small_mlp_97ev"), dir + "/snapshot_rank1.pickle.zst",
                              std::filesystem::copy_options::overwrite_existing);
-  auto j = run_report(dir);
+  auto j = run_report({.trace = dir});
   CHECK(j["fidelity"]["allocs_compared"] == 937 + 36);  // each rank's own addresses, all reproduced
   CHECK(j["fidelity"]["allocs_matched"] == 937 + 36);
   REQUIRE(j["devices"].size() == 2);
   CHECK(j["devices"][0]["name"] == "rank 0");
   CHECK(j["devices"][1]["name"] == "rank 1");
   // On 2 GiB devices rank 1 (3.03 GiB at its peak) runs out, rank 0 (778 MiB) does not.
-  auto oom = run_report(dir + " --capacity 2GiB");
+  auto small = run_cmd({.trace = dir, .capacity = "2GiB"});
+  const auto& oom = small.json;
   CHECK(oom["first_oom"]["device"] == 1);
   CHECK(oom["first_oom"]["name"] == "rank 1");
   CHECK(oom["first_oom"]["cause"] == "capacity");
-  auto text = cli("run " + dir + " --capacity 2GiB --no-progress");
-  CHECK(text.out.find("first OOM: device 1 (rank 1) hbm at event") != std::string::npos);
-  // The same files listed are the same run.
-  auto listed = run_report(dir + "/snapshot_rank0.pickle.zst " + dir + "/snapshot_rank1.pickle.zst");
+  CHECK(small.text.find("first OOM: device 1 (rank 1) hbm at event") != std::string::npos);
+  // The same files listed are the same run (`run A B` asks for the set "A,B").
+  auto listed = run_report({.trace = dir + "/snapshot_rank0.pickle.zst," + dir + "/snapshot_rank1.pickle.zst"});
   CHECK(listed["fidelity"]["allocs_matched"] == 937 + 36);
   CHECK(listed["trace"]["digest"] == j["trace"]["digest"]);
   // compare and sweep take the set: the smallest device that holds the job holds its largest rank.
-  CHECK(cli("compare " + dir + " --policies torch-caching,ideal --no-progress").code == 0);
+  auto cmp = compare_cmd({.base = {.trace = dir}, .policies = "torch-caching,ideal"});
+  REQUIRE(cmp.runs.size() == 2);
+  CHECK(cmp.json[0]["fidelity"]["allocs_matched"] == 937 + 36);
   auto sweep = [&](const std::string& what) {
-    auto r = cli("sweep " + what + " --find min-capacity --no-progress --json -");
-    REQUIRE(r.code == 0);
-    return nlohmann::json::parse(r.out)["value"].get<double>();
+    auto r = sweep_cmd({.trace = what}, "min-capacity");
+    REQUIRE(r.result.value);
+    return *r.result.value;
   };
   CHECK(sweep(dir) == std::max(sweep(dir + "/snapshot_rank0.pickle.zst"), sweep(dir + "/snapshot_rank1.pickle.zst")));
 
@@ -373,7 +361,7 @@ TEST_CASE("sets of recordings: one job's ranks or hosts replay as one run that n
                              std::filesystem::copy_options::overwrite_existing);
   std::filesystem::copy_file(xprof_fixture("tracelens_mi300_jax08_gemm"), prof + "/hostB.xplane.pb.zst",
                              std::filesystem::copy_options::overwrite_existing);
-  auto hosts = run_report(prof);
+  auto hosts = run_report({.trace = prof});
   std::set<std::string> names;
   for (const auto& d : hosts["devices"]) names.insert(d.value("name", ""));
   CHECK(names == std::set<std::string>{"hostA:0", "hostB:0"});
@@ -384,10 +372,8 @@ TEST_CASE("static-heap on a TPU module: XLA's own offsets, on the TPU it was com
   // The v6e capture's jit_f: four 5 GiB f32[5,1024,1024,256] buffers, six 32-byte tuples XLA placed
   // before simulating (16,384 B apart) in HBM, and six u32 scalars in SMEM (color 2).
   std::string out = tmp_path("jit_f.jsonl");
-  REQUIRE(
-      cli("convert " + xprof_fixture("xprof_tpu_inference_2") + " " + out + " --module 'jit_f(12190760917235803885)'")
-          .code == 0);
-  auto j = run_report(out + " --policy static-heap");
+  CHECK(converted(xprof_fixture("xprof_tpu_inference_2"), out, "jit_f(12190760917235803885)").size() > 12);
+  auto j = run_report({.trace = out, .policy = "static-heap"});
   CHECK(j["hardware"]["name"] == "tpu-v6e");  // the capture's device plane: "TPU v6 Lite" (was h100-80g)
   CHECK(j["fidelity"]["allocs_compared"] == 12);
   CHECK(j["fidelity"]["allocs_matched"] == 12);  // was 2: XLA's HBM places buffers on 16 KiB boundaries

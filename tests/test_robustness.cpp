@@ -3,11 +3,13 @@
 // conversion, and end-to-end fuzzing of every format through every policy. Each reproducer of the
 // audit is a test here; the comment says what happened before.
 #include <catch2/catch.hpp>
+#include <cmath>
 #include <filesystem>
 #include <map>
 
 #include "sim/base/error.h"
 #include "sim/base/io.h"
+#include "sim/trace_info.h"
 #include "sim_helpers.h"
 #include "traces/generators.h"
 #include "traces/pickle.h"
@@ -187,9 +189,9 @@ TEST_CASE("hostile files are refused in bounded memory — or answered, when the
 TEST_CASE("crafted collisions and huge dicts stay linear: answered") {
   std::string ids;
   for (std::uint64_t i = 0; i < 80000; ++i) ids += fmt::format("{{\"op\":\"alloc\",\"id\":{},\"size\":8}}\n", i << 40);
-  auto r = cli("info " + write_text("collide.jsonl", ids));
-  CHECK(r.code == 0);
-  CHECK(r.out.find("80000 live at end") != std::string::npos);
+  // What `fragsim info` prints.
+  CHECK(trace_info_text(trace_info(write_text("collide.jsonl", ids), false)).find("80000 live at end") !=
+        std::string::npos);
   // {"device_traces": [[]], "segments": [], "k0": 0, ..., "k79999": 0}
   std::string d =
       "\x80\x04}(\x8c\x0d"
@@ -204,8 +206,7 @@ TEST_CASE("crafted collisions and huge dicts stay linear: answered") {
     d.push_back('\0');
   }
   d += "u.";
-  r = cli("info " + write_text("bigdict.pickle", d));
-  CHECK(r.code == 0);
+  CHECK(trace_info(write_text("bigdict.pickle", d), false)["events"] == 0);  // answered: a snapshot of no events
 }
 
 // Before: --keep-going kept about 1 KB of explanation per OOM, twice.
@@ -283,9 +284,8 @@ TEST_CASE("bytes after an fstrace end record are an error") {
   std::string a = tmp_path("cat_a.fstrace");
   generate_workload("random", 1, {{"events", 100}}, a);
   std::string both = read_text(a) + read_text(a);
-  auto r = cli("info " + write_text("cat_ab.fstrace", both));
-  CHECK(r.code == 2);
-  CHECK(r.err.find("bytes after the end record") != std::string::npos);
+  std::string ab = write_text("cat_ab.fstrace", both);
+  CHECK(input_error([&] { (void)trace_info(ab, false); }).find("bytes after the end record") != std::string::npos);
 }
 
 // Before: check exited 0 on a 4-key object, on "ooms": null with oom_count 3, on another
@@ -294,42 +294,43 @@ TEST_CASE("bytes after an fstrace end record are an error") {
 TEST_CASE("the CI gate cannot be fooled") {
   std::string tr = std::string(FRAGSIM_SOURCE_DIR) + "/traces/samples/jax_train_small.jsonl";
   std::string other = std::string(FRAGSIM_SOURCE_DIR) + "/traces/samples/llm_serving_small.jsonl";
-  std::string a = tmp_path("gate_a.json"), b = tmp_path("gate_b.json"), o = tmp_path("gate_o.json");
-  REQUIRE(cli("run " + tr + " --policy best-fit --json " + a).code == 0);
-  REQUIRE(cli("run " + other + " --policy best-fit --json " + o).code == 0);
-  std::string four = write_text("four.json", "{\"a\":1,\"b\":2,\"c\":3,\"d\":4}");
-  CHECK(cli("check --baseline " + a + " --current " + four).code == 2);
-  auto j = nlohmann::json::parse(read_text(a));
+  // check's gate in process (check_cmd): refused (exit 2), failed (exit 1) or passed (exit 0).
+  auto a = run_cmd({.trace = tr, .policy = "best-fit"}).json, o = run_cmd({.trace = other, .policy = "best-fit"}).json;
+  auto four = nlohmann::json::parse("{\"a\":1,\"b\":2,\"c\":3,\"d\":4}");
+  CHECK(input_error([&] { (void)check_cmd("gate_a.json", a, "four.json", four); }).find("four.json") !=
+        std::string::npos);
+  auto j = a;
   j["ooms"] = nullptr;
   j["oom_count"] = 3;
-  write_text("gate_null.json", j.dump());
-  auto r = cli("check --baseline " + a + " --current " + tmp_path("gate_null.json"));
-  CHECK(r.code == 2);
-  CHECK(r.err.find("gate_null.json: ooms: must be an array") != std::string::npos);
-  r = cli("check --baseline " + a + " --current " + o + " --same-trace");
-  CHECK(r.code == 2);
-  CHECK(r.err.find("different traces") != std::string::npos);
-  r = cli("check --baseline " + a + " --current " + o + " --tolerance 1000000");
-  CHECK(r.code == 0);
-  CHECK(r.out.find("note: ") != std::string::npos);  // compared, and said so
-  CHECK(r.out.find("the traces differ") != std::string::npos);
-  j = nlohmann::json::parse(read_text(a));
+  CHECK(input_error([&] {
+          (void)check_cmd("gate_a.json", a, "gate_null.json", j);
+        }).find("gate_null.json: ooms: must be an array") != std::string::npos);
+  CHECK(input_error([&] {
+          (void)check_cmd("gate_a.json", a, "gate_o.json", o, {.same_trace = true});
+        }).find("different traces") != std::string::npos);
+  // By default two traces are two recordings of one workload: compared, and a note says so.
+  CheckResult other_trace = check_cmd("gate_a.json", a, "gate_o.json", o, {.tolerance_pct = 1000000});
+  CHECK(other_trace.pass);
+  CHECK(other_trace.notes.size() >= 1);
+  CHECK(check_text(other_trace).find("the traces differ") != std::string::npos);
+  j = a;
   j["peak_reserved_bytes"] = j["peak_reserved_bytes"].get<std::uint64_t>() * 100;
-  write_text("gate_b.json", j.dump());
-  CHECK(cli("check --baseline " + a + " --current " + b + " --tolerance nan").code == 2);
-  CHECK(cli("check --baseline " + a + " --current " + b + " --tolerance -5").code == 2);
-  CHECK(cli("check --baseline " + a + " --current " + b).code == 1);
+  for (double bad : {std::nan(""), -5.0}) {
+    INFO("--tolerance " << bad);
+    CHECK(input_error([&] {
+            (void)check_cmd("gate_a.json", a, "gate_b.json", j, {.tolerance_pct = bad});
+          }).find("--tolerance") != std::string::npos);
+  }
+  CHECK_FALSE(check_cmd("gate_a.json", a, "gate_b.json", j).pass);
   // A changed OOM count is a regression.
-  std::string k1 = tmp_path("gate_k1.json"), k2 = tmp_path("gate_k2.json");
-  REQUIRE(cli("run " + tr + " --policy best-fit --capacity 1GiB --reserve 0 --keep-going --json " + k1).code == 0);
-  auto k = nlohmann::json::parse(read_text(k1));
+  auto k1 = run_cmd({.trace = tr, .capacity = "1GiB", .reserve = "0", .policy = "best-fit", .keep_going = true}).json;
+  auto k = k1;
   REQUIRE(k["oom_count"].get<int>() > 1);
   k["ooms"].erase(k["ooms"].size() - 1);
   k["oom_count"] = k["ooms"].size();
-  write_text("gate_k2.json", k.dump());
-  r = cli("check --baseline " + k1 + " --current " + k2 + " --tolerance 1000");
-  CHECK(r.code == 1);
-  CHECK(r.out.find("OOM count changed") != std::string::npos);
+  auto r = check_cmd("gate_k1.json", k1, "gate_k2.json", k, {.tolerance_pct = 1000});
+  CHECK_FALSE(r.pass);
+  CHECK(check_text(r).find("OOM count changed") != std::string::npos);
 }
 
 // Before: convert wrote files that fragsim then rejected.
@@ -360,7 +361,7 @@ TEST_CASE("convert is lossless: every format, every sample and real trace reads 
     for (const char* ext : {".jsonl", ".jsonl.zst", ".fstrace"}) {
       INFO(src << " -> " << ext);
       std::string out = tmp_path("rt" + std::string(ext));
-      REQUIRE(cli("convert " + src + " " + out).code == 0);
+      (void)convert_trace(src, out, "", false);
       auto got = read_all(out);
       CHECK(got.first == want.first);
       REQUIRE(got.second.size() == want.second.size());
@@ -434,14 +435,14 @@ TEST_CASE("fuzz: mutated traces of every format through every policy — only re
   }
   CHECK(outcomes["result"] > 0);
   CHECK(outcomes["input error"] > 0);
-  // The two mutants that once crashed and hung the simulator.
+  // The two mutants that once crashed and hung the simulator, as `fragsim run` takes them: a result
+  // (exit 0) or an input error (exit 2); anything else escapes and fails.
   for (const char* bad : {"mutant_overflow.fstrace", "mutant_hang.fstrace"}) {
     std::string path = std::string(FRAGSIM_SOURCE_DIR) + "/tests/data/bad/" + bad;
     for (const auto& p : policy_names()) {
-      for (const char* kg : {"", " --keep-going"}) {
-        INFO(bad << " " << p << kg);
-        int code = run_measured(fragsim_cmd("run " + path + " --policy " + p + kg + " --check")).code;
-        CHECK((code == 0 || code == 2));
+      for (bool keep_going : {false, true}) {
+        INFO(bad << " " << p << " keep_going " << keep_going);
+        (void)refusal([&] { (void)run_cmd({.trace = path, .policy = p, .keep_going = keep_going, .check = true}); });
       }
     }
   }

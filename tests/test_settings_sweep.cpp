@@ -7,6 +7,7 @@
 #include "hardware_models/hardware_model.h"
 #include "sim/base/error.h"
 #include "sim/base/text.h"
+#include "sim/listing.h"
 #include "sim/settings.h"
 #include "sim/sweep.h"
 #include "sim_helpers.h"
@@ -17,17 +18,12 @@ using namespace fragsim::test;
 
 namespace {
 PolicySpec resolve(std::vector<std::string> envs, std::string policy = "", std::vector<std::string> sets = {}) {
-  static const Registry reg = [] {
-    Registry r;
-    register_builtin_policies(r);
-    return r;
-  }();
   std::vector<std::string> notes;
   SettingsInput in;
   in.policy = policy;
   in.sets = sets;
   in.envs = envs;
-  return resolve_settings(in, reg, &notes);
+  return resolve_settings(in, test_registry(), &notes);
 }
 }  // namespace
 
@@ -149,11 +145,9 @@ TEST_CASE("sweep: the JSON records the policy, its settings, the hardware and th
   std::string t = write_text("sweep_cli.jsonl",
                              "{\"fragsim_trace\":1}\n{\"op\":\"alloc\",\"id\":1,\"size\":1073741824}\n"
                              "{\"op\":\"alloc\",\"id\":2,\"size\":536870912}\n{\"op\":\"free\",\"id\":1}\n");
-  std::string js = tmp_path("sweep_cli.json");
-  auto ok =
-      cli("sweep " + t + " --policy 'xla-bfc[preallocate=false]' --capacity 4GiB --find min-mem-fraction --json " + js);
-  REQUIRE(ok.code == 0);
-  auto j = nlohmann::json::parse(read_text(js));
+  auto ok = sweep_cmd({.trace = t, .capacity = "4GiB", .policy = "xla-bfc[preallocate=false]"}, "min-mem-fraction");
+  REQUIRE(ok.result.value);
+  const auto& j = ok.json;
   CHECK(j["policy"]["name"] == "xla-bfc");
   CHECK(j["policy"]["config"]["preallocate"] == false);
   CHECK(j["hardware"]["name"] == "h100-80g");
@@ -163,17 +157,20 @@ TEST_CASE("sweep: the JSON records the policy, its settings, the hardware and th
   CHECK(j["setting"].get<std::string>().rfind("XLA_PYTHON_CLIENT_MEM_FRACTION=", 0) == 0);
 
   // 1.5 GiB live never fits a 1 GiB device: no fraction works.
-  auto none = cli("sweep " + t + " --policy xla-bfc --capacity 1GiB --find min-mem-fraction --json " + js);
-  CHECK(none.code == 1);
-  CHECK(none.out.find("no memory fraction works") != std::string::npos);
-  auto jn = nlohmann::json::parse(read_text(js));
+  RunRequest small{.trace = t, .capacity = "1GiB", .policy = "xla-bfc"};
+  auto none = sweep_cmd(small, "min-mem-fraction");
+  CHECK_FALSE(none.result.value);
+  CHECK(none.text.find("no memory fraction works") != std::string::npos);
+  const auto& jn = none.json;
   CHECK(jn["value"].is_null());
   CHECK(jn["setting"].is_null());
   CHECK(jn["runs"].size() == 1);  // 1.00 does not fit: no smaller fraction is tried
   CHECK(jn["monotonic_basis"].get<std::string>().find("1.00 does not fit") != std::string::npos);
-  auto all = cli("sweep " + t + " --policy xla-bfc --capacity 1GiB --find min-mem-fraction --exhaustive --json " + js);
-  CHECK(all.code == 1);
-  CHECK(nlohmann::json::parse(read_text(js))["runs"].size() == 100);
+  auto all = sweep_cmd(small, "min-mem-fraction", true);
+  CHECK_FALSE(all.result.value);
+  CHECK(all.json["runs"].size() == 100);
+  // No answer is a failed check: the command exits 1 (end to end, the command line's exit code).
+  CHECK(cli("sweep " + t + " --policy xla-bfc --capacity 1GiB --find min-mem-fraction").code == 1);
 }
 
 // `fragsim list POLICY` documents every option: the documented keys are exactly what the policy's
@@ -214,52 +211,51 @@ TEST_CASE("policies: POLICY[k=v,...] works wherever a policy is named, nested fo
     CHECK_THROWS_AS(parse_policy_ref(bad, "--policy"), InputError);
 
   std::string t = std::string(FRAGSIM_SOURCE_DIR) + "/traces/samples/jax_train_small.jsonl";
-  std::string js = tmp_path("grammar.json");
   // run: the bracketed options win over --set.
-  REQUIRE(cli("run " + t + " --policy 'xla-bfc[preallocate=false]' --set preallocate=true --json " + js).code == 0);
-  auto j = nlohmann::json::parse(read_text(js));
+  auto j = run_cmd({.trace = t, .policy = "xla-bfc[preallocate=false]", .sets = {"preallocate=true"}}).json;
   CHECK(j["policy"]["name"] == "xla-bfc");
   CHECK(j["policy"]["config"]["preallocate"] == false);
   // compare: per-entry options, labelled as written.
-  REQUIRE(cli("compare " + t + " --policies 'xla-bfc,xla-bfc[preallocate=false]' --json " + js).code == 0);
-  auto a = nlohmann::json::parse(read_text(js));
+  auto a = compare_cmd({.base = {.trace = t}, .policies = "xla-bfc,xla-bfc[preallocate=false]"}).json;
   CHECK(a[0]["policy"]["config"]["preallocate"] == true);
   CHECK(a[1]["policy"]["config"]["preallocate"] == false);
   CHECK(a[1]["label"] == "xla-bfc[preallocate=false]");
   // tpu-padded's inner policy with its own options.
-  REQUIRE(cli("run " + t + " --hw tpu-v5e --policy 'tpu-padded[inner=xla-bfc[preallocate=false]]' --json " + js).code ==
-          0);
-  j = nlohmann::json::parse(read_text(js));
+  j = run_cmd({.trace = t, .hw = "tpu-v5e", .policy = "tpu-padded[inner=xla-bfc[preallocate=false]]"}).json;
   CHECK(j["policy"]["config"]["inner"] == "xla-bfc");
   CHECK(j["policy"]["config"]["inner_config"]["preallocate"] == false);
   // A misspelt key or policy is an input error that suggests the right one.
-  auto r = cli("run " + t + " --policy 'xla-bfc[prealocate=false]'");
-  CHECK(r.code == 2);
-  CHECK(r.err.find("did you mean 'preallocate'?") != std::string::npos);
-  r = cli("compare " + t + " --policies 'best-fit,xla-bcf'");
-  CHECK(r.code == 2);
-  CHECK(r.err.find("did you mean 'xla-bfc'?") != std::string::npos);
-  CHECK(r.out.empty());  // nothing ran
+  CHECK(input_error([&] {
+          (void)run_cmd({.trace = t, .policy = "xla-bfc[prealocate=false]"});
+        }).find("did you mean 'preallocate'?") != std::string::npos);
+  // compare refuses it while preparing its runs: nothing ran.
+  CHECK(input_error([&] {
+          (void)prepare_compare({.base = {.trace = t}, .traces = {t}, .policies = "best-fit,xla-bcf"}, test_registry());
+        }).find("did you mean 'xla-bfc'?") != std::string::npos);
 }
 
 TEST_CASE("cli: list POLICY prints every option with its default, unknown names suggest the closest") {
-  Registry reg;
-  register_builtin_policies(reg);
+  // `fragsim list NAME` prints policy_text(reg.find(NAME, "list")).
+  const Registry& reg = test_registry();
+  auto list = [&](const std::string& name) { return policy_text(reg.find(name, "list")); };
   for (const auto& info : reg.all()) {
-    auto r = cli("list " + info.name);
+    std::string out = list(info.name);
     INFO(info.name);
-    REQUIRE(r.code == 0);
-    for (const auto& o : info.options) CHECK(r.out.find("  " + o.key + " ") != std::string::npos);
+    for (const auto& o : info.options) CHECK(out.find("  " + o.key + " ") != std::string::npos);
   }
-  CHECK(cli("list xla-bfc").out.find("XLA_PYTHON_CLIENT_PREALLOCATE") != std::string::npos);
-  for (auto [typo, hint] : {std::pair{"list torch-cachng", "torch-caching"},
-                            {"rnu x", "run"},
-                            {"gen jax-trian -o x.jsonl", "jax-train"},
-                            {"run x.jsonl --hw h100-80gb", "h100-80g"}}) {
-    auto r = cli(typo);
-    INFO(typo);
-    CHECK(r.code == 2);
-    CHECK(r.err.find(std::string("did you mean '") + hint + "'?") != std::string::npos);
+  CHECK(list("xla-bfc").find("XLA_PYTHON_CLIENT_PREALLOCATE") != std::string::npos);
+  std::string sample = std::string(FRAGSIM_SOURCE_DIR) + "/traces/samples/jax_train_small.jsonl";
+  for (auto [err, hint] :
+       {std::pair{input_error([&] { (void)list("torch-cachng"); }), "torch-caching"},
+        {input_error([] { (void)generate_workload("jax-trian", 1, nlohmann::json::object(), tmp_path("x.jsonl")); }),
+         "jax-train"},
+        {input_error([&] { (void)run_cmd({.trace = sample, .hw = "h100-80gb"}); }), "h100-80g"}}) {
+    INFO(err);
+    CHECK(err.find(std::string("did you mean '") + hint + "'?") != std::string::npos);
   }
-  CHECK(cli("list zzzzzz").err.find("did you mean") == std::string::npos);  // nothing close: no guess
+  // An unknown command: the command line's own table, end to end.
+  auto r = cli("rnu x");
+  CHECK(r.code == 2);
+  CHECK(r.err.find("did you mean 'run'?") != std::string::npos);
+  CHECK(input_error([&] { (void)list("zzzzzz"); }).find("did you mean") == std::string::npos);  // nothing close
 }

@@ -6,6 +6,7 @@
 
 #include "sim/base/error.h"
 #include "sim/base/io.h"
+#include "sim/trace_info.h"
 #include "sim_helpers.h"
 #include "traces/pickle.h"
 #include "traces/trace_reader.h"
@@ -22,17 +23,12 @@ std::string fixture(const std::string& name) {
 std::string fixture_bytes(const std::string& name) { return read_input(fixture(name), kMaxPickleBytes); }
 
 RunResult replay(const std::string& trace, nlohmann::json cfg = nlohmann::json::object(), bool check = true) {
-  static Registry reg = [] {
-    Registry r;
-    register_builtin_policies(r);
-    return r;
-  }();
   RunOptions o;
   o.trace = trace;
   o.policy = {"torch-caching", std::move(cfg)};
   o.hw = load_hardware("h100-80g");
   o.check = check;
-  return run_simulation(o, reg);
+  return run_simulation(o, test_registry());
 }
 
 constexpr std::uint64_t MiB = 1 << 20;
@@ -96,12 +92,7 @@ TEST_CASE("empty_cache calls are told apart from the allocator's own releases") 
   o.policy = {"torch-caching", nlohmann::json::object()};
   o.hw = load_hardware("h100-80g");
   o.recorded_devices = false;
-  static Registry reg = [] {
-    Registry r;
-    register_builtin_policies(r);
-    return r;
-  }();
-  RunResult roomy = run_simulation(o, reg);
+  RunResult roomy = run_simulation(o, test_registry());
   CHECK(roomy.spaces.at(0).stats["num_alloc_retries"] == 0);
   CHECK(roomy.fidelity["allocs_matched"] < 782);
   // Every policy answers the op: cuda-async trims, the others say there is nothing to release.
@@ -131,10 +122,8 @@ TEST_CASE("expandable segments: recorded reservations, the small pool kept apart
   CHECK(r.ooms[0].requested == 5308694528ULL);
   CHECK(r.header["recorded_devices"][0]["usable_bytes"] == 84202749952ULL + 95682560ULL);
   // Device 0's small-pool allocations live in their own reservation (0x1c46000000 recorded).
-  auto converted = tmp_path("exp.jsonl");
-  REQUIRE(cli("convert " + fixture("expandable_3dev_oom.pickle") + " " + converted).code == 0);
   bool small_seen = false;
-  for (const auto& l : read_jsonl(converted))
+  for (const auto& l : converted(fixture("expandable_3dev_oom.pickle"), tmp_path("exp.jsonl")))
     if (l.value("op", "") == "alloc" && l.value("device", 0) == 0 && l["size"].get<std::uint64_t>() <= (1 << 20))
       small_seen |= l["addr"].get<std::uint64_t>() >= 0x1c46000000ULL;
   CHECK(small_seen);
@@ -165,11 +154,10 @@ TEST_CASE("older and smaller snapshot layouts load") {
 TEST_CASE("pre-trace blocks take their recorded size, or the split rule's") {
   // finetune: blocks allocated before recording asked for 2 MiB and hold 2.5 MiB (an unsplit
   // 512 KiB remainder), as the segments at the dump record; the replay places them so.
-  auto converted = tmp_path("ft.jsonl");
-  REQUIRE(cli("convert " + fixture("finetune_torch20_format.pickle") + " " + converted).code == 0);
+  auto ft = tmp_path("ft.jsonl");
   std::map<std::uint64_t, std::uint64_t> recorded;  // event index → block size
   std::uint64_t i = 0;
-  for (const auto& l : read_jsonl(converted)) {
+  for (const auto& l : converted(fixture("finetune_torch20_format.pickle"), ft)) {
     if (l.contains("fragsim_trace")) continue;
     if (l.contains("block_size")) {
       CHECK(l["block_size"] > l["size"]);
@@ -178,10 +166,8 @@ TEST_CASE("pre-trace blocks take their recorded size, or the split rule's") {
     ++i;
   }
   CHECK(recorded.size() >= 8);
-  auto r = cli("run " + converted + " --placements " + tmp_path("ft.placements.jsonl"));
-  REQUIRE(r.code == 0);
   size_t matched = 0;
-  for (const auto& p : read_jsonl(tmp_path("ft.placements.jsonl")))
+  for (const auto& p : run_cmd({.trace = ft}, {.placements = tmp_path("ft.placements.jsonl")}).placements)
     if (auto it = recorded.find(p["i"].get<std::uint64_t>()); it != recorded.end())
       matched += p["block_bytes"] == it->second;
   CHECK(matched == recorded.size());
@@ -204,11 +190,10 @@ TEST_CASE("pre-trace blocks take their recorded size, or the split rule's") {
 }
 
 TEST_CASE("stack frames are kept: the innermost user frame names the buffer, the stack is defined once") {
-  auto converted = tmp_path("sq.jsonl");
-  REQUIRE(cli("convert " + fixture("sqattn_empty_cache.pickle") + " " + converted).code == 0);
+  auto lines = converted(fixture("sqattn_empty_cache.pickle"), tmp_path("sq.jsonl"));
   std::set<std::uint64_t> defined;
   int named = 0;
-  for (const auto& l : read_jsonl(converted)) {
+  for (const auto& l : lines) {
     std::string op = l.value("op", "");
     if (op == "stack") {
       CHECK(defined.insert(l["id"].get<std::uint64_t>()).second);
@@ -225,15 +210,13 @@ TEST_CASE("stack frames are kept: the innermost user frame names the buffer, the
   CHECK(named > 2000);
   // modeling_qwen2.py:274 forward allocates the block of the first segment (SOURCES: the add in Qwen2's MLP).
   bool found = false;
-  for (const auto& l : read_jsonl(converted)) found |= l.value("name", "") == "modeling_qwen2.py:274 forward";
+  for (const auto& l : lines) found |= l.value("name", "") == "modeling_qwen2.py:274 forward";
   CHECK(found);
 }
 
 TEST_CASE("snapshot import: pre-trace state first, observations kept, convert writes them") {
   std::string src = fixture("small_mlp_97ev.pickle"), out = tmp_path("mlp.jsonl");
-  auto r = cli("convert " + src + " " + out);
-  REQUIRE(r.code == 0);
-  auto lines = read_jsonl(out);
+  auto lines = converted(src, out);
   REQUIRE(lines.size() > 97);
   CHECK(lines[0]["fragsim_trace"] == 1);
   CHECK(lines[0]["source"] == "torch-snapshot");
@@ -278,15 +261,12 @@ TEST_CASE("pickle reader refuses hostile input with a clear error and never cras
   CHECK_THAT(bad("\x80\x04h\x05."), Catch::Contains("memo index"));
   CHECK_THAT(bad("\x80\x04."), Catch::Contains("STOP"));
   CHECK_THAT(bad("\x80\x04\xff"), Catch::Contains("unsupported opcode"));
-  // A well-formed pickle that is not a snapshot, through the CLI: exit 2, one line.
+  // A well-formed pickle that is not a snapshot, through what info and run call: one-line input errors.
   std::string p = write_text("notsnap.pickle", "\x80\x04K\x05.");
-  auto r = cli("info " + p);
-  CHECK(r.code == 2);
-  CHECK(r.err.find("not a PyTorch memory snapshot") != std::string::npos);
+  CHECK(input_error([&] { (void)trace_info(p, false); }).find("not a PyTorch memory snapshot") != std::string::npos);
   std::string t = write_text("trunc.pickle", fixture_bytes("small_mlp_97ev.pickle").substr(0, 5000));
-  r = cli("run " + t + " --policy torch-caching");
-  CHECK(r.code == 2);
-  CHECK(r.err.find("pickle: ") != std::string::npos);
+  CHECK(input_error([&] { (void)run_cmd({.trace = t, .policy = "torch-caching"}); }).find("pickle: ") !=
+        std::string::npos);
 }
 
 TEST_CASE("torch-caching sizing: 512-byte rounding, power-2 divisions, pools and segment sizes") {
@@ -438,9 +418,7 @@ TEST_CASE("PYTORCH_CUDA_ALLOC_CONF parsing errors name the problem") {
 
 TEST_CASE("snapshot import: two devices interleave by time, each replays on its own allocator") {
   std::string src = std::string(FRAGSIM_SOURCE_DIR) + "/tests/data/two_devices.pickle";
-  std::string out = tmp_path("two.jsonl");
-  REQUIRE(cli("convert " + src + " " + out).code == 0);
-  auto lines = read_jsonl(out);
+  auto lines = converted(src, tmp_path("two.jsonl"));
   std::vector<std::uint64_t> times;
   std::set<int> devices;
   for (size_t i = 1; i < lines.size(); ++i) {

@@ -4,6 +4,7 @@
 
 #include "hardware_models/tpu_layout.h"
 #include "sim/base/error.h"
+#include "sim/listing.h"
 #include "sim_helpers.h"
 #include "traces/generators.h"
 
@@ -69,14 +70,14 @@ TEST_CASE("layout: the real TPU OOM reports of hardware.md §3") {
 }
 
 TEST_CASE("layout: the CLI prints the contract's JSON") {
-  auto r = cli("layout --hw tpu-v5e 'bf16[1000,129]' --json");
-  REQUIRE(r.code == 0);
-  auto j = nlohmann::json::parse(r.out);
+  // `fragsim layout --hw tpu-v5e 'bf16[1000,129]' --json` prints layout_json.
   CHECK(
-      j ==
+      layout_json("bf16[1000,129]", "tpu-v5e") ==
       nlohmann::json::parse(
           R"J({"shape":[1000,129],"dtype":"bf16","tile":"(8,128)(2,1)","unpadded_bytes":258000,"padded_bytes":512000})J"));
-  CHECK(cli("layout --hw h100-80g 'bf16[4]'").code == 2);
+  // Not a TPU: a one-line input error.
+  CHECK(input_error([] { (void)layout_json("bf16[4]", "h100-80g"); }).find("layout needs a TPU preset") !=
+        std::string::npos);
 }
 
 TEST_CASE("tpu-padded: padded peak >= unpadded peak with the breakdown — --shard 8 as the rule predicts") {

@@ -7,7 +7,7 @@
 #include <regex>
 
 #include "sim/base/error.h"
-#include "test_util.h"
+#include "sim_helpers.h"
 #include "traces/generators.h"
 #include "traces/trace_reader.h"
 #include "traces/trace_writer.h"
@@ -510,17 +510,16 @@ TEST_CASE("gen: remat recomputes what it freed, lowers the activation peak and l
 }
 
 TEST_CASE("compare: several traces, e.g. with and without remat, one table with the OOM and the fix") {
-  std::string a = tmp_path("cmp_none.jsonl"), b = tmp_path("cmp_remat.jsonl"), js = tmp_path("cmp_remat.json");
+  std::string a = tmp_path("cmp_none.jsonl"), b = tmp_path("cmp_remat.jsonl");
   generate_workload("jax-train", 1, {{"layers", 8}, {"batch", 64}, {"steps", 2}}, a);
   generate_workload("jax-train", 1, {{"layers", 8}, {"batch", 64}, {"steps", 2}, {"remat", "every:4"}}, b);
-  auto r = cli("compare " + a + " " + b + " --policies xla-bfc --capacity 4GiB --json " + js);
-  REQUIRE(r.code == 0);
-  auto arr = nlohmann::json::parse(read_text(js));
+  auto r = compare_cmd({.base = {.trace = a, .capacity = "4GiB"}, .traces = {a, b}, .policies = "xla-bfc"});
+  const auto& arr = r.json;
   REQUIRE(arr.size() == 2);
   CHECK(arr[0]["label"] == "cmp_none.jsonl: xla-bfc");
   CHECK(arr[1]["label"] == "cmp_remat.jsonl: xla-bfc");
   CHECK(arr[0]["completed"] == false);  // 0.75 of 4 GiB is too little without remat ...
   CHECK(arr[1]["completed"] == true);   // ... and enough with it
   CHECK(arr[1]["peak_requested_bytes"].get<std::uint64_t>() < arr[0]["peak_requested_bytes"].get<std::uint64_t>());
-  CHECK(r.out.find("trace " + b) != std::string::npos);
+  CHECK(r.text.find("trace " + b) != std::string::npos);
 }

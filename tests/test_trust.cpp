@@ -1,7 +1,8 @@
 // Answers users can trust (issue 21): one report model rendered by every output — the same figure
 // has the same value in the text, the JSON, the HTML page, the Perfetto trace and a batch — per
 // device and memory space, never summed silently; nothing assumed without a note; what cannot be
-// meant refused with the fix; defaults that follow the input in every command.
+// meant refused with the fix; defaults that follow the input in every command. The commands run
+// in process (sim_helpers.h); only how the command line shows its arguments spawns the binary.
 #include <fmt/format.h>
 
 #include <catch2/catch.hpp>
@@ -10,7 +11,8 @@
 #include <sstream>
 
 #include "sim/base/units.h"
-#include "test_util.h"
+#include "sim/trace_info.h"
+#include "sim_helpers.h"
 
 using namespace fragsim;
 using namespace fragsim::test;
@@ -23,19 +25,7 @@ const std::string k3dev = data("torch/expandable_3dev_oom.pickle.zst");         
 const std::string kTpu = data("xprof/xprof_tpu_inference_2.xplane.pb.zst");         // 4 TPU v6e chips
 const std::string kMi300 = data("xprof/tracelens_mi300_jax08_gemm.xplane.pb.zst");  // HBM and pinned host memory
 
-nlohmann::json run_json(const std::string& args) {
-  std::string js = tmp_path("trust.json");
-  auto r = cli("run " + args + " --json " + js);
-  REQUIRE(r.code == 0);
-  return nlohmann::json::parse(read_text(js));
-}
-
-nlohmann::json html_report(const std::string& html, size_t run = 0) {
-  std::string h = read_text(html);
-  const std::string open = "<script type=\"application/json\" id=\"fragsim-data\">";
-  auto a = h.find(open) + open.size();
-  return nlohmann::json::parse(h.substr(a, h.find("</script>", a) - a))["runs"][run]["report"];
-}
+nlohmann::json run_json(const RunRequest& req) { return run_cmd(req).json; }
 
 // The text report's per-space row for device d, space sp.
 std::string text_row(const std::string& text, int d, const std::string& sp) {
@@ -58,14 +48,14 @@ std::string text_row(const std::string& text, int d, const std::string& sp) {
 std::string pct(double f) { return fmt::format("{:.1f}%", 100.0 * f); }
 
 // Every output of one run agrees on every per-space figure, and the binding space.
-void outputs_agree(const std::string& trace, const std::string& extra = "") {
-  std::string js = tmp_path("agree.json"), html = tmp_path("agree.html"), pf = tmp_path("agree.perfetto.json");
-  auto t = cli("run " + trace + extra + " --json " + js + " --html " + html + " --perfetto " + pf);
-  REQUIRE(t.code == 0);  // the text summary is on stdout beside the files
-  auto j = nlohmann::json::parse(read_text(js));
+void outputs_agree(const std::string& trace) {
+  std::string pf = tmp_path("agree.perfetto.json");
+  // --json, --html and --perfetto of one run, and its text summary.
+  auto t = run_cmd({.trace = trace}, {.perfetto = pf, .keep_live_buffers = true});
+  const auto& j = t.json;
   REQUIRE(j["devices"].size() > 1);  // these are the runs that used to be summed
   // The page's report is the JSON report (the page keeps no memory-map blocks in it).
-  auto h = html_report(html);
+  auto h = t.page()["runs"][0]["report"];
   for (const char* k : {"devices", "binding", "fragmentation", "peak_reserved_bytes", "oom_count", "notes"})
     CHECK(h[k].dump().size() > 0);
   for (size_t i = 0; i < j["devices"].size(); ++i) {
@@ -80,7 +70,7 @@ void outputs_agree(const std::string& trace, const std::string& extra = "") {
   // The text: one row per space with the JSON's figures, the binding one starred, the run's
   // totals labelled sums.
   for (const auto& d : j["devices"]) {
-    std::string row = text_row(t.out, d["device"], d["space"]);
+    std::string row = text_row(t.text, d["device"], d["space"]);
     INFO(row);
     for (const char* k : {"usable_bytes", "peak_requested_bytes", "peak_allocated_bytes", "peak_reserved_bytes"})
       CHECK(row.find(human_bytes(d[k].get<Bytes>())) != std::string::npos);
@@ -92,9 +82,9 @@ void outputs_agree(const std::string& trace, const std::string& extra = "") {
     bool binds = d["device"] == j["binding"]["device"] && d["space"] == j["binding"]["space"];
     CHECK((row.rfind("    *", 0) == 0) == binds);
   }
-  CHECK(t.out.find("sums over the " + std::to_string(j["devices"].size()) + " spaces at one moment") !=
+  CHECK(t.text.find("sums over the " + std::to_string(j["devices"].size()) + " spaces at one moment") !=
         std::string::npos);
-  CHECK(t.out.find("peak requested  ") == std::string::npos);  // no unlabelled headline sum
+  CHECK(t.text.find("peak requested  ") == std::string::npos);  // no unlabelled headline sum
   // The top level: fragmentation is the binding space's, never a ratio over several.
   for (const auto& d : j["devices"])
     if (d["device"] == j["binding"]["device"] && d["space"] == j["binding"]["space"])
@@ -132,37 +122,37 @@ TEST_CASE("trust: a batch's and a merge's reports are the run's own report") {
   std::string dir = tmp_path("trust_batch");
   std::filesystem::create_directories(dir);
   std::string m = write_text("trust_batch/runs.txt", k3dev + "\n" + kMi300 + " --label host\n");
-  std::string all = tmp_path("trust_batch/all.json");
-  REQUIRE(cli("batch " + m + " --json " + all).code == 0);
-  auto b = nlohmann::json::parse(read_text(all));
-  CHECK(b["runs"][0]["report"] == run_json(k3dev));
-  CHECK(b["runs"][1]["report"] == run_json(kMi300));
+  auto b = run_batch(m, "1/1", test_registry());
+  CHECK(b["runs"][0]["report"] == run_json({.trace = k3dev}));
+  CHECK(b["runs"][1]["report"] == run_json({.trace = kMi300}));
 }
 
 TEST_CASE("trust: a multi-device run names the binding device and labels sums, in text and JSON") {
-  std::string js = tmp_path("binding.json");
-  auto text = cli("run " + k3dev + " --json " + js);
-  auto j = nlohmann::json::parse(read_text(js));
-  CHECK(text.out.find("(3 devices)") != std::string::npos);
+  auto r = run_cmd({.trace = k3dev});
+  const auto& j = r.json;
+  CHECK(r.text.find("(3 devices)") != std::string::npos);
   CHECK(j["binding"]["device"] == 1);
   CHECK(j["binding"]["reason"].get<std::string>().find("the first OOM") == 0);
   CHECK(j["top_level"].get<std::string>().find("sums over 3 spaces") != std::string::npos);
   // The TPU capture: 4 chips of 31.25 GiB each; no figure compares a sum with one chip.
-  auto t = run_json(kTpu);
+  auto tpu = run_cmd({.trace = kTpu});
+  const auto& t = tpu.json;
   CHECK(t["devices"].size() == 4);
   for (const auto& d : t["devices"]) CHECK(d["peak_reserved_bytes"].get<Bytes>() <= d["usable_bytes"].get<Bytes>());
   CHECK(t["peak_reserved_bytes"].get<Bytes>() > t["devices"][0]["usable_bytes"].get<Bytes>());  // the labelled sum
-  auto out = cli("run " + kTpu).out;
-  CHECK(out.find("(4 devices)") != std::string::npos);
-  CHECK(out.find("* binds: device") != std::string::npos);
+  CHECK(tpu.text.find("(4 devices)") != std::string::npos);
+  CHECK(tpu.text.find("* binds: device") != std::string::npos);
 }
 
 TEST_CASE("trust: pinned host memory is its own space, and never preallocated from a device-memory fraction") {
   // JAX's host BFC (xla_gpu_host_bfc) grows on demand up to 64 GiB whatever the device settings.
-  for (const char* extra : {"", " --policy 'xla-bfc[mem_fraction=0.9,preallocate=true]'",
-                            " --env XLA_PYTHON_CLIENT_MEM_FRACTION=.9", " --policy cuda-async", " --policy platform"}) {
-    INFO(extra);
-    auto j = run_json(kMi300 + extra);
+  for (const RunRequest& req :
+       {RunRequest{.trace = kMi300},
+        RunRequest{.trace = kMi300, .policy = "xla-bfc[mem_fraction=0.9,preallocate=true]"},
+        RunRequest{.trace = kMi300, .envs = {"XLA_PYTHON_CLIENT_MEM_FRACTION=.9"}},
+        RunRequest{.trace = kMi300, .policy = "cuda-async"}, RunRequest{.trace = kMi300, .policy = "platform"}}) {
+    INFO(command_line(req));
+    auto j = run_json(req);
     bool host = false;
     for (const auto& d : j["devices"])
       if (d["space"] == "host") {
@@ -175,52 +165,47 @@ TEST_CASE("trust: pinned host memory is its own space, and never preallocated fr
 
 TEST_CASE("trust: every choice the input did not make is a note, in text, JSON and HTML") {
   // A PyTorch snapshot names no device: the hardware is assumed, and said so.
-  std::string js = tmp_path("notes.json");
-  auto t = cli("run " + k3dev + " --json " + js);
-  std::string notes = nlohmann::json::parse(read_text(js))["notes"].dump();
+  auto t = run_cmd({.trace = k3dev});
+  std::string notes = t.json["notes"].dump();
   CHECK(notes.find("hardware h100-80g assumed") != std::string::npos);
   CHECK(notes.find("policy torch-caching: the trace is a PyTorch memory snapshot") != std::string::npos);
   CHECK(notes.find("device 1: usable memory 78.51 GiB") != std::string::npos);
-  CHECK(t.out.find("note: hardware h100-80g assumed") != std::string::npos);
+  CHECK(t.text.find("note: hardware h100-80g assumed") != std::string::npos);
   // A plain trace: the policy is assumed too.
-  auto p = run_json(kSample);
+  auto p = run_json({.trace = kSample});
   CHECK(p["notes"].dump().find("policy best-fit: the trace names no allocator") != std::string::npos);
   // A recording's setting kept while another is overridden.
-  auto k = run_json(kMi300 + " --policy 'xla-bfc[mem_fraction=0.5]'");
+  auto k = run_json({.trace = kMi300, .policy = "xla-bfc[mem_fraction=0.5]"});
   CHECK(k["notes"].dump().find("the capture's mode kept") != std::string::npos);
 }
 
 TEST_CASE("trust: what cannot be meant is refused with the fix, exit 2, one line") {
-  auto bare = cli("run " + kSample + " --capacity 16");
-  CHECK(bare.code == 2);
-  CHECK(bare.err.find("--capacity: '16' has no unit") != std::string::npos);
-  CHECK(bare.err.find("16GiB") != std::string::npos);
-  CHECK(cli("run " + kSample + " --capacity 0 --policy ideal").code == 0);  // 0 needs no unit
-  auto tpu = cli("run " + kSample + " --policy tpu-padded");
-  CHECK(tpu.code == 2);
-  CHECK(tpu.err.find("models TPU memory") != std::string::npos);
-  CHECK(tpu.err.find("--hw names a TPU preset") != std::string::npos);
-  CHECK(cli("run " + kSample + " --policy tpu-padded --hw tpu-v5e").code == 0);
+  // Each refusal is an InputError (exit 2) whose message is one line (input_error checks it).
+  auto refused = [](const RunRequest& req) { return input_error([&] { (void)run_cmd(req); }); };
+  std::string bare = refused({.trace = kSample, .capacity = "16"});
+  CHECK(bare.find("--capacity: '16' has no unit") != std::string::npos);
+  CHECK(bare.find("16GiB") != std::string::npos);
+  CHECK(run_cmd({.trace = kSample, .capacity = "0", .policy = "ideal"}).result.events > 0);  // 0 needs no unit
+  std::string tpu = refused({.trace = kSample, .policy = "tpu-padded"});
+  CHECK(tpu.find("models TPU memory") != std::string::npos);
+  CHECK(tpu.find("--hw names a TPU preset") != std::string::npos);
+  CHECK(run_cmd({.trace = kSample, .hw = "tpu-v5e", .policy = "tpu-padded"}).result.policy_name == "tpu-padded");
   // A framework's variable on another framework's recording.
-  auto env = cli("run " + k3dev + " --env XLA_PYTHON_CLIENT_MEM_FRACTION=.5");
-  CHECK(env.code == 2);
-  CHECK(env.err.find("JAX's variable, but the trace is a PyTorch memory snapshot") != std::string::npos);
-  CHECK(cli("run " + k3dev + " --policy xla-bfc --env XLA_PYTHON_CLIENT_MEM_FRACTION=.5").code == 0);  // asked for
-  auto mix = cli("run " + kSample + " --policy torch-caching --env XLA_PYTHON_CLIENT_PREALLOCATE=false");
-  CHECK(mix.code == 2);
-  CHECK(mix.err.find("models PyTorch's allocator") != std::string::npos);
-  for (const auto& e : {bare, tpu, env, mix}) CHECK(std::count(e.err.begin(), e.err.end(), '\n') == 1);
+  std::string env = refused({.trace = k3dev, .envs = {"XLA_PYTHON_CLIENT_MEM_FRACTION=.5"}});
+  CHECK(env.find("JAX's variable, but the trace is a PyTorch memory snapshot") != std::string::npos);
+  CHECK(run_cmd({.trace = k3dev, .policy = "xla-bfc", .envs = {"XLA_PYTHON_CLIENT_MEM_FRACTION=.5"}})  // asked for
+            .json["policy"]["config"]["mem_fraction"] == 0.5);
+  std::string mix =
+      refused({.trace = kSample, .policy = "torch-caching", .envs = {"XLA_PYTHON_CLIENT_PREALLOCATE=false"}});
+  CHECK(mix.find("models PyTorch's allocator") != std::string::npos);
   // Sharding only where a policy models it.
-  auto shard = cli("run " + kSample + " --policy best-fit --shard 4");
-  CHECK(shard.code == 2);
-  CHECK(shard.err.find("these do: tpu-padded, static-heap") != std::string::npos);
+  std::string shard = refused({.trace = kSample, .policy = "best-fit", .shard = 4});
+  CHECK(shard.find("these do: tpu-padded, static-heap") != std::string::npos);
 }
 
 TEST_CASE("trust: defaults follow the input in every command") {
   // compare on a snapshot: the recorded allocator and its what-ifs, beside the lower bound.
-  std::string js = tmp_path("cmp_default.json");
-  REQUIRE(cli("compare " + k3dev + " --json " + js).code == 0);
-  auto arr = nlohmann::json::parse(read_text(js));
+  auto arr = compare_cmd({.base = {.trace = k3dev}}).json;
   std::vector<std::string> labels;
   for (const auto& r : arr) labels.push_back(r["label"]);
   REQUIRE(labels.size() >= 3);
@@ -228,24 +213,21 @@ TEST_CASE("trust: defaults follow the input in every command") {
   CHECK(labels[1] == "torch-caching");
   CHECK(labels[2] == "torch-caching[expandable_segments=false]");  // recorded on: the what-if turns it off
   // On a capture: the recorded BFC, and its other mode.
-  REQUIRE(cli("compare " + kMi300 + " --json " + js).code == 0);
-  arr = nlohmann::json::parse(read_text(js));
+  arr = compare_cmd({.base = {.trace = kMi300}}).json;
   CHECK(arr[1]["label"] == "xla-bfc");
   CHECK(arr[2]["label"] == "xla-bfc[preallocate=true]");
   // Entries that resolve to the recorded settings say so.
-  auto same = cli("compare " + kMi300 + " --policies 'xla-bfc,xla-bfc[preallocate=false]'");
-  CHECK(same.out.find("note: xla-bfc and xla-bfc[preallocate=false] ran with the same settings") != std::string::npos);
+  auto same = compare_cmd({.base = {.trace = kMi300}, .policies = "xla-bfc,xla-bfc[preallocate=false]"});
+  CHECK(same.text.find("note: xla-bfc and xla-bfc[preallocate=false] ran with the same settings") != std::string::npos);
   // sweep picks the policy run would: torch-caching for a snapshot.
-  std::string sj = tmp_path("sweep_default.json");
-  auto s = cli("sweep " + data("torch/small_mlp_97ev.pickle.zst") + " --find min-mem-fraction --json " + sj);
-  REQUIRE(s.code == 0);
-  CHECK(nlohmann::json::parse(read_text(sj))["policy"]["name"] == "torch-caching");
-  CHECK(s.out.find("setting: torch.cuda.set_per_process_memory_fraction(") != std::string::npos);
+  auto s = sweep_cmd({.trace = data("torch/small_mlp_97ev.pickle.zst")}, "min-mem-fraction");
+  REQUIRE(s.result.value);
+  CHECK(s.json["policy"]["name"] == "torch-caching");
+  CHECK(s.text.find("setting: torch.cuda.set_per_process_memory_fraction(") != std::string::npos);
   // A policy without a fraction (the TPU runtime) gets pointed at min-capacity, with the command.
-  auto t = cli("sweep " + kTpu + " --find min-mem-fraction");
-  CHECK(t.code == 2);
-  CHECK(t.err.find("has no memory fraction") != std::string::npos);
-  CHECK(t.err.find("--find min-capacity` finds") != std::string::npos);
+  std::string t = input_error([] { (void)sweep_cmd({.trace = kTpu}, "min-mem-fraction"); });
+  CHECK(t.find("has no memory fraction") != std::string::npos);
+  CHECK(t.find("--find min-capacity` finds") != std::string::npos);
 }
 
 TEST_CASE("trust: info, run and compare read a profile log directory at any depth, and ask when it holds several") {
@@ -253,38 +235,35 @@ TEST_CASE("trust: info, run and compare read a profile log directory at any dept
   std::string run = root + "/plugins/profile/2026_12_03_06_00_00";
   std::filesystem::create_directories(run);
   std::filesystem::copy_file(kMi300, run + "/host0.xplane.pb.zst");
-  for (const char* cmd : {"info ", "run ", "compare "}) {
-    auto r = cli(std::string(cmd) + root);
-    INFO(cmd << r.err);
-    CHECK(r.code == 0);
-  }
-  CHECK(run_json(root)["fidelity"] == run_json(kMi300)["fidelity"]);
+  CHECK(trace_info(root, false)["events"] == trace_info(kMi300, false)["events"]);
+  CHECK(run_json({.trace = root})["fidelity"] == run_json({.trace = kMi300})["fidelity"]);
+  CHECK(compare_cmd({.base = {.trace = root}}).json[1]["label"] == "xla-bfc");  // the capture's recorded BFC
   std::filesystem::create_directories(root + "/plugins/profile/2026_12_03_07_00_00");
   std::filesystem::copy_file(kMi300, root + "/plugins/profile/2026_12_03_07_00_00/host0.xplane.pb.zst");
-  auto two = cli("info " + root);
-  CHECK(two.code == 2);
-  CHECK(two.err.find("2 profile runs under it") != std::string::npos);
-  CHECK(two.err.find("2026_12_03_07_00_00") != std::string::npos);
+  std::string two = input_error([&] { (void)trace_info(root, false); });
+  CHECK(two.find("2 profile runs under it") != std::string::npos);
+  CHECK(two.find("2026_12_03_07_00_00") != std::string::npos);
 }
 
 TEST_CASE("trust: sweeps say what they searched, mark a bound answer and print the setting as typed") {
   // A trace that fits in 1% of an 80 GB GPU: the answer is a bound, not an exact fraction.
   std::string tiny = write_text("tiny.jsonl", "{\"op\":\"alloc\",\"id\":1,\"size\":1048576}\n");
-  auto s = cli("sweep " + tiny + " --policy xla-bfc --find min-mem-fraction");
-  REQUIRE(s.code == 0);
-  CHECK(s.out.find("smallest memory fraction with no OOM: <= 0.01") != std::string::npos);
-  CHECK(s.out.find("searched XLA_PYTHON_CLIENT_MEM_FRACTION from 0.01 to 1.00") != std::string::npos);
-  CHECK(s.out.find("setting: XLA_PYTHON_CLIENT_MEM_FRACTION=.01") != std::string::npos);
-  CHECK(s.out.find("replay:  fragsim run " + tiny + " --policy xla-bfc --env XLA_PYTHON_CLIENT_MEM_FRACTION=.01") !=
+  auto s = sweep_cmd({.trace = tiny, .policy = "xla-bfc"}, "min-mem-fraction");
+  REQUIRE(s.result.value);
+  CHECK(s.text.find("smallest memory fraction with no OOM: <= 0.01") != std::string::npos);
+  CHECK(s.text.find("searched XLA_PYTHON_CLIENT_MEM_FRACTION from 0.01 to 1.00") != std::string::npos);
+  CHECK(s.text.find("setting: XLA_PYTHON_CLIENT_MEM_FRACTION=.01") != std::string::npos);
+  CHECK(s.text.find("replay:  fragsim run " + tiny + " --policy xla-bfc --env XLA_PYTHON_CLIENT_MEM_FRACTION=.01") !=
         std::string::npos);
   // The capacity sweep goes past the preset when nothing there fits, and says so.
-  auto c = cli("sweep " + k3dev + " --find min-capacity");
-  REQUIRE(c.code == 0);
-  CHECK(c.out.find("past the preset's 79.15 GiB") != std::string::npos);
-  CHECK(c.out.find("each capacity tried applies to every device") != std::string::npos);
+  auto c = sweep_cmd({.trace = k3dev}, "min-capacity");
+  REQUIRE(c.result.value);
+  CHECK(c.text.find("past the preset's 79.15 GiB") != std::string::npos);
+  CHECK(c.text.find("each capacity tried applies to every device") != std::string::npos);
 }
 
 TEST_CASE("trust: help and errors show positional arguments as positional") {
+  // How the command line names its arguments: end to end.
   auto h = cli("run --help");
   CHECK(h.out.find("usage: fragsim run TRACE [TRACE...] [--policy POLICY] [options]") != std::string::npos);
   CHECK(h.out.find("--trace") == std::string::npos);
@@ -297,16 +276,16 @@ TEST_CASE("trust: help and errors show positional arguments as positional") {
 }
 
 TEST_CASE("trust: text names a buffer once, shows times from the trace's start and mismatches in words") {
-  auto t = cli("run " + kTpu).out;
+  auto t = run_cmd({.trace = kTpu}).text;
   // Unnamed buffers: "id 14" once, not "id 14  id 14".
   CHECK(t.find("id 14  id 14") == std::string::npos);
   CHECK(t.find("  id 14, event 15") != std::string::npos);
   CHECK(t.find(" s in)") != std::string::npos);  // "(event 28, 3.203 s in)", not an epoch timestamp
-  auto m = cli("run " + kMi300).out;
+  auto m = run_cmd({.trace = kMi300}).text;
   CHECK(m.find("first mismatch: event ") != std::string::npos);
   CHECK(m.find("recorded address 0x") != std::string::npos);
   CHECK(m.find("{\"event_index\"") == std::string::npos);
-  auto i = cli("info " + k3dev).out;
+  auto i = trace_info_text(trace_info(k3dev, false));
   CHECK(i.find("time span 2.73541 s") != std::string::npos);
   CHECK(i.find("allocator settings: PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True") != std::string::npos);
   CHECK(i.find("{\"allocator_settings\"") == std::string::npos);

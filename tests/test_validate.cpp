@@ -30,6 +30,7 @@ TEST_CASE("validate: matching simulation and replay pass, with the evidence") {
   auto hw = load_hardware(o.fit_out);  // the fitted preset loads with --hw
   CHECK(hw.name == "h100-80g-fitted");
   CHECK(hw.cost.alloc_base_ns >= 0);
+  // End to end: the command's verdict line and exit code.
   auto cli_r = cli("validate --sim " + o.sim + " --real " + o.real);
   CHECK(cli_r.code == 0);
   CHECK(cli_r.out.find("validate: PASS") != std::string::npos);
@@ -39,22 +40,28 @@ TEST_CASE("validate: a different first OOM or a peak outside the tolerance fails
   auto sim = nlohmann::json::parse(read_text(data("sim_platform_llm_3g.json")));
   auto real = nlohmann::json::parse(read_text(data("replay_dryrun_llm_3g.json")));
   real["calls_file"] = data("replay_dryrun_llm_3g.jsonl");
+  // `fragsim validate --sim SIM --real REAL [--tolerance PCT]`: exit 0 when it passes, 1 when not.
+  auto validate = [](const std::string& sim_path, const std::string& real_path, double tolerance = 5.0) {
+    ValidateOptions o;
+    o.sim = sim_path;
+    o.real = real_path;
+    o.tolerance_pct = tolerance;
+    return run_validate(o);
+  };
   auto moved = real;
   moved["first_oom"]["event_index"] = 500;
-  write_text("real_moved.json", moved.dump());
-  auto r = cli("validate --sim " + data("sim_platform_llm_3g.json") + " --real " + tmp_path("real_moved.json"));
-  CHECK(r.code == 1);
-  CHECK(r.out.find("MISMATCH") != std::string::npos);
+  auto r = validate(data("sim_platform_llm_3g.json"), write_text("real_moved.json", moved.dump()));
+  CHECK_FALSE(r.pass);
+  std::string lines;
+  for (const auto& l : r.lines) lines += l + "\n";
+  CHECK(lines.find("MISMATCH") != std::string::npos);
   auto bigger = real;
   bigger["peak_in_use_bytes"] = real["peak_in_use_bytes"].get<std::uint64_t>() / 10 * 11;  // 10 % more
-  write_text("real_bigger.json", bigger.dump());
-  CHECK(cli("validate --sim " + data("sim_platform_llm_3g.json") + " --real " + tmp_path("real_bigger.json")).code ==
-        1);
-  CHECK(cli("validate --sim " + data("sim_platform_llm_3g.json") + " --real " + tmp_path("real_bigger.json") +
-            " --tolerance 12")
-            .code == 0);
-  CHECK(cli("validate --sim " + data("replay_dryrun_llm_3g.json") + " --real " + tmp_path("real_bigger.json")).code ==
-        2);
+  std::string big = write_text("real_bigger.json", bigger.dump());
+  CHECK_FALSE(validate(data("sim_platform_llm_3g.json"), big).pass);
+  CHECK(validate(data("sim_platform_llm_3g.json"), big, 12).pass);
+  // A replay summary given as the simulation: an input error (exit 2).
+  CHECK_THROWS_AS(validate(data("replay_dryrun_llm_3g.json"), big), InputError);
 }
 
 #ifdef FRAGSIM_REPLAY_BINARY

@@ -7,7 +7,8 @@
 #include <map>
 
 #include "sim/base/io.h"
-#include "test_util.h"
+#include "sim/trace_info.h"
+#include "sim_helpers.h"
 #include "traces/trace_reader.h"
 #include "xprof_synth.h"
 
@@ -29,11 +30,7 @@ std::vector<Event> read_all_events(const std::string& path, nlohmann::json* head
   return v;
 }
 
-nlohmann::json run_json(const std::string& args) {
-  auto r = cli("run " + args + " --json -");
-  REQUIRE(r.code == 0);
-  return nlohmann::json::parse(r.out);
-}
+nlohmann::json run_json(const RunRequest& req) { return run_cmd(req).json; }
 
 }  // namespace
 
@@ -113,22 +110,21 @@ TEST_CASE("xprof: a capture that starts mid-run begins with the buffers that wer
 }
 
 TEST_CASE("xprof: the recorded limit, mode and hardware are the defaults, and say so") {
-  auto j = run_json(capture("tracelens_mi300_jax08_gemm"));
+  auto r = run_cmd({.trace = capture("tracelens_mi300_jax08_gemm")});
+  const auto& j = r.json;
   CHECK(j["policy"]["name"] == "xla-bfc");
   CHECK(j["hardware"]["name"] == "mi300x");
   CHECK(j["hardware"]["spaces"][0]["capacity_bytes"] == 206141652992ULL);  // the device plane's memory_size
   // bytes_allocated + bytes_available + bytes_reserved, as the allocator logged it.
   CHECK(j["devices"][0]["policy_stats"].is_object());
-  auto r = cli("run " + capture("tracelens_mi300_jax08_gemm") + " --json " + tmp_path("mi.json"));
-  REQUIRE(r.code == 0);
-  CHECK(r.out.find("hardware mi300x") != std::string::npos);
-  auto jj = nlohmann::json::parse(read_text(tmp_path("mi.json")));
-  CHECK(jj["policy"]["config"]["resolved_memory_limit"] == 154606239744ULL);
-  CHECK(jj["policy"]["config"]["preallocate"] == false);  // addresses below the first: regions on demand
-  CHECK(jj["policy"]["config"].contains("recorded_settings_applied"));
+  CHECK(r.text.find("hardware mi300x") != std::string::npos);
+  CHECK(j["policy"]["config"]["resolved_memory_limit"] == 154606239744ULL);
+  CHECK(j["policy"]["config"]["preallocate"] == false);  // addresses below the first: regions on demand
+  CHECK(j["policy"]["config"].contains("recorded_settings_applied"));
   // --hw and --policy options override the recording — each only what it sets: a fraction
   // replaces the recorded limit, and the recorded growth mode stays.
-  auto k = run_json(capture("tracelens_mi300_jax08_gemm") + " --hw h100-80g --policy 'xla-bfc[mem_fraction=0.5]'");
+  auto k = run_json(
+      {.trace = capture("tracelens_mi300_jax08_gemm"), .hw = "h100-80g", .policy = "xla-bfc[mem_fraction=0.5]"});
   CHECK(k["hardware"]["name"] == "h100-80g");
   CHECK(k["policy"]["config"]["mem_fraction"] == 0.5);
   CHECK(k["policy"]["config"]["preallocate"] == false);
@@ -140,13 +136,13 @@ TEST_CASE("xprof: the recorded limit, mode and hardware are the defaults, and sa
 }
 
 TEST_CASE("xprof: replays reproduce the recorded addresses — every one on TPU, BFC's growth on MI300X") {
-  auto tpu = run_json(capture("xprof_tpu_inference_2"));
+  auto tpu = run_json({.trace = capture("xprof_tpu_inference_2")});
   CHECK(tpu["hardware"]["name"] == "tpu-v6e");
   CHECK(tpu["policy"]["name"] == "tpu-padded");
   CHECK(tpu["policy"]["config"]["inner"] == "tpu-runtime");
   CHECK(tpu["fidelity"]["allocs_compared"] == 453);
   CHECK(tpu["fidelity"]["allocs_matched"] == 453);
-  auto mi = run_json(capture("tracelens_mi300_jax08_gemm"));
+  auto mi = run_json({.trace = capture("tracelens_mi300_jax08_gemm")});
   CHECK(mi["fidelity"]["allocs_compared"] == 81);
   // Regression floor (docs/importers.md explains the 7 it misses: a 32 MiB chunk where BFC's
   // growth sequence leaves a 12 MiB region).
@@ -157,9 +153,8 @@ TEST_CASE("xprof: corrupt, truncated and mutated captures are input errors, neve
   std::string good =
       read_text(std::string(FRAGSIM_SOURCE_DIR) + "/tests/data/xprof/tracelens_mi300_jax08_gemm.xplane.pb.zst");
   REQUIRE(good.size() > 1000);
-  // Decompressed bytes via the importer's own reader: convert to a plain capture first.
-  auto raw = cli("info " + capture("tracelens_mi300_jax08_gemm"));
-  REQUIRE(raw.code == 0);
+  // The importer reads the compressed capture.
+  CHECK(trace_info(capture("tracelens_mi300_jax08_gemm"), false)["events"].get<std::uint64_t>() > 0);
   std::string plain = tmp_path("plain.xplane.pb");
   {
     // Re-encode the synthetic capture for byte mutations (small, valid).
@@ -182,20 +177,16 @@ TEST_CASE("xprof: corrupt, truncated and mutated captures are input errors, neve
     else
       for (int f = 0; f < 1 + k % 5; ++f) m[next() % m.size()] = static_cast<char>(next());
     std::string p = write_text("mut.xplane.pb", m);
-    auto r = cli("run " + p + " --policy best-fit");
-    INFO("mutant " << k << ": " << r.err);
-    CHECK((r.code == 0 || r.code == 2));
-    if (r.code == 2) {
+    INFO("mutant " << k);
+    // A result (exit 0) or a one-line input error (exit 2); anything else escapes and fails.
+    if (refusal([&] { (void)run_cmd({.trace = p, .policy = "best-fit"}); }))
       ++errors;
-      CHECK(std::count(r.err.begin(), r.err.end(), '\n') == 1);
-    } else {
+    else
       ++ok;
-    }
   }
   CHECK(errors > 0);
-  auto bad = cli("info " + write_text("garbage.xplane.pb", "this is not a protobuf at all"));
-  CHECK(bad.code == 2);
-  CHECK(bad.err.find("not an XProf capture") != std::string::npos);
+  std::string garbage = write_text("garbage.xplane.pb", "this is not a protobuf at all");
+  CHECK(input_error([&] { (void)trace_info(garbage, false); }).find("not an XProf capture") != std::string::npos);
 }
 
 TEST_CASE("xprof: a profile directory holds one capture per host, and info warns when no allocator logged") {
@@ -218,25 +209,23 @@ TEST_CASE("xprof: a profile directory holds one capture per host, and info warns
   CHECK(devices == std::set<std::uint32_t>{0, 1});  // the second host's devices come after the first's
   Synth empty;
   empty.line(0);
-  auto r = cli("info " + empty.write("empty.xplane.pb"));
-  REQUIRE(r.code == 0);
-  CHECK(r.out.find("warning: no allocator events") != std::string::npos);
+  // `fragsim info` prints trace_info_text.
+  CHECK(trace_info_text(trace_info(empty.write("empty.xplane.pb"), false)).find("warning: no allocator events") !=
+        std::string::npos);
 }
 
 TEST_CASE("xprof: convert writes the capture as a trace that replays the same") {
   std::string out = tmp_path("mi.jsonl");
-  REQUIRE(cli("convert " + capture("tracelens_mi300_jax08_gemm") + " " + out).code == 0);
-  auto a = run_json(capture("tracelens_mi300_jax08_gemm"));
-  auto b = run_json(out);
+  REQUIRE(converted(capture("tracelens_mi300_jax08_gemm"), out).size() > 81);  // the header and every event
+  auto a = run_json({.trace = capture("tracelens_mi300_jax08_gemm")});
+  auto b = run_json({.trace = out});
   CHECK(a["trace"]["digest"] == b["trace"]["digest"]);
   CHECK(a["fidelity"] == b["fidelity"]);
   CHECK(a["peak_allocated_bytes"] == b["peak_allocated_bytes"]);
 }
 
 TEST_CASE("xprof: compiled modules are listed, and static-heap replays XLA's own heap offsets") {
-  auto info = cli("info " + capture("tracelens_mi300_jax08_gemm") + " --json -");
-  REQUIRE(info.code == 0);
-  auto j = nlohmann::json::parse(info.out);
+  auto j = trace_info(capture("tracelens_mi300_jax08_gemm"), false);  // `fragsim info --json`
   REQUIRE(j["modules"].size() == 16);  // one "Hlo Proto" per compiled module in the metadata plane
   std::set<std::string> names;
   for (const auto& m : j["modules"]) names.insert(m["name"].get<std::string>());
@@ -244,14 +233,14 @@ TEST_CASE("xprof: compiled modules are listed, and static-heap replays XLA's own
   // Every module with a heap-simulator trace: static-heap against XLA's offsets.
   std::uint64_t compared = 0, matched = 0;
   for (const char* cap : {"tracelens_mi300_jax08_gemm", "tracelens_jax_te_fused_attn_934987a2fc2f"}) {
-    auto mods = nlohmann::json::parse(cli("info " + capture(cap) + " --json -").out)["modules"];
+    auto mods = trace_info(capture(cap), false)["modules"];
     for (const auto& m : mods) {
       if (m["heap_events"].get<int>() == 0) continue;
       std::string out = tmp_path("module.jsonl");
       std::string name = m["name"];
       INFO(cap << " " << name);
-      REQUIRE(cli("convert " + capture(cap) + " '" + out + "' --module '" + name + "'").code == 0);
-      auto r = run_json(out + " --policy static-heap --capacity 1000GiB");
+      (void)converted(capture(cap), out, name);
+      auto r = run_json({.trace = out, .capacity = "1000GiB", .policy = "static-heap"});
       compared += r["fidelity"]["allocs_compared"].get<std::uint64_t>();
       matched += r["fidelity"]["allocs_matched"].get<std::uint64_t>();
     }
@@ -259,10 +248,9 @@ TEST_CASE("xprof: compiled modules are listed, and static-heap replays XLA's own
   CHECK(compared == 34);
   CHECK(matched >= 32);  // docs/importers.md: jit_loss_fn's two misses
   // A name that matches no module: an input error that suggests one.
-  auto bad =
-      cli("convert " + capture("tracelens_mi300_jax08_gemm") + " " + tmp_path("x.jsonl") + " --module 'jit_dot(80)'");
-  CHECK(bad.code == 2);
-  CHECK(bad.err.find("did you mean") != std::string::npos);
+  CHECK(input_error([] {
+          (void)converted(capture("tracelens_mi300_jax08_gemm"), tmp_path("x.jsonl"), "jit_dot(80)");
+        }).find("did you mean") != std::string::npos);
 }
 
 TEST_CASE("xprof: a standalone HloProto file loads as its module's heap trace") {
@@ -276,7 +264,7 @@ TEST_CASE("xprof: a standalone HloProto file loads as its module's heap trace") 
         for (const auto& s : em.stats()) bytes = s.bytes_value();
   REQUIRE(!bytes.empty());
   std::string file = write_text("normal.hlo_proto.pb", bytes);
-  auto r = run_json(file + " --policy static-heap --capacity 1GiB");
+  auto r = run_json({.trace = file, .capacity = "1GiB", .policy = "static-heap"});
   CHECK(r["trace"]["header"]["source"] == "xla-hlo");
   CHECK(r["fidelity"]["allocs_compared"].get<int>() > 0);
 }
