@@ -130,6 +130,7 @@ struct Usage {
   Bytes largest_free = 0;       // largest free block inside reserved memory
   Bytes available = 0;          // everything still obtainable: free inside reserved + what the device can still give
   Bytes largest_available = 0;  // largest single block obtainable now (free block or fresh device memory)
+  bool operator==(const Usage&) const = default;
 };
 
 // External fragmentation of the free reserved memory (external_fragmentation, sim/base/units.h).
