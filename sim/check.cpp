@@ -287,9 +287,9 @@ std::string check_text(const CheckResult& r) {
     fmt::format_to(out, "check FAILED:\n");
   for (const auto& i : r.items)
     if (i.regression) fmt::format_to(out, "  {}: {}\n", escape_terminal(i.run), escape_terminal(i.message));
-  // Growth of a figure that does not gate is shown, so that nothing grows unseen.
+  // Growth beyond the tolerance of a figure that does not gate is shown, so that nothing grows unseen.
   for (const auto& i : r.items)
-    if (!i.gated && i.current > i.baseline)
+    if (!i.gated && i.current > i.baseline * (1.0 + r.tolerance_pct / 100.0) && i.current - i.baseline > 1e-12)
       fmt::format_to(out, "  {}: {}\n", escape_terminal(i.run), escape_terminal(i.message));
   return s;
 }

@@ -1,8 +1,7 @@
 // `fragsim check`: the CI gate (contracts §5, docs/report.md). Compares a current report with a
 // baseline — single runs (`run --json`) or several (`compare --json`, matched by label, which
 // must be unique in each file) — and lists each figure that regressed: a new or earlier OOM, a
-// changed OOM count, a peak (requested, allocated, reserved) or fragmentation figure (at the peak
-// of allocated memory, at the peak of reserved memory, maximum) that grew by more than the
+// changed OOM count, a gated peak or fragmentation figure (see below) that grew by more than the
 // tolerance, of the run and of each (device, space). A run with no counterpart on the other side,
 // a device entry on one side only and a figure the current report leaves out are regressions
 // too: what cannot be compared cannot pass. Both files are checked against the report schema
