@@ -3,6 +3,7 @@
 #include "sim/advice.h"
 #include "sim/base/error.h"
 #include "sim/batch.h"
+#include "sim/history.h"
 #include "sim/progress.h"
 #include "sim/recording_fidelity.h"
 #include "sim/report.h"
@@ -10,28 +11,37 @@
 
 namespace fragsim {
 
-RunResult run_request(const RunRequest& req, const Registry& reg, const RunOutputs& out, unsigned threads,
-                      bool progress) {
+namespace {
+
+// One run as `run` replays it: the pass for both fidelity figures, and the history when asked.
+RunResult replay_one(const RunRequest& req, const Registry& reg, const RunOutputs& out, unsigned threads, bool progress,
+                     const char* what) {
   RunOptions o = prepare_run(req, reg);
   o.keep_live_buffers = out.keep_live_buffers;
   o.placements = out.placements;
   o.perfetto = out.perfetto;
-  std::vector<RunResult> rs = [&] {
-    Progress bar(progress, "run", reads_of({o}, reg));
-    auto out = run_simulations({o}, reg, threads);
-    add_both_figures({o}, out, reg, threads);
-    return out;
-  }();
-  RunResult& r = rs.front();
-  enforce_strict(req, r);
-  r.advice = proven_advice(r, req, reg, threads);
-  return std::move(r);
+  o.window = out.window;
+  Progress bar(progress, what, reads_of({o}, reg));
+  auto rs = run_simulations({o}, reg, threads);
+  add_both_figures({o}, rs, reg, threads);
+  if (out.history) add_history({o}, rs, reg, true, false, threads);
+  enforce_strict(req, rs.front());
+  return std::move(rs.front());
 }
 
-std::vector<RunResult> run_compare(const CompareRequest& req, const Registry& reg, bool keep_live_buffers,
+}  // namespace
+
+RunResult run_request(const RunRequest& req, const Registry& reg, const RunOutputs& out, unsigned threads,
+                      bool progress) {
+  RunResult r = replay_one(req, reg, out, threads, progress, "run");
+  r.advice = proven_advice(r, req, reg, threads);
+  return r;
+}
+
+std::vector<RunResult> run_compare(const CompareRequest& req, const Registry& reg, const RunOutputs& out,
                                    unsigned threads, bool progress) {
   ComparePlan plan = prepare_compare(req, reg);
-  for (auto& o : plan.runs) o.keep_live_buffers = keep_live_buffers;
+  for (auto& o : plan.runs) o.keep_live_buffers = out.keep_live_buffers, o.window = out.window;
   std::vector<RunResult> runs;
   for (size_t first = 0; first < plan.runs.size();) {  // one trace at a time, each decoded once
     size_t last = first;
@@ -41,6 +51,7 @@ std::vector<RunResult> run_compare(const CompareRequest& req, const Registry& re
     Progress bar(progress, "compare", reads_of(opts, reg));
     std::vector<RunResult> rs = run_simulations(opts, reg, threads);
     add_both_figures(opts, rs, reg, threads);
+    if (out.history) add_history(opts, rs, reg, true, false, threads);
     for (auto& r : rs) {
       enforce_strict(req.base, r);
       runs.push_back(std::move(r));

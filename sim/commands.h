@@ -17,6 +17,8 @@ namespace fragsim {
 struct RunOutputs {
   std::string placements, perfetto;  // paths, "" = none
   bool keep_live_buffers = false;    // for an HTML report's address maps
+  bool history = false;              // the HTML viewer's history: buffers, allocator states (sim/history.h)
+  Window window;                     // --from/--to
 };
 
 // `fragsim run`: one replay, then — after an OOM — the advice, each setting proven by a replay.
@@ -24,8 +26,9 @@ struct RunOutputs {
                                     unsigned threads = 0, bool progress = false);
 
 // `fragsim compare`: every entry on every trace, each trace decoded once for its entries.
+// `out`: keep_live_buffers, history and window apply to every entry (placements and perfetto to none).
 [[nodiscard]] std::vector<RunResult> run_compare(const CompareRequest& req, const Registry& reg,
-                                                 bool keep_live_buffers = false, unsigned threads = 0,
+                                                 const RunOutputs& out = {}, unsigned threads = 0,
                                                  bool progress = false);
 
 // `fragsim sweep`: the smallest fraction or capacity with no OOM (sim/sweep.h).

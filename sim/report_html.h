@@ -15,5 +15,7 @@ namespace fragsim {
 // The data the viewer reads (documented in docs/report.md, "HTML").
 nlohmann::json viewer_data(const std::vector<RunResult>& runs);
 std::string report_html(const std::vector<RunResult>& runs);
+// The page for viewer data.
+std::string viewer_html(const nlohmann::json& data);
 
 }  // namespace fragsim
