@@ -24,7 +24,7 @@ RunResult replay_one(const RunRequest& req, const Registry& reg, const RunOutput
   Progress bar(progress, what, reads_of({o}, reg));
   auto rs = run_simulations({o}, reg, threads);
   add_both_figures({o}, rs, reg, threads);
-  if (out.history) add_history({o}, rs, reg, true, false, threads);
+  if (out.history || out.export_events) add_history({o}, rs, reg, out.history, out.export_events, threads);
   enforce_strict(req, rs.front());
   return std::move(rs.front());
 }

@@ -18,6 +18,7 @@ struct RunOutputs {
   std::string placements, perfetto;  // paths, "" = none
   bool keep_live_buffers = false;    // for an HTML report's address maps
   bool history = false;              // the HTML viewer's history: buffers, allocator states (sim/history.h)
+  bool export_events = false;        // every change of the run, for export_snapshot (sim/snapshot_export.h)
   Window window;                     // --from/--to
 };
 

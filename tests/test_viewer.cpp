@@ -1,6 +1,7 @@
-// Issue 24: live bytes by call site (--by-stack, the report's by_stack), --from/--to, and the
-// viewer's new views (per-buffer timeline, allocator state at any event, icicle) in headless
-// Chromium.
+// Issue 24: live bytes by call site (--by-stack, the report's by_stack), the simulated run as a
+// PyTorch memory snapshot (--export-snapshot) that PyTorch's own torch.cuda._memory_viz and
+// fragsim's importer read back, --from/--to, and the viewer's new views (per-buffer timeline,
+// allocator state at any event, icicle) in headless Chromium.
 #include <algorithm>
 #include <catch2/catch.hpp>
 #include <fstream>
@@ -41,6 +42,69 @@ std::string stacks_trace() {
   alloc(kMiB / 2, ",\"name\":\"evil\\u001b[2J\"");
   return write_text("stacks.jsonl", t);
 }
+
+// One event of a trace as the importer gives it, less its time (fragsim keeps one time per free).
+using EventKey = std::tuple<std::string, std::uint64_t, std::uint64_t, std::uint64_t, bool, std::uint64_t,
+                            std::uint64_t, std::string>;
+std::map<std::uint64_t, std::vector<EventKey>> events_by_device(const std::string& trace) {
+  std::string out = tmp_path("events.jsonl");
+  REQUIRE(cli("convert " + trace + " " + out).code == 0);
+  std::map<std::uint64_t, std::vector<EventKey>> by;
+  auto lines = read_jsonl(out);
+  for (size_t i = 1; i < lines.size(); ++i) {
+    const auto& e = lines[i];
+    by[e.value("device", std::uint64_t{0})].emplace_back(
+        e["op"].get<std::string>(), e.value("id", std::uint64_t{0}), e.value("size", std::uint64_t{0}),
+        e.value("addr", std::uint64_t{0}), e.value("pre_trace", false), e.value("block_size", std::uint64_t{0}),
+        e.value("stack", std::uint64_t{0}), e.value("name", std::string()));
+  }
+  // Segments released together (empty_cache, an OOM's retry) in one order: the export writes them
+  // as PyTorch's release_blocks walks its pool (by size, then address); an OOM's retry may have
+  // released them in another.
+  for (auto& [dev, evs] : by)
+    for (size_t i = 0; i < evs.size();) {
+      auto release = [&](size_t k) {
+        return k < evs.size() && (std::get<0>(evs[k]) == "segment_free" || std::get<0>(evs[k]) == "segment_unmap");
+      };
+      size_t j = i;
+      while (release(j)) ++j;
+      std::sort(evs.begin() + static_cast<std::ptrdiff_t>(i), evs.begin() + static_cast<std::ptrdiff_t>(j));
+      i = j > i ? j : i + 1;
+    }
+  return by;
+}
+
+// Checks an exported snapshot with Debian's PyTorch (python3-torch): its _memory_viz of that
+// version reads a snapshot's segment list (stats: the segment summary; memory and segments: the
+// flame-graph lines). Prints what differs; exit 0 when every figure agrees with the report.
+const char* kMemoryVizCheck = R"PY(
+import json, pickle, sys
+import torch.cuda._memory_viz as mv
+snap = pickle.load(open(sys.argv[1], 'rb'))
+rep = json.load(open(sys.argv[2]))
+hbm = [d for d in rep['devices'] if d['space'] == 'hbm']
+segs = snap['segments']
+bad = []
+def want(what, got, exp):
+    if got != exp: bad.append(f'{what}: {got} != {exp}')
+st = mv.stats(segs)  # asserts each segment's blocks add up to its total_size
+want('stats segments', st['segments'], len(segs))
+want('stats total_size', st['total_size'].value, sum(d['final_reserved_bytes'] for d in hbm))
+alloc = st['active_allocated'].value if 'active_allocated' in st else 0
+want('stats active_allocated', alloc, sum(d['final_allocated_bytes'] for d in hbm))
+ident = lambda lines: lines
+mem = mv.memory(segs, format_flamegraph=ident).splitlines()
+want('memory lines total', sum(int(l.rsplit(' ', 1)[1]) for l in mem), sum(d['final_reserved_bytes'] for d in hbm))
+want('memory lines in use', sum(int(l.rsplit(' ', 1)[1]) for l in mem if ';active_allocated' in l), alloc)
+seg_lines = mv.segments(segs, format_flamegraph=ident).splitlines()
+want('segments named', len({l.split(';')[1] for l in seg_lines}), len(segs))
+for d in hbm:
+    tr = snap['device_traces'][d['device']]
+    want(f"device {d['device']} ooms", sum(1 for e in tr if e['action'] == 'oom'), d['oom_count'])
+    want(f"device {d['device']} allocs", sum(1 for e in tr if e['action'] == 'alloc') > 0, True)
+print('\n'.join(bad) if bad else 'agree')
+sys.exit(1 if bad else 0)
+)PY";
 
 nlohmann::json history_of(const nlohmann::json& page_data, size_t run = 0) {
   REQUIRE(page_data["runs"][run].contains("history"));
@@ -102,6 +166,55 @@ TEST_CASE("by stack: a PyTorch snapshot's peak by call site covers every live bu
   // The peak of a device with one space: live bytes there are its allocated bytes at its peak.
   const auto& d0 = j["devices"][0];
   CHECK(d0["at_peak_allocated"]["by_stack"]["live_bytes"] == d0["peak_allocated_bytes"]);
+}
+
+TEST_CASE("export: a simulated run as a PyTorch snapshot reads back event for event, device by device") {
+  for (const char* name : {"transformer_ctx128_train_step", "sqattn_empty_cache", "oom_retry_release",
+                           "expandable_3dev_oom", "finetune_torch20_format"}) {
+    INFO(name);
+    const std::string trace = kData + "torch/" + name + ".pickle.zst", out = tmp_path(std::string(name) + ".pickle");
+    REQUIRE(cli("run " + trace + " --keep-going --export-snapshot " + out).code == 0);
+    // The recording replays to its own addresses, so the export of the simulated run holds the
+    // recording's events: the same allocations, frees and segment changes at the same addresses,
+    // the state before the recording rebuilt from the exported segments as from the original's.
+    auto a = events_by_device(trace), b = events_by_device(out);
+    REQUIRE(a.size() == b.size());
+    for (const auto& [dev, evs] : a) {
+      INFO("device " << dev);
+      REQUIRE(b.count(dev) == 1);
+      CHECK(b[dev].size() == evs.size());
+      size_t first = 0;
+      while (first < evs.size() && first < b[dev].size() && evs[first] == b[dev][first]) ++first;
+      CHECK(first == evs.size());
+    }
+  }
+}
+
+TEST_CASE("export: PyTorch's torch.cuda._memory_viz reads the exported snapshot and agrees with fragsim") {
+  const std::string script = write_text("memory_viz_check.py", kMemoryVizCheck);
+  for (const std::string& args :
+       {kTrain, k3dev + " --keep-going", kTrain + " --policy torch-caching[expandable_segments=true]"}) {
+    INFO(args);
+    const std::string out = tmp_path("viz.pickle"), json = tmp_path("viz.json");
+    REQUIRE(cli("run " + args + " --json " + json + " --export-snapshot " + out).code == 0);
+    // Debian's python3-torch (scripts/common.sh installs it) at its own path: not a virtualenv's.
+    const std::string log = tmp_path("viz.log");
+    int rc = std::system(("/usr/bin/python3 " + script + " " + out + " " + json + " >" + log + " 2>&1").c_str());
+    INFO(read_text(log));
+    CHECK(WEXITSTATUS(rc) == 0);
+    CHECK(read_text(log) == "agree\n");
+  }
+}
+
+TEST_CASE("export: a policy that places nothing at an address is refused in one line, and no file is left") {
+  const std::string out = tmp_path("none.pickle");
+  std::remove(out.c_str());
+  // ideal places nothing: it only counts live bytes against the capacity.
+  auto r = cli("run " + kData + "torch/small_mlp_97ev.pickle.zst --policy ideal --export-snapshot " + out);
+  CHECK(r.code == 2);
+  CHECK(std::count(r.err.begin(), r.err.end(), '\n') == 1);
+  CHECK(r.err.find("--export-snapshot: policy ideal placed no buffer at an address") != std::string::npos);
+  CHECK(!std::ifstream(out).good());
 }
 
 TEST_CASE("window: --from/--to limit what the page shows of a run to its events, the run's figures stay whole") {

@@ -21,6 +21,7 @@
 #include "sim/report.h"
 #include "sim/report_html.h"
 #include "sim/run_args.h"
+#include "sim/snapshot_export.h"
 #include "sim/trace_info.h"
 #include "sim/validate.h"
 #include "traces/generators.h"
@@ -60,7 +61,7 @@ using namespace fragsim::cli;
 int cmd_run(const Args& args, const Registry& reg) {
   RunRequest a;
   Threads t;
-  std::string json, html, from, to;
+  std::string json, html, snapshot, from, to;
   bool by_stack = false;
   RunOutputs outs;
   po::options_description d("fragsim run options");
@@ -79,9 +80,13 @@ int cmd_run(const Args& args, const Registry& reg) {
       "findings, every OOM; docs/viewer.md)")(
       "perfetto", po::value(&outs.perfetto)->value_name("FILE"),
       "the replay as a Chrome trace-event JSON file for ui.perfetto.dev: memory counters per device and space, one "
-      "slice per buffer, OOMs and marks")("by-stack", po::bool_switch(&by_stack),
-                                          "print the live bytes by call site and stack frame at the peak and at "
-                                          "the first OOM (the JSON report always has them: by_stack)");
+      "slice per buffer, OOMs and marks")("export-snapshot", po::value(&snapshot)->value_name("FILE"),
+                                          "the simulated run as a PyTorch memory snapshot (pickle) for memory_viz and "
+                                          "torch.cuda._memory_viz: segments, blocks, device traces at the simulated "
+                                          "addresses with the recorded frames")(
+      "by-stack", po::bool_switch(&by_stack),
+      "print the live bytes by call site and stack frame at the peak and at "
+      "the first OOM (the JSON report always has them: by_stack)");
   add_window_options(d, &from, &to);
   std::vector<std::string> more;  // further recordings of the job: one run over all
   po::options_description hidden = hidden_option("trace", &a.trace);
@@ -96,14 +101,19 @@ int cmd_run(const Args& args, const Registry& reg) {
             hidden))
     return 0;
   for (const auto& m : more) a.trace += "," + m;  // a set of recordings (traces/recording_set.h)
-  check_outputs({a.trace, a.hw},
-                {{"--json", json}, {"--placements", outs.placements}, {"--html", html}, {"--perfetto", outs.perfetto}});
+  check_outputs({a.trace, a.hw}, {{"--json", json},
+                                  {"--placements", outs.placements},
+                                  {"--html", html},
+                                  {"--perfetto", outs.perfetto},
+                                  {"--export-snapshot", snapshot}});
   outs.keep_live_buffers = outs.history = !html.empty();
+  outs.export_events = !snapshot.empty();
   outs.window = parse_window(from, to);
   RunResult r = run_request(a, reg, outs, t.threads(), t.progress());
   write_if(json, report_json(r).dump(2) + "\n");
   if (!html.empty()) write_file_atomic(html, report_html({r}));
-  if (!to_stdout({json, outs.placements, html, outs.perfetto}))
+  if (!snapshot.empty()) export_snapshot(r, snapshot);
+  if (!to_stdout({json, outs.placements, html, outs.perfetto, snapshot}))
     std::cout << report_text(r) << (by_stack ? by_stack_report(r) : "");
   return 0;
 }
