@@ -8,6 +8,7 @@
 #include "sim/recording_fidelity.h"
 #include "sim/report.h"
 #include "sim/run_args.h"
+#include "sim/settings.h"
 
 namespace fragsim {
 
@@ -59,6 +60,44 @@ std::vector<RunResult> run_compare(const CompareRequest& req, const Registry& re
     first = last;
   }
   return runs;
+}
+
+DiffRequest diff_request(const RunRequest& base, const std::string& a, const std::string& b,
+                         const std::string& policies) {
+  DiffRequest d{base, base};
+  d.a.trace = a;
+  d.b.trace = b.empty() ? a : b;
+  std::vector<std::string> entries = split_policy_list(policies);
+  if (!policies.empty() && entries.size() != 2)
+    throw InputError(fmt::format("--policies: diff takes exactly two (A,B), got {}", entries.size()));
+  if (entries.size() == 2) {
+    if (!b.empty()) throw InputError("diff: --policies compares one trace under two policies; give one TRACE");
+    if (!base.policy.empty()) throw InputError("diff: --policy and --policies: give one of them");
+    d.a.policy = entries[0];
+    d.b.policy = entries[1];
+  } else if (b.empty()) {
+    throw InputError("diff: give two traces (A B), two reports (A.json B.json), or one trace and --policies A,B");
+  }
+  return d;
+}
+
+std::vector<RunResult> run_diff(const DiffRequest& req, const Registry& reg, const RunOutputs& out, unsigned threads,
+                                bool progress) {
+  RunOutputs o = out;
+  o.placements.clear();
+  o.perfetto.clear();
+  o.export_events = false;
+  std::vector<RunResult> rs;
+  for (const RunRequest* q : {&req.a, &req.b}) rs.push_back(replay_one(*q, reg, o, threads, progress, "diff"));
+  const bool same_trace = req.a.trace == req.b.trace;
+  for (size_t i = 0; i < 2; ++i) {
+    const std::string& trace = i ? req.b.trace : req.a.trace;
+    rs[i].label = fmt::format(
+        "{}: {}", i ? "B" : "A",
+        same_trace ? (i ? req.b.policy : req.a.policy).empty() ? rs[i].policy_name : (i ? req.b.policy : req.a.policy)
+                   : trace.substr(trace.find_last_of('/') + 1));
+  }
+  return rs;
 }
 
 SweepResult sweep_request(const RunRequest& req, const std::string& find, bool exhaustive, const Registry& reg,

@@ -32,6 +32,17 @@ struct RunOutputs {
                                                  const RunOutputs& out = {}, unsigned threads = 0,
                                                  bool progress = false);
 
+// `fragsim diff` of runs: A and B are two traces under the same options, or one trace under two
+// policies (`policies`: exactly two entries, POLICY[k=v,...]). InputError otherwise.
+struct DiffRequest {
+  RunRequest a, b;
+};
+[[nodiscard]] DiffRequest diff_request(const RunRequest& base, const std::string& a, const std::string& b,
+                                       const std::string& policies);
+// Both runs (each as `run` does it, advice left out), labelled "A: ..." and "B: ...".
+[[nodiscard]] std::vector<RunResult> run_diff(const DiffRequest& req, const Registry& reg, const RunOutputs& out = {},
+                                              unsigned threads = 0, bool progress = false);
+
 // `fragsim sweep`: the smallest fraction or capacity with no OOM (sim/sweep.h).
 [[nodiscard]] SweepResult sweep_request(const RunRequest& req, const std::string& find, bool exhaustive,
                                         const Registry& reg, unsigned threads = 0, bool progress = false);

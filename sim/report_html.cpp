@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <functional>
 
 #include "sim/by_stack.h"
 #include "sim/history.h"
@@ -137,7 +138,7 @@ std::string script_safe(const std::string& json) {
 constexpr const char* kStyle =
     "body{font-family:system-ui,sans-serif;margin:1.5em;color:#222}"
     "table{border-collapse:collapse;margin:.5em 0}td,th{border:1px solid #ccc;padding:3px 7px;text-align:right;"
-    "font-size:13px}th{background:#f0f0f0}td:first-child{text-align:left}td.l{text-align:left}.bad{color:#b00;font-"
+    "font-size:13px}th{background:#f0f0f0}td:first-child{text-align:left}td.l{text-align:left}td.n{white-space:nowrap}.bad{color:#b00;font-"
     "weight:bold}"
     ".note{color:#666;font-size:12px;max-width:900px}.chart{max-width:900px;display:block;border:1px solid #ddd;"
     "user-select:none}.axis{font-size:10px;fill:#555}.chartbox h3,.mapbox h3{margin:.8em 0 .2em}"
@@ -171,8 +172,40 @@ nlohmann::json viewer_data(const std::vector<RunResult>& runs) {
   return {{"traces", traces}, {"runs", rs}, {"stacks", stacks}};
 }
 
-std::string report_html(const std::vector<RunResult>& runs) {
+std::string report_html(const std::vector<RunResult>& runs, const nlohmann::json& diff) {
   nlohmann::json data = viewer_data(runs);
+  if (!diff.is_null()) data["diff"] = diff;
+  return viewer_html(data);
+}
+
+std::string reports_html(const std::vector<std::pair<std::string, nlohmann::json>>& reports,
+                         const nlohmann::json& diff) {
+  nlohmann::json traces = nlohmann::json::array(), rs = nlohmann::json::array(), stacks = nlohmann::json::object();
+  for (const auto& [name, report] : reports) {
+    nlohmann::json rep = report;
+    // The page's reports keep no memory-map blocks (as report_json(r, 0) writes them).
+    std::function<void(nlohmann::json&)> strip = [&](nlohmann::json& x) {
+      if (x.is_object()) {
+        if (x.contains("memory_map") && x["memory_map"].is_object()) x["memory_map"].erase("blocks");
+        for (auto& [k, v] : x.items()) strip(v);
+      } else if (x.is_array()) {
+        for (auto& v : x) strip(v);
+      }
+    };
+    strip(rep);
+    traces.push_back({{"path", rep["trace"].value("path", name)},
+                      {"events", rep["trace"].value("events", std::uint64_t{0})},
+                      {"hardware", rep["hardware"].value("name", std::string("?"))}});
+    if (rep.contains("stacks") && rep["stacks"].is_object()) stacks.update(rep["stacks"]);
+    rs.push_back({{"label", name},
+                  {"trace", traces.size() - 1},
+                  {"report", rep},
+                  {"timelines", nlohmann::json::array()},
+                  {"moments", nlohmann::json::array()},
+                  {"explanation", ""}});
+  }
+  nlohmann::json data = {{"traces", traces}, {"runs", rs}, {"stacks", stacks}};
+  if (!diff.is_null()) data["diff"] = diff;
   return viewer_html(data);
 }
 
@@ -194,6 +227,7 @@ std::string viewer_html(const nlohmann::json& data) {
   fmt::format_to(out,
                  "<noscript><p class=\"bad\">This report draws its charts with JavaScript; the same figures are in "
                  "fragsim's --json report.</p></noscript>\n<div id=\"errors\"></div>\n<div id=\"findings\"></div>\n"
+                 "<div id=\"diff\"></div>\n"
                  "<h2>Summary</h2><div id=\"summary\"></div>\n<h2>Memory over time</h2><div id=\"charts\"></div>\n"
                  "<div id=\"buffers\"></div>\n<div id=\"states\"></div>\n"
                  "<h2>Address maps</h2><div id=\"maps\"></div>\n<div id=\"stacks\"></div>\n"

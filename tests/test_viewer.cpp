@@ -1,7 +1,7 @@
 // Issue 24: live bytes by call site (--by-stack, the report's by_stack), the simulated run as a
 // PyTorch memory snapshot (--export-snapshot) that PyTorch's own torch.cuda._memory_viz and
-// fragsim's importer read back, --from/--to, and the viewer's new views (per-buffer timeline,
-// allocator state at any event, icicle) in headless Chromium.
+// fragsim's importer read back, `fragsim diff` of two runs, --from/--to, and the viewer's new
+// views (per-buffer timeline, allocator state at any event, icicle) in headless Chromium.
 #include <algorithm>
 #include <catch2/catch.hpp>
 #include <fstream>
@@ -217,6 +217,73 @@ TEST_CASE("export: a policy that places nothing at an address is refused in one 
   CHECK(!std::ifstream(out).good());
 }
 
+TEST_CASE("diff: one trace under two policies, each device's change is the difference of the two reports") {
+  const std::string a = tmp_path("da.json"), b = tmp_path("db.json"), d = tmp_path("d.json"), md = tmp_path("d.md");
+  const std::string pa = "torch-caching", pb = "torch-caching[expandable_segments=true]";
+  REQUIRE(cli("run " + kTrain + " --policy " + pa + " --json " + a).code == 0);
+  REQUIRE(cli("run " + kTrain + " --policy '" + pb + "' --json " + b).code == 0);
+  REQUIRE(cli("diff " + kTrain + " --policies '" + pa + "," + pb + "' --json " + d + " --markdown " + md).code == 0);
+  auto ra = nlohmann::json::parse(read_text(a)), rb = nlohmann::json::parse(read_text(b));
+  auto j = nlohmann::json::parse(read_text(d));
+  CHECK(j["fragsim_diff"] == 1);
+  CHECK(j["same_trace"] == true);
+  CHECK(j["a"]["peak_reserved_bytes"] == ra["peak_reserved_bytes"]);
+  CHECK(j["b"]["peak_reserved_bytes"] == rb["peak_reserved_bytes"]);
+  REQUIRE(j["devices"].size() == 1);
+  const auto& ch = j["devices"][0]["change"];
+  CHECK(ch["peak_reserved_bytes"].get<std::int64_t>() ==
+        rb["peak_reserved_bytes"].get<std::int64_t>() - ra["peak_reserved_bytes"].get<std::int64_t>());
+  CHECK(ch["peak_allocated_bytes"].get<std::int64_t>() ==
+        rb["peak_allocated_bytes"].get<std::int64_t>() - ra["peak_allocated_bytes"].get<std::int64_t>());
+  // Expandable segments map what they need: less reserved at the same peak event.
+  CHECK(ch["peak_reserved_bytes"].get<std::int64_t>() < 0);
+  // The peak's live bytes by call site, A against B: each from its report; the sites' changes
+  // add up to the change of live bytes (every site is listed here).
+  const auto& at = j["at_peak"];
+  CHECK(at["a_live_bytes"] == ra["at_peak_allocated"]["by_stack"]["live_bytes"]);
+  CHECK(at["b_live_bytes"] == rb["at_peak_allocated"]["by_stack"]["live_bytes"]);
+  CHECK(at["a_event"] == ra["at_peak_allocated"]["event_index"]);
+  std::int64_t sum = 0;
+  for (const auto& s : at["sites"]) sum += s["change_bytes"].get<std::int64_t>();
+  CHECK(sum == at["change_bytes"].get<std::int64_t>());
+  // One path: the diff of the two reports is the diff of the two runs.
+  const std::string d2 = tmp_path("d2.json");
+  REQUIRE(cli("diff " + a + " " + b + " --json " + d2).code == 0);
+  auto j2 = nlohmann::json::parse(read_text(d2));
+  for (const char* k : {"devices", "at_peak", "first_oom", "buffers", "headline"}) CHECK(j2[k] == j[k]);
+  // Markdown for a CI summary: one row per device and space.
+  std::string m = read_text(md);
+  CHECK(m.find("### fragsim diff") == 0);
+  CHECK(m.find("| 0 hbm |") != std::string::npos);
+}
+
+TEST_CASE("diff: a run that now runs out of memory names the event, the device and the request of its first OOM") {
+  const std::string a = tmp_path("ok.json"), b = tmp_path("oom.json"), d = tmp_path("oomdiff.json");
+  REQUIRE(cli("run " + kTrain + " --json " + a).code == 0);
+  REQUIRE(cli("run " + kTrain + " --capacity 40GiB --json " + b).code == 0);
+  auto rb = nlohmann::json::parse(read_text(b));
+  REQUIRE(!rb["ooms"].empty());
+  auto r = cli("diff " + a + " " + b + " --json " + d);
+  REQUIRE(r.code == 0);
+  auto j = nlohmann::json::parse(read_text(d));
+  CHECK(j["first_oom"]["change"] == "new in B");
+  CHECK(j["first_oom"]["b"]["event_index"] == rb["ooms"][0]["event_index"]);
+  CHECK(j["first_oom"]["b"]["requested_bytes"] == rb["ooms"][0]["requested_bytes"]);
+  const std::string ev = std::to_string(rb["ooms"][0]["event_index"].get<std::uint64_t>());
+  CHECK(j["headline"].dump().find("B runs out of memory at event " + ev) != std::string::npos);
+  CHECK(r.out.find("B runs out of memory at event " + ev) != std::string::npos);
+}
+
+TEST_CASE("diff: bad requests are one line naming what is wrong, exit 2") {
+  for (const std::string& args : {"diff " + kTrain, "diff " + kTrain + " --policies best-fit",
+                                  "diff " + kTrain + " " + kTrain + " --policies best-fit,first-fit"}) {
+    INFO(args);
+    auto r = cli(args);
+    CHECK(r.code == 2);
+    CHECK(std::count(r.err.begin(), r.err.end(), '\n') == 1);
+  }
+}
+
 TEST_CASE("window: --from/--to limit what the page shows of a run to its events, the run's figures stay whole") {
   const std::string whole = tmp_path("whole.json"), html = tmp_path("window.html"), json = tmp_path("window.json");
   REQUIRE(cli("run " + kTrain + " --json " + whole).code == 0);
@@ -278,4 +345,20 @@ TEST_CASE(
     CHECK(states == 1);
     CHECK(flames >= 1);
   }
+}
+
+TEST_CASE("viewer: diff --html shows both runs' timelines on one axis and the diff's figures", "[chromium]") {
+  const std::string html = tmp_path("diff.html"), json = tmp_path("diff.json");
+  REQUIRE(cli("diff " + kTrain + " --policies 'torch-caching,torch-caching[expandable_segments=true]' --html " + html +
+              " --json " + json)
+              .code == 0);
+  auto data = embedded_data(read_text(html));
+  auto j = nlohmann::json::parse(read_text(json));
+  REQUIRE(data.contains("diff"));
+  CHECK(data["diff"] == j);
+  CHECK(data["runs"].size() == 2);
+  std::string dom = rendered_dom(html);
+  CHECK(dom.find("<div id=\"errors\"></div>") != std::string::npos);
+  CHECK(dom.find("data-ready=\"1\"") != std::string::npos);
+  CHECK(dom.find(j["headline"][0].get<std::string>()) != std::string::npos);
 }

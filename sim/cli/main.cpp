@@ -16,6 +16,7 @@
 #include "sim/check.h"
 #include "sim/cli/cli.h"
 #include "sim/commands.h"
+#include "sim/diff.h"
 #include "sim/listing.h"
 #include "sim/progress.h"
 #include "sim/report.h"
@@ -43,6 +44,7 @@ commands:
   batch MANIFEST a matrix of runs (traces x policies x settings), --shard i/N of it
   merge SHARDS   combine batch shards into the result one process gives
   check          CI gate: compare two reports, exit 1 on a regression
+  diff A B       what changed the peak and the first OOM between two runs (traces, reports, or --policies A,B)
   info TRACE     trace summary: counts, peak requested, size histogram
   validate       a simulation against a real-device replay (fragsim-cuda-replay)
   convert IN OUT convert between .jsonl, .jsonl.zst, .fstrace (and read every other format)
@@ -271,6 +273,55 @@ int cmd_check(const Args& args, const Registry&) {
   return r.pass ? 0 : 1;
 }
 
+int cmd_diff(const Args& args, const Registry& reg) {
+  RunRequest base;
+  Threads t;
+  std::string a, b, policies, label, json, markdown, html, from, to;
+  po::options_description d("fragsim diff options");
+  add_run_request_options(d, base);
+  t.add(d, "as for run, for each of the two runs");
+  d.add_options()("policy", po::value(&base.policy)->value_name("POLICY"), "the policy of both runs (default: as run)")(
+      "policies", po::value(&policies)->value_name("A,B"), "one TRACE under two policies, POLICY[k=v,...] each")(
+      "label", po::value(&label)->value_name("NAME"), "the run of compare --json arrays to compare (by its label)")(
+      "json", po::value(&json)->value_name("FILE"), "the diff as JSON (fragsim_diff 1)")(
+      "markdown", po::value(&markdown)->value_name("FILE"), "the diff as Markdown (e.g. $GITHUB_STEP_SUMMARY)")(
+      "html", po::value(&html)->value_name("FILE"), "the diff in the HTML viewer, with both runs aligned");
+  add_window_options(d, &from, &to);
+  po::options_description hidden;
+  hidden.add_options()("a", po::value(&a)->required(), "A")("b", po::value(&b), "B");
+  if (parse(args, d, {{"a", 1}, {"b", 1}},
+            "usage: fragsim diff A B [options]   (A, B: two traces, or two reports: run --json / compare --json)\n"
+            "       fragsim diff TRACE --policies A,B [options]\n\nWhat changed the peak and the first OOM between "
+            "two runs: each run's peaks and when they happened, reserved memory and fragmentation per device, the "
+            "first OOMs, the live bytes at each peak by call site and stack frame side by side, and the largest "
+            "buffers added, removed or grown. Traces are replayed as `fragsim run` would (the same options for both); "
+            "reports are read as they are. Exit 0 (a diff is not a gate: fragsim check is).",
+            hidden))
+    return 0;
+  check_outputs({a, b, base.hw}, {{"--json", json}, {"--markdown", markdown}, {"--html", html}});
+  nlohmann::json diff;
+  std::string page;
+  if (ends_with(a, ".json") && ends_with(b, ".json")) {
+    nlohmann::json ra = pick_report(read_json_file(a), label, a), rb = pick_report(read_json_file(b), label, b);
+    diff = diff_reports({ra, a}, {rb, b});
+    if (!html.empty()) page = reports_html({{"A: " + a, ra}, {"B: " + b, rb}}, diff);
+  } else {
+    RunOutputs outs;
+    outs.keep_live_buffers = outs.history = !html.empty();
+    outs.window = parse_window(from, to);
+    auto runs = run_diff(diff_request(base, a, b, policies), reg, outs, t.threads(), t.progress());
+    // Labelled "A: ..." and "B: ..." for the page; the diff names each without its letter.
+    auto name = [&](const RunResult& r) { return r.label.substr(r.label.find(": ") + 2); };
+    diff = diff_reports({report_json(runs[0]), name(runs[0])}, {report_json(runs[1]), name(runs[1])});
+    if (!html.empty()) page = report_html(runs, diff);
+  }
+  write_if(json, diff.dump(2) + "\n");
+  write_if(markdown, diff_markdown(diff));
+  write_if(html, page);
+  if (!to_stdout({json, markdown, html})) std::cout << diff_text(diff);
+  return 0;
+}
+
 int cmd_validate(const Args& args, const Registry&) {
   ValidateOptions v;
   std::string json;
@@ -401,7 +452,8 @@ int main(int argc, char** argv) {
   const std::pair<const char*, Fn> kCommands[] = {
       {"run", cmd_run},           {"compare", cmd_compare}, {"sweep", cmd_sweep},     {"check", cmd_check},
       {"validate", cmd_validate}, {"info", cmd_info},       {"convert", cmd_convert}, {"gen", cmd_gen},
-      {"layout", cmd_layout},     {"list", cmd_list},       {"batch", cmd_batch},     {"merge", cmd_merge}};
+      {"layout", cmd_layout},     {"list", cmd_list},       {"batch", cmd_batch},     {"merge", cmd_merge},
+      {"diff", cmd_diff}};
   return run_with_exit_codes("fragsim", [&] {
     std::vector<std::string_view> names;
     for (const auto& [name, fn] : kCommands) {
