@@ -362,3 +362,22 @@ TEST_CASE("viewer: diff --html shows both runs' timelines on one axis and the di
   CHECK(dom.find("data-ready=\"1\"") != std::string::npos);
   CHECK(dom.find(j["headline"][0].get<std::string>()) != std::string::npos);
 }
+
+TEST_CASE("diff: a failing check names the diff that shows what changed, and that diff runs") {
+  const std::string a = tmp_path("gate_a.json"), b = tmp_path("gate_b.json");
+  REQUIRE(cli("run " + kTrain + " --json " + a).code == 0);
+  REQUIRE(cli("run " + kTrain + " --capacity 40GiB --json " + b).code == 0);
+  auto r = cli("check --baseline " + a + " --current " + b + " --json " + tmp_path("gate.json"));
+  REQUIRE(r.code == 1);
+  auto j = nlohmann::json::parse(read_text(tmp_path("gate.json")));
+  const std::string cmd = j["diff_command"];
+  CHECK(cmd == "fragsim diff " + a + " " + b);
+  auto text = cli("check --baseline " + a + " --current " + b);
+  CHECK(text.out.find(cmd) != std::string::npos);
+  auto d = cli(cmd.substr(std::string("fragsim ").size()) + " --json " + tmp_path("gate_diff.json"));
+  CHECK(d.code == 0);
+  CHECK(nlohmann::json::parse(read_text(tmp_path("gate_diff.json")))["first_oom"]["change"] == "new in B");
+  // A passing check names none.
+  REQUIRE(cli("check --baseline " + a + " --current " + a + " --json " + tmp_path("gate_ok.json")).code == 0);
+  CHECK(nlohmann::json::parse(read_text(tmp_path("gate_ok.json")))["diff_command"] == "");
+}
