@@ -162,7 +162,7 @@ HistorySlotState HistoryRecorder::slot_state(std::uint32_t slot, MemoryMap map, 
     auto it = std::upper_bound(st.regions.begin(), st.regions.end(), b.addr,
                                [](Addr a, const HistoryRegion& g) { return a < g.base; });
     if (it == st.regions.begin() || b.addr - std::prev(it)->base >= std::prev(it)->size) continue;
-    if (kept++ == kMaxMapBlocks) {
+    if (kept++ == spec_.map_blocks) {
       st.truncated = true;
       break;
     }
@@ -379,6 +379,7 @@ HistorySpec plan_history(const RunResult& r, bool viewer, bool events) {
   if (events) {
     s.exact = {{0, last_event}};
     s.delta_budget = s.keyframe_budget = std::numeric_limits<size_t>::max();
+    s.map_blocks = kMaxMapBlocks;
   }
   if (!viewer) return s;
   const std::uint64_t n = s.last - s.first + 1;

@@ -44,8 +44,12 @@ struct HistorySpec {
   std::vector<std::uint64_t> keyframes;  // sorted
   std::vector<std::pair<std::uint64_t, std::uint64_t>> exact;  // sorted, disjoint, inclusive
   size_t bands = 400;                                          // buffers drawn one by one per space
-  size_t delta_budget = 150000;                                // deltas and region blocks written, at most (viewer)
-  size_t keyframe_budget = 300000;                             // blocks in keyframes, at most (viewer)
+  // What the page may hold (issue 24: the file stays near 20 MB with 100k+ live buffers): deltas and
+  // region blocks written, blocks in keyframes, blocks of one region map (the rest marked
+  // truncated). The export keeps everything up to kMaxMapBlocks per map.
+  size_t delta_budget = 40000;
+  size_t keyframe_budget = 100000;
+  size_t map_blocks = 20000;
 };
 
 inline constexpr std::uint64_t kStillLive = std::numeric_limits<std::uint64_t>::max();
@@ -77,7 +81,7 @@ struct HistoryFigures {  // the policy's own, after the event
 struct HistorySlotState {
   HistoryFigures figures;
   std::vector<HistoryRegion> regions;  // address order
-  bool truncated = false;              // more than kMaxMapBlocks blocks: the rest left out
+  bool truncated = false;              // more than HistorySpec::map_blocks blocks: the rest left out
 };
 struct Keyframe {
   std::uint64_t event = 0;
