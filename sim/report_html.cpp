@@ -138,8 +138,8 @@ std::string script_safe(const std::string& json) {
 constexpr const char* kStyle =
     "body{font-family:system-ui,sans-serif;margin:1.5em;color:#222}"
     "table{border-collapse:collapse;margin:.5em 0}td,th{border:1px solid #ccc;padding:3px 7px;text-align:right;"
-    "font-size:13px}th{background:#f0f0f0}td:first-child{text-align:left}td.l{text-align:left}td.n{white-space:nowrap}.bad{color:#b00;font-"
-    "weight:bold}"
+    "font-size:13px}th{background:#f0f0f0}td:first-child{text-align:left}td.l{text-align:left}"
+    "td.n{white-space:nowrap}.bad{color:#b00;font-weight:bold}"
     ".note{color:#666;font-size:12px;max-width:900px}.chart{max-width:900px;display:block;border:1px solid #ddd;"
     "user-select:none}.axis{font-size:10px;fill:#555}.chartbox h3,.mapbox h3{margin:.8em 0 .2em}"
     "canvas.map{width:900px;display:block;border:1px solid #ccc;margin-bottom:4px}"
