@@ -12,6 +12,7 @@
 #include "sim/base/text.h"
 #include "sim/base/units.h"
 #include "sim/report_schema.h"
+#include "sim/run_setup.h"
 
 namespace fragsim {
 
@@ -271,6 +272,15 @@ CheckResult run_check(const nlohmann::json& baseline, const nlohmann::json& curr
   for (const auto& [label, _] : by_label)
     add(label, "current_run", NAN, NAN, true,
         fmt::format("only in the baseline: {} has no run labelled so", o.current_path));
+  if (!res.pass) {
+    res.diff_command = "fragsim diff " + shell_quote(o.baseline_path) + " " + shell_quote(o.current_path);
+    if (baseline.is_array() && baseline.size() > 1 && current.is_array() && current.size() > 1)
+      for (const auto& i : res.items)
+        if (i.regression) {
+          res.diff_command += " --label " + shell_quote(i.run);
+          break;
+        }
+  }
   return res;
 }
 
@@ -291,6 +301,9 @@ std::string check_text(const CheckResult& r) {
   for (const auto& i : r.items)
     if (!i.gated && i.current > i.baseline * (1.0 + r.tolerance_pct / 100.0) && i.current - i.baseline > 1e-12)
       fmt::format_to(out, "  {}: {}\n", escape_terminal(i.run), escape_terminal(i.message));
+  if (!r.pass)
+    fmt::format_to(out, "what changed (peaks by call site, buffers, OOMs; --html FILE for the page): {}\n",
+                   escape_terminal(r.diff_command));
   return s;
 }
 
@@ -306,8 +319,8 @@ nlohmann::json check_json(const CheckResult& r) {
                      {"gated", i.gated},
                      {"message", i.message}});
   }
-  return {
-      {"fragsim_check", 1}, {"pass", r.pass}, {"tolerance_pct", r.tolerance_pct}, {"items", items}, {"notes", r.notes}};
+  return {{"fragsim_check", 1}, {"pass", r.pass},   {"tolerance_pct", r.tolerance_pct},
+          {"items", items},     {"notes", r.notes}, {"diff_command", r.diff_command}};
 }
 
 std::string check_markdown(const CheckResult& r) {
@@ -320,6 +333,7 @@ std::string check_markdown(const CheckResult& r) {
                    fmt_value(i.metric, i.baseline), fmt_value(i.metric, i.current),
                    i.regression ? "regression" : (i.gated ? "ok" : "not gated"));
   fmt::format_to(out, "\nTolerance {}%.\n", r.tolerance_pct);
+  if (!r.pass) fmt::format_to(out, "\nWhat changed: {}\n", escape_markdown(r.diff_command));
   for (const auto& n : r.notes) fmt::format_to(out, "\n> {}\n", escape_markdown(n));
   return s;
 }

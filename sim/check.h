@@ -41,6 +41,9 @@ struct CheckResult {
   double tolerance_pct = 0;
   std::vector<CheckItem> items;  // every figure compared, regressions flagged
   std::vector<std::string> notes;
+  // When it fails: the `fragsim diff` that shows what changed (the first failing run of a compare
+  // array named by --label); "" when it passes.
+  std::string diff_command;
 };
 
 // Throws InputError (exit 2) on malformed reports, a bad tolerance, or refused comparisons.

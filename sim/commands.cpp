@@ -3,35 +3,48 @@
 #include "sim/advice.h"
 #include "sim/base/error.h"
 #include "sim/batch.h"
+#include "sim/diff.h"
+#include "sim/history.h"
 #include "sim/progress.h"
 #include "sim/recording_fidelity.h"
 #include "sim/report.h"
+#include "sim/report_html.h"
 #include "sim/run_args.h"
+#include "sim/settings.h"
 
 namespace fragsim {
 
-RunResult run_request(const RunRequest& req, const Registry& reg, const RunOutputs& out, unsigned threads,
-                      bool progress) {
+namespace {
+
+// One run as `run` replays it: the pass for both fidelity figures, and the history when asked.
+RunResult replay_one(const RunRequest& req, const Registry& reg, const RunOutputs& out, unsigned threads, bool progress,
+                     const char* what) {
   RunOptions o = prepare_run(req, reg);
   o.keep_live_buffers = out.keep_live_buffers;
   o.placements = out.placements;
   o.perfetto = out.perfetto;
-  std::vector<RunResult> rs = [&] {
-    Progress bar(progress, "run", reads_of({o}, reg));
-    auto out = run_simulations({o}, reg, threads);
-    add_both_figures({o}, out, reg, threads);
-    return out;
-  }();
-  RunResult& r = rs.front();
-  enforce_strict(req, r);
-  r.advice = proven_advice(r, req, reg, threads);
-  return std::move(r);
+  o.window = out.window;
+  Progress bar(progress, what, reads_of({o}, reg));
+  auto rs = run_simulations({o}, reg, threads);
+  add_both_figures({o}, rs, reg, threads);
+  if (out.history || out.export_events) add_history({o}, rs, reg, out.history, out.export_events, threads);
+  enforce_strict(req, rs.front());
+  return std::move(rs.front());
 }
 
-std::vector<RunResult> run_compare(const CompareRequest& req, const Registry& reg, bool keep_live_buffers,
+}  // namespace
+
+RunResult run_request(const RunRequest& req, const Registry& reg, const RunOutputs& out, unsigned threads,
+                      bool progress) {
+  RunResult r = replay_one(req, reg, out, threads, progress, "run");
+  r.advice = proven_advice(r, req, reg, threads);
+  return r;
+}
+
+std::vector<RunResult> run_compare(const CompareRequest& req, const Registry& reg, const RunOutputs& out,
                                    unsigned threads, bool progress) {
   ComparePlan plan = prepare_compare(req, reg);
-  for (auto& o : plan.runs) o.keep_live_buffers = keep_live_buffers;
+  for (auto& o : plan.runs) o.keep_live_buffers = out.keep_live_buffers, o.window = out.window;
   std::vector<RunResult> runs;
   for (size_t first = 0; first < plan.runs.size();) {  // one trace at a time, each decoded once
     size_t last = first;
@@ -41,6 +54,7 @@ std::vector<RunResult> run_compare(const CompareRequest& req, const Registry& re
     Progress bar(progress, "compare", reads_of(opts, reg));
     std::vector<RunResult> rs = run_simulations(opts, reg, threads);
     add_both_figures(opts, rs, reg, threads);
+    if (out.history) add_history(opts, rs, reg, true, false, threads);
     for (auto& r : rs) {
       enforce_strict(req.base, r);
       runs.push_back(std::move(r));
@@ -48,6 +62,61 @@ std::vector<RunResult> run_compare(const CompareRequest& req, const Registry& re
     first = last;
   }
   return runs;
+}
+
+DiffRequest diff_request(const RunRequest& base, const std::string& a, const std::string& b,
+                         const std::string& policies) {
+  DiffRequest d{base, base};
+  d.a.trace = a;
+  d.b.trace = b.empty() ? a : b;
+  std::vector<std::string> entries = split_policy_list(policies);
+  if (!policies.empty() && entries.size() != 2)
+    throw InputError(fmt::format("--policies: diff takes exactly two (A,B), got {}", entries.size()));
+  if (entries.size() == 2) {
+    if (!b.empty()) throw InputError("diff: --policies compares one trace under two policies; give one TRACE");
+    if (!base.policy.empty()) throw InputError("diff: --policy and --policies: give one of them");
+    d.a.policy = entries[0];
+    d.b.policy = entries[1];
+  } else if (b.empty()) {
+    throw InputError("diff: give two traces (A B), two reports (A.json B.json), or one trace and --policies A,B");
+  }
+  return d;
+}
+
+std::vector<RunResult> run_diff(const DiffRequest& req, const Registry& reg, const RunOutputs& out, unsigned threads,
+                                bool progress) {
+  RunOutputs o = out;
+  o.placements.clear();
+  o.perfetto.clear();
+  o.export_events = false;
+  std::vector<RunResult> rs;
+  for (const RunRequest* q : {&req.a, &req.b}) rs.push_back(replay_one(*q, reg, o, threads, progress, "diff"));
+  const bool same_trace = req.a.trace == req.b.trace;
+  for (size_t i = 0; i < 2; ++i) {
+    const std::string& trace = i ? req.b.trace : req.a.trace;
+    rs[i].label = fmt::format(
+        "{}: {}", i ? "B" : "A",
+        same_trace ? (i ? req.b.policy : req.a.policy).empty() ? rs[i].policy_name : (i ? req.b.policy : req.a.policy)
+                   : trace.substr(trace.find_last_of('/') + 1));
+  }
+  return rs;
+}
+
+DiffOutcome diff_of_runs(const DiffRequest& req, const Registry& reg, const RunOutputs& out, unsigned threads,
+                         bool progress) {
+  auto runs = run_diff(req, reg, out, threads, progress);
+  // Labelled "A: ..." and "B: ..." for the page; the diff names each without its letter.
+  auto name = [](const RunResult& r) { return r.label.substr(r.label.find(": ") + 2); };
+  DiffOutcome d{diff_reports({report_json(runs[0]), name(runs[0])}, {report_json(runs[1]), name(runs[1])}), {}};
+  if (out.history) d.html = report_html(runs, d.diff);
+  return d;
+}
+
+DiffOutcome diff_of_reports(const DiffInput& a, const DiffInput& b, const std::string& label, bool html) {
+  DiffInput ra{pick_report(a.report, label, a.name), a.name}, rb{pick_report(b.report, label, b.name), b.name};
+  DiffOutcome d{diff_reports(ra, rb), {}};
+  if (html) d.html = reports_html({{"A: " + a.name, ra.report}, {"B: " + b.name, rb.report}}, d.diff);
+  return d;
 }
 
 SweepResult sweep_request(const RunRequest& req, const std::string& find, bool exhaustive, const Registry& reg,

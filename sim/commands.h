@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "sim/compare.h"
+#include "sim/diff.h"
 #include "sim/run_setup.h"
 #include "sim/sweep.h"
 
@@ -17,6 +18,9 @@ namespace fragsim {
 struct RunOutputs {
   std::string placements{}, perfetto{};  // paths, "" = none
   bool keep_live_buffers = false;        // for an HTML report's address maps
+  bool history = false;                  // the HTML viewer's history: buffers, allocator states (sim/history.h)
+  bool export_events = false;            // every change of the run, for export_snapshot (sim/snapshot_export.h)
+  Window window{};                       // --from/--to
 };
 
 // `fragsim run`: one replay, then — after an OOM — the advice, each setting proven by a replay.
@@ -24,9 +28,33 @@ struct RunOutputs {
                                     unsigned threads = 0, bool progress = false);
 
 // `fragsim compare`: every entry on every trace, each trace decoded once for its entries.
+// `out`: keep_live_buffers, history and window apply to every entry (placements and perfetto to none).
 [[nodiscard]] std::vector<RunResult> run_compare(const CompareRequest& req, const Registry& reg,
-                                                 bool keep_live_buffers = false, unsigned threads = 0,
+                                                 const RunOutputs& out = {}, unsigned threads = 0,
                                                  bool progress = false);
+
+// `fragsim diff` of runs: A and B are two traces under the same options, or one trace under two
+// policies (`policies`: exactly two entries, POLICY[k=v,...]). InputError otherwise.
+struct DiffRequest {
+  RunRequest a, b;
+};
+[[nodiscard]] DiffRequest diff_request(const RunRequest& base, const std::string& a, const std::string& b,
+                                       const std::string& policies);
+// Both runs (each as `run` does it, advice left out), labelled "A: ..." and "B: ...".
+[[nodiscard]] std::vector<RunResult> run_diff(const DiffRequest& req, const Registry& reg, const RunOutputs& out = {},
+                                              unsigned threads = 0, bool progress = false);
+
+// What `fragsim diff` shows: the diff (fragsim_diff 1, sim/diff.h) and, when asked, its HTML page.
+struct DiffOutcome {
+  nlohmann::json diff;
+  std::string html;  // "" unless asked for
+};
+// Two traces (or one trace under two policies) replayed as `run` would; the page is made when
+// `out.history` is set (as --html sets it).
+[[nodiscard]] DiffOutcome diff_of_runs(const DiffRequest& req, const Registry& reg, const RunOutputs& out = {},
+                                       unsigned threads = 0, bool progress = false);
+// Two reports as they are (run --json, or compare --json arrays: `label` picks the run).
+[[nodiscard]] DiffOutcome diff_of_reports(const DiffInput& a, const DiffInput& b, const std::string& label, bool html);
 
 // `fragsim sweep`: the smallest fraction or capacity with no OOM (sim/sweep.h).
 [[nodiscard]] SweepResult sweep_request(const RunRequest& req, const std::string& find, bool exhaustive,

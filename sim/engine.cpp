@@ -124,6 +124,8 @@ void Engine::begin(const nlohmann::json& header, const Recording& recording) {
     out_.time_unit = header["time_unit"].get<std::string>();
   if (!opt_.perfetto.empty()) perfetto_ = std::make_unique<PerfettoWriter>(opt_.perfetto, out_.time_unit);
   out_.device_names = recording.device_names;
+  if (opt_.history) history_ = std::make_unique<HistoryRecorder>(*opt_.history, live_);
+  if (!opt_.window.whole()) out_.window = opt_.window.text();
   if (RecordingAnchor::wanted(recording)) {  // where the state before the recording was (a second read)
     anchor_.learn(*open());
     for (auto& n : anchor_.notes()) out_.notes.push_back(std::move(n));
@@ -134,6 +136,13 @@ void Engine::feed(const Event& ev) {
   if (out_.events++ == 0) out_.first_t = ev.t;
   snapshot_credit_ += kSnapshotCredit;
   current_event_ = ev.index;
+  if (!opt_.window.whole()) {
+    const double since = static_cast<double>(ev.t.value() - std::min(ev.t.value(), out_.first_t.value())) *
+                         seconds_per_tick(out_.time_unit);
+    in_window_ = opt_.window.contains(ev.index, since);
+    if (in_window_ && !window_seen_) out_.window_first = ev.index, window_seen_ = true;
+    if (in_window_) out_.window_last = ev.index;
+  }
   if (replaying_) {
     while (!deferred_.empty() && deferred_.top().t <= ev.t) run_deferred();
     now_ = ev.t;
@@ -168,6 +177,7 @@ void Engine::feed(const Event& ev) {
       if (is_observation(ev.op)) observe(ev);
       break;
   }
+  if (history_) history_->after(ev, slot_views());
   if (opt_.check && replaying_ && ++since_check_ * kCheckBatch >= live_placed_ + slots_.size()) {
     since_check_ = 0;
     for (auto& s : slots_) {
@@ -215,6 +225,7 @@ void Engine::alloc(const Event& ev) {
     live_.set(ev.handle, LiveSet::State::kPlaced);
     ++live_placed_;
     live_.remember(ev, p, si);
+    if (history_) history_->placed(ev, p, si, slot_views());
     if (perfetto_)
       perfetto_->begin_buffer(ev.t, s.device, s.space, ev.id, ev.has(key::kName) ? ev.name : std::string_view(),
                               ev.size, p.block, p.has_addr, p.addr);
@@ -249,6 +260,7 @@ void Engine::free(const Event& ev) {
     const std::uint32_t si = live_.slot_of(ev.handle);
     Slot& s = slots_[si];
     if (perfetto_) end_slice(ev.handle, ev.t);
+    if (history_) history_->freeing(ev.handle, ev.index, ev.t, slot_views());
     const Handle local = live_.local_of(ev.handle);
     if (ev.has(key::kStream))
       s.policy->release_on_stream(local, ev.stream);
@@ -385,7 +397,7 @@ std::uint32_t Engine::slot(std::uint32_t k, const Event& ev) {
 void Engine::account(std::uint32_t si) {
   Slot& s = slots_[si];
   const Usage u = s.policy->usage(), was = s.metrics.last();
-  if (s.metrics.account(u, current_event_, saturate(req_[slot_key_[si]].live))) {
+  if (s.metrics.account(u, current_event_, saturate(req_[slot_key_[si]].live), in_window_)) {
     s.peak_dirty = true;
     s.peak_event = current_event_;
     s.peak_t = now_;
@@ -407,7 +419,8 @@ void Engine::check_fatal(const Slot& s, const Event& ev) {
 
 std::vector<SlotView> Engine::slot_views() const {
   std::vector<SlotView> v;
-  for (const auto& s : slots_) v.push_back({s.device, s.space, s.policy.get(), s.metrics.last()});
+  for (const auto& s : slots_)
+    v.push_back({s.device, s.space, s.policy.get(), s.metrics.last(), s.mem->alloc_calls() + s.mem->free_calls()});
   return v;
 }
 
@@ -458,6 +471,7 @@ std::vector<std::optional<Moment>> Engine::peaks_by_rerun() const {
   o.placements.clear();
   o.perfetto.clear();
   o.check = false;
+  o.history.reset();
   Engine e(o, reg_);
   e.rerun_take_at_.assign(slots_.size(), kNoRerun);
   for (std::uint32_t i = 0; i < slots_.size(); ++i)
@@ -569,6 +583,12 @@ RunResult Engine::end(std::uint64_t skipped_frees) {
     placements_->write(pbuf_);
     placements_->commit();
   }
+  if (!opt_.window.whole() && !window_seen_)
+    throw InputError(
+        fmt::format("{}: --from/--to: no event of the trace lies in the window ({}; the trace has {} "
+                    "events)",
+                    opt_.trace, out_.window, out_.events));
+  if (history_) out_.history = history_->finish(slot_views(), now_);
   finish();
   live_.collect_stacks(out_);
   out_.nothing_to_replay = nothing_to_replay(recording_, out_.events, replayable_, pre_trace_allocs_);

@@ -14,9 +14,12 @@
 #include "hardware_models/hardware_model.h"
 #include "policies/policy.h"
 #include "sim/run_result.h"
+#include "sim/window.h"
 #include "traces/trace_reader.h"
 
 namespace fragsim {
+
+struct HistorySpec;  // sim/history.h
 
 struct PolicySpec {
   std::string name;
@@ -44,8 +47,10 @@ struct RunOptions {
   // Keep every live buffer (up to kMaxMapBlocks) at the moments reports show, so that an address
   // map can name the buffer behind each block (the HTML report); off for plain runs and sweeps.
   bool keep_live_buffers = false;
-  std::vector<std::string> notes;  // lines for the text report (e.g. how --env was interpreted)
-  std::string label;               // how reports name the run when several are shown (compare, batch)
+  Window window;                               // --from/--to: the events the timelines show (sim/window.h)
+  std::shared_ptr<const HistorySpec> history;  // record the run's history (sim/history.h); null = none
+  std::vector<std::string> notes;              // lines for the text report (e.g. how --env was interpreted)
+  std::string label;                           // how reports name the run when several are shown (compare, batch)
   // Set from another thread to stop the run (a front end's Ctrl-C): checked every kCancelEvents
   // events replayed (every batch when engines share a decode); the run then throws Cancelled and
   // commits no output. nullptr: never.

@@ -20,6 +20,7 @@
 #include "sim/base/limits.h"
 #include "sim/engine.h"
 #include "sim/fidelity.h"
+#include "sim/history.h"
 #include "sim/live_set.h"
 #include "sim/metrics.h"
 #include "sim/perfetto.h"
@@ -150,6 +151,8 @@ class Engine : public Scheduler {
   // checking stays a constant factor of the replay, not O(events x live).
   static constexpr std::uint64_t kCheckBatch = 1024;
   std::uint64_t live_placed_ = 0, since_check_ = 0;
+  std::unique_ptr<HistoryRecorder> history_;     // a history pass (sim/history.h)
+  bool in_window_ = true, window_seen_ = false;  // --from/--to: the current event lies in it
 };
 
 }  // namespace fragsim

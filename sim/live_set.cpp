@@ -2,6 +2,8 @@
 
 #include <algorithm>
 
+#include "sim/by_stack.h"
+
 namespace fragsim {
 
 std::uint32_t LiveSet::intern(const std::string& name) {
@@ -82,9 +84,11 @@ Moment LiveSet::moment(std::uint64_t event_index, Tick t, const std::vector<Slot
   m.t = t;
   std::vector<std::pair<Bytes, Handle>> top;  // a min-heap of the kTopBuffers largest
   auto cmp = [](const auto& a, const auto& b) { return a.first > b.first; };
+  SiteGrouper sites;
   for (Handle h = 0; h < state_.size() && h < live_.size(); ++h) {
     if (state_[h] != State::kPlaced || !include(slot_[h])) continue;
     ++m.live_buffers;
+    sites.add(live_[h].stack, live_[h].name, live_[h].block, live_[h].requested);
     if (keep_live && live_[h].has_addr) {
       if (m.live.size() < kMaxMapBlocks)
         m.live.push_back(view(h, event_index, slots));
@@ -103,6 +107,7 @@ Moment LiveSet::moment(std::uint64_t event_index, Tick t, const std::vector<Slot
   std::sort(top.begin(), top.end(),
             [](const auto& a, const auto& b) { return a.first != b.first ? a.first > b.first : a.second < b.second; });
   for (const auto& [size, h] : top) m.top_buffers.push_back(view(h, event_index, slots));
+  sites.finish([&](std::uint32_t n) { return names_[n]; }, kMaxSites, &m.sites, &m.other_sites);
   for (std::uint32_t i = 0; i < slots.size(); ++i) {
     if (!include(i)) continue;
     const SlotView& s = slots[i];
@@ -141,6 +146,7 @@ void LiveSet::collect_stacks(RunResult& r) const {
   auto note_moment = [&](const Moment& m) {
     for (const auto& b : m.top_buffers) note(b.stack);
     for (const auto& b : m.live) note(b.stack);
+    for (const auto& s : m.sites) note(s.stack);
   };
   for (const auto& s : r.spaces)
     if (s.peak) note_moment(*s.peak);

@@ -21,6 +21,7 @@ struct SlotView {
   Space space = Space::kHbm;
   const AllocatorPolicy* policy = nullptr;
   Usage usage;
+  std::uint64_t device_calls = 0;  // allocations and frees the policy asked of the device so far
 };
 
 class LiveSet {
@@ -54,6 +55,12 @@ class LiveSet {
     for (const auto& f : frames) names_kept_.spend(f.size());
     stack_frames_[id] = std::move(frames);
   }
+  // Its frames, nullptr when the trace defined none.
+  const std::vector<std::string>* frames(std::uint64_t id) const {
+    auto it = stack_frames_.find(id);
+    return it == stack_frames_.end() ? nullptr : &it->second;
+  }
+  const std::string& name(std::uint32_t n) const { return names_[n]; }
 
   const std::string& name_of(Handle h) const { return names_[live_[h].name]; }
   AllocId id_of(Handle h) const { return live_[h].id; }

@@ -28,7 +28,7 @@ void Timeline::record(std::uint64_t index, const TimelinePoint& p) {
   }
 }
 
-bool SpaceMetrics::account(const Usage& u, std::uint64_t event_index, Bytes requested) {
+bool SpaceMetrics::account(const Usage& u, std::uint64_t event_index, Bytes requested, bool timeline) {
   bool new_peak = false;
   if (u.allocated > peak_allocated_) {
     peak_allocated_ = u.allocated;
@@ -44,7 +44,7 @@ bool SpaceMetrics::account(const Usage& u, std::uint64_t event_index, Bytes requ
   }
   frag_max_ = std::max(frag_max_, f);
   last_ = u;
-  timeline_.record(event_index, {event_index, requested, u.allocated, u.reserved, f});
+  if (timeline) timeline_.record(event_index, {event_index, requested, u.allocated, u.reserved, f});
   return new_peak;
 }
 

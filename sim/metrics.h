@@ -30,9 +30,9 @@ class Timeline {
 
 class SpaceMetrics {
  public:
-  // The space's usage after an event (requested: its live requested bytes). True when its
-  // allocated memory reached a new peak.
-  bool account(const Usage& u, std::uint64_t event_index, Bytes requested);
+  // The space's usage after an event (requested: its live requested bytes); `timeline`: the event
+  // is one the timeline shows (--from/--to). True when its allocated memory reached a new peak.
+  bool account(const Usage& u, std::uint64_t event_index, Bytes requested, bool timeline = true);
   const Usage& last() const { return last_; }
   // Peaks and fragmentation into r; the timeline moves out.
   void finish(SpaceResult& r);

@@ -7,7 +7,9 @@
 #include <set>
 
 #include "sim/base/text.h"
+#include "sim/by_stack.h"
 #include "sim/recording_fidelity.h"
+#include "sim/window.h"
 
 namespace fragsim {
 
@@ -80,13 +82,15 @@ nlohmann::json moment_json(const RunResult& r, const Moment& m, size_t map_block
   nlohmann::json top = nlohmann::json::array(), spaces = nlohmann::json::array();
   for (const auto& b : m.top_buffers) top.push_back(buffer_json(r, b));
   for (const auto& s : m.spaces) spaces.push_back(space_moment_json(s, map_blocks));
-  return {{"event_index", m.event_index},
-          {"t", m.t},
-          {"allocated_bytes", m.allocated},
-          {"reserved_bytes", m.reserved},
-          {"live_buffers", m.live_buffers},
-          {"top_buffers", top},
-          {"spaces", spaces}};
+  nlohmann::json j = {{"event_index", m.event_index},
+                      {"t", m.t},
+                      {"allocated_bytes", m.allocated},
+                      {"reserved_bytes", m.reserved},
+                      {"live_buffers", m.live_buffers},
+                      {"top_buffers", top},
+                      {"spaces", spaces}};
+  if (!m.sites.empty()) j["by_stack"] = by_stack_json(by_stack(m, r.stacks));
+  return j;
 }
 
 nlohmann::json oom_json(const RunResult& r, const OomRecord& o, size_t map_blocks) {
@@ -132,7 +136,7 @@ std::string where(const RunResult& r, std::uint32_t device, Space space) {
 
 // "event 7867, 2.73 s in": an event and its time from the trace's first event.
 std::string when(const RunResult& r, std::uint64_t event_index, Tick t) {
-  const double scale = r.time_unit == "s" ? 1 : r.time_unit == "ms" ? 1e-3 : r.time_unit == "us" ? 1e-6 : 1e-9;
+  const double scale = seconds_per_tick(r.time_unit);
   double sec = static_cast<double>(t.value() - std::min(t.value(), r.first_t.value())) * scale;
   std::string at = sec >= 1      ? fmt::format("{:.3f} s", sec)
                    : sec >= 1e-3 ? fmt::format("{:.3f} ms", sec * 1e3)
@@ -229,6 +233,24 @@ std::string frame_of(const RunResult& r, const BufferView& b) {
 }
 
 std::string label_of(const RunResult& r) { return r.label.empty() ? r.policy_name : r.label; }
+
+std::string when_text(const RunResult& r, std::uint64_t event_index, Tick t) { return when(r, event_index, t); }
+
+std::string by_stack_report(const RunResult& r) {
+  std::string s;
+  auto out = std::back_inserter(s);
+  auto one = [&](const std::string& what, const Moment& m) {
+    fmt::format_to(out, "  {} ({}):\n", what, when(r, m.event_index, m.t));
+    s += by_stack_text(by_stack(m, r.stacks));
+  };
+  if (const Moment* m = r.peak())
+    one(r.several_spaces() ? "at the peak of " + where(r, r.spaces[r.binding].device, r.spaces[r.binding].space)
+                           : std::string("at the peak of allocated memory"),
+        *m);
+  if (!r.ooms.empty() && r.ooms[0].moment) one("at the first OOM", *r.ooms[0].moment);
+  if (s.empty()) s = "  by call site: no moment to show (nothing was placed)\n";
+  return s;
+}
 
 nlohmann::json report_json(const RunResult& r, size_t map_blocks) {
   nlohmann::json devices = nlohmann::json::array();

@@ -20,5 +20,9 @@ std::string shape_text(const BufferView& b);
 std::string frame_of(const RunResult& r, const BufferView& b);
 // How reports name a run: compare's label, else the policy.
 std::string label_of(const RunResult& r);
+// "event 7867, 2.730 s in": an event and its time from the trace's first event.
+std::string when_text(const RunResult& r, std::uint64_t event_index, Tick t);
+// `run --by-stack`: the live bytes by call site at the peak and at the first OOM (sim/by_stack.h).
+std::string by_stack_report(const RunResult& r);
 
 }  // namespace fragsim

@@ -4,7 +4,10 @@
 
 #include <algorithm>
 #include <cmath>
+#include <functional>
 
+#include "sim/by_stack.h"
+#include "sim/history.h"
 #include "sim/report.h"
 
 namespace fragsim {
@@ -52,8 +55,8 @@ nlohmann::json map_json(const SpaceMoment& s) {
           {"blocks", blocks}};
 }
 
-// A moment's maps and live buffers; its figures are the report's at `path` (a JSON pointer).
-nlohmann::json moment(const Moment& m, std::string title, std::string path) {
+// A moment's maps, live buffers and call sites; its figures are the report's at `path` (a JSON pointer).
+nlohmann::json moment(const RunResult& r, const Moment& m, std::string title, std::string path) {
   nlohmann::json live = nlohmann::json::array(), maps = nlohmann::json::array();
   for (const auto& b : m.live) live.push_back(buffer(b));
   for (const auto& s : m.spaces) maps.push_back(map_json(s));
@@ -61,7 +64,8 @@ nlohmann::json moment(const Moment& m, std::string title, std::string path) {
           {"path", std::move(path)},
           {"event_index", m.event_index},
           {"buffers", live},
-          {"maps", maps}};
+          {"maps", maps},
+          {"flame", flame_json(m.sites, m.other_sites, r.stacks)}};
 }
 
 nlohmann::json run(const RunResult& r, size_t trace) {
@@ -75,22 +79,24 @@ nlohmann::json run(const RunResult& r, size_t trace) {
   if (r.several_spaces()) {
     for (size_t i = 0; i < r.spaces.size(); ++i)
       if (r.spaces[i].peak)
-        moments.push_back(moment(*r.spaces[i].peak,
+        moments.push_back(moment(r, *r.spaces[i].peak,
                                  fmt::format("device {} {}: its peak (event {})", r.spaces[i].device,
                                              space_name(r.spaces[i].space), r.spaces[i].peak->event_index),
                                  fmt::format("/devices/{}/at_peak_allocated", i)));
   } else if (const Moment* m = r.peak()) {
-    moments.push_back(moment(*m, fmt::format("peak allocated (event {})", m->event_index), "/at_peak_allocated"));
+    moments.push_back(moment(r, *m, fmt::format("peak allocated (event {})", m->event_index), "/at_peak_allocated"));
   }
   for (size_t i = 0; i < r.ooms.size(); ++i)
     if (r.ooms[i].moment)
-      moments.push_back(moment(*r.ooms[i].moment, fmt::format("OOM at event {}", r.ooms[i].event_index),
+      moments.push_back(moment(r, *r.ooms[i].moment, fmt::format("OOM at event {}", r.ooms[i].event_index),
                                fmt::format("/ooms/{}/at_oom", i)));
   std::string explanation;
   for (const auto& o : r.ooms)
     if (explanation.empty()) explanation = o.explanation;
-  return {{"label", label_of(r)},   {"trace", trace},     {"report", report_json(r, 0)},
-          {"timelines", timelines}, {"moments", moments}, {"explanation", explanation}};
+  nlohmann::json j = {{"label", label_of(r)},   {"trace", trace},     {"report", report_json(r, 0)},
+                      {"timelines", timelines}, {"moments", moments}, {"explanation", explanation}};
+  if (r.history) j["history"] = history_json(*r.history, r);
+  return j;
 }
 
 std::string esc(const std::string& s) {
@@ -132,7 +138,8 @@ std::string script_safe(const std::string& json) {
 constexpr const char* kStyle =
     "body{font-family:system-ui,sans-serif;margin:1.5em;color:#222}"
     "table{border-collapse:collapse;margin:.5em 0}td,th{border:1px solid #ccc;padding:3px 7px;text-align:right;"
-    "font-size:13px}th{background:#f0f0f0}td:first-child{text-align:left}.bad{color:#b00;font-weight:bold}"
+    "font-size:13px}th{background:#f0f0f0}td:first-child{text-align:left}td.l{text-align:left}"
+    "td.n{white-space:nowrap}.bad{color:#b00;font-weight:bold}"
     ".note{color:#666;font-size:12px;max-width:900px}.chart{max-width:900px;display:block;border:1px solid #ddd;"
     "user-select:none}.axis{font-size:10px;fill:#555}.chartbox h3,.mapbox h3{margin:.8em 0 .2em}"
     "canvas.map{width:900px;display:block;border:1px solid #ccc;margin-bottom:4px}"
@@ -159,12 +166,50 @@ nlohmann::json viewer_data(const std::vector<RunResult>& runs) {
     }
     rs.push_back(run(r, t));
     for (const auto& [id, frames] : r.stacks) stacks[std::to_string(id)] = frames;
+    if (r.history)
+      for (const auto& [id, frames] : r.history->stacks) stacks[std::to_string(id)] = frames;
   }
   return {{"traces", traces}, {"runs", rs}, {"stacks", stacks}};
 }
 
-std::string report_html(const std::vector<RunResult>& runs) {
+std::string report_html(const std::vector<RunResult>& runs, const nlohmann::json& diff) {
   nlohmann::json data = viewer_data(runs);
+  if (!diff.is_null()) data["diff"] = diff;
+  return viewer_html(data);
+}
+
+std::string reports_html(const std::vector<std::pair<std::string, nlohmann::json>>& reports,
+                         const nlohmann::json& diff) {
+  nlohmann::json traces = nlohmann::json::array(), rs = nlohmann::json::array(), stacks = nlohmann::json::object();
+  for (const auto& [name, report] : reports) {
+    nlohmann::json rep = report;
+    // The page's reports keep no memory-map blocks (as report_json(r, 0) writes them).
+    std::function<void(nlohmann::json&)> strip = [&](nlohmann::json& x) {
+      if (x.is_object()) {
+        if (x.contains("memory_map") && x["memory_map"].is_object()) x["memory_map"].erase("blocks");
+        for (auto& [k, v] : x.items()) strip(v);
+      } else if (x.is_array()) {
+        for (auto& v : x) strip(v);
+      }
+    };
+    strip(rep);
+    traces.push_back({{"path", rep["trace"].value("path", name)},
+                      {"events", rep["trace"].value("events", std::uint64_t{0})},
+                      {"hardware", rep["hardware"].value("name", std::string("?"))}});
+    if (rep.contains("stacks") && rep["stacks"].is_object()) stacks.update(rep["stacks"]);
+    rs.push_back({{"label", name},
+                  {"trace", traces.size() - 1},
+                  {"report", rep},
+                  {"timelines", nlohmann::json::array()},
+                  {"moments", nlohmann::json::array()},
+                  {"explanation", ""}});
+  }
+  nlohmann::json data = {{"traces", traces}, {"runs", rs}, {"stacks", stacks}};
+  if (!diff.is_null()) data["diff"] = diff;
+  return viewer_html(data);
+}
+
+std::string viewer_html(const nlohmann::json& data) {
   std::string h;
   auto out = std::back_inserter(h);
   std::string title, list;
@@ -182,8 +227,11 @@ std::string report_html(const std::vector<RunResult>& runs) {
   fmt::format_to(out,
                  "<noscript><p class=\"bad\">This report draws its charts with JavaScript; the same figures are in "
                  "fragsim's --json report.</p></noscript>\n<div id=\"errors\"></div>\n<div id=\"findings\"></div>\n"
+                 "<div id=\"diff\"></div>\n"
                  "<h2>Summary</h2><div id=\"summary\"></div>\n<h2>Memory over time</h2><div id=\"charts\"></div>\n"
-                 "<h2>Address maps</h2><div id=\"maps\"></div>\n<h2>OOMs</h2><div id=\"ooms\"></div>\n"
+                 "<div id=\"buffers\"></div>\n<div id=\"states\"></div>\n"
+                 "<h2>Address maps</h2><div id=\"maps\"></div>\n<div id=\"stacks\"></div>\n"
+                 "<h2>OOMs</h2><div id=\"ooms\"></div>\n"
                  "<div id=\"tooltip\"></div>\n<pre id=\"probe\" hidden></pre>\n");
   fmt::format_to(out, "<script type=\"application/json\" id=\"fragsim-data\">{}</script>\n",
                  script_safe(data.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace)));

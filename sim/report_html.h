@@ -6,6 +6,7 @@
 #pragma once
 #include <nlohmann/json.hpp>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "sim/engine.h"
@@ -14,6 +15,12 @@ namespace fragsim {
 
 // The data the viewer reads (documented in docs/report.md, "HTML").
 nlohmann::json viewer_data(const std::vector<RunResult>& runs);
-std::string report_html(const std::vector<RunResult>& runs);
+// `diff`: a `fragsim diff` result (sim/diff.h) shown above the runs, null for none.
+std::string report_html(const std::vector<RunResult>& runs, const nlohmann::json& diff = nullptr);
+// The page for reports read from files (name, report): their figures and the diff, no timelines.
+std::string reports_html(const std::vector<std::pair<std::string, nlohmann::json>>& reports,
+                         const nlohmann::json& diff = nullptr);
+// The page for viewer data (runs may lack timelines, moments and history: a diff of two reports).
+std::string viewer_html(const nlohmann::json& data);
 
 }  // namespace fragsim

@@ -56,6 +56,15 @@
     text.split("`").forEach((part, i) => li.appendChild(i % 2 ? el("code", {}, part) : document.createTextNode(part)));
     return li;
   }
+  function hashColor(s) {
+    let h = 0;
+    for (let i = 0; i < s.length; i++) h = (h * 31 + s.charCodeAt(i)) | 0;
+    return "hsl(" + (Math.abs(h) % 360) + ",55%,55%)";
+  }
+  // What the other views (sim/viewer_*.js, after this file) share with this one.
+  const FS = window.FS = { data: data, bytes: bytes, pct: pct, el: el, svg: svg, showTip: showTip, hideTip: hideTip,
+    at: at, where: where, keyOf: keyOf, runName: runName, withCode: withCode, hashColor: hashColor, tip: tip,
+    probing: location.hash === "#probe", probeOut: [], redraws: [] };
 
   // ---- what fragsim found: notes, advice, fidelity, in full ----
   const findings = document.getElementById("findings");
@@ -312,13 +321,8 @@
 
   // ---- address maps at each space's peak and at OOMs ----
   const maps = document.getElementById("maps");
-  function hashColor(s) {
-    let h = 0;
-    for (let i = 0; i < s.length; i++) h = (h * 31 + s.charCodeAt(i)) | 0;
-    return "hsl(" + (Math.abs(h) % 360) + ",55%,55%)";
-  }
   const probes = [];  // the maps drawn, in #probe mode
-  const probeOut = [];  // what #probe found
+  const probeOut = FS.probeOut;  // what #probe found
   // Hovers points across the maps drawn since the last call, comparing what the tooltip says with
   // a linear search over the blocks (mouse coordinates are whole pixels, as the browser gives them).
   function probeMaps() {
@@ -344,6 +348,100 @@
       probeOut.push(res);
     });
   }
+  // One space's address map into `target`: every region in address order, laid end to end and
+  // wrapped into rows of equal bytes (a few big regions — BFC, a static heap — get a row each, a
+  // thousand segments share a few dozen rows). sp: {device, space, regions: [[hex base, size, id]],
+  // blocks: [[offset in region, size, in use, mapped, region id, hex address]]}; byAddr: hex
+  // address → the buffer there ({id, name, shape, requested, block, event_index, stack}).
+  function drawMap(target, sp, byAddr) {
+    const total = sp.regions.reduce((a, g) => a + g[1], 0);
+    if (!total) return;
+    const rows = sp.regions.length <= 8 ? sp.regions.length : Math.min(40, Math.ceil(Math.sqrt(sp.regions.length) * 1.5));
+    const perRow = total / rows, RH = 22, GAP = 4;
+    const starts = [];  // packed offset of each region
+    let acc = 0;
+    sp.regions.forEach((g) => { starts.push(acc); acc += g[1]; });
+    const regionIndex = new Map();
+    sp.regions.forEach((g, i) => regionIndex.set(g[2], i));
+    target.appendChild(el("div", { class: "regionlabel" }, sp.regions.length + " region" + (sp.regions.length === 1 ? "" : "s") +
+      " from " + sp.regions[0][0] + ", " + bytes(total) + (rows > 1 ? "; each row " + bytes(Math.round(perRow)) : "") +
+      ". Coloured: buffers in use (hatched: padding or rounding beyond the request); white: free; grey: reserved " +
+      "but unmapped; dark ticks: region starts."));
+    const c = el("canvas", { class: "map", width: 900, height: rows * (RH + GAP), "data-space": keyOf(sp) });
+    c.style.height = rows * (RH + GAP) + "px";
+    target.appendChild(c);
+    const ctx = c.getContext("2d");
+    const W2 = c.width;
+    function paint(p0, len, color) {  // packed byte range, wrapped over rows
+      let p = p0;
+      const e = p0 + len;
+      while (p < e) {
+        const row = Math.min(rows - 1, Math.floor(p / perRow));
+        const rowEnd = Math.min(e, (row + 1) * perRow);
+        const x0 = ((p - row * perRow) / perRow) * W2, x1 = ((rowEnd - row * perRow) / perRow) * W2;
+        ctx.fillStyle = color;
+        ctx.fillRect(x0, row * (RH + GAP), Math.max(1, x1 - x0), RH);
+        if (rowEnd <= p) break;
+        p = rowEnd;
+      }
+    }
+    ctx.fillStyle = "#fafafa";
+    ctx.fillRect(0, 0, c.width, c.height);
+    paint(0, total, "#e6e6e6");
+    const packed = [];  // [packed start, block], sorted by packed start for the hover's binary search
+    sp.blocks.forEach((b) => {
+      const i = regionIndex.get(b[4]);
+      if (i === undefined) return;
+      packed.push([starts[i] + b[0], b]);
+    });
+    packed.sort((a, b) => a[0] - b[0]);
+    const hatch = ctx.createPattern((() => {
+      const h = document.createElement("canvas");
+      h.width = h.height = 6;
+      const g = h.getContext("2d");
+      g.fillStyle = "#f4e3b0";
+      g.fillRect(0, 0, 6, 6);
+      g.strokeStyle = "#b8860b";
+      g.beginPath(); g.moveTo(0, 6); g.lineTo(6, 0); g.stroke();
+      return h;
+    })(), "repeat");
+    packed.forEach(([p, b]) => {
+      const buf = byAddr.get(b[5]);
+      paint(p, b[1], !b[3] ? "#e6e6e6" : b[2] ? (buf ? hashColor(buf.name || String(buf.id)) : "#5a7") : "#ffffff");
+      if (b[2] && buf && buf.block > buf.requested && b[1] >= buf.requested)  // the padding beyond the request
+        paint(p + buf.requested, b[1] - buf.requested, hatch);
+    });
+    if (sp.regions.length > 1) starts.forEach((p) => paint(p, Math.max(1, perRow / W2), "#333"));
+    const pointAt = (evt) => {
+      const rect = c.getBoundingClientRect();
+      const row = Math.floor(((evt.clientY - rect.top) / rect.height) * rows);
+      return row * perRow + ((evt.clientX - rect.left) / rect.width) * perRow;
+    };
+    const blockAt = (p) => {  // the last block starting at or before p, when it covers p
+      let lo = 0, hi = packed.length;
+      while (lo < hi) { const mid = (lo + hi) >> 1; if (packed[mid][0] <= p) lo = mid + 1; else hi = mid; }
+      return lo > 0 && p < packed[lo - 1][0] + packed[lo - 1][1][1] ? packed[lo - 1][1] : null;
+    };
+    c.addEventListener("mousemove", (evt) => {
+      const hit = blockAt(pointAt(evt));
+      if (!hit) { hideTip(); return; }
+      const g = sp.regions[regionIndex.get(hit[4])];
+      const lines = [(hit[2] ? "in use" : hit[3] ? "free" : "unmapped") + " block at " + hit[5] + ", " + bytes(hit[1]),
+        "region " + g[2] + " at " + g[0] + " (" + bytes(g[1]) + "), offset " + bytes(hit[0])];
+      const buf = byAddr.get(hit[5]);
+      if (hit[2] && buf) {
+        lines.push("buffer: " + (buf.name || "id " + buf.id) + (buf.shape ? " " + buf.shape : ""));
+        lines.push("requested " + bytes(buf.requested) + (buf.block > buf.requested ? ", padding/rounding " + bytes(buf.block - buf.requested) : ""));
+        lines.push("allocated at event " + buf.event_index + (buf.freed !== undefined ? ", freed at event " + buf.freed : ""));
+        (data.stacks[buf.stack] || []).forEach((fr) => lines.push("  " + fr));
+      }
+      showTip(evt, lines);
+    });
+    c.addEventListener("mouseleave", hideTip);
+    if (FS.probing) probes.push({ canvas: c, packed: packed, rows: rows, perRow: perRow, byAddr: byAddr });
+  }
+  FS.drawMap = drawMap;
+  FS.probeMaps = () => probeMaps();
   function drawMoment(r, m, target) {
     while (target.firstChild) target.removeChild(target.firstChild);
     const fig = at(r.report, m.path) || { spaces: [], top_buffers: [], live_buffers: 0 };
@@ -356,80 +454,7 @@
         " reserved; reserved but unallocated " + bytes(f.reserved_unallocated_bytes) + " (" + pct(f.reserved_unallocated_share) +
         "); external fragmentation " + pct(f.external_fragmentation) + " (largest free block in reserved memory " +
         bytes(f.largest_free_bytes) + ")" + (sp.truncated ? " (map truncated)" : "")));
-      // Regions in address order, laid end to end and wrapped into rows of equal bytes: a few big
-      // regions (BFC, a static heap) get a row each, a thousand segments share a few dozen rows.
-      const total = sp.regions.reduce((a, g) => a + g[1], 0);
-      if (!total) return;
-      const rows = sp.regions.length <= 8 ? sp.regions.length : Math.min(40, Math.ceil(Math.sqrt(sp.regions.length) * 1.5));
-      const perRow = total / rows, RH = 22, GAP = 4;
-      const starts = [];  // packed offset of each region
-      let acc = 0;
-      sp.regions.forEach((g) => { starts.push(acc); acc += g[1]; });
-      const regionIndex = new Map();
-      sp.regions.forEach((g, i) => regionIndex.set(g[2], i));
-      target.appendChild(el("div", { class: "regionlabel" }, sp.regions.length + " region" + (sp.regions.length === 1 ? "" : "s") +
-        " from " + sp.regions[0][0] + ", " + bytes(total) + (rows > 1 ? "; each row " + bytes(Math.round(perRow)) : "") +
-        ". Coloured: buffers in use; white: free; grey: reserved but unmapped; dark ticks: region starts."));
-      const c = el("canvas", { class: "map", width: 900, height: rows * (RH + GAP), "data-space": keyOf(sp) });
-      c.style.height = rows * (RH + GAP) + "px";
-      target.appendChild(c);
-      const ctx = c.getContext("2d");
-      const W2 = c.width;
-      function paint(p0, len, color) {  // packed byte range, wrapped over rows
-        let p = p0;
-        const e = p0 + len;
-        while (p < e) {
-          const row = Math.min(rows - 1, Math.floor(p / perRow));
-          const rowEnd = Math.min(e, (row + 1) * perRow);
-          const x0 = ((p - row * perRow) / perRow) * W2, x1 = ((rowEnd - row * perRow) / perRow) * W2;
-          ctx.fillStyle = color;
-          ctx.fillRect(x0, row * (RH + GAP), Math.max(1, x1 - x0), RH);
-          if (rowEnd <= p) break;
-          p = rowEnd;
-        }
-      }
-      ctx.fillStyle = "#fafafa";
-      ctx.fillRect(0, 0, c.width, c.height);
-      paint(0, total, "#e6e6e6");
-      const packed = [];  // [packed start, block], sorted by packed start for the hover's binary search
-      sp.blocks.forEach((b) => {
-        const i = regionIndex.get(b[4]);
-        if (i === undefined) return;
-        packed.push([starts[i] + b[0], b]);
-      });
-      packed.sort((a, b) => a[0] - b[0]);
-      packed.forEach(([p, b]) => {
-        const buf = byAddr.get(b[5]);
-        paint(p, b[1], !b[3] ? "#e6e6e6" : b[2] ? (buf ? hashColor(buf.name || String(buf.id)) : "#5a7") : "#ffffff");
-      });
-      if (sp.regions.length > 1) starts.forEach((p) => paint(p, Math.max(1, perRow / W2), "#333"));
-      const pointAt = (evt) => {
-        const rect = c.getBoundingClientRect();
-        const row = Math.floor(((evt.clientY - rect.top) / rect.height) * rows);
-        return row * perRow + ((evt.clientX - rect.left) / rect.width) * perRow;
-      };
-      const blockAt = (p) => {  // the last block starting at or before p, when it covers p
-        let lo = 0, hi = packed.length;
-        while (lo < hi) { const mid = (lo + hi) >> 1; if (packed[mid][0] <= p) lo = mid + 1; else hi = mid; }
-        return lo > 0 && p < packed[lo - 1][0] + packed[lo - 1][1][1] ? packed[lo - 1][1] : null;
-      };
-      c.addEventListener("mousemove", (evt) => {
-        const hit = blockAt(pointAt(evt));
-        if (!hit) { hideTip(); return; }
-        const g = sp.regions[regionIndex.get(hit[4])];
-        const lines = [(hit[2] ? "in use" : hit[3] ? "free" : "unmapped") + " block at " + hit[5] + ", " + bytes(hit[1]),
-          "region " + g[2] + " at " + g[0] + " (" + bytes(g[1]) + "), offset " + bytes(hit[0])];
-        const buf = byAddr.get(hit[5]);
-        if (hit[2] && buf) {
-          lines.push("buffer: " + (buf.name || "id " + buf.id) + (buf.shape ? " " + buf.shape : ""));
-          lines.push("requested " + bytes(buf.requested) + (buf.block > buf.requested ? ", padding/rounding " + bytes(buf.block - buf.requested) : ""));
-          lines.push("allocated at event " + buf.event_index);
-          (data.stacks[buf.stack] || []).slice(0, 12).forEach((fr) => lines.push("  " + fr));
-        }
-        showTip(evt, lines);
-      });
-      c.addEventListener("mouseleave", hideTip);
-      if (location.hash === "#probe") probes.push({ canvas: c, packed: packed, rows: rows, perRow: perRow, byAddr: byAddr });
+      drawMap(target, sp, byAddr);
     });
     const top = fig.top_buffers || [];
     if (top.length) {
@@ -502,7 +527,5 @@
       probeOut.push({ chart: i, probes: 19, answered: answered });
     });
     hideTip();
-    document.getElementById("probe").textContent = probeOut.map((o) => JSON.stringify(o)).join("\n");
   }
-  document.body.setAttribute("data-ready", "1");
 })();

@@ -8,6 +8,7 @@
 // Perfetto, check and merge print these fields; none computes a figure of its own.
 #pragma once
 #include <map>
+#include <memory>
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
@@ -49,6 +50,15 @@ struct SpaceMoment {
   bool truncated = false;
 };
 
+// Live bytes of one call site at a moment: the buffers of one (stack, name) (sim/by_stack.h).
+struct SiteBytes {
+  std::uint64_t stack = 0;  // stack id (frames in RunResult::stacks), 0 = none
+  std::string name;         // the buffers' name ("" = none)
+  Bytes bytes = 0;          // Σ block bytes
+  Bytes requested = 0;      // Σ requested bytes
+  std::uint64_t buffers = 0;
+};
+
 // What reports show about one moment (a space's peak of allocated memory, an OOM) of the spaces
 // it concerns: one space at its peak; the failing device's spaces at an OOM.
 struct Moment {
@@ -60,6 +70,10 @@ struct Moment {
   std::vector<BufferView> live;         // every live buffer placed at an address (keep_live_buffers)
   bool live_truncated = false;          // more than kMaxMapBlocks were live
   std::vector<SpaceMoment> spaces;
+  // Every live buffer grouped by (stack, name), the most bytes first: at most kMaxSites, the rest
+  // summed in other_sites.
+  std::vector<SiteBytes> sites;
+  SiteBytes other_sites;
 };
 
 struct OomRecord {
@@ -119,6 +133,8 @@ struct SpaceResult {
   double peak_share() const { return usable ? static_cast<double>(peak_reserved) / static_cast<double>(usable) : 0.0; }
 };
 
+struct RunHistory;  // sim/history.h
+
 struct RunResult {
   std::string trace_path;
   std::uint64_t events = 0, allocs = 0, frees = 0, skipped_frees = 0;
@@ -151,6 +167,11 @@ struct RunResult {
   std::map<std::uint64_t, std::vector<std::string>> stacks;  // frames of the stacks reported buffers name
   std::string time_unit = "ns";
   Tick first_t;  // the time of the first event (reports show times from it)
+  // --from/--to: the events of the window (timelines show these); the whole run without one.
+  std::uint64_t window_first = 0, window_last = 0;
+  std::string window;                                // how reports name it ("" = the whole run)
+  std::shared_ptr<const RunHistory> history;         // buffers, allocator states (sim/history.h), when asked
+  std::shared_ptr<const RunHistory> export_history;  // every change of the run, for --export-snapshot
 
   bool several_spaces() const { return spaces.size() > 1; }
   const SpaceResult* binding_space() const { return spaces.empty() ? nullptr : &spaces[binding]; }
@@ -166,5 +187,6 @@ inline constexpr size_t kDetailedOoms = 10;     // OOMs that keep a Moment and t
 inline constexpr size_t kMaxMapBlocks = 50000;  // blocks kept in a memory map
 inline constexpr size_t kMaxMarks = 2000;
 inline constexpr size_t kMaxTimelinePoints = 2048;
+inline constexpr size_t kMaxSites = 2000;  // call sites kept per moment (Moment::sites)
 
 }  // namespace fragsim

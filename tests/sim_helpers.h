@@ -102,7 +102,7 @@ struct CmdRun {
   nlohmann::json page() const { return viewer_data({result}); }
   std::string html() const { return report_html({result}); }
 };
-inline const RunOutputs kWithHtml{.keep_live_buffers = true};
+inline const RunOutputs kWithHtml{.keep_live_buffers = true, .history = true};
 inline CmdRun run_cmd(const RunRequest& req, const RunOutputs& out = {}, unsigned threads = 0) {
   CmdRun r{run_request(req, test_registry(), out, threads), {}, {}, {}};
   r.json = report_json(r.result);
@@ -122,7 +122,10 @@ struct CmdCompare {
 };
 inline CmdCompare compare_cmd(CompareRequest req, bool with_html = false, unsigned threads = 0) {
   if (req.traces.empty()) req.traces = {req.base.trace};
-  CmdCompare c{run_compare(req, test_registry(), with_html, threads), nlohmann::json::array(), {}};
+  CmdCompare c{
+      run_compare(req, test_registry(), RunOutputs{.keep_live_buffers = with_html, .history = with_html}, threads),
+      nlohmann::json::array(),
+      {}};
   for (const auto& r : c.runs) c.json.push_back(report_json(r));
   c.text = compare_table(c.runs);
   return c;

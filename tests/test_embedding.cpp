@@ -157,9 +157,9 @@ TEST_CASE("commands read a source held in memory as its file: run and compare an
   CompareRequest c;
   c.base = file;
   c.traces = {path};
-  std::vector<RunResult> a = run_compare(c, test_registry(), false, 2);
+  std::vector<RunResult> a = run_compare(c, test_registry(), {}, 2);
   c.sources = {source};
-  std::vector<RunResult> b = run_compare(c, test_registry(), false, 2);
+  std::vector<RunResult> b = run_compare(c, test_registry(), {}, 2);
   REQUIRE(a.size() == b.size());
   CHECK(a.size() >= 2);
   for (size_t i = 0; i < a.size(); ++i) CHECK(report_json(a[i]) == report_json(b[i]));

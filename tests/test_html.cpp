@@ -8,7 +8,9 @@
 #include <set>
 #include <sstream>
 
+#include "html_util.h"
 #include "sim_helpers.h"
+#include "test_util.h"
 
 using namespace fragsim;
 using namespace fragsim::test;
@@ -16,92 +18,6 @@ using namespace fragsim::test;
 namespace {
 
 const std::string kSample = std::string(FRAGSIM_SOURCE_DIR) + "/traces/samples/jax_train_small.jsonl";
-
-nlohmann::json embedded_data(const std::string& html) {
-  const std::string open = "<script type=\"application/json\" id=\"fragsim-data\">";
-  auto a = html.find(open);
-  REQUIRE(a != std::string::npos);
-  a += open.size();
-  auto b = html.find("</script>", a);
-  REQUIRE(b != std::string::npos);
-  return nlohmann::json::parse(html.substr(a, b - a));
-}
-
-// The DOM after the page's scripts ran, from headless Chromium; `fragment` (e.g. "#probe") is
-// appended to the file URL.
-std::string rendered_dom(const std::string& html_path, const std::string& fragment = "") {
-  std::string chromium;
-  for (const char* c : {"chromium", "chromium-browser", "google-chrome"})
-    if (std::system((std::string("command -v ") + c + " >/dev/null 2>&1").c_str()) == 0) {
-      chromium = c;
-      break;
-    }
-  if (chromium.empty()) FAIL("no chromium on PATH: scripts/test installs the Debian package 'chromium'");
-  std::string dom = tmp_path("dom.html"), profile = tmp_path("chromium-profile");
-  std::string cmd = chromium +
-                    " --headless --no-sandbox --disable-gpu --disable-dev-shm-usage --disable-background-networking "
-                    "--disable-component-update --disable-sync --no-first-run --user-data-dir=" +
-                    profile + " --virtual-time-budget=10000 --dump-dom 'file://" + html_path + fragment + "' >" + dom +
-                    " 2>/dev/null";
-  REQUIRE(std::system(cmd.c_str()) == 0);
-  return read_text(dom);
-}
-
-size_t count(const std::string& s, const std::string& what) {
-  size_t n = 0;
-  for (auto p = s.find(what); p != std::string::npos; p = s.find(what, p + 1)) ++n;
-  return n;
-}
-
-// What #probe found: one JSON object per chart and per address map (report_viewer.js).
-std::vector<nlohmann::json> probes(const std::string& dom) {
-  const std::string open = "<pre id=\"probe\" hidden=\"\">";
-  auto a = dom.find(open);
-  REQUIRE(a != std::string::npos);
-  a += open.size();
-  std::string text = dom.substr(a, dom.find("</pre>", a) - a);
-  std::vector<nlohmann::json> v;
-  std::istringstream in(text);
-  for (std::string line; std::getline(in, line);)
-    if (!line.empty()) v.push_back(nlohmann::json::parse(line));
-  return v;
-}
-
-// Every chart answers hover along its width; every map's hover agrees, point for point, with a
-// linear search over its blocks, and names the buffer of every in-use block it passes over.
-void check_probes(const std::string& dom, size_t min_maps) {
-  auto v = probes(dom);
-  size_t maps = 0, charts = 0;
-  for (const auto& p : v) {
-    INFO(p.dump());
-    if (p.contains("chart")) {
-      ++charts;
-      CHECK(p["answered"] == p["probes"]);
-    } else {
-      ++maps;
-      CHECK(p["probes"].get<int>() > 0);
-      CHECK(p["agree"] == p["probes"]);
-      CHECK(p["in_use"].get<int>() > 0);
-      CHECK(p["named"] == p["in_use"]);
-    }
-  }
-  CHECK(charts >= 1);
-  CHECK(maps >= min_maps);
-}
-
-// The report JSON without memory-map blocks (the page's report keeps none: it has its own maps).
-nlohmann::json without_maps(nlohmann::json j) {
-  std::function<void(nlohmann::json&)> strip = [&](nlohmann::json& x) {
-    if (x.is_object()) {
-      if (x.contains("memory_map")) x["memory_map"].erase("blocks"), x["memory_map"].erase("truncated");
-      for (auto& [k, v] : x.items()) strip(v);
-    } else if (x.is_array()) {
-      for (auto& v : x) strip(v);
-    }
-  };
-  strip(j);
-  return j;
-}
 
 const std::string kTrain =
     std::string(FRAGSIM_SOURCE_DIR) + "/tests/data/torch/transformer_ctx128_train_step.pickle.zst";
@@ -171,7 +87,11 @@ TEST_CASE("html: headless Chromium runs the viewer without an error and draws ch
   CHECK(count(dom, "class=\"oom-row\"") == rep["ooms"].size());
   CHECK(count(dom, "class=\"line-limit\"") == 1);
   CHECK(count(dom, "<canvas class=\"map\"") >= 1);
-  CHECK(count(dom, "<option") == d["runs"][0]["moments"].size());
+  // The address maps' chooser: one option per moment (the icicle below has its own).
+  const auto maps_at = dom.find("<div id=\"maps\">");
+  REQUIRE(maps_at != std::string::npos);
+  const std::string maps = dom.substr(maps_at, dom.find("<div id=\"stacks\">") - maps_at);
+  CHECK(count(maps, "<option") == d["runs"][0]["moments"].size());
   // The findings in full: every note and advice line, and the allocator's own message.
   REQUIRE(rep.contains("advice"));
   CHECK(count(dom, "<li class=\"advice\">") == rep["advice"].size());

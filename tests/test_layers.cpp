@@ -22,7 +22,7 @@ namespace {
 // More specific folders first: a file belongs to the longest matching prefix.
 const std::vector<std::pair<std::string, std::set<std::string>>> kLayers = {
     {"sim/base", {"sim/base"}},
-    {"sim/cli", {"sim/base", "hardware_models", "traces", "policies", "sim"}},
+    {"sim/cli", {"sim/base", "hardware_models", "traces", "policies", "sim", "sim/cli"}},
     {"sim/python", {"sim/base", "hardware_models", "traces", "policies", "sim", "sim/python"}},
     {"hardware_models/cuda_replay", {"sim/base", "hardware_models", "hardware_models/cuda_replay", "traces"}},
     {"hardware_models", {"sim/base", "hardware_models"}},

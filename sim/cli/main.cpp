@@ -4,7 +4,6 @@
 #include <fmt/format.h>
 
 #include <boost/program_options.hpp>
-#include <cctype>
 #include <iostream>
 
 #include "policies/policy.h"
@@ -15,12 +14,15 @@
 #include "sim/base/text.h"
 #include "sim/batch.h"
 #include "sim/check.h"
+#include "sim/cli/cli.h"
 #include "sim/commands.h"
+#include "sim/diff.h"
 #include "sim/listing.h"
 #include "sim/progress.h"
 #include "sim/report.h"
 #include "sim/report_html.h"
 #include "sim/run_args.h"
+#include "sim/snapshot_export.h"
 #include "sim/trace_info.h"
 #include "sim/validate.h"
 #include "traces/generators.h"
@@ -42,6 +44,7 @@ commands:
   batch MANIFEST a matrix of runs (traces x policies x settings), --shard i/N of it
   merge SHARDS   combine batch shards into the result one process gives
   check          CI gate: compare two reports, exit 1 on a regression
+  diff A B       what changed the peak and the first OOM between two runs (traces, reports, or --policies A,B)
   info TRACE     trace summary: counts, peak requested, size histogram
   validate       a simulation against a real-device replay (fragsim-cuda-replay)
   convert IN OUT convert between .jsonl, .jsonl.zst, .fstrace (and read every other format)
@@ -55,94 +58,13 @@ sizes: a number with a unit: 512B, 64KiB, 2MiB, 16GiB, 80GB (KiB/MiB/GiB powers 
 exit codes: 0 ran (OOM is a result), 1 check failed, 2 bad input, 3 environment
 )";
 
-using Args = std::vector<std::string>;
-
-// Parses args; positional arguments are hidden options (named in `positionals`), shown in the
-// usage line and in messages by their upper-case names, never as --trace. True: --help was shown.
-bool parse(const Args& args, po::options_description& desc, const std::vector<std::pair<std::string, int>>& positionals,
-           const std::string& usage, po::options_description hidden = po::options_description()) {
-  std::vector<std::string> limits;
-  desc.add_options()("help,h", "show this help")(
-      "limit", po::value(&limits)->composing()->value_name("KEY=VALUE"),
-      ("set a limit on what an input may make fragsim hold instead of its default, which grows with the input's "
-       "size; KEY one of " +
-       limit_keys() + ", VALUE a size, a count or none (repeatable; fragsim --help, docs/limits.md)")
-          .c_str());
-  po::positional_options_description pos;
-  for (const auto& [name, n] : positionals) pos.add(name.c_str(), n);
-  po::options_description all;
-  all.add(desc).add(hidden);
-  auto shown = [&](std::string m) {
-    for (const auto& [name, n] : positionals) {
-      std::string upper = name;
-      for (auto& c : upper) c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
-      for (const std::string& form : {"'--" + name + "'", "--" + name})
-        for (size_t at; (at = m.find(form)) != std::string::npos;) m.replace(at, form.size(), upper);
-    }
-    return m;
-  };
-  try {
-    po::variables_map vm;
-    po::store(po::command_line_parser(args).options(all).positional(pos).run(), vm);
-    if (vm.count("help")) {
-      std::cout << usage << "\n" << desc << "\n";
-      return true;
-    }
-    po::notify(vm);
-    for (const auto& l : limits) set_limit(l);
-  } catch (const po::required_option& e) {
-    std::string name = e.get_option_name();
-    throw InputError(shown(name.rfind("--", 0) == 0 && hidden.find_nothrow(name.substr(2), false)
-                               ? "missing " + name + " (" + usage.substr(0, usage.find('\n')) + ")"
-                               : e.what()));
-  } catch (const po::error& e) {
-    throw InputError(shown(e.what()));
-  }
-  return false;
-}
-
-po::options_description hidden_option(const char* name, std::string* value) {
-  po::options_description h;
-  h.add_options()(name, po::value(value)->required(), name);
-  return h;
-}
-
-// --progress / --no-progress, and --jobs N (0 = every core, else 1..1024, the decoding thread counted).
-struct Threads {
-  bool on = false, off = false;
-  int jobs = 0;
-  void add(po::options_description& d, const std::string& how) {
-    d.add_options()("progress", po::bool_switch(&on),
-                    "show a progress line on stderr (share of the input, events/s, ETA); the default when stderr is "
-                    "a terminal")("no-progress", po::bool_switch(&off), "never show the progress line")(
-        "jobs,j", po::value(&jobs)->default_value(0),
-        ("threads at most (0 = every core, else 1..1024): " + how).c_str());
-  }
-  bool progress() const {
-    if (on && off) throw InputError("--progress and --no-progress: choose one");
-    return on || (!off && stderr_is_terminal());
-  }
-  unsigned threads() const {
-    if (jobs < 0 || jobs > 1024) throw InputError(fmt::format("--jobs: must be in 0..1024, got {}", jobs));
-    return static_cast<unsigned>(jobs);
-  }
-};
-
-// Writes `content` to `path` unless empty; true when one of the outputs is standard output (the
-// text summary then stays off it).
-bool to_stdout(std::initializer_list<std::string> outputs) {
-  for (const auto& o : outputs)
-    if (o == "-") return true;
-  return false;
-}
-void write_if(const std::string& path, const std::string& content) {
-  if (!path.empty()) write_file_atomic(path, content);
-}
+using namespace fragsim::cli;
 
 int cmd_run(const Args& args, const Registry& reg) {
   RunRequest a;
   Threads t;
-  std::string json, html;
+  std::string json, html, snapshot, from, to;
+  bool by_stack = false;
   RunOutputs outs;
   po::options_description d("fragsim run options");
   add_run_request_options(d, a);
@@ -155,11 +77,19 @@ int cmd_run(const Args& args, const Registry& reg) {
                       .c_str())("json", po::value(&json)->value_name("FILE"), "write the report (fragsim report v1)")(
       "placements", po::value(&outs.placements)->value_name("FILE"), "one JSON line per alloc (address, block)")(
       "html", po::value(&html)->value_name("FILE"),
-      "an interactive HTML report (one self-contained file: memory over time per device, address maps at each "
-      "space's peak and at OOMs, findings, every OOM)")(
+      "an interactive HTML report (one self-contained file: memory over time and live buffers per device, the "
+      "allocator's state at any event, address maps at each space's peak and at OOMs, live bytes by call site, "
+      "findings, every OOM; docs/viewer.md)")(
       "perfetto", po::value(&outs.perfetto)->value_name("FILE"),
       "the replay as a Chrome trace-event JSON file for ui.perfetto.dev: memory counters per device and space, one "
-      "slice per buffer, OOMs and marks");
+      "slice per buffer, OOMs and marks")("export-snapshot", po::value(&snapshot)->value_name("FILE"),
+                                          "the simulated run as a PyTorch memory snapshot (pickle) for memory_viz and "
+                                          "torch.cuda._memory_viz: segments, blocks, device traces at the simulated "
+                                          "addresses with the recorded frames")(
+      "by-stack", po::bool_switch(&by_stack),
+      "print the live bytes by call site and stack frame at the peak and at "
+      "the first OOM (the JSON report always has them: by_stack)");
+  add_window_options(d, &from, &to);
   std::vector<std::string> more;  // further recordings of the job: one run over all
   po::options_description hidden = hidden_option("trace", &a.trace);
   hidden.add_options()("more", po::value(&more)->composing(), "further recordings");
@@ -173,20 +103,27 @@ int cmd_run(const Args& args, const Registry& reg) {
             hidden))
     return 0;
   for (const auto& m : more) a.trace += "," + m;  // a set of recordings (traces/recording_set.h)
-  check_outputs({a.trace, a.hw},
-                {{"--json", json}, {"--placements", outs.placements}, {"--html", html}, {"--perfetto", outs.perfetto}});
-  outs.keep_live_buffers = !html.empty();
+  check_outputs({a.trace, a.hw}, {{"--json", json},
+                                  {"--placements", outs.placements},
+                                  {"--html", html},
+                                  {"--perfetto", outs.perfetto},
+                                  {"--export-snapshot", snapshot}});
+  outs.keep_live_buffers = outs.history = !html.empty();
+  outs.export_events = !snapshot.empty();
+  outs.window = parse_window(from, to);
   RunResult r = run_request(a, reg, outs, t.threads(), t.progress());
   write_if(json, report_json(r).dump(2) + "\n");
   if (!html.empty()) write_file_atomic(html, report_html({r}));
-  if (!to_stdout({json, outs.placements, html, outs.perfetto})) std::cout << report_text(r);
+  if (!snapshot.empty()) export_snapshot(r, snapshot);
+  if (!to_stdout({json, outs.placements, html, outs.perfetto, snapshot}))
+    std::cout << report_text(r) << (by_stack ? by_stack_report(r) : "");
   return 0;
 }
 
 int cmd_compare(const Args& args, const Registry& reg) {
   CompareRequest c;
   Threads t;
-  std::string json, html;
+  std::string json, html, from, to;
   std::vector<std::string> more;
   po::options_description d("fragsim compare options");
   add_run_request_options(d, c.base);
@@ -197,6 +134,7 @@ int cmd_compare(const Args& args, const Registry& reg) {
                   "policy's what-ifs)")("json", po::value(&json)->value_name("FILE"), "a JSON array of reports")(
       "html", po::value(&html)->value_name("FILE"),
       "an interactive HTML report: every policy on one chart per device and space, address maps, OOMs");
+  add_window_options(d, &from, &to);
   po::options_description hidden = hidden_option("trace", &c.base.trace);
   hidden.add_options()("more", po::value(&more)->composing(), "further traces");
   if (parse(args, d, {{"trace", 1}, {"more", -1}},
@@ -210,7 +148,10 @@ int cmd_compare(const Args& args, const Registry& reg) {
   std::vector<std::string> inputs = c.traces;
   inputs.push_back(c.base.hw);
   check_outputs(inputs, {{"--json", json}, {"--html", html}});
-  std::vector<RunResult> runs = run_compare(c, reg, !html.empty(), t.threads(), t.progress());
+  RunOutputs outs;
+  outs.keep_live_buffers = outs.history = !html.empty();
+  outs.window = parse_window(from, to);
+  std::vector<RunResult> runs = run_compare(c, reg, outs, t.threads(), t.progress());
   nlohmann::json arr = nlohmann::json::array();
   for (const auto& r : runs) arr.push_back(report_json(r));
   write_if(json, arr.dump(2) + "\n");
@@ -339,6 +280,45 @@ int cmd_check(const Args& args, const Registry&) {
   if (github) std::cout << check_github(r, o.current_path);
   if (!to_stdout({json, markdown, junit})) std::cout << check_text(r);
   return r.pass ? 0 : 1;
+}
+
+int cmd_diff(const Args& args, const Registry& reg) {
+  RunRequest base;
+  Threads t;
+  std::string a, b, policies, label, json, markdown, html, from, to;
+  po::options_description d("fragsim diff options");
+  add_run_request_options(d, base);
+  t.add(d, "as for run, for each of the two runs");
+  d.add_options()("policy", po::value(&base.policy)->value_name("POLICY"), "the policy of both runs (default: as run)")(
+      "policies", po::value(&policies)->value_name("A,B"), "one TRACE under two policies, POLICY[k=v,...] each")(
+      "label", po::value(&label)->value_name("NAME"), "the run of compare --json arrays to compare (by its label)")(
+      "json", po::value(&json)->value_name("FILE"), "the diff as JSON (fragsim_diff 1)")(
+      "markdown", po::value(&markdown)->value_name("FILE"), "the diff as Markdown (e.g. $GITHUB_STEP_SUMMARY)")(
+      "html", po::value(&html)->value_name("FILE"), "the diff in the HTML viewer, with both runs aligned");
+  add_window_options(d, &from, &to);
+  po::options_description hidden;
+  hidden.add_options()("a", po::value(&a)->required(), "A")("b", po::value(&b), "B");
+  if (parse(args, d, {{"a", 1}, {"b", 1}},
+            "usage: fragsim diff A B [options]   (A, B: two traces, or two reports: run --json / compare --json)\n"
+            "       fragsim diff TRACE --policies A,B [options]\n\nWhat changed the peak and the first OOM between "
+            "two runs: each run's peaks and when they happened, reserved memory and fragmentation per device, the "
+            "first OOMs, the live bytes at each peak by call site and stack frame side by side, and the largest "
+            "buffers added, removed or grown. Traces are replayed as `fragsim run` would (the same options for both); "
+            "reports are read as they are. Exit 0 (a diff is not a gate: fragsim check is).",
+            hidden))
+    return 0;
+  check_outputs({a, b, base.hw}, {{"--json", json}, {"--markdown", markdown}, {"--html", html}});
+  RunOutputs outs;
+  outs.keep_live_buffers = outs.history = !html.empty();
+  outs.window = parse_window(from, to);
+  DiffOutcome r = ends_with(a, ".json") && ends_with(b, ".json")
+                      ? diff_of_reports({read_json_file(a), a}, {read_json_file(b), b}, label, !html.empty())
+                      : diff_of_runs(diff_request(base, a, b, policies), reg, outs, t.threads(), t.progress());
+  write_if(json, r.diff.dump(2) + "\n");
+  write_if(markdown, diff_markdown(r.diff));
+  write_if(html, r.html);
+  if (!to_stdout({json, markdown, html})) std::cout << diff_text(r.diff);
+  return 0;
 }
 
 int cmd_validate(const Args& args, const Registry&) {
@@ -472,7 +452,8 @@ int main(int argc, char** argv) {
   const std::pair<const char*, Fn> kCommands[] = {
       {"run", cmd_run},           {"compare", cmd_compare}, {"sweep", cmd_sweep},     {"check", cmd_check},
       {"validate", cmd_validate}, {"info", cmd_info},       {"convert", cmd_convert}, {"gen", cmd_gen},
-      {"layout", cmd_layout},     {"list", cmd_list},       {"batch", cmd_batch},     {"merge", cmd_merge}};
+      {"layout", cmd_layout},     {"list", cmd_list},       {"batch", cmd_batch},     {"merge", cmd_merge},
+      {"diff", cmd_diff}};
   return run_with_exit_codes("fragsim", [&] {
     std::vector<std::string_view> names;
     for (const auto& [name, fn] : kCommands) {

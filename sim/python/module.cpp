@@ -301,7 +301,7 @@ Runs run(py::handle src, py::dict opts) {
   outs.placements = o.path("placements");
   outs.perfetto = o.path("perfetto");
   const std::string html = o.path("html");
-  outs.keep_live_buffers = !html.empty();
+  outs.keep_live_buffers = outs.history = !html.empty();
   check_outputs({s.source ? std::string() : s.name, req.hw},
                 {{"placements", outs.placements}, {"perfetto", outs.perfetto}, {"html", html}});
   const unsigned threads = o.jobs();
@@ -315,22 +315,25 @@ Runs run(py::handle src, py::dict opts) {
       o.get("progress"));
 }
 
+// policies=: "A,B[k=v]" or a list of such entries, as --policies takes them.
+std::string policy_list(const Options& o) {
+  std::string out;
+  if (!o.given("policies")) return out;
+  py::object p = o.get("policies");
+  if (PyUnicode_Check(p.ptr())) return p.cast<std::string>();
+  for (auto x : py::reinterpret_borrow<py::iterable>(p)) {
+    if (!PyUnicode_Check(x.ptr()))
+      throw py::type_error(fmt::format("policies: expected str entries, got {}", Py_TYPE(x.ptr())->tp_name));
+    out += (out.empty() ? "" : ",") + x.cast<std::string>();
+  }
+  return out;
+}
+
 Runs compare(py::tuple sources, py::dict opts) {
   Options o(std::move(opts));
   CompareRequest c;
   c.base = request_of(o);
-  if (o.given("policies")) {
-    py::object p = o.get("policies");
-    if (PyUnicode_Check(p.ptr())) {
-      c.policies = p.cast<std::string>();
-    } else {
-      for (auto x : py::reinterpret_borrow<py::iterable>(p)) {
-        if (!PyUnicode_Check(x.ptr()))
-          throw py::type_error(fmt::format("policies: expected str entries, got {}", Py_TYPE(x.ptr())->tp_name));
-        c.policies += (c.policies.empty() ? "" : ",") + x.cast<std::string>();
-      }
-    }
-  }
+  c.policies = policy_list(o);
   if (sources.empty()) throw py::type_error("compare: expected at least one source");
   std::vector<std::string> inputs;
   for (auto x : sources) {
@@ -347,7 +350,9 @@ Runs compare(py::tuple sources, py::dict opts) {
   return released(
       [&](const std::atomic<bool>* cancel) {
         c.base.cancel = cancel;
-        Runs r(run_compare(c, registry(), !html.empty(), threads));
+        RunOutputs outs;
+        outs.keep_live_buffers = outs.history = !html.empty();
+        Runs r(run_compare(c, registry(), outs, threads));
         if (!html.empty() && r.size()) r.html(html, -1);
         return r;
       },
@@ -398,6 +403,50 @@ CheckResult check(py::handle baseline, py::handle current, py::dict opts) {
   return run_check(b, n, c);
 }
 
+// A report given to diff: a path of a .json file, a dict with "fragsim_report", or a list of them
+// (a compare). Anything else is a trace source.
+bool is_report(py::handle x) {
+  if (is_path(x)) return ends_with(path_of(x), ".json");
+  if (py::isinstance<py::dict>(x)) return x.cast<py::dict>().contains("fragsim_report");
+  if (!py::isinstance<py::list>(x)) return false;
+  py::list l = x.cast<py::list>();
+  return l.size() && py::isinstance<py::dict>(l[0]) && l[0].cast<py::dict>().contains("fragsim_report");
+}
+
+// `fragsim diff`: two reports as they are, or two sources (one under policies=[A, B]) replayed.
+DiffOutcome diff(py::handle a, py::handle b, py::dict opts) {
+  Options o(std::move(opts));
+  const std::string html = o.path("html"), label = o.str("label");
+  if (!b.is_none() && is_report(a) && is_report(b)) {
+    DiffInput ra, rb;
+    ra.report = report_of(a, "A", &ra.name);
+    rb.report = report_of(b, "B", &rb.name);
+    DiffOutcome d = diff_of_reports(ra, rb, label, !html.empty());
+    if (!html.empty()) write_file_atomic(html, d.html);
+    return d;
+  }
+  Source sa = source_of(a, o), sb = b.is_none() ? Source{} : source_of(b, o);
+  if (sa.source && sb.source && sa.name == sb.name) sa.name = "A " + sa.name, sb.name = "B " + sb.name;
+  DiffRequest req = diff_request(request_of(o), sa.name, sb.name, policy_list(o));
+  req.a.source = sa.source;
+  if (!b.is_none())
+    req.b.source = sb.source;
+  else
+    req.b.source = sa.source;
+  RunOutputs outs;
+  outs.keep_live_buffers = outs.history = !html.empty();
+  check_outputs({sa.source ? std::string() : sa.name, sb.source ? std::string() : sb.name, req.a.hw}, {{"html", html}});
+  const unsigned threads = o.jobs();
+  return released(
+      [&](const std::atomic<bool>* cancel) {
+        req.a.cancel = req.b.cancel = cancel;
+        DiffOutcome d = diff_of_runs(req, registry(), outs, threads);
+        if (!html.empty()) write_file_atomic(html, d.html);
+        return d;
+      },
+      o.get("progress"));
+}
+
 py::tuple info(py::handle src, py::dict opts) {
   Options o(std::move(opts));
   Source s = source_of(src, o);
@@ -443,6 +492,10 @@ PYBIND11_MODULE(_fragsim, m) {
   py::class_<SweepResult>(m, "SweepResult")
       .def("report", [](const SweepResult& r) { return to_python(sweep_json(r)); })
       .def("text", &sweep_text);
+  py::class_<DiffOutcome>(m, "DiffOutcome")
+      .def("report", [](const DiffOutcome& d) { return to_python(d.diff); })
+      .def("text", [](const DiffOutcome& d) { return diff_text(d.diff); })
+      .def("markdown", [](const DiffOutcome& d) { return diff_markdown(d.diff); });
   py::class_<CheckResult>(m, "CheckResult")
       .def("report", [](const CheckResult& r) { return to_python(check_json(r)); })
       .def("text", &check_text)
@@ -454,6 +507,7 @@ PYBIND11_MODULE(_fragsim, m) {
   m.def("compare", &compare);
   m.def("sweep", &sweep);
   m.def("check", &check);
+  m.def("diff", &diff);
   m.def("info", &info);
   m.def("layout", [](const std::string& shape, const std::string& hw) {
     return py::make_tuple(to_python(layout_json(shape, hw)), layout_text(shape, hw));

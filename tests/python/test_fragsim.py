@@ -389,6 +389,47 @@ class Check(Scratch):
             fragsim.check(good, {"fragsim_report": 1})
 
 
+class Diff(Scratch):
+    def test_equals_the_cli_on_reports_and_traces(self):
+        fragsim.run(JAX, policy="best-fit", capacity="2GiB").json(self.path("a.json"))
+        fragsim.run(JAX, policy="best-fit", capacity=600 * MiB, reserve=0, keep_going=True).json(self.path("b.json"))
+        a, b = self.path("a.json"), self.path("b.json")
+        d = fragsim.diff(a, b)
+        want, _ = self.cli_json("diff", a, b)
+        self.assertEqual(d, want)
+        self.assertEqual(d.text(), cli("diff", a, b).stdout)
+        cli("diff", a, b, "--markdown", self.path("cli.md"))
+        with open(self.path("cli.md")) as f:
+            self.assertEqual(d.markdown(), f.read())
+        # B runs out of memory at event 52, the 16 MiB opt0/l4 (the trace's 53rd event), A never.
+        self.assertEqual(d["first_oom"]["change"], "new in B")
+        self.assertEqual(d["first_oom"]["b"]["event_index"], 52)
+        self.assertEqual(d["first_oom"]["b"]["requested_bytes"], 16 * MiB)
+        # Reports in memory: the same figures.
+        with open(a) as fa, open(b) as fb:
+            m = fragsim.diff(json.load(fa), json.load(fb))
+        self.assertEqual((m["first_oom"], m["devices"]), (d["first_oom"], d["devices"]))
+        # One trace under two policies, replayed: as the CLI, page included.
+        pol = ["best-fit", "ideal"]
+        t = fragsim.diff(JAX, policies=pol, capacity=600 * MiB, reserve=0, keep_going=True,
+                         html=self.path("py.html"))
+        want, _ = self.cli_json("diff", JAX, "--policies", ",".join(pol), "--capacity", "600MiB", "--reserve", "0",
+                                "--keep-going")
+        self.assertEqual(t, want)
+        self.assertTrue(t["same_trace"])
+        with open(self.path("py.html")) as f:
+            self.assertIn("fragsim", f.read())
+        # Two sources in memory: the trace's events against the same with the 16 MiB buffers doubled.
+        with open(JAX) as f:
+            events = [json.loads(ln) for ln in f]
+        grown = [dict(e, size=2 * e["size"], shape=None) if e.get("size") == 16 * MiB else e for e in events]
+        grown = [{k: v for k, v in e.items() if v is not None} for e in grown]
+        g = fragsim.diff(events, grown, policy="ideal")
+        self.assertGreater(g["b"]["peak_allocated_bytes"], g["a"]["peak_allocated_bytes"])
+        with self.assertRaises(fragsim.InputError):
+            fragsim.diff(JAX)  # one trace and no policies
+
+
 class Info(Scratch):
     def test_equals_the_cli_and_reads_sources_in_memory(self):
         for path in (JAX, PICKLES[0]):

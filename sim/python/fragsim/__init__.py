@@ -42,8 +42,8 @@ from ._fragsim import EnvError, InputError, InternalError
 
 __version__ = _fragsim.version
 __all__ = [
-    "run", "compare", "sweep", "check", "info", "layout", "list", "gen",
-    "Report", "Comparison", "Sweep", "Check", "Info", "Layout",
+    "run", "compare", "sweep", "check", "diff", "info", "layout", "list", "gen",
+    "Report", "Comparison", "Sweep", "Check", "Diff", "Info", "Layout",
     "InputError", "EnvError", "InternalError",
 ]
 
@@ -153,6 +153,21 @@ class Check(_Result):
         return self._native.github(file)
 
 
+class Diff(_Result):
+    """`fragsim diff`: fragsim_diff 1 (docs/report.md): each run's peaks and first OOM, per device
+    and space, the live bytes at each peak by call site and frame, the buffers added, removed or
+    grown."""
+
+    __slots__ = ()
+
+    def __init__(self, native):
+        super().__init__(native.report(), native)
+
+    def markdown(self):
+        """The diff as Markdown (--markdown), e.g. for a CI job summary."""
+        return self._native.markdown()
+
+
 class _Texted(_Result):
     __slots__ = ("_text",)
 
@@ -237,6 +252,22 @@ def check(baseline, current, *, tolerance=0, gate="recommended", same_trace=Fals
     opts = _options(locals())
     del opts["baseline"], opts["current"]
     return Check(_fragsim.check(baseline, current, opts))
+
+
+def diff(a, b=None, *, policies=None, label=None, policy=None, hw=None, capacity=None, reserve=None, env=None,
+         settings=None, keep_going=False, lenient=False, check=False, follow_recording=False, strict=False,
+         shard=None, shard_dim=None, jobs=0, html=None, progress=None):
+    """What changed the peak and the first OOM between two runs: `fragsim diff`. Returns a Diff.
+
+    a and b are two reports (a Report, a dict loaded from run --json, a Comparison or list from
+    compare --json with label= naming the run to take, or paths of .json files), read as they
+    are; or two sources (paths, snapshot dicts, event iterables) replayed as run() would, with
+    the same options; or one source and policies=[A, B]. html: a path for the page with both
+    runs aligned."""
+    opts = _options(locals())
+    opts.pop("a")
+    opts.pop("b", None)
+    return Diff(_fragsim.diff(a, b, opts))
 
 
 def info(source, *, lenient=False, name=None, progress=None):

@@ -1,0 +1,35 @@
+// `fragsim diff A B`: what changed between two runs — the peak and the first OOM — read from two
+// fragsim reports (run --json, or runs of compare --json arrays picked by label; a diff of traces
+// replays them first and diffs their reports, so there is one path):
+//   - each run's peaks (allocated, reserved), its binding space, when the peak happened, its OOMs;
+//   - per device and space: peaks, reserved but unallocated and external fragmentation at the
+//     peak, the maximum, OOM counts, the peak's event — A, B and the change;
+//   - the first OOM of each, and whether B's is new, gone, earlier or later;
+//   - at each run's peak, the live bytes by call site (the reports' by_stack) side by side: each
+//     site's bytes in A and B, sorted by the size of the change, and the same per stack frame;
+//     at the first OOM likewise when both have one;
+//   - the largest live buffers at each peak matched by name, shape and frame (by id within one
+//     trace): added, removed, grown, shrunk.
+// Rendered as text, JSON (fragsim_diff 1), Markdown (a CI job summary) and in the HTML viewer.
+#pragma once
+#include <nlohmann/json.hpp>
+#include <string>
+
+namespace fragsim {
+
+struct DiffInput {
+  nlohmann::json report;  // a fragsim report v1
+  std::string name;       // how outputs call it: the file, or the trace and policy
+};
+
+// Throws InputError when a report is not one (report_schema.h).
+[[nodiscard]] nlohmann::json diff_reports(const DiffInput& a, const DiffInput& b);
+
+// One report out of a file's JSON: a single report, or the run `label` of a compare --json array
+// (`label` may be empty when the array holds one run). InputError naming the labels otherwise.
+[[nodiscard]] nlohmann::json pick_report(const nlohmann::json& j, const std::string& label, const std::string& file);
+
+[[nodiscard]] std::string diff_text(const nlohmann::json& d);
+[[nodiscard]] std::string diff_markdown(const nlohmann::json& d);
+
+}  // namespace fragsim

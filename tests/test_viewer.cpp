@@ -1,0 +1,383 @@
+// Issue 24: live bytes by call site (--by-stack, the report's by_stack), the simulated run as a
+// PyTorch memory snapshot (--export-snapshot) that PyTorch's own torch.cuda._memory_viz and
+// fragsim's importer read back, `fragsim diff` of two runs, --from/--to, and the viewer's new
+// views (per-buffer timeline, allocator state at any event, icicle) in headless Chromium.
+#include <algorithm>
+#include <catch2/catch.hpp>
+#include <fstream>
+#include <map>
+#include <numeric>
+#include <tuple>
+
+#include "html_util.h"
+#include "test_util.h"
+
+using namespace fragsim::test;
+
+namespace {
+
+const std::string kData = std::string(FRAGSIM_SOURCE_DIR) + "/tests/data/";
+const std::string kTrain = kData + "torch/transformer_ctx128_train_step.pickle.zst";
+const std::string k3dev = kData + "torch/expandable_3dev_oom.pickle.zst";
+const std::string kJax = kData + "xprof/tracelens_jax_te_fused_attn_934987a2fc2f.xplane.pb.zst";
+constexpr std::uint64_t kMiB = 1 << 20;
+
+// A trace whose call sites are known: three stacks under one outer frame and one without it,
+// and buffers without a stack, one of them with a name that carries a terminal escape.
+std::string stacks_trace() {
+  std::string t = R"({"fragsim_trace":1,"time_unit":"ns"}
+{"op":"stack","id":1,"frames":["/w/model.py:10 attn","/w/train.py:5 step"]}
+{"op":"stack","id":2,"frames":["/w/model.py:20 mlp","/w/train.py:5 step"]}
+{"op":"stack","id":3,"frames":["/w/data.py:3 load"]}
+)";
+  int id = 0, t_ns = 0;
+  auto alloc = [&](std::uint64_t size, const std::string& extra) {
+    t += "{\"op\":\"alloc\",\"id\":" + std::to_string(++id) + ",\"size\":" + std::to_string(size) +
+         ",\"t\":" + std::to_string(t_ns += 10) + extra + "}\n";
+  };
+  for (int i = 0; i < 3; ++i) alloc(kMiB, ",\"stack\":1");
+  alloc(4 * kMiB, ",\"stack\":2");
+  alloc(2 * kMiB, ",\"stack\":3");
+  alloc(kMiB, "");
+  alloc(kMiB / 2, ",\"name\":\"evil\\u001b[2J\"");
+  return write_text("stacks.jsonl", t);
+}
+
+// One event of a trace as the importer gives it, less its time (fragsim keeps one time per free).
+using EventKey = std::tuple<std::string, std::uint64_t, std::uint64_t, std::uint64_t, bool, std::uint64_t,
+                            std::uint64_t, std::string>;
+std::map<std::uint64_t, std::vector<EventKey>> events_by_device(const std::string& trace) {
+  std::string out = tmp_path("events.jsonl");
+  REQUIRE(cli("convert " + trace + " " + out).code == 0);
+  std::map<std::uint64_t, std::vector<EventKey>> by;
+  auto lines = read_jsonl(out);
+  for (size_t i = 1; i < lines.size(); ++i) {
+    const auto& e = lines[i];
+    by[e.value("device", std::uint64_t{0})].emplace_back(
+        e["op"].get<std::string>(), e.value("id", std::uint64_t{0}), e.value("size", std::uint64_t{0}),
+        e.value("addr", std::uint64_t{0}), e.value("pre_trace", false), e.value("block_size", std::uint64_t{0}),
+        e.value("stack", std::uint64_t{0}), e.value("name", std::string()));
+  }
+  // Segments released together (empty_cache, an OOM's retry) in one order: the export writes them
+  // as PyTorch's release_blocks walks its pool (by size, then address); an OOM's retry may have
+  // released them in another.
+  for (auto& [dev, evs] : by)
+    for (size_t i = 0; i < evs.size();) {
+      auto release = [&](size_t k) {
+        return k < evs.size() && (std::get<0>(evs[k]) == "segment_free" || std::get<0>(evs[k]) == "segment_unmap");
+      };
+      size_t j = i;
+      while (release(j)) ++j;
+      std::sort(evs.begin() + static_cast<std::ptrdiff_t>(i), evs.begin() + static_cast<std::ptrdiff_t>(j));
+      i = j > i ? j : i + 1;
+    }
+  return by;
+}
+
+// Checks an exported snapshot with Debian's PyTorch (python3-torch): its _memory_viz of that
+// version reads a snapshot's segment list (stats: the segment summary; memory and segments: the
+// flame-graph lines). Prints what differs; exit 0 when every figure agrees with the report.
+const char* kMemoryVizCheck = R"PY(
+import json, pickle, sys
+import torch.cuda._memory_viz as mv
+snap = pickle.load(open(sys.argv[1], 'rb'))
+rep = json.load(open(sys.argv[2]))
+hbm = [d for d in rep['devices'] if d['space'] == 'hbm']
+segs = snap['segments']
+bad = []
+def want(what, got, exp):
+    if got != exp: bad.append(f'{what}: {got} != {exp}')
+st = mv.stats(segs)  # asserts each segment's blocks add up to its total_size
+want('stats segments', st['segments'], len(segs))
+want('stats total_size', st['total_size'].value, sum(d['final_reserved_bytes'] for d in hbm))
+alloc = st['active_allocated'].value if 'active_allocated' in st else 0
+want('stats active_allocated', alloc, sum(d['final_allocated_bytes'] for d in hbm))
+ident = lambda lines: lines
+mem = mv.memory(segs, format_flamegraph=ident).splitlines()
+want('memory lines total', sum(int(l.rsplit(' ', 1)[1]) for l in mem), sum(d['final_reserved_bytes'] for d in hbm))
+want('memory lines in use', sum(int(l.rsplit(' ', 1)[1]) for l in mem if ';active_allocated' in l), alloc)
+seg_lines = mv.segments(segs, format_flamegraph=ident).splitlines()
+want('segments named', len({l.split(';')[1] for l in seg_lines}), len(segs))
+for d in hbm:
+    tr = snap['device_traces'][d['device']]
+    want(f"device {d['device']} ooms", sum(1 for e in tr if e['action'] == 'oom'), d['oom_count'])
+    want(f"device {d['device']} allocs", sum(1 for e in tr if e['action'] == 'alloc') > 0, True)
+print('\n'.join(bad) if bad else 'agree')
+sys.exit(1 if bad else 0)
+)PY";
+
+nlohmann::json history_of(const nlohmann::json& page_data, size_t run = 0) {
+  REQUIRE(page_data["runs"][run].contains("history"));
+  return page_data["runs"][run]["history"];
+}
+
+}  // namespace
+
+TEST_CASE("by stack: live bytes at the peak by call site and by stack frame, as the trace's stacks hold them") {
+  const std::string trace = stacks_trace(), json = tmp_path("stacks.json");
+  auto r = cli("run " + trace + " --policy best-fit --capacity 1GiB --by-stack --json " + json);
+  REQUIRE(r.code == 0);
+  auto j = nlohmann::json::parse(read_text(json));
+  const auto& bs = j["at_peak_allocated"]["by_stack"];
+  // Every live buffer is in one site: the sites add up to the moment's live bytes, which for
+  // best-fit (no rounding beyond 256 B) is the peak allocated.
+  CHECK(bs["buffers"] == 7);
+  CHECK(bs["live_bytes"] == j["peak_allocated_bytes"]);
+  std::map<std::string, nlohmann::json> site;
+  std::uint64_t sum = 0;
+  for (const auto& s : bs["sites"]) site[s["site"]] = s, sum += s["bytes"].get<std::uint64_t>();
+  CHECK(sum == bs["live_bytes"].get<std::uint64_t>());
+  // A site is the buffers' name, else the innermost frame of their stack.
+  CHECK(site.at("/w/model.py:20 mlp")["requested_bytes"] == 4 * kMiB);
+  CHECK(site.at("/w/model.py:10 attn")["requested_bytes"] == 3 * kMiB);
+  CHECK(site.at("/w/model.py:10 attn")["buffers"] == 3);
+  CHECK(site.at("/w/data.py:3 load")["requested_bytes"] == 2 * kMiB);
+  CHECK(site.at("(no name or stack)")["requested_bytes"] == kMiB);
+  CHECK(site.at("evil\x1b[2J")["requested_bytes"] == kMiB / 2);
+  CHECK(bs["sites"][0]["site"] == "/w/model.py:20 mlp");  // the most bytes first
+  // A frame holds every buffer whose stack passes through it: the outer step holds attn and mlp.
+  std::map<std::string, nlohmann::json> frame;
+  for (const auto& f : bs["frames"]) frame[f["frame"]] = f;
+  CHECK(frame.at("/w/train.py:5 step")["requested_bytes"] == 7 * kMiB);
+  CHECK(frame.at("/w/train.py:5 step")["buffers"] == 4);
+  CHECK(frame.at("/w/data.py:3 load")["requested_bytes"] == 2 * kMiB);
+  CHECK(frame.count("(no name or stack)") == 0);
+  // The text table: the same rows, the hostile name escaped (no raw escape reaches the terminal).
+  CHECK(r.out.find("live bytes by call site") != std::string::npos);
+  CHECK(r.out.find("model.py:20 mlp") < r.out.find("model.py:10 attn"));
+  CHECK(r.out.find('\x1b') == std::string::npos);
+  CHECK(r.out.find("evil\\e[2J") != std::string::npos);
+}
+
+TEST_CASE("by stack: a PyTorch snapshot's peak by call site covers every live buffer, the OOM's too") {
+  const std::string json = tmp_path("3dev.json");
+  REQUIRE(cli("run " + k3dev + " --json " + json).code == 0);
+  auto j = nlohmann::json::parse(read_text(json));
+  REQUIRE(!j["ooms"].empty());
+  for (const auto* m : {&j["devices"][0]["at_peak_allocated"], &j["ooms"][0]["at_oom"]}) {
+    const auto& bs = (*m)["by_stack"];
+    INFO(bs.dump().substr(0, 400));
+    CHECK(bs["buffers"] == (*m)["live_buffers"]);
+    std::uint64_t sum = 0;
+    for (const auto& s : bs["sites"]) sum += s["bytes"].get<std::uint64_t>();
+    if (bs["site_count"].get<size_t>() <= bs["sites"].size()) CHECK(sum == bs["live_bytes"].get<std::uint64_t>());
+    for (const auto& f : bs["frames"]) CHECK(f["bytes"].get<std::uint64_t>() <= bs["live_bytes"].get<std::uint64_t>());
+  }
+  // The peak of a device with one space: live bytes there are its allocated bytes at its peak.
+  const auto& d0 = j["devices"][0];
+  CHECK(d0["at_peak_allocated"]["by_stack"]["live_bytes"] == d0["peak_allocated_bytes"]);
+}
+
+TEST_CASE("export: a simulated run as a PyTorch snapshot reads back event for event, device by device") {
+  for (const char* name : {"transformer_ctx128_train_step", "sqattn_empty_cache", "oom_retry_release",
+                           "expandable_3dev_oom", "finetune_torch20_format"}) {
+    INFO(name);
+    const std::string trace = kData + "torch/" + name + ".pickle.zst", out = tmp_path(std::string(name) + ".pickle");
+    REQUIRE(cli("run " + trace + " --keep-going --export-snapshot " + out).code == 0);
+    // The recording replays to its own addresses, so the export of the simulated run holds the
+    // recording's events: the same allocations, frees and segment changes at the same addresses,
+    // the state before the recording rebuilt from the exported segments as from the original's.
+    auto a = events_by_device(trace), b = events_by_device(out);
+    REQUIRE(a.size() == b.size());
+    for (const auto& [dev, evs] : a) {
+      INFO("device " << dev);
+      REQUIRE(b.count(dev) == 1);
+      CHECK(b[dev].size() == evs.size());
+      size_t first = 0;
+      while (first < evs.size() && first < b[dev].size() && evs[first] == b[dev][first]) ++first;
+      CHECK(first == evs.size());
+    }
+  }
+}
+
+TEST_CASE("export: PyTorch's torch.cuda._memory_viz reads the exported snapshot and agrees with fragsim") {
+  const std::string script = write_text("memory_viz_check.py", kMemoryVizCheck);
+  for (const std::string& args :
+       {kTrain, k3dev + " --keep-going", kTrain + " --policy torch-caching[expandable_segments=true]"}) {
+    INFO(args);
+    const std::string out = tmp_path("viz.pickle"), json = tmp_path("viz.json");
+    REQUIRE(cli("run " + args + " --json " + json + " --export-snapshot " + out).code == 0);
+    // Debian's python3-torch (scripts/common.sh installs it) at its own path: not a virtualenv's.
+    const std::string log = tmp_path("viz.log");
+    int rc = std::system(("/usr/bin/python3 " + script + " " + out + " " + json + " >" + log + " 2>&1").c_str());
+    INFO(read_text(log));
+    CHECK(WEXITSTATUS(rc) == 0);
+    CHECK(read_text(log) == "agree\n");
+  }
+}
+
+TEST_CASE("export: a policy that places nothing at an address is refused in one line, and no file is left") {
+  const std::string out = tmp_path("none.pickle");
+  std::remove(out.c_str());
+  // ideal places nothing: it only counts live bytes against the capacity.
+  auto r = cli("run " + kData + "torch/small_mlp_97ev.pickle.zst --policy ideal --export-snapshot " + out);
+  CHECK(r.code == 2);
+  CHECK(std::count(r.err.begin(), r.err.end(), '\n') == 1);
+  CHECK(r.err.find("--export-snapshot: policy ideal placed no buffer at an address") != std::string::npos);
+  CHECK(!std::ifstream(out).good());
+}
+
+TEST_CASE("diff: one trace under two policies, each device's change is the difference of the two reports") {
+  const std::string a = tmp_path("da.json"), b = tmp_path("db.json"), d = tmp_path("d.json"), md = tmp_path("d.md");
+  const std::string pa = "torch-caching", pb = "torch-caching[expandable_segments=true]";
+  REQUIRE(cli("run " + kTrain + " --policy " + pa + " --json " + a).code == 0);
+  REQUIRE(cli("run " + kTrain + " --policy '" + pb + "' --json " + b).code == 0);
+  REQUIRE(cli("diff " + kTrain + " --policies '" + pa + "," + pb + "' --json " + d + " --markdown " + md).code == 0);
+  auto ra = nlohmann::json::parse(read_text(a)), rb = nlohmann::json::parse(read_text(b));
+  auto j = nlohmann::json::parse(read_text(d));
+  CHECK(j["fragsim_diff"] == 1);
+  CHECK(j["same_trace"] == true);
+  CHECK(j["a"]["peak_reserved_bytes"] == ra["peak_reserved_bytes"]);
+  CHECK(j["b"]["peak_reserved_bytes"] == rb["peak_reserved_bytes"]);
+  REQUIRE(j["devices"].size() == 1);
+  const auto& ch = j["devices"][0]["change"];
+  CHECK(ch["peak_reserved_bytes"].get<std::int64_t>() ==
+        rb["peak_reserved_bytes"].get<std::int64_t>() - ra["peak_reserved_bytes"].get<std::int64_t>());
+  CHECK(ch["peak_allocated_bytes"].get<std::int64_t>() ==
+        rb["peak_allocated_bytes"].get<std::int64_t>() - ra["peak_allocated_bytes"].get<std::int64_t>());
+  // Expandable segments map what they need: less reserved at the same peak event.
+  CHECK(ch["peak_reserved_bytes"].get<std::int64_t>() < 0);
+  // The peak's live bytes by call site, A against B: each from its report; the sites' changes
+  // add up to the change of live bytes (every site is listed here).
+  const auto& at = j["at_peak"];
+  CHECK(at["a_live_bytes"] == ra["at_peak_allocated"]["by_stack"]["live_bytes"]);
+  CHECK(at["b_live_bytes"] == rb["at_peak_allocated"]["by_stack"]["live_bytes"]);
+  CHECK(at["a_event"] == ra["at_peak_allocated"]["event_index"]);
+  std::int64_t sum = 0;
+  for (const auto& s : at["sites"]) sum += s["change_bytes"].get<std::int64_t>();
+  CHECK(sum == at["change_bytes"].get<std::int64_t>());
+  // One path: the diff of the two reports is the diff of the two runs.
+  const std::string d2 = tmp_path("d2.json");
+  REQUIRE(cli("diff " + a + " " + b + " --json " + d2).code == 0);
+  auto j2 = nlohmann::json::parse(read_text(d2));
+  for (const char* k : {"devices", "at_peak", "first_oom", "buffers", "headline"}) CHECK(j2[k] == j[k]);
+  // Markdown for a CI summary: one row per device and space.
+  std::string m = read_text(md);
+  CHECK(m.find("### fragsim diff") == 0);
+  CHECK(m.find("| 0 hbm |") != std::string::npos);
+}
+
+TEST_CASE("diff: a run that now runs out of memory names the event, the device and the request of its first OOM") {
+  const std::string a = tmp_path("ok.json"), b = tmp_path("oom.json"), d = tmp_path("oomdiff.json");
+  REQUIRE(cli("run " + kTrain + " --json " + a).code == 0);
+  REQUIRE(cli("run " + kTrain + " --capacity 40GiB --json " + b).code == 0);
+  auto rb = nlohmann::json::parse(read_text(b));
+  REQUIRE(!rb["ooms"].empty());
+  auto r = cli("diff " + a + " " + b + " --json " + d);
+  REQUIRE(r.code == 0);
+  auto j = nlohmann::json::parse(read_text(d));
+  CHECK(j["first_oom"]["change"] == "new in B");
+  CHECK(j["first_oom"]["b"]["event_index"] == rb["ooms"][0]["event_index"]);
+  CHECK(j["first_oom"]["b"]["requested_bytes"] == rb["ooms"][0]["requested_bytes"]);
+  const std::string ev = std::to_string(rb["ooms"][0]["event_index"].get<std::uint64_t>());
+  CHECK(j["headline"].dump().find("B runs out of memory at event " + ev) != std::string::npos);
+  CHECK(r.out.find("B runs out of memory at event " + ev) != std::string::npos);
+}
+
+TEST_CASE("diff: bad requests are one line naming what is wrong, exit 2") {
+  for (const std::string& args : {"diff " + kTrain, "diff " + kTrain + " --policies best-fit",
+                                  "diff " + kTrain + " " + kTrain + " --policies best-fit,first-fit"}) {
+    INFO(args);
+    auto r = cli(args);
+    CHECK(r.code == 2);
+    CHECK(std::count(r.err.begin(), r.err.end(), '\n') == 1);
+  }
+}
+
+TEST_CASE("window: --from/--to limit what the page shows of a run to its events, the run's figures stay whole") {
+  const std::string whole = tmp_path("whole.json"), html = tmp_path("window.html"), json = tmp_path("window.json");
+  REQUIRE(cli("run " + kTrain + " --json " + whole).code == 0);
+  REQUIRE(cli("run " + kTrain + " --from 1000 --to 3000 --html " + html + " --json " + json).code == 0);
+  auto w = nlohmann::json::parse(read_text(whole)), j = nlohmann::json::parse(read_text(json));
+  CHECK(j["peak_allocated_bytes"] == w["peak_allocated_bytes"]);
+  CHECK(j["at_peak_allocated"]["event_index"] == w["at_peak_allocated"]["event_index"]);
+  auto h = history_of(embedded_data(read_text(html)));
+  CHECK(h["first"] == 1000);
+  CHECK(h["last"] == 3000);
+  for (const auto& tl : h["timelines"])
+    for (const auto& p : tl["points"]) {
+      CHECK(p[0].get<std::uint64_t>() >= 1000);
+      CHECK(p[0].get<std::uint64_t>() <= 3000);
+    }
+  for (const char* bad : {"--from abc", "--to 3q", "--from 5000 --to 100", "--from 99999999"}) {
+    INFO(bad);
+    auto r = cli("run " + kTrain + " " + std::string(bad) + " --html " + tmp_path("bad.html"));
+    CHECK(r.code == 2);
+    CHECK(std::count(r.err.begin(), r.err.end(), '\n') == 1);
+  }
+}
+
+TEST_CASE(
+    "viewer: per-buffer timeline, allocator state at any event and icicle answer hover and the scrubber, "
+    "for a PyTorch snapshot, a JAX capture and a 3-device run",
+    "[chromium]") {
+  for (const std::string& trace : {kTrain, kJax, k3dev}) {
+    INFO(trace);
+    const std::string html = tmp_path("viewer.html");
+    REQUIRE(cli("run " + trace + " --html " + html).code == 0);
+    auto data = embedded_data(read_text(html));
+    auto h = history_of(data);
+    std::string dom = rendered_dom(html, "#probe");
+    CHECK(dom.find("<div id=\"errors\"></div>") != std::string::npos);
+    CHECK(dom.find("data-ready=\"1\"") != std::string::npos);
+    for (const char* id : {"buffers", "states", "stacks"})
+      CHECK(dom.find("<div id=\"" + std::string(id) + "\"><h2>") != std::string::npos);
+    size_t charts = 0, states = 0, flames = 0;
+    for (const auto& p : probes(dom)) {
+      INFO(p.dump());
+      if (p.contains("buffers_chart")) {  // hover along the chart: every answer a live buffer there
+        ++charts;
+        CHECK(p["answered"] == p["probes"]);
+        CHECK(p["bands"].get<int>() > 0);
+        CHECK(p["named"] == p["bands"]);
+        CHECK(p["live_ok"] == p["bands"]);
+      } else if (p.contains("states")) {  // keyframes rebuilt from deltas; the slider redraws
+        ++states;
+        CHECK(p["agree"] == p["rebuilt"]);
+        CHECK(p["moved"] == 3);
+      } else if (p.contains("flame")) {
+        ++flames;
+        CHECK(p["agree"] == p["probes"]);
+      }
+    }
+    // One timeline chart per device and space with a timeline, one scrubber per run, an icicle per moment.
+    CHECK(charts == h["timelines"].size());
+    CHECK(states == 1);
+    CHECK(flames >= 1);
+  }
+}
+
+TEST_CASE("viewer: diff --html shows both runs' timelines on one axis and the diff's figures", "[chromium]") {
+  const std::string html = tmp_path("diff.html"), json = tmp_path("diff.json");
+  REQUIRE(cli("diff " + kTrain + " --policies 'torch-caching,torch-caching[expandable_segments=true]' --html " + html +
+              " --json " + json)
+              .code == 0);
+  auto data = embedded_data(read_text(html));
+  auto j = nlohmann::json::parse(read_text(json));
+  REQUIRE(data.contains("diff"));
+  CHECK(data["diff"] == j);
+  CHECK(data["runs"].size() == 2);
+  std::string dom = rendered_dom(html);
+  CHECK(dom.find("<div id=\"errors\"></div>") != std::string::npos);
+  CHECK(dom.find("data-ready=\"1\"") != std::string::npos);
+  CHECK(dom.find(j["headline"][0].get<std::string>()) != std::string::npos);
+}
+
+TEST_CASE("diff: a failing check names the diff that shows what changed, and that diff runs") {
+  const std::string a = tmp_path("gate_a.json"), b = tmp_path("gate_b.json");
+  REQUIRE(cli("run " + kTrain + " --json " + a).code == 0);
+  REQUIRE(cli("run " + kTrain + " --capacity 40GiB --json " + b).code == 0);
+  auto r = cli("check --baseline " + a + " --current " + b + " --json " + tmp_path("gate.json"));
+  REQUIRE(r.code == 1);
+  auto j = nlohmann::json::parse(read_text(tmp_path("gate.json")));
+  const std::string cmd = j["diff_command"];
+  CHECK(cmd == "fragsim diff " + a + " " + b);
+  auto text = cli("check --baseline " + a + " --current " + b);
+  CHECK(text.out.find(cmd) != std::string::npos);
+  auto d = cli(cmd.substr(std::string("fragsim ").size()) + " --json " + tmp_path("gate_diff.json"));
+  CHECK(d.code == 0);
+  CHECK(nlohmann::json::parse(read_text(tmp_path("gate_diff.json")))["first_oom"]["change"] == "new in B");
+  // A passing check names none.
+  REQUIRE(cli("check --baseline " + a + " --current " + a + " --json " + tmp_path("gate_ok.json")).code == 0);
+  CHECK(nlohmann::json::parse(read_text(tmp_path("gate_ok.json")))["diff_command"] == "");
+}
