@@ -7,6 +7,10 @@
 #include <utility>
 #include <vector>
 
+namespace fragsim {
+class Registry;
+}
+
 namespace fragsim::cli {
 
 namespace po = boost::program_options;
@@ -35,5 +39,13 @@ void write_if(const std::string& path, const std::string& content);
 
 // --from / --to (sim/window.h): the window of the run the HTML report shows.
 void add_window_options(po::options_description& d, std::string* from, std::string* to);
+
+// The commands that replay nothing (sim/cli/tools.cpp); each returns its exit code.
+int cmd_validate(const Args& args, const Registry& reg);
+int cmd_info(const Args& args, const Registry& reg);
+int cmd_convert(const Args& args, const Registry& reg);
+int cmd_gen(const Args& args, const Registry& reg);
+int cmd_layout(const Args& args, const Registry& reg);
+int cmd_list(const Args& args, const Registry& reg);
 
 }  // namespace fragsim::cli
