@@ -36,7 +36,7 @@ constexpr std::array<LimitSpec, static_cast<size_t>(Limit::kCount)> kSpecs = {{
     {"devices", false, 256, 1, 512, 64 * kKiB, "devices"},
     {"names", true, 64 * kMiB, 4, 1, 2, "bytes of distinct names"},
     {"marks", true, 16 * kMiB, 1, 1, 1, "bytes of mark names"},
-    {"plan_steps", false, std::uint64_t{1} << 27, 0, 1, 0, "steps of an offline plan"},
+    {"plan_steps", false, std::uint64_t{1} << 30, 0, 1, 0, "steps of an offline plan"},
 }};
 
 std::array<std::optional<std::uint64_t>, static_cast<size_t>(Limit::kCount)> g_override;
