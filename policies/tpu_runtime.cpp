@@ -39,9 +39,16 @@ class TpuRuntimePolicy : public AllocatorPolicy {
     if (!e) return Placement::failed();
     Bytes size = e->size;
     Bytes start = ~e->addr.value();  // stored inverted so that higher addresses come first
-    remove_hole(start, size);
     Bytes addr = start + size - r;
-    if (size > r) add_hole(start, size - r);
+    // The hole keeps its start: its size changes in place (no map node made or freed).
+    by_size_.erase(size, Addr(~start));
+    auto hole = holes_.find(start);
+    if (size > r) {
+      hole->second = size - r;
+      by_size_.insert({size - r, Addr(~start), 0});
+    } else {
+      holes_.erase(hole);
+    }
     if (req.handle >= live_.size()) live_.resize(req.handle + 1, {0, 0});
     live_[req.handle] = {addr, r};
     allocated_ += r;
@@ -52,21 +59,31 @@ class TpuRuntimePolicy : public AllocatorPolicy {
     auto [addr, size] = live_[h];
     live_[h] = {0, 0};
     allocated_ -= size;
-    Bytes start = addr, end = addr + size;
-    auto next = holes_.lower_bound(end);
-    if (next != holes_.end() && next->first == end) {
-      end += next->second;
-      remove_hole(next->first, next->second);
+    // The freed block joins the holes that touch it; a hole that grows keeps its map node.
+    const Bytes end = addr + size;
+    auto next = holes_.lower_bound(end);  // holes never overlap a live block
+    const bool join_next = next != holes_.end() && next->first == end;
+    auto prev = next == holes_.begin() ? holes_.end() : std::prev(next);
+    const bool join_prev = prev != holes_.end() && prev->first + prev->second == addr;
+    Bytes grown = size;
+    if (join_next) {
+      grown += next->second;
+      by_size_.erase(next->second, Addr(~next->first));
     }
-    auto prev = holes_.lower_bound(start);
-    if (prev != holes_.begin()) {
-      --prev;
-      if (prev->first + prev->second == start) {
-        start = prev->first;
-        remove_hole(prev->first, prev->second);
-      }
+    if (join_prev) {
+      by_size_.erase(prev->second, Addr(~prev->first));
+      prev->second += grown;
+      by_size_.insert({prev->second, Addr(~prev->first), 0});
+      if (join_next) holes_.erase(next);
+    } else if (join_next) {  // the next hole now starts at addr: its node rekeyed
+      auto node = holes_.extract(next);
+      node.key() = addr;
+      node.mapped() = grown;
+      holes_.insert(std::move(node));
+      by_size_.insert({grown, Addr(~addr), 0});
+    } else {
+      add_hole(addr, grown);
     }
-    add_hole(start, end - start);
   }
 
   Bytes rounded_size(const AllocRequest& req) const override { return round_up_sat(req.size, kTpuRuntimeUnit); }
@@ -116,10 +133,6 @@ class TpuRuntimePolicy : public AllocatorPolicy {
   void add_hole(Bytes a, Bytes s) {
     holes_[a] = s;
     by_size_.insert({s, Addr(~a), 0});
-  }
-  void remove_hole(Bytes a, Bytes s) {
-    holes_.erase(a);
-    by_size_.erase(s, Addr(~a));
   }
   Bytes limit_;
   Bytes allocated_ = 0;

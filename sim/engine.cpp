@@ -12,7 +12,7 @@ namespace fragsim {
 
 namespace {
 
-AllocRequest request_of(const Event& ev) {
+[[gnu::always_inline]] inline AllocRequest request_of(const Event& ev) {
   AllocRequest r;
   r.handle = ev.handle;
   r.id = ev.id;

@@ -153,7 +153,7 @@ class FstraceReader : public TraceReader {
   // Small enough to inline at every field: a value of at most 8 bytes with 8 bytes in the buffer
   // (need() keeps a window ahead of each record) is decoded from one load, without a branch per
   // byte; its last byte is the first without the continuation bit. The rest: varint_bytewise().
-  std::uint64_t varint() {
+  [[gnu::always_inline]] std::uint64_t varint() {
     if (end_ - p_ < 8) return varint_bytewise();
     std::uint64_t w;
     std::memcpy(&w, p_, 8);
