@@ -19,7 +19,19 @@ bool DeviceMemory::takes_recorded(Addr a, Bytes p) const {
 
 std::optional<Addr> DeviceMemory::bump(Bytes p, Bytes align) {
   Addr a = round_up(next_, align);
-  if (a.value() <= kTop - p) return a;
+  if (a.value() <= kTop - p) {
+    // Grants at recorded addresses may lie above the pointer: the next address past those in the
+    // way (two grants at one address would corrupt the accounting).
+    std::uint64_t cur = a.value();
+    auto it = live_.upper_bound(a);
+    if (it != live_.begin()) {
+      auto before = std::prev(it);
+      if (before->first.value() + before->second > cur) cur = round_up(before->first.value() + before->second, align);
+    }
+    for (; it != live_.end() && cur <= kTop - p && it->first.value() < cur + p; ++it)
+      cur = std::max(cur, round_up(it->first.value() + it->second, align));
+    if (cur <= kTop - p) return Addr(cur);
+  }
   // The address space is used up to its top: the lowest gap from kBase that fits (first fit over
   // the live grants, in address order; rare: a space of at most 2^48 bytes wraps after 2^15 of
   // its largest grants).

@@ -1,5 +1,8 @@
 #include "sim/commands.h"
 
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
 #include "sim/advice.h"
 #include "sim/base/error.h"
 #include "sim/batch.h"
@@ -100,6 +103,33 @@ std::vector<RunResult> run_diff(const DiffRequest& req, const Registry& reg, con
                    : trace.substr(trace.find_last_of('/') + 1));
   }
   return rs;
+}
+
+void check_diff_inputs(bool a_report, bool b_report, bool b_given, const RunRequest& base, const std::string& policies,
+                       const Window& window) {
+  if (b_given && a_report != b_report)
+    throw InputError("diff: A and B are two traces or two reports (.json), not one of each");
+  if (a_report && !b_given) throw InputError("diff: a report (.json) is diffed with another report: give B");
+  if (!a_report) return;
+  const RunRequest none;
+  std::vector<std::string> given;
+  auto note = [&](bool on, const char* option) {
+    if (on) given.push_back(option);
+  };
+  note(!base.policy.empty(), "--policy");
+  note(!policies.empty(), "--policies");
+  note(!base.hw.empty(), "--hw");
+  note(!base.capacity.empty(), "--capacity");
+  note(!base.reserve.empty(), "--reserve");
+  note(!base.sets.empty(), "--set");
+  note(!base.envs.empty(), "--env");
+  note(base.keep_going, "--keep-going");
+  note(base.follow_recording, "--follow-recording");
+  note(base.shard != none.shard || base.shard_dim != none.shard_dim, "--shard");
+  note(!window.whole(), "--from/--to");
+  if (!given.empty())
+    throw InputError(fmt::format("diff: A and B are reports, read as they are: {} {} to traces only",
+                                 fmt::join(given, ", "), given.size() == 1 ? "applies" : "apply"));
 }
 
 DiffOutcome diff_of_runs(const DiffRequest& req, const Registry& reg, const RunOutputs& out, unsigned threads,

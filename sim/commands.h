@@ -53,6 +53,10 @@ struct DiffOutcome {
 // `out.history` is set (as --html sets it).
 [[nodiscard]] DiffOutcome diff_of_runs(const DiffRequest& req, const Registry& reg, const RunOutputs& out = {},
                                        unsigned threads = 0, bool progress = false);
+// Checks what `fragsim diff` was given: two reports (read as they are, so no option that shapes a
+// replay may come with them) or traces, never one of each. `b_given`: B was named (not --policies).
+void check_diff_inputs(bool a_report, bool b_report, bool b_given, const RunRequest& base, const std::string& policies,
+                       const Window& window);
 // Two reports as they are (run --json, or compare --json arrays: `label` picks the run).
 [[nodiscard]] DiffOutcome diff_of_reports(const DiffInput& a, const DiffInput& b, const std::string& label, bool html);
 

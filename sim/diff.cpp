@@ -1,6 +1,7 @@
 #include "sim/diff.h"
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include <algorithm>
 #include <cmath>
@@ -181,12 +182,23 @@ std::string buffer_key(const J& b, bool same_trace) {
   return k;
 }
 
+// A report lists only the largest live buffers at a moment (top_buffers): a buffer missing from
+// one list was not live there only when that list holds every live buffer, or when the buffer is
+// larger than the smallest one listed (it would have been listed). Otherwise nothing is said of it.
 J buffers(const J& ma, const J& mb, bool same_trace) {
   std::map<std::string, std::vector<J>> in_a, in_b;
   if (ma.contains("top_buffers"))
     for (const auto& b : ma["top_buffers"]) in_a[buffer_key(b, same_trace)].push_back(b);
   if (mb.contains("top_buffers"))
     for (const auto& b : mb["top_buffers"]) in_b[buffer_key(b, same_trace)].push_back(b);
+  // Block sizes a list vouches for: every live buffer larger than this is in it (0: all are).
+  auto vouches_above = [](const J& m) -> std::uint64_t {
+    if (!m.contains("top_buffers") || m["top_buffers"].size() >= u(m, "live_buffers")) return 0;
+    std::uint64_t least = UINT64_MAX;
+    for (const auto& b : m["top_buffers"]) least = std::min(least, u(b, "block_bytes"));
+    return least;
+  };
+  const std::uint64_t a_above = vouches_above(ma), b_above = vouches_above(mb);
   auto brief = [](const J& b) {
     J j = {{"id", b["id"]},
            {"event_index", b["event_index"]},
@@ -197,11 +209,18 @@ J buffers(const J& ma, const J& mb, bool same_trace) {
     return j;
   };
   J added = J::array(), removed = J::array(), grown = J::array(), shrunk = J::array();
+  std::uint64_t unknown = 0;  // listed in one run, maybe live but unlisted in the other
+  auto absent = [&](const J& b, std::uint64_t other_above, J& into) {
+    if (other_above == 0 || u(b, "block_bytes") > other_above)
+      into.push_back(brief(b));
+    else
+      ++unknown;
+  };
   for (auto& [k, bs] : in_b) {
     auto& as = in_a[k];
     for (size_t i = 0; i < bs.size(); ++i) {
       if (i >= as.size()) {
-        added.push_back(brief(bs[i]));
+        absent(bs[i], a_above, added);
         continue;
       }
       std::uint64_t x = u(as[i], "block_bytes"), y = u(bs[i], "block_bytes");
@@ -213,13 +232,19 @@ J buffers(const J& ma, const J& mb, bool same_trace) {
   }
   for (auto& [k, as] : in_a) {
     size_t have = in_b.count(k) ? in_b[k].size() : 0;
-    for (size_t i = have; i < as.size(); ++i) removed.push_back(brief(as[i]));
+    for (size_t i = have; i < as.size(); ++i) absent(as[i], b_above, removed);
   }
+  for (J* list : {&added, &removed, &grown, &shrunk})  // largest first
+    std::stable_sort(list->begin(), list->end(),
+                     [](const J& x, const J& y) { return u(x, "block_bytes") > u(y, "block_bytes"); });
   return {{"added", added},
           {"removed", removed},
           {"grown", grown},
           {"shrunk", shrunk},
-          {"note", "the 20 largest live buffers at each run's peak (the reports' top_buffers)"}};
+          {"unknown", unknown},
+          {"note",
+           "among the largest live buffers at each run's peak (the reports' top_buffers); a buffer one list "
+           "has and the other lacks is added or removed only when the other list would have held it"}};
 }
 
 }  // namespace
@@ -264,8 +289,25 @@ J diff_reports(const DiffInput& a, const DiffInput& b) {
   if (!ra["ooms"].empty() && !rb["ooms"].empty() && ra["ooms"][0].contains("at_oom") &&
       rb["ooms"][0].contains("at_oom"))
     d["at_first_oom"] = attribution(ra["ooms"][0]["at_oom"], rb["ooms"][0]["at_oom"]);
-  // The headline: what changed the peak and the first OOM, in a few lines.
+  // The headline: what differs in how the runs were set up, then what changed the peak and the
+  // first OOM, in a few lines.
   J head = J::array();
+  std::vector<std::string> setup;
+  if (sa["policy"] != sb["policy"])
+    setup.push_back(fmt::format("policy {} -> {}", sa["policy"].get<std::string>(), sb["policy"].get<std::string>()));
+  if (sa["hardware"] != sb["hardware"])
+    setup.push_back(
+        fmt::format("hardware {} -> {}", sa["hardware"].get<std::string>(), sb["hardware"].get<std::string>()));
+  if (sa["config"].is_object() && sb["config"].is_object() && sa["policy"] == sb["policy"])
+    for (const auto& [k, v] : sa["config"].items())
+      if (sb["config"].contains(k) && sb["config"][k] != v)
+        setup.push_back(fmt::format("{} {} -> {}", k, v.dump(), sb["config"][k].dump()));
+  for (const auto& row : d["devices"])
+    if (row["a"].is_object() && row["b"].is_object() && row["a"]["usable_bytes"] != row["b"]["usable_bytes"])
+      setup.push_back(fmt::format("device {} {} usable memory {} -> {}", u(row, "device"),
+                                  row["space"].get<std::string>(), human_bytes(u(row["a"], "usable_bytes")),
+                                  human_bytes(u(row["b"], "usable_bytes"))));
+  if (!setup.empty()) head.push_back(fmt::format("set up differently: {}", fmt::join(setup, "; ")));
   for (const char* k : {"peak_allocated_bytes", "peak_reserved_bytes"}) {
     std::uint64_t x = u(sa, k), y = u(sb, k);
     std::string what = std::string(k) == "peak_allocated_bytes" ? "peak allocated" : "peak reserved";
@@ -387,9 +429,14 @@ std::string diff_text(const J& d) {
   const J& bs = d["buffers"];
   for (const char* k : {"added", "removed", "grown", "shrunk"}) {
     if (bs[k].empty()) continue;
-    fmt::format_to(out, "  largest buffers at the peak, {} in B:\n", k);
+    fmt::format_to(out, "  among the largest buffers at each peak, {} in B:\n", k);
     for (size_t i = 0; i < bs[k].size() && i < 8; ++i) fmt::format_to(out, "    {}\n", buffer_text(bs[k][i]));
   }
+  if (bs.value("unknown", 0) > 0)
+    fmt::format_to(out,
+                   "  {} buffer(s) listed at one peak only, no larger than the other report's listed ones: they "
+                   "may be live there too (reports list the largest 20)\n",
+                   bs["unknown"].get<std::uint64_t>());
   return s;
 }
 

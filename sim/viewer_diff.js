@@ -70,10 +70,16 @@
   const bs = d.buffers;
   ["added", "removed", "grown", "shrunk"].forEach((k) => {
     if (!bs[k].length) return;
-    box.appendChild(el("h3", {}, "Largest buffers at the peak, " + k + " in B"));
+    box.appendChild(el("h3", {}, "Among the largest buffers at each peak, " + k + " in B"));
     box.appendChild(table(["block", "was", "buffer", "shape", "frame"], bs[k].map((b) => [bytes(b.block_bytes),
       b.a_block_bytes === undefined ? "" : bytes(b.a_block_bytes), b.name || "id " + b.id,
       b.shape ? (b.dtype || "") + JSON.stringify(b.shape) : "", b.frame || ""])));
   });
-  box.appendChild(el("p", { class: "note" }, bs.note + ". Below: both runs, their timelines on one x axis."));
+  if (bs.unknown) box.appendChild(el("p", { class: "note" }, bs.unknown + " buffer(s) listed at one peak only, no " +
+    "larger than the other report's listed ones: they may be live there too (reports list the largest 20)."));
+  // Reports diffed as they are carry no history: only a diff of traces has charts below.
+  const charted = FS.data.runs.some((r) => r.timelines.length);
+  box.appendChild(el("p", { class: "note" }, bs.note + (charted ? ". Below: both runs, their timelines on one x axis."
+    : ". These are two reports, which keep no timelines or address maps: diff the traces " +
+      "(fragsim diff TRACE_A TRACE_B --html) for both runs' charts.")));
 })();

@@ -10,6 +10,10 @@
 #include <tuple>
 
 #include "html_util.h"
+#include "sim/diff.h"
+#include "sim/report.h"
+#include "sim/snapshot_export.h"
+#include "sim_helpers.h"
 #include "test_util.h"
 
 using namespace fragsim::test;
@@ -206,6 +210,24 @@ TEST_CASE("export: PyTorch's torch.cuda._memory_viz reads the exported snapshot 
   }
 }
 
+// Before: the export of a best-fit run (one segment, the whole arena) read back under torch-caching
+// aborted: the device memory's bump pointer handed out the recorded segment's address a second time.
+TEST_CASE("export: a run of another policy exported as a snapshot replays under the snapshot's own policy") {
+  const std::string trace = std::string(FRAGSIM_SOURCE_DIR) + "/traces/samples/jax_train_small.jsonl";
+  for (const char* policy : {"best-fit", "first-fit", "xla-bfc"}) {
+    INFO(policy);
+    const std::string out = tmp_path(std::string("other_") + policy + ".pickle");
+    fragsim::RunResult r =
+        run_cmd({.trace = trace, .policy = policy}, fragsim::RunOutputs{.export_events = true}).result;
+    fragsim::export_snapshot(r, out);
+    CmdRun back = run_cmd({.trace = out});  // torch-caching, as for any snapshot
+    CHECK(back.json["policy"]["name"] == "torch-caching");
+    CHECK(back.json["completed"] == true);
+    CHECK(back.json["trace"]["allocs"] == r.allocs);  // every allocation of the run, read back
+    CHECK(back.json["peak_requested_bytes"] == fragsim::report_json(r)["peak_requested_bytes"]);
+  }
+}
+
 TEST_CASE("export: a policy that places nothing at an address is refused in one line, and no file is left") {
   const std::string out = tmp_path("none.pickle");
   std::remove(out.c_str());
@@ -274,13 +296,60 @@ TEST_CASE("diff: a run that now runs out of memory names the event, the device a
   CHECK(r.out.find("B runs out of memory at event " + ev) != std::string::npos);
 }
 
+// Before: buffers listed among one report's 20 largest but not the other's were called removed
+// (or added), though they were live there too, only not among its 20 largest.
+TEST_CASE("diff: a buffer is added or removed only when it was not live at the other run's peak") {
+  const std::string trace = std::string(FRAGSIM_SOURCE_DIR) + "/traces/samples/jax_train_small.jsonl";
+  // When each event's buffer was live: its alloc and free event indices (the header is no event).
+  std::map<std::uint64_t, std::pair<std::uint64_t, std::uint64_t>> life;
+  std::uint64_t index = 0;
+  for (const auto& e : read_jsonl(trace)) {
+    if (e.contains("fragsim_trace")) continue;
+    if (e["op"] == "alloc") life[e["id"].get<std::uint64_t>()] = {index, UINT64_MAX};
+    if (e["op"] == "free") life[e["id"].get<std::uint64_t>()].second = index;
+    ++index;
+  }
+  auto a = run_cmd({.trace = trace, .policy = "best-fit"}).json;
+  auto b = run_cmd({.trace = trace, .capacity = "1300MiB", .reserve = "0B", .policy = "best-fit"}).json;
+  nlohmann::json d = fragsim::diff_reports({a, "a"}, {b, "b"});
+  auto live_at = [&](const nlohmann::json& buf, std::uint64_t event) {
+    auto [from, to] = life.at(buf["id"].get<std::uint64_t>());
+    return from <= event && event < to;
+  };
+  const std::uint64_t peak_a = d["a"]["peak_event"], peak_b = d["b"]["peak_event"];
+  REQUIRE(peak_a != peak_b);
+  size_t listed = 0;
+  for (const auto& buf : d["buffers"]["removed"]) {
+    CHECK_FALSE(live_at(buf, peak_b));
+    ++listed;
+  }
+  for (const auto& buf : d["buffers"]["added"]) {
+    CHECK_FALSE(live_at(buf, peak_a));
+    ++listed;
+  }
+  CHECK(listed > 0);                              // the runs' peaks differ in what is live
+  CHECK(d["buffers"]["unknown"].get<int>() > 0);  // and some listed buffers cannot be told apart
+}
+
 TEST_CASE("diff: bad requests are one line naming what is wrong, exit 2") {
-  for (const std::string& args : {"diff " + kTrain, "diff " + kTrain + " --policies best-fit",
-                                  "diff " + kTrain + " " + kTrain + " --policies best-fit,first-fit"}) {
+  const std::string report = tmp_path("diff_bad.json");
+  REQUIRE(cli("run " + kTrain + " --json " + report).code == 0);
+  // Each request and what its one line must say (options that shape a replay are refused with
+  // reports, which are read as they are; a trace and a report are not two runs).
+  const std::pair<std::string, std::string> bad[] = {
+      {"diff " + kTrain, "give two traces"},
+      {"diff " + kTrain + " --policies best-fit", "exactly two"},
+      {"diff " + kTrain + " " + kTrain + " --policies best-fit,first-fit", "give one TRACE"},
+      {"diff " + report + " " + report + " --policies best-fit,ideal", "--policies applies to traces only"},
+      {"diff " + report + " " + report + " --capacity 1GiB --from 5", "--capacity, --from/--to apply to traces only"},
+      {"diff " + kTrain + " " + report, "not one of each"},
+      {"diff " + report, "give B"}};
+  for (const auto& [args, says] : bad) {
     INFO(args);
     auto r = cli(args);
     CHECK(r.code == 2);
     CHECK(std::count(r.err.begin(), r.err.end(), '\n') == 1);
+    CHECK(r.err.find(says) != std::string::npos);
   }
 }
 
@@ -360,7 +429,15 @@ TEST_CASE("viewer: diff --html shows both runs' timelines on one axis and the di
   std::string dom = rendered_dom(html);
   CHECK(dom.find("<div id=\"errors\"></div>") != std::string::npos);
   CHECK(dom.find("data-ready=\"1\"") != std::string::npos);
-  CHECK(dom.find(j["headline"][0].get<std::string>()) != std::string::npos);
+  // Every headline line, as the DOM serialises text ('>' as &gt;): the setup that differs first.
+  REQUIRE(j["headline"].size() >= 2);
+  CHECK(j["headline"][0].get<std::string>().rfind("set up differently: expandable_segments false -> true", 0) == 0);
+  for (const auto& h : j["headline"]) {
+    std::string text;
+    for (char c : h.get<std::string>())
+      text += c == '>' ? "&gt;" : c == '<' ? "&lt;" : c == '&' ? "&amp;" : std::string(1, c);
+    CHECK(dom.find(text) != std::string::npos);
+  }
 }
 
 TEST_CASE("diff: a failing check names the diff that shows what changed, and that diff runs") {

@@ -417,7 +417,9 @@ bool is_report(py::handle x) {
 DiffOutcome diff(py::handle a, py::handle b, py::dict opts) {
   Options o(std::move(opts));
   const std::string html = o.path("html"), label = o.str("label");
-  if (!b.is_none() && is_report(a) && is_report(b)) {
+  const bool a_report = is_report(a), b_report = !b.is_none() && is_report(b);
+  check_diff_inputs(a_report, b_report, !b.is_none(), request_of(o), policy_list(o), Window{});
+  if (a_report && b_report) {
     DiffInput ra, rb;
     ra.report = report_of(a, "A", &ra.name);
     rb.report = report_of(b, "B", &rb.name);
