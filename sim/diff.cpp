@@ -408,7 +408,10 @@ std::string diff_text(const J& d) {
                                      escape_terminal(o.value("cause", "")),
                                      o.contains("request") ? " (" + escape_terminal(o.value("request", "")) + ")" : "");
   };
-  fmt::format_to(out, "  first OOM: A {}; B {} — {}\n", oom(fo["a"]), oom(fo["b"]), fo["change"].get<std::string>());
+  if (fo["change"] == "none")
+    fmt::format_to(out, "  first OOM: none in either run\n");
+  else
+    fmt::format_to(out, "  first OOM: A {}; B {} — {}\n", oom(fo["a"]), oom(fo["b"]), fo["change"].get<std::string>());
   auto attribution_text = [&](const char* title, const J& at) {
     fmt::format_to(out, "  {} (A event {}, B event {}): live bytes {} -> {} ({})\n", title,
                    at["a_event"].is_null() ? "-" : at["a_event"].dump(),
