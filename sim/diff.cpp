@@ -242,6 +242,11 @@ J buffers(const J& ma, const J& mb, bool same_trace) {
           {"grown", grown},
           {"shrunk", shrunk},
           {"unknown", unknown},
+          {"unknown_note", unknown ? fmt::format("{} buffer(s) listed at one peak only, no larger than the other "
+                                                 "report's listed ones: they may be live there too (reports list "
+                                                 "the largest 20)",
+                                                 unknown)
+                                   : std::string()},
           {"note",
            "among the largest live buffers at each run's peak (the reports' top_buffers); a buffer one list "
            "has and the other lacks is added or removed only when the other list would have held it"}};
@@ -435,11 +440,7 @@ std::string diff_text(const J& d) {
     fmt::format_to(out, "  among the largest buffers at each peak, {} in B:\n", k);
     for (size_t i = 0; i < bs[k].size() && i < 8; ++i) fmt::format_to(out, "    {}\n", buffer_text(bs[k][i]));
   }
-  if (bs.value("unknown", 0) > 0)
-    fmt::format_to(out,
-                   "  {} buffer(s) listed at one peak only, no larger than the other report's listed ones: they "
-                   "may be live there too (reports list the largest 20)\n",
-                   bs["unknown"].get<std::uint64_t>());
+  if (bs.value("unknown", 0) > 0) fmt::format_to(out, "  {}\n", term(bs["unknown_note"]));
   return s;
 }
 

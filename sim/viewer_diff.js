@@ -75,8 +75,7 @@
       b.a_block_bytes === undefined ? "" : bytes(b.a_block_bytes), b.name || "id " + b.id,
       b.shape ? (b.dtype || "") + JSON.stringify(b.shape) : "", b.frame || ""])));
   });
-  if (bs.unknown) box.appendChild(el("p", { class: "note" }, bs.unknown + " buffer(s) listed at one peak only, no " +
-    "larger than the other report's listed ones: they may be live there too (reports list the largest 20)."));
+  if (bs.unknown) box.appendChild(el("p", { class: "note" }, bs.unknown_note + "."));
   // Reports diffed as they are carry no history: only a diff of traces has charts below.
   const charted = FS.data.runs.some((r) => r.timelines.length);
   box.appendChild(el("p", { class: "note" }, bs.note + (charted ? ". Below: both runs, their timelines on one x axis."

@@ -122,27 +122,37 @@ class Comparison(_builtins.list):
         return (_builtins.list, (_builtins.list(self),))
 
 
-class Sweep(_Result):
+class _Reported(_Result):
+    """A result whose native object gives the report and renders it."""
+
+    __slots__ = ()
+
+    def __init__(self, native):
+        super().__init__(native.report(), native)
+
+
+class _WithMarkdown(_Reported):
+    """A result the command also writes as Markdown (--markdown)."""
+
+    __slots__ = ()
+
+    def markdown(self):
+        """The Markdown the command writes with --markdown (e.g. for a CI job summary)."""
+        return self._native.markdown()
+
+
+class Sweep(_Reported):
     """`fragsim sweep`: {find, policy, value, setting, command, range, monotonic, runs, ...}.
     value (and setting, command) is None when no setting in range works."""
 
     __slots__ = ()
 
-    def __init__(self, native):
-        super().__init__(native.report(), native)
 
-
-class Check(_Result):
-    """`fragsim check`: {pass, tolerance_pct, items, notes}; pass is False on a regression."""
+class Check(_WithMarkdown):
+    """`fragsim check`: {pass, tolerance_pct, items, notes}; pass is False on a regression.
+    markdown() is the table --markdown writes."""
 
     __slots__ = ()
-
-    def __init__(self, native):
-        super().__init__(native.report(), native)
-
-    def markdown(self):
-        """A Markdown table (--markdown)."""
-        return self._native.markdown()
 
     def junit(self):
         """JUnit XML, one test case per figure (--junit)."""
@@ -153,19 +163,12 @@ class Check(_Result):
         return self._native.github(file)
 
 
-class Diff(_Result):
+class Diff(_WithMarkdown):
     """`fragsim diff`: fragsim_diff 1 (docs/report.md): each run's peaks and first OOM, per device
     and space, the live bytes at each peak by call site and frame, the buffers added, removed or
-    grown."""
+    grown. markdown() is what --markdown writes."""
 
     __slots__ = ()
-
-    def __init__(self, native):
-        super().__init__(native.report(), native)
-
-    def markdown(self):
-        """The diff as Markdown (--markdown), e.g. for a CI job summary."""
-        return self._native.markdown()
 
 
 class _Texted(_Result):
