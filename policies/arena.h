@@ -2,14 +2,14 @@
 // region), the shared state of the baseline allocators best-fit and first-fit.
 //
 //   chunks    — ChunkList: chunks tile the range, prev/next are physical neighbours.
-//   by_size   — free chunks except the free tail (the highest chunk), keyed (size, address); best
-//               fit = the smaller of lower_bound((r, 0)) and the tail. Keeping the tail apart
-//               makes the largest hole below the extent an O(1) lookup.
-//   by_addr   — free chunks keyed by address with subtree maxima (first fit only): the lowest
-//               fitting chunk in O(log n).
+//   by_size   — best fit's index: free chunks except the free tail (the highest chunk), keyed
+//               (size, address); best fit = the smaller of lower_bound((r, 0)) and the tail.
+//               Keeping the tail apart makes the largest hole below the extent a lookup.
+//   by_addr   — first fit's index instead: the same chunks keyed by address, with block maxima
+//               (addr_index.h); first fit = the lowest that fits, else the tail.
 //   owner     — handle → chunk.
 // Invariants (validate): the ChunkList's; no two free chunks are adjacent (coalescing);
-//   by_size holds exactly the free chunks but the tail, by_addr all of them (first fit only);
+//   the fit's index holds exactly the free chunks but the tail;
 //   allocated = Σ in-use chunk sizes.
 // Reserved memory is modelled as a brk-style heap: the extent up to the end of the highest
 // in-use chunk, rounded up to the space's granularity; holes below it are the fragmentation.
@@ -27,7 +27,7 @@ namespace fragsim {
 class Arena {
  public:
   static constexpr std::uint32_t kNone = 0xffffffffu;
-  // by_addr: keep the address-ordered index (first fit needs it; best fit does not).
+  // by_addr: index free chunks by address (first fit) instead of by size (best fit).
   Arena(Bytes capacity, Bytes alignment, Bytes granularity, bool by_addr);
 
   [[nodiscard]] std::uint32_t best_fit(Bytes r) const;   // kNone when nothing fits
@@ -45,6 +45,8 @@ class Arena {
   using Chunks = ChunkList<>;
   using Index = Chunks::Index;
   void insert_free(Index c);
+  void erase_free(Bytes size, Addr addr);
+  void rekey_free(Bytes size, Addr addr, Index c);
   Index tail() const { return chunks_.region_count() ? chunks_.region(0).last : Chunks::kNil; }
 
   Bytes capacity_, alignment_, granularity_;

@@ -240,41 +240,63 @@ TEST_CASE("AddrIndex: first fit, erase and in-place rekey against a std::map of 
   std::uint64_t s = 5;
   std::uint32_t next_id = 0;
   auto rnd = [&] { return (s = s * 6364136223846793005ULL + 1442695040888963407ULL) >> 33; };
-  for (int step = 0; step < 30000; ++step) {
-    std::uint64_t a = (rnd() % 20000) * 1024;
-    auto it = ref.lower_bound(a);
-    int what = static_cast<int>(rnd() % 4);
-    if (what == 0 || it == ref.end()) {
-      if (!ref.count(a)) {
-        Bytes size = 1 + rnd() % (1 << 20);
-        ref[a] = {size, next_id};
-        idx.insert(Addr(a), size, next_id++);
+  size_t most = 0;
+  std::uint64_t found_at = 0;  // the address of first fit's last answer, when have_found
+  bool have_found = false;
+  // Phases of inserts (out of 8 steps): balanced, filling to tens of thousands of holes (many
+  // leaves and groups of leaves), then draining to none (leaves merged away).
+  for (auto [inserts, steps] : {std::pair{2, 40000}, {6, 40000}, {0, 100000}}) {
+    for (int step = 0; step < steps; ++step) {
+      std::uint64_t a = (rnd() % 100000) * 1024;
+      auto it = ref.lower_bound(a);
+      // Half the time the entry first fit found last, as an allocator takes (covers its cache).
+      if (have_found && rnd() % 2) it = ref.find(found_at);
+      auto what = static_cast<int>(rnd() % 8);
+      if (what < inserts || it == ref.end()) {
+        if (!ref.count(a)) {
+          Bytes size = 1 + rnd() % (1 << 20);
+          ref[a] = {size, next_id};
+          idx.insert(Addr(a), size, next_id++);
+        }
+      } else if (what < inserts + (8 - inserts) / 2) {
+        idx.erase(Addr(it->first));
+        ref.erase(it);
+      } else {  // the key moves within the gap to its neighbours, as a taken front or a merge moves it
+        std::uint64_t at = it->first;
+        std::uint64_t lo = it == ref.begin() ? 0 : std::prev(it)->first + 1;
+        auto nx = std::next(it);
+        std::uint64_t hi = nx == ref.end() ? at + 4096 : nx->first - 1;
+        std::uint64_t na = lo + rnd() % (hi - lo + 1);
+        Bytes size = 1 + rnd() % (1 << 21);
+        ref.erase(it);
+        ref[na] = {size, next_id};
+        idx.rekey(Addr(at), Addr(na), size, next_id++);
       }
-    } else if (what == 1) {
-      idx.erase(Addr(it->first));
-      ref.erase(it);
-    } else {  // the key moves within the gap to its neighbours, as a taken front or a merge moves it
-      std::uint64_t at = it->first;
-      std::uint64_t lo = it == ref.begin() ? 0 : std::prev(it)->first + 1;
-      auto nx = std::next(it);
-      std::uint64_t hi = nx == ref.end() ? at + 4096 : nx->first - 1;
-      std::uint64_t na = lo + rnd() % (hi - lo + 1);
-      Bytes size = 1 + rnd() % (1 << 21);
-      ref.erase(it);
-      ref[na] = {size, next_id};
-      idx.rekey(Addr(at), Addr(na), size, next_id++);
+      REQUIRE(idx.size() == ref.size());
+      most = std::max(most, ref.size());
+      Bytes r = 1 + rnd() % (1 << 21);
+      std::uint32_t want = AddrIndex::kNone;
+      have_found = false;
+      for (const auto& [addr, v] : ref)
+        if (v.first >= r) {
+          want = v.second;
+          found_at = addr;
+          have_found = true;
+          break;
+        }
+      REQUIRE(idx.first_fit(r) == want);
+      if (step % 64 == 0 || ref.size() < 100) {
+        Bytes largest = 0;
+        for (const auto& [addr, v] : ref) largest = std::max(largest, v.first);
+        REQUIRE(idx.largest() == largest);
+        auto probe = ref.lower_bound((rnd() % 100000) * 1024);
+        if (probe != ref.end()) REQUIRE(idx.contains(Addr(probe->first)));
+        REQUIRE_FALSE(idx.contains(Addr(probe == ref.end() ? 0x7fffffffffffULL : probe->first + 1)));
+      }
     }
-    REQUIRE(idx.size() == ref.size());
-    Bytes r = 1 + rnd() % (1 << 21);
-    std::uint32_t want = AddrIndex::kNone;
-    Bytes largest = 0;
-    for (const auto& [addr, v] : ref) {
-      if (want == AddrIndex::kNone && v.first >= r) want = v.second;
-      largest = std::max(largest, v.first);
-    }
-    REQUIRE(idx.first_fit(r) == want);
-    REQUIRE(idx.largest() == largest);
   }
+  CHECK(most > 10000);      // several groups of leaves were in use
+  CHECK(ref.size() < 100);  // and the drain emptied most of them
 }
 
 TEST_CASE("LiveTable keeps (device, id) → handle through inserts, erases and growth") {
