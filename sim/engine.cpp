@@ -12,22 +12,23 @@ namespace fragsim {
 
 namespace {
 
+// Every field named (designated), so that no block of the request is cleared first.
 [[gnu::always_inline]] inline AllocRequest request_of(const Event& ev) {
-  AllocRequest r;
-  r.handle = ev.handle;
-  r.id = ev.id;
-  r.size = ev.size;
-  r.stream = ev.stream;
-  r.space = ev.space;
-  r.t = ev.t;
-  r.event_index = ev.index;
-  r.dtype = ev.dtype;
-  r.shape = ev.shape;
-  r.has_shape = ev.has(key::kShape);
-  if (ev.has(key::kPreTrace) && ev.has(key::kAddr)) r.seeded_at = ev.addr;
-  if (ev.has(key::kPreTrace) && ev.has(key::kBlockSize)) r.seeded_block = ev.block_size;
-  if (!ev.has(key::kPreTrace) && ev.has(key::kAddr)) r.recorded_addr = ev.addr;
-  return r;
+  const bool pre = ev.has(key::kPreTrace), addr = ev.has(key::kAddr);
+  return AllocRequest{.handle = ev.handle,
+                      .id = ev.id,
+                      .size = ev.size,
+                      .stream = ev.stream,
+                      .space = ev.space,
+                      .t = ev.t,
+                      .event_index = ev.index,
+                      .dtype = ev.dtype,
+                      .shape = ev.shape,
+                      .has_shape = ev.has(key::kShape),
+                      .seeded_at = pre && addr ? std::optional<Addr>(ev.addr) : std::nullopt,
+                      .seeded_block = pre && ev.has(key::kBlockSize) ? ev.block_size : 0,
+                      .seeded_extents = {},
+                      .recorded_addr = !pre && addr ? std::optional<Addr>(ev.addr) : std::nullopt};
 }
 
 Observation observation_of(const Event& ev) {
@@ -284,32 +285,27 @@ void Engine::run_deferred() {
 }
 
 // Spaces the hardware lacks fall back as GPU programs see them: collective buffers live in HBM.
-Space Engine::route(Space sp, const Event& ev) const {
-  Space r = route_[static_cast<int>(sp)];
-  if (r == Space::kCount)
-    throw InputError(opt_.trace, ev.line,
-                     fmt::format("space: hardware '{}' has no '{}' memory space", opt_.hw.name, space_name(sp)));
-  return r;
+void Engine::no_route(Space sp, const Event& ev) const {
+  throw InputError(opt_.trace, ev.line,
+                   fmt::format("space: hardware '{}' has no '{}' memory space", opt_.hw.name, space_name(sp)));
 }
 
-// Dense index of a (device, space): devices are numbered in order of appearance, so memory is
-// O(devices used) whatever ordinals the trace uses.
-std::uint32_t Engine::key(std::uint32_t device, Space sp) {
-  if (devices_.empty() || device != devices_[last_dense_]) {  // a map lookup only when the device changes
-    auto [it, fresh] = dense_.try_emplace(device, static_cast<std::uint32_t>(devices_.size()));
-    if (fresh) {
-      devices_kept_.spend(1);
-      devices_.push_back(device);
-      req_.resize(devices_.size() * kSpaces);
-      slot_index_.resize(devices_.size() * kSpaces, kNoSlot);
-    }
-    last_dense_ = it->second;
+// key() found another device than the event before's: a map lookup. A (device, space)'s key is a
+// dense index: devices are numbered in order of appearance, so memory is O(devices used)
+// whatever ordinals the trace uses.
+void Engine::new_device(std::uint32_t device) {
+  auto [it, fresh] = dense_.try_emplace(device, static_cast<std::uint32_t>(devices_.size()));
+  if (fresh) {
+    devices_kept_.spend(1);
+    devices_.push_back(device);
+    req_.resize(devices_.size() * kSpaces);
+    slot_index_.resize(devices_.size() * kSpaces, kNoSlot);
   }
-  return last_dense_ * kSpaces + static_cast<std::uint32_t>(sp);
+  last_dense_ = it->second;
 }
 
-std::uint32_t Engine::slot(std::uint32_t k, const Event& ev) {
-  if (slot_index_[k] != kNoSlot) return slot_index_[k];
+// The first event of a (device, space): its slot and policy.
+std::uint32_t Engine::new_slot(std::uint32_t k, const Event& ev) {
   std::uint32_t device = devices_[k / kSpaces];
   Space sp = static_cast<Space>(k % kSpaces);
   Slot s;

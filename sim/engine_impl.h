@@ -88,9 +88,23 @@ class Engine : public Scheduler {
   void free(const Event& ev);
   void observe(const Event& ev);
   void run_deferred();
-  Space route(Space sp, const Event& ev) const;
-  std::uint32_t key(std::uint32_t device, Space sp);
-  std::uint32_t slot(std::uint32_t k, const Event& ev);
+  // route, key and slot: the common case (a known space, the device of the event before, an
+  // existing slot) inline; the rest out of line.
+  Space route(Space sp, const Event& ev) const {
+    Space r = route_[static_cast<int>(sp)];
+    if (r == Space::kCount) no_route(sp, ev);
+    return r;
+  }
+  [[noreturn]] void no_route(Space sp, const Event& ev) const;
+  std::uint32_t key(std::uint32_t device, Space sp) {
+    if (devices_.empty() || device != devices_[last_dense_]) new_device(device);
+    return last_dense_ * kSpaces + static_cast<std::uint32_t>(sp);
+  }
+  void new_device(std::uint32_t device);
+  std::uint32_t slot(std::uint32_t k, const Event& ev) {
+    return slot_index_[k] != kNoSlot ? slot_index_[k] : new_slot(k, ev);
+  }
+  std::uint32_t new_slot(std::uint32_t k, const Event& ev);
   void account(std::uint32_t si);
   void check_fatal(const Slot& s, const Event& ev);
   void record_oom(std::uint32_t si, const Event& ev, const AllocRequest& rq);

@@ -4,15 +4,7 @@
 
 namespace fragsim {
 
-void Timeline::record(std::uint64_t index, const TimelinePoint& p) {
-  if (!points_.empty() && index < next_) {  // fold into the current point, keeping maxima
-    auto& q = points_.back();
-    q.requested = std::max(q.requested, p.requested);
-    q.allocated = std::max(q.allocated, p.allocated);
-    q.reserved = std::max(q.reserved, p.reserved);
-    q.fragmentation = std::max(q.fragmentation, p.fragmentation);
-    return;
-  }
+void Timeline::add(std::uint64_t index, const TimelinePoint& p) {
   points_.push_back(p);
   points_.back().event_index = index;
   next_ = index + stride_;
@@ -26,26 +18,6 @@ void Timeline::record(std::uint64_t index, const TimelinePoint& p) {
     stride_ *= 2;
     next_ = points_.back().event_index + stride_;
   }
-}
-
-bool SpaceMetrics::account(const Usage& u, std::uint64_t event_index, Bytes requested, bool timeline) {
-  bool new_peak = false;
-  if (u.allocated > peak_allocated_) {
-    peak_allocated_ = u.allocated;
-    at_peak_.allocated = u.allocated;
-    at_peak_.reserved = u.reserved;
-    at_peak_.largest_free = u.largest_free;
-    new_peak = true;
-  }
-  double f = fragmentation(u);
-  if (u.reserved > peak_reserved_) {
-    peak_reserved_ = u.reserved;
-    frag_at_peak_ = f;
-  }
-  frag_max_ = std::max(frag_max_, f);
-  last_ = u;
-  if (timeline) timeline_.record(event_index, {event_index, requested, u.allocated, u.reserved, f});
-  return new_peak;
 }
 
 void SpaceMetrics::finish(SpaceResult& r) {

@@ -8,6 +8,7 @@
 // A Timeline keeps at most kMaxTimelinePoints: a new point per `stride` events, folded into the
 // current one (keeping maxima) between; when full, neighbours merge and the stride doubles.
 #pragma once
+#include <algorithm>
 #include <cstdint>
 #include <vector>
 
@@ -20,10 +21,19 @@ inline Bytes saturate(ByteSum v) { return v > kTooLarge ? kTooLarge : static_cas
 
 class Timeline {
  public:
-  void record(std::uint64_t event_index, const TimelinePoint& p);
+  // Between strides (nearly every event) p folds into the current point, inline; else add().
+  void record(std::uint64_t event_index, const TimelinePoint& p) {
+    if (points_.empty() || event_index >= next_) return add(event_index, p);
+    auto& q = points_.back();
+    q.requested = std::max(q.requested, p.requested);
+    q.allocated = std::max(q.allocated, p.allocated);
+    q.reserved = std::max(q.reserved, p.reserved);
+    q.fragmentation = std::max(q.fragmentation, p.fragmentation);
+  }
   std::vector<TimelinePoint> take() { return std::move(points_); }
 
  private:
+  void add(std::uint64_t event_index, const TimelinePoint& p);
   std::vector<TimelinePoint> points_;
   std::uint64_t stride_ = 1, next_ = 0;
 };
@@ -32,7 +42,25 @@ class SpaceMetrics {
  public:
   // The space's usage after an event (requested: its live requested bytes); `timeline`: the event
   // is one the timeline shows (--from/--to). True when its allocated memory reached a new peak.
-  bool account(const Usage& u, std::uint64_t event_index, Bytes requested, bool timeline = true);
+  bool account(const Usage& u, std::uint64_t event_index, Bytes requested, bool timeline = true) {
+    bool new_peak = false;
+    if (u.allocated > peak_allocated_) {
+      peak_allocated_ = u.allocated;
+      at_peak_.allocated = u.allocated;
+      at_peak_.reserved = u.reserved;
+      at_peak_.largest_free = u.largest_free;
+      new_peak = true;
+    }
+    double f = fragmentation(u);
+    if (u.reserved > peak_reserved_) {
+      peak_reserved_ = u.reserved;
+      frag_at_peak_ = f;
+    }
+    frag_max_ = std::max(frag_max_, f);
+    last_ = u;
+    if (timeline) timeline_.record(event_index, {event_index, requested, u.allocated, u.reserved, f});
+    return new_peak;
+  }
   const Usage& last() const { return last_; }
   // Peaks and fragmentation into r; the timeline moves out.
   void finish(SpaceResult& r);

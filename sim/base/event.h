@@ -72,30 +72,32 @@ inline constexpr std::uint16_t kId = 1, kSize = 2, kT = 4, kStream = 8, kDevice 
 inline constexpr std::uint16_t kAll = 16383;
 }  // namespace key
 
+// The fields replay reads for every alloc and free come first, packed into the first 80 bytes
+// (two cache lines), so that handing batches of events from the reader's thread to the engine's
+// moves little more than that; names, shapes, stacks and message lines follow.
 struct Event {
   Op op = Op::kMark;
   std::uint16_t present = 0;  // key::* bits
+  Space space = Space::kHbm;
+  Dtype dtype = Dtype::kNone;
+  Space live_space = Space::kHbm;  // free: space of the allocation it frees (filled by the reader's LiveTable)
+  std::uint32_t device = 0;
+  Handle handle = kNoHandle;  // alloc: new handle; free: handle of the freed allocation (LiveTable)
   std::uint64_t index = 0;    // event_index: event lines from 0 in file order
-  std::uint64_t line = 0;     // 1-based line (or record) number in the source, for messages
   Tick t;                     // trace time unit; = index when absent
   AllocId id;
   Bytes size = 0;  // requested bytes (alloc), segment bytes (observations)
   std::int64_t stream = 0;
-  std::uint32_t device = 0;
-  Space space = Space::kHbm;
-  Dtype dtype = Dtype::kNone;
-  Addr addr;  // recorded address (observation), valid when present & kAddr
-  std::string name;
+  Addr addr;                // recorded address (observation), valid when present & kAddr
+  Bytes live_size = 0;      // free: requested size of the allocation it frees (LiveTable)
+  std::uint64_t stack = 0;  // alloc: the stack (defined by an earlier `stack` op) that allocated it
+  std::uint64_t line = 0;   // 1-based line (or record) number in the source, for messages
+  Bytes block_size = 0;     // pre-trace alloc: the block the recording allocator held for it, when known
   std::vector<std::uint64_t> shape;
-  std::uint64_t stack = 0;          // alloc: the stack (defined by an earlier `stack` op) that allocated it
-  Bytes block_size = 0;             // pre-trace alloc: the block the recording allocator held for it, when known
+  std::string name;
   std::vector<std::string> frames;  // stack op: "file:line function", innermost first
   // present & kPreTrace: the allocation (or segment) existed before the recording began; an
   // importer synthesised it from the recorded state, at the recorded address (`pre_trace`).
-  // Filled by the reader's LiveTable:
-  Handle handle = kNoHandle;       // alloc: new handle; free: handle of the freed allocation
-  Bytes live_size = 0;             // free: requested size of the allocation it frees
-  Space live_space = Space::kHbm;  // free: space of the allocation it frees
 
   bool has(std::uint16_t k) const { return (present & k) != 0; }
 };

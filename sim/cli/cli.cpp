@@ -80,8 +80,8 @@ bool to_stdout(std::initializer_list<std::string> outputs) {
     if (o == "-") return true;
   return false;
 }
-void write_if(const std::string& path, const std::string& content) {
-  if (!path.empty()) write_file_atomic(path, content);
+void write_if(const std::string& path, const std::function<std::string()>& content) {
+  if (!path.empty()) write_file_atomic(path, content());
 }
 
 void add_window_options(po::options_description& d, std::string* from, std::string* to) {

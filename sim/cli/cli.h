@@ -2,6 +2,7 @@
 // arguments named as the usage line names them, the thread and progress options, outputs.
 #pragma once
 #include <boost/program_options.hpp>
+#include <functional>
 #include <initializer_list>
 #include <string>
 #include <utility>
@@ -34,8 +35,9 @@ struct Threads {
 
 // True when one of the outputs is standard output (the text summary then stays off it).
 bool to_stdout(std::initializer_list<std::string> outputs);
-// Writes `content` to `path` unless the path is empty.
-void write_if(const std::string& path, const std::string& content);
+// Writes what `content` makes to `path` unless the path is empty (then nothing is made: a run
+// without --json does not build its JSON report).
+void write_if(const std::string& path, const std::function<std::string()>& content);
 
 // --from / --to (sim/window.h): the window of the run the HTML report shows.
 void add_window_options(po::options_description& d, std::string* from, std::string* to);

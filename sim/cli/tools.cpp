@@ -35,7 +35,7 @@ int cmd_validate(const Args& args, const Registry&) {
     return 0;
   v.json_out = json;  // run_validate checks it against every file it reads
   ValidateResult r = run_validate(v);
-  write_if(json, r.json.dump(2) + "\n");
+  write_if(json, [&] { return r.json.dump(2) + "\n"; });
   for (const auto& l : r.lines) std::cout << l << "\n";
   std::cout << (r.pass ? "validate: PASS\n" : "validate: FAIL\n");
   return r.pass ? 0 : 1;
@@ -51,7 +51,7 @@ int cmd_info(const Args& args, const Registry&) {
     return 0;
   check_outputs({trace}, {{"--json", json}});
   auto j = trace_info(trace, lenient);
-  write_if(json, j.dump(2) + "\n");
+  write_if(json, [&] { return j.dump(2) + "\n"; });
   if (!to_stdout({json})) std::cout << trace_info_text(j);
   return 0;
 }
