@@ -39,9 +39,16 @@
 //
 // Memory: where chunks merge into runs (equal or rounded sizes, a packed heap) the lists stay
 // small; where they do not (arbitrary sizes leave slivers between neighbours), each chunk would
-// stay a run in every node it meets. So the index holds at most kRunsPerInterval runs per
-// interval (256 bytes): past that it gives up for the rest of the plan, frees its lists, and the
-// caller scans — memory stays O(buffers) either way.
+// stay a run in every node it meets, about 2 · duration / block of them. So the index holds at
+// most kRunsPerInterval runs per interval (256 bytes). Past that it coarsens: blocks twice as
+// long (each chunk in about half as many nodes), every committed chunk inserted again, until the
+// runs fit the budget; the answers do not depend on the block length (only which queries hold a
+// whole block, and how many edge buffers they collect). Only when fewer than kMinBlocks blocks
+// would remain does it give up for the rest of the plan, free its lists, and leave the caller to
+// scan — memory stays O(buffers) either way. Coarsening rather than giving up is what keeps the
+// many-live pattern (tens of thousands live, arbitrary sizes) on the index: at 200k events the
+// 512-instant blocks exceed the budget within the first quarter of the plan, 2048-instant ones
+// do not.
 //
 // Empty chunks (lo == hi, only where offsets saturate at kTooLarge) are not indexed; the caller
 // drops the index once one exists (an empty chunk splits a gap in the scan, not in a union).
@@ -123,18 +130,14 @@ class RunList {
   // always is). Pre: p never decreases between calls with the same cursor.
   Gap next_fitting(Bytes p, Bytes size, Cursor& c) const {
     // The first run with lo > p (the gap before it ends after p): in the first block ending
-    // after p, or the next one.
+    // after p. Both searches gallop from the cursor: between calls p mostly moves a few runs on.
     if (c.block < blocks_.size() && last_hi_[c.block] <= p) {
-      c.block = static_cast<size_t>(
-          std::upper_bound(last_hi_.begin() + static_cast<std::ptrdiff_t>(c.block), last_hi_.end(), p) -
-          last_hi_.begin());
+      c.block = gallop(last_hi_.data(), c.block + 1, last_hi_.size(), [p](Bytes hi) { return hi <= p; });
       c.run = 0;
     }
     if (c.block < blocks_.size()) {
       const auto& runs = blocks_[c.block].runs;
-      c.run = static_cast<size_t>(std::upper_bound(runs.begin() + static_cast<std::ptrdiff_t>(c.run), runs.end(), p,
-                                                   [](Bytes v, const Run& r) { return v < r.lo; }) -
-                                  runs.begin());
+      c.run = gallop(runs.data(), c.run, runs.size(), [p](const Run& r) { return r.lo <= p; });
       if (c.run == runs.size()) {  // p lies in the block's last run
         ++c.block;
         c.run = 0;
@@ -161,6 +164,31 @@ class RunList {
 
  private:
   static constexpr size_t kBlockRuns = 32;  // a block splits in two above 2 × this
+  // The first index in [from, to) where `before` is false (it holds on a prefix of the range):
+  // steps that double from `from` until one lands past the prefix, then a binary search inside
+  // the last step — O(log distance) rather than O(log size).
+  template <class T, class Before>
+  static size_t gallop(const T* v, size_t from, size_t to, Before before) {
+    size_t lo = from;
+    for (size_t step = 1; lo < to && before(v[lo]); step *= 2) {
+      size_t next = lo + step;
+      if (next < to && before(v[next])) {
+        lo = next;
+        continue;
+      }
+      size_t hi = std::min(next, to);  // v[lo] is before, v[hi] (if any) is not
+      ++lo;
+      while (lo < hi) {
+        size_t mid = lo + (hi - lo) / 2;
+        if (before(v[mid]))
+          lo = mid + 1;
+        else
+          hi = mid;
+      }
+      return lo;
+    }
+    return lo;
+  }
   struct Block {
     std::vector<Run> runs;      // never empty (but while being filled)
     mutable Bytes max_gap = 0;  // the largest gap before one of these runs, unless stale
@@ -225,35 +253,35 @@ class BusyIndex {
     }
     by_start_ = sorted_by(start_);
     by_end_ = sorted_by(end_);
-    size_t blocks = times.empty() ? 1 : (times.size() + block_ - 1) / block_;
-    while (leaves_ < blocks) leaves_ *= 2;
-    lists_.resize(2 * leaves_);
+    instants_ = std::max<size_t>(times.size(), 1);
+    make_lists();
     lo_.assign(n_, 0);
     hi_.assign(n_, 0);
     committed_.assign(n_, 0);
   }
 
   // Commits interval i with its chunk [lo, hi) (lo < hi): into the list of every node that
-  // meets its blocks.
+  // meets its blocks; over the memory budget, coarser blocks (see the top) or none.
   void commit(size_t i, Bytes lo, Bytes hi) {
     committed_[i] = 1;
     lo_[i] = lo;
     hi_[i] = hi;
     if (!enabled_) return;
-    size_t p = start_[i] / block_ + leaves_, q = end_[i] / block_ + leaves_;
-    for (;; p /= 2, q /= 2) {
-      for (size_t node = p; node <= q; ++node) {
-        runs_ -= lists_[node].size();
-        lists_[node].insert(lo, hi);
-        runs_ += lists_[node].size();
+    insert(i);
+    while (runs_ > kRunsPerInterval * n_ + 64 * lists_.size()) {
+      if (instants_ / (2 * block_) < kMinBlocks) {
+        enabled_ = false;
+        std::vector<RunList>().swap(lists_);
+        return;
       }
-      if (p == 1) break;
-    }
-    if (runs_ > kRunsPerInterval * n_ + 64 * lists_.size()) {
-      enabled_ = false;
-      std::vector<RunList>().swap(lists_);
+      block_ *= 2;
+      ++coarsened_;
+      make_lists();
+      for (size_t j = 0; j < n_; ++j)
+        if (committed_[j]) insert(j);
     }
   }
+  size_t coarsened() const { return coarsened_; }  // times the blocks doubled
 
   // The best fit for interval i: the lowest offset of the smallest gap of at least `size`, or
   // U's end when no finite gap fits. False when the index cannot say: it is not enabled, or the
@@ -282,6 +310,27 @@ class BusyIndex {
 
  private:
   static constexpr size_t kRunsPerInterval = 16;  // the memory bound (see the top)
+  static constexpr size_t kMinBlocks = 8;         // no coarser than this many blocks: give up instead
+  // Empty lists for the current block length.
+  void make_lists() {
+    size_t blocks = (instants_ + block_ - 1) / block_;
+    leaves_ = 1;
+    while (leaves_ < blocks) leaves_ *= 2;
+    std::vector<RunList>(2 * leaves_).swap(lists_);
+    runs_ = 0;
+  }
+  // Committed interval i's chunk into the list of every node meeting its blocks.
+  void insert(size_t i) {
+    size_t p = start_[i] / block_ + leaves_, q = end_[i] / block_ + leaves_;
+    for (;; p /= 2, q /= 2) {
+      for (size_t node = p; node <= q; ++node) {
+        runs_ -= lists_[node].size();
+        lists_[node].insert(lo_[i], hi_[i]);
+        runs_ += lists_[node].size();
+      }
+      if (p == 1) break;
+    }
+  }
   // Calls f(node) for the canonical nodes of the blocks [first, last].
   template <class F>
   void canonical(size_t first, size_t last, F f) {
@@ -337,7 +386,9 @@ class BusyIndex {
     return found ? best_lo : p;
   }
 
-  size_t block_, n_, leaves_ = 1;
+  size_t block_, n_, leaves_ = 1;  // block_: instants per time block (doubles as the index coarsens)
+  size_t instants_ = 1;            // distinct instants
+  size_t coarsened_ = 0;
   std::vector<std::uint32_t> start_, end_;        // ranks of each interval's start and end
   std::vector<std::uint32_t> by_start_, by_end_;  // interval indices by start / end rank
   std::vector<RunList> lists_;  // segment tree over time blocks: the chunks that meet the node's blocks

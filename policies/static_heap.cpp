@@ -15,8 +15,8 @@
 //               scan_fit, the oracle, O(k log k) for k overlapping. plan_heap asks a BusyIndex
 //               (busy_index.h: unions of chunks per block of time, walked gap by fitting gap)
 //               for buffers that outlive a time block, and scans only the short-lived ones: the
-//               same plans (tests/test_structures.cpp compares them), at a cost that no longer
-//               grows with the number of buffers live at once.
+//               same plans (tests/test_structures.cpp compares them), at a cost that grows with
+//               the number of fitting gaps a buffer sees rather than with the buffers live at once.
 //   lower bound = peak of live bytes (NoFragmentationStatsHeap);
 //   fragmentation_size = heap_size − lower bound.
 // Replay: live buffers never overlap (validate), so the holes between them are kept in an
@@ -189,6 +189,7 @@ HeapPlan plan_heap(std::vector<HeapBuffer> bufs, bool spatial, Bytes alignment, 
     out.offset[b.id] = lo;
     out.heap = std::max(out.heap, end);
   }
+  if (index) out.coarsened = index->coarsened();
   return out;
 }
 

@@ -25,6 +25,7 @@ struct HeapPlan {
   std::unordered_map<std::uint64_t, Bytes> offset;  // alloc event index → offset
   Bytes heap = 0;                                   // the highest end
   size_t indexed = 0;                               // buffers the BusyIndex placed (kIndexed)
+  size_t coarsened = 0;                             // times the BusyIndex doubled its time blocks
 };
 
 // How each buffer's gap is found: kScan lists every committed buffer overlapping it in time and
