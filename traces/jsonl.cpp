@@ -154,26 +154,36 @@ enum class Key {
   kFrames,
   kShape
 };
+// k == lit, for a k already known to have lit's length: a fixed-length compare the compiler
+// turns into a load or two (string_view's == calls out to memcmp on every key of every line).
+template <size_t N>
+bool is(std::string_view k, const char (&lit)[N]) {
+  return std::memcmp(k.data(), lit, N - 1) == 0;
+}
+
 Key key_of(std::string_view k) {
   switch (k.size()) {
     case 1:
-      return k == "t" ? Key::kT : Key::kOther;
+      return k[0] == 't' ? Key::kT : Key::kOther;
     case 2:
-      return k == "op" ? Key::kOp : k == "id" ? Key::kId : Key::kOther;
+      return is(k, "op") ? Key::kOp : is(k, "id") ? Key::kId : Key::kOther;
     case 4:
-      return k == "size" ? Key::kSize : k == "name" ? Key::kName : k == "addr" ? Key::kAddr : Key::kOther;
+      return is(k, "size") ? Key::kSize : is(k, "name") ? Key::kName : is(k, "addr") ? Key::kAddr : Key::kOther;
     case 5:
-      return k == "space"   ? Key::kSpace
-             : k == "dtype" ? Key::kDtype
-             : k == "stack" ? Key::kStack
-             : k == "shape" ? Key::kShape
-                            : Key::kOther;
+      return is(k, "space")   ? Key::kSpace
+             : is(k, "dtype") ? Key::kDtype
+             : is(k, "stack") ? Key::kStack
+             : is(k, "shape") ? Key::kShape
+                              : Key::kOther;
     case 6:
-      return k == "stream" ? Key::kStream : k == "device" ? Key::kDevice : k == "frames" ? Key::kFrames : Key::kOther;
+      return is(k, "stream")   ? Key::kStream
+             : is(k, "device") ? Key::kDevice
+             : is(k, "frames") ? Key::kFrames
+                               : Key::kOther;
     case 9:
-      return k == "pre_trace" ? Key::kPreTrace : Key::kOther;
+      return is(k, "pre_trace") ? Key::kPreTrace : Key::kOther;
     case 10:
-      return k == "block_size" ? Key::kBlockSize : Key::kOther;
+      return is(k, "block_size") ? Key::kBlockSize : Key::kOther;
     default:
       return Key::kOther;
   }
@@ -270,11 +280,11 @@ struct LineChunk {
     text.append("{}\n");
     text.append(SIMDJSON_PADDING, ' ');
   }
-  // Hands the next parsed event out (swapped into ev); false when the chunk is done, after
+  // Hands the next parsed event out (taken into ev); false when the chunk is done, after
   // throwing its error if it has one.
   bool take(size_t& pos, Event& ev) {
     if (pos < parsed) {
-      std::swap(ev, events[pos++]);
+      take_event(ev, events[pos++]);
       return true;
     }
     if (error) std::rethrow_exception(error);
@@ -386,7 +396,12 @@ class LineParser {
           if (f.have_op) err(k, "duplicate key");
           f.have_op = true;
           std::string_view op = string(v, k);
-          if (!parse_op(op, &ev.op)) err(k, fmt::format("unknown op '{}'", op));
+          if (op.size() == 5 && is(op, "alloc"))  // the two ops of nearly every line, first
+            ev.op = Op::kAlloc;
+          else if (op.size() == 4 && is(op, "free"))
+            ev.op = Op::kFree;
+          else if (!parse_op(op, &ev.op))
+            err(k, fmt::format("unknown op '{}'", op));
           break;
         }
         case Key::kId:

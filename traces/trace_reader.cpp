@@ -73,6 +73,31 @@ void clear_decoded(Event& ev) {
   ev.handle = kNoHandle;
 }
 
+void take_event(Event& dst, Event& src) {
+  // Every field of Event is named below: one added to it must be added here too.
+  static_assert(sizeof(Event) == 176, "Event changed: update take_event");
+  dst.op = src.op;
+  dst.present = src.present;
+  dst.space = src.space;
+  dst.dtype = src.dtype;
+  dst.live_space = src.live_space;
+  dst.device = src.device;
+  dst.handle = src.handle;
+  dst.index = src.index;
+  dst.t = src.t;
+  dst.id = src.id;
+  dst.size = src.size;
+  dst.stream = src.stream;
+  dst.addr = src.addr;
+  dst.live_size = src.live_size;
+  dst.stack = src.stack;
+  dst.line = src.line;
+  dst.block_size = src.block_size;
+  if (!dst.shape.empty() || !src.shape.empty()) dst.shape.swap(src.shape);
+  if (!dst.name.empty() || !src.name.empty()) dst.name.swap(src.name);
+  if (!dst.frames.empty() || !src.frames.empty()) dst.frames.swap(src.frames);
+}
+
 bool TraceReader::next(Event& ev) {
   for (;;) {
     clear_decoded(ev);

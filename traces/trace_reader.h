@@ -25,6 +25,10 @@ struct ReaderOptions {
 
 // Resets every field a reader decodes (strings and vectors keep their capacity).
 void clear_decoded(Event& ev);
+// Moves a decoded event into dst, leaving src's fields behind in its place: the fixed fields are
+// copied and the name, shape and frames swapped only when one side holds some (a whole-Event swap
+// moves every container three times, for events that mostly have none).
+void take_event(Event& dst, Event& src);
 
 class TraceReader {
  public:
