@@ -287,6 +287,75 @@ TEST_CASE("JSONL in blocks: whitespace, CRLF, escaped and unknown keys read as t
   }
 }
 
+// Lines of the common shape are read by a strict scanner before the block path
+// (LineParser::plain_line); near misses must fall through to simdjson and read, or fail, exactly
+// as the line-by-line parser reads them.
+TEST_CASE("JSONL plain lines: the scanner's events and errors are the line-by-line parser's") {
+  const char* variants[] = {
+      R"({"op":"alloc","id":5,"size":10})",
+      R"(  { "op" : "alloc" ,	"id" : 6 , "size" : 10 , "t" : 900 }  )",
+      R"({"op":"alloc","id":7,"size":0,"device":4294967295,"stream":9223372036854775807,"addr":0,"block_size":8})",
+      R"({"op":"alloc","id":8,"size":1,"device":4294967296})",
+      R"({"op":"alloc","id":9,"size":1,"stream":9223372036854775808})",
+      R"({"op":"alloc","id":10,"size":1,"stream":-1})",
+      R"({"op":"alloc","id":9999999999999999999,"size":1})",
+      R"({"op":"alloc","id":18446744073709551615,"size":1})",
+      R"({"op":"alloc","id":18446744073709551616,"size":1})",
+      R"({"op":"alloc","id":011,"size":1})",
+      R"({"op":"alloc","id":12,"size":1.0})",
+      R"({"op":"alloc","id":13,"size":1e3})",
+      R"({"op":"alloc","id":14,"size":-1})",
+      R"({"op":"alloc","id":15,"id":16,"size":1})",
+      R"({"op":"alloc","op":"alloc","id":17,"size":1})",
+      R"({"op":"alloc","id":18})",
+      R"({"op":"free"})",
+      R"({"id":19,"size":1})",
+      R"({"op":"allocate","id":20,"size":1})",
+      R"({"op":"Alloc","id":21,"size":1})",
+      R"({"op":"alloc","id":22,"size":1}x)",
+      R"({"op":"alloc","id":23,"size":1,})",
+      R"({"op":"alloc","id":24,"size":1 2})",
+      R"({"op":"alloc" "id":25,"size":1})",
+      R"({"op":"alloc","id":26,"size":1,"stack":3})",
+      R"({"op":"alloc","id":27,"size":4,"block_size":2})",
+      R"({"op":"free","id":1001,"addr":null})",
+      R"({"op":"alloc","id":28,"size":1,"name":"n","x":[1]})",
+      R"({"op":"alloc","\u0069d":29,"size":1})",
+      R"({"op":"alloc","id":30,"size":1,"t":1000})",
+      R"({"op":"mark"})",
+      R"({})",
+  };
+  std::string before;
+  for (int i = 0; i < 50; ++i)
+    before += R"({"op":"alloc","id":)" + std::to_string(1000 + i) +
+              R"(,"size":64})"
+              "\n";
+  int errors = 0, k = 0;
+  for (const char* v : variants) {
+    std::string text = before + v + "\n" + R"({"op":"free","id":1000,"t":2000})" + "\n";
+    std::string name = "plain" + std::to_string(k++) + ".jsonl";
+    std::string msg = error_of(name, text), alone = error_of(name, text, {.line_by_line = true});
+    INFO(v << " -> " << msg);
+    CHECK(msg == alone);
+    CHECK(error_of(name, text, {.decode_threads = 2}) == msg);
+    if (!msg.empty()) {
+      ++errors;
+      CHECK(msg.find(name + ":51: ") != std::string::npos);
+      continue;
+    }
+    std::string p = write_text(name, text);
+    auto a = read_all(p), b = read_all(p, {.line_by_line = true});
+    same_events(a, b);
+    for (size_t i = 0; i < a.size(); ++i) {
+      CHECK(a[i].line == b[i].line);
+      CHECK(a[i].block_size == b[i].block_size);
+      CHECK(a[i].stack == b[i].stack);
+      CHECK(a[i].handle == b[i].handle);
+    }
+  }
+  CHECK(errors == 21);  // every variant that is not a valid event line fails, as simdjson reads it
+}
+
 TEST_CASE("JSONL parsed on worker threads: the same events, and the first error in file order") {
   // 30,000 events (15 chunks of the parallel reader), with blank and CRLF lines among them.
   std::string p = tmp_path("par.jsonl");

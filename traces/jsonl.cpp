@@ -324,7 +324,10 @@ class LineParser {
     if (c.events.size() < c.lines.size()) c.events.resize(c.lines.size());
     size_t i = 0;
     try {
-      if (blocks_) i = parse_block(c);
+      if (blocks_) {
+        while (i < c.lines.size() && plain_line(c.line(i), start_event(c, i))) ++i;
+        i += parse_block(c, i);
+      }
       for (; i < c.lines.size(); ++i) parse(c.line(i), start_event(c, i));
     } catch (...) {
       c.error = std::current_exception();
@@ -354,15 +357,15 @@ class LineParser {
   // quote state at the '{' is the same), nothing trails it, and it ends within the line. At the
   // first line that is not so, or that fails any check, the chunk's remaining lines go through
   // parse(), which finds the error and words it. Returns how many lines were decoded.
-  size_t parse_block(LineChunk& c) {
-    size_t n = c.lines.size(), base = n ? c.doc_start(0) : std::string_view::npos;
+  size_t parse_block(LineChunk& c, size_t from) {
+    size_t n = c.lines.size(), base = from < n ? c.doc_start(from) : std::string_view::npos;
     if (base == std::string_view::npos || c.sentinel + 2 - base > kBlockBatch) return 0;
     od::document_stream docs;
     if (block_parser_.iterate_many(c.text.data() + base, c.sentinel + 2 - base, kBlockBatch).get(docs)) return 0;
     auto it = docs.begin();  // its first document is at base, then current_index() says where each starts
     auto at = [&](size_t where) { return it != docs.end() && !it.error() && base + it.current_index() == where; };
     block_ = true;
-    size_t i = 0;
+    size_t i = from;
     try {
       for (; i < n; ++i) {
         Event& ev = start_event(c, i);
@@ -377,7 +380,122 @@ class LineParser {
     } catch (const Retry&) {
     }
     block_ = false;
-    return i;
+    return i - from;
+  }
+
+  // The plain path, before the block path: a line of the shape almost every trace line has — an
+  // object whose keys are op (the string alloc or free), id, size, t, stream, device, addr,
+  // block_size or stack (each an unsigned integer of at most 19 digits, so no overflow), with
+  // spaces or tabs between tokens (and a CR at the end) — is read by a strict scanner. Anything else (another key or
+  // value form, escapes, a duplicate key, bytes after the object) returns false before ev is
+  // used, and the block or line path decides, as it would have without this one: so a line it
+  // takes decodes to the same event and fails finish() with the same message.
+  bool plain_line(std::string_view line, Event& ev) {
+    // The line is followed by '\n' in its chunk (LineChunk::fill): every loop below stops there
+    // without a bounds check, and the end is checked once, after the object.
+    const char* p = line.data();
+    const char* const end = p + line.size();
+    auto ws = [&] {
+      while (*p == ' ' || *p == '\t') ++p;
+    };
+    auto number = [&](std::uint64_t* out) {
+      const char* start = p;
+      std::uint64_t x = 0;
+      for (unsigned d; (d = static_cast<unsigned char>(*p) - unsigned{'0'}) < 10; ++p) x = x * 10 + d;
+      const auto digits = p - start;
+      *out = x;
+      return digits > 0 && digits <= 19 && (*start != '0' || digits == 1);
+    };
+    Fields f;
+    ws();
+    if (*p++ != '{') return false;
+    for (;;) {
+      ws();
+      if (*p++ != '"') return false;
+      const char* k0 = p;
+      while (static_cast<unsigned char>(*p) - unsigned{'a'} < 26 || *p == '_') ++p;
+      if (*p != '"') return false;
+      const std::string_view k(k0, static_cast<size_t>(p - k0));
+      ++p;
+      ws();
+      if (*p++ != ':') return false;
+      ws();
+      std::uint64_t x = 0;
+      std::uint16_t bit = 0;
+      switch (key_of(k)) {
+        case Key::kOp: {
+          if (f.have_op || *p++ != '"') return false;
+          const char* v0 = p;
+          while (static_cast<unsigned char>(*p) - unsigned{'a'} < 26) ++p;
+          if (*p != '"') return false;
+          const std::string_view op(v0, static_cast<size_t>(p - v0));
+          ++p;
+          if (op.size() == 5 && is(op, "alloc"))
+            ev.op = Op::kAlloc;
+          else if (op.size() == 4 && is(op, "free"))
+            ev.op = Op::kFree;
+          else
+            return false;
+          f.have_op = true;
+          break;
+        }
+        case Key::kId:
+          if (!number(&x)) return false;
+          bit = key::kId;
+          ev.id = AllocId(x);
+          break;
+        case Key::kSize:
+          if (!number(&x)) return false;
+          bit = key::kSize;
+          ev.size = x;
+          break;
+        case Key::kT:
+          if (!number(&x)) return false;
+          bit = key::kT;
+          ev.t = Tick(x);
+          break;
+        case Key::kStream:
+          if (!number(&x) || x > static_cast<std::uint64_t>(INT64_MAX)) return false;
+          bit = key::kStream;
+          ev.stream = static_cast<std::int64_t>(x);
+          break;
+        case Key::kDevice:
+          if (!number(&x) || x > UINT32_MAX) return false;
+          bit = key::kDevice;
+          ev.device = static_cast<std::uint32_t>(x);
+          break;
+        case Key::kAddr:
+          if (!number(&x)) return false;
+          bit = key::kAddr;
+          ev.addr = Addr(x);
+          break;
+        case Key::kBlockSize:
+          if (!number(&x)) return false;
+          bit = key::kBlockSize;
+          ev.block_size = x;
+          break;
+        case Key::kStack:
+          if (!number(&x)) return false;
+          bit = key::kStack;
+          ev.stack = x;
+          break;
+        default:
+          return false;
+      }
+      if (f.seen & bit) return false;
+      f.seen |= bit;
+      ws();
+      const char sep = *p++;
+      if (sep == '}') break;
+      if (sep != ',') return false;
+    }
+    ws();
+    if (*p == '\r') ++p;  // a CRLF line's CR
+    if (p != end) return false;
+    line_ = ev.line;
+    text_ = line;
+    finish(f, ev);
+    return true;
   }
 
   // Decodes the object's fields into ev.
