@@ -1,7 +1,10 @@
 // JSONL trace reader and writer (specs/contracts.md §1, docs/trace-format.md).
 //
-// Event lines are parsed by simdjson's On Demand API (Debian's libsimdjson-dev, 3.x) a chunk of
-// lines at a time: one first stage (iterate_many) checks the chunk's UTF-8, string escapes and
+// Event lines of the common shape — op alloc or free and unsigned integer keys, as generators,
+// converters and most writers emit them — are read first by a strict scanner
+// (LineParser::plain_line) that takes only lines it reads exactly as simdjson would and hands any
+// other line on. The rest are parsed by simdjson's On Demand API (Debian's libsimdjson-dev, 3.x) a
+// chunk of lines at a time: one first stage (iterate_many) checks the chunk's UTF-8, string escapes and
 // structure and indexes it, then each line's document is decoded (LineParser::parse_block). Any
 // line the block path doubts — its document does not start where the line does, the next one not
 // where the next line does, or a check fails — goes to the line-by-line parser (one first stage
