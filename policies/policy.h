@@ -232,8 +232,9 @@ class AllocatorPolicy {
     return {};
   }
   // Non-empty when the real allocator would have aborted the process (e.g. a CHECK failure);
-  // the engine then stops the replay and reports it.
-  virtual std::string_view fatal_error() const { return {}; }
+  // the engine then stops the replay and reports it. Not virtual: the engine asks after every
+  // event; a policy that can abort writes fatal_.
+  std::string_view fatal_error() const { return fatal_; }
   // A short name for the kind of OOM when it is not the ordinary one (e.g. "scoped_vmem_limit").
   virtual std::string oom_kind(const AllocRequest& req) const {
     (void)req;
@@ -247,6 +248,9 @@ class AllocatorPolicy {
   // Appends the memory it holds (regions and their blocks). Policies that place nothing leave it
   // empty. O(blocks): called for reports only.
   virtual void memory_map(MemoryMap* out) const { (void)out; }
+
+ protected:
+  std::string fatal_;  // see fatal_error()
 };
 
 using PolicyBuilder = std::function<std::unique_ptr<AllocatorPolicy>(const PolicyContext&)>;

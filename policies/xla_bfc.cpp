@@ -668,7 +668,6 @@ class XlaBfcPolicy : public AllocatorPolicy {
                        req.size);
   }
 
-  std::string_view fatal_error() const override { return fatal_; }
   void memory_map(MemoryMap* out) const override {
     main_.memory_map(out);
     if (collective_) collective_->memory_map(out);
@@ -707,7 +706,6 @@ class XlaBfcPolicy : public AllocatorPolicy {
   DeviceMemory* dev_;
   std::vector<std::pair<Bfc*, std::int32_t>> owner_;
   std::map<Handle, std::vector<std::int32_t>> more_chunks_;  // seeded extents after the first, per handle
-  std::string fatal_;
 };
 
 // What an XProf capture recorded about this device's BFC (traces/xprof_capture.h): its limit and

@@ -363,11 +363,8 @@ void Engine::account(std::uint32_t si) {
   if (perfetto_) perfetto_->counter(now_, s.device, s.space, u.allocated, u.reserved, fragmentation(u));
 }
 
-void Engine::check_fatal(const Slot& s, const Event& ev) {
-  if (!out_.fatal.empty()) return;
-  std::string_view f = s.policy->fatal_error();
-  if (f.empty()) return;
-  out_.fatal = f;
+void Engine::stop_fatal(const Slot& s, const Event& ev) {
+  out_.fatal = s.policy->fatal_error();
   out_.fatal_event = ev.index;
   out_.completed = false;
   out_.stopped_early = true;

@@ -106,7 +106,10 @@ class Engine : public Scheduler {
   }
   std::uint32_t new_slot(std::uint32_t k, const Event& ev);
   void account(std::uint32_t si);
-  void check_fatal(const Slot& s, const Event& ev);
+  void check_fatal(const Slot& s, const Event& ev) {
+    if (out_.fatal.empty() && !s.policy->fatal_error().empty()) stop_fatal(s, ev);
+  }
+  void stop_fatal(const Slot& s, const Event& ev);
   void record_oom(std::uint32_t si, const Event& ev, const AllocRequest& rq);
   // --follow-recording: the recorded address wins (sim/recording_fidelity.h); buffers the policy
   // placed in its way leave the simulated state.

@@ -72,9 +72,9 @@ inline constexpr std::uint16_t kId = 1, kSize = 2, kT = 4, kStream = 8, kDevice 
 inline constexpr std::uint16_t kAll = 16383;
 }  // namespace key
 
-// The fields replay reads for every alloc and free come first, packed into the first 80 bytes
-// (two cache lines), so that handing batches of events from the reader's thread to the engine's
-// moves little more than that; names, shapes, stacks and message lines follow.
+// The fields replay reads for every alloc and free come first, packed into the first 96 bytes
+// (the shape's pointers last), so that handing batches of events from the reader's thread to the
+// engine's moves little more than that; stacks, message lines, names and frames follow.
 struct Event {
   Op op = Op::kMark;
   std::uint16_t present = 0;  // key::* bits
