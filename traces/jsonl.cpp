@@ -393,6 +393,39 @@ class LineParser {
   // value form, escapes, a duplicate key, bytes after the object) returns false before ev is
   // used, and the block or line path decides, as it would have without this one: so a line it
   // takes decodes to the same event and fails finish() with the same message.
+  // An integer key's value x into ev, for plain_line: the key's bit, or 0 when the key is not one
+  // of its integer keys or x is out of the key's range (the other paths then word the error).
+  static std::uint16_t plain_integer(Key key, std::uint64_t x, Event& ev) {
+    switch (key) {
+      case Key::kId:
+        ev.id = AllocId(x);
+        return key::kId;
+      case Key::kSize:
+        ev.size = x;
+        return key::kSize;
+      case Key::kT:
+        ev.t = Tick(x);
+        return key::kT;
+      case Key::kStream:
+        ev.stream = static_cast<std::int64_t>(x);
+        return x > static_cast<std::uint64_t>(INT64_MAX) ? 0 : key::kStream;
+      case Key::kDevice:
+        ev.device = static_cast<std::uint32_t>(x);
+        return x > UINT32_MAX ? 0 : key::kDevice;
+      case Key::kAddr:
+        ev.addr = Addr(x);
+        return key::kAddr;
+      case Key::kBlockSize:
+        ev.block_size = x;
+        return key::kBlockSize;
+      case Key::kStack:
+        ev.stack = x;
+        return key::kStack;
+      default:
+        return 0;
+    }
+  }
+
   bool plain_line(std::string_view line, Event& ev) {
     // The line is followed by '\n' in its chunk (LineChunk::fill): every loop below stops there
     // without a bounds check, and the end is checked once, after the object.
@@ -425,7 +458,8 @@ class LineParser {
       ws();
       std::uint64_t x = 0;
       std::uint16_t bit = 0;
-      switch (key_of(k)) {
+      const Key key = key_of(k);
+      switch (key) {
         case Key::kOp: {
           if (f.have_op || *p++ != '"') return false;
           const char* v0 = p;
@@ -442,48 +476,8 @@ class LineParser {
           f.have_op = true;
           break;
         }
-        case Key::kId:
-          if (!number(&x)) return false;
-          bit = key::kId;
-          ev.id = AllocId(x);
-          break;
-        case Key::kSize:
-          if (!number(&x)) return false;
-          bit = key::kSize;
-          ev.size = x;
-          break;
-        case Key::kT:
-          if (!number(&x)) return false;
-          bit = key::kT;
-          ev.t = Tick(x);
-          break;
-        case Key::kStream:
-          if (!number(&x) || x > static_cast<std::uint64_t>(INT64_MAX)) return false;
-          bit = key::kStream;
-          ev.stream = static_cast<std::int64_t>(x);
-          break;
-        case Key::kDevice:
-          if (!number(&x) || x > UINT32_MAX) return false;
-          bit = key::kDevice;
-          ev.device = static_cast<std::uint32_t>(x);
-          break;
-        case Key::kAddr:
-          if (!number(&x)) return false;
-          bit = key::kAddr;
-          ev.addr = Addr(x);
-          break;
-        case Key::kBlockSize:
-          if (!number(&x)) return false;
-          bit = key::kBlockSize;
-          ev.block_size = x;
-          break;
-        case Key::kStack:
-          if (!number(&x)) return false;
-          bit = key::kStack;
-          ev.stack = x;
-          break;
-        default:
-          return false;
+        default:  // an integer key, or not one for this path
+          if (!number(&x) || !(bit = plain_integer(key, x, ev))) return false;
       }
       if (f.seen & bit) return false;
       f.seen |= bit;
