@@ -11,9 +11,10 @@
 // capture) or alone. The whole range counts as reserved (the runtime owns all HBM).
 #include <fmt/format.h>
 
-#include <map>
 #include <vector>
 
+#include "policies/chunk_list.h"
+#include "policies/memory_map.h"
 #include "policies/policy.h"
 #include "policies/size_index.h"
 #include "sim/base/error.h"
@@ -28,62 +29,49 @@ class TpuRuntimePolicy : public AllocatorPolicy {
  public:
   Bytes limit() const override { return limit_; }
   explicit TpuRuntimePolicy(Bytes limit) : limit_(round_down(limit, kTpuRuntimeUnit)) {
-    if (limit_) add_hole(0, limit_);
+    if (limit_) index_free(chunks_.region(chunks_.add_region(Addr(0), limit_)).first);
   }
 
   Placement allocate(const AllocRequest& req) override {
     Bytes r = rounded_size(req);
-    if (r == kTooLarge || r > limit_) return Placement::failed();
+    if (r == 0 || r == kTooLarge || r > limit_) return Placement::failed();
     // Smallest hole >= r; among equal sizes the highest address (indexed by (size, ~addr)).
     const SizeIndex::Entry* e = by_size_.lower_bound(r);
     if (!e) return Placement::failed();
-    Bytes size = e->size;
-    Bytes start = ~e->addr.value();  // stored inverted so that higher addresses come first
-    Bytes addr = start + size - r;
-    // The hole keeps its start: its size changes in place (no map node made or freed).
-    by_size_.erase(size, Addr(~start));
-    auto hole = holes_.find(start);
+    auto c = static_cast<Chunks::Index>(e->id);
+    const Bytes size = e->size;
+    by_size_.erase(size, e->addr);
+    // The block is the hole's top r bytes; the hole keeps its start and the rest.
     if (size > r) {
-      hole->second = size - r;
-      by_size_.insert({size - r, Addr(~start), 0});
-    } else {
-      holes_.erase(hole);
+      Chunks::Index top = chunks_.split(c, size - r);
+      index_free(c);
+      c = top;
     }
-    if (req.handle >= live_.size()) live_.resize(req.handle + 1, {0, 0});
-    live_[req.handle] = {addr, r};
+    chunks_.set_in_use(c, true);
+    if (req.handle >= owner_.size()) owner_.resize(req.handle + 1, Chunks::kNil);
+    owner_[req.handle] = c;
     allocated_ += r;
-    return Placement::at(Addr(addr), r, 0, Addr(0));
+    return Placement::at(chunks_.chunk(c).addr, r, 0, Addr(0));
   }
 
   void release(Handle h) override {
-    auto [addr, size] = live_[h];
-    live_[h] = {0, 0};
-    allocated_ -= size;
-    // The freed block joins the holes that touch it; a hole that grows keeps its map node.
-    const Bytes end = addr + size;
-    auto next = holes_.lower_bound(end);  // holes never overlap a live block
-    const bool join_next = next != holes_.end() && next->first == end;
-    auto prev = next == holes_.begin() ? holes_.end() : std::prev(next);
-    const bool join_prev = prev != holes_.end() && prev->first + prev->second == addr;
-    Bytes grown = size;
-    if (join_next) {
-      grown += next->second;
-      by_size_.erase(next->second, Addr(~next->first));
+    Chunks::Index c = owner_[h];
+    owner_[h] = Chunks::kNil;
+    allocated_ -= chunks_.chunk(c).size;
+    chunks_.set_in_use(c, false);
+    // The freed block joins the holes that touch it.
+    Chunks::Index n = chunks_.chunk(c).next;
+    if (n != Chunks::kNil && !chunks_.chunk(n).in_use) {
+      unindex_free(n);
+      chunks_.merge_next(c);
     }
-    if (join_prev) {
-      by_size_.erase(prev->second, Addr(~prev->first));
-      prev->second += grown;
-      by_size_.insert({prev->second, Addr(~prev->first), 0});
-      if (join_next) holes_.erase(next);
-    } else if (join_next) {  // the next hole now starts at addr: its node rekeyed
-      auto node = holes_.extract(next);
-      node.key() = addr;
-      node.mapped() = grown;
-      holes_.insert(std::move(node));
-      by_size_.insert({grown, Addr(~addr), 0});
-    } else {
-      add_hole(addr, grown);
+    Chunks::Index p = chunks_.chunk(c).prev;
+    if (p != Chunks::kNil && !chunks_.chunk(p).in_use) {
+      unindex_free(p);
+      chunks_.merge_next(p);
+      c = p;
     }
+    index_free(c);
   }
 
   Bytes rounded_size(const AllocRequest& req) const override { return round_up_sat(req.size, kTpuRuntimeUnit); }
@@ -94,51 +82,48 @@ class TpuRuntimePolicy : public AllocatorPolicy {
   }
 
   nlohmann::json stats() const override {
-    return {{"limit_bytes", limit_}, {"bytes_in_use", allocated_}, {"free_holes", holes_.size()}};
+    return {{"limit_bytes", limit_}, {"bytes_in_use", allocated_}, {"free_holes", by_size_.size()}};
   }
 
-  void memory_map(MemoryMap* out) const override {
-    if (!limit_) return;
-    out->regions.push_back({Addr(0), limit_, 0});
-    std::map<Bytes, std::pair<Bytes, bool>> blocks;  // addr → (size, in use)
-    for (const auto& [a, s] : holes_) blocks[a] = {s, false};
-    for (const auto& [a, s] : live_)
-      if (s) blocks[a] = {s, true};
-    for (const auto& [a, v] : blocks) out->blocks.push_back({Addr(a), v.first, v.second, true});
-  }
+  void memory_map(MemoryMap* out) const override { append_memory_map(chunks_, out); }
 
   std::string describe_oom(const AllocRequest& req) const override {
     Usage u = usage();
     return fmt::format(
         "    (tpu-runtime) {} B requested, {} B rounded; {} B free in {} holes, the largest {} B; limit {} B\n",
-        req.size, rounded_size(req), u.available, holes_.size(), u.largest_free, limit_);
+        req.size, rounded_size(req), u.available, by_size_.size(), u.largest_free, limit_);
   }
 
   void validate() const override {
-    Bytes free = 0, prev_end = 0;
-    bool first = true;
-    for (const auto& [a, s] : holes_) {
-      FRAGSIM_CHECK(s > 0 && a + s <= limit_, "tpu-runtime: a hole outside the limit");
-      FRAGSIM_CHECK(first || a > prev_end, "tpu-runtime: adjacent or overlapping holes");
-      FRAGSIM_CHECK(by_size_.contains(s, Addr(~a)), "tpu-runtime: hole index stale");
-      free += s;
-      prev_end = a + s;
-      first = false;
-    }
-    FRAGSIM_CHECK(by_size_.size() == holes_.size(), "tpu-runtime: hole index size stale");
-    FRAGSIM_CHECK(free + allocated_ == limit_, "tpu-runtime: free + allocated != limit");
+    Bytes allocated = 0;
+    size_t holes = 0;
+    chunks_.validate("tpu-runtime", [&](Chunks::Index c) {
+      const auto& ch = chunks_.chunk(c);
+      if (ch.in_use) {
+        allocated += ch.size;
+        return;
+      }
+      ++holes;
+      FRAGSIM_CHECK(ch.prev == Chunks::kNil || chunks_.chunk(ch.prev).in_use, "tpu-runtime: adjacent holes");
+      FRAGSIM_CHECK(by_size_.contains(ch.size, Addr(~ch.addr.value())), "tpu-runtime: hole index stale");
+    });
+    FRAGSIM_CHECK(by_size_.size() == holes, "tpu-runtime: hole index size stale");
+    FRAGSIM_CHECK(allocated == allocated_, "tpu-runtime: allocated != the in-use blocks");
   }
 
  private:
-  void add_hole(Bytes a, Bytes s) {
-    holes_[a] = s;
-    by_size_.insert({s, Addr(~a), 0});
+  using Chunks = ChunkList<>;
+  void index_free(Chunks::Index c) {
+    const auto& ch = chunks_.chunk(c);
+    by_size_.insert({ch.size, Addr(~ch.addr.value()), static_cast<std::uint32_t>(c)});
   }
+  void unindex_free(Chunks::Index c) { by_size_.erase(chunks_.chunk(c).size, Addr(~chunks_.chunk(c).addr.value())); }
+
   Bytes limit_;
   Bytes allocated_ = 0;
-  std::map<Bytes, Bytes> holes_;               // start → size
-  SizeIndex by_size_;                          // (size, ~start)
-  std::vector<std::pair<Bytes, Bytes>> live_;  // handle → (addr, block)
+  Chunks chunks_;                     // [0, limit) as holes and blocks, neighbours linked
+  SizeIndex by_size_;                 // the holes by (size, ~start), id = chunk
+  std::vector<Chunks::Index> owner_;  // handle → its block's chunk
 };
 
 }  // namespace
