@@ -44,11 +44,16 @@ void Arena::rekey_free(Bytes size, Addr addr, Index c) {
   }
 }
 
+// The free tail when it holds r bytes, else kNil.
+Arena::Index Arena::fitting_tail(Bytes r) const {
+  Index t = tail();
+  return t != Chunks::kNil && !chunks_.chunk(t).in_use && chunks_.chunk(t).size >= r ? t : Chunks::kNil;
+}
+
 std::uint32_t Arena::best_fit(Bytes r) const {
   if (r == 0 || r == kTooLarge) return kNone;
   const auto* e = by_size_.lower_bound(r);
-  Index t = tail();
-  if (t != Chunks::kNil && !chunks_.chunk(t).in_use && chunks_.chunk(t).size >= r) {
+  if (Index t = fitting_tail(r); t != Chunks::kNil) {
     const auto& tc = chunks_.chunk(t);
     if (!e || tc.size < e->size || (tc.size == e->size && tc.addr < e->addr)) return static_cast<std::uint32_t>(t);
   }
@@ -60,9 +65,8 @@ std::uint32_t Arena::first_fit(Bytes r) const {
   if (r == 0 || r == kTooLarge) return kNone;
   std::uint32_t c = by_addr_.first_fit(r);
   if (c != AddrIndex::kNone) return c;
-  Index t = tail();
-  if (t != Chunks::kNil && !chunks_.chunk(t).in_use && chunks_.chunk(t).size >= r) return static_cast<std::uint32_t>(t);
-  return kNone;
+  Index t = fitting_tail(r);
+  return t != Chunks::kNil ? static_cast<std::uint32_t>(t) : kNone;
 }
 
 Addr Arena::take(std::uint32_t cu, Bytes r, Handle h) {

@@ -48,6 +48,7 @@ class Arena {
   void erase_free(Bytes size, Addr addr);
   void rekey_free(Bytes size, Addr addr, Index c);
   Index tail() const { return chunks_.region_count() ? chunks_.region(0).last : Chunks::kNil; }
+  Index fitting_tail(Bytes r) const;
 
   Bytes capacity_, alignment_, granularity_;
   Chunks chunks_;

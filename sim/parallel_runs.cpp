@@ -119,23 +119,6 @@ class BatchStream {
   End end_;
 };
 
-// Feeds a batch the reader's thread wrote: the cache lines of each event's first 96 bytes (what
-// replay reads, sim/base/event.h) are asked for a few events ahead, so that the engine does not
-// wait for them to come over from the other core.
-void feed_batch(Engine& e, const std::vector<Event>& batch) {
-  constexpr size_t kAheadEvents = 8;
-  const size_t n = batch.size();
-  for (size_t i = 0; i < n; ++i) {
-    if (i + kAheadEvents < n) {
-      const char* p = reinterpret_cast<const char*>(&batch[i + kAheadEvents]);
-      __builtin_prefetch(p);
-      __builtin_prefetch(p + 64);
-      __builtin_prefetch(p + 95);
-    }
-    e.feed(batch[i]);
-  }
-}
-
 // Runs f(i) for i in [0, n) on up to `threads` threads.
 template <class F>
 void on_threads(size_t n, unsigned threads, F f) {
@@ -198,7 +181,7 @@ void replay_shared(const std::vector<RunOptions>& runs, const std::vector<size_t
         try {
           if (batch) {
             check_cancel(runs[it->first]);  // once per batch (kBatch events)
-            feed_batch(*it->second, *batch);
+            for (const Event& ev : *batch) it->second->feed(ev);
           } else {
             if (stream.end().error) std::rethrow_exception(stream.end().error);
             it->second->set_digest(stream.end().digest);
