@@ -125,7 +125,15 @@ class RunList {
   // Where a search through the list stands (offsets only grow within one search).
   struct Cursor {
     size_t block = 0, run = 0;
+    const Run* at = nullptr;  // blocks_[block].runs[run] after a call that found a finite gap
   };
+  // Asks the memory a search from cursor c reads first to be fetched (several lists' cursors are
+  // fetched at once before any of them is read: their cache misses overlap).
+  void prefetch(const Cursor& c) const {
+    if (!c.at) return;
+    __builtin_prefetch(c.at + 1);
+    __builtin_prefetch(&last_hi_[c.block]);
+  }
   // The first gap that ends after p and is at least `size` long (the gap above the last run
   // always is). Pre: p never decreases between calls with the same cursor.
   Gap next_fitting(Bytes p, Bytes size, Cursor& c) const {
@@ -149,9 +157,13 @@ class RunList {
       const auto& runs = blocks_[b].runs;
       for (; j < runs.size(); ++j) {
         Bytes before = gap_start(b, j);
-        if (runs[j].lo - before >= size) return {before, runs[j].lo};
+        if (runs[j].lo - before >= size) {
+          c = {b, j, &runs[j]};  // the next call's p is at or past this run
+          return {before, runs[j].lo};
+        }
       }
     }
+    c = {blocks_.size(), 0, nullptr};
     return {blocks_.empty() ? 0 : last_hi_.back(), kEnd};
   }
 
@@ -382,6 +394,8 @@ class BusyIndex {
         if (best_size == size) return best_lo;  // nothing smaller fits, nothing lower ties
       }
       p = q;
+      for (size_t j = 0; j < k; ++j)
+        if (gaps_[j].hi <= p) used_[j]->prefetch(cursors_[j]);
     }
     return found ? best_lo : p;
   }
