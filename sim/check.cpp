@@ -3,9 +3,11 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
+#include <algorithm>
 #include <cmath>
 #include <filesystem>
 #include <map>
+#include <set>
 
 #include "policies/policy.h"
 #include "sim/base/error.h"
@@ -139,6 +141,7 @@ CheckResult run_check(const nlohmann::json& baseline, const nlohmann::json& curr
   res.tolerance_pct = o.tolerance_pct;
   std::map<std::string, const nlohmann::json*> by_label;
   for (const auto& b : base) by_label[label_of(b)] = &b;
+  std::set<std::string> paired;  // runs compared (in both)
   auto add = [&](const std::string& run, const std::string& metric, double bv, double cv, bool regression,
                  std::string msg) {
     res.items.push_back({run, metric, bv, cv, regression, true, std::move(msg)});
@@ -159,6 +162,7 @@ CheckResult run_check(const nlohmann::json& baseline, const nlohmann::json& curr
     }
     const nlohmann::json& b = *it->second;
     by_label.erase(it);
+    paired.insert(label);
     // Same trace? Same policy?
     auto digest = [](const nlohmann::json& r, const std::string& file) {
       JsonField t(r, file, "");
@@ -272,14 +276,18 @@ CheckResult run_check(const nlohmann::json& baseline, const nlohmann::json& curr
   for (const auto& [label, _] : by_label)
     add(label, "current_run", NAN, NAN, true,
         fmt::format("only in the baseline: {} has no run labelled so", o.current_path));
+  // One `fragsim diff` per failing run that both sides hold (a diff picks one run of an array by
+  // --label; a run only one side holds has nothing to be diffed with).
   if (!res.pass) {
-    res.diff_command = "fragsim diff " + shell_quote(o.baseline_path) + " " + shell_quote(o.current_path);
-    if (baseline.is_array() && baseline.size() > 1 && current.is_array() && current.size() > 1)
-      for (const auto& i : res.items)
-        if (i.regression) {
-          res.diff_command += " --label " + shell_quote(i.run);
-          break;
-        }
+    const std::string diff = "fragsim diff " + shell_quote(o.baseline_path) + " " + shell_quote(o.current_path);
+    const bool arrays = baseline.is_array() && baseline.size() > 1 && current.is_array() && current.size() > 1;
+    for (const auto& i : res.items) {
+      if (!i.regression || !paired.count(i.run)) continue;
+      std::string cmd = arrays ? diff + " --label " + shell_quote(i.run) : diff;
+      if (std::find(res.diff_commands.begin(), res.diff_commands.end(), cmd) == res.diff_commands.end())
+        res.diff_commands.push_back(std::move(cmd));
+    }
+    if (!res.diff_commands.empty()) res.diff_command = res.diff_commands.front();
   }
   return res;
 }
@@ -301,9 +309,9 @@ std::string check_text(const CheckResult& r) {
   for (const auto& i : r.items)
     if (!i.gated && i.current > i.baseline * (1.0 + r.tolerance_pct / 100.0) && i.current - i.baseline > 1e-12)
       fmt::format_to(out, "  {}: {}\n", escape_terminal(i.run), escape_terminal(i.message));
-  if (!r.pass)
+  for (const auto& cmd : r.diff_commands)
     fmt::format_to(out, "what changed (peaks by call site, buffers, OOMs; --html FILE for the page): {}\n",
-                   escape_terminal(r.diff_command));
+                   escape_terminal(cmd));
   return s;
 }
 
@@ -319,8 +327,13 @@ nlohmann::json check_json(const CheckResult& r) {
                      {"gated", i.gated},
                      {"message", i.message}});
   }
-  return {{"fragsim_check", 1}, {"pass", r.pass},   {"tolerance_pct", r.tolerance_pct},
-          {"items", items},     {"notes", r.notes}, {"diff_command", r.diff_command}};
+  return {{"fragsim_check", 1},
+          {"pass", r.pass},
+          {"tolerance_pct", r.tolerance_pct},
+          {"items", items},
+          {"notes", r.notes},
+          {"diff_command", r.diff_command},
+          {"diff_commands", r.diff_commands}};
 }
 
 std::string check_markdown(const CheckResult& r) {
@@ -333,7 +346,7 @@ std::string check_markdown(const CheckResult& r) {
                    fmt_value(i.metric, i.baseline), fmt_value(i.metric, i.current),
                    i.regression ? "regression" : (i.gated ? "ok" : "not gated"));
   fmt::format_to(out, "\nTolerance {}%.\n", r.tolerance_pct);
-  if (!r.pass) fmt::format_to(out, "\nWhat changed: {}\n", escape_markdown(r.diff_command));
+  for (const auto& cmd : r.diff_commands) fmt::format_to(out, "\nWhat changed: {}\n", escape_markdown(cmd));
   for (const auto& n : r.notes) fmt::format_to(out, "\n> {}\n", escape_markdown(n));
   return s;
 }

@@ -41,8 +41,10 @@ struct CheckResult {
   double tolerance_pct = 0;
   std::vector<CheckItem> items;  // every figure compared, regressions flagged
   std::vector<std::string> notes;
-  // When it fails: the `fragsim diff` that shows what changed (the first failing run of a compare
-  // array named by --label); "" when it passes.
+  // When it fails: the `fragsim diff` that shows what changed, one per failing run both sides
+  // hold (a compare array's run named by --label), and the first of them as diff_command ("" when
+  // it passes, or when only runs one side lacks fail).
+  std::vector<std::string> diff_commands;
   std::string diff_command;
 };
 

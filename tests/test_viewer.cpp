@@ -457,4 +457,29 @@ TEST_CASE("diff: a failing check names the diff that shows what changed, and tha
   // A passing check names none.
   REQUIRE(cli("check --baseline " + a + " --current " + a + " --json " + tmp_path("gate_ok.json")).code == 0);
   CHECK(nlohmann::json::parse(read_text(tmp_path("gate_ok.json")))["diff_command"] == "");
+  CHECK(nlohmann::json::parse(read_text(tmp_path("gate_ok.json")))["diff_commands"].empty());
+}
+
+TEST_CASE("diff: a failing check of compare arrays names one diff per failing run, and each runs") {
+  // Both policies meet a new OOM at 40 GiB: two failing runs, two commands, each picking its run.
+  const std::string a = tmp_path("gate_ca.json"), b = tmp_path("gate_cb.json");
+  REQUIRE(cli("compare " + kTrain + " --policies best-fit,xla-bfc --json " + a).code == 0);
+  REQUIRE(cli("compare " + kTrain + " --policies best-fit,xla-bfc --capacity 40GiB --json " + b).code <= 1);
+  auto r = cli("check --baseline " + a + " --current " + b + " --json " + tmp_path("gate_c.json"));
+  REQUIRE(r.code == 1);
+  auto j = nlohmann::json::parse(read_text(tmp_path("gate_c.json")));
+  REQUIRE(j["diff_commands"].size() == 2);
+  CHECK(j["diff_command"] == j["diff_commands"][0]);
+  std::set<std::string> labels;
+  for (const auto& c : j["diff_commands"]) {
+    const std::string cmd = c;
+    CHECK(r.out.find(cmd) != std::string::npos);
+    std::string label = cmd.substr(cmd.rfind(' ') + 1);
+    labels.insert(label);
+    REQUIRE(cli(cmd.substr(std::string("fragsim ").size()) + " --json " + tmp_path("gate_cd.json")).code == 0);
+    auto d = nlohmann::json::parse(read_text(tmp_path("gate_cd.json")));
+    CHECK(d["first_oom"]["change"] == "new in B");
+    CHECK(d["a"]["label"] == label);
+  }
+  CHECK(labels == std::set<std::string>{"best-fit", "xla-bfc"});
 }
