@@ -119,8 +119,14 @@
 
   // ---- memory over time: one chart per device and space, runs overlaid; one shared x range ----
   const charts = document.getElementById("charts");
-  const maxEvent = Math.max(1, ...data.traces.map((t) => t.events));
-  const view = { x0: 0, x1: maxEvent, capacity: false, multiples: false };
+  // The x range: the whole run, or the --from/--to window when every run was drawn for one (its
+  // timelines hold that window's events only).
+  const windows = data.runs.map((r) => (r.history && r.history.window ? [r.history.first, r.history.last] : null));
+  const windowed = windows.length > 0 && windows.every((w) => w);
+  const minEvent = windowed ? Math.min(...windows.map((w) => w[0])) : 0;
+  const maxEvent = windowed ? Math.max(minEvent + 1, ...windows.map((w) => w[1]))
+                            : Math.max(1, ...data.traces.map((t) => t.events));
+  const view = { x0: minEvent, x1: maxEvent, capacity: false, multiples: false };
   const W = 900, H = 210, L = 70, R = 10, T = 14, B = 24;
   const redraws = [];
   function lower(points, x) {  // first point with event_index >= x
@@ -160,7 +166,10 @@
     s.appendChild(cursor);
     const dev0 = series[0].dev;
     const usable = dev0.usable_bytes, limit = Math.max(0, ...series.map((x) => x.dev.limit_bytes || 0));
-    const dataMax = Math.max(1, ...series.map((x) => Math.max(x.dev.peak_reserved_bytes, x.dev.peak_requested_bytes, x.dev.peak_allocated_bytes)));
+    // The y axis fits the run's peaks, or within a window the highest point drawn.
+    const dataMax = Math.max(1, ...series.map((x) => windowed
+      ? x.points.reduce((m, p) => Math.max(m, p[1], p[2], p[3]), 0)
+      : Math.max(x.dev.peak_reserved_bytes, x.dev.peak_requested_bytes, x.dev.peak_allocated_bytes)));
     let yMax = 1;
     const xs = (x) => L + ((x - view.x0) / Math.max(1, view.x1 - view.x0)) * (W - L - R);
     const ys = (y) => H - B - (Math.min(y, yMax) / yMax) * (H - T - B);
@@ -186,15 +195,21 @@
         t.textContent = Math.round(v).toLocaleString();
         plot.appendChild(t);
       }
+      let labelY = null;  // the last line label's baseline: a label too close below it goes under its line
+      let offscale = 0;   // off-scale arrows already drawn (each further one is drawn to their left)
       lines.forEach(([k, v]) => {
         if (v > yMax) {  // off scale: an arrow at the top
-          const t = svg("text", { x: W - R - 4, y: T - 2, "text-anchor": "end", class: "axis offscale-" + k, fill: COLORS[k] });
+          const t = svg("text", { x: W - R - 4 - offscale, y: T - 2, "text-anchor": "end", class: "axis offscale-" + k, fill: COLORS[k] });
           t.textContent = "▲ " + k + " " + bytes(v);
           plot.appendChild(t);
+          offscale += 8 * t.textContent.length;
           return;
         }
         plot.appendChild(svg("line", { x1: L, x2: W - R, y1: ys(v), y2: ys(v), stroke: COLORS[k], "stroke-dasharray": "6,3", class: "line-" + k }));
-        const t = svg("text", { x: W - R - 4, y: ys(v) - 3, "text-anchor": "end", class: "axis", fill: COLORS[k] });
+        let y = ys(v) - 3;
+        if (labelY !== null && Math.abs(y - labelY) < 12) y = Math.max(y, labelY) + 12;
+        labelY = y;
+        const t = svg("text", { x: W - R - 4, y: y, "text-anchor": "end", class: "axis label-" + k, fill: COLORS[k] });
         t.textContent = k + " " + bytes(v);
         plot.appendChild(t);
       });
@@ -268,17 +283,17 @@
       const x = toX(evt);
       sel.setAttribute("visibility", "hidden");
       if (dragFrom !== null && Math.abs(x - dragFrom) > (view.x1 - view.x0) / 200) {
-        view.x0 = Math.max(0, Math.min(dragFrom, x));
+        view.x0 = Math.max(minEvent, Math.min(dragFrom, x));
         view.x1 = Math.min(maxEvent, Math.max(dragFrom, x));
         redraws.forEach((f) => f());
       }
       dragFrom = null;
     });
-    s.addEventListener("dblclick", () => { view.x0 = 0; view.x1 = maxEvent; redraws.forEach((f) => f()); });
+    s.addEventListener("dblclick", () => { view.x0 = minEvent; view.x1 = maxEvent; redraws.forEach((f) => f()); });
     s.addEventListener("wheel", (evt) => {
       evt.preventDefault();
       const x = toX(evt), k = evt.deltaY > 0 ? 1.25 : 0.8;
-      view.x0 = Math.max(0, x - (x - view.x0) * k);
+      view.x0 = Math.max(minEvent, x - (x - view.x0) * k);
       view.x1 = Math.min(maxEvent, x + (view.x1 - x) * k);
       redraws.forEach((f) => f());
     }, { passive: false });
@@ -317,7 +332,8 @@
     "the cursor, double-click to reset. Grey: requested (the trace's live bytes), blue: allocated, orange: reserved" +
     (data.runs.length > 1 ? " — or, with several runs overlaid, each run's colour, reserved dashed" : "") +
     "; dashed red/purple: the device's usable memory and the allocator's limit; vertical lines: the trace's marks; " +
-    "dots: OOMs."));
+    "dots: OOMs." + (windowed ? " Window: " + data.runs[0].history.window + " (the y axis fits the window's " +
+    "points; the summary's figures are the whole run's)." : "")));
 
   // ---- address maps at each space's peak and at OOMs ----
   const maps = document.getElementById("maps");

@@ -7,6 +7,7 @@
 #include <fstream>
 #include <map>
 #include <numeric>
+#include <regex>
 #include <tuple>
 
 #include "html_util.h"
@@ -373,6 +374,46 @@ TEST_CASE("window: --from/--to limit what the page shows of a run to its events,
     auto r = cli("run " + kTrain + " " + std::string(bad) + " --html " + tmp_path("bad.html"));
     CHECK(r.code == 2);
     CHECK(std::count(r.err.begin(), r.err.end(), '\n') == 1);
+  }
+}
+
+// The SVG texts of one class in the "Memory over time" section of a rendered page: (x, text).
+std::vector<std::pair<double, std::string>> chart_texts(const std::string& dom, const std::string& cls) {
+  size_t from = dom.find("<div id=\"charts\">"), to = dom.find("<h2>", from);
+  REQUIRE(from != std::string::npos);
+  std::string charts = dom.substr(from, to == std::string::npos ? std::string::npos : to - from);
+  std::vector<std::pair<double, std::string>> out;
+  std::regex text("<text x=\"([0-9.]+)\"[^>]*class=\"" + cls + "\"[^>]*>([^<]*)</text>");
+  for (std::sregex_iterator it(charts.begin(), charts.end(), text), end; it != end; ++it)
+    out.emplace_back(std::stod((*it)[1]), (*it)[2]);
+  return out;
+}
+
+TEST_CASE("viewer: a --from/--to page draws memory over time over the window; off-scale limits do not overlap",
+          "[chromium]") {
+  const std::string html = tmp_path("window_axis.html");
+  REQUIRE(cli("run " + kTrain + " --from 1000 --to 3000 --html " + html).code == 0);
+  std::string dom = rendered_dom(html);
+  CHECK(dom.find("<div id=\"errors\"></div>") != std::string::npos);
+  std::vector<std::string> ticks;
+  for (const auto& [x, t] : chart_texts(dom, "axis")) ticks.push_back(t);
+  // The x axis runs from the window's first event to its last (1,000 … 3,000), not over all 19,958.
+  CHECK(std::find(ticks.begin(), ticks.end(), "1,000") != ticks.end());
+  CHECK(std::find(ticks.begin(), ticks.end(), "3,000") != ticks.end());
+  CHECK(std::find(ticks.begin(), ticks.end(), "19,958") == ticks.end());
+  CHECK(dom.find("Window: from event 1000 to event 3000 (the y axis fits the window") != std::string::npos);
+  // xla-bfc on the MI300X capture: usable memory and the 75 % limit are both far above the data;
+  // their two arrows at the top sit side by side, the second fully left of the first.
+  const std::string mi = tmp_path("mi300.html");
+  REQUIRE(cli("run " + kData + "xprof/tracelens_mi300_jax08_gemm.xplane.pb.zst --html " + mi).code == 0);
+  dom = rendered_dom(mi);
+  auto cap = chart_texts(dom, "axis offscale-capacity"), lim = chart_texts(dom, "axis offscale-limit");
+  REQUIRE(!cap.empty());
+  REQUIRE(cap.size() == lim.size());
+  for (size_t i = 0; i < cap.size(); ++i) {
+    INFO(cap[i].second << " / " << lim[i].second);
+    // Right-aligned at x: the capacity label spans [x - width, x]; the limit's ends left of that.
+    CHECK(lim[i].first <= cap[i].first - 6.0 * static_cast<double>(cap[i].second.size()));
   }
 }
 
