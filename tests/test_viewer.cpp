@@ -389,7 +389,7 @@ std::vector<std::pair<double, std::string>> chart_texts(const std::string& dom, 
   return out;
 }
 
-TEST_CASE("viewer: a --from/--to page draws memory over time over the window; off-scale limits do not overlap",
+TEST_CASE("viewer: a --from/--to page draws memory over time over the window, and off-scale limits do not overlap",
           "[chromium]") {
   const std::string html = tmp_path("window_axis.html");
   REQUIRE(cli("run " + kTrain + " --from 1000 --to 3000 --html " + html).code == 0);
