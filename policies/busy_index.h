@@ -125,7 +125,8 @@ class RunList {
   // Where a search through the list stands (offsets only grow within one search).
   struct Cursor {
     size_t block = 0, run = 0;
-    const Run* at = nullptr;  // blocks_[block].runs[run] after a call that found a finite gap
+    const Run* at = nullptr;   // blocks_[block].runs[run] after a call that found a finite gap,
+    const Run* end = nullptr;  // and the end of that block's runs (the list does not change during a search)
   };
   // Asks the memory a search from cursor c reads first to be fetched (several lists' cursors are
   // fetched at once before any of them is read: their cache misses overlap).
@@ -137,6 +138,21 @@ class RunList {
   // The first gap that ends after p and is at least `size` long (the gap above the last run
   // always is). Pre: p never decreases between calls with the same cursor.
   Gap next_fitting(Bytes p, Bytes size, Cursor& c) const {
+    // Mostly p has moved a run or two past the cursor's run, and a gap that fits follows in the
+    // same block: found from the cursor's pointers alone, without the block's summaries.
+    if (c.at && c.at->lo <= p) {
+      const Run* r = c.at + 1;
+      for (const Run* stop = std::min(c.end, r + 4); r < stop && r->lo <= p;) ++r;
+      if (r < c.end && r->lo > p) {
+        for (; r < c.end; ++r)
+          if (r->lo - (r - 1)->hi >= size) {
+            c.run += static_cast<size_t>(r - c.at);
+            c.at = r;
+            return {(r - 1)->hi, r->lo};
+          }
+        c = {c.block + 1, 0, nullptr, nullptr};  // none left in this block: on from the next
+      }
+    }
     // The first run with lo > p (the gap before it ends after p): in the first block ending
     // after p. Both searches gallop from the cursor: between calls p mostly moves a few runs on.
     if (c.block < blocks_.size() && last_hi_[c.block] <= p) {
@@ -158,12 +174,12 @@ class RunList {
       for (; j < runs.size(); ++j) {
         Bytes before = gap_start(b, j);
         if (runs[j].lo - before >= size) {
-          c = {b, j, &runs[j]};  // the next call's p is at or past this run
+          c = {b, j, &runs[j], runs.data() + runs.size()};  // the next call's p is at or past this run
           return {before, runs[j].lo};
         }
       }
     }
-    c = {blocks_.size(), 0, nullptr};
+    c = {blocks_.size(), 0, nullptr, nullptr};
     return {blocks_.empty() ? 0 : last_hi_.back(), kEnd};
   }
 
