@@ -124,11 +124,28 @@ std::string hardware_text(const nlohmann::json& hw) {
   return s;
 }
 
-std::string fmt_value(const std::string& metric, double v) {
+std::string fmt_value(const std::string& metric, double v, int decimals = 2) {
   if (std::isnan(v)) return "none";
   if (metric.find("bytes") != std::string::npos) return human_bytes(static_cast<Bytes>(v));
-  if (metric.find("fragmentation") != std::string::npos) return fmt::format("{:.2f}%", 100 * v);
+  if (metric.find("fragmentation") != std::string::npos) return fmt::format("{:.{}f}%", 100 * v, decimals);
   return fmt::format("{:.0f}", v);
+}
+
+// The baseline's and the current value as text, never alike for a change: bytes that read alike
+// come with the exact change (`delta`, else ""), fractions with more decimals.
+struct ChangeText {
+  std::string baseline, current, delta;
+};
+ChangeText change_text(const std::string& metric, double bv, double cv) {
+  ChangeText t{fmt_value(metric, bv), fmt_value(metric, cv), ""};
+  if (t.baseline != t.current || bv == cv || std::isnan(bv) || std::isnan(cv)) return t;
+  if (metric.find("bytes") != std::string::npos) {
+    t.delta = signed_bytes(static_cast<std::int64_t>(cv) - static_cast<std::int64_t>(bv));
+    return t;
+  }
+  for (int d = 4; t.baseline == t.current && d <= 8; d += 2)
+    t.baseline = fmt_value(metric, bv, d), t.current = fmt_value(metric, cv, d);
+  return t;
 }
 
 }  // namespace
@@ -230,9 +247,10 @@ CheckResult run_check(const nlohmann::json& baseline, const nlohmann::json& curr
       bool over = cv > limit && cv - bv > 1e-12;
       bool gated = o.gate_all || recommended(figure);
       double pct = bv > 0 ? 100.0 * (cv - bv) / bv : (cv > 0 ? 100.0 : 0.0);
+      const ChangeText ct = change_text(metric, bv, cv);
       add(label, metric, bv, cv, over && gated,
-          fmt::format("{} {}: {} -> {} ({:+.2f}%, tolerance {}%){}", metric, over ? "grew" : "ok",
-                      fmt_value(metric, bv), fmt_value(metric, cv), pct, o.tolerance_pct,
+          fmt::format("{} {}: {} -> {} ({}{}, tolerance {}%){}", metric, over ? "grew" : "ok", ct.baseline, ct.current,
+                      ct.delta.empty() ? "" : ct.delta + ", ", signed_percent(pct, 2), o.tolerance_pct,
                       gated ? "" : ", not gated (--gate all)"));
       res.items.back().gated = gated;
     };
@@ -341,10 +359,13 @@ std::string check_markdown(const CheckResult& r) {
   auto out = std::back_inserter(s);
   fmt::format_to(out, "### fragsim check: {}\n\n", r.pass ? "passed" : "**FAILED**");
   fmt::format_to(out, "| run | figure | baseline | current | |\n|---|---|---:|---:|---|\n");
-  for (const auto& i : r.items)
+  for (const auto& i : r.items) {
+    const ChangeText ct = change_text(i.metric, i.baseline, i.current);
     fmt::format_to(out, "| {} | {} | {} | {} | {} |\n", escape_markdown(i.run), escape_markdown(i.metric),
-                   fmt_value(i.metric, i.baseline), fmt_value(i.metric, i.current),
+                   escape_markdown(ct.baseline),
+                   escape_markdown(ct.delta.empty() ? ct.current : ct.current + " (" + ct.delta + ")"),
                    i.regression ? "regression" : (i.gated ? "ok" : "not gated"));
+  }
   fmt::format_to(out, "\nTolerance {}%.\n", r.tolerance_pct);
   for (const auto& cmd : r.diff_commands) fmt::format_to(out, "\nWhat changed: {}\n", escape_markdown(cmd));
   for (const auto& n : r.notes) fmt::format_to(out, "\n> {}\n", escape_markdown(n));

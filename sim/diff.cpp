@@ -26,12 +26,9 @@ std::int64_t delta(std::uint64_t a, std::uint64_t b) {
   return static_cast<std::int64_t>(b) - static_cast<std::int64_t>(a);
 }
 
-std::string signed_bytes(std::int64_t d) {
-  return (d < 0 ? "-" : d > 0 ? "+" : "±") + human_bytes(static_cast<Bytes>(d < 0 ? -d : d));
-}
 std::string change_pct(std::uint64_t a, std::uint64_t b) {
   if (!a) return b ? "new" : "0%";
-  return fmt::format("{:+.1f}%", 100.0 * (static_cast<double>(b) - static_cast<double>(a)) / static_cast<double>(a));
+  return signed_percent(100.0 * (static_cast<double>(b) - static_cast<double>(a)) / static_cast<double>(a), 1);
 }
 
 // The moment a report calls its peak: the binding space's (the top level's at_peak_allocated).
@@ -367,8 +364,14 @@ std::string buffer_text(const J& b) {
   std::string what = escape_terminal(b.value("name", ""));
   if (b.contains("shape")) what += fmt::format(" {}{}", escape_terminal(b.value("dtype", "")), b["shape"].dump());
   if (what.empty()) what = fmt::format("id {}", u(b, "id"));
-  return fmt::format("{} {}{}", human_bytes(u(b, "block_bytes")), what,
-                     b.contains("a_block_bytes") ? fmt::format(" (was {})", human_bytes(u(b, "a_block_bytes"))) : "");
+  std::string was;
+  if (b.contains("a_block_bytes")) {
+    const Bytes before = u(b, "a_block_bytes"), now = u(b, "block_bytes");
+    was = fmt::format(" (was {}{})", human_bytes(before),
+                      human_bytes(before) == human_bytes(now) && before != now ? ", " + signed_bytes(delta(before, now))
+                                                                               : std::string());
+  }
+  return fmt::format("{} {}{}", human_bytes(u(b, "block_bytes")), what, was);
 }
 
 }  // namespace

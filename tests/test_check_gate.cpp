@@ -28,14 +28,14 @@ nlohmann::json report_of(const std::string& trace) {
   return report_json(run_request(q, test_registry()));
 }
 
-// The sample with one more buffer, 64 MiB held from the start to the end: what a code change
-// gives, a new trace of the same workload.
-std::string grown_sample() {
+// The sample with one more buffer, 64 MiB (or `size`) held from the start to the end: what a code
+// change gives, a new trace of the same workload.
+std::string grown_sample(Bytes size = 64 * kMiB) {
   std::string text = read_text(kSample);
   size_t header_end = text.find('\n');
   REQUIRE(header_end != std::string::npos);
-  text.insert(header_end + 1, "{\"op\":\"alloc\",\"id\":999999999,\"size\":67108864,\"t\":1}\n");
-  return write_text("check_gate_grown.jsonl", text);
+  text.insert(header_end + 1, "{\"op\":\"alloc\",\"id\":999999999,\"size\":" + std::to_string(size) + ",\"t\":1}\n");
+  return write_text("check_gate_grown_" + std::to_string(size) + ".jsonl", text);
 }
 
 const CheckItem* item(const CheckResult& r, const std::string& metric) {
@@ -56,7 +56,8 @@ TEST_CASE("check: two recordings of one workload are compared with a note naming
   bool named = false;
   for (const auto& n : r.notes)
     named |= n.find("the traces differ") != std::string::npos && n.find("jax_train_small.jsonl") != std::string::npos &&
-             n.find("check_gate_grown.jsonl") != std::string::npos && n.find("--same-trace") != std::string::npos;
+             n.find("check_gate_grown_67108864.jsonl") != std::string::npos &&
+             n.find("--same-trace") != std::string::npos;
   CHECK(named);
   // One more buffer of 64 MiB lives through the peak: peak allocated grew by exactly that.
   REQUIRE(item(r, "peak_allocated_bytes"));
@@ -140,4 +141,29 @@ TEST_CASE("check: a new OOM's request is shown in bytes a person reads") {
   Bytes req = b["ooms"][0]["requested_bytes"].get<Bytes>();
   CHECK(first->message.find(human_bytes(req) + " requested") != std::string::npos);
   CHECK(first->message.find(std::to_string(req)) == std::string::npos);
+}
+
+TEST_CASE("check: a growth too small to show in rounded bytes is printed with its exact change, never as none") {
+  // 4 KiB more held for the whole run: every peak grows by exactly that, which GiB with two
+  // decimals cannot show (x.xx GiB -> x.xx GiB, +0.00%).
+  nlohmann::json a = report_of(kSample), b = report_of(grown_sample(4 * kKiB));
+  CheckOptions o;
+  o.baseline_path = "old.json";
+  o.current_path = "new.json";
+  CheckResult r = run_check(a, b, o);
+  CHECK_FALSE(r.pass);
+  const CheckItem* peak = item(r, "peak_allocated_bytes");
+  REQUIRE(peak);
+  REQUIRE(peak->current - peak->baseline == 4096);
+  CHECK(peak->regression);
+  INFO(peak->message);
+  REQUIRE(human_bytes(static_cast<Bytes>(peak->baseline)) == human_bytes(static_cast<Bytes>(peak->current)));
+  CHECK(peak->message.find("(+4.00 KiB, +0.") != std::string::npos);
+  CHECK(peak->message.find("+0.00%") == std::string::npos);
+  CHECK(check_markdown(r).find("\\(\\+4.00 KiB\\)") != std::string::npos);  // escaped for Markdown
+  CHECK(signed_percent(0.0049, 2) == "+0.0049%");
+  CHECK(signed_percent(-12.345, 1) == "-12.3%");
+  CHECK(signed_percent(0, 2) == "+0.00%");
+  CHECK(signed_bytes(-917504) == "-896.00 KiB");
+  CHECK(signed_bytes(0) == "±0 B");
 }

@@ -95,6 +95,17 @@ std::string human_bytes(Bytes b) {
   return fmt::format("{:.2f} {}", v, kNames[u]);
 }
 
+std::string signed_bytes(std::int64_t d) {
+  const Bytes m = d < 0 ? static_cast<Bytes>(-(d + 1)) + 1 : static_cast<Bytes>(d);
+  return (d < 0 ? "-" : d > 0 ? "+" : "±") + human_bytes(m);
+}
+
+std::string signed_percent(double pct, int decimals) {
+  const double unit = std::pow(10.0, -decimals);
+  if (pct == 0 || !std::isfinite(pct) || std::fabs(pct) >= unit / 2) return fmt::format("{:+.{}f}%", pct, decimals);
+  return fmt::format("{:+.2g}%", pct);
+}
+
 std::string tsl_bytes(Bytes b) {
   if (b < 1024) return fmt::format("{}B", b);
   static constexpr char kUnits[] = "KMGTPE";

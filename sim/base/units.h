@@ -135,6 +135,11 @@ bool parse_space(std::string_view s, Space* out);
 [[nodiscard]] std::string size_arg(Bytes b);
 // 1536 -> "1.50 KiB"
 [[nodiscard]] std::string human_bytes(Bytes b);
+// A change of d bytes: "+4.00 MiB", "-896.00 KiB", "±0 B".
+[[nodiscard]] std::string signed_bytes(std::int64_t d);
+// A signed percentage with `decimals` decimals ("+0.07%"); one that is not zero but would round to
+// zero there keeps two significant digits ("+0.0049%").
+[[nodiscard]] std::string signed_percent(double pct, int decimals);
 // Sizes as each real tool prints them, for the texts that mimic that tool:
 //   tsl_bytes: TSL's HumanReadableNumBytes (XLA/TF BFC logs): whole-unit integer division while
 //     ≥ 1 MiB, then "%.2f" ("%.1f" for KiB) of the last step: 4,000,000,000 B → "3.72GiB" (not
