@@ -717,6 +717,7 @@ const RecordedAllocator* recorded_bfc(const ConfigContext& ctx) {
 }
 
 PolicyBuilder configure_xla_bfc(ConfigReader& cfg, const ConfigContext& ctx) {
+  const bool user_jaxlib = cfg.has("jaxlib");
   JaxlibBehaviour jb = jaxlib_behaviour(cfg.text("jaxlib", kNewestJaxlib), "jaxlib");
   // Pinned host memory has its own BFC (xla_gpu_host_bfc in XLA's se_gpu_pjrt_client.cc): a
   // 64 GiB limit (XLA_PJRT_GPU_HOST_MEMORY_LIMIT_GB; the hardware's host space) and allow_growth;
@@ -753,6 +754,18 @@ PolicyBuilder configure_xla_bfc(ConfigReader& cfg, const ConfigContext& ctx) {
   if (auto m = cfg.optional_size("memory_limit"); m && !host)  // gpu_system_memory_size: a byte limit instead
     limit = rounded_limit(*m, jb);
   if (rec_limit) limit = *rec->limit;  // bytes_allocated + bytes_available + bytes_reserved, as logged
+  // A release that rounds its limit up to 2 MiB also pads its regions to that granularity
+  // (xla-bfc-spatial.md §2); a recorded limit that is no 2 MiB multiple comes from an allocator that
+  // does neither (TensorFlow, jaxlib before 0.10.2): its regions are cuMemAlloc'd at the size asked.
+  if (rec_limit && !user_jaxlib && !host && jb.vmm_padding && *rec->limit % (2 * kMiB) != 0) {
+    jb.round_limit = jb.vmm_padding = false;
+    cfg.record("vmm_padding", false);
+    cfg.note(fmt::format(
+        "xla-bfc on device {}: the capture's limit {} B is no multiple of 2 MiB, so its allocator neither rounds its "
+        "limit nor pads its regions (TensorFlow, or jaxlib before 0.10.2): neither is modelled (jaxlib=VERSION "
+        "chooses)",
+        ctx.device_index, *rec->limit));
+  }
   if (rec_limit && rec_mode) {
     cfg.record(kRecordedSettingsKey,
                fmt::format("limit {} B and {} from the capture's {}", limit,

@@ -164,6 +164,14 @@ TEST_CASE("captures that start mid-run: the region and earlier memory go where t
   CHECK((*hbm)["region_base"].get<std::uint64_t>() % (32 * MiB) == 0);
   // The text report says how much of the state before the capture was inferred.
   CHECK(ecbm.text.find("1.82 MiB inferred") != std::string::npos);
+  // Its recorded limit, 14,648,653,952 B, is no 2 MiB multiple: TensorFlow's BFC rounds neither
+  // limit nor region (xla-bfc-spatial.md §2), so the one region is the limit rounded down to
+  // 256 B — never above the limit, as a 2 MiB-padded one (14,650,703,872 B) would be.
+  const auto& dev = j["devices"][0];
+  CHECK(dev["limit_bytes"] == 14648653952ULL);
+  CHECK(dev["peak_reserved_bytes"] == 14648653952ULL / 256 * 256);
+  CHECK(j["policy"]["config"]["vmm_padding"] == false);
+  CHECK(ecbm.text.find("is no multiple of 2 MiB") != std::string::npos);
   // A capture from an empty allocator infers nothing and keeps its figures (MI300X: 74 of 81).
   auto mi = run_report({.trace = xprof_fixture("tracelens_mi300_jax08_gemm")});
   CHECK(mi["policy"]["config"]["preallocate"] == false);  // gaps between regions: growth on demand
