@@ -84,6 +84,10 @@ RunResult Engine::end(std::uint64_t skipped_frees) {
   live_.collect_stacks(out_);
   out_.nothing_to_replay = nothing_to_replay(recording_, out_.events, replayable_, pre_trace_allocs_);
   if (!out_.nothing_to_replay.empty()) out_.notes.push_back("nothing to replay: " + out_.nothing_to_replay);
+  if (!out_.timed && out_.events)
+    out_.notes.push_back(
+        "the trace records no times (as a PyTorch 2.0 snapshot, or JSONL without \"t\"): its events are replayed in "
+        "the order given, and the times of the JSON report, the page and Perfetto are event numbers, not time");
   return std::move(out_);
 }
 

@@ -111,13 +111,21 @@ nlohmann::json history_json(const RunHistory& h, const RunResult& r) {
   nlohmann::json marks = nlohmann::json::array(), ooms = nlohmann::json::array();  // with times from the start
   for (const auto& m : r.marks) marks.push_back({m.event_index, rel(m.t), m.name});
   for (const auto& o : r.ooms) ooms.push_back({o.event_index, rel(o.t), o.device, space_name(o.space)});
-  return {{"first", h.first},       {"last", h.last},
-          {"window", r.window},     {"seconds_per_tick", seconds_per_tick(r.time_unit)},
-          {"slots", slots},         {"strings", strings.json()},
-          {"buffers", buffers},     {"timelines", timelines},
-          {"keyframes", keyframes}, {"deltas", deltas},
-          {"exact", exact},         {"marks", marks},
-          {"ooms", ooms},           {"budget_exceeded", h.budget_exceeded}};
+  return {{"first", h.first},
+          {"last", h.last},
+          {"window", r.window},
+          {"seconds_per_tick", seconds_per_tick(r.time_unit)},
+          {"timed", r.timed},
+          {"slots", slots},
+          {"strings", strings.json()},
+          {"buffers", buffers},
+          {"timelines", timelines},
+          {"keyframes", keyframes},
+          {"deltas", deltas},
+          {"exact", exact},
+          {"marks", marks},
+          {"ooms", ooms},
+          {"budget_exceeded", h.budget_exceeded}};
 }
 
 }  // namespace fragsim

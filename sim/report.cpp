@@ -134,8 +134,10 @@ std::string where(const RunResult& r, std::uint32_t device, Space space) {
   return fmt::format("device {} {}", device_label(r, device), space_name(space));
 }
 
-// "event 7867, 2.73 s in": an event and its time from the trace's first event.
+// "event 7867, 2.73 s in": an event and its time from the trace's first event ("event 7867" for
+// a trace that carries no times).
 std::string when(const RunResult& r, std::uint64_t event_index, Tick t) {
+  if (!r.timed) return fmt::format("event {}", event_index);
   const double scale = seconds_per_tick(r.time_unit);
   double sec = static_cast<double>(t.value() - std::min(t.value(), r.first_t.value())) * scale;
   std::string at = sec >= 1      ? fmt::format("{:.3f} s", sec)

@@ -166,7 +166,8 @@ struct RunResult {
   std::vector<MarkView> marks;                               // the trace's marks (steps, phases), the first kMaxMarks
   std::map<std::uint64_t, std::vector<std::string>> stacks;  // frames of the stacks reported buffers name
   std::string time_unit = "ns";
-  Tick first_t;  // the time of the first event (reports show times from it)
+  Tick first_t;        // the time of the first event (reports show times from it)
+  bool timed = false;  // some event carried a time; else every t is the event's index and no time is shown
   // --from/--to: the events of the window (timelines show these); the whole run without one.
   std::uint64_t window_first = 0, window_last = 0;
   std::string window;                                // how reports name it ("" = the whole run)

@@ -28,9 +28,11 @@ nlohmann::json trace_info(const std::string& path, bool lenient, const ReaderFac
   Sum live = 0, peak = 0, total = 0;
   Bytes largest = 0;
   Tick t0, t1;
+  bool timed = false;  // some event carries a time (else t is the event's index)
   while (reader->next(ev)) {
     if (events == 0) t0 = ev.t;
     t1 = ev.t;
+    timed = timed || ev.has(key::kT);
     ++events;
     switch (ev.op) {
       case Op::kAlloc: {
@@ -91,6 +93,7 @@ nlohmann::json trace_info(const std::string& path, bool lenient, const ReaderFac
                       {"live_at_end", reader->live_count()},
                       {"t_first", t0},
                       {"t_last", t1},
+                      {"timed", timed},
                       {"devices", devices},
                       {"spaces", sp},
                       {"streams", streams.size()},
@@ -130,9 +133,13 @@ std::string trace_info_text(const nlohmann::json& j) {
   std::vector<std::string> spaces;
   for (const auto& [k, v] : j["spaces"].items())
     spaces.push_back(fmt::format("{} {} allocs", k, v.get<std::uint64_t>()));
-  fmt::format_to(out, "  time span {:.6g} s (time unit {}); {} stream(s); {}\n",
-                 static_cast<double>(j["t_last"].get<std::uint64_t>() - j["t_first"].get<std::uint64_t>()) * scale,
-                 unit, j["streams"].get<std::uint64_t>(), fmt::join(spaces, ", "));
+  const std::string span =
+      j["timed"].get<bool>()
+          ? fmt::format(
+                "time span {:.6g} s (time unit {})",
+                static_cast<double>(j["t_last"].get<std::uint64_t>() - j["t_first"].get<std::uint64_t>()) * scale, unit)
+          : std::string("no times recorded (events are in the trace's order)");
+  fmt::format_to(out, "  {}; {} stream(s); {}\n", span, j["streams"].get<std::uint64_t>(), fmt::join(spaces, ", "));
   fmt::format_to(out, "  peak requested {} ({} B); largest alloc {}\n",
                  human_bytes(j["peak_requested_bytes"].get<Bytes>()), j["peak_requested_bytes"].get<Bytes>(),
                  human_bytes(j["largest_alloc_bytes"].get<Bytes>()));

@@ -19,7 +19,11 @@
   controls.appendChild(xEvent);
   controls.appendChild(el("label", { for: "bufx-event" }, " event index "));
   controls.appendChild(xTime);
-  controls.appendChild(el("label", { for: "bufx-time" }, " time from the first event"));
+  // A trace that records no times (its t are event numbers) offers no time axis.
+  const untimed = data.runs.every((r) => r.history && r.history.timed === false);
+  if (untimed) xTime.disabled = true;
+  controls.appendChild(el("label", { for: "bufx-time" }, " time from the first event" +
+    (untimed ? " (the trace records no times)" : "")));
   box.appendChild(controls);
   const W = 900, H = 260, L = 70, R = 10, T = 10, B = 24;
   const view = { time: false, x0: null, x1: null };  // shared by every chart (the runs of a diff stay aligned)
@@ -35,14 +39,18 @@
   function secondsText(s) {
     return s >= 1 ? s.toFixed(3) + " s" : s >= 1e-3 ? (s * 1e3).toFixed(3) + " ms" : (s * 1e6).toFixed(1) + " us";
   }
+  // " (1.250 ms in)": a time from the first event, "" where the trace records no times.
+  function inText(h, ticks) {
+    return h.timed === false ? "" : " (" + secondsText(ticks * h.seconds_per_tick) + " in)";
+  }
+  FS.inText = inText;
   function bufferLines(h, b) {
-    const sec = (t) => secondsText(t * h.seconds_per_tick);
     const lines = ["buffer: " + (b.name || "id " + b.id) + (b.shape ? "  " + b.shape : ""),
       "block " + bytes(b.block) + ", requested " + bytes(b.requested) +
         (b.padding > 0 ? " (padding/rounding " + bytes(b.padding) + ")" : ""),
-      "allocated at event " + b.alloc + " (" + sec(b.allocT) + " in)" + (b.addr !== null ? " at 0x" + b.addr.toString(16) : ""),
-      b.free >= 0 ? "freed at event " + b.free + " (" + sec(b.freeT) + " in), lived " + b.livedEvents +
-        " events, " + sec(b.livedTicks) : "still live at the end"];
+      "allocated at event " + b.alloc + inText(h, b.allocT) + (b.addr !== null ? " at 0x" + b.addr.toString(16) : ""),
+      b.free >= 0 ? "freed at event " + b.free + inText(h, b.freeT) + ", lived " + b.livedEvents + " events" +
+        (h.timed === false ? "" : ", " + secondsText(b.livedTicks * h.seconds_per_tick)) : "still live at the end"];
     const frames = data.stacks[b.stack] || [];
     if (frames.length) lines.push("stack (innermost first):");
     frames.forEach((f) => lines.push("  " + f));
@@ -167,7 +175,7 @@
     const describe = (hv) => {
       if (hv.point < 0) return ["before event " + pts[0][0] + ": no buffer of this device and space was live yet"];
       const p = pts[hv.point];
-      const head = "after event " + p[0] + " (" + secondsText(p[1] * h.seconds_per_tick) + " in): live " + bytes(p[2]);
+      const head = "after event " + p[0] + inText(h, p[1]) + ": live " + bytes(p[2]);
       if (hv.band >= 0) return [head].concat(bufferLines(h, bands[hv.band]));
       if (hv.other) return [head, "other buffers (not drawn one by one): " + bytes(p[3])];
       return [head];

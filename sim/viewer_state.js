@@ -161,13 +161,18 @@
       slider.value = e;
       num.value = e;
       const k = got.keyframe >= 0 ? kfs[got.keyframe] : null;
-      const secs = (ticks) => (ticks * h.seconds_per_tick).toFixed(6) + " s";
+      // " (0.001250 s in, MORE)": the time only where the trace records times.
+      const at = (ticks, more) => {
+        const parts = h.timed === false ? [] : [(ticks * h.seconds_per_tick).toFixed(6) + " s in"];
+        if (more) parts.push(more);
+        return parts.length ? " (" + parts.join(", ") + ")" : "";
+      };
       const di = bsearch(deltas, e, (d) => d[0]);
       const t = got.exact ? (di >= 0 && (!k || deltas[di][0] > k.event) ? deltas[di][1] : k ? k.t : 0) : k ? k.t : 0;
       status.textContent = "after event " + e.toLocaleString() + (got.exact
-        ? " (" + secs(t) + " in, at its last change) — exact: every change up to this event is applied"
+        ? at(t, "at its last change") + " — exact: every change up to this event is applied"
         : k ? " — not kept change by change here: the state shown is fragsim's snapshot after event " + k.event.toLocaleString() +
-          " (" + secs(k.t) + " in); `--from`/`--to` around it keeps every event" : " — nothing recorded before it");
+          at(k.t, "") + "; `--from`/`--to` around it keeps every event" : " — nothing recorded before it");
       status.setAttribute("data-event", e);
       status.setAttribute("data-shown", got.exact ? e : k ? k.event : -1);
       while (target.firstChild) target.removeChild(target.firstChild);

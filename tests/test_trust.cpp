@@ -290,3 +290,28 @@ TEST_CASE("trust: text names a buffer once, shows times from the trace's start a
   CHECK(i.find("allocator settings: PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True") != std::string::npos);
   CHECK(i.find("{\"allocator_settings\"") == std::string::npos);
 }
+
+TEST_CASE("trust: a trace that records no times shows event numbers, never made-up times") {
+  // PyTorch 2.0 snapshots carry no time_us (SOURCES.md); fragsim numbers their events, and t is
+  // that number. Reading it as nanoseconds once made an 11 µs fine-tuning run.
+  const std::string untimed = data("torch/finetune_torch20_format.pickle.zst");
+  auto info = trace_info(untimed, false);
+  CHECK(info["timed"] == false);
+  CHECK(trace_info_text(info).find("no times recorded") != std::string::npos);
+  CHECK(trace_info_text(info).find("time span") == std::string::npos);
+  auto r = run_cmd({.trace = untimed}, kWithHtml);
+  CHECK_FALSE(r.result.timed);
+  const std::string at = "at the peak of allocated memory (event " +
+                         std::to_string(r.json["at_peak_allocated"]["event_index"].get<std::uint64_t>()) + "):";
+  CHECK(r.text.find(at) != std::string::npos);
+  CHECK(r.text.find(" us in)") == std::string::npos);
+  CHECK(r.text.find("the trace records no times") != std::string::npos);
+  CHECK(r.page()["runs"][0]["history"]["timed"] == false);
+  // A JSONL trace with times keeps them, in text as in the page.
+  auto timed = run_cmd({.trace = kSample}, kWithHtml);
+  CHECK(timed.result.timed);
+  CHECK(trace_info(kSample, false)["timed"] == true);
+  CHECK(timed.text.find(" in):") != std::string::npos);
+  CHECK(timed.text.find("records no times") == std::string::npos);
+  CHECK(timed.page()["runs"][0]["history"]["timed"] == true);
+}
