@@ -172,8 +172,15 @@ TEST_CASE("captures that start mid-run: the region and earlier memory go where t
   CHECK(dev["peak_reserved_bytes"] == 14648653952ULL / 256 * 256);
   CHECK(j["policy"]["config"]["vmm_padding"] == false);
   CHECK(ecbm.text.find("is no multiple of 2 MiB") != std::string::npos);
+  // A T4 (compute capability 7.5) has no preset: the note says whose figures stand in for it.
+  CHECK(ecbm.text.find("compute capability 7.5), memory_size 15843721216 B; no preset models that device: "
+                       "h100-80g's allocation granularity and device-call costs stand in") != std::string::npos);
   // A capture from an empty allocator infers nothing and keeps its figures (MI300X: 74 of 81).
-  auto mi = run_report({.trace = xprof_fixture("tracelens_mi300_jax08_gemm")});
+  auto mi_run = run_cmd({.trace = xprof_fixture("tracelens_mi300_jax08_gemm")});
+  const auto& mi = mi_run.json;
+  // An MI300X (AMD, compute capability 9.4) is its preset's own device: nothing stands in.
+  CHECK(mi["hardware"]["name"] == "mi300x");
+  CHECK(mi_run.text.find("stand in") == std::string::npos);
   CHECK(mi["policy"]["config"]["preallocate"] == false);  // gaps between regions: growth on demand
   CHECK_FALSE(mi["fidelity"].contains("initial_state"));
   CHECK(mi["fidelity"]["allocs_matched"].get<int>() >= 74);

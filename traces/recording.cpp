@@ -166,7 +166,8 @@ std::vector<std::string> describe_header(const nlohmann::json& h) {
         fmt::format("XProf capture ({} host{})", x->value("hosts", 0), x->value("hosts", 0) == 1 ? "" : "s"));
     for (const auto& d : x->value("devices", nlohmann::json::array()))
       if (d.is_object() && d.size() > 1)
-        lines.push_back(fmt::format("device {}: {}{}{}{}", d.value("device", 0), d.value("vendor", std::string()),
+        lines.push_back(fmt::format("device {}: {}{}{}{}", d.value("device", 0),
+                                    d.value("vendor", std::string()).empty() ? "GPU" : d.value("vendor", std::string()),
                                     d.contains("model") ? " " + d.value("model", std::string()) : std::string(),
                                     d.contains("memory_bytes") && d["memory_bytes"].is_number_unsigned()
                                         ? fmt::format(", {} of memory", human_bytes(d["memory_bytes"].get<Bytes>()))

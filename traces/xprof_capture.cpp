@@ -458,13 +458,25 @@ class Importer {
       return {{"preset", preset}, {"basis", fmt::format("the device plane names a '{}'", d.model)}};
     }
     if (!d.memory_size) return nullptr;
-    std::string base = d.vendor == "AMD" ? "mi300x" : "h100-80g";
-    return {
-        {"preset", base},
-        {"capacity_bytes", d.memory_size},
-        {"basis", fmt::format("the device plane: {} GPU{}, memory_size {} B", d.vendor.empty() ? "a" : d.vendor,
-                              d.cc_major >= 0 ? fmt::format(" (compute capability {}.{})", d.cc_major, d.cc_minor) : "",
-                              d.memory_size)}};
+    // The preset of the recorded device's family, by compute capability (NVIDIA: 8.0 A100, 9.0
+    // H100/H200, 10.0 B200; AMD: 9.4 the MI300 series, gfx942); its memory is the recording's.
+    // Another device has no preset: a base preset's allocation granularity and device-call costs
+    // stand in, and the basis says so.
+    const bool amd = d.vendor == "AMD";
+    const auto cc = std::make_pair(d.cc_major, d.cc_minor);
+    std::string preset;
+    if (amd && cc == std::make_pair(9, 4)) preset = "mi300x";
+    if (!amd && cc == std::make_pair(8, 0)) preset = d.memory_size > 48 * kGiB ? "a100-80g" : "a100-40g";
+    if (!amd && cc == std::make_pair(9, 0)) preset = d.memory_size > 100 * kGiB ? "h200-141g" : "h100-80g";
+    if (!amd && cc == std::make_pair(10, 0)) preset = "b200";
+    const std::string base = amd ? "mi300x" : "h100-80g";
+    std::string basis = fmt::format(
+        "the device plane: {} GPU{}, memory_size {} B", d.vendor.empty() ? "a" : d.vendor,
+        d.cc_major >= 0 ? fmt::format(" (compute capability {}.{})", d.cc_major, d.cc_minor) : "", d.memory_size);
+    if (preset.empty())
+      basis += fmt::format("; no preset models that device: {}'s allocation granularity and device-call costs stand in",
+                           base);
+    return {{"preset", preset.empty() ? base : preset}, {"capacity_bytes", d.memory_size}, {"basis", basis}};
   }
 
   struct Pre {
