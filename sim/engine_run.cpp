@@ -141,6 +141,10 @@ void Engine::finish() {
     if (auto st = anchor_.summary(); !st.is_null()) out.fidelity["initial_state"] = std::move(st);
     if (!followed.is_null()) out.fidelity["follow_recording"] = std::move(followed);
     if (pre_trace_allocs_) out.fidelity["pre_trace_allocs"] = pre_trace_allocs_;
+    // The recording's addresses came from its own device memory; a run given other memory
+    // (--hw, --capacity, --reserve) diverges from them wherever memory runs short differently.
+    const bool recorded_memory = !recording_.devices.empty() || (recording_.hardware && recording_.hardware->capacity);
+    if (recorded_memory && !opt_.recorded_devices) out.fidelity["memory_as_recorded"] = false;
   }
   out.peak_requested = saturate(totals_.peak_requested);
   out.peak_allocated = totals_.peak_allocated;

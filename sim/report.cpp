@@ -429,7 +429,12 @@ std::string report_text(const RunResult& r) {
       fmt::format_to(out, "  device calls ({}): {} alloc, {} free, simulated {:.3f} ms\n",
                      where(r, sp.device, sp.space), sp.device_allocs, sp.device_frees, sp.device_time_ns / 1e6);
   if (!r.fidelity.is_null()) {
-    fmt::format_to(out, "  fidelity: {}\n", fidelity_text(r.fidelity));
+    fmt::format_to(out, "  fidelity: {}{}\n", fidelity_text(r.fidelity),
+                   r.fidelity.value("memory_as_recorded", true)
+                       ? ""
+                       : " — against a recording made with other device memory than this run's (--hw, --capacity "
+                         "or --reserve): its addresses differ wherever memory runs short differently; without them "
+                         "the run checks the model");
     if (!r.fidelity["first_mismatch"].is_null())
       fmt::format_to(out, "  first mismatch: {}\n", escape_terminal(mismatch_text(r.fidelity["first_mismatch"])));
     if (r.fidelity.contains("follow_recording"))

@@ -315,3 +315,15 @@ TEST_CASE("trust: a trace that records no times shows event numbers, never made-
   CHECK(timed.text.find("records no times") == std::string::npos);
   CHECK(timed.page()["runs"][0]["history"]["timed"] == true);
 }
+
+TEST_CASE("trust: fidelity against a recording says when the run was given other device memory than it had") {
+  // The 3-GPU snapshot's memory is inferred from its OOM (3025/3025 addresses at it); at 85,862 MiB
+  // the allocator frees and retries elsewhere, and the addresses part ways with the recording.
+  auto as_recorded = run_cmd({.trace = k3dev});
+  CHECK_FALSE(as_recorded.json["fidelity"].contains("memory_as_recorded"));
+  CHECK(as_recorded.json["fidelity"]["allocs_matched"] == as_recorded.json["fidelity"]["allocs_compared"]);
+  auto other = run_cmd({.trace = k3dev, .capacity = "85862MiB"});
+  CHECK(other.json["fidelity"]["memory_as_recorded"] == false);
+  CHECK(other.json["fidelity"]["allocs_matched"] < other.json["fidelity"]["allocs_compared"]);
+  CHECK(other.text.find("against a recording made with other device memory than this run's") != std::string::npos);
+}
