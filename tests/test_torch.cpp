@@ -366,6 +366,18 @@ TEST_CASE("torch-caching OOM: empty the cache and retry, then PyTorch's message"
   CHECK_THAT(msg, Catch::Contains("of which 20.00 MiB is free"));
   CHECK_THAT(msg,
              Catch::Contains("80.00 MiB is allocated by PyTorch, and 0 bytes is reserved by PyTorch but unallocated"));
+  // A 30 MiB block asks for exactly a 30 MiB segment: no word on sizes.
+  CHECK_THAT(msg, !Catch::Contains("names the segment it asks the device for"));
+  // A 3 MiB block asks for a 20 MiB segment (1–10 MiB requests, specs/torch-caching.md): PyTorch's
+  // "Tried to allocate 20.00 MiB" is that segment, and a line before it says so with both sizes.
+  TraceBuilder s;
+  s.alloc(1, 90 * MiB).alloc(2, 3 * MiB);
+  auto small = simulate({.name = "tsmall", .text = s.text, .policy = "torch-caching", .capacity = "100MiB"});
+  REQUIRE(small.result.ooms.size() == 1);
+  const std::string& m2 = small.result.ooms[0].explanation;
+  CHECK_THAT(m2, Catch::Contains("Tried to allocate 20.00 MiB."));
+  CHECK_THAT(m2, Catch::Contains("(PyTorch's message below names the segment it asks the device for, 20.00 MiB "
+                                 "(20971520 B); the block: 3.00 MiB (3145728 B))"));
 }
 
 TEST_CASE("torch-caching expandable segments: 8 x 16 MiB maps 7 pages — 4 x 32 MiB then maps none") {
