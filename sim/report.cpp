@@ -191,8 +191,8 @@ void free_space_text(std::back_insert_iterator<std::string> out, const RunResult
     std::sort(frees.begin(), frees.end(), [](auto* a, auto* b) { return a->size > b->size; });
     std::string sizes;
     for (size_t i = 0; i < frees.size() && i < 5; ++i) sizes += (i ? ", " : "") + human_bytes(frees[i]->size);
-    fmt::format_to(out, "    free memory then ({}): {} free block{} in {} region{}{}\n", where(r, s.device, s.space),
-                   frees.size(), frees.size() == 1 ? "" : "s", s.map.regions.size(),
+    fmt::format_to(out, "    free memory then ({}): {} free block{} across the {} region{} held{}\n",
+                   where(r, s.device, s.space), frees.size(), frees.size() == 1 ? "" : "s", s.map.regions.size(),
                    s.map.regions.size() == 1 ? "" : "s", frees.empty() ? "" : "; the largest: " + sizes);
   }
 }

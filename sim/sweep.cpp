@@ -197,7 +197,8 @@ void capacity_sweep(const SweepOptions& opt, const Registry& reg, SweepResult& r
   Bytes searched = std::max<std::uint64_t>(hi, lo) * g;
   res.range = fmt::format(
       "capacities up to {} in steps of {} (the device's allocation granularity){}, {} replayed", human_bytes(searched),
-      human_bytes(g), searched > hbm->capacity ? fmt::format(", past the preset's {}", human_bytes(hbm->capacity)) : "",
+      human_bytes(g),
+      searched > hbm->capacity ? fmt::format(", past the run's capacity of {}", human_bytes(hbm->capacity)) : "",
       pts.seen().size());
   for (const auto& [k, p] : pts.seen()) {
     SweepPoint q = p;

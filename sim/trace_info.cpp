@@ -140,8 +140,10 @@ std::string trace_info_text(const nlohmann::json& j) {
                 static_cast<double>(j["t_last"].get<std::uint64_t>() - j["t_first"].get<std::uint64_t>()) * scale, unit)
           : std::string("no times recorded (events are in the trace's order)");
   fmt::format_to(out, "  {}; {} stream(s); {}\n", span, j["streams"].get<std::uint64_t>(), fmt::join(spaces, ", "));
-  fmt::format_to(out, "  peak requested {} ({} B); largest alloc {}\n",
+  const size_t ndev = j["devices"].size();
+  fmt::format_to(out, "  peak requested {} ({} B){}; largest alloc {}\n",
                  human_bytes(j["peak_requested_bytes"].get<Bytes>()), j["peak_requested_bytes"].get<Bytes>(),
+                 ndev > 1 ? fmt::format(", summed over the {} devices at one moment", ndev) : "",
                  human_bytes(j["largest_alloc_bytes"].get<Bytes>()));
   for (const auto& d : j["devices"])
     fmt::format_to(out, "  device {}: peak requested {}\n", d["device"].get<int>(),

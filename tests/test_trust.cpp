@@ -255,10 +255,10 @@ TEST_CASE("trust: sweeps say what they searched, mark a bound answer and print t
   CHECK(s.text.find("setting: XLA_PYTHON_CLIENT_MEM_FRACTION=.01") != std::string::npos);
   CHECK(s.text.find("replay:  fragsim run " + tiny + " --policy xla-bfc --env XLA_PYTHON_CLIENT_MEM_FRACTION=.01") !=
         std::string::npos);
-  // The capacity sweep goes past the preset when nothing there fits, and says so.
+  // The capacity sweep goes past the run's capacity when nothing there fits, and says so.
   auto c = sweep_cmd({.trace = k3dev}, "min-capacity");
   REQUIRE(c.result.value);
-  CHECK(c.text.find("past the preset's 79.15 GiB") != std::string::npos);
+  CHECK(c.text.find("past the run's capacity of 79.15 GiB") != std::string::npos);
   CHECK(c.text.find("each capacity tried applies to every device") != std::string::npos);
 }
 
