@@ -187,6 +187,8 @@ TEST_CASE("xprof: corrupt, truncated and mutated captures are input errors, neve
   CHECK(errors > 0);
   std::string garbage = write_text("garbage.xplane.pb", "this is not a protobuf at all");
   CHECK(input_error([&] { (void)trace_info(garbage, false); }).find("not an XProf capture") != std::string::npos);
+  // A binary file has no lines: the message names the file alone, never a "line 0".
+  CHECK(input_error([&] { (void)trace_info(garbage, false); }).rfind(garbage + ": not an XProf capture", 0) == 0);
 }
 
 TEST_CASE("xprof: a profile directory holds one capture per host, and info warns when no allocator logged") {

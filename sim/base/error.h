@@ -14,9 +14,9 @@ namespace fragsim {
 class InputError : public std::runtime_error {
  public:
   explicit InputError(const std::string& what) : std::runtime_error(what) {}
-  // "FILE:LINE: what"
+  // "FILE:LINE: what"; line 0 is the file as a whole (a binary file has no lines): "FILE: what".
   InputError(const std::string& file, std::uint64_t line, const std::string& what)
-      : std::runtime_error(file + ":" + std::to_string(line) + ": " + what) {}
+      : std::runtime_error(file + (line ? ":" + std::to_string(line) : std::string()) + ": " + what) {}
 };
 
 class EnvError : public std::runtime_error {
