@@ -363,7 +363,8 @@ std::string site_change_line(const J& r, const char* key) {
 std::string buffer_text(const J& b) {
   std::string what = escape_terminal(b.value("name", ""));
   if (b.contains("shape")) what += fmt::format(" {}{}", escape_terminal(b.value("dtype", "")), b["shape"].dump());
-  if (what.empty()) what = fmt::format("id {}", u(b, "id"));
+  // The id and event tell apart buffers of one call site (one may leave a peak as another joins it).
+  what += fmt::format("{}id {}, event {}", what.empty() ? "" : "  ", u(b, "id"), u(b, "event_index"));
   std::string was;
   if (b.contains("a_block_bytes")) {
     const Bytes before = u(b, "a_block_bytes"), now = u(b, "block_bytes");
