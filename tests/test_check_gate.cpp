@@ -38,6 +38,14 @@ std::string grown_sample(Bytes size = 64 * kMiB) {
   return write_text("check_gate_grown_" + std::to_string(size) + ".jsonl", text);
 }
 
+// check of two reports with the default options, as `check --baseline old.json --current new.json`.
+CheckResult check_of(const nlohmann::json& a, const nlohmann::json& b) {
+  CheckOptions o;
+  o.baseline_path = "old.json";
+  o.current_path = "new.json";
+  return run_check(a, b, o);
+}
+
 const CheckItem* item(const CheckResult& r, const std::string& metric) {
   for (const auto& i : r.items)
     if (i.metric == metric) return &i;
@@ -131,10 +139,7 @@ TEST_CASE("check: a new OOM's request is shown in bytes a person reads") {
   nlohmann::json b = report_json(run_request(q, test_registry()));
   REQUIRE(a["ooms"].empty());
   REQUIRE_FALSE(b["ooms"].empty());
-  CheckOptions o;
-  o.baseline_path = "old.json";
-  o.current_path = "new.json";
-  CheckResult r = run_check(a, b, o);
+  CheckResult r = check_of(a, b);
   CHECK_FALSE(r.pass);
   const CheckItem* first = item(r, "first_oom_event");
   REQUIRE(first);
@@ -147,10 +152,7 @@ TEST_CASE("check: a growth too small to show in rounded bytes is printed with it
   // 4 KiB more held for the whole run: every peak grows by exactly that, which GiB with two
   // decimals cannot show (x.xx GiB -> x.xx GiB, +0.00%).
   nlohmann::json a = report_of(kSample), b = report_of(grown_sample(4 * kKiB));
-  CheckOptions o;
-  o.baseline_path = "old.json";
-  o.current_path = "new.json";
-  CheckResult r = run_check(a, b, o);
+  CheckResult r = check_of(a, b);
   CHECK_FALSE(r.pass);
   const CheckItem* peak = item(r, "peak_allocated_bytes");
   REQUIRE(peak);
