@@ -140,7 +140,9 @@ ChangeText change_text(const std::string& metric, double bv, double cv) {
   ChangeText t{fmt_value(metric, bv), fmt_value(metric, cv), ""};
   if (t.baseline != t.current || bv == cv || std::isnan(bv) || std::isnan(cv)) return t;
   if (metric.find("bytes") != std::string::npos) {
-    t.delta = signed_bytes(static_cast<std::int64_t>(cv) - static_cast<std::int64_t>(bv));
+    // Figures are whole bytes below 2^64: their difference taken unsigned, never through int64.
+    const auto a = static_cast<std::uint64_t>(bv), b = static_cast<std::uint64_t>(cv);
+    t.delta = (b > a ? "+" : "-") + human_bytes(b > a ? b - a : a - b);
     return t;
   }
   for (int d = 4; t.baseline == t.current && d <= 8; d += 2)
@@ -298,7 +300,8 @@ CheckResult run_check(const nlohmann::json& baseline, const nlohmann::json& curr
   // --label; a run only one side holds has nothing to be diffed with).
   if (!res.pass) {
     const std::string diff = "fragsim diff " + shell_quote(o.baseline_path) + " " + shell_quote(o.current_path);
-    const bool arrays = baseline.is_array() && baseline.size() > 1 && current.is_array() && current.size() > 1;
+    // A side with several runs needs --label to pick one (a single run is taken whatever its label).
+    const bool arrays = (baseline.is_array() && baseline.size() > 1) || (current.is_array() && current.size() > 1);
     for (const auto& i : res.items) {
       if (!i.regression || !paired.count(i.run)) continue;
       std::string cmd = arrays ? diff + " --label " + shell_quote(i.run) : diff;

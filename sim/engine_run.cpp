@@ -74,6 +74,10 @@ RunResult Engine::end(std::uint64_t skipped_frees) {
     placements_->write(pbuf_);
     placements_->commit();
   }
+  if (!out_.timed &&
+      ((opt_.window.from.set && opt_.window.from.is_time) || (opt_.window.to.set && opt_.window.to.is_time)))
+    throw InputError(
+        fmt::format("{}: --from/--to: the trace records no times: bound the window by event index", opt_.trace));
   if (!opt_.window.whole() && !window_seen_)
     throw InputError(
         fmt::format("{}: --from/--to: no event of the trace lies in the window ({}; the trace has {} "
@@ -143,8 +147,17 @@ void Engine::finish() {
     if (pre_trace_allocs_) out.fidelity["pre_trace_allocs"] = pre_trace_allocs_;
     // The recording's addresses came from its own device memory; a run given other memory
     // (--hw, --capacity, --reserve) diverges from them wherever memory runs short differently.
-    const bool recorded_memory = !recording_.devices.empty() || (recording_.hardware && recording_.hardware->capacity);
-    if (recorded_memory && !opt_.recorded_devices) out.fidelity["memory_as_recorded"] = false;
+    // Compared space by space: the usable memory inferred for a device, or the capacity a capture's
+    // device plane states, against this run's (the same memory given by --hw or --capacity is no change).
+    bool differs = false;
+    for (const auto& s : slots_) {
+      if (s.space != Space::kHbm) continue;
+      if (const RecordedDeviceMemory* rd = recording_.device(s.device))
+        differs = differs || s.spec->usable() != rd->usable;
+      else if (recording_.hardware && recording_.hardware->capacity)
+        differs = differs || s.spec->capacity != *recording_.hardware->capacity;
+    }
+    if (differs) out.fidelity["memory_as_recorded"] = false;
   }
   out.peak_requested = saturate(totals_.peak_requested);
   out.peak_allocated = totals_.peak_allocated;

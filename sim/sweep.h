@@ -7,8 +7,8 @@
 //   then replays `verify` fractions on each side of the answer; any failure at or above it (the
 //   outcome is not monotonic) falls back to every fraction, as --exhaustive asks. The answer is
 //   the smallest fraction from which every larger one completes; at 0.01 it is a bound (≤ 0.01).
-// min-capacity searches from 0 up to the reserve plus 2 GiB, doubling the range (past the preset's
-//   capacity, up to 64 TiB) until a capacity fits, then checks `verify` steps on each side. The
+// min-capacity searches from 0 up to the reserve plus 2 GiB, doubling the range (past the run's capacity,
+//   up to 64 TiB) until a capacity fits, then checks `verify` steps on each side. The
 //   capacity applies to every device of the run (a recording's inferred device memory is
 //   replaced, and said so).
 // Both say the range they searched and print the answer as the user types it, with the command

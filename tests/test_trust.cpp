@@ -12,6 +12,7 @@
 
 #include "sim/base/units.h"
 #include "sim/trace_info.h"
+#include "sim/window.h"
 #include "sim_helpers.h"
 
 using namespace fragsim;
@@ -307,6 +308,10 @@ TEST_CASE("trust: a trace that records no times shows event numbers, never made-
   CHECK(r.text.find(" us in)") == std::string::npos);
   CHECK(r.text.find("the trace records no times") != std::string::npos);
   CHECK(r.page()["runs"][0]["history"]["timed"] == false);
+  // A window bounded by time has nothing to measure there: refused, in one line.
+  CHECK_THROWS_WITH(run_cmd({.trace = untimed}, {.history = true, .window = parse_window("1us", "3us")}),
+                    Catch::Contains("the trace records no times: bound the window by event index"));
+  CHECK(signed_percent(1e-11, 2) == "+0.000000000010%");
   // A JSONL trace with times keeps them, in text as in the page.
   auto timed = run_cmd({.trace = kSample}, kWithHtml);
   CHECK(timed.result.timed);
@@ -326,4 +331,7 @@ TEST_CASE("trust: fidelity against a recording says when the run was given other
   CHECK(other.json["fidelity"]["memory_as_recorded"] == false);
   CHECK(other.json["fidelity"]["allocs_matched"] < other.json["fidelity"]["allocs_compared"]);
   CHECK(other.text.find("against a recording made with other device memory than this run's") != std::string::npos);
+  // Naming the very device the capture states (--hw mi300x for the MI300X capture) is no change.
+  auto same = run_cmd({.trace = kMi300, .hw = "mi300x"});
+  CHECK_FALSE(same.json["fidelity"].contains("memory_as_recorded"));
 }

@@ -523,4 +523,15 @@ TEST_CASE("diff: a failing check of compare arrays names one diff per failing ru
     CHECK(d["a"]["label"] == label);
   }
   CHECK(labels == std::set<std::string>{"best-fit", "xla-bfc"});
+  // Against a one-run array: the run both hold is named by --label (the baseline has two), the run
+  // only the baseline holds fails the gate with no diff to run, and the named diff runs.
+  const std::string one = tmp_path("gate_c1.json");
+  REQUIRE(cli("compare " + kTrain + " --policies best-fit --capacity 40GiB --json " + one).code <= 1);
+  auto r1 = cli("check --baseline " + a + " --current " + one + " --json " + tmp_path("gate_c1c.json"));
+  REQUIRE(r1.code == 1);
+  auto j1 = nlohmann::json::parse(read_text(tmp_path("gate_c1c.json")));
+  REQUIRE(j1["diff_commands"].size() == 1);
+  const std::string cmd1 = j1["diff_commands"][0];
+  CHECK(cmd1 == "fragsim diff " + a + " " + one + " --label best-fit");
+  CHECK(cli(cmd1.substr(std::string("fragsim ").size())).code == 0);
 }

@@ -165,16 +165,17 @@ std::vector<std::string> describe_header(const nlohmann::json& h) {
     lines.push_back(
         fmt::format("XProf capture ({} host{})", x->value("hosts", 0), x->value("hosts", 0) == 1 ? "" : "s"));
     for (const auto& d : x->value("devices", nlohmann::json::array()))
-      if (d.is_object() && d.size() > 1)
-        lines.push_back(fmt::format("device {}: {}{}{}{}", d.value("device", 0),
-                                    d.value("vendor", std::string()).empty() ? "GPU" : d.value("vendor", std::string()),
-                                    d.contains("model") ? " " + d.value("model", std::string()) : std::string(),
-                                    d.contains("memory_bytes") && d["memory_bytes"].is_number_unsigned()
-                                        ? fmt::format(", {} of memory", human_bytes(d["memory_bytes"].get<Bytes>()))
-                                        : std::string(),
-                                    d.contains("compute_capability")
-                                        ? ", compute capability " + d.value("compute_capability", std::string())
-                                        : std::string()));
+      if (d.is_object() && d.size() > 1) {
+        std::vector<std::string> what;  // "AMD MI300X", "206.00 GiB of memory", "compute capability 9.4"
+        std::string name = d.value("vendor", std::string());
+        if (d.contains("model")) name += (name.empty() ? "" : " ") + d.value("model", std::string());
+        if (!name.empty()) what.push_back(name);
+        if (d.contains("memory_bytes") && d["memory_bytes"].is_number_unsigned())
+          what.push_back(human_bytes(d["memory_bytes"].get<Bytes>()) + " of memory");
+        if (d.contains("compute_capability"))
+          what.push_back("compute capability " + d.value("compute_capability", std::string()));
+        lines.push_back(fmt::format("device {}: {}", d.value("device", 0), fmt::join(what, ", ")));
+      }
     const auto allocators = x->value("allocators", nlohmann::json::array());
     for (const auto& a : allocators)
       if (a.is_object())

@@ -466,7 +466,8 @@ class Importer {
     const auto cc = std::make_pair(d.cc_major, d.cc_minor);
     std::string preset;
     if (amd && cc == std::make_pair(9, 4)) preset = "mi300x";
-    if (!amd && cc == std::make_pair(8, 0)) preset = d.memory_size > 48 * kGiB ? "a100-80g" : "a100-40g";
+    if (!amd && cc == std::make_pair(8, 0) && d.memory_size > 32 * kGiB)  // (an A30's 24 GB: no preset)
+      preset = d.memory_size > 48 * kGiB ? "a100-80g" : "a100-40g";
     if (!amd && cc == std::make_pair(9, 0)) preset = d.memory_size > 100 * kGiB ? "h200-141g" : "h100-80g";
     if (!amd && cc == std::make_pair(10, 0)) preset = "b200";
     const std::string base = amd ? "mi300x" : "h100-80g";

@@ -103,7 +103,9 @@ std::string signed_bytes(std::int64_t d) {
 std::string signed_percent(double pct, int decimals) {
   const double unit = std::pow(10.0, -decimals);
   if (pct == 0 || !std::isfinite(pct) || std::fabs(pct) >= unit / 2) return fmt::format("{:+.{}f}%", pct, decimals);
-  return fmt::format("{:+.2g}%", pct);
+  // Enough decimals for two significant digits, in fixed notation (never "1e-11").
+  const int d = std::min(15, 1 - static_cast<int>(std::floor(std::log10(std::fabs(pct)))));
+  return fmt::format("{:+.{}f}%", pct, d);
 }
 
 std::string tsl_bytes(Bytes b) {
