@@ -180,8 +180,8 @@ int cmd_sweep(const Args& args, const Registry& reg) {
             "Finds the smallest memory fraction or capacity with no OOM and prints it as the setting to use, with\n"
             "the fragsim run that replays it and the range it searched. min-mem-fraction bisects over 0.01..1.00\n"
             "and checks 4 fractions on each side of the answer (--exhaustive runs every fraction); min-capacity\n"
-            "doubles its range until a capacity fits (past the run's capacity), bisects, and checks monotonicity around\n"
-            "the answer. Exit 0 with an answer; exit 1 when no setting in range works.",
+            "doubles its range until a capacity fits (past the run's capacity), bisects, and checks monotonicity\n"
+            "around the answer. Exit 0 with an answer; exit 1 when no setting in range works.",
             hidden_option("trace", &a.trace)))
     return 0;
   check_outputs({a.trace, a.hw}, {{"--json", json}});
