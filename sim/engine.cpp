@@ -96,7 +96,6 @@ void Engine::collect_lifetimes() {
 
 void Engine::feed(const Event& ev) {
   if (out_.events++ == 0) out_.first_t = ev.t;
-  out_.timed = out_.timed || ev.has(key::kT);
   snapshot_credit_ += kSnapshotCredit;
   current_event_ = ev.index;
   if (!opt_.window.whole()) {

@@ -41,7 +41,11 @@ class Engine : public Scheduler {
   // The three steps of a run, for a stream that feeds several engines.
   void begin(const nlohmann::json& header, const Recording& recording);
   void feed(const Event& ev);
-  void set_digest(std::string d) { out_.trace_digest = std::move(d); }
+  // What the reader learnt of the whole trace, for end(): its digest and whether it records times.
+  void set_trace_facts(std::string digest, bool timed) {
+    out_.trace_digest = std::move(digest);
+    out_.timed = timed;
+  }
   RunResult end(std::uint64_t skipped_frees);
 
   bool offline() const { return info_.needs_lifetimes; }

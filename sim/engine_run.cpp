@@ -26,7 +26,7 @@ RunResult Engine::run() {
     feed(ev);
     if (n % kCancelEvents == 0) check_cancel(opt_);
   }
-  out_.trace_digest = reader->digest();
+  set_trace_facts(reader->digest(), reader->timed());
   return end(reader->skipped_frees());
 }
 

@@ -35,6 +35,7 @@ class BatchStream {
   struct End {
     std::exception_ptr error;  // the reader's, at the end of the events it delivered
     std::string digest;
+    bool timed = false;  // some event carried a time
     std::uint64_t skipped_frees = 0;
   };
 
@@ -57,6 +58,7 @@ class BatchStream {
       if (n && !publish(std::move(b))) return false;  // nobody reads any more
       if (n == kBatch) return true;
       end.digest = r.digest();
+      end.timed = r.timed();
       end.skipped_frees = r.skipped_frees();
     } catch (...) {
       end.error = std::current_exception();
@@ -184,7 +186,7 @@ void replay_shared(const std::vector<RunOptions>& runs, const std::vector<size_t
             for (const Event& ev : *batch) it->second->feed(ev);
           } else {
             if (stream.end().error) std::rethrow_exception(stream.end().error);
-            it->second->set_digest(stream.end().digest);
+            it->second->set_trace_facts(stream.end().digest, stream.end().timed);
             out[it->first] = it->second->end(stream.end().skipped_frees);
             done = true;
           }

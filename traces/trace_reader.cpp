@@ -103,7 +103,10 @@ bool TraceReader::next(Event& ev) {
     clear_decoded(ev);
     if (!read_raw(ev)) return false;
     ev.index = index_;
-    if (!ev.has(key::kT)) ev.t = Tick(index_);
+    if (!ev.has(key::kT))
+      ev.t = Tick(index_);
+    else
+      timed_ = true;
     if (ev.t < last_t_) fail(ev.line, fmt::format("t: time {} is before the previous event's {}", ev.t, last_t_));
     if (ev.has(key::kPreTrace) && ev.op != Op::kAlloc && ev.op != Op::kSegmentAlloc && ev.op != Op::kSegmentMap)
       fail(ev.line, "pre_trace: only alloc, segment_alloc and segment_map events can be marked pre_trace");

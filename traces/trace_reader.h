@@ -46,6 +46,8 @@ class TraceReader {
   virtual std::uint64_t skipped_frees() const { return skipped_frees_; }
   // Digest of the events read so far (hex): equal for the same trace in any encoding.
   [[nodiscard]] std::string digest() const;
+  // Whether some event read so far carried a time (else every t is the event's index).
+  bool timed() const { return timed_; }
   Handle handle_limit() const { return live_.handle_limit(); }
   size_t live_count() const { return live_.size(); }
 
@@ -66,6 +68,7 @@ class TraceReader {
   std::uint64_t index_ = 0;
   Tick last_t_;
   std::uint64_t skipped_frees_ = 0;
+  bool timed_ = false;
   std::uint64_t digest_ = 0x6a09e667f3bcc908ULL;
   std::unordered_set<std::uint64_t> stacks_;  // stack ids defined so far
   void mix_digest(const Event& ev);
