@@ -88,7 +88,6 @@ FrameworkSettings interpret_jax(const std::map<std::string, std::string>& env, c
           fmt::format("--env XLA_PYTHON_CLIENT_ALLOCATOR: must be \"default\", \"platform\", \"bfc\", or "
                       "\"cuda_async\", got \"{}\"",
                       l));
-    notes->push_back(fmt::format("XLA_PYTHON_CLIENT_ALLOCATOR={} -> policy {}", alloc, out.policy));
   }
   std::string frac = get("XLA_CLIENT_MEM_FRACTION"), dep = get("XLA_PYTHON_CLIENT_MEM_FRACTION");
   if (!dep.empty() && !frac.empty())

@@ -237,26 +237,23 @@ class TorchCachingPolicy : public AllocatorPolicy {
   }
 
   std::string describe_oom(const AllocRequest& req) const override {
-    Bytes a = Config::alloc_size(c_.round_size(req.size));
+    const Bytes block = c_.round_size(req.size), a = Config::alloc_size(block);
     Bytes free = dev_->available();  // cudaMemGetInfo's free: what is left of the device
     Bytes allocated = allocated_.current(), reserved = reserved_.current();
-    // PyTorch names the segment it asked the device for (specs/torch-caching.md, OOM message), not the
+    // PyTorch names the segment it asks the device for (specs/torch-caching.md, OOM message), not the
     // block: said first when the two differ, so that the two sizes do not read as a contradiction.
-    std::string segment = a != c_.round_size(req.size)
-                              ? fmt::format(
-                                    "    (PyTorch's message below names the segment it asks the device for, {} ({} B); "
-                                    "the block: {} ({} B))\n",
-                                    format_size(a), a, format_size(c_.round_size(req.size)), c_.round_size(req.size))
-                              : "";
-    return segment + fmt::format(
-                         "    torch.OutOfMemoryError: CUDA out of memory. Tried to allocate {}. GPU {} has a total "
-                         "capacity of {} of "
-                         "which {} is free. Of the allocated memory {} is allocated by PyTorch, and {} is reserved by "
-                         "PyTorch but "
-                         "unallocated. If reserved but unallocated memory is large try setting "
-                         "PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True to avoid fragmentation.\n",
-                         format_size(a), device_index_, format_size(total_), format_size(free), format_size(allocated),
-                         format_size(reserved - allocated));
+    std::string s;
+    if (a != block)
+      s = fmt::format(
+          "    (PyTorch's message below names the segment it asks the device for, {} ({} B); the block: {} ({} B))\n",
+          format_size(a), a, format_size(block), block);
+    return s + fmt::format(
+                   "    torch.OutOfMemoryError: CUDA out of memory. Tried to allocate {}. GPU {} has a total capacity "
+                   "of {} of which {} is free. Of the allocated memory {} is allocated by PyTorch, and {} is "
+                   "reserved by PyTorch but unallocated. If reserved but unallocated memory is large try setting "
+                   "PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True to avoid fragmentation.\n",
+                   format_size(a), device_index_, format_size(total_), format_size(free), format_size(allocated),
+                   format_size(reserved - allocated));
   }
 
   void observe(const Observation& ob) override {

@@ -140,9 +140,7 @@ ChangeText change_text(const std::string& metric, double bv, double cv) {
   ChangeText t{fmt_value(metric, bv), fmt_value(metric, cv), ""};
   if (t.baseline != t.current || bv == cv || std::isnan(bv) || std::isnan(cv)) return t;
   if (metric.find("bytes") != std::string::npos) {
-    // Figures are whole bytes below 2^64: their difference taken unsigned, never through int64.
-    const auto a = static_cast<std::uint64_t>(bv), b = static_cast<std::uint64_t>(cv);
-    t.delta = (b > a ? "+" : "-") + human_bytes(b > a ? b - a : a - b);
+    t.delta = signed_bytes(static_cast<Bytes>(bv), static_cast<Bytes>(cv));  // whole bytes below 2^64
     return t;
   }
   for (int d = 4; t.baseline == t.current && d <= 8; d += 2)

@@ -368,9 +368,9 @@ std::string buffer_text(const J& b) {
   std::string was;
   if (b.contains("a_block_bytes")) {
     const Bytes before = u(b, "a_block_bytes"), now = u(b, "block_bytes");
-    was = fmt::format(" (was {}{})", human_bytes(before),
-                      human_bytes(before) == human_bytes(now) && before != now ? ", " + signed_bytes(delta(before, now))
-                                                                               : std::string());
+    was = fmt::format(
+        " (was {}{})", human_bytes(before),
+        human_bytes(before) == human_bytes(now) && before != now ? ", " + signed_bytes(before, now) : std::string());
   }
   return fmt::format("{} {}{}", human_bytes(u(b, "block_bytes")), what, was);
 }

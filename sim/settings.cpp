@@ -6,7 +6,6 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
-#include <algorithm>
 #include <functional>
 #include <map>
 
@@ -130,13 +129,10 @@ PolicySpec resolve_settings(const SettingsInput& in, const Registry& reg, std::v
     spec.name = named.name;
   } else if (!fs.policy.empty()) {
     spec.name = fs.policy;
-    const std::string said = "-> policy " + fs.policy;  // a variable that names the allocator says so itself
-    if (notes && std::none_of(notes->begin(), notes->end(),
-                              [&](const std::string& n) { return n.find(said) != std::string::npos; })) {
-      std::string vars;
-      for (const auto& e : in.envs) vars += (vars.empty() ? "" : ", ") + e.substr(0, e.find('='));
-      notes->push_back(fmt::format("policy {}: what {} configures (--policy chooses another)", fs.policy, vars));
-    }
+    // The variables chose the allocator (XLA_PYTHON_CLIENT_ALLOCATOR=platform, PYTORCH_CUDA_ALLOC_CONF=…): said once.
+    if (notes)
+      notes->push_back(
+          fmt::format("policy {}: as {} configures it (--policy chooses another)", fs.policy, fmt::join(in.envs, " ")));
   } else {  // the default may carry options: "tpu-padded[inner=tpu-runtime]"
     if (used_default) *used_default = true;
     PolicySpec def = parse_policy_ref(

@@ -28,11 +28,9 @@ nlohmann::json trace_info(const std::string& path, bool lenient, const ReaderFac
   Sum live = 0, peak = 0, total = 0;
   Bytes largest = 0;
   Tick t0, t1;
-  bool timed = false;  // some event carries a time (else t is the event's index)
   while (reader->next(ev)) {
     if (events == 0) t0 = ev.t;
     t1 = ev.t;
-    timed = timed || ev.has(key::kT);
     ++events;
     switch (ev.op) {
       case Op::kAlloc: {
@@ -93,7 +91,7 @@ nlohmann::json trace_info(const std::string& path, bool lenient, const ReaderFac
                       {"live_at_end", reader->live_count()},
                       {"t_first", t0},
                       {"t_last", t1},
-                      {"timed", timed},
+                      {"timed", reader->timed()},
                       {"devices", devices},
                       {"spaces", sp},
                       {"streams", streams.size()},

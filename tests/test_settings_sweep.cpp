@@ -1,6 +1,7 @@
 // --env parsing with JAX's semantics, the POLICY[k=v] grammar and option docs, and the sweep's answers.
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <catch2/catch.hpp>
 #include <set>
 
@@ -17,13 +18,16 @@ using namespace fragsim;
 using namespace fragsim::test;
 
 namespace {
-PolicySpec resolve(std::vector<std::string> envs, std::string policy = "", std::vector<std::string> sets = {}) {
+PolicySpec resolve(std::vector<std::string> envs, std::string policy = "", std::vector<std::string> sets = {},
+                   std::vector<std::string>* notes_out = nullptr) {
   std::vector<std::string> notes;
   SettingsInput in;
   in.policy = policy;
   in.sets = sets;
   in.envs = envs;
-  return resolve_settings(in, test_registry(), &notes);
+  PolicySpec spec = resolve_settings(in, test_registry(), &notes);
+  if (notes_out) *notes_out = notes;
+  return spec;
 }
 }  // namespace
 
@@ -54,6 +58,15 @@ TEST_CASE("settings: JAX variables select and configure the policy as JAX parses
   CHECK_THROWS_AS(resolve({"MY_VAR=1"}), InputError);
   CHECK(resolve({}, "", {"alignment=512"}).config["alignment"] == 512);
   CHECK(resolve({"PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True"}).name == "torch-caching");
+  // A policy the variables chose is said once, with them; one --policy names is not.
+  std::vector<std::string> chosen, named;
+  (void)resolve({"XLA_PYTHON_CLIENT_ALLOCATOR=platform"}, "", {}, &chosen);
+  CHECK(std::count(
+            chosen.begin(), chosen.end(),
+            "policy platform: as XLA_PYTHON_CLIENT_ALLOCATOR=platform configures it (--policy chooses another)") == 1);
+  CHECK(chosen.size() == 1);
+  (void)resolve({"XLA_PYTHON_CLIENT_ALLOCATOR=platform"}, "platform", {}, &named);
+  CHECK(std::none_of(named.begin(), named.end(), [](const std::string& n) { return n.rfind("policy ", 0) == 0; }));
 }
 
 TEST_CASE("settings: spatial partitioning off via XLA_FLAGS changes placements like JAX") {

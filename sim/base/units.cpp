@@ -95,9 +95,12 @@ std::string human_bytes(Bytes b) {
   return fmt::format("{:.2f} {}", v, kNames[u]);
 }
 
+std::string signed_bytes(Bytes from, Bytes to) {
+  return (to < from ? "-" : to > from ? "+" : "±") + human_bytes(to < from ? from - to : to - from);
+}
+
 std::string signed_bytes(std::int64_t d) {
-  const Bytes m = d < 0 ? static_cast<Bytes>(-(d + 1)) + 1 : static_cast<Bytes>(d);
-  return (d < 0 ? "-" : d > 0 ? "+" : "±") + human_bytes(m);
+  return d < 0 ? signed_bytes(static_cast<Bytes>(-(d + 1)) + 1, 0) : signed_bytes(0, static_cast<Bytes>(d));
 }
 
 std::string signed_percent(double pct, int decimals) {

@@ -135,8 +135,10 @@ bool parse_space(std::string_view s, Space* out);
 [[nodiscard]] std::string size_arg(Bytes b);
 // 1536 -> "1.50 KiB"
 [[nodiscard]] std::string human_bytes(Bytes b);
-// A change of d bytes: "+4.00 MiB", "-896.00 KiB", "±0 B".
+// A change of d bytes: "+4.00 MiB", "-896.00 KiB", "±0 B"; or from `from` to `to` bytes, exact over
+// the whole range of Bytes.
 [[nodiscard]] std::string signed_bytes(std::int64_t d);
+[[nodiscard]] std::string signed_bytes(Bytes from, Bytes to);
 // A signed percentage with `decimals` decimals ("+0.07%"); one that is not zero but would round to
 // zero there keeps two significant digits ("+0.0049%").
 [[nodiscard]] std::string signed_percent(double pct, int decimals);
