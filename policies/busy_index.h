@@ -24,8 +24,17 @@
 //     the chunks meeting [s, e] but no inner block: those that end in the part of [s, e] before
 //       the first inner block, or start in the part after the last one (looked up by end and by
 //       start: at most `block` instants each side) — one more RunList, built per query.
-// Queries that contain no whole block (short lifetimes) are left to the caller (best_fit says
-// so), which lists their overlapping buffers as the oracle does: they overlap few.
+// A query that contains no whole block (a short lifetime, within two blocks) still overlaps
+// every chunk live at its start — tens of thousands when many live — so each block also keeps a
+// cover list: the chunks whose interval holds every instant of the block. With B the block of
+// s, U is exactly
+//     cover(B) (each such chunk holds s), and
+//     the chunks overlapping [s, e] that do not cover B: they start after B's first instant (and
+//       at most at e) or end before its last (and at least at s) — at most three blocks of
+//       instants, looked up by start and by end as above: the per-query RunList.
+// The cover lists have a budget of their own (as below); past it they are dropped until the
+// blocks next coarsen, and such queries are left to the caller (best_fit says so), which lists
+// the overlapping buffers as the oracle does.
 //
 // Gap search over K lists L_1..L_K with U = ∪ L_k: a gap of U of length ≥ size lies inside a gap of
 // every list, each of length ≥ size; so with F_k the union of L_k's gaps of length ≥ size, the
@@ -34,13 +43,15 @@
 // list, so in ∩ F_k). A leapfrog walks ∩ F_k in offset order, each list answering next_fitting;
 // an exact fit ends the search (nothing smaller fits, nothing lower ties). The last interval of
 // ∩ F_k is [end of U, ∞). Cost per query: O(K · (fitting intervals + 1) · log) plus the edge
-// buffers, instead of O(k log k); K ≤ 2 log(blocks) + 1. Commit: one insert into each node
-// meeting the buffer's blocks, O(duration / block + log blocks).
+// buffers, instead of O(k log k); K ≤ 2 log(blocks) + 1 (2 for a short query). Commit: one insert
+// into each node meeting the buffer's blocks and each cover list of a block it holds,
+// O(duration / block + log blocks).
 //
 // Memory: where chunks merge into runs (equal or rounded sizes, a packed heap) the lists stay
 // small; where they do not (arbitrary sizes leave slivers between neighbours), each chunk would
 // stay a run in every node it meets, about 2 · duration / block of them. So the index holds at
-// most kRunsPerInterval runs per interval (256 bytes). Past that it coarsens: blocks twice as
+// most kRunsPerInterval runs per interval (256 bytes) in its tree, and as many in its cover
+// lists. Past that (the tree's) it coarsens: blocks twice as
 // long (each chunk in about half as many nodes), every committed chunk inserted again, until the
 // runs fit the budget; the answers do not depend on the block length (only which queries hold a
 // whole block, and how many edge buffers they collect). Only when fewer than kMinBlocks blocks
@@ -120,6 +131,38 @@ class RunList {
       last_hi_.erase(last_hi_.begin() + static_cast<std::ptrdiff_t>(b + 1));
     }
     changed(b);
+  }
+
+  // Makes the list the union of `runs`, which are sorted by lo (they may overlap or touch): in one
+  // pass, re-using the blocks' storage (a list rebuilt for every query allocates once).
+  void assign_sorted(const std::vector<Run>& runs) {
+    size_t nb = 0;
+    auto block_for_next = [&]() -> std::vector<Run>& {
+      if (nb == blocks_.size()) {
+        blocks_.emplace_back();
+        last_hi_.push_back(0);
+      }
+      blocks_[nb].runs.clear();
+      blocks_[nb].stale = true;
+      return blocks_[nb++].runs;
+    };
+    size_ = 0;
+    std::vector<Run>* cur = nullptr;
+    for (const Run& r : runs) {
+      if (cur && r.lo <= cur->back().hi) {
+        cur->back().hi = std::max(cur->back().hi, r.hi);
+        continue;
+      }
+      if (!cur || cur->size() == kBlockRuns) {
+        if (cur) last_hi_[nb - 1] = cur->back().hi;
+        cur = &block_for_next();
+      }
+      cur->push_back(r);
+      ++size_;
+    }
+    if (cur) last_hi_[nb - 1] = cur->back().hi;
+    blocks_.resize(nb);
+    last_hi_.resize(nb);
   }
 
   // Where a search through the list stands (offsets only grow within one search).
@@ -279,8 +322,8 @@ class BusyIndex {
       start_[i] = rank(starts[i]);
       end_[i] = rank(ends[i]);
     }
-    by_start_ = sorted_by(start_);
-    by_end_ = sorted_by(end_);
+    by_start_ = sorted_by(start_, end_, at_start_);
+    by_end_ = sorted_by(end_, start_, at_end_);
     instants_ = std::max<size_t>(times.size(), 1);
     make_lists();
     lo_.assign(n_, 0);
@@ -294,12 +337,17 @@ class BusyIndex {
     committed_[i] = 1;
     lo_[i] = lo;
     hi_[i] = hi;
+    for (Endpoint* p : {&by_start_[at_start_[i]], &by_end_[at_end_[i]]}) {
+      p->lo = lo;
+      p->hi = hi;
+    }
     if (!enabled_) return;
     insert(i);
     while (runs_ > kRunsPerInterval * n_ + 64 * lists_.size()) {
       if (instants_ / (2 * block_) < kMinBlocks) {
         enabled_ = false;
         std::vector<RunList>().swap(lists_);
+        std::vector<RunList>().swap(cover_);
         return;
       }
       block_ *= 2;
@@ -310,29 +358,46 @@ class BusyIndex {
     }
   }
   size_t coarsened() const { return coarsened_; }  // times the blocks doubled
+  // The work of the last best_fit that could say: the edge instants it looked up and the steps
+  // its lists took (plan_steps counts these).
+  std::uint64_t last_work() const { return work_; }
 
   // The best fit for interval i: the lowest offset of the smallest gap of at least `size`, or
   // U's end when no finite gap fits. False when the index cannot say: it is not enabled, or the
-  // interval holds no whole time block.
+  // interval holds no whole time block and the cover lists are over their budget.
   bool best_fit(size_t i, Bytes size, Bytes* offset) {
     if (!enabled_) return false;
-    size_t f = (start_[i] + block_ - 1) / block_, past = (static_cast<size_t>(end_[i]) + 1) / block_;
-    if (past == 0 || f > past - 1) return false;
-    size_t l = past - 1;
+    const size_t s = start_[i], e = end_[i];
+    size_t f = (s + block_ - 1) / block_, past = (e + 1) / block_;
     used_.clear();
-    canonical(f, l, [&](size_t node) {
-      if (!lists_[node].empty()) used_.push_back(&lists_[node]);
-    });
-    // Chunks that meet [s, e] but no inner block: ending before the first inner block, or
-    // starting after the last one.
     edge_.clear();
-    collect(by_end_, end_, start_[i], f * block_, edge_);
-    collect(by_start_, start_, (l + 1) * block_, end_[i] + 1, edge_);
+    looked_up_ = 0;
+    auto any = [](size_t) { return true; };
+    if (past == 0 || f > past - 1) {
+      // No whole block: U is the chunks covering s's block B (its cover list) and those that
+      // overlap [s, e] without covering B, which start after B's first instant or end before its
+      // last — within the two blocks around [s, e].
+      if (!covers_) return false;
+      size_t b = s / block_;
+      if (!cover_[b].empty()) used_.push_back(&cover_[b]);
+      collect(by_start_, b * block_ + 1, e + 1, edge_, [&](size_t end) { return end >= s; });
+      collect(by_end_, s, last_instant(b), edge_, [&](size_t start) { return start <= e; });
+    } else {
+      size_t l = past - 1;
+      canonical(f, l, [&](size_t node) {
+        if (!lists_[node].empty()) used_.push_back(&lists_[node]);
+      });
+      // Chunks that meet [s, e] but no inner block: ending before the first inner block, or
+      // starting after the last one.
+      collect(by_end_, s, f * block_, edge_, any);
+      collect(by_start_, (l + 1) * block_, e + 1, edge_, any);
+    }
     std::sort(edge_.begin(), edge_.end(), [](const auto& a, const auto& b) { return a.lo < b.lo; });
-    edge_list_ = RunList();
-    for (const auto& r : edge_) edge_list_.insert(r.lo, r.hi);
+    edge_list_.assign_sorted(edge_);
     if (!edge_list_.empty()) used_.push_back(&edge_list_);
+    work_ = 0;
     *offset = leapfrog(size);
+    work_ += looked_up_;
     return true;
   }
 
@@ -346,6 +411,9 @@ class BusyIndex {
     while (leaves_ < blocks) leaves_ *= 2;
     std::vector<RunList>(2 * leaves_).swap(lists_);
     runs_ = 0;
+    std::vector<RunList>(blocks).swap(cover_);
+    cover_runs_ = 0;
+    covers_ = true;
   }
   // Committed interval i's chunk into the list of every node meeting its blocks.
   void insert(size_t i) {
@@ -358,7 +426,19 @@ class BusyIndex {
       }
       if (p == 1) break;
     }
+    if (!covers_) return;
+    // The cover list of every block it covers whole; over their own budget, none for this block length.
+    for (size_t b = (start_[i] + block_ - 1) / block_; b < cover_.size() && last_instant(b) <= end_[i]; ++b) {
+      cover_runs_ -= cover_[b].size();
+      cover_[b].insert(lo_[i], hi_[i]);
+      cover_runs_ += cover_[b].size();
+    }
+    if (cover_runs_ > kRunsPerInterval * n_ + 64 * cover_.size()) {
+      covers_ = false;
+      std::vector<RunList>().swap(cover_);
+    }
   }
+  size_t last_instant(size_t b) const { return std::min((b + 1) * block_, instants_) - 1; }
   // Calls f(node) for the canonical nodes of the blocks [first, last].
   template <class F>
   void canonical(size_t first, size_t last, F f) {
@@ -367,19 +447,34 @@ class BusyIndex {
       if (b & 1) f(--b);
     }
   }
-  static std::vector<std::uint32_t> sorted_by(const std::vector<std::uint32_t>& key) {
+  // One endpoint of an interval, in a list of them by `key` (that endpoint's rank): the other's
+  // rank and the chunk, lo == hi until committed — what a lookup reads, in sequential memory.
+  struct Endpoint {
+    std::uint32_t key, other;
+    Bytes lo, hi;
+  };
+  // The intervals' endpoints by key; at[i]: where interval i's is.
+  static std::vector<Endpoint> sorted_by(const std::vector<std::uint32_t>& key, const std::vector<std::uint32_t>& other,
+                                         std::vector<std::uint32_t>& at) {
     std::vector<std::uint32_t> v(key.size());
     for (size_t i = 0; i < v.size(); ++i) v[i] = static_cast<std::uint32_t>(i);
     std::stable_sort(v.begin(), v.end(), [&](std::uint32_t a, std::uint32_t b) { return key[a] < key[b]; });
-    return v;
+    std::vector<Endpoint> out(v.size());
+    at.resize(v.size());
+    for (size_t r = 0; r < v.size(); ++r) {
+      out[r] = {key[v[r]], other[v[r]], 0, 0};
+      at[v[r]] = static_cast<std::uint32_t>(r);
+    }
+    return out;
   }
-  // Committed intervals whose key (rank) lies in [from, to).
-  void collect(const std::vector<std::uint32_t>& order, const std::vector<std::uint32_t>& key, size_t from, size_t to,
-               std::vector<RunList::Run>& out) const {
-    auto it = std::lower_bound(order.begin(), order.end(), from,
-                               [&](std::uint32_t i, size_t v) { return static_cast<size_t>(key[i]) < v; });
-    for (; it != order.end() && key[*it] < to; ++it)
-      if (committed_[*it]) out.push_back({lo_[*it], hi_[*it]});
+  // The chunks of committed intervals whose endpoint's key lies in [from, to) and whose other
+  // endpoint's rank `keep` accepts.
+  template <class Keep>
+  void collect(const std::vector<Endpoint>& by, size_t from, size_t to, std::vector<RunList::Run>& out, Keep keep) {
+    auto it = std::lower_bound(by.begin(), by.end(), from, [](const Endpoint& p, size_t v) { return p.key < v; });
+    looked_up_ += to > from ? to - from : 0;
+    for (; it != by.end() && it->key < to; ++it)
+      if (it->hi > it->lo && keep(it->other)) out.push_back({it->lo, it->hi});
   }
   Bytes leapfrog(Bytes size) {
     size_t k = used_.size();
@@ -392,7 +487,10 @@ class BusyIndex {
       // p into every F_k: each list's current fitting gap must hold p.
       for (size_t ok = 0, j = 0; ok < k; j = j + 1 == k ? 0 : j + 1) {
         RunList::Gap& g = gaps_[j];
-        if (g.hi <= p) g = used_[j]->next_fitting(p, size, cursors_[j]);
+        if (g.hi <= p) {
+          g = used_[j]->next_fitting(p, size, cursors_[j]);
+          ++work_;
+        }
         if (g.lo > p) {
           p = g.lo;
           ok = 1;
@@ -420,8 +518,12 @@ class BusyIndex {
   size_t instants_ = 1;            // distinct instants
   size_t coarsened_ = 0;
   std::vector<std::uint32_t> start_, end_;        // ranks of each interval's start and end
-  std::vector<std::uint32_t> by_start_, by_end_;  // interval indices by start / end rank
+  std::vector<Endpoint> by_start_, by_end_;       // the intervals' starts / ends, by rank
+  std::vector<std::uint32_t> at_start_, at_end_;  // interval → its place in by_start_ / by_end_
   std::vector<RunList> lists_;  // segment tree over time blocks: the chunks that meet the node's blocks
+  std::vector<RunList> cover_;  // per block: the chunks whose interval holds every instant of the block
+  size_t cover_runs_ = 0;       // in all cover lists
+  bool covers_ = true;          // cover_ within its budget (for the current block length)
   size_t runs_ = 0;             // in all lists
   bool enabled_ = true;
   std::vector<Bytes> lo_, hi_;  // committed chunks
@@ -432,6 +534,7 @@ class BusyIndex {
   std::vector<const RunList*> used_;
   std::vector<RunList::Cursor> cursors_;
   std::vector<RunList::Gap> gaps_;
+  std::uint64_t work_ = 0, looked_up_ = 0;
 };
 
 }  // namespace fragsim

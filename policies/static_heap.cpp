@@ -13,10 +13,11 @@
 //               smaller than it, take the smallest (lowest offset on ties); heap = max end.
 //               XLA lists the overlapping buffers (BufferIntervalTree) and scans them: so does
 //               scan_fit, the oracle, O(k log k) for k overlapping. plan_heap asks a BusyIndex
-//               (busy_index.h: unions of chunks per block of time, walked gap by fitting gap)
-//               for buffers that outlive a time block, and scans only the short-lived ones: the
-//               same plans (tests/test_structures.cpp compares them), at a cost that grows with
-//               the number of fitting gaps a buffer sees rather than with the buffers live at once.
+//               (busy_index.h: unions of chunks per block of time, walked gap by fitting gap;
+//               per block, the chunks that hold all of it, for short-lived buffers), and scans
+//               only where the index is over its memory budget or cannot hold a chunk: the same plans
+//               (tests/test_structures.cpp compares them), at a cost that grows with the number of fitting gaps a
+//               buffer sees rather than with the buffers live at once.
 //   lower bound = peak of live bytes (NoFragmentationStatsHeap);
 //   fragmentation_size = heap_size − lower bound.
 // Replay: live buffers never overlap (validate), so the holes between them are kept in an
@@ -180,9 +181,10 @@ HeapPlan plan_heap(std::vector<HeapBuffer> bufs, bool spatial, Bytes alignment, 
     Bytes lo;
     if (search == HeapSearch::kScan)
       lo = scan_fit(committed, b, busy, scratch, steps);
-    else if (index && index->best_fit(i, b.size, &lo))
+    else if (index && index->best_fit(i, b.size, &lo)) {
       ++out.indexed;
-    else
+      if (steps) steps->spend(index->last_work());
+    } else
       lo = scan_fit(committed, b, busy, scratch, steps);
     Bytes end = lo > kTooLarge - b.size ? kTooLarge : lo + b.size;
     commit(i, lo, round_up_sat(end, alignment));

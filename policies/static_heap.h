@@ -38,8 +38,9 @@ inline constexpr size_t kHeapTimeBlock = 512;
 // Places every buffer in order — spatial: (size desc, duration desc, tie, id); temporal: (duration
 // desc, size desc, tie, id) — in the smallest free gap that fits among the committed buffers that
 // overlap it in time (chunk ends rounded up to `alignment`), the lowest on ties, else above them.
-// `steps`, when given, is charged one step per buffer placed plus one per committed buffer a scan
-// visits (the plan_steps limit, sim/base/limits.h: a plan that would take minutes is refused).
+// `steps`, when given, is charged one step per buffer placed, one per committed buffer a scan
+// visits, and one per list step and edge instant of an indexed search (the plan_steps limit, sim/base/limits.h: a plan
+// that would take minutes is refused).
 [[nodiscard]] HeapPlan plan_heap(std::vector<HeapBuffer> bufs, bool spatial, Bytes alignment,
                                  HeapSearch search = HeapSearch::kIndexed, size_t time_block = kHeapTimeBlock,
                                  LimitCounter* steps = nullptr);

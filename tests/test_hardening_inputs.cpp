@@ -278,11 +278,26 @@ TEST_CASE("pickles that share one object from many places are refused within the
 // O(buffers x buffers live), as XLA's HeapSimulator).
 TEST_CASE("static-heap: a plan beyond the plan_steps limit is refused, one within it planned") {
   CHECK(limit_value(Limit::kPlanSteps, 0) == std::uint64_t{1} << 30);  // the default: a minute of planning at most
+  // A random walk around 3,000 live buffers of arbitrary sizes (256 B - 4 MiB), 12,000 events:
+  // every buffer sees about a thousand gaps that fit it (the index looks at each, whatever the
+  // order), about 6 million steps per plan.
   std::string jl;
-  for (int i = 0; i < 3000; ++i) jl += fmt::format("{{\"op\":\"alloc\",\"id\":{},\"size\":{}}}\n", i, 4096 + i % 977);
-  std::string t = write_text("allive.jsonl", jl), fst = tmp_path("allive.fstrace");
+  std::uint64_t s = 7;
+  auto rnd = [&] { return (s = s * 6364136223846793005ULL + 1442695040888963407ULL) >> 33; };
+  std::vector<int> live;
+  for (int e = 0, next = 0; e < 12000; ++e) {
+    if (live.empty() || (live.size() < 6000 && rnd() % 6000 >= live.size())) {
+      jl += fmt::format("{{\"op\":\"alloc\",\"id\":{},\"size\":{}}}\n", next, 256 + rnd() % (4 << 20));
+      live.push_back(next++);
+    } else {
+      size_t k = rnd() % live.size();
+      jl += fmt::format("{{\"op\":\"free\",\"id\":{}}}\n", live[k]);
+      live[k] = live.back();
+      live.pop_back();
+    }
+  }
+  std::string t = write_text("manylive.jsonl", jl), fst = tmp_path("manylive.fstrace");
   (void)convert_trace(t, fst, "", false);
-  // 3,000 buffers live at once: about 4.5 million steps per plan.
   {
     ScopedLimit limit("plan_steps=1000000");
     for (const char* order : {"best", "spatial", "temporal"}) {
@@ -294,8 +309,8 @@ TEST_CASE("static-heap: a plan beyond the plan_steps limit is refused, one withi
           "limit plan_steps");
     }
   }
-  ScopedLimit limit("plan_steps=10000000");
-  CHECK(run_cmd({.trace = fst, .hw = "tpu-v5e", .policy = "static-heap"}).result.events == 3000);
+  ScopedLimit limit("plan_steps=20000000");
+  CHECK(run_cmd({.trace = fst, .hw = "tpu-v5e", .policy = "static-heap"}).result.events == 12000);
 }
 
 // Before: a 0.9 MB trace naming 20,000 devices took 10-14 GB (each device's allocators sized their

@@ -126,26 +126,35 @@ TEST_CASE("RunList: the union of inserted intervals, and the first gap that fits
   auto rnd = [&] { return (s = s * 6364136223846793005ULL + 1442695040888963407ULL) >> 33; };
   const size_t span = 60000;
   std::vector<bool> covered(span + 5000, false);
-  RunList list;
+  RunList list, rebuilt;  // rebuilt: the same intervals, sorted, given to assign_sorted at once
+  std::vector<RunList::Run> inserted;
   for (int step = 0; step < 6000; ++step) {
     // Mostly short intervals (many runs, blocks split), some long ones (merges across blocks).
     Bytes lo = rnd() % span, len = rnd() % 50 == 0 ? 1 + rnd() % 4000 : 1 + rnd() % 12;
     list.insert(lo, lo + len);
+    inserted.push_back({lo, lo + len});
     for (Bytes x = lo; x < lo + len; ++x) covered[x] = true;
     if (step % 97 != 0) continue;
     auto want = runs_of(covered);
-    auto got = list.all();
-    REQUIRE(got.size() == want.size());
-    REQUIRE(list.size() == want.size());
-    for (size_t i = 0; i < want.size(); ++i) {
-      REQUIRE(got[i].lo == want[i].lo);
-      REQUIRE(got[i].hi == want[i].hi);
+    auto sorted = inserted;
+    std::sort(sorted.begin(), sorted.end(), [](const auto& a, const auto& b) { return a.lo < b.lo; });
+    rebuilt.assign_sorted(sorted);
+    for (const RunList* l : {&list, &rebuilt}) {
+      auto got = l->all();
+      REQUIRE(got.size() == want.size());
+      REQUIRE(l->size() == want.size());
+      for (size_t i = 0; i < want.size(); ++i) {
+        REQUIRE(got[i].lo == want[i].lo);
+        REQUIRE(got[i].hi == want[i].hi);
+      }
     }
     // Searches with growing points, one cursor each, against the gaps listed one by one.
     for (Bytes size : {Bytes{1}, Bytes{3}, Bytes{20}, Bytes{400}}) {
-      RunList::Cursor c;
+      RunList::Cursor c, c2;
       for (Bytes p = rnd() % 50; p < span; p += 1 + rnd() % 3000) {
-        RunList::Gap g = list.next_fitting(p, size, c);
+        RunList::Gap g = list.next_fitting(p, size, c), h = rebuilt.next_fitting(p, size, c2);
+        REQUIRE(h.lo == g.lo);
+        REQUIRE(h.hi == g.hi);
         Bytes start = 0, wlo = want.back().hi, whi = RunList::kEnd;
         for (const auto& r : want) {
           if (r.lo > p && r.lo - start >= size) {
