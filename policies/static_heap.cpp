@@ -201,6 +201,10 @@ struct StaticHeapOptions {
   PaddingRule rule;
   std::string order;
   Bytes alignment = 1, capacity = 0;
+  // A pre_trace buffer's recorded address is its offset in the heap (an XLA module's trace, or a
+  // trace with no recording behind it): it stays there. In a runtime recording (a capture, a
+  // snapshot) it is where the runtime's allocator put it: the buffer is planned with the others.
+  bool recorded_offsets = true;
 };
 
 class StaticHeapPolicy : public AllocatorPolicy {
@@ -217,7 +221,8 @@ class StaticHeapPolicy : public AllocatorPolicy {
       sizes_[id] = size;
       if (size == 0) continue;
       std::optional<Bytes> fixed;
-      if (l.buffer.req.seeded_at) fixed = l.buffer.req.seeded_at->value();
+      if (l.buffer.req.seeded_at && o_.recorded_offsets) fixed = l.buffer.req.seeded_at->value();
+      if (l.buffer.req.seeded_at && !o_.recorded_offsets) ++planned_pre_trace_;
       bufs.push_back({id, size, l.start, l.end, fixed, l.buffer.req.id.value()});
       deltas.emplace_back(l.start, static_cast<std::int64_t>(std::min<Bytes>(size, INT64_MAX / 4)));
       deltas.emplace_back(l.end + 1, -static_cast<std::int64_t>(std::min<Bytes>(size, INT64_MAX / 4)));
@@ -319,6 +324,7 @@ class StaticHeapPolicy : public AllocatorPolicy {
                         {"fragmentation_size", heap - std::min(heap, lower_bound_)}};
     if (o_.order != "temporal") j["spatial_heap_size"] = spatial_.heap;
     if (o_.order != "spatial") j["temporal_heap_size"] = temporal_.heap;
+    if (planned_pre_trace_) j["pre_trace_planned"] = planned_pre_trace_;
     return j;
   }
   nlohmann::json extra_report() const override { return {{"static_heap", stats()}}; }
@@ -375,6 +381,7 @@ class StaticHeapPolicy : public AllocatorPolicy {
   const HeapPlan* chosen_ = nullptr;
   std::string chosen_name_;
   Bytes lower_bound_ = 0, allocated_ = 0;
+  size_t planned_pre_trace_ = 0;  // pre_trace buffers planned rather than kept at a recorded runtime address
   std::vector<std::pair<Bytes, Bytes>> live_;
   std::map<Bytes, Bytes> by_offset_;  // live buffers: offset → size
   std::multiset<Bytes> holes_;        // sizes of the holes between them, kTooLarge for the space above
@@ -401,6 +408,13 @@ void register_static_heap(Registry& r) {
                     o.alignment = cfg.size("alignment", def_align);
                     if (o.alignment == 0) throw InputError("policy static-heap: alignment: must be > 0");
                     o.capacity = ctx.space->usable();
+                    auto source = ctx.recording ? ctx.recording->source : RecordingSource::kPlain;
+                    o.recorded_offsets = source != RecordingSource::kXprof && source != RecordingSource::kTorchSnapshot;
+                    if (!o.recorded_offsets)
+                      cfg.note(
+                          "static-heap: a buffer live before the recording began is planned with the others, from "
+                          "its start (a runtime recording's addresses are where its allocator put buffers, not "
+                          "offsets in a compiled program's heap)");
                     return [o](const PolicyContext&) { return std::make_unique<StaticHeapPolicy>(o); };
                   },
                   true,

@@ -255,6 +255,29 @@ TEST_CASE("xprof: compiled modules are listed, and static-heap replays XLA's own
         }).find("did you mean") != std::string::npos);
 }
 
+// A runtime capture's addresses are where its BFC put buffers (0x7fce... on the T4 of ecbm): as
+// heap offsets they made static-heap's heap 127.81 TiB, an OOM at event 0. Planned with the
+// others, the heap is the capture's own live bytes.
+TEST_CASE("xprof: static-heap plans the buffers live before a runtime capture and keeps a plain trace's offsets") {
+  auto r = run_json({.trace = capture("ecbm_yg2820_instance-ecbm_20221104-212610"), .policy = "static-heap"});
+  CHECK(r["completed"] == true);
+  const auto& hbm = r["devices"][0];
+  REQUIRE(hbm["space"] == "hbm");
+  CHECK(hbm["static_heap"]["pre_trace_planned"] == 2);  // the 2 buffers at addresses the capture states
+  CHECK(hbm["static_heap"]["heap_size"].get<std::uint64_t>() < hbm["usable_bytes"].get<std::uint64_t>());
+  CHECK(hbm["static_heap"]["heap_size"].get<std::uint64_t>() >= hbm["static_heap"]["lower_bound"].get<std::uint64_t>());
+  bool noted = false;
+  for (const auto& n : r["notes"]) noted |= n.get<std::string>().find("static-heap: a buffer live before") == 0;
+  CHECK(noted);
+  // A trace with no recording behind it: a pre_trace buffer's addr is its offset in the heap.
+  std::string t = write_text("fixed.jsonl",
+                             "{\"op\":\"alloc\",\"id\":1,\"size\":256,\"addr\":4096,\"pre_trace\":true}\n"
+                             "{\"op\":\"alloc\",\"id\":2,\"size\":1024}\n");
+  auto p = run_json({.trace = t, .capacity = "1GiB", .policy = "static-heap"});
+  CHECK(p["static_heap"]["heap_size"] == 4096 + 256);  // id 2 fits in the 4096 B below it
+  CHECK(!p["static_heap"].contains("pre_trace_planned"));
+}
+
 TEST_CASE("xprof: a standalone HloProto file loads as its module's heap trace") {
   // Take one module's HloProto bytes out of a capture, as XLA's dump would write them.
   std::string bytes;
