@@ -51,15 +51,14 @@
 // small; where they do not (arbitrary sizes leave slivers between neighbours), each chunk would
 // stay a run in every node it meets, about 2 · duration / block of them. So the index holds at
 // most kRunsPerInterval runs per interval (256 bytes) in its tree, and as many in its cover
-// lists. Past that (the tree's) it coarsens: blocks twice as
-// long (each chunk in about half as many nodes), every committed chunk inserted again, until the
-// runs fit the budget; the answers do not depend on the block length (only which queries hold a
-// whole block, and how many edge buffers they collect). Only when fewer than kMinBlocks blocks
-// would remain does it give up for the rest of the plan, free its lists, and leave the caller to
-// scan — memory stays O(buffers) either way. Coarsening rather than giving up is what keeps the
-// many-live pattern (tens of thousands live, arbitrary sizes) on the index: at 200k events the
-// 512-instant blocks exceed the budget within the first quarter of the plan, 2048-instant ones
-// do not.
+// lists. Past that (the tree's) it coarsens: blocks twice as long, each chunk in about half as
+// many nodes — the tree loses its leaf level (every node above covers the same instants, so its
+// list stands) and the cover lists are filled again — until the runs fit the budget; the answers do not depend on the
+// block length (only which queries hold a whole block, and how many edge buffers they collect). Only when fewer than
+// kMinBlocks blocks would remain does it give up for the rest of the plan, free its lists, and leave the caller to scan
+// — memory stays O(buffers) either way. Coarsening rather than giving up is what keeps the many-live pattern (tens of
+// thousands live, arbitrary sizes) on the index: at 200k events the 512-instant blocks exceed the budget within the
+// first quarter of the plan, 2048-instant ones do not.
 //
 // Empty chunks (lo == hi, only where offsets saturate at kTooLarge) are not indexed; the caller
 // drops the index once one exists (an empty chunk splits a gap in the scan, not in a union).
@@ -342,7 +341,8 @@ class BusyIndex {
       p->hi = hi;
     }
     if (!enabled_) return;
-    insert(i);
+    insert_tree(i);
+    insert_cover(i);
     while (runs_ > kRunsPerInterval * n_ + 64 * lists_.size()) {
       if (instants_ / (2 * block_) < kMinBlocks) {
         enabled_ = false;
@@ -352,9 +352,15 @@ class BusyIndex {
       }
       block_ *= 2;
       ++coarsened_;
-      make_lists();
+      // Every node above the leaves covers the same instants in blocks twice as long, so its list
+      // stands: the leaf level goes and the one above it becomes the leaves. The cover lists are
+      // found again (a block's is not the union of its halves').
+      for (size_t node = leaves_; node < 2 * leaves_; ++node) runs_ -= lists_[node].size();
+      lists_.resize(leaves_);
+      leaves_ /= 2;
+      make_covers();
       for (size_t j = 0; j < n_; ++j)
-        if (committed_[j]) insert(j);
+        if (committed_[j]) insert_cover(j);
     }
   }
   size_t coarsened() const { return coarsened_; }  // times the blocks doubled
@@ -411,12 +417,17 @@ class BusyIndex {
     while (leaves_ < blocks) leaves_ *= 2;
     std::vector<RunList>(2 * leaves_).swap(lists_);
     runs_ = 0;
-    std::vector<RunList>(blocks).swap(cover_);
+    make_covers();
+  }
+  // Empty cover lists, one per block.
+  void make_covers() {
+    std::vector<RunList>((instants_ + block_ - 1) / block_).swap(cover_);
     cover_runs_ = 0;
     covers_ = true;
   }
-  // Committed interval i's chunk into the list of every node meeting its blocks.
-  void insert(size_t i) {
+  // Committed interval i's chunk into the list of every node meeting its blocks (and below, of
+  // every block it holds whole).
+  void insert_tree(size_t i) {
     size_t p = start_[i] / block_ + leaves_, q = end_[i] / block_ + leaves_;
     for (;; p /= 2, q /= 2) {
       for (size_t node = p; node <= q; ++node) {
@@ -426,6 +437,8 @@ class BusyIndex {
       }
       if (p == 1) break;
     }
+  }
+  void insert_cover(size_t i) {
     if (!covers_) return;
     // The cover list of every block it covers whole; over their own budget, none for this block length.
     for (size_t b = (start_[i] + block_ - 1) / block_; b < cover_.size() && last_instant(b) <= end_[i]; ++b) {
