@@ -340,6 +340,11 @@ class StaticHeapPolicy : public AllocatorPolicy {
     FRAGSIM_CHECK(sum == allocated_, "static-heap: allocated bytes stale");
     FRAGSIM_CHECK(holes == holes_, "static-heap: hole sizes stale");
   }
+  // A plan larger than the space: nothing is available to any buffer (usage()), though the heap
+  // below the space's end may hold free space — the kind says why the OOM's figures are 0.
+  std::string oom_kind(const AllocRequest&) const override {
+    return chosen_ && chosen_->heap > o_.capacity ? "heap_exceeds_space" : "";
+  }
   std::string describe_oom(const AllocRequest&) const override {
     return fmt::format("    the static heap ({} order) needs {} but the space holds {}: the program does not fit\n",
                        chosen_name_, human_bytes(chosen_ ? chosen_->heap : 0), human_bytes(o_.capacity));

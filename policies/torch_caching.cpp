@@ -461,6 +461,10 @@ class TorchCachingPolicy : public AllocatorPolicy {
   }
 
   // empty_cache: complete pending frees, then free every unsplit free block, large then small pool.
+  // release_blocks walks the pool's free blocks in its order, (stream, size, address): a whole
+  // free cudaMalloc segment is freed there; the free pages of expandable reservations are unmapped
+  // after the walk. Both kinds meet in one pool when a run with expandable segments starts from a
+  // recording's segments made without them.
   bool release_cached_blocks() {
     while (!pending_.empty()) {
       Owner o = pending_.begin()->first;
@@ -469,25 +473,24 @@ class TorchCachingPolicy : public AllocatorPolicy {
     }
     for (int small = 0; small < 2; ++small)
       for (auto& [stream, heap] : pools_[small]) {
-        if (c_.expandable) {
-          auto u = expandable_.unmap_free_pages(heap, small);
-          reserved_.sub(small, static_cast<std::int64_t>(u.bytes));
-          num_device_free_ += u.pages;
-          for (std::int32_t s : u.released) {  // release_expandable_segment: the address space goes too
-            seg_by_addr_.erase(heap.segment(s).base);
-            heap.remove_segment(s);
-          }
-          continue;
-        }
-        // release_blocks walks the pool's free blocks in its order, (stream, size, address).
         std::vector<std::pair<Bytes, std::int32_t>> whole;
-        for (size_t s = 0; s < heap.segment_count(); ++s)
-          if (heap.segment_unused(static_cast<std::int32_t>(s)))
-            whole.emplace_back(heap.segment(static_cast<std::int32_t>(s)).size, static_cast<std::int32_t>(s));
+        for (size_t s = 0; s < heap.segment_count(); ++s) {
+          auto si = static_cast<std::int32_t>(s);
+          if (heap.segment_unused(si) && !heap.segment_extra(si).expandable)
+            whole.emplace_back(heap.segment(si).size, si);
+        }
         std::sort(whole.begin(), whole.end(), [&](const auto& x, const auto& y) {
           return x.first != y.first ? x.first < y.first : heap.segment(x.second).base < heap.segment(y.second).base;
         });
         for (const auto& [size, s] : whole) release_segment(small, stream, s);
+        if (!c_.expandable) continue;
+        auto u = expandable_.unmap_free_pages(heap, small);
+        reserved_.sub(small, static_cast<std::int64_t>(u.bytes));
+        num_device_free_ += u.pages;
+        for (std::int32_t s : u.released) {  // release_expandable_segment: the address space goes too
+          seg_by_addr_.erase(heap.segment(s).base);
+          heap.remove_segment(s);
+        }
       }
     return true;
   }

@@ -139,8 +139,8 @@ ExpandableSegments::Unmapped ExpandableSegments::unmap_free_pages(SegmentHeap& h
   Unmapped out;
   for (size_t s = 0; s < heap.segment_count(); ++s) {
     auto si = static_cast<std::int32_t>(s);
-    if (!heap.segment(si).live) continue;
     Addr base = heap.segment(si).base;
+    if (!heap.segment(si).live || !reservations_.count(base)) continue;  // a cudaMalloc segment: not ours
     for (std::int32_t b = heap.segment(si).first; b != SegmentHeap::kNil;) {
       const auto& bl = heap.block(b);
       std::int32_t next = bl.next;

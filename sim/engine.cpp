@@ -162,7 +162,10 @@ void Engine::alloc(const Event& ev) {
   rq.peak = std::max(rq.peak, rq.live);
   totals_.add_requested(ev.size);
   live_.begin(ev.handle);
-  if (!replaying_) return;
+  if (!replaying_) {
+    fidelity_.not_replayed(ev.device);
+    return;
+  }
   const std::uint32_t si = slot(k, ev);
   Slot& s = slots_[si];
   if (ev.size == 0) {  // occupies nothing: no framework passes it to its allocator

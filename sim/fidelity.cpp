@@ -17,15 +17,17 @@ void Fidelity::address(const Event& ev, const Placement& p) {
 
 void Fidelity::recorded_oom(const Event& ev) {
   ++ooms_recorded_;
-  auto it = last_failed_.find(ev.device);
-  if (it != last_failed_.end() && it->second)
+  auto it = last_outcome_.find(ev.device);
+  Outcome o = it != last_outcome_.end() ? it->second : Outcome::kPlaced;
+  if (o == Outcome::kFailed)
     ++ooms_reproduced_;
   else if (first_mismatch_.is_null())
     first_mismatch_ = {{"kind", "oom"},
                        {"event_index", ev.index},
                        {"device", ev.device},
                        {"recorded_request_bytes", ev.size},
-                       {"simulated", "the request succeeded"}};
+                       {"simulated", o == Outcome::kPlaced ? "the request succeeded"
+                                                           : "not replayed: the replay stopped at an earlier OOM"}};
 }
 
 nlohmann::json Fidelity::json(const std::function<const DeviceMemory*(std::uint32_t)>& memory_of) const {

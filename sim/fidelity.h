@@ -21,14 +21,11 @@ class Fidelity {
   Fidelity& operator=(const Fidelity&) = delete;
   // An alloc that carries its recorded address, and where the policy placed it.
   void address(const Event& ev, const Placement& p);
-  // A traced allocation's outcome on its device (a later recorded OOM asks whether it failed).
-  void outcome(std::uint32_t device, bool failed) {
-    if (!last_ || last_device_ != device) {  // one map lookup per change of device, not per alloc
-      last_ = &last_failed_[device];
-      last_device_ = device;
-    }
-    *last_ = failed;
-  }
+  // What became of a traced allocation on its device (a later recorded OOM asks whether it failed):
+  // placed, failed, or not replayed (the replay had stopped at an earlier OOM).
+  enum class Outcome : std::uint8_t { kPlaced, kFailed, kNotReplayed };
+  void outcome(std::uint32_t device, bool failed) { set_outcome(device, failed ? Outcome::kFailed : Outcome::kPlaced); }
+  void not_replayed(std::uint32_t device) { set_outcome(device, Outcome::kNotReplayed); }
   // A recorded OOM: did the simulation fail the same request?
   void recorded_oom(const Event& ev);
   // A traced segment_alloc (size) and segment_free (address) of a device's main memory.
@@ -47,9 +44,16 @@ class Fidelity {
   nlohmann::json first_mismatch_;
   std::vector<std::pair<std::uint32_t, Bytes>> segments_;  // traced segment_alloc (device, size)
   std::vector<std::pair<std::uint32_t, Addr>> frees_;      // traced segment_free (device, addr)
-  std::map<std::uint32_t, bool> last_failed_;              // device → its last alloc's outcome
-  std::uint32_t last_device_ = 0;                          // the device of the last outcome…
-  bool* last_ = nullptr;                                   // …and its entry (map nodes stay put)
+  void set_outcome(std::uint32_t device, Outcome o) {
+    if (!last_ || last_device_ != device) {  // one map lookup per change of device, not per alloc
+      last_ = &last_outcome_[device];
+      last_device_ = device;
+    }
+    *last_ = o;
+  }
+  std::map<std::uint32_t, Outcome> last_outcome_;  // device → its last alloc's outcome
+  std::uint32_t last_device_ = 0;                  // the device of the last outcome…
+  Outcome* last_ = nullptr;                        // …and its entry (map nodes stay put)
 };
 
 }  // namespace fragsim

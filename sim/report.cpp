@@ -214,9 +214,12 @@ std::string mismatch_text(const nlohmann::json& m) {
     return fmt::format("device {} release {}: recorded address {} was not the one released", m.value("device", 0),
                        m.value("release", 0), hex(m["recorded_addr"]));
   if (kind == "oom")
-    return fmt::format("event {} on device {}: the recording failed a request of {} that the simulation placed",
+    return fmt::format("event {} on device {}: the recording failed a request of {} that the simulation {}",
                        m.value("event_index", 0), m.value("device", 0),
-                       human_bytes(m.value("recorded_request_bytes", Bytes{0})));
+                       human_bytes(m.value("recorded_request_bytes", Bytes{0})),
+                       m.value("simulated", std::string()) == "the request succeeded"
+                           ? "placed"
+                           : "never reached (it stopped at an earlier OOM; --keep-going replays on)");
   return m.dump();
 }
 

@@ -67,6 +67,42 @@ TEST_CASE("torch-caching reproduces every recorded address, segment, release and
   }
 }
 
+// expandable_3dev_oom records its OOM at event 7872 (a 4.94 GiB request, SOURCES.md). static-heap
+// fails a 127 MiB request at event 5640 and stops there: the recorded OOM was never reached, so
+// it is not reproduced (before: "1/1 OOMs", read from the last failed allocation). Replayed on
+// (--keep-going) the recorded request is placed: 0/1 either way.
+// sqattn was recorded without expandable segments: its segments from before the recording are
+// cudaMalloc'd ones. Replayed with expandable_segments:True, the first empty_cache unmapped pages
+// of them that were never mapped (an internal error, exit 1) — also in a plain OOMing run, whose
+// advice replays that setting. PyTorch's release_blocks frees a whole free cudaMalloc segment and
+// unmaps only expandable segments' pages, whichever the setting.
+TEST_CASE("empty_cache with expandable segments on a recording made without them") {
+  CmdRun r =
+      run_cmd({.trace = fixture("sqattn_empty_cache.pickle"), .policy = "torch-caching[expandable_segments=true]"});
+  CHECK(r.result.completed);
+  CHECK(r.result.empty_cache_calls == 28);
+  CHECK_THAT(r.result.empty_cache_effect, Catch::Contains("released"));
+  CmdRun small = run_cmd({.trace = fixture("sqattn_empty_cache.pickle"), .capacity = "5GiB"});
+  CHECK(!small.result.ooms.empty());
+  CHECK_THAT(small.text, Catch::Contains("PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True — verified by replay"));
+}
+
+TEST_CASE("a recorded OOM the replay stopped before is not counted as reproduced") {
+  for (bool keep_going : {false, true}) {
+    INFO("keep_going " << keep_going);
+    CmdRun r =
+        run_cmd({.trace = fixture("expandable_3dev_oom.pickle"), .policy = "static-heap", .keep_going = keep_going});
+    REQUIRE(!r.result.ooms.empty());
+    CHECK(r.result.ooms.front().event_index == 5640);
+    CHECK(r.json["ooms"][0]["kind"] == "heap_exceeds_space");  // why it could give 0 B: the plan does not fit
+    CHECK(r.json["fidelity"]["ooms_recorded"] == 1);
+    CHECK(r.json["fidelity"]["ooms_reproduced"] == 0);
+    CHECK_THAT(r.text, Catch::Contains("0/1 OOMs"));
+  }
+  // The default policy fails the recorded request itself and stops there: reproduced.
+  CHECK(run_cmd({.trace = fixture("expandable_3dev_oom.pickle")}).json["fidelity"]["ooms_reproduced"] == 1);
+}
+
 TEST_CASE("empty_cache calls are told apart from the allocator's own releases") {
   // sqattn: the program calls torch.cuda.empty_cache() 28 times (SOURCES.md); before, 833 of
   // 2,912 addresses matched.
