@@ -197,6 +197,9 @@ void Engine::alloc(const Event& ev) {
   } else {
     live_.set(ev.handle, LiveSet::State::kFailed);
     s.free_local.push_back(request.handle);  // never released: free for the next
+    // The OOM's figures and its moment are one state: after what the allocator did before giving
+    // up (PyTorch frees its cache and retries; its message describes the state after that).
+    account(si);
     record_oom(si, ev, request);
     if (!opt_.keep_going) {
       // Replay stops here: take the peaks' snapshots now, while the live set is still this run's
@@ -206,6 +209,8 @@ void Engine::alloc(const Event& ev) {
       replaying_ = false;
       out_.stopped_early = true;
     }
+    check_fatal(s, ev);
+    return;
   }
   account(si);
   check_fatal(s, ev);

@@ -76,6 +76,30 @@ TEST_CASE("torch-caching reproduces every recorded address, segment, release and
 // of them that were never mapped (an internal error, exit 1) — also in a plain OOMing run, whose
 // advice replays that setting. PyTorch's release_blocks frees a whole free cudaMalloc segment and
 // unmaps only expandable segments' pages, whichever the setting.
+// PyTorch frees its cache and retries before it raises; its message ("7.18 GiB is reserved by
+// PyTorch but unallocated" here) describes the state after that. The OOM record and its moment
+// (state lines, free-block list) must be that one state: before, the moment's figures were from
+// before the release (15.84 GiB reserved beside 14.13 GiB) and its block list from after it.
+TEST_CASE("a torch OOM after a cache release reports one state") {
+  CmdRun r = run_cmd({.trace = fixture("oom_retry_release.pickle"), .capacity = "20GiB"});
+  REQUIRE(!r.json["ooms"].empty());
+  const auto& o = r.json["ooms"][0];
+  const auto& at = o["at_oom"];
+  const auto& sp = at["spaces"][0];
+  CHECK(at["reserved_bytes"] == o["reserved_bytes"]);
+  CHECK(sp["reserved_bytes"] == o["reserved_bytes"]);
+  CHECK(sp["allocated_bytes"] == o["allocated_bytes"]);
+  const auto& blocks = sp["largest_free_blocks"];
+  REQUIRE(!blocks.empty());
+  CHECK(sp["largest_free_bytes"] == blocks[0]["size_bytes"]);  // docs/metrics.md: the same figure
+  std::uint64_t sum = 0;
+  for (const auto& b : blocks) sum += b["size_bytes"].get<std::uint64_t>();
+  REQUIRE(blocks.size() == sp["free_blocks"].get<size_t>());  // every free block listed
+  CHECK(sum == sp["reserved_unallocated_bytes"].get<std::uint64_t>());
+  const std::string unallocated = human_bytes(sp["reserved_unallocated_bytes"].get<Bytes>());
+  CHECK_THAT(r.text, Catch::Contains(unallocated + " is reserved by PyTorch but unallocated"));
+}
+
 TEST_CASE("empty_cache with expandable segments on a recording made without them") {
   CmdRun r =
       run_cmd({.trace = fixture("sqattn_empty_cache.pickle"), .policy = "torch-caching[expandable_segments=true]"});
