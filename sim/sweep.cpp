@@ -87,6 +87,15 @@ RunOptions point_base(const RunOptions& base) {
 constexpr unsigned kSearchWidth = 4;
 
 void fraction_sweep(const SweepOptions& opt, const Registry& reg, const FractionKnob& knob, SweepResult& res) {
+  // A fraction is of the memory each run has: where the recording shows a device's, that one.
+  if (opt.base.recorded_devices) {
+    Recording rec = opt.base.source ? opt.base.source()->recording() : read_recording(opt.base.trace, opt.base.lenient);
+    for (const auto& d : rec.devices)
+      res.notes.push_back(fmt::format(
+          "each fraction is of device {}'s usable memory inferred from the recording, {} ({} B), not of the "
+          "{} preset's (--hw or --capacity overrides it)",
+          d.device, human_bytes(d.usable), d.usable, opt.base.hw.name));
+  }
   // Fraction i / 100 for i in 1..100.
   Points pts(opt, reg, [&](std::uint64_t i) {
     RunOptions o = point_base(opt.base);

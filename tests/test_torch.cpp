@@ -100,6 +100,18 @@ TEST_CASE("a torch OOM after a cache release reports one state") {
   CHECK_THAT(r.text, Catch::Contains(unallocated + " is reserved by PyTorch but unallocated"));
 }
 
+// oom_retry_release shows its device's usable memory (22.69 GiB: an OOM retry, SOURCES.md); a
+// run uses it, so a memory fraction swept is of it — said, or "the whole device" reads as the
+// assumed h100-80g's 78.66 GiB. With --hw the preset's memory is used and no such note is given.
+TEST_CASE("sweep min-mem-fraction names the memory its fractions are of") {
+  auto r = sweep_cmd({.trace = fixture("oom_retry_release.pickle"), .policy = "torch-caching"}, "min-mem-fraction");
+  CHECK_THAT(r.text, Catch::Contains("each fraction is of device 0's usable memory inferred from the recording, "
+                                     "22.69 GiB (24366809088 B), not of the h100-80g preset's"));
+  auto hw = sweep_cmd({.trace = fixture("oom_retry_release.pickle"), .hw = "h100-80g", .policy = "torch-caching"},
+                      "min-mem-fraction");
+  CHECK_THAT(hw.text, !Catch::Contains("each fraction is of"));
+}
+
 TEST_CASE("empty_cache with expandable segments on a recording made without them") {
   CmdRun r =
       run_cmd({.trace = fixture("sqattn_empty_cache.pickle"), .policy = "torch-caching[expandable_segments=true]"});
