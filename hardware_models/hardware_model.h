@@ -34,6 +34,14 @@ struct SpaceSpec {
   Bytes runtime_limit = 0;
   Bytes usable() const { return capacity > reserve ? capacity - reserve : 0; }
   Bytes runtime_usable() const { return runtime_limit ? std::min(runtime_limit, capacity) : usable(); }
+  // How far the runtime's limit stays below the capacity (0 when it has none of its own).
+  Bytes runtime_holdback() const { return runtime_limit && capacity > runtime_limit ? capacity - runtime_limit : 0; }
+  // Another capacity for the same device: the runtime's limit keeps its holdback below it.
+  void set_capacity(Bytes c) {
+    Bytes holdback = runtime_holdback();
+    capacity = c;
+    if (runtime_limit) runtime_limit = c > holdback ? c - holdback : 1;
+  }
 };
 
 struct CostModel {

@@ -33,8 +33,12 @@ HardwareModel choose_hardware(const RunRequest& req, const Recording& recording,
   if (recorded_capacity && hbm && req.capacity.empty()) hbm->capacity = *recorded_capacity;
   if (!req.capacity.empty()) {
     if (!hbm) throw InputError("--capacity: hardware '" + hw.name + "' has no hbm space");
-    hbm->capacity = parse_size_arg(req.capacity, "--capacity");
+    Bytes holdback = hbm->runtime_holdback();
+    hbm->set_capacity(parse_size_arg(req.capacity, "--capacity"));
     check_space(*hbm, "--capacity");
+    if (holdback)
+      notes->push_back(fmt::format("the TPU runtime's limit stays {} below --capacity, as on the {} preset",
+                                   human_bytes(holdback), hw.name));
   }
   if (!req.reserve.empty()) {
     if (!hbm) throw InputError("--reserve: hardware '" + hw.name + "' has no hbm space");

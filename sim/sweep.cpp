@@ -163,8 +163,7 @@ void capacity_sweep(const SweepOptions& opt, const Registry& reg, SweepResult& r
   if (!hbm) throw InputError("sweep --find min-capacity: hardware '" + opt.base.hw.name + "' has no hbm space");
   const Bytes g = std::max<Bytes>(hbm->granularity, 1);
   // The runtime's own holdback below capacity (TPU) stays what the preset says.
-  const Bytes holdback =
-      hbm->runtime_limit && hbm->capacity > hbm->runtime_limit ? hbm->capacity - hbm->runtime_limit : 0;
+  const Bytes holdback = hbm->runtime_holdback();
   if (opt.base.recorded_devices)
     res.notes.push_back(
         "each capacity tried applies to every device of the run (memory a recording inferred for a "
@@ -175,8 +174,7 @@ void capacity_sweep(const SweepOptions& opt, const Registry& reg, SweepResult& r
   Points pts(opt, reg, [&](std::uint64_t k) {
     RunOptions o = point_base(opt.base);
     SpaceSpec* s = o.hw.space(Space::kHbm);
-    s->capacity = k * g;
-    if (s->runtime_limit) s->runtime_limit = s->capacity > holdback ? s->capacity - holdback : 1;
+    s->set_capacity(k * g);
     o.recorded_devices = false;
     return o;
   });

@@ -278,6 +278,21 @@ TEST_CASE("xprof: static-heap plans the buffers live before a runtime capture an
   CHECK(!p["static_heap"].contains("pre_trace_planned"));
 }
 
+// The v6e's runtime keeps its limit 772 MiB below the device's memory (tpu-v6e.json: 33550237696
+// of 34359738368 B). `sweep --find min-capacity` kept that holdback while `run --capacity` let the
+// runtime use the whole capacity, past what the device gives (a 105 % share): the two disagreed on
+// where the trace fits. Now the sweep's answer fits in `run` and one allocation unit less does not.
+TEST_CASE("xprof: on a TPU, run --capacity and sweep min-capacity agree on the runtime's limit") {
+  auto sw = sweep_cmd({.trace = capture("xprof_tpu_inference_2")}, "min-capacity");
+  REQUIRE(sw.result.value);
+  auto at = static_cast<Bytes>(*sw.result.value);
+  auto fits = run_json({.trace = capture("xprof_tpu_inference_2"), .capacity = fmt::format("{}B", at)});
+  CHECK(fits["completed"] == true);
+  auto less = run_json({.trace = capture("xprof_tpu_inference_2"), .capacity = fmt::format("{}B", at - 512)});
+  CHECK(less["completed"] == false);
+  for (const auto& d : less["devices"]) CHECK(d["peak_reserved_bytes"].get<Bytes>() <= d["usable_bytes"].get<Bytes>());
+}
+
 TEST_CASE("xprof: a standalone HloProto file loads as its module's heap trace") {
   // Take one module's HloProto bytes out of a capture, as XLA's dump would write them.
   std::string bytes;
