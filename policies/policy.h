@@ -75,6 +75,10 @@ struct Observation {
   Bytes size = 0;
   std::int64_t stream = 0;
   bool pre_trace = false;  // state that existed before the trace began (seed it)
+  // A segment_alloc that is an XProf capture's BFC region, as its addresses imply
+  // (sim/recording_anchor.h), not a segment the trace records: an allocator of another kind
+  // (PyTorch's) never held it.
+  bool bfc_region = false;
 };
 
 struct Placement {

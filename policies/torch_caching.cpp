@@ -271,8 +271,8 @@ class TorchCachingPolicy : public AllocatorPolicy {
                                              reserve_in(small, ob.stream)));
         return;
       }
-    } else if (ob.op != Op::kSegmentAlloc || !ob.pre_trace) {
-      return;
+    } else if (ob.op != Op::kSegmentAlloc || !ob.pre_trace || ob.bfc_region) {
+      return;  // a capture's BFC region is no PyTorch segment: buffers before it are placed anew
     }
     // A segment that existed before recording: obtain it (the engine queued its address).
     bool small = ob.size == kSmallBuffer;

@@ -134,6 +134,7 @@ std::optional<Observation> RecordingAnchor::take_region(std::uint32_t device, Sp
   ob.has_addr = true;
   ob.size = it->second.limit;
   ob.pre_trace = true;
+  ob.bfc_region = true;
   return ob;
 }
 
