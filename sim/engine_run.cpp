@@ -146,7 +146,8 @@ void Engine::finish() {
     if (!followed.is_null()) out.fidelity["follow_recording"] = std::move(followed);
     if (pre_trace_allocs_) out.fidelity["pre_trace_allocs"] = pre_trace_allocs_;
     // The recording's addresses came from its own device memory; a run given other memory
-    // (--hw, --capacity, --reserve) diverges from them wherever memory runs short differently.
+    // (--hw, --capacity, --reserve) diverges from them wherever a decision depends on the memory
+    // (where it runs short; PyTorch sizes its expandable segments from the device's total).
     // Compared space by space: the usable memory inferred for a device, or the capacity a capture's
     // device plane states, against this run's (the same memory given by --hw or --capacity is no change).
     bool differs = false;

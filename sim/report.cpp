@@ -436,8 +436,9 @@ std::string report_text(const RunResult& r) {
                    r.fidelity.value("memory_as_recorded", true)
                        ? ""
                        : " — against a recording made with other device memory than this run's (--hw, --capacity "
-                         "or --reserve): its addresses differ wherever memory runs short differently; without them "
-                         "the run checks the model");
+                         "or --reserve): its addresses differ wherever the allocator's decisions depend on the memory "
+                         "(where it runs short; expandable segments sized from it); without them the run checks "
+                         "the model");
     if (!r.fidelity["first_mismatch"].is_null())
       fmt::format_to(out, "  first mismatch: {}\n", escape_terminal(mismatch_text(r.fidelity["first_mismatch"])));
     if (r.fidelity.contains("follow_recording"))
