@@ -228,6 +228,9 @@ class AllocatorPolicy {
   virtual nlohmann::json stats() const { return nlohmann::json::object(); }
   // Extra figures for the report (e.g. simulated allocator time).
   virtual nlohmann::json extra_report() const { return nlohmann::json::object(); }
+  // Notes on what the policy did with this run's input that the reader must know (shown with
+  // the run's notes, once each).
+  virtual std::vector<std::string> run_notes() const { return {}; }
   // Checks every invariant of the state; throws InternalError naming the broken one.
   virtual void validate() const = 0;
   // Human explanation of an OOM as the real allocator would print it (may be empty).

@@ -205,6 +205,7 @@ struct StaticHeapOptions {
   // trace with no recording behind it): it stays there. In a runtime recording (a capture, a
   // snapshot) it is where the runtime's allocator put it: the buffer is planned with the others.
   bool recorded_offsets = true;
+  std::uint32_t device = 0;
 };
 
 class StaticHeapPolicy : public AllocatorPolicy {
@@ -328,6 +329,14 @@ class StaticHeapPolicy : public AllocatorPolicy {
     return j;
   }
   nlohmann::json extra_report() const override { return {{"static_heap", stats()}}; }
+  std::vector<std::string> run_notes() const override {
+    if (!planned_pre_trace_) return {};
+    return {fmt::format(
+        "static-heap on device {}: {} buffer{} live before the recording began {} planned with the "
+        "others, from its start (a runtime recording's addresses are where its allocator put "
+        "buffers, not offsets in a compiled program's heap)",
+        o_.device, planned_pre_trace_, planned_pre_trace_ == 1 ? "" : "s", planned_pre_trace_ == 1 ? "is" : "are")};
+  }
   void validate() const override {
     Bytes end = 0, sum = 0;
     std::multiset<Bytes> holes{kTooLarge};
@@ -415,11 +424,7 @@ void register_static_heap(Registry& r) {
                     o.capacity = ctx.space->usable();
                     auto source = ctx.recording ? ctx.recording->source : RecordingSource::kPlain;
                     o.recorded_offsets = source != RecordingSource::kXprof && source != RecordingSource::kTorchSnapshot;
-                    if (!o.recorded_offsets)
-                      cfg.note(
-                          "static-heap: a buffer live before the recording began is planned with the others, from "
-                          "its start (a runtime recording's addresses are where its allocator put buffers, not "
-                          "offsets in a compiled program's heap)");
+                    o.device = ctx.device_index;
                     return [o](const PolicyContext&) { return std::make_unique<StaticHeapPolicy>(o); };
                   },
                   true,

@@ -117,6 +117,8 @@ void Engine::finish() {
     r.device_time_ns = s.mem->time_ns();
     r.stats = s.policy->stats();
     r.extra = s.policy->extra_report();
+    for (auto& n : s.policy->run_notes())
+      if (std::find(out.notes.begin(), out.notes.end(), n) == out.notes.end()) out.notes.push_back(std::move(n));
     out.spaces.push_back(std::move(r));
   }
   std::sort(out.spaces.begin(), out.spaces.end(), [](const SpaceResult& a, const SpaceResult& b) {
