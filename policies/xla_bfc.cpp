@@ -617,18 +617,19 @@ class XlaBfcPolicy : public AllocatorPolicy {
     if (ob.op == Op::kSegmentAlloc && ob.pre_trace && ob.has_addr) main_.seed_region(ob.addr, &fatal_);
   }
 
+  static void add_usage(const Bfc& b, Usage& u) {
+    const auto& s = b.stats();
+    u.allocated += s.bytes_in_use;
+    u.reserved += s.pool_bytes;
+    const Bytes largest = b.largest_free();
+    u.largest_free = std::max(u.largest_free, largest);
+    u.available += s.pool_bytes - s.bytes_in_use;
+    u.largest_available = std::max(u.largest_available, largest);
+  }
   Usage usage() const override {
     Usage u;
-    for (const Bfc* b : std::initializer_list<const Bfc*>{&main_, collective_.get()}) {
-      if (!b) continue;
-      const auto& s = b->stats();
-      u.allocated += s.bytes_in_use;
-      u.reserved += s.pool_bytes;
-      const Bytes largest = b->largest_free();
-      u.largest_free = std::max(u.largest_free, largest);
-      u.available += s.pool_bytes - s.bytes_in_use;
-      u.largest_available = std::max(u.largest_available, largest);
-    }
+    add_usage(main_, u);  // after every event: the collective pool's loop only where there is one
+    if (collective_) add_usage(*collective_, u);
     Bytes fresh = main_.obtainable();
     u.available += fresh;
     u.largest_available = std::max(u.largest_available, fresh);

@@ -18,11 +18,12 @@ namespace {
 constexpr char kMagic[8] = {'F', 'S', 'T', 'R', 'A', 'C', 'E', 1};
 constexpr unsigned char kEnd = 0xFF;
 constexpr size_t kWindow = 1 << 16;  // bytes guaranteed in the buffer before each record
+constexpr size_t kBuffer = 1 << 18;  // the read buffer's size (more when a record needs it)
 
 class FstraceReader : public TraceReader {
  public:
   FstraceReader(const std::string& path, const ReaderOptions& opt)
-      : TraceReader(path, opt), src_(open_source(path)), buf_(1 << 20) {
+      : TraceReader(path, opt), src_(open_source(path)), buf_(new char[kBuffer]), cap_(kBuffer) {
     need(sizeof(kMagic) + 10);
     if (static_cast<size_t>(end_ - p_) < sizeof(kMagic) || std::memcmp(p_, kMagic, sizeof(kMagic)) != 0)
       fail(0, "not a .fstrace file (bad magic)");
@@ -127,24 +128,25 @@ class FstraceReader : public TraceReader {
   void need(std::uint64_t n) {
     if (static_cast<std::uint64_t>(end_ - p_) >= n || eof_) return;
     size_t keep = end_ - p_;
-    if (keep + n > buf_.size()) {
-      std::vector<char> bigger(keep + n + kWindow);
-      if (keep) std::memcpy(bigger.data(), p_, keep);
-      buf_.swap(bigger);
+    if (keep + n > cap_) {
+      std::unique_ptr<char[]> bigger(new char[keep + n + kWindow]);  // not cleared: read() fills it
+      if (keep) std::memcpy(bigger.get(), p_, keep);
+      buf_ = std::move(bigger);
+      cap_ = keep + n + kWindow;
     } else if (keep) {
-      std::memmove(buf_.data(), p_, keep);
+      std::memmove(buf_.get(), p_, keep);
     }
     size_t len = keep;
-    while (len < buf_.size()) {
-      size_t got = src_->read(buf_.data() + len, buf_.size() - len);
+    while (len < cap_) {
+      size_t got = src_->read(buf_.get() + len, cap_ - len);
       if (got == 0) {
         eof_ = true;
         break;
       }
       len += got;
     }
-    p_ = buf_.data();
-    end_ = buf_.data() + len;
+    p_ = buf_.get();
+    end_ = buf_.get() + len;
   }
   unsigned byte() {
     if (p_ >= end_) fail(record_, "truncated record");
@@ -183,7 +185,8 @@ class FstraceReader : public TraceReader {
   }
 
   std::unique_ptr<ByteSource> src_;
-  std::vector<char> buf_;
+  std::unique_ptr<char[]> buf_;  // cap_ bytes, the first (end_ - buf_) of them read
+  size_t cap_;
   const char* p_ = nullptr;
   const char* end_ = nullptr;
   bool eof_ = false, done_ = false;
