@@ -23,8 +23,11 @@
 // Replay: live buffers never overlap (validate), so the holes between them are kept in an
 // ordered map with a multiset of hole sizes: usage() is O(log n).
 // Sizes are the TPU per-device padded sizes (tpu_padding.h; `pad`, `shard` options) so that the
-// heap is what the TPU compiler would lay out. A heap beyond the space's capacity makes the
-// buffers that end above it fail, as the compiled program would not fit.
+// heap is what the TPU compiler would lay out. A heap beyond the space's capacity fails every
+// allocation, from the first, and holds nothing: the compiled program does not load (XLA's TPU
+// compiler refuses it whole — "Ran out of memory in memory space hbm. Used 21.95G of 15.48G hbm.
+// Exceeded hbm capacity by 6.47G", LargeWorldModel/LWM#60 — and on GPU the heap is one buffer
+// taken when the program starts), so no buffer of it is ever placed below the space's end.
 #include "policies/static_heap.h"
 
 #include <fmt/format.h>
@@ -271,8 +274,8 @@ class StaticHeapPolicy : public AllocatorPolicy {
     FRAGSIM_CHECK(it != sizes_.end() && chosen_, "static-heap: an allocation the plan did not see");
     Bytes size = it->second;
     if (size == 0) return Placement::unplaced();
+    if (!fits()) return Placement::failed();  // the program does not load
     Bytes off = chosen_->offset.at(req.event_index);
-    if (off > o_.capacity || size > o_.capacity - off) return Placement::failed();  // the program does not fit
     if (req.handle >= live_.size()) live_.resize(req.handle + 1, {0, 0});
     live_[req.handle] = {off, size};
     add_live(off, size);
@@ -290,23 +293,22 @@ class StaticHeapPolicy : public AllocatorPolicy {
   Usage usage() const override {
     Usage u;
     u.allocated = allocated_;
-    u.reserved = std::min(chosen_ ? chosen_->heap : 0, o_.capacity);
+    u.reserved = fits() ? chosen_->heap : 0;
     Bytes top = by_offset_.empty() ? 0 : by_offset_.rbegin()->first + by_offset_.rbegin()->second;
     // Holes between live buffers (the sentinel kTooLarge stands for the open space above them).
     auto it = holes_.rbegin();
     if (*it == kTooLarge) ++it;
     u.largest_free = it != holes_.rend() ? *it : 0;
     if (u.reserved > top) u.largest_free = std::max(u.largest_free, u.reserved - top);
-    // A plan larger than the space does not fit at all: nothing is available to any buffer.
-    bool fits = chosen_ && chosen_->heap <= o_.capacity;
-    u.available = fits ? o_.capacity - allocated_ : 0;
-    u.largest_available = fits ? u.largest_free : 0;
+    // A plan larger than the space does not load: nothing is available to any buffer.
+    u.available = fits() ? o_.capacity - allocated_ : 0;
+    u.largest_available = fits() ? u.largest_free : 0;
     return u;
   }
   Bytes rounded_size(const AllocRequest& req) const override { return o_.rule.apply(req).padded; }
   void memory_map(MemoryMap* out) const override {  // the heap and its live buffers
-    if (!chosen_) return;
-    Bytes heap = std::min(chosen_->heap, o_.capacity);
+    if (!fits()) return;                            // no plan, or one that does not load: nothing held
+    Bytes heap = chosen_->heap;
     out->regions.push_back({DeviceMemory::kBase, heap, 0});
     Bytes at = 0;
     for (const auto& [off, size] : by_offset_) {
@@ -349,17 +351,19 @@ class StaticHeapPolicy : public AllocatorPolicy {
     FRAGSIM_CHECK(sum == allocated_, "static-heap: allocated bytes stale");
     FRAGSIM_CHECK(holes == holes_, "static-heap: hole sizes stale");
   }
-  // A plan larger than the space: nothing is available to any buffer (usage()), though the heap
-  // below the space's end may hold free space — the kind says why the OOM's figures are 0.
-  std::string oom_kind(const AllocRequest&) const override {
-    return chosen_ && chosen_->heap > o_.capacity ? "heap_exceeds_space" : "";
-  }
+  // A plan larger than the space: the program does not load, so every allocation fails and
+  // nothing is held or available — the kind says why.
+  std::string oom_kind(const AllocRequest&) const override { return chosen_ && !fits() ? "heap_exceeds_space" : ""; }
   std::string describe_oom(const AllocRequest&) const override {
-    return fmt::format("    the static heap ({} order) needs {} but the space holds {}: the program does not fit\n",
-                       chosen_name_, human_bytes(chosen_ ? chosen_->heap : 0), human_bytes(o_.capacity));
+    const Bytes heap = chosen_ ? chosen_->heap : 0;
+    return fmt::format(
+        "    the static heap ({} order) needs {} but the space holds {}, {} over: the program does not load, "
+        "and none of its buffers is placed\n",
+        chosen_name_, human_bytes(heap), human_bytes(o_.capacity), human_bytes(heap - std::min(heap, o_.capacity)));
   }
 
  private:
+  bool fits() const { return chosen_ && chosen_->heap <= o_.capacity; }
   // Holes: [end of the previous live buffer (or 0), start of the next) when not empty, and the
   // space above the highest buffer, counted as kTooLarge.
   void hole_erase(Bytes size) {

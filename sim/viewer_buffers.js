@@ -64,8 +64,9 @@
     const bands = tl.bands.map((i) => buffer(h, i));
     const dev = { device: slot[0], space: slot[1] };
     const wrap = el("div", { class: "bufbox" });
+    const top = Math.max(0, ...pts.map((p) => p[2]));  // the most live bytes at once (0: nothing was placed)
     wrap.appendChild(el("h3", {}, (data.runs.length > 1 ? FS.runName(r) + " — " : "") + FS.where(dev) + ": " +
-      bands.length + " largest buffers drawn one by one, the rest in grey"));
+      (top === 0 ? "no buffer placed" : bands.length + " largest buffers drawn one by one, the rest in grey")));
     const c = el("canvas", { class: "bufchart", width: W, height: H, "data-space": FS.keyOf(dev) });
     c.style.width = W + "px";
     c.style.border = "1px solid #ddd";
@@ -88,7 +89,7 @@
         y += b.block;
       }
     });
-    const yMax = Math.max(1, ...pts.map((p) => p[2])) * 1.05;
+    const yMax = Math.max(1, top) * 1.05;
     const xOf = (p) => (view.time ? p[1] * h.seconds_per_tick : p[0]);
     let x0 = 0, x1 = 1;
     const xs = (x) => L + ((x - x0) / Math.max(1e-12, x1 - x0)) * (W - L - R);
@@ -106,7 +107,7 @@
       ctx.font = "10px sans-serif";
       ctx.fillStyle = "#555";
       ctx.strokeStyle = "#eee";
-      for (let i = 0; i <= 4; i++) {
+      for (let i = 0; i <= (top === 0 ? 0 : 4); i++) {  // an empty chart has one gridline, 0 B
         const v = (yMax * i) / 4;
         ctx.beginPath(); ctx.moveTo(L, ys(v)); ctx.lineTo(W - R, ys(v)); ctx.stroke();
         ctx.textAlign = "right";

@@ -457,6 +457,19 @@ TEST_CASE(
   }
 }
 
+TEST_CASE("viewer: a device where nothing was placed has an empty buffer chart that says so", "[chromium]") {
+  // static-heap's plan for device 1 of this recording exceeds its memory: the program does not
+  // load and no buffer of it is placed (policies/static_heap.cpp); devices 0 and 2 hold buffers.
+  const std::string html = tmp_path("empty_device.html");
+  REQUIRE(cli("run " + k3dev + " --policy static-heap --html " + html).code == 0);
+  std::string dom = rendered_dom(html);
+  CHECK(dom.find("<div id=\"errors\"></div>") != std::string::npos);
+  CHECK(dom.find("data-ready=\"1\"") != std::string::npos);
+  CHECK(dom.find("device 1 hbm: no buffer placed") != std::string::npos);
+  CHECK(dom.find("device 0 hbm: no buffer placed") == std::string::npos);
+  CHECK(dom.find("device 1 hbm: 0 largest buffers") == std::string::npos);
+}
+
 TEST_CASE("viewer: diff --html shows both runs' timelines on one axis and the diff's figures", "[chromium]") {
   const std::string html = tmp_path("diff.html"), json = tmp_path("diff.json");
   REQUIRE(cli("diff " + kTrain + " --policies 'torch-caching,torch-caching[expandable_segments=true]' --html " + html +
