@@ -26,8 +26,9 @@
 // heap is what the TPU compiler would lay out. A heap beyond the space's capacity fails every
 // allocation, from the first, and holds nothing: the compiled program does not load (XLA's TPU
 // compiler refuses it whole — "Ran out of memory in memory space hbm. Used 21.95G of 15.48G hbm.
-// Exceeded hbm capacity by 6.47G", LargeWorldModel/LWM#60 — and on GPU the heap is one buffer
-// taken when the program starts), so no buffer of it is ever placed below the space's end.
+// Exceeded hbm capacity by 6.47G", LargeWorldModel/LWM#60; its runtime, loading a program that
+// does not fit, fails the whole load: "Error loading program ... Attempting to reserve 29.49G",
+// openxla/xla docs/errors/error_0101.md), so no buffer of it is ever placed below the space's end.
 #include "policies/static_heap.h"
 
 #include <fmt/format.h>

@@ -47,7 +47,8 @@ struct alignas(64) PackedEvent {
   Handle handle;
   std::int32_t stream;
   std::uint32_t unused = 0;
-  std::uint64_t index, line, t, id;
+  std::uint64_t index;  // event_index; for an event held whole, its place in Batch::whole
+  std::uint64_t line, t, id;
   Bytes size;  // alloc: size; free: live_size
 };
 static_assert(sizeof(PackedEvent) == 64);
@@ -80,6 +81,7 @@ struct Batch {
 
   // Appends ev (its name, shape and frames are taken, leaving ev's old ones behind).
   void add(Event& ev) {
+    static_assert(sizeof(Event) == 176, "Event changed: update PackedEvent, add() and get()");
     constexpr std::uint16_t kPlain =
         key::kId | key::kSize | key::kT | key::kStream | key::kDevice | key::kSpace | key::kDtype | key::kPreTrace;
     PackedEvent p{};

@@ -72,9 +72,9 @@ inline constexpr std::uint16_t kId = 1, kSize = 2, kT = 4, kStream = 8, kDevice 
 inline constexpr std::uint16_t kAll = 16383;
 }  // namespace key
 
-// The fields replay reads for every alloc and free come first, packed into the first 96 bytes
-// (the shape's pointers last), so that handing batches of events from the reader's thread to the
-// engine's moves little more than that; stacks, message lines, names and frames follow.
+// The fields replay reads for every alloc and free come first; stacks, message lines, names and
+// frames follow. Between threads a plain alloc or free travels as a 64-byte PackedEvent
+// (sim/parallel_runs.cpp), which must be updated with any field replay reads.
 struct Event {
   Op op = Op::kMark;
   std::uint16_t present = 0;  // key::* bits
