@@ -110,6 +110,8 @@ inline CmdRun run_cmd(const RunRequest& req, const RunOutputs& out = {}, unsigne
   if (!out.placements.empty()) r.placements = read_jsonl(out.placements);
   return r;
 }
+// The JSON report of a run.
+inline nlohmann::json run_json(const RunRequest& req) { return run_cmd(req).json; }
 
 // `fragsim compare`: every run, the --json array, the table and the --html page (with_html: the
 // runs keep their live buffers, as --html asks). With no traces given, the base's trace is the

@@ -15,9 +15,6 @@ using namespace fragsim::test;
 
 namespace {
 
-const std::string kJax = std::string(FRAGSIM_SOURCE_DIR) + "/traces/samples/jax_train_small.jsonl";
-const std::string kTorchOom = std::string(FRAGSIM_SOURCE_DIR) + "/tests/data/torch/expandable_3dev_oom.pickle.zst";
-
 struct Advice {
   std::vector<std::string> lines;
   std::string text() const {
@@ -118,7 +115,7 @@ TEST_CASE("advice: a setting is printed only after a replay with it fits, with t
 
 TEST_CASE("advice: live buffers beyond the device get the memory the trace needs, no allocator knob") {
   // 1.39 GiB live at the peak, a 1 GiB device with 500 MiB reserved: no setting can help.
-  Advice a = advice_of({.trace = kJax, .capacity = "1GiB", .policy = "xla-bfc"});
+  Advice a = advice_of({.trace = kSample, .capacity = "1GiB", .policy = "xla-bfc"});
   REQUIRE(a.lines.size() == 1);
   const std::string& l = a.lines[0];
   CHECK(l.find("no allocator setting helps") != std::string::npos);
@@ -132,7 +129,7 @@ TEST_CASE("advice: live buffers beyond the device get the memory the trace needs
   const long mib = std::stol(m[1]);
   CHECK(pasted_completes(cmds[1]));
   // The smallest: one granularity step (2 MiB on h100-80g) less does not fit.
-  CHECK_FALSE(completes({.trace = kJax, .capacity = std::to_string(mib - 2) + "MiB", .policy = "xla-bfc"}));
+  CHECK_FALSE(completes({.trace = kSample, .capacity = std::to_string(mib - 2) + "MiB", .policy = "xla-bfc"}));
   // The sweep command it quotes gives the same answer.
   auto s = cli(cmds[0]);
   REQUIRE(s.code == 0);
@@ -140,7 +137,8 @@ TEST_CASE("advice: live buffers beyond the device get the memory the trace needs
 }
 
 TEST_CASE("advice: a memory fraction below the device gets the smallest fraction that fits, found by replay") {
-  RunRequest req{.trace = kJax, .capacity = "4GiB", .policy = "xla-bfc", .envs = {"XLA_PYTHON_CLIENT_MEM_FRACTION=.3"}};
+  RunRequest req{
+      .trace = kSample, .capacity = "4GiB", .policy = "xla-bfc", .envs = {"XLA_PYTHON_CLIENT_MEM_FRACTION=.3"}};
   Advice a = advice_of(req);
   const std::string* l = line_with(a, "is the smallest fraction with which the trace fits");
   REQUIRE(l);
@@ -159,7 +157,7 @@ TEST_CASE("advice: a memory fraction below the device gets the smallest fraction
 
 TEST_CASE("advice: a multi-device snapshot names the device that binds and the capacity every device needs") {
   // Device 1's live buffers reach 83.23 GiB on a GPU that recorded 78.51 GiB usable.
-  Advice a = advice_of({.trace = kTorchOom});
+  Advice a = advice_of({.trace = k3dev});
   REQUIRE(a.lines.size() == 1);
   CHECK(a.lines[0].find("device 1 hbm alone reach 83.23 GiB") != std::string::npos);
   CHECK(a.lines[0].find("expandable_segments") == std::string::npos);  // already on, and no knob helps

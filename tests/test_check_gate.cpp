@@ -18,8 +18,6 @@ using namespace fragsim::test;
 
 namespace {
 
-const std::string kSample = std::string(FRAGSIM_SOURCE_DIR) + "/traces/samples/jax_train_small.jsonl";
-
 nlohmann::json report_of(const std::string& trace) {
   RunRequest q;
   q.trace = trace;

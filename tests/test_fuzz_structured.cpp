@@ -63,8 +63,6 @@ struct Rng {
   }
 };
 
-const Registry& registry() { return test_registry(); }
-
 // Sets limits for one scope (process-wide, as --limit does).
 struct LimitScope {
   explicit LimitScope(const std::vector<std::string>& kvs) {
@@ -96,7 +94,7 @@ void replay(Outcomes& o, const std::string& trace, const std::string& policy, co
   opt.keep_going = keep_going;
   try {
     opt.hw = load_hardware(hw);
-    (void)run_simulation(opt, registry());
+    (void)run_simulation(opt, test_registry());
     ++o.results;
   } catch (const InputError&) {
     ++o.input_errors;
@@ -376,7 +374,7 @@ TEST_CASE("fuzz: --hw files with extreme values through every policy — results
   }
   std::string trace = write_text("fz_hw_trace.jsonl", jl);
   std::vector<std::string> policies;
-  for (const auto& i : registry().all()) policies.push_back(i.name);
+  for (const auto& i : test_registry().all()) policies.push_back(i.name);
   auto pow2 = [&] { return std::uint64_t{1} << r.below(64); };
   for (int k = 0; k < kInputs; ++k) {
     nlohmann::json spaces = nlohmann::json::array();
@@ -413,7 +411,7 @@ TEST_CASE("fuzz: report pairs for check and shards for merge — a regression ne
     opt.trace = trace;
     opt.policy.name = p;
     opt.hw = load_hardware("h100-80g");
-    RunResult res = run_simulation(opt, registry());
+    RunResult res = run_simulation(opt, test_registry());
     res.label = p;
     reports.push_back(report_json(res));
   }

@@ -26,8 +26,6 @@ namespace fs = std::filesystem;
 
 namespace {
 
-std::string sample(const std::string& name) { return std::string(FRAGSIM_SOURCE_DIR) + "/traces/samples/" + name; }
-
 // The run --json report of best-fit on the JAX sample.
 nlohmann::json best_fit_report() {
   return run_cmd({.trace = sample("jax_train_small.jsonl"), .policy = "best-fit"}).json;

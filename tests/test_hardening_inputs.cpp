@@ -38,8 +38,6 @@ constexpr long kMemLimitKiB = 1024 * 1024;
 constexpr long kMemLimitKiB = 400 * 1024;
 #endif
 
-std::string sample(const std::string& name) { return std::string(FRAGSIM_SOURCE_DIR) + "/traces/samples/" + name; }
-
 // One line on stderr naming `what`.
 void check_one_line_error(const CliResult& r, const std::string& what) {
   INFO("stderr: " << r.err);

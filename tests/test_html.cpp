@@ -15,15 +15,7 @@
 using namespace fragsim;
 using namespace fragsim::test;
 
-namespace {
-
-const std::string kSample = std::string(FRAGSIM_SOURCE_DIR) + "/traces/samples/jax_train_small.jsonl";
-
-const std::string kTrain =
-    std::string(FRAGSIM_SOURCE_DIR) + "/tests/data/torch/transformer_ctx128_train_step.pickle.zst";
-const std::string k3dev = std::string(FRAGSIM_SOURCE_DIR) + "/tests/data/torch/expandable_3dev_oom.pickle.zst";
-
-}  // namespace
+namespace {}  // namespace
 
 TEST_CASE("html: the page carries each run's own report, and every in-use block names its buffer") {
   auto run = run_cmd({.trace = kSample, .capacity = "1GiB", .policy = "xla-bfc", .keep_going = true}, kWithHtml);

@@ -11,20 +11,15 @@
 using namespace fragsim;
 using namespace fragsim::test;
 
-namespace {
-
-const std::string kJax = std::string(FRAGSIM_SOURCE_DIR) + "/traces/samples/jax_train_small.jsonl";
-const std::string kTorchOom = std::string(FRAGSIM_SOURCE_DIR) + "/tests/data/torch/expandable_3dev_oom.pickle.zst";
-
-}  // namespace
+namespace {}  // namespace
 
 TEST_CASE("oom reports: a JAX OOM names the failing buffer and the live set in text, JSON and HTML") {
-  auto r = run_cmd({.trace = kJax, .capacity = "1GiB", .policy = "xla-bfc"}, kWithHtml);
+  auto r = run_cmd({.trace = kSample, .capacity = "1GiB", .policy = "xla-bfc"}, kWithHtml);
   const auto& j = r.json;
   REQUIRE(j["oom_count"] == 1);
   const auto& o = j["ooms"][0];
   // The trace's own line for the failing event: its name, shape and dtype are what reports show.
-  auto lines = read_jsonl(kJax);
+  auto lines = read_jsonl(kSample);
   const auto& ev = lines.at(o["event_index"].get<size_t>() + 1);  // + the header line
   REQUIRE(ev["op"] == "alloc");
   CHECK(o["request"]["id"] == ev["id"]);
@@ -72,7 +67,7 @@ TEST_CASE("oom reports: a JAX OOM names the failing buffer and the live set in t
 }
 
 TEST_CASE("oom reports: a PyTorch OOM names the request frame and the live set, and its advice repeats no setting") {
-  auto r = run_cmd({.trace = kTorchOom}, kWithHtml);
+  auto r = run_cmd({.trace = k3dev}, kWithHtml);
   const auto& j = r.json;
   CHECK(j["policy"]["name"] == "torch-caching");  // the default for a snapshot
   REQUIRE(j["oom_count"] == 1);

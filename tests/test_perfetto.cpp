@@ -13,8 +13,6 @@ using namespace fragsim::test;
 
 namespace {
 
-const std::string kSample = std::string(FRAGSIM_SOURCE_DIR) + "/traces/samples/jax_train_small.jsonl";
-
 // Checks the trace-event format's rules for the phases fragsim writes; returns events by phase.
 std::map<std::string, std::vector<nlohmann::json>> check_format(const nlohmann::json& doc) {
   REQUIRE(doc.is_object());

@@ -10,9 +10,7 @@
 using namespace fragsim;
 using namespace fragsim::test;
 
-namespace {
-constexpr std::uint64_t MiB = 1 << 20;
-}
+namespace {}
 
 TEST_CASE("platform: one device call per buffer, padded to the 2 MiB VMM granularity (jaxlib >= 0.10.2)") {
   TraceBuilder t;

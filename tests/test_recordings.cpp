@@ -26,8 +26,6 @@ std::string xprof_fixture(const std::string& name) {
 
 nlohmann::json run_report(const RunRequest& req) { return run_cmd(req).json; }
 
-constexpr std::uint64_t MiB = 1 << 20;
-
 }  // namespace
 
 TEST_CASE("mid-run snapshots: blocks allocated before the trace hold what later allocations prove") {

@@ -22,11 +22,9 @@ namespace fs = std::filesystem;
 
 namespace {
 
-const Registry& registry() { return test_registry(); }
-
 std::vector<std::string> policy_names() {
   std::vector<std::string> v;
-  for (const auto& i : registry().all()) v.push_back(i.name);
+  for (const auto& i : test_registry().all()) v.push_back(i.name);
   return v;
 }
 
@@ -424,7 +422,7 @@ TEST_CASE("fuzz: mutated traces of every format through every policy — only re
           o.keep_going = keep_going;
           o.lenient = (rnd() % 2) == 0;
           try {
-            (void)run_simulation(o, registry());
+            (void)run_simulation(o, test_registry());
             ++outcomes["result"];
           } catch (const InputError&) {
             ++outcomes["input error"];

@@ -31,8 +31,6 @@ RunResult replay(const std::string& trace, nlohmann::json cfg = nlohmann::json::
   return run_simulation(o, test_registry());
 }
 
-constexpr std::uint64_t MiB = 1 << 20;
-
 }  // namespace
 
 TEST_CASE("torch-caching reproduces every recorded address, segment, release and OOM of the real snapshots") {

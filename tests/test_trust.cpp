@@ -20,13 +20,8 @@ using namespace fragsim::test;
 
 namespace {
 
-std::string data(const std::string& rel) { return std::string(FRAGSIM_SOURCE_DIR) + "/tests/data/" + rel; }
-const std::string kSample = std::string(FRAGSIM_SOURCE_DIR) + "/traces/samples/jax_train_small.jsonl";
-const std::string k3dev = data("torch/expandable_3dev_oom.pickle.zst");             // 3 GPUs, one OOM on device 1
-const std::string kTpu = data("xprof/xprof_tpu_inference_2.xplane.pb.zst");         // 4 TPU v6e chips
-const std::string kMi300 = data("xprof/tracelens_mi300_jax08_gemm.xplane.pb.zst");  // HBM and pinned host memory
-
-nlohmann::json run_json(const RunRequest& req) { return run_cmd(req).json; }
+const std::string kTpu = test_data("xprof/xprof_tpu_inference_2.xplane.pb.zst");         // 4 TPU v6e chips
+const std::string kMi300 = test_data("xprof/tracelens_mi300_jax08_gemm.xplane.pb.zst");  // HBM and pinned host memory
 
 // The text report's per-space row for device d, space sp.
 std::string text_row(const std::string& text, int d, const std::string& sp) {
@@ -221,7 +216,7 @@ TEST_CASE("trust: defaults follow the input in every command") {
   auto same = compare_cmd({.base = {.trace = kMi300}, .policies = "xla-bfc,xla-bfc[preallocate=false]"});
   CHECK(same.text.find("note: xla-bfc and xla-bfc[preallocate=false] ran with the same settings") != std::string::npos);
   // sweep picks the policy run would: torch-caching for a snapshot.
-  auto s = sweep_cmd({.trace = data("torch/small_mlp_97ev.pickle.zst")}, "min-mem-fraction");
+  auto s = sweep_cmd({.trace = test_data("torch/small_mlp_97ev.pickle.zst")}, "min-mem-fraction");
   REQUIRE(s.result.value);
   CHECK(s.json["policy"]["name"] == "torch-caching");
   CHECK(s.text.find("setting: torch.cuda.set_per_process_memory_fraction(") != std::string::npos);
@@ -295,7 +290,7 @@ TEST_CASE("trust: text names a buffer once, shows times from the trace's start a
 TEST_CASE("trust: a trace that records no times shows event numbers, never made-up times") {
   // PyTorch 2.0 snapshots carry no time_us (SOURCES.md); fragsim numbers their events, and t is
   // that number. Reading it as nanoseconds once made an 11 µs fine-tuning run.
-  const std::string untimed = data("torch/finetune_torch20_format.pickle.zst");
+  const std::string untimed = test_data("torch/finetune_torch20_format.pickle.zst");
   auto info = trace_info(untimed, false);
   CHECK(info["timed"] == false);
   CHECK(trace_info_text(info).find("no times recorded") != std::string::npos);

@@ -4,6 +4,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
@@ -15,6 +16,19 @@
 #include <vector>
 
 namespace fragsim::test {
+
+// The bundled samples (traces/samples/) and the tests' own fixtures (tests/data/, SOURCES.md).
+inline std::string sample(const std::string& name) {
+  return std::string(FRAGSIM_SOURCE_DIR) + "/traces/samples/" + name;
+}
+inline std::string test_data(const std::string& rel) { return std::string(FRAGSIM_SOURCE_DIR) + "/tests/data/" + rel; }
+// The small JAX training trace most CLI tests run.
+inline const std::string kSample = sample("jax_train_small.jsonl");
+// 3 GPUs of PyTorch with expandable segments, device 1 runs out of memory.
+inline const std::string k3dev = test_data("torch/expandable_3dev_oom.pickle.zst");
+// One training step of a small transformer on one GPU (PyTorch snapshot).
+inline const std::string kTrain = test_data("torch/transformer_ctx128_train_step.pickle.zst");
+inline constexpr std::uint64_t MiB = 1 << 20;
 
 // One scratch folder per test process, removed when the process exits.
 inline std::string tmp_dir() {

@@ -10,14 +10,12 @@
 using namespace fragsim;
 using namespace fragsim::test;
 
-namespace {
-std::string data(const std::string& f) { return std::string(FRAGSIM_SOURCE_DIR) + "/tests/data/" + f; }
-}  // namespace
+namespace {}  // namespace
 
 TEST_CASE("validate: matching simulation and replay pass, with the evidence") {
   ValidateOptions o;
-  o.sim = data("sim_platform_llm_3g.json");
-  o.real = data("replay_dryrun_llm_3g.json");
+  o.sim = test_data("sim_platform_llm_3g.json");
+  o.real = test_data("replay_dryrun_llm_3g.json");
   o.fit_out = tmp_path("fitted.json");
   auto r = run_validate(o);
   CHECK(r.pass);
@@ -37,9 +35,9 @@ TEST_CASE("validate: matching simulation and replay pass, with the evidence") {
 }
 
 TEST_CASE("validate: a different first OOM or a peak outside the tolerance fails with exit 1") {
-  auto sim = nlohmann::json::parse(read_text(data("sim_platform_llm_3g.json")));
-  auto real = nlohmann::json::parse(read_text(data("replay_dryrun_llm_3g.json")));
-  real["calls_file"] = data("replay_dryrun_llm_3g.jsonl");
+  auto sim = nlohmann::json::parse(read_text(test_data("sim_platform_llm_3g.json")));
+  auto real = nlohmann::json::parse(read_text(test_data("replay_dryrun_llm_3g.json")));
+  real["calls_file"] = test_data("replay_dryrun_llm_3g.jsonl");
   // `fragsim validate --sim SIM --real REAL [--tolerance PCT]`: exit 0 when it passes, 1 when not.
   auto validate = [](const std::string& sim_path, const std::string& real_path, double tolerance = 5.0) {
     ValidateOptions o;
@@ -50,7 +48,7 @@ TEST_CASE("validate: a different first OOM or a peak outside the tolerance fails
   };
   auto moved = real;
   moved["first_oom"]["event_index"] = 500;
-  auto r = validate(data("sim_platform_llm_3g.json"), write_text("real_moved.json", moved.dump()));
+  auto r = validate(test_data("sim_platform_llm_3g.json"), write_text("real_moved.json", moved.dump()));
   CHECK_FALSE(r.pass);
   std::string lines;
   for (const auto& l : r.lines) lines += l + "\n";
@@ -58,10 +56,10 @@ TEST_CASE("validate: a different first OOM or a peak outside the tolerance fails
   auto bigger = real;
   bigger["peak_in_use_bytes"] = real["peak_in_use_bytes"].get<std::uint64_t>() / 10 * 11;  // 10 % more
   std::string big = write_text("real_bigger.json", bigger.dump());
-  CHECK_FALSE(validate(data("sim_platform_llm_3g.json"), big).pass);
-  CHECK(validate(data("sim_platform_llm_3g.json"), big, 12).pass);
+  CHECK_FALSE(validate(test_data("sim_platform_llm_3g.json"), big).pass);
+  CHECK(validate(test_data("sim_platform_llm_3g.json"), big, 12).pass);
   // A replay summary given as the simulation: an input error (exit 2).
-  CHECK_THROWS_AS(validate(data("replay_dryrun_llm_3g.json"), big), InputError);
+  CHECK_THROWS_AS(validate(test_data("replay_dryrun_llm_3g.json"), big), InputError);
 }
 
 #ifdef FRAGSIM_REPLAY_BINARY

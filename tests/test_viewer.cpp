@@ -22,10 +22,7 @@ using namespace fragsim::test;
 namespace {
 
 const std::string kData = std::string(FRAGSIM_SOURCE_DIR) + "/tests/data/";
-const std::string kTrain = kData + "torch/transformer_ctx128_train_step.pickle.zst";
-const std::string k3dev = kData + "torch/expandable_3dev_oom.pickle.zst";
-const std::string kJax = kData + "xprof/tracelens_jax_te_fused_attn_934987a2fc2f.xplane.pb.zst";
-constexpr std::uint64_t kMiB = 1 << 20;
+const std::string kJaxCapture = kData + "xprof/tracelens_jax_te_fused_attn_934987a2fc2f.xplane.pb.zst";
 
 // A trace whose call sites are known: three stacks under one outer frame and one without it,
 // and buffers without a stack, one of them with a name that carries a terminal escape.
@@ -40,11 +37,11 @@ std::string stacks_trace() {
     t += "{\"op\":\"alloc\",\"id\":" + std::to_string(++id) + ",\"size\":" + std::to_string(size) +
          ",\"t\":" + std::to_string(t_ns += 10) + extra + "}\n";
   };
-  for (int i = 0; i < 3; ++i) alloc(kMiB, ",\"stack\":1");
-  alloc(4 * kMiB, ",\"stack\":2");
-  alloc(2 * kMiB, ",\"stack\":3");
-  alloc(kMiB, "");
-  alloc(kMiB / 2, ",\"name\":\"evil\\u001b[2J\"");
+  for (int i = 0; i < 3; ++i) alloc(MiB, ",\"stack\":1");
+  alloc(4 * MiB, ",\"stack\":2");
+  alloc(2 * MiB, ",\"stack\":3");
+  alloc(MiB, "");
+  alloc(MiB / 2, ",\"name\":\"evil\\u001b[2J\"");
   return write_text("stacks.jsonl", t);
 }
 
@@ -133,19 +130,19 @@ TEST_CASE("by stack: live bytes at the peak by call site and by stack frame, as 
   for (const auto& s : bs["sites"]) site[s["site"]] = s, sum += s["bytes"].get<std::uint64_t>();
   CHECK(sum == bs["live_bytes"].get<std::uint64_t>());
   // A site is the buffers' name, else the innermost frame of their stack.
-  CHECK(site.at("/w/model.py:20 mlp")["requested_bytes"] == 4 * kMiB);
-  CHECK(site.at("/w/model.py:10 attn")["requested_bytes"] == 3 * kMiB);
+  CHECK(site.at("/w/model.py:20 mlp")["requested_bytes"] == 4 * MiB);
+  CHECK(site.at("/w/model.py:10 attn")["requested_bytes"] == 3 * MiB);
   CHECK(site.at("/w/model.py:10 attn")["buffers"] == 3);
-  CHECK(site.at("/w/data.py:3 load")["requested_bytes"] == 2 * kMiB);
-  CHECK(site.at("(no name or stack)")["requested_bytes"] == kMiB);
-  CHECK(site.at("evil\x1b[2J")["requested_bytes"] == kMiB / 2);
+  CHECK(site.at("/w/data.py:3 load")["requested_bytes"] == 2 * MiB);
+  CHECK(site.at("(no name or stack)")["requested_bytes"] == MiB);
+  CHECK(site.at("evil\x1b[2J")["requested_bytes"] == MiB / 2);
   CHECK(bs["sites"][0]["site"] == "/w/model.py:20 mlp");  // the most bytes first
   // A frame holds every buffer whose stack passes through it: the outer step holds attn and mlp.
   std::map<std::string, nlohmann::json> frame;
   for (const auto& f : bs["frames"]) frame[f["frame"]] = f;
-  CHECK(frame.at("/w/train.py:5 step")["requested_bytes"] == 7 * kMiB);
+  CHECK(frame.at("/w/train.py:5 step")["requested_bytes"] == 7 * MiB);
   CHECK(frame.at("/w/train.py:5 step")["buffers"] == 4);
-  CHECK(frame.at("/w/data.py:3 load")["requested_bytes"] == 2 * kMiB);
+  CHECK(frame.at("/w/data.py:3 load")["requested_bytes"] == 2 * MiB);
   CHECK(frame.count("(no name or stack)") == 0);
   // The text table: the same rows, the hostile name escaped (no raw escape reaches the terminal).
   CHECK(r.out.find("live bytes by call site") != std::string::npos);
@@ -421,7 +418,7 @@ TEST_CASE(
     "viewer: per-buffer timeline, allocator state at any event and icicle answer hover and the scrubber, "
     "for a PyTorch snapshot, a JAX capture and a 3-device run",
     "[chromium]") {
-  for (const std::string& trace : {kTrain, kJax, k3dev}) {
+  for (const std::string& trace : {kTrain, kJaxCapture, k3dev}) {
     INFO(trace);
     const std::string html = tmp_path("viewer.html");
     REQUIRE(cli("run " + trace + " --html " + html).code == 0);

@@ -30,8 +30,6 @@ std::vector<Event> read_all_events(const std::string& path, nlohmann::json* head
   return v;
 }
 
-nlohmann::json run_json(const RunRequest& req) { return run_cmd(req).json; }
-
 }  // namespace
 
 TEST_CASE("xprof: every allocator event of the real captures, with sizes and recorded addresses") {

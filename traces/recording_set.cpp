@@ -8,14 +8,12 @@
 #include <set>
 
 #include "sim/base/error.h"
+#include "sim/base/io.h"
 
 namespace fragsim {
 
 namespace {
 
-bool ends_with(const std::string& s, std::string_view x) {
-  return s.size() >= x.size() && s.compare(s.size() - x.size(), x.size(), x) == 0;
-}
 bool is_snapshot_file(const std::string& p) {
   return ends_with(p, ".pickle") || ends_with(p, ".pickle.zst") || ends_with(p, ".pkl") || ends_with(p, ".pkl.zst");
 }

@@ -21,10 +21,6 @@ namespace {
 
 constexpr std::uint64_t kMaxBytes = 4ULL << 30;
 
-bool ends_with(const std::string& s, std::string_view x) {
-  return s.size() >= x.size() && s.compare(s.size() - x.size(), x.size(), x) == 0;
-}
-
 struct NamedModule {
   std::string name;  // capture event name, or the module's own
   hlo::HloProto proto;

@@ -23,11 +23,6 @@ namespace {
 
 constexpr std::uint64_t kMaxCaptureBytes = 4ULL << 30;
 
-bool ends_with(const std::string& s, const char* suffix) {
-  std::string_view x(suffix);
-  return s.size() >= x.size() && s.compare(s.size() - x.size(), x.size(), x) == 0;
-}
-
 // One allocator call as the capture logged it.
 struct Call {
   __int128 t_ps = 0;  // line timestamp (ns) × 1000 + offset (ps): exact for every int64 pair
