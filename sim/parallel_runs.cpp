@@ -182,31 +182,42 @@ class BatchStream {
     std::lock_guard<std::mutex> l(m_);
     end_ = std::move(end);
     finished_ = true;
-    cv_.notify_all();
+    ready_.notify_all();
     return false;
   }
   // Consumer side: batch i (from 0), or nullptr after the last one.
   std::shared_ptr<const Batch> get(size_t consumer, size_t i) {
     std::unique_lock<std::mutex> l(m_);
     done_[consumer] = i;  // it no longer needs batches before i
-    cv_.notify_all();
-    cv_.wait(l, [&] { return i < first_ + batches_.size() || finished_; });
+    wake_reader();
+    if (i >= first_ + batches_.size() && !finished_) {
+      ++consumers_waiting_;
+      ready_.wait(l, [&] { return i < first_ + batches_.size() || finished_; });
+      --consumers_waiting_;
+    }
     if (i >= first_ + batches_.size()) return nullptr;
     return batches_[i - first_];
   }
   void leave(size_t consumer) {  // a consumer that stopped early
     std::lock_guard<std::mutex> l(m_);
     done_[consumer] = SIZE_MAX;
-    cv_.notify_all();
+    wake_reader();
   }
   const End& end() const { return end_; }  // after get() returned nullptr
 
  private:
   // False when every consumer has left. A consumer asks for batch i only after batch i - 1, so
   // first_ + size >= slowest() whenever one is still reading.
+  // A reader kAhead batches ahead waits until it is kAhead / 2 ahead: the consumers wake it once
+  // per kAhead / 2 batches, and each side signals only a side that waits (a futex wake-up costs
+  // microseconds: one per batch was 3% of a replay thread's time).
   bool publish(std::shared_ptr<Batch> b) {
     std::unique_lock<std::mutex> l(m_);
-    cv_.wait(l, [&] { return slowest() == SIZE_MAX || first_ + batches_.size() - slowest() < kAhead; });
+    if (!room(kAhead - 1)) {
+      reader_waits_ = true;
+      room_.wait(l, [&] { return room(kAhead / 2); });
+      reader_waits_ = false;
+    }
     if (slowest() == SIZE_MAX) return false;
     batches_.push_back(std::move(b));
     while (!batches_.empty() && first_ < slowest()) {  // drop what every consumer has passed
@@ -215,8 +226,16 @@ class BatchStream {
       batches_.pop_front();
       ++first_;
     }
-    cv_.notify_all();
+    if (consumers_waiting_) ready_.notify_all();
     return true;
+  }
+  // Every consumer left, or the reader is at most `ahead` batches ahead of the slowest one.
+  bool room(size_t ahead) const {
+    size_t s = slowest();
+    return s == SIZE_MAX || first_ + batches_.size() - s <= ahead;
+  }
+  void wake_reader() {  // under m_
+    if (reader_waits_ && room(kAhead / 2)) room_.notify_one();
   }
   std::shared_ptr<Batch> spare() {
     std::lock_guard<std::mutex> l(m_);
@@ -228,7 +247,9 @@ class BatchStream {
   size_t slowest() const { return *std::min_element(done_.begin(), done_.end()); }
 
   std::mutex m_;
-  std::condition_variable cv_;
+  std::condition_variable ready_, room_;  // consumers wait for a batch, the reader for room
+  size_t consumers_waiting_ = 0;
+  bool reader_waits_ = false;
   std::deque<std::shared_ptr<const Batch>> batches_;
   std::vector<std::shared_ptr<Batch>> spare_;
   Event scratch_;     // the reader's: each event is decoded here, then packed into its batch
