@@ -104,3 +104,42 @@ TEST_CASE("fragsim-cuda-replay: help, no device, bad input, and a dry run's outp
   }
 }
 #endif
+
+// Real replays on an H200 (tests/data/device_h200/SOURCES.md): the simulation of each bundled
+// sample, on a device of the replay's measured memory (its total, less what was already in use at
+// start, as scripts/device-check runs it), reproduces the real first OOM and peak within 10 %.
+// cudaMallocAsync on the whole H200 for llm_serving_small is not among them: the simulated pool
+// peaks at 6.56 GB against the driver's 3.49 GB (an open gap of the cuda-async model).
+TEST_CASE(
+    "validate: simulations of the bundled samples agree with real H200 replays of cudaMalloc and cudaMallocAsync") {
+  struct Case {
+    const char *trace, *tag;
+  };
+  for (const Case& c :
+       {Case{"jax_train_small.jsonl", "jax_train.malloc"}, Case{"jax_train_small.jsonl", "jax_train.async"},
+        Case{"llm_serving_small.jsonl", "llm_serving.malloc"},
+        Case{"llm_serving_small.jsonl", "llm_serving.malloc.limit2GiB"},
+        Case{"llm_serving_small.jsonl", "llm_serving.async.limit2GiB"}}) {
+    INFO(c.tag);
+    const std::string real = test_data(std::string("device_h200/replay.") + c.tag + ".json");
+    const auto summary = nlohmann::json::parse(read_text(real));
+    const bool async = summary["mode"] == "async";
+    std::string memory;
+    if (summary["limit"].is_null()) {
+      auto total = summary["device"]["total_bytes"].get<std::uint64_t>();
+      auto free = summary["device"]["free_at_start_bytes"].get<std::uint64_t>();
+      memory = "--capacity " + std::to_string(total) + "B --reserve " + std::to_string(total - free) + "B";
+    } else {
+      memory = "--capacity 2GiB --reserve 0B";
+      CHECK(summary["first_oom"].is_object());  // the limited replays ran out of memory for real
+    }
+    const std::string sim = tmp_path(std::string("sim.") + c.tag + ".json");
+    REQUIRE(cli("run " + sample(c.trace) + " --hw h200-141g " + memory + " --policy " +
+                (async ? "cuda-async --set preallocate=false" : "platform") + " --json " + sim)
+                .code == 0);
+    auto r = cli("validate --sim " + sim + " --real " + real + " --tolerance 10");
+    INFO(r.out << r.err);
+    CHECK(r.code == 0);
+    CHECK(r.out.find("validate: PASS") != std::string::npos);
+  }
+}
