@@ -111,6 +111,18 @@ bool DeviceMemory::move(Grant& g, Addr to) {
   return true;
 }
 
+void DeviceMemory::shrink(Grant& g, Bytes keep) {
+  FRAGSIM_CHECK(g.mem_ == this && keep > 0 && keep < g.bytes_ && keep % spec_.granularity == 0, "bad device shrink");
+  auto it = live_.find(g.addr_);
+  FRAGSIM_CHECK(it != live_.end(), "device shrink of an address that is not allocated");
+  Bytes gone = it->second - keep;
+  time_ns_ += cost_.free_ns(gone);
+  used_ -= gone;
+  it->second = keep;
+  g.bytes_ = keep;
+  ++free_calls_;
+}
+
 void DeviceMemory::release(Addr addr) {
   auto it = live_.find(addr);
   FRAGSIM_CHECK(it != live_.end(), "device release of an address that is not allocated");

@@ -56,6 +56,9 @@ class DeviceMemory {
   // One device allocation, padded to `unit` (0 = the space's granularity). An empty grant when
   // the padded size does not fit (counted as a failed call).
   [[nodiscard]] Grant allocate(Bytes bytes, Bytes unit = 0);
+  // Gives back all of live grant g but its first `keep` bytes (a multiple of the granularity,
+  // less than g's size): one free call for the rest, g stays at its address.
+  void shrink(Grant& g, Bytes keep);
   void expect_address(Addr a) { recorded_.push_back(a); }
   // The next allocation gets exactly this address (the recording's), if takes_recorded() allows it.
   void next_address(Addr a) {

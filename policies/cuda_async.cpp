@@ -8,23 +8,42 @@
 //   allocates and frees the pool size once at start, so that much stays cached;
 //   cudaMemPoolTrimTo (what an explicit empty-cache request does) releases unused memory down to
 //   the threshold.
-// MODELLED (driver internals, to be calibrated with the real-device replayer):
-//   the pool grows in segments of round_up(request, granularity) (2 MiB pages); placement
-//   inside the pool is best fit over free blocks (size, address) with 512-byte rounding;
-//   blocks split when the remainder is ≥ 512 bytes; a synchronization point is modelled after
-//   every free (the replay has no explicit stream syncs), when a pool above its threshold
-//   releases whole unused segments, largest first; cross-stream frees become reusable
+// MEASURED (real H200, driver 580.159.04, CUDA 13.0: tests/data/device_h200, every cudaMallocAsync
+//   call's address and cudaMemGetInfo after it):
+//   - physical memory is mapped in 32 MiB chunks (`chunk`) under a contiguous virtual range: at
+//     each of the 897 cudaMemGetInfo samples taken after an allocation call in the three async
+//     replays, the memory the pool held was 32 MiB × the most 32 MiB-aligned chunks that live
+//     blocks had touched at once;
+//   - placement (reproduced by the rule below for 338 of 348 llm_serving_small and 507 of 531
+//     jax_train_small addresses when each step starts from the real state; 334 and 501 with
+//     --follow-recording, which undoes a wrong guess by a free): a request goes to the
+//     smallest *mapped* free block that holds it (lowest address on ties); when none does,
+//     every free block of the pool gives its memory back (becomes unmapped address space,
+//     merging with unmapped neighbours) and the request goes to the smallest unmapped free range
+//     that holds it, the end of the reservation included (so the pool grows at its end, taking
+//     the free range just before the end with it). Freed blocks stay mapped and merge with
+//     mapped free neighbours.
+// MODELLED (not measured): each stream's pool is its own reservation of the device's size
+//   (another when a request does not fit what is left); a miss unmaps only the requesting
+//   stream's free blocks, and every stream's when the device cannot supply the chunks; a
+//   synchronization point is modelled after every free (the replay has no explicit stream
+//   syncs), when a pool above its threshold returns cached chunks to the device down to the
+//   threshold, unmapping free blocks (largest first) while too few are cached; cross-stream frees become reusable
 //   `cross_stream_delay` ticks after the block was freed (default 0: the freeing work is taken
-//   as complete); when the device cannot grow the pool, unused segments are released and the
-//   allocation retried.
-// State: a SegmentHeap per stream (policies/segment_heap.h) — a free block serves only its own
-// stream until it has been released and reobtained; a free block's `aux` is the tick it was
-// freed at. Memory is O(live segments + blocks): segment slots are reused.
+//   as complete).
+// State: per stream a SegmentHeap over its reservations (policies/segment_heap.h, unmapped free
+// ranges indexed too); how many chunks blocks map (a block's first and last chunk may be shared
+// with its neighbours, found by walking out from it) and how many are held (grants, newest
+// last); the slivers — parts of unmapped ranges inside a chunk a neighbour maps, free memory the
+// pool holds — in a SizeIndex. A free block's `aux` is the tick it was freed at. Memory is
+// O(blocks + streams), whatever the number of chunks.
 #include <fmt/format.h>
 
 #include <algorithm>
 #include <map>
+#include <optional>
 #include <set>
+#include <vector>
 
 #include "policies/jax_gpu.h"
 #include "policies/policy.h"
@@ -36,10 +55,12 @@ namespace fragsim {
 namespace {
 
 constexpr Bytes kRound = 512;
+constexpr std::uint64_t kVaTop = std::uint64_t{1} << 62;  // reservations stay below
 
 struct CudaAsyncOptions {
   Bytes threshold = 0;
   Bytes prealloc = 0;
+  Bytes chunk = 32 * kMiB;        // physical mapping granularity (measured on an H200)
   std::uint64_t cross_delay = 0;  // ticks
 };
 
@@ -47,62 +68,59 @@ class CudaAsyncPolicy : public AllocatorPolicy {
  public:
   CudaAsyncPolicy(const PolicyContext& ctx, const CudaAsyncOptions& o)
       : dev_(ctx.device), sched_(ctx.scheduler), o_(o) {
+    // A reservation spans the device's memory (no request beyond it can ever be backed).
+    va_size_ = std::min(round_up_sat(std::max(dev_->limit(), o_.chunk), o_.chunk), kVaTop / 4 / o_.chunk * o_.chunk);
     if (o_.prealloc) {  // allocate + free the pool size once: it stays cached below the threshold
-      if (auto g = dev_->allocate(o_.prealloc)) add_segment(0, std::move(g));
+      Bytes r = round_up_sat(o_.prealloc, kRound);
+      if (r <= va_size_)
+        if (auto at = place(0, r, r, Tick(), std::nullopt)) release_block(*at);
     }
   }
 
   Placement allocate(const AllocRequest& req) override {
     Bytes r = round_up_sat(req.size, kRound);
-    if (r == kTooLarge) return Placement::failed();
-    auto [owner_stream, blk] = find(req.stream, r, req.t);
-    if (blk == SegmentHeap::kNil) {
-      auto g = dev_->allocate(r);
-      if (!g) {
-        release_unused(0);  // the driver frees cached memory before failing
-        g = dev_->allocate(r);
-      }
-      if (!g) return Placement::failed();
-      owner_stream = req.stream;
-      blk = pool(req.stream).segment(add_segment(req.stream, std::move(g))).first;
-    }
-    SegmentHeap& heap = pool(owner_stream);
-    heap.take(blk, r, req.size, true);
-    note_use(owner_stream, heap.block(blk).region);
+    if (r > va_size_) return Placement::failed();  // more than the device holds
+    auto at = req.seeded_at ? place_at(req.stream, r, req.size, *req.seeded_at)
+                            : place(req.stream, r, req.size, req.t, req.recorded_addr);
+    if (!at) return Placement::failed();
     if (req.handle >= owner_.size()) owner_.resize(req.handle + 1, {0, SegmentHeap::kNil});
-    owner_[req.handle] = {owner_stream, blk};  // the pool that holds the block (reuse may cross streams)
-    const auto& b = heap.block(blk);
+    owner_[req.handle] = *at;  // the pool that holds the block (reuse may cross streams)
+    const SegmentHeap& heap = pool(at->first);
+    const auto& b = heap.block(at->second);
     const auto& sg = heap.segment(b.region);
     return Placement::at(b.addr, b.size, sg.id, sg.base);
   }
 
   void release(Handle h) override {
-    auto [stream, blk] = owner_[h];
-    SegmentHeap& heap = pool(stream);
-    std::int32_t m = heap.free_block(blk);
-    heap.block_extra(m).aux = sched_->now().value();
-    note_use(stream, heap.block(m).region);
+    release_block(owner_[h]);
     if (reserved() > o_.threshold && !trim_.pending())
-      trim_ = sched_->schedule(sched_->now(), [this] { release_unused(o_.threshold); });
+      trim_ = sched_->schedule(sched_->now(), [this] { trim(o_.threshold); });
   }
 
   // cudaMemPoolTrimTo(pool, threshold): what the framework's empty-cache call does.
   std::string empty_cache() override {
     Bytes before = reserved();
-    release_unused(o_.threshold);
+    trim(o_.threshold);
     return fmt::format("pool trimmed to the release threshold ({}): {} returned to the device",
                        human_bytes(o_.threshold), human_bytes(before - reserved()));
   }
 
+  // Free memory inside what the pool holds: mapped free blocks, the unused parts of chunks that
+  // blocks share (slivers), chunks held but mapped nowhere (cached, which can back any request,
+  // as can the device's free memory).
   Usage usage() const override {
     Usage u;
+    Bytes largest_mapped = 0;
     for (const auto& [s, heap] : pools_) {
       u.allocated += heap.allocated();
-      u.reserved += heap.reserved();
-      u.largest_free = std::max(u.largest_free, heap.largest_free());
+      largest_mapped = std::max(largest_mapped, heap.largest_free());
     }
+    u.reserved = reserved();
+    Bytes cached = static_cast<Bytes>(held_chunks_ - mapped_chunks_) * o_.chunk;
+    Bytes sliver = slivers_.size() ? slivers_.largest()->size : 0;
+    u.largest_free = std::max({largest_mapped, cached, sliver});
     u.available = u.reserved - u.allocated + dev_->available();
-    u.largest_available = std::max(u.largest_free, dev_->available());
+    u.largest_available = std::max({largest_mapped, sliver, cached + dev_->available()});
     return u;
   }
   Bytes rounded_size(const AllocRequest& req) const override { return round_up_sat(req.size, kRound); }
@@ -112,59 +130,210 @@ class CudaAsyncPolicy : public AllocatorPolicy {
             {"used_mem_current", u.allocated},
             {"reserved_mem_high", peak_reserved_},
             {"release_threshold", o_.threshold},
+            {"chunk", o_.chunk},
+            {"chunks_mapped", mapped_chunks_},
+            {"chunks_released", chunks_released_},
             {"trims", trims_}};
   }
+  // The reservations and their blocks; the parts of unmapped ranges that lie in a chunk a
+  // neighbouring block maps have memory behind them, and show as free mapped memory. Chunks held
+  // but mapped nowhere (cached) are in no region.
   void memory_map(MemoryMap* out) const override {
-    for (const auto& [s, heap] : pools_) heap.memory_map(out);
+    MemoryMap m;
+    for (const auto& [s, heap] : pools_) heap.memory_map(&m);
+    out->regions.insert(out->regions.end(), m.regions.begin(), m.regions.end());
+    size_t r = 0;
+    for (const auto& b : m.blocks) {
+      while (b.addr.value() >= m.regions[r].base.value() + m.regions[r].size) ++r;
+      if (b.in_use || b.mapped) {
+        out->blocks.push_back(b);
+        continue;
+      }
+      SegmentHeap::Segment sg;
+      sg.base = m.regions[r].base;
+      sg.size = m.regions[r].size;
+      Addr at = b.addr;
+      for_slivers(sg, b.addr, b.addr + b.size, [&](Addr lo, Bytes n) {
+        if (lo > at) out->blocks.push_back({at, lo - at, false, false});
+        out->blocks.push_back({lo, n, false, true});
+        at = lo + n;
+      });
+      if (b.addr + b.size > at) out->blocks.push_back({at, b.addr + b.size - at, false, false});
+    }
   }
   void validate() const override {
-    Bytes reserved = 0;
+    std::set<std::pair<int, std::uint64_t>> mapped;  // (reservation, chunk) under a mapped block
+    size_t slivers = 0;
     for (const auto& [s, heap] : pools_) {
       heap.validate(fmt::format("cuda-async stream {}", s));
-      reserved += heap.reserved();
-    }
-    FRAGSIM_CHECK(reserved == reserved_, "cuda-async: reserved != Σ pools");
-    size_t live = 0;
-    for (const auto& [k, g] : grants_) live += g ? 1 : 0;
-    FRAGSIM_CHECK(live == grants_.size(), "cuda-async: a released grant is still listed");
-    size_t unused = 0;
-    for (const auto& [s, heap] : pools_)
       for (size_t i = 0; i < heap.segment_count(); ++i) {
-        auto seg = static_cast<std::int32_t>(i);
-        if (!heap.segment(seg).live || !heap.segment_unused(seg)) continue;
-        ++unused;
-        FRAGSIM_CHECK(unused_.count({heap.segment(seg).size, s, seg}), "cuda-async: an unused segment is not indexed");
+        const auto& sg = heap.segment(static_cast<std::int32_t>(i));
+        if (!sg.live) continue;
+        for (auto b = sg.first; b != SegmentHeap::kNil; b = heap.block(b).next) {
+          const auto& bl = heap.block(b);
+          if (bl.in_use || bl.x.mapped) {
+            for (std::uint64_t c = (bl.addr - sg.base) / o_.chunk; c <= (bl.addr - sg.base + bl.size - 1) / o_.chunk;
+                 ++c)
+              mapped.insert({sg.id, c});
+            continue;
+          }
+          for_slivers(sg, bl.addr, bl.addr + bl.size, [&](Addr at, Bytes n) {
+            ++slivers;
+            FRAGSIM_CHECK(slivers_.contains(n, at), "cuda-async: a sliver is not indexed");
+          });
+        }
       }
-    FRAGSIM_CHECK(unused == unused_.size(), "cuda-async: the unused-segment index lists a segment in use");
+    }
+    FRAGSIM_CHECK(mapped.size() == mapped_chunks_, "cuda-async: mapped chunk count != the chunks under mapped blocks");
+    FRAGSIM_CHECK(slivers == slivers_.size(), "cuda-async: the sliver index holds stale slivers");
+    FRAGSIM_CHECK(held_chunks_ >= mapped_chunks_, "cuda-async: more chunks mapped than held");
+    size_t held = 0;
+    Bytes bytes = 0;
+    for (const auto& [g, k] : grants_) held += k, bytes += g.bytes();
+    FRAGSIM_CHECK(held == held_chunks_ && bytes == held_bytes_, "cuda-async: held chunks != Σ grants");
   }
 
  private:
-  SegmentHeap& pool(std::int64_t stream) { return pools_[stream]; }
-  Bytes reserved() const { return reserved_; }
+  using Where = std::pair<std::int64_t, std::int32_t>;  // (stream whose pool holds it, block)
 
-  std::int32_t add_segment(std::int64_t stream, DeviceMemory::Grant g) {
-    std::int32_t s = pool(stream).add_segment(g.addr(), g.bytes(), true, next_region_++);
-    reserved_ += g.bytes();
-    grants_[{stream, s}] = std::move(g);
-    peak_reserved_ = std::max(peak_reserved_, reserved_);
-    note_use(stream, s);
-    return s;
+  SegmentHeap& pool(std::int64_t stream) {
+    auto it = pools_.find(stream);
+    if (it == pools_.end()) {
+      it = pools_.emplace(stream, SegmentHeap()).first;
+      it->second.index_unmapped();
+    }
+    return it->second;
   }
-  // Keeps unused_ in step with segment s of `stream`'s pool after a block in it changed.
-  void note_use(std::int64_t stream, std::int32_t s) {
-    const SegmentHeap& heap = pool(stream);
-    UnusedKey k{heap.segment(s).size, stream, s};
-    if (heap.segment_unused(s))
-      unused_.insert(k);
-    else
-      unused_.erase(k);
+  const SegmentHeap& pool(std::int64_t stream) const { return pools_.at(stream); }
+  Bytes reserved() const { return held_bytes_; }
+
+  // Chunks are the reservation's 32 MiB pieces, base + k·chunk. Of the chunks [addr, addr+size)
+  // of free block b touches, those no other block holds (in use, or free and mapped): b's
+  // neighbours are the only blocks that can share its first and last chunk — walk out from b
+  // while they still reach into that chunk. The chunks in between lie inside b.
+  size_t own_chunks(const SegmentHeap& heap, std::int32_t b, Addr addr, Bytes size) const {
+    const std::uint64_t base = heap.segment(heap.block(b).region).base.value();
+    const std::uint64_t first = (addr.value() - base) / o_.chunk, last = (addr.value() + size - 1 - base) / o_.chunk;
+    auto shared = [&](std::uint64_t c) {
+      const std::uint64_t lo = base + c * o_.chunk, hi = lo + o_.chunk;
+      for (auto p = heap.block(b).prev; p != SegmentHeap::kNil && heap.block(p).addr.value() + heap.block(p).size > lo;
+           p = heap.block(p).prev)
+        if (heap.block(p).in_use || heap.block(p).x.mapped) return true;
+      for (auto n = heap.block(b).next; n != SegmentHeap::kNil && heap.block(n).addr.value() < hi;
+           n = heap.block(n).next)
+        if (heap.block(n).in_use || heap.block(n).x.mapped) return true;
+      return false;
+    };
+    size_t k = last - first + 1;
+    if (shared(first)) --k;
+    if (last != first && shared(last)) --k;
+    return k;
+  }
+  // Holds enough chunks for `more` newly mapped ones: cached chunks first, then the device (one
+  // grant for what is missing).
+  bool hold_for(size_t more) {
+    size_t want = mapped_chunks_ + more;
+    if (want <= held_chunks_) return true;
+    return obtain(want - held_chunks_);
+  }
+  bool obtain(size_t chunks) {
+    if (chunks > kTooLarge / o_.chunk) return false;
+    Bytes bytes = chunks * o_.chunk, padded = dev_->padded(bytes);
+    if (padded == kTooLarge || padded > dev_->available()) return false;
+    auto g = dev_->allocate(bytes);
+    if (!g) return false;
+    held_bytes_ += g.bytes();
+    held_chunks_ += chunks;
+    grants_.push_back({std::move(g), chunks});
+    peak_reserved_ = std::max(peak_reserved_, held_bytes_);
+    return true;
   }
 
-  // Own stream first; then other streams' blocks whose free has completed. Returns the stream
-  // whose pool holds the block.
-  std::pair<std::int64_t, std::int32_t> find(std::int64_t stream, Bytes r, Tick now) {
+  // `hint`: where the recording placed the request, the base of a new reservation (the driver
+  // chose it) when it lies outside every reservation.
+  std::optional<Where> place(std::int64_t stream, Bytes r, Bytes requested, Tick now, std::optional<Addr> hint) {
+    if (auto w = find_mapped(stream, r, now)) {
+      pool(w->first).take(w->second, r, requested, true);
+      return w;
+    }
+    unmap_free(stream);  // a miss: the stream's free blocks give their memory back to the pool
+    SegmentHeap& heap = pool(stream);
+    const SizeIndex::Entry* e = heap.best_fit_unmapped(r);
+    std::int32_t u = e ? static_cast<std::int32_t>(e->id) : heap.segment(new_reservation(stream, r, hint)).first;
+    return map_into(stream, u, heap.block(u).addr, r, requested);
+  }
+
+  // Places [at, at+r) where the recording says, if that range is free in some pool (or outside
+  // every reservation: a new one starts there).
+  std::optional<Where> place_at(std::int64_t stream, Bytes r, Bytes requested, Addr at) {
+    auto it = reservations_.upper_bound(at);
+    if (it == reservations_.begin() || at - std::prev(it)->first >= reservation_size(std::prev(it)->second)) {
+      std::int32_t sg = new_reservation(stream, r, at);
+      if (pool(stream).segment(sg).base != at) return std::nullopt;
+      return map_into(stream, pool(stream).segment(sg).first, at, r, requested);
+    }
+    auto [s, sg] = std::prev(it)->second;
+    SegmentHeap& heap = pool(s);
+    const std::int32_t b = block_at(heap, sg, at);
+    if (heap.block(b).in_use || heap.block(b).addr + heap.block(b).size < at + r) return std::nullopt;
+    if (heap.block(b).x.mapped) return Where{s, heap.carve(b, at, r, requested)};
+    return map_into(s, b, at, r, requested);
+  }
+
+  // Maps [at, at+r) inside unmapped free block u of `stream`'s pool and takes it: the chunks it
+  // newly covers come from the cache, else the device (after every stream's free blocks gave
+  // theirs back); nullopt when the device cannot supply them.
+  std::optional<Where> map_into(std::int64_t stream, std::int32_t u, Addr at, Bytes r, Bytes requested) {
+    SegmentHeap& heap = pool(stream);
+    if (!hold_for(own_chunks(heap, u, at, r))) {
+      const std::int32_t seg = heap.block(u).region;
+      for (auto& [s, h] : pools_) unmap_free(s);
+      u = block_at(heap, seg, at);  // u may have merged with a neighbour unmapped now
+      if (!hold_for(own_chunks(heap, u, at, r))) return std::nullopt;
+    }
+    mapped_chunks_ += own_chunks(heap, u, at, r);
+    const Addr lo = heap.block(u).addr, hi = lo + heap.block(u).size;
+    const auto& sg = heap.segment(heap.block(u).region);
+    note_slivers(sg, lo, hi, -1);  // u becomes [lo, at) unmapped, [at, at+r) mapped, the rest unmapped
+    note_slivers(sg, lo, at, +1);
+    note_slivers(sg, at + r, hi, +1);
+    if (at > lo) u = heap.split_unmapped(u, at - lo);
+    std::int32_t b = heap.map_prefix(u, r);  // may merge with a mapped free block below
+    return Where{stream, heap.carve(b, at, r, requested)};
+  }
+
+  // The block of `heap`'s segment sg that holds address at (a walk in address order).
+  static std::int32_t block_at(const SegmentHeap& heap, std::int32_t sg, Addr at) {
+    std::int32_t b = heap.segment(sg).first;
+    while (heap.block(b).addr + heap.block(b).size <= at) b = heap.block(b).next;
+    return b;
+  }
+
+  // Unmapped range [lo, hi) of reservation sg: its parts inside a chunk that a neighbouring block
+  // maps have memory behind them ("slivers": at most one at each end). f(addr, bytes) each.
+  template <class F>
+  void for_slivers(const SegmentHeap::Segment& sg, Addr lo, Addr hi, F f) const {
+    const std::uint64_t base = sg.base.value(), end = base + sg.size, l = lo.value(), h = hi.value();
+    std::uint64_t head = l, tail = h;
+    if (l != base && (l - base) % o_.chunk) head = std::min(h, base + round_up(l - base, o_.chunk));
+    if (h != end && (h - base) % o_.chunk) tail = std::max(head, base + (h - base) / o_.chunk * o_.chunk);
+    if (head > l) f(lo, head - l);
+    if (h > tail) f(Addr(tail), h - tail);
+  }
+  void note_slivers(const SegmentHeap::Segment& sg, Addr lo, Addr hi, int sign) {
+    if (hi <= lo) return;
+    for_slivers(sg, lo, hi, [&](Addr at, Bytes n) {
+      if (sign > 0)
+        slivers_.insert({n, at, 0});
+      else
+        slivers_.erase(n, at);
+    });
+  }
+
+  // Own stream's mapped free blocks first; then other streams' whose free has completed.
+  std::optional<Where> find_mapped(std::int64_t stream, Bytes r, Tick now) {
     SegmentHeap& own = pool(stream);
-    if (const auto* e = own.best_fit(r)) return {stream, static_cast<std::int32_t>(e->id)};
+    if (const auto* e = own.best_fit(r)) return Where{stream, static_cast<std::int32_t>(e->id)};
     for (auto& [s, heap] : pools_) {
       if (s == stream) continue;
       const SizeIndex::Entry* hit = nullptr;
@@ -174,45 +343,140 @@ class CudaAsyncPolicy : public AllocatorPolicy {
         hit = &e;
         return false;
       });
-      if (hit) return {s, static_cast<std::int32_t>(hit->id)};
+      if (hit) return Where{s, static_cast<std::int32_t>(hit->id)};
     }
-    return {stream, SegmentHeap::kNil};
+    return std::nullopt;
   }
 
-  // Releases unused segments, largest first (ties: lower stream, then older segment slot), until
-  // reserved ≤ keep: O(log segments) per segment released, whatever the pool's size.
-  void release_unused(Bytes keep) {
-    while (reserved_ > keep && !unused_.empty()) {
-      auto [size, s, i] = *unused_.begin();
-      unused_.erase(unused_.begin());
-      pool(s).remove_segment(i);
-      reserved_ -= size;
-      grants_.erase({s, i});  // gives the memory back
-      ++trims_;
+  Bytes reservation_size(const std::pair<std::int64_t, std::int32_t>& r) const {
+    return pool(r.first).segment(r.second).size;
+  }
+  bool overlaps_reservation(Addr base, Bytes size) const {
+    auto it = reservations_.lower_bound(Addr(base.value() + size));
+    return it != reservations_.begin() &&
+           std::prev(it)->first.value() + reservation_size(std::prev(it)->second) > base.value();
+  }
+  // A new reservation for `stream` of the device's size: at `hint` when it overlaps no other,
+  // else at this model's next free address. Pre: r ≤ va_size_.
+  std::int32_t new_reservation(std::int64_t stream, Bytes /*r*/, std::optional<Addr> hint) {
+    Bytes size = va_size_;
+    Addr base;
+    if (hint && hint->value() <= kVaTop - size && !overlaps_reservation(*hint, size)) {
+      base = *hint;
+    } else {
+      while (overlaps_reservation(next_va_, size)) next_va_ = round_up(Addr(next_va_.value() + size), o_.chunk);
+      base = next_va_;
+      next_va_ = Addr(base.value() + size);
+    }
+    std::int32_t sg = pool(stream).add_segment(base, size, false, next_region_++);
+    reservations_[base] = {stream, sg};
+    return sg;
+  }
+
+  void release_block(const Where& w) {
+    SegmentHeap& heap = pool(w.first);
+    std::int32_t m = heap.free_block(w.second);
+    heap.block_extra(m).aux = sched_->now().value();
+  }
+
+  // [lo, hi) of mapped free block b — all of it, or whole chunks — becomes unmapped address
+  // space (merging with unmapped neighbours): its chunks, unless a neighbour holds them too,
+  // return to the cache.
+  void unmap_block(SegmentHeap& heap, std::int32_t b, Addr lo, Addr hi) {
+    const Addr a = heap.block(b).addr, e = a + heap.block(b).size;
+    const auto& sg = heap.segment(heap.block(b).region);
+    const bool whole = lo == a && hi == e;
+    mapped_chunks_ -= whole ? own_chunks(heap, b, a, e - a) : (hi - lo) / o_.chunk;
+    auto unmapped = [&](std::int32_t x) {
+      return x != SegmentHeap::kNil && !heap.block(x).in_use && !heap.block(x).x.mapped;
+    };
+    Addr from = lo, to = hi;
+    if (std::int32_t p = heap.block(b).prev; lo == a && unmapped(p)) {
+      from = heap.block(p).addr;
+      note_slivers(sg, from, a, -1);
+    }
+    if (std::int32_t n = heap.block(b).next; hi == e && unmapped(n)) {
+      to = heap.block(n).addr + heap.block(n).size;
+      note_slivers(sg, e, to, -1);
+    }
+    note_slivers(sg, from, to, +1);
+    heap.unmap_range(b, lo, hi);
+  }
+  void unmap_block(SegmentHeap& heap, std::int32_t b) {
+    unmap_block(heap, b, heap.block(b).addr, heap.block(b).addr + heap.block(b).size);
+  }
+  // Every mapped free block of `stream`'s pool.
+  void unmap_free(std::int64_t stream) {
+    SegmentHeap& heap = pool(stream);
+    scratch_.clear();
+    heap.scan_from(0, [&](const SizeIndex::Entry& e) {
+      scratch_.push_back(static_cast<std::int32_t>(e.id));
+      return true;
+    });
+    for (std::int32_t b : scratch_) unmap_block(heap, b);
+  }
+
+  // cudaMemPoolTrimTo(keep): returns cached chunks to the device until the pool holds ≤ keep,
+  // unmapping free blocks (largest first, across streams) while the cache has too few.
+  void trim(Bytes keep) {
+    if (reserved() <= keep) return;
+    const size_t want = (held_bytes_ - keep + o_.chunk - 1) / o_.chunk;
+    while (held_chunks_ - mapped_chunks_ < want) {
+      SegmentHeap* from = nullptr;
+      for (auto& [s, heap] : pools_)
+        if (heap.largest_free() > (from ? from->largest_free() : 0)) from = &heap;
+      if (!from) break;
+      // Of the largest free block, the whole chunks at its end that are still needed, or all of it.
+      const auto b = static_cast<std::int32_t>(from->largest_free_block()->id);
+      const std::uint64_t base = from->segment(from->block(b).region).base.value();
+      const std::uint64_t a = from->block(b).addr.value(), e = a + from->block(b).size;
+      const std::uint64_t c_lo = (a - base + o_.chunk - 1) / o_.chunk, c_hi = (e - base) / o_.chunk;
+      const size_t need = want - (held_chunks_ - mapped_chunks_);
+      if (c_hi > c_lo && c_hi - c_lo > need)
+        unmap_block(*from, b, Addr(base + (c_hi - need) * o_.chunk), Addr(base + c_hi * o_.chunk));
+      else
+        unmap_block(*from, b);
+    }
+    size_t drop = std::min(held_chunks_ - mapped_chunks_, want);
+    if (!drop) return;
+    ++trims_;
+    chunks_released_ += drop;
+    while (drop) {  // gives the memory back, newest grants first
+      auto& [g, k] = grants_.back();
+      const size_t had = k, gone = std::min(had, drop);
+      const Bytes before = g.bytes();
+      if (gone == had || (had - gone) * o_.chunk % dev_->spec().granularity) {
+        grants_.pop_back();  // releases the grant
+        held_chunks_ -= had;
+        held_bytes_ -= before;
+        if (gone < had) obtain(had - gone);  // chunks not a whole number of device pages: held anew
+      } else {
+        dev_->shrink(g, (had - gone) * o_.chunk);
+        k -= gone;
+        held_chunks_ -= gone;
+        held_bytes_ -= before - g.bytes();
+      }
+      drop -= gone;
     }
   }
 
   DeviceMemory* dev_;
   Scheduler* sched_;
   CudaAsyncOptions o_;
+  Bytes va_size_ = 0;
+  Addr next_va_ = Addr(0x500000000000ULL);  // this model's reservations (address space only)
   std::map<std::int64_t, SegmentHeap> pools_;
-  std::map<std::pair<std::int64_t, std::int32_t>, DeviceMemory::Grant> grants_;  // (stream, segment) → memory
-  std::vector<std::pair<std::int64_t, std::int32_t>> owner_;
-  // Unused segments (no block in use), largest first: what a trim releases, in its order.
-  struct UnusedKey {
-    Bytes size;
-    std::int64_t stream;
-    std::int32_t segment;
-    bool operator<(const UnusedKey& o) const {
-      if (size != o.size) return size > o.size;
-      return stream != o.stream ? stream < o.stream : segment < o.segment;
-    }
-  };
-  std::set<UnusedKey> unused_;
+  std::map<Addr, Where> reservations_;  // base → (stream, segment)
+  std::vector<Where> owner_;
+  size_t mapped_chunks_ = 0;                                    // chunks under blocks in use or free and mapped
+  size_t held_chunks_ = 0;                                      // chunks held from the device (mapped or cached)
+  std::vector<std::pair<DeviceMemory::Grant, size_t>> grants_;  // what holds them, and how many chunks each
+  std::vector<std::int32_t> scratch_;
+  SizeIndex slivers_;  // the slivers of every unmapped free range
   Scheduler::Task trim_;
-  int next_region_ = 0;  // obtain order across all streams' pools
-  Bytes reserved_ = 0, peak_reserved_ = 0;
-  std::uint64_t trims_ = 0;
+  int next_region_ = 0;  // reservation order across all streams' pools
+  Bytes held_bytes_ = 0, peak_reserved_ = 0;
+  std::uint64_t trims_ = 0, chunks_released_ = 0;
 };
 
 }  // namespace
@@ -227,6 +491,9 @@ void register_cuda_async(Registry& r) {
         bool pre = cfg.flag("preallocate", true);
         CudaAsyncOptions o;
         o.cross_delay = static_cast<std::uint64_t>(cfg.integer_in("cross_stream_delay", 0, 0, INT64_MAX));
+        o.chunk = cfg.size("chunk", o.chunk);
+        if (o.chunk < kRound || o.chunk % kRound)
+          throw InputError(fmt::format("chunk: must be a positive multiple of {} bytes (got {})", kRound, o.chunk));
         Bytes total = jb.limit_from_free ? ctx.space->usable() : ctx.space->capacity;
         o.threshold = static_cast<Bytes>(std::min(static_cast<double>(total) * pjrt_fraction(f), 1.8e19));
         if (auto t = cfg.optional_size("release_threshold")) o.threshold = *t;
@@ -242,6 +509,8 @@ void register_cuda_async(Registry& r) {
        {"preallocate", "true", false, "XLA_PYTHON_CLIENT_PREALLOCATE: grow the pool to the threshold at start"},
        {"release_threshold", "the fraction's", "8GiB",
         "cudaMemPoolAttrReleaseThreshold in bytes, instead of the fraction's"},
+       {"chunk", "32MiB", "2MiB",
+        "physical mapping granularity of the pool (32 MiB measured on an H200, driver 580, CUDA 13)"},
        {"cross_stream_delay", "0", 1000,
         "ticks after a cross-stream free before its block can be reused (0: the freeing work is complete)"}}};
   info.framework = "JAX";

@@ -12,15 +12,24 @@ std::int32_t SegmentHeap::split(std::int32_t b, Bytes keep) {
 
 std::int32_t SegmentHeap::add_segment(Addr base, Bytes size, bool mapped, int id) {
   std::int32_t s = chunks_.add_region(base, size, SegmentBlockExtra{0, mapped, 0}, {}, id);
-  if (mapped) index_insert(segment(s).first);
+  index_insert(segment(s).first);
   reserved_ += size;
   return s;
 }
 
 std::int32_t SegmentHeap::map_prefix(std::int32_t b, Bytes bytes) {
-  if (bytes < block(b).size) split(b, bytes);  // the rest stays unmapped (not indexed)
+  index_erase(b);
+  if (bytes < block(b).size) index_insert(split(b, bytes));  // the rest stays unmapped
   chunks_.extra(b).mapped = true;
   return merge_free(b);
+}
+
+std::int32_t SegmentHeap::split_unmapped(std::int32_t b, Bytes keep) {
+  index_erase(b);
+  std::int32_t rest = split(b, keep);
+  index_insert(b);
+  index_insert(rest);
+  return rest;
 }
 
 void SegmentHeap::unmap_range(std::int32_t b, Addr lo, Addr hi) {
@@ -35,20 +44,21 @@ void SegmentHeap::unmap_range(std::int32_t b, Addr lo, Addr hi) {
   merge_free(b);
 }
 
+// Pre: b is not in an index (its neighbours are, by their state).
 std::int32_t SegmentHeap::merge_free(std::int32_t b) {
   bool m = block(b).x.mapped;
   std::int32_t p = block(b).prev;
   if (mergeable(p, m)) {
-    if (m) index_erase(p);
+    index_erase(p);
     chunks_.merge_next(p);
     b = p;
   }
   std::int32_t n = block(b).next;
   if (mergeable(n, m)) {
-    if (m) index_erase(n);
+    index_erase(n);
     chunks_.merge_next(b);
   }
-  if (m) index_insert(b);
+  index_insert(b);
   return b;
 }
 
@@ -89,14 +99,14 @@ std::int32_t SegmentHeap::free_block(std::int32_t b) {
 
 void SegmentHeap::remove_segment(std::int32_t s) {
   std::int32_t b = segment(s).first;
-  if (block(b).x.mapped) index_erase(b);
+  index_erase(b);
   reserved_ -= segment(s).size;
   chunks_.remove_region(s);
 }
 
 void SegmentHeap::validate(const std::string& owner) const {
   Bytes alloc = 0, reserved = 0;
-  size_t nfree = 0;
+  size_t nfree = 0, nunmapped = 0;
   for (std::int32_t s = 0; s < chunks_.region_count(); ++s)
     if (segment(s).live) reserved += segment(s).size;
   chunks_.validate(owner, [&](std::int32_t b) {
@@ -109,9 +119,13 @@ void SegmentHeap::validate(const std::string& owner) const {
     if (bl.x.mapped) {
       ++nfree;
       FRAGSIM_CHECK(free_.contains(bl.size, bl.addr), owner + ": free block missing from the index");
+    } else if (index_unmapped_) {
+      ++nunmapped;
+      FRAGSIM_CHECK(unmapped_.contains(bl.size, bl.addr), owner + ": unmapped block missing from its index");
     }
   });
   FRAGSIM_CHECK(nfree == free_.size(), owner + ": index holds stale blocks");
+  FRAGSIM_CHECK(nunmapped == unmapped_.size(), owner + ": the unmapped index holds stale blocks");
   FRAGSIM_CHECK(alloc == allocated_, owner + ": allocated != Σ in-use blocks");
   FRAGSIM_CHECK(reserved == reserved_, owner + ": reserved != Σ segments");
 }

@@ -7,10 +7,13 @@
 //             extras: the requested size, whether memory is mapped behind it, and an `aux` word
 //             for the owning policy; a segment's: the owner's bookkeeping word `counted`.
 //   free    — SizeIndex ordered (size, addr) over the *mapped* free blocks: best_fit(r) =
-//             smallest free block ≥ r, lowest address on ties. Unmapped blocks (expandable
-//             segments' reserved address space) are free but never indexed.
+//             smallest free block ≥ r, lowest address on ties. Unmapped blocks (reserved address
+//             space with no memory behind it) are free and indexed only after
+//             index_unmapped() (cuda-async places into them best-fit; torch's expandable
+//             segments walk them by address), in a second SizeIndex: best_fit_unmapped(r).
 // Invariants (validate): the ChunkList's; no two adjacent free blocks of the same mapped state
-//   (free_block coalesces both ways); the index holds exactly the mapped free blocks;
+//   (free_block coalesces both ways); the index holds exactly the mapped free blocks (and the
+//   unmapped index, when kept, exactly the unmapped ones);
 //   allocated = Σ in-use block sizes; reserved = Σ live segment sizes (address space).
 #pragma once
 #include <cstdint>
@@ -39,6 +42,9 @@ class SegmentHeap {
   using Segment = Chunks::Region;
   static constexpr std::int32_t kNil = Chunks::kNil;
 
+  // Keeps a best-fit index over the unmapped free blocks too. Pre: no segment added yet.
+  void index_unmapped() { index_unmapped_ = true; }
+
   // Adds a segment as one free block (mapped, or an unmapped reservation); returns its index.
   // `id` numbers it in the owner's obtain order across all its heaps (placements' "region").
   std::int32_t add_segment(Addr base, Bytes size, bool mapped, int id);
@@ -46,11 +52,13 @@ class SegmentHeap {
   // unmapped), merges it with mapped free neighbours and returns the merged free block.
   std::int32_t map_prefix(std::int32_t b, Bytes bytes);
   // Splits unmapped free block b after `keep` bytes (both parts stay unmapped); returns the rest.
-  std::int32_t split_unmapped(std::int32_t b, Bytes keep) { return split(b, keep); }
+  std::int32_t split_unmapped(std::int32_t b, Bytes keep);
   // Unmaps [lo, hi) of mapped free block b (page-aligned by the caller).
   void unmap_range(std::int32_t b, Addr lo, Addr hi);
   // Smallest free block with size ≥ r (lowest address on ties), or nullptr.
   const SizeIndex::Entry* best_fit(Bytes r) const { return free_.lower_bound(r); }
+  // Smallest unmapped free block with size ≥ r (lowest address on ties). Pre: index_unmapped().
+  const SizeIndex::Entry* best_fit_unmapped(Bytes r) const { return unmapped_.lower_bound(r); }
   template <class F>
   void scan_from(Bytes r, F f) const {
     free_.scan_from(r, f);
@@ -80,6 +88,7 @@ class SegmentHeap {
   Bytes allocated() const { return allocated_; }
   Bytes reserved() const { return reserved_; }
   Bytes largest_free() const { return free_.size() ? free_.largest()->size : 0; }
+  const SizeIndex::Entry* largest_free_block() const { return free_.largest(); }
   size_t free_blocks() const { return free_.size(); }
   void validate(const std::string& owner) const;
   void memory_map(MemoryMap* out) const {
@@ -89,14 +98,22 @@ class SegmentHeap {
  private:
   std::int32_t split(std::int32_t b, Bytes keep);  // the new free block keeps b's mapped state and aux
   std::int32_t merge_free(std::int32_t b);         // merges free b with same-state neighbours; indexes it
-  void index_insert(std::int32_t b) { free_.insert({block(b).size, block(b).addr, static_cast<std::uint32_t>(b)}); }
-  void index_erase(std::int32_t b) { free_.erase(block(b).size, block(b).addr); }
+  // The index free block b belongs in by its mapped state (nullptr: unmapped, not kept).
+  SizeIndex* index_of(std::int32_t b) { return block(b).x.mapped ? &free_ : index_unmapped_ ? &unmapped_ : nullptr; }
+  void index_insert(std::int32_t b) {
+    if (SizeIndex* ix = index_of(b)) ix->insert({block(b).size, block(b).addr, static_cast<std::uint32_t>(b)});
+  }
+  void index_erase(std::int32_t b) {
+    if (SizeIndex* ix = index_of(b)) ix->erase(block(b).size, block(b).addr);
+  }
   bool mergeable(std::int32_t a, bool mapped) const {
     return a != kNil && !block(a).in_use && block(a).x.mapped == mapped;
   }
 
   Chunks chunks_;
   SizeIndex free_;
+  SizeIndex unmapped_;  // only with index_unmapped_
+  bool index_unmapped_ = false;
   Bytes allocated_ = 0, reserved_ = 0;
 };
 

@@ -63,7 +63,10 @@ TEST_CASE("cuda-async: release threshold = total x f32(fraction), the preallocat
   CHECK(r.placements[1]["addr"] == r.placements[0]["addr"]);  // reused after the free
 }
 
-TEST_CASE("cuda-async: above the threshold unused segments return to the device at the next sync") {
+// The pool maps physical memory in 32 MiB chunks (tests/data/device_h200: measured on an H200):
+// two 8 MiB buffers share one chunk, which the device grants once and, below the threshold, the
+// pool keeps; with threshold 0 a chunk goes back at the sync after its last buffer is freed.
+TEST_CASE("cuda-async: chunks return to the device above the threshold at the next sync") {
   TraceBuilder t;
   t.alloc(1, 8 * MiB).alloc(2, 8 * MiB).free(1).free(2).alloc(3, 8 * MiB);
   auto keep = simulate({.name = "async_keep",
@@ -76,11 +79,38 @@ TEST_CASE("cuda-async: above the threshold unused segments return to the device 
                         .policy = "cuda-async",
                         .config = {{"preallocate", false}, {"release_threshold", 0}},
                         .capacity = "1GiB"});
-  CHECK(keep.result.spaces.at(0).device_allocs == 2);  // the 3rd buffer reuses cached memory
+  CHECK(keep.result.spaces.at(0).device_allocs == 1);  // one chunk under both buffers
   CHECK(keep.result.spaces.at(0).device_frees == 0);
-  CHECK(trim.result.spaces.at(0).device_allocs == 3);  // threshold 0: everything went back
-  CHECK(trim.result.spaces.at(0).device_frees == 2);
-  CHECK(trim.stats()["trims"] == 2);
+  CHECK(keep.result.peak_reserved == 32 * MiB);
+  CHECK(keep.placements[1]["addr"].get<std::uint64_t>() == keep.placements[0]["addr"].get<std::uint64_t>() + 8 * MiB);
+  CHECK(keep.placements[2]["addr"] == keep.placements[0]["addr"]);  // the freed, still mapped block
+  // Threshold 0: the chunk stays while buffer 2 holds it, goes back after the second free.
+  CHECK(trim.result.spaces.at(0).device_allocs == 2);
+  CHECK(trim.result.spaces.at(0).device_frees == 1);
+  CHECK(trim.stats()["trims"] == 1);
+  CHECK(trim.stats()["chunks_released"] == 1);
+  // Down to the threshold, not below: 3 chunks held, 1 under a live buffer, 40 MiB kept → 2 go.
+  TraceBuilder p;
+  p.alloc(1, 64 * MiB).alloc(2, 8 * MiB).free(1);
+  auto part = simulate({.name = "async_part",
+                        .text = p.text,
+                        .policy = "cuda-async",
+                        .config = {{"preallocate", false}, {"release_threshold", "40MiB"}},
+                        .capacity = "1GiB"});
+  CHECK(part.result.peak_reserved == 96 * MiB);
+  CHECK(part.stats()["reserved_mem_current"] == 32 * MiB);
+  CHECK(part.stats()["chunks_released"] == 2);
+  // A 40 MiB and a 60 MiB buffer side by side touch 4 chunks (the real pool held 1088 MiB after
+  // 1024 + 40 MiB and 1152 MiB after 1024 + 40 + 60 MiB, replay.llm_serving.async.json).
+  TraceBuilder u;
+  u.alloc(1, 1024 * MiB).alloc(2, 40 * MiB).alloc(3, 60 * MiB);
+  auto r = simulate({.name = "async_chunks",
+                     .text = u.text,
+                     .policy = "cuda-async",
+                     .config = {{"preallocate", false}},
+                     .capacity = "4GiB"});
+  CHECK(r.result.peak_reserved == 1152 * MiB);
+  CHECK(r.stats()["chunks_mapped"] == 36);
 }
 
 TEST_CASE("cuda-async: another stream's free is reusable only once the freeing work completed") {

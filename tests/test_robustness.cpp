@@ -111,10 +111,10 @@ TEST_CASE("option values are validated before use — exit 2, never a signal") {
   CHECK(cli("run " + t + " --env 'PYTORCH_CUDA_ALLOC_CONF=max_split_size_mb:'").code == 2);
   // Before: SIGFPE.
   CHECK(cli("sweep " + t + " --find min-mem-fraction --jobs -1").code == 2);
-  CHECK(cli("gen llm-serving --set grow_tokens=0 -o " + tmp_path("g.jsonl")).code == 2);
+  CHECK(cli("gen llm-serving --set grow_tokens=0 -o " + tmp_path("gen_refused.jsonl")).code == 2);
   // Before: never ended, filling the disk.
-  CHECK(cli("gen llm-serving --set concurrency=0 -o " + tmp_path("g.jsonl")).code == 2);
-  CHECK_FALSE(fs::exists(tmp_path("g.jsonl")));
+  CHECK(cli("gen llm-serving --set concurrency=0 -o " + tmp_path("gen_refused.jsonl")).code == 2);
+  CHECK_FALSE(fs::exists(tmp_path("gen_refused.jsonl")));
   // Before: NaN and 1e300 were cast to sizes silently.
   CHECK(cli("run " + t + " --policy xla-bfc --set mem_fraction=nan").code == 2);
   CHECK(cli("run " + t + " --policy torch-caching --set memory_fraction=1e300").code == 2);
