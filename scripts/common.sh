@@ -24,11 +24,19 @@ PYTHON=/usr/bin/python3
 
 # build [DIR] [cmake args...]: configure and build (Release, warnings as errors by default; the
 # Python module always: a missing pybind11 fails here instead of leaving the module out).
+# FRAGSIM_BUILD=product builds only what is installed (fragsim, the Python module and, with a
+# CUDA toolkit, fragsim-cuda-replay), not the tests.
 build_in() {
   local dir="$1"
   shift
   cmake -S "$ROOT" -B "$dir" -DCMAKE_BUILD_TYPE=Release -DFRAGSIM_WERROR=ON -DFRAGSIM_PYTHON=ON \
     -DPython3_EXECUTABLE="$PYTHON" "$@" >/dev/null
-  cmake --build "$dir" -j"$(nproc)"
+  if [ "${FRAGSIM_BUILD:-all}" = product ]; then
+    local targets=(fragsim _fragsim)
+    cmake --build "$dir" --target help | grep -q ' fragsim-cuda-replay$' && targets+=(fragsim-cuda-replay)
+    cmake --build "$dir" -j"$(nproc)" --target "${targets[@]}"
+  else
+    cmake --build "$dir" -j"$(nproc)"
+  fi
 }
 build() { build_in "$BUILD" "$@"; }
