@@ -33,7 +33,7 @@ build_in() {
     -DPython3_EXECUTABLE="$PYTHON" "$@" >/dev/null
   if [ "${FRAGSIM_BUILD:-all}" = product ]; then
     local targets=(fragsim _fragsim)
-    cmake --build "$dir" --target help | grep -q ' fragsim-cuda-replay$' && targets+=(fragsim-cuda-replay)
+    cmake --build "$dir" --target help | grep ' fragsim-cuda-replay$' >/dev/null && targets+=(fragsim-cuda-replay)  # no -q: pipefail
     cmake --build "$dir" -j"$(nproc)" --target "${targets[@]}"
   else
     cmake --build "$dir" -j"$(nproc)"
