@@ -144,7 +144,8 @@ class CudaAsyncPolicy : public AllocatorPolicy {
     out->regions.insert(out->regions.end(), m.regions.begin(), m.regions.end());
     size_t r = 0;
     for (const auto& b : m.blocks) {
-      while (b.addr.value() >= m.regions[r].base.value() + m.regions[r].size) ++r;
+      // The blocks follow their region, regions in slot order (not address order).
+      while (b.addr < m.regions[r].base || b.addr.value() >= m.regions[r].base.value() + m.regions[r].size) ++r;
       if (b.in_use || b.mapped) {
         out->blocks.push_back(b);
         continue;
@@ -162,19 +163,19 @@ class CudaAsyncPolicy : public AllocatorPolicy {
     }
   }
   void validate() const override {
-    std::set<std::pair<int, std::uint64_t>> mapped;  // (reservation, chunk) under a mapped block
-    size_t slivers = 0;
+    size_t mapped = 0, slivers = 0;  // chunks under mapped blocks: runs of chunks, in address order
     for (const auto& [s, heap] : pools_) {
       heap.validate(fmt::format("cuda-async stream {}", s));
       for (size_t i = 0; i < heap.segment_count(); ++i) {
         const auto& sg = heap.segment(static_cast<std::int32_t>(i));
         if (!sg.live) continue;
+        std::uint64_t next = 0;  // the first chunk not yet counted in this reservation
         for (auto b = sg.first; b != SegmentHeap::kNil; b = heap.block(b).next) {
           const auto& bl = heap.block(b);
           if (bl.in_use || bl.x.mapped) {
-            for (std::uint64_t c = (bl.addr - sg.base) / o_.chunk; c <= (bl.addr - sg.base + bl.size - 1) / o_.chunk;
-                 ++c)
-              mapped.insert({sg.id, c});
+            const std::uint64_t first = (bl.addr - sg.base) / o_.chunk,
+                                last = (bl.addr - sg.base + bl.size - 1) / o_.chunk;
+            if (last + 1 > next) mapped += last + 1 - std::max(first, next), next = last + 1;
             continue;
           }
           for_slivers(sg, bl.addr, bl.addr + bl.size, [&](Addr at, Bytes n) {
@@ -184,7 +185,7 @@ class CudaAsyncPolicy : public AllocatorPolicy {
         }
       }
     }
-    FRAGSIM_CHECK(mapped.size() == mapped_chunks_, "cuda-async: mapped chunk count != the chunks under mapped blocks");
+    FRAGSIM_CHECK(mapped == mapped_chunks_, "cuda-async: mapped chunk count != the chunks under mapped blocks");
     FRAGSIM_CHECK(slivers == slivers_.size(), "cuda-async: the sliver index holds stale slivers");
     FRAGSIM_CHECK(held_chunks_ >= mapped_chunks_, "cuda-async: more chunks mapped than held");
     size_t held = 0;
@@ -268,8 +269,8 @@ class CudaAsyncPolicy : public AllocatorPolicy {
   std::optional<Where> place_at(std::int64_t stream, Bytes r, Bytes requested, Addr at) {
     auto it = reservations_.upper_bound(at);
     if (it == reservations_.begin() || at - std::prev(it)->first >= reservation_size(std::prev(it)->second)) {
+      if (at.value() > kVaTop - va_size_ || overlaps_reservation(at, va_size_)) return std::nullopt;
       std::int32_t sg = new_reservation(stream, r, at);
-      if (pool(stream).segment(sg).base != at) return std::nullopt;
       return map_into(stream, pool(stream).segment(sg).first, at, r, requested);
     }
     auto [s, sg] = std::prev(it)->second;
@@ -297,9 +298,16 @@ class CudaAsyncPolicy : public AllocatorPolicy {
     note_slivers(sg, lo, hi, -1);  // u becomes [lo, at) unmapped, [at, at+r) mapped, the rest unmapped
     note_slivers(sg, lo, at, +1);
     note_slivers(sg, at + r, hi, +1);
+    // A mapped free block right after the range (place_at can map up to one) merges with it and
+    // would take the range's stale free tick: it keeps its own.
+    const std::int32_t after = heap.block(u).next;
+    const bool joins = at + r == hi && after != SegmentHeap::kNil && !heap.block(after).in_use;
+    const std::uint64_t after_aux = joins ? heap.block(after).x.aux : 0;
     if (at > lo) u = heap.split_unmapped(u, at - lo);
-    std::int32_t b = heap.map_prefix(u, r);  // may merge with a mapped free block below
-    return Where{stream, heap.carve(b, at, r, requested)};
+    std::int32_t b = heap.map_prefix(u, r);  // may merge with mapped free blocks around it
+    b = heap.carve(b, at, r, requested);
+    if (joins) heap.block_extra(heap.block(b).next).aux = after_aux;
+    return Where{stream, b};
   }
 
   // The block of `heap`'s segment sg that holds address at (a walk in address order).
@@ -432,7 +440,7 @@ class CudaAsyncPolicy : public AllocatorPolicy {
       const std::uint64_t a = from->block(b).addr.value(), e = a + from->block(b).size;
       const std::uint64_t c_lo = (a - base + o_.chunk - 1) / o_.chunk, c_hi = (e - base) / o_.chunk;
       const size_t need = want - (held_chunks_ - mapped_chunks_);
-      if (c_hi > c_lo && c_hi - c_lo > need)
+      if (c_hi > c_lo && c_hi - c_lo >= need)
         unmap_block(*from, b, Addr(base + (c_hi - need) * o_.chunk), Addr(base + c_hi * o_.chunk));
       else
         unmap_block(*from, b);
@@ -449,7 +457,9 @@ class CudaAsyncPolicy : public AllocatorPolicy {
         grants_.pop_back();  // releases the grant
         held_chunks_ -= had;
         held_bytes_ -= before;
-        if (gone < had) obtain(had - gone);  // chunks not a whole number of device pages: held anew
+        // Chunks not a whole number of device pages: those kept are held anew (the device just
+        // got more back than this asks for).
+        FRAGSIM_CHECK(gone == had || obtain(had - gone), "cuda-async: could not hold again the chunks a trim keeps");
       } else {
         dev_->shrink(g, (had - gone) * o_.chunk);
         k -= gone;

@@ -113,6 +113,32 @@ TEST_CASE("cuda-async: chunks return to the device above the threshold at the ne
   CHECK(r.stats()["chunks_mapped"] == 36);
 }
 
+// Review of the chunk model: the memory map paired blocks with regions by address order, but the
+// pools are listed by stream, so stream 7's reservation (made first, at the lower address) was
+// read against stream 0's and its unmapped tail drawn as 140 GB of free mapped memory.
+TEST_CASE("cuda-async: every stream's memory map stays inside what the pool holds") {
+  std::string text =
+      "{\"op\":\"alloc\",\"id\":1,\"size\":4096,\"t\":0,\"stream\":7}\n"
+      "{\"op\":\"alloc\",\"id\":2,\"size\":8388608,\"t\":10,\"stream\":0}\n";
+  auto r = simulate({.name = "async_map",
+                     .text = text,
+                     .policy = "cuda-async",
+                     .config = {{"preallocate", false}},
+                     .capacity = "1GiB"});
+  REQUIRE(r.result.spaces.at(0).peak);
+  const SpaceMoment& m = r.result.spaces.at(0).peak->spaces.at(0);
+  REQUIRE(m.map.regions.size() == 2);
+  Bytes mapped = 0;
+  for (const auto& b : m.map.blocks) {
+    if (b.mapped) mapped += b.size;
+    bool inside = false;
+    for (const auto& g : m.map.regions) inside |= b.addr >= g.base && b.addr + b.size <= g.base + g.size;
+    CHECK(inside);
+  }
+  CHECK(mapped == 2 * 32 * MiB);  // one chunk under each buffer, all of it mapped
+  CHECK(m.reserved == 2 * 32 * MiB);
+}
+
 TEST_CASE("cuda-async: another stream's free is reusable only once the freeing work completed") {
   std::string text =
       "{\"op\":\"alloc\",\"id\":1,\"size\":4096,\"t\":0,\"stream\":1}\n"
