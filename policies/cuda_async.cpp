@@ -42,7 +42,6 @@
 #include <algorithm>
 #include <map>
 #include <optional>
-#include <set>
 #include <vector>
 
 #include "policies/jax_gpu.h"
@@ -150,15 +149,13 @@ class CudaAsyncPolicy : public AllocatorPolicy {
         out->blocks.push_back(b);
         continue;
       }
-      SegmentHeap::Segment sg;
-      sg.base = m.regions[r].base;
-      sg.size = m.regions[r].size;
       Addr at = b.addr;
-      for_slivers(sg, b.addr, b.addr + b.size, [&](Addr lo, Bytes n) {
-        if (lo > at) out->blocks.push_back({at, lo - at, false, false});
-        out->blocks.push_back({lo, n, false, true});
-        at = lo + n;
-      });
+      for_slivers(m.regions[r].base, m.regions[r].base + m.regions[r].size, b.addr, b.addr + b.size,
+                  [&](Addr lo, Bytes n) {
+                    if (lo > at) out->blocks.push_back({at, lo - at, false, false});
+                    out->blocks.push_back({lo, n, false, true});
+                    at = lo + n;
+                  });
       if (b.addr + b.size > at) out->blocks.push_back({at, b.addr + b.size - at, false, false});
     }
   }
@@ -260,7 +257,7 @@ class CudaAsyncPolicy : public AllocatorPolicy {
     unmap_free(stream);  // a miss: the stream's free blocks give their memory back to the pool
     SegmentHeap& heap = pool(stream);
     const SizeIndex::Entry* e = heap.best_fit_unmapped(r);
-    std::int32_t u = e ? static_cast<std::int32_t>(e->id) : heap.segment(new_reservation(stream, r, hint)).first;
+    std::int32_t u = e ? static_cast<std::int32_t>(e->id) : heap.segment(new_reservation(stream, hint)).first;
     return map_into(stream, u, heap.block(u).addr, r, requested);
   }
 
@@ -268,9 +265,9 @@ class CudaAsyncPolicy : public AllocatorPolicy {
   // every reservation: a new one starts there).
   std::optional<Where> place_at(std::int64_t stream, Bytes r, Bytes requested, Addr at) {
     auto it = reservations_.upper_bound(at);
-    if (it == reservations_.begin() || at - std::prev(it)->first >= reservation_size(std::prev(it)->second)) {
+    if (it == reservations_.begin() || at - std::prev(it)->first >= va_size_) {
       if (at.value() > kVaTop - va_size_ || overlaps_reservation(at, va_size_)) return std::nullopt;
-      std::int32_t sg = new_reservation(stream, r, at);
+      std::int32_t sg = new_reservation(stream, at);
       return map_into(stream, pool(stream).segment(sg).first, at, r, requested);
     }
     auto [s, sg] = std::prev(it)->second;
@@ -286,13 +283,15 @@ class CudaAsyncPolicy : public AllocatorPolicy {
   // theirs back); nullopt when the device cannot supply them.
   std::optional<Where> map_into(std::int64_t stream, std::int32_t u, Addr at, Bytes r, Bytes requested) {
     SegmentHeap& heap = pool(stream);
-    if (!hold_for(own_chunks(heap, u, at, r))) {
+    size_t more = own_chunks(heap, u, at, r);
+    if (!hold_for(more)) {
       const std::int32_t seg = heap.block(u).region;
       for (auto& [s, h] : pools_) unmap_free(s);
       u = block_at(heap, seg, at);  // u may have merged with a neighbour unmapped now
-      if (!hold_for(own_chunks(heap, u, at, r))) return std::nullopt;
+      more = own_chunks(heap, u, at, r);
+      if (!hold_for(more)) return std::nullopt;
     }
-    mapped_chunks_ += own_chunks(heap, u, at, r);
+    mapped_chunks_ += more;
     const Addr lo = heap.block(u).addr, hi = lo + heap.block(u).size;
     const auto& sg = heap.segment(heap.block(u).region);
     note_slivers(sg, lo, hi, -1);  // u becomes [lo, at) unmapped, [at, at+r) mapped, the rest unmapped
@@ -321,7 +320,11 @@ class CudaAsyncPolicy : public AllocatorPolicy {
   // maps have memory behind them ("slivers": at most one at each end). f(addr, bytes) each.
   template <class F>
   void for_slivers(const SegmentHeap::Segment& sg, Addr lo, Addr hi, F f) const {
-    const std::uint64_t base = sg.base.value(), end = base + sg.size, l = lo.value(), h = hi.value();
+    for_slivers(sg.base, sg.base + sg.size, lo, hi, f);
+  }
+  template <class F>
+  void for_slivers(Addr region_base, Addr region_end, Addr lo, Addr hi, F f) const {
+    const std::uint64_t base = region_base.value(), end = region_end.value(), l = lo.value(), h = hi.value();
     std::uint64_t head = l, tail = h;
     if (l != base && (l - base) % o_.chunk) head = std::min(h, base + round_up(l - base, o_.chunk));
     if (h != end && (h - base) % o_.chunk) tail = std::max(head, base + (h - base) / o_.chunk * o_.chunk);
@@ -356,17 +359,13 @@ class CudaAsyncPolicy : public AllocatorPolicy {
     return std::nullopt;
   }
 
-  Bytes reservation_size(const std::pair<std::int64_t, std::int32_t>& r) const {
-    return pool(r.first).segment(r.second).size;
-  }
   bool overlaps_reservation(Addr base, Bytes size) const {
     auto it = reservations_.lower_bound(Addr(base.value() + size));
-    return it != reservations_.begin() &&
-           std::prev(it)->first.value() + reservation_size(std::prev(it)->second) > base.value();
+    return it != reservations_.begin() && std::prev(it)->first.value() + va_size_ > base.value();
   }
   // A new reservation for `stream` of the device's size: at `hint` when it overlaps no other,
   // else at this model's next free address. Pre: r ≤ va_size_.
-  std::int32_t new_reservation(std::int64_t stream, Bytes /*r*/, std::optional<Addr> hint) {
+  std::int32_t new_reservation(std::int64_t stream, std::optional<Addr> hint) {
     Bytes size = va_size_;
     Addr base;
     if (hint && hint->value() <= kVaTop - size && !overlaps_reservation(*hint, size)) {
