@@ -27,6 +27,7 @@ class CudaDevice : public Device {
   }
   int free_async(void* p, int stream) override { return static_cast<int>(cudaFreeAsync(p, get(stream))); }
   int synchronize() override { return static_cast<int>(cudaDeviceSynchronize()); }
+  int synchronize_stream(int stream) override { return static_cast<int>(cudaStreamSynchronize(get(stream))); }
   int mem_info(std::size_t* free, std::size_t* total) override { return static_cast<int>(cudaMemGetInfo(free, total)); }
   int set_release_threshold(std::uint64_t bytes) override {
     cudaMemPool_t pool;

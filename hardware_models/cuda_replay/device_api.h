@@ -20,6 +20,7 @@ class Device {
   virtual int malloc_async(void** p, std::size_t n, int stream) = 0;
   virtual int free_async(void* p, int stream) = 0;
   virtual int synchronize() = 0;
+  virtual int synchronize_stream(int stream) = 0;  // waits for `stream`'s work (a pool sync point)
   virtual int mem_info(std::size_t* free, std::size_t* total) = 0;
   virtual int set_release_threshold(std::uint64_t bytes) = 0;
   virtual std::string error_string(int code) const = 0;

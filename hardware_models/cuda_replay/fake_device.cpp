@@ -26,6 +26,7 @@ class FakeDevice : public Device {
   int malloc_async(void** p, std::size_t n, int) override { return malloc(p, n); }
   int free_async(void* p, int) override { return free(p); }
   int synchronize() override { return 0; }
+  int synchronize_stream(int) override { return 0; }
   int mem_info(std::size_t* free, std::size_t* total) override {
     *total = mem_.limit();
     *free = mem_.available();

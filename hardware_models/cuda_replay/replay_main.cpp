@@ -33,7 +33,7 @@ struct Options {
   int device = 0;
   std::uint64_t sample_every = 1;
   double fraction = 0.75;
-  bool keep_going = false, dry_run = false, lenient = false;
+  bool keep_going = false, dry_run = false, lenient = false, sync_after_free = false;
 };
 
 // Size classes for latency percentiles: powers of 4 from 64 KiB.
@@ -131,9 +131,10 @@ int run_replay(const Options& o) {
         sample(ev.index, "failure");
         if (!o.keep_going) stopped = true;
       }
-      fmt::format_to(std::back_inserter(buf),
-                     "{{\"op\":\"alloc\",\"i\":{},\"id\":{},\"bytes\":{},\"ok\":{},\"addr\":{},\"ns\":{:.0f}}}\n",
-                     ev.index, ev.id, ev.size, ok ? "true" : "false", reinterpret_cast<std::uintptr_t>(p), ns);
+      fmt::format_to(
+          std::back_inserter(buf),
+          "{{\"op\":\"alloc\",\"i\":{},\"id\":{},\"bytes\":{},\"stream\":{},\"ok\":{},\"addr\":{},\"ns\":{:.0f}}}\n",
+          ev.index, ev.id, ev.size, stream, ok ? "true" : "false", reinterpret_cast<std::uintptr_t>(p), ns);
       if (ok && allocs % o.sample_every == 0) sample(ev.index, "alloc");
     } else if (ev.op == Op::kFree) {
       ++frees;
@@ -145,6 +146,11 @@ int run_replay(const Options& o) {
       double ns = std::chrono::duration<double, std::nano>(Clock::now() - t0).count();
       if (e) throw EnvError("free failed: " + dev->error_string(e));
       lat_free[size_class(bytes)].push_back(ns);
+      if (o.sync_after_free) {  // a sync point: the pool may give memory above its threshold back
+        if (int se = o.mode == "malloc" ? dev->synchronize() : dev->synchronize_stream(stream_of[ev.handle]))
+          throw EnvError("synchronize failed: " + dev->error_string(se));
+        sample(ev.index, "free");
+      }
       fmt::format_to(std::back_inserter(buf), "{{\"op\":\"free\",\"i\":{},\"id\":{},\"bytes\":{},\"ns\":{:.0f}}}\n",
                      ev.index, ev.id, bytes, ns);
     }
@@ -161,23 +167,26 @@ int run_replay(const Options& o) {
   dev->synchronize();
   calls.write(buf);
   calls.commit();
-  nlohmann::json summary = {{"fragsim_replay", 1},
-                            {"trace", o.trace},
-                            {"mode", o.mode},
-                            {"dry_run", o.dry_run},
-                            {"device", {{"name", dev->name()}, {"total_bytes", total}, {"free_at_start_bytes", free0}}},
-                            {"limit", o.limit.empty() ? nlohmann::json() : nlohmann::json(o.limit)},
-                            {"ballast_bytes", ballast_bytes},
-                            {"events", events},
-                            {"allocs", allocs},
-                            {"frees", frees},
-                            {"failed_allocs", failed},
-                            {"completed", failed == 0},
-                            {"first_oom", first_oom},
-                            {"peak_in_use_bytes", peak_in_use},
-                            {"samples", samples},
-                            {"latency", {{"alloc", percentiles(lat_alloc)}, {"free", percentiles(lat_free)}}},
-                            {"calls_file", o.out + ".jsonl"}};
+  nlohmann::json summary = {
+      {"fragsim_replay", 1},
+      {"trace", o.trace},
+      {"mode", o.mode},
+      {"dry_run", o.dry_run},
+      {"device", {{"name", dev->name()}, {"total_bytes", total}, {"free_at_start_bytes", free0}}},
+      {"limit", o.limit.empty() ? nlohmann::json() : nlohmann::json(o.limit)},
+      {"ballast_bytes", ballast_bytes},
+      {"sync_after_free", o.sync_after_free},
+      {"release_threshold_fraction", o.mode == "async" ? nlohmann::json(o.fraction) : nlohmann::json()},
+      {"events", events},
+      {"allocs", allocs},
+      {"frees", frees},
+      {"failed_allocs", failed},
+      {"completed", failed == 0},
+      {"first_oom", first_oom},
+      {"peak_in_use_bytes", peak_in_use},
+      {"samples", samples},
+      {"latency", {{"alloc", percentiles(lat_alloc)}, {"free", percentiles(lat_free)}}},
+      {"calls_file", o.out + ".jsonl"}};
   write_file_atomic(o.out + ".json", summary.dump(2) + "\n");
   std::cout << fmt::format(
       "replayed {} events on {} ({} mode): {} allocs, {} failed{}; peak in use {}; wrote {}.json\n", events,
@@ -205,7 +214,9 @@ int main(int argc, char** argv) {
       "fraction", po::value(&o.fraction)->default_value(0.75),
       "async: pool release threshold = total x fraction (as JAX sets it)")("keep-going", po::bool_switch(&o.keep_going),
                                                                            "continue after a failed allocation")(
-      "lenient", po::bool_switch(&o.lenient), "skip frees of unknown ids")(
+      "sync-after-free", po::bool_switch(&o.sync_after_free),
+      "synchronize the freeing stream after every free and sample cudaMemGetInfo (async: where the pool trims to "
+      "its release threshold)")("lenient", po::bool_switch(&o.lenient), "skip frees of unknown ids")(
       "dry-run", po::bool_switch(&o.dry_run), "no GPU: a simulated device (tests the replayer's GPU-free parts)")(
       "dry-capacity", po::value(&o.dry_capacity)->default_value("80GiB"), "capacity of the --dry-run device");
   po::positional_options_description pos;
