@@ -9,34 +9,43 @@
 //   cudaMemPoolTrimTo (what an explicit empty-cache request does) releases unused memory down to
 //   the threshold.
 // MEASURED (real H200, driver 580.159.04, CUDA 13.0: tests/data/device_h200, every cudaMallocAsync
-//   call's address and cudaMemGetInfo after it):
-//   - physical memory is mapped in 32 MiB chunks (`chunk`) under a contiguous virtual range: at
-//     each of the 897 cudaMemGetInfo samples taken after an allocation call in the three async
-//     replays, the memory the pool held was 32 MiB × the most 32 MiB-aligned chunks that live
-//     blocks had touched at once;
+//   call's address and cudaMemGetInfo after it, scripts/device-check and scripts/device-record):
+//   - physical memory is mapped in 32 MiB chunks (`chunk`) under a contiguous virtual range: with
+//     no stream sync, at each of the 897 cudaMemGetInfo samples taken after an allocation call in
+//     the three async replays, the memory the pool held was 32 MiB × the most 32 MiB-aligned
+//     chunks that live blocks had touched at once;
+//   - one pool for every stream: a second stream's blocks lie in the same range, and a block one
+//     stream freed is reused by another at once (probe_streams: 14 of 14 addresses);
 //   - placement (reproduced by the rule below for 338 of 348 llm_serving_small and 507 of 531
-//     jax_train_small addresses when each step starts from the real state; 334 and 501 with
-//     --follow-recording, which undoes a wrong guess by a free): a request goes to the
-//     smallest *mapped* free block that holds it (lowest address on ties); when none does,
-//     every free block of the pool gives its memory back (becomes unmapped address space,
-//     merging with unmapped neighbours) and the request goes to the smallest unmapped free range
-//     that holds it, the end of the reservation included (so the pool grows at its end, taking
-//     the free range just before the end with it). Freed blocks stay mapped and merge with
-//     mapped free neighbours.
-// MODELLED (not measured): each stream's pool is its own reservation of the device's size
-//   (another when a request does not fit what is left); a miss unmaps only the requesting
-//   stream's free blocks, and every stream's when the device cannot supply the chunks; a
-//   synchronization point is modelled after every free (the replay has no explicit stream
-//   syncs), when a pool above its threshold returns cached chunks to the device down to the
-//   threshold, unmapping free blocks (largest first) while too few are cached; cross-stream frees become reusable
-//   `cross_stream_delay` ticks after the block was freed (default 0: the freeing work is taken
-//   as complete).
-// State: per stream a SegmentHeap over its reservations (policies/segment_heap.h, unmapped free
-// ranges indexed too); how many chunks blocks map (a block's first and last chunk may be shared
-// with its neighbours, found by walking out from it) and how many are held (grants, newest
-// last); the slivers — parts of unmapped ranges inside a chunk a neighbour maps, free memory the
-// pool holds — in a SizeIndex. A free block's `aux` is the tick it was freed at. Memory is
-// O(blocks + streams), whatever the number of chunks.
+//     jax_train_small addresses when each step starts from the real state): a request goes to
+//     the smallest *mapped* free block that holds it (lowest address on ties; of those, one its
+//     own stream freed first: 1,091 of 1,522 on a two-stream random trace against 717 without
+//     that preference); when none does, every free block of the pool gives its memory back
+//     (becomes unmapped address space, merging with unmapped neighbours) and the request goes to
+//     the smallest unmapped free range that holds it, the end of the reservation included (so
+//     the pool grows at its end, taking the free range just before the end with it). Freed
+//     blocks stay mapped and merge with mapped free neighbours;
+//   - a stream sync (the replayer's --sync-after-free) unmaps every free block, whatever the
+//     threshold, and gives back cached chunks until the pool holds at most the threshold: after
+//     every sync of six replays (thresholds 0, 1 % and 75 % of the device) the pool held
+//     max(chunks live blocks touch, min(what it held, the threshold rounded down to chunks));
+//     placement with a sync after every free follows the rule above from that state (1,503 of
+//     1,519 and 526 of 531 addresses; 1,506 of 1,522 with two streams).
+// MODELLED (not measured): whether a sync happens — the trace has none: with sync_after_free
+//   every free is followed by its stream's sync; else a sync is assumed after a free only when the
+//   pool holds more than its threshold (the replays without syncs never gave memory back);
+//   cudaMemPoolTrimTo (empty_cache) acts as a sync; another reservation when a request does not
+//   fit what is left of one; cross-stream frees become reusable `cross_stream_delay` ticks after
+//   the block was freed (default 0: the freeing work is taken as complete). Without syncs, the
+//   real driver's placement depends on when it notices frees completed, which no trace records:
+//   on random churn the rule reproduces 87 % (one stream) and 70 % (two and four streams) of
+//   addresses from the real state, against 98-99 % with a sync after every free.
+// State: one SegmentHeap over the reservations (policies/segment_heap.h, unmapped free ranges
+// indexed too); a free block's `tag` is the stream that freed it and its `aux` the tick it was
+// freed at; how many chunks blocks map (a block's first and last chunk may be shared with its
+// neighbours, found by walking out from it) and how many are held (grants, newest last); the
+// slivers — parts of unmapped ranges inside a chunk a neighbour maps, free memory the pool holds
+// — in a SizeIndex. Memory is O(blocks + streams), whatever the number of chunks.
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -61,38 +70,41 @@ struct CudaAsyncOptions {
   Bytes prealloc = 0;
   Bytes chunk = 32 * kMiB;        // physical mapping granularity (measured on an H200)
   std::uint64_t cross_delay = 0;  // ticks
+  bool sync_after_free = false;   // every free is followed by a sync of its stream
 };
 
 class CudaAsyncPolicy : public AllocatorPolicy {
  public:
   CudaAsyncPolicy(const PolicyContext& ctx, const CudaAsyncOptions& o)
       : dev_(ctx.device), sched_(ctx.scheduler), o_(o) {
+    heap_.index_unmapped();
     // A reservation spans the device's memory (no request beyond it can ever be backed).
     va_size_ = std::min(round_up_sat(std::max(dev_->limit(), o_.chunk), o_.chunk), kVaTop / 4 / o_.chunk * o_.chunk);
     if (o_.prealloc) {  // allocate + free the pool size once: it stays cached below the threshold
       Bytes r = round_up_sat(o_.prealloc, kRound);
       if (r <= va_size_)
-        if (auto at = place(0, r, r, Tick(), std::nullopt)) release_block(*at);
+        if (auto b = place(stream_number(0), r, r, Tick(), std::nullopt)) release_block(*b, stream_number(0));
     }
   }
 
   Placement allocate(const AllocRequest& req) override {
     Bytes r = round_up_sat(req.size, kRound);
     if (r > va_size_) return Placement::failed();  // more than the device holds
-    auto at = req.seeded_at ? place_at(req.stream, r, req.size, *req.seeded_at)
-                            : place(req.stream, r, req.size, req.t, req.recorded_addr);
+    auto at = req.seeded_at ? place_at(r, req.size, *req.seeded_at)
+                            : place(stream_number(req.stream), r, req.size, req.t, req.recorded_addr);
     if (!at) return Placement::failed();
-    if (req.handle >= owner_.size()) owner_.resize(req.handle + 1, {0, SegmentHeap::kNil});
-    owner_[req.handle] = *at;  // the pool that holds the block (reuse may cross streams)
-    const SegmentHeap& heap = pool(at->first);
-    const auto& b = heap.block(at->second);
-    const auto& sg = heap.segment(b.region);
+    if (req.handle >= owner_.size()) owner_.resize(req.handle + 1, {SegmentHeap::kNil, 0});
+    owner_[req.handle] = {*at, stream_number(req.stream)};
+    const auto& b = heap_.block(*at);
+    const auto& sg = heap_.segment(b.region);
     return Placement::at(b.addr, b.size, sg.id, sg.base);
   }
 
   void release(Handle h) override {
-    release_block(owner_[h]);
-    if (reserved() > o_.threshold && !trim_.pending())
+    release_block(owner_[h].first, owner_[h].second);
+    if (o_.sync_after_free)
+      trim(o_.threshold);  // the freeing stream is synchronized at once
+    else if (reserved() > o_.threshold && !trim_.pending())
       trim_ = sched_->schedule(sched_->now(), [this] { trim(o_.threshold); });
   }
 
@@ -109,11 +121,8 @@ class CudaAsyncPolicy : public AllocatorPolicy {
   // as can the device's free memory).
   Usage usage() const override {
     Usage u;
-    Bytes largest_mapped = 0;
-    for (const auto& [s, heap] : pools_) {
-      u.allocated += heap.allocated();
-      largest_mapped = std::max(largest_mapped, heap.largest_free());
-    }
+    const Bytes largest_mapped = heap_.largest_free();
+    u.allocated = heap_.allocated();
     u.reserved = reserved();
     Bytes cached = static_cast<Bytes>(held_chunks_ - mapped_chunks_) * o_.chunk;
     Bytes sliver = slivers_.size() ? slivers_.largest()->size : 0;
@@ -139,11 +148,11 @@ class CudaAsyncPolicy : public AllocatorPolicy {
   // but mapped nowhere (cached) are in no region.
   void memory_map(MemoryMap* out) const override {
     MemoryMap m;
-    for (const auto& [s, heap] : pools_) heap.memory_map(&m);
+    heap_.memory_map(&m);
     out->regions.insert(out->regions.end(), m.regions.begin(), m.regions.end());
     size_t r = 0;
     for (const auto& b : m.blocks) {
-      // The blocks follow their region, regions in slot order (not address order).
+      // The blocks follow their region, regions in the order they were reserved (not address order).
       while (b.addr < m.regions[r].base || b.addr.value() >= m.regions[r].base.value() + m.regions[r].size) ++r;
       if (b.in_use || b.mapped) {
         out->blocks.push_back(b);
@@ -160,26 +169,24 @@ class CudaAsyncPolicy : public AllocatorPolicy {
     }
   }
   void validate() const override {
+    heap_.validate("cuda-async pool");
     size_t mapped = 0, slivers = 0;  // chunks under mapped blocks: runs of chunks, in address order
-    for (const auto& [s, heap] : pools_) {
-      heap.validate(fmt::format("cuda-async stream {}", s));
-      for (size_t i = 0; i < heap.segment_count(); ++i) {
-        const auto& sg = heap.segment(static_cast<std::int32_t>(i));
-        if (!sg.live) continue;
-        std::uint64_t next = 0;  // the first chunk not yet counted in this reservation
-        for (auto b = sg.first; b != SegmentHeap::kNil; b = heap.block(b).next) {
-          const auto& bl = heap.block(b);
-          if (bl.in_use || bl.x.mapped) {
-            const std::uint64_t first = (bl.addr - sg.base) / o_.chunk,
-                                last = (bl.addr - sg.base + bl.size - 1) / o_.chunk;
-            if (last + 1 > next) mapped += last + 1 - std::max(first, next), next = last + 1;
-            continue;
-          }
-          for_slivers(sg, bl.addr, bl.addr + bl.size, [&](Addr at, Bytes n) {
-            ++slivers;
-            FRAGSIM_CHECK(slivers_.contains(n, at), "cuda-async: a sliver is not indexed");
-          });
+    for (size_t i = 0; i < heap_.segment_count(); ++i) {
+      const auto& sg = heap_.segment(static_cast<std::int32_t>(i));
+      if (!sg.live) continue;
+      std::uint64_t next = 0;  // the first chunk not yet counted in this reservation
+      for (auto b = sg.first; b != SegmentHeap::kNil; b = heap_.block(b).next) {
+        const auto& bl = heap_.block(b);
+        if (bl.in_use || bl.x.mapped) {
+          const std::uint64_t first = (bl.addr - sg.base) / o_.chunk,
+                              last = (bl.addr - sg.base + bl.size - 1) / o_.chunk;
+          if (last + 1 > next) mapped += last + 1 - std::max(first, next), next = last + 1;
+          continue;
         }
+        for_slivers(sg, bl.addr, bl.addr + bl.size, [&](Addr at, Bytes n) {
+          ++slivers;
+          FRAGSIM_CHECK(slivers_.contains(n, at), "cuda-async: a sliver is not indexed");
+        });
       }
     }
     FRAGSIM_CHECK(mapped == mapped_chunks_, "cuda-async: mapped chunk count != the chunks under mapped blocks");
@@ -192,34 +199,23 @@ class CudaAsyncPolicy : public AllocatorPolicy {
   }
 
  private:
-  using Where = std::pair<std::int64_t, std::int32_t>;  // (stream whose pool holds it, block)
-
-  SegmentHeap& pool(std::int64_t stream) {
-    auto it = pools_.find(stream);
-    if (it == pools_.end()) {
-      it = pools_.emplace(stream, SegmentHeap()).first;
-      it->second.index_unmapped();
-    }
-    return it->second;
-  }
-  const SegmentHeap& pool(std::int64_t stream) const { return pools_.at(stream); }
   Bytes reserved() const { return held_bytes_; }
 
   // Chunks are the reservation's 32 MiB pieces, base + k·chunk. Of the chunks [addr, addr+size)
   // of free block b touches, those no other block holds (in use, or free and mapped): b's
   // neighbours are the only blocks that can share its first and last chunk — walk out from b
   // while they still reach into that chunk. The chunks in between lie inside b.
-  size_t own_chunks(const SegmentHeap& heap, std::int32_t b, Addr addr, Bytes size) const {
-    const std::uint64_t base = heap.segment(heap.block(b).region).base.value();
+  size_t own_chunks(std::int32_t b, Addr addr, Bytes size) const {
+    const std::uint64_t base = heap_.segment(heap_.block(b).region).base.value();
     const std::uint64_t first = (addr.value() - base) / o_.chunk, last = (addr.value() + size - 1 - base) / o_.chunk;
     auto shared = [&](std::uint64_t c) {
       const std::uint64_t lo = base + c * o_.chunk, hi = lo + o_.chunk;
-      for (auto p = heap.block(b).prev; p != SegmentHeap::kNil && heap.block(p).addr.value() + heap.block(p).size > lo;
-           p = heap.block(p).prev)
-        if (heap.block(p).in_use || heap.block(p).x.mapped) return true;
-      for (auto n = heap.block(b).next; n != SegmentHeap::kNil && heap.block(n).addr.value() < hi;
-           n = heap.block(n).next)
-        if (heap.block(n).in_use || heap.block(n).x.mapped) return true;
+      for (auto p = heap_.block(b).prev;
+           p != SegmentHeap::kNil && heap_.block(p).addr.value() + heap_.block(p).size > lo; p = heap_.block(p).prev)
+        if (heap_.block(p).in_use || heap_.block(p).x.mapped) return true;
+      for (auto n = heap_.block(b).next; n != SegmentHeap::kNil && heap_.block(n).addr.value() < hi;
+           n = heap_.block(n).next)
+        if (heap_.block(n).in_use || heap_.block(n).x.mapped) return true;
       return false;
     };
     size_t k = last - first + 1;
@@ -249,70 +245,88 @@ class CudaAsyncPolicy : public AllocatorPolicy {
 
   // `hint`: where the recording placed the request, the base of a new reservation (the driver
   // chose it) when it lies outside every reservation.
-  std::optional<Where> place(std::int64_t stream, Bytes r, Bytes requested, Tick now, std::optional<Addr> hint) {
-    if (auto w = find_mapped(stream, r, now)) {
-      pool(w->first).take(w->second, r, requested, true);
-      return w;
-    }
-    unmap_free(stream);  // a miss: the stream's free blocks give their memory back to the pool
-    SegmentHeap& heap = pool(stream);
-    const SizeIndex::Entry* e = heap.best_fit_unmapped(r);
-    std::int32_t u = e ? static_cast<std::int32_t>(e->id) : heap.segment(new_reservation(stream, hint)).first;
-    return map_into(stream, u, heap.block(u).addr, r, requested);
+  std::optional<std::int32_t> place(std::int32_t stream, Bytes r, Bytes requested, Tick now, std::optional<Addr> hint) {
+    if (auto b = find_mapped(stream, r, now)) return heap_.take(*b, r, requested, true);
+    unmap_free();  // a miss: every free block gives its memory back to the pool
+    const SizeIndex::Entry* e = heap_.best_fit_unmapped(r);
+    std::int32_t u = e ? static_cast<std::int32_t>(e->id) : heap_.segment(new_reservation(hint)).first;
+    return map_into(u, heap_.block(u).addr, r, requested);
   }
 
-  // Places [at, at+r) where the recording says, if that range is free in some pool (or outside
-  // every reservation: a new one starts there).
-  std::optional<Where> place_at(std::int64_t stream, Bytes r, Bytes requested, Addr at) {
+  // Places [at, at+r) where the recording says, if that range is free (or outside every
+  // reservation: a new one starts there).
+  std::optional<std::int32_t> place_at(Bytes r, Bytes requested, Addr at) {
     auto it = reservations_.upper_bound(at);
     if (it == reservations_.begin() || at - std::prev(it)->first >= va_size_) {
       if (at.value() > kVaTop - va_size_ || overlaps_reservation(at, va_size_)) return std::nullopt;
-      std::int32_t sg = new_reservation(stream, at);
-      return map_into(stream, pool(stream).segment(sg).first, at, r, requested);
+      std::int32_t sg = new_reservation(at);
+      return map_into(heap_.segment(sg).first, at, r, requested);
     }
-    auto [s, sg] = std::prev(it)->second;
-    SegmentHeap& heap = pool(s);
-    const std::int32_t b = block_at(heap, sg, at);
-    if (heap.block(b).in_use || heap.block(b).addr + heap.block(b).size < at + r) return std::nullopt;
-    if (heap.block(b).x.mapped) return Where{s, heap.carve(b, at, r, requested)};
-    return map_into(s, b, at, r, requested);
+    const std::int32_t sg = std::prev(it)->second;
+    std::int32_t b = block_at(sg, at);
+    if (heap_.block(b).in_use) return std::nullopt;
+    if (heap_.block(b).addr + heap_.block(b).size < at + r) {
+      // The range spans free blocks, mapped and unmapped in turn: when they are all free, the
+      // unmapped parts are mapped, so that the range lies in one mapped free block.
+      std::int32_t x = b;
+      for (; x != SegmentHeap::kNil && heap_.block(x).addr < at + r; x = heap_.block(x).next)
+        if (heap_.block(x).in_use) return std::nullopt;
+      const std::int32_t last = x == SegmentHeap::kNil ? heap_.segment(sg).last : heap_.block(x).prev;
+      if (heap_.block(last).addr + heap_.block(last).size < at + r) return std::nullopt;
+      for (;;) {
+        std::int32_t y = block_at(sg, at);
+        while (y != SegmentHeap::kNil && heap_.block(y).addr < at + r && heap_.block(y).x.mapped)
+          y = heap_.block(y).next;
+        if (y == SegmentHeap::kNil || heap_.block(y).addr >= at + r) break;
+        const Addr lo = std::max(heap_.block(y).addr, at),
+                   hi = std::min(heap_.block(y).addr + heap_.block(y).size, at + r);
+        if (!map_into(y, lo, hi - lo, 0, false)) return std::nullopt;
+      }
+      b = block_at(sg, at);
+    }
+    if (heap_.block(b).x.mapped) return heap_.carve(b, at, r, requested);
+    return map_into(b, at, r, requested);
   }
 
-  // Maps [at, at+r) inside unmapped free block u of `stream`'s pool and takes it: the chunks it
-  // newly covers come from the cache, else the device (after every stream's free blocks gave
-  // theirs back); nullopt when the device cannot supply them.
-  std::optional<Where> map_into(std::int64_t stream, std::int32_t u, Addr at, Bytes r, Bytes requested) {
-    SegmentHeap& heap = pool(stream);
-    size_t more = own_chunks(heap, u, at, r);
+  // Maps [at, at+r) inside unmapped free block u and takes it (or leaves it free and mapped): the
+  // chunks it newly covers come from the cache, else the device (after every free block gave its
+  // memory back); nullopt when the device cannot supply them.
+  std::optional<std::int32_t> map_into(std::int32_t u, Addr at, Bytes r, Bytes requested, bool take = true) {
+    size_t more = own_chunks(u, at, r);
     if (!hold_for(more)) {
-      const std::int32_t seg = heap.block(u).region;
-      for (auto& [s, h] : pools_) unmap_free(s);
-      u = block_at(heap, seg, at);  // u may have merged with a neighbour unmapped now
-      more = own_chunks(heap, u, at, r);
+      const std::int32_t seg = heap_.block(u).region;
+      unmap_free();
+      u = block_at(seg, at);  // u may have merged with a neighbour unmapped now
+      more = own_chunks(u, at, r);
       if (!hold_for(more)) return std::nullopt;
     }
     mapped_chunks_ += more;
-    const Addr lo = heap.block(u).addr, hi = lo + heap.block(u).size;
-    const auto& sg = heap.segment(heap.block(u).region);
+    const Addr lo = heap_.block(u).addr, hi = lo + heap_.block(u).size;
+    const auto& sg = heap_.segment(heap_.block(u).region);
     note_slivers(sg, lo, hi, -1);  // u becomes [lo, at) unmapped, [at, at+r) mapped, the rest unmapped
     note_slivers(sg, lo, at, +1);
     note_slivers(sg, at + r, hi, +1);
     // A mapped free block right after the range (place_at can map up to one) merges with it and
-    // would take the range's stale free tick: it keeps its own.
-    const std::int32_t after = heap.block(u).next;
-    const bool joins = at + r == hi && after != SegmentHeap::kNil && !heap.block(after).in_use;
-    const std::uint64_t after_aux = joins ? heap.block(after).x.aux : 0;
-    if (at > lo) u = heap.split_unmapped(u, at - lo);
-    std::int32_t b = heap.map_prefix(u, r);  // may merge with mapped free blocks around it
-    b = heap.carve(b, at, r, requested);
-    if (joins) heap.block_extra(heap.block(b).next).aux = after_aux;
-    return Where{stream, b};
+    // would take the range's stale free tick and stream: it keeps its own.
+    const std::int32_t after = heap_.block(u).next;
+    const bool joins = at + r == hi && after != SegmentHeap::kNil && !heap_.block(after).in_use;
+    const std::uint64_t after_aux = joins ? heap_.block(after).x.aux : 0;
+    const std::int32_t after_stream = joins ? freed_by(after) : 0;
+    if (at > lo) u = heap_.split_unmapped(u, at - lo);
+    std::int32_t b = heap_.map_prefix(u, r);  // may merge with mapped free blocks around it
+    if (!take) return b;
+    b = heap_.carve(b, at, r, requested);
+    if (joins) {
+      heap_.block_extra(heap_.block(b).next).aux = after_aux;
+      set_freed_by(heap_.block(b).next, after_stream);
+    }
+    return b;
   }
 
-  // The block of `heap`'s segment sg that holds address at (a walk in address order).
-  static std::int32_t block_at(const SegmentHeap& heap, std::int32_t sg, Addr at) {
-    std::int32_t b = heap.segment(sg).first;
-    while (heap.block(b).addr + heap.block(b).size <= at) b = heap.block(b).next;
+  // The block of segment sg that holds address at (a walk in address order).
+  std::int32_t block_at(std::int32_t sg, Addr at) const {
+    std::int32_t b = heap_.segment(sg).first;
+    while (heap_.block(b).addr + heap_.block(b).size <= at) b = heap_.block(b).next;
     return b;
   }
 
@@ -341,31 +355,40 @@ class CudaAsyncPolicy : public AllocatorPolicy {
     });
   }
 
-  // Own stream's mapped free blocks first; then other streams' whose free has completed.
-  std::optional<Where> find_mapped(std::int64_t stream, Bytes r, Tick now) {
-    SegmentHeap& own = pool(stream);
-    if (const auto* e = own.best_fit(r)) return Where{stream, static_cast<std::int32_t>(e->id)};
-    for (auto& [s, heap] : pools_) {
-      if (s == stream) continue;
-      const SizeIndex::Entry* hit = nullptr;
-      heap.scan_from(r, [&](const SizeIndex::Entry& e) {
-        Tick freed(heap.block(static_cast<std::int32_t>(e.id)).x.aux);
-        if (now - std::min(now, freed) < o_.cross_delay) return true;  // the freeing work has not completed
-        hit = &e;
+  // The smallest mapped free block that holds r that `stream` freed; else the smallest another
+  // stream freed whose freeing work has completed (cross_stream_delay).
+  std::optional<std::int32_t> find_mapped(std::int32_t stream, Bytes r, Tick now) {
+    std::optional<std::int32_t> other;
+    heap_.scan_from(r, [&](const SizeIndex::Entry& e) {
+      const auto b = static_cast<std::int32_t>(e.id);
+      if (freed_by(b) == stream) {
+        other = b;
         return false;
-      });
-      if (hit) return Where{s, static_cast<std::int32_t>(hit->id)};
-    }
-    return std::nullopt;
+      }
+      if (!other && completed(b, now)) other = b;
+      return true;
+    });
+    return other;
+  }
+  // Whether the work that freed block b has completed by `now`.
+  bool completed(std::int32_t b, Tick now) const {
+    const Tick freed(heap_.block(b).x.aux);
+    return now - std::min(now, freed) >= o_.cross_delay;
+  }
+  // A free block's tag: the stream that freed it, numbered densely in order of appearance.
+  std::int32_t freed_by(std::int32_t b) const { return heap_.block(b).x.tag; }
+  void set_freed_by(std::int32_t b, std::int32_t stream) { heap_.block_extra(b).tag = stream; }
+  std::int32_t stream_number(std::int64_t stream) {
+    return stream_numbers_.try_emplace(stream, static_cast<std::int32_t>(stream_numbers_.size())).first->second;
   }
 
   bool overlaps_reservation(Addr base, Bytes size) const {
     auto it = reservations_.lower_bound(Addr(base.value() + size));
     return it != reservations_.begin() && std::prev(it)->first.value() + va_size_ > base.value();
   }
-  // A new reservation for `stream` of the device's size: at `hint` when it overlaps no other,
-  // else at this model's next free address. Pre: r ≤ va_size_.
-  std::int32_t new_reservation(std::int64_t stream, std::optional<Addr> hint) {
+  // A new reservation of the device's size: at `hint` when it overlaps no other, else at this
+  // model's next free address. Pre: r ≤ va_size_.
+  std::int32_t new_reservation(std::optional<Addr> hint) {
     Bytes size = va_size_;
     Addr base;
     if (hint && hint->value() <= kVaTop - size && !overlaps_reservation(*hint, size)) {
@@ -375,75 +398,56 @@ class CudaAsyncPolicy : public AllocatorPolicy {
       base = next_va_;
       next_va_ = Addr(base.value() + size);
     }
-    std::int32_t sg = pool(stream).add_segment(base, size, false, next_region_++);
-    reservations_[base] = {stream, sg};
+    std::int32_t sg = heap_.add_segment(base, size, false, next_region_++);
+    reservations_[base] = sg;
     return sg;
   }
 
-  void release_block(const Where& w) {
-    SegmentHeap& heap = pool(w.first);
-    std::int32_t m = heap.free_block(w.second);
-    heap.block_extra(m).aux = sched_->now().value();
+  void release_block(std::int32_t b, std::int32_t stream) {
+    std::int32_t m = heap_.free_block(b);
+    heap_.block_extra(m).aux = sched_->now().value();
+    set_freed_by(m, stream);
   }
 
-  // [lo, hi) of mapped free block b — all of it, or whole chunks — becomes unmapped address
-  // space (merging with unmapped neighbours): its chunks, unless a neighbour holds them too,
-  // return to the cache.
-  void unmap_block(SegmentHeap& heap, std::int32_t b, Addr lo, Addr hi) {
-    const Addr a = heap.block(b).addr, e = a + heap.block(b).size;
-    const auto& sg = heap.segment(heap.block(b).region);
-    const bool whole = lo == a && hi == e;
-    mapped_chunks_ -= whole ? own_chunks(heap, b, a, e - a) : (hi - lo) / o_.chunk;
+  // Mapped free block b becomes unmapped address space (merging with unmapped neighbours): its
+  // chunks, unless a neighbour holds them too, return to the cache.
+  void unmap_block(std::int32_t b) {
+    const Addr a = heap_.block(b).addr, e = a + heap_.block(b).size;
+    const auto& sg = heap_.segment(heap_.block(b).region);
+    mapped_chunks_ -= own_chunks(b, a, e - a);
     auto unmapped = [&](std::int32_t x) {
-      return x != SegmentHeap::kNil && !heap.block(x).in_use && !heap.block(x).x.mapped;
+      return x != SegmentHeap::kNil && !heap_.block(x).in_use && !heap_.block(x).x.mapped;
     };
-    Addr from = lo, to = hi;
-    if (std::int32_t p = heap.block(b).prev; lo == a && unmapped(p)) {
-      from = heap.block(p).addr;
+    Addr from = a, to = e;
+    if (std::int32_t p = heap_.block(b).prev; unmapped(p)) {
+      from = heap_.block(p).addr;
       note_slivers(sg, from, a, -1);
     }
-    if (std::int32_t n = heap.block(b).next; hi == e && unmapped(n)) {
-      to = heap.block(n).addr + heap.block(n).size;
+    if (std::int32_t n = heap_.block(b).next; unmapped(n)) {
+      to = heap_.block(n).addr + heap_.block(n).size;
       note_slivers(sg, e, to, -1);
     }
     note_slivers(sg, from, to, +1);
-    heap.unmap_range(b, lo, hi);
+    heap_.unmap_range(b, a, e);
   }
-  void unmap_block(SegmentHeap& heap, std::int32_t b) {
-    unmap_block(heap, b, heap.block(b).addr, heap.block(b).addr + heap.block(b).size);
-  }
-  // Every mapped free block of `stream`'s pool.
-  void unmap_free(std::int64_t stream) {
-    SegmentHeap& heap = pool(stream);
+  // Every mapped free block of the pool whose freeing work has completed (cross_stream_delay):
+  // the memory under the others may still be in use.
+  void unmap_free() {
+    const Tick now = sched_->now();
     scratch_.clear();
-    heap.scan_from(0, [&](const SizeIndex::Entry& e) {
-      scratch_.push_back(static_cast<std::int32_t>(e.id));
+    heap_.scan_from(0, [&](const SizeIndex::Entry& e) {
+      if (completed(static_cast<std::int32_t>(e.id), now)) scratch_.push_back(static_cast<std::int32_t>(e.id));
       return true;
     });
-    for (std::int32_t b : scratch_) unmap_block(heap, b);
+    for (std::int32_t b : scratch_) unmap_block(b);
   }
 
-  // cudaMemPoolTrimTo(keep): returns cached chunks to the device until the pool holds ≤ keep,
-  // unmapping free blocks (largest first, across streams) while the cache has too few.
+  // A synchronization point / cudaMemPoolTrimTo(keep): every free block is unmapped (measured at
+  // a stream sync), then cached chunks go back to the device until the pool holds ≤ keep.
   void trim(Bytes keep) {
+    unmap_free();
     if (reserved() <= keep) return;
     const size_t want = (held_bytes_ - keep + o_.chunk - 1) / o_.chunk;
-    while (held_chunks_ - mapped_chunks_ < want) {
-      SegmentHeap* from = nullptr;
-      for (auto& [s, heap] : pools_)
-        if (heap.largest_free() > (from ? from->largest_free() : 0)) from = &heap;
-      if (!from) break;
-      // Of the largest free block, the whole chunks at its end that are still needed, or all of it.
-      const auto b = static_cast<std::int32_t>(from->largest_free_block()->id);
-      const std::uint64_t base = from->segment(from->block(b).region).base.value();
-      const std::uint64_t a = from->block(b).addr.value(), e = a + from->block(b).size;
-      const std::uint64_t c_lo = (a - base + o_.chunk - 1) / o_.chunk, c_hi = (e - base) / o_.chunk;
-      const size_t need = want - (held_chunks_ - mapped_chunks_);
-      if (c_hi > c_lo && c_hi - c_lo >= need)
-        unmap_block(*from, b, Addr(base + (c_hi - need) * o_.chunk), Addr(base + c_hi * o_.chunk));
-      else
-        unmap_block(*from, b);
-    }
     size_t drop = std::min(held_chunks_ - mapped_chunks_, want);
     if (!drop) return;
     ++trims_;
@@ -473,17 +477,18 @@ class CudaAsyncPolicy : public AllocatorPolicy {
   Scheduler* sched_;
   CudaAsyncOptions o_;
   Bytes va_size_ = 0;
-  Addr next_va_ = Addr(0x500000000000ULL);  // this model's reservations (address space only)
-  std::map<std::int64_t, SegmentHeap> pools_;
-  std::map<Addr, Where> reservations_;  // base → (stream, segment)
-  std::vector<Where> owner_;
+  Addr next_va_ = Addr(0x500000000000ULL);                      // this model's reservations (address space only)
+  SegmentHeap heap_;                                            // the pool: every stream's blocks, in its reservations
+  std::map<Addr, std::int32_t> reservations_;                   // base → segment
+  std::vector<std::pair<std::int32_t, std::int32_t>> owner_;    // handle → (block, stream number)
+  std::map<std::int64_t, std::int32_t> stream_numbers_;         // stream → its tag number
   size_t mapped_chunks_ = 0;                                    // chunks under blocks in use or free and mapped
   size_t held_chunks_ = 0;                                      // chunks held from the device (mapped or cached)
   std::vector<std::pair<DeviceMemory::Grant, size_t>> grants_;  // what holds them, and how many chunks each
   std::vector<std::int32_t> scratch_;
   SizeIndex slivers_;  // the slivers of every unmapped free range
   Scheduler::Task trim_;
-  int next_region_ = 0;  // reservation order across all streams' pools
+  int next_region_ = 0;  // reservation order
   Bytes held_bytes_ = 0, peak_reserved_ = 0;
   std::uint64_t trims_ = 0, chunks_released_ = 0;
 };
@@ -500,6 +505,7 @@ void register_cuda_async(Registry& r) {
         bool pre = cfg.flag("preallocate", true);
         CudaAsyncOptions o;
         o.cross_delay = static_cast<std::uint64_t>(cfg.integer_in("cross_stream_delay", 0, 0, INT64_MAX));
+        o.sync_after_free = cfg.flag("sync_after_free", false);
         o.chunk = cfg.size("chunk", o.chunk);
         if (o.chunk < kRound || o.chunk % kRound)
           throw InputError(fmt::format("chunk: must be a positive multiple of {} bytes (got {})", kRound, o.chunk));
@@ -521,7 +527,10 @@ void register_cuda_async(Registry& r) {
        {"chunk", "32MiB", "2MiB",
         "physical mapping granularity of the pool (32 MiB measured on an H200, driver 580, CUDA 13)"},
        {"cross_stream_delay", "0", 1000,
-        "ticks after a cross-stream free before its block can be reused (0: the freeing work is complete)"}}};
+        "ticks after a cross-stream free before its block can be reused (0: the freeing work is complete)"},
+       {"sync_after_free", "false", true,
+        "every free is followed by a sync of its stream (cudaStreamSynchronize): the pool unmaps every free block "
+        "and gives memory above the threshold back; false: a sync only when the pool holds more than the threshold"}}};
   info.framework = "JAX";
   info.fraction = FractionKnob{"mem_fraction", "XLA_PYTHON_CLIENT_MEM_FRACTION", ""};
   r.add(std::move(info));

@@ -28,6 +28,7 @@ namespace fragsim {
 struct SegmentBlockExtra {
   Bytes requested = 0;
   bool mapped = true;     // false: reserved address space with no memory behind it
+  std::int32_t tag = 0;   // for the owning policy (cuda-async: the stream that freed the block)
   std::uint64_t aux = 0;  // for the owning policy (e.g. a GC age base)
 };
 struct SegmentExtra {

@@ -59,14 +59,15 @@ inline std::string read_text(const std::string& path) {
   return ss.str();
 }
 
-inline std::vector<nlohmann::json> read_jsonl(const std::string& path) {
+inline std::vector<nlohmann::json> read_jsonl_text(const std::string& text) {
   std::vector<nlohmann::json> v;
-  std::ifstream in(path);
+  std::istringstream in(text);
   std::string line;
   while (std::getline(in, line))
     if (!line.empty()) v.push_back(nlohmann::json::parse(line));
   return v;
 }
+inline std::vector<nlohmann::json> read_jsonl(const std::string& path) { return read_jsonl_text(read_text(path)); }
 
 struct CliResult {
   int code;
