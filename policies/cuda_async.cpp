@@ -57,6 +57,7 @@
 #include "policies/policy.h"
 #include "policies/segment_heap.h"
 #include "sim/base/error.h"
+#include "sim/base/recording.h"
 
 namespace fragsim {
 
@@ -511,6 +512,17 @@ void register_cuda_async(Registry& r) {
           throw InputError(fmt::format("chunk: must be a positive multiple of {} bytes (got {})", kRound, o.chunk));
         Bytes total = jb.limit_from_free ? ctx.space->usable() : ctx.space->capacity;
         o.threshold = static_cast<Bytes>(std::min(static_cast<double>(total) * pjrt_fraction(f), 1.8e19));
+        // A capture of the BFC gives the limit the program's memory fraction made (fraction ×
+        // total, rounded up to 2 MiB from jaxlib 0.10.2): with cuda_async the same fraction sets the
+        // release threshold and the preallocation.
+        const RecordedAllocator* rec = cfg.flag("use_recorded_settings", true) ? recorded_bfc(ctx) : nullptr;
+        if (rec && !cfg.has("mem_fraction") && !cfg.has("release_threshold")) {
+          o.threshold = *rec->limit;
+          cfg.note(
+              fmt::format("cuda-async on device {}: release threshold {} B, the limit the capture's BFC had (the "
+                          "program's memory fraction of the device); use_recorded_settings=false drops it",
+                          ctx.device_index, o.threshold));
+        }
         if (auto t = cfg.optional_size("release_threshold")) o.threshold = *t;
         cfg.record("resolved_release_threshold", o.threshold);
         o.prealloc = pre ? o.threshold : 0;
@@ -528,6 +540,9 @@ void register_cuda_async(Registry& r) {
         "physical mapping granularity of the pool (32 MiB measured on an H200, driver 580, CUDA 13)"},
        {"cross_stream_delay", "0", 1000,
         "ticks after a cross-stream free before its block can be reused (0: the freeing work is complete)"},
+       {"use_recorded_settings", "true", false,
+        "replaying an XProf capture of the BFC: the release threshold is the limit it recorded (the program's "
+        "memory fraction)"},
        {"sync_after_free", "false", true,
         "every free is followed by a sync of its stream (cudaStreamSynchronize): the pool unmaps every free block "
         "and gives memory above the threshold back; false: a sync only when the pool holds more than the threshold"}}};

@@ -8,6 +8,7 @@
 #include "policies/policy.h"
 #include "sim/base/checked.h"
 #include "sim/base/error.h"
+#include "sim/base/recording.h"
 
 namespace fragsim {
 
@@ -49,6 +50,12 @@ PolicyBuilder jax_host_allocator(ConfigReader& cfg, const ConfigContext& ctx) {
   PolicyBuilder b = ctx.registry->find("xla-bfc").configure(host, ctx);
   host.finish();
   return b;
+}
+
+const RecordedAllocator* recorded_bfc(const ConfigContext& ctx) {
+  if (!ctx.recording || ctx.recording->source != RecordingSource::kXprof) return nullptr;
+  const RecordedAllocator* a = ctx.recording->allocator(ctx.device_index, ctx.space->space);
+  return a && a->limit ? a : nullptr;
 }
 
 }  // namespace fragsim

@@ -34,6 +34,11 @@ double pjrt_fraction(double fraction);
 
 struct ConfigContext;
 class ConfigReader;
+struct RecordedAllocator;
+// What an XProf capture recorded about this device's BFC (traces/xprof_capture.h): its limit and
+// whether its addresses show one preallocated region or regions obtained on demand; null when the
+// run replays no capture or the capture logged no limit for this device and space.
+[[nodiscard]] const RecordedAllocator* recorded_bfc(const ConfigContext& ctx);
 // JAX's pinned host memory (the `host` space) is XLA's own host BFC whichever allocator serves
 // device memory (XLA_PYTHON_CLIENT_ALLOCATOR concerns the device): the builder of that BFC
 // (xla-bfc on the host space), with a note saying so. Call it after reading the policy's own keys.

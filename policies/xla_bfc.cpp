@@ -72,6 +72,9 @@ struct BfcOptions {
   // Memory obtained right after a region extends it (TSL's coalesce_regions_, when the
   // sub-allocator supports coalescing): chunks can then span what were two driver allocations.
   bool coalesce_regions = false;
+  // The OOM message as jaxlib 0.11 logs it (seen on an H200, tests/data/device_h200/record): the
+  // end it allocated from ("from the lower end requested by op") and the newer fragmentation hint.
+  bool end_in_message = false;
 };
 
 class Bfc {
@@ -238,13 +241,20 @@ class Bfc {
     std::string s;
     auto out = std::back_inserter(s);
     Bytes r = rounded_bytes(n);
-    fmt::format_to(out, "    Allocator ({}) ran out of memory trying to allocate {} (rounded to {}){}\n", o_.name,
-                   tsl_bytes(n), r, upper ? " from the upper end (collective memory)" : "");
-    fmt::format_to(out,
-                   "    If the cause is memory fragmentation maybe the environment variable "
-                   "'TF_GPU_ALLOCATOR=cuda_malloc_async' will improve the situation.\n"
-                   "    Current allocation summary follows.\n    BFCAllocator dump for {}\n",
-                   o_.name);
+    if (o_.end_in_message)
+      fmt::format_to(out,
+                     "    Allocator ({}) ran out of memory trying to allocate {} (rounded to {}) from the {} end "
+                     "requested by op \n"
+                     "    If this is caused by memory fragmentation, the environment variable "
+                     "'TF_GPU_ALLOCATOR=cuda_malloc_async' may improve the situation.\n",
+                     o_.name, tsl_bytes(n), r, upper ? "upper" : "lower");
+    else
+      fmt::format_to(out,
+                     "    Allocator ({}) ran out of memory trying to allocate {} (rounded to {}){}\n"
+                     "    If the cause is memory fragmentation maybe the environment variable "
+                     "'TF_GPU_ALLOCATOR=cuda_malloc_async' will improve the situation.\n",
+                     o_.name, tsl_bytes(n), r, upper ? " from the upper end (collective memory)" : "");
+    fmt::format_to(out, "    Current allocation summary follows.\n    BFCAllocator dump for {}\n", o_.name);
     struct BinRow {
       std::uint64_t chunks = 0, in_use = 0;
       Bytes total = 0, used = 0, requested = 0;
@@ -709,14 +719,6 @@ class XlaBfcPolicy : public AllocatorPolicy {
   std::map<Handle, std::vector<std::int32_t>> more_chunks_;  // seeded extents after the first, per handle
 };
 
-// What an XProf capture recorded about this device's BFC (traces/xprof_capture.h): its limit and
-// whether its addresses show one preallocated region or regions obtained on demand.
-const RecordedAllocator* recorded_bfc(const ConfigContext& ctx) {
-  if (!ctx.recording || ctx.recording->source != RecordingSource::kXprof) return nullptr;
-  const RecordedAllocator* a = ctx.recording->allocator(ctx.device_index, ctx.space->space);
-  return a && a->limit ? a : nullptr;
-}
-
 PolicyBuilder configure_xla_bfc(ConfigReader& cfg, const ConfigContext& ctx) {
   const bool user_jaxlib = cfg.has("jaxlib");
   JaxlibBehaviour jb = jaxlib_behaviour(cfg.text("jaxlib", kNewestJaxlib), "jaxlib");
@@ -789,6 +791,7 @@ PolicyBuilder configure_xla_bfc(ConfigReader& cfg, const ConfigContext& ctx) {
   main.garbage_collection = gc;
   main.vmm_padding = jb.vmm_padding;
   main.upper_alignment = upper_alignment;
+  main.end_in_message = jb.spatial_default;
   // Regions obtained right after an earlier one extend it (TSL, with a coalescing sub-allocator).
   // Off by default: JAX's default sub-allocator does not coalesce, and turning it on for the
   // MI300X capture reproduces fewer addresses (50 of 69 against 62).

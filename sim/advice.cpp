@@ -56,9 +56,10 @@ std::vector<std::string> proven_advice(const RunResult& r, const RunRequest& req
   const std::string where = fmt::format("device {} {}", o.device, space_name(o.space));
   const Recording recording = read_recording(req);
   // Every replay below reads the trace: a snapshot or a capture is decoded once for all of them.
-  const TraceSource source = req.source                 ? req.source
-                             : decodes_whole(req.trace) ? decode_once(req.trace, ReaderOptions{req.lenient})
-                                                        : nullptr;
+  const TraceSource source =
+      request_source(req, req.source                 ? req.source
+                          : decodes_whole(req.trace) ? decode_once(req.trace, ReaderOptions{req.lenient})
+                                                     : nullptr);
   auto sweep = [&](const std::string& find) {
     SweepOptions so;
     so.request = req;

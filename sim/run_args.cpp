@@ -31,6 +31,10 @@ void add_run_request_options(po::options_description& d, RunRequest& r) {
       "strict", po::bool_switch(&r.strict),
       "a recording with nothing to replay (no allocator events, a state-only snapshot) is an input error (exit 2) "
       "instead of a note")(
+      "failed-alloc", po::value(&r.failed_allocs)->composing()->value_name("[DEVICE:]SIZE[@EVENT]"),
+      "a request the program failed on, with a unit (2.5GiB, 2684354560B), replayed on DEVICE (default 0) before "
+      "event EVENT (the events after it are numbered one more), else after the last event: an XProf capture of a "
+      "run that failed with RESOURCE_EXHAUSTED records only the allocations that succeeded (repeatable)")(
       "shard", po::value(&r.shard)->default_value(1)->value_name("N"),
       "sharding what-if: each shaped allocation divided across N devices (policies that model sharding)")(
       "shard-dim", po::value(&r.shard_dim)->default_value("major")->value_name("DIM"),

@@ -11,7 +11,7 @@
 namespace fragsim {
 
 // --hw, --capacity, --reserve, --set, --env, --keep-going, --lenient, --check, --follow-recording,
-// --strict, --shard, --shard-dim
+// --strict, --failed-alloc, --shard, --shard-dim
 // (the trace is positional; --policy is each command's own: run takes one, compare a list).
 void add_run_request_options(boost::program_options::options_description& d, RunRequest& r);
 

@@ -80,9 +80,13 @@ RunOptions prepare_run(const RunRequest& req, const Registry& reg, const Recordi
   if (!req.policy.empty()) (void)reg.find(parse_policy_ref(req.policy, "--policy").name);
   RunOptions o;
   o.trace = req.trace;
-  o.source = req.source;
+  o.source = request_source(req, req.source);
   o.cancel = req.cancel;
   const Recording recording = given ? *given : read_recording(req);
+  if (recording.source == RecordingSource::kXprof && req.failed_allocs.empty())
+    o.notes.push_back(
+        "an XProf capture records the allocations that succeeded: if the program failed with RESOURCE_EXHAUSTED, "
+        "--failed-alloc SIZE (the size its error names) replays that request after the capture's last event");
   o.hw = choose_hardware(req, recording, &o.notes);
   SettingsInput si{req.policy, req.sets, req.envs};
   si.recorded_framework = recording.framework();
@@ -167,12 +171,42 @@ std::string command_line(const RunRequest& req, const std::string& command, cons
   if (req.lenient) a.push_back("--lenient");
   if (req.follow_recording) a.push_back("--follow-recording");
   if (req.strict) a.push_back("--strict");
+  for (const auto& f : req.failed_allocs) opt("--failed-alloc", f);
   if (req.shard != 1) opt("--shard", std::to_string(req.shard));
   if (req.shard_dim != "major") opt("--shard-dim", req.shard_dim);
   a.insert(a.end(), extra.begin(), extra.end());
   std::string s;
   for (const auto& w : a) s += (s.empty() ? "" : " ") + shell_quote(w);
   return s;
+}
+
+TraceSource request_source(const RunRequest& req, TraceSource base) {
+  if (req.failed_allocs.empty()) return base;
+  std::vector<AppendedAlloc> allocs;
+  static const std::string kName = "the request the program failed on (--failed-alloc)";
+  for (const auto& f : req.failed_allocs) {
+    AppendedAlloc a;
+    std::string_view size = f;
+    auto number = [&](std::string_view digits, const char* what) {
+      if (digits.empty() || digits.size() > 18 || digits.find_first_not_of("0123456789") != std::string_view::npos)
+        throw InputError(fmt::format("--failed-alloc: '{}': {} must be a number", f, what));
+      return std::stoull(std::string(digits));
+    };
+    if (auto colon = size.find(':'); colon != std::string_view::npos) {
+      a.device =
+          static_cast<std::uint32_t>(std::min<std::uint64_t>(number(size.substr(0, colon), "DEVICE"), UINT32_MAX));
+      size.remove_prefix(colon + 1);
+    }
+    if (auto at = size.find('@'); at != std::string_view::npos) {
+      a.before = number(size.substr(at + 1), "EVENT");
+      size = size.substr(0, at);
+    }
+    a.size = parse_size_arg(size, "--failed-alloc");
+    a.name = kName;
+    allocs.push_back(std::move(a));
+  }
+  if (!base) base = [trace = req.trace, lenient = req.lenient] { return open_trace(trace, ReaderOptions{lenient}); };
+  return [base, allocs] { return append_allocs(base(), allocs); };
 }
 
 std::vector<std::pair<std::string, double>> reads_of(const std::vector<RunOptions>& runs, const Registry& reg) {

@@ -23,7 +23,10 @@ struct RunRequest {
   bool keep_going = false, lenient = false, check = false;
   bool follow_recording = false;  // --follow-recording (sim/recording_fidelity.h)
   bool strict = false;            // --strict: a recording with nothing to replay is an input error
-  std::int64_t shard = 1;         // signed: "-1" is refused as -1, not read as 4294967295
+  // --failed-alloc [DEVICE:]SIZE: a request the program failed on, replayed after the trace's last
+  // event (an XProf capture records only the allocations that succeeded).
+  std::vector<std::string> failed_allocs{};
+  std::int64_t shard = 1;  // signed: "-1" is refused as -1, not read as 4294967295
   std::string shard_dim = "major";
   // A trace held in memory instead of a file (a front end's: the Python module's snapshot dict or
   // list of events); `trace` then only names it in reports and messages. Empty: read the file.
@@ -64,6 +67,10 @@ struct RunRequest {
 
 // A POSIX shell word: s itself when it holds only safe characters, else single-quoted.
 [[nodiscard]] std::string shell_quote(const std::string& s);
+
+// The events a run of the request reads: `base` (the request's source, or the file when null),
+// then the requests of --failed-alloc. InputError for a malformed --failed-alloc.
+[[nodiscard]] TraceSource request_source(const RunRequest& req, TraceSource base);
 
 // --strict: a run of a recording with nothing to replay fails as bad input (before any output).
 void enforce_strict(const RunRequest& req, const RunResult& r);

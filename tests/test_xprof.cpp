@@ -324,3 +324,95 @@ TEST_CASE("xprof: a standalone HloProto file loads as its module's heap trace") 
   CHECK(r["trace"]["header"]["source"] == "xla-hlo");
   CHECK(r["fidelity"]["allocs_compared"].get<int>() > 0);
 }
+
+namespace {
+// What the program's own jax.Device.memory_stats() said (tests/data/device_h200/record).
+nlohmann::json h200_record(const std::string& name) {
+  return nlohmann::json::parse(read_file(test_data("device_h200/record/" + name + ".result.json")));
+}
+}  // namespace
+
+// JAX 0.11.2 on an H200 (tests/data/xprof/SOURCES.md): the BFC allocator's every address, the limit
+// XLA_PYTHON_CLIENT_MEM_FRACTION gave it, the peak and the memory live before a mid-run capture,
+// each as the program's memory_stats() reported it.
+TEST_CASE("xla-bfc replays JAX on an H200 address for address: limits and peaks as memory_stats reported") {
+  struct Case {
+    const char* capture;
+    const char* record;
+  };
+  for (auto c : {Case{"h200_jax_train_mid_run", "jax_train_mid_run"}, Case{"h200_jax_fragment_oom", "jax_fragment_oom"},
+                 Case{"h200_jax_fragment_oom_no_prealloc", "jax_fragment_oom_no_prealloc"}}) {
+    INFO(c.capture);
+    const auto real = h200_record(c.record);
+    const std::string json = tmp_path(std::string(c.capture) + ".json");
+    auto r = cli("run " + capture(c.capture) + " --json " + json);
+    REQUIRE(r.code == 0);
+    const auto rep = nlohmann::json::parse(read_text(json));
+    CHECK(rep["fidelity"]["allocs_compared"].get<std::uint64_t>() > 100);
+    CHECK(rep["fidelity"]["allocs_matched"] == rep["fidelity"]["allocs_compared"]);
+    const nlohmann::json* hbm = nullptr;  // device 0's main memory (the host BFC is another space)
+    for (const auto& d : rep["devices"])
+      if (d["device"] == 0 && d["space"] == "hbm") hbm = &d;
+    REQUIRE(hbm);
+    CHECK((*hbm)["peak_allocated_bytes"] == real["stats_at_end"]["peak_bytes_in_use"]);
+    CHECK((*hbm)["peak_reserved_bytes"] == real["stats_at_end"]["pool_bytes"]);
+    CHECK((*hbm)["limit_bytes"] == real["stats_at_end"]["bytes_limit"]);
+    if (real.contains("stats_at_trace_start")) {  // mid-run: the bytes live before the capture began
+      CHECK(rep["fidelity"]["initial_state"][0]["live_before_bytes"] == real["stats_at_trace_start"]["bytes_in_use"]);
+      CHECK(rep["fidelity"]["initial_state"][0]["inferred_bytes"] == 0);
+    }
+  }
+}
+
+// The captures of a program that failed (every other 100 MiB array deleted, then 2.5 GiB) hold only
+// the allocations that succeeded. Given the request and where it came (before event 303: the
+// failing executable allocated its two scalars, then its output), the replay fails it as the H200
+// did: the largest free block and the memory in use are memory_stats()'s just before the request,
+// and the allocator's report begins with the lines BFC logged (device_h200/record/*.stderr.txt).
+TEST_CASE("xprof failed-alloc: the request a JAX program failed on is refused as the H200 refused it") {
+  for (const char* name : {"jax_fragment_oom", "jax_fragment_oom_no_prealloc"}) {
+    INFO(name);
+    const auto real = h200_record(name);
+    const std::string path = capture(std::string("h200_") + name), json = tmp_path(std::string(name) + ".json");
+    CHECK_THAT(real["error"].get<std::string>(), Catch::StartsWith("RESOURCE_EXHAUSTED: Out of memory"));
+    auto plain = cli("run " + path);
+    CHECK_THAT(plain.out, Catch::Contains("completed, no OOM"));
+    CHECK_THAT(plain.out, Catch::Contains("--failed-alloc SIZE"));  // the note says what the capture omits
+    auto r = cli("run " + path + " --failed-alloc 2684354560B@303 --json " + json);
+    INFO(r.out << r.err);
+    REQUIRE(r.code == 0);
+    const auto rep = nlohmann::json::parse(read_text(json));
+    REQUIRE(rep["ooms"].size() == 1);
+    const auto& o = rep["ooms"][0];
+    CHECK(o["event_index"] == 303);
+    CHECK(o["requested_bytes"] == 2684354560);
+    CHECK(o["cause"] == "fragmentation");
+    CHECK(o["largest_free_bytes"] == real["stats_before_big"]["largest_free_block_bytes"]);
+    CHECK(o["reserved_bytes"] == real["stats_before_big"]["pool_bytes"]);
+    const auto in_use = real["stats_before_big"]["bytes_in_use"].get<std::uint64_t>();
+    CHECK(o["allocated_bytes"].get<std::uint64_t>() == in_use + 512);  // and the executable's two 4 B scalars
+    // BFC's own lines: "Allocator (GPU_0_bfc) ran out of memory trying to allocate 2.50GiB (rounded
+    // to 2684354560) from the lower end requested by op " and the fragmentation hint after it.
+    std::istringstream err(read_text(test_data(std::string("device_h200/record/") + name + ".stderr.txt")));
+    std::string first, second;
+    std::getline(err, first);
+    std::getline(err, second);
+    REQUIRE(first.find("Allocator (") != std::string::npos);
+    CHECK_THAT(r.out, Catch::Contains(first.substr(first.find("Allocator ("))));
+    CHECK_THAT(r.out, Catch::Contains(second));
+  }
+  // The suggestion fragsim replays: with XLA_PYTHON_CLIENT_ALLOCATOR=cuda_async at the same memory
+  // fraction (the capture's BFC limit sets the pool's threshold and preallocation) the request fits.
+  const auto real = h200_record("jax_fragment_oom");
+  const std::string json = tmp_path("async_failed_alloc.json");
+  REQUIRE(cli("run " + capture("h200_jax_fragment_oom") +
+              " --env XLA_PYTHON_CLIENT_ALLOCATOR=cuda_async --failed-alloc 2684354560B@303 --json " + json)
+              .code == 0);
+  const auto rep = nlohmann::json::parse(read_text(json));
+  CHECK(rep["oom_count"] == 0);
+  for (const auto& d : rep["devices"])
+    if (d["space"] == "hbm") CHECK(d["peak_reserved_bytes"] == real["stats_at_end"]["bytes_limit"]);
+  // The request is event 303; the capture's event 303 is now 304. A malformed value is bad input.
+  CHECK(cli("run " + capture("h200_jax_fragment_oom") + " --failed-alloc 2.5GiB@x").code == 2);
+  CHECK(cli("run " + capture("h200_jax_fragment_oom") + " --failed-alloc 2684354560").code == 2);
+}

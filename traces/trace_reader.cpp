@@ -3,6 +3,8 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
+#include <algorithm>
+
 #include "sim/base/error.h"
 #include "sim/base/io.h"
 #include "traces/fstrace.h"
@@ -228,7 +230,65 @@ class EventReader : public TraceReader {
   bool own_lines_;
 };
 
+// Another reader's events, with allocations it does not hold inserted (append_allocs).
+class AppendingReader : public TraceReader {
+ public:
+  AppendingReader(std::unique_ptr<TraceReader> inner, std::vector<AppendedAlloc> allocs)
+      : TraceReader(inner->path(), ReaderOptions{}), inner_(std::move(inner)), allocs_(std::move(allocs)) {
+    header_ = inner_->header();
+    recording_ = inner_->recording();
+    std::stable_sort(allocs_.begin(), allocs_.end(),
+                     [](const AppendedAlloc& x, const AppendedAlloc& y) { return x.before < y.before; });
+  }
+  std::uint64_t skipped_frees() const override { return TraceReader::skipped_frees() + inner_->skipped_frees(); }
+
+ protected:
+  bool read_raw(Event& ev) override {
+    if (!held_ && !done_) {
+      held_ = inner_->next(held_ev_);
+      done_ = !held_;
+    }
+    if (next_ < allocs_.size() && (done_ || allocs_[next_].before <= held_ev_.index)) {
+      const AppendedAlloc& a = allocs_[next_++];
+      continue_at((done_ ? after_ : held_ev_.index) + shift_++);
+      ev.op = Op::kAlloc;
+      ev.device = a.device;
+      ev.id = AllocId((std::uint64_t{1} << 63) + next_);  // no trace's: the request stays apart
+      ev.size = a.size;
+      ev.name = a.name;
+      ev.line = last_line_;
+      ev.present |= key::kId | key::kSize | key::kName;
+      if (inner_->timed()) {  // at the previous event's time (else at its index, as every event)
+        ev.t = last_t_;
+        ev.present |= key::kT;
+      }
+      return true;
+    }
+    if (!held_) return false;
+    held_ = false;
+    take_event(ev, held_ev_);
+    continue_at(ev.index + shift_);  // the inner reader's indices (--lenient skips some), after insertions
+    after_ = ev.index + 1;
+    last_t_ = ev.t;
+    last_line_ = ev.line;
+    return true;
+  }
+
+ private:
+  std::unique_ptr<TraceReader> inner_;
+  std::vector<AppendedAlloc> allocs_;
+  Event held_ev_;  // the inner reader's next event, read ahead
+  bool held_ = false, done_ = false;
+  size_t next_ = 0;
+  std::uint64_t after_ = 0, shift_ = 0, last_line_ = 0;
+  Tick last_t_;
+};
+
 }  // namespace
+
+std::unique_ptr<TraceReader> append_allocs(std::unique_ptr<TraceReader> inner, std::vector<AppendedAlloc> allocs) {
+  return std::make_unique<AppendingReader>(std::move(inner), std::move(allocs));
+}
 
 std::unique_ptr<TraceReader> make_event_reader(std::string name, std::vector<Event> events, nlohmann::json header) {
   return std::make_unique<EventReader>(std::move(name), std::make_shared<const std::vector<Event>>(std::move(events)),

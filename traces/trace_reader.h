@@ -55,6 +55,8 @@ class TraceReader {
   // Decodes the next event into ev (op, present, fields, line). False at the end.
   virtual bool read_raw(Event& ev) = 0;
   [[noreturn]] void fail(std::uint64_t line, const std::string& what) const;
+  // The next event's index (a reader that passes on another's events keeps their indices).
+  void continue_at(std::uint64_t index) { index_ = index; }
   // Sets the header and reads the recording it describes (InputError FILE:line on a malformed key).
   void set_header(nlohmann::json h, std::uint64_t line = 0);
 
@@ -95,6 +97,19 @@ using ReaderFactory = std::function<std::unique_ptr<TraceReader>()>;
 // Whether reading `path` holds the whole trace in memory anyway (snapshots, captures, modules):
 // decode_once then costs no more memory than one read.
 [[nodiscard]] bool decodes_whole(const std::string& path);
+
+// An allocation the trace does not hold: the request a program failed on, which an XProf capture
+// leaves out (it records the allocations that succeeded).
+struct AppendedAlloc {
+  std::uint32_t device = 0;
+  Bytes size = 0;
+  std::string name;
+  std::uint64_t before = UINT64_MAX;  // inserted before the event of this index; else after the last
+};
+// `inner`'s events with each of `allocs` inserted (an id of its own, stream 0, main memory, the
+// previous event's time; the events after it are numbered one more), validated again as one trace.
+[[nodiscard]] std::unique_ptr<TraceReader> append_allocs(std::unique_ptr<TraceReader> inner,
+                                                         std::vector<AppendedAlloc> allocs);
 
 // Opens a trace by extension: .jsonl, .jsonl.zst, .fstrace, .pickle. Throws EnvError/InputError.
 [[nodiscard]] std::unique_ptr<TraceReader> open_trace(const std::string& path, const ReaderOptions& opt = {});
