@@ -35,11 +35,7 @@ Bytes Config::round_size(Bytes n) const {
   return round_up_sat(n, kMinBlockSize);
 }
 
-Bytes Config::alloc_size(Bytes r) {
-  if (r <= kSmallSize) return kSmallBuffer;
-  if (r < kMinLargeAlloc) return kLargeBuffer;
-  return round_up_sat(r, kRoundLarge);
-}
+Bytes Config::alloc_size(Bytes r) { return segment_size(r); }
 
 // PYTORCH_CUDA_ALLOC_CONF as PyTorch tokenizes it: key:value pairs separated by ',', with
 // bracketed lists for roundup_power2_divisions.

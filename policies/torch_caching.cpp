@@ -33,6 +33,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <cmath>
 #include <map>
 
 #include "policies/policy.h"
@@ -249,10 +250,11 @@ class TorchCachingPolicy : public AllocatorPolicy {
           format_size(a), a, format_size(block), block);
     return s + fmt::format(
                    "    torch.OutOfMemoryError: CUDA out of memory. Tried to allocate {}. GPU {} has a total capacity "
-                   "of {} of which {} is free. Of the allocated memory {} is allocated by PyTorch, and {} is "
+                   "of {} of which {} is free. {}Of the allocated memory {} is allocated by PyTorch, and {} is "
                    "reserved by PyTorch but unallocated. If reserved but unallocated memory is large try setting "
                    "PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True to avoid fragmentation.\n",
-                   format_size(a), device_index_, format_size(total_), format_size(free), format_size(allocated),
+                   format_size(a), device_index_, format_size(total_), format_size(free),
+                   limit() ? format_size(limit()) + " allowed; " : "", format_size(allocated),
                    format_size(reserved - allocated));
   }
 
@@ -605,6 +607,29 @@ class TorchCachingPolicy : public AllocatorPolicy {
   std::uint64_t pre_trace_widened_ = 0, pre_trace_ambiguous_ = 0;  // seeded blocks sized by the split rule
 };
 
+// A recorded OOM that the device had room for was refused by the allocator's own cap
+// (RecordedAllocatorCap): unless a memory fraction is given, the device is replayed with the least
+// cap the recording allows, as a fraction of the memory this run gives the device (so that the cap
+// in bytes is the recording's whatever the hardware). Per device, as set_per_process_memory_fraction
+// sets it: a device whose recording shows no refusal keeps the whole device.
+void adopt_recorded_cap(const ConfigContext& ctx, Config& c, ConfigReader& cfg) {
+  const RecordedDeviceMemory* rd = ctx.recording ? ctx.recording->device(ctx.device_index) : nullptr;
+  if (!rd || !rd->cap || !ctx.space || rd->cap->cap >= ctx.space->capacity) return;
+  const RecordedAllocatorCap& rc = *rd->cap;
+  const auto total = static_cast<double>(ctx.space->capacity);
+  double f = static_cast<double>(rc.cap) / total;
+  while (static_cast<Bytes>(f * total) < rc.cap) f = std::nextafter(f, 1.0);  // the cap, not a byte below it
+  c.memory_fraction = f;
+  cfg.record("memory_fraction", f);
+  cfg.note(fmt::format(
+      "policy torch-caching: the recorded OOM at event {} came with {} free on device {}, so the allocator refused "
+      "{} itself, as it does under torch.cuda.set_per_process_memory_fraction: replayed with memory_fraction={} of "
+      "its {} (a cap of {} ({} B), the most memory the recording held or asked for; --set memory_fraction= sets "
+      "yours)",
+      rc.oom_event, human_bytes(rc.device_free), ctx.device_index, human_bytes(rc.request), f,
+      human_bytes(ctx.space->capacity), human_bytes(rc.cap), rc.cap));
+}
+
 PolicyBuilder configure_torch_caching(ConfigReader& cfg, const ConfigContext& ctx) {
   Config c;
   bool user = cfg.has("alloc_conf") || cfg.has("max_split_size_mb") || cfg.has("garbage_collection_threshold") ||
@@ -634,7 +659,10 @@ PolicyBuilder configure_torch_caching(ConfigReader& cfg, const ConfigContext& ct
     std::fill(c.divisions, c.divisions + kIntervals, d);
   }
   c.expandable = cfg.flag("expandable_segments", c.expandable);
-  if (cfg.has("memory_fraction")) c.memory_fraction = cfg.number_in("memory_fraction", 0, 0, 1);
+  if (cfg.has("memory_fraction"))
+    c.memory_fraction = cfg.number_in("memory_fraction", 0, 0, 1);
+  else if (use_recorded)
+    adopt_recorded_cap(ctx, c, cfg);
   c.stream_event_delay = static_cast<std::uint64_t>(cfg.integer_in("stream_event_delay", 0, 0, INT64_MAX));
   cfg.record("resolved_expandable_segments", c.expandable);
   cfg.record("resolved_max_split_size",
@@ -722,8 +750,8 @@ void register_torch_caching(Registry& r) {
        {"stream_event_delay", "0", 1000,
         "ticks a block freed on another stream (record_stream) stays busy, waiting for its CUDA event"},
        {"use_recorded_settings", "true", false,
-        "start from the allocator settings a PyTorch snapshot recorded (the keys above override theirs one by "
-        "one)"}}};
+        "start from the allocator settings a PyTorch snapshot recorded, and from the memory fraction its OOM implies "
+        "when the device had room for the request (the keys above override theirs one by one)"}}};
   info.framework = "PyTorch";
   info.fraction = FractionKnob{"memory_fraction", "", "torch.cuda.set_per_process_memory_fraction({})"};
   info.defaults = {{RecordingSource::kTorchSnapshot, "", "torch-caching", "the trace is a PyTorch memory snapshot"}};

@@ -72,6 +72,10 @@ class Points {
   std::map<std::uint64_t, SweepPoint> seen_;
 };
 
+Recording recording_of(const RunOptions& o) {
+  return o.source ? o.source()->recording() : read_recording(o.trace, o.lenient);
+}
+
 RunOptions point_base(const RunOptions& base) {
   RunOptions o = base;
   o.placements.clear();
@@ -89,7 +93,7 @@ constexpr unsigned kSearchWidth = 4;
 void fraction_sweep(const SweepOptions& opt, const Registry& reg, const FractionKnob& knob, SweepResult& res) {
   // A fraction is of the memory each run has: where the recording shows a device's, that one.
   if (opt.base.recorded_devices) {
-    Recording rec = opt.base.source ? opt.base.source()->recording() : read_recording(opt.base.trace, opt.base.lenient);
+    Recording rec = recording_of(opt.base);
     for (const auto& d : rec.devices)
       res.notes.push_back(fmt::format(
           "each fraction is of device {}'s usable memory inferred from the recording, {} ({} B), not of the "
@@ -171,6 +175,18 @@ void capacity_sweep(const SweepOptions& opt, const Registry& reg, SweepResult& r
   if (holdback)
     res.notes.push_back(fmt::format("the TPU runtime's limit stays {} below each capacity tried, as on the preset",
                                     human_bytes(holdback)));
+  // A fraction the policy took from the recording (a recorded OOM was the allocator's own cap)
+  // keeps that cap in bytes whatever the capacity: more memory never lifts it.
+  const PolicyInfo& info = reg.find(opt.base.policy.name);
+  if (info.fraction && !opt.base.policy.config.contains(info.fraction->key)) {
+    const Recording rec = recording_of(opt.base);
+    if (std::any_of(rec.devices.begin(), rec.devices.end(), [](const auto& d) { return d.cap.has_value(); }) &&
+        resolved_config(opt.base, rec, reg).contains(info.fraction->key))
+      res.notes.push_back(fmt::format(
+          "{}'s {} is inferred from the recording (its OOM came with room on the device: the allocator's own cap), "
+          "the same cap in bytes at every capacity tried; {} {} replays without it",
+          info.name, info.fraction->key, info.fraction->by_env() ? "--env" : "--set", info.fraction->argument(1.0)));
+  }
   Points pts(opt, reg, [&](std::uint64_t k) {
     RunOptions o = point_base(opt.base);
     SpaceSpec* s = o.hw.space(Space::kHbm);

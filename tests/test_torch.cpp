@@ -47,7 +47,9 @@ TEST_CASE("torch-caching reproduces every recorded address, segment, release and
                         {"transformer_ctx128_train_step.pickle", 6771, 783, 0, 0},
                         {"sqattn_empty_cache.pickle", 2912, 420, 420, 0},
                         {"oom_retry_release.pickle", 782, 22, 17, 0},
-                        {"expandable_3dev_oom.pickle", 3025, 0, 0, 1}};
+                        {"expandable_3dev_oom.pickle", 3025, 0, 0, 1},
+                        {"h200_fraction_oom.pickle", 260, 64, 27, 1},
+                        {"h200_fraction_oom_expandable.pickle", 260, 0, 0, 1}};
   for (const auto& c : cases) {
     INFO(c.file);
     RunResult r = replay(fixture(c.file));
@@ -62,6 +64,77 @@ TEST_CASE("torch-caching reproduces every recorded address, segment, release and
     CHECK(r.fidelity.value("ooms_reproduced", std::uint64_t{0}) == c.ooms);
     CHECK(r.ooms.size() == c.ooms);
     CHECK(r.fidelity["first_mismatch"].is_null());
+  }
+}
+
+// h200_fraction_oom(_expandable) were recorded on an H200 under set_per_process_memory_fraction(0.04)
+// (5.59 GiB allowed of 139.80 GiB), which the snapshot does not record; the 3.50 GiB request failed
+// with 134.17 GiB (133.75 GiB) free on the device (tests/data/torch/SOURCES.md, the error texts in
+// tests/data/device_h200/record/torch_fragment_oom*.result.json). Before, a run with no settings
+// took the device's 139.07 GiB as the only limit and completed: 0/27 segment releases, 0/1 OOMs.
+// The allocator refused the request itself, so the replay takes the least cap the recording
+// allows: the most it held, 5259657216 B (memory_stats' reserved_bytes.all.peak in that
+// result.json), a fraction of the 139.07 GiB the run gives the device; 5708447744 B with expandable
+// segments (its peak too: no growth asked for more than it mapped).
+TEST_CASE("a recorded OOM with room on the device replays under the memory fraction it implies") {
+  struct Case {
+    const char* file;
+    std::uint64_t segment_frees;
+    const char* cap;  // the note's "a cap of ..."
+  };
+  const Case cases[] = {{"h200_fraction_oom.pickle", 27, "a cap of 4.90 GiB (5259657216 B)"},
+                        {"h200_fraction_oom_expandable.pickle", 0, "a cap of 5.32 GiB (5708447744 B)"}};
+  for (const auto& c : cases) {
+    INFO(c.file);
+    const Recording rec = read_recording(fixture(c.file), false);
+    REQUIRE(rec.devices.size() == 1);
+    REQUIRE(rec.devices[0].cap);
+    const std::uint64_t event = rec.devices[0].cap->oom_event;
+    CmdRun r = run_cmd({.trace = fixture(c.file)});
+    REQUIRE(r.result.ooms.size() == 1);
+    CHECK(r.result.ooms[0].event_index == event);
+    const auto& f = r.json["fidelity"];
+    CHECK(f["allocs_compared"] == 260);
+    CHECK(f["allocs_matched"] == 260);
+    CHECK(f.value("segment_frees_compared", std::uint64_t{0}) == c.segment_frees);
+    CHECK(f.value("segment_frees_matched", std::uint64_t{0}) == c.segment_frees);
+    CHECK(f["ooms_recorded"] == 1);
+    CHECK(f["ooms_reproduced"] == 1);
+    CHECK_THAT(r.text, Catch::Contains(fmt::format("the recorded OOM at event {} came with", event)));
+    CHECK_THAT(r.text, Catch::Contains("so the allocator refused 3.50 GiB itself"));
+    CHECK_THAT(r.text, Catch::Contains("replayed with memory_fraction="));
+    CHECK_THAT(r.text, Catch::Contains(c.cap));
+    // The advice's larger fraction is found by the sweep and proven by replay, as for a fraction given.
+    CHECK_THAT(r.text, Catch::Contains("is the smallest fraction with which the trace fits, verified by replay"));
+    // The device keeps its size: reserved plus the free memory the driver reported.
+    CHECK_THAT(r.text, Catch::Contains("usable memory 139.07 GiB"));
+
+    // The fraction given wins: the program's own, on the preset's 139.80 GiB, as PyTorch words it.
+    CmdRun given = run_cmd({.trace = fixture(c.file), .hw = "h200-141g", .sets = {"memory_fraction=0.04"}});
+    CHECK(given.result.policy_config["memory_fraction"] == 0.04);
+    CHECK_THAT(given.text, !Catch::Contains("replayed with memory_fraction="));
+    REQUIRE(given.result.ooms.size() == 1);
+    CHECK(given.result.ooms[0].event_index == event);
+    CHECK(given.json["fidelity"]["allocs_matched"] == 260);
+    CHECK(given.json["fidelity"]["ooms_reproduced"] == 1);
+    CHECK_THAT(given.text, Catch::Contains("GPU 0 has a total capacity of 139.80 GiB of which"));
+    CHECK_THAT(given.text,
+               Catch::Contains(" 5.59 GiB allowed; Of the allocated memory 4.89 GiB is allocated by PyTorch"));
+  }
+  // Without the recorded settings the cap goes too: the device's 139.07 GiB holds the trace.
+  CmdRun plain =
+      run_cmd({.trace = fixture("h200_fraction_oom.pickle"), .policy = "torch-caching[use_recorded_settings=false]"});
+  CHECK(plain.result.completed);
+  CHECK_THAT(plain.text, !Catch::Contains("replayed with memory_fraction="));
+  // A capacity sweep keeps the cap in bytes, so no capacity lifts it: said, with the way out.
+  auto sw = sweep_cmd({.trace = fixture("h200_fraction_oom.pickle")}, "min-capacity");
+  CHECK(!sw.result.value);
+  CHECK_THAT(sw.text, Catch::Contains("torch-caching's memory_fraction is inferred from the recording"));
+  CHECK_THAT(sw.text, Catch::Contains("--set memory_fraction=1.00 replays without it"));
+  // Recordings whose OOM the device refused keep their device limit and no cap.
+  for (const char* file : {"expandable_3dev_oom.pickle", "oom_retry_release.pickle"}) {
+    INFO(file);
+    CHECK_THAT(run_cmd({.trace = fixture(file)}).text, !Catch::Contains("memory_fraction="));
   }
 }
 

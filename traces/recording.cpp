@@ -41,6 +41,19 @@ RecordedTorchSettings torch_settings(const nlohmann::json& s) {
   return t;
 }
 
+// A recorded_devices entry's allocator_cap: {cap_bytes, request_bytes, device_free_bytes, oom_event}.
+template <class Bad>
+std::optional<RecordedAllocatorCap> allocator_cap(const nlohmann::json& d, const Bad& bad) {
+  auto it = d.find("allocator_cap");
+  if (it == d.end()) return std::nullopt;
+  const char* keys[] = {"cap_bytes", "request_bytes", "device_free_bytes", "oom_event"};
+  for (const char* k : keys)
+    if (!it->is_object() || !it->contains(k) || !(*it)[k].is_number_unsigned())
+      throw bad("recorded_devices", "allocator_cap needs cap_bytes, request_bytes, device_free_bytes and oom_event");
+  return RecordedAllocatorCap{(*it)["cap_bytes"].get<Bytes>(), (*it)["request_bytes"].get<Bytes>(),
+                              (*it)["device_free_bytes"].get<Bytes>(), (*it)["oom_event"].get<std::uint64_t>()};
+}
+
 }  // namespace
 
 Recording recording_from_header(const nlohmann::json& h, const std::string& file, std::uint64_t line) {
@@ -64,7 +77,7 @@ Recording recording_from_header(const nlohmann::json& h, const std::string& file
           !d["usable_bytes"].is_number_unsigned())
         throw bad("recorded_devices", "each entry needs device and usable_bytes");
       r.devices.push_back({d["device"].get<std::uint32_t>(), d["usable_bytes"].get<Bytes>(),
-                           d.value("basis", std::string("from the trace header"))});
+                           d.value("basis", std::string("from the trace header")), allocator_cap(d, bad)});
     }
   if (auto x = h.find("xprof"); x != h.end() && x->is_object())
     if (auto al = x->find("allocators"); al != x->end() && al->is_array())
@@ -158,9 +171,21 @@ std::vector<std::string> describe_header(const nlohmann::json& h) {
   if (h.value("state_only", false) == true) lines.push_back("a state-only snapshot: no trace of allocations");
   if (auto d = h.find("recorded_devices"); d != h.end() && d->is_array())
     for (const auto& x : *d)
-      if (x.is_object() && x.contains("usable_bytes") && x["usable_bytes"].is_number_unsigned())
+      if (x.is_object() && x.contains("usable_bytes") && x["usable_bytes"].is_number_unsigned()) {
         lines.push_back(fmt::format("device {}: usable memory {} ({})", x.value("device", 0),
                                     human_bytes(x["usable_bytes"].get<Bytes>()), x.value("basis", std::string())));
+        if (auto c = x.find("allocator_cap"); c != x.end() && c->is_object()) {
+          auto n = [&](const char* k) {
+            auto v = c->find(k);
+            return v != c->end() && v->is_number_unsigned() ? v->get<std::uint64_t>() : std::uint64_t{0};
+          };
+          lines.push_back(fmt::format(
+              "device {}: the allocator refused {} at event {} with {} free on the device: a cap of its own "
+              "(a per-process memory fraction) of at least {}",
+              x.value("device", 0), human_bytes(n("request_bytes")), n("oom_event"),
+              human_bytes(n("device_free_bytes")), human_bytes(n("cap_bytes"))));
+        }
+      }
   if (auto x = h.find("xprof"); x != h.end() && x->is_object()) {
     lines.push_back(
         fmt::format("XProf capture ({} host{})", x->value("hosts", 0), x->value("hosts", 0) == 1 ? "" : "s"));

@@ -139,7 +139,7 @@ class SnapshotReader : public TraceReader {
 
     bool any_time = false;
     std::vector<Raw> head, body;
-    nlohmann::json devices = nlohmann::json::array();
+    std::vector<std::pair<std::uint32_t, DeviceBounds>> bounds;  // devices whose bounds say something
     size_t ndev = traces ? traces->items.size() : 0;
     std::map<size_t, std::vector<const Segment*>> segs_of;  // device → its segments
     for (const auto& s : segs) {
@@ -157,11 +157,10 @@ class SnapshotReader : public TraceReader {
       if (auto it = segs_of.find(dev); it != segs_of.end()) dsegs = it->second;
       if (es.empty() && dsegs.empty()) continue;
       DeviceBounds b = convert_device(static_cast<std::uint32_t>(dev), es, dsegs, &head, &body);
-      if (b.upper || b.at_oom) devices.push_back(bounds_json(static_cast<std::uint32_t>(dev), b));
       if (b.empty_caches) empty_cache_calls_ += b.empty_caches;
+      if (b.upper || b.at_oom) bounds.emplace_back(static_cast<std::uint32_t>(dev), b);
     }
     if (root.kind == PyObj::kDict) annotations(root.get("external_annotations"), &body, &any_time);
-    if (!devices.empty()) header["recorded_devices"] = devices;
     if (empty_cache_calls_) header["empty_cache_calls"] = empty_cache_calls_;
     // Devices interleave by time (stable); times are made non-decreasing.
     if (any_time) {
@@ -175,6 +174,10 @@ class SnapshotReader : public TraceReader {
     std::uint64_t k = 0;
     for (auto& r : events_)
       if (r.pre_trace) r.line = ++k;
+    nlohmann::json devices = nlohmann::json::array();
+    for (const auto& [dev, b] : bounds)
+      devices.push_back(bounds_json(dev, b, b.refused ? event_index_of(refused_ids_.at(dev)) : 0));
+    if (!devices.empty()) header["recorded_devices"] = devices;
     set_header(header);
   }
 
@@ -206,7 +209,9 @@ class SnapshotReader : public TraceReader {
     Prior prior = prior_state(d, es, dsegs, head);
     DeviceBounds bounds;
     const Releases rel = read_releases(es, prior.reserved, prior.expandable, settings_, &bounds);
-    trace_events(d, es, prior.ids, rel, body);
+    std::uint64_t refused_id =
+        trace_events(d, es, prior.ids, rel, bounds.refused ? bounds.refused->entry : es.size(), body);
+    if (bounds.refused) refused_ids_[d] = refused_id;
     return bounds;
   }
 
@@ -284,9 +289,11 @@ class SnapshotReader : public TraceReader {
   }
 
   // The trace's entries as events, with the program's empty_cache calls and the requests that failed.
-  void trace_events(std::uint32_t d, const std::vector<Entry>& es,
-                    const std::map<std::uint64_t, std::uint64_t>& pre_ids, const Releases& rel,
-                    std::vector<Raw>* body) {
+  // Returns the id of the failed request of entry `oom` (an oom entry).
+  std::uint64_t trace_events(std::uint32_t d, const std::vector<Entry>& es,
+                             const std::map<std::uint64_t, std::uint64_t>& pre_ids, const Releases& rel, size_t oom,
+                             std::vector<Raw>* body) {
+    std::uint64_t oom_id = 0;
     std::unordered_map<std::uint64_t, std::uint64_t> live;  // addr → id
     for (size_t i = 0; i < es.size(); ++i) {
       const Entry& e = es[i];
@@ -334,6 +341,7 @@ class SnapshotReader : public TraceReader {
           // The request that failed has no alloc entry: it is replayed here so that the
           // simulation meets the same failure, and freed at once should the simulation place it.
           std::uint64_t id = next_id_++;
+          if (i == oom) oom_id = id;
           size_t at = failed_requests_.empty() ? body->size() : failed_requests_.back();
           if (!failed_requests_.empty()) failed_requests_.pop_back();
           Raw req = r;
@@ -373,6 +381,19 @@ class SnapshotReader : public TraceReader {
       body->push_back(r);
     }
     failed_requests_.clear();
+    return oom_id;
+  }
+
+  // The index the reader gives the alloc of `id`: its place among the events, counting the stack
+  // definitions read_raw emits before each stack's first use.
+  std::uint64_t event_index_of(std::uint64_t id) const {
+    std::set<std::uint64_t> stacks;
+    for (size_t k = 0; k < events_.size(); ++k) {
+      const Raw& r = events_[k];
+      if (r.stack) stacks.insert(r.stack);
+      if (r.op == Op::kAlloc && r.id == id) return k + stacks.size();
+    }
+    return 0;
   }
 
   Raw pre_event(Op op, std::uint32_t d, std::uint64_t id, Bytes size, std::uint64_t addr, std::int64_t stream) {
@@ -399,7 +420,8 @@ class SnapshotReader : public TraceReader {
   std::vector<std::vector<std::string>> stacks_;  // stack id − 1 → frames
   std::unordered_map<std::string, std::uint64_t> stack_ids_;
   std::set<std::uint64_t> emitted_stacks_;
-  std::vector<size_t> failed_requests_;  // positions in body where a recorded oom's request goes
+  std::map<std::uint32_t, std::uint64_t> refused_ids_;  // device → the request its allocator refused (DeviceBounds)
+  std::vector<size_t> failed_requests_;                 // positions in body where a recorded oom's request goes
 };
 
 }  // namespace

@@ -41,14 +41,26 @@ Releases read_releases(const std::vector<Entry>& es, Bytes reserved, bool expand
   using namespace torch;
   std::vector<Bytes> reserved_before(es.size());
   Bytes peak = reserved;
+  // The least cap a per-process memory fraction can have had: each growth passed its check,
+  // reserved + segment ≤ cap. A cudaMalloc's segment is what it added; expandable segments map only
+  // what the reservation lacks, yet the check is on the whole segment the request would take.
+  Bytes cap = reserved;
   for (size_t i = 0; i < es.size(); ++i) {
     reserved_before[i] = reserved;
     const Entry& e = es[i];
-    if (e.action == Action::kSegAlloc || e.action == Action::kSegMap) reserved += e.size;
+    const bool grows = e.action == Action::kSegAlloc || e.action == Action::kSegMap;
+    if (grows) reserved += e.size;
     if (releases(e.action)) reserved -= std::min(reserved, e.size);
     peak = std::max(peak, reserved);
+    if (e.action == Action::kSegMap && expandable && (i == 0 || es[i - 1].action != Action::kSegMap)) {
+      size_t k = i;
+      while (k < es.size() && es[k].action == Action::kSegMap) ++k;
+      if (k < es.size() && es[k].action == Action::kAlloc)
+        cap = std::max(cap, sat_add(reserved_before[i], segment_size(round_up_sat(es[k].size, kMinBlockSize))));
+    }
   }
   bounds->peak_reserved = peak;
+  cap = std::max(cap, peak);
 
   Releases out;
   out.empty_cache_before.assign(es.size(), false);
@@ -103,15 +115,25 @@ Releases read_releases(const std::vector<Entry>& es, Bytes reserved, bool expand
     const Entry& e = es[i];
     if (e.action != Action::kOom) continue;
     if (e.has_device_free) bounds->at_oom = reserved_before[i] + e.device_free;
+    // The driver had room for the segment, and no cap the growths allow would have let it through:
+    // the allocator's own cap refused it.
+    const Bytes ask = segment_size(round_up_sat(e.size, kMinBlockSize));
+    if (e.has_device_free && e.device_free >= ask && sat_add(reserved_before[i], ask) > cap && !bounds->refused)
+      bounds->refused = Refusal{i, ask, e.device_free, cap};
     bool released_before = i > 0 && (releases(es[i - 1].action) || es[i - 1].action == Action::kSegMap);
     if (!released_before) out.request_before[i] = true;  // the request sits right here
   }
   return out;
 }
 
-nlohmann::json bounds_json(std::uint32_t device, const DeviceBounds& b) {
+nlohmann::json bounds_json(std::uint32_t device, const DeviceBounds& b, std::uint64_t oom_event) {
   nlohmann::json j = {{"device", device}, {"lower_bytes", b.peak_reserved}};
   if (b.upper) j["upper_bytes"] = *b.upper;
+  if (b.refused)
+    j["allocator_cap"] = {{"cap_bytes", b.refused->cap},
+                          {"request_bytes", b.refused->request},
+                          {"device_free_bytes", b.refused->device_free},
+                          {"oom_event", oom_event}};
   if (b.at_oom) {
     j["usable_bytes"] = *b.at_oom;
     j["basis"] = fmt::format(

@@ -26,11 +26,22 @@ enum class RecordingSource : std::uint8_t {
   kXlaHlo,         // XLA's compile-time heap-simulator trace of one module
 };
 
+// A recorded OOM that the device did not cause: the free memory the driver reported with it would
+// have held the request, so the allocator refused it itself (PyTorch: under a per-process memory
+// fraction). The cap it enforced is at least what the recording held; that least value is kept.
+struct RecordedAllocatorCap {
+  Bytes cap = 0;                // the most reserved memory the recording held (or asked for, when it grew)
+  Bytes request = 0;            // the segment the refused request asked for
+  Bytes device_free = 0;        // what cudaMemGetInfo reported free then
+  std::uint64_t oom_event = 0;  // the refused request's event in the trace
+};
+
 // Usable memory of one device as the recording shows it (a recorded OOM, OOM retries).
 struct RecordedDeviceMemory {
   std::uint32_t device = 0;
   Bytes usable = 0;
-  std::string basis;  // how it was inferred, in words
+  std::string basis;                        // how it was inferred, in words
+  std::optional<RecordedAllocatorCap> cap;  // the allocator refused a request the device had room for
 };
 
 // One allocator instance a capture logged (XLA's BFC on a device and memory space).

@@ -15,4 +15,12 @@ inline constexpr Bytes kLargeBuffer =
 inline constexpr Bytes kMinLargeAlloc = 10 * kMiB;  // requests from here on get a segment of their own size
 inline constexpr Bytes kRoundLarge = 2 * kMiB;      // ... rounded up to a multiple of this
 
+// The segment a miss of rounded size r asks the device for (get_allocation_size): 2 MiB (small),
+// 20 MiB (r < 10 MiB), else r rounded up to 2 MiB. The per-process memory fraction is checked on it.
+constexpr Bytes segment_size(Bytes r) {
+  if (r <= kSmallSize) return kSmallBuffer;
+  if (r < kMinLargeAlloc) return kLargeBuffer;
+  return round_up_sat(r, kRoundLarge);
+}
+
 }  // namespace fragsim::torch

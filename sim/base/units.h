@@ -100,6 +100,8 @@ constexpr Bytes round_up_sat(Bytes n, Bytes a) {
   Bytes r = n % a;
   return r == 0 ? n : (n > kTooLarge - (a - r) ? kTooLarge : n + (a - r));
 }
+// a + b, kTooLarge when the sum does not fit in 64 bits.
+constexpr Bytes sat_add(Bytes a, Bytes b) { return a > kTooLarge - b ? kTooLarge : a + b; }
 constexpr Addr round_up(Addr n, Bytes a) { return Addr(round_up(n.value(), a)); }
 constexpr Addr round_down(Addr n, Bytes a) { return Addr(round_down(n.value(), a)); }
 
