@@ -121,6 +121,23 @@ TEST_CASE("a recorded OOM with room on the device replays under the memory fract
     CHECK_THAT(given.text,
                Catch::Contains(" 5.59 GiB allowed; Of the allocated memory 4.89 GiB is allocated by PyTorch"));
   }
+  // The advice's fraction held on the H200: the same program ran through at 0.07 and failed the
+  // 3.50 GiB request at 0.06, "8.39 GiB allowed" (advice_torch_fraction0*.result.json), as the
+  // replays at those fractions do, with expandable segments too.
+  for (const char* conf : {"", "_expandable"}) {
+    INFO(conf);
+    const std::string file = std::string("h200_fraction_oom") + conf + ".pickle";
+    for (const char* f : {"06", "07"}) {
+      const auto real = nlohmann::json::parse(
+          read_file(test_data(std::string("device_h200/record/advice_torch_fraction") + f + conf + ".result.json")));
+      CmdRun at = run_cmd({.trace = fixture(file), .hw = "h200-141g", .sets = {std::string("memory_fraction=0.") + f}});
+      const bool real_oom = real.contains("error_type") && real["error_type"] == "OutOfMemoryError";
+      CHECK(real_oom == (std::string(f) == "06"));
+      CHECK(at.result.ooms.empty() == !real_oom);
+      if (real_oom) CHECK_THAT(at.text, Catch::Contains(" 8.39 GiB allowed; Of the allocated memory 4.89 GiB"));
+      if (real_oom) CHECK_THAT(real["error"].get<std::string>(), Catch::Contains(" 8.39 GiB allowed; "));
+    }
+  }
   // Without the recorded settings the cap goes too: the device's 139.07 GiB holds the trace.
   CmdRun plain =
       run_cmd({.trace = fixture("h200_fraction_oom.pickle"), .policy = "torch-caching[use_recorded_settings=false]"});

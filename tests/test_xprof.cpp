@@ -365,10 +365,13 @@ TEST_CASE("xla-bfc replays JAX on an H200 address for address: limits and peaks 
 }
 
 // The captures of a program that failed (every other 100 MiB array deleted, then 2.5 GiB) hold only
-// the allocations that succeeded. Given the request and where it came (before event 303: the
-// failing executable allocated its two scalars, then its output), the replay fails it as the H200
-// did: the largest free block and the memory in use are memory_stats()'s just before the request,
-// and the allocator's report begins with the lines BFC logged (device_h200/record/*.stderr.txt).
+// the allocations that succeeded. Given the request and where it came (before event 305: events
+// 300-304 convert the fill value, a 4-byte scalar, which stays live as the failing executable's
+// input), the replay fails it as the H200 did: the largest free block and the memory in use are
+// memory_stats()'s just before the request (plus that scalar's 256-byte chunk), and the allocator's
+// report begins with the lines BFC logged (device_h200/record/*.stderr.txt). The same program at
+// memory fraction 0.05 ran through on the H200 (advice_jax_fragment_fraction05): the replay with the
+// request there peaks at exactly the bytes memory_stats() reported, at the limit it reported.
 TEST_CASE("xprof failed-alloc: the request a JAX program failed on is refused as the H200 refused it") {
   for (const char* name : {"jax_fragment_oom", "jax_fragment_oom_no_prealloc"}) {
     INFO(name);
@@ -378,19 +381,19 @@ TEST_CASE("xprof failed-alloc: the request a JAX program failed on is refused as
     auto plain = cli("run " + path);
     CHECK_THAT(plain.out, Catch::Contains("completed, no OOM"));
     CHECK_THAT(plain.out, Catch::Contains("--failed-alloc SIZE"));  // the note says what the capture omits
-    auto r = cli("run " + path + " --failed-alloc 2684354560B@303 --json " + json);
+    auto r = cli("run " + path + " --failed-alloc 2684354560B@305 --json " + json);
     INFO(r.out << r.err);
     REQUIRE(r.code == 0);
     const auto rep = nlohmann::json::parse(read_text(json));
     REQUIRE(rep["ooms"].size() == 1);
     const auto& o = rep["ooms"][0];
-    CHECK(o["event_index"] == 303);
+    CHECK(o["event_index"] == 305);
     CHECK(o["requested_bytes"] == 2684354560);
     CHECK(o["cause"] == "fragmentation");
     CHECK(o["largest_free_bytes"] == real["stats_before_big"]["largest_free_block_bytes"]);
     CHECK(o["reserved_bytes"] == real["stats_before_big"]["pool_bytes"]);
     const auto in_use = real["stats_before_big"]["bytes_in_use"].get<std::uint64_t>();
-    CHECK(o["allocated_bytes"].get<std::uint64_t>() == in_use + 512);  // and the executable's two 4 B scalars
+    CHECK(o["allocated_bytes"].get<std::uint64_t>() == in_use + 256);  // and the executable's 4 B input
     // BFC's own lines: "Allocator (GPU_0_bfc) ran out of memory trying to allocate 2.50GiB (rounded
     // to 2684354560) from the lower end requested by op " and the fragmentation hint after it.
     std::istringstream err(read_text(test_data(std::string("device_h200/record/") + name + ".stderr.txt")));
@@ -402,17 +405,32 @@ TEST_CASE("xprof failed-alloc: the request a JAX program failed on is refused as
     CHECK_THAT(r.out, Catch::Contains(second));
   }
   // The suggestion fragsim replays: with XLA_PYTHON_CLIENT_ALLOCATOR=cuda_async at the same memory
-  // fraction (the capture's BFC limit sets the pool's threshold and preallocation) the request fits.
+  // fraction (the capture's BFC limit sets the pool's threshold and preallocation) the request fits,
+  // as it did on the H200 (advice_jax_fragment_cuda_async).
+  REQUIRE(h200_record("advice_jax_fragment_cuda_async")["big_allocated"] == true);
   const auto real = h200_record("jax_fragment_oom");
   const std::string json = tmp_path("async_failed_alloc.json");
   REQUIRE(cli("run " + capture("h200_jax_fragment_oom") +
-              " --env XLA_PYTHON_CLIENT_ALLOCATOR=cuda_async --failed-alloc 2684354560B@303 --json " + json)
+              " --env XLA_PYTHON_CLIENT_ALLOCATOR=cuda_async --failed-alloc 2684354560B@305 --json " + json)
               .code == 0);
   const auto rep = nlohmann::json::parse(read_text(json));
   CHECK(rep["oom_count"] == 0);
   for (const auto& d : rep["devices"])
     if (d["space"] == "hbm") CHECK(d["peak_reserved_bytes"] == real["stats_at_end"]["bytes_limit"]);
-  // The request is event 303; the capture's event 303 is now 304. A malformed value is bad input.
+  const auto at05 = h200_record("advice_jax_fragment_fraction05");
+  REQUIRE(at05["big_allocated"] == true);
+  const std::string j05 = tmp_path("fraction05.json");
+  REQUIRE(cli("run " + capture("h200_jax_fragment_oom") +
+              " --env XLA_PYTHON_CLIENT_MEM_FRACTION=0.05 --failed-alloc 2684354560B@305 --json " + j05)
+              .code == 0);
+  const auto r05 = nlohmann::json::parse(read_text(j05));
+  CHECK(r05["oom_count"] == 0);
+  for (const auto& d : r05["devices"])
+    if (d["space"] == "hbm") {
+      CHECK(d["peak_allocated_bytes"] == at05["stats_at_end"]["peak_bytes_in_use"]);
+      CHECK(d["limit_bytes"] == at05["stats_at_end"]["bytes_limit"]);
+    }
+  // The request is event 305; the capture's event 305 is now 306. A malformed value is bad input.
   CHECK(cli("run " + capture("h200_jax_fragment_oom") + " --failed-alloc 2.5GiB@x").code == 2);
   CHECK(cli("run " + capture("h200_jax_fragment_oom") + " --failed-alloc 2684354560").code == 2);
 }
