@@ -86,7 +86,8 @@ RunOptions prepare_run(const RunRequest& req, const Registry& reg, const Recordi
   if (recording.source == RecordingSource::kXprof && req.failed_allocs.empty())
     o.notes.push_back(
         "an XProf capture records the allocations that succeeded: if the program failed with RESOURCE_EXHAUSTED, "
-        "--failed-alloc SIZE (the size its error names) replays that request after the capture's last event");
+        "--failed-alloc SIZE@EVENT replays that request (the size its error names) before event EVENT, where the "
+        "failing step ran; after the error the program frees its buffers, so at the capture's end it may fit");
   o.hw = choose_hardware(req, recording, &o.notes);
   SettingsInput si{req.policy, req.sets, req.envs};
   si.recorded_framework = recording.framework();
