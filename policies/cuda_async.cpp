@@ -38,8 +38,9 @@
 //   fit what is left of one; cross-stream frees become reusable `cross_stream_delay` ticks after
 //   the block was freed (default 0: the freeing work is taken as complete). Without syncs, the
 //   real driver's placement depends on when it notices frees completed, which no trace records:
-//   on random churn the rule reproduces 87 % (one stream) and 70 % (two and four streams) of
-//   addresses from the real state, against 98-99 % with a sync after every free.
+//   on random churn this model places 86 % (one stream), 63 % (two) and 51 % (four streams) of
+//   the addresses as the driver did with --follow-recording, against 99 % with a sync after every
+//   free (a scorer that also kept freed blocks of different streams apart reached 72 % and 68 %).
 // State: one SegmentHeap over the reservations (policies/segment_heap.h, unmapped free ranges
 // indexed too); a free block's `tag` is the stream that freed it and its `aux` the tick it was
 // freed at; how many chunks blocks map (a block's first and last chunk may be shared with its
