@@ -92,11 +92,12 @@ class CudaAsyncPolicy : public AllocatorPolicy {
   Placement allocate(const AllocRequest& req) override {
     Bytes r = round_up_sat(req.size, kRound);
     if (r > va_size_) return Placement::failed();  // more than the device holds
-    auto at = req.seeded_at ? place_at(r, req.size, *req.seeded_at)
-                            : place(stream_number(req.stream), r, req.size, req.t, req.recorded_addr);
+    const std::int32_t stream = stream_number(req.stream);
+    auto at =
+        req.seeded_at ? place_at(r, req.size, *req.seeded_at) : place(stream, r, req.size, req.t, req.recorded_addr);
     if (!at) return Placement::failed();
     if (req.handle >= owner_.size()) owner_.resize(req.handle + 1, {SegmentHeap::kNil, 0});
-    owner_[req.handle] = {*at, stream_number(req.stream)};
+    owner_[req.handle] = {*at, stream};
     const auto& b = heap_.block(*at);
     const auto& sg = heap_.segment(b.region);
     return Placement::at(b.addr, b.size, sg.id, sg.base);

@@ -206,7 +206,12 @@ TraceSource request_source(const RunRequest& req, TraceSource base) {
     a.name = kName;
     allocs.push_back(std::move(a));
   }
-  if (!base) base = [trace = req.trace, lenient = req.lenient] { return open_trace(trace, ReaderOptions{lenient}); };
+  // A snapshot or capture is decoded once for every replay of the run (advice and sweeps replay it).
+  if (!base)
+    base = decodes_whole(req.trace) ? decode_once(req.trace, ReaderOptions{req.lenient})
+                                    : TraceSource([trace = req.trace, lenient = req.lenient] {
+                                        return open_trace(trace, ReaderOptions{lenient});
+                                      });
   return [base, allocs] { return append_allocs(base(), allocs); };
 }
 

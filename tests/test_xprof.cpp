@@ -330,6 +330,21 @@ namespace {
 nlohmann::json h200_record(const std::string& name) {
   return nlohmann::json::parse(read_file(test_data("device_h200/record/" + name + ".result.json")));
 }
+// `fragsim run ARGS --json`'s report (the run must exit 0) and device 0's main memory in it (a
+// JAX capture also has the host BFC's space).
+nlohmann::json run_report(const std::string& args, const std::string& name) {
+  const std::string json = tmp_path(name + ".json");
+  auto r = cli("run " + args + " --json " + json);
+  INFO(r.out << r.err);
+  REQUIRE(r.code == 0);
+  return nlohmann::json::parse(read_text(json));
+}
+const nlohmann::json& hbm0(const nlohmann::json& report) {
+  for (const auto& d : report["devices"])
+    if (d["device"] == 0 && d["space"] == "hbm") return d;
+  FAIL("no device 0 hbm in the report");
+  return report;
+}
 }  // namespace
 
 // JAX 0.11.2 on an H200 (tests/data/xprof/SOURCES.md): the BFC allocator's every address, the limit
@@ -344,19 +359,13 @@ TEST_CASE("xla-bfc replays JAX on an H200 address for address: limits and peaks 
                  Case{"h200_jax_fragment_oom_no_prealloc", "jax_fragment_oom_no_prealloc"}}) {
     INFO(c.capture);
     const auto real = h200_record(c.record);
-    const std::string json = tmp_path(std::string(c.capture) + ".json");
-    auto r = cli("run " + capture(c.capture) + " --json " + json);
-    REQUIRE(r.code == 0);
-    const auto rep = nlohmann::json::parse(read_text(json));
+    const auto rep = run_report(capture(c.capture), c.capture);
     CHECK(rep["fidelity"]["allocs_compared"].get<std::uint64_t>() > 100);
     CHECK(rep["fidelity"]["allocs_matched"] == rep["fidelity"]["allocs_compared"]);
-    const nlohmann::json* hbm = nullptr;  // device 0's main memory (the host BFC is another space)
-    for (const auto& d : rep["devices"])
-      if (d["device"] == 0 && d["space"] == "hbm") hbm = &d;
-    REQUIRE(hbm);
-    CHECK((*hbm)["peak_allocated_bytes"] == real["stats_at_end"]["peak_bytes_in_use"]);
-    CHECK((*hbm)["peak_reserved_bytes"] == real["stats_at_end"]["pool_bytes"]);
-    CHECK((*hbm)["limit_bytes"] == real["stats_at_end"]["bytes_limit"]);
+    const auto& hbm = hbm0(rep);
+    CHECK(hbm["peak_allocated_bytes"] == real["stats_at_end"]["peak_bytes_in_use"]);
+    CHECK(hbm["peak_reserved_bytes"] == real["stats_at_end"]["pool_bytes"]);
+    CHECK(hbm["limit_bytes"] == real["stats_at_end"]["bytes_limit"]);
     if (real.contains("stats_at_trace_start")) {  // mid-run: the bytes live before the capture began
       CHECK(rep["fidelity"]["initial_state"][0]["live_before_bytes"] == real["stats_at_trace_start"]["bytes_in_use"]);
       CHECK(rep["fidelity"]["initial_state"][0]["inferred_bytes"] == 0);
@@ -408,28 +417,16 @@ TEST_CASE("xprof failed-alloc: the request a JAX program failed on is refused as
   // fraction (the capture's BFC limit sets the pool's threshold and preallocation) the request fits,
   // as it did on the H200 (advice_jax_fragment_cuda_async).
   REQUIRE(h200_record("advice_jax_fragment_cuda_async")["big_allocated"] == true);
-  const auto real = h200_record("jax_fragment_oom");
-  const std::string json = tmp_path("async_failed_alloc.json");
-  REQUIRE(cli("run " + capture("h200_jax_fragment_oom") +
-              " --env XLA_PYTHON_CLIENT_ALLOCATOR=cuda_async --failed-alloc 2684354560B@305 --json " + json)
-              .code == 0);
-  const auto rep = nlohmann::json::parse(read_text(json));
+  const std::string failed = capture("h200_jax_fragment_oom") + " --failed-alloc 2684354560B@305";
+  const auto rep = run_report(failed + " --env XLA_PYTHON_CLIENT_ALLOCATOR=cuda_async", "async_failed_alloc");
   CHECK(rep["oom_count"] == 0);
-  for (const auto& d : rep["devices"])
-    if (d["space"] == "hbm") CHECK(d["peak_reserved_bytes"] == real["stats_at_end"]["bytes_limit"]);
+  CHECK(hbm0(rep)["peak_reserved_bytes"] == h200_record("jax_fragment_oom")["stats_at_end"]["bytes_limit"]);
   const auto at05 = h200_record("advice_jax_fragment_fraction05");
   REQUIRE(at05["big_allocated"] == true);
-  const std::string j05 = tmp_path("fraction05.json");
-  REQUIRE(cli("run " + capture("h200_jax_fragment_oom") +
-              " --env XLA_PYTHON_CLIENT_MEM_FRACTION=0.05 --failed-alloc 2684354560B@305 --json " + j05)
-              .code == 0);
-  const auto r05 = nlohmann::json::parse(read_text(j05));
+  const auto r05 = run_report(failed + " --env XLA_PYTHON_CLIENT_MEM_FRACTION=0.05", "fraction05");
   CHECK(r05["oom_count"] == 0);
-  for (const auto& d : r05["devices"])
-    if (d["space"] == "hbm") {
-      CHECK(d["peak_allocated_bytes"] == at05["stats_at_end"]["peak_bytes_in_use"]);
-      CHECK(d["limit_bytes"] == at05["stats_at_end"]["bytes_limit"]);
-    }
+  CHECK(hbm0(r05)["peak_allocated_bytes"] == at05["stats_at_end"]["peak_bytes_in_use"]);
+  CHECK(hbm0(r05)["limit_bytes"] == at05["stats_at_end"]["bytes_limit"]);
   // The request is event 305; the capture's event 305 is now 306. A malformed value is bad input.
   CHECK(cli("run " + capture("h200_jax_fragment_oom") + " --failed-alloc 2.5GiB@x").code == 2);
   CHECK(cli("run " + capture("h200_jax_fragment_oom") + " --failed-alloc 2684354560").code == 2);
