@@ -2,7 +2,8 @@
 // (baseline arena, XLA BFC's bins, which together form exactly this global order).
 //
 // Layout: 3776 size classes (exact below 64 B, then 64 per power of two), each an ordered
-// sequence by (size, address), plus a bitmap of non-empty classes. Class(s) is monotonic in s, so
+// sequence by (size, address), plus a two-level bitmap of non-empty classes (the next or previous
+// non-empty class in O(1), however sparse the index). Class(s) is monotonic in s, so
 //   lower_bound(r) = first entry ≥ (r, 0) in class(r), else the first entry of the next
 //   non-empty class,
 // i.e. the smallest block with size ≥ r, lowest address on ties — a global best fit.
@@ -43,11 +44,21 @@ class SizeIndex {
     std::uint32_t c = cls(size);
     auto& v = bin(c);
     v.erase(Entry{size, addr, 0});
-    --count_;
-    if (v.empty()) {
-      clear_bit(c);
-      if (c == top_ && count_) top_ = prev_class(c);
+    erased_from(c, v);
+  }
+  // Removes the smallest entry with size ≥ r (lowest address on ties) into *out; false when there
+  // is none. One search: what lower_bound followed by erase of its entry does with two.
+  bool pop_lower_bound(Bytes r, Entry* out) {
+    std::uint32_t c = cls(r);
+    Pieces* b = has_class(c) ? &(*groups_[c >> 6])[c & 63] : nullptr;
+    if (!b || !b->pop_lower_bound(Entry{r, Addr(), 0}, out)) {  // else every entry of the next class fits
+      c = next_class(c + 1);
+      if (c == kClasses) return false;
+      b = &(*groups_[c >> 6])[c & 63];
+      b->pop_front(out);
     }
+    erased_from(c, *b);
+    return true;
   }
   bool contains(Bytes size, Addr addr) const {
     const Pieces* b = find_bin(cls(size));
@@ -106,17 +117,31 @@ class SizeIndex {
     }
     // Pre: present.
     void erase(const Entry& e) {
+      Entry ignore;
+      pop_lower_bound(e, &ignore);
+    }
+    // Removes the first entry ≥ e into *out; false when there is none.
+    bool pop_lower_bound(const Entry& e, Entry* out) {
       if (many_.empty()) {
-        one_.erase(std::lower_bound(one_.begin(), one_.end(), e));
-        return;
+        auto it = std::lower_bound(one_.begin(), one_.end(), e);
+        if (it == one_.end()) return false;
+        *out = *it;
+        one_.erase(it);
+        return true;
       }
       size_t i = piece_for(e);
+      if (i == many_.size()) return false;
       auto& v = many_[i];
-      v.erase(std::lower_bound(v.begin(), v.end(), e));
-      if (v.empty()) many_.erase(many_.begin() + static_cast<std::ptrdiff_t>(i));
-      if (many_.size() == 1) {
-        one_ = std::move(many_.front());
-        many_.clear();
+      take_from(i, std::lower_bound(v.begin(), v.end(), e), out);
+      return true;
+    }
+    // Removes the first entry into *out (pre: not empty).
+    void pop_front(Entry* out) {
+      if (many_.empty()) {
+        *out = one_.front();
+        one_.erase(one_.begin());
+      } else {
+        take_from(0, many_.front().begin(), out);
       }
     }
     // First entry ≥ e, or nullptr.
@@ -145,6 +170,17 @@ class SizeIndex {
         v.push_back(e);
       else
         v.insert(std::upper_bound(v.begin(), v.end(), e), e);
+    }
+    // Removes the entry at `it` of piece i into *out.
+    void take_from(size_t i, std::vector<Entry>::iterator it, Entry* out) {
+      auto& v = many_[i];
+      *out = *it;
+      v.erase(it);
+      if (v.empty()) many_.erase(many_.begin() + static_cast<std::ptrdiff_t>(i));
+      if (many_.size() == 1) {
+        one_ = std::move(many_.front());
+        many_.clear();
+      }
     }
     template <class F>
     static bool scan(const std::vector<Entry>& v, const Entry& e, F& f) {
@@ -175,24 +211,48 @@ class SizeIndex {
   };
 
   static constexpr int kWords = (kClasses + 63) / 64;
-  void set_bit(std::uint32_t c) { bits_[c >> 6] |= 1ULL << (c & 63); }
-  void clear_bit(std::uint32_t c) { bits_[c >> 6] &= ~(1ULL << (c & 63)); }
+  // An entry of class c (bin v) was removed.
+  void erased_from(std::uint32_t c, const Pieces& v) {
+    --count_;
+    if (v.empty()) {
+      clear_bit(c);
+      if (c == top_ && count_) top_ = prev_class(c);
+    }
+  }
+  // bits_: one bit per class, set while the class is non-empty; words_: one bit per word of
+  // bits_, set while that word is non-zero (kWords ≤ 64), so that the next or previous non-empty
+  // class is found in O(1) however far away it is.
+  static_assert(kWords <= 64);
+  bool has_class(std::uint32_t c) const { return (bits_[c >> 6] >> (c & 63)) & 1; }
+  void set_bit(std::uint32_t c) {
+    bits_[c >> 6] |= 1ULL << (c & 63);
+    words_ |= 1ULL << (c >> 6);
+  }
+  void clear_bit(std::uint32_t c) {
+    if (!(bits_[c >> 6] &= ~(1ULL << (c & 63)))) words_ &= ~(1ULL << (c >> 6));
+  }
   // Highest non-empty class below c (pre: one exists).
   std::uint32_t prev_class(std::uint32_t c) const {
-    int w = static_cast<int>(c >> 6);
-    std::uint64_t b = (c & 63) ? bits_[w] & ((1ULL << (c & 63)) - 1) : 0;
-    while (!b) b = bits_[--w];
-    return static_cast<std::uint32_t>(w * 64 + 63 - __builtin_clzll(b));
-  }
-  std::uint32_t next_class(std::uint32_t c) const {
-    if (c >= kClasses) return kClasses;
-    int w = static_cast<int>(c >> 6);
-    std::uint64_t b = bits_[w] & (~0ULL << (c & 63));
-    while (!b) {
-      if (++w == kWords) return kClasses;
+    std::uint32_t w = c >> 6;
+    std::uint64_t b = bits_[w] & ((1ULL << (c & 63)) - 1);
+    if (!b) {
+      w = 63 - static_cast<std::uint32_t>(__builtin_clzll(words_ & ((1ULL << w) - 1)));
       b = bits_[w];
     }
-    return static_cast<std::uint32_t>(w * 64 + __builtin_ctzll(b));
+    return w * 64 + 63 - static_cast<std::uint32_t>(__builtin_clzll(b));
+  }
+  // Lowest non-empty class ≥ c, or kClasses.
+  std::uint32_t next_class(std::uint32_t c) const {
+    if (c >= kClasses) return kClasses;
+    std::uint32_t w = c >> 6;
+    std::uint64_t b = bits_[w] & (~0ULL << (c & 63));
+    if (!b) {
+      const std::uint64_t above = w + 1 < 64 ? words_ & (~0ULL << (w + 1)) : 0;
+      if (!above) return kClasses;
+      w = static_cast<std::uint32_t>(__builtin_ctzll(above));
+      b = bits_[w];
+    }
+    return w * 64 + static_cast<std::uint32_t>(__builtin_ctzll(b));
   }
   // The classes in groups of 64 (one word of the bitmap each), a group allocated when one of its
   // classes is first used: an index holding blocks of a few sizes costs a few KiB, not the 180 KiB
@@ -210,6 +270,7 @@ class SizeIndex {
   }
   std::array<std::unique_ptr<Group>, kWords> groups_;
   std::array<std::uint64_t, kWords> bits_{};
+  std::uint64_t words_ = 0;
   size_t count_ = 0;
   std::uint32_t top_ = 0;  // highest non-empty class when count_ > 0
 };

@@ -36,11 +36,10 @@ class TpuRuntimePolicy : public AllocatorPolicy {
     Bytes r = rounded_size(req);
     if (r == 0 || r == kTooLarge || r > limit_) return Placement::failed();
     // Smallest hole >= r; among equal sizes the highest address (indexed by (size, ~addr)).
-    const SizeIndex::Entry* e = by_size_.lower_bound(r);
-    if (!e) return Placement::failed();
-    auto c = static_cast<Chunks::Index>(e->id);
-    const Bytes size = e->size;
-    by_size_.erase(size, e->addr);
+    SizeIndex::Entry e;
+    if (!by_size_.pop_lower_bound(r, &e)) return Placement::failed();
+    auto c = static_cast<Chunks::Index>(e.id);
+    const Bytes size = e.size;
     // The block is the hole's top r bytes; the hole keeps its start and the rest.
     if (size > r) {
       Chunks::Index top = chunks_.split(c, size - r);

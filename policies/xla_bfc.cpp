@@ -398,11 +398,7 @@ class Bfc {
 
   std::int32_t find(Bytes r, bool upper) {
     if (!upper) {
-      if (const auto* e = low_.lower_bound(r)) {
-        auto c = static_cast<std::int32_t>(e->id);
-        remove_free(c);
-        return take_low(c, r);
-      }
+      if (SizeIndex::Entry e; low_.pop_lower_bound(r, &e)) return take_low(static_cast<std::int32_t>(e.id), r);
       if (gap_ != kNil && chunks_.chunk(gap_).size >= r) {
         std::int32_t c = gap_;
         gap_ = kNil;
@@ -607,7 +603,7 @@ class XlaBfcPolicy : public AllocatorPolicy {
     const auto& ch = b.chunk(c);
     const auto& rg = b.region(ch.region);
     Bytes block = ch.size;
-    if (auto it = more_chunks_.find(req.handle); it != more_chunks_.end())
+    if (auto it = more_chunks_.empty() ? more_chunks_.end() : more_chunks_.find(req.handle); it != more_chunks_.end())
       for (std::int32_t m : it->second) block += b.chunk(m).size;
     return Placement::at(ch.addr, block, rg.id, rg.base);
   }
@@ -616,7 +612,7 @@ class XlaBfcPolicy : public AllocatorPolicy {
     auto [b, c] = owner_[h];
     owner_[h] = {nullptr, kNil};
     if (b) b->free(c, &fatal_);
-    if (auto it = more_chunks_.find(h); it != more_chunks_.end()) {
+    if (auto it = more_chunks_.empty() ? more_chunks_.end() : more_chunks_.find(h); it != more_chunks_.end()) {
       for (std::int32_t m : it->second) main_.free(m, &fatal_);
       more_chunks_.erase(it);
     }

@@ -110,15 +110,7 @@ bool TraceReader::next(Event& ev) {
     else
       timed_ = true;
     if (ev.t < last_t_) fail(ev.line, fmt::format("t: time {} is before the previous event's {}", ev.t, last_t_));
-    if (ev.has(key::kPreTrace) && ev.op != Op::kAlloc && ev.op != Op::kSegmentAlloc && ev.op != Op::kSegmentMap)
-      fail(ev.line, "pre_trace: only alloc, segment_alloc and segment_map events can be marked pre_trace");
-    if (ev.has(key::kStack) && ev.op != Op::kAlloc) fail(ev.line, "stack: only an alloc names a stack");
-    // A recorded block size may outlive its address (a trace whose addresses were removed).
-    if (ev.has(key::kBlockSize) && ev.op != Op::kAlloc)
-      fail(ev.line, "block_size: only an alloc carries the recorded block size");
-    if (ev.has(key::kBlockSize) && ev.block_size < ev.size)
-      fail(ev.line, fmt::format("block_size: {} is smaller than the request ({})", ev.block_size, ev.size));
-    if (ev.has(key::kFrames) && ev.op != Op::kStack) fail(ev.line, "frames: only a stack op carries frames");
+    if (ev.present & (key::kPreTrace | key::kStack | key::kBlockSize | key::kFrames)) check_rare_keys(ev);
 
     switch (ev.op) {
       case Op::kAlloc: {
@@ -167,6 +159,19 @@ bool TraceReader::next(Event& ev) {
     mix_digest(ev);
     return true;
   }
+}
+
+// The keys only some events may carry (one test of the present bits passes the common event).
+void TraceReader::check_rare_keys(const Event& ev) const {
+  if (ev.has(key::kPreTrace) && ev.op != Op::kAlloc && ev.op != Op::kSegmentAlloc && ev.op != Op::kSegmentMap)
+    fail(ev.line, "pre_trace: only alloc, segment_alloc and segment_map events can be marked pre_trace");
+  if (ev.has(key::kStack) && ev.op != Op::kAlloc) fail(ev.line, "stack: only an alloc names a stack");
+  // A recorded block size may outlive its address (a trace whose addresses were removed).
+  if (ev.has(key::kBlockSize) && ev.op != Op::kAlloc)
+    fail(ev.line, "block_size: only an alloc carries the recorded block size");
+  if (ev.has(key::kBlockSize) && ev.block_size < ev.size)
+    fail(ev.line, fmt::format("block_size: {} is smaller than the request ({})", ev.block_size, ev.size));
+  if (ev.has(key::kFrames) && ev.op != Op::kStack) fail(ev.line, "frames: only a stack op carries frames");
 }
 
 // A 64-bit digest of what replay depends on: every event's op, id, size, effective time, stream,

@@ -74,6 +74,7 @@ class TraceReader {
   std::uint64_t digest_ = 0x6a09e667f3bcc908ULL;
   std::unordered_set<std::uint64_t> stacks_;  // stack ids defined so far
   void mix_digest(const Event& ev);
+  void check_rare_keys(const Event& ev) const;
 };
 
 // A trace held in memory (tests, generated inputs): the same validation as a file's.
