@@ -5,21 +5,23 @@
 namespace fragsim {
 
 LiveTable::LiveTable() : seed_((static_cast<std::uint64_t>(std::random_device{}()) << 32) | std::random_device{}()) {
-  slots_.resize(64, Entry{AllocId(), 0, kEmpty, 0, Space::kHbm});
+  slots_.resize(64);
 }
 
 Handle LiveTable::insert(std::uint32_t device, AllocId id, Bytes size, Space space) {
   if ((live_ + 1) * 2 > slots_.size()) grow();
-  Entry& s = slots_[probe(device, id)];
+  Slot& s = slots_[probe(device, id)];
   if (s.handle != kEmpty) return kNoHandle;
   Handle h;
   if (!free_handles_.empty()) {
     h = free_handles_.back();
     free_handles_.pop_back();
   } else {
-    h = next_handle_++;
+    h = static_cast<Handle>(entries_.size());
+    entries_.emplace_back();
   }
-  s = Entry{id, device, h, size, space};
+  entries_[h] = Entry{id, device, h, size, space};
+  s = Slot{id, device, h};
   ++live_;
   return h;
 }
@@ -28,7 +30,7 @@ bool LiveTable::erase(std::uint32_t device, AllocId id, Entry* out) {
   const size_t mask = slots_.size() - 1;
   size_t i = probe(device, id);
   if (slots_[i].handle == kEmpty) return false;
-  *out = slots_[i];
+  *out = entries_[slots_[i].handle];
   free_handles_.push_back(out->handle);
   slots_[i].handle = kEmpty;
   --live_;
@@ -47,9 +49,9 @@ bool LiveTable::erase(std::uint32_t device, AllocId id, Entry* out) {
 }
 
 void LiveTable::grow() {
-  std::vector<Entry> old(slots_.size() * 2, Entry{AllocId(), 0, kEmpty, 0, Space::kHbm});
+  std::vector<Slot> old(slots_.size() * 2);
   old.swap(slots_);
-  for (const Entry& s : old)
+  for (const Slot& s : old)
     if (s.handle != kEmpty) slots_[probe(s.device, s.id)] = s;
 }
 

@@ -1,13 +1,14 @@
 // LiveTable: (device, id) → live allocation, with dense recycled handles.
 //
 // Open addressing with linear probing and backward-shift deletion (no tombstones), so memory is
-// O(live allocations) and lookups stay short however many events pass. Each slot holds the whole
-// entry inline (32 bytes, two to a cache line): an insert or an erase touches the slot array
-// only — one cache line for the common probe of length one — and a step of a backward shift
-// recomputes the home of the entry it moves from the entry itself. The hash is keyed with a
+// O(live allocations) and lookups stay short however many events pass. Each slot holds its key
+// and handle inline (16 bytes, four to a cache line): a probe, and each step of a backward shift
+// (which recomputes the home of the key it moves from the key itself), reads the slot array only;
+// the per-handle entry is touched once, by the lookup that wants it. The hash is keyed with a
 // per-table random seed, so a trace cannot be crafted to make every id collide (handles do not
 // depend on it: results are the same on every run). Invariants:
-//   size() == number of slots in use == handles issued − handles on the free list.
+//   size() == number of slots in use == number of handles not on the free list;
+//   slot s in use ⇒ entries_[s.handle] has s's (device, id).
 #pragma once
 #include <cstdint>
 #include <vector>
@@ -18,7 +19,7 @@ namespace fragsim {
 
 class LiveTable {
  public:
-  struct alignas(32) Entry {  // never split across two cache lines
+  struct Entry {
     AllocId id;
     std::uint32_t device;
     Handle handle;
@@ -29,8 +30,8 @@ class LiveTable {
 
   // Returns the entry of a live (device, id) or nullptr.
   const Entry* find(std::uint32_t device, AllocId id) const {
-    const Entry& s = slots_[probe(device, id)];
-    return s.handle == kEmpty ? nullptr : &s;
+    const Slot& s = slots_[probe(device, id)];
+    return s.handle == kEmpty ? nullptr : &entries_[s.handle];
   }
   // Inserts a new live allocation; returns its handle, or kNoHandle when it is already live.
   Handle insert(std::uint32_t device, AllocId id, Bytes size, Space space);
@@ -38,10 +39,15 @@ class LiveTable {
   bool erase(std::uint32_t device, AllocId id, Entry* out);
   size_t size() const { return live_; }
   // One past the largest handle ever issued: engines size their per-handle arrays by it.
-  Handle handle_limit() const { return next_handle_; }
+  Handle handle_limit() const { return static_cast<Handle>(entries_.size()); }
 
  private:
-  static constexpr Handle kEmpty = kNoHandle;  // a slot whose handle is kEmpty is free
+  static constexpr Handle kEmpty = kNoHandle;
+  struct Slot {
+    AllocId id;
+    std::uint32_t device = 0;
+    Handle handle = kEmpty;  // kEmpty: the slot is free
+  };
   // murmur3's 64-bit finaliser over (id, device) keyed by the table's seed.
   size_t hash(std::uint32_t device, AllocId id) const {
     std::uint64_t x = (id.value() ^ seed_) + (static_cast<std::uint64_t>(device) + 1) * 0x9e3779b97f4a7c15ULL;
@@ -61,9 +67,9 @@ class LiveTable {
   }
   void grow();
 
-  std::vector<Entry> slots_;  // a power of two, at most half full
+  std::vector<Slot> slots_;     // a power of two, at most half full
+  std::vector<Entry> entries_;  // indexed by handle
   std::vector<Handle> free_handles_;
-  Handle next_handle_ = 0;  // handles issued so far
   size_t live_ = 0;
   std::uint64_t seed_;
 };
