@@ -430,4 +430,13 @@ TEST_CASE("xprof failed-alloc: the request a JAX program failed on is refused as
   // The request is event 305; the capture's event 305 is now 306. A malformed value is bad input.
   CHECK(cli("run " + capture("h200_jax_fragment_oom") + " --failed-alloc 2.5GiB@x").code == 2);
   CHECK(cli("run " + capture("h200_jax_fragment_oom") + " --failed-alloc 2684354560").code == 2);
+  // A request the trace cannot hold is refused, not made up: a device the one-GPU capture lacks
+  // (it would get the preset's memory) or an event past its end (it would go last, silently).
+  const auto other = cli("run " + capture("h200_jax_fragment_oom") + " --failed-alloc 1:2684354560B@305");
+  CHECK(other.code == 2);
+  CHECK_THAT(other.err, Catch::Contains("--failed-alloc: device 1 is not in the trace (its devices: 0)"));
+  const auto past = cli("run " + capture("h200_jax_fragment_oom") + " --failed-alloc 2684354560B@999999");
+  CHECK(past.code == 2);
+  CHECK_THAT(past.err, Catch::Contains("--failed-alloc: event 999999 is past the trace's end"));
+  CHECK(cli("run " + capture("h200_jax_fragment_oom") + " --failed-alloc 0:2684354560B@305").code == 0);
 }

@@ -4,6 +4,7 @@
 #include <fmt/ranges.h>
 
 #include <algorithm>
+#include <set>
 
 #include "sim/base/error.h"
 #include "sim/base/io.h"
@@ -255,6 +256,9 @@ class AppendingReader : public TraceReader {
     }
     if (next_ < allocs_.size() && (done_ || allocs_[next_].before <= held_ev_.index)) {
       const AppendedAlloc& a = allocs_[next_++];
+      if (done_ && a.before != UINT64_MAX && a.before > after_)
+        fail(0, fmt::format("--failed-alloc: event {} is past the trace's end (its events are numbered 0 to {})",
+                            a.before, after_ ? after_ - 1 : 0));
       continue_at((done_ ? after_ : held_ev_.index) + shift_++);
       ev.op = Op::kAlloc;
       ev.device = a.device;
@@ -269,8 +273,16 @@ class AppendingReader : public TraceReader {
       }
       return true;
     }
-    if (!held_) return false;
+    if (!held_) {
+      // A device no event of the trace uses would be made up, with the hardware preset's memory.
+      for (const AppendedAlloc& a : allocs_)
+        if (!devices_.count(a.device))
+          fail(0, fmt::format("--failed-alloc: device {} is not in the trace (its devices: {})", a.device,
+                              fmt::join(devices_, ", ")));
+      return false;
+    }
     held_ = false;
+    if (devices_.empty() || held_ev_.device != last_device_) devices_.insert(last_device_ = held_ev_.device);
     take_event(ev, held_ev_);
     continue_at(ev.index + shift_);  // the inner reader's indices (--lenient skips some), after insertions
     after_ = ev.index + 1;
@@ -287,6 +299,8 @@ class AppendingReader : public TraceReader {
   size_t next_ = 0;
   std::uint64_t after_ = 0, shift_ = 0, last_line_ = 0;
   Tick last_t_;
+  std::set<std::uint32_t> devices_;  // the devices the trace's events use
+  std::uint32_t last_device_ = 0;
 };
 
 }  // namespace
