@@ -78,17 +78,19 @@ class LiveSet {
   [[nodiscard]] static BufferView request_view(const Event& ev);
 
  private:
-  struct Rec {
+  // One cache line each (remember() writes one line per allocation, not two).
+  struct alignas(64) Rec {
     AllocId id;
     Bytes requested = 0, block = 0;
     std::uint64_t event_index = 0;
     Tick t;
     Addr addr;
-    bool has_addr = false, has_shape = false;
-    std::uint32_t name = 0;  // index into names_ (0: none)
     std::uint64_t stack = 0;
+    std::uint32_t name = 0;  // index into names_ (0: none)
+    bool has_addr = false, has_shape = false;
     Dtype dtype = Dtype::kNone;
   };
+  static_assert(sizeof(Rec) == 64);
   std::uint32_t intern(const std::string& name);
   static Rec rec_of(const Event& ev, const Placement& p, std::uint32_t name);
   static BufferView view_of(const Rec& l, std::string name, std::span<const std::uint64_t> shape, std::uint32_t device,
