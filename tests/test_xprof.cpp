@@ -439,4 +439,8 @@ TEST_CASE("xprof failed-alloc: the request a JAX program failed on is refused as
   CHECK(past.code == 2);
   CHECK_THAT(past.err, Catch::Contains("--failed-alloc: event 999999 is past the trace's end"));
   CHECK(cli("run " + capture("h200_jax_fragment_oom") + " --failed-alloc 0:2684354560B@305").code == 0);
+  const std::string empty = write_text("no_events.jsonl", "{\"fragsim_trace\":1}\n");
+  const auto none = cli("run " + empty + " --failed-alloc 1GiB");
+  CHECK(none.code == 2);
+  CHECK_THAT(none.err, Catch::Contains("--failed-alloc: the trace has no events to add a request to"));
 }
