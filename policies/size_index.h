@@ -117,7 +117,7 @@ class SizeIndex {
     }
     // Pre: present.
     void erase(const Entry& e) {
-      Entry ignore;
+      Entry ignore{};
       pop_lower_bound(e, &ignore);
     }
     // Removes the first entry ≥ e into *out; false when there is none.

@@ -36,7 +36,7 @@ class TpuRuntimePolicy : public AllocatorPolicy {
     Bytes r = rounded_size(req);
     if (r == 0 || r == kTooLarge || r > limit_) return Placement::failed();
     // Smallest hole >= r; among equal sizes the highest address (indexed by (size, ~addr)).
-    SizeIndex::Entry e;
+    SizeIndex::Entry e{};
     if (!by_size_.pop_lower_bound(r, &e)) return Placement::failed();
     auto c = static_cast<Chunks::Index>(e.id);
     const Bytes size = e.size;

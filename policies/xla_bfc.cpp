@@ -398,7 +398,7 @@ class Bfc {
 
   std::int32_t find(Bytes r, bool upper) {
     if (!upper) {
-      if (SizeIndex::Entry e; low_.pop_lower_bound(r, &e)) return take_low(static_cast<std::int32_t>(e.id), r);
+      if (SizeIndex::Entry e{}; low_.pop_lower_bound(r, &e)) return take_low(static_cast<std::int32_t>(e.id), r);
       if (gap_ != kNil && chunks_.chunk(gap_).size >= r) {
         std::int32_t c = gap_;
         gap_ = kNil;

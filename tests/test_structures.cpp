@@ -38,6 +38,16 @@ TEST_CASE("SizeIndex behaves as an ordered set of (size, address)") {
     const auto* got = idx.lower_bound(q);
     REQUIRE((got == nullptr) == (want == ref.end()));
     if (got) REQUIRE(std::make_pair(got->size, got->addr) == *want);
+    if (rnd() % 4 == 0) {  // pop the best fit: the same entry, then gone (the next class's front when q's is short)
+      SizeIndex::Entry e{};
+      REQUIRE(idx.pop_lower_bound(q, &e) == (want != ref.end()));
+      if (want != ref.end()) {
+        REQUIRE(std::make_pair(e.size, e.addr) == *want);
+        ref.erase(want);
+        REQUIRE(!idx.contains(e.size, e.addr));
+      }
+      REQUIRE(idx.size() == ref.size());
+    }
   }
 }
 
@@ -65,6 +75,14 @@ TEST_CASE("SizeIndex with thousands of blocks of a few sizes (classes cut into p
     const auto* got = idx.lower_bound(q);
     REQUIRE((got == nullptr) == (want == ref.end()));
     if (got) REQUIRE(std::make_pair(got->size, got->addr) == *want);
+    if (step >= 30000 && rnd() % 8 == 0 && want != ref.end()) {  // pops out of classes held as pieces
+      SizeIndex::Entry e{};
+      REQUIRE(idx.pop_lower_bound(q, &e));
+      REQUIRE(std::make_pair(e.size, e.addr) == *want);
+      ref.erase(want);
+      REQUIRE(idx.size() == ref.size());
+      if (!ref.empty()) REQUIRE(idx.largest()->addr == ref.rbegin()->second);
+    }
     if (step % 997 == 0) {  // a full ordered scan from the smallest size
       std::vector<std::pair<Bytes, Addr>> seen;
       idx.scan_from(0, [&](const SizeIndex::Entry& e) {
