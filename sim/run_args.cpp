@@ -33,8 +33,9 @@ void add_run_request_options(po::options_description& d, RunRequest& r) {
       "instead of a note")(
       "failed-alloc", po::value(&r.failed_allocs)->composing()->value_name("[DEVICE:]SIZE[@EVENT]"),
       "a request the program failed on, with a unit (2.5GiB, 2684354560B), replayed on DEVICE (default 0) before "
-      "event EVENT (the events after it are numbered one more), else after the last event: an XProf capture of a "
-      "run that failed with RESOURCE_EXHAUSTED records only the allocations that succeeded (repeatable)")(
+      "event EVENT (the events after it are numbered one more), else after the last event; a DEVICE the trace does "
+      "not use or an EVENT past its end is an input error. An XProf capture of a run that failed with "
+      "RESOURCE_EXHAUSTED records only the allocations that succeeded (repeatable)")(
       "shard", po::value(&r.shard)->default_value(1)->value_name("N"),
       "sharding what-if: each shaped allocation divided across N devices (policies that model sharding)")(
       "shard-dim", po::value(&r.shard_dim)->default_value("major")->value_name("DIM"),
