@@ -50,11 +50,11 @@ class SizeIndex {
   // is none. One search: what lower_bound followed by erase of its entry does with two.
   bool pop_lower_bound(Bytes r, Entry* out) {
     std::uint32_t c = cls(r);
-    Pieces* b = has_class(c) ? &(*groups_[c >> 6])[c & 63] : nullptr;
+    Pieces* b = has_class(c) ? &bin(c) : nullptr;
     if (!b || !b->pop_lower_bound(Entry{r, Addr(), 0}, out)) {  // else every entry of the next class fits
       c = next_class(c + 1);
       if (c == kClasses) return false;
-      b = &(*groups_[c >> 6])[c & 63];
+      b = &bin(c);
       b->pop_front(out);
     }
     erased_from(c, *b);

@@ -603,7 +603,7 @@ class XlaBfcPolicy : public AllocatorPolicy {
     const auto& ch = b.chunk(c);
     const auto& rg = b.region(ch.region);
     Bytes block = ch.size;
-    if (auto it = more_chunks_.empty() ? more_chunks_.end() : more_chunks_.find(req.handle); it != more_chunks_.end())
+    if (auto it = more_chunks_.find(req.handle); it != more_chunks_.end())
       for (std::int32_t m : it->second) block += b.chunk(m).size;
     return Placement::at(ch.addr, block, rg.id, rg.base);
   }
@@ -612,7 +612,7 @@ class XlaBfcPolicy : public AllocatorPolicy {
     auto [b, c] = owner_[h];
     owner_[h] = {nullptr, kNil};
     if (b) b->free(c, &fatal_);
-    if (auto it = more_chunks_.empty() ? more_chunks_.end() : more_chunks_.find(h); it != more_chunks_.end()) {
+    if (auto it = more_chunks_.find(h); it != more_chunks_.end()) {
       for (std::int32_t m : it->second) main_.free(m, &fatal_);
       more_chunks_.erase(it);
     }

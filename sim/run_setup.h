@@ -23,8 +23,8 @@ struct RunRequest {
   bool keep_going = false, lenient = false, check = false;
   bool follow_recording = false;  // --follow-recording (sim/recording_fidelity.h)
   bool strict = false;            // --strict: a recording with nothing to replay is an input error
-  // --failed-alloc [DEVICE:]SIZE: a request the program failed on, replayed after the trace's last
-  // event (an XProf capture records only the allocations that succeeded).
+  // --failed-alloc [DEVICE:]SIZE[@EVENT]: a request the program failed on, inserted before event
+  // EVENT, else after the last (an XProf capture records only the allocations that succeeded).
   std::vector<std::string> failed_allocs{};
   std::int64_t shard = 1;  // signed: "-1" is refused as -1, not read as 4294967295
   std::string shard_dim = "major";

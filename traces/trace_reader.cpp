@@ -277,7 +277,7 @@ class AppendingReader : public TraceReader {
       // A device no event of the trace uses would be made up, with the hardware preset's memory.
       for (const AppendedAlloc& a : allocs_)
         if (!devices_.count(a.device))
-          fail(0, devices_.empty() ? fmt::format("--failed-alloc: the trace has no events to add a request to")
+          fail(0, devices_.empty() ? std::string("--failed-alloc: the trace has no events to add a request to")
                                    : fmt::format("--failed-alloc: device {} is not in the trace (its devices: {})",
                                                  a.device, fmt::join(devices_, ", ")));
       return false;
