@@ -16,10 +16,12 @@ std::uint32_t LiveSet::intern(const std::string& name) {
   return it->second;
 }
 
-// The one place an event's fields become what reports show of a buffer: rec_of (kept per live
+// The one place an event's fields become what reports show of a buffer: fill_rec (kept per live
 // handle: the name interned, the shape apart) and view_of (a BufferView from a record).
-LiveSet::Rec LiveSet::rec_of(const Event& ev, const Placement& p, std::uint32_t name) {
-  Rec l;
+// fill_rec writes the record where it is kept, field by field: a record built on the stack and
+// copied is read back in 16-byte pieces before its 8-byte stores have left the store buffer, a
+// store-forwarding stall that cost remember() most of its time (perf annotate).
+void LiveSet::fill_rec(Rec& l, const Event& ev, const Placement& p, std::uint32_t name) {
   l.id = ev.id;
   l.requested = ev.size;
   l.block = p.block;
@@ -31,7 +33,6 @@ LiveSet::Rec LiveSet::rec_of(const Event& ev, const Placement& p, std::uint32_t 
   l.stack = ev.has(key::kStack) ? ev.stack : 0;
   l.dtype = ev.dtype;
   l.has_shape = ev.has(key::kShape);
-  return l;
 }
 
 BufferView LiveSet::view_of(const Rec& l, std::string name, std::span<const std::uint64_t> shape, std::uint32_t device,
@@ -61,13 +62,14 @@ void LiveSet::remember(const Event& ev, const Placement& p, std::uint32_t slot) 
     shapes_.resize(ev.handle + 1);
   }
   slot_[ev.handle] = slot;
-  live_[ev.handle] = rec_of(ev, p, ev.has(key::kName) ? intern(ev.name) : 0);
+  fill_rec(live_[ev.handle], ev, p, ev.has(key::kName) ? intern(ev.name) : 0);
   if (live_[ev.handle].has_shape) shapes_[ev.handle] = ev.shape;
 }
 
 BufferView LiveSet::request_view(const Event& ev) {
-  BufferView b = view_of(rec_of(ev, Placement::failed(), 0), ev.has(key::kName) ? ev.name : std::string(), ev.shape,
-                         ev.device, ev.space, ev.index);
+  Rec r;
+  fill_rec(r, ev, Placement::failed(), 0);
+  BufferView b = view_of(r, ev.has(key::kName) ? ev.name : std::string(), ev.shape, ev.device, ev.space, ev.index);
   b.block = 0;
   return b;
 }

@@ -20,7 +20,7 @@ struct SlotView {
   std::uint32_t device = 0;
   Space space = Space::kHbm;
   const AllocatorPolicy* policy = nullptr;
-  Usage usage;
+  Footprint usage;                 // as last accounted
   std::uint64_t device_calls = 0;  // allocations and frees the policy asked of the device so far
 };
 
@@ -92,7 +92,7 @@ class LiveSet {
   };
   static_assert(sizeof(Rec) == 64);
   std::uint32_t intern(const std::string& name);
-  static Rec rec_of(const Event& ev, const Placement& p, std::uint32_t name);
+  static void fill_rec(Rec& l, const Event& ev, const Placement& p, std::uint32_t name);
   static BufferView view_of(const Rec& l, std::string name, std::span<const std::uint64_t> shape, std::uint32_t device,
                             Space space, std::uint64_t now);
 
