@@ -22,6 +22,7 @@ class IdealPolicy : public AllocatorPolicy {
   }
   void release(Handle h) override { live_ -= sizes_[h]; }
   Usage usage() const override { return {live_, live_, 0, capacity_ - live_, capacity_ - live_}; }
+  Footprint footprint() const override { return {live_, live_, 0}; }
   void validate() const override { FRAGSIM_CHECK(live_ <= capacity_, "ideal: live bytes exceed capacity"); }
 
  private:

@@ -137,8 +137,19 @@ struct Usage {
   bool operator==(const Usage&) const = default;
 };
 
+// The part of Usage the engine accounts after every event (sim/metrics.h) and moments show: what
+// is allocated, what is reserved and the largest free block in it.
+struct Footprint {
+  Bytes allocated = 0, reserved = 0, largest_free = 0;
+  bool operator==(const Footprint&) const = default;
+};
+inline Footprint footprint_of(const Usage& u) { return {u.allocated, u.reserved, u.largest_free}; }
+
 // External fragmentation of the free reserved memory (external_fragmentation, sim/base/units.h).
-inline double fragmentation(const Usage& u) { return external_fragmentation(u.reserved, u.allocated, u.largest_free); }
+inline double fragmentation(const Footprint& u) {
+  return external_fragmentation(u.reserved, u.allocated, u.largest_free);
+}
+inline double fragmentation(const Usage& u) { return fragmentation(footprint_of(u)); }
 
 class Scheduler {
  public:
@@ -219,6 +230,10 @@ class AllocatorPolicy {
   virtual std::string empty_cache() { return "this allocator keeps no cache: nothing to release"; }
   // Current figures for metrics (cheap: O(1) or O(log n)).
   [[nodiscard]] virtual Usage usage() const = 0;
+  // usage()'s allocated, reserved and largest free block: what the engine accounts after every
+  // event. A policy whose usage() also works out what it could still obtain answers this without
+  // that work (the engine's --check compares the two).
+  [[nodiscard]] virtual Footprint footprint() const { return footprint_of(usage()); }
   // The most it will hold from this space: its own cap below the device's memory (a BFC's limit,
   // a memory fraction's share, the TPU runtime's limit); 0 when the device's memory is the only one.
   [[nodiscard]] virtual Bytes limit() const { return 0; }

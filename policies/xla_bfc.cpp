@@ -623,23 +623,22 @@ class XlaBfcPolicy : public AllocatorPolicy {
     if (ob.op == Op::kSegmentAlloc && ob.pre_trace && ob.has_addr) main_.seed_region(ob.addr, &fatal_);
   }
 
-  static void add_usage(const Bfc& b, Usage& u) {
-    const auto& s = b.stats();
-    u.allocated += s.bytes_in_use;
-    u.reserved += s.pool_bytes;
-    const Bytes largest = b.largest_free();
-    u.largest_free = std::max(u.largest_free, largest);
-    u.available += s.pool_bytes - s.bytes_in_use;
-    u.largest_available = std::max(u.largest_available, largest);
+  static void add_footprint(const Bfc& b, Footprint& f) {
+    f.allocated += b.stats().bytes_in_use;
+    f.reserved += b.stats().pool_bytes;
+    f.largest_free = std::max(f.largest_free, b.largest_free());
   }
+  Footprint footprint() const override {
+    Footprint f;
+    add_footprint(main_, f);  // after every event: the collective pool's only where there is one
+    if (collective_) add_footprint(*collective_, f);
+    return f;
+  }
+  // Beyond the footprint: the free bytes of both pools and what the main one can still obtain.
   Usage usage() const override {
-    Usage u;
-    add_usage(main_, u);  // after every event: the collective pool's loop only where there is one
-    if (collective_) add_usage(*collective_, u);
-    Bytes fresh = main_.obtainable();
-    u.available += fresh;
-    u.largest_available = std::max(u.largest_available, fresh);
-    return u;
+    const Footprint f = footprint();
+    const Bytes fresh = main_.obtainable();
+    return {f.allocated, f.reserved, f.largest_free, f.reserved - f.allocated + fresh, std::max(f.largest_free, fresh)};
   }
 
   Bytes rounded_size(const AllocRequest& req) const override { return rounded_bytes(req.size); }

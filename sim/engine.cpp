@@ -145,6 +145,8 @@ void Engine::feed(const Event& ev) {
     for (auto& s : slots_) {
       try {
         s.policy->validate();
+        FRAGSIM_CHECK(s.policy->footprint() == footprint_of(s.policy->usage()),
+                      "footprint() differs from usage()'s allocated, reserved and largest free block");
       } catch (const InternalError& e) {
         throw InternalError(
             fmt::format("{}:{}: after event {}: policy invariant broken: {}", opt_.trace, ev.line, ev.index, e.what()));
@@ -289,7 +291,7 @@ void Engine::run_deferred() {
   // get no timeline point (every slot's, for every task, cost O(devices^2) memory on a trace of
   // thousands of devices).
   for (std::uint32_t i = 0; i < slots_.size(); ++i)
-    if (!(slots_[i].policy->usage() == slots_[i].metrics.last())) account(i);
+    if (!(slots_[i].policy->footprint() == slots_[i].metrics.last())) account(i);
 }
 
 // Spaces the hardware lacks fall back as GPU programs see them: collective buffers live in HBM.
@@ -361,7 +363,7 @@ std::uint32_t Engine::new_slot(std::uint32_t k, const Event& ev) {
 
 void Engine::account(std::uint32_t si) {
   Slot& s = slots_[si];
-  const Usage u = s.policy->usage(), was = s.metrics.last();
+  const Footprint u = s.policy->footprint(), was = s.metrics.last();
   if (s.metrics.account(u, current_event_, saturate(req_[slot_key_[si]].live), in_window_)) {
     s.peak_dirty = true;
     s.peak_event = current_event_;

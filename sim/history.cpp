@@ -8,7 +8,7 @@ namespace fragsim {
 
 namespace {
 
-HistoryFigures figures_of(std::uint32_t slot, const Usage& u) {
+HistoryFigures figures_of(std::uint32_t slot, const Footprint& u) {
   return {slot, u.allocated, u.reserved, u.largest_free, fragmentation(u)};
 }
 
@@ -245,7 +245,7 @@ void HistoryRecorder::after(const Event& ev, const std::vector<SlotView>& slots)
   if (exact(e)) {
     for (std::uint32_t i = 0; i < slots.size(); ++i) {
       SlotTrack& tr = tracks_[i];
-      const Usage& u = slots[i].usage;
+      const Footprint& u = slots[i].usage;
       bool resync = tr.mirror != u.allocated;
       if (resync || tr.calls != slots[i].device_calls || tr.reserved != u.reserved || !tr.seen)
         follow_regions(i, slots, resync);

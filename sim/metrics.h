@@ -40,9 +40,9 @@ class Timeline {
 
 class SpaceMetrics {
  public:
-  // The space's usage after an event (requested: its live requested bytes); `timeline`: the event
-  // is one the timeline shows (--from/--to). True when its allocated memory reached a new peak.
-  bool account(const Usage& u, std::uint64_t event_index, Bytes requested, bool timeline = true) {
+  // The space's footprint after an event (requested: its live requested bytes); `timeline`: the
+  // event is one the timeline shows (--from/--to). True when its allocated memory reached a new peak.
+  bool account(const Footprint& u, std::uint64_t event_index, Bytes requested, bool timeline = true) {
     bool new_peak = false;
     if (u.allocated > peak_allocated_) {
       peak_allocated_ = u.allocated;
@@ -61,12 +61,12 @@ class SpaceMetrics {
     if (timeline) timeline_.record(event_index, {event_index, requested, u.allocated, u.reserved, f});
     return new_peak;
   }
-  const Usage& last() const { return last_; }
+  const Footprint& last() const { return last_; }
   // Peaks and fragmentation into r; the timeline moves out.
   void finish(SpaceResult& r);
 
  private:
-  Usage last_;
+  Footprint last_;
   Bytes peak_allocated_ = 0, peak_reserved_ = 0;
   double frag_at_peak_ = 0, frag_max_ = 0;
   SpaceMoment at_peak_;
@@ -78,7 +78,7 @@ struct Totals {
   ByteSum requested = 0, peak_requested = 0;
   Bytes allocated = 0, reserved = 0, peak_allocated = 0, peak_reserved = 0;
   // A space's usage went from `was` to `now`.
-  void update(const Usage& was, const Usage& now) {
+  void update(const Footprint& was, const Footprint& now) {
     allocated += now.allocated - was.allocated;
     reserved += now.reserved - was.reserved;
     if (allocated > peak_allocated) peak_allocated = allocated;
