@@ -149,7 +149,6 @@ inline Footprint footprint_of(const Usage& u) { return {u.allocated, u.reserved,
 inline double fragmentation(const Footprint& u) {
   return external_fragmentation(u.reserved, u.allocated, u.largest_free);
 }
-inline double fragmentation(const Usage& u) { return fragmentation(footprint_of(u)); }
 
 class Scheduler {
  public:

@@ -287,7 +287,7 @@ void Engine::run_deferred() {
   auto fn = std::move(*d.fn);
   *d.fn = nullptr;  // the Task now reports it as done
   fn();
-  // A task (cuda-async's trim) changes its own pool only: the slots whose usage it left as it was
+  // A task (cuda-async's trim) changes its own pool only: the slots whose footprint it left as it was
   // get no timeline point (every slot's, for every task, cost O(devices^2) memory on a trace of
   // thousands of devices).
   for (std::uint32_t i = 0; i < slots_.size(); ++i)

@@ -152,7 +152,7 @@ void HistoryRecorder::freeing(Handle h, std::uint64_t event, Tick t, const std::
 HistorySlotState HistoryRecorder::slot_state(std::uint32_t slot, MemoryMap map, const std::vector<SlotView>& slots) {
   const SlotView& s = slots[slot];
   HistorySlotState st;
-  st.figures = figures_of(slot, s.usage);
+  st.figures = figures_of(slot, s.footprint);
   std::sort(map.regions.begin(), map.regions.end(), [](const auto& a, const auto& b) { return a.base < b.base; });
   std::sort(map.blocks.begin(), map.blocks.end(), [](const auto& a, const auto& b) { return a.addr < b.addr; });
   for (const auto& g : map.regions) st.regions.push_back({g.base, g.size, g.id, {}});
@@ -228,9 +228,9 @@ void HistoryRecorder::keyframe(std::uint64_t event, Tick t, const std::vector<Sl
       tr.regions[g.base] = {g.size, unmapped_bytes(g)};
       keyframe_blocks_ += g.blocks.size();
     }
-    tr.mirror = slots[i].usage.allocated;
+    tr.mirror = slots[i].footprint.allocated;
     tr.calls = slots[i].device_calls;
-    tr.reserved = slots[i].usage.reserved;
+    tr.reserved = slots[i].footprint.reserved;
   }
   for (const auto& s : m.sites) note_stack(s.stack);
   k.sites = std::move(m.sites);
@@ -245,7 +245,7 @@ void HistoryRecorder::after(const Event& ev, const std::vector<SlotView>& slots)
   if (exact(e)) {
     for (std::uint32_t i = 0; i < slots.size(); ++i) {
       SlotTrack& tr = tracks_[i];
-      const Footprint& u = slots[i].usage;
+      const Footprint& u = slots[i].footprint;
       bool resync = tr.mirror != u.allocated;
       if (resync || tr.calls != slots[i].device_calls || tr.reserved != u.reserved || !tr.seen)
         follow_regions(i, slots, resync);
@@ -258,7 +258,7 @@ void HistoryRecorder::after(const Event& ev, const std::vector<SlotView>& slots)
       std::vector<bool> changed(slots.size(), false);
       for (const auto& d : pending_.changes) changed[d.slot] = true;
       for (std::uint32_t i = 0; i < slots.size(); ++i)
-        if (changed[i]) pending_.figures.push_back(figures_of(i, slots[i].usage));
+        if (changed[i]) pending_.figures.push_back(figures_of(i, slots[i].footprint));
       pending_.event = e;
       pending_.t = ev.t;
       pending_.pre_trace = ev.has(key::kPreTrace);

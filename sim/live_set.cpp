@@ -116,9 +116,9 @@ Moment LiveSet::moment(std::uint64_t event_index, Tick t, const std::vector<Slot
     SpaceMoment sm;
     sm.device = s.device;
     sm.space = s.space;
-    sm.allocated = s.usage.allocated;
-    sm.reserved = s.usage.reserved;
-    sm.largest_free = s.usage.largest_free;
+    sm.allocated = s.footprint.allocated;
+    sm.reserved = s.footprint.reserved;
+    sm.largest_free = s.footprint.largest_free;
     s.policy->memory_map(&sm.map);
     if (sm.map.blocks.size() > kMaxMapBlocks) {
       sm.map.blocks.resize(kMaxMapBlocks);

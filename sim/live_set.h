@@ -20,7 +20,7 @@ struct SlotView {
   std::uint32_t device = 0;
   Space space = Space::kHbm;
   const AllocatorPolicy* policy = nullptr;
-  Footprint usage;                 // as last accounted
+  Footprint footprint;             // as last accounted
   std::uint64_t device_calls = 0;  // allocations and frees the policy asked of the device so far
 };
 
