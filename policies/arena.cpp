@@ -131,8 +131,7 @@ Usage Arena::usage() const {
   if (keep_by_addr_) {
     u.largest_free = by_addr_.largest();
   } else {
-    const auto* hole = by_size_.largest();
-    u.largest_free = hole ? hole->size : 0;
+    u.largest_free = by_size_.largest_size();
   }
   // The tail's part below the rounded extent is free reserved memory as well.
   if (tail_free) u.largest_free = std::max(u.largest_free, u.reserved - extent);

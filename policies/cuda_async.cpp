@@ -128,7 +128,7 @@ class CudaAsyncPolicy : public AllocatorPolicy {
     u.allocated = heap_.allocated();
     u.reserved = reserved();
     Bytes cached = static_cast<Bytes>(held_chunks_ - mapped_chunks_) * o_.chunk;
-    Bytes sliver = slivers_.size() ? slivers_.largest()->size : 0;
+    Bytes sliver = slivers_.largest_size();
     u.largest_free = std::max({largest_mapped, cached, sliver});
     u.available = u.reserved - u.allocated + dev_->available();
     u.largest_available = std::max({largest_mapped, sliver, cached + dev_->available()});

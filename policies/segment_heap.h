@@ -88,7 +88,7 @@ class SegmentHeap {
   size_t segment_count() const { return static_cast<size_t>(chunks_.region_count()); }
   Bytes allocated() const { return allocated_; }
   Bytes reserved() const { return reserved_; }
-  Bytes largest_free() const { return free_.size() ? free_.largest()->size : 0; }
+  Bytes largest_free() const { return free_.largest_size(); }
   const SizeIndex::Entry* largest_free_block() const { return free_.largest(); }
   size_t free_blocks() const { return free_.size(); }
   void validate(const std::string& owner) const;

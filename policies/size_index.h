@@ -38,13 +38,14 @@ class SizeIndex {
     set_bit(c);
     if (count_ == 0 || c > top_) top_ = c;
     ++count_;
+    if (e.size > largest_size_) largest_size_ = e.size;
   }
   // Pre: (size, addr) present.
   void erase(Bytes size, Addr addr) {
     std::uint32_t c = cls(size);
     auto& v = bin(c);
     v.erase(Entry{size, addr, 0});
-    erased_from(c, v);
+    erased_from(c, v, size);
   }
   // Removes the smallest entry with size ≥ r (lowest address on ties) into *out; false when there
   // is none. One search: what lower_bound followed by erase of its entry does with two.
@@ -57,7 +58,7 @@ class SizeIndex {
       b = &bin(c);
       b->pop_front(out);
     }
-    erased_from(c, *b);
+    erased_from(c, *b, out->size);
     return true;
   }
   bool contains(Bytes size, Addr addr) const {
@@ -82,6 +83,9 @@ class SizeIndex {
       if (!find_bin(c)->scan_from(find_bin(c)->front(), f)) return;
   }
   const Entry* largest() const { return count_ ? &find_bin(top_)->back() : nullptr; }
+  // largest()'s size, 0 when empty: kept up to date as entries come and go (a policy's footprint
+  // reads it after every event; largest() follows three pointers).
+  Bytes largest_size() const { return largest_size_; }
   size_t size() const { return count_; }
 
   static std::uint32_t cls(Bytes s) {
@@ -212,12 +216,13 @@ class SizeIndex {
 
   static constexpr int kWords = (kClasses + 63) / 64;
   // An entry of class c (bin v) was removed.
-  void erased_from(std::uint32_t c, const Pieces& v) {
+  void erased_from(std::uint32_t c, const Pieces& v, Bytes size) {
     --count_;
     if (v.empty()) {
       clear_bit(c);
       if (c == top_ && count_) top_ = prev_class(c);
     }
+    if (size == largest_size_) largest_size_ = count_ ? find_bin(top_)->back().size : 0;
   }
   // bits_: one bit per class, set while the class is non-empty; words_: one bit per word of
   // bits_, set while that word is non-zero (kWords ≤ 64), so that the next or previous non-empty
@@ -272,7 +277,8 @@ class SizeIndex {
   std::array<std::uint64_t, kWords> bits_{};
   std::uint64_t words_ = 0;
   size_t count_ = 0;
-  std::uint32_t top_ = 0;  // highest non-empty class when count_ > 0
+  std::uint32_t top_ = 0;   // highest non-empty class when count_ > 0
+  Bytes largest_size_ = 0;  // see largest_size()
 };
 
 }  // namespace fragsim

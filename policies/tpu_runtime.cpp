@@ -76,7 +76,7 @@ class TpuRuntimePolicy : public AllocatorPolicy {
   Bytes rounded_size(const AllocRequest& req) const override { return round_up_sat(req.size, kTpuRuntimeUnit); }
 
   Usage usage() const override {
-    Bytes largest = by_size_.size() ? by_size_.largest()->size : 0;
+    Bytes largest = by_size_.largest_size();
     return {allocated_, limit_, largest, limit_ - allocated_, largest};
   }
 

@@ -169,9 +169,7 @@ class Bfc {
   const Stats& stats() const { return s_; }
   const BfcOptions& options() const { return o_; }
   Bytes largest_free() const {
-    Bytes l = 0;
-    if (auto* e = low_.largest()) l = e->size;
-    if (auto* e = up_.largest()) l = std::max(l, e->size);
+    Bytes l = std::max(low_.largest_size(), up_.largest_size());
     if (gap_ != kNil) l = std::max(l, chunks_.chunk(gap_).size);
     return l;
   }

@@ -29,6 +29,7 @@ TEST_CASE("SizeIndex behaves as an ordered set of (size, address)") {
       ref.erase(it);
     }
     REQUIRE(idx.size() == ref.size());
+    REQUIRE(idx.largest_size() == (ref.empty() ? 0 : ref.rbegin()->first));  // kept, not looked up
     if (!ref.empty()) {
       REQUIRE(idx.largest()->size == ref.rbegin()->first);
       REQUIRE(idx.largest()->addr == ref.rbegin()->second);
@@ -47,6 +48,7 @@ TEST_CASE("SizeIndex behaves as an ordered set of (size, address)") {
         REQUIRE(!idx.contains(e.size, e.addr));
       }
       REQUIRE(idx.size() == ref.size());
+      REQUIRE(idx.largest_size() == (ref.empty() ? 0 : ref.rbegin()->first));  // kept, not looked up
     }
   }
 }
@@ -70,6 +72,7 @@ TEST_CASE("SizeIndex with thousands of blocks of a few sizes (classes cut into p
       ref.erase(it);
     }
     REQUIRE(idx.size() == ref.size());
+    REQUIRE(idx.largest_size() == (ref.empty() ? 0 : ref.rbegin()->first));  // kept, not looked up
     Bytes q = sizes[rnd() % 3] - rnd() % 2;
     auto want = ref.lower_bound({q, Addr()});
     const auto* got = idx.lower_bound(q);
@@ -81,6 +84,7 @@ TEST_CASE("SizeIndex with thousands of blocks of a few sizes (classes cut into p
       REQUIRE(std::make_pair(e.size, e.addr) == *want);
       ref.erase(want);
       REQUIRE(idx.size() == ref.size());
+      REQUIRE(idx.largest_size() == (ref.empty() ? 0 : ref.rbegin()->first));  // kept, not looked up
       if (!ref.empty()) REQUIRE(idx.largest()->addr == ref.rbegin()->second);
     }
     if (step % 997 == 0) {  // a full ordered scan from the smallest size
