@@ -64,6 +64,8 @@
 // drops the index once one exists (an empty chunk splits a gap in the scan, not in a union).
 #pragma once
 #include <algorithm>
+#include <array>
+#include <bit>
 #include <cstdint>
 #include <utility>
 #include <vector>
@@ -71,6 +73,33 @@
 #include "sim/base/units.h"
 
 namespace fragsim {
+
+// Sorts chunks by their low offset lo(c) (the order of equal offsets matters neither to a gap
+// search nor to a union): a least-significant-digit radix sort for the hundreds or thousands of
+// chunks a buffer overlaps when many live at once (11-bit digits, over the bits in which the
+// offsets differ only: equal sizes give offsets that share their low bits), std::sort below that.
+// `tmp` is scratch space, reused between calls.
+template <class T, class Lo>
+void sort_by_offset(std::vector<T>& v, std::vector<T>& tmp, Lo lo) {
+  if (v.size() < 512) {
+    std::sort(v.begin(), v.end(), [&](const T& a, const T& b) { return lo(a) < lo(b); });
+    return;
+  }
+  Bytes differ = 0;
+  for (const T& c : v) differ |= lo(c) ^ lo(v.front());
+  if (differ == 0) return;
+  constexpr int kBits = 11;
+  constexpr size_t kBuckets = size_t(1) << kBits;
+  const int low = std::countr_zero(differ), high = 64 - std::countl_zero(differ);
+  tmp.resize(v.size());
+  for (int shift = low; shift < high; shift += kBits) {
+    std::array<size_t, kBuckets + 1> count{};
+    for (const T& c : v) ++count[((lo(c) >> shift) & (kBuckets - 1)) + 1];
+    for (size_t b = 1; b <= kBuckets; ++b) count[b] += count[b - 1];
+    for (const T& c : v) tmp[count[(lo(c) >> shift) & (kBuckets - 1)]++] = c;
+    v.swap(tmp);
+  }
+}
 
 class RunList {
  public:
@@ -398,7 +427,7 @@ class BusyIndex {
       collect(by_end_, s, f * block_, edge_, any);
       collect(by_start_, (l + 1) * block_, e + 1, edge_, any);
     }
-    std::sort(edge_.begin(), edge_.end(), [](const auto& a, const auto& b) { return a.lo < b.lo; });
+    sort_by_offset(edge_, edge_scratch_, [](const RunList::Run& r) { return r.lo; });
     edge_list_.assign_sorted(edge_);
     if (!edge_list_.empty()) used_.push_back(&edge_list_);
     work_ = 0;
@@ -542,7 +571,7 @@ class BusyIndex {
   std::vector<Bytes> lo_, hi_;  // committed chunks
   std::vector<char> committed_;
   // Per query (reused):
-  std::vector<RunList::Run> edge_;
+  std::vector<RunList::Run> edge_, edge_scratch_;
   RunList edge_list_;
   std::vector<const RunList*> used_;
   std::vector<RunList::Cursor> cursors_;

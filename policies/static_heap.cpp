@@ -34,8 +34,6 @@
 #include <fmt/format.h>
 
 #include <algorithm>
-#include <array>
-#include <bit>
 #include <exception>
 #include <map>
 #include <optional>
@@ -55,31 +53,6 @@ namespace {
 
 using Chunk = std::pair<Bytes, Bytes>;  // [lo, hi) offsets
 
-// Sorts chunks [lo, hi) by lo (the order of equal lo does not matter to the gap search): a
-// least-significant-digit radix sort for the thousands of chunks a buffer overlaps when many live
-// at once (11-bit digits, over the bits in which the offsets differ only: equal sizes give
-// offsets that share their low bits), std::sort below that.
-void sort_by_offset(std::vector<Chunk>& v, std::vector<Chunk>& tmp) {
-  if (v.size() < 512) {
-    std::sort(v.begin(), v.end());
-    return;
-  }
-  Bytes differ = 0;
-  for (const auto& c : v) differ |= c.first ^ v.front().first;
-  if (differ == 0) return;
-  constexpr int kBits = 11;
-  constexpr size_t kBuckets = size_t(1) << kBits;
-  const int low = std::countr_zero(differ), high = 64 - std::countl_zero(differ);
-  tmp.resize(v.size());
-  for (int shift = low; shift < high; shift += kBits) {
-    std::array<size_t, kBuckets + 1> count{};
-    for (const auto& c : v) ++count[((c.first >> shift) & (kBuckets - 1)) + 1];
-    for (size_t b = 1; b <= kBuckets; ++b) count[b] += count[b - 1];
-    for (const auto& c : v) tmp[count[(c.first >> shift) & (kBuckets - 1)]++] = c;
-    v.swap(tmp);
-  }
-}
-
 // The oracle's search, for one buffer: the overlapping chunks sorted by offset and scanned for
 // the smallest gap that fits (as XLA's HeapSimulator); `busy` and `scratch` are reused buffers.
 Bytes scan_fit(const IntervalTree<Chunk>& committed, const HeapBuffer& b, std::vector<Chunk>& busy,
@@ -87,7 +60,7 @@ Bytes scan_fit(const IntervalTree<Chunk>& committed, const HeapBuffer& b, std::v
   busy.clear();
   committed.overlapping(b.start, b.end, [&](const Chunk& c) { busy.push_back(c); });
   if (steps) steps->spend(busy.size());
-  sort_by_offset(busy, scratch);
+  sort_by_offset(busy, scratch, [](const Chunk& c) { return c.first; });
   Bytes best_lo = 0, best_size = kTooLarge, cur = 0;
   bool found = false;
   for (const auto& [lo, hi] : busy) {
