@@ -77,7 +77,7 @@ class SpaceMetrics {
 struct Totals {
   ByteSum requested = 0, peak_requested = 0;
   Bytes allocated = 0, reserved = 0, peak_allocated = 0, peak_reserved = 0;
-  // A space's usage went from `was` to `now`.
+  // A space's footprint went from `was` to `now`.
   void update(const Footprint& was, const Footprint& now) {
     allocated += now.allocated - was.allocated;
     reserved += now.reserved - was.reserved;
