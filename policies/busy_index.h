@@ -10,10 +10,14 @@
 // is the number of buffers live at once (tens of thousands in a large program).
 //
 // RunList — a union of intervals as sorted runs (disjoint, not touching), split into blocks of a
-// few dozen runs, each block knowing the largest gap before one of its runs (found again lazily
-// after a change). Insert merges, in O(block + log); next_fitting(p, size) — the first gap of
-// length ≥ size that ends after p — skips whole blocks whose gaps are all smaller, so gaps too
-// small for the buffer (the slivers a best fit leaves) are passed over in bulk.
+// few dozen runs, each block knowing a bound on the gaps before its runs. Insert merges, in
+// O(block + log); next_fitting(p, size) — the first gap of length ≥ size that ends after p — skips
+// whole blocks whose bound is smaller, so gaps too small for the buffer (the slivers a best fit
+// leaves) are passed over in bulk. The list only grows, so every gap it has lies inside a gap it
+// had: a block's bound stays true through inserts, merges and splits without looking at its runs
+// (only a run appended above every other opens a gap, and raises the last block's bound), and a
+// search that walks a whole block without a fit makes it exact. (Finding the exact largest again
+// after every change cost, in a many-live plan, as many reads as the searches themselves.)
 //
 // BusyIndex — time is cut into blocks of `block` consecutive distinct instants (the buffers'
 // start and end times, ranked); a segment tree over the blocks holds, at each node, the RunList
@@ -117,9 +121,11 @@ class RunList {
   void insert(Bytes lo, Bytes hi) {
     // The first run that ends at or after lo (touching counts: runs never touch).
     size_t b = static_cast<size_t>(std::lower_bound(last_hi_.begin(), last_hi_.end(), lo) - last_hi_.begin());
-    if (b == blocks_.size()) {  // above every run (or none)
-      if (blocks_.empty()) add_block(0, {});
+    if (b == blocks_.size()) {  // above every run (or none): a new gap below it
+      if (blocks_.empty()) add_block(0, {}, 0);
       b = blocks_.size() - 1;
+      const Bytes below = blocks_[b].runs.empty() ? 0 : last_hi_[b];  // the top run's end (none yet: 0)
+      blocks_[b].gap_bound = std::max(blocks_[b].gap_bound, lo - below);
       blocks_[b].runs.push_back({lo, hi});
       ++size_;
       changed(b);
@@ -171,7 +177,7 @@ class RunList {
         last_hi_.push_back(0);
       }
       blocks_[nb].runs.clear();
-      blocks_[nb].stale = true;
+      blocks_[nb].gap_bound = kEnd;  // found by the first search that walks the block
       return blocks_[nb++].runs;
     };
     size_ = 0;
@@ -224,6 +230,12 @@ class RunList {
         c = {c.block + 1, 0, nullptr, nullptr};  // none left in this block: on from the next
       }
     }
+    return next_fitting_from_blocks(p, size, c);
+  }
+
+ private:
+  // next_fitting, where the cursor's block holds no answer: through the blocks' summaries.
+  Gap next_fitting_from_blocks(Bytes p, Bytes size, Cursor& c) const {
     // The first run with lo > p (the gap before it ends after p): in the first block ending
     // after p. Both searches gallop from the cursor: between calls p mostly moves a few runs on.
     if (c.block < blocks_.size() && last_hi_[c.block] <= p) {
@@ -232,6 +244,8 @@ class RunList {
     }
     if (c.block < blocks_.size()) {
       const auto& runs = blocks_[c.block].runs;
+      if (c.run == 0)  // a block the search enters: its lines are fetched at once, not one gallop step after another
+        for (const Run* r = runs.data(); r < runs.data() + runs.size(); r += 64 / sizeof(Run)) __builtin_prefetch(r);
       c.run = gallop(runs.data(), c.run, runs.size(), [p](const Run& r) { return r.lo <= p; });
       if (c.run == runs.size()) {  // p lies in the block's last run
         ++c.block;
@@ -240,20 +254,27 @@ class RunList {
     }
     // From there, the first gap of at least `size`.
     for (size_t b = c.block, j = c.run; b < blocks_.size(); ++b, j = 0) {
-      if (max_gap(b) < size) continue;
-      const auto& runs = blocks_[b].runs;
-      for (; j < runs.size(); ++j) {
-        Bytes before = gap_start(b, j);
-        if (runs[j].lo - before >= size) {
-          c = {b, j, &runs[j], runs.data() + runs.size()};  // the next call's p is at or past this run
-          return {before, runs[j].lo};
+      const Block& blk = blocks_[b];
+      if (blk.gap_bound < size) continue;
+      const bool whole = j == 0;
+      Bytes largest = 0;
+      for (; j < blk.runs.size(); ++j) {
+        Bytes before = gap_start(b, j), gap = blk.runs[j].lo - before;
+        if (gap >= size) {
+          c = {b, j, &blk.runs[j], blk.runs.data() + blk.runs.size()};  // the next call's p is at or past this run
+          // A search mostly leaves a block for the next one: its first runs are fetched now.
+          if (b + 1 < blocks_.size()) __builtin_prefetch(blocks_[b + 1].runs.data());
+          return {before, blk.runs[j].lo};
         }
+        largest = std::max(largest, gap);
       }
+      if (whole) blk.gap_bound = largest;  // every gap seen: the bound is exact now
     }
     c = {blocks_.size(), 0, nullptr, nullptr};
     return {blocks_.empty() ? 0 : last_hi_.back(), kEnd};
   }
 
+ public:
   // Every run in order (tests and checks).
   std::vector<Run> all() const {
     std::vector<Run> v;
@@ -289,40 +310,24 @@ class RunList {
     return lo;
   }
   struct Block {
-    std::vector<Run> runs;      // never empty (but while being filled)
-    mutable Bytes max_gap = 0;  // the largest gap before one of these runs, unless stale
-    mutable bool stale = true;
+    std::vector<Run> runs;        // never empty (but while being filled)
+    mutable Bytes gap_bound = 0;  // no gap before one of these runs is longer (see the top)
   };
   Bytes gap_start(size_t b, size_t j) const {
     if (j > 0) return blocks_[b].runs[j - 1].hi;
     return b > 0 ? last_hi_[b - 1] : 0;
   }
-  void add_block(size_t at, std::vector<Run> runs) {
-    blocks_.insert(blocks_.begin() + static_cast<std::ptrdiff_t>(at), Block{std::move(runs)});
+  void add_block(size_t at, std::vector<Run> runs, Bytes gap_bound) {
+    blocks_.insert(blocks_.begin() + static_cast<std::ptrdiff_t>(at), Block{std::move(runs), gap_bound});
     last_hi_.insert(last_hi_.begin() + static_cast<std::ptrdiff_t>(at), 0);
   }
-  // Block b's runs changed: its summary follows, and its largest gap (and the next block's
-  // first one) is found again when a search needs it.
-  void changed(size_t b) {
-    last_hi_[b] = blocks_[b].runs.back().hi;
-    blocks_[b].stale = true;
-    if (b + 1 < blocks_.size()) blocks_[b + 1].stale = true;
-  }
-  Bytes max_gap(size_t b) const {
-    const Block& blk = blocks_[b];
-    if (blk.stale) {
-      Bytes m = 0;
-      for (size_t j = 0; j < blk.runs.size(); ++j) m = std::max(m, blk.runs[j].lo - gap_start(b, j));
-      blk.max_gap = m;
-      blk.stale = false;
-    }
-    return blk.max_gap;
-  }
+  // Block b's runs changed: its last end follows (the gaps only shrank: the bounds stand).
+  void changed(size_t b) { last_hi_[b] = blocks_[b].runs.back().hi; }
   void split(size_t b) {
     if (blocks_[b].runs.size() <= 2 * kBlockRuns) return;
     std::vector<Run> tail(blocks_[b].runs.begin() + kBlockRuns, blocks_[b].runs.end());
     blocks_[b].runs.resize(kBlockRuns);
-    add_block(b + 1, std::move(tail));
+    add_block(b + 1, std::move(tail), blocks_[b].gap_bound);
     changed(b);
     changed(b + 1);
   }
