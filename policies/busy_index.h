@@ -10,7 +10,7 @@
 // is the number of buffers live at once (tens of thousands in a large program).
 //
 // RunList — a union of intervals as sorted runs (disjoint, not touching), split into blocks of a
-// few dozen runs, each block knowing a bound on the gaps before its runs. Insert merges, in
+// few hundred runs, each block knowing a bound on the gaps before its runs. Insert merges, in
 // O(block + log); next_fitting(p, size) — the first gap of length ≥ size that ends after p — skips
 // whole blocks whose bound is smaller, so gaps too small for the buffer (the slivers a best fit
 // leaves) are passed over in bulk. The list only grows, so every gap it has lies inside a gap it
@@ -286,7 +286,10 @@ class RunList {
   }
 
  private:
-  static constexpr size_t kBlockRuns = 32;  // a block splits in two above 2 × this
+  // A block splits in two above 2 × this. Searches cross fewer blocks (each crossing a likely cache miss) when blocks
+  // are long; inserts move more runs: on the bench's many-live plan (200k events) 128 took 15 % less time than 32, with
+  // equal and churn no slower.
+  static constexpr size_t kBlockRuns = 128;
   // The first index in [from, to) where `before` is false (it holds on a prefix of the range):
   // steps that double from `from` until one lands past the prefix, then a binary search inside
   // the last step — O(log distance) rather than O(log size).

@@ -144,51 +144,62 @@ std::vector<RunList::Run> runs_of(const std::vector<bool>& covered) {
 }  // namespace
 
 TEST_CASE("RunList: the union of inserted intervals, and the first gap that fits after a point") {
-  std::uint64_t s = 17;
-  auto rnd = [&] { return (s = s * 6364136223846793005ULL + 1442695040888963407ULL) >> 33; };
-  const size_t span = 60000;
-  std::vector<bool> covered(span + 5000, false);
-  RunList list, rebuilt;  // rebuilt: the same intervals, sorted, given to assign_sorted at once
-  std::vector<RunList::Run> inserted;
-  for (int step = 0; step < 6000; ++step) {
-    // Mostly short intervals (many runs, blocks split), some long ones (merges across blocks).
-    Bytes lo = rnd() % span, len = rnd() % 50 == 0 ? 1 + rnd() % 4000 : 1 + rnd() % 12;
-    list.insert(lo, lo + len);
-    inserted.push_back({lo, lo + len});
-    for (Bytes x = lo; x < lo + len; ++x) covered[x] = true;
-    if (step % 97 != 0) continue;
-    auto want = runs_of(covered);
-    auto sorted = inserted;
-    std::sort(sorted.begin(), sorted.end(), [](const auto& a, const auto& b) { return a.lo < b.lo; });
-    rebuilt.assign_sorted(sorted);
-    for (const RunList* l : {&list, &rebuilt}) {
-      auto got = l->all();
-      REQUIRE(got.size() == want.size());
-      REQUIRE(l->size() == want.size());
-      for (size_t i = 0; i < want.size(); ++i) {
-        REQUIRE(got[i].lo == want[i].lo);
-        REQUIRE(got[i].hi == want[i].hi);
-      }
-    }
-    // Searches with growing points, one cursor each, against the gaps listed one by one.
-    for (Bytes size : {Bytes{1}, Bytes{3}, Bytes{20}, Bytes{400}}) {
-      RunList::Cursor c, c2;
-      for (Bytes p = rnd() % 50; p < span; p += 1 + rnd() % 3000) {
-        RunList::Gap g = list.next_fitting(p, size, c), h = rebuilt.next_fitting(p, size, c2);
-        REQUIRE(h.lo == g.lo);
-        REQUIRE(h.hi == g.hi);
-        Bytes start = 0, wlo = want.back().hi, whi = RunList::kEnd;
-        for (const auto& r : want) {
-          if (r.lo > p && r.lo - start >= size) {
-            wlo = start;
-            whi = r.lo;
-            break;
-          }
-          start = r.hi;
+  // Two shapes: a few blocks, merged often; and thousands of runs in dozens of blocks (blocks hold
+  // a few hundred), where searches skip blocks by their gap bounds, find bounds exact, and merges
+  // of very long intervals swallow whole blocks — each bound must stay true through all of it.
+  struct Shape {
+    size_t span;
+    int steps, check_every;
+    unsigned long_every, long_max, huge_every;  // huge: up to span / 8 (0: none)
+  };
+  for (const Shape sh : {Shape{60000, 6000, 97, 50, 4000, 0}, Shape{240000, 24000, 397, 200, 4000, 1000}}) {
+    std::uint64_t s = 17;
+    auto rnd = [&] { return (s = s * 6364136223846793005ULL + 1442695040888963407ULL) >> 33; };
+    const size_t span = sh.span;
+    std::vector<bool> covered(span + 5000, false);
+    RunList list, rebuilt;  // rebuilt: the same intervals, sorted, given to assign_sorted at once
+    std::vector<RunList::Run> inserted;
+    for (int step = 0; step < sh.steps; ++step) {
+      // Mostly short intervals (many runs, blocks split), some long ones (merges across blocks).
+      Bytes lo = rnd() % span, len = rnd() % sh.long_every == 0 ? 1 + rnd() % sh.long_max : 1 + rnd() % 12;
+      if (sh.huge_every && rnd() % sh.huge_every == 0) len = std::min<Bytes>(1 + rnd() % (span / 8), span - lo);
+      list.insert(lo, lo + len);
+      inserted.push_back({lo, lo + len});
+      for (Bytes x = lo; x < lo + len; ++x) covered[x] = true;
+      if (step % sh.check_every != 0) continue;
+      auto want = runs_of(covered);
+      auto sorted = inserted;
+      std::sort(sorted.begin(), sorted.end(), [](const auto& a, const auto& b) { return a.lo < b.lo; });
+      rebuilt.assign_sorted(sorted);
+      for (const RunList* l : {&list, &rebuilt}) {
+        auto got = l->all();
+        REQUIRE(got.size() == want.size());
+        REQUIRE(l->size() == want.size());
+        for (size_t i = 0; i < want.size(); ++i) {
+          REQUIRE(got[i].lo == want[i].lo);
+          REQUIRE(got[i].hi == want[i].hi);
         }
-        INFO("p " << p << " size " << size);
-        REQUIRE(g.lo == wlo);
-        REQUIRE(g.hi == whi);
+      }
+      // Searches with growing points, one cursor each, against the gaps listed one by one.
+      for (Bytes size : {Bytes{1}, Bytes{3}, Bytes{20}, Bytes{400}}) {
+        RunList::Cursor c, c2;
+        for (Bytes p = rnd() % 50; p < span; p += 1 + rnd() % 3000) {
+          RunList::Gap g = list.next_fitting(p, size, c), h = rebuilt.next_fitting(p, size, c2);
+          REQUIRE(h.lo == g.lo);
+          REQUIRE(h.hi == g.hi);
+          Bytes start = 0, wlo = want.back().hi, whi = RunList::kEnd;
+          for (const auto& r : want) {
+            if (r.lo > p && r.lo - start >= size) {
+              wlo = start;
+              whi = r.lo;
+              break;
+            }
+            start = r.hi;
+          }
+          INFO("p " << p << " size " << size);
+          REQUIRE(g.lo == wlo);
+          REQUIRE(g.hi == whi);
+        }
       }
     }
   }
