@@ -248,7 +248,7 @@ class RunList {
     if (c.block < blocks_.size()) {
       const auto& runs = blocks_[c.block].runs;
       if (c.run == 0)  // a block the search enters: its lines are fetched at once, not one gallop step after another
-        for (const Run* r = runs.data(); r < runs.data() + runs.size(); r += 64 / sizeof(Run)) __builtin_prefetch(r);
+        for (size_t j = 0; j < runs.size(); j += 64 / sizeof(Run)) __builtin_prefetch(runs.data() + j);
       c.run = gallop(runs.data(), c.run, runs.size(), [p](const Run& r) { return r.lo <= p; });
       if (c.run == runs.size()) {  // p lies in the block's last run
         ++c.block;
