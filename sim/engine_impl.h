@@ -88,6 +88,7 @@ class Engine : public Scheduler {
 
   std::unique_ptr<TraceReader> open() const;
   void collect_lifetimes();
+  void feed_other(const Event& ev);  // feed, but for its common path
   void alloc(const Event& ev);
   void free(const Event& ev);
   void observe(const Event& ev);
@@ -154,6 +155,7 @@ class Engine : public Scheduler {
   Fidelity fidelity_;
   RunResult out_;
   bool replaying_ = true;
+  bool common_ = false;  // no window, history or check: feed's short path may serve (set by begin)
   std::uint64_t current_event_ = 0;
   // Peak snapshots are paid from a credit of kSnapshotCredit per event (take_peak_when_leaving).
   std::uint64_t snapshot_credit_ = 0;

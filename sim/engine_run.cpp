@@ -45,6 +45,7 @@ void Engine::begin(const nlohmann::json& header, const Recording& recording) {
   out_.device_names = recording.device_names;
   if (opt_.history) history_ = std::make_unique<HistoryRecorder>(*opt_.history, live_);
   if (!opt_.window.whole()) out_.window = opt_.window.text();
+  common_ = opt_.window.whole() && !history_ && !opt_.check;
   if (RecordingAnchor::wanted(recording)) {  // where the state before the recording was (a second read)
     anchor_.learn(*open());
     for (auto& n : anchor_.notes()) out_.notes.push_back(std::move(n));
