@@ -233,12 +233,6 @@ class RunList {
         c = {c.block + 1, 0, nullptr, nullptr};  // none left in this block: on from the next
       }
     }
-    return next_fitting_from_blocks(p, size, c);
-  }
-
- private:
-  // next_fitting, where the cursor's block holds no answer: through the blocks' summaries.
-  Gap next_fitting_from_blocks(Bytes p, Bytes size, Cursor& c) const {
     // The first run with lo > p (the gap before it ends after p): in the first block ending
     // after p. Both searches gallop from the cursor: between calls p mostly moves a few runs on.
     if (c.block < blocks_.size() && last_hi_[c.block] <= p) {
@@ -277,7 +271,6 @@ class RunList {
     return {blocks_.empty() ? 0 : last_hi_.back(), kEnd};
   }
 
- public:
   // Every run in order (tests and checks).
   std::vector<Run> all() const {
     std::vector<Run> v;

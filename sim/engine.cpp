@@ -100,17 +100,13 @@ void Engine::feed(const Event& ev) {
   current_event_ = ev.index;
   // Most events: an alloc or a free, replayed, in a run with no window, history or check and
   // nothing deferred. Everything else takes feed_other, so that this path stays short.
-  if (common_ && replaying_ && deferred_.empty()) {
-    if (ev.op == Op::kAlloc) {
-      now_ = ev.t;
+  if (common_ && replaying_ && deferred_.empty() && (ev.op == Op::kAlloc || ev.op == Op::kFree)) {
+    now_ = ev.t;
+    if (ev.op == Op::kAlloc)
       alloc(ev);
-      return;
-    }
-    if (ev.op == Op::kFree) {
-      now_ = ev.t;
+    else
       free(ev);
-      return;
-    }
+    return;
   }
   feed_other(ev);
 }
