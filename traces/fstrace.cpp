@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <bit>
 #include <cstring>
 #include <vector>
@@ -19,11 +20,14 @@ constexpr char kMagic[8] = {'F', 'S', 'T', 'R', 'A', 'C', 'E', 1};
 constexpr unsigned char kEnd = 0xFF;
 constexpr size_t kWindow = 1 << 16;  // bytes guaranteed in the buffer before each record
 constexpr size_t kBuffer = 1 << 18;  // the read buffer's size (more when a record needs it)
+// The buffer the header is read into: a reader opened for the header alone touches one page, not
+// kBuffer bytes (a new page costs about 10 µs on the bench machine); the first record grows it.
+constexpr size_t kFirstBuffer = 4 << 10;
 
 class FstraceReader : public TraceReader {
  public:
   FstraceReader(const std::string& path, const ReaderOptions& opt)
-      : TraceReader(path, opt), src_(open_source(path)), buf_(new char[kBuffer]), cap_(kBuffer) {
+      : TraceReader(path, opt), src_(open_source(path)), buf_(new char[kFirstBuffer]), cap_(kFirstBuffer) {
     need(sizeof(kMagic) + 10);
     if (static_cast<size_t>(end_ - p_) < sizeof(kMagic) || std::memcmp(p_, kMagic, sizeof(kMagic)) != 0)
       fail(0, "not a .fstrace file (bad magic)");
@@ -129,10 +133,11 @@ class FstraceReader : public TraceReader {
     if (static_cast<std::uint64_t>(end_ - p_) >= n || eof_) return;
     size_t keep = end_ - p_;
     if (keep + n > cap_) {
-      std::unique_ptr<char[]> bigger(new char[keep + n + kWindow]);  // not cleared: read() fills it
+      const size_t cap = std::max(kBuffer, keep + n + kWindow);
+      std::unique_ptr<char[]> bigger(new char[cap]);  // not cleared: read() fills it
       if (keep) std::memcpy(bigger.get(), p_, keep);
       buf_ = std::move(bigger);
-      cap_ = keep + n + kWindow;
+      cap_ = cap;
     } else if (keep) {
       std::memmove(buf_.get(), p_, keep);
     }

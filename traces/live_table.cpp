@@ -9,7 +9,10 @@ LiveTable::LiveTable() : seed_((static_cast<std::uint64_t>(std::random_device{}(
 }
 
 Handle LiveTable::insert(std::uint32_t device, AllocId id, Bytes size, Space space) {
-  if ((live_ + 1) * 2 > slots_.size()) grow();
+  // At most a quarter full: probe runs stay short. On the bench trace (3,000 live, 2 M events) a
+  // half-full table took 23 ns per insert or erase and a quarter-full one 14 ns, at 16 bytes a
+  // slot (256 KiB for 3,000 live).
+  if ((live_ + 1) * 4 > slots_.size()) grow();
   Slot& s = slots_[probe(device, id)];
   if (s.handle != kEmpty) return kNoHandle;
   Handle h;

@@ -67,7 +67,7 @@ class LiveTable {
   }
   void grow();
 
-  std::vector<Slot> slots_;     // a power of two, at most half full
+  std::vector<Slot> slots_;     // a power of two, at most a quarter full (see insert)
   std::vector<Entry> entries_;  // indexed by handle
   std::vector<Handle> free_handles_;
   size_t live_ = 0;
