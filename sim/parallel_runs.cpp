@@ -1,6 +1,7 @@
 // Parallel runs: one decode of a trace shared by the engines that replay it (a reader thread
 // cuts it into batches), traces side by side, the threads shared out among them.
 #include <atomic>
+#include <chrono>
 #include <condition_variable>
 #include <deque>
 #include <mutex>
@@ -46,8 +47,8 @@ struct alignas(64) PackedEvent {
   std::uint32_t device;
   Handle handle;
   std::int32_t stream;
-  std::uint32_t unused = 0;
-  std::uint64_t index;  // event_index; for an event held whole, its place in Batch::whole
+  std::uint32_t unused;  // no initialiser: a batch's array is not written before its events are
+  std::uint64_t index;   // event_index; for an event held whole, its place in Batch::whole
   std::uint64_t line, t, id;
   Bytes size;  // alloc: size; free: live_size
 };
@@ -152,41 +153,71 @@ class BatchStream {
     std::uint64_t skipped_frees = 0;
   };
 
-  explicit BatchStream(size_t consumers) : done_(consumers, 0) {}
+  // spin: consumers that find their next batch missing spin a while before they sleep (only
+  // when every thread of the stream has a core of its own).
+  BatchStream(size_t consumers, bool spin) : spin_(spin), done_(consumers, 0) {}
 
   // Reader side: publishes the events of r, then the end; stops early when every consumer left.
   void produce(TraceReader& r) {
+    reader_started_.store(true, std::memory_order_release);
     while (produce_one(r)) {
     }
   }
-  // Publishes the next batch of r, or the end (then false); false too when every consumer left.
+  // Consumer side, before get(i): until the reader's thread runs, a consumer that finds batch i
+  // missing reads it itself (a new thread starts 0.2 to 2.4 ms after it is created on the bench
+  // machine, while the trace is open and the engines are ready).
+  // It only tries the reading lock: the reader's thread may hold it while it waits for this
+  // consumer to make room.
+  void help(TraceReader& r, size_t i) {
+    if (reader_started_.load(std::memory_order_acquire) || available_.load(std::memory_order_acquire) > i) return;
+    std::unique_lock<std::mutex> reading(read_m_, std::try_to_lock);
+    if (reading.owns_lock() && available_.load(std::memory_order_acquire) <= i) produce_locked(r);
+  }
+  // Publishes the next batch of r, or the end (then false); false too when every consumer left,
+  // and for every call after one that returned false. Either side may call it: one at a time.
   bool produce_one(TraceReader& r) {
+    std::lock_guard<std::mutex> reading(read_m_);
+    return produce_locked(r);
+  }
+
+ private:
+  bool produce_locked(TraceReader& r) {  // produce_one, under read_m_
+    if (read_done_) return false;
     End end;
     try {
       auto b = spare();
       b->clear();
       size_t n = 0;
-      while (n < kBatch && r.next(scratch_)) {
+      const size_t want = batch_size(published_++);
+      while (n < want && r.next(scratch_)) {
         b->add(scratch_);
         ++n;
       }
       stream_fence();
-      if (n && !publish(std::move(b))) return false;  // nobody reads any more
-      if (n == kBatch) return true;
+      if (n && !publish(std::move(b))) {  // nobody reads any more
+        read_done_ = true;
+        return false;
+      }
+      if (n == want) return true;
       end.digest = r.digest();
       end.timed = r.timed();
       end.skipped_frees = r.skipped_frees();
     } catch (...) {
       end.error = std::current_exception();
     }
+    read_done_ = true;
     std::lock_guard<std::mutex> l(m_);
     end_ = std::move(end);
     finished_ = true;
+    available_.store(SIZE_MAX, std::memory_order_release);
     ready_.notify_all();
     return false;
   }
+
+ public:
   // Consumer side: batch i (from 0), or nullptr after the last one.
   std::shared_ptr<const Batch> get(size_t consumer, size_t i) {
+    if (spin_) spin_for(i);
     std::unique_lock<std::mutex> l(m_);
     done_[consumer] = i;  // it no longer needs batches before i
     wake_reader();
@@ -204,6 +235,11 @@ class BatchStream {
     wake_reader();
   }
   const End& end() const { return end_; }  // after get() returned nullptr
+
+  // Events in batch k: the first batches are short, so that replay starts before the reader
+  // has paid for its first pages (its read buffer, live table and batches: about 10 µs each on
+  // the bench machine), and the engines' thread does not sit idle for a whole batch's decode.
+  static size_t batch_size(size_t k) { return k >= 4 ? kBatch : kBatch >> (2 * (4 - k)); }
 
  private:
   // False when every consumer has left. A consumer asks for batch i only after batch i - 1, so
@@ -226,8 +262,24 @@ class BatchStream {
       batches_.pop_front();
       ++first_;
     }
+    available_.store(first_ + batches_.size(), std::memory_order_release);
     if (consumers_waiting_) ready_.notify_all();
     return true;
+  }
+  // Returns once batch i is published or the stream finished, or after kSpin. A thread that
+  // sleeps on ready_ runs again some 0.7 ms after the reader's notify on the bench machine (an
+  // idle virtual CPU is slow to wake): more than the reader takes for a batch, and the engines'
+  // thread waits for each of the first, short batches (batch_size).
+  void spin_for(size_t i) const {
+    constexpr auto kSpin = std::chrono::milliseconds(2);
+    if (available_.load(std::memory_order_acquire) > i) return;
+    const auto until = std::chrono::steady_clock::now() + kSpin;
+    for (unsigned n = 1; available_.load(std::memory_order_acquire) <= i; ++n) {
+#if defined(__SSE2__)
+      _mm_pause();
+#endif
+      if (n % 256 == 0 && std::chrono::steady_clock::now() > until) return;
+    }
   }
   // Every consumer left, or the reader is at most `ahead` batches ahead of the slowest one.
   bool room(size_t ahead) const {
@@ -250,9 +302,18 @@ class BatchStream {
   std::condition_variable ready_, room_;  // consumers wait for a batch, the reader for room
   size_t consumers_waiting_ = 0;
   bool reader_waits_ = false;
+  const bool spin_;
+  // first_ + batches_.size() as last published, SIZE_MAX once finished_: what spin_for reads
+  // without the lock.
+  std::atomic<size_t> available_{0};
   std::deque<std::shared_ptr<const Batch>> batches_;
   std::vector<std::shared_ptr<Batch>> spare_;
-  Event scratch_;     // the reader's: each event is decoded here, then packed into its batch
+  // The reading side's, under read_m_ (the reader's thread, or a consumer helping it):
+  std::mutex read_m_;
+  Event scratch_;           // each event is decoded here, then packed into its batch
+  size_t published_ = 0;    // batches filled so far
+  bool read_done_ = false;  // produce_one returned false
+  std::atomic<bool> reader_started_{false};
   size_t first_ = 0;  // index of batches_.front()
   std::vector<size_t> done_;
   bool finished_ = false;
@@ -297,7 +358,8 @@ void replay_shared(const std::vector<RunOptions>& runs, const std::vector<size_t
   }
   const nlohmann::json header = reader->header();
   const Recording recording = reader->recording();
-  BatchStream stream(consumers);
+  // Spinning consumers only when the reader, the consumers and the line parsers each have a core.
+  BatchStream stream(consumers, !inline_reader && busy + ro.decode_threads <= std::thread::hardware_concurrency());
   std::thread producer;
   if (!inline_reader) producer = std::thread([&] { stream.produce(*reader); });
   on_threads(consumers, static_cast<unsigned>(consumers), [&](size_t c) {
@@ -312,10 +374,12 @@ void replay_shared(const std::vector<RunOptions>& runs, const std::vector<size_t
         engines.pop_back();
       }
     }
-    bool more = true;  // inline_reader: the reader has not published its end
-    Event scratch;     // packed events are unpacked here
+    Event scratch;  // packed events are unpacked here
     for (size_t b = 0; !engines.empty(); ++b) {
-      if (inline_reader && more) more = stream.produce_one(*reader);
+      if (inline_reader)
+        stream.produce_one(*reader);
+      else
+        stream.help(*reader, b);
       auto batch = stream.get(c, b);
       for (auto it = engines.begin(); it != engines.end();) {
         bool done = false;

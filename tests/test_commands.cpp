@@ -44,6 +44,35 @@ TEST_CASE("compare decodes the trace once yet gives every policy the report its 
   }
 }
 
+TEST_CASE("a shared decode hands over every event at the edges of its short first batches, and errors there") {
+  // The reader's first batches hold 16, 64, 256 and 1,024 events, then 4,096 (parallel_runs.cpp,
+  // BatchStream::batch_size): their edges fall after 16, 80, 336, 1,360 and 5,456 events. Until the
+  // reader's thread runs, a consumer may read batches itself. Traces that end, or fail, on either
+  // side of each edge: every policy of a compare sees all the events, or the failing line.
+  for (int edge : {16, 80, 336, 1360, 5456}) {
+    for (int n : {edge - 1, edge, edge + 1}) {
+      std::string s;
+      for (int i = 0; i < n; ++i)
+        s += i % 2 ? fmt::format("{{\"op\":\"free\",\"id\":{}}}\n", i - 1)
+                   : fmt::format("{{\"op\":\"alloc\",\"id\":{},\"size\":{}}}\n", i, 4096 + i);
+      std::string t = write_text("edge.jsonl", s);
+      std::string bad = write_text("edge_bad.jsonl", s + "{\"op\":\"free\",\"id\":999999}\n");
+      for (unsigned jobs : {1, 2, 4}) {
+        INFO(n << " events, --jobs " << jobs);
+        auto arr = compare_cmd({.base = {.trace = t}, .policies = "best-fit,xla-bfc"}, false, jobs).json;
+        REQUIRE(arr.size() == 2);
+        for (auto& row : arr) {
+          CHECK(row["trace"]["events"] == n);
+          CHECK(row["trace"]["allocs"] == (n + 1) / 2);
+        }
+        std::string err = input_error(
+            [&] { (void)compare_cmd({.base = {.trace = bad}, .policies = "best-fit,xla-bfc"}, false, jobs); });
+        CHECK(err.find(fmt::format("edge_bad.jsonl:{}: id: free of id 999999", n + 1)) != std::string::npos);
+      }
+    }
+  }
+}
+
 TEST_CASE("compare reports the error the first failing policy would give alone") {
   // hbm only on this device: a vmem buffer has nowhere to go. Every policy fails at line 2 while
   // the reader still has 100,000 lines to go: it must stop reading, not wait for them.
