@@ -6,6 +6,9 @@
 #include <deque>
 #include <mutex>
 #include <thread>
+#if defined(__linux__)
+#include <sched.h>
+#endif
 #if defined(__SSE2__)
 #include <immintrin.h>
 #endif
@@ -153,8 +156,8 @@ class BatchStream {
     std::uint64_t skipped_frees = 0;
   };
 
-  // spin: consumers that find their next batch missing spin a while before they sleep (only
-  // when every thread of the stream has a core of its own).
+  // spin: consumers that find their next batch missing spin a while before they sleep (the
+  // caller passes it only when every thread has a core of its own).
   BatchStream(size_t consumers, bool spin) : spin_(spin), done_(consumers, 0) {}
 
   // Reader side: publishes the events of r, then the end; stops early when every consumer left.
@@ -184,10 +187,11 @@ class BatchStream {
   bool produce_locked(TraceReader& r) {  // produce_one, under read_m_
     if (read_done_) return false;
     End end;
+    std::shared_ptr<Batch> b;
+    size_t n = 0;
     try {
-      auto b = spare();
+      b = spare();
       b->clear();
-      size_t n = 0;
       const size_t want = batch_size(published_++);
       while (n < want && r.next(scratch_)) {
         b->add(scratch_);
@@ -204,6 +208,15 @@ class BatchStream {
       end.skipped_frees = r.skipped_frees();
     } catch (...) {
       end.error = std::current_exception();
+      // The events decoded before the reader's error are replayed first, as a run that reads
+      // the trace itself replays them: an engine's error at one of them is the run's error.
+      if (b && n) {
+        stream_fence();
+        try {
+          publish(std::move(b));
+        } catch (...) {  // no room to hand them over: the reader's error stands
+        }
+      }
     }
     read_done_ = true;
     std::lock_guard<std::mutex> l(m_);
@@ -257,8 +270,12 @@ class BatchStream {
     if (slowest() == SIZE_MAX) return false;
     batches_.push_back(std::move(b));
     while (!batches_.empty() && first_ < slowest()) {  // drop what every consumer has passed
-      if (batches_.front().use_count() == 1)           // and reuse its events (their buffers keep their capacity)
+      if (batches_.front().use_count() == 1) {         // and reuse its events (their buffers keep their capacity)
+        // use_count() reads the count relaxed: this fence orders the consumer's last reads of
+        // the batch (before its release of the pointer) before the reader's next writes to it.
+        std::atomic_thread_fence(std::memory_order_acquire);
         spare_.push_back(std::const_pointer_cast<Batch>(std::move(batches_.front())));
+      }
       batches_.pop_front();
       ++first_;
     }
@@ -320,6 +337,16 @@ class BatchStream {
   End end_;
 };
 
+// The cores this process may run on: its affinity mask where the system has one (taskset,
+// cpusets), else what the library reports (0 when unknown).
+unsigned usable_cores() {
+#if defined(__linux__)
+  cpu_set_t set;
+  if (sched_getaffinity(0, sizeof(set), &set) == 0) return static_cast<unsigned>(CPU_COUNT(&set));
+#endif
+  return std::thread::hardware_concurrency();
+}
+
 // Runs f(i) for i in [0, n) on up to `threads` threads.
 template <class F>
 void on_threads(size_t n, unsigned threads, F f) {
@@ -337,7 +364,7 @@ void on_threads(size_t n, unsigned threads, F f) {
 // `threads` threads (every_core: a replay thread per core beside the reader). Fills out[i] or
 // errors[i] for each of them.
 void replay_shared(const std::vector<RunOptions>& runs, const std::vector<size_t>& shared, const Registry& registry,
-                   unsigned threads, bool every_core, std::vector<RunResult>& out,
+                   unsigned threads, bool every_core, bool may_spin, std::vector<RunResult>& out,
                    std::vector<std::exception_ptr>& errors) {
   // Consumer c replays the engines of runs shared[c], shared[c + C], ... batch by batch. A cap
   // of `threads` counts the reader; with a cap of one, the consumer reads each batch itself.
@@ -358,8 +385,9 @@ void replay_shared(const std::vector<RunOptions>& runs, const std::vector<size_t
   }
   const nlohmann::json header = reader->header();
   const Recording recording = reader->recording();
-  // Spinning consumers only when the reader, the consumers and the line parsers each have a core.
-  BatchStream stream(consumers, !inline_reader && busy + ro.decode_threads <= std::thread::hardware_concurrency());
+  // Spinning consumers only when this decode's threads (the reader, the consumers, the line
+  // parsers) fit in its share of the threads, and every thread of the call has a core.
+  BatchStream stream(consumers, may_spin && !inline_reader && busy + ro.decode_threads <= threads);
   std::thread producer;
   if (!inline_reader) producer = std::thread([&] { stream.produce(*reader); });
   on_threads(consumers, static_cast<unsigned>(consumers), [&](size_t c) {
@@ -442,12 +470,15 @@ std::vector<RunResult> run_simulations(const std::vector<RunOptions>& runs, cons
     }
   });
   // Then the shared decodes: one trace uses every thread; several share them out.
+  // Consumers spin for their batches only when every thread of the call has a core it may run on
+  // (the reader, the consumers and the line parsers of every trace decoded side by side).
+  const bool may_spin = threads <= usable_cores();
   if (groups.size() == 1) {
-    replay_shared(runs, groups[0], registry, threads, every_core, out, errors);
+    replay_shared(runs, groups[0], registry, threads, every_core, may_spin, out, errors);
   } else if (!groups.empty()) {
     const unsigned at_once = static_cast<unsigned>(std::min<size_t>(groups.size(), threads));
     on_threads(groups.size(), at_once, [&](size_t g) {
-      replay_shared(runs, groups[g], registry, std::max(1u, threads / at_once), false, out, errors);
+      replay_shared(runs, groups[g], registry, std::max(1u, threads / at_once), false, may_spin, out, errors);
     });
   }
   for (auto& e : errors)

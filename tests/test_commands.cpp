@@ -88,6 +88,24 @@ TEST_CASE("compare reports the error the first failing policy would give alone")
   }
 }
 
+TEST_CASE("a shared decode replays the events before a bad line, so a policy's error there comes first") {
+  // Line 2 needs a space the device lacks (the engine's error); line 3 frees an id never
+  // allocated (the reader's). A run that reads the trace itself stops at line 2; so must every
+  // run of a shared decode, whose reader meets line 3 while lines 1-2 are still in its batch.
+  std::string t = write_text("engine_then_reader.jsonl",
+                             "{\"op\":\"alloc\",\"id\":1,\"size\":1024}\n"
+                             "{\"op\":\"alloc\",\"id\":2,\"size\":64,\"space\":\"vmem\"}\n"
+                             "{\"op\":\"free\",\"id\":999}\n");
+  for (unsigned jobs : {1, 2, 4}) {
+    INFO("--jobs " << jobs);
+    std::string alone = input_error([&] { (void)run_cmd({.trace = t, .policy = "best-fit"}, {}, jobs); });
+    std::string shared =
+        input_error([&] { (void)compare_cmd({.base = {.trace = t}, .policies = "best-fit,xla-bfc"}, false, jobs); });
+    CHECK(alone.find("engine_then_reader.jsonl:2: space") != std::string::npos);
+    CHECK(shared == alone);
+  }
+}
+
 TEST_CASE("the peak's snapshot is the state at the peak on a trace that climbs in small steps") {
   // alloc A_i, alloc B_i, free A_i: a new peak every three events, left at once. Snapshots at
   // every step would cost O(n * live); the engine pays them from a credit and replays the trace
