@@ -1,13 +1,19 @@
 // The shared data structures against straightforward references on seeded random operations.
+#include <fmt/format.h>
+
 #include <catch2/catch.hpp>
 #include <map>
 #include <set>
+#include <thread>
 
 #include "policies/addr_index.h"
 #include "policies/busy_index.h"
 #include "policies/interval_tree.h"
 #include "policies/size_index.h"
 #include "policies/static_heap.h"
+#include "sim/base/error.h"
+#include "sim/batch_stream.h"
+#include "test_util.h"
 #include "traces/live_table.h"
 
 using namespace fragsim;
@@ -344,6 +350,94 @@ TEST_CASE("AddrIndex: first fit, erase and in-place rekey against a std::map of 
   }
   CHECK(most > 10000);      // several groups of leaves were in use
   CHECK(ref.size() < 100);  // and the drain emptied most of them
+}
+
+namespace {
+// A trace of n events: alloc i at even lines, free of it at the next line; `bad` (when below n)
+// replaces event bad with a free of an id that is not live.
+std::string alloc_free_trace(const std::string& name, int n, int bad = -1) {
+  std::string s;
+  for (int i = 0; i < n; ++i)
+    s += i == bad ? std::string("{\"op\":\"free\",\"id\":999999999}\n")
+         : i % 2  ? fmt::format("{{\"op\":\"free\",\"id\":{}}}\n", i - 1)
+                  : fmt::format("{{\"op\":\"alloc\",\"id\":{},\"size\":{}}}\n", i, 256 + i);
+  return write_text(name, s);
+}
+}  // namespace
+
+TEST_CASE("BatchStream: a consumer reads the short first batches itself, then the reader's thread the rest") {
+  // sim/batch_stream.h: until the reader's thread runs, help() decodes a missing batch on the
+  // consumer's thread. Batches of 16, 64, 256 and 1,024 events, then 4,096; every event once, in
+  // order, and the end carries the digest a reader alone gives.
+  const int n = 9000;
+  const std::string path = alloc_free_trace("stream.jsonl", n);
+  auto solo = open_trace(path);
+  Event ev;
+  while (solo->next(ev)) {
+  }
+  auto r = open_trace(path);
+  BatchStream s(1, false);
+  std::vector<std::uint64_t> seen;
+  Event scratch;
+  auto take = [&](const Batch& b) {
+    for (size_t k = 0; k < b.size; ++k) {
+      const Event& e = b.get(k, scratch);
+      CHECK(e.id.value() == (e.index % 2 ? e.index - 1 : e.index));
+      seen.push_back(e.index);
+    }
+  };
+  for (size_t b = 0; b < 4; ++b) {  // no reader thread yet: the consumer reads each batch
+    s.help(*r, b);
+    REQUIRE(s.ready(b));
+    s.help(*r, b);  // the batch is there: nothing more is read
+    REQUIRE_FALSE(s.ready(b + 1));
+    auto batch = s.get(0, b);
+    REQUIRE(batch);
+    CHECK(batch->size == BatchStream::batch_size(b));
+    CHECK(batch->size == (size_t{16} << (2 * b)));
+    take(*batch);
+  }
+  std::thread reader([&] { s.produce(*r); });
+  for (size_t b = 4;; ++b) {
+    auto batch = s.get(0, b);
+    if (!batch) break;
+    CHECK(batch->size == (b < 5 ? size_t{4096} : size_t{n - 1360 - 4096}));
+    take(*batch);
+  }
+  reader.join();
+  REQUIRE(seen.size() == n);
+  for (int i = 0; i < n; ++i) CHECK(seen[i] == static_cast<std::uint64_t>(i));
+  CHECK_FALSE(s.end().error);
+  CHECK(s.end().digest == solo->digest());
+}
+
+TEST_CASE("BatchStream: the events read before a reader's error are handed over, then the error") {
+  // An engine replays events 80-99 (in the third batch) before it hears of the bad event 100:
+  // a policy's error among them is the run's, as when the run reads the trace itself.
+  const std::string path = alloc_free_trace("stream_bad.jsonl", 400, 100);
+  auto r = open_trace(path);
+  BatchStream s(1, false);
+  for (size_t b = 0; b < 2; ++b) {
+    s.help(*r, b);
+    REQUIRE(s.ready(b));
+    REQUIRE(s.get(0, b));
+  }
+  s.help(*r, 2);
+  REQUIRE(s.ready(3));  // the end
+  auto partial = s.get(0, 2);
+  REQUIRE(partial);
+  Event scratch;
+  CHECK(partial->size == 20);
+  CHECK(partial->get(19, scratch).index == 99);
+  CHECK_FALSE(s.get(0, 3));
+  REQUIRE(s.end().error);
+  try {
+    std::rethrow_exception(s.end().error);
+  } catch (const InputError& e) {
+    CHECK(std::string(e.what()).find("stream_bad.jsonl:101: id: free of id 999999999") != std::string::npos);
+  }
+  s.help(*r, 3);  // after the end nothing is read again
+  CHECK_FALSE(s.get(0, 3));
 }
 
 TEST_CASE("LiveTable keeps (device, id) → handle through inserts, erases and growth") {
