@@ -51,12 +51,8 @@ TEST_CASE("a shared decode hands over every event at the edges of its short firs
   // side of each edge: every policy of a compare sees all the events, or the failing line.
   for (int edge : {16, 80, 336, 1360, 5456}) {
     for (int n : {edge - 1, edge, edge + 1}) {
-      std::string s;
-      for (int i = 0; i < n; ++i)
-        s += i % 2 ? fmt::format("{{\"op\":\"free\",\"id\":{}}}\n", i - 1)
-                   : fmt::format("{{\"op\":\"alloc\",\"id\":{},\"size\":{}}}\n", i, 4096 + i);
-      std::string t = write_text("edge.jsonl", s);
-      std::string bad = write_text("edge_bad.jsonl", s + "{\"op\":\"free\",\"id\":999999}\n");
+      std::string t = alloc_free_trace("edge.jsonl", n);
+      std::string bad = alloc_free_trace("edge_bad.jsonl", n + 1, n);  // its last event frees an unknown id
       for (unsigned jobs : {1, 2, 4}) {
         INFO(n << " events, --jobs " << jobs);
         auto arr = compare_cmd({.base = {.trace = t}, .policies = "best-fit,xla-bfc"}, false, jobs).json;
@@ -67,7 +63,7 @@ TEST_CASE("a shared decode hands over every event at the edges of its short firs
         }
         std::string err = input_error(
             [&] { (void)compare_cmd({.base = {.trace = bad}, .policies = "best-fit,xla-bfc"}, false, jobs); });
-        CHECK(err.find(fmt::format("edge_bad.jsonl:{}: id: free of id 999999", n + 1)) != std::string::npos);
+        CHECK(err.find(fmt::format("edge_bad.jsonl:{}: id: free of id 999999999", n + 1)) != std::string::npos);
       }
     }
   }

@@ -1,6 +1,4 @@
 // The shared data structures against straightforward references on seeded random operations.
-#include <fmt/format.h>
-
 #include <catch2/catch.hpp>
 #include <map>
 #include <set>
@@ -351,19 +349,6 @@ TEST_CASE("AddrIndex: first fit, erase and in-place rekey against a std::map of 
   CHECK(most > 10000);      // several groups of leaves were in use
   CHECK(ref.size() < 100);  // and the drain emptied most of them
 }
-
-namespace {
-// A trace of n events: alloc i at even lines, free of it at the next line; `bad` (when below n)
-// replaces event bad with a free of an id that is not live.
-std::string alloc_free_trace(const std::string& name, int n, int bad = -1) {
-  std::string s;
-  for (int i = 0; i < n; ++i)
-    s += i == bad ? std::string("{\"op\":\"free\",\"id\":999999999}\n")
-         : i % 2  ? fmt::format("{{\"op\":\"free\",\"id\":{}}}\n", i - 1)
-                  : fmt::format("{{\"op\":\"alloc\",\"id\":{},\"size\":{}}}\n", i, 256 + i);
-  return write_text(name, s);
-}
-}  // namespace
 
 TEST_CASE("BatchStream: a consumer reads the short first batches itself, then the reader's thread the rest") {
   // sim/batch_stream.h: until the reader's thread runs, help() decodes a missing batch on the

@@ -52,6 +52,17 @@ inline std::string write_text(const std::string& name, const std::string& text) 
   return p;
 }
 
+// A trace of n events (JSONL): alloc of id i at even i, the free of it at the next event; event
+// `bad` (when below n) is replaced by a free of id 999999999, never allocated.
+inline std::string alloc_free_trace(const std::string& name, int n, int bad = -1) {
+  std::string s;
+  for (int i = 0; i < n; ++i)
+    s += i == bad ? std::string("{\"op\":\"free\",\"id\":999999999}\n")
+         : i % 2  ? "{\"op\":\"free\",\"id\":" + std::to_string(i - 1) + "}\n"
+                  : "{\"op\":\"alloc\",\"id\":" + std::to_string(i) + ",\"size\":" + std::to_string(256 + i) + "}\n";
+  return write_text(name, s);
+}
+
 inline std::string read_text(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
   std::stringstream ss;
