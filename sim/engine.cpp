@@ -369,6 +369,7 @@ std::uint32_t Engine::new_slot(std::uint32_t k, const Event& ev) {
     }
   }
   if (config_.is_null()) config_ = cfg.resolved();
+  if (slots_.size() == 1) totals_.start_from(slots_.front().metrics);  // account() sums from now on
   slots_.push_back(std::move(s));
   slot_index_[k] = static_cast<std::uint32_t>(slots_.size() - 1);
   slot_key_.push_back(k);
@@ -383,8 +384,12 @@ void Engine::account(std::uint32_t si) {
     s.peak_event = current_event_;
     s.peak_t = now_;
   }
-  totals_.update(was, u);
-  if (perfetto_) perfetto_->counter(now_, s.device, s.space, u.allocated, u.reserved, fragmentation(u));
+  if (slots_.size() > 1) totals_.update(was, u);  // one slot: its own figures are the totals (finish)
+  if (perfetto_) perfetto_counter(s, u);
+}
+
+void Engine::perfetto_counter(const Slot& s, const Footprint& u) {
+  perfetto_->counter(now_, s.device, s.space, u.allocated, u.reserved, fragmentation(u));
 }
 
 void Engine::stop_fatal(const Slot& s, const Event& ev) {

@@ -111,6 +111,7 @@ class Engine : public Scheduler {
   }
   std::uint32_t new_slot(std::uint32_t k, const Event& ev);
   void account(std::uint32_t si);
+  [[gnu::noinline]] void perfetto_counter(const Slot& s, const Footprint& u);  // off account()'s path
   void check_fatal(const Slot& s, const Event& ev) {
     if (out_.fatal.empty() && !s.policy->fatal_error().empty()) stop_fatal(s, ev);
   }
@@ -145,7 +146,7 @@ class Engine : public Scheduler {
     ByteSum live = 0, peak = 0;
   };
   std::vector<Requested> req_;  // per key
-  Totals totals_;
+  Totals totals_;               // allocated and reserved: kept by account() once a second slot exists
   std::priority_queue<Deferred, std::vector<Deferred>, std::greater<Deferred>> deferred_;
   std::uint64_t seq_ = 0;
   Tick now_;

@@ -163,6 +163,7 @@ void Engine::finish() {
     }
     if (differs) out.fidelity["memory_as_recorded"] = false;
   }
+  if (slots_.size() == 1) totals_.start_from(slots_.front().metrics);  // the one slot's figures are the totals
   out.peak_requested = saturate(totals_.peak_requested);
   out.peak_allocated = totals_.peak_allocated;
   out.peak_reserved = totals_.peak_reserved;

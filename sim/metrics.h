@@ -62,6 +62,8 @@ class SpaceMetrics {
     return new_peak;
   }
   const Footprint& last() const { return last_; }
+  Bytes peak_allocated() const { return peak_allocated_; }
+  Bytes peak_reserved() const { return peak_reserved_; }
   // Peaks and fragmentation into r; the timeline moves out.
   void finish(SpaceResult& r);
 
@@ -73,7 +75,8 @@ class SpaceMetrics {
   Timeline timeline_;
 };
 
-// Sums over every space at one moment, and their peaks over time.
+// Sums over every space at one moment, and their peaks over time. While a run has one space these
+// are that space's own figures: the engine starts keeping them when a second space appears.
 struct Totals {
   ByteSum requested = 0, peak_requested = 0;
   Bytes allocated = 0, reserved = 0, peak_allocated = 0, peak_reserved = 0;
@@ -83,6 +86,13 @@ struct Totals {
     reserved += now.reserved - was.reserved;
     if (allocated > peak_allocated) peak_allocated = allocated;
     if (reserved > peak_reserved) peak_reserved = reserved;
+  }
+  // The sums as the one space so far has them (m: its metrics).
+  void start_from(const SpaceMetrics& m) {
+    allocated = m.last().allocated;
+    reserved = m.last().reserved;
+    peak_allocated = m.peak_allocated();
+    peak_reserved = m.peak_reserved();
   }
   void add_requested(Bytes b) {
     requested += b;

@@ -1,6 +1,7 @@
 // Conformance suite: every registered policy on seeded random and workload traces, with
 // validate() after every event (--check), non-overlapping live placements, and the same
 // peak_requested_bytes (the trace's true peak) for every policy.
+#include <array>
 #include <catch2/catch.hpp>
 #include <map>
 
@@ -220,4 +221,45 @@ TEST_CASE("the engine takes an event source — a trace built in memory replays 
   CHECK(r.events == 4);
   CHECK(r.peak_requested == 4000);
   CHECK(r.peak_allocated == 1024 + 3072);  // 256-byte rounding of the baseline arena
+}
+
+// A run's total peaks are the peaks of the sums over its spaces at one moment — not the sum of
+// each space's own peak — whether they fall while one space exists or after a second appears.
+TEST_CASE("the run's peak allocated is the peak of the sum over devices, before and after a second one appears") {
+  Registry reg;
+  register_builtin_policies(reg);
+  auto run = [&](const std::vector<std::array<std::uint64_t, 4>>& steps) {  // op (1 alloc), id, size, device
+    std::vector<Event> evs;
+    for (const auto& [op, id, size, device] : steps) {
+      Event e;
+      e.op = op ? Op::kAlloc : Op::kFree;
+      e.id = AllocId(id);
+      e.size = size;
+      e.device = static_cast<std::uint32_t>(device);
+      e.present = key::kId | key::kDevice | (op ? key::kSize : 0);
+      evs.push_back(e);
+    }
+    RunOptions o;
+    o.trace = "in-memory";
+    o.source = [&] { return make_event_reader("in-memory", evs); };
+    o.policy.name = "best-fit";
+    o.hw = load_hardware("h100-80g");
+    o.check = true;
+    return run_simulation(o, reg);
+  };
+  // Device 0 holds 3 KiB, then 2 KiB; device 1 takes 4 KiB and gives it back; device 0 grows to
+  // 10 KiB: the sum peaks at 10 KiB, while the spaces' own peaks add up to 14 KiB.
+  RunResult r = run({{1, 1, 1024, 0}, {1, 2, 2048, 0}, {0, 1, 0, 0}, {1, 3, 4096, 1}, {0, 3, 0, 1}, {1, 4, 8192, 0}});
+  REQUIRE(r.spaces.size() == 2);
+  CHECK(r.spaces[0].peak_allocated == 10240);
+  CHECK(r.spaces[1].peak_allocated == 4096);
+  CHECK(r.peak_allocated == 10240);
+  // The peak falls while device 0 is the only one: a second device that appears later keeps it.
+  r = run({{1, 1, 8192, 0}, {0, 1, 0, 0}, {1, 2, 1024, 1}, {1, 3, 2048, 0}});
+  REQUIRE(r.spaces.size() == 2);
+  CHECK(r.peak_allocated == 8192);
+  // The peak falls while both hold memory: 2 KiB + 512 B on device 0, 1 KiB + 4 KiB on device 1.
+  r = run({{1, 1, 2048, 0}, {1, 2, 1024, 1}, {1, 3, 4096, 1}, {1, 4, 512, 0}});
+  CHECK(r.peak_allocated == 2048 + 1024 + 4096 + 512);
+  CHECK(r.peak_reserved >= r.peak_allocated);
 }
