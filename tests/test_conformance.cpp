@@ -54,6 +54,17 @@ void check_no_overlap(const std::string& trace, const std::string& placements) {
   }
 }
 
+// Replays events built in memory through best-fit on an h100-80g, validating after every event.
+RunResult replay_events_in_memory(const std::vector<Event>& evs, const Registry& reg) {
+  RunOptions o;
+  o.trace = "in-memory";
+  o.source = [&] { return make_event_reader("in-memory", evs); };
+  o.policy.name = "best-fit";
+  o.hw = load_hardware("h100-80g");
+  o.check = true;
+  return run_simulation(o, reg);
+}
+
 }  // namespace
 
 TEST_CASE("conformance: every policy, seeded random traces, validate after every step") {
@@ -211,13 +222,7 @@ TEST_CASE("the engine takes an event source — a trace built in memory replays 
   f.present = key::kId;
   evs.push_back(f);
   alloc(3, 500);
-  RunOptions o;
-  o.trace = "in-memory";
-  o.source = [&] { return make_event_reader("in-memory", evs); };
-  o.policy.name = "best-fit";
-  o.hw = load_hardware("h100-80g");
-  o.check = true;
-  RunResult r = run_simulation(o, reg);
+  RunResult r = replay_events_in_memory(evs, reg);
   CHECK(r.events == 4);
   CHECK(r.peak_requested == 4000);
   CHECK(r.peak_allocated == 1024 + 3072);  // 256-byte rounding of the baseline arena
@@ -239,13 +244,7 @@ TEST_CASE("the run's peak allocated is the peak of the sum over devices, before 
       e.present = key::kId | key::kDevice | (op ? key::kSize : 0);
       evs.push_back(e);
     }
-    RunOptions o;
-    o.trace = "in-memory";
-    o.source = [&] { return make_event_reader("in-memory", evs); };
-    o.policy.name = "best-fit";
-    o.hw = load_hardware("h100-80g");
-    o.check = true;
-    return run_simulation(o, reg);
+    return replay_events_in_memory(evs, reg);
   };
   // Device 0 holds 3 KiB, then 2 KiB; device 1 takes 4 KiB and gives it back; device 0 grows to
   // 10 KiB: the sum peaks at 10 KiB, while the spaces' own peaks add up to 14 KiB.
