@@ -276,14 +276,14 @@ class CudaAsyncPolicy : public AllocatorPolicy {
         if (heap_.block(x).in_use) return std::nullopt;
       const std::int32_t last = x == SegmentHeap::kNil ? heap_.segment(sg).last : heap_.block(x).prev;
       if (heap_.block(last).addr + heap_.block(last).size < at + r) return std::nullopt;
-      for (;;) {
-        std::int32_t y = block_at(sg, at);
-        while (y != SegmentHeap::kNil && heap_.block(y).addr < at + r && heap_.block(y).x.mapped)
-          y = heap_.block(y).next;
-        if (y == SegmentHeap::kNil || heap_.block(y).addr >= at + r) break;
-        const Addr lo = std::max(heap_.block(y).addr, at),
-                   hi = std::min(heap_.block(y).addr + heap_.block(y).size, at + r);
-        if (!map_into(y, lo, hi - lo, 0, false)) return std::nullopt;
+      // The parts are mapped in address order from the chunks the pool holds or can obtain. When
+      // one does not fit, every free block gives its memory back once (unmap_free) and the walk
+      // starts again: giving memory back within the walk unmaps the parts already mapped, and a
+      // range the device cannot hold at all went round that way for ever.
+      for (bool retried = false;; retried = true) {
+        if (map_free_parts(sg, at, r)) break;
+        if (retried) return std::nullopt;
+        unmap_free();
       }
       b = block_at(sg, at);
     }
@@ -294,7 +294,7 @@ class CudaAsyncPolicy : public AllocatorPolicy {
   // Maps [at, at+r) inside unmapped free block u and takes it (or leaves it free and mapped): the
   // chunks it newly covers come from the cache, else the device (after every free block gave its
   // memory back); nullopt when the device cannot supply them.
-  std::optional<std::int32_t> map_into(std::int32_t u, Addr at, Bytes r, Bytes requested, bool take = true) {
+  std::optional<std::int32_t> map_into(std::int32_t u, Addr at, Bytes r, Bytes requested) {
     size_t more = own_chunks(u, at, r);
     if (!hold_for(more)) {
       const std::int32_t seg = heap_.block(u).region;
@@ -303,6 +303,26 @@ class CudaAsyncPolicy : public AllocatorPolicy {
       more = own_chunks(u, at, r);
       if (!hold_for(more)) return std::nullopt;
     }
+    return map_held(u, at, r, more, requested, true);
+  }
+  // The unmapped parts of free range [at, at+r) of reservation sg mapped, each from the chunks
+  // the pool holds or obtains without giving any back: false when one does not fit (the parts
+  // before it stay mapped and free).
+  bool map_free_parts(std::int32_t sg, Addr at, Bytes r) {
+    for (;;) {
+      std::int32_t y = block_at(sg, at);
+      while (y != SegmentHeap::kNil && heap_.block(y).addr < at + r && heap_.block(y).x.mapped) y = heap_.block(y).next;
+      if (y == SegmentHeap::kNil || heap_.block(y).addr >= at + r) return true;
+      const Addr lo = std::max(heap_.block(y).addr, at),
+                 hi = std::min(heap_.block(y).addr + heap_.block(y).size, at + r);
+      const size_t more = own_chunks(y, lo, hi - lo);
+      if (!hold_for(more)) return false;
+      map_held(y, lo, hi - lo, more, 0, false);
+    }
+  }
+  // map_into once the pool holds the `more` chunks [at, at+r) newly covers; take: the range
+  // becomes an allocated block (else it stays free and mapped).
+  std::int32_t map_held(std::int32_t u, Addr at, Bytes r, size_t more, Bytes requested, bool take) {
     mapped_chunks_ += more;
     const Addr lo = heap_.block(u).addr, hi = lo + heap_.block(u).size;
     const auto& sg = heap_.segment(heap_.block(u).region);

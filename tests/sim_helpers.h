@@ -66,6 +66,7 @@ struct SimSpec {
   nlohmann::json config = nlohmann::json::object();
   std::string capacity = "80GiB";  // "" keeps the preset's capacity and reserve
   bool keep_going = false;
+  bool follow_recording = false;  // --follow-recording
   std::string reserve = "0";
   std::string hw = "h100-80g";
 };
@@ -84,6 +85,7 @@ inline SimRun simulate(const SimSpec& spec) {
   }
   o.check = true;
   o.keep_going = spec.keep_going;
+  o.follow_recording = spec.follow_recording;
   o.placements = tmp_path(spec.name + ".placements.jsonl");
   SimRun r{run_simulation(o, reg), {}};
   r.placements = read_jsonl(o.placements);

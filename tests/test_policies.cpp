@@ -1,6 +1,8 @@
 // Behaviour of the GPU-side JAX allocators that have no recorded trace to check them against
 // (platform, cuda-async), and regression tests for ownership bugs: policies that kept device
 // memory after they were gone, scheduled work that outlived its owner, unchecked page grants.
+#include <fmt/format.h>
+
 #include <catch2/catch.hpp>
 
 #include "policies/jax_gpu.h"
@@ -153,6 +155,38 @@ TEST_CASE("cuda-async: another stream's free is reusable only once the freeing w
                      .capacity = "1GiB"});
   CHECK(r.placements[1]["addr"] != r.placements[0]["addr"]);  // t=20: freed at 10, completes at 110
   CHECK(r.placements[2]["addr"] == r.placements[0]["addr"]);  // t=200: reusable
+}
+
+// Regression: --follow-recording asked cuda-async for a range whose free part was mapped and the
+// rest not, on a device too small to map all of it. Mapping one part gave the other's memory back
+// (every free block unmaps when a part does not fit), and the parts took turns for ever; a real
+// snapshot (oom_retry_release, cuda-async at 3 GiB with --keep-going) never finished. Here 96 MiB
+// is three 32 MiB chunks: two under buffer 1, one under freed buffer 2's block at X. Buffer 3
+// (32 MiB recorded at X + 16 MiB) touches chunks 0 and 1 of X: four in all, one more than the
+// device has. It is placed where the policy itself puts it: the free chunk of Y's reservation.
+TEST_CASE("cuda-async: a recorded range the device cannot map goes where the policy places it") {
+  constexpr std::uint64_t X = 0x7f0000000000, Y = 0x7f1000000000;
+  auto alloc = [](int id, std::uint64_t size, std::uint64_t addr) {
+    return fmt::format("{{\"op\":\"alloc\",\"id\":{},\"size\":{},\"addr\":{}}}", id, size, addr);
+  };
+  TraceBuilder t;
+  t.raw(alloc(1, 64 * MiB, Y)).raw(alloc(2, 32 * MiB, X)).free(2).raw(alloc(3, 32 * MiB, X + 16 * MiB));
+  auto r = simulate({.name = "async_follow_unmappable",
+                     .text = t.text,
+                     .policy = "cuda-async",
+                     .config = {{"preallocate", false}, {"release_threshold", "1GiB"}},
+                     .capacity = "96MiB",
+                     .follow_recording = true});
+  CHECK(r.result.completed);
+  CHECK(r.result.ooms.empty());
+  REQUIRE(r.placements.size() == 3);
+  CHECK(r.placements[0]["addr"] == Y);
+  CHECK(r.placements[1]["addr"] == X);  // corrected: the policy chose Y + 64 MiB
+  CHECK(r.placements[2]["addr"] == Y + 64 * MiB);
+  const auto& follow = r.result.fidelity["follow_recording"];
+  CHECK(follow["corrected"] == 1);
+  CHECK(follow["uncorrected"] == 1);
+  CHECK(r.result.peak_reserved == 96 * MiB);
 }
 
 // Regression (issue 14): tpu-padded built a throw-away inner policy to check its config; an inner
