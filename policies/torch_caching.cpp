@@ -196,6 +196,7 @@ class TorchCachingPolicy : public AllocatorPolicy {
       j["pre_trace_blocks_widened"] = pre_trace_widened_;  // held an unsplit remainder: block size = request + it
       j["pre_trace_blocks_ambiguous"] = pre_trace_ambiguous_;
     }
+    if (pre_trace_overlapping_) j["pre_trace_segments_overlapping"] = pre_trace_overlapping_;
     // memory_allocated() and friends: the all-pool currents under their short names.
     j["allocated_bytes"] = allocated_.s[kAll].current;
     j["reserved_bytes"] = reserved_.s[kAll].current;
@@ -268,6 +269,10 @@ class TorchCachingPolicy : public AllocatorPolicy {
       // expandable segments, that memory was held all the same: one segment of its size (below).
       if (c_.expandable) {
         bool small = ob.size % kLargeBuffer != 0;
+        if (overlaps_other_segment(ob.addr, ob.size, small, ob.stream)) {
+          ++pre_trace_overlapping_;
+          return;
+        }
         SegmentHeap& heap = pools_[small][ob.stream];
         count_mapped(small, expandable_.seed(heap, small, ob.addr, ob.size, reservations_of(small, ob.stream),
                                              reserve_in(small, ob.stream)));
@@ -281,6 +286,10 @@ class TorchCachingPolicy : public AllocatorPolicy {
     auto g = dev_->allocate(ob.size);
     if (!g) return;
     Addr base = g.addr();
+    if (overlaps_other_segment(base, ob.size, small, ob.stream, false)) {  // the grant goes back
+      ++pre_trace_overlapping_;
+      return;
+    }
     grants_[base] = std::move(g);
     register_segment(small, ob.stream, base, ob.size, true);
     reserved_.add(small, static_cast<std::int64_t>(ob.size));
@@ -319,6 +328,22 @@ class TorchCachingPolicy : public AllocatorPolicy {
     std::int32_t s = heap.add_segment(base, size, mapped, next_region_++);
     seg_by_addr_[base] = {small, stream, s};
     return s;
+  }
+
+  // Whether [at, at+size) meets a segment other than an expandable reservation of pool (small,
+  // stream) (any segment at all with own_reservation false). A recording whose pre-trace segments
+  // overlap (a cudaMalloc segment and a mapped range at one address) contradicts itself: the
+  // later one is left out and counted (pre_trace_segments_overlapping), as two segments at one
+  // address would leave no consistent state to replay from.
+  bool overlaps_other_segment(Addr at, Bytes size, bool small, std::int64_t stream, bool own_reservation = true) const {
+    auto meets = [&](const std::pair<const Addr, SegRef>& e) {
+      const Bytes n = pools_[e.second.small].at(e.second.stream).segment(e.second.seg).size;
+      const bool ours = own_reservation && e.second.expandable && e.second.small == small && e.second.stream == stream;
+      return !ours && e.first < at + size && at < e.first + n;
+    };
+    auto it = seg_by_addr_.upper_bound(at);
+    if (it != seg_by_addr_.end() && meets(*it)) return true;
+    return it != seg_by_addr_.begin() && meets(*std::prev(it));
   }
 
   // Places a pre-trace allocation at its recorded address inside a seeded segment.
@@ -420,6 +445,13 @@ class TorchCachingPolicy : public AllocatorPolicy {
     return pools_[small][stream].segment(s).first;
   }
 
+  // A segment cudaFree can return: one free block, no expandable reservation (§5: the GC, empty_cache
+  // and release_available_cached_blocks free whole-segment blocks only; an expandable reservation
+  // gives back its free pages instead, and may hold free blocks both mapped and not).
+  static bool whole_free_segment(SegmentHeap& heap, std::int32_t s) {
+    return heap.segment_unused(s) && !heap.segment_extra(s).expandable;
+  }
+
   void release_segment(bool small, std::int64_t stream, std::int32_t s) {
     SegmentHeap& heap = pools_[small][stream];
     Addr base = heap.segment(s).base;
@@ -440,7 +472,7 @@ class TorchCachingPolicy : public AllocatorPolicy {
     Bytes key = std::max(r, c_.max_split_size);
     if (const auto* e = heap.best_fit(key)) {
       const auto& b = heap.block(static_cast<std::int32_t>(e->id));
-      if (b.prev == SegmentHeap::kNil && b.next == SegmentHeap::kNil) {
+      if (b.prev == SegmentHeap::kNil && b.next == SegmentHeap::kNil && whole_free_segment(heap, b.region)) {
         release_segment(small, stream, b.region);
         return true;
       }
@@ -449,7 +481,7 @@ class TorchCachingPolicy : public AllocatorPolicy {
     std::vector<std::pair<Bytes, std::int32_t>> cand;
     for (size_t s = 0; s < heap.segment_count(); ++s) {
       const auto& sg = heap.segment(static_cast<std::int32_t>(s));
-      if (sg.live && sg.in_use == 0 && sg.size >= c_.max_split_size)
+      if (whole_free_segment(heap, static_cast<std::int32_t>(s)) && sg.size >= c_.max_split_size)
         cand.emplace_back(sg.size, static_cast<std::int32_t>(s));
     }
     std::sort(cand.rbegin(), cand.rend());
@@ -478,8 +510,7 @@ class TorchCachingPolicy : public AllocatorPolicy {
         std::vector<std::pair<Bytes, std::int32_t>> whole;
         for (size_t s = 0; s < heap.segment_count(); ++s) {
           auto si = static_cast<std::int32_t>(s);
-          if (heap.segment_unused(si) && !heap.segment_extra(si).expandable)
-            whole.emplace_back(heap.segment(si).size, si);
+          if (whole_free_segment(heap, si)) whole.emplace_back(heap.segment(si).size, si);
         }
         std::sort(whole.begin(), whole.end(), [&](const auto& x, const auto& y) {
           return x.first != y.first ? x.first < y.first : heap.segment(x.second).base < heap.segment(y.second).base;
@@ -506,6 +537,7 @@ class TorchCachingPolicy : public AllocatorPolicy {
   }
   ExpandableSegments::Reserve reserve_in(bool small, std::int64_t stream) {
     return [this, small, stream](Addr base, Bytes size) {
+      if (overlaps_other_segment(base, size, small, stream, false)) return SegmentHeap::kNil;
       std::int32_t s = register_segment(small, stream, base, size, false);
       seg_by_addr_[base].expandable = true;
       pools_[small][stream].segment_extra(s).expandable = true;
@@ -543,7 +575,7 @@ class TorchCachingPolicy : public AllocatorPolicy {
     std::vector<Cand> cand;
     for (auto& [stream, heap] : pools_[0])
       for (size_t s = 0; s < heap.segment_count(); ++s)
-        if (heap.segment_unused(static_cast<std::int32_t>(s))) {
+        if (whole_free_segment(heap, static_cast<std::int32_t>(s))) {
           const auto& b = heap.block(heap.segment(static_cast<std::int32_t>(s)).first);
           cand.push_back({stream, static_cast<std::int32_t>(s), free_block_calls_[0] - b.x.aux});
         }
@@ -604,6 +636,7 @@ class TorchCachingPolicy : public AllocatorPolicy {
   std::uint64_t free_block_calls_[2] = {0, 0};
   StatArray allocations_, allocated_, active_, requested_, reserved_, segments_, inactive_split_;
   std::uint64_t num_alloc_retries_ = 0, num_ooms_ = 0, num_device_alloc_ = 0, num_device_free_ = 0;
+  std::uint64_t pre_trace_overlapping_ = 0;  // pre-trace segments left out: they overlap an earlier one
   std::uint64_t pre_trace_widened_ = 0, pre_trace_ambiguous_ = 0;  // seeded blocks sized by the split rule
 };
 

@@ -28,21 +28,28 @@ void ExpandableSegments::observe_map(Addr addr, Bytes size) {
 
 std::int32_t ExpandableSegments::new_reservation(bool small, const Reserve& reserve, std::optional<Addr> at) {
   Bytes page = page_size(small), size = reservation_size(small);
-  Addr base;
-  if (at) {
-    // A range mapped before the trace: its reservation's pages lie at base + k·page, so the
-    // range's own start is one of them (the base itself need not be page-aligned: the driver
-    // reserves at its own granularity). Taking it as the base keeps every page where it is.
-    base = *at;
-  } else if (!expected_[small].empty()) {
-    base = expected_[small].front();
+  // A range mapped before the trace: its reservation's pages lie at base + k·page, so the range's
+  // own start is one of them (the base itself need not be page-aligned: the driver reserves at
+  // its own granularity). Taking it as the base keeps every page where it is. Else the base the
+  // recording's next reservation had, when it showed one.
+  if (!at && !expected_[small].empty()) {
+    at = expected_[small].front();
     expected_[small].pop_front();
-  } else {
-    base = round_up(next_va_, page);
-    next_va_ = base + size;
   }
-  reservations_[base] = size;
-  return reserve(base, size);
+  auto take = [&](Addr base) {
+    std::int32_t s = reserve(base, size);
+    if (s != SegmentHeap::kNil) reservations_[base] = size;
+    return s;
+  };
+  if (at)
+    if (std::int32_t s = take(*at); s != SegmentHeap::kNil) return s;
+  // This model's own address space, past any segment in the way (a recording may hold segments
+  // anywhere): a recorded base that meets another segment comes here too.
+  for (;;) {
+    Addr base = round_up(next_va_, page);
+    next_va_ = base + size;
+    if (std::int32_t s = take(base); s != SegmentHeap::kNil) return s;
+  }
 }
 
 bool ExpandableSegments::map_block(SegmentHeap& heap, std::int32_t* b, Bytes size, Bytes page, Grown* out) {

@@ -39,7 +39,9 @@ class ExpandableSegments {
   // reservation of its pool starts (a map smaller than a large page is the small pool's).
   void observe_map(Addr addr, Bytes size);
 
-  using Reserve = std::function<std::int32_t(Addr base, Bytes size)>;  // registers a reservation segment
+  // Registers a reservation segment, or returns SegmentHeap::kNil when another segment lies in
+  // [base, base + size) (the reservation then goes elsewhere).
+  using Reserve = std::function<std::int32_t(Addr base, Bytes size)>;
   struct Grown {
     std::int32_t block = SegmentHeap::kNil;  // a free mapped block of ≥ r bytes, kNil when the device is full
     Bytes mapped = 0;                        // bytes newly mapped (reserved grows by this)

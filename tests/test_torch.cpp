@@ -529,6 +529,33 @@ TEST_CASE("torch-caching garbage collection frees old cached segments above the 
   CHECK(nogc.stats()["reserved_bytes"] == 500 * MiB);
 }
 
+// Regression (found by fuzzing the policies): the GC took an expandable reservation for a whole
+// free segment once no block of it was in use, and cudaFree'd it while it held mapped and
+// unmapped free blocks (internal error, exit 1; an OOM's advice replays the user's GC threshold
+// with expandable segments, so a plain run failed too). PyTorch's GC frees whole-segment blocks
+// only, never expandable ones (specs/torch-caching.md §5). Here the GC finds nothing to free:
+// buffer 6 needs 3 more 20 MiB pages on top of 80 MiB mapped, over the 102.4 MiB allowed; the
+// retry's empty_cache unmaps the one free page (stream 0's second), 60 + 60 MiB is still over,
+// and the request fails with the pages under buffers 4 and 5 left mapped.
+TEST_CASE("torch-caching garbage collection leaves expandable reservations to empty_cache") {
+  TraceBuilder t;
+  t.alloc(1, 34603008).free(1).alloc(2, 39601115).free(2).alloc(3, 20628965, nullptr, 1).free(3);
+  t.alloc(4, 2 * MiB).alloc(5, 40 * MiB, nullptr, 1).alloc(6, 49930429, nullptr, 2);
+  auto r = simulate(
+      {.name = "gc_expandable",
+       .text = t.text,
+       .policy = "torch-caching",
+       .config = {{"expandable_segments", true}, {"garbage_collection_threshold", 0.5}, {"memory_fraction", 0.8}},
+       .capacity = "128MiB",
+       .keep_going = true});
+  REQUIRE(r.result.ooms.size() == 1);
+  CHECK(r.result.ooms[0].event_index == 8);
+  CHECK(r.stats()["num_device_alloc"] == 4);  // 2 pages on stream 0, 2 on stream 1
+  CHECK(r.stats()["num_device_free"] == 1);
+  CHECK(r.stats()["reserved_bytes"] == 60 * MiB);
+  CHECK(r.result.peak_reserved == 80 * MiB);
+}
+
 TEST_CASE("torch-caching OOM: empty the cache and retry, then PyTorch's message") {
   TraceBuilder t;
   t.alloc(1, 60 * MiB).free(1).alloc(2, 80 * MiB).alloc(3, 30 * MiB);
