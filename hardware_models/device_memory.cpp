@@ -14,7 +14,13 @@ DeviceMemory::DeviceMemory(const SpaceSpec& spec, const CostModel& cost)
 }
 
 bool DeviceMemory::takes_recorded(Addr a, Bytes p) const {
-  return a.value() % spec_.alignment == 0 && a.value() <= kTop - p && !live_.count(a);
+  return a.value() % spec_.alignment == 0 && a.value() <= kTop - p && !overlaps_live(a, p);
+}
+
+bool DeviceMemory::overlaps_live(Addr a, Bytes p) const {
+  auto it = live_.upper_bound(a);
+  if (it != live_.end() && it->first.value() < a.value() + p) return true;
+  return it != live_.begin() && std::prev(it)->first.value() + std::prev(it)->second > a.value();
 }
 
 std::optional<Addr> DeviceMemory::bump(Bytes p, Bytes align) {
@@ -76,9 +82,13 @@ DeviceMemory::Grant DeviceMemory::allocate(Bytes bytes, Bytes unit) {
   }
   Addr a;
   // A recorded address is taken when it is aligned, the grant ends below the top and no live grant
-  // starts there. It may overlap a live grant's range: only after the model has diverged (an
-  // earlier grant larger than the recording's), and the real allocator's choices within the region
-  // are still measured against the recording (fidelity counts the region sizes that differ).
+  // lies in its range. A model that diverged from the recording (an earlier grant larger than the
+  // recording's, under a what-if setting) can meet a live grant there: two grants over one range
+  // broke every policy's map of addresses (torch-caching's free index held two blocks at one
+  // address and merged the wrong one). The grant then goes where the device has room, and the
+  // address, the recording's for this grant, is dropped (kept, it would be every later grant's
+  // first try, and the ones after it never taken).
+  if (!recorded_.empty() && overlaps_live(recorded_.front(), p)) recorded_.pop_front();
   if (!recorded_.empty() && takes_recorded(recorded_.front(), p)) {
     a = recorded_.front();
     recorded_.pop_front();

@@ -1,5 +1,7 @@
 // PyTorch: the safe pickle reader, snapshot import, and torch-caching against the real recorded
 // snapshots (100 % of addresses and segment sizes) and hand-built scenarios for what they lack.
+#include <fmt/format.h>
+
 #include <algorithm>
 #include <catch2/catch.hpp>
 #include <set>
@@ -554,6 +556,37 @@ TEST_CASE("torch-caching garbage collection leaves expandable reservations to em
   CHECK(r.stats()["num_device_free"] == 1);
   CHECK(r.stats()["reserved_bytes"] == 60 * MiB);
   CHECK(r.result.peak_reserved == 80 * MiB);
+}
+
+// Regression (a real snapshot, sqattn_empty_cache.pickle, with roundup_power2_divisions:4 at 6 GiB
+// and --keep-going, stopped on an internal error, exit 1): a what-if setting makes segments
+// larger than the recording's, and the next recorded segment address then lies inside the
+// previous grant. The device model took it all the same: two segments over one range, two free
+// blocks at one address in the pool's index, and the wrong one merged. A device never grants
+// overlapping memory: the grant goes elsewhere. Here 13 MiB blocks in recorded 14 MiB segments
+// round to 16 MiB with 2 divisions (specs/torch-caching.md section 1: 8 MiB / 2 = 4 MiB steps).
+TEST_CASE("torch-caching: a recorded segment address inside a larger simulated segment is not granted twice") {
+  constexpr std::uint64_t A = 0x7f0000000000;
+  auto seg = [](std::uint64_t addr) {
+    return fmt::format("{{\"op\":\"segment_alloc\",\"addr\":{},\"size\":{}}}", addr, 14 * MiB);
+  };
+  auto alloc = [](int id, std::uint64_t addr) {
+    return fmt::format("{{\"op\":\"alloc\",\"id\":{},\"size\":{},\"addr\":{}}}", id, 13 * MiB, addr);
+  };
+  TraceBuilder t;
+  t.raw(seg(A)).raw(alloc(1, A)).raw(seg(A + 14 * MiB)).raw(alloc(2, A + 14 * MiB));
+  auto as_recorded = simulate({.name = "seg_recorded", .text = t.text, .policy = "torch-caching"});
+  REQUIRE(as_recorded.placements.size() == 2);
+  CHECK(as_recorded.placements[1]["addr"] == A + 14 * MiB);  // a recorded address that fits is taken
+  auto larger = simulate({.name = "seg_larger",
+                          .text = t.text,
+                          .policy = "torch-caching",
+                          .config = {{"alloc_conf", "roundup_power2_divisions:2"}}});
+  REQUIRE(larger.placements.size() == 2);
+  CHECK(larger.placements[0]["addr"] == A);
+  CHECK(larger.placements[0]["block_bytes"] == 16 * MiB);
+  const auto b = larger.placements[1]["addr"].get<std::uint64_t>();
+  CHECK((b >= A + 16 * MiB || b + 16 * MiB <= A));  // not inside [A, A + 16 MiB)
 }
 
 TEST_CASE("torch-caching OOM: empty the cache and retry, then PyTorch's message") {
