@@ -54,10 +54,8 @@ class TpuPaddedPolicy : public AllocatorPolicy {
     AllocRequest inner = req;
     inner.size = ps.padded;
     Placement p = inner_->allocate(inner);
-    if (!p.ok && defrag_ && inner_->usage().available >= inner_->rounded_size(inner)) {
-      compact();
+    if (!p.ok && defrag_ && inner_->usage().available >= inner_->rounded_size(inner) && compact())
       p = inner_->allocate(inner);
-    }
     if (!p.ok) return p;
     if (req.handle >= live_.size()) live_.resize(req.handle + 1);
     live_[req.handle] = {ps, true};
@@ -163,13 +161,25 @@ class TpuPaddedPolicy : public AllocatorPolicy {
   };
 
   // Rebuilds the inner policy with every live buffer re-placed in address order. The old inner
-  // policy goes first, so its device memory is back before the new one asks for any.
-  void compact() {
-    ++compactions_;
+  // policy goes first, so its device memory is back before the new one asks for any. False (and
+  // nothing changes) when the live buffers would not all fit again: an inner policy that rounds
+  // per segment (torch-caching) can need more memory for them re-placed in another order. That
+  // is tried first on a device of the same size that nothing else uses (this policy's is its
+  // inner policy's alone), so the real rebuild, the same steps, cannot fail.
+  bool compact() {
     std::vector<Handle> order;
     for (Handle h = 0; h < live_.size(); ++h)
       if (live_[h].live) order.push_back(h);
     std::sort(order.begin(), order.end(), [&](Handle a, Handle b) { return placed_[a].pos < placed_[b].pos; });
+    {
+      DeviceMemory scratch(*ctx_.space, ctx_.hw->cost);
+      PolicyContext trial_ctx = ctx_;
+      trial_ctx.device = &scratch;
+      auto trial = make_inner_(trial_ctx);
+      for (Handle h : order)
+        if (!trial->allocate(placed_[h].req.get()).ok) return false;
+    }
+    ++compactions_;
     inner_.reset();
     inner_ = make_inner_(ctx_);
     for (Handle h : order) {
@@ -179,6 +189,7 @@ class TpuPaddedPolicy : public AllocatorPolicy {
       if (p.has_addr && position(p) != l.pos) bytes_moved_ += live_[h].size.padded;
       l.pos = position(p);
     }
+    return true;
   }
 
   PaddingRule rule_;

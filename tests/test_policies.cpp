@@ -227,6 +227,31 @@ TEST_CASE("tpu-padded defragmentation rebuilds a preallocating inner policy in p
   CHECK(r.result.spaces.at(0).device_frees == 1);
 }
 
+// Regression (found by fuzzing the policies): compaction rebuilt the inner policy before knowing
+// the live buffers would fit again, and stopped on an internal error when they did not (exit 1).
+// With torch-caching inside, order matters: buffer 3 (8 MiB) sits in buffer 1's old 14 MiB segment,
+// and re-placed first it gets a 20 MiB segment of its own (requests under 10 MiB,
+// specs/torch-caching.md section 1), leaving 10 MiB of 30 for buffer 2's 14 MiB. The rebuild is
+// now tried on a device of the same size first; buffer 4's request then fails as before it.
+TEST_CASE("tpu-padded defragmentation leaves the state as it was when the live buffers would not fit again") {
+  TraceBuilder t;
+  t.alloc(1, 13 * MiB).alloc(2, 13 * MiB).free(1).alloc(3, 8 * MiB).alloc(4, 7 * MiB);
+  auto r = simulate({.name = "defrag_torch",
+                     .text = t.text,
+                     .policy = "tpu-padded",
+                     .config = {{"inner", "torch-caching"}, {"defragment", true}},
+                     .capacity = "30MiB",
+                     .keep_going = true,
+                     .hw = "tpu-v5e"});
+  REQUIRE(r.result.ooms.size() == 1);
+  CHECK(r.result.ooms[0].event_index == 4);
+  CHECK(r.stats()["compactions"] == 0);
+  CHECK(r.stats()["bytes_moved"] == 0);
+  REQUIRE(r.placements.size() == 4);
+  CHECK(r.placements[2]["ok"] == true);
+  CHECK(r.placements[3]["ok"] == false);
+}
+
 // Regression (issue 14): scheduled callbacks captured `this` and could not be cancelled. A task
 // now dies with its owner: this test-only policy keeps just its latest task, so replacing it
 // cancels the earlier one, and the engine runs only what is still wanted.
