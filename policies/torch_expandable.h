@@ -15,7 +15,8 @@
 //            with nothing mapped is released.
 // Addresses: a reservation takes the recorded base when the trace recorded one (a segment_map
 // outside every known reservation: the first map of a reservation is at its base), else the next
-// free virtual address of this model. Pages are DeviceMemory grants owned here.
+// free virtual address of this model; never a range another segment holds (the next free one past
+// it then). Pages are DeviceMemory grants owned here.
 #pragma once
 #include <deque>
 #include <functional>
