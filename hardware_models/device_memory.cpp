@@ -14,7 +14,7 @@ DeviceMemory::DeviceMemory(const SpaceSpec& spec, const CostModel& cost)
 }
 
 bool DeviceMemory::takes_recorded(Addr a, Bytes p) const {
-  return a.value() % spec_.alignment == 0 && a.value() <= kTop - p && !overlaps_live(a, p);
+  return a.value() % spec_.alignment == 0 && a.value() <= kTop - p;
 }
 
 bool DeviceMemory::overlaps_live(Addr a, Bytes p) const {
@@ -85,11 +85,15 @@ DeviceMemory::Grant DeviceMemory::allocate(Bytes bytes, Bytes unit) {
   // lies in its range. A model that diverged from the recording (an earlier grant larger than the
   // recording's, under a what-if setting) can meet a live grant there: two grants over one range
   // broke every policy's map of addresses (torch-caching's free index held two blocks at one
-  // address and merged the wrong one). The grant then goes where the device has room, and the
-  // address, the recording's for this grant, is dropped (kept, it would be every later grant's
-  // first try, and the ones after it never taken).
-  if (!recorded_.empty() && overlaps_live(recorded_.front(), p)) recorded_.pop_front();
-  if (!recorded_.empty() && takes_recorded(recorded_.front(), p)) {
+  // address and merged the wrong one). The address, this grant's, is then dropped (kept, it would
+  // be every later grant's first try, and the ones after it never taken), and the grant goes where
+  // the device has room.
+  bool recorded = false;
+  if (!recorded_.empty() && overlaps_live(recorded_.front(), p))
+    recorded_.pop_front();
+  else if (!recorded_.empty() && takes_recorded(recorded_.front(), p))
+    recorded = true;
+  if (recorded) {
     a = recorded_.front();
     recorded_.pop_front();
   } else {

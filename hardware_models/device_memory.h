@@ -91,7 +91,7 @@ class DeviceMemory {
 
  private:
   void release(Addr addr);
-  bool takes_recorded(Addr a, Bytes p) const;      // a recorded address usable for a grant of p bytes
+  bool takes_recorded(Addr a, Bytes p) const;      // aligned, and a grant of p bytes there ends below the top
   bool overlaps_live(Addr a, Bytes p) const;       // a live grant lies in [a, a + p)
   std::optional<Addr> bump(Bytes p, Bytes align);  // the next address for a grant of p bytes
 
