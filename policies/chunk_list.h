@@ -11,7 +11,11 @@
 //   Chunk  — [addr, addr + size) inside one region; prev/next are its physical neighbours
 //            (kNil at the region's ends).
 // Invariants (validate): the chunks of a live region tile it in address order with consistent
-//   links; in_use, chunks and free_bytes equal their definitions.
+//   links; in_use, chunks and free_bytes equal their definitions; with the address index on,
+//   it holds exactly the live chunks.
+// chunk_at(r, a) walks r's chunks in address order unless the owner turned the address index on
+// (index_addresses: an ordered map of chunk starts, kept from then on at a map update per split,
+// merge and region change); owners that look chunks up by address often turn it on.
 // What a free chunk is indexed by (bins, tags, mapped state) is the owner's business: the owner
 // calls split/merge_next and keeps its indexes up to date around them. Both carry an Extra
 // record for the owner (BFC's tag, a block's requested size, an expandable block's mapped state).
@@ -20,7 +24,9 @@
 
 #include <cstdint>
 #include <functional>
+#include <map>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "sim/base/error.h"
@@ -70,6 +76,7 @@ class ChunkList {
     chunks_[c] = Chunk{base, size, kNil, kNil, r, false, cx};
     regions_[r] = Region{base, size, c, c, 0, 1, size, true, id >= 0 ? id : next_id_++, rx};
     ++live_regions_;
+    index_add(c);
     return r;
   }
   // Region r grows by `size` bytes at its end (memory obtained right after it): the new bytes are
@@ -83,12 +90,14 @@ class ChunkList {
     rg.size += size;
     ++rg.chunks;
     rg.free_bytes += size;
+    index_add(c);
     return c;
   }
   // Retires an unused region (pre: no chunk in use, a single chunk); its slot is reused later.
   void remove_region(Index r) {
     Region& rg = regions_[r];
     FRAGSIM_CHECK(rg.live && rg.in_use == 0 && rg.chunks == 1, "removing a region that is in use or split");
+    index_remove(rg.first);
     spare_.push_back(rg.first);
     rg.first = rg.last = kNil;
     rg.live = false;
@@ -101,7 +110,11 @@ class ChunkList {
   // address). Pre: nothing else occupies the new range.
   void move_region(Index r, Addr base) {
     Region& rg = regions_[r];
-    for (Index c = rg.first; c != kNil; c = chunks_[c].next) chunks_[c].addr = base + (chunks_[c].addr - rg.base);
+    for (Index c = rg.first; c != kNil; c = chunks_[c].next) {
+      index_remove(c);
+      chunks_[c].addr = base + (chunks_[c].addr - rg.base);
+      index_add(c);
+    }
     rg.base = base;
   }
 
@@ -119,6 +132,7 @@ class ChunkList {
     a.next = n;
     a.size = keep;
     ++regions_[a.region].chunks;
+    index_add(n);
     return n;
   }
   // Free chunk c absorbs its free right neighbour, whose index is recycled. Extras stay c's.
@@ -134,6 +148,7 @@ class ChunkList {
     else
       regions_[a.region].last = c;
     --regions_[a.region].chunks;
+    index_remove(n);
     spare_.push_back(n);
   }
   // In-use chunk c takes over its free right neighbour (an unsplit remainder it always held).
@@ -150,6 +165,7 @@ class ChunkList {
       regions_[a.region].last = c;
     --regions_[a.region].chunks;
     regions_[a.region].free_bytes -= b.size;
+    index_remove(n);
     spare_.push_back(n);
   }
   void set_in_use(Index c, bool in_use) {
@@ -164,6 +180,22 @@ class ChunkList {
       --rg.in_use;
       rg.free_bytes += ch.size;
     }
+  }
+
+  // Turns the address index on (kept from now on).
+  void index_addresses() {
+    if (indexed_) return;
+    indexed_ = true;
+    for (Index r = 0; r < region_count(); ++r)
+      if (regions_[r].live)
+        for (Index c = regions_[r].first; c != kNil; c = chunks_[c].next) index_add(c);
+  }
+  // The chunk of live region r holding address at (pre: r holds it).
+  Index chunk_at(Index r, Addr at) const {
+    if (indexed_) return std::prev(by_addr_.upper_bound({r, at}))->second;
+    Index c = regions_[r].first;
+    while (chunks_[c].addr + chunks_[c].size <= at) c = chunks_[c].next;
+    return c;
   }
 
   const Chunk& chunk(Index c) const { return chunks_[c]; }
@@ -207,8 +239,19 @@ class ChunkList {
       if (prev != rg.last) fail("region's last chunk is stale");
       if (used != rg.in_use || count != rg.chunks || free_bytes != rg.free_bytes)
         fail("region in-use count, chunk count or free bytes stale");
+      if (indexed_)
+        for (Index c = rg.first; c != kNil; c = chunks_[c].next) {
+          auto it = by_addr_.find({r, chunks_[c].addr});
+          if (it == by_addr_.end() || it->second != c) fail("address index stale");
+        }
     }
     if (live != live_regions_) fail("live region count stale");
+    if (indexed_) {
+      size_t chunks = 0;
+      for (Index r = 0; r < region_count(); ++r)
+        if (regions_[r].live) chunks += regions_[r].chunks;
+      if (chunks != by_addr_.size()) fail("address index holds chunks that are gone");
+    }
   }
 
  private:
@@ -222,8 +265,17 @@ class ChunkList {
     return static_cast<Index>(chunks_.size() - 1);
   }
 
+  void index_add(Index c) {
+    if (indexed_) by_addr_[{chunks_[c].region, chunks_[c].addr}] = c;
+  }
+  void index_remove(Index c) {
+    if (indexed_) by_addr_.erase({chunks_[c].region, chunks_[c].addr});
+  }
+
   std::vector<Chunk> chunks_;
   std::vector<Index> spare_;
+  bool indexed_ = false;
+  std::map<std::pair<Index, Addr>, Index> by_addr_;  // index_addresses(): (region, chunk start) → chunk
   std::vector<Region> regions_;
   std::vector<Index> spare_regions_;
   Index live_regions_ = 0;

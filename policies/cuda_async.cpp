@@ -259,6 +259,9 @@ class CudaAsyncPolicy : public AllocatorPolicy {
   // Places [at, at+r) where the recording says, if that range is free (or outside every
   // reservation: a new one starts there).
   std::optional<std::int32_t> place_at(Bytes r, Bytes requested, Addr at) {
+    // Recorded addresses come on every allocation a recording placed (--follow-recording): find
+    // their blocks through an address index from the first on, not by walking the reservation.
+    heap_.index_addresses();
     auto it = reservations_.upper_bound(at);
     if (it == reservations_.begin() || at - std::prev(it)->first >= va_size_) {
       if (at.value() > kVaTop - va_size_ || overlaps_reservation(at, va_size_)) return std::nullopt;
@@ -346,12 +349,7 @@ class CudaAsyncPolicy : public AllocatorPolicy {
     return b;
   }
 
-  // The block of segment sg that holds address at (a walk in address order).
-  std::int32_t block_at(std::int32_t sg, Addr at) const {
-    std::int32_t b = heap_.segment(sg).first;
-    while (heap_.block(b).addr + heap_.block(b).size <= at) b = heap_.block(b).next;
-    return b;
-  }
+  std::int32_t block_at(std::int32_t sg, Addr at) const { return heap_.block_at(sg, at); }
 
   // Unmapped range [lo, hi) of reservation sg: its parts inside a chunk that a neighbouring block
   // maps have memory behind them ("slivers": at most one at each end). f(addr, bytes) each.

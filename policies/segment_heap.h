@@ -80,6 +80,10 @@ class SegmentHeap {
   // Removes an unused segment (the caller returns its memory to the device).
   void remove_segment(std::int32_t s);
 
+  // The block of live segment s holding address at (pre: s holds it); a walk in address order
+  // until index_addresses() turns on an ordered index (chunk_list.h).
+  std::int32_t block_at(std::int32_t s, Addr at) const { return chunks_.chunk_at(s, at); }
+  void index_addresses() { chunks_.index_addresses(); }
   const Block& block(std::int32_t b) const { return chunks_.chunk(b); }
   SegmentBlockExtra& block_extra(std::int32_t b) { return chunks_.extra(b); }
   const Segment& segment(std::int32_t s) const { return chunks_.region(s); }

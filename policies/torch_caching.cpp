@@ -346,7 +346,8 @@ class TorchCachingPolicy : public AllocatorPolicy {
     return it != seg_by_addr_.begin() && meets(*std::prev(it));
   }
 
-  // Places a pre-trace allocation at its recorded address inside a seeded segment.
+  // Places an allocation at its recorded address (a pre-trace one inside a seeded segment, or one
+  // --follow-recording corrects) when the simulated state has that range free.
   void seeded(const AllocRequest& req, Addr at, SegmentHeap** heap, bool* small, std::int64_t* stream,
               std::int32_t* blk) {
     auto it = seg_by_addr_.upper_bound(at);
@@ -354,6 +355,7 @@ class TorchCachingPolicy : public AllocatorPolicy {
     --it;
     SegRef ref = it->second;
     SegmentHeap& h = pools_[ref.small][ref.stream];
+    h.index_addresses();  // every allocation of a followed recording comes here: find blocks by address
     const auto& sg = h.segment(ref.seg);
     Bytes r = c_.round_size(req.size);
     if (!sg.live || r > sg.size || at - sg.base > sg.size - r) return;
@@ -364,44 +366,41 @@ class TorchCachingPolicy : public AllocatorPolicy {
     // max_non_split_rounding: then the size stays as requested, counted as ambiguous. A block
     // size the recording gives (a snapshot's segments at the dump) wins over both.
     bool split_rule = !ref.small && !sg.x.expandable;
-    for (std::int32_t b = sg.first; b != SegmentHeap::kNil; b = h.block(b).next) {
-      const auto& bl = h.block(b);
-      if (bl.addr <= at && at + r <= bl.addr + bl.size && !bl.in_use) {
-        if (split_rule && at > bl.addr && at - bl.addr <= kSmallSize && bl.prev != SegmentHeap::kNil &&
-            h.block(bl.prev).in_use) {
-          std::int32_t p = bl.prev;
-          Bytes gap = at - bl.addr;
-          if (h.block(p).size >= c_.max_split_size) {
-            ++pre_trace_ambiguous_;
-          } else {
-            h.grow_in_use(p, gap);
-            allocated_.add(false, static_cast<std::int64_t>(gap));
-            active_.add(false, static_cast<std::int64_t>(gap));
-            ++pre_trace_widened_;
-            b = h.block(p).next;
-          }
-        }
-        const auto& fb = h.block(b);
-        Bytes rest = fb.addr + fb.size - (at + r), take = r;
-        if (req.seeded_block > r && req.seeded_block - r <= rest) {  // the recording says
-          take = req.seeded_block;
-        } else if (split_rule && rest > 0 && rest <= kSmallSize) {
-          if (r >= c_.max_split_size) {
-            ++pre_trace_ambiguous_;
-          } else {
-            take = r + rest;
-            ++pre_trace_widened_;
-          }
-        }
-        *blk = h.carve(b, at, take, req.size);
-        *heap = &h;
-        *small = ref.small;
-        *stream = ref.stream;
-        recount_inactive_split(h, ref.seg, ref.small);
-        return;
+    // Only the free block holding `at` can hold the range.
+    std::int32_t b = h.block_at(ref.seg, at);
+    const auto& bl = h.block(b);
+    if (at + r > bl.addr + bl.size || bl.in_use) return;
+    if (split_rule && at > bl.addr && at - bl.addr <= kSmallSize && bl.prev != SegmentHeap::kNil &&
+        h.block(bl.prev).in_use) {
+      std::int32_t p = bl.prev;
+      Bytes gap = at - bl.addr;
+      if (h.block(p).size >= c_.max_split_size) {
+        ++pre_trace_ambiguous_;
+      } else {
+        h.grow_in_use(p, gap);
+        allocated_.add(false, static_cast<std::int64_t>(gap));
+        active_.add(false, static_cast<std::int64_t>(gap));
+        ++pre_trace_widened_;
+        b = h.block(p).next;
       }
-      if (bl.addr > at) break;
     }
+    const auto& fb = h.block(b);
+    Bytes rest = fb.addr + fb.size - (at + r), take = r;
+    if (req.seeded_block > r && req.seeded_block - r <= rest) {  // the recording says
+      take = req.seeded_block;
+    } else if (split_rule && rest > 0 && rest <= kSmallSize) {
+      if (r >= c_.max_split_size) {
+        ++pre_trace_ambiguous_;
+      } else {
+        take = r + rest;
+        ++pre_trace_widened_;
+      }
+    }
+    *blk = h.carve(b, at, take, req.size);
+    *heap = &h;
+    *small = ref.small;
+    *stream = ref.stream;
+    recount_inactive_split(h, ref.seg, ref.small);
   }
 
   // Size of a free block counting the unmapped space right after it (expandable segments).

@@ -53,6 +53,7 @@ Engine::Engine(const RunOptions& opt, const Registry& reg)
       live_(LimitCounter(Limit::kNames, opt.trace, input_bytes(opt.trace))),
       devices_kept_(Limit::kDevices, opt.trace, input_bytes(opt.trace)),
       marks_kept_(Limit::kMarks, opt.trace, input_bytes(opt.trace)) {
+  if (opt_.follow_recording) live_.index_addresses();  // follow() asks what lies under a recorded range
   for (int i = 0; i < static_cast<int>(Space::kCount); ++i) {
     auto sp = static_cast<Space>(i);
     route_[i] = opt_.hw.space(sp)                                          ? sp

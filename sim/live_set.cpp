@@ -64,6 +64,21 @@ void LiveSet::remember(const Event& ev, const Placement& p, std::uint32_t slot) 
   slot_[ev.handle] = slot;
   fill_rec(live_[ev.handle], ev, p, ev.has(key::kName) ? intern(ev.name) : 0);
   if (live_[ev.handle].has_shape) shapes_[ev.handle] = ev.shape;
+  if (indexed_ && p.has_addr) {
+    if (slot >= by_addr_.size()) by_addr_.resize(slot + 1);
+    by_addr_[slot].at.emplace(p.addr, ev.handle);
+    by_addr_[slot].widest = std::max(by_addr_[slot].widest, p.block);
+  }
+}
+
+void LiveSet::unindex(Handle h) {
+  if (!live_[h].has_addr) return;
+  auto& at = by_addr_[slot_[h]].at;
+  for (auto [it, end] = at.equal_range(live_[h].addr); it != end; ++it)
+    if (it->second == h) {
+      at.erase(it);
+      return;
+    }
 }
 
 BufferView LiveSet::request_view(const Event& ev) {
@@ -133,10 +148,24 @@ Moment LiveSet::moment(std::uint64_t event_index, Tick t, const std::vector<Slot
 
 std::vector<Handle> LiveSet::overlapping(std::uint32_t slot, const Extent& e, Handle except) const {
   std::vector<Handle> in_the_way;
-  for (Handle h = 0; h < state_.size() && h < live_.size(); ++h)
-    if (state_[h] == State::kPlaced && slot_[h] == slot && h != except && live_[h].has_addr &&
-        live_[h].addr < e.end() && e.addr < live_[h].addr + std::max<Bytes>(live_[h].block, 1))
-      in_the_way.push_back(h);
+  auto meets = [&](Handle h) {
+    return state_[h] == State::kPlaced && slot_[h] == slot && h != except && live_[h].has_addr &&
+           live_[h].addr < e.end() && e.addr < live_[h].addr + std::max<Bytes>(live_[h].block, 1);
+  };
+  if (!indexed_) {
+    for (Handle h = 0; h < state_.size() && h < live_.size(); ++h)
+      if (meets(h)) in_the_way.push_back(h);
+    return in_the_way;
+  }
+  if (slot >= by_addr_.size()) return in_the_way;
+  // Buffers starting below e.end(), walked down to where even the widest block ends before e.
+  const ByAddr& idx = by_addr_[slot];
+  for (auto it = idx.at.lower_bound(e.end()); it != idx.at.begin();) {
+    --it;
+    if (it->first < e.addr && e.addr - it->first >= idx.widest) break;
+    if (meets(it->second)) in_the_way.push_back(it->second);
+  }
+  std::sort(in_the_way.begin(), in_the_way.end());  // handle order, as the scan above gives
   return in_the_way;
 }
 

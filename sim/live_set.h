@@ -5,6 +5,7 @@
 #pragma once
 #include <cstdint>
 #include <functional>
+#include <map>
 #include <span>
 #include <string>
 #include <unordered_map>
@@ -28,6 +29,9 @@ class LiveSet {
  public:
   // `names`: what the distinct names and stack frames a run keeps may grow to (sim/base/limits.h).
   explicit LiveSet(LimitCounter names) : names_kept_(std::move(names)) {}
+  // Keeps the placed buffers of each slot in address order too, so that overlapping() visits only
+  // those near the extent (--follow-recording asks it on every correction). Pre: nothing placed yet.
+  void index_addresses() { indexed_ = true; }
 
   // kDisplaced: placed, then taken out of the simulated state by --follow-recording (its free is ignored).
   enum class State : std::uint8_t { kNotLive, kPlaced, kFailed, kEmpty, kDisplaced };
@@ -39,12 +43,15 @@ class LiveSet {
       slot_.resize(h + 1, 0);
       local_.resize(h + 1, kNoHandle);
     }
-    state_[h] = State::kNotLive;
+    set(h, State::kNotLive);
   }
   // The handle its slot's policy knows the allocation by (dense per slot).
   void set_local(Handle h, Handle local) { local_[h] = local; }
   Handle local_of(Handle h) const { return local_[h]; }
-  void set(Handle h, State s) { state_[h] = s; }
+  void set(Handle h, State s) {
+    if (indexed_ && state_[h] == State::kPlaced && s != State::kPlaced) unindex(h);
+    state_[h] = s;
+  }
   State state(Handle h) const { return h < state_.size() ? state_[h] : State::kNotLive; }
   std::uint32_t slot_of(Handle h) const { return slot_[h]; }
   Handle handle_limit() const { return static_cast<Handle>(state_.size()); }
@@ -92,6 +99,7 @@ class LiveSet {
   };
   static_assert(sizeof(Rec) == 64);
   std::uint32_t intern(const std::string& name);
+  void unindex(Handle h);
   static void fill_rec(Rec& l, const Event& ev, const Placement& p, std::uint32_t name);
   static BufferView view_of(const Rec& l, std::string name, std::span<const std::uint64_t> shape, std::uint32_t device,
                             Space space, std::uint64_t now);
@@ -105,6 +113,14 @@ class LiveSet {
   std::unordered_map<std::string, std::uint32_t> name_ids_;
   std::unordered_map<std::uint64_t, std::vector<std::string>> stack_frames_;  // the trace's stacks
   LimitCounter names_kept_;
+  // index_addresses(): per slot, the placed buffers with an address by address, and the largest
+  // block any of them had (a buffer starting that far below an extent may still reach into it).
+  struct ByAddr {
+    std::multimap<Addr, Handle> at;
+    Bytes widest = 1;
+  };
+  bool indexed_ = false;
+  std::vector<ByAddr> by_addr_;
 };
 
 }  // namespace fragsim

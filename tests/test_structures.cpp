@@ -6,6 +6,7 @@
 
 #include "policies/addr_index.h"
 #include "policies/busy_index.h"
+#include "policies/chunk_list.h"
 #include "policies/interval_tree.h"
 #include "policies/size_index.h"
 #include "policies/static_heap.h"
@@ -130,6 +131,63 @@ TEST_CASE("IntervalTree reports exactly the committed intervals overlapping a qu
     std::stable_sort(want.begin(), want.end(), [&](size_t a, size_t b) { return starts[a] < starts[b]; });
     REQUIRE(got == want);
   }
+}
+
+TEST_CASE("ChunkList: chunk_at through the address index finds the chunk the walk finds") {
+  std::uint64_t s = 5;
+  auto rnd = [&] { return (s = s * 6364136223846793005ULL + 1442695040888963407ULL) >> 33; };
+  // Three lists fed the same operations: never indexed (the walk), indexed from the start, and
+  // indexed halfway through (built from the chunks there are then).
+  ChunkList<> walk, from_start, halfway;
+  from_start.index_addresses();
+  std::vector<ChunkList<>*> all{&walk, &from_start, &halfway};
+  auto each = [&](auto f) {
+    for (auto* l : all) f(*l);
+  };
+  using Index = ChunkList<>::Index;
+  std::vector<Index> regions;
+  const Bytes kRegion = 1 << 20;
+  Addr next_base(0x10000000);
+  size_t checked = 0;
+  for (int step = 0; step < 6000; ++step) {
+    if (step == 3000) halfway.index_addresses();
+    std::uint64_t op = rnd() % 10;
+    if (regions.size() < 3 || op == 0) {  // a new region (slots of removed ones are reused)
+      Index r = ChunkList<>::kNil;
+      each([&](ChunkList<>& l) { r = l.add_region(next_base, kRegion); });
+      next_base = next_base + 2 * kRegion;
+      regions.push_back(r);
+      continue;
+    }
+    Index r = regions[rnd() % regions.size()];
+    const auto& rg = walk.region(r);
+    Addr at = rg.base + rnd() % rg.size;
+    Index c = walk.chunk_at(r, at);
+    REQUIRE(from_start.chunk_at(r, at) == c);
+    REQUIRE(halfway.chunk_at(r, at) == c);
+    ++checked;
+    const auto& ch = walk.chunk(c);
+    REQUIRE((ch.addr <= at && at < ch.addr + ch.size));
+    if (op <= 4 && !ch.in_use && ch.size > 1) {  // split at the address, and take the upper part
+      Bytes keep = std::max<Bytes>(1, at - ch.addr);
+      if (keep < ch.size) each([&](ChunkList<>& l) { l.set_in_use(l.split(c, keep), true); });
+    } else if (op <= 7 && ch.in_use) {  // free it and merge with free neighbours
+      each([&](ChunkList<>& l) {
+        l.set_in_use(c, false);
+        if (l.chunk(c).next != ChunkList<>::kNil && !l.chunk(l.chunk(c).next).in_use) l.merge_next(c);
+        if (Index p = l.chunk(c).prev; p != ChunkList<>::kNil && !l.chunk(p).in_use) l.merge_next(p);
+      });
+    } else if (op == 8 && walk.region_unused(r) && walk.region(r).chunks == 1) {  // retire it
+      each([&](ChunkList<>& l) { l.remove_region(r); });
+      regions.erase(std::find(regions.begin(), regions.end(), r));
+    } else if (op == 9) {  // the region moves
+      Addr to = next_base;
+      next_base = next_base + 2 * kRegion;
+      each([&](ChunkList<>& l) { l.move_region(r, to); });
+    }
+    each([&](ChunkList<>& l) { l.validate("chunk list"); });  // the index holds exactly the live chunks
+  }
+  CHECK(checked > 4000);
 }
 
 // The runs and gaps of a set of points (covered[x]): the reference for RunList.
