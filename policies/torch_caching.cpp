@@ -366,10 +366,17 @@ class TorchCachingPolicy : public AllocatorPolicy {
     // max_non_split_rounding: then the size stays as requested, counted as ambiguous. A block
     // size the recording gives (a snapshot's segments at the dump) wins over both.
     bool split_rule = !ref.small && !sg.x.expandable;
+    // In a reservation the recorded block's pages were mapped: map what this state has not.
+    if (sg.x.expandable) {
+      Bytes span = req.seeded_block > r && req.seeded_block - r <= sg.size - r - (at - sg.base) ? req.seeded_block : r;
+      auto g = expandable_.map_range(h, ref.small, ref.seg, at, span);
+      count_mapped(ref.small, g);
+      if (g.block == SegmentHeap::kNil) return;
+    }
     // Only the free block holding `at` can hold the range.
     std::int32_t b = h.block_at(ref.seg, at);
     const auto& bl = h.block(b);
-    if (at + r > bl.addr + bl.size || bl.in_use) return;
+    if (at + r > bl.addr + bl.size || bl.in_use || !bl.x.mapped) return;
     if (split_rule && at > bl.addr && at - bl.addr <= kSmallSize && bl.prev != SegmentHeap::kNil &&
         h.block(bl.prev).in_use) {
       std::int32_t p = bl.prev;

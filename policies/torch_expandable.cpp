@@ -112,8 +112,6 @@ ExpandableSegments::Grown ExpandableSegments::grow(SegmentHeap& heap, bool small
 ExpandableSegments::Grown ExpandableSegments::seed(SegmentHeap& heap, bool small, Addr addr, Bytes size,
                                                    const std::map<Addr, std::int32_t>& reservations,
                                                    const Reserve& reserve) {
-  Grown out;
-  Bytes page = page_size(small);
   std::int32_t seg = -1;
   auto it = reservations.upper_bound(addr);
   if (it != reservations.begin()) {
@@ -122,15 +120,44 @@ ExpandableSegments::Grown ExpandableSegments::seed(SegmentHeap& heap, bool small
     if (addr - sg.base < sg.size) seg = it->second;
   }
   if (seg < 0) seg = new_reservation(small, reserve, addr);
-  for (std::int32_t b = heap.segment(seg).first; b != SegmentHeap::kNil; b = heap.block(b).next) {
+  return map_range(heap, small, seg, addr, size);
+}
+
+ExpandableSegments::Grown ExpandableSegments::map_range(SegmentHeap& heap, bool small, std::int32_t seg, Addr addr,
+                                                        Bytes size) {
+  Grown out;
+  const auto& sg = heap.segment(seg);
+  Bytes page = page_size(small);
+  if (addr < sg.base || addr - sg.base >= sg.size) return out;
+  size = std::min<Bytes>(std::max<Bytes>(size, 1), sg.size - (addr - sg.base));
+  // Every unmapped block's bounds lie on pages (reservations are whole pages, and blocks are
+  // mapped and unmapped a page at a time), so the pages under the range are whole blocks' parts.
+  Addr lo = sg.base + round_down(addr - sg.base, page);
+  Addr hi = sg.base + std::min(round_up_sat(addr + size - sg.base, page), sg.size);
+  const std::int32_t from = heap.block_at(seg, lo);
+  Bytes missing = 0;
+  for (std::int32_t b = from; b != SegmentHeap::kNil && heap.block(b).addr < hi; b = heap.block(b).next) {
     const auto& bl = heap.block(b);
-    if (bl.in_use || bl.x.mapped || addr < bl.addr || addr - bl.addr >= bl.size) continue;
-    std::int32_t target = b;
-    if (addr > bl.addr) target = heap.split_unmapped(b, addr - bl.addr);
-    if (size > heap.block(target).size) size = heap.block(target).size;
-    if (map_block(heap, &target, size, page, &out)) out.block = target;
-    break;
+    Addr end = bl.addr + bl.size;
+    if (end <= lo) continue;
+    if (bl.in_use && end > addr && bl.addr < addr + size) return out;  // the range is taken
+    if (!bl.in_use && !bl.x.mapped) missing += std::min(end, hi) - std::max(bl.addr, lo);
   }
+  if (dev_->available() < missing) return out;
+  for (std::int32_t b = from; b != SegmentHeap::kNil && heap.block(b).addr < hi;) {
+    const auto& bl = heap.block(b);
+    Addr end = bl.addr + bl.size;
+    if (end <= lo || bl.in_use || bl.x.mapped) {
+      b = bl.next;
+      continue;
+    }
+    std::int32_t target = bl.addr < lo ? heap.split_unmapped(b, lo - bl.addr) : b;
+    Bytes bytes = std::min(end, hi) - heap.block(target).addr;
+    if (!map_block(heap, &target, bytes, page, &out)) return out;  // the device's free memory is in pieces
+    b = heap.block(target).next;
+  }
+  const auto& bl = heap.block(heap.block_at(seg, addr));
+  if (addr + size <= bl.addr + bl.size && !bl.in_use && bl.x.mapped) out.block = heap.block_at(seg, addr);
   return out;
 }
 

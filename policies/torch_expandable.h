@@ -56,6 +56,11 @@ class ExpandableSegments {
   // holds it, or a new one starting there.
   Grown seed(SegmentHeap& heap, bool small, Addr addr, Bytes size, const std::map<Addr, std::int32_t>& reservations,
              const Reserve& reserve);
+  // Maps the whole pages of reservation `seg` under [addr, addr + size) that are not mapped yet
+  // (a page starts at base + k·page), all or nothing: what a block the recording placed there
+  // needs before it can be carved. out.block: the free mapped block then holding the range, kNil
+  // when an in-use block meets the range or the device cannot give the pages (nothing mapped).
+  Grown map_range(SegmentHeap& heap, bool small, std::int32_t seg, Addr addr, Bytes size);
   struct Unmapped {
     Bytes bytes = 0;
     std::uint64_t pages = 0;

@@ -558,6 +558,37 @@ TEST_CASE("torch-caching garbage collection leaves expandable reservations to em
   CHECK(r.result.peak_reserved == 80 * MiB);
 }
 
+// Regression (found by fuzzing --follow-recording with expandable segments: internal error, exit
+// 1, "unmapping a page that is not mapped"): a recorded block in a reservation's unmapped part
+// was carved there with no memory behind it. The real allocator had mapped those pages
+// (specs/torch-caching.md §6: a block lies in mapped pages only), so following the recording maps
+// them first: whole 20 MiB pages from the reservation's base, here [B+200, B+240) MiB for a 30 MiB
+// block at B+205 MiB; empty_cache then unmaps them once the block is freed.
+TEST_CASE("torch-caching follows a recorded block into a reservation's unmapped pages by mapping them") {
+  constexpr std::uint64_t B = 0x7f0000000000;
+  auto alloc = [](int id, std::uint64_t addr) {
+    return fmt::format("{{\"op\":\"alloc\",\"id\":{},\"size\":{},\"addr\":{}}}", id, 30 * MiB, addr);
+  };
+  TraceBuilder t;
+  t.raw(fmt::format("{{\"op\":\"segment_map\",\"addr\":{},\"size\":{}}}", B, 40 * MiB));
+  t.raw(alloc(1, B)).raw(alloc(2, B + 205 * MiB)).free(2).raw(R"({"op":"empty_cache"})");
+  auto r = simulate({.name = "follow_unmapped",
+                     .text = t.text,
+                     .policy = "torch-caching",
+                     .config = {{"expandable_segments", true}},
+                     .capacity = "1GiB",
+                     .follow_recording = true});
+  REQUIRE(r.placements.size() == 2);
+  CHECK(r.placements[0]["addr"] == B);  // the recorded reservation base
+  CHECK(r.placements[1]["addr"] == B + 205 * MiB);
+  // Pages: 2 under block 1; 1 the policy's own choice for block 2 mapped (B+30 MiB, growing into
+  // [B+40, B+60) MiB) before the recording corrected it; 2 under block 2 as recorded.
+  CHECK(r.stats()["num_device_alloc"] == 5);
+  CHECK(r.result.peak_reserved == 100 * MiB);
+  CHECK(r.stats()["num_device_free"] == 3);  // empty_cache: every whole free page
+  CHECK(r.stats()["reserved_bytes"] == 40 * MiB);
+}
+
 // Regression (a real snapshot, sqattn_empty_cache.pickle, with roundup_power2_divisions:4 at 6 GiB
 // and --keep-going, stopped on an internal error, exit 1): a what-if setting makes segments
 // larger than the recording's, and the next recorded segment address then lies inside the
