@@ -149,12 +149,12 @@ std::string when(const RunResult& r, std::uint64_t event_index, Tick t) {
 
 // The buffer's own name unless it is its frame's last component (snapshot names are).
 std::string buffer_line(const RunResult& r, const BufferView& b) {
-  std::string what = escape_terminal(b.name);
+  const std::string name = escape_terminal(b.name);
+  std::string what = name;
   if (std::string sh = shape_text(b); !sh.empty()) what += (what.empty() ? "" : " ") + sh;
   std::string pad = b.block > b.requested ? fmt::format(" ({} requested)", human_bytes(b.requested)) : std::string();
   std::string f = escape_terminal(frame_of(r, b));
-  bool frame_is_name = !f.empty() && !b.name.empty() && f.size() >= b.name.size() &&
-                       f.compare(f.size() - what.size(), what.size(), what) == 0;
+  bool frame_is_name = !f.empty() && !name.empty() && f.ends_with(name);
   return fmt::format("{:>12}{}  {}{}id {}, event {}, {} events old{}", human_bytes(b.block), pad, what,
                      what.empty() ? "" : "  ", b.id, b.event_index, b.age_events,
                      f.empty() || frame_is_name ? std::string() : "  at " + f);

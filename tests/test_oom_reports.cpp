@@ -89,3 +89,18 @@ TEST_CASE("oom reports: a PyTorch OOM names the request frame and the live set, 
   CHECK(j["policy"]["config"]["resolved_expandable_segments"] == true);
   for (const auto& a : j["advice"]) CHECK(a.get<std::string>().find("expandable_segments:True") == std::string::npos);
 }
+
+// Regression (found by fuzzing; internal error, exit 1: "basic_string::compare: __pos ... >
+// this->size()"): a live buffer listed in the text with a name, a shape and a stack whose frame
+// was at least as long as the name but shorter than name and shape together. The frame is left
+// out only when it ends with the buffer's name (a snapshot's names are their frames).
+TEST_CASE("oom reports: a named, shaped buffer with a stack is listed with its frame") {
+  auto trace = write_text("named_shaped.jsonl", R"({"op":"stack","id":1,"frames":["a.py:1 f","b.py:2 g"]}
+{"op":"stack","id":2,"frames":["c.py:3 h"]}
+{"op":"alloc","id":1,"size":3000000,"stack":1,"name":"x","shape":[1000,750],"dtype":"f32"}
+{"op":"alloc","id":2,"size":1000,"stack":2,"name":"c.py:3 h","shape":[250],"dtype":"f32"}
+)");
+  auto r = run_cmd({.trace = trace});
+  CHECK(r.text.find("x f32[1000,750]  id 1, event 2, 1 events old  at a.py:1 f") != std::string::npos);
+  CHECK(r.text.find("c.py:3 h f32[250]  id 2, event 3, 0 events old\n") != std::string::npos);
+}
