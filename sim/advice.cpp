@@ -6,6 +6,7 @@
 #include <algorithm>
 
 #include "sim/base/error.h"
+#include "sim/settings.h"
 #include "sim/sweep.h"
 
 namespace fragsim {
@@ -28,6 +29,7 @@ RunRequest with_candidate(RunRequest req, const AdviceCandidate& c) {
   };
   req.sets.erase(std::remove_if(req.sets.begin(), req.sets.end(), same_key), req.sets.end());
   req.sets.insert(req.sets.end(), c.sets.begin(), c.sets.end());
+  for (const auto& s : c.sets) req.policy = policy_ref_without(req.policy, var_of(s));  // brackets win over --set
   if (!c.policy.empty() && !req.policy.empty()) req.policy = c.policy;
   return req;
 }

@@ -133,13 +133,15 @@ void replace_named(std::vector<std::string>& v, const std::string& kv) {
 }
 }  // namespace
 
-RunRequest with_env(RunRequest req, const std::string& var_value) {
+RunRequest with_env(RunRequest req, const std::string& var_value, const std::string& config_key) {
   replace_named(req.envs, var_value);
+  if (!config_key.empty()) req.policy = policy_ref_without(req.policy, config_key);
   return req;
 }
 
 RunRequest with_set(RunRequest req, const std::string& key_value) {
   replace_named(req.sets, key_value);
+  req.policy = policy_ref_without(req.policy, name_of(key_value));
   return req;
 }
 

@@ -61,8 +61,9 @@ struct RunRequest {
                                        const std::vector<std::string>& extra = {});
 
 // The request with VAR=VALUE given as an --env (replacing that variable) or KEY=VALUE as a --set
-// (replacing that key).
-[[nodiscard]] RunRequest with_env(RunRequest req, const std::string& var_value);
+// (replacing that key). The policy's own options in brackets win over both, so the key (for an
+// --env, config_key: the option the variable sets) leaves them.
+[[nodiscard]] RunRequest with_env(RunRequest req, const std::string& var_value, const std::string& config_key = "");
 [[nodiscard]] RunRequest with_set(RunRequest req, const std::string& key_value);
 
 // A POSIX shell word: s itself when it holds only safe characters, else single-quoted.

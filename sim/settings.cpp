@@ -80,6 +80,19 @@ PolicySpec parse_policy_ref(const std::string& text, const std::string& what) {
   return ref;
 }
 
+std::string policy_ref_without(const std::string& text, const std::string& key) {
+  auto br = text.find('[');
+  if (br == std::string::npos || text.back() != ']') return text;
+  std::string kept;
+  split_top_level(
+      text.substr(br + 1, text.size() - br - 2), [&](const std::string& why) { return InputError(why); },
+      [&](const std::string& item) {
+        if (item.empty() || item.substr(0, item.find('=')) == key) return;
+        kept += (kept.empty() ? "" : ",") + item;
+      });
+  return text.substr(0, br) + (kept.empty() ? "" : "[" + kept + "]");
+}
+
 PolicySpec resolve_settings(const SettingsInput& in, const Registry& reg, std::vector<std::string>* notes,
                             bool* used_default) {
   const PolicySpec named = in.policy.empty() ? PolicySpec{} : parse_policy_ref(in.policy, "--policy");

@@ -24,6 +24,9 @@ struct SettingsInput {
 // and key_config to NAME's options, as tpu-padded's inner policy takes them). InputError naming
 // `what` on a malformed reference. The name is not checked against the registry here.
 [[nodiscard]] PolicySpec parse_policy_ref(const std::string& text, const std::string& what);
+// POLICY[k=v,...] without option `key` (POLICY when none is left): an option in the brackets wins
+// over --set and --env (resolve_settings), so a setting given that way must leave them first.
+[[nodiscard]] std::string policy_ref_without(const std::string& text, const std::string& key);
 
 // Resolves the policy name and config; adds to notes one line per interpreted variable.
 // Throws InputError on unknown variables or values (naming them), on variables of two frameworks,

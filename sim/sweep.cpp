@@ -156,7 +156,8 @@ void fraction_sweep(const SweepOptions& opt, const Registry& reg, const Fraction
     res.value = v;
     res.bound = safe == 0;
     res.setting = knob.setting(v);
-    RunRequest q = knob.by_env() ? with_env(opt.request, knob.argument(v)) : with_set(opt.request, knob.argument(v));
+    RunRequest q =
+        knob.by_env() ? with_env(opt.request, knob.argument(v), knob.key) : with_set(opt.request, knob.argument(v));
     q.keep_going = q.check = false;
     res.command = command_line(q);
   }

@@ -165,3 +165,22 @@ TEST_CASE("advice: a multi-device snapshot names the device that binds and the c
   REQUIRE(cmds.size() == 2);
   CHECK(pasted_completes(cmds[1]));
 }
+
+// Regression (found by fuzzing the advice): a fraction given in the policy's brackets wins over
+// --set and --env (an entry's own options win, sim/settings.h), so the command the advice printed
+// kept the old fraction and still ran out of memory, while the sweep had replayed the new one. The
+// printed command now takes the option out of the brackets.
+TEST_CASE("advice: a fraction given in the policy's brackets is replaced there, so the command printed fits") {
+  auto trace = write_text("bracket_fraction.jsonl", "{\"op\":\"alloc\",\"id\":1,\"size\":67108864}\n");
+  for (const char* policy : {"torch-caching[memory_fraction=0.5]", "xla-bfc[mem_fraction=0.5,preallocate=false]"}) {
+    INFO(policy);
+    RunRequest req{.trace = trace, .capacity = "100MiB", .reserve = "0", .policy = policy};
+    Advice a = advice_of(req);
+    const std::string* l = line_with(a, "is the smallest fraction with which the trace fits");
+    REQUIRE(l);
+    auto cmds = commands(*l);
+    REQUIRE(cmds.size() == 2);
+    CHECK(cmds[1].find("fraction=0.5") == std::string::npos);  // the bracket's fraction is gone
+    CHECK(pasted_completes(cmds[1]));
+  }
+}
