@@ -35,13 +35,19 @@ struct SpaceSpec {
   Bytes usable() const { return capacity > reserve ? capacity - reserve : 0; }
   Bytes runtime_usable() const { return runtime_limit ? std::min(runtime_limit, capacity) : usable(); }
   // How far the runtime's limit stays below the capacity (0 when it has none of its own).
-  Bytes runtime_holdback() const { return runtime_limit && capacity > runtime_limit ? capacity - runtime_limit : 0; }
-  // Another capacity for the same device: the runtime's limit keeps its holdback below it.
+  Bytes runtime_holdback() const {
+    if (holdback) return holdback;
+    return runtime_limit && capacity > runtime_limit ? capacity - runtime_limit : 0;
+  }
+  // Another capacity for the same device: the runtime's limit keeps its holdback below it (a
+  // capacity within the holdback leaves the runtime 1 byte, and the holdback stays what it was, so
+  // that a capacity set after that one keeps the preset's holdback too).
   void set_capacity(Bytes c) {
-    Bytes holdback = runtime_holdback();
+    holdback = runtime_holdback();
     capacity = c;
     if (runtime_limit) runtime_limit = c > holdback ? c - holdback : 1;
   }
+  Bytes holdback = 0;  // set_capacity's: the holdback the limit had before any capacity was set
 };
 
 struct CostModel {

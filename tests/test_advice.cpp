@@ -184,3 +184,27 @@ TEST_CASE("advice: a fraction given in the policy's brackets is replaced there, 
     CHECK(pasted_completes(cmds[1]));
   }
 }
+
+// Regression (found by fuzzing the advice): a TPU runtime's limit stays a fixed holdback below
+// the capacity (the preset's capacity minus its runtime_limit_bytes). A capacity inside the
+// holdback leaves the runtime 1 byte, and the sweep then took capacity − 1 B as the holdback: it
+// found a capacity that fit in its replays but not in the run its command makes.
+TEST_CASE("advice: on a TPU the capacity that fits keeps the runtime's holdback of the preset") {
+  auto trace = write_text("tpu_holdback.jsonl", "{\"op\":\"alloc\",\"id\":1,\"size\":16777216}\n");
+  const auto hbm = run_cmd({.trace = trace, .hw = "tpu-v6e"}).json["hardware"]["spaces"][0];
+  REQUIRE(hbm["name"] == "hbm");
+  const std::uint64_t holdback =
+      hbm["capacity_bytes"].get<std::uint64_t>() - hbm["runtime_limit_bytes"].get<std::uint64_t>();
+  REQUIRE(holdback > 16 * MiB);  // the capacity below is inside it
+  RunRequest req{.trace = trace, .hw = "tpu-v6e", .capacity = "8MiB"};
+  auto sw = sweep_cmd(req, "min-capacity");
+  REQUIRE(sw.result.value);
+  CHECK(*sw.result.value >= static_cast<double>(holdback + 16 * MiB));
+  CHECK(sw.text.find(human_bytes(holdback) + " below each capacity tried") != std::string::npos);
+  Advice a = advice_of(req);
+  const std::string* l = line_with(a, "verified by replay");
+  REQUIRE(l);
+  auto cmds = commands(*l);
+  REQUIRE(cmds.size() == 2);
+  CHECK(pasted_completes(cmds[1]));
+}
