@@ -19,13 +19,18 @@ std::vector<std::string> default_compare_entries(const RunRequest& req, const Re
   // The chosen entry as a reference: the default's own options ("tpu-padded[inner=tpu-runtime]").
   std::string entry = chosen.policy.name;
   if (q.envs.empty() && q.sets.empty()) entry = reg.default_for(recording, chosen.hw.kind).ref;
+  // A sharding what-if (--shard) takes only the policies that model it (the chosen one does, or
+  // prepare_run refused it above): the lower bound and what-ifs that do not are left out.
+  const bool sharded = req.shard != 1 || req.shard_dim != "major";
   std::vector<std::string> v;
-  if (q.envs.empty()) v.push_back(reg.lower_bound().name);  // variables configure one framework's allocators only
+  if (q.envs.empty() && (!sharded || reg.lower_bound().models_sharding))
+    v.push_back(reg.lower_bound().name);  // variables configure one framework's allocators only
   v.push_back(entry);
   if (info.what_ifs)
     for (const auto& w : info.what_ifs(resolved_config(chosen, recording, reg))) {
       const PolicyInfo& wi = reg.find(parse_policy_ref(w, "what-if").name);
       if (!q.envs.empty() && wi.framework != info.framework) continue;
+      if (sharded && !wi.models_sharding) continue;
       if (std::find(v.begin(), v.end(), w) == v.end()) v.push_back(w);
     }
   return v;

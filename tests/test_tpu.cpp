@@ -202,3 +202,23 @@ TEST_CASE("static-heap: heap >= peak live bytes, equal when lifetimes nest — b
   CHECK(s["heap_size"] == std::min(s["spatial_heap_size"].get<Bytes>(), s["temporal_heap_size"].get<Bytes>()));
   CHECK(s["fragmentation_size"] == s["heap_size"].get<Bytes>() - s["lower_bound"].get<Bytes>());
 }
+
+// Regression (found by fuzzing the commands): `compare TRACE --shard 2` with the default entries
+// refused the run ("--shard: policy ideal does not model sharding") over a lower bound compare had
+// chosen itself. The defaults keep only the policies that model sharding.
+TEST_CASE("compare --shard with the default policies compares those that model sharding") {
+  auto trace =
+      write_text("shard_compare.jsonl", shaped_alloc(1, "bf16", {1000, 129}) + shaped_alloc(2, "f32", {64, 3}));
+  auto c = compare_cmd({.base = {.trace = trace, .hw = "tpu-v5e", .shard = 2}, .traces = {trace}});
+  REQUIRE_FALSE(c.runs.empty());
+  for (const auto& r : c.runs) {
+    INFO(r.policy_name);
+    CHECK(test_registry().find(r.policy_name).models_sharding);
+    CHECK(r.completed);
+  }
+  // The default (tpu-padded) is among them, with each buffer split 2 ways along the major dim.
+  auto padded_run =
+      std::find_if(c.runs.begin(), c.runs.end(), [](const auto& r) { return r.policy_name == "tpu-padded"; });
+  REQUIRE(padded_run != c.runs.end());
+  CHECK(padded_run->spaces[0].extra["padding"]["peak_unpadded_bytes"] == 500 * 129 * 2 + 32 * 3 * 4);
+}
