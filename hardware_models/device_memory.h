@@ -32,6 +32,10 @@ class DeviceMemory {
   DeviceMemory& operator=(const DeviceMemory&) = delete;
   ~DeviceMemory();
 
+ private:
+  using LiveMap = std::map<Addr, Bytes>;  // live grants by address
+
+ public:
   // One live device allocation; empty (false) when the allocation failed or was released.
   class Grant {
    public:
@@ -49,6 +53,7 @@ class DeviceMemory {
    private:
     friend class DeviceMemory;
     DeviceMemory* mem_ = nullptr;
+    LiveMap::iterator it_;  // this grant's entry in mem_->live_: released without a search
     Addr addr_;
     Bytes bytes_ = 0;
   };
@@ -90,9 +95,13 @@ class DeviceMemory {
   const SpaceSpec& spec() const { return spec_; }
 
  private:
-  void release(Addr addr);
-  bool takes_recorded(Addr a, Bytes p) const;      // aligned, and a grant of p bytes there ends below the top
-  bool overlaps_live(Addr a, Bytes p) const;       // a live grant lies in [a, a + p)
+  void release(LiveMap::iterator it);
+  bool takes_recorded(Addr a, Bytes p) const;  // aligned, and a grant of p bytes there ends below the top
+  bool overlaps_live(Addr a, Bytes p) const;   // a live grant lies in [a, a + p)
+  // Every live grant ends at or below a (the last one in address order does; kTop bounds the sum).
+  bool above_live(Addr a) const {
+    return live_.empty() || live_.rbegin()->first.value() + live_.rbegin()->second <= a.value();
+  }
   std::optional<Addr> bump(Bytes p, Bytes align);  // the next address for a grant of p bytes
 
   SpaceSpec spec_;
@@ -104,7 +113,7 @@ class DeviceMemory {
   bool logging_ = false;
   std::vector<Bytes> log_;
   std::vector<Addr> release_log_;
-  std::map<Addr, Bytes> live_;  // grants by address
+  LiveMap live_;
   std::uint64_t alloc_calls_ = 0, free_calls_ = 0, failed_calls_ = 0;
   double time_ns_ = 0;
 };

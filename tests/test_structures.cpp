@@ -1,9 +1,11 @@
 // The shared data structures against straightforward references on seeded random operations.
 #include <catch2/catch.hpp>
 #include <map>
+#include <optional>
 #include <set>
 #include <thread>
 
+#include "hardware_models/device_memory.h"
 #include "policies/addr_index.h"
 #include "policies/busy_index.h"
 #include "policies/chunk_list.h"
@@ -508,4 +510,67 @@ TEST_CASE("LiveTable keeps (device, id) → handle through inserts, erases and g
     REQUIRE(t.size() == ref.size());
   }
   for (const auto& [key, h] : ref) REQUIRE(t.find(key.first, key.second)->handle == h);
+}
+
+TEST_CASE("DeviceMemory: grants never overlap, recorded addresses are taken when free, released ranges are reused") {
+  SpaceSpec spec;
+  spec.capacity = Bytes{1} << 40;
+  spec.alignment = 512;
+  spec.granularity = 2 * kMiB;
+  DeviceMemory mem(spec, CostModel{});
+  std::vector<DeviceMemory::Grant> live;
+  std::map<std::uint64_t, Bytes> ref;  // the live grants: address → padded size
+  std::uint64_t s = 7, far = 0;
+  auto rnd = [&] { return (s = s * 6364136223846793005ULL + 1442695040888963407ULL) >> 33; };
+  auto no_overlap = [&] {
+    std::uint64_t end = 0;
+    for (auto [a, b] : ref) {
+      if (a < end) return false;
+      end = a + b;
+    }
+    return true;
+  };
+  for (int step = 0; step < 6000; ++step) {
+    std::uint64_t r = rnd() % 10;
+    if (r < 5 || live.empty()) {
+      std::optional<Addr> want;
+      if (r == 0) {  // a recorded address, below or above the pointer: taken, or dropped when in use
+        want = DeviceMemory::kBase + (rnd() % 4096) * 2 * kMiB;
+        mem.expect_address(*want);
+      }
+      const bool free_there = want && [&] {  // nothing live in the 64 MiB from it (every size drawn fits)
+        auto it = ref.upper_bound(want->value() + 64 * kMiB - 1);
+        return it == ref.begin() || std::prev(it)->first + std::prev(it)->second <= want->value();
+      }();
+      Bytes size = (1 + rnd() % 32) * 2 * kMiB - rnd() % 1000;
+      DeviceMemory::Grant g = mem.allocate(size);
+      REQUIRE(g);
+      CHECK(g.addr().value() % spec.alignment == 0);
+      if (free_there) CHECK(g.addr() == *want);  // nothing live in its range: the recorded address is taken
+      ref[g.addr().value()] = g.bytes();
+      live.push_back(std::move(g));
+    } else if (r < 9) {
+      size_t i = rnd() % live.size();
+      ref.erase(live[i].addr().value());
+      live[i].release();
+      live[i] = std::move(live.back());
+      live.pop_back();
+    } else {  // a move far above everything: later grants step over it, its release frees it there
+      size_t i = rnd() % live.size();
+      Addr to = DeviceMemory::kBase + (Bytes{1} << 46) + (++far) * kGiB;
+      Bytes b = ref[live[i].addr().value()];
+      ref.erase(live[i].addr().value());
+      REQUIRE(mem.move(live[i], to));
+      CHECK(live[i].addr() == to);
+      ref[to.value()] = b;
+    }
+    REQUIRE(no_overlap());
+    REQUIRE(mem.live_grants() == ref.size());
+    Bytes used = 0;
+    for (auto [a, b] : ref) used += b;
+    REQUIRE(mem.used() == used);
+  }
+  live.clear();
+  CHECK(mem.live_grants() == 0);
+  CHECK(mem.used() == 0);
 }
