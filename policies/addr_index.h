@@ -41,8 +41,7 @@ class AddrIndex {
     }
     size_t k = leaf_of(addr);
     Leaf& f = pool_[order_[k]];
-    auto pos =
-        static_cast<std::uint32_t>(std::lower_bound(f.addr.begin(), f.addr.begin() + f.n, addr) - f.addr.begin());
+    std::uint32_t pos = pos_in(f, addr);
     for (std::uint32_t j = f.n; j > pos; --j) {
       f.addr[j] = f.addr[j - 1];
       f.size[j] = f.size[j - 1];
@@ -113,8 +112,8 @@ class AddrIndex {
   bool contains(Addr addr) const {
     if (order_.empty()) return false;
     const Leaf& f = pool_[order_[leaf_of(addr)]];
-    auto it = std::lower_bound(f.addr.begin(), f.addr.begin() + f.n, addr);
-    return it != f.addr.begin() + f.n && *it == addr;
+    std::uint32_t pos = pos_in(f, addr);
+    return pos < f.n && f.addr[pos] == addr;
   }
   Bytes largest() const {
     Bytes m = 0;
@@ -143,11 +142,29 @@ class AddrIndex {
     pool_.emplace_back();
     return static_cast<std::uint32_t>(pool_.size() - 1);
   }
+  // How many of the sorted v[0, n) are below addr (strictly, or with `or_equal` at most addr):
+  // a binary search whose steps are conditional moves, not branches (a free's neighbours are at
+  // addresses no branch predictor can guess: the branchy search mispredicted about every other step).
+  template <bool or_equal>
+  static size_t count_below(const Addr* v, size_t n, Addr addr) {
+    if (n == 0) return 0;
+    const Addr* base = v;
+    while (n > 1) {
+      size_t half = n / 2;
+      base += half * static_cast<size_t>(or_equal ? base[half - 1] <= addr : base[half - 1] < addr);
+      n -= half;
+    }
+    return static_cast<size_t>(base - v) + (or_equal ? *base <= addr : *base < addr);
+  }
   // The position in order_ of the leaf that holds (or would hold) addr: the last whose lowest
   // address is ≤ addr, or the first.
   size_t leaf_of(Addr addr) const {
-    auto it = std::upper_bound(low_.begin(), low_.end(), addr);
-    return it == low_.begin() ? 0 : static_cast<size_t>(it - low_.begin()) - 1;
+    size_t k = count_below<true>(low_.data(), low_.size(), addr);
+    return k == 0 ? 0 : k - 1;
+  }
+  // Where addr is (or would go) in leaf f.
+  static std::uint32_t pos_in(const Leaf& f, Addr addr) {
+    return static_cast<std::uint32_t>(count_below<false>(f.addr.data(), f.n, addr));
   }
   // Where present entry addr lies (leaf position in order_, index in the leaf): first_fit's last
   // answer when it is that entry (the allocator takes what first fit found), else a search.
@@ -159,9 +176,7 @@ class AddrIndex {
     }
     found_.valid = false;
     size_t k = leaf_of(addr);
-    const Leaf& f = pool_[order_[k]];
-    return {k,
-            static_cast<std::uint32_t>(std::lower_bound(f.addr.begin(), f.addr.begin() + f.n, addr) - f.addr.begin())};
+    return {k, pos_in(pool_[order_[k]], addr)};
   }
   Bytes leaf_max(size_t k) const {
     const Leaf& f = pool_[order_[k]];
