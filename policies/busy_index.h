@@ -354,9 +354,9 @@ class BusyIndex {
       start_[i] = rank(starts[i]);
       end_[i] = rank(ends[i]);
     }
-    by_start_ = sorted_by(start_, end_, at_start_);
-    by_end_ = sorted_by(end_, start_, at_end_);
     instants_ = std::max<size_t>(times.size(), 1);
+    by_start_ = sorted_by(start_, end_, at_start_, instants_);
+    by_end_ = sorted_by(end_, start_, at_end_, instants_);
     make_lists();
     lo_.assign(n_, 0);
     hi_.assign(n_, 0);
@@ -369,7 +369,7 @@ class BusyIndex {
     committed_[i] = 1;
     lo_[i] = lo;
     hi_[i] = hi;
-    for (Endpoint* p : {&by_start_[at_start_[i]], &by_end_[at_end_[i]]}) {
+    for (Endpoint* p : {&by_start_.at[at_start_[i]], &by_end_.at[at_end_[i]]}) {
       p->lo = lo;
       p->hi = hi;
     }
@@ -499,28 +499,48 @@ class BusyIndex {
     std::uint32_t key, other;
     Bytes lo, hi;
   };
-  // The intervals' endpoints by key; at[i]: where interval i's is.
-  static std::vector<Endpoint> sorted_by(const std::vector<std::uint32_t>& key, const std::vector<std::uint32_t>& other,
-                                         std::vector<std::uint32_t>& at) {
+  // The intervals' endpoints by key, and where the first with each key is (first[k]: the first
+  // whose key is ≥ k, for k ≤ the number of instants): a lookup by instant reads one entry, not
+  // a binary search's dozen scattered ones.
+  struct Endpoints {
+    std::vector<Endpoint> at;
+    std::vector<std::uint32_t> first;
+  };
+  // at_of[i]: where interval i's endpoint is.
+  static Endpoints sorted_by(const std::vector<std::uint32_t>& key, const std::vector<std::uint32_t>& other,
+                             std::vector<std::uint32_t>& at_of, size_t instants) {
     std::vector<std::uint32_t> v(key.size());
     for (size_t i = 0; i < v.size(); ++i) v[i] = static_cast<std::uint32_t>(i);
     std::stable_sort(v.begin(), v.end(), [&](std::uint32_t a, std::uint32_t b) { return key[a] < key[b]; });
-    std::vector<Endpoint> out(v.size());
-    at.resize(v.size());
-    for (size_t r = 0; r < v.size(); ++r) {
-      out[r] = {key[v[r]], other[v[r]], 0, 0};
-      at[v[r]] = static_cast<std::uint32_t>(r);
+    Endpoints out;
+    out.at.resize(v.size());
+    out.first.assign(instants + 1, static_cast<std::uint32_t>(v.size()));
+    at_of.resize(v.size());
+    for (size_t r = v.size(); r-- > 0;) {
+      out.at[r] = {key[v[r]], other[v[r]], 0, 0};
+      out.first[key[v[r]]] = static_cast<std::uint32_t>(r);
+      at_of[v[r]] = static_cast<std::uint32_t>(r);
     }
+    for (size_t k = instants; k-- > 0;) out.first[k] = std::min(out.first[k], out.first[k + 1]);
     return out;
   }
   // The chunks of committed intervals whose endpoint's key lies in [from, to) and whose other
-  // endpoint's rank `keep` accepts.
+  // endpoint's rank `keep` accepts. Every endpoint in range is written and the end moves on only
+  // past those taken: whether one is taken is a coin toss to a branch predictor.
   template <class Keep>
-  void collect(const std::vector<Endpoint>& by, size_t from, size_t to, std::vector<RunList::Run>& out, Keep keep) {
-    auto it = std::lower_bound(by.begin(), by.end(), from, [](const Endpoint& p, size_t v) { return p.key < v; });
-    looked_up_ += to > from ? to - from : 0;
-    for (; it != by.end() && it->key < to; ++it)
-      if (it->hi > it->lo && keep(it->other)) out.push_back({it->lo, it->hi});
+  void collect(const Endpoints& by, size_t from, size_t to, std::vector<RunList::Run>& out, Keep keep) {
+    if (to <= from) return;
+    looked_up_ += to - from;
+    const Endpoint* p = by.at.data() + by.first[std::min(from, instants_)];
+    const Endpoint* end = by.at.data() + by.first[std::min(to, instants_)];
+    size_t n = out.size();
+    out.resize(n + static_cast<size_t>(end - p));
+    RunList::Run* o = out.data() + n;
+    for (; p != end; ++p) {
+      *o = {p->lo, p->hi};
+      o += static_cast<size_t>(p->hi > p->lo) & static_cast<size_t>(keep(p->other));
+    }
+    out.resize(static_cast<size_t>(o - out.data()));
   }
   Bytes leapfrog(Bytes size) {
     size_t k = used_.size();
@@ -564,7 +584,7 @@ class BusyIndex {
   size_t instants_ = 1;            // distinct instants
   size_t coarsened_ = 0;
   std::vector<std::uint32_t> start_, end_;        // ranks of each interval's start and end
-  std::vector<Endpoint> by_start_, by_end_;       // the intervals' starts / ends, by rank
+  Endpoints by_start_, by_end_;                   // the intervals' starts / ends, by rank
   std::vector<std::uint32_t> at_start_, at_end_;  // interval → its place in by_start_ / by_end_
   std::vector<RunList> lists_;  // segment tree over time blocks: the chunks that meet the node's blocks
   std::vector<RunList> cover_;  // per block: the chunks whose interval holds every instant of the block
