@@ -107,8 +107,11 @@ class SizeIndex {
     const Entry& back() const { return many_.empty() ? one_.back() : many_.back().back(); }
     void insert(const Entry& e) {
       if (many_.empty()) {
+        // The size is read before the entry goes in: read after, it waits for the vector's new
+        // end to be stored (a store the load cannot take its value from).
+        const bool cut_after = one_.size() >= 2 * kPiece;
         add(one_, e);
-        if (one_.size() > 2 * kPiece) {
+        if (cut_after) {
           many_.push_back(std::move(one_));
           one_ = {};
           cut(0);
