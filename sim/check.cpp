@@ -240,6 +240,20 @@ CheckResult run_check(const nlohmann::json& baseline, const nlohmann::json& curr
       fm = std::isnan(cf) ? "no OOM" : fmt::format("first OOM at event {:.0f}", cf);
     }
     add(label, "first_oom_event", bf, cf, moved && !(std::isnan(cf)) && (std::isnan(bf) || cf < bf), fm);
+    // A modelled abort (the allocator stops the process: "fatal") ends the run as an OOM does; a new
+    // one, or one that comes sooner, is a regression even when no OOM is listed.
+    auto aborted_at = [](const nlohmann::json& r) {
+      return r.contains("fatal") ? static_cast<double>(r["fatal"]["event_index"].get<std::uint64_t>()) : NAN;
+    };
+    const double ba = aborted_at(b), ca = aborted_at(c);
+    if (!std::isnan(ba) || !std::isnan(ca)) {
+      const bool worse = !std::isnan(ca) && (std::isnan(ba) || ca < ba);
+      add(label, "fatal_event", ba, ca, worse,
+          std::isnan(ba)   ? fmt::format("new abort at event {:.0f}: {}", ca, c["fatal"]["message"].get<std::string>())
+          : std::isnan(ca) ? fmt::format("the abort at event {:.0f} is gone", ba)
+          : ba == ca       ? fmt::format("aborts at event {:.0f}, as the baseline", ca)
+                           : fmt::format("abort moved from event {:.0f} to {:.0f}", ba, ca));
+    }
     // Figures that must not grow beyond the tolerance: every peak and fragmentation figure the
     // report documents, of the run and of each (device, space).
     auto grew = [&](const std::string& metric, const std::string& figure, double bv, double cv) {

@@ -56,6 +56,7 @@ J run_summary(const DiffInput& in) {
          {"peak_t", p.is_object() && p.contains("t") ? p["t"] : J()}};
   if (r.contains("binding")) s["binding"] = r["binding"];
   if (r.contains("label")) s["label"] = r["label"];
+  if (r.contains("fatal")) s["fatal"] = r["fatal"];  // the allocator aborted the process
   return s;
 }
 
@@ -320,15 +321,22 @@ J diff_reports(const DiffInput& a, const DiffInput& b) {
   }
   const J& fo = d["first_oom"];
   std::string change = fo["change"];
+  // "completes" only for a run with no OOM and no abort (a run can end in its allocator's abort).
   if (change == "new in B")
-    head.push_back(fmt::format("B runs out of memory at event {} ({} {} on device {} {}); A completed",
+    head.push_back(fmt::format("B runs out of memory at event {} ({} {} on device {} {}); A {}",
                                u(fo["b"], "event_index"), human_bytes(u(fo["b"], "requested_bytes")),
-                               fo["b"].value("cause", ""), u(fo["b"], "device"), fo["b"].value("space", "")));
+                               fo["b"].value("cause", ""), u(fo["b"], "device"), fo["b"].value("space", ""),
+                               sa.value("completed", false) ? "completed" : "had no OOM"));
   else if (change == "gone in B")
-    head.push_back(fmt::format("B completes; A ran out of memory at event {}", u(fo["a"], "event_index")));
+    head.push_back(fmt::format("B {}; A ran out of memory at event {}",
+                               sb.value("completed", false) ? "completes" : "has no OOM", u(fo["a"], "event_index")));
   else if (change != "none")
     head.push_back(fmt::format("first OOM: event {} in A, {} in B ({})", u(fo["a"], "event_index"),
                                u(fo["b"], "event_index"), change));
+  for (const auto& [run, s] : {std::pair<const char*, const J*>{"A", &sa}, {"B", &sb}})
+    if (s->contains("fatal"))
+      head.push_back(fmt::format("{} aborted at event {}: {} (the real allocator stops the process there)", run,
+                                 u((*s)["fatal"], "event_index"), (*s)["fatal"].value("message", "")));
   const J& sites = d["at_peak"]["sites"];
   if (!sites.empty() && sites[0]["change_bytes"].get<std::int64_t>() != 0) {
     std::string top;

@@ -396,6 +396,8 @@ void Engine::perfetto_counter(const Slot& s, const Footprint& u) {
 void Engine::stop_fatal(const Slot& s, const Event& ev) {
   out_.fatal = s.policy->fatal_error();
   out_.fatal_event = ev.index;
+  out_.fatal_device = s.device;
+  out_.fatal_space = s.space;
   out_.completed = false;
   out_.stopped_early = true;
   replaying_ = false;

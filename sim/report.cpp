@@ -268,7 +268,7 @@ nlohmann::json report_json(const RunResult& r, size_t map_blocks) {
         {"capacity_bytes", s.capacity},
         {"usable_bytes", s.usable},
         {"limit_bytes", s.limit},
-        {"completed", s.ooms.empty()},
+        {"completed", !r.space_failed(s)},
         {"oom_count", s.ooms.size()},
         {"ooms", ooms_json(r, s.ooms, map_blocks)},
         {"peak_requested_bytes", s.peak_requested},
@@ -339,7 +339,11 @@ nlohmann::json report_json(const RunResult& r, size_t map_blocks) {
   if (r.empty_cache_calls) j["empty_cache"] = {{"calls", r.empty_cache_calls}, {"effect", r.empty_cache_effect}};
   if (!r.fidelity.is_null()) j["fidelity"] = r.fidelity;
   if (r.stopped_early) j["stopped_early"] = true;
-  if (!r.fatal.empty()) j["fatal"] = {{"event_index", r.fatal_event}, {"message", r.fatal}};
+  if (!r.fatal.empty())
+    j["fatal"] = {{"event_index", r.fatal_event},
+                  {"device", r.fatal_device},
+                  {"space", space_name(r.fatal_space)},
+                  {"message", r.fatal}};
   if (!r.notes.empty()) j["notes"] = r.notes;
   if (!r.nothing_to_replay.empty()) j["nothing_to_replay"] = r.nothing_to_replay;
   if (auto f = first_oom(r); !f.is_null()) j["first_oom"] = f;
@@ -396,9 +400,14 @@ std::string report_text(const RunResult& r) {
                        ? ""
                        : " (the first on " + where(r, r.ooms[0].device, r.ooms[0].space) + ")";
   fmt::format_to(out, "  result: {}\n",
-                 r.completed ? "completed, no OOM"
-                             : fmt::format("{} OOM{}{}{}", r.ooms.size(), r.ooms.size() == 1 ? "" : "s", on,
-                                           r.stopped_early ? " (stopped at the first; --keep-going lists all)" : ""));
+                 r.completed         ? "completed, no OOM"
+                 : !r.fatal.empty()  ? fmt::format("aborted at event {}, {}", r.fatal_event,
+                                                   r.ooms.empty() ? "no OOM before it"
+                                                                  : fmt::format("after {} OOM{}{}", r.ooms.size(),
+                                                                                r.ooms.size() == 1 ? "" : "s", on))
+                                     : fmt::format("{} OOM{}{}{}", r.ooms.size(), r.ooms.size() == 1 ? "" : "s", on,
+                                                   r.stopped_early ? " (stopped at the first; --keep-going lists all)"
+                                                                   : ""));
   if (!r.ooms.empty() && r.several_spaces()) {
     const OomRecord& f = r.ooms.front();
     fmt::format_to(
@@ -503,10 +512,9 @@ std::string compare_table(const std::vector<RunResult>& runs) {
   for (const auto& r : runs)
     for (size_t i = 0; i < std::max<size_t>(1, r.spaces.size()); ++i) {
       const SpaceResult& sp = r.spaces.empty() ? none : r.spaces[i];
-      const std::string result = r.several_spaces() ? (sp.ooms.empty() ? "ok" : "OOM")
-                                 : r.completed      ? "ok"
-                                 : r.fatal.empty()  ? "OOM"
-                                                    : "abort";
+      const std::string result = !r.space_failed(sp) && (r.several_spaces() || r.completed) ? "ok"
+                                 : sp.ooms.empty() && !r.fatal.empty()                       ? "abort"
+                                                                                             : "OOM";
       const SpaceMoment& p = sp.at_peak_allocated;
       fmt::format_to(out, "{:<{}} {}{:>6} {:>5} {:>11} {:>11} {:>11} {:>11} {:>8} {:>9} {:>9} {:>8} {:>9.2f}\n",
                      escape_terminal(label_of(r)), w,

@@ -62,7 +62,16 @@ void check_report_schema(const nlohmann::json& j, const std::string& file) {
   std::uint64_t n = r.at("oom_count").u64();
   const auto& ooms = r.at("ooms").array();
   if (ooms.size() != n) r.at("oom_count").bad(fmt::format("the number of entries of ooms ({})", ooms.size()));
-  if (completed != (n == 0)) r.at("completed").bad(n ? "false (the report lists OOMs)" : "true (no OOM listed)");
+  // A run completes when no allocation failed and its allocator did not abort the process (fatal).
+  const bool aborted = r.has("fatal");
+  if (aborted) {
+    r.at("fatal").at("event_index").u64();
+    r.at("fatal").at("message").string();
+  }
+  if (completed != (n == 0 && !aborted))
+    r.at("completed").bad(n        ? "false (the report lists OOMs)"
+                          : aborted ? "false (the report has a fatal abort)"
+                                    : "true (no OOM listed)");
   for (size_t i = 0; i < ooms.size(); ++i) {
     JsonField o(ooms[i], file, fmt::format("ooms[{}]", i));
     o.at("event_index").u64();

@@ -163,6 +163,12 @@ struct RunResult {
   std::string empty_cache_effect;  // what the policy did on the last one, in its words
   std::string fatal;               // the allocator aborted the process (message); replay stopped
   std::uint64_t fatal_event = 0;
+  std::uint32_t fatal_device = 0;  // the (device, space) whose allocator aborted
+  Space fatal_space = Space::kHbm;
+  // The space did not complete: an OOM on it, or its allocator aborted the process.
+  bool space_failed(const SpaceResult& s) const {
+    return !s.ooms.empty() || (!fatal.empty() && s.device == fatal_device && s.space == fatal_space);
+  }
   std::vector<MarkView> marks;                               // the trace's marks (steps, phases), the first kMaxMarks
   std::map<std::uint64_t, std::vector<std::string>> stacks;  // frames of the stacks reported buffers name
   std::string time_unit = "ns";

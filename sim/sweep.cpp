@@ -52,8 +52,9 @@ class Points {
     std::vector<RunResult> rs = run_simulations(runs, reg_, opt_.threads);
     for (size_t i = 0; i < rs.size(); ++i) {
       const RunResult& r = rs[i];
-      SweepPoint p{0, r.completed, r.ooms.size(), std::nullopt, r.trace_digest};
+      SweepPoint p{0, r.completed, r.ooms.size(), std::nullopt, r.trace_digest, std::nullopt, {}};
       if (!r.ooms.empty()) p.first_oom_event = r.ooms[0].event_index;
+      if (!r.fatal.empty()) p.fatal_event = r.fatal_event, p.fatal = r.fatal;
       seen_.emplace(keys[i], p);
     }
   }
@@ -283,6 +284,7 @@ nlohmann::json sweep_json(const SweepResult& r) {
   for (const auto& p : r.runs) {
     nlohmann::json j = {{"value", p.value}, {"completed", p.completed}, {"oom_count", p.oom_count}};
     if (p.first_oom_event) j["first_oom_event"] = *p.first_oom_event;
+    if (p.fatal_event) j["fatal"] = {{"event_index", *p.fatal_event}, {"message", p.fatal}};
     runs.push_back(j);
   }
   nlohmann::json j = {{"find", r.find},
@@ -307,14 +309,21 @@ std::string sweep_text(const SweepResult& r) {
   auto out = std::back_inserter(s);
   for (const auto& n : r.notes) fmt::format_to(out, "note: {}\n", n);
   if (!r.value) {
+    // How the largest value tried failed: an OOM, or the allocator's abort with no OOM before it.
+    const auto top = std::max_element(r.runs.begin(), r.runs.end(),
+                                      [](const SweepPoint& a, const SweepPoint& b) { return a.value < b.value; });
+    const std::string fails =
+        top != r.runs.end() && top->fatal_event && top->oom_count == 0
+            ? fmt::format("aborts (at event {}: {})", *top->fatal_event, top->fatal)
+            : "OOMs";
     if (r.find == "min-mem-fraction")
       fmt::format_to(out,
-                     "no memory fraction works: {} OOMs even with the whole device (searched {}); "
+                     "no memory fraction works: {} {} even with the whole device (searched {}); "
                      "`--find min-capacity` tells how much memory the trace needs\n",
-                     r.policy, r.range);
+                     r.policy, fails, r.range);
     else
-      fmt::format_to(out, "no capacity works: {} OOMs even at the largest capacity tried (searched {})\n", r.policy,
-                     r.range);
+      fmt::format_to(out, "no capacity works: {} {} even at the largest capacity tried (searched {})\n", r.policy,
+                     fails, r.range);
     return s;
   }
   if (r.find == "min-capacity")

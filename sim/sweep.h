@@ -42,6 +42,8 @@ struct SweepPoint {
   std::uint64_t oom_count;
   std::optional<std::uint64_t> first_oom_event;
   std::string trace_digest;
+  std::optional<std::uint64_t> fatal_event;  // the allocator aborted the process here (a failure as an OOM is)
+  std::string fatal;                         // …with this message
 };
 
 struct SweepResult {

@@ -10,6 +10,7 @@
 #include "sim/base/units.h"
 #include "sim/check.h"
 #include "sim/commands.h"
+#include "sim/diff.h"
 #include "sim/report.h"
 #include "sim_helpers.h"
 
@@ -166,4 +167,50 @@ TEST_CASE("check: a growth too small to show in rounded bytes is printed with it
   CHECK(signed_percent(0, 2) == "+0.00%");
   CHECK(signed_bytes(-917504) == "-896.00 KiB");
   CHECK(signed_bytes(0) == "±0 B");
+}
+
+// XLA's BFC with the whole device (memory fraction 1) on a 2 GiB device: its spatial layout meets
+// a state the real allocator CHECK-fails on (two gaps), at event 455 of the sample, before any
+// OOM; at 4 GiB the same settings complete. The report of such a run reads back (check, diff,
+// merge refused it: "completed: must be true (no OOM listed)"), says where the abort happened,
+// and a new abort fails the gate although no OOM is listed.
+TEST_CASE("check: a run its allocator aborts reads back, and a new abort fails the gate") {
+  auto run_at = [](const std::string& capacity) {
+    RunRequest q;
+    q.trace = kSample;
+    q.policy = "xla-bfc[mem_fraction=1]";
+    q.capacity = capacity;
+    return run_request(q, test_registry());
+  };
+  const RunResult aborted = run_at("2GiB"), fits = run_at("4GiB");
+  REQUIRE(fits.completed);
+  REQUIRE(!aborted.fatal.empty());
+  CHECK(aborted.ooms.empty());
+  CHECK(aborted.fatal_event == 455);
+  const nlohmann::json cur = report_json(aborted), base = report_json(fits);
+  CHECK(cur["completed"] == false);
+  CHECK(cur["oom_count"] == 0);
+  CHECK(cur["fatal"]["device"] == 0);
+  CHECK(cur["fatal"]["space"] == "hbm");
+  CHECK(cur["devices"][0]["completed"] == false);  // the single space equals the run, as the contract says
+  const std::string text = report_text(aborted);
+  CHECK(text.find("result: aborted at event 455, no OOM before it") != std::string::npos);
+  CHECK(text.find("0 OOMs") == std::string::npos);
+
+  CheckResult same = check_of(cur, cur);
+  CHECK(same.pass);
+  CheckResult r = check_of(base, cur);
+  CHECK_FALSE(r.pass);
+  const CheckItem* a = item(r, "fatal_event");
+  REQUIRE(a);
+  CHECK(a->regression);
+  CHECK(a->current == 455);
+  CHECK(a->message.find("new abort at event 455") != std::string::npos);
+  CheckResult back = check_of(cur, base);
+  REQUIRE(item(back, "fatal_event"));
+  CHECK_FALSE(item(back, "fatal_event")->regression);
+
+  const std::string d = diff_text(diff_reports({base, "fits.json"}, {cur, "aborted.json"}));
+  CHECK(d.find("B aborted at event 455: BFC CHECK failure") != std::string::npos);
+  CHECK(d.find("B completes") == std::string::npos);
 }
