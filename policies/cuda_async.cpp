@@ -93,8 +93,16 @@ class CudaAsyncPolicy : public AllocatorPolicy {
     Bytes r = round_up_sat(req.size, kRound);
     if (r > va_size_) return Placement::failed();  // more than the device holds
     const std::int32_t stream = stream_number(req.stream);
-    auto at =
-        req.seeded_at ? place_at(r, req.size, *req.seeded_at) : place(stream, r, req.size, req.t, req.recorded_addr);
+    // A buffer live before the trace began goes at its recorded address when that range is free
+    // here; else (the recording's allocator rounds finer than the pool's 512 B, so two recorded
+    // buffers can share one of the pool's blocks) the pool places it as any request: the state
+    // before the trace held it, so it is no OOM of the trace's.
+    std::optional<std::int32_t> at;
+    if (req.seeded_at) {
+      at = place_at(r, req.size, *req.seeded_at);
+      if (!at) ++pre_trace_not_at_recorded_;
+    }
+    if (!at) at = place(stream, r, req.size, req.t, req.recorded_addr);
     if (!at) return Placement::failed();
     if (req.handle >= owner_.size()) owner_.resize(req.handle + 1, {SegmentHeap::kNil, 0});
     owner_[req.handle] = {*at, stream};
@@ -144,7 +152,8 @@ class CudaAsyncPolicy : public AllocatorPolicy {
             {"chunk", o_.chunk},
             {"chunks_mapped", mapped_chunks_},
             {"chunks_released", chunks_released_},
-            {"trims", trims_}};
+            {"trims", trims_},
+            {"pre_trace_not_at_recorded", pre_trace_not_at_recorded_}};
   }
   // The reservations and their blocks; the parts of unmapped ranges that lie in a chunk a
   // neighbouring block maps have memory behind them, and show as free mapped memory. Chunks held
@@ -512,6 +521,7 @@ class CudaAsyncPolicy : public AllocatorPolicy {
   int next_region_ = 0;  // reservation order
   Bytes held_bytes_ = 0, peak_reserved_ = 0;
   std::uint64_t trims_ = 0, chunks_released_ = 0;
+  std::uint64_t pre_trace_not_at_recorded_ = 0;  // buffers live before the trace placed elsewhere than recorded
 };
 
 }  // namespace

@@ -189,6 +189,30 @@ TEST_CASE("cuda-async: a recorded range the device cannot map goes where the pol
   CHECK(r.result.peak_reserved == 96 * MiB);
 }
 
+// Regression: the recording's allocator (XLA's BFC, 256 B granularity) left two 256 B buffers
+// 256 B apart before a capture began; the pool rounds to 512 B, so the second recorded range lies
+// in the first one's block. cuda-async reported an OOM at that buffer, next to a free pool of
+// gigabytes (two real XProf captures: event 1 of the T4 one, "largest piece 13.64 GiB"). A buffer
+// live before the trace that cannot go where it was recorded is placed as any request.
+TEST_CASE("cuda-async: a buffer live before the trace whose recorded range is taken goes where the pool places it") {
+  constexpr std::uint64_t X = 0x7f0000000000;
+  auto pre = [](int id, std::uint64_t size, std::uint64_t addr) {
+    return fmt::format("{{\"op\":\"alloc\",\"id\":{},\"size\":{},\"addr\":{},\"pre_trace\":true}}", id, size, addr);
+  };
+  TraceBuilder t;
+  t.raw(pre(1, 256, X)).raw(pre(2, 256, X + 256)).alloc(3, 4 * MiB).free(1).free(2).free(3);
+  auto r = simulate({.name = "async_pre_trace_shared_block", .text = t.text, .policy = "cuda-async", .capacity = "1GiB"});
+  CHECK(r.result.completed);
+  CHECK(r.result.ooms.empty());
+  REQUIRE(r.placements.size() == 3);
+  CHECK(r.placements[0]["addr"] == X);
+  CHECK(r.placements[0]["block_bytes"] == 512);
+  CHECK(r.placements[1]["ok"] == true);
+  CHECK(r.placements[1]["addr"] != X + 256);  // inside block 1: placed by the pool
+  REQUIRE(r.result.spaces.size() == 1);
+  CHECK(r.result.spaces[0].stats["pre_trace_not_at_recorded"] == 1);
+}
+
 // Regression (issue 14): tpu-padded built a throw-away inner policy to check its config; an inner
 // cuda-async preallocated its pool there and never gave it back, so a 512 MiB request failed on
 // a 1 GiB device. Configuration now builds nothing, and grants return with their owner.
