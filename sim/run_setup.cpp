@@ -122,6 +122,9 @@ RunOptions prepare_run(const RunRequest& req, const Registry& reg, const Recordi
   o.lenient = req.lenient;
   o.check = req.check;
   o.follow_recording = req.follow_recording;
+  // The policy's options as its main space reads them: a misspelt or bad option fails here, before
+  // any replay, with the caller's context (batch: the manifest's line), not from a replay thread.
+  (void)resolved_config(o, recording, reg);
   return o;
 }
 

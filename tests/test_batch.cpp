@@ -131,6 +131,12 @@ TEST_CASE("batch and merge refuse what is not one manifest's complete set of sha
   CHECK(input_error([&] { (void)batch(bad); }).find("bad_manifest.txt:2: ") != std::string::npos);
   std::string bad2 = fragsim::test::write_text("bad_manifest2.txt", "--policy best-fit x.jsonl\n");
   CHECK(input_error([&] { (void)batch(bad2); }).find("bad_manifest2.txt:1: trace") != std::string::npos);
+  // A misspelt policy option on a line whose trace is fine: named by the line too (it came from
+  // a replay thread, after every run had started, with no file or line).
+  std::string bad4 = make_manifest("batch4");
+  std::ofstream(bad4, std::ios::app) << "jax_train_small.jsonl --policy xla-bfc[mem_fractoin=0.5]\n";
+  CHECK(input_error([&] { (void)batch(bad4); }).find("manifest.txt:10: policy xla-bfc: unknown key 'mem_fractoin'") !=
+        std::string::npos);
   std::string bad3 = fragsim::test::write_text("bad_manifest3.txt", "# nothing\n\n");
   CHECK(input_error([&] { (void)batch(bad3); }).find("no runs") != std::string::npos);
 }
