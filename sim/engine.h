@@ -51,6 +51,7 @@ struct RunOptions {
   std::shared_ptr<const HistorySpec> history;  // record the run's history (sim/history.h); null = none
   std::vector<std::string> notes;              // lines for the text report (e.g. how --env was interpreted)
   std::string label;                           // how reports name the run when several are shown (compare, batch)
+  std::uint64_t shard = 1;  // --shard N: the policy stores 1/N of each array per device (requested stays whole)
   // Set from another thread to stop the run (a front end's Ctrl-C): checked every kCancelEvents
   // events replayed (every batch when engines share a decode); the run then throws Cancelled and
   // commits no output. nullptr: never.

@@ -38,6 +38,7 @@ void Engine::begin(const nlohmann::json& header, const Recording& recording) {
   out_.policy_name = opt_.policy.name;
   out_.hardware = opt_.hw.to_json();
   out_.notes = opt_.notes;
+  out_.shard = opt_.shard;
   out_.label = opt_.label;
   if (header.is_object() && header.contains("time_unit") && header["time_unit"].is_string())
     out_.time_unit = header["time_unit"].get<std::string>();

@@ -114,8 +114,11 @@ RunOptions prepare_run(const RunRequest& req, const Registry& reg, const Recordi
                                    fmt::join(which, ", ")));
     }
     set_sharding(o.policy.config, req.shard, req.shard_dim);
+    o.shard = static_cast<std::uint64_t>(req.shard);
     o.notes.push_back(
-        fmt::format("sharded {} ways along the {} dim: figures are per device", req.shard, req.shard_dim));
+        fmt::format("sharded {} ways along the {} dim: allocated and reserved figures are per device; requested "
+                    "figures are the trace's whole arrays (before sharding), so allocated can be below requested",
+                    req.shard, req.shard_dim));
   }
   o.recorded_devices = req.hw.empty() && req.capacity.empty() && req.reserve.empty();
   o.keep_going = req.keep_going;
