@@ -164,6 +164,19 @@ std::string alloc_conf_text(const Config& c) {
   return fmt::format("{}", fmt::join(keys, ","));
 }
 
+nlohmann::json snapshot_settings(const Config& c) {
+  nlohmann::json div = nlohmann::json::object();
+  for (int i = 0; i < kIntervals; ++i) div[std::to_string(std::uint64_t{1} << i)] = c.divisions[i];
+  return {{"PYTORCH_CUDA_ALLOC_CONF", alloc_conf_text(c)},
+          {"max_split_size", c.max_split_size == kTooLarge ? std::int64_t{-1} : static_cast<std::int64_t>(c.max_split_size)},
+          {"garbage_collection_threshold", c.gc_threshold},
+          {"expandable_segments", c.expandable},
+          {"pinned_num_register_threads", 1},
+          {"release_lock_on_cudamalloc", false},
+          {"pinned_use_cuda_host_register", false},
+          {"roundup_power2_divisions", div}};
+}
+
 std::string format_size(Bytes b) {
   if (b <= 1024) return fmt::format("{} bytes", b);
   if (b <= 1048576) return fmt::format("{:.2f} KiB", static_cast<double>(b) / 1024.0);

@@ -39,6 +39,11 @@ void apply_recorded_settings(const RecordedTorchSettings& s, Config& c);
 // The configuration as PYTORCH_CUDA_ALLOC_CONF would state it: every key that differs from
 // PyTorch's default, in PyTorch's syntax ("expandable_segments:True,max_split_size_mb:256"); "" when none.
 std::string alloc_conf_text(const Config& c);
+// The configuration as a snapshot records it (torch.cuda.memory._snapshot()["allocator_settings"],
+// specs/torch-caching.md §8): PYTORCH_CUDA_ALLOC_CONF, max_split_size (-1: not set),
+// garbage_collection_threshold, expandable_segments, roundup_power2_divisions per interval ("1" …
+// "32768" MiB), and the pinned-memory keys at PyTorch's defaults. apply_recorded_settings reads it back.
+nlohmann::json snapshot_settings(const Config& c);
 // PyTorch's format_size: "512 bytes", "1.50 KiB", "20.00 MiB", "3.72 GiB".
 std::string format_size(Bytes b);
 

@@ -169,6 +169,8 @@ class TorchCachingPolicy : public AllocatorPolicy {
   }
   Bytes rounded_size(const AllocRequest& req) const override { return c_.round_size(req.size); }
 
+  // The settings a snapshot of this run records (sim/snapshot_export.h writes them).
+  nlohmann::json extra_report() const override { return {{"allocator_settings", snapshot_settings(c_)}}; }
   nlohmann::json stats() const override {
     nlohmann::json j = nlohmann::json::object();
     auto put = [&](const char* name, const StatArray& a) {

@@ -11,6 +11,8 @@
 //                   and the recorded frames: alloc, free_requested + free_completed, segment_alloc
 //                   and segment_free (a region obtained or released), segment_map/segment_unmap
 //                   (expandable ranges), oom (the rounded request and what the device had left).
+//   allocator_settings — the policy's configuration in the snapshot's form, when the policy states
+//                   one (torch-caching), so that the file replays as the what-if it shows.
 // Sizes are the trace's requested bytes (blocks: the policy's); times are µs. Only device
 // memory (hbm) is written: a snapshot has no other space. Needs the run's export history
 // (add_history with events); a policy that places nothing at an address cannot be exported.

@@ -208,6 +208,26 @@ TEST_CASE("export: PyTorch's torch.cuda._memory_viz reads the exported snapshot 
   }
 }
 
+// A what-if exported as a snapshot carries its allocator_settings in PyTorch's form, so that the
+// file replays as the run it shows (found by a fresh-eyes trial: the expandable-segments what-if of
+// transformer_ctx128_train_step read back at 56.91 GiB reserved and 206/6771 addresses, under
+// PyTorch's defaults, against the run's 51.82 GiB).
+TEST_CASE("export: a what-if's allocator settings travel with the snapshot, which replays as the what-if") {
+  const std::string out = tmp_path("whatif_settings.pickle");
+  CmdRun r = run_cmd({.trace = kTrain, .policy = "torch-caching[expandable_segments=true,roundup_power2_divisions=4]"},
+                     fragsim::RunOutputs{.export_events = true});
+  fragsim::export_snapshot(r.result, out);
+  const nlohmann::json& set = r.json["allocator_settings"];
+  CHECK(set["expandable_segments"] == true);
+  CHECK(set["max_split_size"] == -1);
+  CHECK(set["roundup_power2_divisions"]["1024"] == 4);
+  CHECK(set["PYTORCH_CUDA_ALLOC_CONF"] == "roundup_power2_divisions:4,expandable_segments:True");
+  CmdRun back = run_cmd({.trace = out});
+  CHECK(back.json["trace"]["header"]["allocator_settings"] == set);
+  CHECK(back.json["peak_reserved_bytes"] == r.json["peak_reserved_bytes"]);
+  CHECK(back.json["peak_allocated_bytes"] == r.json["peak_allocated_bytes"]);
+}
+
 // Before: the export of a best-fit run (one segment, the whole arena) read back under torch-caching
 // aborted: the device memory's bump pointer handed out the recorded segment's address a second time.
 TEST_CASE("export: a run of another policy exported as a snapshot replays under the snapshot's own policy") {
