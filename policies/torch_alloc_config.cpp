@@ -168,7 +168,8 @@ nlohmann::json snapshot_settings(const Config& c) {
   nlohmann::json div = nlohmann::json::object();
   for (int i = 0; i < kIntervals; ++i) div[std::to_string(std::uint64_t{1} << i)] = c.divisions[i];
   return {{"PYTORCH_CUDA_ALLOC_CONF", alloc_conf_text(c)},
-          {"max_split_size", c.max_split_size == kTooLarge ? std::int64_t{-1} : static_cast<std::int64_t>(c.max_split_size)},
+          {"max_split_size",
+           c.max_split_size == kTooLarge ? std::int64_t{-1} : static_cast<std::int64_t>(c.max_split_size)},
           {"garbage_collection_threshold", c.gc_threshold},
           {"expandable_segments", c.expandable},
           {"pinned_num_register_threads", 1},

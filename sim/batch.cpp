@@ -191,9 +191,10 @@ std::string batch_table(const nlohmann::json& batch) {
     bool ok = rep.value("completed", false);
     double frag = rep.contains("fragmentation") ? rep["fragmentation"].value("max", 0.0) : 0.0;
     out += fmt::format("{:>4}  {:<{}}  {:>6} {:>5} {:>11} {:>11} {:>11} {:>10.1f}%\n", r.value("run", 0), label(r), w,
-                       ok ? "ok" : rep.value("oom_count", 0) == 0 && rep.contains("fatal") ? "abort" : "OOM",
-                       rep.value("oom_count", 0),
-                       human_bytes(rep.value("peak_requested_bytes", Bytes(0))),
+                       ok                                                        ? "ok"
+                       : rep.value("oom_count", 0) == 0 && rep.contains("fatal") ? "abort"
+                                                                                 : "OOM",
+                       rep.value("oom_count", 0), human_bytes(rep.value("peak_requested_bytes", Bytes(0))),
                        human_bytes(rep.value("peak_allocated_bytes", Bytes(0))),
                        human_bytes(rep.value("peak_reserved_bytes", Bytes(0))), frag * 100);
   }

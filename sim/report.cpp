@@ -400,14 +400,14 @@ std::string report_text(const RunResult& r) {
                        ? ""
                        : " (the first on " + where(r, r.ooms[0].device, r.ooms[0].space) + ")";
   fmt::format_to(out, "  result: {}\n",
-                 r.completed         ? "completed, no OOM"
-                 : !r.fatal.empty()  ? fmt::format("aborted at event {}, {}", r.fatal_event,
-                                                   r.ooms.empty() ? "no OOM before it"
-                                                                  : fmt::format("after {} OOM{}{}", r.ooms.size(),
-                                                                                r.ooms.size() == 1 ? "" : "s", on))
-                                     : fmt::format("{} OOM{}{}{}", r.ooms.size(), r.ooms.size() == 1 ? "" : "s", on,
-                                                   r.stopped_early ? " (stopped at the first; --keep-going lists all)"
-                                                                   : ""));
+                 r.completed ? "completed, no OOM"
+                 : !r.fatal.empty()
+                     ? fmt::format("aborted at event {}, {}", r.fatal_event,
+                                   r.ooms.empty() ? "no OOM before it"
+                                                  : fmt::format("after {} OOM{}{}", r.ooms.size(),
+                                                                r.ooms.size() == 1 ? "" : "s", on))
+                     : fmt::format("{} OOM{}{}{}", r.ooms.size(), r.ooms.size() == 1 ? "" : "s", on,
+                                   r.stopped_early ? " (stopped at the first; --keep-going lists all)" : ""));
   if (!r.ooms.empty() && r.several_spaces()) {
     const OomRecord& f = r.ooms.front();
     fmt::format_to(
@@ -517,8 +517,8 @@ std::string compare_table(const std::vector<RunResult>& runs) {
     for (size_t i = 0; i < std::max<size_t>(1, r.spaces.size()); ++i) {
       const SpaceResult& sp = r.spaces.empty() ? none : r.spaces[i];
       const std::string result = !r.space_failed(sp) && (r.several_spaces() || r.completed) ? "ok"
-                                 : sp.ooms.empty() && !r.fatal.empty()                       ? "abort"
-                                                                                             : "OOM";
+                                 : sp.ooms.empty() && !r.fatal.empty()                      ? "abort"
+                                                                                            : "OOM";
       const SpaceMoment& p = sp.at_peak_allocated;
       fmt::format_to(out, "{:<{}} {}{:>6} {:>5} {:>11} {:>11} {:>11} {:>11} {:>8} {:>9} {:>9} {:>8} {:>9.2f}\n",
                      escape_terminal(label_of(r)), w,

@@ -69,9 +69,10 @@ void check_report_schema(const nlohmann::json& j, const std::string& file) {
     r.at("fatal").at("message").string();
   }
   if (completed != (n == 0 && !aborted))
-    r.at("completed").bad(n        ? "false (the report lists OOMs)"
-                          : aborted ? "false (the report has a fatal abort)"
-                                    : "true (no OOM listed)");
+    r.at("completed")
+        .bad(n         ? "false (the report lists OOMs)"
+             : aborted ? "false (the report has a fatal abort)"
+                       : "true (no OOM listed)");
   for (size_t i = 0; i < ooms.size(); ++i) {
     JsonField o(ooms[i], file, fmt::format("ooms[{}]", i));
     o.at("event_index").u64();

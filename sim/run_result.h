@@ -163,7 +163,7 @@ struct RunResult {
   std::string empty_cache_effect;  // what the policy did on the last one, in its words
   std::string fatal;               // the allocator aborted the process (message); replay stopped
   std::uint64_t fatal_event = 0;
-  std::uint64_t shard = 1;  // RunOptions::shard: allocated and reserved are one device's share of each array
+  std::uint64_t shard = 1;         // RunOptions::shard: allocated and reserved are one device's share of each array
   std::uint32_t fatal_device = 0;  // the (device, space) whose allocator aborted
   Space fatal_space = Space::kHbm;
   // The space did not complete: an OOM on it, or its allocator aborted the process.

@@ -312,10 +312,9 @@ std::string sweep_text(const SweepResult& r) {
     // How the largest value tried failed: an OOM, or the allocator's abort with no OOM before it.
     const auto top = std::max_element(r.runs.begin(), r.runs.end(),
                                       [](const SweepPoint& a, const SweepPoint& b) { return a.value < b.value; });
-    const std::string fails =
-        top != r.runs.end() && top->fatal_event && top->oom_count == 0
-            ? fmt::format("aborts (at event {}: {})", *top->fatal_event, top->fatal)
-            : "OOMs";
+    const std::string fails = top != r.runs.end() && top->fatal_event && top->oom_count == 0
+                                  ? fmt::format("aborts (at event {}: {})", *top->fatal_event, top->fatal)
+                                  : "OOMs";
     if (r.find == "min-mem-fraction")
       fmt::format_to(out,
                      "no memory fraction works: {} {} even with the whole device (searched {}); "

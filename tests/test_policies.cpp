@@ -201,7 +201,8 @@ TEST_CASE("cuda-async: a buffer live before the trace whose recorded range is ta
   };
   TraceBuilder t;
   t.raw(pre(1, 256, X)).raw(pre(2, 256, X + 256)).alloc(3, 4 * MiB).free(1).free(2).free(3);
-  auto r = simulate({.name = "async_pre_trace_shared_block", .text = t.text, .policy = "cuda-async", .capacity = "1GiB"});
+  auto r =
+      simulate({.name = "async_pre_trace_shared_block", .text = t.text, .policy = "cuda-async", .capacity = "1GiB"});
   CHECK(r.result.completed);
   CHECK(r.result.ooms.empty());
   REQUIRE(r.placements.size() == 3);
