@@ -733,8 +733,8 @@ std::string conf_with(const std::string& conf, const std::string& key, const std
 }
 
 // After a first OOM (sim/advice.h replays each before printing it): against fragmentation, the
-// settings PyTorch's own message and docs point to that are not on yet; against a memory cap
-// below the device, the smallest set_per_process_memory_fraction that fits.
+// settings PyTorch's own message and docs point to that are not on yet; and with a memory cap
+// below the device (either cause), the smallest set_per_process_memory_fraction that fits.
 std::vector<AdviceCandidate> advise_torch_caching(const AdviceInput& in) {
   const nlohmann::json& c = in.config;
   const std::string conf = c.value("resolved_alloc_conf", std::string());
@@ -755,9 +755,11 @@ std::vector<AdviceCandidate> advise_torch_caching(const AdviceInput& in) {
     if (c.value("resolved_garbage_collection_threshold", 0.0) <= 0)
       conf_candidate("garbage_collection_threshold", "0.8",
                      "cached blocks are freed, oldest first, before the device runs out");
-  } else if (c.value("memory_fraction", 1.0) < 1.0) {
-    a.push_back({.problem = "memory", .why = "a larger share of the device", .find_fraction = true});
   }
+  // A cap below the device binds whatever the cause: more of the device can hold the same blocks
+  // with room to spare (a fragmentation OOM at 0.65 of an 80 GB device fitted at 0.66).
+  if (c.value("memory_fraction", 1.0) < 1.0)
+    a.push_back({.problem = "memory", .why = "a larger share of the device", .find_fraction = true});
   return a;
 }
 

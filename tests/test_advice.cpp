@@ -185,6 +185,23 @@ TEST_CASE("advice: a fraction given in the policy's brackets is replaced there, 
   }
 }
 
+// Found by a fresh-eyes trial: on the real snapshot at set_per_process_memory_fraction(0.65) the
+// OOM is a fragmentation one, and the advice offered only the allocator settings (none fits) and a
+// larger device, never the fraction the user had lowered, although `sweep --find
+// min-mem-fraction` finds 0.66. A cap below the device is now swept whatever the cause.
+TEST_CASE("advice: PyTorch's memory fraction is offered after a fragmentation OOM too, and the command fits") {
+  RunRequest req{.trace = kTrain, .sets = {"memory_fraction=0.65"}};
+  Advice a = advice_of(req);
+  const std::string* l = line_with(a, "set_per_process_memory_fraction(0.66) is the smallest fraction");
+  REQUIRE(l);
+  auto cmds = commands(*l);
+  REQUIRE(cmds.size() == 2);
+  CHECK(cmds[1].find("memory_fraction=0.66") != std::string::npos);
+  CHECK(pasted_completes(cmds[1]));
+  // The fragmentation settings were tried first and do not fit at 0.65.
+  CHECK(line_with(a, "tried by replay, still OOM: PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True"));
+}
+
 // Regression (found by fuzzing the advice): a TPU runtime's limit stays a fixed holdback below
 // the capacity (the preset's capacity minus its runtime_limit_bytes). A capacity inside the
 // holdback leaves the runtime 1 byte, and the sweep then took capacity − 1 B as the holdback: it
