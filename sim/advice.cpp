@@ -104,8 +104,7 @@ std::vector<std::string> proven_advice(const RunResult& r, const RunRequest& req
     RunRequest q = with_candidate(req, c);
     q.keep_going = q.check = false;
     try {
-      RunOptions o2 = prepare_run(q, reg, &recording);
-      (void)resolved_config(o2, recording, reg);  // the policy takes the request's options
+      RunOptions o2 = prepare_run(q, reg, &recording);  // InputError when the policy refuses the request's options
       o2.source = source;
       runs.push_back(std::move(o2));
     } catch (const InputError&) {

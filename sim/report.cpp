@@ -426,9 +426,8 @@ std::string report_text(const RunResult& r) {
   } else {
     // A sharding what-if divides each array across devices in the policy: what the trace requested
     // stays the whole arrays.
-    const bool sharded = r.shard > 1;
     fmt::format_to(out, "  peak requested  {:>14}  ({} B){}\n", human_bytes(r.peak_requested), r.peak_requested,
-                   sharded ? "  whole arrays, before sharding" : "");
+                   r.shard > 1 ? "  whole arrays, before sharding" : "");
     fmt::format_to(out, "  peak allocated  {:>14}  ({} B)\n", human_bytes(r.peak_allocated), r.peak_allocated);
     fmt::format_to(out, "  peak reserved   {:>14}  ({} B)\n", human_bytes(r.peak_reserved), r.peak_reserved);
   }

@@ -253,9 +253,6 @@ class Exporter {
     w_.end_list();
   }
 
-  // The trace's marks that are record_function ranges ("START name", "END name", as the importer
-  // reads a snapshot's external_annotations) back as external_annotations; other marks have no
-  // place in a snapshot.
   // The allocator's settings as the policy states them in a snapshot's own form (a what-if's
   // expandable segments or rounding), so that the file replays as what it shows; none for a
   // policy that is not PyTorch's.
@@ -263,37 +260,14 @@ class Exporter {
     for (const auto& s : r_.spaces)
       if (s.space == Space::kHbm && s.extra.contains("allocator_settings")) {
         w_.key("allocator_settings");
-        value(s.extra["allocator_settings"]);
+        w_.json(s.extra["allocator_settings"]);
         return;
       }
   }
-  void value(const nlohmann::json& v) {
-    if (v.is_object()) {
-      w_.begin_dict();
-      for (auto it = v.begin(); it != v.end(); ++it) {
-        w_.key(it.key());
-        value(it.value());
-      }
-      w_.end_dict();
-    } else if (v.is_array()) {
-      w_.begin_list();
-      for (const auto& x : v) value(x);
-      w_.end_list();
-    } else if (v.is_boolean()) {
-      w_.boolean(v.get<bool>());
-    } else if (v.is_number_unsigned()) {
-      w_.unsigned_integer(v.get<std::uint64_t>());
-    } else if (v.is_number_integer()) {
-      w_.integer(v.get<std::int64_t>());
-    } else if (v.is_number()) {
-      w_.real(v.get<double>());
-    } else if (v.is_string()) {
-      w_.str(v.get<std::string>());
-    } else {
-      w_.none();
-    }
-  }
 
+  // The trace's marks that are record_function ranges ("START name", "END name", as the importer
+  // reads a snapshot's external_annotations) back as external_annotations; other marks have no
+  // place in a snapshot.
   void annotations() {
     w_.key("external_annotations");
     w_.begin_list();

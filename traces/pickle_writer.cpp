@@ -28,6 +28,33 @@ void PickleWriter::flush_if_large() {
 }
 
 void PickleWriter::none() { byte(kNone); }
+
+void PickleWriter::json(const nlohmann::json& v) {
+  if (v.is_object()) {
+    begin_dict();
+    for (auto it = v.begin(); it != v.end(); ++it) {
+      key(it.key());
+      json(it.value());
+    }
+    end_dict();
+  } else if (v.is_array()) {
+    begin_list();
+    for (const auto& x : v) json(x);
+    end_list();
+  } else if (v.is_boolean()) {
+    boolean(v.get<bool>());
+  } else if (v.is_number_unsigned()) {
+    unsigned_integer(v.get<std::uint64_t>());
+  } else if (v.is_number_integer()) {
+    integer(v.get<std::int64_t>());
+  } else if (v.is_number()) {
+    real(v.get<double>());
+  } else if (v.is_string()) {
+    str(v.get<std::string>());
+  } else {
+    none();
+  }
+}
 void PickleWriter::boolean(bool v) { byte(v ? kNewTrue : kNewFalse); }
 
 void PickleWriter::integer(std::int64_t v) {

@@ -7,6 +7,7 @@
 // first. Output goes to an AtomicFile in pieces, so memory stays O(the memo).
 #pragma once
 #include <cstdint>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <string_view>
 #include <unordered_map>
@@ -25,6 +26,9 @@ class PickleWriter {
   void real(double v);
   void str(std::string_view s);  // written in full each time
   void key(std::string_view s);  // memoised: later occurrences refer to the first
+  // A JSON value as the matching pickle objects (objects as dicts with memoised keys, arrays as
+  // lists; null as None).
+  void json(const nlohmann::json& v);
   // A dict or list is begun, its items written (a dict: key, value, key, value, ...), then ended.
   void begin_dict();
   void end_dict();
