@@ -2,7 +2,7 @@
 
 #include <fmt/format.h>
 
-#include "traces/recording.h"
+#include "traces/recording_header.h"
 
 namespace fragsim {
 

@@ -5,7 +5,7 @@
 #include <map>
 
 #include "sim/base/text.h"
-#include "traces/recording.h"
+#include "traces/recording_header.h"
 #include "traces/trace_reader.h"
 #include "traces/xla_modules.h"
 #include "traces/xprof_capture.h"

@@ -10,7 +10,7 @@
 #include "sim/base/io.h"
 #include "traces/fstrace.h"
 #include "traces/jsonl.h"
-#include "traces/recording.h"
+#include "traces/recording_header.h"
 #include "traces/recording_set.h"
 #include "traces/torch_snapshot.h"
 #include "traces/trace_writer.h"

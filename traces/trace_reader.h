@@ -41,7 +41,7 @@ class TraceReader {
   const std::string& path() const { return path_; }
   // The header object (with "fragsim_trace") or null when the trace has none.
   const nlohmann::json& header() const { return header_; }
-  // What the header says about the recording behind the trace (traces/recording.h).
+  // What the header says about the recording behind the trace (traces/recording_header.h).
   const Recording& recording() const { return recording_; }
   virtual std::uint64_t skipped_frees() const { return skipped_frees_; }
   // Digest of the events read so far (hex): equal for the same trace in any encoding.

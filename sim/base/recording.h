@@ -3,7 +3,7 @@
 // the hardware, the alignment XLA gave its buffers (architecture.md: "a typed Recording").
 //
 // Readers (traces/) fill it; policies, the engine and the command line read these fields and
-// never the importers' header keys. The trace header is its serialised form (traces/recording.h
+// never the importers' header keys. The trace header is its serialised form (traces/recording_header.h
 // reads it back), so a capture converted to JSONL or .fstrace replays as the capture does, and
 // reports keep the header as data.
 #pragma once

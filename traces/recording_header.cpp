@@ -1,4 +1,4 @@
-#include "traces/recording.h"
+#include "traces/recording_header.h"
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>
