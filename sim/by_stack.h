@@ -1,8 +1,7 @@
 // Live bytes by call site: which code holds the memory at a moment (a space's peak, an OOM, an
 // event of the viewer's history), as memory_viz's flame graphs and `_memory_viz.py memory` show it.
-//
-//   SiteGrouper — sums live buffers by (stack, name) in O(1) per buffer; finish() keeps the
-//                 kMaxSites largest groups (Moment::sites) and sums the rest.
+// The engine groups a moment's live buffers (SiteGrouper, sim/site_grouper.h: Moment::sites); the
+// outputs render those groups from here:
 //   ByStack     — what reports print of a moment's groups: one row per call site (a site is the
 //                 buffers' name — PyTorch snapshots name a buffer by its innermost user frame —
 //                 else the innermost frame of their stack), and the inclusive bytes of every
@@ -13,43 +12,14 @@
 // Every output (text, JSON report, HTML, diff) renders these; none groups on its own.
 #pragma once
 #include <cstdint>
-#include <functional>
 #include <map>
 #include <nlohmann/json.hpp>
 #include <string>
-#include <unordered_map>
 #include <vector>
 
 #include "sim/run_result.h"
 
 namespace fragsim {
-
-using StackFrames = std::map<std::uint64_t, std::vector<std::string>>;  // stack id → frames, innermost first
-
-class SiteGrouper {
- public:
-  void add(std::uint64_t stack, std::uint32_t name, Bytes bytes, Bytes requested);
-  // The groups, most bytes first (ties: stack, then name), at most `keep`; the rest summed in `other`.
-  void finish(const std::function<std::string(std::uint32_t name)>& name_of, size_t keep, std::vector<SiteBytes>* sites,
-              SiteBytes* other) const;
-
- private:
-  struct Key {
-    std::uint64_t stack;
-    std::uint32_t name;
-    bool operator==(const Key& o) const { return stack == o.stack && name == o.name; }
-  };
-  struct Hash {
-    size_t operator()(const Key& k) const {
-      return std::hash<std::uint64_t>()(k.stack * 0x9e3779b97f4a7c15ULL ^ k.name);
-    }
-  };
-  struct Sum {
-    Bytes bytes = 0, requested = 0;
-    std::uint64_t buffers = 0;
-  };
-  std::unordered_map<Key, Sum, Hash> groups_;
-};
 
 // "model.py:45 forward": how reports name the call site of a group.
 [[nodiscard]] std::string site_label(const SiteBytes& s, const StackFrames& stacks);

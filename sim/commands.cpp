@@ -8,6 +8,7 @@
 #include "sim/batch.h"
 #include "sim/diff.h"
 #include "sim/history.h"
+#include "sim/perfetto.h"
 #include "sim/progress.h"
 #include "sim/recording_fidelity.h"
 #include "sim/report.h"
@@ -25,7 +26,7 @@ RunResult replay_one(const RunRequest& req, const Registry& reg, const RunOutput
   RunOptions o = prepare_run(req, reg);
   o.keep_live_buffers = out.keep_live_buffers;
   o.placements = out.placements;
-  o.perfetto = out.perfetto;
+  if (!out.perfetto.empty()) o.sink = perfetto_sink(out.perfetto);
   o.window = out.window;
   Progress bar(progress, what, reads_of({o}, reg));
   auto rs = run_simulations({o}, reg, threads);

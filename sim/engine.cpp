@@ -136,7 +136,7 @@ void Engine::feed_other(const Event& ev) {
         marks_kept_.spend(ev.name.size());
         out_.marks.push_back({ev.name, ev.index, ev.t});
       }
-      if (perfetto_ && replaying_) perfetto_->mark(ev.t, ev.name);
+      if (sink_ && replaying_) sink_->mark(ev.t, ev.name);
       break;
     case Op::kStack:
       live_.define_stack(ev.id.value(), ev.frames);
@@ -208,9 +208,9 @@ void Engine::alloc(const Event& ev) {
     ++live_placed_;
     live_.remember(ev, p, si);
     if (history_) history_->placed(ev, p, si, slot_views());
-    if (perfetto_)
-      perfetto_->begin_buffer(ev.t, s.device, s.space, ev.id, ev.has(key::kName) ? ev.name : std::string_view(),
-                              ev.size, p.block, p.has_addr, p.addr);
+    if (sink_)
+      sink_->begin_buffer(ev.t, s.device, s.space, ev.id, ev.has(key::kName) ? ev.name : std::string_view(), ev.size,
+                          p.block, p.has_addr, p.addr);
   } else {
     live_.set(ev.handle, LiveSet::State::kFailed);
     s.free_local.push_back(request.handle);  // never released: free for the next
@@ -246,7 +246,7 @@ void Engine::free(const Event& ev) {
   if (live_.state(ev.handle) == LiveSet::State::kPlaced) {
     const std::uint32_t si = live_.slot_of(ev.handle);
     Slot& s = slots_[si];
-    if (perfetto_) end_slice(ev.handle, ev.t);
+    if (sink_) end_slice(ev.handle, ev.t);
     if (history_) history_->freeing(ev.handle, ev.index, ev.t, slot_views());
     const Handle local = live_.local_of(ev.handle);
     if (ev.has(key::kStream))
@@ -386,11 +386,11 @@ void Engine::account(std::uint32_t si) {
     s.peak_t = now_;
   }
   if (slots_.size() > 1) totals_.update(was, u);  // one slot: its own figures are the totals (finish)
-  if (perfetto_) perfetto_counter(s, u);
+  if (sink_) sink_counter(s, u);
 }
 
-void Engine::perfetto_counter(const Slot& s, const Footprint& u) {
-  perfetto_->counter(now_, s.device, s.space, u.allocated, u.reserved, fragmentation(u));
+void Engine::sink_counter(const Slot& s, const Footprint& u) {
+  sink_->counter(now_, s.device, s.space, u.allocated, u.reserved, fragmentation(u));
 }
 
 void Engine::stop_fatal(const Slot& s, const Event& ev) {

@@ -13,6 +13,7 @@
 
 #include "hardware_models/hardware_model.h"
 #include "policies/policy.h"
+#include "sim/replay_sink.h"
 #include "sim/run_result.h"
 #include "sim/window.h"
 #include "traces/trace_reader.h"
@@ -43,7 +44,7 @@ struct RunOptions {
   // recorded_devices) for those devices; false when the user chose the hardware (--hw/--capacity).
   bool recorded_devices = true;
   std::string placements;  // JSONL output path, empty = none
-  std::string perfetto;    // Chrome trace-event JSON output path (sim/perfetto.h), empty = none
+  ReplaySinkFactory sink;  // an output that follows the replay (Perfetto: sim/perfetto.h), empty = none
   // Keep every live buffer (up to kMaxMapBlocks) at the moments reports show, so that an address
   // map can name the buffer behind each block (the HTML report); off for plain runs and sweeps.
   bool keep_live_buffers = false;

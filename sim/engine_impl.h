@@ -23,9 +23,9 @@
 #include "sim/history.h"
 #include "sim/live_set.h"
 #include "sim/metrics.h"
-#include "sim/perfetto.h"
 #include "sim/recording_anchor.h"
 #include "sim/recording_fidelity.h"
+#include "sim/replay_sink.h"
 
 namespace fragsim {
 
@@ -111,7 +111,7 @@ class Engine : public Scheduler {
   }
   std::uint32_t new_slot(std::uint32_t k, const Event& ev);
   void account(std::uint32_t si);
-  [[gnu::noinline]] void perfetto_counter(const Slot& s, const Footprint& u);  // off account()'s path
+  [[gnu::noinline]] void sink_counter(const Slot& s, const Footprint& u);  // off account()'s path
   void check_fatal(const Slot& s, const Event& ev) {
     if (out_.fatal.empty() && !s.policy->fatal_error().empty()) stop_fatal(s, ev);
   }
@@ -163,7 +163,7 @@ class Engine : public Scheduler {
   std::vector<std::uint64_t> rerun_take_at_;  // on the engine peaks_by_rerun() runs: per slot, the event
   size_t rerun_left_ = 0;                     // snapshots the re-run still owes
   std::unique_ptr<AtomicFile> placements_;
-  std::unique_ptr<PerfettoWriter> perfetto_;
+  std::unique_ptr<ReplaySink> sink_;  // RunOptions::sink's, null = none
   std::string pbuf_;
   RecordingAnchor anchor_;                               // the state before a mid-run recording, from its addresses
   std::uint64_t replayable_ = 0, pre_trace_allocs_ = 0;  // allocs and frees to replay; allocs of prior state

@@ -55,7 +55,7 @@ void Engine::take_peak_when_leaving(std::uint32_t si) {
 std::vector<std::optional<Moment>> Engine::peaks_by_rerun() const {
   RunOptions o = opt_;
   o.placements.clear();
-  o.perfetto.clear();
+  o.sink = nullptr;
   o.check = false;
   o.history.reset();
   Engine e(o, reg_);
@@ -100,9 +100,9 @@ void Engine::record_oom(std::uint32_t si, const Event& ev, const AllocRequest& r
         ev.index, ev.t, slot_views(), [&](std::uint32_t i) { return slots_[i].device == device; },
         opt_.keep_live_buffers);
   }
-  if (perfetto_)
-    perfetto_->oom(ev.t, o.device, o.space, o.id, o.request.name, o.requested, o.free, o.largest_free, oom_cause(o),
-                   o.kind);
+  if (sink_)
+    sink_->oom(ev.t, o.device, o.space, o.id, o.request.name, o.requested, o.free, o.largest_free, oom_cause(o),
+               o.kind);
   out_.ooms.push_back(std::move(o));
   out_.completed = false;
 }

@@ -1,5 +1,5 @@
 // Engine, a run's start and end (sim/engine_impl.h): opening the trace, begin() and end(), the outputs written while
-// replaying (placements, Perfetto) and the result assembled from the slots.
+// replaying (placements, the ReplaySink: Perfetto) and the result assembled from the slots.
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -42,7 +42,7 @@ void Engine::begin(const nlohmann::json& header, const Recording& recording) {
   out_.label = opt_.label;
   if (header.is_object() && header.contains("time_unit") && header["time_unit"].is_string())
     out_.time_unit = header["time_unit"].get<std::string>();
-  if (!opt_.perfetto.empty()) perfetto_ = std::make_unique<PerfettoWriter>(opt_.perfetto, out_.time_unit);
+  if (opt_.sink) sink_ = opt_.sink(out_.time_unit);
   out_.device_names = recording.device_names;
   if (opt_.history) history_ = std::make_unique<HistoryRecorder>(*opt_.history, live_);
   if (!opt_.window.whole()) out_.window = opt_.window.text();
@@ -67,10 +67,10 @@ RunResult Engine::end(std::uint64_t skipped_frees) {
       if (slots_[i].peak_missed) slots_[i].peak = std::move(peaks[i]);
   }
   out_.skipped_frees = skipped_frees;
-  if (perfetto_) {  // buffers still live end with the trace
+  if (sink_) {  // buffers still live end with the trace
     for (Handle h = 0; h < live_.handle_limit(); ++h)
       if (live_.state(h) == LiveSet::State::kPlaced) end_slice(h, now_);
-    perfetto_->commit();
+    sink_->commit();
   }
   if (placements_) {
     placements_->write(pbuf_);
@@ -193,7 +193,7 @@ void Engine::write_placement(const Event& ev, const Placement& p) {
 
 void Engine::end_slice(Handle h, Tick t) {
   const Slot& s = slots_[live_.slot_of(h)];
-  perfetto_->end_buffer(t, s.device, s.space, live_.id_of(h), live_.name_of(h));
+  sink_->end_buffer(t, s.device, s.space, live_.id_of(h), live_.name_of(h));
 }
 
 }  // namespace fragsim

@@ -2,8 +2,6 @@
 
 #include <algorithm>
 
-#include "sim/by_stack.h"
-
 namespace fragsim {
 
 namespace {
@@ -439,7 +437,7 @@ void add_history(const std::vector<RunOptions>& runs, std::vector<RunResult>& re
     for (size_t i = 0; i < runs.size() && i < results.size(); ++i) {
       RunOptions o = runs[i];
       o.placements.clear();
-      o.perfetto.clear();
+      o.sink = nullptr;
       o.check = false;
       o.keep_live_buffers = false;
       o.history = std::make_shared<HistorySpec>(plan_history(results[i], !pass_events, pass_events));

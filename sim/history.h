@@ -29,7 +29,6 @@
 #include <utility>
 #include <vector>
 
-#include "sim/by_stack.h"
 #include "sim/engine.h"
 #include "sim/live_set.h"
 
@@ -87,7 +86,7 @@ struct Keyframe {
   std::uint64_t event = 0;
   Tick t;
   std::vector<HistorySlotState> slots;  // every slot that exists then
-  std::vector<SiteBytes> sites;         // live bytes by call site (sim/by_stack.h)
+  std::vector<SiteBytes> sites;         // live bytes by call site (sim/site_grouper.h)
   SiteBytes other_sites;
 };
 struct Delta {
@@ -180,9 +179,6 @@ class HistoryRecorder {
   bool in_window_ = false, cut_ = false;
   std::uint64_t cut_at_ = 0;
 };
-
-// The history as the HTML viewer reads it (sim/history_json.cpp; docs/viewer.md).
-[[nodiscard]] nlohmann::json history_json(const RunHistory& h, const RunResult& r);
 
 // The history a run's figures call for: `viewer` (HTML) within `window`, and/or every change for
 // the snapshot export.

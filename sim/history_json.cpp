@@ -1,9 +1,10 @@
 // A run's history as the HTML viewer reads it (docs/viewer.md, "Data"): compact arrays, strings
 // interned, times from the trace's first event, addresses as numbers (below 2^53).
+#include "sim/history_json.h"
+
 #include <fmt/format.h>
 
 #include "sim/by_stack.h"
-#include "sim/history.h"
 #include "sim/report.h"
 #include "sim/window.h"
 

@@ -2,7 +2,7 @@
 
 #include <algorithm>
 
-#include "sim/by_stack.h"
+#include "sim/site_grouper.h"
 
 namespace fragsim {
 

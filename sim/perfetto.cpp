@@ -96,4 +96,8 @@ void PerfettoWriter::commit() {
   file_.commit();
 }
 
+ReplaySinkFactory perfetto_sink(const std::string& path) {
+  return [path](const std::string& time_unit) { return std::make_unique<PerfettoWriter>(path, time_unit); };
+}
+
 }  // namespace fragsim

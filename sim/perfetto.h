@@ -9,7 +9,8 @@
 //   - instant events ("i") for OOMs (process-scoped, on the failing device) and the trace's marks
 //     (global).
 // Timestamps are microseconds (the format's unit), converted from the trace's time_unit.
-// Streamed through an AtomicFile: memory stays O(devices × spaces) whatever the trace length.
+// Streamed through an AtomicFile: memory stays O(devices × spaces) whatever the trace length. The
+// engine drives it as a ReplaySink (sim/replay_sink.h) it opens with perfetto_sink(PATH).
 #pragma once
 #include <cstdint>
 #include <map>
@@ -19,22 +20,24 @@
 
 #include "sim/base/io.h"
 #include "sim/base/units.h"
+#include "sim/replay_sink.h"
 
 namespace fragsim {
 
-class PerfettoWriter {
+class PerfettoWriter : public ReplaySink {
  public:
   // time_unit: ns, us, ms or s (the trace header's).
   PerfettoWriter(const std::string& path, const std::string& time_unit);
 
-  void counter(Tick t, std::uint32_t device, Space space, Bytes allocated, Bytes reserved, double fragmentation);
+  void counter(Tick t, std::uint32_t device, Space space, Bytes allocated, Bytes reserved,
+               double fragmentation) override;
   void begin_buffer(Tick t, std::uint32_t device, Space space, AllocId id, std::string_view name, Bytes requested,
-                    Bytes block, bool has_addr, Addr addr);
-  void end_buffer(Tick t, std::uint32_t device, Space space, AllocId id, std::string_view name);
+                    Bytes block, bool has_addr, Addr addr) override;
+  void end_buffer(Tick t, std::uint32_t device, Space space, AllocId id, std::string_view name) override;
   void oom(Tick t, std::uint32_t device, Space space, AllocId id, std::string_view name, Bytes requested, Bytes free,
-           Bytes largest_free, std::string_view cause, std::string_view kind);  // oom_cause, OomRecord::kind
-  void mark(Tick t, std::string_view name);
-  void commit();  // closes the JSON and renames the file into place
+           Bytes largest_free, std::string_view cause, std::string_view kind) override;
+  void mark(Tick t, std::string_view name) override;
+  void commit() override;  // closes the JSON and renames the file into place
 
  private:
   void emit(const std::string& event);
@@ -51,5 +54,8 @@ class PerfettoWriter {
   std::map<std::pair<std::uint32_t, Space>, Last> last_;
   std::map<std::uint32_t, bool> named_;
 };
+
+// What RunOptions::sink takes for `run --perfetto PATH`: a PerfettoWriter of PATH for each run.
+[[nodiscard]] ReplaySinkFactory perfetto_sink(const std::string& path);
 
 }  // namespace fragsim

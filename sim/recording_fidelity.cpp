@@ -99,7 +99,7 @@ void add_both_figures(const std::vector<RunOptions>& runs, std::vector<RunResult
     RunOptions o = runs[i];
     o.follow_recording = !o.follow_recording;
     o.placements.clear();
-    o.perfetto.clear();
+    o.sink = nullptr;
     o.keep_live_buffers = false;
     o.check = false;
     other.push_back(std::move(o));

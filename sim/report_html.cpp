@@ -8,6 +8,7 @@
 
 #include "sim/by_stack.h"
 #include "sim/history.h"
+#include "sim/history_json.h"
 #include "sim/report.h"
 
 namespace fragsim {

@@ -50,7 +50,10 @@ struct SpaceMoment {
   bool truncated = false;
 };
 
-// Live bytes of one call site at a moment: the buffers of one (stack, name) (sim/by_stack.h).
+using StackFrames = std::map<std::uint64_t, std::vector<std::string>>;  // stack id → frames, innermost first
+
+// Live bytes of one call site at a moment: the buffers of one (stack, name) (sim/site_grouper.h groups
+// them; sim/by_stack.h renders them).
 struct SiteBytes {
   std::uint64_t stack = 0;  // stack id (frames in RunResult::stacks), 0 = none
   std::string name;         // the buffers' name ("" = none)
@@ -170,8 +173,8 @@ struct RunResult {
   bool space_failed(const SpaceResult& s) const {
     return !s.ooms.empty() || (!fatal.empty() && s.device == fatal_device && s.space == fatal_space);
   }
-  std::vector<MarkView> marks;                               // the trace's marks (steps, phases), the first kMaxMarks
-  std::map<std::uint64_t, std::vector<std::string>> stacks;  // frames of the stacks reported buffers name
+  std::vector<MarkView> marks;  // the trace's marks (steps, phases), the first kMaxMarks
+  StackFrames stacks;           // frames of the stacks reported buffers name
   std::string time_unit = "ns";
   Tick first_t;        // the time of the first event (reports show times from it)
   bool timed = false;  // some event carried a time; else every t is the event's index and no time is shown

@@ -80,7 +80,7 @@ Recording recording_of(const RunOptions& o) {
 RunOptions point_base(const RunOptions& base) {
   RunOptions o = base;
   o.placements.clear();
-  o.perfetto.clear();
+  o.sink = nullptr;
   o.keep_live_buffers = false;
   o.keep_going = false;
   o.check = false;
