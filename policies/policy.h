@@ -242,6 +242,9 @@ class AllocatorPolicy {
   virtual nlohmann::json stats() const { return nlohmann::json::object(); }
   // Extra figures for the report (e.g. simulated allocator time).
   virtual nlohmann::json extra_report() const { return nlohmann::json::object(); }
+  // Its configuration as a PyTorch memory snapshot records it (the snapshot's allocator_settings),
+  // so that an exported what-if replays as what it shows; null for an allocator that is not PyTorch's.
+  virtual nlohmann::json snapshot_allocator_settings() const { return nullptr; }
   // Notes on what the policy did with this run's input that the reader must know (shown with
   // the run's notes, once each).
   virtual std::vector<std::string> run_notes() const { return {}; }

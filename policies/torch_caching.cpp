@@ -169,8 +169,9 @@ class TorchCachingPolicy : public AllocatorPolicy {
   }
   Bytes rounded_size(const AllocRequest& req) const override { return c_.round_size(req.size); }
 
-  // The settings a snapshot of this run records (sim/snapshot_export.h writes them).
-  nlohmann::json extra_report() const override { return {{"allocator_settings", snapshot_settings(c_)}}; }
+  // The settings a snapshot of this run records (sim/snapshot_export.h writes them), also in the report.
+  nlohmann::json snapshot_allocator_settings() const override { return snapshot_settings(c_); }
+  nlohmann::json extra_report() const override { return {{"allocator_settings", snapshot_allocator_settings()}}; }
   nlohmann::json stats() const override {
     nlohmann::json j = nlohmann::json::object();
     auto put = [&](const char* name, const StatArray& a) {

@@ -119,6 +119,7 @@ void Engine::finish() {
     r.device_time_ns = s.mem->time_ns();
     r.stats = s.policy->stats();
     r.extra = s.policy->extra_report();
+    r.snapshot_settings = s.policy->snapshot_allocator_settings();
     for (auto& n : s.policy->run_notes())
       if (std::find(out.notes.begin(), out.notes.end(), n) == out.notes.end()) out.notes.push_back(std::move(n));
     out.spaces.push_back(std::move(r));

@@ -132,6 +132,7 @@ struct SpaceResult {
   std::vector<TimelinePoint> timeline;
   nlohmann::json stats = nlohmann::json::object();
   nlohmann::json extra = nlohmann::json::object();
+  nlohmann::json snapshot_settings;  // AllocatorPolicy::snapshot_allocator_settings(), null = none
   // The share of what this space can give that it reserved at its peak (0 when it gives nothing).
   double peak_share() const { return usable ? static_cast<double>(peak_reserved) / static_cast<double>(usable) : 0.0; }
 };

@@ -258,9 +258,9 @@ class Exporter {
   // policy that is not PyTorch's.
   void settings() {
     for (const auto& s : r_.spaces)
-      if (s.space == Space::kHbm && s.extra.contains("allocator_settings")) {
+      if (s.space == Space::kHbm && !s.snapshot_settings.is_null()) {
         w_.key("allocator_settings");
-        w_.json(s.extra["allocator_settings"]);
+        w_.json(s.snapshot_settings);
         return;
       }
   }
