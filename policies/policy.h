@@ -43,7 +43,7 @@ struct AllocRequest {
   std::optional<Addr> seeded_at;         // allocated before the trace began, at this recorded address
   Bytes seeded_block = 0;                // …in a block of this many bytes, when the recording says (0: unknown)
   // Allocated before the trace began, at addresses the recording never states but its other
-  // addresses imply (sim/recording_anchor.h): the request's bytes lie in these extents (their
+  // addresses imply (sim/engine/recording_anchor.h): the request's bytes lie in these extents (their
   // sizes sum to at least size). Valid for the call only; empty when not inferred.
   std::span<const Extent> seeded_extents;
   // Where the recording placed this allocation (traces with addresses). A policy must decide as
@@ -76,7 +76,7 @@ struct Observation {
   std::int64_t stream = 0;
   bool pre_trace = false;  // state that existed before the trace began (seed it)
   // A segment_alloc that is an XProf capture's BFC region, as its addresses imply
-  // (sim/recording_anchor.h), not a segment the trace records: an allocator of another kind
+  // (sim/engine/recording_anchor.h), not a segment the trace records: an allocator of another kind
   // (PyTorch's) never held it.
   bool bfc_region = false;
 };
@@ -137,7 +137,7 @@ struct Usage {
   bool operator==(const Usage&) const = default;
 };
 
-// The part of Usage the engine accounts after every event (sim/metrics.h) and moments show: what
+// The part of Usage the engine accounts after every event (sim/engine/metrics.h) and moments show: what
 // is allocated, what is reserved and the largest free block in it.
 struct Footprint {
   Bytes allocated = 0, reserved = 0, largest_free = 0;
@@ -312,7 +312,7 @@ struct DefaultFor {
   std::string why;                        // "the trace is an XProf capture of the TPU runtime's allocator"
 };
 
-// What a first OOM tells the policy's advice (sim/advice.h replays each suggestion before printing it).
+// What a first OOM tells the policy's advice (sim/commands/advice.h replays each suggestion before printing it).
 struct AdviceInput {
   const nlohmann::json& config;  // the resolved config (ConfigReader::resolved)
   bool fragmentation = false;    // enough memory was free, no block fitted

@@ -169,7 +169,7 @@ class TorchCachingPolicy : public AllocatorPolicy {
   }
   Bytes rounded_size(const AllocRequest& req) const override { return c_.round_size(req.size); }
 
-  // The settings a snapshot of this run records (sim/snapshot_export.h writes them), also in the report.
+  // The settings a snapshot of this run records (sim/report/snapshot_export.h writes them), also in the report.
   nlohmann::json snapshot_allocator_settings() const override { return snapshot_settings(c_); }
   nlohmann::json extra_report() const override { return {{"allocator_settings", snapshot_allocator_settings()}}; }
   nlohmann::json stats() const override {
@@ -733,7 +733,7 @@ std::string conf_with(const std::string& conf, const std::string& key, const std
   return out + (out.empty() ? "" : ",") + key + ":" + value;
 }
 
-// After a first OOM (sim/advice.h replays each before printing it): against fragmentation, the
+// After a first OOM (sim/commands/advice.h replays each before printing it): against fragmentation, the
 // settings PyTorch's own message and docs point to that are not on yet; and with a memory cap
 // below the device (either cause), the smallest set_per_process_memory_fraction that fits.
 std::vector<AdviceCandidate> advise_torch_caching(const AdviceInput& in) {

@@ -807,7 +807,7 @@ PolicyBuilder configure_xla_bfc(ConfigReader& cfg, const ConfigContext& ctx) {
   return [main, coll](const PolicyContext& pc) { return std::make_unique<XlaBfcPolicy>(main, coll, pc.device); };
 }
 
-// After a first OOM (sim/advice.h replays each before printing it): against fragmentation, the
+// After a first OOM (sim/commands/advice.h replays each before printing it): against fragmentation, the
 // placements JAX offers instead of one preallocated BFC; against a limit below the device, the
 // smallest memory fraction that fits.
 std::vector<AdviceCandidate> advise_xla_bfc(const AdviceInput& in) {

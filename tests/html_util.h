@@ -1,5 +1,5 @@
 // What the tests of the HTML report share: the data a page embeds, the DOM headless Chromium
-// leaves after the viewer ran, and what its #probe mode found (sim/report_viewer.js).
+// leaves after the viewer ran, and what its #probe mode found (sim/viewer/report_viewer.js).
 #pragma once
 #include <catch2/catch.hpp>
 #include <cstdlib>

@@ -1,7 +1,7 @@
 // Runs a small hand-built trace through one policy and returns the result and placements; and the
 // commands of the CLI in process (run_cmd, compare_cmd, sweep_cmd, check_cmd, converted): the
-// library call each command makes (sim/commands.h, sim/check.h) and what the CLI prints and writes
-// of its result, rendered by the same functions (sim/report.h, sim/report_html.h, sim/sweep.h);
+// library call each command makes (sim/commands/commands.h, sim/commands/check.h) and what the CLI prints and writes
+// of its result, rendered by the same functions (sim/report/report.h, sim/report/report_html.h, sim/commands/sweep.h);
 // refusal and input_error read an input error as the CLI would print it (exit 2, one line).
 #pragma once
 #include <catch2/catch.hpp>
@@ -12,11 +12,11 @@
 
 #include "policies/policy.h"
 #include "sim/base/error.h"
-#include "sim/check.h"
-#include "sim/commands.h"
-#include "sim/engine.h"
-#include "sim/report.h"
-#include "sim/report_html.h"
+#include "sim/commands/check.h"
+#include "sim/commands/commands.h"
+#include "sim/engine/engine.h"
+#include "sim/report/report.h"
+#include "sim/report/report_html.h"
 #include "test_util.h"
 #include "traces/trace_writer.h"
 

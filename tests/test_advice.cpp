@@ -1,4 +1,4 @@
-// Advice proven by replay (sim/advice.h): every setting printed is one with which the trace was
+// Advice proven by replay (sim/commands/advice.h): every setting printed is one with which the trace was
 // replayed and fits, every command printed is complete — pasted, it reproduces the claim — and
 // when the live buffers alone exceed the device, the answer is memory, not an allocator knob.
 // Each test runs the commands the advice printed — pasted, end to end — and checks what the advice
@@ -167,7 +167,7 @@ TEST_CASE("advice: a multi-device snapshot names the device that binds and the c
 }
 
 // Regression (found by fuzzing the advice): a fraction given in the policy's brackets wins over
-// --set and --env (an entry's own options win, sim/settings.h), so the command the advice printed
+// --set and --env (an entry's own options win, sim/commands/settings.h), so the command the advice printed
 // kept the old fraction and still ran out of memory, while the sweep had replayed the new one. The
 // printed command now takes the option out of the brackets.
 TEST_CASE("advice: a fraction given in the policy's brackets is replaced there, so the command printed fits") {

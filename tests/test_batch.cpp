@@ -8,7 +8,7 @@
 #include <filesystem>
 #include <fstream>
 
-#include "sim/batch.h"
+#include "sim/commands/batch.h"
 #include "sim_helpers.h"
 
 namespace {

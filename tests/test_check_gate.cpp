@@ -8,10 +8,10 @@
 #include "sim/base/error.h"
 #include "sim/base/io.h"
 #include "sim/base/units.h"
-#include "sim/check.h"
-#include "sim/commands.h"
-#include "sim/diff.h"
-#include "sim/report.h"
+#include "sim/commands/check.h"
+#include "sim/commands/commands.h"
+#include "sim/report/diff.h"
+#include "sim/report/report.h"
 #include "sim_helpers.h"
 
 using namespace fragsim;

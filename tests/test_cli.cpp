@@ -9,7 +9,7 @@
 #include <filesystem>
 
 #include "sim/base/io.h"
-#include "sim/progress.h"
+#include "sim/engine/progress.h"
 #include "test_util.h"
 
 using namespace fragsim::test;

@@ -5,7 +5,7 @@
 
 #include <catch2/catch.hpp>
 
-#include "sim/trace_info.h"
+#include "sim/commands/trace_info.h"
 #include "sim_helpers.h"
 #include "traces/generators.h"
 

@@ -6,8 +6,8 @@
 #include <map>
 
 #include "policies/policy.h"
-#include "sim/engine.h"
-#include "sim/trace_info.h"
+#include "sim/commands/trace_info.h"
+#include "sim/engine/engine.h"
 #include "test_util.h"
 #include "traces/generators.h"
 #include "traces/trace_reader.h"

@@ -9,9 +9,9 @@
 
 #include "sim/base/error.h"
 #include "sim/base/io.h"
-#include "sim/commands.h"
-#include "sim/report.h"
-#include "sim/trace_info.h"
+#include "sim/commands/commands.h"
+#include "sim/commands/trace_info.h"
+#include "sim/report/report.h"
 #include "sim_helpers.h"
 #include "traces/generators.h"
 #include "traces/jsonl.h"

@@ -14,10 +14,10 @@
 #include "sim/base/error.h"
 #include "sim/base/io.h"
 #include "sim/base/text.h"
-#include "sim/batch.h"
-#include "sim/check.h"
-#include "sim/compare.h"
-#include "sim/trace_info.h"
+#include "sim/commands/batch.h"
+#include "sim/commands/check.h"
+#include "sim/commands/compare.h"
+#include "sim/commands/trace_info.h"
 #include "sim_helpers.h"
 
 using namespace fragsim;

@@ -9,7 +9,7 @@
 #include "hardware_models/hardware_model.h"
 #include "hardware_models/tpu_layout.h"
 #include "sim/base/error.h"
-#include "sim/listing.h"
+#include "sim/commands/listing.h"
 #include "sim_helpers.h"
 
 using namespace fragsim;

@@ -8,9 +8,9 @@
 #include "hardware_models/hardware_model.h"
 #include "sim/base/error.h"
 #include "sim/base/text.h"
-#include "sim/listing.h"
-#include "sim/settings.h"
-#include "sim/sweep.h"
+#include "sim/commands/listing.h"
+#include "sim/commands/settings.h"
+#include "sim/commands/sweep.h"
 #include "sim_helpers.h"
 #include "traces/generators.h"
 

@@ -13,7 +13,7 @@
 #include "policies/size_index.h"
 #include "policies/static_heap.h"
 #include "sim/base/error.h"
-#include "sim/batch_stream.h"
+#include "sim/engine/batch_stream.h"
 #include "test_util.h"
 #include "traces/live_table.h"
 
@@ -411,7 +411,7 @@ TEST_CASE("AddrIndex: first fit, erase and in-place rekey against a std::map of 
 }
 
 TEST_CASE("BatchStream: a consumer reads the short first batches itself, then the reader's thread the rest") {
-  // sim/batch_stream.h: until the reader's thread runs, help() decodes a missing batch on the
+  // sim/engine/batch_stream.h: until the reader's thread runs, help() decodes a missing batch on the
   // consumer's thread. Batches of 16, 64, 256 and 1,024 events, then 4,096; every event once, in
   // order, and the end carries the digest a reader alone gives.
   const int n = 9000;

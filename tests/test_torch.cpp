@@ -8,7 +8,7 @@
 
 #include "sim/base/error.h"
 #include "sim/base/io.h"
-#include "sim/trace_info.h"
+#include "sim/commands/trace_info.h"
 #include "sim_helpers.h"
 #include "traces/pickle.h"
 #include "traces/trace_reader.h"

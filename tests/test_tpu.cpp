@@ -4,8 +4,8 @@
 
 #include "hardware_models/tpu_layout.h"
 #include "sim/base/error.h"
-#include "sim/listing.h"
-#include "sim/report.h"
+#include "sim/commands/listing.h"
+#include "sim/report/report.h"
 #include "sim_helpers.h"
 #include "traces/generators.h"
 

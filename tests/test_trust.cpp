@@ -11,8 +11,8 @@
 #include <sstream>
 
 #include "sim/base/units.h"
-#include "sim/trace_info.h"
-#include "sim/window.h"
+#include "sim/commands/trace_info.h"
+#include "sim/engine/window.h"
 #include "sim_helpers.h"
 
 using namespace fragsim;

@@ -5,7 +5,7 @@
 
 #include "hardware_models/hardware_model.h"
 #include "sim/base/error.h"
-#include "sim/validate.h"
+#include "sim/commands/validate.h"
 #include "test_util.h"
 
 using namespace fragsim;

@@ -11,9 +11,9 @@
 #include <tuple>
 
 #include "html_util.h"
-#include "sim/diff.h"
-#include "sim/report.h"
-#include "sim/snapshot_export.h"
+#include "sim/report/diff.h"
+#include "sim/report/report.h"
+#include "sim/report/snapshot_export.h"
 #include "sim_helpers.h"
 #include "test_util.h"
 

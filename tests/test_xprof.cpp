@@ -7,7 +7,7 @@
 #include <map>
 
 #include "sim/base/io.h"
-#include "sim/trace_info.h"
+#include "sim/commands/trace_info.h"
 #include "sim_helpers.h"
 #include "traces/trace_reader.h"
 #include "xprof_synth.h"

@@ -74,7 +74,7 @@ inline constexpr std::uint16_t kAll = 16383;
 
 // The fields replay reads for every alloc and free come first; stacks, message lines, names and
 // frames follow. Between threads a plain alloc or free travels as a 64-byte PackedEvent
-// (sim/parallel_runs.cpp), which must be updated with any field replay reads.
+// (sim/engine/parallel_runs.cpp), which must be updated with any field replay reads.
 struct Event {
   Op op = Op::kMark;
   std::uint16_t present = 0;  // key::* bits

@@ -31,7 +31,7 @@ class ByteSource {
   virtual size_t read(char* dst, size_t n) = 0;
 };
 // Bytes read from input files and events decoded from traces so far, by every thread of the
-// process (what a progress line shows; sim/progress.h).
+// process (what a progress line shows; sim/engine/progress.h).
 std::uint64_t input_bytes_read();
 std::uint64_t input_events_read();
 void count_input_events(std::uint64_t n);

@@ -8,7 +8,7 @@
 #include "sim/base/error.h"
 #include "sim/base/io.h"
 #include "sim/base/limits.h"
-#include "sim/progress.h"
+#include "sim/engine/progress.h"
 
 namespace fragsim::cli {
 

@@ -39,7 +39,7 @@ bool to_stdout(std::initializer_list<std::string> outputs);
 // without --json does not build its JSON report).
 void write_if(const std::string& path, const std::function<std::string()>& content);
 
-// --from / --to (sim/window.h): the window of the run the HTML report shows.
+// --from / --to (sim/engine/window.h): the window of the run the HTML report shows.
 void add_window_options(po::options_description& d, std::string* from, std::string* to);
 
 // The commands that replay nothing (sim/cli/tools.cpp); each returns its exit code.

@@ -1,5 +1,5 @@
 // fragsim command line: Boost.Program_options tables → the library calls the tests use (style
-// rule 10; sim/commands.h, sim/listing.h, ...), and the outputs written where asked. Exit codes:
+// rule 10; sim/commands/commands.h, sim/commands/listing.h, ...), and the outputs written where asked. Exit codes:
 // specs/contracts.md §4.
 #include <fmt/format.h>
 
@@ -12,17 +12,17 @@
 #include "sim/base/io.h"
 #include "sim/base/limits.h"
 #include "sim/base/text.h"
-#include "sim/batch.h"
-#include "sim/check.h"
 #include "sim/cli/cli.h"
-#include "sim/commands.h"
-#include "sim/diff.h"
-#include "sim/listing.h"
-#include "sim/progress.h"
-#include "sim/report.h"
-#include "sim/report_html.h"
-#include "sim/run_args.h"
-#include "sim/snapshot_export.h"
+#include "sim/commands/batch.h"
+#include "sim/commands/check.h"
+#include "sim/commands/commands.h"
+#include "sim/commands/listing.h"
+#include "sim/commands/run_args.h"
+#include "sim/engine/progress.h"
+#include "sim/report/diff.h"
+#include "sim/report/report.h"
+#include "sim/report/report_html.h"
+#include "sim/report/snapshot_export.h"
 
 namespace po = boost::program_options;
 using namespace fragsim;

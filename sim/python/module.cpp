@@ -1,7 +1,7 @@
 // The Python module's native part, `fragsim._fragsim`: the library calls the CLI makes
-// (sim/commands.h, sim/check.h, sim/trace_info.h, sim/listing.h), taking Python values instead of
-// options. The package (sim/python/fragsim/__init__.py) gives them their signatures and wraps
-// the results; docs/python.md describes both.
+// (sim/commands/commands.h, sim/commands/check.h, sim/commands/trace_info.h, sim/commands/listing.h), taking Python
+// values instead of options. The package (sim/python/fragsim/__init__.py) gives them their signatures and wraps the
+// results; docs/python.md describes both.
 //
 // Threads: a call that reads a trace runs on a thread of its own with the GIL released; the
 // caller's thread waits, taking the GIL back every kPoll to let Python handle signals (Ctrl-C:
@@ -19,13 +19,13 @@
 #include "policies/policy.h"
 #include "sim/base/error.h"
 #include "sim/base/io.h"
-#include "sim/check.h"
-#include "sim/commands.h"
-#include "sim/listing.h"
+#include "sim/commands/check.h"
+#include "sim/commands/commands.h"
+#include "sim/commands/listing.h"
+#include "sim/commands/trace_info.h"
 #include "sim/python/convert.h"
-#include "sim/report.h"
-#include "sim/report_html.h"
-#include "sim/trace_info.h"
+#include "sim/report/report.h"
+#include "sim/report/report_html.h"
 #include "traces/generators.h"
 #include "traces/torch_snapshot.h"
 

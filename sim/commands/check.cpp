@@ -1,0 +1,420 @@
+#include "sim/commands/check.h"
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include <algorithm>
+#include <cmath>
+#include <filesystem>
+#include <map>
+#include <set>
+
+#include "policies/policy.h"
+#include "sim/base/error.h"
+#include "sim/base/text.h"
+#include "sim/base/units.h"
+#include "sim/commands/run_setup.h"
+#include "sim/report/report_schema.h"
+
+namespace fragsim {
+
+namespace {
+
+std::string label_of(const nlohmann::json& r) {
+  if (r.contains("label") && r["label"].is_string()) return r["label"].get<std::string>();
+  return r["policy"]["name"].get<std::string>();
+}
+
+// The runs of a report file: one object, or the array `compare --json` writes. Runs are matched
+// by label, so two runs of one file may not share one.
+std::vector<nlohmann::json> runs_of(const nlohmann::json& j, const std::string& file) {
+  std::vector<nlohmann::json> v;
+  if (j.is_array()) {
+    if (j.empty()) throw InputError(file + ": an empty array holds no report");
+    std::map<std::string, size_t> seen;
+    for (size_t i = 0; i < j.size(); ++i) {
+      check_report_schema(j[i], fmt::format("{} [{}]", file, i));
+      auto [it, fresh] = seen.emplace(label_of(j[i]), i);
+      if (!fresh)
+        throw InputError(fmt::format("{} [{}]: label: '{}' also labels run [{}]; runs are matched by label", file, i,
+                                     it->first, it->second));
+      v.push_back(j[i]);
+    }
+  } else {
+    check_report_schema(j, file);
+    v.push_back(j);
+  }
+  return v;
+}
+
+// Every number under `j` (nested objects flattened to "a.b"), each checked to be a finite number
+// (a figure that is not is an input error naming the file and key).
+void figures_of(const nlohmann::json& j, const std::string& file, const std::string& path,
+                std::map<std::string, double>* out) {
+  for (const auto& [k, v] : j.items()) {
+    std::string key = path + "." + k;
+    if (v.is_object())
+      figures_of(v, file, key, out);
+    else
+      (*out)[key] = JsonField(v, file, key).number();
+  }
+}
+
+// The figures check compares in one report or device entry: the OOM count, the peaks and every
+// fragmentation figure.
+std::map<std::string, double> gated_figures(const nlohmann::json& r, const std::string& file, const std::string& at) {
+  std::map<std::string, double> f;
+  JsonField rf(r, file, at);
+  for (const char* k : {"peak_requested_bytes", "peak_allocated_bytes", "peak_reserved_bytes"})
+    if (rf.has(k)) f[k] = static_cast<double>(rf.at(k).u64());
+  if (rf.has("fragmentation")) figures_of(rf.at("fragmentation").object(), file, "fragmentation", &f);
+  return f;
+}
+
+// The figures docs/metrics.md ("What a CI gate should watch") recommends gating: peak allocated
+// and reserved, and the fragmentation at the peak of allocated memory and at its worst. Peak
+// requested depends on the trace alone, and at_peak_reserved is usually 0 for a preallocating
+// allocator: compared and shown, gated only with --gate all.
+bool recommended(const std::string& figure) {
+  return figure == "peak_allocated_bytes" || figure == "peak_reserved_bytes" ||
+         figure.rfind("fragmentation.max", 0) == 0 || figure.rfind("fragmentation.at_peak_allocated", 0) == 0;
+}
+
+// The trace a report is of, for notes: its file name.
+std::string trace_name(const nlohmann::json& r) {
+  const nlohmann::json* t = r.contains("trace") && r["trace"].is_object() ? &r["trace"] : nullptr;
+  std::string path = t && t->contains("path") && (*t)["path"].is_string() ? (*t)["path"].get<std::string>() : "?";
+  return std::filesystem::path(path).filename().string();
+}
+
+// A device entry's key: "device 0 hbm".
+std::string device_key(const nlohmann::json& d, const std::string& file, const std::string& at) {
+  JsonField f(d, file, at);
+  return fmt::format("device {} {}", f.at("device").u64(), f.at("space").string());
+}
+
+// What differs between two reports' policies, ignoring `resolved_*` figures (they follow from the
+// hardware): "" when nothing does.
+std::string policy_difference(const nlohmann::json& a, const nlohmann::json& b) {
+  if (a["name"] != b["name"]) return fmt::format("{} vs {}", a["name"].dump(), b["name"].dump());
+  std::vector<std::string> keys;
+  auto user = [](const nlohmann::json& cfg) {
+    nlohmann::json out = nlohmann::json::object();
+    for (const auto& [k, v] : cfg.items())
+      if (k.rfind(kResolvedPrefix, 0) != 0) out[k] = v;
+    return out;
+  };
+  nlohmann::json ua = user(a["config"]), ub = user(b["config"]);
+  for (const auto& [k, v] : ua.items())
+    if (!ub.contains(k) || ub[k] != v)
+      keys.push_back(fmt::format("{}: {} vs {}", k, v.dump(), ub.value(k, nlohmann::json()).dump()));
+  for (const auto& [k, v] : ub.items())
+    if (!ua.contains(k)) keys.push_back(fmt::format("{}: null vs {}", k, v.dump()));
+  return fmt::format("{}", fmt::join(keys, "; "));
+}
+
+// "h100-80g, hbm 16.00 GiB": what a reader needs to see why two hardware models differ.
+std::string hardware_text(const nlohmann::json& hw) {
+  std::string s = hw.value("name", std::string("?"));
+  if (hw.contains("spaces") && hw["spaces"].is_array())
+    for (const auto& sp : hw["spaces"])
+      if (sp.is_object() && sp.value("name", std::string()) == "hbm" && sp.contains("capacity_bytes") &&
+          sp["capacity_bytes"].is_number_unsigned())
+        s += ", hbm " + human_bytes(sp["capacity_bytes"].get<Bytes>());
+  return s;
+}
+
+std::string fmt_value(const std::string& metric, double v, int decimals = 2) {
+  if (std::isnan(v)) return "none";
+  if (metric.find("bytes") != std::string::npos) return human_bytes(static_cast<Bytes>(v));
+  if (metric.find("fragmentation") != std::string::npos) return fmt::format("{:.{}f}%", 100 * v, decimals);
+  return fmt::format("{:.0f}", v);
+}
+
+// The baseline's and the current value as text, never alike for a change: bytes that read alike
+// come with the exact change (`delta`, else ""), fractions with more decimals.
+struct ChangeText {
+  std::string baseline, current, delta;
+};
+ChangeText change_text(const std::string& metric, double bv, double cv) {
+  ChangeText t{fmt_value(metric, bv), fmt_value(metric, cv), ""};
+  if (t.baseline != t.current || bv == cv || std::isnan(bv) || std::isnan(cv)) return t;
+  if (metric.find("bytes") != std::string::npos) {
+    t.delta = signed_bytes(static_cast<Bytes>(bv), static_cast<Bytes>(cv));  // whole bytes below 2^64
+    return t;
+  }
+  for (int d = 4; t.baseline == t.current && d <= 8; d += 2)
+    t.baseline = fmt_value(metric, bv, d), t.current = fmt_value(metric, cv, d);
+  return t;
+}
+
+}  // namespace
+
+CheckResult run_check(const nlohmann::json& baseline, const nlohmann::json& current, const CheckOptions& o) {
+  if (!std::isfinite(o.tolerance_pct) || o.tolerance_pct < 0)
+    throw InputError(fmt::format("--tolerance: must be a finite percentage >= 0, got {}", o.tolerance_pct));
+  auto base = runs_of(baseline, o.baseline_path), cur = runs_of(current, o.current_path);
+  CheckResult res;
+  res.tolerance_pct = o.tolerance_pct;
+  std::map<std::string, const nlohmann::json*> by_label;
+  for (const auto& b : base) by_label[label_of(b)] = &b;
+  std::set<std::string> paired;  // runs compared (in both)
+  auto add = [&](const std::string& run, const std::string& metric, double bv, double cv, bool regression,
+                 std::string msg) {
+    res.items.push_back({run, metric, bv, cv, regression, true, std::move(msg)});
+    if (regression) res.pass = false;
+  };
+  for (const auto& c : cur) {
+    std::string label = label_of(c);
+    auto it = by_label.find(label);
+    if (it == by_label.end()) {
+      if (base.size() == 1 && cur.size() == 1) {
+        it = by_label.begin();  // one run each: compare them whatever their labels
+      } else {
+        // Nothing to compare it with: a gate that passed it would pass any run, an OOM included.
+        add(label, "baseline_run", NAN, NAN, true,
+            fmt::format("not in the baseline {}: no run labelled so to compare it with", o.baseline_path));
+        continue;
+      }
+    }
+    const nlohmann::json& b = *it->second;
+    by_label.erase(it);
+    paired.insert(label);
+    // Same trace? Same policy?
+    auto digest = [](const nlohmann::json& r, const std::string& file) {
+      JsonField t(r, file, "");
+      return t.at("trace").has("digest") ? t.at("trace").at("digest").string() : std::string();
+    };
+    std::string bd = digest(b, o.baseline_path), cd = digest(c, o.current_path);
+    if (!bd.empty() && !cd.empty() && bd != cd) {
+      if (o.same_trace)
+        throw InputError(fmt::format("{} and {}: reports of different traces (digest {} vs {}) and --same-trace",
+                                     o.baseline_path, o.current_path, bd, cd));
+      res.notes.push_back(
+          fmt::format("{}: the traces differ ({} vs {}, digest {} vs {}): compared as two recordings of "
+                      "one workload (--same-trace refuses this)",
+                      label, trace_name(b), trace_name(c), bd, cd));
+    } else if (bd.empty() || cd.empty()) {
+      res.notes.push_back(
+          fmt::format("{}: a report carries no trace digest (an older fragsim): same trace assumed", label));
+    }
+    std::string diff = policy_difference(b["policy"], c["policy"]);
+    if (!diff.empty()) {
+      if (!o.allow_different_policy)
+        throw InputError(
+            fmt::format("{} and {}: {}: different policies or settings ({}); "
+                        "--allow-different-policy compares them anyway",
+                        o.baseline_path, o.current_path, label, diff));
+      res.notes.push_back(fmt::format("{}: different policy settings ({}), compared as asked", label, diff));
+    }
+    if (b["hardware"] != c["hardware"])
+      res.notes.push_back(fmt::format("{}: the hardware differs ({} vs {})", label, hardware_text(b["hardware"]),
+                                      hardware_text(c["hardware"])));
+    // OOMs: the count, and the first OOM's event.
+    auto count = [&](const std::string& where, const nlohmann::json& bj, const nlohmann::json& cj) {
+      double bn = static_cast<double>(JsonField(bj, o.baseline_path, where).at("oom_count").u64());
+      double cn = static_cast<double>(JsonField(cj, o.current_path, where).at("oom_count").u64());
+      std::string metric = where.empty() ? "oom_count" : where + ".oom_count";
+      add(label, metric, bn, cn, bn != cn,
+          bn != cn ? fmt::format("{}OOM count changed: {:.0f} -> {:.0f}", where.empty() ? "" : where + ": ", bn, cn)
+                   : fmt::format("OOM count {:.0f}", cn));
+    };
+    count("", b, c);
+    auto first = [](const nlohmann::json& r) {
+      return r["ooms"].empty() ? NAN : static_cast<double>(r["ooms"][0]["event_index"].get<std::uint64_t>());
+    };
+    double bf = first(b), cf = first(c);
+    bool moved = !(std::isnan(bf) && std::isnan(cf)) && !(bf == cf);
+    std::string fm;
+    if (std::isnan(bf) && !std::isnan(cf)) {
+      const nlohmann::json& oom = c["ooms"][0];
+      fm = fmt::format("new OOM at event {:.0f} ({} requested, cause {})", cf,
+                       oom["requested_bytes"].is_number_unsigned() ? human_bytes(oom["requested_bytes"].get<Bytes>())
+                                                                   : oom["requested_bytes"].dump(),
+                       oom.contains("cause") && oom["cause"].is_string() ? oom["cause"].get<std::string>() : "?");
+    } else if (!std::isnan(bf) && std::isnan(cf)) {
+      fm = fmt::format("the OOM at event {:.0f} is gone", bf);
+    } else if (moved) {
+      fm = fmt::format("first OOM moved from event {:.0f} to {:.0f}", bf, cf);
+    } else {
+      fm = std::isnan(cf) ? "no OOM" : fmt::format("first OOM at event {:.0f}", cf);
+    }
+    add(label, "first_oom_event", bf, cf, moved && !(std::isnan(cf)) && (std::isnan(bf) || cf < bf), fm);
+    // A modelled abort (the allocator stops the process: "fatal") ends the run as an OOM does; a new
+    // one, or one that comes sooner, is a regression even when no OOM is listed.
+    auto aborted_at = [](const nlohmann::json& r) {
+      return r.contains("fatal") ? static_cast<double>(r["fatal"]["event_index"].get<std::uint64_t>()) : NAN;
+    };
+    const double ba = aborted_at(b), ca = aborted_at(c);
+    if (!std::isnan(ba) || !std::isnan(ca)) {
+      const bool worse = !std::isnan(ca) && (std::isnan(ba) || ca < ba);
+      add(label, "fatal_event", ba, ca, worse,
+          std::isnan(ba)   ? fmt::format("new abort at event {:.0f}: {}", ca, c["fatal"]["message"].get<std::string>())
+          : std::isnan(ca) ? fmt::format("the abort at event {:.0f} is gone", ba)
+          : ba == ca       ? fmt::format("aborts at event {:.0f}, as the baseline", ca)
+                           : fmt::format("abort moved from event {:.0f} to {:.0f}", ba, ca));
+    }
+    // Figures that must not grow beyond the tolerance: every peak and fragmentation figure the
+    // report documents, of the run and of each (device, space).
+    auto grew = [&](const std::string& metric, const std::string& figure, double bv, double cv) {
+      double limit = bv * (1.0 + o.tolerance_pct / 100.0);
+      bool over = cv > limit && cv - bv > 1e-12;
+      bool gated = o.gate_all || recommended(figure);
+      double pct = bv > 0 ? 100.0 * (cv - bv) / bv : (cv > 0 ? 100.0 : 0.0);
+      const ChangeText ct = change_text(metric, bv, cv);
+      add(label, metric, bv, cv, over && gated,
+          fmt::format("{} {}: {} -> {} ({}{}, tolerance {}%){}", metric, over ? "grew" : "ok", ct.baseline, ct.current,
+                      ct.delta.empty() ? "" : ct.delta + ", ", signed_percent(pct, 2), o.tolerance_pct,
+                      gated ? "" : ", not gated (--gate all)"));
+      res.items.back().gated = gated;
+    };
+    auto figures = [&](const std::string& where, const nlohmann::json& bj, const nlohmann::json& cj) {
+      auto bmap = gated_figures(bj, o.baseline_path, where), cmap = gated_figures(cj, o.current_path, where);
+      std::string prefix = where.empty() ? "" : where + ".";
+      for (const auto& [k, bv] : bmap) {
+        if (auto ci = cmap.find(k); ci != cmap.end())
+          grew(prefix + k, k, bv, ci->second);
+        else  // a figure the current report leaves out cannot be shown not to have grown
+          add(label, prefix + k, bv, NAN, o.gate_all || recommended(k),
+              fmt::format("{}{}: missing from the current report", prefix, k));
+      }
+      for (const auto& [k, cv] : cmap)
+        if (!bmap.count(k)) res.notes.push_back(fmt::format("{}: {}{}: not in the baseline report", label, prefix, k));
+    };
+    figures("", b, c);
+    auto devices = [&](const nlohmann::json& r, const std::string& file) {
+      std::map<std::string, const nlohmann::json*> m;
+      const auto& arr = JsonField(r, file).at("devices").array();
+      for (size_t i = 0; i < arr.size(); ++i) {
+        std::string at = fmt::format("devices[{}]", i);
+        if (!m.emplace(device_key(arr[i], file, at), &arr[i]).second)
+          throw InputError(fmt::format("{}: {}: {} is listed twice", file, at, device_key(arr[i], file, at)));
+      }
+      return m;
+    };
+    auto bdev = devices(b, o.baseline_path), cdev = devices(c, o.current_path);
+    for (const auto& [k, cj] : cdev) {
+      auto bi = bdev.find(k);
+      if (bi == bdev.end()) {
+        add(label, k, NAN, NAN, true, fmt::format("{}: not in the baseline (memory on a device it did not use)", k));
+        continue;
+      }
+      count(k, *bi->second, *cj);
+      figures(k, *bi->second, *cj);
+    }
+    for (const auto& [k, bj] : bdev)
+      if (!cdev.count(k)) add(label, k, NAN, NAN, true, fmt::format("{}: missing from the current report", k));
+  }
+  for (const auto& [label, _] : by_label)
+    add(label, "current_run", NAN, NAN, true,
+        fmt::format("only in the baseline: {} has no run labelled so", o.current_path));
+  // One `fragsim diff` per failing run that both sides hold (a diff picks one run of an array by
+  // --label; a run only one side holds has nothing to be diffed with).
+  if (!res.pass) {
+    const std::string diff = "fragsim diff " + shell_quote(o.baseline_path) + " " + shell_quote(o.current_path);
+    // A side with several runs needs --label to pick one (a single run is taken whatever its label).
+    const bool arrays = (baseline.is_array() && baseline.size() > 1) || (current.is_array() && current.size() > 1);
+    for (const auto& i : res.items) {
+      if (!i.regression || !paired.count(i.run)) continue;
+      std::string cmd = arrays ? diff + " --label " + shell_quote(i.run) : diff;
+      if (std::find(res.diff_commands.begin(), res.diff_commands.end(), cmd) == res.diff_commands.end())
+        res.diff_commands.push_back(std::move(cmd));
+    }
+    if (!res.diff_commands.empty()) res.diff_command = res.diff_commands.front();
+  }
+  return res;
+}
+
+std::string check_text(const CheckResult& r) {
+  std::string s;
+  auto out = std::back_inserter(s);
+  for (const auto& n : r.notes) fmt::format_to(out, "note: {}\n", escape_terminal(n));
+  size_t gated = 0;
+  for (const auto& i : r.items) gated += i.gated;
+  if (r.pass)
+    fmt::format_to(out, "check passed: no new OOM, no peak or fragmentation growth beyond {}% ({} figures gated)\n",
+                   r.tolerance_pct, gated);
+  else
+    fmt::format_to(out, "check FAILED:\n");
+  for (const auto& i : r.items)
+    if (i.regression) fmt::format_to(out, "  {}: {}\n", escape_terminal(i.run), escape_terminal(i.message));
+  // Growth beyond the tolerance of a figure that does not gate is shown, so that nothing grows unseen.
+  for (const auto& i : r.items)
+    if (!i.gated && i.current > i.baseline * (1.0 + r.tolerance_pct / 100.0) && i.current - i.baseline > 1e-12)
+      fmt::format_to(out, "  {}: {}\n", escape_terminal(i.run), escape_terminal(i.message));
+  for (const auto& cmd : r.diff_commands)
+    fmt::format_to(out, "what changed (peaks by call site, buffers, OOMs; --html FILE for the page): {}\n",
+                   escape_terminal(cmd));
+  return s;
+}
+
+nlohmann::json check_json(const CheckResult& r) {
+  nlohmann::json items = nlohmann::json::array();
+  for (const auto& i : r.items) {
+    auto num = [](double v) { return std::isnan(v) ? nlohmann::json() : nlohmann::json(v); };
+    items.push_back({{"run", i.run},
+                     {"metric", i.metric},
+                     {"baseline", num(i.baseline)},
+                     {"current", num(i.current)},
+                     {"regression", i.regression},
+                     {"gated", i.gated},
+                     {"message", i.message}});
+  }
+  return {{"fragsim_check", 1},
+          {"pass", r.pass},
+          {"tolerance_pct", r.tolerance_pct},
+          {"items", items},
+          {"notes", r.notes},
+          {"diff_command", r.diff_command},
+          {"diff_commands", r.diff_commands}};
+}
+
+std::string check_markdown(const CheckResult& r) {
+  std::string s;
+  auto out = std::back_inserter(s);
+  fmt::format_to(out, "### fragsim check: {}\n\n", r.pass ? "passed" : "**FAILED**");
+  fmt::format_to(out, "| run | figure | baseline | current | |\n|---|---|---:|---:|---|\n");
+  for (const auto& i : r.items) {
+    const ChangeText ct = change_text(i.metric, i.baseline, i.current);
+    fmt::format_to(out, "| {} | {} | {} | {} | {} |\n", escape_markdown(i.run), escape_markdown(i.metric),
+                   escape_markdown(ct.baseline),
+                   escape_markdown(ct.delta.empty() ? ct.current : ct.current + " (" + ct.delta + ")"),
+                   i.regression ? "regression" : (i.gated ? "ok" : "not gated"));
+  }
+  fmt::format_to(out, "\nTolerance {}%.\n", r.tolerance_pct);
+  for (const auto& cmd : r.diff_commands) fmt::format_to(out, "\nWhat changed: {}\n", escape_markdown(cmd));
+  for (const auto& n : r.notes) fmt::format_to(out, "\n> {}\n", escape_markdown(n));
+  return s;
+}
+
+std::string check_junit(const CheckResult& r) {
+  size_t failures = 0;
+  for (const auto& i : r.items) failures += i.regression;
+  std::string s = "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n";
+  auto out = std::back_inserter(s);
+  fmt::format_to(out, "<testsuites><testsuite name=\"fragsim check\" tests=\"{}\" failures=\"{}\">\n", r.items.size(),
+                 failures);
+  for (const auto& i : r.items) {
+    fmt::format_to(out, "  <testcase classname=\"{}\" name=\"{}\"", escape_xml(i.run), escape_xml(i.metric));
+    if (i.regression)
+      fmt::format_to(out, "><failure message=\"{}\"/></testcase>\n", escape_xml(i.message));
+    else
+      fmt::format_to(out, "/>\n");
+  }
+  fmt::format_to(out, "</testsuite></testsuites>\n");
+  return s;
+}
+
+std::string check_github(const CheckResult& r, const std::string& file) {
+  // GitHub Actions workflow commands: one ::error line per regression (shown on the run), every
+  // value escaped as GitHub's toolkit escapes it, so that no name can end the line.
+  std::string s;
+  for (const auto& i : r.items)
+    if (i.regression)
+      fmt::format_to(std::back_inserter(s), "::error file={},title={}::{}\n", escape_github_property(file),
+                     escape_github_property(fmt::format("fragsim {} ({})", i.metric, i.run)),
+                     escape_github_data(i.message));
+  return s;
+}
+
+}  // namespace fragsim

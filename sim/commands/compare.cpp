@@ -1,0 +1,80 @@
+#include "sim/commands/compare.h"
+
+#include <fmt/format.h>
+
+#include <filesystem>
+#include <map>
+
+#include "sim/base/error.h"
+#include "sim/commands/settings.h"
+
+namespace fragsim {
+
+std::vector<std::string> default_compare_entries(const RunRequest& req, const Recording& recording,
+                                                 const Registry& reg) {
+  RunRequest q = req;
+  q.policy.clear();
+  RunOptions chosen = prepare_run(q, reg, &recording);
+  const PolicyInfo& info = reg.find(chosen.policy.name);
+  // The chosen entry as a reference: the default's own options ("tpu-padded[inner=tpu-runtime]").
+  std::string entry = chosen.policy.name;
+  if (q.envs.empty() && q.sets.empty()) entry = reg.default_for(recording, chosen.hw.kind).ref;
+  // A sharding what-if (--shard) takes only the policies that model it (the chosen one does, or
+  // prepare_run refused it above): the lower bound and what-ifs that do not are left out.
+  const bool sharded = req.shard != 1 || req.shard_dim != "major";
+  std::vector<std::string> v;
+  if (q.envs.empty() && (!sharded || reg.lower_bound().models_sharding))
+    v.push_back(reg.lower_bound().name);  // variables configure one framework's allocators only
+  v.push_back(entry);
+  if (info.what_ifs)
+    for (const auto& w : info.what_ifs(resolved_config(chosen, recording, reg))) {
+      const PolicyInfo& wi = reg.find(parse_policy_ref(w, "what-if").name);
+      if (!q.envs.empty() && wi.framework != info.framework) continue;
+      if (sharded && !wi.models_sharding) continue;
+      if (std::find(v.begin(), v.end(), w) == v.end()) v.push_back(w);
+    }
+  return v;
+}
+
+std::vector<std::string> compare_labels(const std::vector<std::string>& traces,
+                                        const std::vector<std::vector<std::string>>& entries) {
+  std::map<std::string, int> names;
+  for (const auto& t : traces) ++names[std::filesystem::path(t).filename().string()];
+  std::vector<std::string> labels;
+  std::map<std::string, int> seen;
+  for (size_t i = 0; i < traces.size() && i < entries.size(); ++i) {
+    std::string name = std::filesystem::path(traces[i]).filename().string();
+    for (const auto& e : entries[i]) {
+      std::string l = traces.size() == 1 ? e : (names[name] > 1 ? traces[i] : name) + ": " + e;
+      int n = ++seen[l];
+      labels.push_back(n == 1 ? l : fmt::format("{} #{}", l, n));
+    }
+  }
+  return labels;
+}
+
+ComparePlan prepare_compare(const CompareRequest& req, const Registry& reg) {
+  ComparePlan plan;
+  std::vector<std::string> given = split_policy_list(req.policies);
+  for (const auto& entry : given)  // NAME or NAME[key=value,...]; a bad one fails before any run
+    (void)reg.find(parse_policy_ref(entry, "--policies").name, "--policies");
+  std::vector<std::vector<std::string>> entries_of;
+  for (size_t t = 0; t < req.traces.size(); ++t) {
+    RunRequest q = req.base;
+    q.trace = req.traces[t];
+    q.source = t < req.sources.size() ? req.sources[t] : nullptr;
+    const Recording recording = read_recording(q);
+    std::vector<std::string> entries = given.empty() ? default_compare_entries(q, recording, reg) : given;
+    if (t == 0) plan.entries = entries;
+    for (const auto& entry : entries) {
+      q.policy = entry;
+      plan.runs.push_back(prepare_run(q, reg, &recording));
+    }
+    entries_of.push_back(std::move(entries));
+  }
+  const std::vector<std::string> labels = compare_labels(req.traces, entries_of);
+  for (size_t i = 0; i < plan.runs.size(); ++i) plan.runs[i].label = labels[i];
+  return plan;
+}
+
+}  // namespace fragsim

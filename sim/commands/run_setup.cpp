@@ -1,0 +1,238 @@
+#include "sim/commands/run_setup.h"
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include <algorithm>
+#include <set>
+
+#include "sim/base/error.h"
+#include "sim/commands/settings.h"
+#include "traces/trace_reader.h"
+
+namespace fragsim {
+
+HardwareModel choose_hardware(const RunRequest& req, const Recording& recording, std::vector<std::string>* notes) {
+  std::string name = req.hw;
+  std::optional<Bytes> recorded_capacity;
+  if (name.empty() && recording.hardware) {
+    name = recording.hardware->preset;
+    recorded_capacity = recording.hardware->capacity;
+    notes->push_back(fmt::format("hardware {}{} from the recording: {} (--hw chooses another)", name,
+                                 recorded_capacity ? fmt::format(" with {} B", *recorded_capacity) : "",
+                                 recording.hardware->basis));
+  } else if (name.empty()) {
+    name = "h100-80g";
+    notes->push_back(fmt::format("hardware h100-80g assumed: {} does not name its device (--hw names yours{})",
+                                 req.trace,
+                                 req.capacity.empty() ? ", --capacity sets its memory"
+                                                      : fmt::format("; its memory: --capacity {}", req.capacity)));
+  }
+  HardwareModel hw = load_hardware(name);
+  SpaceSpec* hbm = hw.space(Space::kHbm);
+  if (recorded_capacity && hbm && req.capacity.empty()) hbm->capacity = *recorded_capacity;
+  if (!req.capacity.empty()) {
+    if (!hbm) throw InputError("--capacity: hardware '" + hw.name + "' has no hbm space");
+    Bytes holdback = hbm->runtime_holdback();
+    hbm->set_capacity(parse_size_arg(req.capacity, "--capacity"));
+    check_space(*hbm, "--capacity");
+    if (holdback)
+      notes->push_back(fmt::format("the TPU runtime's limit stays {} below --capacity, as on the {} preset",
+                                   human_bytes(holdback), hw.name));
+  }
+  if (!req.reserve.empty()) {
+    if (!hbm) throw InputError("--reserve: hardware '" + hw.name + "' has no hbm space");
+    hbm->reserve = parse_size_arg(req.reserve, "--reserve");
+    check_space(*hbm, "--reserve");
+  }
+  return hw;
+}
+
+Recording read_recording(const std::string& trace, bool lenient) {
+  return open_trace(trace, ReaderOptions{lenient})->recording();
+}
+
+Recording read_recording(const RunRequest& req) {
+  return req.source ? req.source()->recording() : read_recording(req.trace, req.lenient);
+}
+
+nlohmann::json resolved_config(const RunOptions& o, const Recording& recording, const Registry& reg) {
+  const PolicyInfo& info = reg.find(o.policy.name);
+  const SpaceSpec* hbm = o.hw.space(Space::kHbm);
+  if (!hbm && !o.hw.spaces.empty()) hbm = &o.hw.spaces.front();
+  if (!hbm) return nlohmann::json::object();
+  ConfigContext ctx;
+  ctx.registry = &reg;
+  ctx.hw = &o.hw;
+  ctx.space = hbm;
+  ctx.recording = &recording;
+  ConfigReader cfg(o.policy.config, "policy " + o.policy.name);
+  (void)info.configure(cfg, ctx);
+  cfg.finish();
+  return cfg.resolved();
+}
+
+RunOptions prepare_run(const RunRequest& req, const Registry& reg, const Recording* given) {
+  // What can be checked without the trace fails first.
+  if (!req.hw.empty()) (void)load_hardware(req.hw);
+  if (!req.capacity.empty()) (void)parse_size_arg(req.capacity, "--capacity");
+  if (!req.reserve.empty()) (void)parse_size_arg(req.reserve, "--reserve");
+  if (!req.policy.empty()) (void)reg.find(parse_policy_ref(req.policy, "--policy").name);
+  RunOptions o;
+  o.trace = req.trace;
+  o.source = request_source(req, req.source);
+  o.cancel = req.cancel;
+  const Recording recording = given ? *given : read_recording(req);
+  if (recording.source == RecordingSource::kXprof && req.failed_allocs.empty())
+    o.notes.push_back(
+        "an XProf capture records the allocations that succeeded: if the program failed with RESOURCE_EXHAUSTED, "
+        "--failed-alloc SIZE@EVENT replays that request (the size its error names) before event EVENT, where the "
+        "failing step ran; after the error the program frees its buffers, so at the capture's end it may fit");
+  o.hw = choose_hardware(req, recording, &o.notes);
+  SettingsInput si{req.policy, req.sets, req.envs};
+  si.recorded_framework = recording.framework();
+  si.recorded_what = recording.what();
+  const DefaultFor& def = reg.default_for(recording, o.hw.kind);
+  si.default_policy = def.ref;
+  bool defaulted = false;
+  o.policy = resolve_settings(si, reg, &o.notes, &defaulted);
+  if (defaulted) o.notes.push_back(fmt::format("policy {}: {} (--policy chooses another)", def.ref, def.why));
+  const PolicyInfo& info = reg.find(o.policy.name, "--policy");
+  if (!info.hardware_kind.empty() && info.hardware_kind != o.hw.kind)
+    throw InputError(
+        fmt::format("--policy {}: it models {} memory, and hardware '{}' is a {} ({}--hw names a {} "
+                    "preset: fragsim list)",
+                    o.policy.name, info.hardware_kind == "tpu" ? "TPU" : info.hardware_kind, o.hw.name,
+                    o.hw.kind == "gpu" ? "GPU" : o.hw.kind, req.hw.empty() ? "it was assumed; " : "",
+                    info.hardware_kind == "tpu" ? "TPU" : info.hardware_kind));
+  if (req.shard != 1 || req.shard_dim != "major") {
+    if (!info.models_sharding) {
+      std::vector<std::string> which;
+      for (const auto& p : reg.all())
+        if (p.models_sharding) which.push_back(p.name);
+      throw InputError(fmt::format("--shard: policy {} does not model sharding (these do: {})", o.policy.name,
+                                   fmt::join(which, ", ")));
+    }
+    set_sharding(o.policy.config, req.shard, req.shard_dim);
+    o.shard = static_cast<std::uint64_t>(req.shard);
+    o.notes.push_back(
+        fmt::format("sharded {} ways along the {} dim: allocated and reserved figures are per device; requested "
+                    "figures are the trace's whole arrays (before sharding), so allocated can be below requested",
+                    req.shard, req.shard_dim));
+  }
+  o.recorded_devices = req.hw.empty() && req.capacity.empty() && req.reserve.empty();
+  o.keep_going = req.keep_going;
+  o.lenient = req.lenient;
+  o.check = req.check;
+  o.follow_recording = req.follow_recording;
+  // The policy's options as its main space reads them: a misspelt or bad option fails here, before
+  // any replay, with the caller's context (batch: the manifest's line), not from a replay thread.
+  (void)resolved_config(o, recording, reg);
+  return o;
+}
+
+namespace {
+std::string name_of(const std::string& kv) { return kv.substr(0, kv.find('=')); }
+void replace_named(std::vector<std::string>& v, const std::string& kv) {
+  v.erase(std::remove_if(v.begin(), v.end(), [&](const std::string& x) { return name_of(x) == name_of(kv); }), v.end());
+  v.push_back(kv);
+}
+}  // namespace
+
+RunRequest with_env(RunRequest req, const std::string& var_value, const std::string& config_key) {
+  replace_named(req.envs, var_value);
+  if (!config_key.empty()) req.policy = policy_ref_without(req.policy, config_key);
+  return req;
+}
+
+RunRequest with_set(RunRequest req, const std::string& key_value) {
+  replace_named(req.sets, key_value);
+  req.policy = policy_ref_without(req.policy, name_of(key_value));
+  return req;
+}
+
+void enforce_strict(const RunRequest& req, const RunResult& r) {
+  if (req.strict && !r.nothing_to_replay.empty())
+    throw InputError(r.trace_path + ": nothing to replay (--strict): " + r.nothing_to_replay);
+}
+
+std::string shell_quote(const std::string& s) {
+  if (!s.empty() && s.find_first_not_of("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_./:=,+-@%") ==
+                        std::string::npos)
+    return s;
+  std::string q = "'";
+  for (char c : s) q += c == '\'' ? std::string("'\\''") : std::string(1, c);
+  return q + "'";
+}
+
+std::string command_line(const RunRequest& req, const std::string& command, const std::vector<std::string>& extra) {
+  std::vector<std::string> a = {"fragsim", command, req.trace};
+  auto opt = [&](const char* flag, const std::string& v) {
+    if (!v.empty()) a.insert(a.end(), {flag, v});
+  };
+  opt("--hw", req.hw);
+  opt("--capacity", req.capacity);
+  opt("--reserve", req.reserve);
+  opt("--policy", req.policy);
+  for (const auto& s : req.sets) opt("--set", s);
+  for (const auto& e : req.envs) opt("--env", e);
+  if (req.keep_going) a.push_back("--keep-going");
+  if (req.lenient) a.push_back("--lenient");
+  if (req.follow_recording) a.push_back("--follow-recording");
+  if (req.strict) a.push_back("--strict");
+  for (const auto& f : req.failed_allocs) opt("--failed-alloc", f);
+  if (req.shard != 1) opt("--shard", std::to_string(req.shard));
+  if (req.shard_dim != "major") opt("--shard-dim", req.shard_dim);
+  a.insert(a.end(), extra.begin(), extra.end());
+  std::string s;
+  for (const auto& w : a) s += (s.empty() ? "" : " ") + shell_quote(w);
+  return s;
+}
+
+TraceSource request_source(const RunRequest& req, TraceSource base) {
+  if (req.failed_allocs.empty()) return base;
+  std::vector<AppendedAlloc> allocs;
+  static const std::string kName = "the request the program failed on (--failed-alloc)";
+  for (const auto& f : req.failed_allocs) {
+    AppendedAlloc a;
+    std::string_view size = f;
+    auto number = [&](std::string_view digits, const char* what) {
+      if (digits.empty() || digits.size() > 18 || digits.find_first_not_of("0123456789") != std::string_view::npos)
+        throw InputError(fmt::format("--failed-alloc: '{}': {} must be a number", f, what));
+      return std::stoull(std::string(digits));
+    };
+    if (auto colon = size.find(':'); colon != std::string_view::npos) {
+      a.device =
+          static_cast<std::uint32_t>(std::min<std::uint64_t>(number(size.substr(0, colon), "DEVICE"), UINT32_MAX));
+      size.remove_prefix(colon + 1);
+    }
+    if (auto at = size.find('@'); at != std::string_view::npos) {
+      a.before = number(size.substr(at + 1), "EVENT");
+      size = size.substr(0, at);
+    }
+    a.size = parse_size_arg(size, "--failed-alloc");
+    a.name = kName;
+    allocs.push_back(std::move(a));
+  }
+  // A snapshot or capture is decoded once for every replay of the run (advice and sweeps replay it).
+  if (!base)
+    base = decodes_whole(req.trace) ? decode_once(req.trace, ReaderOptions{req.lenient})
+                                    : TraceSource([trace = req.trace, lenient = req.lenient] {
+                                        return open_trace(trace, ReaderOptions{lenient});
+                                      });
+  return [base, allocs] { return append_allocs(base(), allocs); };
+}
+
+std::vector<std::pair<std::string, double>> reads_of(const std::vector<RunOptions>& runs, const Registry& reg) {
+  std::vector<std::pair<std::string, double>> reads;
+  std::set<std::string> decoded;
+  for (const auto& o : runs) {
+    if (reg.find(o.policy.name).needs_lifetimes)
+      reads.emplace_back(o.trace, 2);
+    else if (decoded.insert(o.trace).second)
+      reads.emplace_back(o.trace, 1);
+  }
+  return reads;
+}
+
+}  // namespace fragsim

@@ -1,0 +1,348 @@
+#include "sim/commands/sweep.h"
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include <algorithm>
+#include <cmath>
+#include <map>
+
+#include "sim/base/error.h"
+#include "sim/base/text.h"
+
+namespace fragsim {
+
+std::uint64_t kary_search(std::uint64_t lo, std::uint64_t hi, unsigned k,
+                          const std::function<std::vector<bool>(const std::vector<std::uint64_t>&)>& eval) {
+  while (hi - lo > 1) {
+    std::vector<std::uint64_t> xs;
+    for (unsigned j = 1; j <= k; ++j) {
+      std::uint64_t x = lo + (hi - lo) * j / (k + 1);
+      if (x > lo && x < hi && (xs.empty() || xs.back() != x)) xs.push_back(x);
+    }
+    if (xs.empty()) xs.push_back(lo + 1);
+    std::vector<bool> ok = eval(xs);
+    std::uint64_t new_lo = lo, new_hi = hi;
+    for (size_t i = 0; i < xs.size(); ++i)
+      if (ok[i]) new_hi = std::min(new_hi, xs[i]);
+    for (size_t i = 0; i < xs.size(); ++i)
+      if (!ok[i] && xs[i] < new_hi) new_lo = std::max(new_lo, xs[i]);
+    lo = new_lo;
+    hi = new_hi;
+  }
+  return hi;
+}
+
+namespace {
+
+// Replays settings from one decode of the trace and remembers every point, by key.
+class Points {
+ public:
+  Points(const SweepOptions& opt, const Registry& reg, std::function<RunOptions(std::uint64_t)> options)
+      : opt_(opt), reg_(reg), options_(std::move(options)) {}
+
+  // Replays the keys not seen yet; `what` names the pass for the progress line.
+  void eval(std::vector<std::uint64_t> keys, const std::string& what) {
+    keys.erase(std::remove_if(keys.begin(), keys.end(), [&](std::uint64_t x) { return seen_.count(x) > 0; }),
+               keys.end());
+    if (keys.empty()) return;
+    if (opt_.on_pass) opt_.on_pass(fmt::format("{}: {} setting{}", what, keys.size(), keys.size() == 1 ? "" : "s"));
+    std::vector<RunOptions> runs;
+    for (auto x : keys) runs.push_back(options_(x));
+    std::vector<RunResult> rs = run_simulations(runs, reg_, opt_.threads);
+    for (size_t i = 0; i < rs.size(); ++i) {
+      const RunResult& r = rs[i];
+      SweepPoint p{0, r.completed, r.ooms.size(), std::nullopt, r.trace_digest, std::nullopt, {}};
+      if (!r.ooms.empty()) p.first_oom_event = r.ooms[0].event_index;
+      if (!r.fatal.empty()) p.fatal_event = r.fatal_event, p.fatal = r.fatal;
+      seen_.emplace(keys[i], p);
+    }
+  }
+  std::vector<bool> ok(const std::vector<std::uint64_t>& keys, const std::string& what) {
+    eval(keys, what);
+    std::vector<bool> v;
+    for (auto x : keys) v.push_back(seen_.at(x).completed);
+    return v;
+  }
+  const std::map<std::uint64_t, SweepPoint>& seen() const { return seen_; }
+
+ private:
+  const SweepOptions& opt_;
+  const Registry& reg_;
+  std::function<RunOptions(std::uint64_t)> options_;
+  std::map<std::uint64_t, SweepPoint> seen_;
+};
+
+Recording recording_of(const RunOptions& o) {
+  return o.source ? o.source()->recording() : read_recording(o.trace, o.lenient);
+}
+
+RunOptions point_base(const RunOptions& base) {
+  RunOptions o = base;
+  o.placements.clear();
+  o.sink = nullptr;
+  o.keep_live_buffers = false;
+  o.keep_going = false;
+  o.check = false;
+  return o;
+}
+
+// Settings replayed per pass. Fixed, so that a sweep visits the same settings — and reports the
+// same runs — on any machine and with any --jobs.
+constexpr unsigned kSearchWidth = 4;
+
+void fraction_sweep(const SweepOptions& opt, const Registry& reg, const FractionKnob& knob, SweepResult& res) {
+  // A fraction is of the memory each run has: where the recording shows a device's, that one.
+  if (opt.base.recorded_devices) {
+    Recording rec = recording_of(opt.base);
+    for (const auto& d : rec.devices)
+      res.notes.push_back(fmt::format(
+          "each fraction is of device {}'s usable memory inferred from the recording, {} ({} B), not of the "
+          "{} preset's (--hw or --capacity overrides it)",
+          d.device, human_bytes(d.usable), d.usable, opt.base.hw.name));
+  }
+  // Fraction i / 100 for i in 1..100.
+  Points pts(opt, reg, [&](std::uint64_t i) {
+    RunOptions o = point_base(opt.base);
+    o.policy.config[knob.key] = static_cast<double>(i) / 100.0;
+    return o;
+  });
+  auto every = [&] {
+    std::vector<std::uint64_t> all;
+    for (std::uint64_t i = 1; i <= 100; ++i) all.push_back(i);
+    pts.eval(all, "every fraction 0.01..1.00");
+  };
+  if (opt.exhaustive) {
+    every();
+    res.monotonic_basis = "observed over every fraction 0.01..1.00";
+  } else {
+    pts.eval({100}, "fraction 1.00");
+    if (pts.seen().at(100).completed) {
+      int round = 0;
+      std::uint64_t hi = kary_search(0, 100, kSearchWidth, [&](const std::vector<std::uint64_t>& xs) {
+        return pts.ok(xs, fmt::format("bisection round {}", ++round));
+      });
+      std::vector<std::uint64_t> near;
+      for (std::int64_t x = static_cast<std::int64_t>(hi) - opt.verify; x <= static_cast<std::int64_t>(hi) + opt.verify;
+           ++x)
+        if (x >= 1 && x <= 100) near.push_back(static_cast<std::uint64_t>(x));
+      pts.eval(near, "checking the answer's neighbours");
+      bool breaks_above = false;  // a failure at or above the answer: the bisection cannot be trusted
+      for (const auto& [x, p] : pts.seen()) breaks_above = breaks_above || (x >= hi && !p.completed);
+      if (breaks_above) every();
+    }
+    res.monotonic_basis = pts.seen().size() == 100
+                              ? "observed over every fraction 0.01..1.00 (the bisection met a non-monotonic outcome)"
+                          : !pts.seen().at(100).completed
+                              ? "fraction 1.00 does not fit, so none can (--exhaustive replays every fraction)"
+                              : fmt::format("bisection; checked {} fractions on each side of the answer", opt.verify);
+  }
+  const std::string knob_name = knob.by_env() ? knob.env_var : knob.call.substr(0, knob.call.find('('));
+  res.range = fmt::format("{} from 0.01 to 1.00, {} fractions replayed", knob_name, pts.seen().size());
+  // The answer: the fraction above the highest one that fails (every larger one evaluated completes).
+  std::uint64_t safe = 0;
+  for (auto it = pts.seen().rbegin(); it != pts.seen().rend(); ++it)
+    if (!it->second.completed) {
+      safe = it->first;
+      break;
+    }
+  for (const auto& [x, p] : pts.seen()) {
+    SweepPoint q = p;
+    q.value = static_cast<double>(x) / 100.0;
+    res.runs.push_back(q);
+    if (x <= safe && p.completed) res.anomalies.push_back(q.value);
+  }
+  if (safe < 100) {
+    double v = static_cast<double>(safe + 1) / 100.0;
+    res.value = v;
+    res.bound = safe == 0;
+    res.setting = knob.setting(v);
+    RunRequest q =
+        knob.by_env() ? with_env(opt.request, knob.argument(v), knob.key) : with_set(opt.request, knob.argument(v));
+    q.keep_going = q.check = false;
+    res.command = command_line(q);
+  }
+}
+
+void capacity_sweep(const SweepOptions& opt, const Registry& reg, SweepResult& res) {
+  const SpaceSpec* hbm = opt.base.hw.space(Space::kHbm);
+  if (!hbm) throw InputError("sweep --find min-capacity: hardware '" + opt.base.hw.name + "' has no hbm space");
+  const Bytes g = std::max<Bytes>(hbm->granularity, 1);
+  // The runtime's own holdback below capacity (TPU) stays what the preset says.
+  const Bytes holdback = hbm->runtime_holdback();
+  if (opt.base.recorded_devices)
+    res.notes.push_back(
+        "each capacity tried applies to every device of the run (memory a recording inferred for a "
+        "device is not used)");
+  if (holdback)
+    res.notes.push_back(fmt::format("the TPU runtime's limit stays {} below each capacity tried, as on the preset",
+                                    human_bytes(holdback)));
+  // A fraction the policy took from the recording (a recorded OOM was the allocator's own cap)
+  // keeps that cap in bytes whatever the capacity: more memory never lifts it.
+  const PolicyInfo& info = reg.find(opt.base.policy.name);
+  if (info.fraction && !opt.base.policy.config.contains(info.fraction->key)) {
+    const Recording rec = recording_of(opt.base);
+    if (std::any_of(rec.devices.begin(), rec.devices.end(), [](const auto& d) { return d.cap.has_value(); }) &&
+        resolved_config(opt.base, rec, reg).contains(info.fraction->key))
+      res.notes.push_back(fmt::format(
+          "{}'s {} is inferred from the recording (its OOM came with room on the device: the allocator's own cap), "
+          "the same cap in bytes at every capacity tried; {} {} replays without it",
+          info.name, info.fraction->key, info.fraction->by_env() ? "--env" : "--set", info.fraction->argument(1.0)));
+  }
+  Points pts(opt, reg, [&](std::uint64_t k) {
+    RunOptions o = point_base(opt.base);
+    SpaceSpec* s = o.hw.space(Space::kHbm);
+    s->set_capacity(k * g);
+    o.recorded_devices = false;
+    return o;
+  });
+  int pass = 0;
+  auto what = [&] { return fmt::format("capacity pass {}", ++pass); };
+  // An upper bound that completes: the reserve plus 2 GiB, doubling, up to 64 TiB.
+  std::uint64_t lo = 0, hi = std::max<std::uint64_t>(1, (hbm->reserve + 2 * kGiB) / g);
+  const std::uint64_t top = (std::uint64_t{1} << 46) / g;
+  while (!pts.ok({hi}, what())[0]) {
+    lo = hi;
+    if (hi >= top) break;
+    hi = std::min(top, hi * 2);
+  }
+  const bool found = pts.seen().at(hi).completed;
+  if (found) {
+    hi = kary_search(lo, hi, kSearchWidth, [&](const std::vector<std::uint64_t>& ks) { return pts.ok(ks, what()); });
+    std::vector<std::uint64_t> ks;
+    for (int d = 1; d <= opt.verify; ++d) {
+      if (hi > static_cast<std::uint64_t>(d)) ks.push_back(hi - d);
+      ks.push_back(hi + d);
+    }
+    pts.eval(ks, what());
+    for (auto k : ks)
+      if (pts.seen().at(k).completed != (k > hi)) res.anomalies.push_back(static_cast<double>(k * g));
+    res.monotonic_basis = fmt::format("bisection; checked {} granularity steps on each side of the answer", opt.verify);
+  }
+  Bytes searched = std::max<std::uint64_t>(hi, lo) * g;
+  res.range = fmt::format(
+      "capacities up to {} in steps of {} (the device's allocation granularity){}, {} replayed", human_bytes(searched),
+      human_bytes(g),
+      searched > hbm->capacity ? fmt::format(", past the run's capacity of {}", human_bytes(hbm->capacity)) : "",
+      pts.seen().size());
+  for (const auto& [k, p] : pts.seen()) {
+    SweepPoint q = p;
+    q.value = static_cast<double>(k * g);
+    res.runs.push_back(q);
+  }
+  res.monotonic = res.anomalies.empty();
+  if (!found) return;
+  Bytes c = hi * g;
+  res.value = static_cast<double>(c);
+  res.bound = hi == 1;
+  res.setting = "--capacity " + size_arg(c);
+  RunRequest q = opt.request;
+  q.capacity = size_arg(c);
+  q.keep_going = q.check = false;
+  res.command = command_line(q);
+}
+
+}  // namespace
+
+SweepResult run_sweep(const SweepOptions& given, const Registry& reg) {
+  SweepOptions opt = given;
+  // Every pass replays the trace: a snapshot or a capture is decoded once, not once a pass.
+  if (!opt.base.source && decodes_whole(opt.base.trace))
+    opt.base.source = decode_once(opt.base.trace, ReaderOptions{opt.base.lenient});
+  SweepResult res;
+  res.find = opt.find;
+  res.policy = opt.base.policy.name;
+  res.policy_config = opt.base.policy.config;
+  res.hardware = opt.base.hw.to_json();
+  res.trace = opt.base.trace;
+  if (opt.find == "min-mem-fraction") {
+    const PolicyInfo& info = reg.find(opt.base.policy.name);
+    if (!info.fraction) {
+      std::vector<std::string> with;
+      for (const auto& p : reg.all())
+        if (p.fraction) with.push_back(p.name);
+      RunRequest q = opt.request;
+      q.keep_going = q.check = false;
+      throw InputError(fmt::format(
+          "sweep --find min-mem-fraction: policy {} has no memory fraction (these do: {}); `{}` finds the memory the "
+          "trace needs",
+          info.name, fmt::join(with, ", "), command_line(q, "sweep", {"--find", "min-capacity"})));
+    }
+    fraction_sweep(opt, reg, *info.fraction, res);
+  } else if (opt.find == "min-capacity") {
+    capacity_sweep(opt, reg, res);
+  } else {
+    throw InputError("sweep --find: must be min-capacity or min-mem-fraction");
+  }
+  res.monotonic = res.anomalies.empty();
+  if (!res.runs.empty()) res.trace_digest = res.runs.front().trace_digest;
+  return res;
+}
+
+nlohmann::json sweep_json(const SweepResult& r) {
+  nlohmann::json runs = nlohmann::json::array();
+  for (const auto& p : r.runs) {
+    nlohmann::json j = {{"value", p.value}, {"completed", p.completed}, {"oom_count", p.oom_count}};
+    if (p.first_oom_event) j["first_oom_event"] = *p.first_oom_event;
+    if (p.fatal_event) j["fatal"] = {{"event_index", *p.fatal_event}, {"message", p.fatal}};
+    runs.push_back(j);
+  }
+  nlohmann::json j = {{"find", r.find},
+                      {"policy", {{"name", r.policy}, {"config", r.policy_config}}},
+                      {"hardware", r.hardware},
+                      {"trace", {{"path", r.trace}, {"digest", r.trace_digest}}},
+                      {"value", r.value ? nlohmann::json(*r.value) : nlohmann::json()},
+                      {"bound", r.bound},
+                      {"setting", r.value ? nlohmann::json(r.setting) : nlohmann::json()},
+                      {"command", r.value ? nlohmann::json(r.command) : nlohmann::json()},
+                      {"range", r.range},
+                      {"monotonic", r.monotonic},
+                      {"monotonic_basis", r.monotonic_basis},
+                      {"anomalies", r.anomalies},
+                      {"runs", runs}};
+  if (!r.notes.empty()) j["notes"] = r.notes;
+  return j;
+}
+
+std::string sweep_text(const SweepResult& r) {
+  std::string s;
+  auto out = std::back_inserter(s);
+  for (const auto& n : r.notes) fmt::format_to(out, "note: {}\n", n);
+  if (!r.value) {
+    // How the largest value tried failed: an OOM, or the allocator's abort with no OOM before it.
+    const auto top = std::max_element(r.runs.begin(), r.runs.end(),
+                                      [](const SweepPoint& a, const SweepPoint& b) { return a.value < b.value; });
+    const std::string fails = top != r.runs.end() && top->fatal_event && top->oom_count == 0
+                                  ? fmt::format("aborts (at event {}: {})", *top->fatal_event, top->fatal)
+                                  : "OOMs";
+    if (r.find == "min-mem-fraction")
+      fmt::format_to(out,
+                     "no memory fraction works: {} {} even with the whole device (searched {}); "
+                     "`--find min-capacity` tells how much memory the trace needs\n",
+                     r.policy, fails, r.range);
+    else
+      fmt::format_to(out, "no capacity works: {} {} even at the largest capacity tried (searched {})\n", r.policy,
+                     fails, r.range);
+    return s;
+  }
+  if (r.find == "min-capacity")
+    fmt::format_to(out, "smallest capacity with no OOM: {}{} ({} B)\n", r.bound ? "<= " : "",
+                   human_bytes(static_cast<Bytes>(*r.value)), static_cast<Bytes>(*r.value));
+  else
+    fmt::format_to(out, "smallest memory fraction with no OOM: {}{:.2f}{}\n", r.bound ? "<= " : "", *r.value,
+                   r.bound ? " (the lowest fraction tried: every fraction from 0.01 up fits)" : "");
+  fmt::format_to(out, "  setting: {}\n", r.setting);
+  fmt::format_to(out, "  replay:  {}\n", r.command);
+  fmt::format_to(out, "  searched {}\n", r.range);
+  fmt::format_to(out, "  monotonic: {} ({})\n", r.monotonic ? "yes" : "NO", r.monotonic_basis);
+  if (!r.anomalies.empty()) {
+    fmt::format_to(out, "  outcomes that break monotonicity at:");
+    for (double a : r.anomalies)
+      fmt::format_to(out, " {}",
+                     r.find == "min-capacity" ? human_bytes(static_cast<Bytes>(a)) : fmt::format("{:.2f}", a));
+    fmt::format_to(out, "\n  the setting above is the smallest value from which every larger one completes\n");
+  }
+  return s;
+}
+
+}  // namespace fragsim

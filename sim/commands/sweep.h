@@ -1,0 +1,78 @@
+// `fragsim sweep`: the smallest memory fraction (to 0.01) or device capacity (to the device's
+// allocation granularity) with which a trace completes without OOM — two strategies over one
+// k-ary search (k = 4 settings replayed per decode of the trace, on up to --jobs threads; k is
+// fixed so that the settings visited, and so the result, do not depend on the machine):
+//
+// min-mem-fraction searches 0.01 … 1.00 of the policy's own fraction knob (PolicyInfo::fraction),
+//   then replays `verify` fractions on each side of the answer; any failure at or above it (the
+//   outcome is not monotonic) falls back to every fraction, as --exhaustive asks. The answer is
+//   the smallest fraction from which every larger one completes; at 0.01 it is a bound (≤ 0.01).
+// min-capacity searches from 0 up to the reserve plus 2 GiB, doubling the range (past the run's capacity,
+//   up to 64 TiB) until a capacity fits, then checks `verify` steps on each side. The
+//   capacity applies to every device of the run (a recording's inferred device memory is
+//   replaced, and said so).
+// Both say the range they searched and print the answer as the user types it, with the command
+// that replays it.
+#pragma once
+#include <functional>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "sim/commands/run_setup.h"
+#include "sim/engine/engine.h"
+
+namespace fragsim {
+
+struct SweepOptions {
+  RunRequest request;       // as the user stated it: the commands printed are built from it
+  RunOptions base;          // prepare_run(request): trace, policy, hardware, lenient
+  std::string find;         // "min-mem-fraction" | "min-capacity"
+  unsigned threads = 0;     // 0 = hardware concurrency
+  int verify = 4;           // neighbours of the answer checked on each side (capacity steps or fractions)
+  bool exhaustive = false;  // min-mem-fraction: every fraction 0.01..1.00 instead of a bisection
+  // Told what each pass over the trace runs (e.g. "fractions 0.01..1.00: 100 settings"); may be empty.
+  std::function<void(const std::string&)> on_pass;
+};
+
+struct SweepPoint {
+  double value;  // fraction, or capacity in bytes
+  bool completed;
+  std::uint64_t oom_count;
+  std::optional<std::uint64_t> first_oom_event;
+  std::string trace_digest;
+  std::optional<std::uint64_t> fatal_event;  // the allocator aborted the process here (a failure as an OOM is)
+  std::string fatal;                         // …with this message
+};
+
+struct SweepResult {
+  std::string find;
+  std::string policy;  // the policy swept, and its settings
+  nlohmann::json policy_config = nlohmann::json::object();
+  nlohmann::json hardware;  // the hardware model (capacity, reserve)
+  std::string trace, trace_digest;
+  std::optional<double> value;  // null when nothing in range completes
+  bool bound = false;           // the answer is the lowest value tried: the true one may be lower
+  std::string setting;          // what the user types ("XLA_PYTHON_CLIENT_MEM_FRACTION=.83", "--capacity 16GiB")
+  std::string command;          // the fragsim run that replays the answer
+  std::string range;            // what was searched, in words
+  bool monotonic = true;
+  std::string monotonic_basis;    // "observed over the whole grid" / "bisection, verified ±N steps"
+  std::vector<double> anomalies;  // values that break monotonicity
+  std::vector<SweepPoint> runs;
+  std::vector<std::string> notes;  // choices the sweep made (e.g. recorded device memory replaced)
+};
+
+// Throws InputError when the policy has no memory fraction (naming those that have one and
+// min-capacity) or the hardware no hbm space.
+SweepResult run_sweep(const SweepOptions& opt, const Registry& reg);
+nlohmann::json sweep_json(const SweepResult& r);
+std::string sweep_text(const SweepResult& r);
+
+// The smallest x in (lo, hi] with ok(x), given ok(hi) and, unless lo is the floor, !ok(lo):
+// each round probes up to k points between lo and hi at once (eval returns ok per point).
+std::uint64_t kary_search(std::uint64_t lo, std::uint64_t hi, unsigned k,
+                          const std::function<std::vector<bool>(const std::vector<std::uint64_t>&)>& eval);
+
+}  // namespace fragsim

@@ -1,0 +1,427 @@
+// Engine, the per-event path (sim/engine/engine_impl.h): dispatch, routing, the slots of (device,
+// space) and their accounting. A run's start and end: sim/engine/engine_run.cpp; peaks and OOMs:
+// sim/engine/engine_moments.cpp.
+#include <fmt/format.h>
+
+#include <algorithm>
+
+#include "sim/base/error.h"
+#include "sim/engine/engine_impl.h"
+#include "traces/trace_reader.h"
+
+namespace fragsim {
+
+namespace {
+
+// Every field named (designated), so that no block of the request is cleared first.
+[[gnu::always_inline]] inline AllocRequest request_of(const Event& ev) {
+  const bool pre = ev.has(key::kPreTrace), addr = ev.has(key::kAddr);
+  return AllocRequest{.handle = ev.handle,
+                      .id = ev.id,
+                      .size = ev.size,
+                      .stream = ev.stream,
+                      .space = ev.space,
+                      .t = ev.t,
+                      .event_index = ev.index,
+                      .dtype = ev.dtype,
+                      .shape = ev.shape,
+                      .has_shape = ev.has(key::kShape),
+                      .seeded_at = pre && addr ? std::optional<Addr>(ev.addr) : std::nullopt,
+                      .seeded_block = pre && ev.has(key::kBlockSize) ? ev.block_size : 0,
+                      .seeded_extents = {},
+                      .recorded_addr = !pre && addr ? std::optional<Addr>(ev.addr) : std::nullopt};
+}
+
+Observation observation_of(const Event& ev) {
+  Observation o;
+  o.op = ev.op;
+  o.addr = ev.addr;
+  o.has_addr = ev.has(key::kAddr);
+  o.size = ev.size;
+  o.stream = ev.stream;
+  o.pre_trace = ev.has(key::kPreTrace);
+  return o;
+}
+
+}  // namespace
+
+std::string oom_cause(const OomRecord& o) { return o.fragmentation ? "fragmentation" : "capacity"; }
+
+Engine::Engine(const RunOptions& opt, const Registry& reg)
+    : opt_(opt),
+      reg_(reg),
+      info_(reg.find(opt.policy.name)),
+      live_(LimitCounter(Limit::kNames, opt.trace, input_bytes(opt.trace))),
+      devices_kept_(Limit::kDevices, opt.trace, input_bytes(opt.trace)),
+      marks_kept_(Limit::kMarks, opt.trace, input_bytes(opt.trace)) {
+  if (opt_.follow_recording) live_.index_addresses();  // follow() asks what lies under a recorded range
+  for (int i = 0; i < static_cast<int>(Space::kCount); ++i) {
+    auto sp = static_cast<Space>(i);
+    route_[i] = opt_.hw.space(sp)                                          ? sp
+                : (sp == Space::kCollective && opt_.hw.space(Space::kHbm)) ? Space::kHbm
+                                                                           : Space::kCount;
+  }
+}
+
+Scheduler::Task Engine::schedule(Tick t, std::function<void()> fn) {
+  auto f = std::make_shared<std::function<void()>>(std::move(fn));
+  deferred_.push({std::max(t, now_), seq_++, f});
+  return Task(std::move(f));
+}
+
+// Offline policies: one pass over the trace collects every lifetime per (device, space).
+void Engine::collect_lifetimes() {
+  auto reader = open();
+  std::vector<std::pair<LifetimeKey, size_t>> where;  // per handle: (key, index in lifetimes_[key])
+  std::map<LifetimeKey, std::uint64_t> clock;
+  Event ev;
+  for (std::uint64_t n = 1; reader->next(ev); ++n) {
+    if (n % kCancelEvents == 0) check_cancel(opt_);
+    if (ev.op != Op::kAlloc && ev.op != Op::kFree) continue;
+    Space sp = route(ev.op == Op::kAlloc ? ev.space : ev.live_space, ev);
+    LifetimeKey k{ev.device, sp};
+    std::uint64_t t = clock[k]++;
+    if (ev.op == Op::kAlloc) {
+      if (ev.handle >= where.size()) where.resize(ev.handle + 1);
+      auto& v = lifetimes_[k];
+      where[ev.handle] = {k, v.size()};
+      v.push_back({t, UINT64_MAX, OwnedRequest(request_of(ev))});
+    } else {
+      auto [key, i] = where[ev.handle];
+      lifetimes_[key][i].end = t;
+    }
+  }
+  for (auto& [k, v] : lifetimes_)
+    for (auto& l : v)
+      if (l.end == UINT64_MAX) l.end = clock[k];
+}
+
+void Engine::feed(const Event& ev) {
+  if (out_.events++ == 0) out_.first_t = ev.t;
+  snapshot_credit_ += kSnapshotCredit;
+  current_event_ = ev.index;
+  // Most events: an alloc or a free, replayed, in a run with no window, history or check and
+  // nothing deferred. Everything else takes feed_other, so that this path stays short.
+  if (common_ && replaying_ && deferred_.empty() && (ev.op == Op::kAlloc || ev.op == Op::kFree)) {
+    now_ = ev.t;
+    if (ev.op == Op::kAlloc)
+      alloc(ev);
+    else
+      free(ev);
+    return;
+  }
+  feed_other(ev);
+}
+
+void Engine::feed_other(const Event& ev) {
+  if (!opt_.window.whole()) {
+    const double since = static_cast<double>(ev.t.value() - std::min(ev.t.value(), out_.first_t.value())) *
+                         seconds_per_tick(out_.time_unit);
+    in_window_ = opt_.window.contains(ev.index, since);
+    if (in_window_ && !window_seen_) out_.window_first = ev.index, window_seen_ = true;
+    if (in_window_) out_.window_last = ev.index;
+  }
+  if (replaying_) {
+    while (!deferred_.empty() && deferred_.top().t <= ev.t) run_deferred();
+    now_ = ev.t;
+  }
+  switch (ev.op) {
+    case Op::kAlloc:
+      alloc(ev);
+      break;
+    case Op::kFree:
+      free(ev);
+      break;
+    case Op::kMark:
+      if (out_.marks.size() < kMaxMarks) {
+        marks_kept_.spend(ev.name.size());
+        out_.marks.push_back({ev.name, ev.index, ev.t});
+      }
+      if (sink_ && replaying_) sink_->mark(ev.t, ev.name);
+      break;
+    case Op::kStack:
+      live_.define_stack(ev.id.value(), ev.frames);
+      break;
+    case Op::kEmptyCache:
+      ++out_.empty_cache_calls;
+      if (!replaying_) break;
+      for (std::uint32_t i = 0; i < slots_.size(); ++i) {
+        if (slots_[i].device != ev.device) continue;
+        out_.empty_cache_effect = slots_[i].policy->empty_cache();
+        account(i);
+      }
+      break;
+    default:
+      if (is_observation(ev.op)) observe(ev);
+      break;
+  }
+  if (history_) history_->after(ev, slot_views());
+  if (opt_.check && replaying_ && ++since_check_ * kCheckBatch >= live_placed_ + slots_.size()) {
+    since_check_ = 0;
+    for (auto& s : slots_) {
+      try {
+        s.policy->validate();
+        FRAGSIM_CHECK(s.policy->footprint() == footprint_of(s.policy->usage()),
+                      "footprint() differs from usage()'s allocated, reserved and largest free block");
+      } catch (const InternalError& e) {
+        throw InternalError(
+            fmt::format("{}:{}: after event {}: policy invariant broken: {}", opt_.trace, ev.line, ev.index, e.what()));
+      }
+    }
+  }
+}
+
+void Engine::alloc(const Event& ev) {
+  ++out_.allocs;
+  ++(ev.has(key::kPreTrace) ? pre_trace_allocs_ : replayable_);
+  std::uint32_t k = key(ev.device, route(ev.space, ev));
+  Requested& rq = req_[k];
+  rq.live += ev.size;
+  rq.peak = std::max(rq.peak, rq.live);
+  totals_.add_requested(ev.size);
+  live_.begin(ev.handle);
+  if (!replaying_) {
+    fidelity_.not_replayed(ev.device);
+    return;
+  }
+  const std::uint32_t si = slot(k, ev);
+  Slot& s = slots_[si];
+  if (ev.size == 0) {  // occupies nothing: no framework passes it to its allocator
+    live_.set(ev.handle, LiveSet::State::kEmpty);
+    if (placements_) write_placement(ev, Placement::unplaced());
+    return;
+  }
+  AllocRequest request = request_of(ev);
+  request.handle = s.take_local();
+  live_.set_local(ev.handle, request.handle);
+  if (ev.has(key::kPreTrace)) {  // where the recording implies the state before it was
+    if (auto ob = anchor_.take_region(ev.device, ev.space)) s.policy->observe(*ob);
+    request.seeded_extents = anchor_.extents(ev);
+    if (!request.seeded_block) request.seeded_block = anchor_.block(ev);
+  }
+  Placement p = s.policy->allocate(request);
+  if (opt_.follow_recording && !ev.has(key::kPreTrace)) p = follow(si, ev, request, p);
+  fidelity_.outcome(ev.device, !p.ok);
+  if (placements_) write_placement(ev, p);
+  if (ev.has(key::kAddr) && !ev.has(key::kPreTrace) && !opt_.follow_recording) fidelity_.address(ev, p);
+  if (p.ok) {
+    live_.set(ev.handle, LiveSet::State::kPlaced);
+    ++live_placed_;
+    live_.remember(ev, p, si);
+    if (history_) history_->placed(ev, p, si, slot_views());
+    if (sink_)
+      sink_->begin_buffer(ev.t, s.device, s.space, ev.id, ev.has(key::kName) ? ev.name : std::string_view(), ev.size,
+                          p.block, p.has_addr, p.addr);
+  } else {
+    live_.set(ev.handle, LiveSet::State::kFailed);
+    s.free_local.push_back(request.handle);  // never released: free for the next
+    // The OOM's figures and its moment are one state: after what the allocator did before giving
+    // up (PyTorch frees its cache and retries; its message describes the state after that).
+    account(si);
+    record_oom(si, ev, request);
+    if (!opt_.keep_going) {
+      // Replay stops here: take the peaks' snapshots now, while the live set is still this run's
+      // (later allocs reuse handles of buffers whose frees are no longer replayed).
+      for (std::uint32_t i = 0; i < slots_.size(); ++i)
+        if (slots_[i].peak_dirty) take_peak_now(i);
+      replaying_ = false;
+      out_.stopped_early = true;
+    }
+    check_fatal(s, ev);
+    return;
+  }
+  account(si);
+  check_fatal(s, ev);
+}
+
+void Engine::free(const Event& ev) {
+  ++out_.frees;
+  ++replayable_;
+  std::uint32_t k = key(ev.device, route(ev.live_space, ev));
+  // The state before memory goes down is the space's peak.
+  if (replaying_ && slot_index_[k] != kNoSlot && slots_[slot_index_[k]].peak_dirty)
+    take_peak_when_leaving(slot_index_[k]);
+  req_[k].live -= ev.live_size;
+  totals_.remove_requested(ev.live_size);
+  if (!replaying_) return;
+  if (live_.state(ev.handle) == LiveSet::State::kPlaced) {
+    const std::uint32_t si = live_.slot_of(ev.handle);
+    Slot& s = slots_[si];
+    if (sink_) end_slice(ev.handle, ev.t);
+    if (history_) history_->freeing(ev.handle, ev.index, ev.t, slot_views());
+    const Handle local = live_.local_of(ev.handle);
+    if (ev.has(key::kStream))
+      s.policy->release_on_stream(local, ev.stream);
+    else
+      s.policy->release(local);
+    s.free_local.push_back(local);
+    --live_placed_;
+    account(si);
+    check_fatal(s, ev);
+  }
+  live_.set(ev.handle, LiveSet::State::kNotLive);
+}
+
+void Engine::observe(const Event& ev) {
+  if (ev.op == Op::kOom) {  // a recorded OOM: did the simulation fail the same request?
+    fidelity_.recorded_oom(ev);
+    return;
+  }
+  if (!replaying_) return;
+  bool pre = ev.has(key::kPreTrace);
+  // What the recording allocator did concerns the device's main memory: its policy exists from
+  // the first observation on (it may seed state or take recorded addresses from it).
+  DeviceMemory& mem = *slots_[slot(key(ev.device, Space::kHbm), ev)].mem;
+  if (ev.op == Op::kSegmentAlloc && ev.has(key::kAddr)) {
+    mem.expect_address(ev.addr);
+    if (!pre) {
+      mem.set_logging(true);
+      fidelity_.segment_alloc(ev.device, ev.size);
+    }
+  }
+  if (ev.op == Op::kSegmentFree && ev.has(key::kAddr)) {  // the recording allocator's cudaFree
+    mem.set_logging(true);
+    fidelity_.segment_free(ev.device, ev.addr);
+  }
+  Observation ob = observation_of(ev);
+  for (std::uint32_t i = 0; i < slots_.size(); ++i) {
+    Slot& s = slots_[i];
+    if (s.device != ev.device) continue;
+    const bool logging = s.mem->logging();
+    if (pre) s.mem->set_logging(false);  // seeding is not a decision to check
+    s.policy->observe(ob);
+    s.mem->set_logging(logging);
+    account(i);
+  }
+}
+
+void Engine::run_deferred() {
+  Deferred d = deferred_.top();
+  deferred_.pop();
+  if (!*d.fn) return;  // cancelled: its owner went away or no longer wants it
+  now_ = std::max(now_, d.t);
+  auto fn = std::move(*d.fn);
+  *d.fn = nullptr;  // the Task now reports it as done
+  fn();
+  // A task (cuda-async's trim) changes its own pool only: the slots whose footprint it left as it was
+  // get no timeline point (every slot's, for every task, cost O(devices^2) memory on a trace of
+  // thousands of devices).
+  for (std::uint32_t i = 0; i < slots_.size(); ++i)
+    if (!(slots_[i].policy->footprint() == slots_[i].metrics.last())) account(i);
+}
+
+// Spaces the hardware lacks fall back as GPU programs see them: collective buffers live in HBM.
+void Engine::no_route(Space sp, const Event& ev) const {
+  throw InputError(opt_.trace, ev.line,
+                   fmt::format("space: hardware '{}' has no '{}' memory space", opt_.hw.name, space_name(sp)));
+}
+
+// key() found another device than the event before's: a map lookup. A (device, space)'s key is a
+// dense index: devices are numbered in order of appearance, so memory is O(devices used)
+// whatever ordinals the trace uses.
+void Engine::new_device(std::uint32_t device) {
+  auto [it, fresh] = dense_.try_emplace(device, static_cast<std::uint32_t>(devices_.size()));
+  if (fresh) {
+    devices_kept_.spend(1);
+    devices_.push_back(device);
+    req_.resize(devices_.size() * kSpaces);
+    slot_index_.resize(devices_.size() * kSpaces, kNoSlot);
+  }
+  last_dense_ = it->second;
+}
+
+// The first event of a (device, space): its slot and policy.
+std::uint32_t Engine::new_slot(std::uint32_t k, const Event& ev) {
+  std::uint32_t device = devices_[k / kSpaces];
+  Space sp = static_cast<Space>(k % kSpaces);
+  Slot s;
+  s.spec = std::make_unique<SpaceSpec>(*opt_.hw.space(route(sp, ev)));
+  const SpaceSpec* spec = s.spec.get();
+  if (const RecordedDeviceMemory* rd = opt_.recorded_devices ? recording_.device(device) : nullptr;
+      rd && spec->space == Space::kHbm) {
+    s.spec->capacity = rd->usable;
+    s.spec->reserve = 0;
+    out_.notes.push_back(
+        fmt::format("device {}: usable memory {} ({} B) inferred from the recording: {} "
+                    "(--hw or --capacity overrides it)",
+                    device, human_bytes(rd->usable), rd->usable, rd->basis));
+  }
+  s.device = device;
+  s.space = spec->space;
+  s.mem = std::make_unique<DeviceMemory>(*spec, opt_.hw.cost);
+  PolicyContext ctx;
+  ctx.registry = &reg_;
+  ctx.hw = &opt_.hw;
+  ctx.space = spec;
+  ctx.device_index = device;
+  ctx.recording = &recording_;
+  ctx.device = s.mem.get();
+  ctx.scheduler = this;
+  ConfigReader cfg(opt_.policy.config, "policy " + opt_.policy.name);
+  PolicyBuilder build = info_.configure(cfg, ctx);
+  cfg.finish();
+  for (const auto& n : cfg.notes())
+    if (std::find(out_.notes.begin(), out_.notes.end(), n) == out_.notes.end()) out_.notes.push_back(n);
+  s.policy = build(ctx);
+  if (info_.needs_lifetimes) {
+    try {
+      s.policy->plan(lifetimes_[{device, sp}]);
+    } catch (const InputError& e) {  // a limit of the plan: named with the trace it plans
+      throw InputError(opt_.trace + ": " + e.what());
+    }
+  }
+  if (config_.is_null()) config_ = cfg.resolved();
+  if (slots_.size() == 1) totals_.start_from(slots_.front().metrics);  // account() sums from now on
+  slots_.push_back(std::move(s));
+  slot_index_[k] = static_cast<std::uint32_t>(slots_.size() - 1);
+  slot_key_.push_back(k);
+  return slot_index_[k];
+}
+
+void Engine::account(std::uint32_t si) {
+  Slot& s = slots_[si];
+  const Footprint u = s.policy->footprint(), was = s.metrics.last();
+  if (s.metrics.account(u, current_event_, saturate(req_[slot_key_[si]].live), in_window_)) {
+    s.peak_dirty = true;
+    s.peak_event = current_event_;
+    s.peak_t = now_;
+  }
+  if (slots_.size() > 1) totals_.update(was, u);  // one slot: its own figures are the totals (finish)
+  if (sink_) sink_counter(s, u);
+}
+
+void Engine::sink_counter(const Slot& s, const Footprint& u) {
+  sink_->counter(now_, s.device, s.space, u.allocated, u.reserved, fragmentation(u));
+}
+
+void Engine::stop_fatal(const Slot& s, const Event& ev) {
+  out_.fatal = s.policy->fatal_error();
+  out_.fatal_event = ev.index;
+  out_.fatal_device = s.device;
+  out_.fatal_space = s.space;
+  out_.completed = false;
+  out_.stopped_early = true;
+  replaying_ = false;
+}
+
+std::vector<SlotView> Engine::slot_views() const {
+  std::vector<SlotView> v;
+  for (const auto& s : slots_)
+    v.push_back({s.device, s.space, s.policy.get(), s.metrics.last(), s.mem->alloc_calls() + s.mem->free_calls()});
+  return v;
+}
+
+Placement Engine::follow(std::uint32_t si, const Event& ev, const AllocRequest& rq, const Placement& predicted) {
+  Slot& s = slots_[si];
+  auto overlapping = [&](const Extent& e) { return live_.overlapping(si, e, ev.handle); };
+  auto displace = [&](Handle h) {
+    const Handle local = live_.local_of(h);
+    s.policy->release(local);
+    s.free_local.push_back(local);
+    --live_placed_;
+    live_.set(h, LiveSet::State::kDisplaced);
+  };
+  return follow_.place(*s.policy, ev, rq, predicted, overlapping, displace);
+}
+
+}  // namespace fragsim

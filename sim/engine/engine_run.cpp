@@ -1,0 +1,200 @@
+// Engine, a run's start and end (sim/engine/engine_impl.h): opening the trace, begin() and end(), the outputs written
+// while replaying (placements, the ReplaySink: Perfetto) and the result assembled from the slots.
+#include <fmt/format.h>
+
+#include <algorithm>
+
+#include "sim/base/error.h"
+#include "sim/engine/engine_impl.h"
+#include "traces/trace_reader.h"
+
+namespace fragsim {
+
+std::unique_ptr<TraceReader> Engine::open() const {
+  if (opt_.source) return opt_.source();
+  ReaderOptions ro;
+  ro.lenient = opt_.lenient;
+  return open_trace(opt_.trace, ro);
+}
+
+RunResult Engine::run() {
+  if (info_.needs_lifetimes) collect_lifetimes();
+  auto reader = open();
+  begin(reader->header(), reader->recording());
+  Event ev;
+  for (std::uint64_t n = 1; reader->next(ev); ++n) {
+    feed(ev);
+    if (n % kCancelEvents == 0) check_cancel(opt_);
+  }
+  set_trace_facts(reader->digest(), reader->timed());
+  return end(reader->skipped_frees());
+}
+
+void Engine::begin(const nlohmann::json& header, const Recording& recording) {
+  recording_ = recording;
+  if (!opt_.placements.empty()) placements_ = std::make_unique<AtomicFile>(opt_.placements);
+  out_.trace_path = opt_.trace;
+  out_.header = header;
+  out_.policy_name = opt_.policy.name;
+  out_.hardware = opt_.hw.to_json();
+  out_.notes = opt_.notes;
+  out_.shard = opt_.shard;
+  out_.label = opt_.label;
+  if (header.is_object() && header.contains("time_unit") && header["time_unit"].is_string())
+    out_.time_unit = header["time_unit"].get<std::string>();
+  if (opt_.sink) sink_ = opt_.sink(out_.time_unit);
+  out_.device_names = recording.device_names;
+  if (opt_.history) history_ = std::make_unique<HistoryRecorder>(*opt_.history, live_);
+  if (!opt_.window.whole()) out_.window = opt_.window.text();
+  common_ = opt_.window.whole() && !history_ && !opt_.check;
+  if (RecordingAnchor::wanted(recording)) {  // where the state before the recording was (a second read)
+    anchor_.learn(*open());
+    for (auto& n : anchor_.notes()) out_.notes.push_back(std::move(n));
+  }
+}
+
+RunResult Engine::end(std::uint64_t skipped_frees) {
+  if (replaying_)
+    while (!deferred_.empty()) run_deferred();
+  bool missed = false;
+  for (std::uint32_t i = 0; i < slots_.size(); ++i) {
+    if (slots_[i].peak_dirty) take_peak_now(i);
+    missed = missed || slots_[i].peak_missed;
+  }
+  if (missed) {
+    auto peaks = peaks_by_rerun();
+    for (std::uint32_t i = 0; i < slots_.size(); ++i)
+      if (slots_[i].peak_missed) slots_[i].peak = std::move(peaks[i]);
+  }
+  out_.skipped_frees = skipped_frees;
+  if (sink_) {  // buffers still live end with the trace
+    for (Handle h = 0; h < live_.handle_limit(); ++h)
+      if (live_.state(h) == LiveSet::State::kPlaced) end_slice(h, now_);
+    sink_->commit();
+  }
+  if (placements_) {
+    placements_->write(pbuf_);
+    placements_->commit();
+  }
+  if (!out_.timed &&
+      ((opt_.window.from.set && opt_.window.from.is_time) || (opt_.window.to.set && opt_.window.to.is_time)))
+    throw InputError(
+        fmt::format("{}: --from/--to: the trace records no times: bound the window by event index", opt_.trace));
+  if (!opt_.window.whole() && !window_seen_)
+    throw InputError(
+        fmt::format("{}: --from/--to: no event of the trace lies in the window ({}; the trace has {} "
+                    "events)",
+                    opt_.trace, out_.window, out_.events));
+  if (history_) out_.history = history_->finish(slot_views(), now_);
+  finish();
+  live_.collect_stacks(out_);
+  out_.nothing_to_replay = nothing_to_replay(recording_, out_.events, replayable_, pre_trace_allocs_);
+  if (!out_.nothing_to_replay.empty()) out_.notes.push_back("nothing to replay: " + out_.nothing_to_replay);
+  if (!out_.timed && out_.events)
+    out_.notes.push_back(
+        "the trace records no times (as a PyTorch 2.0 snapshot, or JSONL without \"t\"): its events are replayed in "
+        "the order given, and the times of the JSON report, the page and Perfetto are event numbers, not time");
+  return std::move(out_);
+}
+
+void Engine::finish() {
+  RunResult& out = out_;
+  out.policy_config = config_.is_null() ? nlohmann::json::object() : config_;
+  for (std::uint32_t i = 0; i < slots_.size(); ++i) {
+    Slot& s = slots_[i];
+    SpaceResult r;
+    r.device = s.device;
+    r.space = s.space;
+    r.capacity = s.spec->capacity;
+    r.usable = s.spec->usable();
+    r.limit = s.policy->limit();
+    s.metrics.finish(r);
+    r.peak = std::move(s.peak);
+    r.peak_requested = saturate(req_[slot_key_[i]].peak);
+    for (const auto& o : out.ooms)
+      if (o.device == s.device && o.space == s.space) r.ooms.push_back(o);
+    r.device_allocs = s.mem->alloc_calls();
+    r.device_frees = s.mem->free_calls();
+    r.device_failed = s.mem->failed_calls();
+    r.device_time_ns = s.mem->time_ns();
+    r.stats = s.policy->stats();
+    r.extra = s.policy->extra_report();
+    r.snapshot_settings = s.policy->snapshot_allocator_settings();
+    for (auto& n : s.policy->run_notes())
+      if (std::find(out.notes.begin(), out.notes.end(), n) == out.notes.end()) out.notes.push_back(std::move(n));
+    out.spaces.push_back(std::move(r));
+  }
+  std::sort(out.spaces.begin(), out.spaces.end(), [](const SpaceResult& a, const SpaceResult& b) {
+    return a.device != b.device ? a.device < b.device : a.space < b.space;
+  });
+  // The binding space: the first OOM's, else the one that used the largest share of its memory.
+  out.binding = 0;
+  if (!out.ooms.empty()) {
+    for (size_t i = 0; i < out.spaces.size(); ++i)
+      if (out.spaces[i].device == out.ooms[0].device && out.spaces[i].space == out.ooms[0].space) out.binding = i;
+    out.binding_reason = fmt::format("the first OOM (event {})", out.ooms[0].event_index);
+  } else {
+    for (size_t i = 1; i < out.spaces.size(); ++i)
+      if (out.spaces[i].peak_share() > out.spaces[out.binding].peak_share()) out.binding = i;
+    if (!out.spaces.empty())
+      out.binding_reason = fmt::format("the largest share of its memory reserved at its peak ({:.1f}%)",
+                                       100.0 * out.spaces[out.binding].peak_share());
+  }
+  nlohmann::json followed = follow_.tally();
+  if (!fidelity_.empty() || !followed.is_null()) {
+    out.fidelity = fidelity_.json([&](std::uint32_t device) -> const DeviceMemory* {
+      for (const auto& s : slots_)
+        if (s.device == device && s.space == Space::kHbm) return s.mem.get();
+      return nullptr;
+    });
+    if (auto st = anchor_.summary(); !st.is_null()) out.fidelity["initial_state"] = std::move(st);
+    if (!followed.is_null()) out.fidelity["follow_recording"] = std::move(followed);
+    if (pre_trace_allocs_) out.fidelity["pre_trace_allocs"] = pre_trace_allocs_;
+    // The recording's addresses came from its own device memory; a run given other memory
+    // (--hw, --capacity, --reserve) diverges from them wherever a decision depends on the memory
+    // (where it runs short; PyTorch sizes its expandable segments from the device's total).
+    // Compared space by space: the usable memory inferred for a device, or the capacity a capture's
+    // device plane states, against this run's (the same memory given by --hw or --capacity is no change).
+    bool differs = false;
+    for (const auto& s : slots_) {
+      if (s.space != Space::kHbm) continue;
+      if (const RecordedDeviceMemory* rd = recording_.device(s.device))
+        differs = differs || s.spec->usable() != rd->usable;
+      else if (recording_.hardware && recording_.hardware->capacity)
+        differs = differs || s.spec->capacity != *recording_.hardware->capacity;
+    }
+    if (differs) out.fidelity["memory_as_recorded"] = false;
+  }
+  if (slots_.size() == 1) totals_.start_from(slots_.front().metrics);  // the one slot's figures are the totals
+  out.peak_requested = saturate(totals_.peak_requested);
+  out.peak_allocated = totals_.peak_allocated;
+  out.peak_reserved = totals_.peak_reserved;
+}
+
+void Engine::write_placement(const Event& ev, const Placement& p) {
+  std::string& buf = pbuf_;
+  if (!p.ok) {
+    fmt::format_to(std::back_inserter(buf), "{{\"i\":{},\"id\":{},\"ok\":false}}\n", ev.index, ev.id);
+  } else {
+    fmt::format_to(std::back_inserter(buf), "{{\"i\":{},\"id\":{},\"ok\":true,\"addr\":", ev.index, ev.id);
+    if (p.has_addr)
+      fmt::format_to(std::back_inserter(buf), "{}", p.addr);
+    else
+      buf += "null";
+    fmt::format_to(std::back_inserter(buf), ",\"block_bytes\":{}", p.block);
+    if (p.region >= 0)
+      fmt::format_to(std::back_inserter(buf), ",\"region\":{},\"region_offset\":{}", p.region, p.region_offset);
+    buf += "}\n";
+  }
+  if (buf.size() > (1 << 20)) {
+    placements_->write(buf);
+    buf.clear();
+  }
+}
+
+void Engine::end_slice(Handle h, Tick t) {
+  const Slot& s = slots_[live_.slot_of(h)];
+  sink_->end_buffer(t, s.device, s.space, live_.id_of(h), live_.name_of(h));
+}
+
+}  // namespace fragsim

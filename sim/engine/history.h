@@ -1,0 +1,191 @@
+// The history of a run, for what shows memory event by event (issue 24): the HTML viewer's
+// per-buffer timeline and allocator state at any event, and the PyTorch snapshot export.
+//
+// Recorded by a second replay of the run (its figures known: the peaks, the OOMs, the number of
+// events), so that what is kept can be chosen up front and stays bounded whatever the trace's
+// length — level of detail written by fragsim, never every event shipped raw:
+//   - buffers drawn one by one: per (device, space) the `bands` largest buffers live in the
+//     window (by block size), each with its lifetime; every other buffer is summed per point
+//     ("other"). Points: `samples` evenly spaced events plus each drawn buffer's alloc and free.
+//     At a point, live = Σ block bytes of the live buffers after that event.
+//   - allocator states: keyframes (every region's blocks — in use, free, unmapped — with the
+//     buffer behind each block in use, and the live bytes by call site) at planned events, and
+//     inside `exact` event ranges every change as a delta: a block placed, a block freed, a region
+//     as it now is (obtained, resized, remapped) or gone. Between a keyframe and an event of an
+//     exact range, applying the deltas in order gives the state after that event (free blocks
+//     coalesce: a freed block joins its free neighbours, as every modelled allocator does). When
+//     the policy's state moves without a placement or free the engine saw (a deferred release),
+//     its regions are written whole. Each delta event carries the policy's own figures.
+// Memory: O(live buffers + what is kept); the budgets below bound what is kept.
+#pragma once
+#include <cstdint>
+#include <limits>
+#include <map>
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <set>
+#include <string>
+#include <unordered_map>
+#include <utility>
+#include <vector>
+
+#include "sim/engine/engine.h"
+#include "sim/engine/live_set.h"
+
+namespace fragsim {
+
+// What a history pass records; plan_history chooses it from the first pass.
+struct HistorySpec {
+  bool viewer = false;                   // per-buffer timeline, keyframes, deltas (HTML)
+  bool events = false;                   // every change of the whole run, for the snapshot export (exact everywhere)
+  std::uint64_t first = 0, last = 0;     // the window's events
+  std::vector<std::uint64_t> samples;    // sorted
+  std::vector<std::uint64_t> keyframes;  // sorted
+  std::vector<std::pair<std::uint64_t, std::uint64_t>> exact;  // sorted, disjoint, inclusive
+  size_t bands = 400;                                          // buffers drawn one by one per space
+  // What the page may hold (issue 24: the file stays near 20 MB with 100k+ live buffers): deltas and
+  // region blocks written, blocks in keyframes, blocks of one region map (the rest marked
+  // truncated). The export keeps everything up to kMaxMapBlocks per map.
+  size_t delta_budget = 40000;
+  size_t keyframe_budget = 100000;
+  size_t map_blocks = 20000;
+};
+
+inline constexpr std::uint64_t kStillLive = std::numeric_limits<std::uint64_t>::max();
+
+struct HistoryBuffer {
+  BufferView view;  // as allocated (age_events unused)
+  std::uint32_t slot = 0;
+  std::uint64_t free_event = kStillLive;  // the event that freed it
+  Tick free_t;
+};
+
+struct HistoryBlock {
+  Addr addr;
+  Bytes size = 0;
+  enum Kind : std::uint8_t { kFree, kInUse, kUnmapped } kind = kFree;
+  std::int64_t buffer = -1;  // index into RunHistory::buffers for a block in use, -1 when unknown
+};
+struct HistoryRegion {
+  Addr base;
+  Bytes size = 0;
+  int id = -1;
+  std::vector<HistoryBlock> blocks;  // address order
+};
+struct HistoryFigures {  // the policy's own, after the event
+  std::uint32_t slot = 0;
+  Bytes allocated = 0, reserved = 0, largest_free = 0;
+  double external = 0;
+};
+struct HistorySlotState {
+  HistoryFigures figures;
+  std::vector<HistoryRegion> regions;  // address order
+  bool truncated = false;              // more than HistorySpec::map_blocks blocks: the rest left out
+};
+struct Keyframe {
+  std::uint64_t event = 0;
+  Tick t;
+  std::vector<HistorySlotState> slots;  // every slot that exists then
+  std::vector<SiteBytes> sites;         // live bytes by call site (sim/engine/site_grouper.h)
+  SiteBytes other_sites;
+};
+struct Delta {
+  enum Kind : std::uint8_t { kPlace, kFree, kRegion, kRegionGone } kind = kPlace;
+  std::uint32_t slot = 0;
+  Addr addr;  // block (place, free) or region base
+  Bytes size = 0;
+  std::int64_t buffer = -1;
+  HistoryRegion region;  // kRegion
+};
+struct DeltaEvent {
+  std::uint64_t event = 0;
+  Tick t;
+  bool pre_trace = false;  // the state before a recording (an importer's pre_trace event)
+  std::vector<Delta> changes;
+  std::vector<HistoryFigures> figures;  // of each slot that changed
+};
+struct SlotTimeline {
+  std::uint32_t slot = 0;
+  struct Point {
+    std::uint64_t event = 0;
+    Tick t;
+    Bytes live = 0, other = 0;  // Σ block bytes of live buffers; of those not drawn one by one
+  };
+  std::vector<Point> points;         // event order
+  std::vector<std::uint32_t> bands;  // indices into RunHistory::buffers, by alloc event
+};
+
+struct RunHistory {
+  std::uint64_t first = 0, last = 0;                   // the window's events
+  std::vector<std::pair<std::uint32_t, Space>> slots;  // slot → (device, space)
+  std::vector<HistoryBuffer> buffers;
+  std::vector<SlotTimeline> timelines;
+  std::vector<Keyframe> keyframes;
+  std::vector<DeltaEvent> deltas;
+  std::vector<std::pair<std::uint64_t, std::uint64_t>> exact;  // ranges the deltas cover (after a keyframe)
+  bool budget_exceeded = false;                                // an exact range was cut short
+  StackFrames stacks;                                          // frames of every stack a buffer names
+};
+
+// Follows one replay (the engine calls it; sim/engine/engine_impl.h).
+class HistoryRecorder {
+ public:
+  HistoryRecorder(const HistorySpec& spec, const LiveSet& live);
+  void placed(const Event& ev, const Placement& p, std::uint32_t slot, const std::vector<SlotView>& slots);
+  void freeing(Handle h, std::uint64_t event, Tick t, const std::vector<SlotView>& slots);
+  // After each event of the trace, with every slot's state then.
+  void after(const Event& ev, const std::vector<SlotView>& slots);
+  [[nodiscard]] std::shared_ptr<RunHistory> finish(const std::vector<SlotView>& slots, Tick now);
+
+ private:
+  struct SlotTrack {
+    Bytes live = 0;                                   // Σ block bytes of the trace's live buffers
+    Bytes mirror = 0;                                 // Σ block bytes the deltas left in use
+    std::uint64_t calls = 0;                          // device calls when last seen
+    Bytes reserved = 0;                               // when last seen
+    std::map<Addr, std::pair<Bytes, Bytes>> regions;  // base → (size, unmapped bytes) as the viewer has them
+    std::unordered_map<std::uint64_t, Handle> at;     // block address → live handle
+    std::set<std::pair<Bytes, std::uint32_t>> bands;  // candidates: (block, index into cands_)
+    bool seen = false;
+  };
+  struct Candidate {
+    HistoryBuffer buf;
+    Bytes live_at_alloc = 0, live_at_free = 0;
+    Handle handle = kNoHandle;
+    bool alive = false;
+  };
+  std::int64_t record(Handle h, std::uint32_t slot, const std::vector<SlotView>& slots);
+  bool exact(std::uint64_t event) const;
+  void offer(Handle h, std::uint32_t slot, Bytes live_after, const std::vector<SlotView>& slots);
+  void enter_window(std::uint64_t event, const std::vector<SlotView>& slots);
+  void keyframe(std::uint64_t event, Tick t, const std::vector<SlotView>& slots);
+  HistorySlotState slot_state(std::uint32_t slot, MemoryMap map, const std::vector<SlotView>& slots);
+  void follow_regions(std::uint32_t slot, const std::vector<SlotView>& slots, bool resync);
+  void note_stack(std::uint64_t stack);
+  SlotTrack& track(std::uint32_t slot);
+
+  const HistorySpec& spec_;
+  const LiveSet& live_;
+  std::shared_ptr<RunHistory> out_ = std::make_shared<RunHistory>();
+  std::vector<SlotTrack> tracks_;
+  std::vector<std::int64_t> buffer_of_;     // per handle: its record in out_->buffers, -1
+  std::vector<std::int64_t> candidate_of_;  // per handle: its entry in cands_, -1
+  std::vector<Candidate> cands_;
+  std::vector<std::uint32_t> free_cands_;
+  std::vector<std::uint64_t> starts_;  // keyframes owed: the event before each exact range
+  DeltaEvent pending_;
+  size_t next_sample_ = 0, next_keyframe_ = 0;
+  size_t written_ = 0, keyframe_blocks_ = 0;
+  bool in_window_ = false, cut_ = false;
+  std::uint64_t cut_at_ = 0;
+};
+
+// The history a run's figures call for: `viewer` (HTML) within `window`, and/or every change for
+// the snapshot export.
+[[nodiscard]] HistorySpec plan_history(const RunResult& first, bool viewer, bool events);
+
+// Replays each run once more with a HistoryRecorder and attaches its history (RunResult::history).
+void add_history(const std::vector<RunOptions>& runs, std::vector<RunResult>& results, const Registry& registry,
+                 bool viewer, bool events, unsigned threads);
+
+}  // namespace fragsim

@@ -1,0 +1,193 @@
+#include "sim/engine/recording_anchor.h"
+
+#include <fmt/format.h>
+
+#include "sim/base/torch_sizes.h"
+#include "traces/recorded_layout.h"
+
+namespace fragsim {
+
+namespace {
+
+// GPU_0_bfc, GPU_collectivememory_0_bfc, gpu_host_bfc (a TPU's allocator is named TPU:N).
+bool is_bfc(const std::string& name) { return name.size() > 4 && name.compare(name.size() - 4, 4, "_bfc") == 0; }
+
+// The capture's allocators that one preallocated region explains (traces/xprof_capture.h).
+std::vector<const RecordedAllocator*> single_region_allocators(const Recording& r) {
+  std::vector<const RecordedAllocator*> out;
+  for (const auto& a : r.allocators)
+    if (a.mode == RecordedAllocator::Mode::kSingleRegion && is_bfc(a.name) && a.limit) out.push_back(&a);
+  return out;
+}
+
+}  // namespace
+
+bool RecordingAnchor::wanted(const Recording& recording) {
+  if (recording.source == RecordingSource::kTorchSnapshot) return true;
+  for (const auto* a : single_region_allocators(recording))
+    if (a->live_before > 0) return true;
+  return false;
+}
+
+void RecordingAnchor::learn(TraceReader& reader) {
+  if (reader.recording().source == RecordingSource::kTorchSnapshot) return learn_torch_blocks(reader);
+  std::map<std::pair<std::uint32_t, Space>, RecordedLayout> layouts;
+  std::map<std::pair<std::uint32_t, Space>, std::vector<Bytes>> unplaced;
+  for (const auto* a : single_region_allocators(reader.recording())) by_[{a->device, a->space}].limit = *a->limit;
+  Event ev;
+  while (reader.next(ev)) {
+    if (ev.op != Op::kAlloc) continue;
+    auto it = by_.find({ev.device, ev.space});
+    if (it == by_.end()) continue;
+    Allocator& al = it->second;
+    bool pre = ev.has(key::kPreTrace);
+    if (ev.has(key::kAddr)) {
+      Bytes block = ev.has(key::kBlockSize) ? ev.block_size : ev.size;
+      layouts[it->first].occupied(ev.addr, block);
+      if (pre) al.known += block, ++al.known_buffers;
+    } else if (pre && !al.has_unknown) {
+      al.has_unknown = true;
+      al.unknown = ev.size;
+      al.unknown_id = ev.id;
+    } else if (!pre) {
+      unplaced[it->first].push_back(ev.size);
+      al.unplaced_bytes += ev.size;
+    }
+  }
+  for (auto& [k, al] : by_) {
+    if (!al.has_unknown || !layouts.count(k)) continue;
+    auto s = layouts[k].single_region(al.unknown, al.limit, unplaced[k]);
+    if (!s) continue;
+    al.anchored = true;
+    al.base = s->base;
+    al.extents = std::move(s->live);
+    al.in_gaps = s->in_gaps;
+    al.below = s->below;
+  }
+}
+
+void RecordingAnchor::learn_torch_blocks(TraceReader& reader) {
+  using torch::kSmallSize;  // requests up to it use the small pool
+  const Recording& rec = reader.recording();
+  // max_split_size (unset: no oversize blocks)
+  const Bytes mss =
+      rec.torch_settings && rec.torch_settings->max_split_size ? *rec.torch_settings->max_split_size : kTooLarge;
+  std::map<std::pair<std::uint32_t, std::uint64_t>, Bytes> segments;            // (device, base) → size
+  std::map<std::pair<std::uint32_t, std::uint64_t>, std::uint64_t> pre_ids;     // (device, id) → address
+  std::vector<std::tuple<std::uint32_t, std::uint64_t, std::uint64_t>> starts;  // (device, x, index)
+  Event ev;
+  while (reader.next(ev)) {
+    bool pre = ev.has(key::kPreTrace);
+    if (ev.op == Op::kSegmentAlloc && pre && ev.has(key::kAddr)) segments[{ev.device, ev.addr.value()}] = ev.size;
+    if (ev.op == Op::kFree) {
+      if (auto it = pre_ids.find({ev.device, ev.id.value()}); it != pre_ids.end()) {
+        pre_blocks_[{ev.device, it->second}].freed_at = ev.index;
+        pre_ids.erase(it);
+      }
+    }
+    if (ev.op != Op::kAlloc || !ev.has(key::kAddr)) continue;
+    starts.emplace_back(ev.device, ev.addr.value(), pre ? 0 : ev.index);
+    Bytes r = round_up_sat(ev.size, torch::kMinBlockSize);
+    if (pre && !ev.has(key::kBlockSize) && r > kSmallSize && r < mss) {
+      pre_blocks_[{ev.device, ev.addr.value()}] = PreBlock{r};
+      pre_ids[{ev.device, ev.id.value()}] = ev.addr.value();
+    }
+  }
+  for (auto [device, x, when] : starts) {
+    auto p = pre_blocks_.lower_bound({device, x});
+    if (p == pre_blocks_.begin()) continue;
+    --p;
+    auto [d, a] = p->first;
+    PreBlock& b = p->second;
+    if (d != device || x <= a + b.rounded || x - (a + b.rounded) > kSmallSize) continue;
+    if (b.freed_at <= when) continue;  // gone by then
+    auto seg = segments.upper_bound({device, a});
+    if (seg == segments.begin()) continue;
+    --seg;
+    if (seg->first.first != device || x >= seg->first.second + seg->second) continue;  // beyond its segment
+    if (!b.block || x - a < b.block) b.block = x - a;
+  }
+  for (const auto& [k, b] : pre_blocks_)
+    if (b.block) ++blocks_inferred_[k.first];
+}
+
+Bytes RecordingAnchor::block(const Event& ev) const {
+  if (!ev.has(key::kPreTrace) || !ev.has(key::kAddr) || ev.has(key::kBlockSize)) return 0;
+  auto it = pre_blocks_.find({ev.device, ev.addr.value()});
+  return it == pre_blocks_.end() ? 0 : it->second.block;
+}
+
+std::span<const Extent> RecordingAnchor::extents(const Event& ev) const {
+  if (!ev.has(key::kPreTrace) || ev.has(key::kAddr)) return {};
+  auto it = by_.find({ev.device, ev.space});
+  if (it == by_.end() || !it->second.anchored || it->second.unknown_id != ev.id) return {};
+  return it->second.extents;
+}
+
+std::optional<Observation> RecordingAnchor::take_region(std::uint32_t device, Space space) {
+  auto it = by_.find({device, space});
+  if (it == by_.end() || !it->second.anchored || it->second.region_taken) return std::nullopt;
+  it->second.region_taken = true;
+  Observation ob;
+  ob.op = Op::kSegmentAlloc;
+  ob.addr = it->second.base;
+  ob.has_addr = true;
+  ob.size = it->second.limit;
+  ob.pre_trace = true;
+  ob.bfc_region = true;
+  return ob;
+}
+
+nlohmann::json RecordingAnchor::summary() const {
+  nlohmann::json out = nlohmann::json::array();
+  for (const auto& [device, n] : blocks_inferred_)
+    out.push_back({{"device", device}, {"space", space_name(Space::kHbm)}, {"pre_trace_block_sizes_inferred", n}});
+  for (const auto& [k, al] : by_) {
+    if (!al.has_unknown && !al.known_buffers) continue;
+    nlohmann::json j = {{"device", k.first},
+                        {"space", space_name(k.second)},
+                        {"live_before_bytes", al.known + al.unknown},
+                        {"recorded_bytes", al.known},
+                        {"recorded_buffers", al.known_buffers},
+                        {"inferred_bytes", al.anchored ? al.unknown : 0},
+                        {"unplaced_bytes", al.anchored ? 0 : al.unknown}};
+    if (al.anchored) {
+      j["region_base"] = al.base;
+      j["inferred_extents"] = al.extents.size();
+      j["inferred_in_gaps_bytes"] = al.in_gaps;
+      j["inferred_below_bytes"] = al.below;
+    }
+    out.push_back(std::move(j));
+  }
+  return out.empty() ? nlohmann::json() : out;
+}
+
+std::vector<std::string> RecordingAnchor::notes() const {
+  std::vector<std::string> out;
+  for (const auto& [device, n] : blocks_inferred_)
+    out.push_back(fmt::format(
+        "device {}: {} blocks allocated before the trace hold more than they asked for, as later allocations show "
+        "(an unsplit remainder of the large pool; sizes inferred)",
+        device, n));
+  for (const auto& [k, al] : by_) {
+    if (!al.has_unknown) continue;
+    Bytes total = al.known + al.unknown;
+    if (!al.anchored) {
+      out.push_back(fmt::format(
+          "device {} {}: {} live before the recording began, {} at addresses it states; the other {} could not be "
+          "placed from its addresses (placed by the policy)",
+          k.first, space_name(k.second), human_bytes(total), human_bytes(al.known), human_bytes(al.unknown)));
+      continue;
+    }
+    out.push_back(fmt::format(
+        "device {} {}: {} live before the recording began: {} at addresses it states ({} buffers), {} inferred "
+        "({:.0f}% of that state) from its addresses and BFC's rules: {} in {} gaps no recorded buffer used, {} "
+        "from the region's inferred base {:#x} up",
+        k.first, space_name(k.second), human_bytes(total), human_bytes(al.known), al.known_buffers,
+        human_bytes(al.unknown), total ? 100.0 * static_cast<double>(al.unknown) / static_cast<double>(total) : 0.0,
+        human_bytes(al.in_gaps), al.extents.size() - (al.below ? 1 : 0), human_bytes(al.below), al.base));
+  }
+  return out;
+}
+
+}  // namespace fragsim

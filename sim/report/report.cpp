@@ -1,0 +1,547 @@
+#include "sim/report/report.h"
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include <algorithm>
+#include <set>
+
+#include "sim/base/text.h"
+#include "sim/engine/recording_fidelity.h"
+#include "sim/engine/window.h"
+#include "sim/report/by_stack.h"
+
+namespace fragsim {
+
+namespace {
+
+std::string pct(double f) { return fmt::format("{:.1f}%", 100.0 * f); }
+
+// "reproduced 3025/3025 recorded allocation addresses, 22/22 segment sizes, 17/17 segment releases,
+// 1/1 OOMs": what a recording let the run check itself against.
+std::string fidelity_text(const nlohmann::json& f) {
+  auto n = [&](const char* k) { return f.value(k, std::uint64_t{0}); };
+  std::string s = fmt::format("reproduced {}/{} recorded allocation addresses, {}/{} segment sizes",
+                              n("allocs_matched"), n("allocs_compared"), n("segments_matched"), n("segments_compared"));
+  if (f.contains("segment_frees_compared"))
+    s += fmt::format(", {}/{} segment releases", n("segment_frees_matched"), n("segment_frees_compared"));
+  if (f.contains("ooms_recorded")) s += fmt::format(", {}/{} OOMs", n("ooms_reproduced"), n("ooms_recorded"));
+  return s;
+}
+
+nlohmann::json buffer_json(const RunResult& r, const BufferView& b) {
+  nlohmann::json j = {{"id", b.id},
+                      {"event_index", b.event_index},
+                      {"t", b.t},
+                      {"device", b.device},
+                      {"space", space_name(b.space)},
+                      {"requested_bytes", b.requested},
+                      {"block_bytes", b.block},
+                      {"padding_bytes", b.block > b.requested ? b.block - b.requested : 0},
+                      {"addr", b.has_addr ? nlohmann::json(b.addr) : nlohmann::json()},
+                      {"age_events", b.age_events}};
+  if (!b.name.empty()) j["name"] = b.name;
+  if (b.has_shape) j["shape"] = b.shape;
+  if (b.dtype != Dtype::kNone) j["dtype"] = std::string(dtype_name(b.dtype));
+  if (b.stack) {
+    j["stack"] = b.stack;
+    if (std::string f = frame_of(r, b); !f.empty()) j["frame"] = f;
+  }
+  return j;
+}
+
+nlohmann::json space_moment_json(const SpaceMoment& s, size_t max_blocks) {
+  nlohmann::json free_blocks = nlohmann::json::array(), regions = nlohmann::json::array(),
+                 blocks = nlohmann::json::array();
+  std::vector<const MemoryMap::Block*> frees;
+  for (const auto& b : s.map.blocks)
+    if (!b.in_use && b.mapped) frees.push_back(&b);
+  std::sort(frees.begin(), frees.end(), [](auto* a, auto* b) { return a->size > b->size; });
+  for (size_t i = 0; i < frees.size() && i < 10; ++i)
+    free_blocks.push_back({{"addr", frees[i]->addr}, {"size_bytes", frees[i]->size}});
+  for (const auto& g : s.map.regions) regions.push_back({{"base", g.base}, {"size_bytes", g.size}, {"id", g.id}});
+  for (size_t i = 0; i < s.map.blocks.size() && i < max_blocks; ++i) {
+    const auto& b = s.map.blocks[i];
+    blocks.push_back({{"addr", b.addr}, {"size_bytes", b.size}, {"in_use", b.in_use}, {"mapped", b.mapped}});
+  }
+  return {{"device", s.device},
+          {"space", space_name(s.space)},
+          {"allocated_bytes", s.allocated},
+          {"reserved_bytes", s.reserved},
+          {"reserved_unallocated_bytes", s.unused()},
+          {"reserved_unallocated_share", s.unused_share()},
+          {"largest_free_bytes", s.largest_free},
+          {"external_fragmentation", s.external()},
+          {"free_blocks", frees.size()},
+          {"largest_free_blocks", free_blocks},
+          {"memory_map",
+           {{"regions", regions}, {"blocks", blocks}, {"truncated", s.truncated || s.map.blocks.size() > max_blocks}}}};
+}
+
+nlohmann::json moment_json(const RunResult& r, const Moment& m, size_t map_blocks) {
+  nlohmann::json top = nlohmann::json::array(), spaces = nlohmann::json::array();
+  for (const auto& b : m.top_buffers) top.push_back(buffer_json(r, b));
+  for (const auto& s : m.spaces) spaces.push_back(space_moment_json(s, map_blocks));
+  nlohmann::json j = {{"event_index", m.event_index},
+                      {"t", m.t},
+                      {"allocated_bytes", m.allocated},
+                      {"reserved_bytes", m.reserved},
+                      {"live_buffers", m.live_buffers},
+                      {"top_buffers", top},
+                      {"spaces", spaces}};
+  if (!m.sites.empty()) j["by_stack"] = by_stack_json(by_stack(m, r.stacks));
+  return j;
+}
+
+nlohmann::json oom_json(const RunResult& r, const OomRecord& o, size_t map_blocks) {
+  nlohmann::json j = {{"event_index", o.event_index},
+                      {"t", o.t},
+                      {"id", o.id},
+                      {"device", o.device},
+                      {"space", space_name(o.space)},
+                      {"requested_bytes", o.requested},
+                      {"rounded_bytes", o.rounded},
+                      {"allocated_bytes", o.allocated},
+                      {"reserved_bytes", o.reserved},
+                      {"free_bytes", o.free},
+                      {"largest_free_bytes", o.largest_free},
+                      {"cause", oom_cause(o)},
+                      {"request", buffer_json(r, o.request)}};
+  if (!o.kind.empty()) j["kind"] = o.kind;
+  if (o.moment) j["at_oom"] = moment_json(r, *o.moment, map_blocks);
+  return j;
+}
+
+nlohmann::json ooms_json(const RunResult& r, const std::vector<OomRecord>& v, size_t map_blocks) {
+  nlohmann::json a = nlohmann::json::array();
+  for (const auto& o : v) a.push_back(oom_json(r, o, map_blocks));
+  return a;
+}
+
+// A space's fragmentation figures (docs/metrics.md).
+nlohmann::json fragmentation_json(const SpaceResult& s) {
+  const SpaceMoment& p = s.at_peak_allocated;
+  return {{"at_peak_reserved", s.frag_at_peak},
+          {"max", s.frag_max},
+          {"at_peak_allocated",
+           {{"reserved_unallocated_bytes", p.unused()},
+            {"reserved_unallocated_share", p.unused_share()},
+            {"external", p.external()}}}};
+}
+
+// "device 1 hbm", "device 1 (rank 1) hbm" when the recording names the device.
+std::string where(const RunResult& r, std::uint32_t device, Space space) {
+  return fmt::format("device {} {}", device_label(r, device), space_name(space));
+}
+
+// "event 7867, 2.73 s in": an event and its time from the trace's first event ("event 7867" for
+// a trace that carries no times).
+std::string when(const RunResult& r, std::uint64_t event_index, Tick t) {
+  if (!r.timed) return fmt::format("event {}", event_index);
+  const double scale = seconds_per_tick(r.time_unit);
+  double sec = static_cast<double>(t.value() - std::min(t.value(), r.first_t.value())) * scale;
+  std::string at = sec >= 1      ? fmt::format("{:.3f} s", sec)
+                   : sec >= 1e-3 ? fmt::format("{:.3f} ms", sec * 1e3)
+                   : sec >= 1e-6 ? fmt::format("{:.3f} us", sec * 1e6)
+                                 : fmt::format("{:.0f} ns", sec * 1e9);
+  return fmt::format("event {}, {} in", event_index, at);
+}
+
+// The buffer's own name unless it is its frame's last component (snapshot names are).
+std::string buffer_line(const RunResult& r, const BufferView& b) {
+  const std::string name = escape_terminal(b.name);
+  std::string what = name;
+  if (std::string sh = shape_text(b); !sh.empty()) what += (what.empty() ? "" : " ") + sh;
+  std::string pad = b.block > b.requested ? fmt::format(" ({} requested)", human_bytes(b.requested)) : std::string();
+  std::string f = escape_terminal(frame_of(r, b));
+  bool frame_is_name = !f.empty() && !name.empty() && f.ends_with(name);
+  return fmt::format("{:>12}{}  {}{}id {}, event {}, {} events old{}", human_bytes(b.block), pad, what,
+                     what.empty() ? "" : "  ", b.id, b.event_index, b.age_events,
+                     f.empty() || frame_is_name ? std::string() : "  at " + f);
+}
+
+void space_moment_text(std::back_insert_iterator<std::string> out, const RunResult& r, const SpaceMoment& s,
+                       bool name_it) {
+  fmt::format_to(out,
+                 "    {}{} allocated of {} reserved; reserved but unallocated {} ({} of reserved); external "
+                 "fragmentation {} (largest free block in reserved memory {})\n",
+                 name_it ? where(r, s.device, s.space) + ": " : "", human_bytes(s.allocated), human_bytes(s.reserved),
+                 human_bytes(s.unused()), pct(s.unused_share()), pct(s.external()), human_bytes(s.largest_free));
+}
+
+constexpr size_t kTextBuffers = 10;  // largest live buffers the text lists at a moment
+
+void moment_text(std::back_insert_iterator<std::string> out, const RunResult& r, const Moment& m, bool name_spaces) {
+  for (const auto& s : m.spaces) space_moment_text(out, r, s, name_spaces);
+  if (!m.top_buffers.empty()) {
+    size_t shown = std::min(kTextBuffers, m.top_buffers.size());
+    fmt::format_to(out, "    largest live buffers ({} of {} live{}):\n", shown, m.live_buffers,
+                   m.top_buffers.size() > shown ? fmt::format("; the JSON report lists {}", m.top_buffers.size()) : "");
+    for (size_t i = 0; i < shown; ++i) fmt::format_to(out, "      {}\n", buffer_line(r, m.top_buffers[i]));
+  }
+}
+
+// The allocator's free memory at an OOM, as memory_viz's segment view summarises it.
+void free_space_text(std::back_insert_iterator<std::string> out, const RunResult& r, const Moment& m) {
+  for (const auto& s : m.spaces) {
+    if (s.map.regions.empty()) continue;
+    std::vector<const MemoryMap::Block*> frees;
+    for (const auto& b : s.map.blocks)
+      if (!b.in_use && b.mapped) frees.push_back(&b);
+    std::sort(frees.begin(), frees.end(), [](auto* a, auto* b) { return a->size > b->size; });
+    std::string sizes;
+    for (size_t i = 0; i < frees.size() && i < 5; ++i) sizes += (i ? ", " : "") + human_bytes(frees[i]->size);
+    fmt::format_to(out, "    free memory then ({}): {} free block{} across the {} region{} held{}\n",
+                   where(r, s.device, s.space), frees.size(), frees.size() == 1 ? "" : "s", s.map.regions.size(),
+                   s.map.regions.size() == 1 ? "" : "s", frees.empty() ? "" : "; the largest: " + sizes);
+  }
+}
+
+// "first mismatch: event 2 (id 0): recorded address 0x602000000, simulated none"
+std::string mismatch_text(const nlohmann::json& m) {
+  auto hex = [](const nlohmann::json& v) {
+    return v.is_number_unsigned() ? fmt::format("0x{:x}", v.get<std::uint64_t>()) : std::string("none");
+  };
+  std::string kind = m.value("kind", std::string());
+  if (kind == "address")
+    return fmt::format("event {} (id {}): recorded address {}, simulated {}", m.value("event_index", 0),
+                       m.value("id", 0), hex(m["recorded"]), hex(m.value("simulated", nlohmann::json())));
+  if (kind == "segment")
+    return fmt::format("device {} segment {}: recorded {}, simulated {}", m.value("device", 0), m.value("segment", 0),
+                       human_bytes(m.value("recorded_bytes", Bytes{0})),
+                       m["simulated_bytes"].is_number() ? human_bytes(m["simulated_bytes"].get<Bytes>()) : "none");
+  if (kind == "segment_free")
+    return fmt::format("device {} release {}: recorded address {} was not the one released", m.value("device", 0),
+                       m.value("release", 0), hex(m["recorded_addr"]));
+  if (kind == "oom")
+    return fmt::format("event {} on device {}: the recording failed a request of {} that the simulation {}",
+                       m.value("event_index", 0), m.value("device", 0),
+                       human_bytes(m.value("recorded_request_bytes", Bytes{0})),
+                       m.value("simulated", std::string()) == "the request succeeded"
+                           ? "placed"
+                           : "never reached (it stopped at an earlier OOM; --keep-going replays on)");
+  return m.dump();
+}
+
+}  // namespace
+
+// "f32[1024,4096]" for a shaped buffer, "" otherwise.
+std::string shape_text(const BufferView& b) {
+  if (!b.has_shape || b.dtype == Dtype::kNone) return {};
+  return fmt::format("{}[{}]", dtype_name(b.dtype), fmt::join(b.shape, ","));
+}
+
+// The innermost frame of a buffer's stack, "" without one.
+std::string frame_of(const RunResult& r, const BufferView& b) {
+  auto it = r.stacks.find(b.stack);
+  return it == r.stacks.end() || it->second.empty() ? std::string() : it->second.front();
+}
+
+std::string label_of(const RunResult& r) { return r.label.empty() ? r.policy_name : r.label; }
+
+std::string when_text(const RunResult& r, std::uint64_t event_index, Tick t) { return when(r, event_index, t); }
+
+std::string by_stack_report(const RunResult& r) {
+  std::string s;
+  auto out = std::back_inserter(s);
+  auto one = [&](const std::string& what, const Moment& m) {
+    fmt::format_to(out, "  {} ({}):\n", what, when(r, m.event_index, m.t));
+    s += by_stack_text(by_stack(m, r.stacks));
+  };
+  if (const Moment* m = r.peak())
+    one(r.several_spaces() ? "at the peak of " + where(r, r.spaces[r.binding].device, r.spaces[r.binding].space)
+                           : std::string("at the peak of allocated memory"),
+        *m);
+  if (!r.ooms.empty() && r.ooms[0].moment) one("at the first OOM", *r.ooms[0].moment);
+  if (s.empty()) s = "  by call site: no moment to show (nothing was placed)\n";
+  return s;
+}
+
+nlohmann::json report_json(const RunResult& r, size_t map_blocks) {
+  nlohmann::json devices = nlohmann::json::array();
+  std::uint64_t da = 0, df = 0;
+  double time_ns = 0;
+  for (const auto& s : r.spaces) {
+    nlohmann::json d = {
+        {"device", s.device},
+        {"space", space_name(s.space)},
+        {"capacity_bytes", s.capacity},
+        {"usable_bytes", s.usable},
+        {"limit_bytes", s.limit},
+        {"completed", !r.space_failed(s)},
+        {"oom_count", s.ooms.size()},
+        {"ooms", ooms_json(r, s.ooms, map_blocks)},
+        {"peak_requested_bytes", s.peak_requested},
+        {"peak_allocated_bytes", s.peak_allocated},
+        {"peak_reserved_bytes", s.peak_reserved},
+        {"peak_reserved_share", s.peak_share()},
+        {"final_allocated_bytes", s.final_allocated},
+        {"final_reserved_bytes", s.final_reserved},
+        {"fragmentation", fragmentation_json(s)},
+        {"device_calls", {{"alloc", s.device_allocs}, {"free", s.device_frees}, {"failed", s.device_failed}}},
+        {"device_time_ns", s.device_time_ns},
+        {"policy_stats", s.stats}};
+    if (r.several_spaces() && s.peak) d["at_peak_allocated"] = moment_json(r, *s.peak, map_blocks);
+    if (std::string n = device_name(r, s.device); !n.empty()) d["name"] = n;
+    for (auto it = s.extra.begin(); it != s.extra.end(); ++it) d[it.key()] = it.value();
+    da += s.device_allocs;
+    df += s.device_frees;
+    time_ns += s.device_time_ns;
+    devices.push_back(std::move(d));
+  }
+  nlohmann::json trace = {{"path", r.trace_path},
+                          {"events", r.events},
+                          {"allocs", r.allocs},
+                          {"frees", r.frees},
+                          {"header", r.header.is_null() ? nlohmann::json::object() : r.header}};
+  if (r.skipped_frees) trace["skipped_frees"] = r.skipped_frees;
+  if (!r.trace_digest.empty()) trace["digest"] = r.trace_digest;
+  const SpaceResult* b = r.binding_space();
+  nlohmann::json j = {{"fragsim_report", 1},
+                      {"trace", trace},
+                      {"policy", {{"name", r.policy_name}, {"config", r.policy_config}}},
+                      {"hardware", r.hardware},
+                      {"completed", r.completed},
+                      {"oom_count", r.ooms.size()},
+                      {"ooms", ooms_json(r, r.ooms, map_blocks)},
+                      {"peak_requested_bytes", r.peak_requested},
+                      {"peak_allocated_bytes", r.peak_allocated},
+                      {"peak_reserved_bytes", r.peak_reserved},
+                      {"fragmentation", b ? fragmentation_json(*b) : fragmentation_json(SpaceResult{})},
+                      {"device_calls", {{"alloc", da}, {"free", df}}},
+                      {"device_time_ns", time_ns},
+                      {"devices", devices}};
+  if (r.several_spaces()) {
+    // The top level of a run over several spaces: peaks are sums over every space at one moment,
+    // fragmentation (a ratio) is the binding space's.
+    j["binding"] = {{"device", b->device}, {"space", space_name(b->space)}, {"reason", r.binding_reason}};
+    j["top_level"] = fmt::format(
+        "peak_*_bytes: sums over {} spaces at one moment (the peak over time of the total), never one device's "
+        "memory; fragmentation and at_peak_allocated: the binding space's ({})",
+        r.spaces.size(), where(r, b->device, b->space));
+  }
+  if (const Moment* m = r.peak()) j["at_peak_allocated"] = moment_json(r, *m, map_blocks);
+  if (!r.stacks.empty()) {
+    nlohmann::json st = nlohmann::json::object();
+    for (const auto& [id, frames] : r.stacks) st[std::to_string(id)] = frames;
+    j["stacks"] = st;
+  }
+  if (!r.marks.empty()) {
+    nlohmann::json marks = nlohmann::json::array();
+    for (const auto& m : r.marks) marks.push_back({{"name", m.name}, {"event_index", m.event_index}, {"t", m.t}});
+    j["marks"] = marks;
+  }
+  if (r.spaces.size() == 1) {
+    j["policy_stats"] = r.spaces[0].stats;
+    for (auto it = r.spaces[0].extra.begin(); it != r.spaces[0].extra.end(); ++it) j[it.key()] = it.value();
+  }
+  if (!r.label.empty()) j["label"] = r.label;
+  if (r.empty_cache_calls) j["empty_cache"] = {{"calls", r.empty_cache_calls}, {"effect", r.empty_cache_effect}};
+  if (!r.fidelity.is_null()) j["fidelity"] = r.fidelity;
+  if (r.stopped_early) j["stopped_early"] = true;
+  if (!r.fatal.empty())
+    j["fatal"] = {{"event_index", r.fatal_event},
+                  {"device", r.fatal_device},
+                  {"space", space_name(r.fatal_space)},
+                  {"message", r.fatal}};
+  if (!r.notes.empty()) j["notes"] = r.notes;
+  if (!r.nothing_to_replay.empty()) j["nothing_to_replay"] = r.nothing_to_replay;
+  if (auto f = first_oom(r); !f.is_null()) j["first_oom"] = f;
+  if (!r.advice.empty()) j["advice"] = r.advice;
+  return j;
+}
+
+namespace {
+
+// The settings a policy ran with: its resolved config without the note of where they came from.
+nlohmann::json settings_of(const RunResult& r) {
+  nlohmann::json c = r.policy_config;
+  if (c.is_object()) c.erase(kRecordedSettingsKey);
+  return c;
+}
+
+// The per-space table of a run over several spaces: each at its own peak.
+void spaces_table(std::back_insert_iterator<std::string> out, const RunResult& r) {
+  fmt::format_to(out, "  per device and memory space (each at its own peak):\n");
+  fmt::format_to(out, "    {:<2} {:>6} {:<10} {:>11} {:>11} {:>11} {:>11} {:>6} {:>11} {:>8} {:>8} {:>5}\n", "",
+                 "device", "space", "usable", "peak req", "peak alloc", "peak resvd", "share", "unused@pk", "extfrag",
+                 "max", "OOMs");
+  for (size_t i = 0; i < r.spaces.size(); ++i) {
+    const SpaceResult& s = r.spaces[i];
+    fmt::format_to(out, "    {:<2} {:>6} {:<10} {:>11} {:>11} {:>11} {:>11} {:>6} {:>11} {:>8} {:>8} {:>5}\n",
+                   i == r.binding ? "*" : "", device_label(r, s.device), space_name(s.space), human_bytes(s.usable),
+                   human_bytes(s.peak_requested), human_bytes(s.peak_allocated), human_bytes(s.peak_reserved),
+                   s.usable ? pct(s.peak_share()) : "-", human_bytes(s.at_peak_allocated.unused()),
+                   pct(s.at_peak_allocated.external()), pct(s.frag_max), s.ooms.size());
+  }
+  const SpaceResult& b = r.spaces[r.binding];
+  fmt::format_to(out, "  * binds: {} — {}\n", where(r, b.device, b.space), r.binding_reason);
+  fmt::format_to(out,
+                 "  sums over the {} spaces at one moment (not any device's memory): peak requested {}, allocated {}, "
+                 "reserved {}\n",
+                 r.spaces.size(), human_bytes(r.peak_requested), human_bytes(r.peak_allocated),
+                 human_bytes(r.peak_reserved));
+}
+
+}  // namespace
+
+std::string report_text(const RunResult& r) {
+  std::string s;
+  auto out = std::back_inserter(s);
+  std::set<std::uint32_t> devices;
+  for (const auto& sp : r.spaces) devices.insert(sp.device);
+  fmt::format_to(out, "fragsim: {} — policy {} on {}{}\n", escape_terminal(r.trace_path), escape_terminal(label_of(r)),
+                 escape_terminal(r.hardware.value("name", std::string("?"))),
+                 devices.size() > 1 ? fmt::format(" ({} devices)", devices.size()) : "");
+  for (const auto& n : r.notes) fmt::format_to(out, "  note: {}\n", escape_terminal(n));
+  fmt::format_to(out, "  events {}  allocs {}  frees {}{}\n", r.events, r.allocs, r.frees,
+                 r.skipped_frees ? fmt::format("  (skipped {} frees of unknown ids)", r.skipped_frees) : "");
+  std::string on = r.ooms.empty() || !r.several_spaces()
+                       ? ""
+                       : " (the first on " + where(r, r.ooms[0].device, r.ooms[0].space) + ")";
+  fmt::format_to(out, "  result: {}\n",
+                 r.completed ? "completed, no OOM"
+                 : !r.fatal.empty()
+                     ? fmt::format("aborted at event {}, {}", r.fatal_event,
+                                   r.ooms.empty() ? "no OOM before it"
+                                                  : fmt::format("after {} OOM{}{}", r.ooms.size(),
+                                                                r.ooms.size() == 1 ? "" : "s", on))
+                     : fmt::format("{} OOM{}{}{}", r.ooms.size(), r.ooms.size() == 1 ? "" : "s", on,
+                                   r.stopped_early ? " (stopped at the first; --keep-going lists all)" : ""));
+  if (!r.ooms.empty() && r.several_spaces()) {
+    const OomRecord& f = r.ooms.front();
+    fmt::format_to(
+        out, "  first OOM: {} at event {}, {} ({} requested)\n", where(r, f.device, f.space), f.event_index,
+        f.fragmentation ? "FRAGMENTATION (enough memory is free, no block fits)" : "CAPACITY (not enough free memory)",
+        human_bytes(f.requested));
+  }
+  if (r.empty_cache_calls)
+    fmt::format_to(out, "  empty_cache: the program called it {} time{}; the last one: {}\n", r.empty_cache_calls,
+                   r.empty_cache_calls == 1 ? "" : "s", r.empty_cache_effect);
+  if (!r.fatal.empty())
+    fmt::format_to(out, "  ABORTED at event {}: {} (the real allocator stops the process here)\n", r.fatal_event,
+                   r.fatal);
+  if (r.several_spaces()) {
+    spaces_table(out, r);
+  } else {
+    // A sharding what-if divides each array across devices in the policy: what the trace requested
+    // stays the whole arrays.
+    fmt::format_to(out, "  peak requested  {:>14}  ({} B){}\n", human_bytes(r.peak_requested), r.peak_requested,
+                   r.shard > 1 ? "  whole arrays, before sharding" : "");
+    fmt::format_to(out, "  peak allocated  {:>14}  ({} B)\n", human_bytes(r.peak_allocated), r.peak_allocated);
+    fmt::format_to(out, "  peak reserved   {:>14}  ({} B)\n", human_bytes(r.peak_reserved), r.peak_reserved);
+  }
+  if (const Moment* m = r.peak()) {
+    if (r.several_spaces())
+      fmt::format_to(out, "  at the peak of {} ({}):\n",
+                     where(r, r.spaces[r.binding].device, r.spaces[r.binding].space), when(r, m->event_index, m->t));
+    else
+      fmt::format_to(out, "  at the peak of allocated memory ({}):\n", when(r, m->event_index, m->t));
+    moment_text(out, r, *m, false);
+  }
+  for (const auto& sp : r.spaces)
+    if (sp.device_allocs || sp.device_frees)
+      fmt::format_to(out, "  device calls ({}): {} alloc, {} free, simulated {:.3f} ms\n",
+                     where(r, sp.device, sp.space), sp.device_allocs, sp.device_frees, sp.device_time_ns / 1e6);
+  if (!r.fidelity.is_null()) {
+    fmt::format_to(out, "  fidelity: {}{}\n", fidelity_text(r.fidelity),
+                   r.fidelity.value("memory_as_recorded", true)
+                       ? ""
+                       : " — against a recording made with other device memory than this run's (--hw, --capacity "
+                         "or --reserve): its addresses differ wherever the allocator's decisions depend on the memory "
+                         "(where it runs short; expandable segments sized from it); without them the run checks "
+                         "the model");
+    if (!r.fidelity["first_mismatch"].is_null())
+      fmt::format_to(out, "  first mismatch: {}\n", escape_terminal(mismatch_text(r.fidelity["first_mismatch"])));
+    if (r.fidelity.contains("follow_recording"))
+      fmt::format_to(out, "  following the recording: {}\n", follow_recording_text(r.fidelity["follow_recording"]));
+  }
+  size_t shown = 0;
+  for (const auto& o : r.ooms) {
+    if (shown++ == kDetailedOoms) {
+      fmt::format_to(out, "  ... {} more OOMs in the JSON report\n", r.ooms.size() - kDetailedOoms);
+      break;
+    }
+    std::string what = o.request.name.empty() ? fmt::format("id {}", o.id) : escape_terminal(o.request.name);
+    if (std::string sh = shape_text(o.request); !sh.empty()) what += " " + sh;
+    std::string f = escape_terminal(frame_of(r, o.request));
+    fmt::format_to(out, "  OOM at {} ({}): {}{}\n", when(r, o.event_index, o.t), where(r, o.device, o.space), what,
+                   f.empty() ? "" : "  at " + f);
+    fmt::format_to(out,
+                   "    requested {} (rounded {}); allocated {}, reserved {}; it could still give {} (free in reserved "
+                   "memory and on the device), the largest piece {} -> {}\n",
+                   human_bytes(o.requested), human_bytes(o.rounded), human_bytes(o.allocated), human_bytes(o.reserved),
+                   human_bytes(o.free), human_bytes(o.largest_free),
+                   (o.fragmentation ? "FRAGMENTATION (enough memory is free, no block fits)"
+                                    : "CAPACITY (not enough free memory)") +
+                       (o.kind.empty() ? std::string() : "; " + o.kind));
+    // The first OOM in full; the next ones in two lines each (the JSON report has them all).
+    if (shown > 1) continue;
+    if (o.moment) {
+      moment_text(out, r, *o.moment, o.moment->spaces.size() > 1 || r.several_spaces());
+      free_space_text(out, r, *o.moment);
+    }
+    if (!o.explanation.empty()) {
+      fmt::format_to(out, "    the allocator's own report:\n");
+      s += o.explanation;
+    }
+  }
+  for (const auto& line : r.advice) fmt::format_to(out, "  advice: {}\n", escape_terminal(line));
+  return s;
+}
+
+std::string compare_table(const std::vector<RunResult>& runs) {
+  std::string s;
+  auto out = std::back_inserter(s);
+  std::vector<const RunResult*> traces;  // one per distinct trace, in order
+  for (const auto& r : runs)
+    if (std::none_of(traces.begin(), traces.end(), [&](auto* t) { return t->trace_path == r.trace_path; }))
+      traces.push_back(&r);
+  for (const auto* t : traces)
+    fmt::format_to(out, "trace {} on {}: {} events, peak requested {}{}\n", escape_terminal(t->trace_path),
+                   escape_terminal(t->hardware.value("name", std::string("?"))), t->events,
+                   human_bytes(t->peak_requested),
+                   t->several_spaces() ? fmt::format(" (the sum over {} spaces)", t->spaces.size()) : "");
+  const bool per_space = std::any_of(runs.begin(), runs.end(), [](const RunResult& r) { return r.several_spaces(); });
+  size_t w = 16;
+  for (const auto& r : runs) w = std::max(w, escape_terminal(label_of(r)).size());
+  // Fragmentation columns at the peak of allocated memory (docs/metrics.md): reserved but
+  // unallocated, its share of reserved, and external fragmentation 1 − largest free / free —
+  // each space's own figures; with several spaces, one row per space.
+  fmt::format_to(out, "{:<{}} {}{:>6} {:>5} {:>11} {:>11} {:>11} {:>11} {:>8} {:>9} {:>9} {:>8} {:>9}\n", "policy", w,
+                 per_space ? fmt::format("{:<14} ", "device") : "", "result", "OOMs", "peak req", "peak alloc",
+                 "peak resvd", "unused@pk", "unused%", "extfrag@pk", "extfrag max", "dev calls", "call ms");
+  const SpaceResult none;
+  for (const auto& r : runs)
+    for (size_t i = 0; i < std::max<size_t>(1, r.spaces.size()); ++i) {
+      const SpaceResult& sp = r.spaces.empty() ? none : r.spaces[i];
+      const std::string result = !r.space_failed(sp) && (r.several_spaces() || r.completed) ? "ok"
+                                 : sp.ooms.empty() && !r.fatal.empty()                      ? "abort"
+                                                                                            : "OOM";
+      const SpaceMoment& p = sp.at_peak_allocated;
+      fmt::format_to(out, "{:<{}} {}{:>6} {:>5} {:>11} {:>11} {:>11} {:>11} {:>8} {:>9} {:>9} {:>8} {:>9.2f}\n",
+                     escape_terminal(label_of(r)), w,
+                     per_space ? fmt::format("{:<14} ", fmt::format("{} {}{}", sp.device, space_name(sp.space),
+                                                                    i == r.binding && r.several_spaces() ? " *" : ""))
+                               : "",
+                     result, sp.ooms.size(), human_bytes(sp.peak_requested), human_bytes(sp.peak_allocated),
+                     human_bytes(sp.peak_reserved), human_bytes(p.unused()), pct(p.unused_share()), pct(p.external()),
+                     pct(sp.frag_max), sp.device_allocs + sp.device_frees, sp.device_time_ns / 1e6);
+    }
+  if (per_space) fmt::format_to(out, "(* the space that binds: the first OOM, else the largest share of its memory)\n");
+  // Entries that resolved to the same settings (a recording's settings already in force) say so.
+  for (size_t i = 0; i < runs.size(); ++i)
+    for (size_t k = i + 1; k < runs.size(); ++k)
+      if (runs[i].trace_path == runs[k].trace_path && runs[i].policy_name == runs[k].policy_name &&
+          settings_of(runs[i]) == settings_of(runs[k]) && runs[i].hardware == runs[k].hardware)
+        fmt::format_to(out, "note: {} and {} ran with the same settings{}\n", escape_terminal(label_of(runs[i])),
+                       escape_terminal(label_of(runs[k])),
+                       runs[i].policy_config.contains(kRecordedSettingsKey)
+                           ? fmt::format(" (the recording's: {})", runs[i].policy_config[kRecordedSettingsKey].dump())
+                           : "");
+  for (const auto& r : runs)
+    if (!r.fidelity.is_null()) fmt::format_to(out, "{}: {}\n", escape_terminal(label_of(r)), fidelity_text(r.fidelity));
+  return s;
+}
+
+}  // namespace fragsim

@@ -1,0 +1,97 @@
+#include "sim/report/report_schema.h"
+
+#include <fmt/format.h>
+
+#include <cmath>
+
+#include "sim/base/error.h"
+
+namespace fragsim {
+
+JsonField JsonField::at(const std::string& key) const {
+  std::string p = path_.empty() ? key : path_ + "." + key;
+  if (!j_.is_object()) bad("an object");
+  auto it = j_.find(key);
+  if (it == j_.end()) throw InputError(fmt::format("{}: {}: missing required key", file_, p));
+  return JsonField(*it, file_, p);
+}
+
+void JsonField::bad(const std::string& want) const {
+  std::string got = j_.dump();
+  if (got.size() > 40) got = got.substr(0, 37) + "...";
+  throw InputError(fmt::format("{}: {}: must be {}, got {}", file_, path_.empty() ? "(top level)" : path_, want, got));
+}
+
+double JsonField::number() const {
+  if (!j_.is_number() || !std::isfinite(j_.get<double>())) bad("a number");
+  return j_.get<double>();
+}
+std::uint64_t JsonField::u64() const {
+  if (!j_.is_number_unsigned() && !(j_.is_number_integer() && j_.get<std::int64_t>() >= 0))
+    bad("a non-negative integer");
+  return j_.get<std::uint64_t>();
+}
+bool JsonField::boolean() const {
+  if (!j_.is_boolean()) bad("true or false");
+  return j_.get<bool>();
+}
+std::string JsonField::string() const {
+  if (!j_.is_string()) bad("a string");
+  return j_.get<std::string>();
+}
+const nlohmann::json& JsonField::array() const {
+  if (!j_.is_array()) bad("an array");
+  return j_;
+}
+const nlohmann::json& JsonField::object() const {
+  if (!j_.is_object()) bad("an object");
+  return j_;
+}
+
+void check_report_schema(const nlohmann::json& j, const std::string& file) {
+  JsonField r(j, file);
+  r.object();
+  if (!r.has("fragsim_report")) throw InputError(file + ": not a fragsim report (no fragsim_report key)");
+  if (r.at("fragsim_report").u64() != 1) r.at("fragsim_report").bad("1 (the report version this build reads)");
+  r.at("trace").object();
+  r.at("trace").at("events").u64();
+  r.at("policy").at("name").string();
+  r.at("policy").at("config").object();
+  r.at("hardware").object();
+  bool completed = r.at("completed").boolean();
+  std::uint64_t n = r.at("oom_count").u64();
+  const auto& ooms = r.at("ooms").array();
+  if (ooms.size() != n) r.at("oom_count").bad(fmt::format("the number of entries of ooms ({})", ooms.size()));
+  // A run completes when no allocation failed and its allocator did not abort the process (fatal).
+  const bool aborted = r.has("fatal");
+  if (aborted) {
+    r.at("fatal").at("event_index").u64();
+    r.at("fatal").at("message").string();
+  }
+  if (completed != (n == 0 && !aborted))
+    r.at("completed")
+        .bad(n         ? "false (the report lists OOMs)"
+             : aborted ? "false (the report has a fatal abort)"
+                       : "true (no OOM listed)");
+  for (size_t i = 0; i < ooms.size(); ++i) {
+    JsonField o(ooms[i], file, fmt::format("ooms[{}]", i));
+    o.at("event_index").u64();
+    o.at("requested_bytes").u64();
+  }
+  for (const char* k : {"peak_requested_bytes", "peak_allocated_bytes", "peak_reserved_bytes"}) r.at(k).u64();
+  r.at("fragmentation").at("at_peak_reserved").number();
+  r.at("fragmentation").at("max").number();
+  r.at("devices").array();
+}
+
+void check_replay_schema(const nlohmann::json& j, const std::string& file) {
+  JsonField r(j, file);
+  r.object();
+  if (!r.has("fragsim_replay")) throw InputError(file + ": not a replay summary (no fragsim_replay key)");
+  if (r.at("fragsim_replay").u64() != 1) r.at("fragsim_replay").bad("1");
+  const auto& oom = r.at("first_oom").raw();
+  if (!oom.is_null()) r.at("first_oom").at("event_index").u64();
+  r.at("peak_in_use_bytes").u64();
+}
+
+}  // namespace fragsim

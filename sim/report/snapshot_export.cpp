@@ -1,0 +1,408 @@
+#include "sim/report/snapshot_export.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cmath>
+#include <map>
+#include <set>
+#include <tuple>
+#include <vector>
+
+#include "sim/base/error.h"
+#include "sim/base/torch_sizes.h"
+#include "sim/engine/history.h"
+#include "sim/engine/window.h"
+#include "traces/pickle_writer.h"
+#include "traces/range_set.h"
+
+namespace fragsim {
+
+namespace {
+
+struct Frame {
+  std::string file, name;
+  std::int64_t line = 0;
+};
+
+// "path/to/file.py:45 forward" (traces/torch_snapshot.cpp's form) back into its parts.
+Frame parse_frame(const std::string& f) {
+  Frame out;
+  out.file = f;
+  for (size_t sp = f.rfind(' '); sp != std::string::npos && sp > 0; sp = f.rfind(' ', sp - 1)) {
+    size_t colon = f.rfind(':', sp);
+    if (colon == std::string::npos || colon + 1 == sp) continue;
+    std::string digits = f.substr(colon + 1, sp - colon - 1);
+    if (digits.find_first_not_of("0123456789") != std::string::npos) continue;
+    out.file = f.substr(0, colon);
+    out.line = std::stoll(digits);
+    out.name = f.substr(sp + 1);
+    return out;
+  }
+  return out;
+}
+
+class Exporter {
+ public:
+  Exporter(const RunResult& r, const RunHistory& h, AtomicFile& file) : r_(r), h_(h), w_(file) {}
+
+  void write() {
+    std::set<std::uint32_t> devices;
+    for (std::uint32_t s = 0; s < h_.slots.size(); ++s)
+      if (h_.slots[s].second == Space::kHbm) devices.insert(h_.slots[s].first);
+    const std::uint32_t ndev = devices.empty() ? 0 : *devices.rbegin() + 1;
+    w_.begin_dict();
+    w_.key("segments");
+    segments();
+    w_.key("device_traces");
+    w_.begin_list();
+    for (std::uint32_t d = 0; d < ndev; ++d) device_trace(d);
+    w_.end_list();
+    annotations();
+    settings();
+    w_.end_dict();
+    w_.finish();
+  }
+
+ private:
+  bool exported(std::uint32_t slot) const { return h_.slots[slot].second == Space::kHbm; }
+  std::uint32_t device(std::uint32_t slot) const { return h_.slots[slot].first; }
+
+  std::int64_t time_us(Tick t) const {
+    return std::llround(static_cast<double>(t.value()) * (seconds_per_tick(r_.time_unit) * 1e6));
+  }
+
+  // The frames of a stack, memoised: written once, referred to after.
+  void frames(std::uint64_t stack) {
+    auto it = frames_memo_.find(stack);
+    if (it != frames_memo_.end()) return w_.get(it->second);
+    w_.begin_list();
+    if (auto f = h_.stacks.find(stack); stack && f != h_.stacks.end())
+      for (const auto& text : f->second) {
+        Frame fr = parse_frame(text);
+        w_.begin_dict();
+        w_.key("filename");
+        w_.key(fr.file);
+        w_.key("line");
+        w_.integer(fr.line);
+        w_.key("name");
+        w_.key(fr.name);
+        w_.end_dict();
+      }
+    w_.end_list();
+    frames_memo_[stack] = w_.put();
+  }
+
+  void entry(const char* action, std::uint64_t addr, Bytes size, Tick t, std::uint64_t stack, bool with_frames) {
+    if (before_trace_) return;
+    w_.begin_dict();
+    w_.key("action");
+    w_.key(action);
+    w_.key("addr");
+    w_.unsigned_integer(addr);
+    w_.key("size");
+    w_.unsigned_integer(size);
+    w_.key("stream");
+    w_.integer(0);
+    w_.key("time_us");
+    w_.integer(time_us(t));
+    if (with_frames) {
+      w_.key("frames");
+      frames(stack);
+    }
+    w_.end_dict();
+  }
+
+  // Mapped ranges of a region (all of it unless some blocks are unmapped).
+  static RangeSet mapped_of(const HistoryRegion& g) {
+    RangeSet m;
+    for (const auto& b : g.blocks)
+      if (b.kind != HistoryBlock::kUnmapped) m.add(b.addr.value(), b.addr.value() + b.size);
+    if (g.blocks.empty()) m.add(g.base.value(), g.base.value() + g.size);
+    return m;
+  }
+  static bool expandable(const HistoryRegion& g) {
+    for (const auto& b : g.blocks)
+      if (b.kind == HistoryBlock::kUnmapped) return true;
+    return false;
+  }
+
+  struct Seen {
+    Bytes size = 0;
+    bool expandable = false;
+    RangeSet mapped;
+  };
+
+  // A region's new state against what the trace said of it so far.
+  void region_change(std::uint32_t slot, const HistoryRegion* g, Addr base, Tick t) {
+    auto& known = regions_[slot];
+    auto it = known.find(base.value());
+    if (!g) {  // released
+      if (it == known.end()) return;
+      if (it->second.expandable) {
+        for (const auto& [lo, hi] : it->second.mapped.ranges()) entry("segment_unmap", lo, hi - lo, t, 0, false);
+      } else {
+        entry("segment_free", base.value(), it->second.size, t, 0, false);
+      }
+      known.erase(it);
+      return;
+    }
+    Seen now{g->size, expandable(*g) || (it != known.end() && it->second.expandable), mapped_of(*g)};
+    if (now.expandable) {
+      RangeSet added = now.mapped, removed = it == known.end() ? RangeSet() : it->second.mapped;
+      if (it != known.end())
+        for (const auto& [lo, hi] : it->second.mapped.ranges()) added.remove(lo, hi);
+      for (const auto& [lo, hi] : now.mapped.ranges()) removed.remove(lo, hi);
+      for (const auto& [lo, hi] : removed.ranges()) entry("segment_unmap", lo, hi - lo, t, 0, false);
+      for (const auto& [lo, hi] : added.ranges()) entry("segment_map", lo, hi - lo, t, 0, false);
+    } else if (it == known.end() || it->second.size != g->size) {
+      if (it != known.end()) entry("segment_free", base.value(), it->second.size, t, 0, false);
+      entry("segment_alloc", base.value(), g->size, t, 0, false);
+    }
+    known[base.value()] = std::move(now);
+  }
+
+  // The size the trace last gave a region (0 when it gave none).
+  Bytes known_size(std::uint32_t slot, Addr base) const {
+    auto s = regions_.find(slot);
+    if (s == regions_.end()) return 0;
+    auto it = s->second.find(base.value());
+    return it == s->second.end() ? 0 : it->second.size;
+  }
+
+  void change(const Delta& c, Tick t) {
+    const HistoryBuffer* b = c.buffer >= 0 ? &h_.buffers[static_cast<size_t>(c.buffer)] : nullptr;
+    switch (c.kind) {
+      case Delta::kPlace:
+        if (b) entry("alloc", c.addr.value(), b->view.requested, t, b->view.stack, true);
+        break;
+      case Delta::kFree:
+        if (b) {
+          entry("free_requested", c.addr.value(), b->view.requested, t, b->view.stack, true);
+          entry("free_completed", c.addr.value(), b->view.requested, t, b->view.stack, true);
+        }
+        break;
+      case Delta::kRegion:
+        region_change(c.slot, &c.region, c.addr, t);
+        break;
+      case Delta::kRegionGone:
+        region_change(c.slot, nullptr, c.addr, t);
+        break;
+    }
+  }
+
+  void device_trace(std::uint32_t dev) {
+    regions_.clear();
+    w_.begin_list();
+    size_t oom = 0;
+    auto ooms_before = [&](std::uint64_t event) {  // the recorded OOMs of this device, in order
+      for (; oom < r_.ooms.size() && r_.ooms[oom].event_index <= event; ++oom) {
+        const OomRecord& o = r_.ooms[oom];
+        if (o.device != dev || o.space != Space::kHbm) continue;
+        w_.begin_dict();
+        w_.key("action");
+        w_.key("oom");
+        w_.key("addr");
+        w_.integer(0);
+        w_.key("size");
+        w_.unsigned_integer(o.rounded);
+        w_.key("device_free");
+        w_.unsigned_integer(o.free > o.reserved - std::min(o.reserved, o.allocated)
+                                ? o.free - (o.reserved - std::min(o.reserved, o.allocated))
+                                : 0);
+        w_.key("stream");
+        w_.integer(0);
+        w_.key("time_us");
+        w_.integer(time_us(o.t));
+        w_.key("frames");
+        frames(o.request.stack);
+        w_.end_dict();
+      }
+    };
+    for (const auto& d : h_.deltas) {
+      ooms_before(d.event > 0 ? d.event - 1 : 0);
+      // What was there before a recording began is no event of its trace: PyTorch's importer (and
+      // fragsim's) rebuilds it from the segments, so its changes only update what is known.
+      before_trace_ = d.pre_trace;
+      // PyTorch's order: an allocation's segment changes come before its alloc, a free's after it;
+      // segments released together (empty_cache, an OOM's retry) go first, as its release_blocks
+      // walks them: the large pool, then the small, each by size, then address.
+      std::vector<const Delta*> gone, regions, blocks;
+      for (const auto& c : d.changes) {
+        if (!exported(c.slot) || device(c.slot) != dev) continue;
+        (c.kind == Delta::kRegionGone ? gone : c.kind == Delta::kRegion ? regions : blocks).push_back(&c);
+      }
+      std::stable_sort(gone.begin(), gone.end(), [&](const Delta* x, const Delta* y) {
+        auto key = [&](const Delta* c) {
+          const Bytes size = known_size(c->slot, c->addr);
+          return std::make_tuple(size == torch::kSmallBuffer, size, c->addr.value());
+        };
+        return key(x) < key(y);
+      });
+      const bool places =
+          std::any_of(blocks.begin(), blocks.end(), [](const Delta* c) { return c->kind == Delta::kPlace; });
+      if (!places)
+        for (const Delta* c : blocks) change(*c, d.t);
+      for (const Delta* c : gone) change(*c, d.t);
+      for (const Delta* c : regions) change(*c, d.t);
+      if (places)
+        for (const Delta* c : blocks) change(*c, d.t);
+    }
+    before_trace_ = false;
+    ooms_before(kStillLive - 1);
+    w_.end_list();
+  }
+
+  // The allocator's settings as the policy states them in a snapshot's own form (a what-if's
+  // expandable segments or rounding), so that the file replays as what it shows; none for a
+  // policy that is not PyTorch's.
+  void settings() {
+    for (const auto& s : r_.spaces)
+      if (s.space == Space::kHbm && !s.snapshot_settings.is_null()) {
+        w_.key("allocator_settings");
+        w_.json(s.snapshot_settings);
+        return;
+      }
+  }
+
+  // The trace's marks that are record_function ranges ("START name", "END name", as the importer
+  // reads a snapshot's external_annotations) back as external_annotations; other marks have no
+  // place in a snapshot.
+  void annotations() {
+    w_.key("external_annotations");
+    w_.begin_list();
+    for (const auto& m : r_.marks)
+      for (const char* stage : {"START", "END"}) {
+        const std::string prefix = std::string(stage) + " ";
+        if (m.name.rfind(prefix, 0) != 0) continue;
+        w_.begin_dict();
+        w_.key("name");
+        w_.str(m.name.substr(prefix.size()));
+        w_.key("stage");
+        w_.key(stage);
+        w_.key("device");
+        w_.integer(0);
+        w_.key("time_us");
+        w_.integer(time_us(m.t));
+        w_.end_dict();
+      }
+    w_.end_list();
+  }
+
+  void block(const HistoryBlock& b, Bytes size, std::uint64_t addr) {
+    const HistoryBuffer* buf = b.buffer >= 0 ? &h_.buffers[static_cast<size_t>(b.buffer)] : nullptr;
+    w_.begin_dict();
+    w_.key("address");
+    w_.unsigned_integer(addr);
+    w_.key("size");
+    w_.unsigned_integer(size);
+    w_.key("requested_size");
+    w_.unsigned_integer(b.kind == HistoryBlock::kInUse ? (buf ? buf->view.requested : size) : 0);
+    w_.key("state");
+    w_.key(b.kind == HistoryBlock::kInUse ? "active_allocated" : "inactive");
+    if (b.kind == HistoryBlock::kInUse) {
+      w_.key("frames");
+      frames(buf ? buf->view.stack : 0);
+      w_.key("history");  // the pre-2.1 layout, which torch.cuda._memory_viz of 1.13 reads
+      w_.begin_list();
+      w_.begin_dict();
+      w_.key("addr");
+      w_.unsigned_integer(addr);
+      w_.key("real_size");
+      w_.unsigned_integer(buf ? buf->view.requested : size);
+      w_.key("frames");
+      frames(buf ? buf->view.stack : 0);
+      w_.end_dict();
+      w_.end_list();
+    }
+    w_.end_dict();
+  }
+
+  // One segment: [lo, hi) of region g (its whole extent, or a mapped range of an expandable one).
+  void segment(std::uint32_t dev, const HistoryRegion& g, std::uint64_t lo, std::uint64_t hi, bool is_expandable) {
+    Bytes allocated = 0, requested = 0;
+    std::vector<const HistoryBlock*> in;
+    for (const auto& b : g.blocks)
+      if (b.kind != HistoryBlock::kUnmapped && b.addr.value() >= lo && b.addr.value() < hi) in.push_back(&b);
+    for (const auto* b : in)
+      if (b->kind == HistoryBlock::kInUse) {
+        allocated += b->size;
+        requested += b->buffer >= 0 ? h_.buffers[static_cast<size_t>(b->buffer)].view.requested : b->size;
+      }
+    w_.begin_dict();
+    w_.key("device");
+    w_.integer(dev);
+    w_.key("address");
+    w_.unsigned_integer(lo);
+    w_.key("total_size");
+    w_.unsigned_integer(hi - lo);
+    w_.key("allocated_size");
+    w_.unsigned_integer(allocated);
+    w_.key("active_size");
+    w_.unsigned_integer(allocated);
+    w_.key("requested_size");
+    w_.unsigned_integer(requested);
+    w_.key("stream");
+    w_.integer(0);
+    w_.key("segment_type");
+    w_.key(hi - lo == torch::kSmallBuffer && !is_expandable ? "small" : "large");
+    w_.key("is_expandable");
+    w_.boolean(is_expandable);
+    w_.key("blocks");
+    w_.begin_list();
+    std::uint64_t at = lo;
+    for (const auto* b : in) {
+      if (b->addr.value() > at)
+        block({Addr(at), b->addr.value() - at, HistoryBlock::kFree, -1}, b->addr.value() - at, at);
+      block(*b, std::min<std::uint64_t>(b->size, hi - b->addr.value()), b->addr.value());
+      at = b->addr.value() + b->size;
+    }
+    if (at < hi) block({Addr(at), hi - at, HistoryBlock::kFree, -1}, hi - at, at);
+    w_.end_list();
+    w_.end_dict();
+  }
+
+  void segments() {
+    w_.begin_list();
+    if (!h_.keyframes.empty()) {
+      const Keyframe& k = h_.keyframes.back();
+      for (std::uint32_t s = 0; s < k.slots.size() && s < h_.slots.size(); ++s) {
+        if (!exported(s)) continue;
+        for (const auto& g : k.slots[s].regions) {
+          if (expandable(g)) {
+            const RangeSet mapped = mapped_of(g);  // kept: ranges() refers into it
+            for (const auto& [lo, hi] : mapped.ranges()) segment(device(s), g, lo, hi, true);
+          } else {
+            segment(device(s), g, g.base.value(), g.base.value() + g.size, false);
+          }
+        }
+      }
+    }
+    w_.end_list();
+  }
+
+  const RunResult& r_;
+  const RunHistory& h_;
+  PickleWriter w_;
+  std::map<std::uint64_t, std::uint32_t> frames_memo_;
+  std::map<std::uint32_t, std::map<std::uint64_t, Seen>> regions_;  // slot → base → as last written
+  bool before_trace_ = false;                                       // writing nothing: the state before
+};
+
+}  // namespace
+
+void export_snapshot(const RunResult& r, const std::string& path) {
+  if (!r.export_history) throw InputError("--export-snapshot: the run kept no history to export (a fragsim bug)");
+  const RunHistory& h = *r.export_history;
+  bool placed = std::any_of(h.buffers.begin(), h.buffers.end(), [](const auto& b) { return b.view.has_addr; });
+  if (r.allocs && !placed)
+    throw InputError(fmt::format(
+        "--export-snapshot: policy {} placed no buffer at an address; a snapshot needs addresses (choose a policy "
+        "that places buffers, e.g. the one the input suggests: fragsim run TRACE without --policy)",
+        r.policy_name));
+  AtomicFile file(path);
+  Exporter(r, h, file).write();
+  file.commit();
+}
+
+}  // namespace fragsim
