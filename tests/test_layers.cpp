@@ -1,9 +1,11 @@
 // The architecture's layers (architecture.md, "Layout and layers"), enforced: every source file
-// may include only its own layer and the layers below it. Also checks what ctest depends on:
-// test case names survive test discovery.
+// may include only its own layer and the layers below it, and each layer's library links and
+// compiles only what the table allows. Also checks what ctest depends on: test case names survive
+// test discovery.
 #include <catch2/catch.hpp>
 #include <filesystem>
 #include <fstream>
+#include <initializer_list>
 #include <map>
 #include <regex>
 #include <set>
@@ -18,17 +20,35 @@ namespace fs = std::filesystem;
 
 namespace {
 
+std::set<std::string> with(std::set<std::string> below, std::initializer_list<std::string> more) {
+  below.insert(more);
+  return below;
+}
+
+// The layers, lowest first:
+//   sim/base < hardware_models < traces, policies (side by side: neither includes the other)
+//   < sim/engine < sim/report (sim/viewer: JavaScript it compiles in) < sim/commands
+//   < sim/cli, sim/python (front ends)
+const std::set<std::string> kUnderEngine = {"sim/base", "hardware_models", "traces", "policies"};
+const std::set<std::string> kEngine = with(kUnderEngine, {"sim/engine"});
+const std::set<std::string> kReport = with(kEngine, {"sim/report"});
+const std::set<std::string> kCommands = with(kReport, {"sim/commands"});
+
 // Folder (relative to the repository root) → the folders its files may include from.
-// More specific folders first: a file belongs to the longest matching prefix.
+// More specific folders first: a file belongs to the longest matching prefix. Every file under
+// sim/ belongs to one of its layer folders (none lies in sim/ itself).
 const std::vector<std::pair<std::string, std::set<std::string>>> kLayers = {
     {"sim/base", {"sim/base"}},
-    {"sim/cli", {"sim/base", "hardware_models", "traces", "policies", "sim", "sim/cli"}},
-    {"sim/python", {"sim/base", "hardware_models", "traces", "policies", "sim", "sim/python"}},
+    {"sim/engine", kEngine},
+    {"sim/report", kReport},
+    {"sim/viewer", {}},  // JavaScript: includes nothing
+    {"sim/commands", kCommands},
+    {"sim/cli", with(kCommands, {"sim/cli"})},
+    {"sim/python", with(kCommands, {"sim/python"})},
     {"hardware_models/cuda_replay", {"sim/base", "hardware_models", "hardware_models/cuda_replay", "traces"}},
     {"hardware_models", {"sim/base", "hardware_models"}},
     {"traces", {"sim/base", "traces"}},
     {"policies", {"sim/base", "hardware_models", "policies"}},
-    {"sim", {"sim/base", "hardware_models", "traces", "policies", "sim"}},
 };
 
 // The layer folder an include path or a source path belongs to ("" = none of them).
@@ -38,7 +58,17 @@ std::string layer_of(const std::string& rel) {
   return "";
 }
 
+const std::set<std::string>& allowed_from(const std::string& layer) {
+  return std::find_if(kLayers.begin(), kLayers.end(), [&](const auto& l) { return l.first == layer; })->second;
+}
+
 std::string root() { return FRAGSIM_SOURCE_DIR; }
+
+std::string lines(const std::vector<std::string>& v) {
+  std::string s;
+  for (const auto& x : v) s += "  " + x + "\n";
+  return s;
+}
 
 }  // namespace
 
@@ -48,13 +78,18 @@ TEST_CASE("layers: no file includes a layer above its own") {
   size_t files = 0;
   for (const auto& top : {"sim", "policies", "traces", "hardware_models"}) {
     for (const auto& e : fs::recursive_directory_iterator(root() + "/" + top)) {
+      if (!e.is_regular_file()) continue;
       auto ext = e.path().extension().string();
-      if (ext != ".h" && ext != ".cpp" && ext != ".cu") continue;
       std::string rel = fs::relative(e.path(), root()).generic_string();
       std::string layer = layer_of(rel);
+      // Inside sim/ every file has its layer's folder; the page's JavaScript is sim/viewer/'s.
+      if (rel.rfind("sim/", 0) == 0 && (layer.empty() || (ext == ".js") != (layer == "sim/viewer"))) {
+        if (ext != ".pyc") violations.push_back(rel + " lies in no layer's folder of sim/ (or the wrong one)");
+        continue;
+      }
+      if (ext != ".h" && ext != ".cpp" && ext != ".cu") continue;
       REQUIRE(!layer.empty());
-      const auto& allowed =
-          std::find_if(kLayers.begin(), kLayers.end(), [&](const auto& l) { return l.first == layer; })->second;
+      const auto& allowed = allowed_from(layer);
       ++files;
       std::ifstream in(e.path());
       std::string line;
@@ -66,36 +101,34 @@ TEST_CASE("layers: no file includes a layer above its own") {
         std::string target = m[1];
         std::string tl = layer_of(target);
         if (tl.empty() && target.find('/') == std::string::npos) continue;  // same-folder or generated
-        if (!allowed.count(tl)) violations.push_back(rel + ":" + std::to_string(n) + " includes " + target);
+        if (!allowed.count(tl))
+          violations.push_back(rel + ":" + std::to_string(n) + " (" + layer + ") includes " + target + " (" +
+                               (tl.empty() ? "no layer" : tl) + ")");
       }
     }
   }
   CHECK(files > 60);
-  INFO("upward includes:\n" + [&] {
-    std::string s;
-    for (const auto& v : violations) s += "  " + v + "\n";
-    return s;
-  }());
+  INFO("upward includes:\n" + lines(violations));
   CHECK(violations.empty());
 }
 
-TEST_CASE("layers: each library links only the layers below it, as the layer table says") {
-  // The build's own declarations (CMakeLists.txt, target_link_libraries): a library that linked a
-  // layer the table does not allow would let its files include it.
+TEST_CASE("layers: each library links only the layers below it and compiles only its own folder") {
+  // The build's own declarations (CMakeLists.txt): a library that linked a layer the table does
+  // not allow would let its files include it; one that compiled another folder's file would hide
+  // that file's layer.
   std::ifstream in(root() + "/CMakeLists.txt");
   std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-  const std::map<std::string, std::string> lib_of = {{"fragsim_base", "sim/base"}, {"fragsim_hw", "hardware_models"},
-                                                     {"fragsim_traces", "traces"}, {"fragsim_policies", "policies"},
-                                                     {"fragsim_engine", "sim"},    {"fragsim_report", "sim"},
-                                                     {"fragsim_commands", "sim"}};
+  const std::map<std::string, std::string> lib_of = {
+      {"fragsim_base", "sim/base"},         {"fragsim_hw", "hardware_models"}, {"fragsim_traces", "traces"},
+      {"fragsim_policies", "policies"},     {"fragsim_engine", "sim/engine"},  {"fragsim_report", "sim/report"},
+      {"fragsim_commands", "sim/commands"},
+  };
   std::regex link(R"re(target_link_libraries\((fragsim_\w+)\s+PUBLIC\s+([^)]*)\))re");
   size_t checked = 0;
   for (auto it = std::sregex_iterator(text.begin(), text.end(), link); it != std::sregex_iterator(); ++it) {
     std::string lib = (*it)[1];
     if (!lib_of.count(lib)) continue;
-    const std::string layer = lib_of.at(lib);
-    const auto& allowed =
-        std::find_if(kLayers.begin(), kLayers.end(), [&](const auto& l) { return l.first == layer; })->second;
+    const auto& allowed = allowed_from(lib_of.at(lib));
     std::istringstream deps((*it)[2].str());
     for (std::string dep; deps >> dep;) {
       if (!lib_of.count(dep)) continue;
@@ -104,11 +137,35 @@ TEST_CASE("layers: each library links only the layers below it, as the layer tab
       ++checked;
     }
   }
-  CHECK(checked >= 4);
+  CHECK(checked >= 6);
+  // Explicit source lists: every source a layer's library names lies in its folder (generated
+  // sources, ${...}, aside), and every layer has its library.
+  std::regex library(R"re(add_library\((fragsim_\w+)\s+STATIC\s+([^)]*)\))re");
+  std::set<std::string> found;
+  for (auto it = std::sregex_iterator(text.begin(), text.end(), library); it != std::sregex_iterator(); ++it) {
+    std::string lib = (*it)[1];
+    if (!lib_of.count(lib)) continue;
+    found.insert(lib);
+    std::istringstream srcs((*it)[2].str());
+    for (std::string src; srcs >> src;) {
+      if (src.rfind("${", 0) == 0) continue;
+      INFO(lib << " compiles " << src);
+      CHECK(layer_of(src) == lib_of.at(lib));
+    }
+  }
+  CHECK(found.size() == lib_of.size());
+  // The page's JavaScript, compiled into fragsim_report, is sim/viewer/'s.
+  std::smatch js;
+  REQUIRE(std::regex_search(text, js, std::regex(R"re(set\(VIEWER_JS\s+([^)]*)\))re")));
+  std::istringstream files(js[1].str());
+  size_t n = 0;
+  for (std::string f; files >> f; ++n) CHECK(f.rfind("${CMAKE_SOURCE_DIR}/sim/viewer/", 0) == 0);
+  CHECK(n >= 2);
 }
 
-TEST_CASE("layers: no file under sim/ names a policy or reads a policy's own config keys") {
-  // Policies declare what the rest of the program needs (PolicyInfo): sim/ asks the registry.
+TEST_CASE("layers: no file under sim/ names a policy or reads a policy's own keys (config, report figures)") {
+  // Policies declare what the rest of the program needs (PolicyInfo, typed calls of
+  // AllocatorPolicy): sim/ asks the registry and the policy, never a key of theirs.
   fragsim::Registry reg;
   fragsim::register_builtin_policies(reg);
   std::set<std::string> keys;
@@ -117,6 +174,10 @@ TEST_CASE("layers: no file under sim/ names a policy or reads a policy's own con
   std::regex literal(R"re("((?:[^"\\\n]|\\.)*)")re");
   std::regex config_key(
       R"re((config|policy_config)\s*(\[|\.value\(|\.contains\(|\.erase\(|\.find\(|\.at\()\s*"([A-Za-z_]+)")re");
+  // A policy's report figures (SpaceResult::extra and ::stats, as extra_report() and stats() gave
+  // them) are the report's to print whole; a figure read back by name is a string convention.
+  std::regex figure_key(
+      R"re(\b(extra|stats|extra_report\(\)|stats\(\))\s*(\[|\.value\(|\.contains\(|\.find\(|\.at\()\s*"([^"]*)")re");
   std::vector<std::string> found;
   size_t files = 0;
   for (const auto& e : fs::recursive_directory_iterator(root() + "/sim")) {
@@ -138,6 +199,8 @@ TEST_CASE("layers: no file under sim/ names a policy or reads a policy's own con
     }
     for (auto it = std::sregex_iterator(text.begin(), text.end(), config_key); it != std::sregex_iterator(); ++it)
       if (keys.count((*it)[3])) found.push_back(rel + ": reads the policy option \"" + (*it)[3].str() + "\"");
+    for (auto it = std::sregex_iterator(text.begin(), text.end(), figure_key); it != std::sregex_iterator(); ++it)
+      found.push_back(rel + ": reads the policy's report figure \"" + (*it)[3].str() + "\"");
   }
   CHECK(files > 30);
   INFO([&] {
