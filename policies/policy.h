@@ -283,6 +283,9 @@ class AllocatorPolicy {
   // The most it will hold from this space: its own cap below the device's memory (a BFC's limit,
   // a memory fraction's share, the TPU runtime's limit); 0 when the device's memory is the only one.
   [[nodiscard]] virtual Bytes limit() const { return 0; }
+  // The most all of its pools together may reserve, which --check holds it to: limit() unless a
+  // pool beside the main one has a cap of its own (XLA's classic collective-memory BFC).
+  [[nodiscard]] virtual Bytes reserve_limit() const { return limit(); }
   // The size this policy would ask for the request after its own rounding (OOM cause).
   [[nodiscard]] virtual Bytes rounded_size(const AllocRequest& req) const { return req.size; }
   // Allocator statistics in the real allocator's names (report "policy_stats").

@@ -652,6 +652,9 @@ class XlaBfcPolicy : public AllocatorPolicy {
   }
 
   Bytes limit() const override { return main_.options().limit; }
+  Bytes reserve_limit() const override {
+    return collective_ ? main_.options().limit + collective_->options().limit : limit();
+  }
   nlohmann::json extra_report() const override {
     nlohmann::json j = {{"bfc",
                          {{"name", main_.options().name},

@@ -101,11 +101,11 @@ void Engine::feed(const Event& ev) {
   snapshot_credit_ += kSnapshotCredit;
   current_event_ = ev.index;
   if (prior_.collecting()) [[unlikely]] {
-    if (PriorState::belongs(ev)) {
+    if (PriorState::collected(ev)) {
       prior_.add(ev);
       return;
     }
-    if (ev.op != Op::kStack && ev.op != Op::kMark) settle_prior();
+    settle_prior();
   }
   // Most events: an alloc or a free, replayed, in a run with no window, history or check and
   // nothing deferred. Everything else takes feed_other, so that this path stays short.
@@ -170,6 +170,10 @@ void Engine::feed_other(const Event& ev) {
         s.policy->validate();
         FRAGSIM_CHECK(s.policy->footprint() == footprint_of(s.policy->usage()),
                       "footprint() differs from usage()'s allocated, reserved and largest free block");
+        // Its own cap binds from the first byte, the state before a recording included.
+        FRAGSIM_CHECK(!s.policy->reserve_limit() || s.policy->footprint().reserved <= s.policy->reserve_limit(),
+                      fmt::format("reserved {} B above its own limit {} B", s.policy->footprint().reserved,
+                                  s.policy->reserve_limit()));
       } catch (const InternalError& e) {
         throw InternalError(
             fmt::format("{}:{}: after event {}: policy invariant broken: {}", opt_.trace, ev.line, ev.index, e.what()));

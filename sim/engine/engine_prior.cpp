@@ -13,20 +13,20 @@ namespace fragsim {
 
 void Engine::settle_prior() {
   prior_.close();
-  if (prior_.empty()) return;
   const std::vector<Event>& evs = prior_.events();
   // The slots the state lies in, in the order its events name them (observations concern the
   // device's main memory, as observe() routes them).
   std::vector<std::uint32_t> touched;
   for (const Event& ev : evs) {
+    if (!PriorState::belongs(ev)) continue;
     const Space sp = ev.op == Op::kAlloc ? route(ev.space, ev) : Space::kHbm;
     const std::uint32_t si = slot(key(ev.device, sp), ev);
     if (std::find(touched.begin(), touched.end(), si) == touched.end()) touched.push_back(si);
   }
   for (std::uint32_t si : touched) decide_prior(si);
-  // As recorded: every event in its order (an observation skips the spaces that re-hold it).
+  // As recorded: every event in its order (an observation skips the spaces that re-hold it; stacks
+  // and marks go as they came).
   for (const Event& ev : evs) {
-    if (!replaying_) break;
     current_event_ = ev.index;
     if (ev.op != Op::kAlloc || !slots_[slot(key(ev.device, route(ev.space, ev)), ev)].prior_rebuilt()) feed_other(ev);
   }
@@ -55,6 +55,12 @@ void Engine::decide_prior(std::uint32_t si) {
     o.reason = "planned with the rest of the trace (an offline plan places what the recording fixed where it was)";
   } else if (opt_.follow_recording) {
     o.reason = "--follow-recording keeps every placement the recording shows";
+  } else if (held > room) {  // in every mode: a limit binds from the first byte
+    o.rebuilt = true;
+    o.reason = fmt::format(
+        "re-held: the {} the recording's allocator held when recording began exceed the {} this run allows (its "
+        "limit binds from the first byte: cached memory that does not fit is released, as the allocator does)",
+        human_bytes(held), human_bytes(room));
   } else if (opt_.prior.mode == Mode::kRecorded) {
     o.reason = "--pre-trace recorded: kept where the recording placed it, whatever this run's settings";
   } else if (opt_.prior.mode == Mode::kRebuilt) {
@@ -65,12 +71,6 @@ void Engine::decide_prior(std::uint32_t si) {
     o.reason =
         "re-held: this run's allocator or settings are not the recording's, so the memory held before the "
         "recording began is held as they would hold it";
-  } else if (held > room) {
-    o.rebuilt = true;
-    o.reason = fmt::format(
-        "re-held: the {} the recording's allocator held when recording began exceed the {} this run allows (its "
-        "limit binds from the first byte: cached memory that does not fit is released, as the allocator does)",
-        human_bytes(held), human_bytes(room));
   } else {
     o.reason = "as recorded: the recording's allocator with its settings, on memory that holds that state";
   }
@@ -78,7 +78,7 @@ void Engine::decide_prior(std::uint32_t si) {
 }
 
 void Engine::rebuild_prior(std::uint32_t si) {
-  const Event& first = prior_.events().front();
+  const Event& first = *std::find_if(prior_.events().begin(), prior_.events().end(), PriorState::belongs);
   current_event_ = first.index;
   {
     Slot& s = slots_[si];

@@ -43,7 +43,10 @@ void add_prior_range(const std::vector<RunOptions>& runs, std::vector<RunResult>
     if (!runs[i].prior.range ||
         std::none_of(sp.begin(), sp.end(), [](const SpaceResult& s) { return s.prior && s.prior->rebuilt; }))
       continue;
+    const bool regions = std::any_of(
+        sp.begin(), sp.end(), [](const SpaceResult& s) { return s.prior && s.prior->rebuilt && s.prior->regions; });
     for (const Variant& v : variants) {
+      if (v.history != PriorHistory::kLikely && !regions) continue;
       RunOptions o = runs[i];
       o.prior.history = v.history;
       o.prior.descending = v.descending;

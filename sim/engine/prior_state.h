@@ -71,7 +71,8 @@ struct PriorOutcome {
   std::optional<Range> range;
 };
 
-// The pre-trace events of one trace, in order, until the trace's first own event.
+// The events of one trace up to its first own event: the pre-trace ones, with the stacks and marks
+// among them, in order.
 class PriorState {
  public:
   bool collecting() const { return open_; }
@@ -79,12 +80,18 @@ class PriorState {
   static bool belongs(const Event& ev) {
     return ev.has(key::kPreTrace) && (ev.op == Op::kAlloc || is_observation(ev.op));
   }
+  // Whether `ev` may lie among those events (stacks and marks an importer puts beside them); the
+  // first event that may not ends the state before the recording. All are kept, in order, so that
+  // a state held as recorded is replayed exactly as the trace gives it.
+  static bool collected(const Event& ev) { return belongs(ev) || ev.op == Op::kStack || ev.op == Op::kMark; }
   void add(const Event& ev) { events_.push_back(ev); }
   // Ends the collection; the events stay until release().
   void close() { open_ = false; }
   void release() { events_ = {}; }
   const std::vector<Event>& events() const { return events_; }
-  bool empty() const { return events_.empty(); }
+  bool empty() const {
+    return std::none_of(events_.begin(), events_.end(), [](const Event& ev) { return belongs(ev); });
+  }
 
   // The regions the recording's allocator held on `device` (segment_alloc and segment_map
   // observations marked pre_trace, not a capture's BFC region), by address.
