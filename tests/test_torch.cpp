@@ -720,7 +720,7 @@ TEST_CASE("snapshot import: two devices interleave by time, each replays on its 
   CHECK(r.fidelity["segments_matched"] == 2);
 }
 
-TEST_CASE("seeded mutation of a real snapshot: only clear input errors, never a crash") {
+TEST_CASE("seeded mutation of a real snapshot: only clear input errors, never a crash", "[fuzz]") {
   std::string good = fixture_bytes("small_mlp_97ev.pickle");
   std::uint64_t s = 12345;
   auto rnd = [&] { return (s = s * 6364136223846793005ULL + 1442695040888963407ULL) >> 33; };
