@@ -15,13 +15,13 @@
 using namespace fragsim;
 using namespace fragsim::test;
 
-namespace {
+namespace words {
 
-std::string capture(const std::string& name) { return test_data("xprof/" + name + ".xplane.pb.zst"); }
-const std::string kMi300 = capture("tracelens_mi300_jax08_gemm");                // JAX on AMD MI300X (ROCm), SOURCES.md
-const std::string kEcbm = capture("ecbm_yg2820_instance-ecbm_20221104-212610");  // TensorFlow on a T4
+std::string xprof_path(const std::string& name) { return test_data("xprof/" + name + ".xplane.pb.zst"); }
+const std::string kMi300 = xprof_path("tracelens_mi300_jax08_gemm");  // JAX on AMD MI300X (ROCm), SOURCES.md
+const std::string kEcbm = xprof_path("ecbm_yg2820_instance-ecbm_20221104-212610");  // TensorFlow on a T4
 
-}  // namespace
+}  // namespace words
 
 TEST_CASE("words: memory live before a snapshot's recording is named for it, in the segment it lies in") {
   // The training step's snapshot begins with 324 blocks live whose allocations fell before the ring
@@ -61,11 +61,11 @@ TEST_CASE("words: a note that holds for several devices is printed once, naming 
 }
 
 TEST_CASE("words: the --failed-alloc note comes with an OOM of a capture, not with every capture") {
-  auto fits = cli("run " + kMi300);
+  auto fits = cli("run " + words::kMi300);
   REQUIRE(fits.code == 0);
   CHECK_THAT(fits.out, Catch::Contains("completed, no OOM"));
   CHECK_THAT(fits.out, !Catch::Contains("--failed-alloc SIZE@EVENT"));
-  auto oom = cli("run " + kMi300 + " --capacity 600MiB --set preallocate=true");
+  auto oom = cli("run " + words::kMi300 + " --capacity 600MiB --set preallocate=true");
   REQUIRE(oom.code == 0);
   CHECK_THAT(oom.out, Catch::Contains("1 OOM"));
   CHECK_THAT(oom.out, Catch::Contains("--failed-alloc SIZE@EVENT replays that request"));
@@ -75,7 +75,7 @@ TEST_CASE("words: fidelity is printed for the runs that model the recording's al
   // The MI300X capture's recorded addresses: xla-bfc reproduces 74 of 81; ideal places nothing
   // where an allocator would, and its "0/81" said nothing about the model.
   CompareRequest q;
-  q.base.trace = kMi300;
+  q.base.trace = words::kMi300;
   q.policies = "ideal,xla-bfc,xla-bfc[preallocate=true],platform";
   auto c = compare_cmd(q);
   CHECK_THAT(c.text, Catch::Contains("xla-bfc: reproduced 74/81 recorded allocation addresses"));
@@ -108,7 +108,7 @@ TEST_CASE("words: a block beside its request says the difference, not the same s
   CHECK_THAT(r.out, !Catch::Contains("16.00 MiB (16.00 MiB requested)"));
   CHECK_THAT(r.out, Catch::Contains("32.00 MiB  id 2"));  // no "(32.00 MiB requested)" beside an exact fit
   // A real capture: JAX's 72.01 MiB temp region, padded by less than 0.01 MiB.
-  auto jax = cli("run " + capture("h200_jax_train_mid_run"));
+  auto jax = cli("run " + words::xprof_path("h200_jax_train_mid_run"));
   CHECK_THAT(jax.out, !Catch::Contains("72.01 MiB (72.01 MiB requested)"));
   CHECK_THAT(jax.out, Catch::Contains("72.01 MiB ("));
 }
@@ -140,13 +140,13 @@ TEST_CASE("words: fragsim list states each bound as the option's reader checks i
 // ---- issue 47 item 3: each framework's own vocabulary ----
 
 TEST_CASE("vocabulary: a capture says which framework and platform recorded it") {
-  auto mi = open_trace(kMi300, {})->recording();
+  auto mi = open_trace(words::kMi300, {})->recording();
   CHECK(mi.framework_of() == Framework::kJax);
   CHECK(mi.platform == Platform::kRocm);  // its device plane's vendor: AMD
-  auto tf = open_trace(kEcbm, {})->recording();
+  auto tf = open_trace(words::kEcbm, {})->recording();
   CHECK(tf.framework_of() == Framework::kTensorFlow);  // its allocator calls carry tf_op
   CHECK(tf.platform == Platform::kCuda);
-  auto info = cli("info " + kEcbm);
+  auto info = cli("info " + words::kEcbm);
   CHECK_THAT(info.out, Catch::Contains("recorded with: TensorFlow on CUDA ("));
 }
 
@@ -154,17 +154,17 @@ TEST_CASE("vocabulary: on ROCm, JAX is never told to use cudaMallocAsync") {
   // XLA builds its cudaMallocAsync allocator only for CUDA: on an MI300X, compare's what-ifs leave it out,
   // the variable that asks for it is refused, and advice against fragmentation does not offer it.
   CompareRequest q;
-  q.base.trace = kMi300;
+  q.base.trace = words::kMi300;
   auto c = compare_cmd(q);
   CHECK_THAT(c.text, Catch::Contains("xla-bfc[preallocate=true]"));
   CHECK_THAT(c.text, Catch::Contains("platform"));
   CHECK_THAT(c.text, !Catch::Contains("cuda-async"));
   std::string err =
-      input_error([] { (void)run_json({.trace = kMi300, .envs = {"XLA_PYTHON_CLIENT_ALLOCATOR=cuda_async"}}); });
+      input_error([] { (void)run_json({.trace = words::kMi300, .envs = {"XLA_PYTHON_CLIENT_ALLOCATOR=cuda_async"}}); });
   CHECK_THAT(err, Catch::Contains("only for CUDA"));
   const PolicyInfo& bfc = test_registry().find("xla-bfc");
   const nlohmann::json config = {{"preallocate", true}};
-  AdviceInput in{.config = config, .fragmentation = true};
+  AdviceInput in{.config = config, .fragmentation = true, .kind = "", .reserved = 0, .rounded = 0};
   in.vocab = {Framework::kJax, Platform::kRocm};
   auto rocm = bfc.advise(in);
   REQUIRE(rocm.size() == 1);
@@ -182,12 +182,12 @@ TEST_CASE("vocabulary: on ROCm, JAX is never told to use cudaMallocAsync") {
 }
 
 TEST_CASE("vocabulary: a TensorFlow capture's sweep speaks per_process_gpu_memory_fraction") {
-  auto s = sweep_cmd({.trace = kEcbm}, "min-mem-fraction");
+  auto s = sweep_cmd({.trace = words::kEcbm}, "min-mem-fraction");
   CHECK_THAT(s.text, Catch::Contains("searched per_process_gpu_memory_fraction from 0.01 to 1.00"));
   CHECK_THAT(s.text, Catch::Contains("setting: tf.compat.v1.GPUOptions(per_process_gpu_memory_fraction="));
   CHECK_THAT(s.text, !Catch::Contains("XLA_PYTHON_CLIENT"));
   // TensorFlow's variables configure it; TF_FORCE_GPU_ALLOW_GROWTH=true grows on demand.
-  auto grow = run_json({.trace = kEcbm, .envs = {"TF_FORCE_GPU_ALLOW_GROWTH=true"}});
+  auto grow = run_json({.trace = words::kEcbm, .envs = {"TF_FORCE_GPU_ALLOW_GROWTH=true"}});
   CHECK(grow["policy"]["config"]["preallocate"] == false);
 }
 
@@ -207,12 +207,12 @@ TEST_CASE("vocabulary: PYTORCH_CUDA_ALLOC_CONF replaces the recorded settings, -
 
 TEST_CASE("vocabulary: a BFC run's text shows its share of the allocator's limit beside the device's") {
   // The T4 capture's BFC limit is 14,648,653,952 B of the device's 15,843,721,216 B.
-  auto r = cli("run " + kEcbm);
+  auto r = cli("run " + words::kEcbm);
   INFO(r.out);
   REQUIRE(r.code == 0);
   CHECK_THAT(r.out, Catch::Contains("of limit"));
   CompareRequest q;
-  q.base.trace = kEcbm;
+  q.base.trace = words::kEcbm;
   q.policies = "xla-bfc,ideal";
   auto c = compare_cmd(q);
   CHECK_THAT(c.text, Catch::Contains("share") && Catch::Contains("of limit"));
@@ -222,14 +222,14 @@ TEST_CASE("words: when following the recording scores lower, the text says which
   // The TE fused-attention capture: xla-bfc reproduces 10 of 30 addresses running free, and 8 of 30
   // of its choices when each allocation is moved to where it was recorded (5 of its own buffers
   // displaced by the corrections).
-  auto r = cli("run " + capture("tracelens_jax_te_fused_attn_934987a2fc2f") + " --follow-recording");
+  auto r = cli("run " + words::xprof_path("tracelens_jax_te_fused_attn_934987a2fc2f") + " --follow-recording");
   INFO(r.out << r.err);
   REQUIRE(r.code == 0);
   CHECK_THAT(r.out, Catch::Contains("reproduced 10/30 recorded allocation addresses"));
   CHECK_THAT(r.out, Catch::Contains("following the recording: 8/30"));
   CHECK_THAT(r.out, Catch::Contains("the free-running figure (33.3%) is the better measure here"));
   // Where following scores as high or higher, nothing more is said.
-  auto mi = cli("run " + kMi300 + " --follow-recording");
+  auto mi = cli("run " + words::kMi300 + " --follow-recording");
   CHECK_THAT(mi.out, Catch::Contains("following the recording: 75/81"));
   CHECK_THAT(mi.out, !Catch::Contains("better measure"));
 }
