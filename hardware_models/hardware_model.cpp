@@ -3,6 +3,8 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
+#include <algorithm>
+
 #include "sim/base/config.h"
 #include "sim/base/error.h"
 #include "sim/base/io.h"
@@ -60,8 +62,14 @@ HardwareModel parse_hardware(const nlohmann::json& j, const std::string& origin)
   hw.name = top.text("name", "custom");
   hw.kind = top.choice("kind", "gpu", {"gpu", "tpu"});
   hw.generation = static_cast<int>(top.integer("generation", 0));
-  top.allow({"description", "vendor", "sources", "confidence", "bandwidth_bytes_per_s", "notes", "cores", "spaces",
-             "cost_model"});
+  std::string vendor = top.text("vendor", "");  // any text: only nvidia and amd name a platform
+  std::transform(vendor.begin(), vendor.end(), vendor.begin(), [](unsigned char c) { return std::tolower(c); });
+  hw.platform = hw.kind == "tpu"     ? Platform::kTpu
+                : vendor == "nvidia" ? Platform::kCuda
+                : vendor == "amd"    ? Platform::kRocm
+                                     : Platform::kUnknown;
+  top.allow(
+      {"description", "sources", "confidence", "bandwidth_bytes_per_s", "notes", "cores", "spaces", "cost_model"});
   if (!top.has("spaces") || !top.raw("spaces").is_array() || top.raw("spaces").empty())
     throw InputError(origin + ": spaces: must be a non-empty array");
   for (const auto& s : top.raw("spaces")) {
@@ -101,13 +109,13 @@ std::vector<std::string> list_presets() {
   return v;
 }
 
-HardwareModel load_hardware(const std::string& name_or_file) {
+HardwareModel load_hardware(const std::string& name_or_file, std::string_view what) {
   for (const auto& [n, text] : builtin_presets())
     if (n == name_or_file) return parse_hardware(nlohmann::json::parse(text), "preset " + n);
   if (ends_with(name_or_file, ".json")) return parse_hardware(read_json_file(name_or_file), name_or_file);
   std::vector<std::string> presets = list_presets();
   std::vector<std::string_view> names(presets.begin(), presets.end());
-  throw InputError(fmt::format("--hw: unknown hardware preset '{}'{} (presets: {}; or a FILE.json)", name_or_file,
+  throw InputError(fmt::format("{}: unknown hardware preset '{}'{} (presets: {}; or a FILE.json)", what, name_or_file,
                                did_you_mean(name_or_file, names), fmt::join(presets, ", ")));
 }
 

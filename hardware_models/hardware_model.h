@@ -2,21 +2,24 @@
 // "Hardware models"). Presets are JSON files in hardware_models/presets/ (compiled in as well);
 // `--hw FILE.json` loads a user's own with the same schema:
 //
-//   {"name": "...", "kind": "gpu"|"tpu", "generation": 5,
+//   {"name": "...", "kind": "gpu"|"tpu", "vendor": "nvidia"|"amd", "generation": 5,
 //    "spaces": [{"name": "hbm", "capacity_bytes": N, "reserve_bytes": N, "alignment": 256,
 //                "granularity": 2097152, "scoped_limit_bytes": N, "runtime_limit_bytes": N}],
 //    "cost_model": {"alloc_base_ns": N, "alloc_ns_per_mib": N, "free_base_ns": N, "free_ns_per_mib": N}}
 //
 // capacity_bytes is the total the device reports (what JAX's memory fraction multiplies);
-// reserve_bytes is held by the runtime (CUDA context) and never reaches an allocator.
+// reserve_bytes is held by the runtime (CUDA context) and never reaches an allocator. The vendor
+// names the platform a framework builds for the device (CUDA, ROCm): what its settings may select.
 #pragma once
 #include <algorithm>
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <utility>
 #include <vector>
 
+#include "sim/base/framework.h"
 #include "sim/base/units.h"
 
 namespace fragsim {
@@ -60,6 +63,8 @@ struct CostModel {
 struct HardwareModel {
   std::string name;
   std::string kind = "gpu";
+  Platform platform =
+      Platform::kUnknown;  // TPU for a TPU; else by vendor (nvidia: CUDA, amd: ROCm); unknown: none named
   int generation = 0;
   std::vector<SpaceSpec> spaces;
   CostModel cost;
@@ -79,8 +84,9 @@ inline constexpr Bytes kMaxSpaceAlignment = Bytes{1} << 30;
 // Throws InputError("ORIGIN: spaces[NAME].KEY: ...") when a space is outside those bounds.
 void check_space(const SpaceSpec& s, const std::string& origin);
 
-// A preset name (see list_presets) or a path to a JSON file. Throws InputError.
-[[nodiscard]] HardwareModel load_hardware(const std::string& name_or_file);
+// A preset name (see list_presets) or a path to a JSON file. Throws InputError naming `what` (the
+// option that named it) for an unknown preset.
+[[nodiscard]] HardwareModel load_hardware(const std::string& name_or_file, std::string_view what = "--hw");
 [[nodiscard]] HardwareModel parse_hardware(const nlohmann::json& j, const std::string& origin);
 std::vector<std::string> list_presets();
 // Compiled-in presets (generated from hardware_models/presets/*.json): (name, JSON text).

@@ -529,22 +529,25 @@ class CudaAsyncPolicy : public AllocatorPolicy {
 
 }  // namespace
 
+constexpr Range kDelayRange = integers(0, static_cast<double>(INT64_MAX));
+
 void register_cuda_async(Registry& r) {
   PolicyInfo info{
       "cuda-async",
       "JAX XLA_PYTHON_CLIENT_ALLOCATOR=cuda_async: cudaMallocAsync's pool as measured on an H200 (32 MiB chunks)",
       [](ConfigReader& cfg, const ConfigContext& ctx) -> PolicyBuilder {
-        JaxlibBehaviour jb = jaxlib_behaviour(cfg.text("jaxlib", kNewestJaxlib), "jaxlib");
-        double f = cfg.number_in("mem_fraction", 0.75, 0, kMaxMemFraction);
+        JaxlibBehaviour jb = gpu_behaviour(cfg, ctx);
+        double f = cfg.number_in("mem_fraction", 0.75, kMemFractionRange);
         bool pre = cfg.flag("preallocate", true);
         CudaAsyncOptions o;
-        o.cross_delay = static_cast<std::uint64_t>(cfg.integer_in("cross_stream_delay", 0, 0, INT64_MAX));
+        o.cross_delay = static_cast<std::uint64_t>(cfg.integer_in("cross_stream_delay", 0, kDelayRange));
         o.sync_after_free = cfg.flag("sync_after_free", false);
         o.chunk = cfg.size("chunk", o.chunk);
         if (o.chunk < kRound || o.chunk % kRound)
           throw InputError(fmt::format("chunk: must be a positive multiple of {} bytes (got {})", kRound, o.chunk));
         Bytes total = jb.limit_from_free ? ctx.space->usable() : ctx.space->capacity;
-        o.threshold = static_cast<Bytes>(std::min(static_cast<double>(total) * pjrt_fraction(f), 1.8e19));
+        o.threshold =
+            static_cast<Bytes>(std::min(static_cast<double>(total) * (jb.f32_fraction ? pjrt_fraction(f) : f), 1.8e19));
         // A capture of the BFC gives the limit the program's memory fraction made (fraction ×
         // total, rounded up to 2 MiB from jaxlib 0.10.2): with cuda_async the same fraction sets the
         // release threshold and the preallocation.
@@ -569,22 +572,25 @@ void register_cuda_async(Registry& r) {
       false,
       {jaxlib_option(),
        {"mem_fraction", "0.75", 0.9,
-        "XLA_PYTHON_CLIENT_MEM_FRACTION: the pool's release threshold as a fraction of device memory"},
+        "XLA_PYTHON_CLIENT_MEM_FRACTION (TensorFlow: per_process_gpu_memory_fraction): the pool's release threshold "
+        "as a fraction of device memory",
+        kMemFractionRange},
        {"preallocate", "true", false, "XLA_PYTHON_CLIENT_PREALLOCATE: grow the pool to the threshold at start"},
        {"release_threshold", "the fraction's", "8GiB",
         "cudaMemPoolAttrReleaseThreshold in bytes, instead of the fraction's"},
        {"chunk", "32MiB", "2MiB",
         "physical mapping granularity of the pool (32 MiB measured on an H200, driver 580, CUDA 13)"},
        {"cross_stream_delay", "0", 1000,
-        "ticks after a cross-stream free before its block can be reused (0: the freeing work is complete)"},
+        "ticks after a cross-stream free before its block can be reused (0: the freeing work is complete)",
+        kDelayRange},
        {"use_recorded_settings", "true", false,
         "replaying an XProf capture of the BFC: the release threshold is the limit it recorded (the program's "
         "memory fraction)"},
        {"sync_after_free", "false", true,
         "every free is followed by a sync of its stream (cudaStreamSynchronize): the pool unmaps every free block "
         "and gives memory above the threshold back; false: a sync only when the pool holds more than the threshold"}}};
-  info.framework = "JAX";
-  info.fraction = FractionKnob{"mem_fraction", "XLA_PYTHON_CLIENT_MEM_FRACTION", ""};
+  info.frameworks = {Framework::kJax, Framework::kTensorFlow};
+  info.fraction = jax_memory_fraction();
   r.add(std::move(info));
 }
 

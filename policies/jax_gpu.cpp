@@ -13,7 +13,7 @@
 namespace fragsim {
 
 PolicyOption jaxlib_option() {
-  return {"jaxlib", kNewestJaxlib, "0.4.30",
+  return {"jaxlib", std::string(kNewestJaxlib) + " (for a TensorFlow capture: TensorFlow's own)", "0.4.30",
           "the jaxlib version whose behaviour to model: before 0.4.1 the fraction applies to free memory, from "
           "0.10.2 limits are rounded to 2 MiB (VMM), from 0.11.0 spatial partitioning is on by default"};
 }
@@ -33,6 +33,16 @@ JaxlibBehaviour jaxlib_behaviour(const std::string& version, const std::string& 
   return r;
 }
 
+JaxlibBehaviour gpu_behaviour(ConfigReader& cfg, const ConfigContext& ctx) {
+  const bool tf = ctx.recording && ctx.recording->framework_of() == Framework::kTensorFlow;
+  if (cfg.has("jaxlib") || !tf) return jaxlib_behaviour(cfg.text("jaxlib", kNewestJaxlib), "jaxlib");
+  JaxlibBehaviour b;
+  b.version = "TensorFlow";
+  b.f32_fraction = false;
+  cfg.record("resolved_behaviour", "TensorFlow's (the capture's framework)");
+  return b;
+}
+
 double pjrt_fraction(double fraction) { return static_cast<double>(static_cast<float>(fraction)); }
 
 Bytes rounded_limit(Bytes limit, const JaxlibBehaviour& b) {
@@ -40,12 +50,21 @@ Bytes rounded_limit(Bytes limit, const JaxlibBehaviour& b) {
 }
 
 Bytes xla_memory_limit(Bytes total, double fraction, const JaxlibBehaviour& b) {
-  return rounded_limit(static_cast<Bytes>(static_cast<double>(total) * pjrt_fraction(fraction)), b);
+  return rounded_limit(
+      static_cast<Bytes>(static_cast<double>(total) * (b.f32_fraction ? pjrt_fraction(fraction) : fraction)), b);
+}
+
+FractionKnob jax_memory_fraction() {
+  return {"mem_fraction",
+          {{Framework::kJax, "XLA_PYTHON_CLIENT_MEM_FRACTION", true, ""},
+           {Framework::kTensorFlow, "per_process_gpu_memory_fraction", false,
+            "tf.compat.v1.GPUOptions(per_process_gpu_memory_fraction={})"}}};
 }
 
 PolicyBuilder jax_host_allocator(ConfigReader& cfg, const ConfigContext& ctx) {
-  cfg.note(fmt::format("pinned host memory: XLA's host BFC ({}), whichever allocator serves device memory",
-                       "xla_gpu_host_bfc"));
+  const bool tf = ctx.recording && ctx.recording->framework_of() == Framework::kTensorFlow;
+  cfg.note(fmt::format("pinned host memory: {}'s host BFC ({}), whichever allocator serves device memory",
+                       tf ? "TensorFlow" : "XLA", tf ? "gpu_host_bfc" : "xla_gpu_host_bfc"));
   ConfigReader host(nlohmann::json::object(), "policy xla-bfc (pinned host memory)");
   PolicyBuilder b = ctx.registry->find("xla-bfc").configure(host, ctx);
   host.finish();

@@ -6,6 +6,7 @@
 #include <memory>
 #include <string>
 
+#include "sim/base/config.h"
 #include "sim/base/units.h"
 
 namespace fragsim {
@@ -16,15 +17,25 @@ struct JaxlibBehaviour {
   bool round_limit = false;      // ≥ 0.10.2: limit rounded up to 2 MiB
   bool vmm_padding = false;      // ≥ 0.10.2: device allocations padded to the VMM granularity
   bool spatial_default = false;  // ≥ 0.11.0: spatial partitioning on by default (with preallocate)
+  bool f32_fraction = true;      // the fraction reaches the allocator as PJRT's 32-bit float (TensorFlow: a double)
 };
 
 inline constexpr const char* kNewestJaxlib = "0.11.0";
 // JAX passes any float on; above 1 the limit exceeds the device and preallocation backs off.
 // Larger values are rejected rather than multiplied into a size that does not fit.
 inline constexpr double kMaxMemFraction = 64.0;
+inline constexpr Range kMemFractionRange = open_closed(0, kMaxMemFraction);
 
 // Parses "0.4.30", "0.11.0" ... Throws InputError naming key on malformed versions.
 [[nodiscard]] JaxlibBehaviour jaxlib_behaviour(const std::string& version, const std::string& key);
+
+struct ConfigContext;
+class ConfigReader;
+// The behaviour a JAX GPU allocator policy models: the config's jaxlib=VERSION; else, replaying a
+// TensorFlow capture, TensorFlow's (gpu_device.cc: limit = total × per_process_gpu_memory_fraction
+// as a double, never rounded, regions allocated at the size asked, no spatial partitioning); else the
+// newest jaxlib's.
+[[nodiscard]] JaxlibBehaviour gpu_behaviour(ConfigReader& cfg, const ConfigContext& ctx);
 
 // The memory fraction after its trip through the PJRT C API: a 32-bit float widened to double.
 double pjrt_fraction(double fraction);
@@ -32,8 +43,6 @@ double pjrt_fraction(double fraction);
 // A byte limit as the release applies it: rounded up to 2 MiB from jaxlib 0.10.2.
 [[nodiscard]] Bytes rounded_limit(Bytes limit, const JaxlibBehaviour& b);
 
-struct ConfigContext;
-class ConfigReader;
 struct RecordedAllocator;
 // What an XProf capture recorded about this device's BFC (traces/xprof_capture.h): its limit and
 // whether its addresses show one preallocated region or regions obtained on demand; null when the
@@ -44,6 +53,11 @@ struct RecordedAllocator;
 // (xla-bfc on the host space), with a note saying so. Call it after reading the policy's own keys.
 [[nodiscard]] std::function<std::unique_ptr<class AllocatorPolicy>(const struct PolicyContext&)> jax_host_allocator(
     ConfigReader& cfg, const ConfigContext& ctx);
+
+struct FractionKnob;
+// The memory fraction of JAX's GPU allocators (XLA_PYTHON_CLIENT_MEM_FRACTION), which TensorFlow
+// sets as GPUOptions.per_process_gpu_memory_fraction instead: config key mem_fraction.
+[[nodiscard]] FractionKnob jax_memory_fraction();
 
 // BFC memory limit for the device: size_t(total × f32(fraction)), rounded up to 2 MiB where the
 // release does. `total` is the device-reported total (or free memory before jaxlib 0.4.1).

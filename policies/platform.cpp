@@ -64,7 +64,7 @@ void register_platform(Registry& r) {
   PolicyInfo info{"platform",
                   "JAX XLA_PYTHON_CLIENT_ALLOCATOR=platform: one device malloc/free per buffer, simulated call time",
                   [](ConfigReader& cfg, const ConfigContext& ctx) -> PolicyBuilder {
-                    JaxlibBehaviour jb = jaxlib_behaviour(cfg.text("jaxlib", kNewestJaxlib), "jaxlib");
+                    JaxlibBehaviour jb = gpu_behaviour(cfg, ctx);
                     Bytes unit = jb.vmm_padding ? 0 : 512;
                     if (ctx.space->space == Space::kHost) return jax_host_allocator(cfg, ctx);
                     return
@@ -72,7 +72,7 @@ void register_platform(Registry& r) {
                   },
                   false,
                   {jaxlib_option()}};
-  info.framework = "JAX";
+  info.frameworks = {Framework::kJax, Framework::kTensorFlow};
   r.add(std::move(info));
 }
 

@@ -349,20 +349,39 @@ struct PolicyOption {
   std::string default_text;  // as the user would write it, or how the default is chosen
   nlohmann::json example;    // a valid value (tests configure the policy with it)
   std::string meaning;
+  std::optional<Range> range = {};  // a number's bounds: the Range the configure step checks it against
 };
 
 // ---- What the rest of the program asks of a policy (architecture.md: declared by the policy) ----
 
+// Whose words a setting is given in (sim/base/framework.h): the framework that recorded the trace
+// and the platform of the device the run models. Advice, sweeps and compare's what-ifs name only
+// settings that framework reads, and only what it builds on that platform.
+struct Vocabulary {
+  Framework framework = Framework::kUnknown;  // kUnknown: the policy's own framework's words
+  Platform platform = Platform::kUnknown;     // kUnknown: no platform rules a setting out
+  bool rocm() const { return platform == Platform::kRocm; }
+};
+
 // A memory-fraction setting: the share of device memory the allocator may hold.
 struct FractionKnob {
-  std::string key;      // the config key ("mem_fraction")
-  std::string env_var;  // the variable users set it with ("XLA_PYTHON_CLIENT_MEM_FRACTION"), or ""
-  std::string call;     // else the call users make, {} for the value ("torch.cuda.set_per_process_memory_fraction({})")
+  // How one framework's users set it: a variable ("XLA_PYTHON_CLIENT_MEM_FRACTION"), or a call or
+  // option whose text holds {} for the value ("torch.cuda.set_per_process_memory_fraction({})").
+  struct Spelling {
+    Framework framework = Framework::kUnknown;
+    std::string name;  // the variable, or what users look the setting up by ("per_process_gpu_memory_fraction")
+    bool env = false;  // name is a variable: set as NAME=VALUE, replayed with --env
+    std::string call;  // else the call, {} for the value; replayed with --set key=VALUE
+  };
+  std::string key;                  // the config key ("mem_fraction")
+  std::vector<Spelling> spellings;  // the first is the policy's own framework's
+  // Framework f's spelling, the first when f has none (kUnknown: the policy's own).
+  const Spelling& spelling(Framework f = Framework::kUnknown) const;
   // "XLA_PYTHON_CLIENT_MEM_FRACTION=.83" / "torch.cuda.set_per_process_memory_fraction(0.83)".
-  std::string setting(double fraction) const;
-  // What replays it: an --env or a --set argument ("XLA_PYTHON_CLIENT_MEM_FRACTION=.83").
-  bool by_env() const { return !env_var.empty(); }
-  std::string argument(double fraction) const;
+  std::string setting(double fraction, Framework f = Framework::kUnknown) const;
+  // What replays it: an --env or a --set argument ("XLA_PYTHON_CLIENT_MEM_FRACTION=.83", "mem_fraction=0.83").
+  bool by_env(Framework f = Framework::kUnknown) const { return spelling(f).env; }
+  std::string argument(double fraction, Framework f = Framework::kUnknown) const;
 };
 
 // The policy a recording or a hardware kind gets when the user names none.
@@ -379,6 +398,7 @@ struct AdviceInput {
   bool fragmentation = false;    // enough memory was free, no block fitted
   std::string kind;              // the policy's special OOM kind, "" for an ordinary one
   Bytes reserved = 0, rounded = 0;
+  Vocabulary vocab = {};  // whose settings to suggest
 };
 
 // A setting that may avoid the OOM, as the user would set it and as fragsim replays it.
@@ -399,8 +419,9 @@ struct PolicyInfo {
   PolicyConfigure configure;
   bool needs_lifetimes = false;  // reads the whole trace first (memory O(allocations))
   std::vector<PolicyOption> options = {};
-  // The framework whose allocator it models, as FrameworkInfo::name ("": none, a baseline).
-  std::string framework = {};
+  // The frameworks whose allocator it models, its own first (empty: none, a baseline). Their
+  // variables (FrameworkInfo) may configure it.
+  std::vector<Framework> frameworks = {};
   // The hardware kind it can run on ("": any; "tpu": TPU tiled layouts).
   std::string hardware_kind = {};
   std::optional<FractionKnob> fraction = {};  // a memory-fraction setting, if the allocator has one
@@ -408,8 +429,9 @@ struct PolicyInfo {
   bool lower_bound = false;                   // places nothing: the bound every allocator is compared with
   std::vector<DefaultFor> defaults = {};      // where it is the default
   // Variants worth comparing with a run of this policy ("torch-caching[expandable_segments=true]",
-  // "platform"), given the run's resolved config: compare's defaults.
-  std::function<std::vector<std::string>(const nlohmann::json& config)> what_ifs = {};
+  // "platform"), given the run's resolved config: compare's defaults; only allocators the
+  // vocabulary's framework builds on its platform.
+  std::function<std::vector<std::string>(const nlohmann::json& config, const Vocabulary& vocab)> what_ifs = {};
   // Settings that may avoid a first OOM of this policy; sim replays each before printing it.
   std::function<std::vector<AdviceCandidate>(const AdviceInput&)> advise = {};
 };
@@ -419,16 +441,21 @@ struct FrameworkSettings {
   std::string policy;  // the policy the variables select ("": they select none)
   nlohmann::json config = nlohmann::json::object();
 };
+// What reading a framework's variables depends on besides them.
+struct SettingsContext {
+  std::string policy;                         // the policy the user named ("": none)
+  Platform platform = Platform::kUnknown;     // the run's device's (what the framework builds there)
+  std::string env_option = "--env";           // how the front end names the option the variables came with
+  std::vector<std::string>* notes = nullptr;  // one line per interpretation
+};
 struct FrameworkInfo {
   std::string name;                    // "JAX", "PyTorch"
-  std::string recorded_as;             // the framework name a Recording reports for it (Recording::framework)
-  std::vector<std::string> variables;  // the variables it reads
-  // Reads the given variables (all of them this framework's) as the framework does, for a run
-  // of `policy` ("" when the user named none). Adds a note per interpretation; InputError on a
-  // value the framework refuses.
-  std::function<FrameworkSettings(const std::map<std::string, std::string>& env, const std::string& policy,
-                                  std::vector<std::string>* notes)>
-      interpret;
+  Framework id = Framework::kUnknown;  // the framework a Recording names (Recording::may_be_from)
+  std::vector<std::string>
+      variables;  // the variables it reads (a variable two frameworks read goes to the recording's)
+  // Reads the given variables (all of them this framework's) as the framework does. InputError on a
+  // value the framework refuses (or with which it would not start, on that platform).
+  std::function<FrameworkSettings(const std::map<std::string, std::string>& env, const SettingsContext& ctx)> interpret;
 };
 
 // Resolved config keys that start with this are figures the policy derived (from the hardware, the
@@ -454,8 +481,9 @@ class Registry {
   [[nodiscard]] const PolicyInfo& find(const std::string& name, std::string_view what = "--policy") const;
   const std::vector<PolicyInfo>& all() const { return infos_; }
   const std::vector<FrameworkInfo>& frameworks() const { return frameworks_; }
-  // The framework that reads `variable`, or null.
-  const FrameworkInfo* framework_of_variable(const std::string& variable) const;
+  // The framework that reads `variable`, or null; of two that read it, the one that may have
+  // made the recording (Recording::may_be_from), else the first registered.
+  const FrameworkInfo* framework_of_variable(const std::string& variable, const Recording& recording = {}) const;
   const FrameworkInfo* framework(const std::string& name) const;
   // The default for a recording on a hardware kind: the most specific DefaultFor that matches
   // (source and hardware, then source, then hardware, then neither), in registration order.
@@ -469,8 +497,9 @@ class Registry {
 };
 
 void register_builtin_policies(Registry& r);
-void register_jax_settings(Registry& r);    // policies/jax_gpu.cpp
-void register_torch_settings(Registry& r);  // policies/torch_alloc_config.cpp
+void register_jax_settings(Registry& r);         // policies/jax_settings.cpp
+void register_tensorflow_settings(Registry& r);  // policies/jax_settings.cpp
+void register_torch_settings(Registry& r);       // policies/torch_alloc_config.cpp
 
 // Per-policy registration functions, one per policy file.
 void register_ideal(Registry& r);

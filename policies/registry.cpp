@@ -18,10 +18,14 @@ const PolicyInfo& Registry::find(const std::string& name, std::string_view what)
                                fmt::join(names, ", ")));
 }
 
-const FrameworkInfo* Registry::framework_of_variable(const std::string& variable) const {
+const FrameworkInfo* Registry::framework_of_variable(const std::string& variable, const Recording& recording) const {
+  const FrameworkInfo* first = nullptr;
   for (const auto& f : frameworks_)
-    if (std::find(f.variables.begin(), f.variables.end(), variable) != f.variables.end()) return &f;
-  return nullptr;
+    if (std::find(f.variables.begin(), f.variables.end(), variable) != f.variables.end()) {
+      if (recording.framework_of() == f.id) return &f;
+      if (!first) first = &f;
+    }
+  return first;
 }
 
 const FrameworkInfo* Registry::framework(const std::string& name) const {
@@ -51,13 +55,21 @@ const PolicyInfo& Registry::lower_bound() const {
   return infos_.front();
 }
 
-std::string FractionKnob::setting(double f) const {
-  if (by_env()) return env_var + "=" + fraction_text(f);
-  return fmt::format(fmt::runtime(call), fmt::format("{:.2f}", f));
+const FractionKnob::Spelling& FractionKnob::spelling(Framework f) const {
+  FRAGSIM_CHECK(!spellings.empty(), "a memory fraction without a spelling");
+  for (const auto& s : spellings)
+    if (s.framework == f) return s;
+  return spellings.front();
 }
 
-std::string FractionKnob::argument(double f) const {
-  return by_env() ? env_var + "=" + fraction_text(f) : fmt::format("{}={:.2f}", key, f);
+std::string FractionKnob::setting(double f, Framework fw) const {
+  const Spelling& s = spelling(fw);
+  if (s.env) return s.name + "=" + fraction_text(f);
+  return fmt::format(fmt::runtime(s.call), fmt::format("{:.2f}", f));
+}
+
+std::string FractionKnob::argument(double f, Framework fw) const {
+  return by_env(fw) ? spelling(fw).name + "=" + fraction_text(f) : fmt::format("{}={:.2f}", key, f);
 }
 
 void register_builtin_policies(Registry& r) {
@@ -72,6 +84,7 @@ void register_builtin_policies(Registry& r) {
   register_static_heap(r);
   register_tpu_runtime(r);
   register_jax_settings(r);
+  register_tensorflow_settings(r);
   register_torch_settings(r);
 }
 

@@ -190,19 +190,34 @@ std::string format_size(Bytes b) {
 namespace fragsim {
 
 // PyTorch reads PYTORCH_CUDA_ALLOC_CONF (or its newer name PYTORCH_ALLOC_CONF) once, at the
-// allocator's start; torch-caching parses it (parse_alloc_conf) with the recording's settings under it.
+// allocator's start, and a ROCm build PYTORCH_HIP_ALLOC_CONF when that is unset
+// (c10/cuda/CUDAAllocatorConfig.h: "convenience for ROCm users"). The variable is read whole: it
+// replaces the snapshot's recorded settings (torch-caching's alloc_conf, parse_alloc_conf).
 void register_torch_settings(Registry& r) {
-  r.add_framework({"PyTorch",
-                   "PyTorch",
-                   {"PYTORCH_CUDA_ALLOC_CONF", "PYTORCH_ALLOC_CONF"},
-                   [](const std::map<std::string, std::string>& env, const std::string&, std::vector<std::string>*) {
-                     if (env.size() > 1)
-                       throw InputError("--env: give PYTORCH_CUDA_ALLOC_CONF or PYTORCH_ALLOC_CONF, not both");
-                     FrameworkSettings s;
-                     s.policy = "torch-caching";
-                     s.config["alloc_conf"] = env.begin()->second;
-                     return s;
-                   }});
+  r.add_framework(
+      {"PyTorch",
+       Framework::kPyTorch,
+       {"PYTORCH_CUDA_ALLOC_CONF", "PYTORCH_ALLOC_CONF", "PYTORCH_HIP_ALLOC_CONF"},
+       [](const std::map<std::string, std::string>& env, const SettingsContext& ctx) {
+         if (env.count("PYTORCH_CUDA_ALLOC_CONF") && env.count("PYTORCH_ALLOC_CONF"))
+           throw InputError(ctx.env_option + ": give PYTORCH_CUDA_ALLOC_CONF or PYTORCH_ALLOC_CONF, not both");
+         FrameworkSettings s;
+         s.policy = "torch-caching";
+         for (const char* var : {"PYTORCH_CUDA_ALLOC_CONF", "PYTORCH_ALLOC_CONF"})
+           if (auto it = env.find(var); it != env.end()) s.config["alloc_conf"] = it->second;
+         if (auto hip = env.find("PYTORCH_HIP_ALLOC_CONF"); hip != env.end()) {
+           if (ctx.platform != Platform::kRocm)
+             ctx.notes->push_back(fmt::format(
+                 "PYTORCH_HIP_ALLOC_CONF is ignored: only PyTorch's ROCm builds read it, and the run's device is {}",
+                 ctx.platform == Platform::kUnknown ? std::string("not an AMD GPU")
+                                                    : "a " + std::string(platform_name(ctx.platform)) + " device"));
+           else if (s.config.contains("alloc_conf"))
+             ctx.notes->push_back("PYTORCH_HIP_ALLOC_CONF is ignored: PyTorch reads it only when no other is set");
+           else
+             s.config["alloc_conf"] = hip->second;
+         }
+         return s;
+       }});
 }
 
 }  // namespace fragsim

@@ -31,6 +31,7 @@
 //   carved there, so that the rest of the trace replays from the recorded state.
 // Not modelled: CUDA graphs / private pools.
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include <algorithm>
 #include <cmath>
@@ -707,40 +708,88 @@ void adopt_recorded_cap(const ConfigContext& ctx, Config& c, ConfigReader& cfg) 
       human_bytes(ctx.space->capacity), human_bytes(rc.cap), rc.cap));
 }
 
+// The bounds of the single keys, as PyTorch checks them in PYTORCH_CUDA_ALLOC_CONF (parse_alloc_conf):
+// max_split_size_mb > 20 (kLargeBuffer) and below 2^43 MiB, garbage_collection_threshold in (0, 1).
+constexpr Range kMaxSplitRange = open_closed(static_cast<double>(kLargeBuffer / kMiB), 8796093022207.0);
+constexpr Range kGcThresholdRange = {0, 1, true, true, false};
+constexpr Range kDivisionsRange = integers(0, 1 << 30);  // and a power of two
+constexpr Range kMemoryFractionRange = open_closed(0, 1);
+constexpr Range kDelayRange = integers(0, static_cast<double>(INT64_MAX));
+
+// The key:value parts of a PYTORCH_CUDA_ALLOC_CONF text, split on the commas outside brackets.
+std::vector<std::string> conf_parts(const std::string& conf) {
+  std::vector<std::string> parts;
+  std::string part;
+  int depth = 0;
+  for (char ch : conf) {
+    depth += ch == '[' ? 1 : ch == ']' ? -1 : 0;
+    if (ch == ',' && depth == 0) {
+      if (!part.empty()) parts.push_back(part);
+      part.clear();
+    } else {
+      part += ch;
+    }
+  }
+  if (!part.empty()) parts.push_back(part);
+  return parts;
+}
+
+std::string conf_key(const std::string& part) { return part.substr(0, part.find(':')); }
+
 PolicyBuilder configure_torch_caching(ConfigReader& cfg, const ConfigContext& ctx) {
   Config c;
-  bool user = cfg.has("alloc_conf") || cfg.has("max_split_size_mb") || cfg.has("garbage_collection_threshold") ||
-              cfg.has("roundup_power2_divisions") || cfg.has("expandable_segments");
-  // The snapshot's recorded settings first; the keys given override theirs one by one, so
-  // overriding one recorded setting keeps the others.
+  // PYTORCH_CUDA_ALLOC_CONF (alloc_conf) is read whole, as PyTorch reads the variable: it replaces
+  // the snapshot's recorded settings. The single keys (--set max_split_size_mb=...) override the
+  // recorded settings one by one, so that overriding one keeps the others.
+  const bool whole = cfg.has("alloc_conf");
+  const bool keys = cfg.has("max_split_size_mb") || cfg.has("garbage_collection_threshold") ||
+                    cfg.has("roundup_power2_divisions") || cfg.has("expandable_segments");
+  const std::string conf = cfg.text("alloc_conf", "");
   bool use_recorded = cfg.flag("use_recorded_settings", true);
   if (use_recorded && ctx.recording && ctx.recording->torch_settings) {
-    apply_recorded_settings(*ctx.recording->torch_settings, c);
-    cfg.record(kRecordedSettingsKey, true);
-    if (std::string kept = alloc_conf_text(c); user && !kept.empty())
-      cfg.note(
-          fmt::format("torch-caching: the snapshot's recorded settings ({}) stay where the settings given do "
-                      "not replace them (use_recorded_settings=false drops them)",
-                      kept));
+    Config recorded;
+    apply_recorded_settings(*ctx.recording->torch_settings, recorded);
+    const std::string recorded_text = alloc_conf_text(recorded);
+    if (whole) {
+      std::string bare = conf;  // PyTorch's tokenizer skips spaces
+      bare.erase(std::remove(bare.begin(), bare.end(), ' '), bare.end());
+      std::vector<std::string> set_keys, dropped;
+      for (const auto& p : conf_parts(bare)) set_keys.push_back(conf_key(p));
+      for (const auto& p : conf_parts(recorded_text))
+        if (std::find(set_keys.begin(), set_keys.end(), conf_key(p)) == set_keys.end()) dropped.push_back(p);
+      if (!dropped.empty())
+        cfg.note(fmt::format(
+            "torch-caching: PYTORCH_CUDA_ALLOC_CONF={} replaces the snapshot's recorded settings ({}), as PyTorch "
+            "reads the variable whole: {} dropped (--set KEY=VALUE changes one key and keeps the rest)",
+            conf, recorded_text, fmt::join(dropped, ", ")));
+    } else {
+      c = recorded;
+      cfg.record(kRecordedSettingsKey, true);
+      if (keys && !recorded_text.empty())
+        cfg.note(
+            fmt::format("torch-caching: the snapshot's recorded settings ({}) stay where the settings given do "
+                        "not replace them (use_recorded_settings=false drops them)",
+                        recorded_text));
+    }
   }
-  parse_alloc_conf(cfg.text("alloc_conf", ""), c);
+  parse_alloc_conf(conf, c);
   if (cfg.has("max_split_size_mb")) {
-    double v = cfg.number_in("max_split_size_mb", 0, static_cast<double>(kLargeBuffer / kMiB), 8796093022207.0);
+    double v = cfg.number_in("max_split_size_mb", 0, kMaxSplitRange);
     c.max_split_size = static_cast<Bytes>(v) * kMiB;
   }
   if (cfg.has("garbage_collection_threshold"))
-    c.gc_threshold = cfg.number_in("garbage_collection_threshold", 0, 0, 0.999999);
+    c.gc_threshold = cfg.number_in("garbage_collection_threshold", 0, kGcThresholdRange);
   if (cfg.has("roundup_power2_divisions")) {
-    auto d = static_cast<std::uint64_t>(cfg.integer_in("roundup_power2_divisions", 0, 0, 1 << 30));
+    auto d = static_cast<std::uint64_t>(cfg.integer_in("roundup_power2_divisions", 0, kDivisionsRange));
     if (d & (d - 1)) throw InputError("policy torch-caching: roundup_power2_divisions: must be a power of 2");
     std::fill(c.divisions, c.divisions + kIntervals, d);
   }
   c.expandable = cfg.flag("expandable_segments", c.expandable);
   if (cfg.has("memory_fraction"))
-    c.memory_fraction = cfg.number_in("memory_fraction", 0, 0, 1);
+    c.memory_fraction = cfg.number_in("memory_fraction", 0, kMemoryFractionRange);
   else if (use_recorded)
     adopt_recorded_cap(ctx, c, cfg);
-  c.stream_event_delay = static_cast<std::uint64_t>(cfg.integer_in("stream_event_delay", 0, 0, INT64_MAX));
+  c.stream_event_delay = static_cast<std::uint64_t>(cfg.integer_in("stream_event_delay", 0, kDelayRange));
   cfg.record("resolved_expandable_segments", c.expandable);
   cfg.record("resolved_max_split_size",
              c.max_split_size == kTooLarge ? -1 : static_cast<std::int64_t>(c.max_split_size));
@@ -761,37 +810,29 @@ PolicyBuilder configure_torch_caching(ConfigReader& cfg, const ConfigContext& ct
 
 // PYTORCH_CUDA_ALLOC_CONF with `key` set to `value` and every other key as in `conf`.
 std::string conf_with(const std::string& conf, const std::string& key, const std::string& value) {
-  std::string out, part;
-  int depth = 0;
-  auto flush = [&] {
-    if (!part.empty() && part.rfind(key + ":", 0) != 0) out += (out.empty() ? "" : ",") + part;
-    part.clear();
-  };
-  for (char ch : conf) {
-    depth += ch == '[' ? 1 : ch == ']' ? -1 : 0;
-    if (ch == ',' && depth == 0)
-      flush();
-    else
-      part += ch;
-  }
-  flush();
+  std::string out;
+  for (const auto& p : conf_parts(conf))
+    if (conf_key(p) != key) out += (out.empty() ? "" : ",") + p;
   return out + (out.empty() ? "" : ",") + key + ":" + value;
 }
 
 // After a first OOM (sim/commands/advice.h replays each before printing it): against fragmentation, the
 // settings PyTorch's own message and docs point to that are not on yet; and with a memory cap
-// below the device (either cause), the smallest set_per_process_memory_fraction that fits.
+// below the device (either cause), the smallest set_per_process_memory_fraction that fits. The
+// variable is the one the run's platform reads (PYTORCH_HIP_ALLOC_CONF on ROCm), given whole: the
+// configuration in force with the key set.
 std::vector<AdviceCandidate> advise_torch_caching(const AdviceInput& in) {
   const nlohmann::json& c = in.config;
   const std::string conf = c.value("resolved_alloc_conf", std::string());
+  const std::string var = in.vocab.rocm() ? "PYTORCH_HIP_ALLOC_CONF" : "PYTORCH_CUDA_ALLOC_CONF";
   std::vector<AdviceCandidate> a;
   auto conf_candidate = [&](const std::string& key, const std::string& value, const std::string& why) {
-    std::string env = "PYTORCH_CUDA_ALLOC_CONF=" + conf_with(conf, key, value);
+    std::string env = var + "=" + conf_with(conf, key, value);
     a.push_back({.problem = "fragmentation",
                  .setting = env,
                  .why = why,
                  .envs = {env},
-                 .drop_envs = {"PYTORCH_CUDA_ALLOC_CONF", "PYTORCH_ALLOC_CONF"}});
+                 .drop_envs = {"PYTORCH_CUDA_ALLOC_CONF", "PYTORCH_ALLOC_CONF", "PYTORCH_HIP_ALLOC_CONF"}});
   };
   if (in.fragmentation) {
     if (!c.value("resolved_expandable_segments", false))
@@ -809,7 +850,7 @@ std::vector<AdviceCandidate> advise_torch_caching(const AdviceInput& in) {
   return a;
 }
 
-std::vector<std::string> torch_caching_what_ifs(const nlohmann::json& c) {
+std::vector<std::string> torch_caching_what_ifs(const nlohmann::json& c, const Vocabulary&) {
   std::vector<std::string> v;
   v.push_back(c.value("resolved_expandable_segments", false) ? "torch-caching[expandable_segments=false]"
                                                              : "torch-caching[expandable_segments=true]");
@@ -826,23 +867,28 @@ void register_torch_caching(Registry& r) {
       configure_torch_caching,
       false,
       {{"alloc_conf", "\"\" (or the snapshot's recorded settings)", "expandable_segments:True",
-        "PYTORCH_CUDA_ALLOC_CONF as PyTorch parses it (the keys below override its parts)"},
+        "PYTORCH_CUDA_ALLOC_CONF as PyTorch parses it, whole: given, it replaces the snapshot's recorded settings "
+        "(the keys below override its parts)"},
        {"expandable_segments", "false", true,
         "one growing segment per stream and size class (mapped in 2 MiB/20 MiB pages)"},
-       {"max_split_size_mb", "unlimited", 512, "blocks above this size (MiB, >= 20) are never split"},
+       {"max_split_size_mb", "unlimited", 512, "blocks above this size (MiB) are never split", kMaxSplitRange},
        {"garbage_collection_threshold", "0 (off)", 0.8,
-        "above this fraction of the memory fraction's limit, free cached blocks oldest first before cudaMalloc"},
+        "above this fraction of the memory fraction's limit, free cached blocks oldest first before cudaMalloc",
+        kGcThresholdRange},
        {"roundup_power2_divisions", "0 (512-byte rounding)", 4,
-        "round requests above 1 MiB up to one of N divisions of a power of two"},
+        "round requests above 1 MiB up to one of N divisions of a power of two (N a power of two)", kDivisionsRange},
        {"memory_fraction", "unset (the whole device)", 0.9,
-        "torch.cuda.set_per_process_memory_fraction: a cap on reserved memory"},
+        "torch.cuda.set_per_process_memory_fraction: a cap on reserved memory", kMemoryFractionRange},
        {"stream_event_delay", "0", 1000,
-        "ticks a block freed on another stream (record_stream) stays busy, waiting for its CUDA event"},
+        "ticks a block freed on another stream (record_stream) stays busy, waiting for its CUDA event", kDelayRange},
        {"use_recorded_settings", "true", false,
-        "start from the allocator settings a PyTorch snapshot recorded, and from the memory fraction its OOM implies "
-        "when the device had room for the request (the keys above override theirs one by one)"}}};
-  info.framework = "PyTorch";
-  info.fraction = FractionKnob{"memory_fraction", "", "torch.cuda.set_per_process_memory_fraction({})"};
+        "start from the allocator settings a PyTorch snapshot recorded (unless alloc_conf replaces them), and from "
+        "the memory fraction its OOM implies when the device had room for the request (the single keys above "
+        "override theirs one by one)"}}};
+  info.frameworks = {Framework::kPyTorch};
+  info.fraction = FractionKnob{"memory_fraction",
+                               {{Framework::kPyTorch, "torch.cuda.set_per_process_memory_fraction", false,
+                                 "torch.cuda.set_per_process_memory_fraction({})"}}};
   info.defaults = {{RecordingSource::kTorchSnapshot, "", "torch-caching", "the trace is a PyTorch memory snapshot"}};
   info.what_ifs = torch_caching_what_ifs;
   info.advise = advise_torch_caching;

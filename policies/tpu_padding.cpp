@@ -5,11 +5,17 @@
 
 namespace fragsim {
 
+namespace {
+constexpr Range kGenerationRange = integers(0, 100);
+constexpr Range kShardRange = integers(1, 1 << 20);
+}  // namespace
+
 std::vector<PolicyOption> padding_options() {
-  return {{"generation", "the hardware's", 5, "TPU generation whose default tiles apply (specs/hardware.md §3)"},
+  return {{"generation", "the hardware's", 5, "TPU generation whose default tiles apply (specs/hardware.md §3)",
+           kGenerationRange},
           {"pad", "true on a TPU (false for an XLA module's trace: its sizes are padded), false on a GPU", true,
            "apply the tiled-layout padding to shaped allocations"},
-          {"shard", "1", 4, "sharding what-if: each shaped allocation divided across this many devices"},
+          {"shard", "1", 4, "sharding what-if: each shaped allocation divided across this many devices", kShardRange},
           {"shard_dim", "major", "minor", "the dim that shard divides: major or minor"}};
 }
 
@@ -20,8 +26,8 @@ void set_sharding(nlohmann::json& config, std::int64_t shard, const std::string&
 
 PaddingRule PaddingRule::from_config(ConfigReader& cfg, const ConfigContext& ctx) {
   PaddingRule r;
-  r.generation = static_cast<int>(cfg.integer_in("generation", ctx.hw->generation, 0, 100));
-  r.shard = static_cast<std::uint64_t>(cfg.integer_in("shard", 1, 1, 1 << 20));
+  r.generation = static_cast<int>(cfg.integer_in("generation", ctx.hw->generation, kGenerationRange));
+  r.shard = static_cast<std::uint64_t>(cfg.integer_in("shard", 1, kShardRange));
   r.shard_minor = cfg.choice("shard_dim", "major", {"major", "minor"}) == "minor";
   // GPUs have no tiled layout; an XLA module's sizes are its target's own (padded already).
   bool device_sizes = ctx.recording && ctx.recording->device_sizes;

@@ -73,7 +73,9 @@ struct BfcOptions {
   // sub-allocator supports coalescing): chunks can then span what were two driver allocations.
   bool coalesce_regions = false;
   // The OOM message as jaxlib 0.11 logs it (seen on an H200, tests/data/device_h200/record): the
-  // end it allocated from ("from the lower end requested by op") and the newer fragmentation hint.
+  // end it allocated from ("from the lower end") and the newer fragmentation hint. (It goes on
+  // "requested by op NAME", the op a framework annotated; a policy never knows it, and JAX names
+  // none: left out.)
   bool end_in_message = false;
 };
 
@@ -241,8 +243,7 @@ class Bfc {
     Bytes r = rounded_bytes(n);
     if (o_.end_in_message)
       fmt::format_to(out,
-                     "    Allocator ({}) ran out of memory trying to allocate {} (rounded to {}) from the {} end "
-                     "requested by op \n"
+                     "    Allocator ({}) ran out of memory trying to allocate {} (rounded to {}) from the {} end\n"
                      "    If this is caused by memory fragmentation, the environment variable "
                      "'TF_GPU_ALLOCATOR=cuda_malloc_async' may improve the situation.\n",
                      o_.name, tsl_bytes(n), r, upper ? "upper" : "lower");
@@ -722,7 +723,7 @@ class XlaBfcPolicy : public AllocatorPolicy {
 
 PolicyBuilder configure_xla_bfc(ConfigReader& cfg, const ConfigContext& ctx) {
   const bool user_jaxlib = cfg.has("jaxlib");
-  JaxlibBehaviour jb = jaxlib_behaviour(cfg.text("jaxlib", kNewestJaxlib), "jaxlib");
+  JaxlibBehaviour jb = gpu_behaviour(cfg, ctx);
   // Pinned host memory has its own BFC (xla_gpu_host_bfc in XLA's se_gpu_pjrt_client.cc): a
   // 64 GiB limit (XLA_PJRT_GPU_HOST_MEMORY_LIMIT_GB; the hardware's host space) and allow_growth;
   // JAX's device-memory settings (fraction, preallocation, a byte limit) never reach it.
@@ -730,9 +731,10 @@ PolicyBuilder configure_xla_bfc(ConfigReader& cfg, const ConfigContext& ctx) {
   const bool user_limit = !host && (cfg.has("memory_limit") || cfg.has("mem_fraction"));
   const bool user_mode = !host && cfg.has("preallocate");
   if (host && (cfg.has("memory_limit") || cfg.has("mem_fraction") || cfg.has("preallocate")))
-    cfg.note(
-        "pinned host memory (XLA's xla_gpu_host_bfc) keeps its own growing pool: mem_fraction, memory_limit and "
-        "preallocate set device memory only");
+    cfg.note(fmt::format(
+        "pinned host memory ({}) keeps its own growing pool: mem_fraction, memory_limit and preallocate set device "
+        "memory only",
+        jb.f32_fraction ? "XLA's xla_gpu_host_bfc" : "TensorFlow's gpu_host_bfc"));
   // A capture's recorded configuration: its limit unless the user sets one, its mode unless the
   // user sets preallocate — overriding one keeps the other.
   const RecordedAllocator* rec = cfg.flag("use_recorded_settings", true) ? recorded_bfc(ctx) : nullptr;
@@ -742,7 +744,7 @@ PolicyBuilder configure_xla_bfc(ConfigReader& cfg, const ConfigContext& ctx) {
   const bool mode_default = !host && (rec ? rec->mode == RecordedAllocator::Mode::kSingleRegion : true);
   bool preallocate = cfg.flag("preallocate", mode_default);
   if (host) cfg.record("preallocate", preallocate = false);
-  double fraction = cfg.number_in("mem_fraction", 0.75, 0, kMaxMemFraction);
+  double fraction = cfg.number_in("mem_fraction", 0.75, kMemFractionRange);
   // A capture's one region is replayed in the classic layout unless asked: TensorFlow's BFC and
   // jaxlib before 0.11 have no spatial partitioning, and without collective buffers both layouts
   // place every buffer alike (holes first by best fit, then the low end of the rest), while only
@@ -822,21 +824,23 @@ PolicyBuilder configure_xla_bfc(ConfigReader& cfg, const ConfigContext& ctx) {
 // After a first OOM (sim/commands/advice.h replays each before printing it): against fragmentation, the
 // placements JAX offers instead of one preallocated BFC; against a limit below the device, the
 // smallest memory fraction that fits.
+// In the words of the framework that recorded the trace: TensorFlow's variables for a TensorFlow
+// capture, JAX's otherwise; cudaMallocAsync only where the framework builds it (CUDA, not ROCm).
 std::vector<AdviceCandidate> advise_xla_bfc(const AdviceInput& in) {
   const nlohmann::json& c = in.config;
+  const bool tf = in.vocab.framework == Framework::kTensorFlow;
   std::vector<AdviceCandidate> a;
   const Bytes limit = c.value("resolved_memory_limit", Bytes{0});
+  auto env = [&](const std::string& setting, const std::string& why, const std::string& policy) {
+    a.push_back({.problem = "fragmentation", .setting = setting, .why = why, .envs = {setting}, .policy = policy});
+  };
   if (in.fragmentation) {
     if (c.value("preallocate", true))
-      a.push_back({.problem = "fragmentation",
-                   .setting = "XLA_PYTHON_CLIENT_PREALLOCATE=false",
-                   .why = "the BFC grows region by region instead of carving one preallocated pool",
-                   .envs = {"XLA_PYTHON_CLIENT_PREALLOCATE=false"}});
-    a.push_back({.problem = "fragmentation",
-                 .setting = "XLA_PYTHON_CLIENT_ALLOCATOR=cuda_async",
-                 .why = "the driver's stream-ordered pool places buffers instead of the BFC",
-                 .envs = {"XLA_PYTHON_CLIENT_ALLOCATOR=cuda_async"},
-                 .policy = "cuda-async"});
+      env(tf ? "TF_FORCE_GPU_ALLOW_GROWTH=true" : "XLA_PYTHON_CLIENT_PREALLOCATE=false",
+          "the BFC grows region by region instead of carving one preallocated pool", "");
+    if (!in.vocab.rocm())
+      env(tf ? "TF_GPU_ALLOCATOR=cuda_malloc_async" : "XLA_PYTHON_CLIENT_ALLOCATOR=cuda_async",
+          "the driver's stream-ordered pool places buffers instead of the BFC", "cuda-async");
   } else if (limit && in.reserved + in.rounded > limit && !c.contains("memory_limit") &&
              c.value("mem_fraction", 0.75) < 1.0) {
     a.push_back({.problem = "memory", .why = "a larger share of the device", .find_fraction = true});
@@ -844,9 +848,14 @@ std::vector<AdviceCandidate> advise_xla_bfc(const AdviceInput& in) {
   return a;
 }
 
-std::vector<std::string> xla_bfc_what_ifs(const nlohmann::json& c) {
-  return {c.value("preallocate", true) ? "xla-bfc[preallocate=false]" : "xla-bfc[preallocate=true]", "platform",
-          "cuda-async"};
+// The other mode, and the other allocators the framework builds on the platform: JAX's platform
+// allocator everywhere (TensorFlow's cuMemAlloc one on CUDA only), cudaMallocAsync on CUDA only.
+std::vector<std::string> xla_bfc_what_ifs(const nlohmann::json& c, const Vocabulary& vocab) {
+  std::vector<std::string> v = {c.value("preallocate", true) ? "xla-bfc[preallocate=false]"
+                                                             : "xla-bfc[preallocate=true]"};
+  if (!vocab.rocm() || vocab.framework != Framework::kTensorFlow) v.push_back("platform");
+  if (!vocab.rocm()) v.push_back("cuda-async");
+  return v;
 }
 
 }  // namespace
@@ -854,12 +863,15 @@ std::vector<std::string> xla_bfc_what_ifs(const nlohmann::json& c) {
 void register_xla_bfc(Registry& r) {
   PolicyInfo info{
       "xla-bfc",
-      "XLA/TSL BFC allocator as JAX configures it on GPU",
+      "XLA/TSL BFC allocator as JAX (or TensorFlow) configures it on GPU",
       configure_xla_bfc,
       false,
       {{"preallocate", "true", false,
         "XLA_PYTHON_CLIENT_PREALLOCATE: reserve the whole limit at start (false: grow region by region)"},
-       {"mem_fraction", "0.75", 0.9, "XLA_PYTHON_CLIENT_MEM_FRACTION: the limit as a fraction of device memory"},
+       {"mem_fraction", "0.75", 0.9,
+        "XLA_PYTHON_CLIENT_MEM_FRACTION (TensorFlow: per_process_gpu_memory_fraction): the limit as a fraction of "
+        "device memory",
+        kMemFractionRange},
        {"memory_limit", "unset", "40GiB", "a byte limit instead of the fraction (XLA's gpu_system_memory_size)"},
        jaxlib_option(),
        {"spatial_partitioning", "true from jaxlib 0.11.0, else false (false for an XProf capture's recorded settings)",
@@ -878,8 +890,8 @@ void register_xla_bfc(Registry& r) {
        {"use_recorded_settings", "true", false,
         "for an XProf capture: take the recorded limit (unless memory_limit or mem_fraction is given) and mode "
         "(one region or growth on demand; unless preallocate is given)"}}};
-  info.framework = "JAX";
-  info.fraction = FractionKnob{"mem_fraction", "XLA_PYTHON_CLIENT_MEM_FRACTION", ""};
+  info.frameworks = {Framework::kJax, Framework::kTensorFlow};
+  info.fraction = jax_memory_fraction();
   info.defaults = {{RecordingSource::kXprof, "gpu", "xla-bfc", "the trace is an XProf capture of XLA's BFC allocator"}};
   info.what_ifs = xla_bfc_what_ifs;
   info.advise = advise_xla_bfc;

@@ -369,11 +369,12 @@ TEST_CASE("config errors name the key, the option that named a policy, and every
   };
   // memory_limit is read only when present: it must still be listed.
   CHECK_THAT(err("xla-bfc", {{"memory_limt", 5}}), Catch::Contains("memory_limit"));
-  CHECK_THAT(err("xla-bfc", {{"mem_fraction", 1e300}}), Catch::Contains("mem_fraction: must be a number in"));
+  CHECK_THAT(err("xla-bfc", {{"mem_fraction", 1e300}}),
+             Catch::Contains("mem_fraction: must be a number > 0 and <= 64"));
   CHECK_THAT(err("tpu-padded", {{"inner", "bogus"}}),
              Catch::StartsWith("policy tpu-padded: inner: unknown policy 'bogus'"));
   CHECK_THAT(err("cuda-async", {{"cross_stream_delay", -1}}),
-             Catch::Contains("cross_stream_delay: must be an integer in"));
+             Catch::Contains("cross_stream_delay: must be an integer >= 0"));
 }
 
 TEST_CASE("FRAGSIM_CHECK stays on in release builds and names the place") {

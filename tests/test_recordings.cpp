@@ -165,12 +165,14 @@ TEST_CASE("captures that start mid-run: the region and earlier memory go where t
   CHECK(ecbm.text.find("1.82 MiB inferred") != std::string::npos);
   // Its recorded limit, 14,648,653,952 B, is no 2 MiB multiple: TensorFlow's BFC rounds neither
   // limit nor region (xla-bfc-spatial.md §2), so the one region is the limit rounded down to
-  // 256 B — never above the limit, as a 2 MiB-padded one (14,650,703,872 B) would be.
+  // 256 B — never above the limit, as a 2 MiB-padded one (14,650,703,872 B) would be. The capture
+  // is TensorFlow's (its allocator calls carry tf_op), so xla-bfc models TensorFlow's BFC outright.
   const auto& dev = j["devices"][0];
   CHECK(dev["limit_bytes"] == 14648653952ULL);
   CHECK(dev["peak_reserved_bytes"] == 14648653952ULL / 256 * 256);
-  CHECK(j["policy"]["config"]["vmm_padding"] == false);
-  CHECK(ecbm.text.find("is no multiple of 2 MiB") != std::string::npos);
+  CHECK(j["policy"]["config"]["resolved_behaviour"] == "TensorFlow's (the capture's framework)");
+  CHECK(j["trace"]["header"]["recorded_by"]["framework"] == "TensorFlow");
+  CHECK(j["trace"]["header"]["recorded_by"]["platform"] == "CUDA");
   // A T4 (compute capability 7.5) has no preset: the note says whose figures stand in for it.
   CHECK(ecbm.text.find("compute capability 7.5), memory_size 15843721216 B; no preset models that device: "
                        "h100-80g's allocation granularity and device-call costs stand in") != std::string::npos);

@@ -208,6 +208,13 @@ TEST_CASE("policies: the documented options are exactly the keys each policy rea
       ConfigReader one(nlohmann::json{{o.key, o.example}}, "policy " + info.name);
       CHECK_NOTHROW(info.configure(one, ctx));
       CHECK_NOTHROW(one.finish());
+      // The bounds `fragsim list` states are the ones the value was checked against (issue 54).
+      auto checked = one.ranges().find(o.key);
+      CHECK(o.range.has_value() == (checked != one.ranges().end()));
+      if (o.range && checked != one.ranges().end()) {
+        CHECK(*o.range == checked->second);
+        CHECK_THAT(policy_text(info), Catch::Contains("accepts " + o.range->text()));
+      }
     }
   }
 }

@@ -233,7 +233,8 @@ TEST_CASE("a recorded OOM the replay stopped before is not counted as reproduced
   CHECK(r.json["ooms"][0]["kind"] == "heap_exceeds_space");  // why it could give 0 B: the plan does not load
   CHECK(r.json["fidelity"]["ooms_recorded"] == 1);
   CHECK(r.json["fidelity"]["ooms_reproduced"] == 0);
-  CHECK_THAT(r.text, Catch::Contains("0/1 OOMs"));
+  // static-heap is no model of PyTorch's allocator: its fidelity stays in the JSON, out of the text.
+  CHECK_THAT(r.text, !Catch::Contains("fidelity:"));
   CHECK_THAT(r.text, Catch::Contains("the program does not load"));
   // Replayed on (--keep-going), every allocation on device 1 fails, the recorded request among them.
   CmdRun all = run_cmd({.trace = fixture("expandable_3dev_oom.pickle"), .policy = "static-heap", .keep_going = true});
@@ -379,7 +380,15 @@ TEST_CASE("stack frames are kept: the innermost user frame names the buffer, the
     std::string op = l.value("op", "");
     if (op == "stack") {
       CHECK(defined.insert(l["id"].get<std::uint64_t>()).second);
-      for (const auto& f : l["frames"]) CHECK(f.get<std::string>().find(".py:") != std::string::npos);
+      // Python frames; or, for a block live before the recording without frames, the segment it lies
+      // in under "(allocated before the recording began)".
+      const auto& fr = l["frames"];
+      if (fr.back() == "(allocated before the recording began)") {
+        CHECK(fr.size() == 2);
+        CHECK_THAT(fr[0].get<std::string>(), Catch::StartsWith("segment 0x"));
+        continue;
+      }
+      for (const auto& f : fr) CHECK(f.get<std::string>().find(".py:") != std::string::npos);
     }
     if (op == "alloc" && l.contains("stack")) {
       CHECK(defined.count(l["stack"].get<std::uint64_t>()));
@@ -770,15 +779,21 @@ TEST_CASE("torch-caching adopts a snapshot's recorded allocator_settings, and a 
   RunResult plain = replay(src, {{"use_recorded_settings", false}});
   CHECK(plain.policy_config["resolved_max_split_size"] == -1);
   CHECK(plain.spaces[0].stats["allocated_bytes"] == 1258496);  // 512-byte rounding
-  // Overriding one recorded setting keeps the others: max_split_size is the user's, the recorded
-  // roundup_power2_divisions still round the 1.2 MiB request.
-  RunResult user = replay(src, {{"alloc_conf", "max_split_size_mb:64"}});
+  // Overriding one recorded setting (--set max_split_size_mb) keeps the others: max_split_size is the
+  // user's, the recorded roundup_power2_divisions still round the 1.2 MiB request.
+  RunResult user = replay(src, {{"max_split_size_mb", 64}});
   CHECK(user.policy_config["resolved_max_split_size"] == 64 * MiB);
   CHECK(user.policy_config["recorded_settings_applied"] == true);
   CHECK(user.spaces[0].stats["allocated_bytes"] == 1310720);
   CHECK(user.policy_config["resolved_alloc_conf"].get<std::string>().find("max_split_size_mb:64") == 0);
   REQUIRE(!user.notes.empty());
   CHECK(user.notes.back().find("recorded settings") != std::string::npos);
+  // PYTORCH_CUDA_ALLOC_CONF (alloc_conf) is read whole, as PyTorch reads the variable: it replaces the
+  // recorded configuration, so the recorded divisions go and the request is rounded to 512 B.
+  RunResult whole = replay(src, {{"alloc_conf", "max_split_size_mb:64"}});
+  CHECK(whole.policy_config["resolved_alloc_conf"] == "max_split_size_mb:64");
+  CHECK_FALSE(whole.policy_config.contains("recorded_settings_applied"));
+  CHECK(whole.spaces[0].stats["allocated_bytes"] == 1258496);
 }
 
 TEST_CASE("a snapshot's external_annotations (the optimizer's record_function ranges) become marks at their times") {

@@ -389,7 +389,8 @@ TEST_CASE("xprof failed-alloc: the request a JAX program failed on is refused as
     CHECK_THAT(real["error"].get<std::string>(), Catch::StartsWith("RESOURCE_EXHAUSTED: Out of memory"));
     auto plain = cli("run " + path);
     CHECK_THAT(plain.out, Catch::Contains("completed, no OOM"));
-    CHECK_THAT(plain.out, Catch::Contains("--failed-alloc SIZE"));  // the note says what the capture omits
+    // The capture ends with no trace of the failure: the note on what a capture omits waits for an OOM.
+    CHECK_THAT(plain.out, !Catch::Contains("--failed-alloc SIZE"));
     auto r = cli("run " + path + " --failed-alloc 2684354560B@305 --json " + json);
     INFO(r.out << r.err);
     REQUIRE(r.code == 0);
@@ -404,13 +405,17 @@ TEST_CASE("xprof failed-alloc: the request a JAX program failed on is refused as
     const auto in_use = real["stats_before_big"]["bytes_in_use"].get<std::uint64_t>();
     CHECK(o["allocated_bytes"].get<std::uint64_t>() == in_use + 256);  // and the executable's 4 B input
     // BFC's own lines: "Allocator (GPU_0_bfc) ran out of memory trying to allocate 2.50GiB (rounded
-    // to 2684354560) from the lower end requested by op " and the fragmentation hint after it.
+    // to 2684354560) from the lower end" and the fragmentation hint after it. The real line goes on
+    // "requested by op " with the op JAX never names: left out (issue 54).
     std::istringstream err(read_text(test_data(std::string("device_h200/record/") + name + ".stderr.txt")));
     std::string first, second;
     std::getline(err, first);
     std::getline(err, second);
-    REQUIRE(first.find("Allocator (") != std::string::npos);
-    CHECK_THAT(r.out, Catch::Contains(first.substr(first.find("Allocator ("))));
+    const size_t from = first.find("Allocator ("), op = first.find(" requested by op");
+    REQUIRE(from != std::string::npos);
+    REQUIRE(op != std::string::npos);
+    CHECK_THAT(r.out, Catch::Contains(first.substr(from, op - from) + "\n"));
+    CHECK_THAT(r.out, !Catch::Contains("requested by op"));
     CHECK_THAT(r.out, Catch::Contains(second));
   }
   // The suggestion fragsim replays: with XLA_PYTHON_CLIENT_ALLOCATOR=cuda_async at the same memory

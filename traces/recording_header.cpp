@@ -7,6 +7,7 @@
 #include <set>
 
 #include "sim/base/error.h"
+#include "sim/base/notes.h"
 
 namespace fragsim {
 
@@ -128,6 +129,12 @@ Recording recording_from_header(const nlohmann::json& h, const std::string& file
       unsigned long long d = std::strtoull(k.c_str(), &end, 10);
       if (!k.empty() && !*end && d <= UINT32_MAX && v.is_string()) r.device_names[static_cast<std::uint32_t>(d)] = v;
     }
+  if (auto by = h.find("recorded_by"); by != h.end() && by->is_object()) {
+    // Names this build does not know are left unknown: the source's own default applies.
+    r.recorded_by = framework_named(by->value("framework", std::string()));
+    r.platform = platform_named(by->value("platform", std::string()));
+    r.recorded_by_basis = by->value("basis", std::string());
+  }
   r.state_only = h.value("state_only", false) == true;
   return r;
 }
@@ -159,9 +166,16 @@ std::vector<std::string> describe_header(const nlohmann::json& h) {
                                                "settings",
                                                "device_names",
                                                "device_sizes",
-                                               "recording_set"};
+                                               "recording_set",
+                                               "recorded_by"};
   const std::string source = h.value("source", std::string());
   if (!source.empty()) lines.push_back("recorded by: " + source);
+  if (auto by = h.find("recorded_by"); by != h.end() && by->is_object()) {
+    std::string who = by->value("framework", std::string()), on = by->value("platform", std::string());
+    if (!who.empty() || !on.empty())
+      lines.push_back(fmt::format("recorded with: {}{}{}", who, who.empty() || on.empty() ? "" : " on ", on) +
+                      (by->contains("basis") ? fmt::format(" ({})", by->value("basis", std::string())) : ""));
+  }
   if (auto s = h.find("allocator_settings"); s != h.end() && s->is_object()) {
     std::string conf = s->value("PYTORCH_CUDA_ALLOC_CONF", std::string());
     lines.push_back("allocator settings: " + (conf.empty()
@@ -237,7 +251,7 @@ std::vector<std::string> describe_header(const nlohmann::json& h) {
   for (const auto& [k, v] : h.items())
     if (!kKnown.count(k)) other.push_back(k);
   if (!other.empty()) lines.push_back(fmt::format("other header keys: {}", fmt::join(other, ", ")));
-  return lines;
+  return once_per_device(lines);
 }
 
 }  // namespace fragsim

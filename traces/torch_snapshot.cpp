@@ -20,6 +20,10 @@ namespace fragsim {
 
 namespace {
 
+// What reports call memory a snapshot shows live when recording began, without the frames that
+// allocated it (the XProf importer's "(live before the capture)").
+constexpr const char* kBeforeRecording = "(allocated before the recording began)";
+
 using namespace torch_snapshot;
 
 // One event of the output, before devices are merged by time.
@@ -89,10 +93,8 @@ class SnapshotReader : public TraceReader {
   [[noreturn]] void bad(const std::string& what) const { parser_.bad(what); }
 
   // ---- names and stacks (issue 10 §6) ----
-  // Interns a stack; returns (stack id or 0, name index or 0).
-  std::pair<std::uint64_t, std::uint32_t> stack_and_name(const PyObj* frames) {
-    auto fr = parser_.python_frames(frames);
-    if (fr.empty()) return {0, 0};
+  // Interns a stack (frames innermost first); returns its id.
+  std::uint64_t stack_id(const std::vector<std::string>& fr) {
     std::string key = fmt::format("{}", fmt::join(fr, "\n"));
     budget_.copy(key.size());
     auto [it, fresh] = stack_ids_.try_emplace(key, stacks_.size() + 1);
@@ -100,6 +102,13 @@ class SnapshotReader : public TraceReader {
       budget_.names.spend(2 * key.size());  // the key and the frames, kept
       stacks_.push_back(fr);
     }
+    return it->second;
+  }
+  // Interns a stack; returns (stack id or 0, name index or 0).
+  std::pair<std::uint64_t, std::uint32_t> stack_and_name(const PyObj* frames) {
+    auto fr = parser_.python_frames(frames);
+    if (fr.empty()) return {0, 0};
+    const std::uint64_t id = stack_id(fr);
     std::string nm = user_frame(fr);
     std::uint32_t name = 0;
     if (!nm.empty()) {
@@ -107,7 +116,23 @@ class SnapshotReader : public TraceReader {
       if (nfresh) names_.push_back(nm);
       name = nit->second;
     }
-    return {it->second, name};
+    return {id, name};
+  }
+  // A block live when recording began that the snapshot gives no frames (its allocation fell before
+  // the ring buffer, or history was off): named for that, with a stack whose frame is the segment it
+  // lies in — so that by call site its bytes sum to one row, by frame (and in the flame graph) to one
+  // per segment, and a buffer's line says where it is. `segments`: base → (size, expandable).
+  std::pair<std::uint64_t, std::uint32_t> pre_recording_site(
+      std::uint64_t addr, const std::map<std::uint64_t, std::pair<Bytes, bool>>& segments) {
+    std::vector<std::string> fr;
+    if (auto it = segments.upper_bound(addr); it != segments.begin()) {
+      --it;
+      if (addr - it->first < it->second.first)
+        fr.push_back(fmt::format("{}segment 0x{:x} ({})", it->second.second ? "expandable " : "", it->first,
+                                 human_bytes(it->second.first)));
+    }
+    fr.push_back(kBeforeRecording);
+    return {stack_id(fr), name_of(kBeforeRecording)};
   }
   std::uint32_t name_of(const std::string& nm) {
     auto [it, fresh] = name_ids_.try_emplace(nm, static_cast<std::uint32_t>(names_.size()));
@@ -279,9 +304,15 @@ class SnapshotReader : public TraceReader {
         pre_names[blk.addr] = stack_and_name(blk.frames);
         if (blk.size > pre_allocs[blk.addr].first) pre_blocks[blk.addr] = blk.size;  // more than requested
       }
+    // The segments they may lie in: those at the dump, and those the trace released.
+    std::map<std::uint64_t, std::pair<Bytes, bool>> where;
+    for (const Segment* s : dsegs) where[s->addr] = {s->size, s->expandable};
+    for (const auto& [addr, v] : pre_segs) where.try_emplace(addr, v.first, false);
     for (const auto& [addr, v] : pre_allocs) {
       Raw r = pre_event(Op::kAlloc, d, pre_ids[addr], v.first, addr, v.second);
-      if (auto it = pre_names.find(addr); it != pre_names.end()) r.stack = it->second.first, r.name = it->second.second;
+      auto it = pre_names.find(addr);
+      std::tie(r.stack, r.name) =
+          it != pre_names.end() && it->second.first ? it->second : pre_recording_site(addr, where);
       if (auto it = pre_blocks.find(addr); it != pre_blocks.end()) r.block = it->second;
       head->push_back(r);
     }

@@ -10,6 +10,7 @@
 
 #include "sim/base/array_spec.h"
 #include "sim/base/error.h"
+#include "sim/base/framework.h"
 #include "sim/base/io.h"
 #include "sim/base/text.h"
 #include "traces/proto_scan.h"
@@ -235,6 +236,10 @@ class Importer {
             if (!sites) sites.emplace(plane);
             if (const CallSite* site = sites->at(li, ei)) c.site = *site;
           }
+          // TensorFlow annotates the allocations its ops make (ScopedMemoryDebugAnnotation: the op's
+          // name, its output or temp region); JAX's PJRT client makes none.
+          if (!c.tf_op.empty() || !c.region_type.empty()) ++annotated_calls_;
+          if (c.allocator == "gpu_host_bfc") tf_host_bfc_ = true;  // TF's name; XLA's PJRT client's is xla_gpu_host_bfc
           if (hosts_) c.allocator = fmt::format("host{}/", hosts_) + c.allocator;
           c.device_offset = device_offset;
           (void)target_of(c.allocator, device_offset, path_);  // a bad device number fails here, at its capture
@@ -402,6 +407,7 @@ class Importer {
     if (!skipped.empty()) header["xprof"]["skipped_allocators"] = skipped;
     if (!device_names_.empty()) header["device_names"] = device_names_;  // host:device, a profile directory
     if (auto hw = recorded_hardware(); !hw.is_null()) header["recorded_hardware"] = hw;
+    header["recorded_by"] = recorded_by();
     return make_event_reader(path_, std::move(events), std::move(header));
   }
 
@@ -441,6 +447,32 @@ class Importer {
       }
     }
     if (!name.empty()) ev.name = name, ev.present |= key::kName;
+  }
+
+  // Whose allocator logged the calls, and on which platform: TensorFlow when its op annotations
+  // (tf_op, region_type) or its host allocator's name (gpu_host_bfc) are there, else JAX; ROCm for
+  // a device plane whose vendor is AMD, CUDA for another GPU's, TPU for a TPU's.
+  nlohmann::json recorded_by() const {
+    const bool tf = annotated_calls_ > 0 || tf_host_bfc_;
+    std::string basis =
+        annotated_calls_
+            ? fmt::format("{} allocator calls carry TensorFlow's op annotations (tf_op, region_type)", annotated_calls_)
+        : tf_host_bfc_ ? std::string("its host allocator is TensorFlow's gpu_host_bfc")
+                       : std::string("allocator calls without TensorFlow's op annotations: JAX's");
+    Platform platform = Platform::kUnknown;
+    if (tpu_) {
+      platform = Platform::kTpu;
+    } else if (!devices_.empty()) {
+      const std::string& vendor = devices_.begin()->second.vendor;
+      platform = vendor.find("AMD") != std::string::npos || vendor.find("Advanced Micro") != std::string::npos
+                     ? Platform::kRocm
+                     : Platform::kCuda;
+      basis += vendor.empty() ? "; a GPU device plane that names no vendor: CUDA"
+                              : fmt::format("; the device plane's vendor: {}", vendor);
+    }
+    nlohmann::json j = {{"framework", framework_name(tf ? Framework::kTensorFlow : Framework::kJax)}, {"basis", basis}};
+    if (platform != Platform::kUnknown) j["platform"] = platform_name(platform);
+    return j;
   }
 
   // The preset that matches the recorded device, or a base preset and the recorded capacity.
@@ -489,6 +521,8 @@ class Importer {
   nlohmann::json device_names_ = nlohmann::json::object();
   bool tpu_ = false;
   std::uint32_t hosts_ = 0;
+  std::uint64_t annotated_calls_ = 0;  // allocator calls with TensorFlow's op annotations
+  bool tf_host_bfc_ = false;           // an allocator named as TensorFlow names its host BFC
 };
 
 }  // namespace

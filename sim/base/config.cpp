@@ -65,9 +65,24 @@ double ConfigReader::number(const std::string& key, double def) {
   return v;
 }
 
+bool Range::contains(double v) const {
+  return (lo_open ? v > lo : v >= lo) && (hi_open ? v < hi : v <= hi) && (!integer || v == std::floor(v));
+}
+
+std::string Range::text() const {
+  const bool top = integer && hi >= 9.2e18;  // INT64_MAX: the type's bound
+  if (integer) return top ? fmt::format("an integer >= {}", lo) : fmt::format("an integer from {} to {}", lo, hi);
+  return fmt::format("{} {} and {} {}", lo_open ? ">" : ">=", lo, hi_open ? "<" : "<=", hi);
+}
+
 double ConfigReader::number_in(const std::string& key, double def, double lo, double hi) {
+  return number_in(key, def, open_closed(lo, hi));
+}
+
+double ConfigReader::number_in(const std::string& key, double def, const Range& range) {
+  ranges_[key] = range;
   double v = number(key, def);
-  if (!(v > lo && v <= hi)) bad(key, fmt::format("a number in ({}, {}]", lo, hi));
+  if (!range.contains(v)) bad(key, "a number " + range.text());
   return v;
 }
 
@@ -89,8 +104,13 @@ std::int64_t ConfigReader::integer(const std::string& key, std::int64_t def) {
 }
 
 std::int64_t ConfigReader::integer_in(const std::string& key, std::int64_t def, std::int64_t lo, std::int64_t hi) {
+  return integer_in(key, def, integers(static_cast<double>(lo), static_cast<double>(hi)));
+}
+
+std::int64_t ConfigReader::integer_in(const std::string& key, std::int64_t def, const Range& range) {
+  ranges_[key] = range;
   std::int64_t v = integer(key, def);
-  if (v < lo || v > hi) bad(key, fmt::format("an integer in [{}, {}]", lo, hi));
+  if (!range.contains(static_cast<double>(v))) bad(key, range.text());
   return v;
 }
 

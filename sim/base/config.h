@@ -4,6 +4,7 @@
 // (including keys it reads only when present: has() and the optional_* getters declare them).
 // Numbers must be finite; sizes fit in 64 bits.
 #pragma once
+#include <map>
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <set>
@@ -14,6 +15,24 @@
 
 namespace fragsim {
 
+// The values a numeric option accepts, as its reader checks them and as `fragsim list` states them
+// (one object serves both, so that the documented bounds are the checked ones).
+struct Range {
+  double lo = 0, hi = 0;
+  bool lo_open = true;   // lo itself refused
+  bool hi_open = false;  // hi itself refused
+  bool integer = false;  // whole numbers only
+  bool contains(double v) const;
+  // "> 20 and <= 8796093022207", "> 0 and < 1", "an integer from 1 to 1048576", "an integer >= 0" (an upper
+  // bound at the largest 64-bit integer is the type's, not stated).
+  std::string text() const;
+  bool operator==(const Range&) const = default;
+};
+// (lo, hi], the bounds of most fractions and sizes.
+constexpr Range open_closed(double lo, double hi) { return {lo, hi, true, false, false}; }
+// [lo, hi] of whole numbers.
+constexpr Range integers(double lo, double hi) { return {lo, hi, false, false, true}; }
+
 class ConfigReader {
  public:
   ConfigReader(const nlohmann::json& cfg, std::string owner);
@@ -21,9 +40,11 @@ class ConfigReader {
   double number(const std::string& key, double def);
   // A number in (lo, hi] (finite); the message names the range.
   double number_in(const std::string& key, double def, double lo, double hi);
+  double number_in(const std::string& key, double def, const Range& range);
   std::int64_t integer(const std::string& key, std::int64_t def);
   // An integer in [lo, hi]; the message names the range.
   std::int64_t integer_in(const std::string& key, std::int64_t def, std::int64_t lo, std::int64_t hi);
+  std::int64_t integer_in(const std::string& key, std::int64_t def, const Range& range);  // range.integer
   Bytes size(const std::string& key, Bytes def);  // a number of bytes or a size string ("2MiB")
   std::string choice(const std::string& key, const std::string& def, const std::vector<std::string>& allowed);
   std::string text(const std::string& key, const std::string& def);
@@ -46,6 +67,8 @@ class ConfigReader {
   void finish();  // throws InputError on unknown keys
   const nlohmann::json& resolved() const { return resolved_; }
   const std::set<std::string>& asked() const { return used_; }  // every key read, has()-tested or allowed
+  // The range each key read with number_in or integer_in was checked against.
+  const std::map<std::string, Range>& ranges() const { return ranges_; }
 
  private:
   [[noreturn]] void bad(const std::string& key, const std::string& want) const;
@@ -53,6 +76,7 @@ class ConfigReader {
   nlohmann::json cfg_;
   std::string owner_;
   std::set<std::string> used_;
+  std::map<std::string, Range> ranges_;
   nlohmann::json resolved_ = nlohmann::json::object();
   std::vector<std::string> notes_;
 };

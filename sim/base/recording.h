@@ -14,6 +14,7 @@
 #include <utility>
 #include <vector>
 
+#include "sim/base/framework.h"
 #include "sim/base/units.h"
 
 namespace fragsim {
@@ -72,6 +73,11 @@ struct RecordedTorchSettings {
 
 struct Recording {
   RecordingSource source = RecordingSource::kPlain;
+  // The framework whose allocator logged it, where the recording shows it (an XProf capture:
+  // TensorFlow's allocator events name their ops); kUnknown leaves it to the source (framework_of()).
+  Framework recorded_by = Framework::kUnknown;
+  std::string recorded_by_basis;           // what in the recording says so
+  Platform platform = Platform::kUnknown;  // the devices' platform, where the recording names their vendor
   std::optional<RecordedTorchSettings> torch_settings;
   std::vector<RecordedDeviceMemory> devices;
   std::vector<RecordedAllocator> allocators;
@@ -97,25 +103,42 @@ struct Recording {
       if (a.device == d && a.space == sp) return &a;
     return nullptr;
   }
-  // The framework that recorded it, as users name it ("" when the trace does not say).
-  std::string framework() const {
+  // The framework that recorded it: as the recording says, else as its kind implies (a snapshot is
+  // PyTorch's; a capture is JAX's unless it shows TensorFlow); kUnknown when nothing says.
+  Framework framework_of() const {
+    if (recorded_by != Framework::kUnknown) return recorded_by;
     switch (source) {
       case RecordingSource::kTorchSnapshot:
-        return "PyTorch";
+        return Framework::kPyTorch;
       case RecordingSource::kXprof:
-      case RecordingSource::kXlaHlo:
-        return "XLA";
+        return Framework::kJax;
       default:
-        return {};
+        return Framework::kUnknown;
     }
   }
+  // Whether settings of framework f could have configured the allocator that made it: an XLA
+  // module's heap trace, or a capture that does not say, may be JAX's or TensorFlow's.
+  bool may_be_from(Framework f) const {
+    if (recorded_by != Framework::kUnknown) return f == recorded_by;
+    switch (source) {
+      case RecordingSource::kTorchSnapshot:
+        return f == Framework::kPyTorch;
+      case RecordingSource::kXprof:
+      case RecordingSource::kXlaHlo:
+        return f == Framework::kJax || f == Framework::kTensorFlow;
+      default:
+        return true;
+    }
+  }
+  // The framework that recorded it, as users name it ("" when the trace does not say).
+  std::string framework() const { return std::string(framework_name(framework_of())); }
   // How reports name the source ("a PyTorch memory snapshot").
   std::string what() const {
     switch (source) {
       case RecordingSource::kTorchSnapshot:
         return "a PyTorch memory snapshot";
       case RecordingSource::kXprof:
-        return "an XProf capture";
+        return recorded_by == Framework::kTensorFlow ? "an XProf capture of TensorFlow" : "an XProf capture";
       case RecordingSource::kXlaHlo:
         return "an XLA module's heap trace";
       case RecordingSource::kGenerated:

@@ -9,6 +9,7 @@
 
 #include "sim/base/checked.h"
 #include "sim/base/error.h"
+#include "sim/base/option_names.h"
 
 namespace fragsim {
 
@@ -66,13 +67,19 @@ Bytes parse_size(std::string_view text, std::string_view what) {
   throw bad();
 }
 
-Bytes parse_size_arg(std::string_view text, std::string_view what) {
+Bytes parse_size_arg(std::string_view text, std::string_view flag) { return parse_size_arg(text, flag, OptionNames{}); }
+
+Bytes parse_size_arg(std::string_view text, std::string_view flag, const OptionNames& names) {
   bool digits = !text.empty() && std::all_of(text.begin(), text.end(), [](char c) { return c >= '0' && c <= '9'; });
   if (digits && text.find_first_not_of('0') != std::string_view::npos)
     throw InputError(
-        fmt::format("{}: '{}' has no unit: sizes on the command line take one ({}GiB, {}GB, {}MiB; {}B for bytes)",
-                    what, text, text, text, text, text));
-  return parse_size(text, what);
+        names.python
+            ? fmt::format("{}: '{}' has no unit: write {} (an int counts bytes; '{}B' is {} bytes)", names(flag), text,
+                          names.size_fix(flag, text), text, text)
+            : fmt::format(
+                  "{}: '{}' has no unit: sizes on the command line take one ({}GiB, {}GB, {}MiB; {}B for bytes)", flag,
+                  text, text, text, text, text));
+  return parse_size(text, names(flag));
 }
 
 std::string size_arg(Bytes b) {

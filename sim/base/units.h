@@ -131,8 +131,11 @@ bool parse_space(std::string_view s, Space* out);
 // "512", "64KiB", "2MiB", "1.5GiB", "80GB". Throws InputError (key = what) on bad text.
 [[nodiscard]] Bytes parse_size(std::string_view text, std::string_view what);
 // A size on the command line (contracts §5): it takes a unit ("16GiB", "80GB", "512B"), and only 0
-// may go without one — a plain number such as "16" is refused, never read as bytes.
-[[nodiscard]] Bytes parse_size_arg(std::string_view text, std::string_view what);
+// may go without one — a plain number such as "16" is refused, never read as bytes. `flag` is the
+// option's command-line name; names (sim/base/option_names.h) words the refusal for the caller.
+struct OptionNames;
+[[nodiscard]] Bytes parse_size_arg(std::string_view text, std::string_view flag);
+[[nodiscard]] Bytes parse_size_arg(std::string_view text, std::string_view flag, const OptionNames& names);
 // A size as the command line takes it, exact: "16GiB", "81050MiB", "1536B".
 [[nodiscard]] std::string size_arg(Bytes b);
 // 1536 -> "1.50 KiB"

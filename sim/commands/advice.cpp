@@ -89,8 +89,9 @@ std::vector<std::string> proven_advice(const RunResult& r, const RunRequest& req
     return lines;
   }
   const PolicyInfo& info = reg.find(r.policy_name);
+  const Vocabulary vocab = prepare_run(req, reg, &recording).vocab;  // whose settings to suggest
   std::vector<AdviceCandidate> cands;
-  if (info.advise) cands = info.advise({r.policy_config, o.fragmentation, o.kind, o.reserved, o.rounded});
+  if (info.advise) cands = info.advise({r.policy_config, o.fragmentation, o.kind, o.reserved, o.rounded, vocab});
   // Replay every fixed setting, one decode of the trace for all of them.
   std::vector<const AdviceCandidate*> fixed;
   std::vector<RunRequest> reqs;
@@ -142,7 +143,7 @@ std::vector<std::string> proven_advice(const RunResult& r, const RunRequest& req
                       sw.setting, sweep_command(req, "min-mem-fraction"), sw.command));
       fits = true;
     } else {
-      tried.push_back(fmt::format("{} (still OOMs)", info.fraction->setting(1.0)));
+      tried.push_back(fmt::format("{} (still OOMs)", info.fraction->setting(1.0, vocab.framework)));
     }
   }
   if (!tried.empty()) lines.push_back(fmt::format("tried by replay, still OOM: {}", fmt::join(tried, "; ")));

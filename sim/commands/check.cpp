@@ -407,11 +407,13 @@ std::string check_junit(const CheckResult& r) {
 
 std::string check_github(const CheckResult& r, const std::string& file) {
   // GitHub Actions workflow commands: one ::error line per regression (shown on the run), every
-  // value escaped as GitHub's toolkit escapes it, so that no name can end the line.
+  // value escaped as GitHub's toolkit escapes it, so that no name can end the line. Without a file
+  // the annotation belongs to the run alone.
   std::string s;
+  const std::string on = file.empty() ? std::string() : "file=" + escape_github_property(file) + ",";
   for (const auto& i : r.items)
     if (i.regression)
-      fmt::format_to(std::back_inserter(s), "::error file={},title={}::{}\n", escape_github_property(file),
+      fmt::format_to(std::back_inserter(s), "::error {}title={}::{}\n", on,
                      escape_github_property(fmt::format("fragsim {} ({})", i.metric, i.run)),
                      escape_github_data(i.message));
   return s;

@@ -46,6 +46,9 @@ struct CheckResult {
   // it passes, or when only runs one side lacks fail).
   std::vector<std::string> diff_commands;
   std::string diff_command;
+  // The current report's file, "" when it was given in memory (the Python module): the file
+  // check_github's annotations are shown on unless the caller names another.
+  std::string current_file;
 };
 
 // Throws InputError (exit 2) on malformed reports, a bad tolerance, or refused comparisons.
@@ -53,8 +56,10 @@ struct CheckResult {
                                     const CheckOptions& o);
 std::string check_text(const CheckResult& r);
 nlohmann::json check_json(const CheckResult& r);
-std::string check_markdown(const CheckResult& r);                         // a table for a CI job summary
-std::string check_junit(const CheckResult& r);                            // JUnit XML: one test case per figure
-std::string check_github(const CheckResult& r, const std::string& file);  // ::error annotations
+std::string check_markdown(const CheckResult& r);  // a table for a CI job summary
+std::string check_junit(const CheckResult& r);     // JUnit XML: one test case per figure
+// GitHub Actions ::error annotations, one per regression, each shown on `file` ("": on the run only).
+// GitHub reads them from a step's output: the CLI prints them (--github).
+std::string check_github(const CheckResult& r, const std::string& file);
 
 }  // namespace fragsim

@@ -35,6 +35,7 @@ RunResult replay_one(const RunRequest& req, const Registry& reg, const RunOutput
   add_prior_range({o}, rs, reg, threads);
   if (out.history || out.export_events) add_history({o}, rs, reg, out.history, out.export_events, threads);
   enforce_strict(req, rs.front());
+  add_outcome_notes(req, rs.front());
   return std::move(rs.front());
 }
 
@@ -64,6 +65,7 @@ std::vector<RunResult> run_compare(const CompareRequest& req, const Registry& re
     if (out.history) add_history(opts, rs, reg, true, false, threads);
     for (auto& r : rs) {
       enforce_strict(req.base, r);
+      add_outcome_notes(req.base, r);
       runs.push_back(std::move(r));
     }
     first = last;
@@ -203,6 +205,7 @@ nlohmann::json run_batch(const std::string& manifest, const std::string& shard, 
     } catch (const InputError& er) {
       throw InputError(m.path, picked[i]->line, er.what());
     }
+    add_outcome_notes(requests[i], rs[i]);
     rs[i].advice = proven_advice(rs[i], requests[i], reg, threads);
     runs.push_back(
         {{"run", picked[i]->run}, {"line", picked[i]->line}, {"label", labels[i]}, {"report", report_json(rs[i])}});

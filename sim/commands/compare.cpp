@@ -27,9 +27,9 @@ std::vector<std::string> default_compare_entries(const RunRequest& req, const Re
     v.push_back(reg.lower_bound().name);  // variables configure one framework's allocators only
   v.push_back(entry);
   if (info.what_ifs)
-    for (const auto& w : info.what_ifs(resolved_config(chosen, recording, reg))) {
+    for (const auto& w : info.what_ifs(resolved_config(chosen, recording, reg), chosen.vocab)) {
       const PolicyInfo& wi = reg.find(parse_policy_ref(w, "what-if").name);
-      if (!q.envs.empty() && wi.framework != info.framework) continue;
+      if (!q.envs.empty() && wi.frameworks != info.frameworks) continue;
       if (sharded && !wi.models_sharding) continue;
       if (std::find(v.begin(), v.end(), w) == v.end()) v.push_back(w);
     }

@@ -60,10 +60,18 @@ std::string policy_text(const PolicyInfo& info) {
   auto out = std::back_inserter(s);
   for (const auto& d : info.defaults)
     fmt::format_to(out, "  the default{}: {}\n", what_of(d).empty() ? "" : " for " + what_of(d), d.why);
-  if (!info.framework.empty()) fmt::format_to(out, "  models {}'s allocator\n", info.framework);
+  if (!info.frameworks.empty()) {
+    std::vector<std::string> names;
+    for (Framework f : info.frameworks) names.push_back(std::string(framework_name(f)) + "'s");
+    fmt::format_to(out, "  models {} allocator\n", fmt::join(names, " and "));
+  }
   if (!info.hardware_kind.empty()) fmt::format_to(out, "  runs on {} hardware only\n", info.hardware_kind);
-  if (info.fraction)
-    fmt::format_to(out, "  memory fraction: {} (fragsim sweep --find min-mem-fraction)\n", info.fraction->setting(0.9));
+  if (info.fraction) {
+    std::vector<std::string> ways;
+    for (const auto& s : info.fraction->spellings)
+      ways.push_back(fmt::format("{} ({})", info.fraction->setting(0.9, s.framework), framework_name(s.framework)));
+    fmt::format_to(out, "  memory fraction: {} (fragsim sweep --find min-mem-fraction)\n", fmt::join(ways, ", "));
+  }
   if (info.models_sharding) fmt::format_to(out, "  models sharding (--shard N --shard-dim major|minor)\n");
   if (info.needs_lifetimes)
     fmt::format_to(out, "  reads the whole trace first (it plans with every buffer's lifetime)\n");
@@ -72,8 +80,10 @@ std::string policy_text(const PolicyInfo& info) {
     return s;
   }
   fmt::format_to(out, "options (--set KEY=VALUE, or --policy '{}[KEY=VALUE,...]'):\n", info.name);
-  for (const auto& o : info.options)
+  for (const auto& o : info.options) {
     fmt::format_to(out, "  {:<30} default {}\n      {}\n", o.key, o.default_text, o.meaning);
+    if (o.range) fmt::format_to(out, "      accepts {}\n", o.range->text());  // the bounds configure checks
+  }
   const auto& e = info.options.front();
   fmt::format_to(out, "example: fragsim run TRACE --policy '{}[{}={}]'\n", info.name, e.key,
                  e.example.is_string() ? e.example.get<std::string>() : e.example.dump());

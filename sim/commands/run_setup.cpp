@@ -8,6 +8,7 @@
 
 #include "sim/base/error.h"
 #include "sim/commands/settings.h"
+#include "traces/recording_header.h"
 #include "traces/trace_reader.h"
 
 namespace fragsim {
@@ -28,24 +29,39 @@ HardwareModel choose_hardware(const RunRequest& req, const Recording& recording,
                                  req.capacity.empty() ? ", --capacity sets its memory"
                                                       : fmt::format("; its memory: --capacity {}", req.capacity)));
   }
-  HardwareModel hw = load_hardware(name);
+  const OptionNames& opt = req.names;
+  HardwareModel hw = load_hardware(name, opt("--hw"));
   SpaceSpec* hbm = hw.space(Space::kHbm);
   if (recorded_capacity && hbm && req.capacity.empty()) hbm->capacity = *recorded_capacity;
   if (!req.capacity.empty()) {
-    if (!hbm) throw InputError("--capacity: hardware '" + hw.name + "' has no hbm space");
+    if (!hbm) throw InputError(opt("--capacity") + ": hardware '" + hw.name + "' has no hbm space");
     Bytes holdback = hbm->runtime_holdback();
-    hbm->set_capacity(parse_size_arg(req.capacity, "--capacity"));
-    check_space(*hbm, "--capacity");
+    hbm->set_capacity(parse_size_arg(req.capacity, "--capacity", opt));
+    check_space(*hbm, opt("--capacity"));
     if (holdback)
-      notes->push_back(fmt::format("the TPU runtime's limit stays {} below --capacity, as on the {} preset",
-                                   human_bytes(holdback), hw.name));
+      notes->push_back(fmt::format("the TPU runtime's limit stays {} below {}, as on the {} preset",
+                                   human_bytes(holdback), opt("--capacity"), hw.name));
   }
   if (!req.reserve.empty()) {
-    if (!hbm) throw InputError("--reserve: hardware '" + hw.name + "' has no hbm space");
-    hbm->reserve = parse_size_arg(req.reserve, "--reserve");
-    check_space(*hbm, "--reserve");
+    if (!hbm) throw InputError(opt("--reserve") + ": hardware '" + hw.name + "' has no hbm space");
+    hbm->reserve = parse_size_arg(req.reserve, "--reserve", opt);
+    check_space(*hbm, opt("--reserve"));
   }
   return hw;
+}
+
+Vocabulary vocabulary_of(const Recording& recording, const HardwareModel& hw) {
+  return {recording.framework_of(), hw.platform != Platform::kUnknown ? hw.platform : recording.platform};
+}
+
+void add_outcome_notes(const RunRequest& req, RunResult& r) {
+  if (r.ooms.empty() || !req.failed_allocs.empty()) return;
+  if (recording_from_header(r.header, r.trace_path).source == RecordingSource::kXprof)
+    r.notes.push_back(fmt::format(
+        "an XProf capture records the allocations that succeeded: if the program failed with RESOURCE_EXHAUSTED, "
+        "{} replays that request (the size its error names) before event EVENT, where the failing step ran; after "
+        "the error the program frees its buffers, so at the capture's end it may fit",
+        req.names.with("--failed-alloc", "SIZE@EVENT")));
 }
 
 Recording read_recording(const std::string& trace, bool lenient) {
@@ -74,44 +90,43 @@ nlohmann::json resolved_config(const RunOptions& o, const Recording& recording, 
 
 RunOptions prepare_run(const RunRequest& req, const Registry& reg, const Recording* given) {
   // What can be checked without the trace fails first.
-  if (!req.hw.empty()) (void)load_hardware(req.hw);
-  if (!req.capacity.empty()) (void)parse_size_arg(req.capacity, "--capacity");
-  if (!req.reserve.empty()) (void)parse_size_arg(req.reserve, "--reserve");
-  if (!req.policy.empty()) (void)reg.find(parse_policy_ref(req.policy, "--policy").name);
+  const OptionNames& opt = req.names;
+  if (!req.hw.empty()) (void)load_hardware(req.hw, opt("--hw"));
+  if (!req.capacity.empty()) (void)parse_size_arg(req.capacity, "--capacity", opt);
+  if (!req.reserve.empty()) (void)parse_size_arg(req.reserve, "--reserve", opt);
+  if (!req.policy.empty()) (void)reg.find(parse_policy_ref(req.policy, opt("--policy")).name, opt("--policy"));
   RunOptions o;
   o.trace = req.trace;
   o.source = request_source(req, req.source);
   o.cancel = req.cancel;
   const Recording recording = given ? *given : read_recording(req);
-  if (recording.source == RecordingSource::kXprof && req.failed_allocs.empty())
-    o.notes.push_back(
-        "an XProf capture records the allocations that succeeded: if the program failed with RESOURCE_EXHAUSTED, "
-        "--failed-alloc SIZE@EVENT replays that request (the size its error names) before event EVENT, where the "
-        "failing step ran; after the error the program frees its buffers, so at the capture's end it may fit");
   o.hw = choose_hardware(req, recording, &o.notes);
+  o.vocab = vocabulary_of(recording, o.hw);
   SettingsInput si{req.policy, req.sets, req.envs};
-  si.recorded_framework = recording.framework();
-  si.recorded_what = recording.what();
+  si.recording = recording;
+  si.platform = o.vocab.platform;
+  si.names = opt;
   const DefaultFor& def = reg.default_for(recording, o.hw.kind);
   si.default_policy = def.ref;
   bool defaulted = false;
   o.policy = resolve_settings(si, reg, &o.notes, &defaulted);
-  if (defaulted) o.notes.push_back(fmt::format("policy {}: {} (--policy chooses another)", def.ref, def.why));
-  const PolicyInfo& info = reg.find(o.policy.name, "--policy");
+  if (defaulted)
+    o.notes.push_back(fmt::format("policy {}: {} ({} chooses another)", def.ref, def.why, opt("--policy")));
+  const PolicyInfo& info = reg.find(o.policy.name, opt("--policy"));
   if (!info.hardware_kind.empty() && info.hardware_kind != o.hw.kind)
     throw InputError(
-        fmt::format("--policy {}: it models {} memory, and hardware '{}' is a {} ({}--hw names a {} "
+        fmt::format("{}: it models {} memory, and hardware '{}' is a {} ({}{} names a {} "
                     "preset: fragsim list)",
-                    o.policy.name, info.hardware_kind == "tpu" ? "TPU" : info.hardware_kind, o.hw.name,
-                    o.hw.kind == "gpu" ? "GPU" : o.hw.kind, req.hw.empty() ? "it was assumed; " : "",
-                    info.hardware_kind == "tpu" ? "TPU" : info.hardware_kind));
+                    opt.with("--policy", o.policy.name), info.hardware_kind == "tpu" ? "TPU" : info.hardware_kind,
+                    o.hw.name, o.hw.kind == "gpu" ? "GPU" : o.hw.kind, req.hw.empty() ? "it was assumed; " : "",
+                    opt("--hw"), info.hardware_kind == "tpu" ? "TPU" : info.hardware_kind));
   if (req.shard != 1 || req.shard_dim != "major") {
     if (!info.models_sharding) {
       std::vector<std::string> which;
       for (const auto& p : reg.all())
         if (p.models_sharding) which.push_back(p.name);
-      throw InputError(fmt::format("--shard: policy {} does not model sharding (these do: {})", o.policy.name,
-                                   fmt::join(which, ", ")));
+      throw InputError(fmt::format("{}: policy {} does not model sharding (these do: {})", opt("--shard"),
+                                   o.policy.name, fmt::join(which, ", ")));
     }
     set_sharding(o.policy.config, req.shard, req.shard_dim);
     o.shard = static_cast<std::uint64_t>(req.shard);
@@ -121,6 +136,17 @@ RunOptions prepare_run(const RunRequest& req, const Registry& reg, const Recordi
                     req.shard, req.shard_dim));
   }
   o.recorded_devices = req.hw.empty() && req.capacity.empty() && req.reserve.empty();
+  // The recording's own allocator's model: the default policy with the default's options (a
+  // what-if of its settings is still that allocator). A plain trace names no allocator: any policy
+  // that places buffers may be its model, the lower bound (which places none) is not.
+  const PolicySpec recorded = parse_policy_ref(def.ref, "default policy");
+  if (recording.source == RecordingSource::kPlain || recording.source == RecordingSource::kGenerated) {
+    o.models_recording = !info.lower_bound;
+  } else {
+    o.models_recording = o.policy.name == recorded.name;
+    for (const auto& [k, v] : recorded.config.items())
+      o.models_recording = o.models_recording && o.policy.config.contains(k) && o.policy.config[k] == v;
+  }
   o.keep_going = req.keep_going;
   o.lenient = req.lenient;
   o.check = req.check;

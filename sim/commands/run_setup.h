@@ -8,6 +8,7 @@
 #include <utility>
 #include <vector>
 
+#include "sim/base/option_names.h"
 #include "sim/engine/engine.h"
 
 namespace fragsim {
@@ -33,6 +34,7 @@ struct RunRequest {
   // list of events); `trace` then only names it in reports and messages. Empty: read the file.
   TraceSource source{};
   const std::atomic<bool>* cancel = nullptr;  // RunOptions::cancel of every run the request makes
+  OptionNames names{};                        // how the caller names these options (the Python module's keywords)
 };
 
 // Checks the request against the registry and the trace's recording, chooses what it leaves
@@ -50,6 +52,15 @@ struct RunRequest {
 // The policy's config as it resolves for the first device's main memory on this run (recorded
 // settings applied): what its what-ifs and advice read. Builds nothing.
 [[nodiscard]] nlohmann::json resolved_config(const RunOptions& o, const Recording& recording, const Registry& reg);
+
+// Whose words a run's advice and sweeps speak: the framework that recorded the trace, and the
+// platform of the device the run models (the recording's where the hardware names no vendor).
+[[nodiscard]] Vocabulary vocabulary_of(const Recording& recording, const HardwareModel& hw);
+
+// Notes that depend on how the run went (RunResult::notes): for an XProf capture that OOMs without
+// --failed-alloc, that a capture holds only the requests that succeeded and how to replay the one
+// a program failed on.
+void add_outcome_notes(const RunRequest& req, RunResult& r);
 
 // The hardware a request runs on: --hw, else the device the recording names, else h100-80g;
 // then --capacity and --reserve. Adds a note for every choice the request did not make.

@@ -6,6 +6,7 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
+#include <algorithm>
 #include <functional>
 #include <map>
 
@@ -93,49 +94,67 @@ std::string policy_ref_without(const std::string& text, const std::string& key) 
   return text.substr(0, br) + (kept.empty() ? "" : "[" + kept + "]");
 }
 
+namespace {
+
+// "JAX's and TensorFlow's"
+std::string frameworks_text(const std::vector<Framework>& fs) {
+  std::vector<std::string> names;
+  for (Framework f : fs) names.push_back(std::string(framework_name(f)) + "'s");
+  return fmt::format("{}", fmt::join(names, " and "));
+}
+
+}  // namespace
+
 PolicySpec resolve_settings(const SettingsInput& in, const Registry& reg, std::vector<std::string>* notes,
                             bool* used_default) {
-  const PolicySpec named = in.policy.empty() ? PolicySpec{} : parse_policy_ref(in.policy, "--policy");
+  const OptionNames& opt = in.names;
+  const PolicySpec named = in.policy.empty() ? PolicySpec{} : parse_policy_ref(in.policy, opt("--policy"));
   // The variables, by the framework that reads them.
   std::map<std::string, std::map<std::string, std::string>> by_framework;
   std::vector<std::string> first_var;  // per framework in order of appearance: its first variable
   for (const auto& e : in.envs) {
     auto eq = e.find('=');
-    if (eq == std::string::npos || eq == 0) throw InputError(fmt::format("--env: expected VAR=VALUE, got '{}'", e));
+    if (eq == std::string::npos || eq == 0)
+      throw InputError(fmt::format("{}: expected VAR=VALUE, got '{}'", opt("--env"), e));
     std::string var = e.substr(0, eq);
-    const FrameworkInfo* f = reg.framework_of_variable(var);
+    const FrameworkInfo* f = reg.framework_of_variable(var, in.recording);
     if (!f) {
       std::vector<std::string> known;
-      for (const auto& fw : reg.frameworks()) known.insert(known.end(), fw.variables.begin(), fw.variables.end());
-      throw InputError(fmt::format("--env: unknown variable '{}' (understood: {})", var, fmt::join(known, ", ")));
+      for (const auto& fw : reg.frameworks())
+        for (const auto& v : fw.variables)
+          if (std::find(known.begin(), known.end(), v) == known.end()) known.push_back(v);
+      throw InputError(
+          fmt::format("{}: unknown variable '{}' (understood: {})", opt("--env"), var, fmt::join(known, ", ")));
     }
     if (!by_framework.count(f->name)) first_var.push_back(var);
     by_framework[f->name][var] = e.substr(eq + 1);
   }
   if (by_framework.size() > 1)
-    throw InputError(fmt::format("--env: {} is {}'s and {} is {}'s: one run models one framework", first_var[1],
-                                 reg.framework_of_variable(first_var[1])->name, first_var[0],
-                                 reg.framework_of_variable(first_var[0])->name));
+    throw InputError(fmt::format("{}: {} is {}'s and {} is {}'s: one run models one framework", opt("--env"),
+                                 first_var[1], reg.framework_of_variable(first_var[1], in.recording)->name,
+                                 first_var[0], reg.framework_of_variable(first_var[0], in.recording)->name));
   FrameworkSettings fs;
   if (!by_framework.empty()) {
     const FrameworkInfo& f = *reg.framework(by_framework.begin()->first);
     const std::string& var = first_var[0];
     if (!named.name.empty()) {
-      const PolicyInfo& p = reg.find(named.name);
-      if (p.framework != f.name)
-        throw InputError(fmt::format(
-            "--env {}: {}'s variable, but --policy {} {}", var, f.name, p.name,
-            p.framework.empty() ? "models no framework's allocator" : "models " + p.framework + "'s allocator"));
-    } else if (!in.recorded_framework.empty() && in.recorded_framework != f.recorded_as) {
+      const PolicyInfo& p = reg.find(named.name, opt("--policy"));
+      if (std::find(p.frameworks.begin(), p.frameworks.end(), f.id) == p.frameworks.end())
+        throw InputError(fmt::format("{} {}: {}'s variable, but {} {}", opt("--env"), var, f.name,
+                                     opt.with("--policy", p.name),
+                                     p.frameworks.empty() ? "models no framework's allocator"
+                                                          : "models " + frameworks_text(p.frameworks) + " allocator"));
+    } else if (!in.recording.may_be_from(f.id)) {
       throw InputError(fmt::format(
-          "--env {}: {}'s variable, but the trace is {}: name one of {}'s policies with --policy to replay it "
-          "through {}'s allocator anyway",
-          var, f.name, in.recorded_what, f.name, f.name));
+          "{} {}: {}'s variable, but the trace is {}: name one of {}'s policies with {} to replay it through {}'s "
+          "allocator anyway",
+          opt("--env"), var, f.name, in.recording.what(), f.name, opt("--policy"), f.name));
     }
-    fs = f.interpret(by_framework.begin()->second, named.name, notes);
+    fs = f.interpret(by_framework.begin()->second, {named.name, in.platform, opt("--env"), notes});
   }
   if (!named.name.empty() && !fs.policy.empty() && named.name != fs.policy)
-    throw InputError(fmt::format("--env selects policy {} but --policy says {}", fs.policy, named.name));
+    throw InputError(fmt::format("{} selects policy {} but {}", opt("--env"), fs.policy,
+                                 opt.with("--policy", named.name) + " says otherwise"));
   PolicySpec spec;
   nlohmann::json cfg = nlohmann::json::object();
   if (!named.name.empty()) {
@@ -144,8 +163,8 @@ PolicySpec resolve_settings(const SettingsInput& in, const Registry& reg, std::v
     spec.name = fs.policy;
     // The variables chose the allocator (XLA_PYTHON_CLIENT_ALLOCATOR=platform, PYTORCH_CUDA_ALLOC_CONF=…): said once.
     if (notes)
-      notes->push_back(
-          fmt::format("policy {}: as {} configures it (--policy chooses another)", fs.policy, fmt::join(in.envs, " ")));
+      notes->push_back(fmt::format("policy {}: as {} configures it ({} chooses another)", fs.policy,
+                                   fmt::join(in.envs, " "), opt("--policy")));
   } else {  // the default may carry options: "tpu-padded[inner=tpu-runtime]"
     if (used_default) *used_default = true;
     PolicySpec def = parse_policy_ref(
@@ -155,7 +174,7 @@ PolicySpec resolve_settings(const SettingsInput& in, const Registry& reg, std::v
   }
   for (const auto& [k, v] : fs.config.items()) cfg[k] = v;
   for (const auto& s : in.sets) {
-    auto [k, v] = parse_setting(s, "--set");
+    auto [k, v] = parse_setting(s, opt("--set"));
     cfg[k] = v;
   }
   for (const auto& [k, v] : named.config.items()) cfg[k] = v;  // POLICY[k=v]: the entry's own options win

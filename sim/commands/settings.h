@@ -7,17 +7,19 @@
 #include <string>
 #include <vector>
 
+#include "sim/base/option_names.h"
 #include "sim/engine/engine.h"
 
 namespace fragsim {
 
 struct SettingsInput {
-  std::string policy;                   // --policy ("" = chosen by --env or the default)
-  std::vector<std::string> sets;        // --set KEY=VALUE
-  std::vector<std::string> envs;        // --env VAR=VALUE
-  std::string default_policy = {};      // when neither names one; "" = the registry's default for a plain trace
-  std::string recorded_framework = {};  // the framework that recorded the trace (Recording::framework)
-  std::string recorded_what = {};       // how to name that recording ("a PyTorch memory snapshot")
+  std::string policy;                      // --policy ("" = chosen by --env or the default)
+  std::vector<std::string> sets;           // --set KEY=VALUE
+  std::vector<std::string> envs;           // --env VAR=VALUE
+  std::string default_policy = {};         // when neither names one; "" = the registry's default for a plain trace
+  Recording recording = {};                // what the trace says of the run that made it (its framework)
+  Platform platform = Platform::kUnknown;  // the run's device's: what the framework builds there
+  OptionNames names = {};                  // how the caller names the options (messages)
 };
 
 // "POLICY" or "POLICY[key=value,...]" (values as --set reads them; key=NAME[...] sets key to NAME
@@ -31,6 +33,7 @@ struct SettingsInput {
 // Resolves the policy name and config; adds to notes one line per interpreted variable.
 // Throws InputError on unknown variables or values (naming them), on variables of two frameworks,
 // and on a variable of another framework than the policy's or, with no --policy, the recording's.
+// A variable two frameworks read (TF_GPU_ALLOCATOR) is the recording's framework's.
 // *used_default (when given) tells whether the policy is in.default_policy because nothing named one.
 PolicySpec resolve_settings(const SettingsInput& in, const Registry& reg, std::vector<std::string>* notes,
                             bool* used_default = nullptr);

@@ -137,8 +137,9 @@ void fraction_sweep(const SweepOptions& opt, const Registry& reg, const Fraction
                               ? "fraction 1.00 does not fit, so none can (--exhaustive replays every fraction)"
                               : fmt::format("bisection; checked {} fractions on each side of the answer", opt.verify);
   }
-  const std::string knob_name = knob.by_env() ? knob.env_var : knob.call.substr(0, knob.call.find('('));
-  res.range = fmt::format("{} from 0.01 to 1.00, {} fractions replayed", knob_name, pts.seen().size());
+  // In the words of the framework that recorded the trace (TensorFlow: per_process_gpu_memory_fraction).
+  const Framework fw = opt.base.vocab.framework;
+  res.range = fmt::format("{} from 0.01 to 1.00, {} fractions replayed", knob.spelling(fw).name, pts.seen().size());
   // The answer: the fraction above the highest one that fails (every larger one evaluated completes).
   std::uint64_t safe = 0;
   for (auto it = pts.seen().rbegin(); it != pts.seen().rend(); ++it)
@@ -156,9 +157,9 @@ void fraction_sweep(const SweepOptions& opt, const Registry& reg, const Fraction
     double v = static_cast<double>(safe + 1) / 100.0;
     res.value = v;
     res.bound = safe == 0;
-    res.setting = knob.setting(v);
-    RunRequest q =
-        knob.by_env() ? with_env(opt.request, knob.argument(v), knob.key) : with_set(opt.request, knob.argument(v));
+    res.setting = knob.setting(v, fw);
+    RunRequest q = knob.by_env(fw) ? with_env(opt.request, knob.argument(v, fw), knob.key)
+                                   : with_set(opt.request, knob.argument(v, fw));
     q.keep_going = q.check = false;
     res.command = command_line(q);
   }
@@ -166,7 +167,9 @@ void fraction_sweep(const SweepOptions& opt, const Registry& reg, const Fraction
 
 void capacity_sweep(const SweepOptions& opt, const Registry& reg, SweepResult& res) {
   const SpaceSpec* hbm = opt.base.hw.space(Space::kHbm);
-  if (!hbm) throw InputError("sweep --find min-capacity: hardware '" + opt.base.hw.name + "' has no hbm space");
+  if (!hbm)
+    throw InputError(opt.request.names.with("--find", "min-capacity") + ": hardware '" + opt.base.hw.name +
+                     "' has no hbm space");
   const Bytes g = std::max<Bytes>(hbm->granularity, 1);
   // The runtime's own holdback below capacity (TPU) stays what the preset says.
   const Bytes holdback = hbm->runtime_holdback();
@@ -187,7 +190,8 @@ void capacity_sweep(const SweepOptions& opt, const Registry& reg, SweepResult& r
       res.notes.push_back(fmt::format(
           "{}'s {} is inferred from the recording (its OOM came with room on the device: the allocator's own cap), "
           "the same cap in bytes at every capacity tried; {} {} replays without it",
-          info.name, info.fraction->key, info.fraction->by_env() ? "--env" : "--set", info.fraction->argument(1.0)));
+          info.name, info.fraction->key, info.fraction->by_env(opt.base.vocab.framework) ? "--env" : "--set",
+          info.fraction->argument(1.0, opt.base.vocab.framework)));
   }
   Points pts(opt, reg, [&](std::uint64_t k) {
     RunOptions o = point_base(opt.base);
@@ -263,16 +267,17 @@ SweepResult run_sweep(const SweepOptions& given, const Registry& reg) {
         if (p.fraction) with.push_back(p.name);
       RunRequest q = opt.request;
       q.keep_going = q.check = false;
-      throw InputError(fmt::format(
-          "sweep --find min-mem-fraction: policy {} has no memory fraction (these do: {}); `{}` finds the memory the "
-          "trace needs",
-          info.name, fmt::join(with, ", "), command_line(q, "sweep", {"--find", "min-capacity"})));
+      throw InputError(
+          fmt::format("{}: policy {} has no memory fraction (these do: {}); {} finds the memory the trace needs",
+                      opt.request.names.with("--find", "min-mem-fraction"), info.name, fmt::join(with, ", "),
+                      opt.request.names.python ? std::string("find='min-capacity'")
+                                               : "`" + command_line(q, "sweep", {"--find", "min-capacity"}) + "`"));
     }
     fraction_sweep(opt, reg, *info.fraction, res);
   } else if (opt.find == "min-capacity") {
     capacity_sweep(opt, reg, res);
   } else {
-    throw InputError("sweep --find: must be min-capacity or min-mem-fraction");
+    throw InputError(opt.request.names("--find") + ": must be min-capacity or min-mem-fraction");
   }
   res.monotonic = res.anomalies.empty();
   if (!res.runs.empty()) res.trace_digest = res.runs.front().trace_digest;

@@ -146,7 +146,7 @@ std::string trace_info_text(const nlohmann::json& j) {
   for (const auto& d : j["devices"])
     fmt::format_to(out, "  device {}: peak requested {}\n", d["device"].get<int>(),
                    human_bytes(d["peak_requested_bytes"].get<Bytes>()));
-  if (j.contains("modules")) {
+  if (j.contains("modules") && !j["modules"].empty()) {
     fmt::format_to(out,
                    "  {} compiled XLA modules (fragsim convert TRACE --module NAME out.jsonl writes one's heap):\n",
                    j["modules"].size());
@@ -156,7 +156,7 @@ std::string trace_info_text(const nlohmann::json& j) {
                      m["allocations"].get<std::uint64_t>(), human_bytes(m["largest_allocation_bytes"].get<Bytes>()),
                      m["heap_events"].get<std::uint64_t>());
   }
-  fmt::format_to(out, "  size histogram:\n");
+  if (!j["size_histogram"].empty()) fmt::format_to(out, "  size histogram:\n");
   for (const auto& b : j["size_histogram"])
     fmt::format_to(out, "    {:>12} .. {:<12} {:>10}\n", human_bytes(b["min_bytes"].get<Bytes>()),
                    human_bytes(b["max_bytes"].get<Bytes>()), b["count"].get<std::uint64_t>());

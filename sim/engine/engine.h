@@ -55,6 +55,13 @@ struct RunOptions {
   std::vector<std::string> notes;              // lines for the text report (e.g. how --env was interpreted)
   std::string label;                           // how reports name the run when several are shown (compare, batch)
   std::uint64_t shard = 1;  // --shard N: the policy stores 1/N of each array per device (requested stays whole)
+  // Whose words advice and sweeps use: the recording's framework, the platform of the device the run
+  // models (sim/commands/run_setup.h, vocabulary_of).
+  Vocabulary vocab;
+  // The policy, as configured, is the model of the allocator that made the recording (the policy the
+  // recording gets by default): its fidelity measures the model. Another's (ideal, best-fit, a
+  // what-if allocator) is kept in the JSON but not printed.
+  bool models_recording = false;
   // Set from another thread to stop the run (a front end's Ctrl-C): checked every kCancelEvents
   // events replayed (every batch when engines share a decode); the run then throws Cancelled and
   // commits no output. nullptr: never.

@@ -5,6 +5,7 @@
 #include <algorithm>
 
 #include "sim/base/error.h"
+#include "sim/base/notes.h"
 #include "sim/engine/engine_impl.h"
 #include "traces/trace_reader.h"
 
@@ -40,6 +41,7 @@ void Engine::begin(const nlohmann::json& header, const Recording& recording) {
   out_.notes = opt_.notes;
   out_.shard = opt_.shard;
   out_.label = opt_.label;
+  out_.models_recording = opt_.models_recording;
   if (header.is_object() && header.contains("time_unit") && header["time_unit"].is_string())
     out_.time_unit = header["time_unit"].get<std::string>();
   if (opt_.sink) sink_ = opt_.sink(out_.time_unit);
@@ -95,6 +97,7 @@ RunResult Engine::end(std::uint64_t skipped_frees) {
     out_.notes.push_back(
         "the trace records no times (as a PyTorch 2.0 snapshot, or JSONL without \"t\"): its events are replayed in "
         "the order given, and the times of the JSON report, the page and Perfetto are event numbers, not time");
+  out_.notes = once_per_device(out_.notes);
   return std::move(out_);
 }
 

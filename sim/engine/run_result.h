@@ -151,7 +151,8 @@ struct RunResult {
   std::string trace_digest;  // TraceReader::digest(): the same trace in any encoding
   nlohmann::json header;
   std::string policy_name;
-  std::string label;  // how several runs shown together are told apart (compare, batch)
+  std::string label;              // how several runs shown together are told apart (compare, batch)
+  bool models_recording = false;  // RunOptions::models_recording: the text shows its fidelity
   nlohmann::json policy_config;
   nlohmann::json hardware;
   bool completed = true;

@@ -24,14 +24,14 @@ std::optional<std::string_view> utf8_of(py::handle s) {
   return std::string_view(p, static_cast<size_t>(n));
 }
 
-std::string type_name(py::handle o) { return Py_TYPE(o.ptr())->tp_name; }
-
 bool is_mapping(py::handle o) { return PyDict_Check(o.ptr()) || (PyMapping_Check(o.ptr()) && py::hasattr(o, "items")); }
 
 // An int, or an object that stands for one (numpy's integers: __index__); bools are not.
 bool is_integer(py::handle o) { return !PyBool_Check(o.ptr()) && PyIndex_Check(o.ptr()); }
 
 }  // namespace
+
+std::string python_type(py::handle o) { return fmt::format("an object of type {}", Py_TYPE(o.ptr())->tp_name); }
 
 // ---- reports → Python ----
 
@@ -97,7 +97,7 @@ nlohmann::json to_json(py::handle o, const std::string& what) {
     for (auto kv : py::reinterpret_borrow<py::object>(o).attr("items")()) {
       auto pair = py::reinterpret_borrow<py::tuple>(kv);
       if (!PyUnicode_Check(pair[0].ptr()))
-        throw py::type_error(fmt::format("{}: a key that is not a str ({})", what, type_name(pair[0])));
+        throw py::type_error(fmt::format("{}: a key that is not a str ({})", what, python_type(pair[0])));
       std::string k = pair[0].cast<std::string>();
       j[k] = to_json(pair[1], what + "." + k);
     }
@@ -109,7 +109,7 @@ nlohmann::json to_json(py::handle o, const std::string& what) {
     for (auto x : py::reinterpret_borrow<py::sequence>(o)) j.push_back(to_json(x, fmt::format("{}[{}]", what, i++)));
     return j;
   }
-  throw py::type_error(fmt::format("{}: a {} is not a JSON value", what, type_name(o)));
+  throw py::type_error(fmt::format("{}: {} is not a JSON value", what, python_type(o)));
 }
 
 // ---- a snapshot dict → PickleDoc ----
@@ -146,8 +146,8 @@ class SnapshotBuilder {
     }
     const bool dict = PyDict_Check(o.ptr()), list = PyList_Check(o.ptr()), tuple = PyTuple_Check(o.ptr());
     if (!dict && !list && !tuple)
-      bad(fmt::format("a {} is not something a snapshot holds (None, bool, int, float, str, bytes, list, tuple, dict)",
-                      type_name(o)));
+      bad(fmt::format("{} is not something a snapshot holds (None, bool, int, float, str, bytes, list, tuple, dict)",
+                      python_type(o)));
     if (!open_.insert(o.ptr()).second) bad("a container that contains itself");
     PyRef r = make(dict ? PyObj::kDict : list ? PyObj::kList : PyObj::kTuple);
     if (dict) {
@@ -258,7 +258,7 @@ class EventWriter {
       bool first = true;
       for (auto kv : py::reinterpret_borrow<py::object>(o).attr("items")()) {
         auto pair = py::reinterpret_borrow<py::tuple>(kv);
-        if (!PyUnicode_Check(pair[0].ptr())) bad(fmt::format("a key that is not a str ({})", type_name(pair[0])));
+        if (!PyUnicode_Check(pair[0].ptr())) bad(fmt::format("a key that is not a str ({})", python_type(pair[0])));
         auto k = utf8_of(pair[0]);
         if (!k) bad("a key that is not valid Unicode (a lone surrogate)");
         if (depth == 0) key_ = std::string(*k);
@@ -280,7 +280,7 @@ class EventWriter {
       }
       out += ']';
     } else {
-      bad(fmt::format("a {} is not a JSON value", type_name(o)));
+      bad(fmt::format("{} is not a JSON value", python_type(o)));
     }
   }
 

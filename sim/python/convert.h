@@ -25,6 +25,9 @@ namespace py = pybind11;
 
 [[nodiscard]] py::object to_python(const nlohmann::json& j);
 
+// How messages name a Python value's type: "an object of type set".
+[[nodiscard]] std::string python_type(py::handle o);
+
 // `what` names the argument in messages (TypeError for a value JSON cannot hold).
 [[nodiscard]] nlohmann::json to_json(py::handle o, const std::string& what);
 

@@ -24,6 +24,7 @@
 #include "sim/commands/listing.h"
 #include "sim/commands/trace_info.h"
 #include "sim/python/convert.h"
+#include "sim/report/diff.h"
 #include "sim/report/report.h"
 #include "sim/report/report_html.h"
 #include "traces/generators.h"
@@ -59,7 +60,8 @@ const Registry& registry() {
 template <class F>
 auto released(F&& work, const py::object& progress) {
   if (!progress.is_none() && !PyCallable_Check(progress.ptr()))
-    throw py::type_error("progress: expected a callable (given the events decoded so far) or None");
+    throw py::type_error(fmt::format("progress=: expected a callable (given the events decoded so far) or None, got {}",
+                                     python_type(progress)));
   std::atomic<bool> cancel{false};
   const std::uint64_t events0 = input_events_read();
   auto done = std::async(std::launch::async, [&] { return work(&cancel); });
@@ -101,7 +103,7 @@ class Options {
   std::string str(const char* k) const {
     if (!given(k)) return {};
     py::object v = d_[k];
-    if (!PyUnicode_Check(v.ptr())) throw py::type_error(fmt::format("{}: expected a str, got {}", k, type_of(v)));
+    if (!PyUnicode_Check(v.ptr())) throw py::type_error(fmt::format("{}=: expected a str, got {}", k, python_type(v)));
     return v.cast<std::string>();
   }
   std::string path(const char* k) const {
@@ -113,23 +115,32 @@ class Options {
     if (!given(k)) return dflt;
     py::object v = d_[k];
     if (PyBool_Check(v.ptr()) || !PyIndex_Check(v.ptr()))
-      throw py::type_error(fmt::format("{}: expected an int, got {}", k, type_of(v)));
+      throw py::type_error(fmt::format("{}=: expected an int, got {}", k, python_type(v)));
     return v.cast<long long>();
   }
   // A size: a str with a unit ("16GiB"), or an int of bytes, written as the command line takes
   // it (exact, in the largest unit that divides it: commands printed in reports read "600MiB").
-  std::string size(const char* k) const {
+  // `least`: an int below it is a number meant in another unit (capacity=16 for 16 GiB), refused
+  // with the fix rather than read as a device of 16 bytes.
+  std::string size(const char* k, Bytes least = 0) const {
     if (!given(k)) return {};
     py::object v = d_[k];
     if (PyUnicode_Check(v.ptr())) return v.cast<std::string>();
     if (PyBool_Check(v.ptr()) || !PyIndex_Check(v.ptr()))
-      throw py::type_error(
-          fmt::format("{}: expected a size, a str with a unit ('16GiB') or an int of bytes, got {}", k, type_of(v)));
+      throw py::type_error(fmt::format("{}=: expected a size, a str with a unit ('16GiB') or an int of bytes, got {}",
+                                       k, python_type(v)));
     py::int_ i = py::reinterpret_steal<py::int_>(PyNumber_Index(v.ptr()));
     unsigned long long b = PyLong_AsUnsignedLongLong(i.ptr());
     if (PyErr_Occurred()) {
       PyErr_Clear();
-      throw InputError(fmt::format("{}: {} bytes is not a size (0 to 2^64 - 1)", k, std::string(py::str(i))));
+      throw InputError(fmt::format("{}=: {} bytes is not a size (0 to 2^64 - 1)", k, std::string(py::str(i))));
+    }
+    if (b && b < least) {
+      const std::string n = std::to_string(b), flag = fmt::format("--{}", k);
+      throw InputError(
+          fmt::format("{}={}: an int counts bytes, and {} bytes is no device's memory: write {} ('{}B' "
+                      "if you mean bytes)",
+                      k, n, n, OptionNames{true}.size_fix(flag, n), n));
     }
     return b == 0 ? "0" : size_arg(b);
   }
@@ -141,37 +152,36 @@ class Options {
     if (!given(k)) return out;
     py::object v = d_[k];
     if (PyUnicode_Check(v.ptr()))
-      throw py::type_error(fmt::format("{}: expected a dict or a list of 'KEY=VALUE' strings, got a str", k));
+      throw py::type_error(fmt::format("{}=: expected a dict or a list of 'KEY=VALUE' strings, got a str", k));
     if (py::hasattr(v, "items")) {
       for (auto kv : v.attr("items")()) {
         auto p = py::reinterpret_borrow<py::tuple>(kv);
         if (!PyUnicode_Check(p[0].ptr()))
-          throw py::type_error(fmt::format("{}: keys must be str, got {}", k, type_of(p[0])));
+          throw py::type_error(fmt::format("{}=: keys must be str, got {}", k, python_type(p[0])));
         out.push_back(p[0].cast<std::string>() + "=" + value(p[1], k, env));
       }
       return out;
     }
     for (auto x : py::reinterpret_borrow<py::iterable>(v)) {
       if (!PyUnicode_Check(x.ptr()))
-        throw py::type_error(fmt::format("{}: expected 'KEY=VALUE' strings, got {}", k, type_of(x)));
+        throw py::type_error(fmt::format("{}=: expected 'KEY=VALUE' strings, got {}", k, python_type(x)));
       out.push_back(x.cast<std::string>());
     }
     return out;
   }
   unsigned jobs() const {
     long long j = integer("jobs", 0);
-    if (j < 0 || j > 1024) throw InputError(fmt::format("jobs: must be in 0..1024, got {}", j));
+    if (j < 0 || j > 1024) throw InputError(fmt::format("jobs=: must be in 0..1024, got {}", j));
     return static_cast<unsigned>(j);
   }
 
  private:
-  static std::string type_of(py::handle v) { return Py_TYPE(v.ptr())->tp_name; }
   static std::string value(py::handle v, const char* k, bool env) {
     if (PyUnicode_Check(v.ptr())) return v.cast<std::string>();
     if (PyBool_Check(v.ptr()) && !env) return v.ptr() == Py_True ? "true" : "false";
     if (v.is_none() && !env) return "null";
     if ((PyIndex_Check(v.ptr()) || PyFloat_Check(v.ptr())) && !PyBool_Check(v.ptr())) return py::str(v);
-    throw py::type_error(fmt::format("{}: a {} value{}", k, type_of(v),
+    throw py::type_error(fmt::format("{}=: {} as a value{}", k, python_type(v),
                                      env ? " (an environment variable holds a str: write it as you would export it)"
                                          : " (expected str, bool, int or float)"));
   }
@@ -180,8 +190,9 @@ class Options {
 
 RunRequest request_of(const Options& o) {
   RunRequest r;
+  r.names.python = true;  // messages name the keywords: capacity=, not --capacity
   r.hw = o.str("hw");
-  r.capacity = o.size("capacity");
+  r.capacity = o.size("capacity", kMiB);  // an int below 1 MiB: a number of GiB meant
   r.reserve = o.size("reserve");
   r.policy = o.str("policy");
   r.sets = o.pairs("settings", false);
@@ -193,7 +204,7 @@ RunRequest request_of(const Options& o) {
   if (o.given("pre_trace")) r.pre_trace = o.str("pre_trace");
   r.strict = o.flag("strict");
   long long shard = o.integer("shard", 1);
-  if (shard < 1) throw InputError(fmt::format("shard: must be at least 1, got {}", shard));
+  if (shard < 1) throw InputError(fmt::format("shard=: must be at least 1, got {}", shard));
   r.shard = static_cast<unsigned>(shard);
   if (o.given("shard_dim")) r.shard_dim = o.str("shard_dim");
   return r;
@@ -239,7 +250,7 @@ bool is_segment_list(py::handle src) {
 Source source_of(py::handle src, const Options& o) {
   const bool lenient = o.flag("lenient");
   if (is_path(src)) {
-    if (o.given("name")) throw py::type_error("name: names a source held in memory (a path names itself)");
+    if (o.given("name")) throw py::type_error("name=: names a source held in memory (a path names itself)");
     return {path_of(src), {}};
   }
   if (PyBytes_Check(src.ptr()) || PyByteArray_Check(src.ptr()))
@@ -254,8 +265,8 @@ Source source_of(py::handle src, const Options& o) {
   }
   if (!py::hasattr(src, "__iter__"))
     throw py::type_error(fmt::format(
-        "source: a {}; expected a path, a PyTorch snapshot dict or an iterable of events (dicts or JSONL lines)",
-        Py_TYPE(src.ptr())->tp_name));
+        "source: {}; expected a path, a PyTorch snapshot dict or an iterable of events (dicts or JSONL lines)",
+        python_type(src)));
   std::string name = o.given("name") ? o.str("name") : "<events>";
   JsonlLines lines(name);
   for (auto item : py::reinterpret_borrow<py::iterable>(src)) add_event(lines, item, name);
@@ -324,7 +335,7 @@ std::string policy_list(const Options& o) {
   if (PyUnicode_Check(p.ptr())) return p.cast<std::string>();
   for (auto x : py::reinterpret_borrow<py::iterable>(p)) {
     if (!PyUnicode_Check(x.ptr()))
-      throw py::type_error(fmt::format("policies: expected str entries, got {}", Py_TYPE(x.ptr())->tp_name));
+      throw py::type_error(fmt::format("policies=: expected str entries, got {}", python_type(x)));
     out += (out.empty() ? "" : ",") + x.cast<std::string>();
   }
   return out;
@@ -398,10 +409,12 @@ CheckResult check(py::handle baseline, py::handle current, py::dict opts) {
   if (o.given("gate")) {
     std::string gate = o.get("gate").cast<std::string>();
     if (gate != "recommended" && gate != "all")
-      throw InputError(fmt::format("gate: '{}': must be 'recommended' or 'all'", gate));
+      throw InputError(fmt::format("gate='{}': must be 'recommended' or 'all'", gate));
     c.gate_all = gate == "all";
   }
-  return run_check(b, n, c);
+  CheckResult r = run_check(b, n, c);
+  if (is_path(current)) r.current_file = c.current_path;
+  return r;
 }
 
 // A report given to diff: a path of a .json file, a dict with "fragsim_report", or a list of them
@@ -424,6 +437,13 @@ DiffOutcome diff(py::handle a, py::handle b, py::dict opts) {
     DiffInput ra, rb;
     ra.report = report_of(a, "A", &ra.name);
     rb.report = report_of(b, "B", &rb.name);
+    if (!is_path(a) || !is_path(b)) {  // reports held in memory: named by their traces and policies
+      ra.report = pick_report(ra.report, label, ra.name);
+      rb.report = pick_report(rb.report, label, rb.name);
+      auto [na, nb] = report_names(ra.report, rb.report);
+      if (!is_path(a)) ra.name = na;
+      if (!is_path(b)) rb.name = nb;
+    }
     DiffOutcome d = diff_of_reports(ra, rb, label, !html.empty());
     if (!html.empty()) write_file_atomic(html, d.html);
     return d;
@@ -504,7 +524,12 @@ PYBIND11_MODULE(_fragsim, m) {
       .def("text", &check_text)
       .def("markdown", &check_markdown)
       .def("junit", &check_junit)
-      .def("github", &check_github);
+      .def(
+          "github",
+          [](const CheckResult& r, const py::object& on) {
+            return check_github(r, on.is_none() ? r.current_file : on.cast<std::string>());
+          },
+          py::kw_only(), py::arg("on") = py::none());
 
   m.def("run", &run);
   m.def("compare", &compare);

@@ -274,6 +274,26 @@ J pick_report(const J& j, const std::string& label, const std::string& file) {
                                label.empty() ? "several runs" : "no run labelled '" + label + "'", list));
 }
 
+std::pair<std::string, std::string> report_names(const J& a, const J& b) {
+  auto name = [](const J& r, bool hw) {
+    std::string path = r.contains("trace") ? r["trace"].value("path", std::string()) : std::string();
+    std::string n = path.substr(path.find_last_of('/') + 1);
+    std::string policy = r.value("label", r.contains("policy") ? r["policy"].value("name", std::string()) : "");
+    if (!policy.empty()) n += (n.empty() ? "" : ", ") + policy;
+    if (hw && r.contains("hardware")) {
+      const J& h = r["hardware"];
+      n += ", on " + h.value("name", std::string("?"));
+      if (h.contains("spaces") && h["spaces"].is_array() && !h["spaces"].empty())
+        n += " " + human_bytes(h["spaces"][0].value("capacity_bytes", Bytes{0}));
+    }
+    return n;
+  };
+  std::pair<std::string, std::string> n{name(a, false), name(b, false)};
+  if (n.first == n.second) n = {name(a, true), name(b, true)};
+  if (n.first == n.second) n = {n.first + " (a)", n.second + " (b)"};
+  return n;
+}
+
 J diff_reports(const DiffInput& a, const DiffInput& b) {
   check_report_schema(a.report, a.name);
   check_report_schema(b.report, b.name);

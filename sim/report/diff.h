@@ -25,6 +25,11 @@ struct DiffInput {
 // Throws InputError when a report is not one (report_schema.h).
 [[nodiscard]] nlohmann::json diff_reports(const DiffInput& a, const DiffInput& b);
 
+// How a diff names two runs given as reports held in memory (the Python module's Report objects, not
+// files): by their traces' file names and policies ("llm.jsonl, xla-bfc[preallocate=false]"), then
+// their hardware where that is all that tells them apart, then "(a)"/"(b)".
+[[nodiscard]] std::pair<std::string, std::string> report_names(const nlohmann::json& a, const nlohmann::json& b);
+
 // One report out of a file's JSON: a single report, or the run `label` of a compare --json array
 // (`label` may be empty when the array holds one run). InputError naming the labels otherwise.
 [[nodiscard]] nlohmann::json pick_report(const nlohmann::json& j, const std::string& label, const std::string& file);

@@ -29,6 +29,33 @@ std::string fidelity_text(const nlohmann::json& f) {
   return s;
 }
 
+// When the --follow-recording tally is below the free-running figure, which of the two to read and
+// why; "" otherwise. Following the recording corrects every allocation to where the recording put
+// it, so each choice is made from the real state and one wrong choice never shifts the ones after:
+// it is normally the higher. Below the free-running figure, the corrections themselves cost: the
+// policy chooses from states it never reaches on its own (buffers displaced, blocks it could not
+// place where recorded), so it measures how the model takes being corrected — the free-running
+// figure is the measure of the replay whose peaks and OOMs this report shows.
+std::string better_measure(const nlohmann::json& f) {
+  const nlohmann::json& t = f["follow_recording"];
+  auto n = [](const nlohmann::json& j, const char* k) { return j.value(k, std::uint64_t{0}); };
+  const std::uint64_t fm = n(f, "allocs_matched"), fc = n(f, "allocs_compared");
+  const std::uint64_t tm = n(t, "allocs_matched"), tc = n(t, "allocs_compared");
+  if (!fc || !tc || tm * fc >= fm * tc) return {};  // tm/tc >= fm/fc
+  std::string cost;
+  if (n(t, "displaced")) cost += fmt::format("{} of its own buffers displaced", n(t, "displaced"));
+  if (n(t, "uncorrected"))
+    cost += fmt::format("{}{} allocations it could not place where recorded", cost.empty() ? "" : ", ",
+                        n(t, "uncorrected"));
+  return fmt::format(
+      "the free-running figure ({}) is the better measure here: it is the replay whose peaks and OOMs this report "
+      "shows, and following the recording ({}) scores each choice from a state the policy never reaches on its own "
+      "(every allocation moved to where it was recorded{}), so its lower figure measures how the model takes the "
+      "corrections, not how far its own replay drifts",
+      pct(fc ? static_cast<double>(fm) / static_cast<double>(fc) : 0),
+      pct(static_cast<double>(tm) / static_cast<double>(tc)), cost.empty() ? "" : ": " + cost);
+}
+
 nlohmann::json buffer_json(const RunResult& r, const BufferView& b) {
   nlohmann::json j = {{"id", b.id},
                       {"event_index", b.event_index},
@@ -170,17 +197,37 @@ std::string when(const RunResult& r, std::uint64_t event_index, Tick t) {
   return fmt::format("event {}, {} in", event_index, at);
 }
 
-// The buffer's own name unless it is its frame's last component (snapshot names are).
-std::string buffer_line(const RunResult& r, const BufferView& b) {
+// The second of two sizes shown together ("(128.00 MiB requested)" beside a block), worded by
+// `say`; "" when the two are the same, and in bytes when they differ only below what human_bytes
+// shows ("15.99 MiB (512 B more than requested)", never "15.99 MiB (15.99 MiB requested)").
+std::string beside(Bytes shown, Bytes other, const char* say, const char* more_than) {
+  if (shown == other) return {};
+  if (human_bytes(shown) != human_bytes(other)) return fmt::format(" ({} {})", human_bytes(other), say);
+  return fmt::format(" ({} {} {})", human_bytes(shown > other ? shown - other : other - shown),
+                     shown > other ? "more than" : "less than", more_than);
+}
+
+// A buffer as a line names it: its name and shape ("x f32[1000,750]"), and "at FRAME", its innermost
+// frame, unless the name says it already (a snapshot's name is its frame's last component; an XProf
+// name quotes its source line) — a frame is never printed twice on one line.
+struct BufferWords {
+  std::string what, at;
+};
+BufferWords buffer_words(const RunResult& r, const BufferView& b) {
   const std::string name = escape_terminal(b.name);
-  std::string what = name;
-  if (std::string sh = shape_text(b); !sh.empty()) what += (what.empty() ? "" : " ") + sh;
-  std::string pad = b.block > b.requested ? fmt::format(" ({} requested)", human_bytes(b.requested)) : std::string();
-  std::string f = escape_terminal(frame_of(r, b));
-  bool frame_is_name = !f.empty() && !name.empty() && f.ends_with(name);
-  return fmt::format("{:>12}{}  {}{}id {}, event {}, {} events old{}", human_bytes(b.block), pad, what,
-                     what.empty() ? "" : "  ", b.id, b.event_index, b.age_events,
-                     f.empty() || frame_is_name ? std::string() : "  at " + f);
+  BufferWords w{name, {}};
+  if (std::string sh = shape_text(b); !sh.empty()) w.what += (w.what.empty() ? "" : " ") + sh;
+  const std::string f = escape_terminal(frame_of(r, b));
+  const bool said = !f.empty() && !name.empty() && (f.ends_with(name) || name.find(f) != std::string::npos);
+  if (!f.empty() && !said) w.at = "at " + f;
+  return w;
+}
+
+std::string buffer_line(const RunResult& r, const BufferView& b) {
+  const BufferWords w = buffer_words(r, b);
+  return fmt::format("{:>12}{}  {}{}id {}, event {}, {} events old{}", human_bytes(b.block),
+                     beside(b.block, b.requested, "requested", "requested"), w.what, w.what.empty() ? "" : "  ", b.id,
+                     b.event_index, b.age_events, w.at.empty() ? "" : "  " + w.at);
 }
 
 void space_moment_text(std::back_insert_iterator<std::string> out, const RunResult& r, const SpaceMoment& s,
@@ -377,6 +424,9 @@ nlohmann::json report_json(const RunResult& r, size_t map_blocks) {
 
 namespace {
 
+// Peak reserved over the allocator's own limit (SpaceResult::limit, not 0).
+double limit_share(const SpaceResult& s) { return static_cast<double>(s.peak_reserved) / static_cast<double>(s.limit); }
+
 // The settings a policy ran with: its resolved config without the note of where they came from.
 nlohmann::json settings_of(const RunResult& r) {
   nlohmann::json c = r.policy_config;
@@ -424,16 +474,19 @@ void prior_text(std::back_insert_iterator<std::string> out, const RunResult& r, 
 // The per-space table of a run over several spaces: each at its own peak.
 void spaces_table(std::back_insert_iterator<std::string> out, const RunResult& r) {
   fmt::format_to(out, "  per device and memory space (each at its own peak):\n");
-  fmt::format_to(out, "    {:<2} {:>6} {:<10} {:>11} {:>11} {:>11} {:>11} {:>6} {:>11} {:>8} {:>8} {:>5}\n", "",
-                 "device", "space", "usable", "peak req", "peak alloc", "peak resvd", "share", "unused@pk", "extfrag",
-                 "max", "OOMs");
+  // "share": of what the device gives; "of limit": of the allocator's own cap below it (a BFC's
+  // memory fraction), where it has one.
+  fmt::format_to(out, "    {:<2} {:>6} {:<10} {:>11} {:>11} {:>11} {:>11} {:>6} {:>8} {:>11} {:>8} {:>8} {:>5}\n", "",
+                 "device", "space", "usable", "peak req", "peak alloc", "peak resvd", "share", "of limit", "unused@pk",
+                 "extfrag", "max", "OOMs");
   for (size_t i = 0; i < r.spaces.size(); ++i) {
     const SpaceResult& s = r.spaces[i];
-    fmt::format_to(out, "    {:<2} {:>6} {:<10} {:>11} {:>11} {:>11} {:>11} {:>6} {:>11} {:>8} {:>8} {:>5}\n",
+    fmt::format_to(out, "    {:<2} {:>6} {:<10} {:>11} {:>11} {:>11} {:>11} {:>6} {:>8} {:>11} {:>8} {:>8} {:>5}\n",
                    i == r.binding ? "*" : "", device_label(r, s.device), space_name(s.space), human_bytes(s.usable),
                    human_bytes(s.peak_requested), human_bytes(s.peak_allocated), human_bytes(s.peak_reserved),
-                   s.usable ? pct(s.peak_share()) : "-", human_bytes(s.at_peak_allocated.unused()),
-                   pct(s.at_peak_allocated.external()), pct(s.frag_max), s.ooms.size());
+                   s.usable ? pct(s.peak_share()) : "-", s.limit ? pct(limit_share(s)) : "-",
+                   human_bytes(s.at_peak_allocated.unused()), pct(s.at_peak_allocated.external()), pct(s.frag_max),
+                   s.ooms.size());
   }
   const SpaceResult& b = r.spaces[r.binding];
   fmt::format_to(out, "  * binds: {} — {}\n", where(r, b.device, b.space), r.binding_reason);
@@ -490,7 +543,14 @@ std::string report_text(const RunResult& r) {
     fmt::format_to(out, "  peak requested  {:>14}  ({} B){}\n", human_bytes(r.peak_requested), r.peak_requested,
                    r.shard > 1 ? "  whole arrays, before sharding" : "");
     fmt::format_to(out, "  peak allocated  {:>14}  ({} B)\n", human_bytes(r.peak_allocated), r.peak_allocated);
-    fmt::format_to(out, "  peak reserved   {:>14}  ({} B)\n", human_bytes(r.peak_reserved), r.peak_reserved);
+    // An allocator with its own cap (a BFC's memory fraction): how much of it, beside the device's share.
+    const SpaceResult* s = r.spaces.size() == 1 ? &r.spaces[0] : nullptr;
+    fmt::format_to(
+        out, "  peak reserved   {:>14}  ({} B){}\n", human_bytes(r.peak_reserved), r.peak_reserved,
+        s && s->limit && s->usable
+            ? fmt::format("  {} of the device's usable {}, {} of the allocator's limit {}", pct(s->peak_share()),
+                          human_bytes(s->usable), pct(limit_share(*s)), human_bytes(s->limit))
+            : "");
   }
   for (const auto& sp : r.spaces)
     if (sp.prior) prior_text(out, r, sp);
@@ -506,7 +566,7 @@ std::string report_text(const RunResult& r) {
     if (sp.device_allocs || sp.device_frees)
       fmt::format_to(out, "  device calls ({}): {} alloc, {} free, simulated {:.3f} ms\n",
                      where(r, sp.device, sp.space), sp.device_allocs, sp.device_frees, sp.device_time_ns / 1e6);
-  if (!r.fidelity.is_null()) {
+  if (!r.fidelity.is_null() && r.models_recording) {
     fmt::format_to(out, "  fidelity: {}{}\n", fidelity_text(r.fidelity),
                    r.fidelity.value("memory_as_recorded", true)
                        ? ""
@@ -516,8 +576,10 @@ std::string report_text(const RunResult& r) {
                          "the model");
     if (!r.fidelity["first_mismatch"].is_null())
       fmt::format_to(out, "  first mismatch: {}\n", escape_terminal(mismatch_text(r.fidelity["first_mismatch"])));
-    if (r.fidelity.contains("follow_recording"))
+    if (r.fidelity.contains("follow_recording")) {
       fmt::format_to(out, "  following the recording: {}\n", follow_recording_text(r.fidelity["follow_recording"]));
+      if (std::string which = better_measure(r.fidelity); !which.empty()) fmt::format_to(out, "  {}\n", which);
+    }
   }
   size_t shown = 0;
   for (const auto& o : r.ooms) {
@@ -525,9 +587,9 @@ std::string report_text(const RunResult& r) {
       fmt::format_to(out, "  ... {} more OOMs in the JSON report\n", r.ooms.size() - kDetailedOoms);
       break;
     }
-    std::string what = o.request.name.empty() ? fmt::format("id {}", o.id) : escape_terminal(o.request.name);
-    if (std::string sh = shape_text(o.request); !sh.empty()) what += " " + sh;
-    std::string f = escape_terminal(frame_of(r, o.request));
+    const BufferWords w = buffer_words(r, o.request);
+    std::string what =
+        o.request.name.empty() ? fmt::format("id {}", o.id) + (w.what.empty() ? "" : " " + w.what) : w.what;
     if (o.before_trace) {
       const SpaceResult* sp = r.space(o.device, o.space);  // its usable memory within this run's limit
       const Bytes room = sp ? (sp->limit ? std::min(sp->limit, sp->usable) : sp->usable) : 0;
@@ -538,12 +600,12 @@ std::string report_text(const RunResult& r) {
                      human_bytes(o.requested));
     }
     fmt::format_to(out, "  OOM at {} ({}): {}{}\n", when(r, o.event_index, o.t), where(r, o.device, o.space), what,
-                   f.empty() ? "" : "  at " + f);
+                   w.at.empty() ? "" : "  " + w.at);
     fmt::format_to(out,
-                   "    requested {} (rounded {}); allocated {}, reserved {}; it could still give {} (free in reserved "
+                   "    requested {}{}; allocated {}, reserved {}; it could still give {} (free in reserved "
                    "memory and on the device), the largest piece {} -> {}\n",
-                   human_bytes(o.requested), human_bytes(o.rounded), human_bytes(o.allocated), human_bytes(o.reserved),
-                   human_bytes(o.free), human_bytes(o.largest_free),
+                   human_bytes(o.requested), beside(o.requested, o.rounded, "after rounding", "the rounded size"),
+                   human_bytes(o.allocated), human_bytes(o.reserved), human_bytes(o.free), human_bytes(o.largest_free),
                    (o.fragmentation ? "FRAGMENTATION (enough memory is free, no block fits)"
                                     : "CAPACITY (not enough free memory)") +
                        (o.kind.empty() ? std::string() : "; " + o.kind));
@@ -580,9 +642,12 @@ std::string compare_table(const std::vector<RunResult>& runs) {
   // Fragmentation columns at the peak of allocated memory (docs/metrics.md): reserved but
   // unallocated, its share of reserved, and external fragmentation 1 − largest free / free —
   // each space's own figures; with several spaces, one row per space.
-  fmt::format_to(out, "{:<{}} {}{:>6} {:>5} {:>11} {:>11} {:>11} {:>11} {:>8} {:>9} {:>9} {:>8} {:>9}\n", "policy", w,
-                 per_space ? fmt::format("{:<14} ", "device") : "", "result", "OOMs", "peak req", "peak alloc",
-                 "peak resvd", "unused@pk", "unused%", "extfrag@pk", "extfrag max", "dev calls", "call ms");
+  // Peak reserved as a share of the device's usable memory, and of the allocator's own limit where it
+  // has one (a BFC's memory fraction): a run can fill its limit with the device half empty.
+  fmt::format_to(out, "{:<{}} {}{:>6} {:>5} {:>11} {:>11} {:>11} {:>6} {:>8} {:>11} {:>8} {:>9} {:>9} {:>8} {:>9}\n",
+                 "policy", w, per_space ? fmt::format("{:<14} ", "device") : "", "result", "OOMs", "peak req",
+                 "peak alloc", "peak resvd", "share", "of limit", "unused@pk", "unused%", "extfrag@pk", "extfrag max",
+                 "dev calls", "call ms");
   const SpaceResult none;
   for (const auto& r : runs)
     for (size_t i = 0; i < std::max<size_t>(1, r.spaces.size()); ++i) {
@@ -591,14 +656,16 @@ std::string compare_table(const std::vector<RunResult>& runs) {
                                  : sp.ooms.empty() && !r.fatal.empty()                      ? "abort"
                                                                                             : "OOM";
       const SpaceMoment& p = sp.at_peak_allocated;
-      fmt::format_to(out, "{:<{}} {}{:>6} {:>5} {:>11} {:>11} {:>11} {:>11} {:>8} {:>9} {:>9} {:>8} {:>9.2f}\n",
+      fmt::format_to(out,
+                     "{:<{}} {}{:>6} {:>5} {:>11} {:>11} {:>11} {:>6} {:>8} {:>11} {:>8} {:>9} {:>9} {:>8} {:>9.2f}\n",
                      escape_terminal(label_of(r)), w,
                      per_space ? fmt::format("{:<14} ", fmt::format("{} {}{}", sp.device, space_name(sp.space),
                                                                     i == r.binding && r.several_spaces() ? " *" : ""))
                                : "",
                      result, sp.ooms.size(), human_bytes(sp.peak_requested), human_bytes(sp.peak_allocated),
-                     human_bytes(sp.peak_reserved), human_bytes(p.unused()), pct(p.unused_share()), pct(p.external()),
-                     pct(sp.frag_max), sp.device_allocs + sp.device_frees, sp.device_time_ns / 1e6);
+                     human_bytes(sp.peak_reserved), sp.usable ? pct(sp.peak_share()) : "-",
+                     sp.limit ? pct(limit_share(sp)) : "-", human_bytes(p.unused()), pct(p.unused_share()),
+                     pct(p.external()), pct(sp.frag_max), sp.device_allocs + sp.device_frees, sp.device_time_ns / 1e6);
     }
   if (per_space) fmt::format_to(out, "(* the space that binds: the first OOM, else the largest share of its memory)\n");
   // Entries that resolved to the same settings (a recording's settings already in force) say so.
@@ -611,8 +678,10 @@ std::string compare_table(const std::vector<RunResult>& runs) {
                        runs[i].policy_config.contains(kRecordedSettingsKey)
                            ? fmt::format(" (the recording's: {})", runs[i].policy_config[kRecordedSettingsKey].dump())
                            : "");
+  // The fidelity of the runs that model the recording's allocator (an ideal run reproduces no address).
   for (const auto& r : runs)
-    if (!r.fidelity.is_null()) fmt::format_to(out, "{}: {}\n", escape_terminal(label_of(r)), fidelity_text(r.fidelity));
+    if (!r.fidelity.is_null() && r.models_recording)
+      fmt::format_to(out, "{}: {}\n", escape_terminal(label_of(r)), fidelity_text(r.fidelity));
   return s;
 }
 

@@ -57,6 +57,11 @@ class Scratch(unittest.TestCase):
         return str(cm.exception)
 
 
+def py_words(cli_text):
+    """The CLI's notes as the module words them: the keyword, not the flag (issue 54)."""
+    return cli_text.replace("(--policy chooses another)", "(policy= chooses another)")
+
+
 def write_jsonl(path, items):
     with open(path, "w") as f:
         for item in items:
@@ -122,12 +127,13 @@ class Run(Scratch):
             with self.subTest(kw=kw):
                 r = fragsim.run(JAX, **kw)
                 want, p = self.cli_json("run", JAX, *args)
-                self.assertEqual(r, want)
+                # The same report, its notes naming Python's keywords where the CLI's name flags.
+                self.assertEqual(r, json.loads(py_words(json.dumps(want))))
                 self.assertIsInstance(r, dict)
-                self.assertEqual(r.text(), cli("run", JAX, *args).stdout)
+                self.assertEqual(r.text(), py_words(cli("run", JAX, *args).stdout))
                 self.assertEqual(str(r), r.text())
                 with open(self.path("cli.json")) as f:
-                    self.assertEqual(r.json(), f.read())
+                    self.assertEqual(r.json(), py_words(f.read()))
         oom = fragsim.run(JAX, policy="best-fit", capacity=600 * MiB, reserve=0)
         self.assertFalse(oom["completed"])
         self.assertTrue(oom["advice"])
@@ -179,7 +185,7 @@ class Sources(Scratch):
             for kw, args in (({}, []), ({"capacity": "8MiB", "keep_going": True}, ["--capacity", "8MiB", "--keep-going"])):
                 with self.subTest(path=path, kw=kw):
                     want, _ = self.cli_json("run", path, *args)
-                    self.assertEqual(fragsim.run(snapshot, name=path, **kw), want)
+                    self.assertEqual(fragsim.run(snapshot, name=path, **kw), json.loads(py_words(json.dumps(want))))
         # Unnamed, the snapshot is "<snapshot>" in the report and its notes.
         r = fragsim.run(snapshot)
         self.assertEqual(r["trace"]["path"], "<snapshot>")
@@ -205,14 +211,15 @@ class Sources(Scratch):
             pickle.dump(snap, f)
         for kw, args in (({}, []), ({"capacity": "24MiB", "reserve": 0}, ["--capacity", "24MiB", "--reserve", "0"])):
             want, _ = self.cli_json("run", path, *args)
-            self.assertEqual(fragsim.run(snap, name=path, **kw), want)
+            self.assertEqual(fragsim.run(snap, name=path, **kw), json.loads(py_words(json.dumps(want))))
 
     def test_snapshot_errors_name_the_object(self):
         snap = hand_snapshot()
         snap["segments"][1]["blocks"][0]["frames"] = [object()]
         with self.assertRaises(fragsim.InputError) as cm:
             fragsim.run(snap)
-        self.assertIn("<snapshot>: snapshot: segments[1].blocks[0].frames[0]: a object is not", str(cm.exception))
+        self.assertIn("<snapshot>: snapshot: segments[1].blocks[0].frames[0]: an object of type object is not",
+                      str(cm.exception))  # the Python type, named as Python names it (was "a object")
         snap = hand_snapshot()
         snap["device_traces"][0][1]["size"] = 1 << 70
         with self.assertRaises(fragsim.InputError) as cm:
@@ -280,12 +287,12 @@ class Sources(Scratch):
         # A value JSON cannot hold: the event and the key named.
         with self.assertRaises(fragsim.InputError) as cm:
             fragsim.run([{"op": "alloc", "id": 1, "size": 4}, {"op": "alloc", "id": 2, "size": 4, "name": {1, 2}}])
-        self.assertEqual(str(cm.exception), "<events>:2: name: a set is not a JSON value")
+        self.assertEqual(str(cm.exception), "<events>:2: name: an object of type set is not a JSON value")
         # --lenient skips frees of unknown ids, as for a file.
         events = [{"op": "alloc", "id": 1, "size": 4}, {"op": "free", "id": 3}, {"op": "free", "id": 1}]
         path = write_jsonl(self.path("lenient.jsonl"), events)
         want, _ = self.cli_json("run", path, "--lenient")
-        self.assertEqual(fragsim.run(events, name=path, lenient=True), want)
+        self.assertEqual(fragsim.run(events, name=path, lenient=True), json.loads(py_words(json.dumps(want))))
         self.assertEqual(want["trace"]["skipped_frees"], 1)
 
 
@@ -302,14 +309,45 @@ class Errors(Scratch):
         ]
         for kw, args in cases:
             with self.subTest(kw=kw):
-                self.assert_same_error(lambda: fragsim.run(JAX, **kw), "run", JAX, *args)
+                # The CLI's message and exit code, in Python's words: the keyword the caller used
+                # (policy=, capacity=), never the command-line flag (issue 54).
+                with self.assertRaises(fragsim.InputError) as cm:
+                    fragsim.run(JAX, **kw)
+                p = cli("run", JAX, *args)
+                self.assertEqual(p.returncode, cm.exception.exit_code)
+                said = str(cm.exception)
+                self.assertNotIn(" --", " " + said)
+                self.assertEqual(p.stderr.count("\n"), 1)  # the CLI: one line
+                words = {"--set": "settings=", "--env": "env="}
+                for f in (a for a in args if a.startswith("--") and a in p.stderr):
+                    self.assertIn(words.get(f, f[2:] + "="), said)  # the flag it names, as a keyword
         missing = self.path("no-such-trace.jsonl")
         self.assert_same_error(lambda: fragsim.run(missing), "run", missing, exc=fragsim.EnvError)
         self.assertTrue(issubclass(fragsim.InputError, ValueError))
         self.assertTrue(issubclass(fragsim.EnvError, OSError))
-        self.assert_same_error(lambda: fragsim.sweep(JAX, "min-everything"), "sweep", JAX, "--find", "min-everything")
+        with self.assertRaises(fragsim.InputError) as cm:
+            fragsim.sweep(JAX, "min-everything")
+        self.assertTrue(str(cm.exception).startswith("find=: must be min-capacity or min-mem-fraction"))
+        self.assertEqual(cli("sweep", JAX, "--find", "min-everything").stderr,
+                         "fragsim: --find: must be min-capacity or min-mem-fraction\n")
         self.assert_same_error(lambda: fragsim.layout("bf16[1000,,129]"), "layout", "bf16[1000,,129]")
         self.assert_same_error(lambda: fragsim.list("xla-bfx"), "list", "xla-bfx")
+
+    def test_python_words(self):
+        # A capacity given as a bare number is a number of GiB meant: refused with the Python fix.
+        for bad in (16, "16"):
+            with self.subTest(capacity=bad), self.assertRaises(fragsim.InputError) as cm:
+                fragsim.run(JAX, capacity=bad)
+            self.assertIn("capacity='16GiB' or capacity=16 * 2**30", str(cm.exception))
+            self.assertNotIn("--capacity", str(cm.exception))
+        self.assertEqual(fragsim.run(JAX, capacity=16 * 2**30)["hardware"]["spaces"][0]["capacity_bytes"], 16 << 30)
+        # Type errors name the Python type.
+        with self.assertRaises(TypeError) as cm:
+            fragsim.run(JAX, policy=object())
+        self.assertIn("policy=: expected a str, got an object of type object", str(cm.exception))
+        with self.assertRaises(TypeError) as cm:
+            fragsim.run(JAX, settings={"mem_fraction": {1, 2}})
+        self.assertIn("an object of type set", str(cm.exception))
 
     def test_sources_of_the_wrong_kind(self):
         for source in (b"trace.jsonl", 42, None):
@@ -379,11 +417,21 @@ class Check(Scratch):
                                        self.path("bad.json"), "--allow-different-policy").stdout)
         self.assertIn("oom\\_count", c.markdown())  # Markdown escapes the underscore
         self.assertIn("<testsuite", c.junit())
-        self.assertIn("::error", c.github("bad.json"))
+        # github() returns the ::error lines --github prints (GitHub reads them from a step's output),
+        # shown on the current report's file; on= names another; a positional path (a file to write,
+        # as a newcomer read it) is refused (issue 54).
+        gh = cli("check", "--baseline", self.path("good.json"), "--current", self.path("bad.json"),
+                 "--allow-different-policy", "--github").stdout
+        self.assertTrue(c.github().startswith("::error") and gh.startswith(c.github()), gh)
+        self.assertIn("::error file=" + self.path("bad.json").replace(":", "%3A") + ",", c.github())
+        self.assertIn("::error file=ci/bad.json,", c.github(on="ci/bad.json"))
+        with self.assertRaises(TypeError):
+            c.github("bad.json")
         # Reports in memory: the same verdict on the same figures.
         d = fragsim.check(good, bad, allow_different_policy=True)
         self.assertEqual([(i["metric"], i["regression"]) for i in d["items"]],
                          [(i["metric"], i["regression"]) for i in c["items"]])
+        self.assertTrue(d.github().startswith("::error title=fragsim "), d.github())  # no file: on the run
         self.assertTrue(fragsim.check(good, good)["pass"])
         with self.assertRaises(fragsim.InputError):
             fragsim.check(good, {"fragsim_report": 1})
@@ -409,6 +457,11 @@ class Diff(Scratch):
         with open(a) as fa, open(b) as fb:
             m = fragsim.diff(json.load(fa), json.load(fb))
         self.assertEqual((m["first_oom"], m["devices"]), (d["first_oom"], d["devices"]))
+        # ... named by their traces and policies (here the same: then by their hardware), never "A"/"B".
+        self.assertEqual(m["a"]["name"], "jax_train_small.jsonl, best-fit, on h100-80g 2.00 GiB")
+        self.assertEqual(m["b"]["name"], "jax_train_small.jsonl, best-fit, on h100-80g 600.00 MiB")
+        self.assertIn("jax_train_small.jsonl, best-fit, on h100-80g 600.00 MiB", m.text())
+        self.assertEqual(d["a"]["name"], a)  # files are named by their paths
         # One trace under two policies, replayed: as the CLI, page included.
         pol = ["best-fit", "ideal"]
         t = fragsim.diff(JAX, policies=pol, capacity=600 * MiB, reserve=0, keep_going=True,

@@ -37,6 +37,7 @@ docs/python.md has the whole story.
 """
 
 import builtins as _builtins
+import os as _os
 
 from . import _fragsim
 from ._fragsim import EnvError, InputError, InternalError
@@ -159,9 +160,12 @@ class Check(_WithMarkdown):
         """JUnit XML, one test case per figure (--junit)."""
         return self._native.junit()
 
-    def github(self, file):
-        """GitHub Actions ::error annotations for the regressions, on file (--github)."""
-        return self._native.github(file)
+    def github(self, *, on=None):
+        """The GitHub Actions ::error lines `fragsim check --github` prints, one per regression, as a
+        str: print it in a workflow step (GitHub reads annotations from a step's output; nothing is
+        written). on: the file each annotation is shown on; default the current report's path when
+        check() was given one, else none (the annotation belongs to the run)."""
+        return self._native.github(on=None if on is None else _os.fspath(on))
 
 
 class Diff(_WithMarkdown):

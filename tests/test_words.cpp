@@ -1,0 +1,235 @@
+// What a newcomer reads (issue 54 items 1 and 3) and whose words advice speaks (issue 47 item 3):
+// memory from before a recording named for it, notes said once, text that says only what applies,
+// and settings in the variables of the framework and platform that recorded the trace.
+#include <fmt/format.h>
+
+#include <catch2/catch.hpp>
+
+#include "policies/policy.h"
+#include "sim/base/notes.h"
+#include "sim/commands/listing.h"
+#include "sim_helpers.h"
+#include "test_util.h"
+#include "traces/trace_reader.h"
+
+using namespace fragsim;
+using namespace fragsim::test;
+
+namespace words {
+
+std::string xprof_path(const std::string& name) { return test_data("xprof/" + name + ".xplane.pb.zst"); }
+const std::string kMi300 = xprof_path("tracelens_mi300_jax08_gemm");  // JAX on AMD MI300X (ROCm), SOURCES.md
+const std::string kEcbm = xprof_path("ecbm_yg2820_instance-ecbm_20221104-212610");  // TensorFlow on a T4
+
+}  // namespace words
+
+TEST_CASE("words: memory live before a snapshot's recording is named for it, in the segment it lies in") {
+  // The training step's snapshot begins with 324 blocks live whose allocations fell before the ring
+  // buffer: no frames. They were "(no name or stack)"; now they say when they were allocated and
+  // where they lie (the segment the snapshot's dump places them in).
+  auto r = cli("run " + kTrain + " --by-stack");
+  INFO(r.out << r.err);
+  REQUIRE(r.code == 0);
+  CHECK_THAT(r.out, Catch::Contains("(allocated before the recording began)  id 1, event "));
+  CHECK_THAT(r.out, Catch::Contains("at segment 0x"));
+  // By call site they sum to one row; by frame, one row per segment as well.
+  CHECK_THAT(r.out, Catch::Matches(
+                        R"([\s\S]*\n +[0-9.]+ GiB +[0-9.]+% +324  \(allocated before the recording began\)\n[\s\S]*)"));
+  CHECK_THAT(r.out, Catch::Contains("  segment 0x"));
+}
+
+TEST_CASE("words: a note that holds for several devices is printed once, naming them") {
+  CHECK(once_per_device({"a on device 0: x", "b", "a on device 1: x", "a on device 2: x", "a on device 7: x"}) ==
+        std::vector<std::string>{"a on devices 0-2, 7: x", "b"});
+  CHECK(once_per_device({"device 3: 1 GiB", "device 4: 2 GiB"}) ==
+        std::vector<std::string>{"device 3: 1 GiB", "device 4: 2 GiB"});  // different words: both kept
+  CHECK(once_per_device({"device 12: x", "device 1: x"}) == std::vector<std::string>{"devices 1, 12: x"});
+  // A run of a recording whose four devices share one inferred usable memory: one line, not four.
+  std::string trace = "{\"fragsim_trace\":1,\"recorded_devices\":[";
+  for (int d = 0; d < 4; ++d)
+    trace +=
+        fmt::format("{}{{\"device\":{},\"usable_bytes\":8589934592,\"basis\":\"a recorded oom\"}}", d ? "," : "", d);
+  trace += "]}\n";
+  for (int d = 0; d < 4; ++d)
+    trace += fmt::format("{{\"op\":\"alloc\",\"id\":{},\"size\":1048576,\"device\":{}}}\n", d + 1, d);
+  auto r = cli("run " + write_text("four_devices.jsonl", trace));
+  INFO(r.out << r.err);
+  REQUIRE(r.code == 0);
+  CHECK_THAT(r.out, Catch::Contains("note: devices 0-3: usable memory 8.00 GiB (8589934592 B) inferred from the "
+                                    "recording: a recorded oom"));
+  CHECK_THAT(r.out, !Catch::Contains("note: device 1:"));
+}
+
+TEST_CASE("words: the --failed-alloc note comes with an OOM of a capture, not with every capture") {
+  auto fits = cli("run " + words::kMi300);
+  REQUIRE(fits.code == 0);
+  CHECK_THAT(fits.out, Catch::Contains("completed, no OOM"));
+  CHECK_THAT(fits.out, !Catch::Contains("--failed-alloc SIZE@EVENT"));
+  auto oom = cli("run " + words::kMi300 + " --capacity 600MiB --set preallocate=true");
+  REQUIRE(oom.code == 0);
+  CHECK_THAT(oom.out, Catch::Contains("1 OOM"));
+  CHECK_THAT(oom.out, Catch::Contains("--failed-alloc SIZE@EVENT replays that request"));
+}
+
+TEST_CASE("words: fidelity is printed for the runs that model the recording's allocator only") {
+  // The MI300X capture's recorded addresses: xla-bfc reproduces 74 of 81; ideal places nothing
+  // where an allocator would, and its "0/81" said nothing about the model.
+  CompareRequest q;
+  q.base.trace = words::kMi300;
+  q.policies = "ideal,xla-bfc,xla-bfc[preallocate=true],platform";
+  auto c = compare_cmd(q);
+  CHECK_THAT(c.text, Catch::Contains("xla-bfc: reproduced 74/81 recorded allocation addresses"));
+  CHECK_THAT(c.text, Catch::Contains("xla-bfc[preallocate=true]: reproduced"));  // a what-if of its settings
+  CHECK_THAT(c.text, !Catch::Contains("ideal: reproduced"));
+  CHECK_THAT(c.text, !Catch::Contains("platform: reproduced"));
+  // The JSON keeps every run's fidelity.
+  for (const auto& r : c.runs) CHECK(!r.fidelity.is_null());
+}
+
+TEST_CASE("words: info prints no heading with nothing under it") {
+  auto r = cli("info " + write_text("frees_only.jsonl", "{\"op\":\"mark\",\"name\":\"start\"}\n"));
+  INFO(r.out << r.err);
+  REQUIRE(r.code == 0);
+  CHECK_THAT(r.out, !Catch::Contains("size histogram:"));
+  CHECK_THAT(r.out, !Catch::Contains("compiled XLA modules"));
+  auto some = cli("info " + kSample);
+  CHECK_THAT(some.out, Catch::Contains("size histogram:\n    "));  // a heading with its rows
+}
+
+TEST_CASE("words: a block beside its request says the difference, not the same size twice") {
+  // torch-caching rounds 16 MiB - 300 B up to 16 MiB (512-byte rounding): both print as 16.00 MiB.
+  const std::string t = write_text("near_16mib.jsonl",
+                                   "{\"op\":\"alloc\",\"id\":1,\"size\":16776916}\n"
+                                   "{\"op\":\"alloc\",\"id\":2,\"size\":33554432}\n");
+  auto r = cli("run " + t + " --policy torch-caching");
+  INFO(r.out << r.err);
+  REQUIRE(r.code == 0);
+  CHECK_THAT(r.out, Catch::Contains("16.00 MiB (300 B more than requested)"));
+  CHECK_THAT(r.out, !Catch::Contains("16.00 MiB (16.00 MiB requested)"));
+  CHECK_THAT(r.out, Catch::Contains("32.00 MiB  id 2"));  // no "(32.00 MiB requested)" beside an exact fit
+  // A real capture: JAX's 72.01 MiB temp region, padded by less than 0.01 MiB.
+  auto jax = cli("run " + words::xprof_path("h200_jax_train_mid_run"));
+  CHECK_THAT(jax.out, !Catch::Contains("72.01 MiB (72.01 MiB requested)"));
+  CHECK_THAT(jax.out, Catch::Contains("72.01 MiB ("));
+}
+
+TEST_CASE("words: an OOM line names its frame once and its size once") {
+  // The H200 snapshot's OOM: a 3.50 GiB request at torch_probe.py:62, whose name is that frame.
+  auto r = cli("run " + test_data("torch/h200_fraction_oom.pickle.zst"));
+  INFO(r.out << r.err);
+  REQUIRE(r.code == 0);
+  CHECK_THAT(r.out, Catch::Contains("(device 0 hbm): torch_probe.py:62 main\n"));
+  CHECK_THAT(r.out, Catch::Contains("    requested 3.50 GiB; allocated 4.89 GiB"));
+  CHECK_THAT(r.out, !Catch::Contains("(rounded 3.50 GiB)"));
+}
+
+TEST_CASE("words: fragsim list states each bound as the option's reader checks it") {
+  // PyTorch refuses max_split_size_mb:20 ("> kLargeBuffer"), accepts 21; the list said ">= 20".
+  const std::string t = policy_text(test_registry().find("torch-caching"));
+  CHECK_THAT(t, Catch::Contains("max_split_size_mb"));
+  CHECK_THAT(t, Catch::Contains("accepts > 20 and <= 8796093022207"));
+  CHECK_THAT(t, !Catch::Contains(">= 20"));
+  CHECK(input_error([] {
+          (void)run_json({.trace = kSample, .policy = "torch-caching", .sets = {"max_split_size_mb=20"}});
+        }).find("max_split_size_mb: must be a number > 20") != std::string::npos);
+  CHECK_NOTHROW(run_json({.trace = kSample, .policy = "torch-caching", .sets = {"max_split_size_mb=21"}}));
+  CHECK_THAT(policy_text(test_registry().find("torch-caching")),
+             Catch::Contains("garbage_collection_threshold") && Catch::Contains("accepts > 0 and < 1"));
+}
+
+// ---- issue 47 item 3: each framework's own vocabulary ----
+
+TEST_CASE("vocabulary: a capture says which framework and platform recorded it") {
+  auto mi = open_trace(words::kMi300, {})->recording();
+  CHECK(mi.framework_of() == Framework::kJax);
+  CHECK(mi.platform == Platform::kRocm);  // its device plane's vendor: AMD
+  auto tf = open_trace(words::kEcbm, {})->recording();
+  CHECK(tf.framework_of() == Framework::kTensorFlow);  // its allocator calls carry tf_op
+  CHECK(tf.platform == Platform::kCuda);
+  auto info = cli("info " + words::kEcbm);
+  CHECK_THAT(info.out, Catch::Contains("recorded with: TensorFlow on CUDA ("));
+}
+
+TEST_CASE("vocabulary: on ROCm, JAX is never told to use cudaMallocAsync") {
+  // XLA builds its cudaMallocAsync allocator only for CUDA: on an MI300X, compare's what-ifs leave it out,
+  // the variable that asks for it is refused, and advice against fragmentation does not offer it.
+  CompareRequest q;
+  q.base.trace = words::kMi300;
+  auto c = compare_cmd(q);
+  CHECK_THAT(c.text, Catch::Contains("xla-bfc[preallocate=true]"));
+  CHECK_THAT(c.text, Catch::Contains("platform"));
+  CHECK_THAT(c.text, !Catch::Contains("cuda-async"));
+  std::string err =
+      input_error([] { (void)run_json({.trace = words::kMi300, .envs = {"XLA_PYTHON_CLIENT_ALLOCATOR=cuda_async"}}); });
+  CHECK_THAT(err, Catch::Contains("only for CUDA"));
+  const PolicyInfo& bfc = test_registry().find("xla-bfc");
+  const nlohmann::json config = {{"preallocate", true}};
+  AdviceInput in{.config = config, .fragmentation = true, .kind = "", .reserved = 0, .rounded = 0};
+  in.vocab = {Framework::kJax, Platform::kRocm};
+  auto rocm = bfc.advise(in);
+  REQUIRE(rocm.size() == 1);
+  CHECK(rocm[0].setting == "XLA_PYTHON_CLIENT_PREALLOCATE=false");
+  in.vocab.platform = Platform::kCuda;
+  auto cuda = bfc.advise(in);
+  REQUIRE(cuda.size() == 2);
+  CHECK(cuda[1].setting == "XLA_PYTHON_CLIENT_ALLOCATOR=cuda_async");
+  // A TensorFlow capture is told TensorFlow's variables.
+  in.vocab.framework = Framework::kTensorFlow;
+  auto tf = bfc.advise(in);
+  REQUIRE(tf.size() == 2);
+  CHECK(tf[0].setting == "TF_FORCE_GPU_ALLOW_GROWTH=true");
+  CHECK(tf[1].setting == "TF_GPU_ALLOCATOR=cuda_malloc_async");
+}
+
+TEST_CASE("vocabulary: a TensorFlow capture's sweep speaks per_process_gpu_memory_fraction") {
+  auto s = sweep_cmd({.trace = words::kEcbm}, "min-mem-fraction");
+  CHECK_THAT(s.text, Catch::Contains("searched per_process_gpu_memory_fraction from 0.01 to 1.00"));
+  CHECK_THAT(s.text, Catch::Contains("setting: tf.compat.v1.GPUOptions(per_process_gpu_memory_fraction="));
+  CHECK_THAT(s.text, !Catch::Contains("XLA_PYTHON_CLIENT"));
+  // TensorFlow's variables configure it; TF_FORCE_GPU_ALLOW_GROWTH=true grows on demand.
+  auto grow = run_json({.trace = words::kEcbm, .envs = {"TF_FORCE_GPU_ALLOW_GROWTH=true"}});
+  CHECK(grow["policy"]["config"]["preallocate"] == false);
+}
+
+TEST_CASE("vocabulary: PYTORCH_CUDA_ALLOC_CONF replaces the recorded settings, --set changes one key") {
+  // k3dev was recorded with PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True. PyTorch reads the
+  // variable whole: setting it to max_split_size_mb:256 turns expandable segments off.
+  auto whole = run_cmd({.trace = k3dev, .envs = {"PYTORCH_CUDA_ALLOC_CONF=max_split_size_mb:256"}});
+  CHECK(whole.json["policy"]["config"]["resolved_alloc_conf"] == "max_split_size_mb:256");
+  CHECK(whole.json["policy"]["config"]["resolved_expandable_segments"] == false);
+  CHECK_THAT(whole.text, Catch::Contains("replaces the snapshot's recorded settings (expandable_segments:True)"));
+  CHECK_THAT(whole.text, Catch::Contains("expandable_segments:True dropped"));
+  // --set changes the one key and keeps the recorded ones.
+  auto one = run_cmd({.trace = k3dev, .sets = {"max_split_size_mb=256"}});
+  CHECK(one.json["policy"]["config"]["resolved_alloc_conf"] == "max_split_size_mb:256,expandable_segments:True");
+  CHECK(one.json["policy"]["config"]["resolved_expandable_segments"] == true);
+}
+
+TEST_CASE("vocabulary: a BFC run's text shows its share of the allocator's limit beside the device's") {
+  // The T4 capture's BFC limit is 14,648,653,952 B of the device's 15,843,721,216 B.
+  auto r = cli("run " + words::kEcbm);
+  INFO(r.out);
+  REQUIRE(r.code == 0);
+  CHECK_THAT(r.out, Catch::Contains("of limit"));
+  CompareRequest q;
+  q.base.trace = words::kEcbm;
+  q.policies = "xla-bfc,ideal";
+  auto c = compare_cmd(q);
+  CHECK_THAT(c.text, Catch::Contains("share") && Catch::Contains("of limit"));
+}
+
+TEST_CASE("words: when following the recording scores lower, the text says which figure to read") {
+  // The TE fused-attention capture: xla-bfc reproduces 10 of 30 addresses running free, and 8 of 30
+  // of its choices when each allocation is moved to where it was recorded (5 of its own buffers
+  // displaced by the corrections).
+  auto r = cli("run " + words::xprof_path("tracelens_jax_te_fused_attn_934987a2fc2f") + " --follow-recording");
+  INFO(r.out << r.err);
+  REQUIRE(r.code == 0);
+  CHECK_THAT(r.out, Catch::Contains("reproduced 10/30 recorded allocation addresses"));
+  CHECK_THAT(r.out, Catch::Contains("following the recording: 8/30"));
+  CHECK_THAT(r.out, Catch::Contains("the free-running figure (33.3%) is the better measure here"));
+  // Where following scores as high or higher, nothing more is said.
+  auto mi = cli("run " + words::kMi300 + " --follow-recording");
+  CHECK_THAT(mi.out, Catch::Contains("following the recording: 75/81"));
+  CHECK_THAT(mi.out, !Catch::Contains("better measure"));
+}
