@@ -31,6 +31,7 @@ struct RunRequest {
   // A trace held in memory instead of a file (a front end's: the Python module's snapshot dict or
   // list of events); `trace` then only names it in reports and messages. Empty: read the file.
   TraceSource source{};
+  std::uint64_t source_bytes = 0;             // with a source: its size in memory, what its input limits scale with
   const std::atomic<bool>* cancel = nullptr;  // RunOptions::cancel of every run the request makes
 };
 
