@@ -10,6 +10,7 @@
 
 #include <catch2/catch.hpp>
 #include <climits>
+#include <cstdio>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -81,6 +82,10 @@ struct LimitScope {
 struct Outcomes {
   int results = 0, input_errors = 0;
   void check(int inputs) const {
+    // The counts on standard output (`ctest -V -R fuzz` shows them): how many inputs each fuzzer
+    // drove to a result and how many to an input error.
+    std::printf("%s: %d inputs, %d results, %d input errors\n", Catch::getResultCapture().getCurrentTestName().c_str(),
+                inputs, results, input_errors);
     CHECK(results + input_errors == inputs);
     CHECK(results > 0);
     CHECK(input_errors > 0);
