@@ -217,6 +217,7 @@ RunRequest request_of(const Options& o) {
   r.lenient = o.flag("lenient");
   r.check = o.flag("check");
   r.follow_recording = o.flag("follow_recording");
+  if (o.given("pre_trace")) r.pre_trace = o.str("pre_trace");
   r.strict = o.flag("strict");
   r.shard = o.integer("shard", 1, 1, std::numeric_limits<long long>::max());  // the policy checks its own range
   if (o.given("shard_dim")) r.shard_dim = o.str("shard_dim");
