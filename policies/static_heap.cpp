@@ -34,8 +34,13 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <deque>
 #include <exception>
+#include <functional>
+#include <future>
 #include <map>
+#include <memory>
+#include <mutex>
 #include <optional>
 #include <set>
 #include <thread>
@@ -174,6 +179,67 @@ HeapPlan plan_heap(std::vector<HeapBuffer> bufs, bool spatial, Bytes alignment, 
 
 namespace {
 
+// The plans this process made lately. A plan depends on the buffers (sizes, lifetimes, fixed
+// offsets), the order and the alignment — never on the capacity, which only decides whether it
+// fits. The replays after an OOM (the advice's capacity sweep: some forty capacities) and a sweep's
+// replay the same buffers: planned once, each later replay costs a copy of the plan, not a plan
+// (a minute each at 200 k many-live events). Replays on several threads that ask at once wait
+// for the one that plans; a plan that fails (the plan_steps limit) is not kept.
+class PlanCache {
+ public:
+  using Plan = std::shared_future<std::shared_ptr<const HeapPlan>>;
+  HeapPlan get(const std::vector<HeapBuffer>& bufs, bool spatial, Bytes alignment,
+               const std::function<HeapPlan()>& make) {
+    // The plan_steps limit in force is part of the key: a plan made under a larger one is no answer
+    // to a run that must be refused.
+    const std::uint64_t steps = limit_value(Limit::kPlanSteps, 0);
+    Plan plan;
+    std::promise<std::shared_ptr<const HeapPlan>> mine;
+    const Plan own = mine.get_future().share();
+    {
+      std::lock_guard<std::mutex> l(m_);
+      for (const auto& e : entries_)
+        if (e.spatial == spatial && e.alignment == alignment && e.steps == steps && e.bufs == bufs) plan = e.plan;
+      if (!plan.valid()) {
+        entries_.push_back({bufs, spatial, alignment, steps, own});
+        if (entries_.size() > kEntries) entries_.pop_front();
+      }
+    }
+    if (plan.valid()) return *plan.get();  // planned, or being planned by another replay
+    try {
+      mine.set_value(std::make_shared<const HeapPlan>(make()));
+    } catch (...) {
+      mine.set_exception(std::current_exception());
+      std::lock_guard<std::mutex> l(m_);
+      for (auto it = entries_.begin(); it != entries_.end(); ++it)
+        if (it->spatial == spatial && it->alignment == alignment && it->steps == steps && it->bufs == bufs) {
+          entries_.erase(it);
+          break;
+        }
+      throw;
+    }
+    return *own.get();
+  }
+
+ private:
+  static constexpr size_t kEntries = 4;  // a run's devices (each plans its own), both orders of a best plan
+  struct Entry {
+    std::vector<HeapBuffer> bufs;
+    bool spatial;
+    Bytes alignment;
+    std::uint64_t steps;
+    Plan plan;
+  };
+  std::mutex m_;
+  std::deque<Entry> entries_;
+};
+
+HeapPlan cached_plan(const std::vector<HeapBuffer>& bufs, bool spatial, Bytes alignment,
+                     const std::function<HeapPlan()>& make) {
+  static PlanCache cache;
+  return cache.get(bufs, spatial, alignment, make);
+}
+
 struct StaticHeapOptions {
   PaddingRule rule;
   std::string order;
@@ -215,8 +281,11 @@ class StaticHeapPolicy : public AllocatorPolicy {
     check_fixed(bufs);
     // order=best plans both ways, independently: the spatial plan on a second thread.
     auto plan_one = [&](bool spatial) {
-      LimitCounter steps(Limit::kPlanSteps, spatial ? "static-heap's spatial plan" : "static-heap's temporal plan", 0);
-      return plan_heap(bufs, spatial, o_.alignment, HeapSearch::kIndexed, kHeapTimeBlock, &steps);
+      return cached_plan(bufs, spatial, o_.alignment, [&] {
+        LimitCounter steps(Limit::kPlanSteps, spatial ? "static-heap's spatial plan" : "static-heap's temporal plan",
+                           0);
+        return plan_heap(bufs, spatial, o_.alignment, HeapSearch::kIndexed, kHeapTimeBlock, &steps);
+      });
     };
     std::thread spatial;
     std::exception_ptr spatial_error;
@@ -280,18 +349,20 @@ class StaticHeapPolicy : public AllocatorPolicy {
     return u;
   }
   Bytes rounded_size(const AllocRequest& req) const override { return o_.rule.apply(req).padded; }
-  void memory_map(MemoryMap* out) const override {  // the heap and its live buffers
-    if (!fits()) return;                            // no plan, or one that does not load: nothing held
+  // The heap and its live buffers, at the addresses allocate() gives them: offsets in the heap
+  // (a snapshot export and the address maps put each buffer where its placement says).
+  void memory_map(MemoryMap* out) const override {
+    if (!fits()) return;  // no plan, or one that does not load: nothing held
     Bytes heap = chosen_->heap;
-    out->regions.push_back({DeviceMemory::kBase, heap, 0});
+    out->regions.push_back({Addr(0), heap, 0});
     Bytes at = 0;
     for (const auto& [off, size] : by_offset_) {
       if (off >= heap) break;
-      if (off > at) out->blocks.push_back({DeviceMemory::kBase + at, off - at, false, true});
-      out->blocks.push_back({DeviceMemory::kBase + off, size, true, true});
+      if (off > at) out->blocks.push_back({Addr(at), off - at, false, true});
+      out->blocks.push_back({Addr(off), size, true, true});
       at = off + size;
     }
-    if (heap > at) out->blocks.push_back({DeviceMemory::kBase + at, heap - at, false, true});
+    if (heap > at) out->blocks.push_back({Addr(at), heap - at, false, true});
   }
   nlohmann::json stats() const override {
     Bytes heap = chosen_ ? chosen_->heap : 0;

@@ -19,6 +19,7 @@ struct HeapBuffer {
   std::optional<Bytes> fixed;  // placed before planning (a pre_trace buffer's recorded offset)
   std::uint64_t tie = 0;       // the trace's id (an XLA module's: the logical buffer id, XLA's last sort key)
   std::uint64_t duration() const { return end - start; }
+  bool operator==(const HeapBuffer&) const = default;
 };
 
 struct HeapPlan {

@@ -10,9 +10,12 @@
 
 #include <catch2/catch.hpp>
 #include <climits>
+#include <cstdio>
 #include <cstdlib>
 #include <filesystem>
+#include <fstream>
 #include <map>
+#include <set>
 
 #include "hardware_models/hardware_model.h"
 #include "hlo_synth.h"
@@ -23,10 +26,13 @@
 #include "sim/base/limits.h"
 #include "sim/commands/batch.h"
 #include "sim/commands/check.h"
+#include "sim/commands/commands.h"
 #include "sim/engine/engine.h"
 #include "sim/report/report.h"
 #include "sim/report/report_schema.h"
+#include "sim/report/snapshot_export.h"
 #include "sim_helpers.h"
+#include "snapshot_check.h"
 #include "test_util.h"
 #include "traces/trace_reader.h"
 #include "traces/xla_modules.h"
@@ -76,6 +82,10 @@ struct LimitScope {
 struct Outcomes {
   int results = 0, input_errors = 0;
   void check(int inputs) const {
+    // The counts on standard output (`ctest -V -R fuzz` shows them): how many inputs each fuzzer
+    // drove to a result and how many to an input error.
+    std::printf("%s: %d inputs, %d results, %d input errors\n", Catch::getResultCapture().getCurrentTestName().c_str(),
+                inputs, results, input_errors);
     CHECK(results + input_errors == inputs);
     CHECK(results > 0);
     CHECK(input_errors > 0);
@@ -431,7 +441,7 @@ TEST_CASE("fuzz: report pairs for check and shards for merge — a regression ne
   int passed = 0, failed = 0, refused = 0;
   const int kPairs = scaled(300);
   for (int k = 0; k < kPairs; ++k) {
-    nlohmann::json cur = base;
+    nlohmann::json b = base, cur = base;
     double tol = r.coin() ? 0 : static_cast<double>(r.below(50));
     size_t run = r.below(2);
     nlohmann::json& rep = r.coin(3) ? cur[run]["devices"][r.below(cur[run]["devices"].size())] : cur[run];
@@ -442,7 +452,7 @@ TEST_CASE("fuzz: report pairs for check and shards for merge — a regression ne
     auto gated = [&](const std::vector<std::string>& path) {
       return gate_all || !(path[0] == "peak_requested_bytes" || (path.size() > 1 && path[1] == "at_peak_reserved"));
     };
-    switch (r.below(7)) {
+    switch (r.below(8)) {
       case 0:
       case 1: {  // one figure grows (or shrinks) by a factor
         nlohmann::json* v = &rep;
@@ -482,6 +492,21 @@ TEST_CASE("fuzz: report pairs for check and shards for merge — a regression ne
         rep["peak_reserved_bytes"] = r.coin() ? nlohmann::json("1") : nlohmann::json(-1);
         may_pass = false;
         break;
+      case 6: {  // one device's first OOM moves (issue 50): the run's OOMs and every count stay
+        const size_t d = r.below(cur[run]["devices"].size());
+        const std::uint64_t moved = 2 + r.below(100);
+        for (auto* side : {&b, &cur}) {
+          (*side)[run]["ooms"] = {{{"event_index", 1}, {"requested_bytes", 1}},
+                                  {{"event_index", 200}, {"requested_bytes", 1}}};
+          (*side)[run]["oom_count"] = 2;
+          (*side)[run]["completed"] = false;
+          auto& dev = (*side)[run]["devices"][d];
+          dev["ooms"] = {{{"event_index", side == &b ? 50 : moved}, {"requested_bytes", 1}}};
+          dev["oom_count"] = 1;
+        }
+        may_pass = moved >= 50;
+        break;
+      }
       default:  // an OOM more
         cur[run]["ooms"].push_back({{"event_index", r.below(400)}, {"requested_bytes", 1}});
         cur[run]["oom_count"] = cur[run]["ooms"].size();
@@ -495,7 +520,7 @@ TEST_CASE("fuzz: report pairs for check and shards for merge — a regression ne
     opt.gate_all = gate_all;
     INFO("pair " << k << " tolerance " << tol << (gate_all ? " --gate all" : ""));
     try {
-      CheckResult res = run_check(base, cur, opt);
+      CheckResult res = run_check(b, cur, opt);
       if (!may_pass) CHECK_FALSE(res.pass);
       if (may_pass) CHECK(res.pass);
       (res.pass ? passed : failed)++;
@@ -571,4 +596,238 @@ TEST_CASE("fuzz: report pairs for check and shards for merge — a regression ne
   CHECK(merged > 0);
   CHECK(merge_refused > 0);
   CHECK(batch_table(whole).find("r5") != std::string::npos);
+}
+
+// ---- issue 50: sets of recordings, exports read back, output paths ----
+
+TEST_CASE("fuzz: sets of ranks and hosts — every file's (or host's) device is a device of its own, or an input error") {
+  Rng r{seed(50001)};
+  Outcomes o;
+  const int kInputs = scaled(60);
+  const std::vector<std::string> pool = {test_data("two_devices.pickle"), test_data("torch/small_mlp_97ev.pickle.zst"),
+                                         test_data("recorded_settings.pickle")};
+  for (int k = 0; k < kInputs; ++k) {
+    const std::string dir = tmp_path(fmt::format("fz_set{}", k));
+    std::filesystem::remove_all(dir);
+    std::filesystem::create_directories(dir);
+    std::string path;
+    // What each member uses: (member, its own device) pairs, each a device of the run.
+    std::set<std::pair<int, std::uint64_t>> used;
+    const int n = 1 + static_cast<int>(r.below(4));
+    if (r.coin()) {  // PyTorch ranks: a directory or a comma list, names with ranks (maybe repeated) or not
+      std::vector<std::string> files;
+      for (int i = 0; i < n; ++i) {
+        const std::string name =
+            r.coin(4) ? fmt::format("part{}", i) : fmt::format("snapshot_rank{}", r.coin(3) ? r.below(3) : i);
+        const std::string src = r.pick(pool);
+        const std::string f = fmt::format("{}/{}_{}.pickle{}", dir, name, i, ends_with(src, ".zst") ? ".zst" : "");
+        std::filesystem::copy_file(src, f);
+        if (r.coin(15)) std::filesystem::resize_file(f, std::filesystem::file_size(f) / 2);  // a truncated member
+        files.push_back(f);
+      }
+      if (r.coin()) {
+        path = dir;
+      } else {
+        for (const auto& f : files) path += (path.empty() ? "" : ",") + f;
+      }
+    } else {  // XProf hosts: allocators TPU:N or GPU_N_bfc, device planes or none
+      path = dir + "/plugins/profile/run1";
+      std::filesystem::create_directories(path);
+      for (int h = 0; h < n; ++h) {
+        Synth s;
+        auto* line = s.line(1000 + h);
+        const bool tpu = r.coin();
+        if (r.coin()) s.space.add_planes()->set_name(fmt::format("/device:{}:{}", tpu ? "TPU" : "GPU", r.below(4)));
+        for (int a = static_cast<int>(r.below(5)); a >= 0; --a) {
+          const std::uint64_t d = r.coin(20) ? extreme_u64(r) : r.below(6);
+          s.allocator = tpu ? fmt::format("TPU:{}", d) : fmt::format("GPU_{}_bfc", d);
+          s.event(line, true, a * 10, 0x10000 + static_cast<std::uint64_t>(a) * 0x1000, 4096, 4096);
+        }
+        std::ofstream(fmt::format("{}/host{}.xplane.pb", path, h), std::ios::binary) << s.space.SerializeAsString();
+      }
+    }
+    INFO("set " << k << ": " << path);
+    try {
+      auto reader = open_trace(path);
+      Event e;
+      std::set<std::uint64_t> devices;
+      while (reader->next(e))
+        if (e.op == Op::kAlloc) devices.insert(e.device);
+      // Sets of ranks say which run devices each member got: no device is any two members'.
+      const nlohmann::json& h = reader->header();
+      if (h.contains("recording_set")) {
+        std::set<std::uint64_t> seen;
+        size_t total = 0;
+        for (const auto& m : h["recording_set"])
+          for (const auto& d : m["devices"]) {
+            seen.insert(d.get<std::uint64_t>());
+            ++total;
+          }
+        CHECK(seen.size() == total);
+        for (auto d : devices) CHECK(seen.count(d));
+      }
+      // Hosts: each host's allocators are devices apart from every other host's.
+      if (h.contains("device_names")) {
+        std::set<std::string> names;
+        for (const auto& [dev, name] : h["device_names"].items()) CHECK(names.insert(name.get<std::string>()).second);
+      }
+      ++o.results;
+    } catch (const InputError&) {
+      ++o.input_errors;
+    }
+  }
+  o.check(kInputs);
+}
+
+TEST_CASE("fuzz: exports of random runs read back as the runs — or are refused before anything is written") {
+  Rng r{seed(50002)};
+  Outcomes o;
+  const int kInputs = scaled(40);
+  std::vector<const PolicyInfo*> policies;
+  for (const auto& i : test_registry().all())
+    if (!i.needs_lifetimes || r.coin()) policies.push_back(&i);
+  for (int k = 0; k < kInputs; ++k) {
+    std::string jl;
+    std::vector<std::pair<std::uint32_t, Bytes>> allocs;  // by event index: (device, size) of an alloc
+    std::map<std::uint64_t, std::uint32_t> live;          // id → device
+    const std::uint64_t far = r.coin(6) ? r.pick(std::vector<std::uint64_t>{300, 70000, 4294967295ULL}) : 0;
+    std::uint64_t next_id = 0, index = 0;
+    for (int i = 0; i < 20 + static_cast<int>(r.below(150)); ++i, ++index) {
+      if (!live.empty() && r.coin(3)) {
+        auto it = live.begin();
+        std::advance(it, static_cast<long>(r.below(live.size())));
+        jl += fmt::format("{{\"op\":\"free\",\"id\":{},\"device\":{}}}\n", it->first, it->second);
+        live.erase(it);
+        allocs.emplace_back(0, 0);
+        continue;
+      }
+      const std::uint32_t dev = static_cast<std::uint32_t>(far && r.coin(4) ? far : r.below(3));
+      const Bytes size = r.coin(10) ? 0 : 1 + r.below(r.coin() ? 64 << 20 : 4096);
+      jl += fmt::format("{{\"op\":\"alloc\",\"id\":{},\"size\":{},\"device\":{}}}\n", next_id, size, dev);
+      live[next_id++] = dev;
+      allocs.emplace_back(dev, size);
+    }
+    const std::string t = write_text(fmt::format("fz_export{}.jsonl", k), jl);
+    const PolicyInfo& p = *r.pick(policies);
+    RunRequest req{.trace = t,
+                   .hw = p.hardware_kind == "tpu" ? "tpu-v5e" : "",
+                   .capacity = r.coin() ? "2GiB" : "",
+                   .policy = p.name};
+    req.keep_going = r.coin();
+    const std::string out = tmp_path(fmt::format("fz_export{}.pickle", k)), pl = out + ".placements.jsonl";
+    INFO("input " << k << ": " << p.name << ", far device " << far);
+    try {
+      RunResult res = run_request(req, test_registry(), RunOutputs{.placements = pl, .export_events = true}, 1);
+      try {
+        export_snapshot(res, out);
+      } catch (const InputError&) {
+        CHECK_FALSE(std::filesystem::exists(out));
+        throw;
+      }
+      std::vector<std::tuple<std::uint32_t, std::uint64_t, Bytes>> placed;
+      for (const auto& line : read_jsonl(pl)) {
+        const auto [dev, size] = allocs.at(line["i"].get<size_t>());
+        if (line["ok"].get<bool>() && line["addr"].is_number() && size > 0)
+          placed.emplace_back(dev, line["addr"].get<std::uint64_t>(), size);
+      }
+      // Device by device, in order: the reader merges the devices' lists by time.
+      auto by_device = [](const std::vector<std::tuple<std::uint32_t, std::uint64_t, Bytes>>& v) {
+        std::map<std::uint32_t, std::vector<std::pair<std::uint64_t, Bytes>>> m;
+        for (const auto& [d, a, n] : v) m[d].emplace_back(a, n);
+        return m;
+      };
+      CHECK(by_device(exported_allocs(out)) == by_device(placed));
+      ++o.results;
+    } catch (const InputError&) {
+      ++o.input_errors;
+    }
+  }
+  o.check(kInputs);
+}
+
+TEST_CASE("fuzz: output paths (links, read-only files, set members, files under inputs) — refused or written alone") {
+  namespace fs = std::filesystem;
+  Rng r{seed(50003)};
+  Outcomes o;
+  const int kInputs = scaled(300);
+  for (int k = 0; k < kInputs; ++k) {
+    const std::string root = tmp_path(fmt::format("fz_out{}", k));
+    fs::remove_all(root);
+    fs::create_directories(root + "/work/ranks/a/b");
+    fs::create_directories(root + "/other");
+    // Inputs: two set members, a rank folder with a buried file, a trace; files that are not
+    // inputs: one in another folder, a read-only one, one beside the inputs.
+    std::map<std::string, std::string> files = {
+        {root + "/work/r0.pickle", "rank0"},         {root + "/work/r1.pickle", "rank1"},
+        {root + "/work/ranks/a/b/deep.txt", "deep"}, {root + "/work/ranks/snapshot_rank0.pickle", "rank"},
+        {root + "/work/t.jsonl", "trace"},           {root + "/other/victim.txt", "victim"},
+        {root + "/work/readonly.json", "ro"},        {root + "/work/old.json", "old"}};
+    for (const auto& [f, text] : files) std::ofstream(f) << text;
+    fs::permissions(root + "/work/readonly.json", fs::perms::owner_read);
+    const bool set = r.coin(), folder = r.coin(), trace = r.coin(3);
+    const std::vector<std::string> inputs = {
+        set ? root + "/work/r0.pickle," + root + "/work/r1.pickle" : root + "/work/r0.pickle",
+        folder ? root + "/work/ranks" : root + "/work/t.jsonl", trace ? root + "/work/t.jsonl" : ""};
+    std::vector<std::string> input_files = {root + "/work/r0.pickle"};  // what the inputs stand for
+    if (set) input_files.push_back(root + "/work/r1.pickle");
+    if (folder)
+      input_files.insert(input_files.end(),
+                         {root + "/work/ranks/a/b/deep.txt", root + "/work/ranks/snapshot_rank0.pickle"});
+    if (!folder || trace) input_files.push_back(root + "/work/t.jsonl");
+    // Outputs of every kind: an input, a member, a buried file, links to each (from the work
+    // folder, and across folders), a read-only file, a new file, an old one, a folder, stdout.
+    auto link = [&](const std::string& name, const std::string& to) {
+      const std::string l = root + "/work/" + name;
+      if (!fs::exists(fs::symlink_status(l))) fs::create_symlink(to, l);
+      return l;
+    };
+    const std::vector<std::string> kinds = {root + "/work/r0.pickle",
+                                            root + "/work/r1.pickle",
+                                            root + "/work/ranks/a/b/deep.txt",
+                                            root + "/work/ranks/new.json",
+                                            root + "/work/t.jsonl",
+                                            root + "/work/readonly.json",
+                                            root + "/work/new.json",
+                                            root + "/work/old.json",
+                                            root + "/work/ranks",
+                                            link("to_r1.json", root + "/work/r1.pickle"),
+                                            link("to_deep.json", "ranks/a/b/deep.txt"),
+                                            link("to_victim.json", root + "/other/victim.txt"),
+                                            link("to_old.json", "old.json"),
+                                            link("dangling.json", "../other/made.json"),
+                                            link("to_ro.json", "readonly.json"),
+                                            "-"};
+    std::vector<std::pair<std::string, std::string>> outputs;
+    for (int i = 0, n = 1 + static_cast<int>(r.below(3)); i < n; ++i)
+      outputs.emplace_back(fmt::format("--out{}", i), r.pick(kinds));
+    INFO("input " << k << ": " << outputs.front().second);
+    std::map<std::string, std::string> before;
+    for (const auto& [f, text] : files) before[f] = read_text(f);
+    try {
+      check_outputs(inputs, outputs);
+      std::set<std::string> written;
+      for (const auto& [what, out] : outputs) {
+        if (out == "-") continue;
+        write_file_atomic(out, "written " + what + "\n");
+        written.insert(fs::weakly_canonical(out).string());
+      }
+      for (const auto& [f, text] : before) {
+        if (written.count(fs::weakly_canonical(f).string())) continue;
+        CHECK(read_text(f) == text);  // every file not written as asked is as it was
+      }
+      input_files.push_back(root + "/work/readonly.json");
+      for (const auto& f : input_files) CHECK(read_text(f) == files[f]);  // never an input, never a read-only file
+      CHECK(read_text(root + "/other/victim.txt") == "victim");
+      CHECK_FALSE(fs::exists(root + "/other/made.json"));
+      ++o.results;
+    } catch (const InputError&) {
+      for (const auto& [f, text] : before) CHECK(read_text(f) == text);
+      ++o.input_errors;
+    }
+    for (const auto& e : fs::recursive_directory_iterator(root))
+      CHECK(e.path().string().find(".tmp.") == std::string::npos);
+    fs::permissions(root + "/work/readonly.json", fs::perms::owner_all);
+    fs::remove_all(root);
+  }
+  o.check(kInputs);
 }

@@ -15,6 +15,8 @@
 #include <utility>
 #include <vector>
 
+#include "sim/base/limits.h"
+
 namespace fragsim {
 
 struct PyObj;
@@ -52,8 +54,9 @@ struct PickleDoc {
   PyRef root = nullptr;
 };
 
-// Deepest nesting of containers a snapshot may have (a real one nests about 6 deep).
-inline constexpr int kMaxPickleDepth = 200;
+// Deepest nesting of containers a snapshot may have (a real one nests about 6 deep): the bound of
+// every tree fragsim walks (sim/base/limits.h).
+inline constexpr int kMaxPickleDepth = kMaxNesting;
 
 // Largest pickle (after decompression) the reader accepts.
 inline constexpr std::uint64_t kMaxPickleBytes = std::uint64_t{2} << 30;

@@ -60,35 +60,42 @@ class SetReader : public TraceReader {
   SetReader(const std::string& path, std::vector<std::string> files, const ReaderOptions& opt)
       : TraceReader(path, opt) {
     std::sort(files.begin(), files.end(), file_before);
+    // Each file's devices: those its events use (read once: snapshots are read whole anyway).
+    std::vector<std::set<std::uint32_t>> used(files.size());
+    for (size_t i = 0; i < files.size(); ++i) {
+      if (is_recording_set(files[i])) throw InputError(files[i] + ": a set inside a set of recordings");
+      auto probe = open_trace(files[i], ReaderOptions{opt.lenient});
+      Event e;
+      while (probe->next(e)) used[i].insert(e.device);
+      if (used[i].empty()) used[i].insert(0);
+    }
+    // Rank N is device N when every name states a distinct rank and every file has one device;
+    // otherwise (a rank with two devices beside a rank with one) each file's devices follow the
+    // previous files' — ranks numbered onto one device would be replayed as one GPU.
     std::set<long> ranks;
     for (const auto& f : files) ranks.insert(rank_of(f));
-    bool by_rank = !ranks.count(-1) && ranks.size() == files.size();
+    const bool by_rank = !ranks.count(-1) && ranks.size() == files.size() &&
+                         std::all_of(used.begin(), used.end(), [](const auto& u) { return u.size() == 1; });
+    const bool named = !ranks.count(-1) && ranks.size() == files.size();
     nlohmann::json members = nlohmann::json::array(), names = nlohmann::json::object(),
                    recorded = nlohmann::json::array();
-    std::uint32_t next_device = 0;
+    std::uint64_t next_device = 0;
     for (size_t i = 0; i < files.size(); ++i) {
       Member m;
       m.reader = open_trace(files[i], ReaderOptions{opt.lenient});
-      if (is_recording_set(files[i])) throw InputError(files[i] + ": a set inside a set of recordings");
-      // The file's devices: those its events use (read once: snapshots are read whole anyway).
-      std::set<std::uint32_t> used;
-      {
-        auto probe = open_trace(files[i], ReaderOptions{opt.lenient});
-        Event e;
-        while (probe->next(e)) used.insert(e.device);
-      }
-      if (used.empty()) used.insert(0);
-      long rank = by_rank ? rank_of(files[i]) : -1;
-      std::uint32_t base = used.size() == 1 && rank >= 0 ? static_cast<std::uint32_t>(rank) : next_device;
+      const long rank = named ? rank_of(files[i]) : -1;
+      if (next_device + used[i].size() > std::uint64_t{UINT32_MAX} + 1)
+        throw InputError(files[i] + ": its devices, after the earlier files', are beyond the 32-bit device ordinals");
+      const std::uint32_t base = by_rank ? static_cast<std::uint32_t>(rank) : static_cast<std::uint32_t>(next_device);
       std::string who = rank >= 0 ? fmt::format("rank {}", rank) : std::filesystem::path(files[i]).stem().string();
       nlohmann::json devs = nlohmann::json::array();
       std::uint32_t k = 0;
-      for (auto d : used) {
-        std::uint32_t to = used.size() == 1 ? base : base + k;
+      for (auto d : used[i]) {
+        const std::uint32_t to = base + k;
         m.device[d] = to;
-        names[std::to_string(to)] = used.size() == 1 ? who : fmt::format("{} device {}", who, d);
+        names[std::to_string(to)] = used[i].size() == 1 ? who : fmt::format("{} device {}", who, d);
         devs.push_back(to);
-        next_device = std::max(next_device, to + 1);
+        next_device = std::max<std::uint64_t>(next_device, std::uint64_t{to} + 1);
         ++k;
       }
       const nlohmann::json& h = m.reader->header();

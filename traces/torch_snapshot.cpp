@@ -165,13 +165,15 @@ class SnapshotReader : public TraceReader {
     bool any_time = false;
     std::vector<Raw> head, body;
     std::vector<std::pair<std::uint32_t, DeviceBounds>> bounds;  // devices whose bounds say something
-    size_t ndev = traces ? traces->items.size() : 0;
+    // The devices: each list of device_traces, and each device a segment names (any 32-bit number;
+    // only the devices present are visited, so none is sized by its number).
+    const size_t ntraces = traces ? traces->items.size() : 0;
     std::map<size_t, std::vector<const Segment*>> segs_of;  // device → its segments
-    for (const auto& s : segs) {
-      ndev = std::max<size_t>(ndev, s.device + 1);
-      segs_of[s.device].push_back(&s);
-    }
-    for (size_t dev = 0; dev < ndev; ++dev) {
+    for (const auto& s : segs) segs_of[s.device].push_back(&s);
+    std::vector<size_t> devs(ntraces);
+    for (size_t d = 0; d < ntraces; ++d) devs[d] = d;
+    for (auto it = segs_of.lower_bound(ntraces); it != segs_of.end(); ++it) devs.push_back(it->first);
+    for (size_t dev : devs) {
       std::vector<Entry> es;
       if (traces && dev < traces->items.size()) {
         const PyObj& tr = *traces->items[dev];

@@ -135,7 +135,8 @@ std::vector<Segment> Parser::segments(const PyObj* segments) const {
     if (g.kind != PyObj::kDict) bad("segments: an entry is not a dict");
     Segment s;
     const PyObj* gd = g.get("device");
-    if (!gd || !gd->is_int() || gd->as_int() < 0 || gd->as_int() > 0xffff) bad("segments: device: missing or invalid");
+    if (!gd || !gd->is_int() || gd->big || gd->as_int() < 0 || gd->as_int() > UINT32_MAX)
+      bad("segments: device: missing or not a 32-bit device number");
     s.device = static_cast<std::uint32_t>(gd->as_int());
     s.addr = field_u(g, "address", 0, "segments");
     s.size = field_u(g, "total_size", 0, "segments");

@@ -171,7 +171,11 @@ class Importer {
   Importer(std::string path, LimitCounter& objects)
       : path_(std::move(path)), strings_(Limit::kStrings, path_, input_bytes(path_)), objects_(objects) {}
 
-  void add_host(const xprof::XSpace& space, std::uint32_t device_offset, const std::string& host = {}) {
+  // Adds one host's capture, its devices numbered from device_offset. Returns how many device
+  // numbers it takes: one past the highest its device planes and its allocators name (a host whose
+  // capture has no device plane still uses TPU:0..3 through its allocators), at least one.
+  std::uint64_t add_host(const xprof::XSpace& space, std::uint32_t device_offset, const std::string& host = {}) {
+    std::uint64_t used = 1;
     for (const auto& plane : space.planes()) {
       StatReader sr{plane, strings_};
       // Device planes: "/device:GPU:0" with device_vendor, memory_size, compute_cap_*; TPU planes
@@ -180,6 +184,7 @@ class Importer {
       std::optional<std::uint64_t> tpu = gpu ? std::nullopt : numbered(plane.name(), "/device:TPU:", "", path_);
       if (gpu || tpu) {
         const std::uint32_t d = device_ordinal(gpu ? *gpu : *tpu, device_offset, plane.name(), path_);
+        used = std::max<std::uint64_t>(used, std::uint64_t{d - device_offset} + 1);
         DeviceInfo& info = devices_[d];
         if (!host.empty()) device_names_[std::to_string(d)] = fmt::format("{}:{}", host, d - device_offset);
         for (const auto& s : plane.stats()) {
@@ -242,13 +247,16 @@ class Importer {
           if (c.allocator == "gpu_host_bfc") tf_host_bfc_ = true;  // TF's name; XLA's PJRT client's is xla_gpu_host_bfc
           if (hosts_) c.allocator = fmt::format("host{}/", hosts_) + c.allocator;
           c.device_offset = device_offset;
-          (void)target_of(c.allocator, device_offset, path_);  // a bad device number fails here, at its capture
+          // A bad device number fails here, at its capture.
+          if (const Target t = target_of(c.allocator, device_offset, path_); t.known)
+            used = std::max<std::uint64_t>(used, std::uint64_t{t.device - device_offset} + 1);
           objects_.spend(2);
           calls_.push_back(std::move(c));
         }
     }
     namer_.add_modules(space);
     hosts_++;
+    return used;
   }
 
   std::unique_ptr<TraceReader> finish() {
@@ -629,19 +637,22 @@ std::unique_ptr<TraceReader> make_xprof_reader(const std::string& path, const Re
   const std::string run = folder ? std::filesystem::path(files.front()).parent_path().string() : path;
   LimitCounter objects(Limit::kObjects, path, input_bytes(run));
   Importer im(run, objects);
-  std::uint32_t offset = 0;
+  std::uint64_t offset = 0;
   for (const auto& f : files) {  // hosts after the first number their devices on
     xprof::XSpace space = load_xspace(f, objects);
-    std::uint32_t devices = 0;
-    for (const auto& p : space.planes())
-      if (p.name().rfind("/device:", 0) == 0) ++devices;
     std::string host;
     if (folder) {  // <host>.xplane.pb, as the profiler names it
       host = std::filesystem::path(f).filename().string();
       host = host.substr(0, host.find(".xplane.pb"));
     }
-    im.add_host(space, offset, host);
-    offset += std::max<std::uint32_t>(devices, 1);
+    // Each host's devices follow every device number the earlier hosts used (device planes and
+    // allocators alike), so that no two hosts share one.
+    if (offset > UINT32_MAX)
+      throw InputError(
+          fmt::format("{}: its devices come after {} devices of earlier hosts, beyond the 32-bit device "
+                      "ordinals of a trace",
+                      f, offset));
+    offset += im.add_host(space, static_cast<std::uint32_t>(offset), host);
   }
   return im.finish();
 }

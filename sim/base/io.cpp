@@ -7,12 +7,14 @@
 #include <unistd.h>
 #include <zstd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cerrno>
 #include <csignal>
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
+#include <set>
 #include <vector>
 
 #include "sim/base/error.h"
@@ -163,11 +165,35 @@ extern "C" void remove_temps_and_reraise(int sig) {
   std::raise(sig);
 }
 
+// Every signal whose default action ends the process: all but those the kernel ignores, stops or
+// continues on by default (signal(7)), and SIGKILL and SIGSTOP, which no handler sees. The
+// real-time signals end it too. A signal the process inherited as ignored (nohup's SIGHUP), or that
+// something loaded earlier handles, is left as it is: its default action is not what happens.
+bool ends_process_by_default(int sig) {
+  switch (sig) {
+    case SIGKILL:
+    case SIGSTOP:
+    case SIGCHLD:
+    case SIGCONT:
+    case SIGURG:
+    case SIGWINCH:
+    case SIGTSTP:
+    case SIGTTIN:
+    case SIGTTOU:
+      return false;
+    default:
+      return sig <= SIGSYS || sig >= SIGRTMIN;  // between them, glibc's own (its threads' signals)
+  }
+}
+
 }  // namespace
 
 void remove_temporaries_on_signals() {
   if (g_handlers.exchange(true)) return;
-  for (int sig : {SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGPIPE, SIGSEGV, SIGBUS, SIGFPE, SIGILL, SIGABRT, SIGXFSZ}) {
+  for (int sig = 1; sig <= SIGRTMAX; ++sig) {
+    if (!ends_process_by_default(sig)) continue;
+    struct sigaction old {};
+    if (::sigaction(sig, nullptr, &old) != 0 || old.sa_handler != SIG_DFL) continue;
     struct sigaction sa {};
     sa.sa_handler = remove_temps_and_reraise;
     sigfillset(&sa.sa_mask);
@@ -202,18 +228,129 @@ mode_t process_umask() {
   return mask;
 }
 
-// The file a path finally names: symlinks followed (even dangling ones, whose target is created).
-std::string final_target(const std::string& path) {
+// Where an output goes. Every writer (AtomicFile) and every command's check of its outputs
+// (check_outputs) asks this one function, so that what is checked is what is written.
+struct OutputTarget {
+  enum Kind { kStdout, kThrough, kFile } kind = kFile;
+  std::string path;  // kThrough: what to open; kFile: the file to replace (links followed)
+};
+
+// Names of standard output itself: written to the process's stdout, whatever it was opened on.
+bool names_stdout(const std::string& p) {
+  return p == "-" || p == "/dev/stdout" || p == "/dev/fd/1" || p == "/proc/self/fd/1";
+}
+
+// A file without write permission — for whoever runs fragsim, and for everyone when no write bit
+// is set at all (root may write anything; the shell's `>` run by its owner refuses it).
+bool read_only(const std::string& p) {
+  struct stat st {};
+  if (::stat(p.c_str(), &st) != 0) return false;
+  return (st.st_mode & 0222) == 0 || ::faccessat(AT_FDCWD, p.c_str(), W_OK, AT_EACCESS) != 0;
+}
+
+// The output `path` (option `what`) as it will be written, or an InputError (exit 2, nothing
+// written) for one that fragsim refuses:
+//   - a folder;
+//   - a symbolic link whose target (after every hop) lies in another folder than the link: a link
+//     planted where an output goes would make fragsim replace a file elsewhere (~/.bashrc). A link
+//     within its own folder (latest.json -> run-42.json) is followed, and its target replaced;
+//   - a read-only file, or a new file in a read-only folder, as the shell's `>` refuses them.
+// Standard output under any of its names, a descriptor (/dev/fd/N), a FIFO or a device is written
+// straight through (nothing to rename); everything else is replaced by rename (AtomicFile).
+OutputTarget output_target(const std::string& path, const std::string& what) {
   namespace fs = std::filesystem;
-  fs::path p = path;
+  if (names_stdout(path)) return {OutputTarget::kStdout, path};
+  if (path.rfind("/dev/fd/", 0) == 0 || path.rfind("/proc/self/fd/", 0) == 0) return {OutputTarget::kThrough, path};
+  auto refuse = [&](const std::string& why) { throw InputError(fmt::format("{} {}: {}", what, path, why)); };
   std::error_code ec;
-  for (int hops = 0; hops < 40 && fs::is_symlink(fs::symlink_status(p, ec)); ++hops) {
+  fs::path p = path;
+  const fs::path folder = fs::absolute(p, ec).parent_path();
+  for (int hops = 0; fs::is_symlink(fs::symlink_status(p, ec)); ++hops) {
     fs::path t = fs::read_symlink(p, ec);
-    if (ec) break;
+    if (ec || hops == 40) refuse("a symbolic link that does not resolve");
     p = t.is_absolute() ? t : p.parent_path() / t;
   }
-  return p.string();
+  if (p != fs::path(path)) {
+    std::error_code e1;
+    const fs::path to = fs::absolute(p, e1).parent_path();
+    if (e1 || !fs::equivalent(to, folder, e1) || e1)
+      refuse(
+          fmt::format("a symbolic link to {}, in another folder; fragsim does not write through it (remove the "
+                      "link, or name the file itself)",
+                      p.string()));
+  }
+  const auto st = fs::status(p, ec);
+  if (!ec && fs::is_directory(st)) refuse("a directory; give a file name");
+  if (!ec && fs::exists(st) && !fs::is_regular_file(st)) return {OutputTarget::kThrough, p.string()};
+  if (!ec && fs::exists(st) && read_only(p.string()))
+    refuse("a read-only file; refusing to replace it (the shell's > refuses it too)");
+  if (!fs::exists(st) && fs::is_directory(folder, ec) && read_only(folder.string()))
+    refuse(fmt::format("the folder {} is read-only", folder.string()));
+  return {OutputTarget::kFile, p.string()};
 }
+
+// The summary of a GitHub Actions step (the file $GITHUB_STEP_SUMMARY names): GitHub documents it
+// as appended to (`>>`), by every command of the step, so an output there keeps what it held.
+bool is_step_summary(const std::string& file) {
+  const char* summary = std::getenv("GITHUB_STEP_SUMMARY");
+  std::error_code ec;
+  return summary && *summary && std::filesystem::exists(file, ec) && std::filesystem::equivalent(summary, file, ec);
+}
+
+// What an input stands for: a file; each file of a comma-separated list of them (a set of ranks);
+// every file under a folder, at any depth, and every file a link under it leads to (a profile or
+// rank directory) — walked once, within a bound on the entries visited.
+class InputFiles {
+ public:
+  explicit InputFiles(const std::vector<std::string>& inputs) {
+    namespace fs = std::filesystem;
+    for (const auto& in : inputs) {
+      if (in.empty()) continue;
+      std::error_code ec;
+      if (!fs::exists(in, ec) && in.find(',') != std::string::npos) {
+        for (size_t at = 0; at <= in.size();) {
+          size_t comma = std::min(in.find(',', at), in.size());
+          if (comma > at) add(in.substr(at, comma - at));
+          at = comma + 1;
+        }
+        continue;
+      }
+      add(in);
+    }
+  }
+  // Whether the existing file `out` is one of the inputs.
+  bool holds(const std::string& out) const {
+    namespace fs = std::filesystem;
+    struct stat st {};
+    if (::stat(out.c_str(), &st) != 0) return false;
+    if (ids_.count({st.st_dev, st.st_ino})) return true;
+    std::error_code ec;
+    const fs::path c = fs::canonical(out, ec);
+    if (ec) return false;
+    for (const auto& dir : dirs_) {  // under a folder whose walk stopped at the bound
+      if (std::mismatch(dir.begin(), dir.end(), c.begin(), c.end()).first == dir.end()) return true;
+    }
+    return false;
+  }
+
+ private:
+  static constexpr size_t kMaxEntries = 200000;
+  void add(const std::string& in) {
+    namespace fs = std::filesystem;
+    struct stat st {};
+    if (::stat(in.c_str(), &st) != 0) return;
+    ids_.insert({st.st_dev, st.st_ino});
+    if (!S_ISDIR(st.st_mode)) return;
+    std::error_code ec;
+    dirs_.push_back(fs::canonical(in, ec));
+    size_t seen = 0;
+    for (fs::recursive_directory_iterator it(in, fs::directory_options::skip_permission_denied, ec), end;
+         !ec && it != end && seen < kMaxEntries; it.increment(ec), ++seen)
+      if (::stat(it->path().c_str(), &st) == 0) ids_.insert({st.st_dev, st.st_ino});
+  }
+  std::set<std::pair<dev_t, ino_t>> ids_;
+  std::vector<std::filesystem::path> dirs_;
+};
 
 }  // namespace
 
@@ -231,61 +368,48 @@ std::uint64_t input_bytes(const std::string& path) {
 void check_outputs(const std::vector<std::string>& inputs,
                    const std::vector<std::pair<std::string, std::string>>& outputs) {
   namespace fs = std::filesystem;
-  auto same = [](const std::string& a, const std::string& b) {
-    std::error_code ec;
-    if (fs::exists(a, ec) && fs::exists(b, ec)) return fs::equivalent(a, b, ec);
-    return fs::weakly_canonical(a, ec) == fs::weakly_canonical(b, ec);
-  };
-  // Standard output under any of its names: two outputs there would interleave.
-  auto is_stdout = [&](const std::string& p) {
-    if (p == "-" || p == "/dev/stdout" || p == "/dev/fd/1" || p == "/proc/self/fd/1") return true;
+  const InputFiles in(inputs);
+  // Standard output under any of its names (or the terminal or pipe it is): two outputs there would interleave.
+  auto is_stdout = [&](const OutputTarget& t) {
+    if (t.kind == OutputTarget::kStdout) return true;
     struct stat a {
     }, b{};
-    return ::stat(p.c_str(), &a) == 0 && ::fstat(STDOUT_FILENO, &b) == 0 && !S_ISREG(a.st_mode) &&
+    return t.kind == OutputTarget::kThrough && ::stat(t.path.c_str(), &a) == 0 && ::fstat(STDOUT_FILENO, &b) == 0 &&
            a.st_dev == b.st_dev && a.st_ino == b.st_ino;
   };
-  auto special = [](const std::string& p) {
-    std::error_code ec;
-    auto st = fs::status(p, ec);
-    return p == "-" || (!ec && fs::exists(st) && !fs::is_regular_file(st));
-  };
-  // An input folder (a profile directory) stands for every file in it.
-  auto inside = [](const std::string& dir, const std::string& out) {
-    std::error_code ec;
-    return fs::is_directory(dir, ec) && fs::exists(out, ec) &&
-           fs::equivalent(fs::absolute(out, ec).parent_path(), dir, ec);
-  };
+  std::vector<OutputTarget> targets;
   for (size_t i = 0; i < outputs.size(); ++i) {
     const auto& [what, out] = outputs[i];
+    targets.push_back(out.empty() ? OutputTarget{OutputTarget::kThrough, ""} : output_target(out, what));
     if (out.empty()) continue;
-    std::error_code ec;
-    if (fs::is_directory(out, ec)) throw InputError(fmt::format("{} {}: a directory; give a file name", what, out));
-    if (is_stdout(out))
+    const OutputTarget& t = targets.back();
+    if (is_stdout(t))
       for (size_t j = 0; j < i; ++j)
-        if (!outputs[j].second.empty() && is_stdout(outputs[j].second))
+        if (!outputs[j].second.empty() && is_stdout(targets[j]))
           throw InputError(fmt::format("{} {}: {} writes to standard output too", what, out, outputs[j].first));
-    if (special(out)) continue;
-    for (const auto& in : inputs)
-      if (!in.empty() && (same(in, out) || inside(in, out)))
-        throw InputError(fmt::format("{} {}: that is an input of this command; refusing to overwrite it", what, out));
+    if (t.kind != OutputTarget::kFile) continue;
+    if (in.holds(t.path))
+      throw InputError(fmt::format("{} {}: that is an input of this command; refusing to overwrite it", what, out));
+    std::error_code ec;
     for (size_t j = 0; j < i; ++j)
-      if (!outputs[j].second.empty() && same(outputs[j].second, out))
+      if (targets[j].kind == OutputTarget::kFile &&
+          fs::weakly_canonical(targets[j].path, ec) == fs::weakly_canonical(t.path, ec))
         throw InputError(fmt::format("{} {}: {} writes the same file", what, out, outputs[j].first));
   }
 }
 
 AtomicFile::AtomicFile(std::string path, bool compress) : path_(std::move(path)) {
-  if (path_ == "-") {
+  const OutputTarget t = output_target(path_, "output");
+  if (t.kind == OutputTarget::kStdout) {
     f_ = stdout;
+  } else if (t.kind == OutputTarget::kThrough) {
+    f_ = open_or_throw(t.path, "wb");  // a FIFO, a terminal, a descriptor: no rename possible
   } else {
-    std::string target = final_target(path_);
-    std::error_code ec;
-    auto st = std::filesystem::status(target, ec);
-    if (!ec && std::filesystem::exists(st) && !std::filesystem::is_regular_file(st)) {
-      f_ = open_or_throw(target, "wb");  // a FIFO, a terminal, /dev/stdout: no rename possible
-    } else {
-      path_ = target;
-      f_ = create_temp(target);
+    path_ = t.path;
+    f_ = create_temp(t.path);
+    if (!compress && is_step_summary(t.path)) {  // what earlier steps wrote stays, before this
+      std::string kept = read_file(t.path);
+      write_raw(kept.data(), kept.size());
     }
   }
   if (compress) {
@@ -336,7 +460,10 @@ AtomicFile::~AtomicFile() {
 
 void AtomicFile::write_raw(const void* p, size_t n) {
   if (n && std::fwrite(p, 1, n, f_) != n)
-    throw EnvError((tmp_.empty() ? path_ : tmp_) + ": write error: " + std::strerror(errno));
+    throw EnvError((f_ == stdout   ? std::string("standard output")
+                    : tmp_.empty() ? path_
+                                   : tmp_) +
+                   ": write error: " + std::strerror(errno));
 }
 
 void AtomicFile::write(std::string_view bytes) {
@@ -361,7 +488,7 @@ void AtomicFile::commit() {
     } while (left != 0);
   }
   if (f_ == stdout) {
-    if (std::fflush(stdout) != 0) throw EnvError("standard output: write error");
+    if (std::fflush(stdout) != 0) throw EnvError(std::string("standard output: write error: ") + std::strerror(errno));
     committed_ = true;
     return;
   }
@@ -428,16 +555,24 @@ void read_lines(const std::string& path, size_t max_line,
   if (!line.empty()) f(line, ++n);
 }
 
-nlohmann::json read_json_file(const std::string& path) {
-  std::string text = read_file(path);
+nlohmann::json parse_json(std::string_view text, const std::string& file, std::uint64_t line) {
+  // nlohmann's parser keeps its own stack (no recursion); the callback refuses a value deeper than
+  // the bound as it is opened, so no deeper tree is ever built.
+  auto depth = [&](int d, nlohmann::json::parse_event_t, nlohmann::json&) {
+    if (d > kMaxNesting) throw InputError(file, line, fmt::format("JSON nested deeper than {} levels", kMaxNesting));
+    return true;
+  };
   try {
-    return nlohmann::json::parse(text);
+    return nlohmann::json::parse(text.begin(), text.end(), depth);
   } catch (const nlohmann::json::parse_error& e) {
-    size_t line = 1;
-    for (size_t i = 0; i < e.byte && i < text.size(); ++i) line += text[i] == '\n';
-    throw InputError(path, line, "invalid JSON");
+    std::uint64_t at = line ? line : 1;
+    if (!line)
+      for (size_t i = 0; i < e.byte && i < text.size(); ++i) at += text[i] == '\n';
+    throw InputError(file, at, "invalid JSON");
   }
 }
+
+nlohmann::json read_json_file(const std::string& path) { return parse_json(read_file(path), path); }
 
 void write_file_atomic(const std::string& path, std::string_view content) {
   AtomicFile f(path);

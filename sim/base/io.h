@@ -6,11 +6,14 @@
 //   AtomicFile  — an output written to a fresh PATH.tmp.XXXXXX, created with O_EXCL beside PATH
 //                 (a file or link planted under any name is never written through), and renamed
 //                 onto PATH by commit(); if the object dies uncommitted (an error part-way) the
-//                 temporary is removed, and so it is when the process is killed by a signal it
-//                 can catch (the temporaries are registered with a handler), so no half-written
-//                 output is ever left behind (contracts §4). A symlink PATH keeps being a symlink
-//                 (its target is replaced); a PATH that is not a regular file (/dev/stdout, a
-//                 FIFO) is written straight through; "-" is standard output.
+//                 temporary is removed, and so it is when the process is killed by any signal
+//                 that ends it (the temporaries are registered with a handler), so no half-written
+//                 output is ever left behind (contracts §4). PATH is refused (InputError) when it
+//                 is a folder, a read-only file (or a new file in a read-only folder), or a
+//                 symbolic link whose target lies in another folder; a link within its folder keeps
+//                 being a link (its target is replaced). Standard output (`-`, /dev/stdout), a
+//                 descriptor (/dev/fd/N), a FIFO or a device is written straight through. The file
+//                 $GITHUB_STEP_SUMMARY names is appended to, as GitHub documents it.
 #pragma once
 #include <cstdint>
 #include <cstdio>
@@ -45,15 +48,19 @@ bool ends_with(std::string_view s, std::string_view suffix);
 // (what the limits of sim/base/limits.h are proportional to).
 [[nodiscard]] std::uint64_t input_bytes(const std::string& path);
 
-// Refuses (InputError, exit 2) an output path that names an input file or an existing file inside
-// an input folder, that two outputs share (standard output under any of its names included), or
-// that is a folder: `what` names the option of each output ("--json").
+// Refuses (InputError, exit 2) an output path that names an input: an input file; a member of an
+// input given as a comma-separated list of files (a set of ranks); an existing file anywhere under an
+// input folder, or one a link under it leads to; also any path AtomicFile refuses (a folder, a
+// read-only file, a link out of its folder), and two outputs that are one file or both standard
+// output (under any of its names). Links are followed as AtomicFile follows them, so what is
+// checked is what would be written. `what` names the option of each output ("--json").
 void check_outputs(const std::vector<std::string>& inputs,
                    const std::vector<std::pair<std::string, std::string>>& outputs);
 
-// For programs (fragsim, fragsim-cuda-replay), called first in main: on SIGINT, SIGTERM, SIGHUP
-// and the other signals that end a process, the temporaries of unfinished AtomicFiles are removed
-// before the signal takes its default action. A library loaded into another program (the Python
+// For programs (fragsim, fragsim-cuda-replay), called first in main: on every signal whose default
+// action ends the process (SIGINT, SIGTERM, SIGHUP, SIGXCPU, SIGALRM, SIGUSR1, the real-time ones,
+// ...; not one inherited as ignored), the temporaries of unfinished AtomicFiles are removed before
+// the signal takes its default action. A library loaded into another program (the Python
 // module) never calls it: that program owns its signals (Ctrl-C in Python is KeyboardInterrupt,
 // and an interrupted output is removed by its AtomicFile's destructor).
 void remove_temporaries_on_signals();
@@ -90,8 +97,13 @@ class AtomicFile {
 // newline; a line longer than max_line bytes is an InputError naming the file and line.
 void read_lines(const std::string& path, size_t max_line,
                 const std::function<void(std::string_view, std::uint64_t)>& f);
-// Reads a JSON file; a syntax error is an InputError naming the file and line.
+// Reads a JSON file; a syntax error is an InputError naming the file and line, and so is nesting
+// deeper than kMaxNesting (sim/base/limits.h): every later walk of the tree (a copy, a comparison,
+// dump) recurses, and a 400 KB file of brackets would otherwise end the process.
 [[nodiscard]] nlohmann::json read_json_file(const std::string& path);
+// JSON text from `file` (line `line` of it; 0: the file as a whole), checked as read_json_file
+// checks a file's.
+[[nodiscard]] nlohmann::json parse_json(std::string_view text, const std::string& file, std::uint64_t line = 0);
 
 // Writes a whole small file atomically.
 void write_file_atomic(const std::string& path, std::string_view content);

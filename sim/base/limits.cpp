@@ -107,6 +107,13 @@ std::string limits_help() {
   return out;
 }
 
+void check_device_lists(std::uint64_t largest, const std::string& where, std::uint64_t input_bytes) {
+  LimitCounter lists(Limit::kDevices,
+                     fmt::format("{}: --export-snapshot lists every device number up to {}", where, largest),
+                     input_bytes);
+  lists.spend(largest == UINT64_MAX ? largest : largest + 1);
+}
+
 LimitCounter::LimitCounter(Limit l, std::string file, std::uint64_t input_bytes)
     : limit_(l), file_(std::move(file)), input_bytes_(input_bytes), max_(limit_value(l, input_bytes)) {}
 

@@ -25,6 +25,13 @@
 
 namespace fragsim {
 
+// How deep any tree fragsim walks recursively may nest, whatever it came from: JSON files
+// (reports, shards, manifests' hardware files: sim/base/io.h parse_json), Python objects handed to
+// the module (sim/python/convert.h), pickles (traces/pickle.h). The walks that copy, compare or
+// print such a tree recurse; a bound checked while the tree is built keeps every one of them
+// within the stack (real inputs nest at most 40 deep: a report echoing a trace header of 32).
+inline constexpr int kMaxNesting = 200;
+
 enum class Limit : std::uint8_t { kDecompressed, kObjects, kStrings, kDevices, kNames, kMarks, kPlanSteps, kCount };
 
 // The limit's value for an input of `input_bytes` bytes (the override when --limit set one).
@@ -38,6 +45,12 @@ void reset_limits();
 [[nodiscard]] std::string limits_help();
 // "decompressed, objects, ...".
 [[nodiscard]] std::string limit_keys();
+
+// An output that lists every device number up to the largest one used (a PyTorch snapshot's
+// device_traces: `--export-snapshot`) holds largest + 1 lists, and may not hold more than the
+// devices limit of an input of `input_bytes` allows: InputError naming `where` otherwise (device
+// 4294967294 of an 88-byte trace would be 8.6 GB of empty lists).
+void check_device_lists(std::uint64_t largest, const std::string& where, std::uint64_t input_bytes);
 
 // A running count against one limit for one input.
 class LimitCounter {

@@ -108,9 +108,11 @@ int cmd_run(const Args& args, const Registry& reg) {
   outs.export_events = !snapshot.empty();
   outs.window = parse_window(from, to);
   RunResult r = run_request(a, reg, outs, t.threads(), t.progress());
+  // The export first, in place last: one it refuses leaves no output written.
+  std::unique_ptr<AtomicFile> staged = snapshot.empty() ? nullptr : stage_snapshot(r, snapshot);
   write_if(json, [&] { return report_json(r).dump(2) + "\n"; });
   if (!html.empty()) write_file_atomic(html, report_html({r}));
-  if (!snapshot.empty()) export_snapshot(r, snapshot);
+  if (staged) staged->commit();
   if (!to_stdout({json, outs.placements, html, outs.perfetto, snapshot}))
     std::cout << report_text(r) << (by_stack ? by_stack_report(r) : "");
   return 0;
@@ -227,9 +229,9 @@ int cmd_merge(const Args& args, const Registry&) {
             "one process. Exit 2 when the files are not all the shards of one manifest.",
             hidden))
     return 0;
-  check_outputs(files, {{"--json", json}});
   std::vector<std::pair<std::string, nlohmann::json>> shards;
   for (const auto& f : files) shards.emplace_back(f, read_json_file(f));
+  check_outputs(merge_inputs(shards), {{"--json", json}});
   nlohmann::json out = merge_batches(shards);
   write_if(json, [&] { return out.dump(2) + "\n"; });
   if (!to_stdout({json})) std::cout << batch_table(out);
@@ -326,25 +328,26 @@ int main(int argc, char** argv) {
   remove_temporaries_on_signals();
   Registry reg;
   register_builtin_policies(reg);
-  if (argc >= 2 && std::string(argv[1]) == "--version") {
-    std::cout << "fragsim " << FRAGSIM_VERSION << " (fragsim trace v1, report v1)\n";
-    return 0;
-  }
-  if (argc < 2 || std::string(argv[1]) == "--help" || std::string(argv[1]) == "-h" || std::string(argv[1]) == "help") {
-    std::cout << kUsage << "limits on what an input may make fragsim hold (--limit KEY=VALUE on every command "
-              << "sets one; docs/limits.md):\n"
-              << limits_help();
-    return argc < 2 ? 2 : 0;
-  }
-  std::string cmd = argv[1];
-  Args args(argv + 2, argv + argc);
-  using Fn = int (*)(const Args&, const Registry&);
-  const std::pair<const char*, Fn> kCommands[] = {
-      {"run", cmd_run},           {"compare", cmd_compare}, {"sweep", cmd_sweep},     {"check", cmd_check},
-      {"validate", cmd_validate}, {"info", cmd_info},       {"convert", cmd_convert}, {"gen", cmd_gen},
-      {"layout", cmd_layout},     {"list", cmd_list},       {"batch", cmd_batch},     {"merge", cmd_merge},
-      {"diff", cmd_diff}};
   return run_with_exit_codes("fragsim", [&] {
+    if (argc >= 2 && std::string(argv[1]) == "--version") {
+      std::cout << "fragsim " << FRAGSIM_VERSION << " (fragsim trace v1, report v1)\n";
+      return 0;
+    }
+    if (argc < 2 || std::string(argv[1]) == "--help" || std::string(argv[1]) == "-h" ||
+        std::string(argv[1]) == "help") {
+      std::cout << kUsage << "limits on what an input may make fragsim hold (--limit KEY=VALUE on every command "
+                << "sets one; docs/limits.md):\n"
+                << limits_help();
+      return argc < 2 ? 2 : 0;
+    }
+    std::string cmd = argv[1];
+    Args args(argv + 2, argv + argc);
+    using Fn = int (*)(const Args&, const Registry&);
+    const std::pair<const char*, Fn> kCommands[] = {
+        {"run", cmd_run},           {"compare", cmd_compare}, {"sweep", cmd_sweep},     {"check", cmd_check},
+        {"validate", cmd_validate}, {"info", cmd_info},       {"convert", cmd_convert}, {"gen", cmd_gen},
+        {"layout", cmd_layout},     {"list", cmd_list},       {"batch", cmd_batch},     {"merge", cmd_merge},
+        {"diff", cmd_diff}};
     std::vector<std::string_view> names;
     for (const auto& [name, fn] : kCommands) {
       if (cmd == name) return fn(args, reg);

@@ -96,6 +96,16 @@ std::vector<std::string> batch_inputs(const Manifest& m) {
   return in;
 }
 
+std::vector<std::string> merge_inputs(const std::vector<std::pair<std::string, nlohmann::json>>& shards) {
+  std::vector<std::string> in;
+  for (const auto& [file, j] : shards) {
+    in.push_back(file);
+    if (j.is_object() && j.contains("manifest") && j["manifest"].is_string())
+      in.push_back(j["manifest"].get<std::string>());
+  }
+  return in;
+}
+
 nlohmann::json merge_batches(const std::vector<std::pair<std::string, nlohmann::json>>& shards) {
   if (shards.empty()) throw InputError("merge: no shard results given");
   Manifest m;

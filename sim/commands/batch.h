@@ -51,6 +51,9 @@ struct Shard {
 // runs out, when runs' lines are out of order, and — with the manifest readable where merge runs
 // and its digest the shards' — when a run's line or trace is not its manifest line's.
 [[nodiscard]] nlohmann::json merge_batches(const std::vector<std::pair<std::string, nlohmann::json>>& shards);
+// Every file a merge of these shards reads: the shards, and the manifest each names (merge reads
+// it to check the runs against their lines).
+[[nodiscard]] std::vector<std::string> merge_inputs(const std::vector<std::pair<std::string, nlohmann::json>>& shards);
 // One row per run, from the result alone (so a merge prints what one process prints).
 [[nodiscard]] std::string batch_table(const nlohmann::json& batch);
 

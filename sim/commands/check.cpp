@@ -220,26 +220,45 @@ CheckResult run_check(const nlohmann::json& baseline, const nlohmann::json& curr
                    : fmt::format("OOM count {:.0f}", cn));
     };
     count("", b, c);
-    auto first = [](const nlohmann::json& r) {
-      return r["ooms"].empty() ? NAN : static_cast<double>(r["ooms"][0]["event_index"].get<std::uint64_t>());
+    // The first OOM, of the run and (below) of each device entry: the earliest event its ooms list,
+    // read whatever order a file lists them in.
+    auto first_oom = [&](const std::string& where, const nlohmann::json& bj, const nlohmann::json& cj) {
+      auto first = [](const nlohmann::json& r, const std::string& file,
+                      const std::string& at) -> std::pair<double, size_t> {
+        const auto& ooms = JsonField(r, file, at).at("ooms").array();
+        std::pair<double, size_t> f{NAN, 0};
+        for (size_t i = 0; i < ooms.size(); ++i) {
+          const double e =
+              static_cast<double>(JsonField(ooms[i], file, fmt::format("{}ooms[{}]", at.empty() ? "" : at + ".", i))
+                                      .at("event_index")
+                                      .u64());
+          if (std::isnan(f.first) || e < f.first) f = {e, i};
+        }
+        return f;
+      };
+      const auto [bf, bi] = first(bj, o.baseline_path, where);
+      const auto [cf, ci] = first(cj, o.current_path, where);
+      const bool moved = !(std::isnan(bf) && std::isnan(cf)) && !(bf == cf);
+      const std::string prefix = where.empty() ? "" : where + ": ";
+      std::string fm;
+      if (std::isnan(bf) && !std::isnan(cf)) {
+        const nlohmann::json& oom = cj["ooms"][ci];
+        fm = fmt::format("{}new OOM at event {:.0f} ({} requested, cause {})", prefix, cf,
+                         oom.contains("requested_bytes") && oom["requested_bytes"].is_number_unsigned()
+                             ? human_bytes(oom["requested_bytes"].get<Bytes>())
+                             : std::string("?"),
+                         oom.contains("cause") && oom["cause"].is_string() ? oom["cause"].get<std::string>() : "?");
+      } else if (!std::isnan(bf) && std::isnan(cf)) {
+        fm = fmt::format("{}the OOM at event {:.0f} is gone", prefix, bf);
+      } else if (moved) {
+        fm = fmt::format("{}first OOM moved from event {:.0f} to {:.0f}", prefix, bf, cf);
+      } else {
+        fm = std::isnan(cf) ? prefix + "no OOM" : fmt::format("{}first OOM at event {:.0f}", prefix, cf);
+      }
+      add(label, where.empty() ? "first_oom_event" : where + ".first_oom_event", bf, cf,
+          moved && !(std::isnan(cf)) && (std::isnan(bf) || cf < bf), fm);
     };
-    double bf = first(b), cf = first(c);
-    bool moved = !(std::isnan(bf) && std::isnan(cf)) && !(bf == cf);
-    std::string fm;
-    if (std::isnan(bf) && !std::isnan(cf)) {
-      const nlohmann::json& oom = c["ooms"][0];
-      fm = fmt::format("new OOM at event {:.0f} ({} requested, cause {})", cf,
-                       oom["requested_bytes"].is_number_unsigned() ? human_bytes(oom["requested_bytes"].get<Bytes>())
-                                                                   : oom["requested_bytes"].dump(),
-                       oom.contains("cause") && oom["cause"].is_string() ? oom["cause"].get<std::string>() : "?");
-    } else if (!std::isnan(bf) && std::isnan(cf)) {
-      fm = fmt::format("the OOM at event {:.0f} is gone", bf);
-    } else if (moved) {
-      fm = fmt::format("first OOM moved from event {:.0f} to {:.0f}", bf, cf);
-    } else {
-      fm = std::isnan(cf) ? "no OOM" : fmt::format("first OOM at event {:.0f}", cf);
-    }
-    add(label, "first_oom_event", bf, cf, moved && !(std::isnan(cf)) && (std::isnan(bf) || cf < bf), fm);
+    first_oom("", b, c);
     // A modelled abort (the allocator stops the process: "fatal") ends the run as an OOM does; a new
     // one, or one that comes sooner, is a regression even when no OOM is listed.
     auto aborted_at = [](const nlohmann::json& r) {
@@ -300,6 +319,7 @@ CheckResult run_check(const nlohmann::json& baseline, const nlohmann::json& curr
         continue;
       }
       count(k, *bi->second, *cj);
+      first_oom(k, *bi->second, *cj);
       figures(k, *bi->second, *cj);
     }
     for (const auto& [k, bj] : bdev)

@@ -15,6 +15,7 @@
 #include "sim/report/perfetto.h"
 #include "sim/report/report.h"
 #include "sim/report/report_html.h"
+#include "sim/report/snapshot_export.h"
 
 namespace fragsim {
 
@@ -24,6 +25,9 @@ namespace {
 RunResult replay_one(const RunRequest& req, const Registry& reg, const RunOutputs& out, unsigned threads, bool progress,
                      const char* what) {
   RunOptions o = prepare_run(req, reg);
+  // What an export would refuse is refused before the run writes its placements or Perfetto file.
+  if (out.export_events && reg.find(o.policy.name).lower_bound) refuse_unplaced_export(o.policy.name);
+  o.device_lists = out.export_events;
   o.keep_live_buffers = out.keep_live_buffers;
   o.placements = out.placements;
   if (!out.perfetto.empty()) o.sink = perfetto_sink(out.perfetto);

@@ -63,6 +63,7 @@ ComparePlan prepare_compare(const CompareRequest& req, const Registry& reg) {
     RunRequest q = req.base;
     q.trace = req.traces[t];
     q.source = t < req.sources.size() ? req.sources[t] : nullptr;
+    q.source_bytes = t < req.source_bytes.size() ? req.source_bytes[t] : 0;
     const Recording recording = read_recording(q);
     std::vector<std::string> entries = given.empty() ? default_compare_entries(q, recording, reg) : given;
     if (t == 0) plan.entries = entries;

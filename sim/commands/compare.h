@@ -17,6 +17,7 @@ struct CompareRequest {
   // Per trace, a source holding it in memory (RunRequest::source), or empty (read the file);
   // traces past its end are files. base.source is not used.
   std::vector<TraceSource> sources{};
+  std::vector<std::uint64_t> source_bytes{};  // of each source held in memory (RunRequest::source_bytes)
 };
 
 struct ComparePlan {

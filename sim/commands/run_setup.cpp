@@ -98,6 +98,7 @@ RunOptions prepare_run(const RunRequest& req, const Registry& reg, const Recordi
   RunOptions o;
   o.trace = req.trace;
   o.source = request_source(req, req.source);
+  if (req.source) o.held_bytes = req.source_bytes;
   o.cancel = req.cancel;
   const Recording recording = given ? *given : read_recording(req);
   o.hw = choose_hardware(req, recording, &o.notes);
@@ -230,8 +231,11 @@ TraceSource request_source(const RunRequest& req, TraceSource base) {
       return std::stoull(std::string(digits));
     };
     if (auto colon = size.find(':'); colon != std::string_view::npos) {
-      a.device =
-          static_cast<std::uint32_t>(std::min<std::uint64_t>(number(size.substr(0, colon), "DEVICE"), UINT32_MAX));
+      const std::uint64_t device = number(size.substr(0, colon), "DEVICE");
+      if (device > UINT32_MAX)
+        throw InputError(
+            fmt::format("--failed-alloc: '{}': DEVICE {} is beyond the 32-bit device ordinals of a trace", f, device));
+      a.device = static_cast<std::uint32_t>(device);
       size.remove_prefix(colon + 1);
     }
     if (auto at = size.find('@'); at != std::string_view::npos) {

@@ -87,8 +87,7 @@ ValidateResult run_validate(const ValidateOptions& o) {
   std::vector<std::pair<double, double>> alloc_pts, free_pts;
   if (!calls.empty()) {
     read_lines(calls, kMaxCallLine, [&](std::string_view line, std::uint64_t n) {
-      auto j = nlohmann::json::parse(line, nullptr, false);
-      if (j.is_discarded()) throw InputError(fmt::format("{}:{}: invalid JSON", calls, n));
+      const nlohmann::json j = parse_json(line, calls, n);
       JsonField f(j, fmt::format("{}:{}", calls, n));
       std::string op = f.at("op").string();
       if (op != "alloc" && op != "free") return;

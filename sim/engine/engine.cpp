@@ -43,6 +43,9 @@ Observation observation_of(const Event& ev) {
   return o;
 }
 
+// What the run's input limits scale with: a trace held in memory's size, else its file's.
+std::uint64_t limit_basis(const RunOptions& o) { return o.held_bytes ? *o.held_bytes : input_bytes(o.trace); }
+
 }  // namespace
 
 std::string oom_cause(const OomRecord& o) { return o.fragmentation ? "fragmentation" : "capacity"; }
@@ -51,9 +54,9 @@ Engine::Engine(const RunOptions& opt, const Registry& reg)
     : opt_(opt),
       reg_(reg),
       info_(reg.find(opt.policy.name)),
-      live_(LimitCounter(Limit::kNames, opt.trace, input_bytes(opt.trace))),
-      devices_kept_(Limit::kDevices, opt.trace, input_bytes(opt.trace)),
-      marks_kept_(Limit::kMarks, opt.trace, input_bytes(opt.trace)) {
+      live_(LimitCounter(Limit::kNames, opt.trace, limit_basis(opt))),
+      devices_kept_(Limit::kDevices, opt.trace, limit_basis(opt)),
+      marks_kept_(Limit::kMarks, opt.trace, limit_basis(opt)) {
   if (opt_.follow_recording) live_.index_addresses();  // follow() asks what lies under a recorded range
   for (int i = 0; i < static_cast<int>(Space::kCount); ++i) {
     auto sp = static_cast<Space>(i);
@@ -341,6 +344,7 @@ void Engine::new_device(std::uint32_t device) {
   auto [it, fresh] = dense_.try_emplace(device, static_cast<std::uint32_t>(devices_.size()));
   if (fresh) {
     devices_kept_.spend(1);
+    if (opt_.device_lists) check_device_lists(device, opt_.trace, limit_basis(opt_));
     devices_.push_back(device);
     req_.resize(devices_.size() * kSpaces);
     slot_index_.resize(devices_.size() * kSpaces, kNoSlot);

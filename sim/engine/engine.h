@@ -33,6 +33,9 @@ using TraceSource = std::function<std::unique_ptr<TraceReader>()>;
 struct RunOptions {
   std::string trace;
   TraceSource source;  // empty: open `trace` by its extension
+  // A trace held in memory (a front end's): its size, what the input limits scale with; `trace`
+  // then only names it (no file of that name is measured). Unset: the size of the file `trace`.
+  std::optional<std::uint64_t> held_bytes;
   PolicySpec policy;
   HardwareModel hw;
   bool keep_going = false;
@@ -54,6 +57,10 @@ struct RunOptions {
   std::shared_ptr<const HistorySpec> history;  // record the run's history (sim/engine/history.h); null = none
   std::vector<std::string> notes;              // lines for the text report (e.g. how --env was interpreted)
   std::string label;                           // how reports name the run when several are shown (compare, batch)
+  // An output lists every device number up to the largest (--export-snapshot): a device number past
+  // the devices limit is an input error as soon as the trace names it (check_device_lists), before
+  // the run's placements or Perfetto file is written.
+  bool device_lists = false;
   std::uint64_t shard = 1;  // --shard N: the policy stores 1/N of each array per device (requested stays whole)
   // Whose words advice and sweeps use: the recording's framework, the platform of the device the run
   // models (sim/commands/run_setup.h, vocabulary_of).

@@ -3,11 +3,14 @@
 #include <fmt/format.h>
 
 #include <cmath>
+#include <optional>
 #include <unordered_map>
 #include <unordered_set>
 #include <vector>
 
 #include "sim/base/error.h"
+#include "sim/base/limits.h"
+#include "traces/trace_reader.h"
 
 namespace fragsim::python {
 
@@ -24,14 +27,111 @@ std::optional<std::string_view> utf8_of(py::handle s) {
   return std::string_view(p, static_cast<size_t>(n));
 }
 
+// A str as UTF-8 whatever it holds (a lone surrogate as '?'), for messages.
+std::string utf8_lossy(py::handle s) {
+  if (auto t = utf8_of(s)) return std::string(*t);
+  py::object b = py::reinterpret_steal<py::object>(PyUnicode_AsEncodedString(s.ptr(), "utf-8", "replace"));
+  if (!b) {
+    PyErr_Clear();
+    return "?";
+  }
+  return std::string(PyBytes_AS_STRING(b.ptr()), static_cast<size_t>(PyBytes_GET_SIZE(b.ptr())));
+}
+
 bool is_mapping(py::handle o) { return PyDict_Check(o.ptr()) || (PyMapping_Check(o.ptr()) && py::hasattr(o, "items")); }
 
 // An int, or an object that stands for one (numpy's integers: __index__); bools are not.
 bool is_integer(py::handle o) { return !PyBool_Check(o.ptr()) && PyIndex_Check(o.ptr()); }
 
+// o's __index__ as a Python int, or fail(why) (which throws) when it fails.
+template <class Fail>
+py::int_ index_or(py::handle o, Fail&& fail) {
+  PyObject* i = PyNumber_Index(o.ptr());
+  if (!i) {
+    py::error_already_set e;
+    fail(fmt::format("{} whose __index__ failed ({})", python_type(o), e.what()));
+    throw InternalError("index_or: fail() returned");
+  }
+  return py::reinterpret_steal<py::int_>(i);
+}
+
+// The guard of every walk of a Python object tree (convert.h): the containers open on the path
+// from the root (a container met again there is inside itself), their number (the depth), and
+// the values visited. A walk that copies what it visits meets a container shared from several
+// places once per place: the second time, the values under it (counted the first time) are
+// charged before it is walked again, so a tree that shares one list at each of 60 levels is
+// refused after a few hundred steps, not after 2^24.
+class Walk {
+ public:
+  explicit Walk(std::uint64_t max_values = 0) : max_values_(max_values) {}
+  // "" when container o may be entered (then it is, until leave(o)), else why not.
+  std::string enter(py::handle o) {
+    if (open_.size() >= static_cast<size_t>(kMaxNesting)) return fmt::format("nesting deeper than {}", kMaxNesting);
+    if (!open_.insert(o.ptr()).second) return "a container that contains itself";
+    if (max_values_ && !charged_)
+      if (auto it = sizes_.find(o.ptr()); it != sizes_.end()) {
+        values_ += it->second;
+        if (values_ > max_values_) return too_many();
+        charged_ = o.ptr();  // what lies under it is counted already
+      }
+    starts_.push_back(values_);
+    return {};
+  }
+  void leave(py::handle o) {
+    open_.erase(o.ptr());
+    const std::uint64_t start = starts_.back();
+    starts_.pop_back();
+    if (charged_ == o.ptr())
+      charged_ = nullptr;
+    else if (max_values_ && !charged_)
+      sizes_[o.ptr()] = values_ - start;
+  }
+  // "" while the values visited stay within the walk's bound, else why not.
+  std::string visit() {
+    if (max_values_ && !charged_ && ++values_ > max_values_) return too_many();
+    return {};
+  }
+
+ private:
+  std::string too_many() const {
+    return fmt::format("more than {} values (a container shared from many places is copied at each)", max_values_);
+  }
+  std::unordered_set<PyObject*> open_;
+  std::unordered_map<PyObject*, std::uint64_t> sizes_;  // values under each container walked
+  std::vector<std::uint64_t> starts_;                   // values_ when each open container was entered
+  PyObject* charged_ = nullptr;                         // the shared container being walked again
+  std::uint64_t max_values_ = 0, values_ = 0;
+};
+
 }  // namespace
 
 std::string python_type(py::handle o) { return fmt::format("an object of type {}", Py_TYPE(o.ptr())->tp_name); }
+
+std::string utf8_text(py::handle s, const std::string& what) {
+  auto t = utf8_of(s);
+  if (!t) throw InputError(fmt::format("{}: a str that is not valid Unicode (a lone surrogate)", what));
+  return std::string(*t);
+}
+
+std::vector<std::pair<py::object, py::object>> items_of(py::handle mapping, const std::string& what) {
+  std::vector<std::pair<py::object, py::object>> out;
+  if (PyDict_CheckExact(mapping.ptr())) {  // no items() of a subclass to call
+    for (auto [k, v] : py::reinterpret_borrow<py::dict>(mapping))
+      out.emplace_back(py::reinterpret_borrow<py::object>(k), py::reinterpret_borrow<py::object>(v));
+    return out;
+  }
+  for (auto kv : py::reinterpret_borrow<py::object>(mapping).attr("items")()) {
+    if (!PyTuple_Check(kv.ptr()) || PyTuple_GET_SIZE(kv.ptr()) != 2)
+      throw py::type_error(fmt::format("{}: items() gave {}, not a (key, value) pair", what, python_type(kv)));
+    out.emplace_back(py::reinterpret_borrow<py::object>(PyTuple_GET_ITEM(kv.ptr(), 0)),
+                     py::reinterpret_borrow<py::object>(PyTuple_GET_ITEM(kv.ptr(), 1)));
+  }
+  return out;
+}
+
+py::int_ int_of(py::handle o, const std::string& what) {
+  return index_or(o, [&](const std::string& why) { throw py::type_error(what + ": " + why); });
+}
 
 // ---- reports → Python ----
 
@@ -60,7 +160,9 @@ py::object to_python(const nlohmann::json& j) {
     }
     case nlohmann::json::value_t::object: {
       py::dict d;
-      for (const auto& [k, v] : j.items()) d[py::str(k)] = to_python(v);
+      for (const auto& [k, v] : j.items())
+        d[py::reinterpret_steal<py::object>(
+            PyUnicode_DecodeUTF8(k.data(), static_cast<Py_ssize_t>(k.size()), "replace"))] = to_python(v);
       return d;
     }
     case nlohmann::json::value_t::binary:
@@ -71,46 +173,87 @@ py::object to_python(const nlohmann::json& j) {
 
 // ---- Python → JSON (reports given to check) ----
 
-nlohmann::json to_json(py::handle o, const std::string& what) {
-  if (o.is_none()) return nullptr;
-  if (PyBool_Check(o.ptr())) return o.cast<bool>();
-  if (is_integer(o)) {
-    py::int_ i = py::reinterpret_steal<py::int_>(PyNumber_Index(o.ptr()));
-    int overflow = 0;
-    long long v = PyLong_AsLongLongAndOverflow(i.ptr(), &overflow);
-    if (!overflow) return static_cast<std::int64_t>(v);
-    unsigned long long u = PyLong_AsUnsignedLongLong(i.ptr());
-    if (PyErr_Occurred()) {
-      PyErr_Clear();
-      throw py::type_error(fmt::format("{}: an integer beyond 64 bits", what));
+namespace {
+
+// A report's objects as JSON. Where a value sits ("baseline.trace.header[3]") is written out only
+// for a message: the walk keeps the keys and indices on the path.
+class JsonBuilder {
+ public:
+  explicit JsonBuilder(const std::string& what) : what_(what), walk_(kMaxJsonValues) {}
+
+  nlohmann::json build(py::handle o) {
+    if (auto why = walk_.visit(); !why.empty()) throw InputError(where() + ": " + why);
+    if (o.is_none()) return nullptr;
+    if (PyBool_Check(o.ptr())) return o.ptr() == Py_True;
+    if (is_integer(o)) {
+      py::int_ i = int_of(o, where());
+      int overflow = 0;
+      long long v = PyLong_AsLongLongAndOverflow(i.ptr(), &overflow);
+      if (!overflow) return static_cast<std::int64_t>(v);
+      unsigned long long u = PyLong_AsUnsignedLongLong(i.ptr());
+      if (PyErr_Occurred()) {
+        PyErr_Clear();
+        throw py::type_error(fmt::format("{}: an integer beyond 64 bits", where()));
+      }
+      return static_cast<std::uint64_t>(u);
     }
-    return static_cast<std::uint64_t>(u);
-  }
-  if (PyFloat_Check(o.ptr())) return PyFloat_AsDouble(o.ptr());
-  if (PyUnicode_Check(o.ptr())) {
-    auto s = utf8_of(o);
-    if (!s) throw py::type_error(fmt::format("{}: a str that is not valid Unicode", what));
-    return std::string(*s);
-  }
-  if (is_mapping(o)) {
-    nlohmann::json j = nlohmann::json::object();
-    for (auto kv : py::reinterpret_borrow<py::object>(o).attr("items")()) {
-      auto pair = py::reinterpret_borrow<py::tuple>(kv);
-      if (!PyUnicode_Check(pair[0].ptr()))
-        throw py::type_error(fmt::format("{}: a key that is not a str ({})", what, python_type(pair[0])));
-      std::string k = pair[0].cast<std::string>();
-      j[k] = to_json(pair[1], what + "." + k);
+    if (PyFloat_Check(o.ptr())) return PyFloat_AsDouble(o.ptr());
+    if (PyUnicode_Check(o.ptr())) {
+      auto s = utf8_of(o);
+      if (!s) throw py::type_error(fmt::format("{}: a str that is not valid Unicode", where()));
+      return std::string(*s);
     }
+    const bool mapping = is_mapping(o);
+    if (!mapping && !PyList_Check(o.ptr()) && !PyTuple_Check(o.ptr()))
+      throw py::type_error(fmt::format("{}: {} is not a JSON value", where(), python_type(o)));
+    if (auto why = walk_.enter(o); !why.empty()) throw InputError(where() + ": " + why);
+    nlohmann::json j;
+    if (mapping) {
+      j = nlohmann::json::object();
+      for (const auto& [key, value] : items_of(o, where())) {
+        if (!PyUnicode_Check(key.ptr()))
+          throw py::type_error(fmt::format("{}: a key that is not a str ({})", where(), python_type(key)));
+        auto k = utf8_of(key);
+        if (!k) throw py::type_error(fmt::format("{}: a key that is not valid Unicode", where()));
+        path_.emplace_back(*k, 0);
+        j[std::string(*k)] = build(value);
+        path_.pop_back();
+      }
+    } else {
+      j = nlohmann::json::array();
+      size_t i = 0;
+      for (auto x : py::reinterpret_borrow<py::sequence>(o)) {
+        path_.emplace_back(std::string_view(), i++);
+        j.push_back(build(x));
+        path_.pop_back();
+      }
+    }
+    walk_.leave(o);
     return j;
   }
-  if (PyList_Check(o.ptr()) || PyTuple_Check(o.ptr())) {
-    nlohmann::json j = nlohmann::json::array();
-    size_t i = 0;
-    for (auto x : py::reinterpret_borrow<py::sequence>(o)) j.push_back(to_json(x, fmt::format("{}[{}]", what, i++)));
-    return j;
+
+ private:
+  // "what.key[3]", the first and last steps of a long path only.
+  std::string where() const {
+    std::string s = what_;
+    for (size_t i = 0; i < path_.size(); ++i) {
+      if (path_.size() > 24 && i == 12) {
+        s += fmt::format("...({} levels)...", path_.size() - 24);
+        i = path_.size() - 12;
+      }
+      const auto& [key, index] = path_[i];
+      s += key.data() ? "." + std::string(key) : fmt::format("[{}]", index);
+    }
+    return s;
   }
-  throw py::type_error(fmt::format("{}: {} is not a JSON value", what, python_type(o)));
-}
+  const std::string& what_;
+  Walk walk_;
+  std::vector<std::pair<std::string_view, size_t>> path_;  // a key (of a str the tree holds), or an index
+};
+
+}  // namespace
+
+nlohmann::json to_json(py::handle o, const std::string& what) { return JsonBuilder(what).build(o); }
 
 // ---- a snapshot dict → PickleDoc ----
 
@@ -148,11 +291,12 @@ class SnapshotBuilder {
     if (!dict && !list && !tuple)
       bad(fmt::format("{} is not something a snapshot holds (None, bool, int, float, str, bytes, list, tuple, dict)",
                       python_type(o)));
-    if (!open_.insert(o.ptr()).second) bad("a container that contains itself");
+    if (auto why = walk_.enter(o); !why.empty()) bad(why);
     PyRef r = make(dict ? PyObj::kDict : list ? PyObj::kList : PyObj::kTuple);
     if (dict) {
       for (auto [k, v] : py::reinterpret_borrow<py::dict>(o)) {
-        path_.push_back(PyUnicode_Check(k.ptr()) ? "." + k.cast<std::string>() : "[" + std::string(py::repr(k)) + "]");
+        const auto key = PyUnicode_Check(k.ptr()) ? utf8_of(k) : std::nullopt;
+        path_.push_back(key ? "." + std::string(*key) : "[" + utf8_lossy(py::repr(k)) + "]");
         PyRef kr = build(k), vr = build(v);
         adopt(*r, kr);
         adopt(*r, vr);
@@ -169,7 +313,7 @@ class SnapshotBuilder {
         path_.pop_back();
       }
     }
-    open_.erase(o.ptr());
+    walk_.leave(o);
     done_.emplace(o.ptr(), r);
     return r;
   }
@@ -177,7 +321,13 @@ class SnapshotBuilder {
  private:
   [[noreturn]] void bad(const std::string& what) const {
     std::string at;
-    for (const auto& p : path_) at += p;
+    for (size_t i = 0; i < path_.size(); ++i) {  // the first and last steps of a long path only
+      if (path_.size() > 24 && i == 12) {
+        at += fmt::format("...({} levels)...", path_.size() - 24);
+        i = path_.size() - 12;
+      }
+      at += path_[i];
+    }
     if (!at.empty() && at[0] == '.') at.erase(0, 1);
     throw InputError(fmt::format("{}: snapshot: {}{}", name_, at.empty() ? "" : at + ": ", what));
   }
@@ -188,7 +338,7 @@ class SnapshotBuilder {
   }
   // As the pickle reader keeps them: i (and u) for what fits in 64 signed bits, else u with `big`.
   PyRef integer(py::handle o) {
-    py::int_ i = py::reinterpret_steal<py::int_>(PyNumber_Index(o.ptr()));
+    py::int_ i = index_or(o, [&](const std::string& why) { bad(why); });
     int overflow = 0;
     long long v = PyLong_AsLongLongAndOverflow(i.ptr(), &overflow);
     PyRef r = make(PyObj::kInt);
@@ -216,7 +366,7 @@ class SnapshotBuilder {
   std::string name_;
   std::vector<std::string> path_;              // where the object being built sits, for messages
   std::unordered_map<PyObject*, PyRef> done_;  // strings and containers built (alive: the root holds them)
-  std::unordered_set<PyObject*> open_;         // containers being built
+  Walk walk_;                                  // containers being built (memoised: each is walked once)
 };
 
 }  // namespace
@@ -231,54 +381,66 @@ std::unique_ptr<PickleDoc> snapshot_doc(py::handle o, const std::string& name) {
 
 namespace {
 
-constexpr int kMaxEventDepth = 256;  // deeper than any line the reader accepts (it refuses past 64)
-
 // Appends o as JSON text, as json.dumps writes it (a float as repr: nan, inf are there for the
-// reader to refuse). Throws InputError naming the line and the top-level key.
+// reader to refuse). Throws InputError naming the line and the top-level key, also for text longer
+// than a line may be (a container shared from many places is written at each: the bound keeps
+// that finite).
 class EventWriter {
  public:
   EventWriter(const std::string& name, std::uint64_t line) : name_(name), line_(line) {}
 
-  void write(py::handle o, std::string& out, int depth = 0) {
-    if (depth > kMaxEventDepth) bad("JSON nested too deeply");
+  void write(py::handle o, std::string& out) {
+    if (out.size() > kMaxLineBytes) bad(fmt::format("longer than a line may be ({} MiB)", kMaxLineBytes >> 20));
+    if (auto why = walk_.visit(); !why.empty()) bad(why);
     if (o.is_none()) {
       out += "null";
     } else if (PyBool_Check(o.ptr())) {
       out += o.ptr() == Py_True ? "true" : "false";
     } else if (is_integer(o)) {
-      out += std::string(py::str(py::reinterpret_steal<py::object>(PyNumber_Index(o.ptr()))));
+      out += std::string(py::str(index_or(o, [&](const std::string& why) { bad(why); })));
     } else if (PyFloat_Check(o.ptr())) {
       out += std::string(py::repr(py::float_(PyFloat_AsDouble(o.ptr()))));  // a subclass's repr may differ
     } else if (PyUnicode_Check(o.ptr())) {
       auto s = utf8_of(o);
       if (!s) bad("a str that is not valid Unicode (a lone surrogate)");
       append_json_string(out, *s);
-    } else if (is_mapping(o)) {
-      out += '{';
-      bool first = true;
-      for (auto kv : py::reinterpret_borrow<py::object>(o).attr("items")()) {
-        auto pair = py::reinterpret_borrow<py::tuple>(kv);
-        if (!PyUnicode_Check(pair[0].ptr())) bad(fmt::format("a key that is not a str ({})", python_type(pair[0])));
-        auto k = utf8_of(pair[0]);
-        if (!k) bad("a key that is not valid Unicode (a lone surrogate)");
-        if (depth == 0) key_ = std::string(*k);
-        if (!first) out += ',';
-        first = false;
-        append_json_string(out, *k);
-        out += ':';
-        write(pair[1], out, depth + 1);
+    } else if (is_mapping(o) || PyList_Check(o.ptr()) || PyTuple_Check(o.ptr())) {
+      const bool top = depth_++ == 0;
+      if (auto why = walk_.enter(o); !why.empty()) bad(why);
+      if (is_mapping(o)) {
+        out += '{';
+        bool first = true;
+        std::vector<std::pair<py::object, py::object>> items;
+        try {
+          items = items_of(o, "the event");
+        } catch (const py::type_error& e) {
+          bad(e.what());  // inside a source: an input error naming the line and key
+        }
+        for (const auto& [key, value] : items) {
+          if (!PyUnicode_Check(key.ptr())) bad(fmt::format("a key that is not a str ({})", python_type(key)));
+          auto k = utf8_of(key);
+          if (!k) bad("a key that is not valid Unicode (a lone surrogate)");
+          if (top) key_ = std::string(*k);
+          if (!first) out += ',';
+          first = false;
+          append_json_string(out, *k);
+          out += ':';
+          write(value, out);
+        }
+        out += '}';
+        if (top) key_.clear();
+      } else {
+        out += '[';
+        bool first = true;
+        for (auto x : py::reinterpret_borrow<py::iterable>(o)) {
+          if (!first) out += ',';
+          first = false;
+          write(x, out);
+        }
+        out += ']';
       }
-      out += '}';
-      if (depth == 0) key_.clear();
-    } else if (PyList_Check(o.ptr()) || PyTuple_Check(o.ptr())) {
-      out += '[';
-      bool first = true;
-      for (auto x : py::reinterpret_borrow<py::iterable>(o)) {
-        if (!first) out += ',';
-        first = false;
-        write(x, out, depth + 1);
-      }
-      out += ']';
+      walk_.leave(o);
+      --depth_;
     } else {
       bad(fmt::format("{} is not a JSON value", python_type(o)));
     }
@@ -291,11 +453,13 @@ class EventWriter {
   const std::string& name_;
   std::uint64_t line_;
   std::string key_;  // the event's key being written
+  Walk walk_{kMaxJsonValues};
+  int depth_ = 0;
 };
 
 }  // namespace
 
-void add_event(JsonlLines& lines, py::handle item, const std::string& name) {
+std::size_t add_event(JsonlLines& lines, py::handle item, const std::string& name) {
   if (PyUnicode_Check(item.ptr())) {  // a JSONL line, as a file object yields it
     auto s = utf8_of(item);
     if (!s) throw InputError(name, lines.lines() + 1, "a line that is not valid Unicode (a lone surrogate)");
@@ -303,11 +467,12 @@ void add_event(JsonlLines& lines, py::handle item, const std::string& name) {
     if (!line.empty() && line.back() == '\n') line.remove_suffix(1);
     if (!line.empty() && line.back() == '\r') line.remove_suffix(1);
     lines.add(line);
-    return;
+    return line.size();
   }
   std::string text;
   EventWriter(name, lines.lines() + 1).write(item, text);
   lines.add(text);
+  return text.size();
 }
 
 }  // namespace fragsim::python

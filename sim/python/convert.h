@@ -15,6 +15,8 @@
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "traces/jsonl.h"
 #include "traces/pickle.h"
@@ -27,6 +29,20 @@ namespace py = pybind11;
 
 // How messages name a Python value's type: "an object of type set".
 [[nodiscard]] std::string python_type(py::handle o);
+// Every walk below goes through one guard (a Walk): it stops at a container inside itself, at
+// nesting deeper than kMaxNesting (sim/base/limits.h) — checked before it goes one level down, so
+// a tree 100,000 deep never reaches the C stack — and, for a walk that copies what it visits (a
+// report, an event), after kMaxJsonValues values (a list that holds one list twice, 60 deep, is 2^60
+// values; a real compare --json of 4 runs is 34,000).
+inline constexpr std::uint64_t kMaxJsonValues = std::uint64_t{1} << 22;
+
+// A str as UTF-8; InputError naming `what` for one that has none (a lone surrogate).
+[[nodiscard]] std::string utf8_text(py::handle s, const std::string& what);
+// The (key, value) pairs of a mapping's items(); TypeError naming `what` when an item is not a pair.
+[[nodiscard]] std::vector<std::pair<py::object, py::object>> items_of(py::handle mapping, const std::string& what);
+// An int, or an object that stands for one (__index__: numpy's integers), as a Python int;
+// TypeError naming `what` when its __index__ fails.
+[[nodiscard]] py::int_ int_of(py::handle o, const std::string& what);
 
 // `what` names the argument in messages (TypeError for a value JSON cannot hold).
 [[nodiscard]] nlohmann::json to_json(py::handle o, const std::string& what);
@@ -41,6 +57,7 @@ namespace py = pybind11;
 // JSON (a dict as the event object, keys and values as json.dumps writes them, so that a value
 // of the wrong type draws the reader's own message). InputError("NAME:LINE: key: what") for a
 // value JSON cannot hold (a set, an object).
-void add_event(JsonlLines& lines, py::handle item, const std::string& name);
+// Returns the bytes of the line added.
+std::size_t add_event(JsonlLines& lines, py::handle item, const std::string& name);
 
 }  // namespace fragsim::python

@@ -14,11 +14,13 @@
 #include <atomic>
 #include <chrono>
 #include <future>
+#include <limits>
 #include <mutex>
 
 #include "policies/policy.h"
 #include "sim/base/error.h"
 #include "sim/base/io.h"
+#include "sim/base/limits.h"
 #include "sim/commands/check.h"
 #include "sim/commands/commands.h"
 #include "sim/commands/listing.h"
@@ -38,10 +40,11 @@ namespace {
 
 constexpr auto kPoll = std::chrono::milliseconds(100);
 
-// A path as Python names it (str or os.PathLike), as a str: os.fsdecode(os.fspath(p)).
+// A path as Python names it (str, bytes or os.PathLike), as the bytes the OS takes:
+// os.fsencode(os.fspath(p)) (a name that is not UTF-8 comes back as it was).
 std::string path_of(py::handle p) {
   py::module_ os = py::module_::import("os");
-  return py::str(os.attr("fsdecode")(os.attr("fspath")(p)));
+  return py::bytes(os.attr("fsencode")(os.attr("fspath")(p)));
 }
 
 bool is_path(py::handle p) { return PyUnicode_Check(p.ptr()) || py::hasattr(p, "__fspath__"); }
@@ -104,19 +107,43 @@ class Options {
     if (!given(k)) return {};
     py::object v = d_[k];
     if (!PyUnicode_Check(v.ptr())) throw py::type_error(fmt::format("{}=: expected a str, got {}", k, python_type(v)));
-    return v.cast<std::string>();
+    return utf8_text(v, k);
   }
   std::string path(const char* k) const {
     if (!given(k)) return {};
     return path_of(d_[k]);
   }
   bool flag(const char* k) const { return given(k) && py::bool_(d_[k]); }
-  long long integer(const char* k, long long dflt) const {
+  // An int in [lo, hi]: TypeError for another type, InputError outside the range (never cut to
+  // fit: shard=2**32+1 is not shard=1).
+  long long integer(const char* k, long long dflt, long long lo, long long hi) const {
     if (!given(k)) return dflt;
     py::object v = d_[k];
     if (PyBool_Check(v.ptr()) || !PyIndex_Check(v.ptr()))
       throw py::type_error(fmt::format("{}=: expected an int, got {}", k, python_type(v)));
-    return v.cast<long long>();
+    py::int_ i = int_of(v, k);
+    int overflow = 0;
+    const long long n = PyLong_AsLongLongAndOverflow(i.ptr(), &overflow);
+    const std::string text = py::str(i);
+    if (overflow) throw InputError(fmt::format("{}=: {} does not fit in 64 bits", k, text));
+    if (n < lo || n > hi)
+      throw InputError(hi == std::numeric_limits<long long>::max()
+                           ? fmt::format("{}=: must be at least {}, got {}", k, lo, text)
+                           : fmt::format("{}=: must be in {}..{}, got {}", k, lo, hi, text));
+    return n;
+  }
+  // A number (int or float; not a bool): TypeError for another type, InputError for one no double holds.
+  double number(const char* k, double dflt) const {
+    if (!given(k)) return dflt;
+    py::object v = d_[k];
+    if (PyBool_Check(v.ptr()) || (!PyFloat_Check(v.ptr()) && !PyIndex_Check(v.ptr())))
+      throw py::type_error(fmt::format("{}=: expected a number, got {}", k, python_type(v)));
+    const double d = PyFloat_Check(v.ptr()) ? PyFloat_AsDouble(v.ptr()) : PyLong_AsDouble(int_of(v, k).ptr());
+    if (PyErr_Occurred()) {
+      PyErr_Clear();
+      throw InputError(fmt::format("{}=: {} is beyond what a double holds", k, std::string(py::str(v))));
+    }
+    return d;
   }
   // A size: a str with a unit ("16GiB"), or an int of bytes, written as the command line takes
   // it (exact, in the largest unit that divides it: commands printed in reports read "600MiB").
@@ -125,11 +152,11 @@ class Options {
   std::string size(const char* k, Bytes least = 0) const {
     if (!given(k)) return {};
     py::object v = d_[k];
-    if (PyUnicode_Check(v.ptr())) return v.cast<std::string>();
+    if (PyUnicode_Check(v.ptr())) return utf8_text(v, k);
     if (PyBool_Check(v.ptr()) || !PyIndex_Check(v.ptr()))
       throw py::type_error(fmt::format("{}=: expected a size, a str with a unit ('16GiB') or an int of bytes, got {}",
                                        k, python_type(v)));
-    py::int_ i = py::reinterpret_steal<py::int_>(PyNumber_Index(v.ptr()));
+    py::int_ i = int_of(v, k);
     unsigned long long b = PyLong_AsUnsignedLongLong(i.ptr());
     if (PyErr_Occurred()) {
       PyErr_Clear();
@@ -154,34 +181,35 @@ class Options {
     if (PyUnicode_Check(v.ptr()))
       throw py::type_error(fmt::format("{}=: expected a dict or a list of 'KEY=VALUE' strings, got a str", k));
     if (py::hasattr(v, "items")) {
-      for (auto kv : v.attr("items")()) {
-        auto p = py::reinterpret_borrow<py::tuple>(kv);
-        if (!PyUnicode_Check(p[0].ptr()))
-          throw py::type_error(fmt::format("{}=: keys must be str, got {}", k, python_type(p[0])));
-        out.push_back(p[0].cast<std::string>() + "=" + value(p[1], k, env));
+      for (const auto& [key, val] : items_of(v, k)) {
+        if (!PyUnicode_Check(key.ptr()))
+          throw py::type_error(fmt::format("{}=: keys must be str, got {}", k, python_type(key)));
+        out.push_back(utf8_text(key, k) + "=" + value(val, k, env));
       }
       return out;
     }
+    if (!py::hasattr(v, "__iter__"))
+      throw py::type_error(
+          fmt::format("{}=: expected a dict or a list of 'KEY=VALUE' strings, got {}", k, python_type(v)));
     for (auto x : py::reinterpret_borrow<py::iterable>(v)) {
       if (!PyUnicode_Check(x.ptr()))
         throw py::type_error(fmt::format("{}=: expected 'KEY=VALUE' strings, got {}", k, python_type(x)));
-      out.push_back(x.cast<std::string>());
+      out.push_back(utf8_text(x, k));
     }
     return out;
   }
-  unsigned jobs() const {
-    long long j = integer("jobs", 0);
-    if (j < 0 || j > 1024) throw InputError(fmt::format("jobs=: must be in 0..1024, got {}", j));
-    return static_cast<unsigned>(j);
-  }
+  unsigned jobs() const { return static_cast<unsigned>(integer("jobs", 0, 0, 1024)); }
 
  private:
   static std::string value(py::handle v, const char* k, bool env) {
-    if (PyUnicode_Check(v.ptr())) return v.cast<std::string>();
+    if (PyUnicode_Check(v.ptr())) return utf8_text(v, k);
     if (PyBool_Check(v.ptr()) && !env) return v.ptr() == Py_True ? "true" : "false";
     if (v.is_none() && !env) return "null";
-    if ((PyIndex_Check(v.ptr()) || PyFloat_Check(v.ptr())) && !PyBool_Check(v.ptr())) return py::str(v);
-    throw py::type_error(fmt::format("{}=: {} as a value{}", k, python_type(v),
+    if ((PyIndex_Check(v.ptr()) || PyFloat_Check(v.ptr())) && !PyBool_Check(v.ptr()))
+      return utf8_text(py::str(PyFloat_Check(v.ptr()) ? py::object(py::float_(PyFloat_AsDouble(v.ptr())))
+                                                      : py::object(int_of(v, k))),
+                       k);
+    throw py::type_error(fmt::format("{}=: a {} value{}", k, python_type(v),
                                      env ? " (an environment variable holds a str: write it as you would export it)"
                                          : " (expected str, bool, int or float)"));
   }
@@ -203,19 +231,19 @@ RunRequest request_of(const Options& o) {
   r.follow_recording = o.flag("follow_recording");
   if (o.given("pre_trace")) r.pre_trace = o.str("pre_trace");
   r.strict = o.flag("strict");
-  long long shard = o.integer("shard", 1);
-  if (shard < 1) throw InputError(fmt::format("shard=: must be at least 1, got {}", shard));
-  r.shard = static_cast<unsigned>(shard);
+  r.shard = o.integer("shard", 1, 1, std::numeric_limits<long long>::max());  // the policy checks its own range
   if (o.given("shard_dim")) r.shard_dim = o.str("shard_dim");
   return r;
 }
 
 // ---- sources ----
 
-// What a call reads: a file (no source), or events held in memory, named `name`.
+// What a call reads: a file (no source), or events held in memory, named `name`, of `held_bytes`
+// (what the input limits scale with: the name may be any label, a file's name included).
 struct Source {
   std::string name;
   TraceSource source;
+  std::uint64_t held_bytes = 0;
 };
 
 // A source decoded on its first use, on whichever thread uses it first (the worker), then read
@@ -245,6 +273,29 @@ bool is_segment_list(py::handle src) {
   return PyDict_Check(first.ptr()) && py::reinterpret_borrow<py::dict>(first).contains("blocks");
 }
 
+// The events of an iterable, decoded and held until the replays read them. An iterable may be
+// endless: Ctrl-C is honoured while it is read (signals are checked every kSignalItems items, for
+// iterators that run no Python code between items, such as itertools.repeat), and the events held
+// count against the `objects` limit (two each, as an importer's events: docs/limits.md), of an
+// input whose size is the JSONL text a list or tuple of that length would be (kLineBytes a line)
+// and nothing for any other iterable (a generator, an open file: 2^19 events unless
+// fragsim.set_limit raises it).
+// *text: the bytes of the JSONL lines the events were read as.
+constexpr std::uint64_t kSignalItems = 1024, kLineBytes = 64;
+TraceSource events_of(py::handle src, const std::string& name, bool lenient, std::uint64_t* text) {
+  const bool sized = PyList_Check(src.ptr()) || PyTuple_Check(src.ptr());
+  const std::uint64_t basis = sized ? static_cast<std::uint64_t>(PyObject_Length(src.ptr())) * kLineBytes : 0;
+  LimitCounter held(Limit::kObjects, name, basis);
+  JsonlLines lines(name);
+  std::uint64_t n = 0;
+  for (auto item : py::reinterpret_borrow<py::iterable>(src)) {
+    if (++n % kSignalItems == 0 && PyErr_CheckSignals() != 0) throw py::error_already_set();
+    held.spend(2);
+    *text += add_event(lines, item, name);
+  }
+  return std::move(lines).reader(ReaderOptions{lenient});
+}
+
 // A path (str or os.PathLike), a snapshot (a dict, or a list of segments), or events (any other
 // iterable: event dicts or JSONL lines). The iterable is consumed here, with the GIL.
 Source source_of(py::handle src, const Options& o) {
@@ -259,31 +310,37 @@ Source source_of(py::handle src, const Options& o) {
   if (py::isinstance<py::dict>(src) || is_segment_list(src)) {
     std::string name = o.given("name") ? o.str("name") : "<snapshot>";
     std::shared_ptr<const PickleDoc> doc = snapshot_doc(src, name);
+    const std::uint64_t held = doc->arena.size() * sizeof(PyObj);  // as the snapshot reader counts it
     return {name, decoded_on_first_use([doc, name, lenient] {
               return make_torch_snapshot_reader_from(name, *doc, ReaderOptions{lenient});
-            })};
+            }),
+            held};
   }
   if (!py::hasattr(src, "__iter__"))
     throw py::type_error(fmt::format(
         "source: {}; expected a path, a PyTorch snapshot dict or an iterable of events (dicts or JSONL lines)",
         python_type(src)));
   std::string name = o.given("name") ? o.str("name") : "<events>";
-  JsonlLines lines(name);
-  for (auto item : py::reinterpret_borrow<py::iterable>(src)) add_event(lines, item, name);
-  return {name, std::move(lines).reader(ReaderOptions{lenient})};
+  std::uint64_t text = 0;
+  TraceSource events = events_of(src, name, lenient, &text);
+  return {name, std::move(events), text};
 }
 
 // ---- results ----
 
-// The runs of a run (one) or a compare (several), kept for their text and HTML renderings.
+// The runs of a run (one) or a compare (several), kept for their text and HTML renderings, with
+// the files they read: an output of theirs (html(path), json(path)) may not overwrite one.
 class Runs {
  public:
-  explicit Runs(std::vector<RunResult> runs) : runs_(std::move(runs)) {}
+  Runs(std::vector<RunResult> runs, std::vector<std::string> inputs)
+      : runs_(std::move(runs)), inputs_(std::move(inputs)) {}
   size_t size() const { return runs_.size(); }
   py::object report(size_t i) const { return to_python(report_json(at(i))); }
   // i < 0: all of them (compare's table, one HTML file for every run, the JSON array).
   std::string text(long i) const { return i < 0 ? compare_table(runs_) : report_text(at(i)); }
-  void html(const std::string& path, long i) const {
+  void html(py::handle where, long i) const {
+    const std::string path = path_of(where);
+    check_outputs(inputs_, {{"html", path}});
     write_file_atomic(path, report_html(i < 0 ? runs_ : std::vector<RunResult>{at(i)}));
   }
   std::string json_text(long i) const {
@@ -292,13 +349,21 @@ class Runs {
     for (const auto& r : runs_) arr.push_back(report_json(r));
     return arr.dump(2) + "\n";
   }
+  void write_json(py::handle where, long i) const {
+    const std::string path = path_of(where);
+    check_outputs(inputs_, {{"json", path}});
+    write_file_atomic(path, json_text(i));
+  }
 
- private:
   const RunResult& at(long i) const {
     if (i < 0 || static_cast<size_t>(i) >= runs_.size()) throw py::index_error("no such run");
     return runs_[static_cast<size_t>(i)];
   }
+  const std::vector<RunResult>& all() const { return runs_; }
+
+ private:
   std::vector<RunResult> runs_;
+  std::vector<std::string> inputs_;
 };
 
 // ---- entry points ----
@@ -309,19 +374,20 @@ Runs run(py::handle src, py::dict opts) {
   Source s = source_of(src, o);
   req.trace = s.name;
   req.source = s.source;
+  req.source_bytes = s.held_bytes;
   RunOutputs outs;
   outs.placements = o.path("placements");
   outs.perfetto = o.path("perfetto");
   const std::string html = o.path("html");
   outs.keep_live_buffers = outs.history = !html.empty();
-  check_outputs({s.source ? std::string() : s.name, req.hw},
-                {{"placements", outs.placements}, {"perfetto", outs.perfetto}, {"html", html}});
+  std::vector<std::string> inputs = {s.source ? std::string() : s.name, req.hw};
+  check_outputs(inputs, {{"placements", outs.placements}, {"perfetto", outs.perfetto}, {"html", html}});
   const unsigned threads = o.jobs();
   return released(
       [&](const std::atomic<bool>* cancel) {
         req.cancel = cancel;
-        Runs r({run_request(req, registry(), outs, threads)});
-        if (!html.empty()) r.html(html, 0);
+        Runs r({run_request(req, registry(), outs, threads)}, inputs);
+        if (!html.empty()) write_file_atomic(html, report_html({r.at(0)}));
         return r;
       },
       o.get("progress"));
@@ -332,11 +398,11 @@ std::string policy_list(const Options& o) {
   std::string out;
   if (!o.given("policies")) return out;
   py::object p = o.get("policies");
-  if (PyUnicode_Check(p.ptr())) return p.cast<std::string>();
+  if (PyUnicode_Check(p.ptr())) return utf8_text(p, "policies");
   for (auto x : py::reinterpret_borrow<py::iterable>(p)) {
     if (!PyUnicode_Check(x.ptr()))
       throw py::type_error(fmt::format("policies=: expected str entries, got {}", python_type(x)));
-    out += (out.empty() ? "" : ",") + x.cast<std::string>();
+    out += (out.empty() ? "" : ",") + utf8_text(x, "policies");
   }
   return out;
 }
@@ -352,6 +418,7 @@ Runs compare(py::tuple sources, py::dict opts) {
     Source s = source_of(x, o);
     c.traces.push_back(s.name);
     c.sources.push_back(s.source);
+    c.source_bytes.push_back(s.held_bytes);
     if (!s.source) inputs.push_back(s.name);
   }
   c.base.trace = c.traces.front();
@@ -364,8 +431,8 @@ Runs compare(py::tuple sources, py::dict opts) {
         c.base.cancel = cancel;
         RunOutputs outs;
         outs.keep_live_buffers = outs.history = !html.empty();
-        Runs r(run_compare(c, registry(), outs, threads));
-        if (!html.empty() && r.size()) r.html(html, -1);
+        Runs r(run_compare(c, registry(), outs, threads), inputs);
+        if (!html.empty() && r.size()) write_file_atomic(html, report_html(r.all()));
         return r;
       },
       o.get("progress"));
@@ -377,6 +444,7 @@ SweepResult sweep(py::handle src, const std::string& find, py::dict opts) {
   Source s = source_of(src, o);
   req.trace = s.name;
   req.source = s.source;
+  req.source_bytes = s.held_bytes;
   const unsigned threads = o.jobs();
   const bool exhaustive = o.flag("exhaustive");
   return released(
@@ -403,11 +471,11 @@ CheckResult check(py::handle baseline, py::handle current, py::dict opts) {
   CheckOptions c;
   nlohmann::json b = report_of(baseline, "baseline", &c.baseline_path);
   nlohmann::json n = report_of(current, "current", &c.current_path);
-  if (o.given("tolerance")) c.tolerance_pct = o.get("tolerance").cast<double>();
+  c.tolerance_pct = o.number("tolerance", 0);
   c.same_trace = o.flag("same_trace");
   c.allow_different_policy = o.flag("allow_different_policy");
   if (o.given("gate")) {
-    std::string gate = o.get("gate").cast<std::string>();
+    std::string gate = o.str("gate");
     if (gate != "recommended" && gate != "all")
       throw InputError(fmt::format("gate='{}': must be 'recommended' or 'all'", gate));
     c.gate_all = gate == "all";
@@ -444,6 +512,7 @@ DiffOutcome diff(py::handle a, py::handle b, py::dict opts) {
       if (!is_path(a)) ra.name = na;
       if (!is_path(b)) rb.name = nb;
     }
+    check_outputs({is_path(a) ? ra.name : std::string(), is_path(b) ? rb.name : std::string()}, {{"html", html}});
     DiffOutcome d = diff_of_reports(ra, rb, label, !html.empty());
     if (!html.empty()) write_file_atomic(html, d.html);
     return d;
@@ -452,10 +521,10 @@ DiffOutcome diff(py::handle a, py::handle b, py::dict opts) {
   if (sa.source && sb.source && sa.name == sb.name) sa.name = "A " + sa.name, sb.name = "B " + sb.name;
   DiffRequest req = diff_request(request_of(o), sa.name, sb.name, policy_list(o));
   req.a.source = sa.source;
-  if (!b.is_none())
-    req.b.source = sb.source;
-  else
-    req.b.source = sa.source;
+  req.a.source_bytes = sa.held_bytes;
+  const Source& sb_or_a = b.is_none() ? sa : sb;
+  req.b.source = sb_or_a.source;
+  req.b.source_bytes = sb_or_a.held_bytes;
   RunOutputs outs;
   outs.keep_live_buffers = outs.history = !html.empty();
   check_outputs({sa.source ? std::string() : sa.name, sb.source ? std::string() : sb.name, req.a.hw}, {{"html", html}});
@@ -511,7 +580,8 @@ PYBIND11_MODULE(_fragsim, m) {
       .def("report", &Runs::report)
       .def("text", &Runs::text)
       .def("html", &Runs::html)
-      .def("json_text", &Runs::json_text);
+      .def("json_text", &Runs::json_text)
+      .def("write_json", &Runs::write_json);
   py::class_<SweepResult>(m, "SweepResult")
       .def("report", [](const SweepResult& r) { return to_python(sweep_json(r)); })
       .def("text", &sweep_text);
@@ -543,6 +613,7 @@ PYBIND11_MODULE(_fragsim, m) {
   m.def("catalog", [] { return catalog_text(registry()); });
   m.def("policy", [](const std::string& name) { return policy_text(registry().find(name, "list")); });
   m.def("gen", &gen);
-  m.def("write_text", [](py::handle path, const std::string& text) { write_file_atomic(path_of(path), text); });
   m.def("events_read", &input_events_read);
+  m.def("set_limit", [](const std::string& key_value) { set_limit(key_value); });
+  m.def("reset_limits", &reset_limits);
 }

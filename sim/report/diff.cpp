@@ -172,11 +172,13 @@ J attribution(const J& ma, const J& mb) {
 }
 
 // How a buffer is recognised in the other run: its name, shape and frame; within one trace also
-// its id (the same trace event).
+// its id (the same trace event). Across traces an id and an event index name different things, so
+// buffers with nothing to tell them apart (unnamed ones, or several of one name) are one key,
+// paired largest with largest (buffers()).
 std::string buffer_key(const J& b, bool same_trace) {
   std::string k = b.value("name", "") + "|" + (b.contains("shape") ? b["shape"].dump() : "") + "|" +
                   b.value("dtype", "") + "|" + b.value("frame", "");
-  if (same_trace || k == "|||") k += "|id " + std::to_string(u(b, "id")) + "@" + std::to_string(u(b, "event_index"));
+  if (same_trace) k += "|id " + std::to_string(u(b, "id")) + "@" + std::to_string(u(b, "event_index"));
   return k;
 }
 
@@ -189,6 +191,10 @@ J buffers(const J& ma, const J& mb, bool same_trace) {
     for (const auto& b : ma["top_buffers"]) in_a[buffer_key(b, same_trace)].push_back(b);
   if (mb.contains("top_buffers"))
     for (const auto& b : mb["top_buffers"]) in_b[buffer_key(b, same_trace)].push_back(b);
+  for (auto* side : {&in_a, &in_b})  // buffers of one key pair in order of size, whatever order the lists have
+    for (auto& [k, bs] : *side)
+      std::stable_sort(bs.begin(), bs.end(),
+                       [](const J& x, const J& y) { return u(x, "block_bytes") > u(y, "block_bytes"); });
   // Block sizes a list vouches for: every live buffer larger than this is in it (0: all are).
   auto vouches_above = [](const J& m) -> std::uint64_t {
     if (!m.contains("top_buffers") || m["top_buffers"].size() >= u(m, "live_buffers")) return 0;
@@ -214,23 +220,36 @@ J buffers(const J& ma, const J& mb, bool same_trace) {
     else
       ++unknown;
   };
-  for (auto& [k, bs] : in_b) {
-    auto& as = in_a[k];
-    for (size_t i = 0; i < bs.size(); ++i) {
-      if (i >= as.size()) {
-        absent(bs[i], a_above, added);
-        continue;
-      }
-      std::uint64_t x = u(as[i], "block_bytes"), y = u(bs[i], "block_bytes");
-      if (x == y) continue;
-      J j = brief(bs[i]);
-      j["a_block_bytes"] = x;
-      (y > x ? grown : shrunk).push_back(std::move(j));
-    }
-  }
+  // Per key: buffers of equal block size pair first (the same buffer, unchanged), then the rest
+  // largest with largest (grown or shrunk); what is left on one side was added or removed.
+  for (const auto& kv : in_b) in_a[kv.first];
   for (auto& [k, as] : in_a) {
-    size_t have = in_b.count(k) ? in_b[k].size() : 0;
-    for (size_t i = have; i < as.size(); ++i) absent(as[i], b_above, removed);
+    const std::vector<J>& bs = in_b[k];
+    std::vector<const J*> ra, rb;  // unpaired, largest first
+    size_t i = 0, j = 0;
+    while (i < as.size() || j < bs.size()) {
+      const bool has_a = i < as.size(), has_b = j < bs.size();
+      const std::uint64_t x = has_a ? u(as[i], "block_bytes") : 0, y = has_b ? u(bs[j], "block_bytes") : 0;
+      if (has_a && has_b && x == y) {
+        ++i, ++j;
+      } else if (has_a && (!has_b || x > y)) {
+        ra.push_back(&as[i++]);
+      } else {
+        rb.push_back(&bs[j++]);
+      }
+    }
+    for (size_t n = 0; n < std::max(ra.size(), rb.size()); ++n) {
+      if (n >= ra.size()) {
+        absent(*rb[n], a_above, added);
+      } else if (n >= rb.size()) {
+        absent(*ra[n], b_above, removed);
+      } else {
+        const std::uint64_t x = u(*ra[n], "block_bytes"), y = u(*rb[n], "block_bytes");
+        J j2 = brief(*rb[n]);
+        j2["a_block_bytes"] = x;
+        (y > x ? grown : shrunk).push_back(std::move(j2));
+      }
+    }
   }
   for (J* list : {&added, &removed, &grown, &shrunk})  // largest first
     std::stable_sort(list->begin(), list->end(),

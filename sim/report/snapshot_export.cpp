@@ -10,6 +10,8 @@
 #include <vector>
 
 #include "sim/base/error.h"
+#include "sim/base/io.h"
+#include "sim/base/limits.h"
 #include "sim/base/torch_sizes.h"
 #include "sim/engine/history.h"
 #include "sim/engine/window.h"
@@ -42,21 +44,43 @@ Frame parse_frame(const std::string& f) {
   return out;
 }
 
+// Lists device_traces holds: one per device number up to the largest one whose main memory the
+// run used (64 bits: device 2^32 - 1 needs 2^32 of them).
+std::uint64_t exported_devices(const RunHistory& h) {
+  std::uint64_t n = 0;
+  for (const auto& [dev, space] : h.slots)
+    if (space == Space::kHbm) n = std::max<std::uint64_t>(n, std::uint64_t{dev} + 1);
+  return n;
+}
+
 class Exporter {
  public:
   Exporter(const RunResult& r, const RunHistory& h, AtomicFile& file) : r_(r), h_(h), w_(file) {}
 
   void write() {
-    std::set<std::uint32_t> devices;
-    for (std::uint32_t s = 0; s < h_.slots.size(); ++s)
-      if (h_.slots[s].second == Space::kHbm) devices.insert(h_.slots[s].first);
-    const std::uint32_t ndev = devices.empty() ? 0 : *devices.rbegin() + 1;
+    // Each device's deltas and OOMs, found in one pass: a device's list is written from its own,
+    // so that devices cost what their events do (device_traces lists every number up to the
+    // largest: those that hold nothing are empty lists).
+    std::map<std::uint32_t, std::vector<const DeltaEvent*>> deltas_of;
+    for (const auto& d : h_.deltas)
+      for (const auto& c : d.changes)
+        if (exported(c.slot)) {
+          auto& v = deltas_of[device(c.slot)];
+          if (v.empty() || v.back() != &d) v.push_back(&d);
+        }
+    for (const auto& o : r_.ooms)
+      if (o.space == Space::kHbm) ooms_of_[o.device].push_back(&o);
+    const std::uint64_t ndev = exported_devices(h_);
     w_.begin_dict();
     w_.key("segments");
     segments();
     w_.key("device_traces");
     w_.begin_list();
-    for (std::uint32_t d = 0; d < ndev; ++d) device_trace(d);
+    static const std::vector<const DeltaEvent*> kNone;
+    for (std::uint64_t d = 0; d < ndev; ++d) {
+      auto it = deltas_of.find(static_cast<std::uint32_t>(d));
+      device_trace(static_cast<std::uint32_t>(d), it == deltas_of.end() ? kNone : it->second);
+    }
     w_.end_list();
     annotations();
     settings();
@@ -170,11 +194,49 @@ class Exporter {
     return it == s->second.end() ? 0 : it->second.size;
   }
 
+  // A block placed where the trace so far maps nothing of its device's memory. A pool that maps
+  // memory in chunks it already holds (cuda-async remapping a cached chunk) changes no device call
+  // and no reserved figure, so the replay's history records no region change there: the range the
+  // block covers is mapped first, as the pool did. A block outside every region the trace knows is
+  // a policy whose memory map and placements disagree: refused, before anything is written.
+  void map_under(std::uint32_t slot, std::uint64_t lo, std::uint64_t hi, Tick t) {
+    if (before_trace_ || hi <= lo) return;
+    auto& known = regions_[slot];
+    auto it = known.upper_bound(lo);
+    if (it != known.begin()) --it;
+    for (; it != known.end() && it->first < hi; ++it) {
+      const std::uint64_t base = it->first, end = base + it->second.size;
+      if (end <= lo || base > lo) continue;
+      if (!it->second.expandable) {
+        if (hi > end) refuse_inconsistent(lo);
+        return;
+      }
+      RangeSet missing;
+      missing.add(lo, std::min(hi, end));
+      for (const auto& [a, b] : it->second.mapped.ranges()) missing.remove(a, b);
+      for (const auto& [a, b] : missing.ranges()) {
+        entry("segment_map", a, b - a, t, 0, false);
+        it->second.mapped.add(a, b);
+      }
+      return;
+    }
+    refuse_inconsistent(lo);
+  }
+  [[noreturn]] void refuse_inconsistent(std::uint64_t addr) const {
+    throw InputError(fmt::format(
+        "--export-snapshot: policy {} placed a block at {:#x} outside every segment its memory map shows; a "
+        "snapshot cannot hold that run (nothing written)",
+        r_.policy_name, addr));
+  }
+
   void change(const Delta& c, Tick t) {
     const HistoryBuffer* b = c.buffer >= 0 ? &h_.buffers[static_cast<size_t>(c.buffer)] : nullptr;
     switch (c.kind) {
       case Delta::kPlace:
-        if (b) entry("alloc", c.addr.value(), b->view.requested, t, b->view.stack, true);
+        if (b) {
+          map_under(c.slot, c.addr.value(), c.addr.value() + c.size, t);
+          entry("alloc", c.addr.value(), b->view.requested, t, b->view.stack, true);
+        }
         break;
       case Delta::kFree:
         if (b) {
@@ -191,14 +253,16 @@ class Exporter {
     }
   }
 
-  void device_trace(std::uint32_t dev) {
+  void device_trace(std::uint32_t dev, const std::vector<const DeltaEvent*>& deltas) {
     regions_.clear();
     w_.begin_list();
+    const auto found = ooms_of_.find(dev);
+    const std::vector<const OomRecord*> none;
+    const std::vector<const OomRecord*>& ooms = found == ooms_of_.end() ? none : found->second;
     size_t oom = 0;
     auto ooms_before = [&](std::uint64_t event) {  // the recorded OOMs of this device, in order
-      for (; oom < r_.ooms.size() && r_.ooms[oom].event_index <= event; ++oom) {
-        const OomRecord& o = r_.ooms[oom];
-        if (o.device != dev || o.space != Space::kHbm) continue;
+      for (; oom < ooms.size() && ooms[oom]->event_index <= event; ++oom) {
+        const OomRecord& o = *ooms[oom];
         w_.begin_dict();
         w_.key("action");
         w_.key("oom");
@@ -219,7 +283,8 @@ class Exporter {
         w_.end_dict();
       }
     };
-    for (const auto& d : h_.deltas) {
+    for (const DeltaEvent* dp : deltas) {
+      const DeltaEvent& d = *dp;
       ooms_before(d.event > 0 ? d.event - 1 : 0);
       // What was there before a recording began is no event of its trace: PyTorch's importer (and
       // fragsim's) rebuilds it from the segments, so its changes only update what is known.
@@ -385,24 +450,37 @@ class Exporter {
   const RunHistory& h_;
   PickleWriter w_;
   std::map<std::uint64_t, std::uint32_t> frames_memo_;
+  std::map<std::uint32_t, std::vector<const OomRecord*>> ooms_of_;  // device → its OOMs (hbm), in event order
   std::map<std::uint32_t, std::map<std::uint64_t, Seen>> regions_;  // slot → base → as last written
   bool before_trace_ = false;                                       // writing nothing: the state before
 };
 
 }  // namespace
 
-void export_snapshot(const RunResult& r, const std::string& path) {
+void refuse_unplaced_export(const std::string& policy) {
+  throw InputError(fmt::format(
+      "--export-snapshot: policy {} placed no buffer at an address; a snapshot needs addresses (choose a policy "
+      "that places buffers, e.g. the one the input suggests: fragsim run TRACE without --policy)",
+      policy));
+}
+
+void check_exportable(const RunResult& r, const std::string& path) {
   if (!r.export_history) throw InputError("--export-snapshot: the run kept no history to export (a fragsim bug)");
   const RunHistory& h = *r.export_history;
   bool placed = std::any_of(h.buffers.begin(), h.buffers.end(), [](const auto& b) { return b.view.has_addr; });
-  if (r.allocs && !placed)
-    throw InputError(fmt::format(
-        "--export-snapshot: policy {} placed no buffer at an address; a snapshot needs addresses (choose a policy "
-        "that places buffers, e.g. the one the input suggests: fragsim run TRACE without --policy)",
-        r.policy_name));
-  AtomicFile file(path);
-  Exporter(r, h, file).write();
-  file.commit();
+  if (r.allocs && !placed) refuse_unplaced_export(r.policy_name);
+  // device_traces holds a list for every device number up to the largest: as many as the input
+  // may make fragsim hold devices (the devices limit, sim/base/limits.h), not 2^32 of them.
+  if (const std::uint64_t n = exported_devices(h); n > 0) check_device_lists(n - 1, path, input_bytes(r.trace_path));
 }
+
+std::unique_ptr<AtomicFile> stage_snapshot(const RunResult& r, const std::string& path) {
+  check_exportable(r, path);
+  auto file = std::make_unique<AtomicFile>(path);
+  Exporter(r, *r.export_history, *file).write();
+  return file;
+}
+
+void export_snapshot(const RunResult& r, const std::string& path) { stage_snapshot(r, path)->commit(); }
 
 }  // namespace fragsim

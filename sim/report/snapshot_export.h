@@ -17,13 +17,27 @@
 // memory (hbm) is written: a snapshot has no other space. Needs the run's export history
 // (add_history with events); a policy that places nothing at an address cannot be exported.
 #pragma once
+#include <memory>
 #include <string>
 
+#include "sim/base/io.h"
 #include "sim/engine/run_result.h"
 
 namespace fragsim {
 
-// Throws InputError when the run has nothing a snapshot can show, EnvError on I/O.
+// The refusal of a policy that places nothing at an address (ideal, the lower bound): InputError.
+[[noreturn]] void refuse_unplaced_export(const std::string& policy);
+// Throws InputError when the run cannot be exported to `path`: a policy that placed nothing at an
+// address, or more device numbers than the devices limit allows (device_traces lists every number
+// up to the largest). A command calls it before it writes any output, so that a refused export
+// leaves nothing written.
+void check_exportable(const RunResult& r, const std::string& path);
+// check_exportable, then the export written to a temporary beside `path`, not yet in place:
+// commit() puts it there. A command stages it before it writes any other output, so that an export
+// refused part-way (InputError: a policy whose memory map and placements disagree) leaves nothing
+// written. EnvError on I/O.
+[[nodiscard]] std::unique_ptr<AtomicFile> stage_snapshot(const RunResult& r, const std::string& path);
+// stage_snapshot, committed.
 void export_snapshot(const RunResult& r, const std::string& path);
 
 }  // namespace fragsim

@@ -523,6 +523,265 @@ class List(Scratch):
         self.assertEqual(resolved["events"], 500)
 
 
+class Hardening(Scratch):
+    """Issue 50: walks of Python objects are bounded, limits follow what is held, exceptions are of
+    the documented types, and no output replaces a file the call read."""
+
+    def test_deep_and_self_containing_objects_are_input_errors(self):
+        # Before: a snapshot nested 100,000 deep ended the interpreter (the converter recursed before
+        # it checked its nesting), a report containing itself made check() and diff() grow until
+        # they crashed, and one sharing a list at every level was walked 2^64 times.
+        for depth in (201, 100_000):
+            x = []
+            for _ in range(depth):
+                x = [x]
+            with self.subTest(depth=depth), self.assertRaises(fragsim.InputError) as cm:
+                fragsim.run({"segments": [], "device_traces": [x]})
+            self.assertIn("nesting deeper than 200", str(cm.exception))
+            with self.assertRaises(fragsim.InputError):
+                fragsim.run([{"op": "alloc", "id": 1, "size": 1, "name": x}])
+            report = dict(fragsim.run(JAX, policy="best-fit"))
+            report["trace"] = dict(report["trace"], header=x)
+            with self.assertRaises(fragsim.InputError):
+                fragsim.check(report, report)
+        report = dict(fragsim.run(JAX, policy="best-fit"))
+        report["trace"] = dict(report["trace"])
+        report["trace"]["itself"] = report
+        for call in (lambda: fragsim.check(report, report), lambda: fragsim.diff(report, report)):
+            with self.assertRaises(fragsim.InputError) as cm:
+                call()
+            self.assertIn("contains itself", str(cm.exception))
+        shared = [1]
+        for _ in range(64):
+            shared = [shared, shared]
+        report["trace"] = dict(report["trace"], itself=shared)
+        with self.assertRaises(fragsim.InputError) as cm:
+            fragsim.check(report, report)
+        self.assertIn("more than 4194304 values", str(cm.exception))
+        with self.assertRaises(fragsim.InputError):
+            fragsim.run([{"op": "alloc", "id": 1, "size": 1, "name": shared}])
+        self.assertTrue(fragsim.check(fragsim.run(JAX), fragsim.run(JAX))["pass"])  # the module works on
+
+    def test_events_held_from_an_iterable_are_limited(self):
+        # Before: an endless iterable was read until bad_alloc.
+        import itertools
+        self.addCleanup(fragsim.reset_limits)
+        fragsim.set_limit("objects=20000")
+        endless = ({"op": "alloc", "id": i, "size": 1} for i in itertools.count())
+        with self.assertRaises(fragsim.InputError) as cm:
+            fragsim.run(endless)
+        self.assertIn("limit objects", str(cm.exception))
+        with self.assertRaises(fragsim.InputError):
+            fragsim.info(itertools.repeat('{"op":"mark","name":"m"}'))  # no Python code runs between items
+        fragsim.reset_limits()
+        # A list is its own measure: one longer than a generator may be is read whole.
+        n = 300_000
+        events = [{"op": "alloc", "id": i, "size": 1} for i in range(n)]
+        self.assertEqual(fragsim.info(events)["allocs"], n)
+
+    def test_a_name_does_not_change_the_limits(self):
+        # Before: name= was measured as a file: naming a large file raised every limit.
+        big = self.path("big.bin")
+        with open(big, "wb") as f:
+            f.truncate(1 << 20)
+        events = [{"op": "alloc", "id": 1, "size": 64, "device": d} for d in range(400)]
+        for name in (None, big):
+            with self.subTest(name=name), self.assertRaises(fragsim.InputError) as cm:
+                fragsim.run(events, policy="best-fit", name=name)
+            self.assertIn("limit devices", str(cm.exception))
+        self.assertEqual(fragsim.run(events[:200], policy="best-fit", name=big)["trace"]["allocs"], 200)
+
+    def test_shard_is_never_cut_to_32_bits(self):
+        # Before: shard=2**32+1 ran unsharded (cut to 1), shard=2**64 raised "Unable to cast".
+        for shard in (2**32 + 1, 2**40):
+            with self.subTest(shard=shard):
+                self.assert_same_error(lambda: fragsim.run(JAX, hw="tpu-v5e", policy="tpu-padded", shard=shard),
+                                       "run", JAX, "--hw", "tpu-v5e", "--policy", "tpu-padded", "--shard", str(shard))
+        with self.assertRaises(fragsim.InputError) as cm:
+            fragsim.run(JAX, hw="tpu-v5e", policy="tpu-padded", shard=2**64)
+        self.assertIn("does not fit in 64 bits", str(cm.exception))
+
+    def test_exceptions_are_the_documented_types(self):
+        # Before: some of these raised SystemError ("bad argument to internal function", "returned a
+        # result with an exception set") or RuntimeError("Unable to cast ...").
+        class BadIndex:
+            def __index__(self):
+                raise ValueError("no index")
+
+        class Pairs:  # a mapping whose items() are not (key, value) pairs
+            def __getitem__(self, k):
+                return 1
+
+            def __len__(self):
+                return 1
+
+            def __iter__(self):
+                return iter(["a"])
+
+            def items(self):
+                return [["a", 1, 2]]
+
+        good = fragsim.run(JAX, policy="best-fit")
+        calls = [
+            (TypeError, lambda: fragsim.run(JAX, capacity=BadIndex())),
+            (TypeError, lambda: fragsim.run(JAX, jobs=BadIndex())),
+            (TypeError, lambda: fragsim.run(JAX, settings=Pairs())),
+            (TypeError, lambda: fragsim.run(JAX, env=Pairs())),
+            (TypeError, lambda: fragsim.run(JAX, env={"A": object()})),
+            (TypeError, lambda: fragsim.run(JAX, env=5)),
+            (TypeError, lambda: fragsim.run(JAX, shard=True)),
+            (TypeError, lambda: fragsim.check(good, good, tolerance="5")),
+            (TypeError, lambda: fragsim.check(good, good, gate=1)),
+            (TypeError, lambda: fragsim.check({"fragsim_report": BadIndex()}, good)),
+            (TypeError, lambda: fragsim.check(Pairs(), good)),
+            (fragsim.InputError, lambda: fragsim.check(good, good, tolerance=10**400)),
+            (fragsim.InputError, lambda: fragsim.run(JAX, jobs=2**70)),
+            (fragsim.InputError, lambda: fragsim.run(JAX, policy="best-fit\ud800")),
+            (fragsim.InputError, lambda: fragsim.run(JAX, env={"XLA\ud800": "1"})),
+            (fragsim.InputError, lambda: fragsim.run(JAX, settings={"k": "\ud800"})),
+            (fragsim.InputError, lambda: fragsim.run([{"op": "alloc", "id": BadIndex(), "size": 1}])),
+            (fragsim.InputError, lambda: fragsim.run([Pairs()])),
+            (fragsim.InputError, lambda: fragsim.run({"segments": [], "\ud800": 1})),
+            (fragsim.InputError, lambda: fragsim.run({"segments": [{"device": BadIndex()}]})),
+        ]
+        for i, (exc, call) in enumerate(calls):
+            with self.subTest(i=i):
+                with self.assertRaises(exc) as cm:
+                    call()
+                self.assertNotIsInstance(cm.exception, (SystemError, RuntimeError))
+
+    def test_no_output_replaces_a_file_the_call_read(self):
+        # Before: Report.json(path) and html(path) wrote over the run's own trace, and diff(html=)
+        # over the baseline report it read.
+        trace = self.path("t.jsonl")
+        shutil.copy(JAX, trace)
+        with open(trace) as f:
+            before = f.read()
+        r = fragsim.run(trace, policy="best-fit")
+        c = fragsim.compare(trace, policies="best-fit,ideal")
+        for call in (lambda: r.json(trace), lambda: r.html(trace), lambda: c.json(trace), lambda: c.html(trace)):
+            with self.assertRaises(fragsim.InputError):
+                call()
+        r.json(self.path("a.json"))
+        r.json(self.path("b.json"))
+        with open(self.path("a.json")) as f:
+            report = f.read()
+        with self.assertRaises(fragsim.InputError):
+            fragsim.diff(self.path("a.json"), self.path("b.json"), html=self.path("a.json"))
+        with open(trace) as f:
+            self.assertEqual(f.read(), before)
+        with open(self.path("a.json")) as f:
+            self.assertEqual(f.read(), report)
+        import pathlib
+        r.json(pathlib.Path(self.path("c.json")))  # a path object names a file too
+        self.assertTrue(os.path.exists(self.path("c.json")))
+
+
+class Fuzz(Scratch):
+    """Structured fuzzing of the module's inputs (issue 50): random Python objects — of every type,
+    nested past the bound, inside themselves, shared at every level, with failing __index__ or
+    items() — as events, snapshots, reports and options. Each call returns or raises InputError or
+    TypeError (EnvError for a path that does not exist), nothing else, and the module works on.
+    FRAGSIM_FUZZ_SCALE and FRAGSIM_FUZZ_SEED as for the C++ fuzzers."""
+
+    INPUTS = 400
+
+    def test_random_objects_give_results_or_documented_errors(self):
+        import random
+
+        scale = int(os.environ.get("FRAGSIM_FUZZ_SCALE") or 1)
+        rng = random.Random(50004 + 1000003 * int(os.environ.get("FRAGSIM_FUZZ_SEED") or 0))
+
+        class BadIndex:
+            def __index__(self):
+                raise ValueError("no index")
+
+        class OddMapping:
+            def __getitem__(self, k):
+                return 1
+
+            def __len__(self):
+                return 1
+
+            def __iter__(self):
+                return iter(["k"])
+
+            def items(self):
+                return rng.choice([[("k", 1)], [["k", 1, 2]], [42], ()])
+
+        def scalar():
+            return rng.choice([
+                None, True, False, 0, 1, -1, 4096, 2**31, 2**63, 2**64 - 1, 2**64, -2**63 - 1, 2**200,
+                0.5, float("nan"), float("inf"), "", "alloc", "free", "f32", "\ud800", "x\n\x1b", b"bytes",
+                BadIndex(), object(), {1, 2}, OddMapping()])
+
+        def value(depth=0):
+            roll = rng.random()
+            if depth > 3 or roll < 0.55:
+                return scalar()
+            if roll < 0.7:
+                return [value(depth + 1) for _ in range(rng.randrange(3))]
+            if roll < 0.8:
+                return tuple(value(depth + 1) for _ in range(rng.randrange(3)))
+            if roll < 0.9:
+                return {rng.choice(["op", "id", "size", "device", "name", "shape", "dtype", 1, "\ud800"]): value(depth + 1)
+                        for _ in range(rng.randrange(4))}
+            special = rng.randrange(3)
+            if special == 0:  # past the nesting bound
+                x = []
+                for _ in range(rng.choice([199, 201, 1000, 50_000])):
+                    x = [x]
+                return x
+            if special == 1:  # inside itself
+                d = {"a": 1}
+                d["self"] = rng.choice([d, [d], {"b": d}])
+                return d
+            x = [1]  # shared at every level: up to 2^60 leaves
+            for _ in range(rng.choice([8, 12, 16, 60])):
+                x = [x, x]
+            return x
+
+        def event():
+            e = {"op": rng.choice(["alloc", "free", "mark"]), "id": rng.randrange(4), "size": rng.randrange(1 << 20)}
+            for _ in range(rng.randrange(3)):
+                e[rng.choice(["op", "id", "size", "device", "name", "shape", "dtype", "t", "stream"])] = value()
+            return e
+
+        good = dict(fragsim.run(JAX, policy="best-fit"))
+        outcomes = {"result": 0, "InputError": 0, "TypeError": 0}
+        for i in range(self.INPUTS * scale):
+            kind = rng.randrange(5)
+            try:
+                if kind == 0:  # events
+                    fragsim.run([event() for _ in range(rng.randrange(1, 6))], policy="best-fit")
+                elif kind == 1:  # a snapshot
+                    seg = {"device": value(), "address": rng.choice([0x100000, value()]), "total_size": 2 << 20,
+                           "blocks": [{"size": 512, "state": "active_allocated", "requested_size": value()}]}
+                    fragsim.run({"segments": [seg], "device_traces": [[{"action": "alloc", "addr": value(),
+                                                                        "size": 512, "frames": value()}]]})
+                elif kind == 2:  # a report for check or diff
+                    report = dict(good)
+                    report[rng.choice(["trace", "policy", "devices", "ooms", "peak_reserved_bytes", "extra"])] = value()
+                    rng.choice([fragsim.check, fragsim.diff])(good, report)
+                elif kind == 3:  # an option
+                    key = rng.choice(["capacity", "reserve", "jobs", "shard", "env", "settings", "policy", "name"])
+                    fragsim.run([{"op": "alloc", "id": 1, "size": 64}], **{key: value()})
+                else:
+                    fragsim.check(good, good, **{rng.choice(["tolerance", "gate"]): value()})
+                outcomes["result"] += 1
+            except fragsim.InputError:
+                outcomes["InputError"] += 1
+            except TypeError:
+                outcomes["TypeError"] += 1
+            except fragsim.EnvError:  # a name= or policy= that reads as a path
+                outcomes["InputError"] += 1
+        print("python fuzz outcomes:", outcomes)
+        self.assertEqual(sum(outcomes.values()), self.INPUTS * scale)
+        for k, n in outcomes.items():
+            self.assertGreater(n, 0, outcomes)
+        self.assertTrue(fragsim.check(good, good)["pass"])
+
+
 class Threads(Scratch):  # ctest: integration
     """The GIL is released while a replay runs; Ctrl-C stops it."""
 
@@ -583,6 +842,23 @@ class Threads(Scratch):  # ctest: integration
             fragsim.compare(path, policies="best-fit,first-fit,xla-bfc", progress=lambda n: started.set())
         self.assertLess(_fragsim.events_read() - before, self.EVENTS // 2)
         self.assertEqual(os.listdir(self.dir), ["big.fstrace"])
+
+    def test_sigint_while_an_endless_iterable_is_read(self):
+        # Before: an iterator that runs no Python code between items (itertools.repeat) ignored
+        # Ctrl-C until memory ran out.
+        # The signal comes from the kernel (a timer), as a terminal's Ctrl-C does: a Python thread
+        # could not send it, since the reading holds the GIL and runs no Python code. Its handler
+        # raises KeyboardInterrupt, as SIGINT's does. The limit (5 million events, a few hundred MB)
+        # keeps a regression from growing until the machine runs out: it then fails as InputError.
+        import itertools
+        self.addCleanup(fragsim.reset_limits)
+        fragsim.set_limit("objects=10000000")
+        old = signal.signal(signal.SIGALRM, signal.default_int_handler)
+        self.addCleanup(signal.signal, signal.SIGALRM, old)
+        self.addCleanup(signal.setitimer, signal.ITIMER_REAL, 0)
+        signal.setitimer(signal.ITIMER_REAL, 0.05)
+        with self.assertRaises(KeyboardInterrupt):
+            fragsim.info(itertools.repeat('{"op":"mark","name":"m"}'))
 
     def test_progress_is_called_with_the_events_decoded(self):
         path = self.big_trace()

@@ -44,7 +44,7 @@ from ._fragsim import EnvError, InputError, InternalError
 
 __version__ = _fragsim.version
 __all__ = [
-    "run", "compare", "sweep", "check", "diff", "info", "layout", "list", "gen",
+    "run", "compare", "sweep", "check", "diff", "info", "layout", "list", "gen", "set_limit", "reset_limits",
     "Report", "Comparison", "Sweep", "Check", "Diff", "Info", "Layout",
     "InputError", "EnvError", "InternalError",
 ]
@@ -92,8 +92,11 @@ class Report(_Result):
         self._native.html(path, self._index)
 
     def json(self, path=None):
-        """The report as `fragsim run --json` writes it; written to path when given."""
-        return _json(self._native.json_text(self._index), path)
+        """The report as `fragsim run --json` writes it; written to path when given (never over a
+        file the run read: InputError)."""
+        if path is not None:
+            self._native.write_json(path, self._index)
+        return self._native.json_text(self._index)
 
 
 class Comparison(_builtins.list):
@@ -117,8 +120,11 @@ class Comparison(_builtins.list):
         self._native.html(path, -1)
 
     def json(self, path=None):
-        """The JSON array `fragsim compare --json` writes; written to path when given."""
-        return _json(self._native.json_text(-1), path)
+        """The JSON array `fragsim compare --json` writes; written to path when given (never over
+        a file the runs read: InputError)."""
+        if path is not None:
+            self._native.write_json(path, -1)
+        return self._native.json_text(-1)
 
     def __reduce__(self):
         return (_builtins.list, (_builtins.list(self),))
@@ -197,12 +203,6 @@ class Layout(_Texted):
     """`fragsim layout`: {shape, dtype, tile, unpadded_bytes, padded_bytes}."""
 
     __slots__ = ()
-
-
-def _json(text, path):
-    if path is not None:
-        _fragsim.write_text(path, text)
-    return text
 
 
 def _options(given):
@@ -295,6 +295,18 @@ def gen(workload, path, *, seed=1, settings=None):
     """Writes a synthetic workload trace (`fragsim gen`) to path (.jsonl, .jsonl.zst, .fstrace);
     returns the workload's resolved settings. fragsim.list() names the workloads."""
     return _fragsim.gen(workload, path, seed, _options({"settings": settings}))
+
+
+def set_limit(key_value):
+    """Sets an input limit for the rest of the process, as `--limit KEY=VALUE` does for a command
+    (docs/limits.md): set_limit("objects=8000000"), set_limit("decompressed=8GiB"),
+    set_limit("objects=none"). Process-wide, like the command's flag; reset_limits() forgets them."""
+    _fragsim.set_limit(key_value)
+
+
+def reset_limits():
+    """Forgets every set_limit: each limit is its default again."""
+    _fragsim.reset_limits()
 
 
 def list(policy=None):  # noqa: A001 (fragsim.list, as `fragsim list`)
