@@ -200,6 +200,7 @@ class Search {
   Status dfs_at(const Partition& p, Bytes min_off, std::uint32_t min_rank, size_t depth) {
     if (left_ == 0) return Status::kAborted;
     --left_;
+    if (nodes_ >= lim_.max_nodes) return timed_out_ = true, Status::kTimeout;
     if ((++nodes_ & 255) == 0 &&
         (PlanClock::now() >= lim_.deadline || (lim_.stop && lim_.stop->load(std::memory_order_relaxed))))
       return timed_out_ = true, Status::kTimeout;

@@ -185,7 +185,8 @@ class Planner {
 
  private:
   bool out_of_time() const {
-    return PlanClock::now() >= deadline_ || (o_.stop && o_.stop->load(std::memory_order_relaxed));
+    return PlanClock::now() >= deadline_ || (o_.stop && o_.stop->load(std::memory_order_relaxed)) ||
+           (o_.work_limit && work_ >= o_.work_limit);
   }
   bool done(Bytes height, Bytes bound) const { return height <= bound || (o_.capacity && height <= o_.capacity); }
   Bytes highest() const {
@@ -239,8 +240,10 @@ class Planner {
     lim.stop = o_.stop;
     lim.deadline = std::min(deadline_, PlanClock::now() + std::chrono::duration_cast<PlanClock::duration>(
                                                               std::chrono::duration<double>(share)));
+    if (o_.work_limit) lim.max_nodes = o_.work_limit - std::min(o_.work_limit, work_);
     if (cap == l.lowest) l.searched_bound = true;
     SearchResult s = search_plan(l.b, lim);
+    work_ += s.nodes + 1;
     switch (s.outcome) {
       case SearchOutcome::kFound:
         keep(l, plan_height(l.b, s.offsets), s.offsets, "search");
@@ -293,6 +296,7 @@ class Planner {
       const PlanFit fit =
           std::bernoulli_distribution(0.8)(rng_) ? l.fit : (l.fit == PlanFit::kBest ? PlanFit::kFirst : PlanFit::kBest);
       const Bytes h = place_in_order(l.b, next, fit, off, l.best);
+      work_ += l.b.size();
       if (h <= l.best) {
         order = std::move(next);
         if (h < l.best) {
@@ -312,6 +316,7 @@ class Planner {
   PlanClock::time_point start_, deadline_;
   std::mt19937_64 rng_;
   std::vector<Leaf> leaves_;
+  std::uint64_t work_ = 0;  // search nodes and local-search steps (a buffer placed each) so far
 };
 
 }  // namespace

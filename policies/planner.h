@@ -33,6 +33,9 @@ struct PlanOptions {
   double time_limit = 0;   // seconds; ≤ 0: default_plan_time(buffers)
   std::uint64_t seed = 1;  // the local search's random choices (same seed, same plan when not cut by time)
   const std::atomic<bool>* stop = nullptr;  // set from elsewhere to stop early (best plan so far)
+  // The improvement's effort, in search nodes (a local-search step costs one per buffer): 0 = no
+  // bound but time. A bound makes the plan the same however busy the machine (reports use one).
+  std::uint64_t work_limit = 0;
 };
 
 struct PlanResult {

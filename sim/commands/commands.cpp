@@ -8,6 +8,7 @@
 #include "sim/commands/batch.h"
 #include "sim/commands/run_args.h"
 #include "sim/commands/settings.h"
+#include "sim/commands/waste.h"
 #include "sim/engine/history.h"
 #include "sim/engine/progress.h"
 #include "sim/engine/recording_fidelity.h"
@@ -29,7 +30,9 @@ RunResult replay_one(const RunRequest& req, const Registry& reg, const RunOutput
   if (!out.perfetto.empty()) o.sink = perfetto_sink(out.perfetto);
   o.window = out.window;
   Progress bar(progress, what, reads_of({o}, reg));
+  BestPlans plans({o});
   auto rs = run_simulations({o}, reg, threads);
+  plans.attach(rs);
   add_both_figures({o}, rs, reg, threads);
   if (out.history || out.export_events) add_history({o}, rs, reg, out.history, out.export_events, threads);
   enforce_strict(req, rs.front());
@@ -42,6 +45,7 @@ RunResult run_request(const RunRequest& req, const Registry& reg, const RunOutpu
                       bool progress) {
   RunResult r = replay_one(req, reg, out, threads, progress, "run");
   r.advice = proven_advice(r, req, reg, threads);
+  if (std::string w = waste_advice(r); !w.empty()) r.advice.push_back(std::move(w));
   return r;
 }
 
@@ -56,7 +60,9 @@ std::vector<RunResult> run_compare(const CompareRequest& req, const Registry& re
     std::vector<RunOptions> opts(plan.runs.begin() + static_cast<std::ptrdiff_t>(first),
                                  plan.runs.begin() + static_cast<std::ptrdiff_t>(last));
     Progress bar(progress, "compare", reads_of(opts, reg));
+    BestPlans plans(opts);
     std::vector<RunResult> rs = run_simulations(opts, reg, threads);
+    plans.attach(rs);
     add_both_figures(opts, rs, reg, threads);
     if (out.history) add_history(opts, rs, reg, true, false, threads);
     for (auto& r : rs) {
@@ -189,7 +195,9 @@ nlohmann::json run_batch(const std::string& manifest, const std::string& shard, 
   }
   std::vector<RunResult> rs = [&] {
     Progress bar(progress, "batch", reads_of(opts, reg));
+    BestPlans plans(opts);
     auto out = run_simulations(opts, reg, threads);
+    plans.attach(out);
     add_both_figures(opts, out, reg, threads);
     return out;
   }();
@@ -201,6 +209,7 @@ nlohmann::json run_batch(const std::string& manifest, const std::string& shard, 
       throw InputError(m.path, picked[i]->line, er.what());
     }
     rs[i].advice = proven_advice(rs[i], requests[i], reg, threads);
+    if (std::string w = waste_advice(rs[i]); !w.empty()) rs[i].advice.push_back(std::move(w));
     runs.push_back(
         {{"run", picked[i]->run}, {"line", picked[i]->line}, {"label", labels[i]}, {"report", report_json(rs[i])}});
   }

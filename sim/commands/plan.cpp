@@ -77,17 +77,18 @@ PlanInput read_csv(const std::string& path) {
       throw InputError(
           path, line_no,
           fmt::format("upper: {} is not after lower {} (a buffer lives over [lower, upper))", b.upper, b.lower));
-    sp.ids.push_back(num("id"));
+    if (cells[col.at("id")].empty()) throw InputError(path, line_no, "id: empty");
+    sp.ids.emplace_back(cells[col.at("id")]);
     sp.buffers.push_back(b);
   }
   if (col.empty()) throw InputError(path, 0, "empty: MiniMalloc's CSV starts with the header id,lower,upper,size");
   return in;
 }
 
-PlanInput read_trace(const std::string& path, bool lenient, const SpaceRoute& route) {
-  ReaderOptions ro;
-  ro.lenient = lenient;
-  auto reader = open_trace(path, ro);
+}  // namespace
+
+PlanInput read_plan_input(TraceReader& reader_, const std::string& path, const SpaceRoute& route) {
+  TraceReader* reader = &reader_;
   PlanInput in;
   in.path = path;
   using Key = std::pair<std::uint32_t, Space>;
@@ -109,7 +110,7 @@ PlanInput read_trace(const std::string& path, bool lenient, const SpaceRoute& ro
       if (ev.handle >= where.size()) where.resize(ev.handle + 1);
       where[ev.handle] = {static_cast<std::uint32_t>(it->second), static_cast<std::uint32_t>(sp.buffers.size())};
       sp.buffers.push_back({clock[it->second]++, kTooLarge, ev.size});
-      sp.ids.push_back(ev.id.value());
+      sp.ids.push_back(std::to_string(ev.id.value()));
     } else {
       auto [s, b] = where[ev.handle];
       in.spaces[s].buffers[b].upper = clock[s]++;
@@ -125,11 +126,11 @@ PlanInput read_trace(const std::string& path, bool lenient, const SpaceRoute& ro
   return in;
 }
 
-}  // namespace
-
 PlanInput read_plan_input(const std::string& path, bool lenient, const SpaceRoute& route) {
   if (path.size() > 4 && path.compare(path.size() - 4, 4, ".csv") == 0) return read_csv(path);
-  return read_trace(path, lenient, route);
+  ReaderOptions ro;
+  ro.lenient = lenient;
+  return read_plan_input(*open_trace(path, ro), path, route);
 }
 
 PlanOutcome run_plan(const PlanRequest& req) {
@@ -179,7 +180,9 @@ nlohmann::json plan_json(const PlanOutcome& o, bool offsets) {
     if (o.capacity) j["capacity_met"] = p.capacity_met;
     if (offsets) {
       nlohmann::json off = nlohmann::json::array();
-      for (size_t i = 0; i < s.buffers.size(); ++i) off.push_back({{"id", s.ids[i]}, {"offset", p.offsets[i]}});
+      for (size_t i = 0; i < s.buffers.size(); ++i)
+        off.push_back({{"id", o.input.csv ? nlohmann::json(s.ids[i]) : nlohmann::json(std::stoull(s.ids[i]))},
+                       {"offset", p.offsets[i]}});
       j["offsets"] = std::move(off);
     }
     spaces.push_back(std::move(j));

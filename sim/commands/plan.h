@@ -19,12 +19,14 @@
 
 namespace fragsim {
 
+class TraceReader;
+
 // One instance: a (device, space) of a trace, or a CSV's whole.
 struct PlanSpace {
   std::uint32_t device = 0;
   Space space = Space::kHbm;
   std::vector<PlanBuffer> buffers;
-  std::vector<std::uint64_t> ids;  // per buffer: the CSV's id, or the trace's allocation id
+  std::vector<std::string> ids;  // per buffer: the CSV's id (any text), or the trace's allocation id
 };
 
 struct PlanInput {
@@ -41,6 +43,8 @@ using SpaceRoute = std::function<Space(Space)>;
 // Reads a MiniMalloc CSV (by its .csv name) or a trace. InputError names the file, line and column
 // of bad input.
 [[nodiscard]] PlanInput read_plan_input(const std::string& path, bool lenient = false, const SpaceRoute& route = {});
+// A trace from a reader (one held in memory); `path` names it.
+[[nodiscard]] PlanInput read_plan_input(TraceReader& reader, const std::string& path, const SpaceRoute& route = {});
 
 struct PlanRequest {
   std::string input;

@@ -1,0 +1,54 @@
+// The waste split of every report: for each device and memory space, the best static plan of the
+// trace's buffers (policies/planner.h) beside the allocator's peak reserved memory, which splits
+// what it holds beyond the live bytes in two —
+//   fragmentation this allocator added = peak reserved − plan   (a better placement recovers it)
+//   what no placement avoids          = plan − live bytes        (the buffers' lifetimes cost it)
+// (docs/metrics.md). The plan depends on the trace alone: it is made once per trace and kept by
+// the trace's digest for every run of the process that replays it (compare, batch, diff, advice).
+//
+// Cost: a report's plan reads the trace a second time, on its own thread while the replay runs,
+// and improves its greedy plan for at most kReportPlanWork search steps per buffer and
+// report_plan_budget(buffers) seconds; the report says when that budget cut it short (the plan is then an upper bound:
+// its split overstates what no placement avoids). It is skipped — and the report says why — for a trace of more than
+// kReportPlanBuffers buffers (fragsim plan TRACE takes them, with a longer budget), and for a sharding what-if (its
+// allocator holds a share of each array, the plan whole ones).
+#pragma once
+#include <future>
+#include <memory>
+#include <vector>
+
+#include "sim/engine/engine.h"
+
+namespace fragsim {
+
+inline constexpr size_t kReportPlanBuffers = 2'000'000;
+// A report's plan improves for at most this many search nodes per buffer (at least 1,000 buffers'
+// worth): the same plan however busy the machine; the time budget is a backstop.
+inline constexpr std::uint64_t kReportPlanWork = 50;
+// 0.5 s + 1 s per 50,000 buffers, at most 3 s: the backstop of the work bound.
+double report_plan_budget(size_t buffers);
+
+// The plans of one trace: per (device, space) the figures a report shows.
+struct TracePlans {
+  std::vector<std::pair<std::pair<std::uint32_t, Space>, PlanFigures>> spaces;
+  std::string skipped;  // for every space ("" = planned)
+};
+
+// Starts planning each run's trace on a thread of its own (one per distinct trace; a trace
+// planned before in this process is not planned again); attach() waits and fills each result's
+// SpaceResult::plan.
+class BestPlans {
+ public:
+  explicit BestPlans(const std::vector<RunOptions>& runs);
+  void attach(std::vector<RunResult>& results);
+
+ private:
+  std::vector<std::shared_future<std::shared_ptr<const TracePlans>>> per_run_;
+  std::vector<std::uint64_t> shard_;
+};
+
+// The advice line of a run whose reserved memory exceeds its best plan by more than 5 %: "a perfect
+// placement needs X; this allocator reserves Y: Z is fragmentation a better placement recovers".
+std::string waste_advice(const RunResult& r);
+
+}  // namespace fragsim
