@@ -19,7 +19,7 @@ namespace {
 constexpr size_t kSearchBuffers = 3000;
 // The decomposition stops peeling (the groups left become leaves) past this many buffer visits
 // per buffer: a deep nest of lifetimes would otherwise cost O(n²).
-constexpr size_t kSplitWork = 64;
+constexpr size_t kSplitWork = 1024;
 
 double seconds_since(PlanClock::time_point t) { return std::chrono::duration<double>(PlanClock::now() - t).count(); }
 

@@ -70,7 +70,7 @@ std::shared_ptr<const TracePlans> plan_trace(const RunOptions& o) {
 
 }  // namespace
 
-double report_plan_budget(size_t buffers) { return std::min(3.0, 0.5 + static_cast<double>(buffers) / 5e4); }
+double report_plan_budget(size_t buffers) { return std::min(3.0, 1.0 + static_cast<double>(buffers) / 5e4); }
 
 BestPlans::BestPlans(const std::vector<RunOptions>& runs) {
   std::map<std::string, std::shared_future<std::shared_ptr<const TracePlans>>> by_trace;

@@ -25,7 +25,7 @@ inline constexpr size_t kReportPlanBuffers = 2'000'000;
 // A report's plan improves for at most this many search nodes per buffer (at least 1,000 buffers'
 // worth): the same plan however busy the machine; the time budget is a backstop.
 inline constexpr std::uint64_t kReportPlanWork = 50;
-// 0.5 s + 1 s per 50,000 buffers, at most 3 s: the backstop of the work bound.
+// 1 s + 1 s per 50,000 buffers, at most 3 s: the backstop of the work bound.
 double report_plan_budget(size_t buffers);
 
 // The plans of one trace: per (device, space) the figures a report shows.
