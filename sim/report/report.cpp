@@ -166,6 +166,18 @@ void waste_text(std::back_insert_iterator<std::string> out, const SpaceResult& s
     fmt::format_to(out, "  best static plan{} {:>9}  ({}): this allocator reserved {}, less ({} live at once){}\n",
                    where, human_bytes(p.height), how, human_bytes(s.peak_reserved), human_bytes(p.live),
                    s.ooms.empty() ? "" : "; it stopped at an OOM");
+  // static-heap (XLA's heap simulator, an XLA module's plan): its heap beside the best plan — what a
+  // better compile-time plan of the module saves.
+  if (s.stats.contains("heap_size") && s.stats["heap_size"].is_number_unsigned()) {
+    const Bytes heap = s.stats["heap_size"].get<Bytes>();
+    fmt::format_to(
+        out,
+        "    XLA's heap simulator ({} order) plans {} (sizes after its padding and alignment); the best plan of the "
+        "requested sizes {}: {}\n",
+        s.stats.value("order", "?"), human_bytes(heap), human_bytes(p.height),
+        heap > p.height ? "a better compile-time plan saves " + human_bytes(heap - p.height)
+                        : std::string("no better plan was found"));
+  }
   if (s.usable && p.height > s.usable)
     fmt::format_to(out, "    no placement of these buffers fits the {} usable: it needs {} more\n",
                    human_bytes(s.usable), human_bytes(p.height - s.usable));
