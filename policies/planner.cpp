@@ -234,7 +234,7 @@ class Planner {
       cap = from + (l.best - 1 - from) / 2;
     }
     const double left = std::chrono::duration<double>(deadline_ - PlanClock::now()).count();
-    const double share = target ? left : !l.searched_bound ? left * 0.3 : std::max(left / 4, 0.2);
+    const double share = target ? left : !l.searched_bound ? left * 0.5 : std::max(left / 4, 0.2);
     SearchLimits lim;
     lim.capacity = cap;
     lim.stop = o_.stop;
