@@ -160,8 +160,10 @@ class Planner {
       const Bytes target = o_.capacity && o_.capacity > crit->base ? o_.capacity - crit->base : 0;
       if (crit->ids.size() <= kSearchBuffers)
         search(*crit, target);
-      else
+      else if (o_.local_search)
         local_search(*crit, target);
+      else
+        crit->exhausted = true;
     }
     height = std::max(peeled_top, highest());
     for (const Leaf& l : leaves_) {

@@ -36,6 +36,9 @@ struct PlanOptions {
   // The improvement's effort, in search nodes (a local-search step costs one per buffer): 0 = no
   // bound but time. A bound makes the plan the same however busy the machine (reports use one).
   std::uint64_t work_limit = 0;
+  // Local search on leaves too large for the exact search (each step is a whole greedy pass):
+  // off, only the greedy orders and the exact search on small leaves improve the plan.
+  bool local_search = true;
 };
 
 struct PlanResult {

@@ -50,6 +50,7 @@ std::shared_ptr<const TracePlans> plan_trace(const RunOptions& o) {
       PlanOptions po;
       po.stop = o.cancel;
       po.work_limit = kReportPlanWork * std::max<size_t>(s.buffers.size(), 1000);
+      po.local_search = false;  // its steps are whole greedy passes: bounded by time only
       po.time_limit = std::max(
           0.01, budget * static_cast<double>(s.buffers.size()) / static_cast<double>(std::max<size_t>(1, total)));
       PlanResult r = plan_buffers(s.buffers, po);
@@ -70,7 +71,7 @@ std::shared_ptr<const TracePlans> plan_trace(const RunOptions& o) {
 
 }  // namespace
 
-double report_plan_budget(size_t buffers) { return std::min(3.0, 1.0 + static_cast<double>(buffers) / 5e4); }
+double report_plan_budget(size_t buffers) { return std::min(10.0, 2.0 + static_cast<double>(buffers) / 2e4); }
 
 BestPlans::BestPlans(const std::vector<RunOptions>& runs) {
   std::map<std::string, std::shared_future<std::shared_ptr<const TracePlans>>> by_trace;

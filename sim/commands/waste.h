@@ -7,11 +7,13 @@
 // the trace's digest for every run of the process that replays it (compare, batch, diff, advice).
 //
 // Cost: a report's plan reads the trace a second time, on its own thread while the replay runs,
-// and improves its greedy plan for at most kReportPlanWork search steps per buffer and
-// report_plan_budget(buffers) seconds; the report says when that budget cut it short (the plan is then an upper bound:
-// its split overstates what no placement avoids). It is skipped — and the report says why — for a trace of more than
-// kReportPlanBuffers buffers (fragsim plan TRACE takes them, with a longer budget), and for a sharding what-if (its
-// allocator holds a share of each array, the plan whole ones).
+// places the buffers in the greedy orders, then improves the part that sets the height by exact
+// search (parts of up to 3,000 buffers) for at most kReportPlanWork search nodes per buffer — the
+// same plan however busy the machine (a batch's shards equal one process) — with
+// report_plan_budget(buffers) seconds as a backstop; the report says when that budget cut it short (the plan is then an
+// upper bound: its split overstates what no placement avoids). It is skipped — and the report says why — for a trace of
+// more than kReportPlanBuffers buffers (fragsim plan TRACE takes them, with a longer budget), and for a sharding
+// what-if (its allocator holds a share of each array, the plan whole ones).
 #pragma once
 #include <future>
 #include <memory>
@@ -24,8 +26,9 @@ namespace fragsim {
 inline constexpr size_t kReportPlanBuffers = 2'000'000;
 // A report's plan improves for at most this many search nodes per buffer (at least 1,000 buffers'
 // worth): the same plan however busy the machine; the time budget is a backstop.
-inline constexpr std::uint64_t kReportPlanWork = 50;
-// 1 s + 1 s per 50,000 buffers, at most 3 s: the backstop of the work bound.
+inline constexpr std::uint64_t kReportPlanWork = 20;
+// 2 s + 1 s per 20,000 buffers, at most 10 s: the backstop of the work bound (only the greedy
+// passes of a large trace come near it).
 double report_plan_budget(size_t buffers);
 
 // The plans of one trace: per (device, space) the figures a report shows.
