@@ -20,6 +20,8 @@ constexpr size_t kSearchBuffers = 3000;
 // The decomposition stops peeling (the groups left become leaves) past this many buffer visits
 // per buffer: a deep nest of lifetimes would otherwise cost O(n²).
 constexpr size_t kSplitWork = 1024;
+// A work-bounded search gets at least this many nodes (its share of the work left, else).
+constexpr std::uint64_t kMinSearchNodes = 1000;
 
 double seconds_since(PlanClock::time_point t) { return std::chrono::duration<double>(PlanClock::now() - t).count(); }
 
@@ -236,13 +238,23 @@ class Planner {
       cap = from + (l.best - 1 - from) / 2;
     }
     const double left = std::chrono::duration<double>(deadline_ - PlanClock::now()).count();
-    const double share = target ? left : !l.searched_bound ? left * 0.5 : std::max(left / 4, 0.2);
+    // The same shares of the work bound, when there is one: a search at the bound that gives up
+    // must leave work for the capacities above it.
+    const double part = target ? 1.0 : !l.searched_bound ? 0.5 : 0.25;
+    const double share = target || !l.searched_bound ? left * part : std::max(left * part, 0.2);
     SearchLimits lim;
     lim.capacity = cap;
     lim.stop = o_.stop;
     lim.deadline = std::min(deadline_, PlanClock::now() + std::chrono::duration_cast<PlanClock::duration>(
                                                               std::chrono::duration<double>(share)));
-    if (o_.work_limit) lim.max_nodes = o_.work_limit - std::min(o_.work_limit, work_);
+    if (o_.work_limit) {
+      const std::uint64_t work_left = o_.work_limit - std::min(o_.work_limit, work_);
+      lim.max_nodes = part == 1.0
+                          ? work_left
+                          : std::min(work_left, std::max<std::uint64_t>(
+                                                    static_cast<std::uint64_t>(static_cast<double>(work_left) * part),
+                                                    kMinSearchNodes));
+    }
     if (cap == l.lowest) l.searched_bound = true;
     SearchResult s = search_plan(l.b, lim);
     work_ += s.nodes + 1;

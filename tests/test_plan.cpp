@@ -12,6 +12,7 @@
 #include "sim/base/io.h"
 #include "sim/commands/commands.h"
 #include "sim/commands/plan.h"
+#include "sim/commands/waste.h"
 #include "sim/report/report.h"
 #include "sim_helpers.h"
 #include "test_util.h"
@@ -145,6 +146,24 @@ TEST_CASE("plan: nested lifetimes decompose to the bound (a stack of activations
   CHECK(r.height == live_bytes_bound(b));
   CHECK(r.method == "decomposition");  // every buffer peeled: no leaf left to plan
   CHECK_FALSE(find_clash(b, r.offsets));
+}
+
+TEST_CASE("plan: a work-bounded search at the bound leaves work for the capacities above it") {
+  // Reports bound the search by nodes (sim/commands/waste.h). llm_serving_small's bound (the most
+  // bytes live at once) is out of reach and hard to rule out: a search at it gives up, and must
+  // not spend every node, or the report is left with the greedy plan (+23 % over the bound).
+  PlanInput in = read_plan_input(std::string(FRAGSIM_SOURCE_DIR) + "/traces/samples/llm_serving_small.jsonl");
+  REQUIRE(in.spaces.size() == 1);
+  const std::vector<PlanBuffer>& b = in.spaces[0].buffers;
+  PlanOptions o;
+  o.time_limit = 600;  // never reached: the work bound ends it
+  o.work_limit = report_plan_work(b.size());
+  o.local_search = false;
+  PlanResult r = plan_buffers(b, o);
+  INFO("greedy " << r.greedy_height << ", plan " << r.height << ", bound " << r.lower_bound);
+  CHECK_FALSE(find_clash(b, r.offsets));
+  CHECK(r.greedy_height > r.lower_bound + r.lower_bound / 10);
+  CHECK(r.height < r.lower_bound + r.lower_bound / 10);  // within 10 % of the bound
 }
 
 TEST_CASE("plan: a capacity to meet stops at the first plan that fits") {

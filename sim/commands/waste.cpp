@@ -49,7 +49,7 @@ std::shared_ptr<const TracePlans> plan_trace(const RunOptions& o) {
     for (const PlanSpace& s : in.spaces) {
       PlanOptions po;
       po.stop = o.cancel;
-      po.work_limit = kReportPlanWork * std::max<size_t>(s.buffers.size(), 1000);
+      po.work_limit = report_plan_work(s.buffers.size());
       po.local_search = false;  // its steps are whole greedy passes: bounded by time only
       po.time_limit = std::max(
           0.01, budget * static_cast<double>(s.buffers.size()) / static_cast<double>(std::max<size_t>(1, total)));
@@ -70,6 +70,11 @@ std::shared_ptr<const TracePlans> plan_trace(const RunOptions& o) {
 }
 
 }  // namespace
+
+std::uint64_t report_plan_work(size_t buffers) {
+  const std::uint64_t n = std::max<std::uint64_t>(buffers, 1);
+  return std::max(kReportPlanWork * n, kReportPlanVisits / n);
+}
 
 double report_plan_budget(size_t buffers) { return std::min(10.0, 2.0 + static_cast<double>(buffers) / 2e4); }
 
