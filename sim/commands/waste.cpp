@@ -76,7 +76,7 @@ std::uint64_t report_plan_work(size_t buffers) {
   return std::max(kReportPlanWork * n, kReportPlanVisits / n);
 }
 
-double report_plan_budget(size_t buffers) { return std::min(10.0, 2.0 + static_cast<double>(buffers) / 2e4); }
+double report_plan_budget(size_t buffers) { return std::min(30.0, 10.0 + static_cast<double>(buffers) / 2e4); }
 
 BestPlans::BestPlans(const std::vector<RunOptions>& runs) {
   std::map<std::string, std::shared_future<std::shared_ptr<const TracePlans>>> by_trace;

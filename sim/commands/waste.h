@@ -31,8 +31,9 @@ inline constexpr size_t kReportPlanBuffers = 2'000'000;
 // plan however busy the machine; the time budget is a backstop.
 inline constexpr std::uint64_t kReportPlanWork = 20, kReportPlanVisits = 200'000'000;
 std::uint64_t report_plan_work(size_t buffers);
-// 2 s + 1 s per 20,000 buffers, at most 10 s: the backstop of the work bound (only the greedy
-// passes of a large trace come near it).
+// 10 s + 1 s per 20,000 buffers, at most 30 s: the backstop of the work bound, far enough that
+// the work bound ends the search even on a loaded machine (Slurm shards must equal one process;
+// jax_train_small's work takes 3 s of wall time at a load of 12 on 2 cores).
 double report_plan_budget(size_t buffers);
 
 // The plans of one trace: per (device, space) the figures a report shows.
