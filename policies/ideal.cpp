@@ -35,7 +35,8 @@ class IdealPolicy : public AllocatorPolicy {
 
 void register_ideal(Registry& r) {
   PolicyInfo info{"ideal",
-                  "lower bound: fits while live requested bytes <= capacity; places nothing",
+                  "the live-bytes bound: fits while live requested bytes <= capacity; places nothing (the best "
+                  "placement, `fragsim plan`, may need more)",
                   [](ConfigReader&, const ConfigContext& ctx) -> PolicyBuilder {
                     Bytes capacity = ctx.space->usable();
                     return [capacity](const PolicyContext&) { return std::make_unique<IdealPolicy>(capacity); };

@@ -25,7 +25,8 @@ const char* kTrace =
 }
 
 TEST_CASE("cli: every command has --help") {
-  for (const char* c : {"run", "compare", "check", "info", "convert", "gen", "list", "batch", "merge", "sweep"}) {
+  for (const char* c :
+       {"run", "compare", "check", "info", "convert", "gen", "list", "batch", "merge", "sweep", "plan"}) {
     auto r = cli(std::string(c) + " --help");
     INFO(c);
     CHECK(r.code == 0);

@@ -49,5 +49,6 @@ int cmd_convert(const Args& args, const Registry& reg);
 int cmd_gen(const Args& args, const Registry& reg);
 int cmd_layout(const Args& args, const Registry& reg);
 int cmd_list(const Args& args, const Registry& reg);
+int cmd_plan(const Args& args, const Registry& reg);
 
 }  // namespace fragsim::cli

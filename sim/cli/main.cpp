@@ -46,6 +46,7 @@ commands:
   convert IN OUT convert between .jsonl, .jsonl.zst, .fstrace (and read every other format)
   gen WORKLOAD   write a synthetic workload trace
   layout SHAPE   TPU tiled-layout padding of an array (--hw tpu-v5e 'bf16[1000,129]')
+  plan INPUT     the best static placement of a trace's (or a MiniMalloc CSV's) buffers: the memory no allocator beats
   list [POLICY]  registered policies, hardware presets, workloads; a policy's options
 
 traces: .jsonl (fragsim trace v1), .jsonl.zst, .fstrace (binary), PyTorch snapshots (.pickle),
@@ -347,7 +348,7 @@ int main(int argc, char** argv) {
         {"run", cmd_run},           {"compare", cmd_compare}, {"sweep", cmd_sweep},     {"check", cmd_check},
         {"validate", cmd_validate}, {"info", cmd_info},       {"convert", cmd_convert}, {"gen", cmd_gen},
         {"layout", cmd_layout},     {"list", cmd_list},       {"batch", cmd_batch},     {"merge", cmd_merge},
-        {"diff", cmd_diff}};
+        {"diff", cmd_diff},         {"plan", cmd_plan}};
     std::vector<std::string_view> names;
     for (const auto& [name, fn] : kCommands) {
       if (cmd == name) return fn(args, reg);

@@ -9,6 +9,7 @@
 #include "sim/base/io.h"
 #include "sim/cli/cli.h"
 #include "sim/commands/listing.h"
+#include "sim/commands/plan.h"
 #include "sim/commands/run_args.h"
 #include "sim/commands/trace_info.h"
 #include "sim/commands/validate.h"
@@ -109,6 +110,44 @@ int cmd_layout(const Args& args, const Registry&) {
             hidden_option("shape", &shape)))
     return 0;
   std::cout << (json ? layout_json(shape, hw).dump() + "\n" : layout_text(shape, hw));
+  return 0;
+}
+
+int cmd_plan(const Args& args, const Registry&) {
+  PlanRequest req;
+  std::string csv, json, capacity;
+  bool lenient = false;
+  po::options_description d("fragsim plan options");
+  d.add_options()("output,o", po::value(&csv)->value_name("OUT.csv"),
+                  "write the instance with an offset column (MiniMalloc's CSV; device,space columns first for a trace "
+                  "of several spaces)")("json", po::value(&json)->value_name("FILE"),
+                                        "write the plan as JSON (fragsim_plan 1: height, lower bound, whether proven "
+                                        "optimal, time, every offset; docs/plan.md)")(
+      "capacity", po::value(&capacity)->value_name("SIZE"),
+      "a height to meet (e.g. 1MiB, 1048576B): stop as soon as a plan fits it; default: minimise the height")(
+      "time-limit", po::value(&req.time_limit)->value_name("SECONDS"),
+      "the time to spend, shared out among the spaces by buffer count (default: 3 s per 10,000 buffers, at least "
+      "5 s); the best plan found by then is written")("seed", po::value(&req.seed)->default_value(1),
+                                                      "the local search's random choices")(
+      "lenient", po::bool_switch(&lenient), "skip frees of unknown ids");
+  if (parse(args, d, {{"input", 1}},
+            "usage: fragsim plan INPUT [-o OUT.csv] [--json FILE] [--capacity SIZE] [--time-limit SECONDS]\n\n"
+            "The lowest heap that holds INPUT's buffers, each at one offset for its whole life: the memory a perfect "
+            "placement needs, which no allocator can beat. INPUT is MiniMalloc's planning instance (.csv: "
+            "id,lower,upper,size; a buffer lives over [lower, upper)) or any trace fragsim reads (each device and "
+            "memory space planned apart; a buffer lives from its alloc to its free, in event order). Prints the "
+            "height, the lower bound (the most bytes live at once) and whether the height is proven optimal. Every "
+            "plan is checked before it is written: no two buffers that live at once overlap.",
+            hidden_option("input", &req.input)))
+    return 0;
+  if (!capacity.empty()) req.capacity = parse_size_arg(capacity, "--capacity");
+  if (req.time_limit < 0) throw InputError("--time-limit: seconds must be 0 or more");
+  req.lenient = lenient;
+  check_outputs({req.input}, {{"-o", csv}, {"--json", json}});
+  PlanOutcome o = run_plan(req);
+  write_if(csv, [&] { return plan_csv(o); });
+  write_if(json, [&] { return plan_json(o).dump(2) + "\n"; });
+  if (!to_stdout({csv, json})) std::cout << plan_text(o);
   return 0;
 }
 

@@ -8,6 +8,7 @@
 #include "sim/commands/batch.h"
 #include "sim/commands/run_args.h"
 #include "sim/commands/settings.h"
+#include "sim/commands/waste.h"
 #include "sim/engine/history.h"
 #include "sim/engine/progress.h"
 #include "sim/engine/recording_fidelity.h"
@@ -34,7 +35,9 @@ RunResult replay_one(const RunRequest& req, const Registry& reg, const RunOutput
   o.window = out.window;
   o.prior.range = true;
   Progress bar(progress, what, reads_of({o}, reg));
+  BestPlans plans({o});
   auto rs = run_simulations({o}, reg, threads);
+  plans.attach(rs);
   add_both_figures({o}, rs, reg, threads);
   add_prior_range({o}, rs, reg, threads);
   if (out.history || out.export_events) add_history({o}, rs, reg, out.history, out.export_events, threads);
@@ -49,6 +52,7 @@ RunResult run_request(const RunRequest& req, const Registry& reg, const RunOutpu
                       bool progress) {
   RunResult r = replay_one(req, reg, out, threads, progress, "run");
   r.advice = proven_advice(r, req, reg, threads);
+  if (std::string w = waste_advice(r); !w.empty()) r.advice.push_back(std::move(w));
   return r;
 }
 
@@ -63,7 +67,9 @@ std::vector<RunResult> run_compare(const CompareRequest& req, const Registry& re
     std::vector<RunOptions> opts(plan.runs.begin() + static_cast<std::ptrdiff_t>(first),
                                  plan.runs.begin() + static_cast<std::ptrdiff_t>(last));
     Progress bar(progress, "compare", reads_of(opts, reg));
+    BestPlans plans(opts);
     std::vector<RunResult> rs = run_simulations(opts, reg, threads);
+    plans.attach(rs);
     add_both_figures(opts, rs, reg, threads);
     add_prior_range(opts, rs, reg, threads);
     if (out.history) add_history(opts, rs, reg, true, false, threads);
@@ -198,7 +204,9 @@ nlohmann::json run_batch(const std::string& manifest, const std::string& shard, 
   }
   std::vector<RunResult> rs = [&] {
     Progress bar(progress, "batch", reads_of(opts, reg));
+    BestPlans plans(opts);
     auto out = run_simulations(opts, reg, threads);
+    plans.attach(out);
     add_both_figures(opts, out, reg, threads);
     return out;
   }();
@@ -211,6 +219,7 @@ nlohmann::json run_batch(const std::string& manifest, const std::string& shard, 
     }
     add_outcome_notes(requests[i], rs[i]);
     rs[i].advice = proven_advice(rs[i], requests[i], reg, threads);
+    if (std::string w = waste_advice(rs[i]); !w.empty()) rs[i].advice.push_back(std::move(w));
     runs.push_back(
         {{"run", picked[i]->run}, {"line", picked[i]->line}, {"label", labels[i]}, {"report", report_json(rs[i])}});
   }

@@ -119,6 +119,18 @@ struct TimelinePoint {
   double fragmentation = 0;
 };
 
+// The best static plan of one space's buffers (sim/commands/waste.h): the memory a perfect
+// placement of the same buffers needs, beside what the allocator reserved. Filled by the commands
+// that report it; `planned` false (and `skipped` saying why, when it was asked for) otherwise.
+struct PlanFigures {
+  bool planned = false;
+  Bytes height = 0;                         // the plan's height
+  Bytes live = 0;                           // the most bytes live at once (no placement needs less)
+  bool optimal = false, cut_short = false;  // proven optimal; the time budget ended the search
+  double seconds = 0, budget = 0;           // time taken, time allowed
+  std::string skipped;                      // why no plan was made ("" = planned, or not asked for)
+};
+
 struct SpaceResult {
   std::uint32_t device = 0;
   Space space = Space::kHbm;
@@ -139,6 +151,7 @@ struct SpaceResult {
   nlohmann::json extra = nlohmann::json::object();
   nlohmann::json snapshot_settings;   // AllocatorPolicy::snapshot_allocator_settings(), null = none
   std::optional<PriorOutcome> prior;  // the state before a mid-run recording, and how it was held
+  PlanFigures plan;                   // the waste split's plan (sim/commands/waste.h)
   // The share of what this space can give that it reserved at its peak (0 when it gives nothing).
   double peak_share() const { return usable ? static_cast<double>(peak_reserved) / static_cast<double>(usable) : 0.0; }
 };

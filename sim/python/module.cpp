@@ -24,6 +24,7 @@
 #include "sim/commands/check.h"
 #include "sim/commands/commands.h"
 #include "sim/commands/listing.h"
+#include "sim/commands/plan.h"
 #include "sim/commands/trace_info.h"
 #include "sim/python/convert.h"
 #include "sim/report/diff.h"
@@ -539,6 +540,24 @@ DiffOutcome diff(py::handle a, py::handle b, py::dict opts) {
       o.get("progress"));
 }
 
+// `fragsim plan` on a path (a trace or MiniMalloc's CSV): (the fragsim_plan 1 dict, the text).
+py::tuple plan(const std::string& path, py::object capacity, double time_limit, std::uint64_t seed) {
+  PlanRequest req;
+  req.input = path;
+  req.time_limit = time_limit;
+  req.seed = seed;
+  if (!capacity.is_none())
+    req.capacity = py::isinstance<py::str>(capacity) ? parse_size_arg(capacity.cast<std::string>(), "capacity")
+                                                     : capacity.cast<Bytes>();
+  PlanOutcome o = released(
+      [&](const std::atomic<bool>* stop) {
+        req.stop = stop;
+        return run_plan(req);
+      },
+      py::none());
+  return py::make_tuple(to_python(plan_json(o)), plan_text(o));
+}
+
 py::tuple info(py::handle src, py::dict opts) {
   Options o(std::move(opts));
   Source s = source_of(src, o);
@@ -607,6 +626,7 @@ PYBIND11_MODULE(_fragsim, m) {
   m.def("check", &check);
   m.def("diff", &diff);
   m.def("info", &info);
+  m.def("plan", &plan);
   m.def("layout", [](const std::string& shape, const std::string& hw) {
     return py::make_tuple(to_python(layout_json(shape, hw)), layout_text(shape, hw));
   });

@@ -71,6 +71,11 @@ J device_figures(const J& d) {
          {"fragmentation_max", f(fr, "max")},
          {"oom_count", u(d, "oom_count")}};
   if (d.contains("at_peak_allocated")) j["peak_event"] = d["at_peak_allocated"]["event_index"];
+  // The waste split (report "waste"): the best static plan and what the allocator held beyond it.
+  if (d.contains("waste") && d["waste"].contains("plan_bytes")) {
+    j["plan_bytes"] = u(d["waste"], "plan_bytes");
+    j["fragmentation_bytes"] = u(d["waste"], "fragmentation_bytes");
+  }
   return j;
 }
 
@@ -96,6 +101,9 @@ J devices(const J& a, const J& b) {
            delta(u(v.first, "reserved_unallocated_bytes"), u(v.second, "reserved_unallocated_bytes"))},
           {"external_fragmentation", f(v.second, "external_fragmentation") - f(v.first, "external_fragmentation")},
           {"oom_count", delta(u(v.first, "oom_count"), u(v.second, "oom_count"))}};
+    if (row.contains("change") && v.first.contains("fragmentation_bytes") && v.second.contains("fragmentation_bytes"))
+      row["change"]["fragmentation_bytes"] =
+          delta(u(v.first, "fragmentation_bytes"), u(v.second, "fragmentation_bytes"));
     out.push_back(std::move(row));
   }
   return out;
@@ -455,6 +463,18 @@ std::string diff_text(const J& d) {
                    fmt::format("{} -> {}", r["a"].is_null() ? 0 : u(r["a"], "oom_count"),
                                r["b"].is_null() ? 0 : u(r["b"], "oom_count")),
                    evs(r["a"]) + " -> " + evs(r["b"]));
+  }
+  // The waste split of each space both runs planned: peak reserved = best static plan + fragmentation.
+  for (const auto& r : d["devices"]) {
+    auto split = [](const J& x) {
+      return x.is_object() && x.contains("plan_bytes")
+                 ? fmt::format("plan {} + fragmentation {}", human_bytes(u(x, "plan_bytes")),
+                               human_bytes(u(x, "fragmentation_bytes")))
+                 : std::string("-");
+    };
+    if ((r["a"].is_object() && r["a"].contains("plan_bytes")) || (r["b"].is_object() && r["b"].contains("plan_bytes")))
+      fmt::format_to(out, "    {:<12} peak reserved = {} -> {}\n",
+                     fmt::format("{} {}", u(r, "device"), r["space"].get<std::string>()), split(r["a"]), split(r["b"]));
   }
   const J& fo = d["first_oom"];
   auto oom = [](const J& o) {

@@ -179,6 +179,60 @@ nlohmann::json fragmentation_json(const SpaceResult& s) {
             {"external", p.external()}}}};
 }
 
+// The waste split (sim/commands/waste.h, docs/metrics.md): null when no plan was asked for.
+nlohmann::json waste_json(const SpaceResult& s) {
+  const PlanFigures& p = s.plan;
+  if (!p.planned) return p.skipped.empty() ? nlohmann::json() : nlohmann::json{{"skipped", p.skipped}};
+  return {{"plan_bytes", p.height},
+          {"live_bytes", p.live},
+          {"reserved_bytes", s.peak_reserved},
+          {"fragmentation_bytes", s.peak_reserved - std::min(s.peak_reserved, p.height)},
+          {"unavoidable_bytes", p.height - std::min(p.height, p.live)},
+          {"plan_fits", !s.usable || p.height <= s.usable},
+          {"plan_optimal", p.optimal},
+          {"plan_cut_short", p.cut_short},
+          {"plan_budget_seconds", p.budget}};
+}
+
+// "best static plan 61.2 GiB: 8.3 GiB of the 69.5 GiB reserved is fragmentation this allocator
+// added; 1.1 GiB above the 60.1 GiB live at once no placement avoids".
+void waste_text(std::back_insert_iterator<std::string> out, const SpaceResult& s, const std::string& where) {
+  const PlanFigures& p = s.plan;
+  if (!p.planned) {
+    if (!p.skipped.empty()) fmt::format_to(out, "  best static plan{}: not made ({})\n", where, p.skipped);
+    return;
+  }
+  const std::string how = p.optimal     ? "optimal"
+                          : p.cut_short ? "its budget ended the search: an upper bound"
+                                        : "not proven optimal";
+  if (s.peak_reserved >= p.height)
+    fmt::format_to(out,
+                   "  best static plan{} {:>9}  ({}): of the {} reserved, {} is fragmentation this allocator added; "
+                   "{} above the {} live at once no placement avoids\n",
+                   where, human_bytes(p.height), how, human_bytes(s.peak_reserved),
+                   human_bytes(s.peak_reserved - p.height), human_bytes(p.height - std::min(p.height, p.live)),
+                   human_bytes(p.live));
+  else
+    fmt::format_to(out, "  best static plan{} {:>9}  ({}): this allocator reserved {}, less ({} live at once){}\n",
+                   where, human_bytes(p.height), how, human_bytes(s.peak_reserved), human_bytes(p.live),
+                   s.ooms.empty() ? "" : "; it stopped at an OOM");
+  // static-heap (XLA's heap simulator, an XLA module's plan): its heap beside the best plan — what a
+  // better compile-time plan of the module saves.
+  if (s.stats.contains("heap_size") && s.stats["heap_size"].is_number_unsigned()) {
+    const Bytes heap = s.stats["heap_size"].get<Bytes>();
+    fmt::format_to(
+        out,
+        "    XLA's heap simulator ({} order) plans {} (sizes after its padding and alignment); the best plan of the "
+        "requested sizes {}: {}\n",
+        s.stats.value("order", "?"), human_bytes(heap), human_bytes(p.height),
+        heap > p.height ? "a better compile-time plan saves " + human_bytes(heap - p.height)
+                        : std::string("no better plan was found"));
+  }
+  if (s.usable && p.height > s.usable)
+    fmt::format_to(out, "    no placement of these buffers fits the {} usable: it needs {} more\n",
+                   human_bytes(s.usable), human_bytes(p.height - s.usable));
+}
+
 // "device 1 hbm", "device 1 (rank 1) hbm" when the recording names the device.
 std::string where(const RunResult& r, std::uint32_t device, Space space) {
   return fmt::format("device {} {}", device_label(r, device), space_name(space));
@@ -352,6 +406,7 @@ nlohmann::json report_json(const RunResult& r, size_t map_blocks) {
         {"device_time_ns", s.device_time_ns},
         {"policy_stats", s.stats}};
     if (r.several_spaces() && s.peak) d["at_peak_allocated"] = moment_json(r, *s.peak, map_blocks);
+    if (auto w = waste_json(s); !w.is_null()) d["waste"] = std::move(w);
     if (std::string n = device_name(r, s.device); !n.empty()) d["name"] = n;
     if (s.prior) d["before_recording"] = prior_json(*s.prior);
     for (auto it = s.extra.begin(); it != s.extra.end(); ++it) d[it.key()] = it.value();
@@ -392,6 +447,8 @@ nlohmann::json report_json(const RunResult& r, size_t map_blocks) {
         r.spaces.size(), where(r, b->device, b->space));
   }
   if (const Moment* m = r.peak()) j["at_peak_allocated"] = moment_json(r, *m, map_blocks);
+  if (b)
+    if (auto w = waste_json(*b); !w.is_null()) j["waste"] = std::move(w);
   if (!r.stacks.empty()) {
     nlohmann::json st = nlohmann::json::object();
     for (const auto& [id, frames] : r.stacks) st[std::to_string(id)] = frames;
@@ -552,8 +609,10 @@ std::string report_text(const RunResult& r) {
                           human_bytes(s->usable), pct(limit_share(*s)), human_bytes(s->limit))
             : "");
   }
-  for (const auto& sp : r.spaces)
+  for (const auto& sp : r.spaces) {
     if (sp.prior) prior_text(out, r, sp);
+    waste_text(out, sp, r.several_spaces() ? " (" + where(r, sp.device, sp.space) + ")" : std::string());
+  }
   if (const Moment* m = r.peak()) {
     if (r.several_spaces())
       fmt::format_to(out, "  at the peak of {} ({}):\n",

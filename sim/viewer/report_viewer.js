@@ -92,7 +92,8 @@
   const table = el("table", { class: "summary" });
   const head = ["run"].concat(several ? ["device", "space"] : []).concat(["result", "OOMs", "usable memory",
     "peak requested", "peak allocated", "peak reserved", "reserved but unallocated at peak allocated",
-    "external fragmentation at peak allocated", "external fragmentation max"]);
+    "external fragmentation at peak allocated", "external fragmentation max",
+    "best static plan (fragmentation this allocator added: peak reserved − plan)"]);
   const tr = el("tr");
   head.forEach((h) => tr.appendChild(el("th", {}, h)));
   table.appendChild(tr);
@@ -106,7 +107,10 @@
       [runName(r)].concat(several ? [String(d.device) + (binds ? " *" : ""), d.space] : []).concat([result, String(d.oom_count),
         bytes(d.usable_bytes), bytes(d.peak_requested_bytes), bytes(d.peak_allocated_bytes), bytes(d.peak_reserved_bytes),
         bytes(fr.reserved_unallocated_bytes) + " (" + pct(fr.reserved_unallocated_share) + ")", pct(fr.external),
-        pct(d.fragmentation.max)])
+        pct(d.fragmentation.max),
+        d.waste && d.waste.plan_bytes !== undefined
+          ? bytes(d.waste.plan_bytes) + (d.waste.plan_optimal ? " (optimal)" : "") + "; " + bytes(d.waste.fragmentation_bytes)
+          : d.waste && d.waste.skipped ? "not made" : "-"])
         .forEach((v) => row.appendChild(el("td", v === "OOM" ? { class: "bad" } : {}, v)));
       table.appendChild(row);
     });

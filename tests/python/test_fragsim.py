@@ -782,6 +782,28 @@ class Fuzz(Scratch):
         self.assertTrue(fragsim.check(good, good)["pass"])
 
 
+class PlanTest(Scratch):
+    def test_equals_the_cli(self):
+        # MiniMalloc's example: b1, b3 and b5 (4 bytes each) live over [0, 3): 12 bytes.
+        csv = os.path.join(SRC, "tests/data/plan/input.12.csv")
+        got = fragsim.plan(csv)
+        want, p = self.cli_json("plan", csv)
+        self.assertEqual(p.returncode, 0)
+        for g, w in zip(got["spaces"], want["spaces"], strict=True):
+            self.assertEqual(g["height_bytes"], 12)
+            self.assertEqual(g["lower_bound_bytes"], 12)
+            self.assertTrue(g["optimal"])
+            self.assertEqual(g["offsets"], w["offsets"])
+
+    def test_bad_input_raises_the_cli_message(self):
+        bad = self.path("bad.csv")
+        with open(bad, "w") as f:
+            f.write("id,lower,upper,size\nb1,0,x,4\n")
+        message = self.assert_same_error(lambda: fragsim.plan(bad), "plan", bad)
+        self.assertIn(":2:", message)  # the file's line
+        self.assertEqual(cli("plan", bad).returncode, 2)
+
+
 class Threads(Scratch):  # ctest: integration
     """The GIL is released while a replay runs; Ctrl-C stops it."""
 

@@ -44,8 +44,8 @@ from ._fragsim import EnvError, InputError, InternalError
 
 __version__ = _fragsim.version
 __all__ = [
-    "run", "compare", "sweep", "check", "diff", "info", "layout", "list", "gen", "set_limit", "reset_limits",
-    "Report", "Comparison", "Sweep", "Check", "Diff", "Info", "Layout",
+    "run", "compare", "sweep", "check", "diff", "info", "layout", "list", "gen", "plan", "set_limit",
+    "reset_limits", "Report", "Comparison", "Sweep", "Check", "Diff", "Info", "Layout", "Plan",
     "InputError", "EnvError", "InternalError",
 ]
 
@@ -205,6 +205,18 @@ class Layout(_Texted):
     __slots__ = ()
 
 
+class Plan(_Texted):
+    """`fragsim plan`: fragsim_plan 1 — per space the height, lower bound, optimal, offsets."""
+
+    __slots__ = ()
+
+
+def _json(text, path):
+    if path is not None:
+        _fragsim.write_text(path, text)
+    return text
+
+
 def _options(given):
     return {k: v for k, v in given.items() if v is not None}
 
@@ -283,6 +295,13 @@ def info(source, *, lenient=False, name=None, progress=None):
     opts = _options(locals())
     del opts["source"]
     return Info(_fragsim.info(source, opts))
+
+
+def plan(path, *, capacity=None, time_limit=0, seed=1):
+    """The best static placement of a trace's (or MiniMalloc CSV's) buffers (`fragsim plan`):
+    capacity a height to meet ("1MiB" or bytes), else minimised within time_limit seconds (0: the
+    command's default). Every plan is checked before it is returned."""
+    return Plan(_fragsim.plan(str(path), capacity, float(time_limit), int(seed)))
 
 
 def layout(shape, *, hw="tpu-v5e"):

@@ -1,0 +1,346 @@
+#include "policies/planner.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <random>
+
+#include "policies/plan_greedy.h"
+#include "policies/plan_search.h"
+#include "sim/base/error.h"
+
+namespace fragsim {
+
+namespace {
+
+// Leaves up to this many buffers are improved by exact search, larger ones by local search: a
+// search node costs O(buffers), and a search that finds a plan without backtracking visits one
+// node per buffer.
+constexpr size_t kSearchBuffers = 3000;
+// The decomposition stops peeling (the groups left become leaves) past this many buffer visits
+// per buffer: a deep nest of lifetimes would otherwise cost O(n²).
+constexpr size_t kSplitWork = 1024;
+// A work-bounded search gets at least this many nodes (its share of the work left, else).
+constexpr std::uint64_t kMinSearchNodes = 1000;
+
+double seconds_since(PlanClock::time_point t) { return std::chrono::duration<double>(PlanClock::now() - t).count(); }
+
+struct Leaf {
+  std::vector<std::uint32_t> ids;    // global indices
+  std::vector<PlanBuffer> b;         // the leaf as an instance of its own
+  Bytes base = 0;                    // where it sits: the buffers peeled below it
+  Bytes bound = 0;                   // its most bytes live at once
+  Bytes lowest = 0;                  // no plan of it is lower (bound, or raised by a proof)
+  Bytes best = kTooLarge;            // its best plan's height
+  std::vector<Bytes> off;            // that plan (local)
+  std::vector<std::uint32_t> order;  // the greedy order that made it (local search starts there)
+  PlanFit fit = PlanFit::kBest;
+  Bytes gave_up_at = kTooLarge;  // the lowest capacity at which a search gave up
+  bool searched_bound = false;   // a search at `lowest` ran
+  bool exhausted = false;        // nothing more to try
+  const char* how = "greedy";    // what found `best`
+  bool proven() const { return best <= lowest; }
+  Bytes top() const { return base + best; }
+};
+
+// Peels and splits (see planner.h); the buffers peeled get their offsets in `offsets`.
+std::vector<Leaf> decompose(const std::vector<PlanBuffer>& bufs, std::vector<Bytes>& offsets, Bytes* peeled_top) {
+  struct Group {
+    std::vector<std::uint32_t> ids;  // sorted by lower
+    Bytes base;
+  };
+  std::vector<Group> stack(1);
+  for (std::uint32_t i = 0; i < bufs.size(); ++i)
+    if (bufs[i].size) stack[0].ids.push_back(i);
+  std::sort(stack[0].ids.begin(), stack[0].ids.end(), [&](std::uint32_t a, std::uint32_t b) {
+    return bufs[a].lower != bufs[b].lower ? bufs[a].lower < bufs[b].lower : a < b;
+  });
+  std::vector<Leaf> leaves;
+  size_t work = 0;
+  const size_t budget = kSplitWork * bufs.size() + 100000;
+  auto leaf = [&](std::vector<std::uint32_t> ids, Bytes base) {
+    Leaf l;
+    l.ids = std::move(ids);
+    l.base = base;
+    leaves.push_back(std::move(l));
+  };
+  while (!stack.empty()) {
+    Group g = std::move(stack.back());
+    stack.pop_back();
+    if (work > budget) {
+      leaf(std::move(g.ids), g.base);
+      continue;
+    }
+    work += g.ids.size();
+    for (size_t first = 0; first < g.ids.size();) {  // one time-connected component at a time
+      std::uint64_t t1 = bufs[g.ids[first]].upper;
+      size_t last = first + 1;
+      while (last < g.ids.size() && bufs[g.ids[last]].lower < t1) t1 = std::max(t1, bufs[g.ids[last++]].upper);
+      // A buffer that lives with every other of the component: it starts before the first of the
+      // others ends and ends after the last of them starts.
+      std::uint64_t up1 = UINT64_MAX, up2 = UINT64_MAX, lo1 = 0, lo2 = 0;  // two smallest uppers, two largest lowers
+      for (size_t k = first; k < last; ++k) {
+        const PlanBuffer& b = bufs[g.ids[k]];
+        if (b.upper < up1)
+          up2 = up1, up1 = b.upper;
+        else
+          up2 = std::min(up2, b.upper);
+        if (b.lower > lo1)
+          lo2 = lo1, lo1 = b.lower;
+        else
+          lo2 = std::max(lo2, b.lower);
+      }
+      Group rest{{}, g.base};
+      for (size_t k = first; k < last; ++k) {
+        const std::uint32_t i = g.ids[k];
+        const PlanBuffer& b = bufs[i];
+        const std::uint64_t others_up = b.upper == up1 ? up2 : up1, others_lo = b.lower == lo1 ? lo2 : lo1;
+        if (last - first == 1 || (b.lower < others_up && b.upper > others_lo)) {
+          offsets[i] = rest.base;
+          rest.base += b.size;
+          *peeled_top = std::max(*peeled_top, rest.base);
+        } else {
+          rest.ids.push_back(i);
+        }
+      }
+      if (rest.ids.size() == last - first)
+        leaf(std::move(rest.ids), g.base);  // nothing peeled: a leaf
+      else if (!rest.ids.empty())
+        stack.push_back(std::move(rest));
+      first = last;
+    }
+  }
+  return leaves;
+}
+
+class Planner {
+ public:
+  Planner(const std::vector<PlanBuffer>& bufs, const PlanOptions& o)
+      : bufs_(bufs), o_(o), start_(PlanClock::now()), rng_(o.seed) {
+    const double limit = o.time_limit > 0 ? o.time_limit : default_plan_time(bufs.size());
+    deadline_ = start_ + std::chrono::duration_cast<PlanClock::duration>(std::chrono::duration<double>(limit));
+  }
+
+  PlanResult run() {
+    PlanResult r;
+    r.buffers = bufs_.size();
+    r.offsets.assign(bufs_.size(), 0);
+    r.lower_bound = live_bytes_bound(bufs_);
+    Bytes peeled_top = 0;
+    // An instance the search can take whole is not decomposed: the search splits it itself, at
+    // better moments (a buffer peeled to the bottom in advance can make a tight plan harder to find).
+    if (bufs_.size() <= kSearchBuffers) {
+      leaves_.emplace_back();
+      for (std::uint32_t i = 0; i < bufs_.size(); ++i)
+        if (bufs_[i].size) leaves_.back().ids.push_back(i);
+    } else {
+      leaves_ = decompose(bufs_, r.offsets, &peeled_top);
+    }
+    r.leaves = leaves_.size();
+    for (Leaf& l : leaves_) {
+      r.largest_leaf = std::max(r.largest_leaf, l.ids.size());
+      for (std::uint32_t i : l.ids) l.b.push_back(bufs_[i]);
+      l.bound = l.lowest = live_bytes_bound(l.b);
+      r.lower_bound = std::max(r.lower_bound, l.base + l.bound);  // equal to the global bound, or below it
+    }
+    // Largest leaves first: they take the most time and most likely set the height.
+    std::vector<size_t> by_size(leaves_.size());
+    for (size_t k = 0; k < by_size.size(); ++k) by_size[k] = k;
+    std::sort(by_size.begin(), by_size.end(),
+              [&](size_t a, size_t b) { return leaves_[a].ids.size() > leaves_[b].ids.size(); });
+    for (size_t k : by_size) greedy(leaves_[k]);
+    Bytes height = std::max(peeled_top, highest());
+    r.greedy_height = height;
+    // Improve the leaf that sets the height while it can be improved and time is left.
+    for (;;) {
+      height = std::max(peeled_top, highest());
+      if (done(height, r.lower_bound)) break;
+      Leaf* crit = nullptr;
+      for (Leaf& l : leaves_)
+        if (!crit || l.top() > crit->top()) crit = &l;
+      if (!crit || crit->proven() || crit->exhausted || out_of_time()) break;
+      const Bytes target = o_.capacity && o_.capacity > crit->base ? o_.capacity - crit->base : 0;
+      if (crit->ids.size() <= kSearchBuffers)
+        search(*crit, target);
+      else if (o_.local_search)
+        local_search(*crit, target);
+      else
+        crit->exhausted = true;
+    }
+    height = std::max(peeled_top, highest());
+    for (const Leaf& l : leaves_) {
+      for (size_t k = 0; k < l.ids.size(); ++k) r.offsets[l.ids[k]] = l.base + l.off[k];
+      if (l.top() == height && l.proven()) r.lower_bound = std::max(r.lower_bound, height);
+    }
+    r.height = plan_height(bufs_, r.offsets);
+    FRAGSIM_CHECK(r.height == height, "plan: the assembled plan's height differs from its leaves'");
+    if (auto c = find_clash(bufs_, r.offsets))
+      throw InternalError(fmt::format("plan: buffers {} and {} live at once and overlap (offsets {} and {})", c->a,
+                                      c->b, r.offsets[c->a], r.offsets[c->b]));
+    r.optimal = r.height <= r.lower_bound;
+    r.capacity_met = o_.capacity && r.height <= o_.capacity;
+    r.cut_short = !r.optimal && !r.capacity_met && out_of_time();
+    r.method = "decomposition";  // the buffers peeled below the leaves set the height
+    for (const Leaf& l : leaves_)
+      if (l.top() == height) r.method = l.how;
+    r.seconds = seconds_since(start_);
+    return r;
+  }
+
+ private:
+  bool out_of_time() const {
+    return PlanClock::now() >= deadline_ || (o_.stop && o_.stop->load(std::memory_order_relaxed)) ||
+           (o_.work_limit && work_ >= o_.work_limit);
+  }
+  bool done(Bytes height, Bytes bound) const { return height <= bound || (o_.capacity && height <= o_.capacity); }
+  Bytes highest() const {
+    Bytes h = 0;
+    for (const Leaf& l : leaves_) h = std::max(h, l.top());
+    return h;
+  }
+
+  void keep(Leaf& l, Bytes h, const std::vector<Bytes>& off, const char* how) {
+    if (h >= l.best) return;
+    l.best = h;
+    l.off = off;
+    l.how = how;
+  }
+
+  void greedy(Leaf& l) {
+    const std::vector<Bytes> load = load_during_life(l.b);
+    std::vector<Bytes> off;
+    for (PlanOrder order : {PlanOrder::kSize, PlanOrder::kLoad, PlanOrder::kArea, PlanOrder::kLife})
+      for (PlanFit fit : {PlanFit::kBest, PlanFit::kFirst}) {
+        if (l.best != kTooLarge && (l.proven() || out_of_time())) return;
+        std::vector<std::uint32_t> v = greedy_order(l.b, load, order);
+        const Bytes h = place_in_order(l.b, v, fit, off, l.best);
+        if (h < l.best) {
+          l.best = h;
+          l.off = off;
+          l.order = std::move(v);
+          l.fit = fit;
+        }
+      }
+  }
+
+  // Exact search at the next capacity worth trying, for a share of the time left: the bound
+  // first; after a give-up at c, halfway between c and the best height (a search that gives up
+  // says nothing of c, but one that finds a plan near the best ends sooner); after a proof that c
+  // cannot be met, from c + 1.
+  void search(Leaf& l, Bytes target) {
+    Bytes cap;
+    if (target) {
+      cap = target;  // the capacity to meet
+    } else if (!l.searched_bound) {
+      cap = l.lowest;
+    } else {
+      const Bytes from = l.gave_up_at == kTooLarge ? l.lowest : std::max(l.lowest, l.gave_up_at + 1);
+      cap = from + (l.best - 1 - from) / 2;
+    }
+    const double left = std::chrono::duration<double>(deadline_ - PlanClock::now()).count();
+    // The same shares of the work bound, when there is one: a search at the bound that gives up
+    // must leave work for the capacities above it.
+    const double part = target ? 1.0 : !l.searched_bound ? 0.5 : 0.25;
+    const double share = target || !l.searched_bound ? left * part : std::max(left * part, 0.2);
+    SearchLimits lim;
+    lim.capacity = cap;
+    lim.stop = o_.stop;
+    lim.deadline = std::min(deadline_, PlanClock::now() + std::chrono::duration_cast<PlanClock::duration>(
+                                                              std::chrono::duration<double>(share)));
+    if (o_.work_limit) {
+      const std::uint64_t work_left = o_.work_limit - std::min(o_.work_limit, work_);
+      lim.max_nodes = part == 1.0
+                          ? work_left
+                          : std::min(work_left, std::max<std::uint64_t>(
+                                                    static_cast<std::uint64_t>(static_cast<double>(work_left) * part),
+                                                    kMinSearchNodes));
+    }
+    if (cap == l.lowest) l.searched_bound = true;
+    SearchResult s = search_plan(l.b, lim);
+    work_ += s.nodes + 1;
+    switch (s.outcome) {
+      case SearchOutcome::kFound:
+        keep(l, plan_height(l.b, s.offsets), s.offsets, "search");
+        break;
+      case SearchOutcome::kInfeasible:
+        l.lowest = std::max(l.lowest, cap + 1);
+        if (target) l.exhausted = true;  // the capacity cannot be met: what is found stands
+        break;
+      case SearchOutcome::kGaveUp:
+        l.gave_up_at = cap;
+        if (target) l.exhausted = true;
+        break;
+    }
+    // Every capacity below the best was ruled out or given up on: start again from the bound
+    // with the time left (a longer search may finish where a short one gave up).
+    if (!target && l.gave_up_at != kTooLarge && l.gave_up_at + 1 >= l.best) {
+      l.gave_up_at = kTooLarge;
+      l.searched_bound = false;
+    }
+  }
+
+  // Squeaky-wheel local search for a slice of the time left: the buffers whose tops reach the
+  // best height move to earlier places in the order; a new order is kept when its plan is no
+  // higher (sideways moves let the search drift), evaluations stop as soon as it would be higher.
+  void local_search(Leaf& l, Bytes target) {
+    const double left = std::chrono::duration<double>(deadline_ - PlanClock::now()).count();
+    const auto until = PlanClock::now() + std::chrono::duration_cast<PlanClock::duration>(
+                                              std::chrono::duration<double>(std::max(left / 4, 0.05)));
+    std::vector<std::uint32_t> pos(l.b.size());
+    std::vector<Bytes> off;
+    std::vector<std::uint32_t> order = l.order;
+    while (PlanClock::now() < until && !out_of_time() && !l.proven() && !(target && l.best <= target)) {
+      for (std::uint32_t k = 0; k < order.size(); ++k) pos[order[k]] = k;
+      // The buffers at the top: those whose top is within a slice of the best height.
+      const Bytes band = std::max<Bytes>(1, (l.best - l.lowest) / 4);
+      std::vector<std::uint32_t> top;
+      for (std::uint32_t i = 0; i < l.b.size(); ++i)
+        if (l.off[i] + l.b[i].size + band > l.best) top.push_back(i);
+      std::shuffle(top.begin(), top.end(), rng_);
+      if (top.size() > 8) top.resize(std::uniform_int_distribution<size_t>(1, 8)(rng_));
+      std::vector<std::uint32_t> next = order;
+      for (std::uint32_t i : top) {
+        auto it = std::find(next.begin(), next.end(), i);
+        const size_t from = static_cast<size_t>(it - next.begin());
+        if (from == 0) continue;
+        const size_t to = std::uniform_int_distribution<size_t>(0, from - 1)(rng_);
+        next.erase(it);
+        next.insert(next.begin() + static_cast<std::ptrdiff_t>(to), i);
+      }
+      const PlanFit fit =
+          std::bernoulli_distribution(0.8)(rng_) ? l.fit : (l.fit == PlanFit::kBest ? PlanFit::kFirst : PlanFit::kBest);
+      const Bytes h = place_in_order(l.b, next, fit, off, l.best);
+      work_ += l.b.size();
+      if (h <= l.best) {
+        order = std::move(next);
+        if (h < l.best) {
+          keep(l, h, off, "local search");
+          l.fit = fit;
+        } else {
+          l.off = off;  // sideways: the same height, another plan
+        }
+        l.order = order;
+      }
+    }
+    if (target && l.best > target && out_of_time()) l.exhausted = true;
+  }
+
+  const std::vector<PlanBuffer>& bufs_;
+  const PlanOptions& o_;
+  PlanClock::time_point start_, deadline_;
+  std::mt19937_64 rng_;
+  std::vector<Leaf> leaves_;
+  std::uint64_t work_ = 0;  // search nodes and local-search steps (a buffer placed each) so far
+};
+
+}  // namespace
+
+double default_plan_time(size_t buffers) {
+  return std::max(kMinPlanSeconds, kPlanSecondsPer10k * static_cast<double>(buffers) / 1e4);
+}
+
+PlanResult plan_buffers(const std::vector<PlanBuffer>& buffers, const PlanOptions& options) {
+  return Planner(buffers, options).run();
+}
+
+}  // namespace fragsim

@@ -1,0 +1,64 @@
+// The planner behind `fragsim plan` and every report's waste split: the lowest heap that holds a
+// planning instance (policies/plan_instance.h) — the memory a perfect placement of the same
+// buffers needs, which no allocator, online or offline, can beat — found within a time budget.
+//
+//   bound      — the most bytes live at once (plan_instance.h); a plan at the bound is optimal.
+//   decomposition — a buffer that lives over the whole of its group's time goes to the bottom of
+//                the group (any plan can be rearranged so: everything else lives with it, so lies
+//                wholly above or below it, and what is below can move up by its size); the rest
+//                splits wherever no buffer crosses an instant, into groups planned apart, each
+//                above its peeled base. Repeated, this leaves *leaves* with bases; the height is
+//                the highest base + leaf height, and a leaf proven optimal bounds the whole.
+//   greedy     — each leaf is placed in every order of plan_greedy.h (size, area, life, load) by
+//                first fit and by best fit; the lowest wins.
+//   improvement — while the budget lasts, the leaf that sets the height is improved: by exact
+//                search (plan_search.h) where it has at most kSearchBuffers buffers — first at its
+//                bound, then between the lowest height not yet ruled out and the best found — else
+//                by local search over orders: the buffers whose tops set the height move earlier in
+//                the order, at random, and the greedy runs again (kept when no higher).
+//   capacity   — with a height to meet, the planner stops as soon as a plan meets it.
+// Every plan returned is checked (find_clash) before it leaves: a clash is a bug (InternalError).
+#pragma once
+#include <atomic>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "policies/plan_instance.h"
+
+namespace fragsim {
+
+struct PlanOptions {
+  Bytes capacity = 0;      // a height to meet; 0: minimise
+  double time_limit = 0;   // seconds; ≤ 0: default_plan_time(buffers)
+  std::uint64_t seed = 1;  // the local search's random choices (same seed, same plan when not cut by time)
+  const std::atomic<bool>* stop = nullptr;  // set from elsewhere to stop early (best plan so far)
+  // The improvement's effort, in search nodes (a local-search step costs one per buffer): 0 = no
+  // bound but time. A bound makes the plan the same however busy the machine (reports use one).
+  std::uint64_t work_limit = 0;
+  // Local search on leaves too large for the exact search (each step is a whole greedy pass):
+  // off, only the greedy orders and the exact search on small leaves improve the plan.
+  bool local_search = true;
+};
+
+struct PlanResult {
+  std::vector<Bytes> offsets;  // one per buffer
+  Bytes height = 0;
+  Bytes lower_bound = 0;      // the most bytes live at once (raised where a leaf was proven optimal)
+  Bytes greedy_height = 0;    // the best greedy plan's height, before any improvement
+  bool optimal = false;       // no plan is lower: height == lower_bound
+  bool capacity_met = false;  // a capacity was given and height ≤ it
+  bool cut_short = false;     // the time limit (or stop) ended the improvement before optimal or met
+  double seconds = 0;         // time taken
+  size_t buffers = 0, leaves = 0, largest_leaf = 0;  // the decomposition
+  std::string method;  // what found the plan: "greedy", "search", "local search", "decomposition"
+};
+
+// The default budget: a few seconds per 10^4 buffers, at least kMinPlanSeconds.
+inline constexpr double kMinPlanSeconds = 5.0, kPlanSecondsPer10k = 3.0;
+double default_plan_time(size_t buffers);
+
+// Plans the instance. Never fails for valid input (the greedy plan always exists).
+[[nodiscard]] PlanResult plan_buffers(const std::vector<PlanBuffer>& buffers, const PlanOptions& options);
+
+}  // namespace fragsim

@@ -1,0 +1,129 @@
+#include "sim/commands/waste.h"
+
+#include <fmt/format.h>
+
+#include <map>
+#include <mutex>
+
+#include "sim/commands/plan.h"
+#include "traces/trace_reader.h"
+
+namespace fragsim {
+
+namespace {
+
+// Plans made in this process, by the trace's digest (and how its spaces were routed).
+std::mutex cache_mutex;
+std::map<std::string, std::shared_ptr<const TracePlans>>& cache() {
+  static std::map<std::string, std::shared_ptr<const TracePlans>> c;
+  return c;
+}
+
+std::shared_ptr<const TracePlans> plan_trace(const RunOptions& o) {
+  // Where the run's hardware keeps each space (as the engine routes them).
+  const bool collective_in_hbm = !o.hw.space(Space::kCollective) && o.hw.space(Space::kHbm);
+  SpaceRoute route = [collective_in_hbm](Space s) {
+    return s == Space::kCollective && collective_in_hbm ? Space::kHbm : s;
+  };
+  PlanInput in;
+  if (o.source) {
+    in = read_plan_input(*o.source(), o.trace, route);
+  } else {
+    ReaderOptions ro;
+    ro.lenient = o.lenient;
+    in = read_plan_input(*open_trace(o.trace, ro), o.trace, route);
+  }
+  const std::string key = in.digest + (collective_in_hbm ? "|collective-in-hbm" : "");
+  {
+    std::lock_guard<std::mutex> lock(cache_mutex);
+    if (auto it = cache().find(key); it != cache().end()) return it->second;
+  }
+  auto plans = std::make_shared<TracePlans>();
+  size_t total = 0;
+  for (const PlanSpace& s : in.spaces) total += s.buffers.size();
+  if (total > kReportPlanBuffers) {
+    plans->skipped = fmt::format("{} buffers, more than a report plans ({}); fragsim plan {} takes them", total,
+                                 kReportPlanBuffers, o.trace);
+  } else {
+    const double budget = report_plan_budget(total);
+    for (const PlanSpace& s : in.spaces) {
+      PlanOptions po;
+      po.stop = o.cancel;
+      po.work_limit = report_plan_work(s.buffers.size());
+      po.local_search = false;  // its steps are whole greedy passes: bounded by time only
+      po.time_limit = std::max(
+          0.01, budget * static_cast<double>(s.buffers.size()) / static_cast<double>(std::max<size_t>(1, total)));
+      PlanResult r = plan_buffers(s.buffers, po);
+      PlanFigures f;
+      f.planned = true;
+      f.height = r.height;
+      f.live = live_bytes_bound(s.buffers);
+      f.optimal = r.optimal;
+      f.cut_short = r.cut_short;
+      f.seconds = r.seconds;
+      f.budget = po.time_limit;
+      plans->spaces.push_back({{s.device, s.space}, f});
+    }
+  }
+  std::lock_guard<std::mutex> lock(cache_mutex);
+  return cache().emplace(key, std::move(plans)).first->second;
+}
+
+}  // namespace
+
+std::uint64_t report_plan_work(size_t buffers) {
+  const std::uint64_t n = std::max<std::uint64_t>(buffers, 1);
+  return std::max(kReportPlanWork * n, kReportPlanVisits / n);
+}
+
+double report_plan_budget(size_t buffers) { return std::min(30.0, 10.0 + static_cast<double>(buffers) / 2e4); }
+
+BestPlans::BestPlans(const std::vector<RunOptions>& runs) {
+  std::map<std::string, std::shared_future<std::shared_ptr<const TracePlans>>> by_trace;
+  for (const RunOptions& o : runs) {
+    shard_.push_back(o.shard);
+    const bool collective_in_hbm = !o.hw.space(Space::kCollective) && o.hw.space(Space::kHbm);
+    const std::string key = o.trace + (collective_in_hbm ? "|c" : "") + (o.source ? "|memory" : "");
+    auto it = by_trace.find(key);
+    if (it == by_trace.end())
+      it = by_trace.emplace(key, std::async(std::launch::async, [o] { return plan_trace(o); }).share()).first;
+    per_run_.push_back(it->second);
+  }
+}
+
+void BestPlans::attach(std::vector<RunResult>& results) {
+  for (size_t k = 0; k < results.size() && k < per_run_.size(); ++k) {
+    std::shared_ptr<const TracePlans> p;
+    std::string why;
+    try {
+      p = per_run_[k].get();
+    } catch (const std::exception& e) {  // the replay reported what was wrong with the trace, or did not
+      why = fmt::format("the trace could not be planned: {}", e.what());
+    }
+    if (p && !p->skipped.empty()) why = p->skipped;
+    if (shard_[k] > 1) why = "a sharding what-if: its allocator holds a share of each array, a plan whole ones";
+    for (SpaceResult& s : results[k].spaces) {
+      s.plan = PlanFigures{};
+      if (!why.empty()) {
+        s.plan.skipped = why;
+        continue;
+      }
+      for (const auto& [key, f] : p->spaces)
+        if (key.first == s.device && key.second == s.space) s.plan = f;
+    }
+  }
+}
+
+std::string waste_advice(const RunResult& r) {
+  const SpaceResult* s = r.binding_space();
+  if (!s || !s->plan.planned || s->peak_reserved <= s->plan.height) return {};
+  const Bytes frag = s->peak_reserved - s->plan.height;
+  if (static_cast<double>(frag) < 0.05 * static_cast<double>(s->peak_reserved)) return {};
+  return fmt::format(
+      "a perfect placement of these buffers needs {}{}; this allocator reserves {}: {} is fragmentation a better "
+      "placement recovers (the rest, {} above the {} live at once, no placement avoids)",
+      human_bytes(s->plan.height), s->plan.optimal ? "" : " or less", human_bytes(s->peak_reserved), human_bytes(frag),
+      human_bytes(s->plan.height - std::min(s->plan.height, s->plan.live)), human_bytes(s->plan.live));
+}
+
+}  // namespace fragsim

@@ -1,0 +1,62 @@
+// The waste split of every report: for each device and memory space, the best static plan of the
+// trace's buffers (policies/planner.h) beside the allocator's peak reserved memory, which splits
+// what it holds beyond the live bytes in two —
+//   fragmentation this allocator added = peak reserved − plan   (a better placement recovers it)
+//   what no placement avoids          = plan − live bytes        (the buffers' lifetimes cost it)
+// (docs/metrics.md). The plan depends on the trace alone: it is made once per trace and kept by
+// the trace's digest for every run of the process that replays it (compare, batch, diff, advice).
+//
+// Cost: a report's plan reads the trace a second time, on its own thread while the replay runs,
+// places the buffers in the greedy orders, then improves the part that sets the height by exact
+// search (parts of up to 3,000 buffers) for at most report_plan_work(buffers) search nodes — the
+// same plan however busy the machine (a batch's shards equal one process) — with
+// report_plan_budget(buffers) seconds as a backstop; the report says when that budget cut it short (the plan is then an
+// upper bound: its split overstates what no placement avoids). It is skipped — and the report says why — for a trace of
+// more than kReportPlanBuffers buffers (fragsim plan TRACE takes them, with a longer budget), and for a sharding
+// what-if (its allocator holds a share of each array, the plan whole ones).
+#pragma once
+#include <future>
+#include <memory>
+#include <vector>
+
+#include "sim/engine/engine.h"
+
+namespace fragsim {
+
+inline constexpr size_t kReportPlanBuffers = 2'000'000;
+// A report's plan improves for at most this many search nodes per buffer, or kReportPlanVisits
+// buffer visits (a node costs a visit of each buffer of its part) where that is more: a small
+// trace gets the search it needs to come near its bound (llm_serving_small's 348 buffers: greedy
+// +23 %, 20 nodes per buffer +20 %, 575,000 nodes +3.6 %) for a fraction of a second. The same
+// plan however busy the machine; the time budget is a backstop.
+inline constexpr std::uint64_t kReportPlanWork = 20, kReportPlanVisits = 200'000'000;
+std::uint64_t report_plan_work(size_t buffers);
+// 10 s + 1 s per 20,000 buffers, at most 30 s: the backstop of the work bound, far enough that
+// the work bound ends the search even on a loaded machine (Slurm shards must equal one process;
+// jax_train_small's work takes 3 s of wall time at a load of 12 on 2 cores).
+double report_plan_budget(size_t buffers);
+
+// The plans of one trace: per (device, space) the figures a report shows.
+struct TracePlans {
+  std::vector<std::pair<std::pair<std::uint32_t, Space>, PlanFigures>> spaces;
+  std::string skipped;  // for every space ("" = planned)
+};
+
+// Starts planning each run's trace on a thread of its own (one per distinct trace; a trace
+// planned before in this process is not planned again); attach() waits and fills each result's
+// SpaceResult::plan.
+class BestPlans {
+ public:
+  explicit BestPlans(const std::vector<RunOptions>& runs);
+  void attach(std::vector<RunResult>& results);
+
+ private:
+  std::vector<std::shared_future<std::shared_ptr<const TracePlans>>> per_run_;
+  std::vector<std::uint64_t> shard_;
+};
+
+// The advice line of a run whose reserved memory exceeds its best plan by more than 5 %: "a perfect
+// placement needs X; this allocator reserves Y: Z is fragmentation a better placement recovers".
+std::string waste_advice(const RunResult& r);
+
+}  // namespace fragsim
