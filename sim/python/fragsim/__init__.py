@@ -211,12 +211,6 @@ class Plan(_Texted):
     __slots__ = ()
 
 
-def _json(text, path):
-    if path is not None:
-        _fragsim.write_text(path, text)
-    return text
-
-
 def _options(given):
     return {k: v for k, v in given.items() if v is not None}
 
