@@ -798,7 +798,8 @@ void register_torch_caching(Registry& r) {
         "when the device had room for the request (the keys above override theirs one by one)"}}};
   info.framework = "PyTorch";
   info.fraction = FractionKnob{"memory_fraction", "", "torch.cuda.set_per_process_memory_fraction({})"};
-  info.defaults = {{RecordingSource::kTorchSnapshot, "", "torch-caching", "the trace is a PyTorch memory snapshot"}};
+  info.defaults = {{RecordingSource::kTorchSnapshot, "", "torch-caching", "the trace is a PyTorch memory snapshot"},
+                   {RecordingSource::kKineto, "", "torch-caching", "the trace is a PyTorch profiler trace"}};
   info.what_ifs = torch_caching_what_ifs;
   info.advise = advise_torch_caching;
   r.add(std::move(info));

@@ -2,7 +2,7 @@
 // serialised form — importers write these keys, every reader reads them back here, once — so a
 // capture converted to JSONL or .fstrace carries the same recording as the capture itself.
 //
-//   source              "torch-snapshot" | "xprof" | "xla-hlo" | "fragsim gen" (else a plain trace)
+//   source              "torch-snapshot" | "kineto" | "xprof" | "xla-hlo" | "fragsim gen" (else a plain trace)
 //   allocator_settings  a PyTorch snapshot's allocator_settings (max_split_size, expandable_segments,
 //                       garbage_collection_threshold, roundup_power2_divisions)
 //   recorded_devices    [{device, usable_bytes, basis}]: usable memory inferred from the recording
@@ -10,6 +10,7 @@
 //   recorded_hardware   {preset, capacity_bytes, basis}
 //   alignment_bytes     (source xla-hlo) the alignment of every buffer
 //   state_only          a snapshot without a trace
+//   rank                the process's rank in its job (a Kineto trace's distributedInfo)
 #pragma once
 #include <nlohmann/json.hpp>
 #include <string>

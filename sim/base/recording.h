@@ -24,6 +24,7 @@ enum class RecordingSource : std::uint8_t {
   kTorchSnapshot,  // torch.cuda.memory._snapshot() / _dump_snapshot()
   kXprof,          // an XProf (JAX / TensorFlow profiler) capture with allocator events
   kXlaHlo,         // XLA's compile-time heap-simulator trace of one module
+  kKineto,         // a PyTorch profiler (Kineto) trace with memory events (profile_memory=True)
 };
 
 // A recorded OOM that the device did not cause: the free memory the driver reported with it would
@@ -81,6 +82,7 @@ struct Recording {
   bool device_sizes = false;                          // sizes are the device's own (an XLA module's: already padded)
   bool state_only = false;                            // a snapshot without a trace: nothing happened while recording
   std::map<std::uint32_t, std::string> device_names;  // "rank 3", "host1:0": a set of recordings, a profile folder
+  std::optional<std::uint32_t> rank;  // the process's rank in a distributed job (Kineto's distributedInfo)
 
   // The alignment every buffer of device d had, when the recording says.
   std::optional<Bytes> alignment_of(std::uint32_t d) const {
@@ -101,6 +103,7 @@ struct Recording {
   std::string framework() const {
     switch (source) {
       case RecordingSource::kTorchSnapshot:
+      case RecordingSource::kKineto:
         return "PyTorch";
       case RecordingSource::kXprof:
       case RecordingSource::kXlaHlo:
@@ -114,6 +117,8 @@ struct Recording {
     switch (source) {
       case RecordingSource::kTorchSnapshot:
         return "a PyTorch memory snapshot";
+      case RecordingSource::kKineto:
+        return "a PyTorch profiler trace";
       case RecordingSource::kXprof:
         return "an XProf capture";
       case RecordingSource::kXlaHlo:
