@@ -2,7 +2,6 @@
 
 #include <fmt/format.h>
 #include <simdjson.h>
-#include <zlib.h>
 
 #include <algorithm>
 #include <cmath>
@@ -33,26 +32,29 @@ bool has_trace_suffix(const std::string& p) {
 }
 
 // Whether the first bytes of an uncompressed .json file are a Chrome trace's rather than a fragsim
-// JSONL trace's: a pretty-printed object (its first line a lone "{"), an array of events, or a
-// first line naming a Chrome trace's keys.
+// JSONL trace's or report's: an array of events, or an object naming a Chrome trace's keys
+// (Kineto writes schemaVersion and deviceProperties first, traceEvents after them) before the end
+// of its first line or, pretty-printed, within its first 64 KiB.
 bool looks_like_chrome_trace(const std::string& path) {
   std::error_code ec;
   if (!std::filesystem::is_regular_file(path, ec)) return false;
   std::FILE* f = std::fopen(path.c_str(), "rb");
   if (!f) return false;
-  char buf[65536];
-  size_t n = std::fread(buf, 1, sizeof buf, f);
+  std::string buf(65536, '\0');
+  buf.resize(std::fread(buf.data(), 1, buf.size(), f));
   std::fclose(f);
-  std::string_view s(buf, n);
+  std::string_view s(buf);
   size_t at = s.find_first_not_of(" \t\r\n");
   if (at == std::string_view::npos) return false;
+  if (s.find("\"fragsim_report\"") != std::string_view::npos) return false;  // a report, or compare's array of them
   if (s[at] == '[') return true;
   if (s[at] != '{') return false;
-  std::string_view line = s.substr(at, s.find('\n', at) - at);
-  if (line.find_first_not_of("{ \t\r") == std::string_view::npos) return true;
-  return line.find("\"traceEvents\"") != std::string_view::npos ||
-         line.find("\"schemaVersion\"") != std::string_view::npos ||
-         line.find("\"deviceProperties\"") != std::string_view::npos;
+  std::string_view first = s.substr(at, s.find('\n', at) - at);
+  const bool pretty = first.find_first_not_of("{ \t\r") == std::string_view::npos;
+  std::string_view look = pretty ? s : first;
+  for (std::string_view key : {"\"traceEvents\"", "\"schemaVersion\"", "\"deviceProperties\""})
+    if (look.find(key) != std::string_view::npos) return true;
+  return false;
 }
 
 bool is_trace_entry(const std::filesystem::path& p) { return has_trace_suffix(p.filename().string()); }
@@ -69,38 +71,10 @@ std::string worker_of(const std::string& file) {
   return name;
 }
 
-// The whole file, decompressed (.gz by zlib, .zst as every input), with room for simdjson's padding.
+// The whole file, decompressed, with room for simdjson's padding.
 std::string read_trace_bytes(const std::string& path) {
-  const std::uint64_t on_disk = input_bytes(path);
   constexpr std::uint64_t kMaxDocument = (std::uint64_t{4} << 30) - simdjson::SIMDJSON_PADDING - 1;  // simdjson's bound
-  std::string s;
-  if (ends_with(path, ".gz")) {
-    std::error_code ec;
-    if (!std::filesystem::is_regular_file(path, ec)) throw InputError(path + ": not a regular file");
-    gzFile f = gzopen(path.c_str(), "rb");
-    if (!f) throw EnvError(path + ": cannot be read");
-    LimitCounter out(Limit::kDecompressed, path, on_disk);
-    char buf[1 << 16];
-    for (;;) {
-      int n = gzread(f, buf, sizeof buf);
-      if (n < 0) {
-        int code = 0;
-        std::string why = gzerror(f, &code);
-        gzclose(f);
-        throw InputError(path, 0, "gzip data is corrupt or truncated (" + why + ")");
-      }
-      if (n == 0) break;
-      out.spend(static_cast<std::uint64_t>(n));
-      if (s.size() + static_cast<size_t>(n) > kMaxDocument) {
-        gzclose(f);
-        throw InputError(path, 0, "larger than 4 GiB once decompressed: more than one JSON document can hold here");
-      }
-      s.append(buf, static_cast<size_t>(n));
-    }
-    gzclose(f);
-  } else {
-    s = read_input(path, kMaxDocument);
-  }
+  std::string s = read_input(path, kMaxDocument);
   s.reserve(s.size() + simdjson::SIMDJSON_PADDING);
   return s;
 }
@@ -765,11 +739,10 @@ class KinetoReader : public TraceReader {
       live[a] = v.first;
       known += v.second;
     }
+    // The CPU allocator's Total Allocated before its first event (after it, less its Bytes).
     const MemRec& first = mem_[idx.front()];
-    const Bytes before =
-        first.has_allocated && first.allocated > static_cast<Bytes>(std::max<std::int64_t>(first.bytes, 0))
-            ? first.allocated - static_cast<Bytes>(std::max<std::int64_t>(first.bytes, 0))
-            : 0;
+    const std::int64_t was = static_cast<std::int64_t>(first.allocated) - first.bytes;
+    const Bytes before = first.has_allocated && was > 0 ? static_cast<Bytes>(was) : 0;
     if (before > known) {
       Raw r;
       r.op = Op::kAlloc;

@@ -201,7 +201,9 @@ class Inference {
  public:
   explicit Inference(std::span<const KinetoMemEvent> ev) : ev_(ev) {
     const KinetoMemEvent& first = ev.front();
-    out_.live_before = first.total_allocated - std::min<Bytes>(first.total_allocated, positive(first.bytes));
+    // Total Allocated is after the event: before it, less the block it allocated or plus the one it freed.
+    const std::int64_t before = static_cast<std::int64_t>(first.total_allocated) - first.bytes;
+    out_.live_before = before > 0 ? static_cast<Bytes>(before) : 0;
     out_.growth.assign(ev.size(), 0);
     out_.release.assign(ev.size(), false);
     Bytes reserved = first.total_reserved;
@@ -278,7 +280,6 @@ class Inference {
     std::uint64_t lo, hi;
     bool pre;  // a block live before the window (else free then)
   };
-  static Bytes positive(std::int64_t b) { return b > 0 ? static_cast<Bytes>(b) : 0; }
   // Whether [lo, hi) lies inside one range of s; whether it meets any.
   static bool in(const RangeSet& s, std::uint64_t lo, std::uint64_t hi) {
     auto it = s.ranges().upper_bound(lo);

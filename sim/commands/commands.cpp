@@ -4,6 +4,7 @@
 #include <fmt/ranges.h>
 
 #include "sim/base/error.h"
+#include "sim/base/io.h"
 #include "sim/commands/advice.h"
 #include "sim/commands/batch.h"
 #include "sim/commands/run_args.h"
@@ -15,6 +16,7 @@
 #include "sim/report/perfetto.h"
 #include "sim/report/report.h"
 #include "sim/report/report_html.h"
+#include "traces/kineto.h"
 
 namespace fragsim {
 
@@ -105,6 +107,8 @@ std::vector<RunResult> run_diff(const DiffRequest& req, const Registry& reg, con
   }
   return rs;
 }
+
+bool is_report_path(const std::string& path) { return ends_with(path, ".json") && !is_kineto_file(path); }
 
 void check_diff_inputs(bool a_report, bool b_report, bool b_given, const RunRequest& base, const std::string& policies,
                        const Window& window) {
