@@ -868,7 +868,8 @@ void register_xla_bfc(Registry& r) {
         "(one region or growth on demand; unless preallocate is given)"}}};
   info.framework = "JAX";
   info.fraction = FractionKnob{"mem_fraction", "XLA_PYTHON_CLIENT_MEM_FRACTION", ""};
-  info.defaults = {{RecordingSource::kXprof, "gpu", "xla-bfc", "the trace is an XProf capture of XLA's BFC allocator"}};
+  info.defaults = {{RecordingSource::kXprof, "gpu", "xla-bfc", "the trace is an XProf capture of XLA's BFC allocator"},
+                   {RecordingSource::kJaxMemoryProfile, "gpu", "xla-bfc", "the trace is a JAX device memory profile"}};
   info.what_ifs = xla_bfc_what_ifs;
   info.advise = advise_xla_bfc;
   r.add(std::move(info));

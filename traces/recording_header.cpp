@@ -120,6 +120,8 @@ Recording recording_from_header(const nlohmann::json& h, const std::string& file
     r.source = RecordingSource::kXlaHlo;
   else if (source == "kineto")
     r.source = RecordingSource::kKineto;
+  else if (source == "jax-memory-profile")
+    r.source = RecordingSource::kJaxMemoryProfile;
   else if (source == "fragsim gen")
     r.source = RecordingSource::kGenerated;
   if (h.contains("allocator_settings")) r.torch_settings = torch_settings(h["allocator_settings"]);
@@ -175,6 +177,7 @@ Recording recording_from_header(const nlohmann::json& h, const std::string& file
           r.alignments[x["device"].get<std::uint32_t>()] = x["alignment_bytes"].get<Bytes>();
     r.device_sizes = h.value("device_sizes", false) == true;
   }
+  if (r.source == RecordingSource::kJaxMemoryProfile) r.device_sizes = h.value("device_sizes", false) == true;
   if (auto n = h.find("device_names"); n != h.end() && n->is_object())
     for (const auto& [k, v] : n->items()) {
       char* end = nullptr;
@@ -218,7 +221,8 @@ std::vector<std::string> describe_header(const nlohmann::json& h) {
                                                "device_sizes",
                                                "recording_set",
                                                "kineto",
-                                               "rank"};
+                                               "rank",
+                                               "jax_memory_profile"};
   const std::string source = h.value("source", std::string());
   if (!source.empty()) lines.push_back("recorded by: " + source);
   if (auto s = h.find("allocator_settings"); s != h.end() && s->is_object()) {
@@ -282,6 +286,14 @@ std::vector<std::string> describe_header(const nlohmann::json& h) {
       lines.push_back("warning: no allocator events in this capture: " + no_allocator_events_hint());
   }
   if (auto k = h.find("kineto"); k != h.end() && k->is_object()) describe_kineto(*k, &lines);
+  if (auto m = h.find("jax_memory_profile"); m != h.end() && m->is_object()) {
+    for (const auto& d : m->value("devices", nlohmann::json::array()))
+      if (d.is_object())
+        lines.push_back(fmt::format("device {}: {} buffers live, {}", d.value("device", 0), d.value("buffers", 0),
+                                    human_bytes(d.value("bytes", Bytes{0}))));
+    lines.push_back(fmt::format("{} compiled executables ({} of code), on no device", m->value("executables", 0),
+                                human_bytes(m->value("executable_bytes", Bytes{0}))));
+  }
   if (auto hw = h.find("recorded_hardware"); hw != h.end() && hw->is_object())
     lines.push_back(
         fmt::format("hardware: {} ({})", hw->value("preset", std::string("?")), hw->value("basis", std::string())));

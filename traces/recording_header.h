@@ -2,13 +2,15 @@
 // serialised form — importers write these keys, every reader reads them back here, once — so a
 // capture converted to JSONL or .fstrace carries the same recording as the capture itself.
 //
-//   source              "torch-snapshot" | "kineto" | "xprof" | "xla-hlo" | "fragsim gen" (else a plain trace)
+//   source              "torch-snapshot" | "kineto" | "xprof" | "xla-hlo" | "jax-memory-profile" | "fragsim gen"
+//                       (else a plain trace)
 //   allocator_settings  a PyTorch snapshot's allocator_settings (max_split_size, expandable_segments,
 //                       garbage_collection_threshold, roundup_power2_divisions)
 //   recorded_devices    [{device, usable_bytes, basis}]: usable memory inferred from the recording
 //   xprof.allocators    [{allocator, device, space, limit_bytes, mode: single_region|grow}]
 //   recorded_hardware   {preset, capacity_bytes, basis}
 //   alignment_bytes     (source xla-hlo) the alignment of every buffer
+//   device_sizes        (xla-hlo, jax-memory-profile) sizes are the device's own, already padded
 //   state_only          a snapshot without a trace
 //   rank                the process's rank in its job (a Kineto trace's distributedInfo)
 #pragma once

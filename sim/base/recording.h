@@ -19,12 +19,13 @@
 namespace fragsim {
 
 enum class RecordingSource : std::uint8_t {
-  kPlain,          // a fragsim trace with no recording behind it (hand-written, converted without a source)
-  kGenerated,      // fragsim gen
-  kTorchSnapshot,  // torch.cuda.memory._snapshot() / _dump_snapshot()
-  kXprof,          // an XProf (JAX / TensorFlow profiler) capture with allocator events
-  kXlaHlo,         // XLA's compile-time heap-simulator trace of one module
-  kKineto,         // a PyTorch profiler (Kineto) trace with memory events (profile_memory=True)
+  kPlain,             // a fragsim trace with no recording behind it (hand-written, converted without a source)
+  kGenerated,         // fragsim gen
+  kTorchSnapshot,     // torch.cuda.memory._snapshot() / _dump_snapshot()
+  kXprof,             // an XProf (JAX / TensorFlow profiler) capture with allocator events
+  kXlaHlo,            // XLA's compile-time heap-simulator trace of one module
+  kKineto,            // a PyTorch profiler (Kineto) trace with memory events (profile_memory=True)
+  kJaxMemoryProfile,  // jax.profiler.save_device_memory_profile(): the buffers live at one moment
 };
 
 // A recorded OOM that the device did not cause: the free memory the driver reported with it would
@@ -107,6 +108,7 @@ struct Recording {
         return "PyTorch";
       case RecordingSource::kXprof:
       case RecordingSource::kXlaHlo:
+      case RecordingSource::kJaxMemoryProfile:
         return "XLA";
       default:
         return {};
@@ -123,6 +125,8 @@ struct Recording {
         return "an XProf capture";
       case RecordingSource::kXlaHlo:
         return "an XLA module's heap trace";
+      case RecordingSource::kJaxMemoryProfile:
+        return "a JAX device memory profile";
       case RecordingSource::kGenerated:
         return "a generated trace";
       default:
