@@ -1,6 +1,8 @@
 // PyTorch profiler (Kineto) traces (issue 48): real traces cut in tests/data/kineto (SOURCES.md)
 // replay with their recorded addresses and Total Reserved; every variant of the format is read;
 // the window's starting layout is inferred; what is not a memory profile is refused in one line.
+#include <fmt/format.h>
+
 #include <catch2/catch.hpp>
 #include <filesystem>
 #include <map>
@@ -310,6 +312,16 @@ TEST_CASE("kineto: a report or a JSONL trace named .json is never taken for a pr
   CHECK(cli("run " + jl).code == 0);
   CHECK(is_kineto_file(kineto("mi300x_rank1_hip.json")));
   CHECK(!is_report_path(kineto("mi300x_rank1_hip.json")));
+  // compare's array of reports, its keys sorted: "fragsim_report" after a by-stack table larger
+  // than the 64 KiB the detection reads (a real trace's compare array looks so).
+  std::string sites;
+  for (int i = 0; i < 4000; ++i) sites += fmt::format("{}{{\"bytes\": {}, \"name\": \"ph\"}}", i ? ", " : "", i);
+  auto cmp = write_text("compare.json", "[\n  {\n    \"at_peak_allocated\": {\"sites\": [" + sites +
+                                            "]},\n    \"fragsim_report\": 1\n  }\n]\n");
+  CHECK(!is_kineto_file(cmp));
+  CHECK(is_report_path(cmp));
+  // A Chrome trace that is a bare array of events (the legacy autograd profiler's) is a trace.
+  CHECK(is_kineto_file(write_text("events.json", "[{\"name\": \"[memory]\", \"ph\": \"i\", \"ts\": 1}]")));
   // diff of a profiler trace under two policies replays it.
   auto d = cli("diff " + kineto("t4_matmul_full.pt.trace.json.gz") + " --policies torch-caching,best-fit");
   CHECK(d.code == 0);

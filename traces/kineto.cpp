@@ -47,7 +47,15 @@ bool looks_like_chrome_trace(const std::string& path) {
   size_t at = s.find_first_not_of(" \t\r\n");
   if (at == std::string_view::npos) return false;
   if (s.find("\"fragsim_report\"") != std::string_view::npos) return false;  // a report, or compare's array of them
-  if (s[at] == '[') return true;
+  // An array of events: its first event has a phase ("ph": ...); compare's array of reports, whose
+  // "fragsim_report" key may lie beyond the first 64 KiB, has none.
+  if (s[at] == '[') {
+    for (size_t k = s.find("\"ph\""); k != std::string_view::npos; k = s.find("\"ph\"", k + 1)) {
+      size_t colon = s.find_first_not_of(" \t\r\n", k + 4);
+      if (colon != std::string_view::npos && s[colon] == ':') return true;
+    }
+    return false;
+  }
   if (s[at] != '{') return false;
   std::string_view first = s.substr(at, s.find('\n', at) - at);
   const bool pretty = first.find_first_not_of("{ \t\r") == std::string_view::npos;
