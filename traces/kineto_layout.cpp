@@ -173,10 +173,12 @@ struct Hypothesis {
   std::set<std::uint64_t> bounds;      // segment boundaries inside a large extent
   std::set<std::uint64_t> freed;       // untouched ranges (by start) taken as free, not live
   std::map<std::uint64_t, Bytes> ext;  // segment base → bytes added at its end (free)
+  // A freed untouched range (by start) whose first and last bytes are still live: (head, tail).
+  std::map<std::uint64_t, std::pair<Bytes, Bytes>> kept;
 };
 
 struct Change {
-  enum Kind : std::uint8_t { kBound, kFree, kLive, kExtend } kind;
+  enum Kind : std::uint8_t { kBound, kFree, kLive, kExtend, kKeepHead, kKeepTail, kFreeHead, kFreeTail } kind;
   std::uint64_t at = 0;
   Bytes bytes = 0;
   bool operator<(const Change& o) const { return std::tie(kind, at, bytes) < std::tie(o.kind, o.at, o.bytes); }
@@ -290,6 +292,12 @@ class Inference {
     return it != s.ranges().begin() && std::prev(it)->second > lo;
   }
 
+  // The bytes of the untouched range [lo, hi) that the hypothesis holds live.
+  static Bytes live_in(const Hypothesis& h, std::uint64_t lo, std::uint64_t hi) {
+    if (!h.freed.count(lo)) return hi - lo;
+    auto k = h.kept.find(lo);
+    return k == h.kept.end() ? 0 : k->second.first + k->second.second;
+  }
   Built build(const Hypothesis& h) const {
     Built b;
     // A boundary may not cut a block of the window.
@@ -356,8 +364,7 @@ class Inference {
       }
     }
     if (b.segment_bytes > out_.reserved_before) return b;
-    for (const auto& [lo, hi] : b.untouched)
-      if (!h.freed.count(lo)) b.untouched_live += hi - lo;
+    for (const auto& [lo, hi] : b.untouched) b.untouched_live += live_in(h, lo, hi);
     b.valid = true;
     return b;
   }
@@ -367,8 +374,14 @@ class Inference {
     for (size_t i = 0; i < b.segments.size(); ++i)
       r.add_segment(b.segments[i].base.value(), b.segments[i].size, b.small[i]);
     for (const auto& [x, size] : pre_) r.carve(x, size);
-    for (const auto& [lo, hi] : b.untouched)
-      if (!h.freed.count(lo)) r.carve(lo, hi - lo);
+    for (const auto& [lo, hi] : b.untouched) {
+      if (!h.freed.count(lo)) {
+        r.carve(lo, hi - lo);
+      } else if (auto k = h.kept.find(lo); k != h.kept.end()) {
+        if (k->second.first) r.carve(lo, k->second.first);
+        if (k->second.second) r.carve(hi - k->second.second, k->second.second);
+      }
+    }
     return r;
   }
 
@@ -426,7 +439,23 @@ class Inference {
     };
     auto untouched_next_to = [&](const Replay::View& v) {
       for (const auto& [a, z] : b.untouched)
-        if ((a == v.addr + v.size || z == v.addr) && !h.freed.count(a)) c.push_back({Change::kFree, a, 0});
+        if ((a == v.addr + v.size || z == v.addr) && !h.freed.count(a)) {
+          c.push_back({Change::kFree, a, 0});
+          // Or only its bytes next to the block: the block a little larger.
+          if (z - a > kMinBlock) c.push_back({a == v.addr + v.size ? Change::kFreeHead : Change::kFreeTail, a, z - a});
+        }
+    };
+    // A freed range that ends at x (or starts where a block ends) keeps its last (first) bytes live.
+    auto keep_ending_at = [&](std::uint64_t x) {
+      for (const auto& [a, z] : b.untouched)
+        if (z == x && h.freed.count(a) && z - a > kMinBlock) c.push_back({Change::kKeepTail, a, kMinBlock});
+    };
+    auto keep_inside = [&](const Replay::View& v) {
+      for (const auto& [a, z] : b.untouched)
+        if (a >= v.addr && z <= v.addr + v.size && h.freed.count(a) && z - a > kMinBlock) {
+          c.push_back({Change::kKeepHead, a, kMinBlock});
+          c.push_back({Change::kKeepTail, a, kMinBlock});
+        }
     };
     auto large = [&](const Replay::View& v) {
       return v.seg >= 0 && v.size > 0 && v.found && v.seg < static_cast<int>(b.small.size()) && !b.small[v.seg];
@@ -436,6 +465,7 @@ class Inference {
       if (bx.addr < m.x) {  // its free block must start at x
         if (m.x % kSegmentUnit == 0 && large(bx)) c.push_back({Change::kBound, m.x, 0});
         untouched_in(bx.addr, m.x, true, [&](std::uint64_t a) { c.push_back({Change::kLive, a, 0}); });
+        keep_ending_at(m.x);
       }
       // x's block smaller, or larger.
       untouched_in(m.x + m.size, bx.addr + bx.size, true, [&](std::uint64_t a) { c.push_back({Change::kLive, a, 0}); });
@@ -449,6 +479,12 @@ class Inference {
       // The block taken instead: smaller than the request, or larger than x's.
       untouched_in(z.addr, z.addr + z.size, true, [&](std::uint64_t a) { c.push_back({Change::kLive, a, 0}); });
       untouched_next_to(z);
+      keep_inside(z);
+      // z no larger than just under the request: the part of a freed range inside it past that point live.
+      const std::uint64_t cut = z.addr + m.size - kMinBlock;
+      for (const auto& [a, e] : b.untouched)
+        if (a >= z.addr && e <= z.addr + z.size && h.freed.count(a) && a < cut && cut < e)
+          c.push_back({Change::kKeepTail, a, e - cut});
       if (large(z)) {
         for (std::uint64_t p = up(z.addr + 1, kSegmentUnit); p < z.addr + z.size; p += kSegmentUnit)
           c.push_back({Change::kBound, p, 0});
@@ -472,7 +508,23 @@ class Inference {
       case Change::kFree:
         return h->freed.insert(c.at).second;
       case Change::kLive:
+        h->kept.erase(c.at);
         return h->freed.erase(c.at) > 0;
+      case Change::kFreeHead:
+      case Change::kFreeTail:
+        if (!h->freed.insert(c.at).second) return false;
+        h->kept[c.at] = c.kind == Change::kFreeHead ? std::pair<Bytes, Bytes>{0, c.bytes - kMinBlock}
+                                                    : std::pair<Bytes, Bytes>{c.bytes - kMinBlock, 0};
+        return true;
+      case Change::kKeepHead:
+      case Change::kKeepTail: {
+        if (!h->freed.count(c.at)) return false;
+        auto& k = h->kept[c.at];
+        Bytes& b = c.kind == Change::kKeepHead ? k.first : k.second;
+        if (b == c.bytes) return false;
+        b = c.bytes;
+        return true;
+      }
       case Change::kExtend:
         if (h->ext.count(c.at)) return false;
         h->ext[c.at] = c.bytes;
@@ -490,11 +542,17 @@ class Inference {
     out_.tails_freed = h.freed.size();
     out_.extended = h.ext.size();
     for (const auto& [x, size] : pre_) out_.blocks.push_back({Addr(x), size, KinetoLayout::BlockKind::kFreedInWindow});
-    for (const auto& [lo, hi] : b.untouched)
+    for (const auto& [lo, hi] : b.untouched) {
       if (!h.freed.count(lo)) {
         out_.blocks.push_back({Addr(lo), hi - lo, KinetoLayout::BlockKind::kUntouched});
         out_.untouched_live += hi - lo;
+      } else if (auto k = h.kept.find(lo); k != h.kept.end()) {
+        if (k->second.first) out_.blocks.push_back({Addr(lo), k->second.first, KinetoLayout::BlockKind::kUntouched});
+        if (k->second.second)
+          out_.blocks.push_back({Addr(hi - k->second.second), k->second.second, KinetoLayout::BlockKind::kUntouched});
+        out_.untouched_live += k->second.first + k->second.second;
       }
+    }
     out_.segments = b.segments;
     // The reserved memory the window never touches: the live bytes not yet placed in one segment
     // (held whole: a free remainder there could serve the window's requests), the rest free on a

@@ -25,9 +25,13 @@
 // allocated before the window); the reserved memory left over is one segment the window never
 // uses. Then each allocation of the window whose address this state would not reproduce
 // suggests a change: a segment boundary at its address (its free block must start there), a
-// touched-free range's untouched tail free (a block the real allocator preferred was larger), a
-// segment extended from the left-over reserved memory (the same, at a segment's end), a
-// boundary or a live range cutting a free block the real allocator did not take. A change is
+// touched-free range's untouched tail free (a block the real allocator preferred was larger), or
+// only its 512 bytes next to that block, a segment extended from the left-over reserved memory
+// (the same, at a segment's end), a boundary or a live range cutting a free block the real
+// allocator did not take — or, inside an untouched range taken as free, live bytes from the point
+// that leaves that block just under the request (or from its end, when the free block must start
+// at the address: a block of 512 B before it), since memory allocated before the window need not
+// fill a whole untouched range. A change is
 // kept when a replay of the window through this model of the allocator reproduces more
 // addresses (free-running, then with every allocation put where it was recorded); the search
 // stops when no change helps or its budget (about 2·10^7 replayed events) is spent.
