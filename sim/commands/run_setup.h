@@ -21,9 +21,9 @@ struct RunRequest {
   std::string policy{};    // POLICY or POLICY[k=v,...]; "" = chosen by --env, else by the recording and hardware
   std::vector<std::string> sets{}, envs{};  // --set KEY=VALUE, --env VAR=VALUE
   bool keep_going = false, lenient = false, check = false;
-  bool follow_recording = false;  // --follow-recording (sim/engine/recording_fidelity.h)
+  bool follow_recording = false;   // --follow-recording (sim/engine/recording_fidelity.h)
   std::string pre_trace = "auto";  // --pre-trace auto|recorded|rebuilt (sim/engine/prior_state.h)
-  bool strict = false;            // --strict: a recording with nothing to replay is an input error
+  bool strict = false;             // --strict: a recording with nothing to replay is an input error
   // --failed-alloc [DEVICE:]SIZE[@EVENT]: a request the program failed on, inserted before event
   // EVENT, else after the last (an XProf capture records only the allocations that succeeded).
   std::vector<std::string> failed_allocs{};
