@@ -472,7 +472,9 @@ void register_static_heap(Registry& r) {
                     if (o.alignment == 0) throw InputError("policy static-heap: alignment: must be > 0");
                     o.capacity = ctx.space->usable();
                     auto source = ctx.recording ? ctx.recording->source : RecordingSource::kPlain;
-                    o.recorded_offsets = source != RecordingSource::kXprof && source != RecordingSource::kTorchSnapshot;
+                    o.recorded_offsets = source != RecordingSource::kXprof &&
+                                         source != RecordingSource::kTorchSnapshot &&
+                                         source != RecordingSource::kKineto;  // runtime addresses, not offsets
                     o.device = ctx.device_index;
                     return [o](const PolicyContext&) { return std::make_unique<StaticHeapPolicy>(o); };
                   },

@@ -249,6 +249,8 @@ void register_tpu_padded(Registry& r) {
   info.models_sharding = true;
   info.defaults = {{RecordingSource::kXprof, "tpu", "tpu-padded[inner=tpu-runtime]",
                     "the trace is an XProf capture of the TPU runtime's allocator"},
+                   {RecordingSource::kJaxMemoryProfile, "tpu", "tpu-padded[inner=tpu-runtime]",
+                    "the trace is a JAX device memory profile of a TPU"},
                    {std::nullopt, "tpu", "tpu-padded", "the hardware is a TPU"}};
   r.add(std::move(info));
 }

@@ -892,7 +892,8 @@ void register_xla_bfc(Registry& r) {
         "(one region or growth on demand; unless preallocate is given)"}}};
   info.frameworks = {Framework::kJax, Framework::kTensorFlow};
   info.fraction = jax_memory_fraction();
-  info.defaults = {{RecordingSource::kXprof, "gpu", "xla-bfc", "the trace is an XProf capture of XLA's BFC allocator"}};
+  info.defaults = {{RecordingSource::kXprof, "gpu", "xla-bfc", "the trace is an XProf capture of XLA's BFC allocator"},
+                   {RecordingSource::kJaxMemoryProfile, "gpu", "xla-bfc", "the trace is a JAX device memory profile"}};
   info.what_ifs = xla_bfc_what_ifs;
   info.advise = advise_xla_bfc;
   r.add(std::move(info));

@@ -55,6 +55,57 @@ std::optional<RecordedAllocatorCap> allocator_cap(const nlohmann::json& d, const
                               (*it)["device_free_bytes"].get<Bytes>(), (*it)["oom_event"].get<std::uint64_t>()};
 }
 
+// A profiler trace's figures (traces/kineto.h), one line per device.
+void describe_kineto(const nlohmann::json& k, std::vector<std::string>* lines) {
+  auto n = [](const nlohmann::json& j, const char* key) {
+    auto it = j.find(key);
+    return it != j.end() && it->is_number_unsigned() ? it->get<std::uint64_t>() : std::uint64_t{0};
+  };
+  std::string who = k.contains("rank") ? fmt::format(", rank {}", n(k, "rank")) : "";
+  if (k.contains("world_size")) who += fmt::format(" of {}", n(k, "world_size"));
+  lines->push_back(fmt::format("PyTorch profiler trace: {} memory events{}{}; time: {}", n(k, "events"), who,
+                               k.value("with_stack", false) ? ", with Python stacks" : "",
+                               k.value("time", std::string("?"))));
+  for (const auto& d : k.value("devices", nlohmann::json::array())) {
+    if (!d.is_object()) continue;
+    std::vector<std::string> what{d.value("platform", std::string("GPU"))};
+    if (d.contains("name")) what.push_back(d.value("name", std::string()));
+    if (d.contains("memory_bytes")) what.push_back(human_bytes(n(d, "memory_bytes")));
+    if (d.contains("compute_capability"))
+      what.push_back("compute capability " + d.value("compute_capability", std::string()));
+    lines->push_back(fmt::format("device {} ({}): {} allocations, {} frees; peak Total Reserved {}", n(d, "device"),
+                                 fmt::join(what, ", "), n(d, "allocations"), n(d, "frees"),
+                                 human_bytes(n(d, "peak_reserved_bytes"))));
+    lines->push_back(fmt::format(
+        "device {} before the window: {} reserved in {} segments, {} live ({} freed in the window at recorded "
+        "addresses, {} inferred in ranges it never touches, {} at no address it states); {} reserved and free, "
+        "cached on no stream the window allocates on",
+        n(d, "device"), human_bytes(n(d, "reserved_before_bytes")), n(d, "segments_before"),
+        human_bytes(n(d, "live_before_bytes")), human_bytes(n(d, "freed_in_window_bytes")),
+        human_bytes(n(d, "untouched_live_bytes")), human_bytes(n(d, "unplaced_live_bytes")),
+        human_bytes(n(d, "idle_free_bytes"))));
+    if (auto s = d.find("layout_search"); s != d.end() && s->is_object())
+      lines->push_back(fmt::format(
+          "device {} layout inferred in {} replays ({} segment boundaries, {} free tails, {} segments extended): "
+          "its model reproduces {}/{} recorded addresses",
+          n(d, "device"), n(*s, "replays"), n(*s, "boundaries"), n(*s, "tails_freed"), n(*s, "extended"),
+          n(*s, "addresses_predicted"), n(*s, "allocations")));
+    if (n(d, "frees_missing") || n(d, "frees_skipped"))
+      lines->push_back(
+          fmt::format("device {}: {} allocations at a live block's address (its free missing), {} frees "
+                      "of no live block, skipped",
+                      n(d, "device"), n(d, "frees_missing"), n(d, "frees_skipped")));
+  }
+  if (auto h = k.find("host"); h != k.end() && h->is_object())
+    lines->push_back(
+        fmt::format("host memory (CPU events, space host of device {}): {} allocations, {} frees, {} live "
+                    "before the window",
+                    n(*h, "device"), n(*h, "allocations"), n(*h, "frees"), human_bytes(n(*h, "live_before_bytes"))));
+  if (n(k, "skipped_other_device_events"))
+    lines->push_back(fmt::format("not imported: {} memory events of other device types (neither CPU, CUDA nor HIP)",
+                                 n(k, "skipped_other_device_events")));
+}
+
 }  // namespace
 
 Recording recording_from_header(const nlohmann::json& h, const std::string& file, std::uint64_t line) {
@@ -68,6 +119,10 @@ Recording recording_from_header(const nlohmann::json& h, const std::string& file
     r.source = RecordingSource::kXprof;
   else if (source == "xla-hlo")
     r.source = RecordingSource::kXlaHlo;
+  else if (source == "kineto")
+    r.source = RecordingSource::kKineto;
+  else if (source == "jax-memory-profile")
+    r.source = RecordingSource::kJaxMemoryProfile;
   else if (source == "fragsim gen")
     r.source = RecordingSource::kGenerated;
   if (h.contains("allocator_settings")) r.torch_settings = torch_settings(h["allocator_settings"]);
@@ -123,6 +178,7 @@ Recording recording_from_header(const nlohmann::json& h, const std::string& file
           r.alignments[x["device"].get<std::uint32_t>()] = x["alignment_bytes"].get<Bytes>();
     r.device_sizes = h.value("device_sizes", false) == true;
   }
+  if (r.source == RecordingSource::kJaxMemoryProfile) r.device_sizes = h.value("device_sizes", false) == true;
   if (auto n = h.find("device_names"); n != h.end() && n->is_object())
     for (const auto& [k, v] : n->items()) {
       char* end = nullptr;
@@ -136,6 +192,10 @@ Recording recording_from_header(const nlohmann::json& h, const std::string& file
     r.recorded_by_basis = by->value("basis", std::string());
   }
   r.state_only = h.value("state_only", false) == true;
+  if (auto k = h.find("rank"); k != h.end()) {
+    if (!k->is_number_unsigned() || k->get<std::uint64_t>() > UINT32_MAX) throw bad("rank", "must be a rank number");
+    r.rank = k->get<std::uint32_t>();
+  }
   return r;
 }
 
@@ -167,7 +227,10 @@ std::vector<std::string> describe_header(const nlohmann::json& h) {
                                                "device_names",
                                                "device_sizes",
                                                "recording_set",
-                                               "recorded_by"};
+                                               "recorded_by",
+                                               "kineto",
+                                               "rank",
+                                               "jax_memory_profile"};
   const std::string source = h.value("source", std::string());
   if (!source.empty()) lines.push_back("recorded by: " + source);
   if (auto by = h.find("recorded_by"); by != h.end() && by->is_object()) {
@@ -235,6 +298,15 @@ std::vector<std::string> describe_header(const nlohmann::json& h) {
     }
     if (allocators.empty())
       lines.push_back("warning: no allocator events in this capture: " + no_allocator_events_hint());
+  }
+  if (auto k = h.find("kineto"); k != h.end() && k->is_object()) describe_kineto(*k, &lines);
+  if (auto m = h.find("jax_memory_profile"); m != h.end() && m->is_object()) {
+    for (const auto& d : m->value("devices", nlohmann::json::array()))
+      if (d.is_object())
+        lines.push_back(fmt::format("device {}: {} buffers live, {}", d.value("device", 0), d.value("buffers", 0),
+                                    human_bytes(d.value("bytes", Bytes{0}))));
+    lines.push_back(fmt::format("{} compiled executables ({} of code), on no device", m->value("executables", 0),
+                                human_bytes(m->value("executable_bytes", Bytes{0}))));
   }
   if (auto hw = h.find("recorded_hardware"); hw != h.end() && hw->is_object())
     lines.push_back(

@@ -2,7 +2,8 @@
 // serialised form — importers write these keys, every reader reads them back here, once — so a
 // capture converted to JSONL or .fstrace carries the same recording as the capture itself.
 //
-//   source              "torch-snapshot" | "xprof" | "xla-hlo" | "fragsim gen" (else a plain trace)
+//   source              "torch-snapshot" | "kineto" | "xprof" | "xla-hlo" | "jax-memory-profile" | "fragsim gen"
+//                       (else a plain trace)
 //   allocator_settings  a PyTorch snapshot's allocator_settings (max_split_size, expandable_segments,
 //                       garbage_collection_threshold, roundup_power2_divisions)
 //   recorded_devices    [{device, usable_bytes, basis}]: usable memory inferred from the recording
@@ -11,7 +12,9 @@
 //   recorded_by         {framework: "JAX"|"TensorFlow"|"PyTorch", platform: "CUDA"|"ROCm"|"TPU", basis}:
 //                       whose allocator logged the events, and on which platform (sim/base/framework.h)
 //   alignment_bytes     (source xla-hlo) the alignment of every buffer
+//   device_sizes        (xla-hlo, jax-memory-profile) sizes are the device's own, already padded
 //   state_only          a snapshot without a trace
+//   rank                the process's rank in its job (a Kineto trace's distributedInfo)
 #pragma once
 #include <nlohmann/json.hpp>
 #include <string>

@@ -9,6 +9,7 @@
 
 #include "sim/base/error.h"
 #include "sim/base/io.h"
+#include "traces/kineto.h"
 
 namespace fragsim {
 
@@ -17,6 +18,9 @@ namespace {
 bool is_snapshot_file(const std::string& p) {
   return ends_with(p, ".pickle") || ends_with(p, ".pickle.zst") || ends_with(p, ".pkl") || ends_with(p, ".pkl.zst");
 }
+
+// A member of a set: a snapshot or a profiler trace (a folder of traces is the Kineto reader's).
+bool is_member_file(const std::string& p) { return is_snapshot_file(p) || is_kineto_file(p); }
 
 std::vector<std::string> set_files(const std::string& path) {
   std::vector<std::string> files;
@@ -60,34 +64,51 @@ class SetReader : public TraceReader {
   SetReader(const std::string& path, std::vector<std::string> files, const ReaderOptions& opt)
       : TraceReader(path, opt) {
     std::sort(files.begin(), files.end(), file_before);
-    // Each file's devices: those its events use (read once: snapshots are read whole anyway).
-    std::vector<std::set<std::uint32_t>> used(files.size());
+    // A file's rank: its name's ("rank3"), else the one its recording states (a profiler trace's
+    // distributedInfo), when every file has one and no two share it; then files in rank order.
+    std::vector<long> rank(files.size());
+    std::vector<std::unique_ptr<TraceReader>> readers;
     for (size_t i = 0; i < files.size(); ++i) {
       if (is_recording_set(files[i])) throw InputError(files[i] + ": a set inside a set of recordings");
+      readers.push_back(open_trace(files[i], ReaderOptions{opt.lenient}));
+      rank[i] = rank_of(files[i]);
+      if (rank[i] < 0 && readers.back()->recording().rank) rank[i] = *readers.back()->recording().rank;
+    }
+    std::set<long> ranks(rank.begin(), rank.end());
+    const bool named = !ranks.count(-1) && ranks.size() == files.size();
+    if (named) {
+      std::vector<size_t> order(files.size());
+      for (size_t i = 0; i < order.size(); ++i) order[i] = i;
+      std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) { return rank[a] < rank[b]; });
+      std::vector<std::string> f2;
+      std::vector<long> r2;
+      std::vector<std::unique_ptr<TraceReader>> rd2;
+      for (size_t i : order) f2.push_back(files[i]), r2.push_back(rank[i]), rd2.push_back(std::move(readers[i]));
+      files = std::move(f2), rank = std::move(r2), readers = std::move(rd2);
+    }
+    // Each file's devices: those its events use (read once: snapshots and traces are read whole anyway).
+    std::vector<std::set<std::uint32_t>> used(files.size());
+    for (size_t i = 0; i < files.size(); ++i) {
       auto probe = open_trace(files[i], ReaderOptions{opt.lenient});
       Event e;
       while (probe->next(e)) used[i].insert(e.device);
       if (used[i].empty()) used[i].insert(0);
     }
-    // Rank N is device N when every name states a distinct rank and every file has one device;
-    // otherwise (a rank with two devices beside a rank with one) each file's devices follow the
-    // previous files' — ranks numbered onto one device would be replayed as one GPU.
-    std::set<long> ranks;
-    for (const auto& f : files) ranks.insert(rank_of(f));
-    const bool by_rank = !ranks.count(-1) && ranks.size() == files.size() &&
-                         std::all_of(used.begin(), used.end(), [](const auto& u) { return u.size() == 1; });
-    const bool named = !ranks.count(-1) && ranks.size() == files.size();
+    // Rank N is device N when every file states a distinct rank and has one device; otherwise (a
+    // rank with two devices beside a rank with one) each file's devices follow the previous files'
+    // — ranks numbered onto one device would be replayed as one GPU.
+    const bool by_rank = named && std::all_of(used.begin(), used.end(), [](const auto& u) { return u.size() == 1; });
     nlohmann::json members = nlohmann::json::array(), names = nlohmann::json::object(),
                    recorded = nlohmann::json::array();
     std::uint64_t next_device = 0;
     for (size_t i = 0; i < files.size(); ++i) {
       Member m;
-      m.reader = open_trace(files[i], ReaderOptions{opt.lenient});
-      const long rank = named ? rank_of(files[i]) : -1;
+      m.reader = std::move(readers[i]);
+      const long rank_i = named ? rank[i] : -1;
       if (next_device + used[i].size() > std::uint64_t{UINT32_MAX} + 1)
         throw InputError(files[i] + ": its devices, after the earlier files', are beyond the 32-bit device ordinals");
-      const std::uint32_t base = by_rank ? static_cast<std::uint32_t>(rank) : static_cast<std::uint32_t>(next_device);
-      std::string who = rank >= 0 ? fmt::format("rank {}", rank) : std::filesystem::path(files[i]).stem().string();
+      const std::uint32_t base = by_rank ? static_cast<std::uint32_t>(rank_i) : static_cast<std::uint32_t>(next_device);
+      std::string who = rank_i >= 0 ? fmt::format("rank {}", rank_i) : std::filesystem::path(files[i]).stem().string();
       nlohmann::json devs = nlohmann::json::array();
       std::uint32_t k = 0;
       for (auto d : used[i]) {
@@ -113,6 +134,7 @@ class SetReader : public TraceReader {
     }
     if (!header_.is_object()) header_ = {{"fragsim_trace", 1}};
     header_.erase("recorded_devices");
+    header_.erase("rank");  // each file's own
     if (!recorded.empty()) header_["recorded_devices"] = recorded;
     header_["recording_set"] = members;
     header_["device_names"] = names;
@@ -155,14 +177,19 @@ bool is_recording_set(const std::string& path) {
   auto files = set_files(path);
   if (files.empty()) return false;
   std::error_code ec;
-  if (!std::filesystem::is_directory(path, ec))  // a list: every piece a snapshot file
-    return std::all_of(files.begin(), files.end(), is_snapshot_file);
+  if (!std::filesystem::is_directory(path, ec))  // a list: every piece a snapshot or a profiler trace
+    return std::all_of(files.begin(), files.end(), is_member_file);
   return true;
 }
 
 std::unique_ptr<TraceReader> make_recording_set_reader(const std::string& path, const ReaderOptions& opt) {
   auto files = set_files(path);
   if (files.empty()) throw InputError(path + ": no PyTorch snapshots (*.pickle) in this set");
+  return std::make_unique<SetReader>(path, std::move(files), opt);
+}
+
+std::unique_ptr<TraceReader> make_recording_set_reader(const std::string& path, std::vector<std::string> files,
+                                                       const ReaderOptions& opt) {
   return std::make_unique<SetReader>(path, std::move(files), opt);
 }
 

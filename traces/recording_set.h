@@ -1,9 +1,11 @@
 // Several recordings of one job replayed as one multi-device run (docs/importers.md, "Sets of
 // recordings"): PyTorch jobs write one snapshot per rank (`snapshot_rank{N}.pickle`), given as a
-// directory that holds them or as a comma-separated list of files.
+// directory that holds them or as a comma-separated list of files, or one profiler trace per rank
+// (a TensorBoard log directory's workers, traces/kineto.h, or files joined by commas).
 //
 //   devices  each file's devices are numbered after the previous files' (a file with one device
-//            — the usual rank snapshot — is device N for rank N when every name says its rank);
+//            — the usual rank snapshot — is device N for rank N when every name says its rank,
+//            or every recording does: a profiler trace's distributedInfo);
 //            the header's `device_names` name them "rank N" (or the file's stem);
 //   events   merged by time (stable: ties keep file order), each file's own order kept; stack
 //            ids are made distinct per file; allocation ids are per device already;
@@ -13,13 +15,19 @@
 #pragma once
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "traces/trace_reader.h"
 
 namespace fragsim {
 
-// A directory holding PyTorch snapshots (*.pickle, *.pickle.zst), or "a.pickle,b.pickle,...".
+// A directory holding PyTorch snapshots (*.pickle, *.pickle.zst), or "a.pickle,b.pickle,..." (the
+// pieces snapshots or profiler traces, traces/kineto.h).
 [[nodiscard]] bool is_recording_set(const std::string& path);
 [[nodiscard]] std::unique_ptr<TraceReader> make_recording_set_reader(const std::string& path, const ReaderOptions& opt);
+// The set of these files, named `path` in messages (a profile directory's workers).
+[[nodiscard]] std::unique_ptr<TraceReader> make_recording_set_reader(const std::string& path,
+                                                                     std::vector<std::string> files,
+                                                                     const ReaderOptions& opt);
 
 }  // namespace fragsim

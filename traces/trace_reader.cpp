@@ -9,7 +9,9 @@
 #include "sim/base/error.h"
 #include "sim/base/io.h"
 #include "traces/fstrace.h"
+#include "traces/jax_memory_profile.h"
 #include "traces/jsonl.h"
+#include "traces/kineto.h"
 #include "traces/recording_header.h"
 #include "traces/recording_set.h"
 #include "traces/torch_snapshot.h"
@@ -131,6 +133,9 @@ bool TraceReader::next(Event& ev) {
           fail(ev.line, fmt::format("id: alloc of id {} which is already live on device {}", ev.id, ev.device));
         break;
       }
+      case Op::kReserved:
+        if (!ev.has(key::kSize)) fail(ev.line, "size: missing required key");
+        break;
       case Op::kStack:
         if (!ev.has(key::kId)) fail(ev.line, "id: missing required key");
         if (!ev.has(key::kFrames)) fail(ev.line, "frames: missing required key");
@@ -351,14 +356,17 @@ ReaderFactory decode_once(const std::string& path, const ReaderOptions& opt) {
 }
 
 bool decodes_whole(const std::string& path) {
-  return is_xprof_path(path) || is_recording_set(path) || is_hlo_proto_path(path) || ends_with(path, ".pickle") ||
-         ends_with(path, ".pkl") || ends_with(path, ".pickle.zst") || ends_with(path, ".pkl.zst");
+  return is_xprof_path(path) || is_kineto_path(path) || is_jax_memory_profile_path(path) || is_recording_set(path) ||
+         is_hlo_proto_path(path) || ends_with(path, ".pickle") || ends_with(path, ".pkl") ||
+         ends_with(path, ".pickle.zst") || ends_with(path, ".pkl.zst");
 }
 
 std::unique_ptr<TraceReader> open_trace(const std::string& path, const ReaderOptions& opt) {
   if (ends_with(path, ".fstrace")) return make_fstrace_reader(path, opt);
   if (is_xprof_path(path)) return make_xprof_reader(path, opt);
-  if (is_recording_set(path)) return make_recording_set_reader(path, opt);  // per-rank snapshots
+  if (is_kineto_path(path)) return make_kineto_reader(path, opt);  // profiler traces, a log directory
+  if (is_jax_memory_profile_path(path)) return make_jax_memory_profile_reader(path, opt);
+  if (is_recording_set(path)) return make_recording_set_reader(path, opt);  // per-rank snapshots or traces
   if (is_hlo_proto_path(path)) {  // a dumped module: its compile-time heap trace
     auto mods = list_hlo_modules(path);
     return make_hlo_module_reader(path, mods.empty() ? std::string() : mods.front().name);
@@ -369,8 +377,8 @@ std::unique_ptr<TraceReader> open_trace(const std::string& path, const ReaderOpt
   if (ends_with(path, ".jsonl") || ends_with(path, ".jsonl.zst") || ends_with(path, ".json"))
     return make_jsonl_reader(path, opt);
   throw InputError(path +
-                   ": unknown trace format (expected .jsonl, .jsonl.zst, .fstrace, .pickle, .pickle.zst, .xplane.pb "
-                   "or a profile directory)");
+                   ": unknown trace format (expected .jsonl, .jsonl.zst, .fstrace, .pickle, .pickle.zst, .xplane.pb, "
+                   "a PyTorch profiler trace .json or .json.gz, a JAX memory profile .prof, or a profile directory)");
 }
 
 std::uint64_t convert_trace(const std::string& in, const std::string& out, const std::string& module, bool lenient) {

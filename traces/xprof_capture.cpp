@@ -13,6 +13,8 @@
 #include "sim/base/framework.h"
 #include "sim/base/io.h"
 #include "sim/base/text.h"
+#include "traces/gpu_preset.h"
+#include "traces/profile_dirs.h"
 #include "traces/proto_scan.h"
 #include "traces/recorded_layout.h"
 #include "traces/xprof_names.h"
@@ -498,14 +500,8 @@ class Importer {
     // Another device has no preset: a base preset's allocation granularity and device-call costs
     // stand in, and the basis says so.
     const bool amd = d.vendor == "AMD";
-    const auto cc = std::make_pair(d.cc_major, d.cc_minor);
-    std::string preset;
-    if (amd && cc == std::make_pair(9, 4)) preset = "mi300x";
-    if (!amd && cc == std::make_pair(8, 0) && d.memory_size > 32 * kGiB)  // (an A30's 24 GB: no preset)
-      preset = d.memory_size > 48 * kGiB ? "a100-80g" : "a100-40g";
-    if (!amd && cc == std::make_pair(9, 0)) preset = d.memory_size > 100 * kGiB ? "h200-141g" : "h100-80g";
-    if (!amd && cc == std::make_pair(10, 0)) preset = "b200";
-    const std::string base = amd ? "mi300x" : "h100-80g";
+    const std::string preset = gpu_preset(amd, d.cc_major, d.cc_minor, d.memory_size);
+    const std::string base = gpu_base_preset(amd);
     std::string basis = fmt::format(
         "the device plane: {} GPU{}, memory_size {} B", d.vendor.empty() ? "a" : d.vendor,
         d.cc_major >= 0 ? fmt::format(" (compute capability {}.{})", d.cc_major, d.cc_minor) : "", d.memory_size);
@@ -533,61 +529,15 @@ class Importer {
   bool tf_host_bfc_ = false;           // an allocator named as TensorFlow names its host BFC
 };
 
-}  // namespace
-
-namespace {
-
 bool is_capture_file(const std::filesystem::path& p) {
   const std::string s = p.string();
   return ends_with(s, ".xplane.pb") || ends_with(s, ".xplane.pb.zst");
 }
 
-bool holds_captures(const std::filesystem::path& dir) {
-  std::error_code ec;
-  for (const auto& e : std::filesystem::directory_iterator(dir, ec))
-    if (is_capture_file(e.path()) && !e.is_directory(ec)) return true;
-  return false;
-}
-
-// The folders under dir (itself included) that hold captures: breadth first, without following links, a few levels down
-// (JAX writes DIR/plugins/profile/<run>/<host>.xplane.pb), and a bounded number of folders.
-constexpr int kDepth = 6;
-constexpr size_t kFolders = 20000;
-std::vector<std::filesystem::path> profile_runs(const std::string& dir) {
-  if (holds_captures(dir)) return {dir};
-  std::vector<std::filesystem::path> level{dir}, runs;
-  size_t seen = 0;
-  for (int d = 0; d < kDepth && !level.empty() && seen < kFolders; ++d) {
-    std::vector<std::filesystem::path> next;
-    for (const auto& p : level) {
-      std::error_code ec;
-      for (const auto& e : std::filesystem::directory_iterator(p, ec)) {
-        if (e.is_symlink(ec) || !e.is_directory(ec) || ++seen > kFolders) continue;
-        if (holds_captures(e.path()))
-          runs.push_back(e.path());
-        else
-          next.push_back(e.path());
-      }
-    }
-    level = std::move(next);
-  }
-  std::sort(runs.begin(), runs.end());
-  return runs;
-}
-
 }  // namespace
 
 std::string find_profile_run(const std::string& dir) {
-  std::vector<std::filesystem::path> runs = profile_runs(dir);
-  if (runs.empty())
-    throw InputError(fmt::format("{}: no *.xplane.pb capture in this folder or the {} levels below it", dir, kDepth));
-  if (runs.size() > 1) {
-    std::string list;
-    for (size_t i = 0; i < runs.size() && i < 8; ++i) list += (i ? ", " : "") + runs[i].string();
-    throw InputError(fmt::format("{}: {} profile runs under it ({}{}): name the one to read", dir, runs.size(), list,
-                                 runs.size() > 8 ? ", ..." : ""));
-  }
-  return runs.front().string();
+  return find_one_run(dir, "*.xplane.pb capture", is_capture_file);
 }
 
 std::string tpu_preset(std::string_view model) {
@@ -603,7 +553,7 @@ std::string tpu_preset(std::string_view model) {
 bool is_xprof_path(const std::string& path) {
   if (ends_with(path, ".xplane.pb") || ends_with(path, ".xplane.pb.zst")) return true;
   std::error_code ec;
-  return std::filesystem::is_directory(path, ec) && !profile_runs(path).empty();  // a profile folder, any depth
+  return std::filesystem::is_directory(path, ec) && !profile_runs(path, is_capture_file).empty();  // any depth
 }
 
 std::vector<std::string> xprof_capture_files(const std::string& path) {

@@ -7,7 +7,7 @@ namespace fragsim {
 namespace {
 constexpr std::string_view kOpNames[] = {"alloc",        "free",        "mark",          "segment_alloc",
                                          "segment_free", "segment_map", "segment_unmap", "free_requested",
-                                         "oom",          "empty_cache", "stack"};
+                                         "oom",          "empty_cache", "stack",         "reserved"};
 constexpr std::string_view kDtypeNames[] = {"",       "f32",    "f16", "bf16", "f64", "s8",  "u8",
                                             "s16",    "u16",    "s32", "u32",  "s64", "u64", "pred",
                                             "f8e4m3", "f8e5m2", "s4",  "u4",   "c64", "c128"};

@@ -28,6 +28,9 @@ enum class Op : std::uint8_t {
   // Program actions and metadata (appended: .fstrace stores op codes).
   kEmptyCache,  // the program asked the allocator to release its cache (torch.cuda.empty_cache())
   kStack,       // defines stack `id` as `frames`, for allocs that name it (`stack`)
+  // The recording allocator's reserved memory on `device` after the event before it (`size`
+  // bytes: a profiler trace's Total Reserved). An observation: replay never depends on it.
+  kReserved,
   kCount
 };
 std::string_view op_name(Op op);

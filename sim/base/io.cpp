@@ -5,6 +5,7 @@
 #include <signal.h>
 #include <sys/stat.h>
 #include <unistd.h>
+#include <zlib.h>
 #include <zstd.h>
 
 #include <algorithm>
@@ -134,10 +135,69 @@ class ZstdSource : public ByteSource {
   LimitCounter out_;
 };
 
+// Whether a file starts as a gzip stream does (1f 8b 08: JAX writes its gzipped memory profiles as
+// `.prof`).
+bool is_gzip(const std::string& path) {
+  std::uint64_t size = 0;
+  std::FILE* f = open_input(path, &size);
+  unsigned char magic[3] = {0, 0, 0};
+  size_t n = std::fread(magic, 1, 3, f);
+  std::fclose(f);
+  return n == 3 && magic[0] == 0x1f && magic[1] == 0x8b && magic[2] == 0x08;
+}
+
+// gzip (zlib's inflate; several members read as one, as gzip -d does): PyTorch's TensorBoard
+// handler writes profiler traces so, and JAX its device memory profiles.
+class GzipSource : public ByteSource {
+ public:
+  explicit GzipSource(const std::string& path)
+      : file_(path), path_(path), in_(1 << 16), out_(Limit::kDecompressed, path, file_.size()) {
+    if (inflateInit2(&zs_, 15 + 16) != Z_OK) throw EnvError(path + ": zlib cannot start");
+  }
+  ~GzipSource() override { inflateEnd(&zs_); }
+  size_t read(char* dst, size_t n) override {
+    zs_.next_out = reinterpret_cast<Bytef*>(dst);
+    zs_.avail_out = static_cast<uInt>(std::min<size_t>(n, UINT32_MAX));
+    while (zs_.avail_out == std::min<size_t>(n, UINT32_MAX)) {
+      if (zs_.avail_in == 0) {
+        size_t got = file_.read(in_.data(), in_.size());
+        if (got == 0) {
+          if (!member_done_) throw InputError(path_ + ": truncated gzip stream");
+          return 0;
+        }
+        zs_.next_in = reinterpret_cast<Bytef*>(in_.data());
+        zs_.avail_in = static_cast<uInt>(got);
+      }
+      if (member_done_) {  // another member follows
+        if (inflateReset(&zs_) != Z_OK) throw InputError(path_ + ": corrupt gzip stream");
+        member_done_ = false;
+      }
+      int r = inflate(&zs_, Z_NO_FLUSH);
+      if (r == Z_STREAM_END) {
+        member_done_ = true;
+      } else if (r != Z_OK && r != Z_BUF_ERROR) {
+        throw InputError(path_ + ": corrupt gzip stream: " + (zs_.msg ? zs_.msg : "inflate failed"));
+      }
+    }
+    size_t got = std::min<size_t>(n, UINT32_MAX) - zs_.avail_out;
+    out_.spend(got);  // a small file must not expand without bound (sim/base/limits.h)
+    return got;
+  }
+
+ private:
+  FileSource file_;
+  std::string path_;
+  std::vector<char> in_;
+  z_stream zs_{};
+  bool member_done_ = false;
+  LimitCounter out_;
+};
+
 }  // namespace
 
 std::unique_ptr<ByteSource> open_source(const std::string& path) {
   if (ends_with(path, ".zst")) return std::make_unique<ZstdSource>(path);
+  if (ends_with(path, ".gz") || is_gzip(path)) return std::make_unique<GzipSource>(path);
   return std::make_unique<FileSource>(path);
 }
 

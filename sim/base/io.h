@@ -1,6 +1,6 @@
 // Byte-level I/O shared by every reader and writer.
 //
-//   ByteSource  — sequential bytes of an input file, decompressing `.zst` transparently. Inputs
+//   ByteSource  — sequential bytes of an input file, decompressing `.zst` and `.gz` transparently. Inputs
 //                 are regular files only (here and in read_file): a device (/dev/zero), a FIFO
 //                 or a folder is an input error, so no input is endless.
 //   AtomicFile  — an output written to a fresh PATH.tmp.XXXXXX, created with O_EXCL beside PATH
@@ -38,7 +38,7 @@ class ByteSource {
 std::uint64_t input_bytes_read();
 std::uint64_t input_events_read();
 void count_input_events(std::uint64_t n);
-// Opens PATH (decompressing when it ends in .zst, up to the `decompressed` limit). Throws EnvError
+// Opens PATH (decompressing when it ends in .zst or .gz, up to the `decompressed` limit). Throws EnvError
 // when it cannot be read, InputError when it is not a regular file or expands beyond the limit.
 [[nodiscard]] std::unique_ptr<ByteSource> open_source(const std::string& path);
 
@@ -91,7 +91,7 @@ class AtomicFile {
 
 // Reads a whole file (EnvError when it cannot be read).
 [[nodiscard]] std::string read_file(const std::string& path);
-// Reads a whole input, decompressing `.zst`; an InputError when it holds more than `limit` bytes.
+// Reads a whole input, decompressing `.zst` and `.gz`; an InputError when it holds more than `limit` bytes.
 [[nodiscard]] std::string read_input(const std::string& path, std::uint64_t limit);
 // Calls f(line, line_number) for each line of an input (decompressing `.zst`), without the
 // newline; a line longer than max_line bytes is an InputError naming the file and line.

@@ -30,7 +30,7 @@ struct LimitSpec {
 // their .zst and captures to 5x; a snapshot decodes into about 1 object per compressed byte
 // (6 for the smallest) and its conversion copies up to 340 bytes of frames per compressed byte).
 constexpr std::array<LimitSpec, static_cast<size_t>(Limit::kCount)> kSpecs = {{
-    {"decompressed", true, 64 * kMiB, 128, 1, 0, "bytes after zstd decompression"},
+    {"decompressed", true, 64 * kMiB, 128, 1, 0, "bytes after decompression (zstd, gzip)"},
     {"objects", false, 1 << 20, 2, 1, 128, "objects decoded into memory"},
     {"strings", true, 64 * kMiB, 1024, 1, 0, "bytes copied out of an input"},
     {"devices", false, 256, 1, 512, 64 * kKiB, "devices"},

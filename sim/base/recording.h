@@ -20,11 +20,13 @@
 namespace fragsim {
 
 enum class RecordingSource : std::uint8_t {
-  kPlain,          // a fragsim trace with no recording behind it (hand-written, converted without a source)
-  kGenerated,      // fragsim gen
-  kTorchSnapshot,  // torch.cuda.memory._snapshot() / _dump_snapshot()
-  kXprof,          // an XProf (JAX / TensorFlow profiler) capture with allocator events
-  kXlaHlo,         // XLA's compile-time heap-simulator trace of one module
+  kPlain,             // a fragsim trace with no recording behind it (hand-written, converted without a source)
+  kGenerated,         // fragsim gen
+  kTorchSnapshot,     // torch.cuda.memory._snapshot() / _dump_snapshot()
+  kXprof,             // an XProf (JAX / TensorFlow profiler) capture with allocator events
+  kXlaHlo,            // XLA's compile-time heap-simulator trace of one module
+  kKineto,            // a PyTorch profiler (Kineto) trace with memory events (profile_memory=True)
+  kJaxMemoryProfile,  // jax.profiler.save_device_memory_profile(): the buffers live at one moment
 };
 
 // A recorded OOM that the device did not cause: the free memory the driver reported with it would
@@ -87,6 +89,7 @@ struct Recording {
   bool device_sizes = false;                          // sizes are the device's own (an XLA module's: already padded)
   bool state_only = false;                            // a snapshot without a trace: nothing happened while recording
   std::map<std::uint32_t, std::string> device_names;  // "rank 3", "host1:0": a set of recordings, a profile folder
+  std::optional<std::uint32_t> rank;  // the process's rank in a distributed job (Kineto's distributedInfo)
 
   // The alignment every buffer of device d had, when the recording says.
   std::optional<Bytes> alignment_of(std::uint32_t d) const {
@@ -109,8 +112,10 @@ struct Recording {
     if (recorded_by != Framework::kUnknown) return recorded_by;
     switch (source) {
       case RecordingSource::kTorchSnapshot:
+      case RecordingSource::kKineto:
         return Framework::kPyTorch;
       case RecordingSource::kXprof:
+      case RecordingSource::kJaxMemoryProfile:
         return Framework::kJax;
       default:
         return Framework::kUnknown;
@@ -122,7 +127,10 @@ struct Recording {
     if (recorded_by != Framework::kUnknown) return f == recorded_by;
     switch (source) {
       case RecordingSource::kTorchSnapshot:
+      case RecordingSource::kKineto:
         return f == Framework::kPyTorch;
+      case RecordingSource::kJaxMemoryProfile:
+        return f == Framework::kJax;
       case RecordingSource::kXprof:
       case RecordingSource::kXlaHlo:
         return f == Framework::kJax || f == Framework::kTensorFlow;
@@ -137,10 +145,14 @@ struct Recording {
     switch (source) {
       case RecordingSource::kTorchSnapshot:
         return "a PyTorch memory snapshot";
+      case RecordingSource::kKineto:
+        return "a PyTorch profiler trace";
       case RecordingSource::kXprof:
         return recorded_by == Framework::kTensorFlow ? "an XProf capture of TensorFlow" : "an XProf capture";
       case RecordingSource::kXlaHlo:
         return "an XLA module's heap trace";
+      case RecordingSource::kJaxMemoryProfile:
+        return "a JAX device memory profile";
       case RecordingSource::kGenerated:
         return "a generated trace";
       default:

@@ -312,8 +312,8 @@ int cmd_diff(const Args& args, const Registry& reg) {
   RunOutputs outs;
   outs.keep_live_buffers = outs.history = !html.empty();
   outs.window = parse_window(from, to);
-  const bool reports = ends_with(a, ".json") && ends_with(b, ".json");
-  check_diff_inputs(ends_with(a, ".json"), ends_with(b, ".json"), !b.empty(), base, policies, outs.window);
+  const bool reports = is_report_path(a) && is_report_path(b);
+  check_diff_inputs(is_report_path(a), is_report_path(b), !b.empty(), base, policies, outs.window);
   DiffOutcome r = reports ? diff_of_reports({read_json_file(a), a}, {read_json_file(b), b}, label, !html.empty())
                           : diff_of_runs(diff_request(base, a, b, policies), reg, outs, t.threads(), t.progress());
   write_if(json, [&] { return r.diff.dump(2) + "\n"; });

@@ -4,6 +4,7 @@
 #include <fmt/ranges.h>
 
 #include "sim/base/error.h"
+#include "sim/base/io.h"
 #include "sim/commands/advice.h"
 #include "sim/commands/batch.h"
 #include "sim/commands/run_args.h"
@@ -17,6 +18,7 @@
 #include "sim/report/report.h"
 #include "sim/report/report_html.h"
 #include "sim/report/snapshot_export.h"
+#include "traces/kineto.h"
 
 namespace fragsim {
 
@@ -120,6 +122,8 @@ std::vector<RunResult> run_diff(const DiffRequest& req, const Registry& reg, con
   }
   return rs;
 }
+
+bool is_report_path(const std::string& path) { return ends_with(path, ".json") && !is_kineto_file(path); }
 
 void check_diff_inputs(bool a_report, bool b_report, bool b_given, const RunRequest& base, const std::string& policies,
                        const Window& window) {

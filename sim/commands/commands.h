@@ -53,6 +53,9 @@ struct DiffOutcome {
 // `out.history` is set (as --html sets it).
 [[nodiscard]] DiffOutcome diff_of_runs(const DiffRequest& req, const Registry& reg, const RunOutputs& out = {},
                                        unsigned threads = 0, bool progress = false);
+// Whether `fragsim diff` reads a path as a report (a `.json` file that is not a PyTorch profiler
+// trace) rather than as a trace to replay.
+[[nodiscard]] bool is_report_path(const std::string& path);
 // Checks what `fragsim diff` was given: two reports (read as they are, so no option that shapes a
 // replay may come with them) or traces, never one of each. `b_given`: B was named (not --policies).
 void check_diff_inputs(bool a_report, bool b_report, bool b_given, const RunRequest& base, const std::string& policies,

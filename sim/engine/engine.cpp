@@ -152,6 +152,15 @@ void Engine::feed_other(const Event& ev) {
     case Op::kStack:
       live_.define_stack(ev.id.value(), ev.frames);
       break;
+    case Op::kReserved: {  // the recording allocator's reserved memory: does the replay hold the same?
+      std::optional<Bytes> simulated;
+      if (replaying_) {
+        const std::uint32_t k = key(ev.device, Space::kHbm);
+        simulated = slot_index_[k] != kNoSlot ? slots_[slot_index_[k]].policy->footprint().reserved : 0;
+      }
+      fidelity_.reserved(ev, simulated);
+      break;
+    }
     case Op::kEmptyCache:
       ++out_.empty_cache_calls;
       if (!replaying_) break;

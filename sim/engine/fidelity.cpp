@@ -1,5 +1,7 @@
 #include "sim/engine/fidelity.h"
 
+#include <algorithm>
+
 namespace fragsim {
 
 void Fidelity::address(const Event& ev, const Placement& p) {
@@ -12,6 +14,20 @@ void Fidelity::address(const Event& ev, const Placement& p) {
                        {"id", ev.id},
                        {"recorded", ev.addr},
                        {"simulated", p.ok && p.has_addr ? nlohmann::json(p.addr) : nlohmann::json()}};
+  }
+}
+
+void Fidelity::reserved(const Event& ev, std::optional<Bytes> simulated) {
+  ++reserved_compared_;
+  recorded_peak_reserved_ = std::max(recorded_peak_reserved_, ev.size);
+  if (simulated == ev.size) {
+    ++reserved_matched_;
+  } else if (first_mismatch_.is_null()) {
+    first_mismatch_ = {{"kind", "reserved"},
+                       {"event_index", ev.index},
+                       {"device", ev.device},
+                       {"recorded_bytes", ev.size},
+                       {"simulated_bytes", simulated ? nlohmann::json(*simulated) : nlohmann::json()}};
   }
 }
 
@@ -66,6 +82,11 @@ nlohmann::json Fidelity::json(const std::function<const DeviceMemory*(std::uint3
     }
     f["segment_frees_compared"] = frees_.size();
     f["segment_frees_matched"] = matched;
+  }
+  if (reserved_compared_) {  // a profiler trace's Total Reserved after every event
+    f["reserved_compared"] = reserved_compared_;
+    f["reserved_matched"] = reserved_matched_;
+    f["recorded_peak_reserved_bytes"] = recorded_peak_reserved_;
   }
   if (ooms_recorded_) {
     f["ooms_recorded"] = ooms_recorded_;

@@ -6,6 +6,7 @@
 #include <functional>
 #include <map>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <vector>
 
 #include "hardware_models/device_memory.h"
@@ -28,12 +29,18 @@ class Fidelity {
   void not_replayed(std::uint32_t device) { set_outcome(device, Outcome::kNotReplayed); }
   // A recorded OOM: did the simulation fail the same request?
   void recorded_oom(const Event& ev);
+  // The recording allocator's reserved memory after an event (a profiler trace's Total Reserved),
+  // against the replay's reserved memory of that device's main space at the same point;
+  // `simulated` is empty once the replay has stopped (an OOM): such an event counts as compared only.
+  void reserved(const Event& ev, std::optional<Bytes> simulated);
   // A traced segment_alloc (size) and segment_free (address) of a device's main memory.
   void segment_alloc(std::uint32_t device, Bytes size) { segments_.emplace_back(device, size); }
   void segment_free(std::uint32_t device, Addr addr) { frees_.emplace_back(device, addr); }
 
   // Whether the recording gave nothing to compare.
-  bool empty() const { return compared_ == 0 && segments_.empty() && frees_.empty() && ooms_recorded_ == 0; }
+  bool empty() const {
+    return compared_ == 0 && segments_.empty() && frees_.empty() && ooms_recorded_ == 0 && reserved_compared_ == 0;
+  }
   // The report's object. `memory_of(device)`:
   // the device's main memory as simulated (its grant and release logs), or null.
   [[nodiscard]] nlohmann::json json(const std::function<const DeviceMemory*(std::uint32_t)>& memory_of) const;
@@ -41,6 +48,8 @@ class Fidelity {
  private:
   std::uint64_t compared_ = 0, matched_ = 0;
   std::uint64_t ooms_recorded_ = 0, ooms_reproduced_ = 0;
+  std::uint64_t reserved_compared_ = 0, reserved_matched_ = 0;
+  Bytes recorded_peak_reserved_ = 0;  // the most the recording allocator held on one device
   nlohmann::json first_mismatch_;
   std::vector<std::pair<std::uint32_t, Bytes>> segments_;  // traced segment_alloc (device, size)
   std::vector<std::pair<std::uint32_t, Addr>> frees_;      // traced segment_free (device, addr)

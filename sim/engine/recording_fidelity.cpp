@@ -19,6 +19,11 @@ std::string nothing_to_replay(const Recording& rec, std::uint64_t events, std::u
         "a state-only snapshot (no trace entries: torch.cuda.memory_snapshot(), or _record_memory_history was not "
         "on): the {} buffers live at the dump are placed as state, and no allocation or free follows to replay",
         pre_trace);
+  if (rec.source == RecordingSource::kJaxMemoryProfile)
+    return fmt::format(
+        "a JAX device memory profile: the {} buffers live when it was taken are placed as state, and nothing follows "
+        "to replay",
+        pre_trace);
   if (pre_trace)
     return fmt::format("only the state before the recording ({} buffers live then) and no allocation or free after it",
                        pre_trace);

@@ -489,7 +489,7 @@ CheckResult check(py::handle baseline, py::handle current, py::dict opts) {
 // A report given to diff: a path of a .json file, a dict with "fragsim_report", or a list of them
 // (a compare). Anything else is a trace source.
 bool is_report(py::handle x) {
-  if (is_path(x)) return ends_with(path_of(x), ".json");
+  if (is_path(x)) return is_report_path(path_of(x));
   if (py::isinstance<py::dict>(x)) return x.cast<py::dict>().contains("fragsim_report");
   if (!py::isinstance<py::list>(x)) return false;
   py::list l = x.cast<py::list>();

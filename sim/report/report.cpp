@@ -17,6 +17,16 @@ namespace {
 
 std::string pct(double f) { return fmt::format("{:.1f}%", 100.0 * f); }
 
+// 12944 → "12,944".
+std::string with_commas(std::uint64_t n) {
+  std::string d = std::to_string(n), s;
+  for (size_t i = 0; i < d.size(); ++i) {
+    if (i && (d.size() - i) % 3 == 0) s += ',';
+    s += d[i];
+  }
+  return s;
+}
+
 // "reproduced 3025/3025 recorded allocation addresses, 22/22 segment sizes, 17/17 segment releases,
 // 1/1 OOMs": what a recording let the run check itself against.
 std::string fidelity_text(const nlohmann::json& f) {
@@ -26,6 +36,9 @@ std::string fidelity_text(const nlohmann::json& f) {
   if (f.contains("segment_frees_compared"))
     s += fmt::format(", {}/{} segment releases", n("segment_frees_matched"), n("segment_frees_compared"));
   if (f.contains("ooms_recorded")) s += fmt::format(", {}/{} OOMs", n("ooms_reproduced"), n("ooms_recorded"));
+  if (f.contains("reserved_compared"))
+    s += fmt::format(", reserved as recorded after {} of {} events", with_commas(n("reserved_matched")),
+                     with_commas(n("reserved_compared")));
   return s;
 }
 

@@ -498,6 +498,44 @@ class Info(Scratch):
         self.assertEqual((i["events"], i["allocs"], i["frees"], i["peak_requested_bytes"]), (3, 2, 1, 150))
 
 
+class ProfilerTraces(Scratch):
+    """PyTorch profiler (Kineto) traces: every entry point reads a .json, .json.gz or a log
+    directory as the CLI does."""
+
+    KINETO = os.path.join(SRC, "tests/data/kineto")
+
+    def test_run_info_compare_sweep_and_diff_take_them(self):
+        gz = os.path.join(self.KINETO, "gh200_transformer_stack.pt.trace.json.gz")
+        plain = os.path.join(self.KINETO, "mi300x_rank1_hip.json")
+        ranks = os.path.join(self.KINETO, "tb_ranks")
+        for path in (gz, plain, ranks):
+            with self.subTest(path=path):
+                r = fragsim.run(path)
+                want, _ = self.cli_json("run", path)
+                self.assertEqual(r, want)
+                self.assertEqual(r["policy"]["name"], "torch-caching")
+                f = r["fidelity"]
+                self.assertEqual(f["reserved_matched"], f["reserved_compared"])
+                self.assertEqual(fragsim.info(path), self.cli_json("info", path)[0])
+        # GH200 (deviceProperties): its family's preset with the recorded memory.
+        r = fragsim.run(gz)
+        self.assertEqual(r["hardware"]["name"], "h100-80g")
+        self.assertEqual(r["fidelity"]["allocs_matched"], 60)
+        c = fragsim.compare(gz, policies=["torch-caching", "torch-caching[expandable_segments=true]"])
+        self.assertEqual(c, self.cli_json("compare", gz, "--policies",
+                                          "torch-caching,torch-caching[expandable_segments=true]")[0])
+        s = fragsim.sweep(gz, policy="torch-caching", find="min-capacity")
+        self.assertEqual(s, self.cli_json("sweep", gz, "--policy", "torch-caching", "--find", "min-capacity")[0])
+        # A .json profiler trace given to diff is a trace to replay, not a report.
+        d = fragsim.diff(plain, policies=["torch-caching", "best-fit"])
+        self.assertEqual(d, self.cli_json("diff", plain, "--policies", "torch-caching,best-fit")[0])
+
+    def test_a_trace_without_memory_events_raises_the_cli_message(self):
+        path = os.path.join(self.KINETO, "no_memory_events.json")
+        msg = self.assert_same_error(lambda: fragsim.run(path), "run", path)
+        self.assertIn("profile_memory=True", msg)
+
+
 class Layout(Scratch):
     def test_the_contract_example(self):
         # specs/contracts.md §5: `fragsim layout --hw tpu-v5e 'bf16[1000,129]' --json`.

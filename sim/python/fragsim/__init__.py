@@ -11,7 +11,9 @@ Every function makes the library calls the `fragsim` command makes (no subproces
 defaults, the same results and the same messages. A source is
 
   - a path (str or os.PathLike) of any format the command reads: .jsonl(.zst), .fstrace,
-    PyTorch snapshots (.pickle), XProf captures and profile directories, XLA modules;
+    PyTorch snapshots (.pickle), PyTorch profiler traces (.json, .json.gz, TensorBoard log
+    directories), JAX device memory profiles (.prof), XProf captures and profile directories,
+    XLA modules;
   - a PyTorch memory snapshot as a dict, as torch.cuda.memory._snapshot() returns it (read as
     the same snapshot pickled to a file would be, without pickling it);
   - any other iterable of events: dicts with the keys of fragsim trace v1

@@ -1,0 +1,108 @@
+// JAX device memory profiles (issue 48, item 3): the buffers live at one moment, with sizes,
+// devices and Python stacks, read from profiles written as jaxlib writes them (pprof_synth.h).
+#include <catch2/catch.hpp>
+
+#include "pprof_synth.h"
+#include "sim_helpers.h"
+#include "traces/jax_memory_profile.h"
+#include "traces/trace_reader.h"
+
+using namespace fragsim;
+using namespace fragsim::test;
+
+namespace {
+
+// A training script's state after a step on two GPUs: three 8 MiB parameters and a 1 MiB
+// optimizer count on device 0 (made in train.py's init, through jax.numpy), a 2 MiB batch on
+// device 1, and two compiled executables.
+std::string gpu_profile(const std::string& name) {
+  PprofWriter w;
+  auto jnp = w.frame("/usr/lib/python3/site-packages/jax/_src/numpy/lax_numpy.py", "zeros", 5120);
+  auto init = w.frame("/work/train.py", "init_params", 42);
+  auto main = w.frame("/work/train.py", "main", 97);
+  auto put = w.frame("/usr/lib/python3/site-packages/jax/_src/api.py", "device_put", 2456);
+  auto batch = w.frame("/work/data.py", "next_batch", 18);
+  w.buffers(3, 8 * MiB, "cuda:0", {jnp, init, main});
+  w.buffers(1, MiB, "cuda:0", {jnp, main});
+  w.buffers(1, 2 * MiB, "cuda:1", {put, batch, main});
+  w.executable(123456);
+  w.executable(654321);
+  return w.write(name);
+}
+
+}  // namespace
+
+TEST_CASE("jax memory profile: the live buffers with their sizes, devices and stacks") {
+  std::string path = gpu_profile("state.prof");  // gzipped, named .prof as JAX's documentation does
+  REQUIRE(is_jax_memory_profile_path(path));
+  auto r = open_trace(path, {});
+  CHECK(r->recording().source == RecordingSource::kJaxMemoryProfile);
+  CHECK(r->recording().state_only);
+  CHECK(r->recording().device_sizes);  // GetOnDeviceSizeInBytes: padded already on a TPU
+  std::map<std::uint32_t, Bytes> bytes;
+  std::map<std::uint64_t, std::vector<std::string>> stacks;
+  std::vector<std::string> names;
+  Event e;
+  while (r->next(e)) {
+    if (e.op == Op::kStack) stacks[e.id.value()] = e.frames;
+    if (e.op != Op::kAlloc) continue;
+    CHECK(e.has(key::kPreTrace));
+    CHECK(!e.has(key::kAddr));
+    bytes[e.device] += e.size;
+    names.push_back(e.name);
+    REQUIRE(stacks.count(e.stack));
+    CHECK(stacks[e.stack].back() == "/work/train.py:97 main");  // leaf first, the outermost last
+  }
+  CHECK(bytes == std::map<std::uint32_t, Bytes>{{0, 25 * MiB}, {1, 2 * MiB}});
+  // Named by the innermost frame outside JAX's own code.
+  CHECK(std::count(names.begin(), names.end(), "train.py:42 init_params") == 3);
+  CHECK(std::count(names.begin(), names.end(), "data.py:18 next_batch") == 1);
+  const auto& h = r->header()["jax_memory_profile"];
+  CHECK(h["executables"] == 2);
+  CHECK(h["executable_bytes"] == 123456 + 654321);
+}
+
+TEST_CASE("jax memory profile: info, run and --by-stack show the live set, a TPU's sizes are not padded again") {
+  std::string path = gpu_profile("state2.prof");
+  auto info = cli("info " + path);
+  CHECK(info.code == 0);
+  CHECK(info.out.find("device 0: 4 buffers live, 25.00 MiB") != std::string::npos);
+  CHECK(info.out.find("2 compiled executables") != std::string::npos);
+  auto run = cli("run " + path + " --by-stack");
+  CHECK(run.code == 0);
+  CHECK(run.out.find("policy xla-bfc") != std::string::npos);
+  CHECK(run.out.find("a JAX device memory profile: the 5 buffers live when it was taken") != std::string::npos);
+  CHECK(run.out.find("train.py:42 init_params") != std::string::npos);
+  auto j = run_json({.trace = path});
+  CHECK(j["peak_requested_bytes"] == 27 * MiB);
+  // On a TPU: tpu-padded with the TPU runtime, and the sizes as they are (no layout to pad from).
+  PprofWriter w;
+  auto f = w.frame("/work/tpu.py", "main", 3);
+  w.buffers(2, 16384, "TPU_0(process=0,(0,0,0,0))", {f});
+  w.buffers(1, 4096, "TPU_1(process=0,(1,0,0,0))", {f});
+  std::string tpu = w.write("tpu.prof");
+  auto t = run_json({.trace = tpu, .hw = "tpu-v5e"});
+  CHECK(t["policy"]["name"] == "tpu-padded");
+  CHECK(t["peak_requested_bytes"] == 2 * 16384 + 4096);
+  std::set<std::uint64_t> devs;
+  for (const auto& d : t["devices"]) devs.insert(d["device"].get<std::uint64_t>());
+  CHECK(devs == std::set<std::uint64_t>{0, 1});
+}
+
+TEST_CASE("jax memory profile: a file that is no profile is refused in one line") {
+  auto garbage = write_text("garbage.prof", std::string("\x1f\x8b\x08\x00", 4) + "not gzip at all");
+  auto g = cli("info " + garbage);
+  CHECK(g.code == 2);
+  CHECK(g.err.find("gzip") != std::string::npos);
+  CHECK(std::count(g.err.begin(), g.err.end(), '\n') == 1);
+  PprofWriter w;
+  w.profile().clear_sample_type();  // a CPU profile's samples, not JAX's
+  auto other = w.write("cpu.prof");
+  auto o = cli("info " + other);
+  CHECK(o.code == 2);
+  CHECK(o.err.find("not a JAX device memory profile") != std::string::npos);
+  auto raw = write_text("raw.prof", "\x0a\xff\xff\xff\xff\x0f");  // a field longer than the file
+  auto rr = cli("info " + raw);
+  CHECK(rr.code == 2);
+  CHECK(rr.err.find("does not parse") != std::string::npos);
+}

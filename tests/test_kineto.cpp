@@ -1,0 +1,372 @@
+// PyTorch profiler (Kineto) traces (issue 48): real traces cut in tests/data/kineto (SOURCES.md)
+// replay with their recorded addresses and Total Reserved; every variant of the format is read;
+// the window's starting layout is inferred; what is not a memory profile is refused in one line.
+#include <fmt/format.h>
+
+#include <catch2/catch.hpp>
+#include <filesystem>
+#include <map>
+#include <set>
+
+#include "sim/base/error.h"
+#include "sim/base/io.h"
+#include "sim/commands/commands.h"
+#include "sim_helpers.h"
+#include "traces/kineto.h"
+#include "traces/kineto_layout.h"
+#include "traces/trace_reader.h"
+
+using namespace fragsim;
+using namespace fragsim::test;
+
+namespace {
+
+std::string kineto(const std::string& name) { return test_data("kineto/" + name); }
+
+std::vector<Event> events_of(const std::string& path, nlohmann::json* header = nullptr) {
+  auto r = open_trace(path, {});
+  std::vector<Event> v;
+  Event e;
+  while (r->next(e)) v.push_back(e);
+  if (header) *header = r->header();
+  return v;
+}
+
+}  // namespace
+
+TEST_CASE("kineto: the real traces replay with their recorded addresses and Total Reserved") {
+  struct Case {
+    const char* file;
+    std::uint64_t allocs;   // CUDA allocations in the trace (SOURCES.md)
+    std::uint64_t matched;  // addresses reproduced: a floor (the search's result on these files)
+    std::uint64_t events;   // CUDA memory events: each carries Total Reserved
+    Bytes peak_reserved;    // the largest Total Reserved the trace records
+    const char* preset;     // from deviceProperties
+    Bytes capacity;         // totalGlobalMem
+  };
+  const Case cases[] = {
+      {"a100_switch_transformer.json.gz", 558, 558, 870, 9386852352, "a100-80g", 84987740160},
+      {"t4_resnet50.json.gz", 262, 258, 317, 230686720, "h100-80g", 15835660288},
+      {"t4_amp_two_threads.pt.trace.json.gz", 156, 156, 312, 278921216, "h100-80g", 15637086208},
+      {"t4_fp32_two_threads.pt.trace.json.gz", 87, 81, 174, 278921216, "h100-80g", 15637086208},
+      {"gh200_transformer_stack.pt.trace.json.gz", 60, 60, 120, 117440512, "h100-80g", 101468602368},
+      {"t4_matmul_full.pt.trace.json.gz", 6, 6, 12, 71303168, "h100-80g", 15637086208},
+  };
+  std::uint64_t all = 0, matched = 0;
+  for (const Case& c : cases) {
+    INFO(c.file);
+    auto r = run_json({.trace = kineto(c.file)});
+    CHECK(r["policy"]["name"] == "torch-caching");
+    CHECK(r["hardware"]["name"] == c.preset);
+    const auto& f = r["fidelity"];
+    CHECK(f["allocs_compared"] == c.allocs);
+    CHECK(f["allocs_matched"].get<std::uint64_t>() >= c.matched);
+    all += f["allocs_compared"].get<std::uint64_t>();
+    matched += f["allocs_matched"].get<std::uint64_t>();
+    // The allocator's reserved memory after every event, and its peak, exactly as recorded.
+    CHECK(f["reserved_compared"] == c.events);
+    CHECK(f["reserved_matched"] == c.events);
+    CHECK(f["recorded_peak_reserved_bytes"] == c.peak_reserved);
+    for (const auto& d : r["devices"])
+      if (d["space"] == "hbm") {
+        CHECK(d["peak_reserved_bytes"] == c.peak_reserved);
+        CHECK(d["capacity_bytes"] == c.capacity);
+      }
+  }
+  // The issue's goal: at least 95 % of all recorded addresses.
+  CHECK(matched * 100 >= all * 95);
+}
+
+TEST_CASE("kineto: events of two threads are ordered by time, in ns since the epoch after baseTimeNanoseconds") {
+  nlohmann::json h;
+  auto evs = events_of(kineto("t4_fp32_two_threads.pt.trace.json.gz"), &h);
+  CHECK(h["source"] == "kineto");
+  CHECK(h["time_unit"] == "ns");
+  // The file's first [memory] event: ts 1371624316302.789 µs after baseTimeNanoseconds
+  // 1775078550000000000, a free of 1,703,936 B at 140619966447616 (a block from before the window).
+  std::vector<const Event*> body;
+  for (const auto& e : evs)
+    if (!e.has(key::kPreTrace) && (e.op == Op::kAlloc || e.op == Op::kFree)) body.push_back(&e);
+  REQUIRE(!body.empty());
+  CHECK(body.front()->t.value() == 1775078550000000000ULL + 1371624316302789ULL);
+  CHECK(body.front()->op == Op::kFree);
+  for (size_t i = 1; i < evs.size(); ++i) CHECK(evs[i - 1].t <= evs[i].t);
+  // The file lists the main thread's events, then the autograd thread's: in time order the two
+  // interleave, so the events' lines in the file (Event::line) go back and forth.
+  std::uint64_t back = 0;
+  for (size_t i = 1; i < body.size(); ++i) back += body[i]->line < body[i - 1]->line;
+  CHECK(back > 0);
+}
+
+TEST_CASE("kineto: whole-microsecond epoch timestamps without cat, Ev Idx or finished, on a HIP device of rank 1") {
+  nlohmann::json h;
+  auto evs = events_of(kineto("mi300x_rank1_hip.json"), &h);
+  std::set<std::uint32_t> devices;
+  std::uint64_t allocs = 0;
+  for (const auto& e : evs)
+    if (e.op == Op::kAlloc) {
+      devices.insert(e.device);
+      ++allocs;
+    }
+  CHECK(devices == std::set<std::uint32_t>{1});  // Device Id 1, not renumbered
+  CHECK(h["rank"] == 1);
+  CHECK(h["kineto"]["devices"][0]["platform"] == "HIP");
+  CHECK(h["recorded_hardware"]["preset"] == "mi300x");  // compute capability 9.4, vendor by Device Type 6
+  // ts 1716980583000000 µs (whole, since the epoch) → ns.
+  CHECK(evs.back().t.value() % 1000 == 0);
+  auto r = run_json({.trace = kineto("mi300x_rank1_hip.json")});
+  CHECK(r["fidelity"]["allocs_matched"] == r["fidelity"]["allocs_compared"]);
+  CHECK(r["fidelity"]["reserved_matched"] == r["fidelity"]["reserved_compared"]);
+}
+
+TEST_CASE("kineto: CPU events are host memory without addresses, beside the device's") {
+  auto evs = events_of(kineto("h100_growth_release.pt.trace.json.gz"));
+  std::uint64_t host = 0, device = 0;
+  for (const auto& e : evs)
+    if (e.op == Op::kAlloc && !e.has(key::kPreTrace)) {
+      if (e.space == Space::kHost) {
+        ++host;
+        CHECK(!e.has(key::kAddr));
+        CHECK(e.size == 4000000);
+      } else {
+        ++device;
+        CHECK(e.has(key::kAddr));
+      }
+    }
+  CHECK(host == 2);
+  CHECK(device > 0);
+  auto r = run_json({.trace = kineto("h100_growth_release.pt.trace.json.gz")});
+  std::set<std::string> spaces;
+  for (const auto& d : r["devices"]) spaces.insert(d["space"].get<std::string>());
+  CHECK(spaces == std::set<std::string>{"hbm", "host"});
+}
+
+TEST_CASE("kineto: reserved memory that grows is a segment at the recorded address, a fall is empty_cache") {
+  const std::string path = kineto("h100_growth_release.pt.trace.json.gz");
+  // The file's own facts: where Total Reserved grows at an allocation (the segment starts at the
+  // block's address) and how often it falls.
+  auto doc = nlohmann::json::parse(read_input(path, 1 << 26));
+  std::vector<std::pair<std::uint64_t, Bytes>> want;
+  std::uint64_t falls = 0;
+  Bytes reserved = 0;
+  bool first = true;
+  for (const auto& e : doc["traceEvents"]) {
+    if (e["name"] != "[memory]" || e["args"]["Device Type"] != 1) continue;
+    Bytes r = e["args"]["Total Reserved"];
+    if (!first && r > reserved && e["args"]["Bytes"].get<std::int64_t>() > 0)
+      want.push_back({e["args"]["Addr"].get<std::uint64_t>(), r - reserved});
+    if (!first && r < reserved) ++falls;
+    reserved = r;
+    first = false;
+  }
+  REQUIRE(want.size() >= 3);
+  REQUIRE(falls == 1);
+  std::vector<std::pair<std::uint64_t, Bytes>> grown;
+  std::uint64_t empty_caches = 0;
+  for (const auto& e : events_of(path)) {
+    if (e.op == Op::kSegmentAlloc && !e.has(key::kPreTrace)) grown.push_back({e.addr.value(), e.size});
+    if (e.op == Op::kEmptyCache) ++empty_caches;
+  }
+  CHECK(grown == want);
+  CHECK(empty_caches == falls);
+  auto r = run_json({.trace = path});
+  const auto& f = r["fidelity"];
+  CHECK(f["segments_compared"] == want.size());
+  CHECK(f["segments_matched"] == want.size());
+  CHECK(f["reserved_matched"] == f["reserved_compared"]);
+  CHECK(f["allocs_matched"] == f["allocs_compared"]);
+  CHECK(r["empty_cache"]["calls"] == 1);
+}
+
+TEST_CASE("kineto: buffers are named by the enclosing operator, stacks come from python_function spans") {
+  auto evs = events_of(kineto("gh200_transformer_stack.pt.trace.json.gz"));
+  std::map<std::uint64_t, std::vector<std::string>> stacks;
+  std::set<std::string> names;
+  std::uint64_t with_stack = 0, allocs = 0;
+  for (const auto& e : evs) {
+    if (e.op == Op::kStack) stacks[e.id.value()] = e.frames;
+    if (e.op == Op::kAlloc && !e.has(key::kPreTrace) && e.space == Space::kHbm) {
+      ++allocs;
+      names.insert(e.name);
+      if (e.has(key::kStack)) {
+        ++with_stack;
+        REQUIRE(stacks.count(e.stack));
+      }
+    }
+  }
+  CHECK(allocs == 60);
+  CHECK(with_stack == 60);
+  // The trace's operators (cpu_op spans around each [memory] event).
+  CHECK(names.count("aten::addmm"));
+  CHECK(names.count("aten::empty"));
+  // python_function names "path(line): func" become "path:line func", innermost first.
+  bool converted = false;
+  for (const auto& [id, frames] : stacks)
+    for (const auto& f : frames)
+      if (f.find(".py:") != std::string::npos && f.find("): ") == std::string::npos) converted = true;
+  CHECK(converted);
+  // --by-stack groups the live bytes by those frames.
+  auto c = cli("run " + kineto("gh200_transformer_stack.pt.trace.json.gz") + " --by-stack");
+  CHECK(c.code == 0);
+  CHECK(c.out.find("aten::addmm") != std::string::npos);
+}
+
+TEST_CASE("kineto: the layout inference puts a segment boundary where the real allocator's choice needs one") {
+  // In the GH200 trace the first allocation (12 MiB) goes to 0xf96afb400000 although the range
+  // just below it, [0xf96afaf00000, +5 MiB), is free then (a 5 MiB block is allocated there later
+  // and nothing frees it before): a free block always starts where best fit cuts from, so a
+  // segment begins at 0xf96afb400000, and 12 MiB long (the 12 MiB free block at 0xf96afe400000
+  // would otherwise be taken: same size, and only a lower address wins).
+  nlohmann::json h;
+  auto evs = events_of(kineto("gh200_transformer_stack.pt.trace.json.gz"), &h);
+  bool found = false;
+  for (const auto& e : evs)
+    if (e.op == Op::kSegmentAlloc && e.has(key::kPreTrace) && e.addr == Addr(0xf96afb400000ULL))
+      found = e.size == 12 * MiB;
+  CHECK(found);
+  CHECK(h["kineto"]["devices"][0]["layout_search"]["boundaries"] == 1);
+  // Reserved memory before the window is the first event's Total Reserved, and the pre-trace
+  // segments add up to it.
+  Bytes segs = 0;
+  for (const auto& e : evs)
+    if (e.op == Op::kSegmentAlloc && e.has(key::kPreTrace)) segs += e.size;
+  CHECK(segs == 117440512);
+  // Unit: the inference on three events of one 20 MiB segment: a block freed in the window that
+  // was allocated before it, and the same address allocated again.
+  std::vector<KinetoMemEvent> w = {
+      {Addr(0x7f0000000000ULL), -static_cast<std::int64_t>(4 * MiB), 6 * MiB, 20 * MiB},
+      {Addr(0x7f0000000000ULL), static_cast<std::int64_t>(4 * MiB), 10 * MiB, 20 * MiB},
+  };
+  KinetoLayout lay = infer_kineto_layout(w);
+  CHECK(lay.live_before == 10 * MiB);
+  CHECK(lay.reserved_before == 20 * MiB);
+  CHECK(lay.freed_in_window == 4 * MiB);
+  CHECK(lay.predicted == 1);
+  Bytes reserved = 0;
+  for (const auto& s : lay.segments) reserved += s.size;
+  CHECK(reserved == 20 * MiB);
+}
+
+TEST_CASE("kineto: a TensorBoard directory of two ranks is one run of two devices, several runs are refused") {
+  auto r = run_json({.trace = kineto("tb_ranks")});
+  std::set<std::uint64_t> devices;
+  for (const auto& d : r["devices"]) devices.insert(d["device"].get<std::uint64_t>());
+  CHECK(devices == std::set<std::uint64_t>{0, 1});
+  nlohmann::json h;
+  events_of(kineto("tb_ranks"), &h);
+  CHECK(h["device_names"]["1"] == "rank 1");
+  CHECK(r["fidelity"]["allocs_matched"] == r["fidelity"]["allocs_compared"]);
+  // The same files joined by commas.
+  std::string a = kineto("tb_ranks/host_100.1700000000000.pt.trace.json"),
+              b = kineto("tb_ranks/host_101.1700000000001.pt.trace.json");
+  CHECK(run_json({.trace = a + "," + b})["fidelity"] == r["fidelity"]);
+  // Two runs under one log directory: name one.
+  namespace fs = std::filesystem;
+  fs::path logs = tmp_path("kineto_logs");
+  fs::create_directories(logs / "run_a");
+  fs::create_directories(logs / "run_b");
+  fs::copy_file(a, logs / "run_a" / "w.1.pt.trace.json", fs::copy_options::overwrite_existing);
+  fs::copy_file(a, logs / "run_b" / "w.2.pt.trace.json", fs::copy_options::overwrite_existing);
+  auto two = cli("run " + logs.string());
+  CHECK(two.code == 2);
+  CHECK(two.err.find("2 profile runs") != std::string::npos);
+  CHECK(two.err.find("run_a") != std::string::npos);
+  // One worker's two profiles (two cycles of a schedule): name the file.
+  fs::copy_file(a, logs / "run_a" / "w.3.pt.trace.json", fs::copy_options::overwrite_existing);
+  auto cycles = cli("info " + (logs / "run_a").string());
+  CHECK(cycles.code == 2);
+  CHECK(cycles.err.find("2 profiles of worker w") != std::string::npos);
+  CHECK(std::count(cycles.err.begin(), cycles.err.end(), '\n') == 1);
+}
+
+TEST_CASE("kineto: what is not a memory profile is refused with one line saying what is missing") {
+  auto none = cli("run " + kineto("no_memory_events.json"));
+  CHECK(none.code == 2);
+  CHECK(none.err.find("profile_memory=True") != std::string::npos);
+  CHECK(std::count(none.err.begin(), none.err.end(), '\n') == 1);
+  auto old = cli("info " + kineto("no_addresses_2021.json"));
+  CHECK(old.code == 2);
+  CHECK(old.err.find("no_addresses_2021.json:") != std::string::npos);
+  CHECK(old.err.find("args.Addr") != std::string::npos);
+  // Truncated JSON and corrupt gzip: input errors, never crashes.
+  std::string text = read_text(kineto("mi300x_rank1_hip.json"));
+  for (size_t cut : {text.size() / 3, text.size() / 2, text.size() - 3}) {
+    auto p = write_text("cut.pt.trace.json", text.substr(0, cut));
+    auto c = cli("info " + p);
+    CHECK(c.code == 2);
+    CHECK(std::count(c.err.begin(), c.err.end(), '\n') == 1);
+  }
+  auto gz = write_text("bad.pt.trace.json.gz", "\x1f\x8b\x08\x00garbage");
+  auto g = cli("info " + gz);
+  CHECK(g.code == 2);
+  CHECK(g.err.find("gzip") != std::string::npos);
+}
+
+TEST_CASE("kineto: a report or a JSONL trace named .json is never taken for a profiler trace") {
+  auto rep = tmp_path("report.json");
+  REQUIRE(cli("run " + kSample + " --json " + rep).code == 0);
+  CHECK(!is_kineto_file(rep));
+  CHECK(is_report_path(rep));
+  auto jl = write_text("plain.json", "{\"op\":\"alloc\",\"id\":1,\"size\":512}\n{\"op\":\"free\",\"id\":1}\n");
+  CHECK(!is_kineto_file(jl));
+  CHECK(cli("run " + jl).code == 0);
+  CHECK(is_kineto_file(kineto("mi300x_rank1_hip.json")));
+  CHECK(!is_report_path(kineto("mi300x_rank1_hip.json")));
+  // compare's array of reports, its keys sorted: "fragsim_report" after a by-stack table larger
+  // than the 64 KiB the detection reads (a real trace's compare array looks so).
+  std::string sites;
+  for (int i = 0; i < 4000; ++i) sites += fmt::format("{}{{\"bytes\": {}, \"name\": \"ph\"}}", i ? ", " : "", i);
+  auto cmp = write_text("compare.json", "[\n  {\n    \"at_peak_allocated\": {\"sites\": [" + sites +
+                                            "]},\n    \"fragsim_report\": 1\n  }\n]\n");
+  CHECK(!is_kineto_file(cmp));
+  CHECK(is_report_path(cmp));
+  // A Chrome trace that is a bare array of events (the legacy autograd profiler's) is a trace.
+  CHECK(is_kineto_file(write_text("events.json", "[{\"name\": \"[memory]\", \"ph\": \"i\", \"ts\": 1}]")));
+  // diff of a profiler trace under two policies replays it.
+  auto d = cli("diff " + kineto("t4_matmul_full.pt.trace.json.gz") + " --policies torch-caching,best-fit");
+  CHECK(d.code == 0);
+}
+
+TEST_CASE("kineto: convert writes the recorded reserved memory as reserved events that replay the same") {
+  auto out = tmp_path("gh200.jsonl");
+  REQUIRE(cli("convert " + kineto("gh200_transformer_stack.pt.trace.json.gz") + " " + out).code == 0);
+  std::uint64_t reserved = 0;
+  for (const auto& j : read_jsonl(out))
+    if (j.value("op", "") == "reserved") {
+      ++reserved;
+      CHECK(j["size"] == 117440512);
+    }
+  CHECK(reserved == 120);
+  auto a = run_json({.trace = kineto("gh200_transformer_stack.pt.trace.json.gz")});
+  auto b = run_json({.trace = out});
+  CHECK(a["fidelity"] == b["fidelity"]);
+  CHECK(a["trace"]["digest"] == b["trace"]["digest"]);
+  // A reserved event must say how much.
+  auto bad = write_text("reserved.jsonl", "{\"op\":\"reserved\",\"device\":0}\n");
+  auto c = cli("info " + bad);
+  CHECK(c.code == 2);
+  CHECK(c.err.find("reserved.jsonl:1: size: missing required key") != std::string::npos);
+}
+
+TEST_CASE("kineto: the replay's reserved memory is compared after every event, and a difference is named") {
+  // torch-caching holds a 2 MiB small segment for a 1 MiB block: the first reserved observation
+  // agrees, the second (as if the recording had obtained another segment) does not.
+  auto t = write_text("reserved_obs.jsonl",
+                      "{\"op\":\"alloc\",\"id\":1,\"size\":1048576}\n{\"op\":\"reserved\",\"size\":2097152}\n"
+                      "{\"op\":\"alloc\",\"id\":2,\"size\":512}\n{\"op\":\"reserved\",\"size\":4194304}\n");
+  auto r = run_json({.trace = t, .policy = "torch-caching"});
+  const auto& f = r["fidelity"];
+  CHECK(f["reserved_compared"] == 2);
+  CHECK(f["reserved_matched"] == 1);
+  CHECK(f["recorded_peak_reserved_bytes"] == 4194304);
+  CHECK(f["first_mismatch"]["kind"] == "reserved");
+  CHECK(f["first_mismatch"]["event_index"] == 3);
+  CHECK(f["first_mismatch"]["recorded_bytes"] == 4194304);
+  CHECK(f["first_mismatch"]["simulated_bytes"] == 2097152);
+  // best-fit holds one arena, not the caching allocator's segments: reserved differs.
+  auto b = run_json({.trace = kineto("t4_matmul_full.pt.trace.json.gz"), .policy = "best-fit"});
+  CHECK(b["fidelity"]["reserved_compared"] == 12);
+  CHECK(b["fidelity"]["reserved_matched"].get<int>() < 12);
+  auto c = cli("run " + kineto("t4_matmul_full.pt.trace.json.gz"));
+  CHECK(c.out.find("reserved as recorded after 12 of 12 events") != std::string::npos);
+}

@@ -1,0 +1,610 @@
+#include "traces/kineto_layout.h"
+
+#include <algorithm>
+#include <map>
+#include <optional>
+#include <set>
+#include <unordered_map>
+
+#include "traces/range_set.h"
+
+namespace fragsim {
+
+namespace {
+
+constexpr Bytes kMiB = Bytes{1} << 20;
+constexpr Bytes kSmallSize = kMiB;             // blocks of at most this are the small pool's
+constexpr Bytes kSegmentUnit = 2 * kMiB;       // every segment is a multiple of it, small ones exactly it
+constexpr Bytes kLargeBuffer = 20 * kMiB;      // the segment a large request under 10 MiB obtains
+constexpr Bytes kMinLargeSegment = 10 * kMiB;  // larger requests obtain their size rounded up to 2 MiB
+constexpr Bytes kMinBlock = 512;
+// Events the layout search may replay in all (a replay of n events costs 2n: free-running, then
+// following the recording), a few seconds at most.
+constexpr std::uint64_t kReplayBudget = 20'000'000;
+// Addresses a state reproduces: free-running, then with every allocation put where it was recorded.
+using Score = std::pair<std::uint64_t, std::uint64_t>;
+
+std::uint64_t down(std::uint64_t x, Bytes a) { return x / a * a; }
+std::uint64_t up(std::uint64_t x, Bytes a) { return (x + a - 1) / a * a; }
+
+// The inference's model of one stream of the caching allocator: segments cut into blocks, best fit
+// on (size, address) per pool, the low end of a free block handed out, the rest split off when
+// the pool's rule allows (small: ≥ 512 B left; large: more than 1 MiB left), free neighbours
+// merged within their segment.
+class Replay {
+ public:
+  void add_segment(std::uint64_t base, Bytes size, bool small) {
+    auto s = static_cast<std::int32_t>(small_.size());
+    small_.push_back(small);
+    bases_.push_back(base);
+    blocks_[base] = {size, false, s};
+    free_[small].insert({size, base});
+  }
+  // A segment the recording obtained that the model did not (it found a free block instead).
+  void ensure_segment(std::uint64_t base, Bytes size, bool small) {
+    if (!overlaps(base, size)) add_segment(base, size, small);
+  }
+  // Marks [at, at + size) in use inside one free block; false when the range is not free.
+  bool carve(std::uint64_t at, Bytes size) {
+    auto it = containing(at);
+    if (it == blocks_.end() || it->second.used || at + size > it->first + it->second.size) return false;
+    Block b = it->second;
+    std::uint64_t lo = it->first;
+    free_[small_[b.seg]].erase({b.size, lo});
+    if (at > lo) {
+      it->second.size = at - lo;
+      free_[small_[b.seg]].insert({at - lo, lo});
+    } else {
+      blocks_.erase(it);
+    }
+    blocks_[at] = {size, true, b.seg};
+    if (lo + b.size > at + size) insert_free(at + size, lo + b.size - (at + size), b.seg);
+    return true;
+  }
+  // PyTorch's malloc of a block of `size` bytes (Kineto's Bytes: already rounded): the address,
+  // or none. A segment obtained just before (the recording's growth) is added first.
+  std::optional<std::uint64_t> malloc(Bytes size, std::uint64_t grow_at, Bytes grow) {
+    const bool small = size <= kSmallSize;
+    auto f = free_[small].lower_bound({size, 0});
+    if (f == free_[small].end()) {
+      if (!grow || overlaps(grow_at, grow)) return std::nullopt;
+      add_segment(grow_at, grow, small);
+      f = free_[small].find({grow, grow_at});
+    }
+    auto [bsize, at] = *f;
+    Bytes rest = bsize - size;
+    bool split = small ? rest >= kMinBlock : rest > kSmallSize;
+    carve(at, split ? size : bsize);
+    return at;
+  }
+  void free(std::uint64_t at) {
+    auto it = blocks_.find(at);
+    if (it == blocks_.end() || !it->second.used) return;
+    std::int32_t seg = it->second.seg;
+    std::uint64_t lo = at;
+    Bytes size = it->second.size;
+    blocks_.erase(it);
+    auto next = blocks_.find(lo + size);
+    if (next != blocks_.end() && !next->second.used && next->second.seg == seg) {
+      free_[small_[seg]].erase({next->second.size, next->first});
+      size += next->second.size;
+      blocks_.erase(next);
+    }
+    auto prev = blocks_.lower_bound(lo);
+    if (prev != blocks_.begin()) {
+      --prev;
+      if (!prev->second.used && prev->second.seg == seg && prev->first + prev->second.size == lo) {
+        free_[small_[seg]].erase({prev->second.size, prev->first});
+        size += prev->second.size;
+        lo = prev->first;
+        blocks_.erase(prev);
+      }
+    }
+    insert_free(lo, size, seg);
+  }
+  // empty_cache: every segment that is one free block goes.
+  void release() {
+    for (auto it = blocks_.begin(); it != blocks_.end();) {
+      auto s = it->second.seg;
+      auto next = std::next(it);
+      bool whole = !it->second.used && it->first == bases_[s] && (next == blocks_.end() || next->second.seg != s);
+      if (whole) {
+        free_[small_[s]].erase({it->second.size, it->first});
+        it = blocks_.erase(it);
+      } else {
+        it = next;
+      }
+    }
+  }
+  struct View {
+    std::uint64_t addr = 0;
+    Bytes size = 0;
+    bool used = false, found = false;
+    std::int32_t seg = -1;
+  };
+  View block_at(std::uint64_t at) const {
+    auto it = containing(at);
+    if (it == blocks_.end()) return {};
+    return {it->first, it->second.size, it->second.used, true, it->second.seg};
+  }
+  // The free block best fit would hand out for `size` (before any growth).
+  View best(Bytes size) const {
+    const bool small = size <= kSmallSize;
+    auto f = free_[small].lower_bound({size, 0});
+    if (f == free_[small].end()) return {};
+    return block_at(f->second);
+  }
+
+ private:
+  struct Block {
+    Bytes size = 0;
+    bool used = false;
+    std::int32_t seg = 0;
+  };
+  std::map<std::uint64_t, Block>::const_iterator containing(std::uint64_t at) const {
+    auto it = blocks_.upper_bound(at);
+    if (it == blocks_.begin()) return blocks_.end();
+    --it;
+    return at < it->first + it->second.size ? it : blocks_.end();
+  }
+  std::map<std::uint64_t, Block>::iterator containing(std::uint64_t at) {
+    auto it = blocks_.upper_bound(at);
+    if (it == blocks_.begin()) return blocks_.end();
+    --it;
+    return at < it->first + it->second.size ? it : blocks_.end();
+  }
+  bool overlaps(std::uint64_t at, Bytes size) const {
+    auto it = blocks_.lower_bound(at);
+    if (it != blocks_.end() && it->first < at + size) return true;
+    return it != blocks_.begin() && std::prev(it)->first + std::prev(it)->second.size > at;
+  }
+  void insert_free(std::uint64_t at, Bytes size, std::int32_t seg) {
+    blocks_[at] = {size, false, seg};
+    free_[small_[seg]].insert({size, at});
+  }
+  std::map<std::uint64_t, Block> blocks_;
+  std::set<std::pair<Bytes, std::uint64_t>> free_[2];  // large [0], small [1]: (size, address)
+  std::vector<bool> small_;
+  std::vector<std::uint64_t> bases_;
+};
+
+// What the search may change (docs: the header comment).
+struct Hypothesis {
+  std::set<std::uint64_t> bounds;      // segment boundaries inside a large extent
+  std::set<std::uint64_t> freed;       // untouched ranges (by start) taken as free, not live
+  std::map<std::uint64_t, Bytes> ext;  // segment base → bytes added at its end (free)
+  // A freed untouched range (by start) whose first and last bytes are still live: (head, tail).
+  std::map<std::uint64_t, std::pair<Bytes, Bytes>> kept;
+};
+
+struct Change {
+  enum Kind : std::uint8_t { kBound, kFree, kLive, kExtend, kKeepHead, kKeepTail, kFreeHead, kFreeTail } kind;
+  std::uint64_t at = 0;
+  Bytes bytes = 0;
+  bool operator<(const Change& o) const { return std::tie(kind, at, bytes) < std::tie(o.kind, o.at, o.bytes); }
+};
+
+// A miss of the replay with every allocation put where it was recorded.
+struct Miss {
+  std::uint64_t x = 0;
+  Bytes size = 0;
+  Replay::View at_x, chosen;  // the block holding x, and the free block best fit took instead
+};
+
+struct Built {
+  bool valid = false;
+  std::vector<KinetoLayout::Segment> segments;                     // the window's (stream 0)
+  std::vector<std::pair<std::uint64_t, std::uint64_t>> untouched;  // [lo, hi) inside them
+  std::vector<bool> small;                                         // per segment
+  Bytes segment_bytes = 0, untouched_live = 0;
+};
+
+class Inference {
+ public:
+  explicit Inference(std::span<const KinetoMemEvent> ev) : ev_(ev) {
+    const KinetoMemEvent& first = ev.front();
+    // Total Allocated is after the event: before it, less the block it allocated or plus the one it freed.
+    const std::int64_t before = static_cast<std::int64_t>(first.total_allocated) - first.bytes;
+    out_.live_before = before > 0 ? static_cast<Bytes>(before) : 0;
+    out_.growth.assign(ev.size(), 0);
+    out_.release.assign(ev.size(), false);
+    Bytes reserved = first.total_reserved;
+    RangeSet grown;
+    std::unordered_map<std::uint64_t, Bytes> live;  // allocated in the window: address → bytes
+    for (size_t i = 0; i < ev.size(); ++i) {
+      const KinetoMemEvent& e = ev[i];
+      const std::uint64_t x = e.addr.value();
+      if (i > 0) {
+        if (e.total_reserved > reserved && e.bytes > 0)
+          out_.growth[i] = e.total_reserved - reserved;
+        else if (e.total_reserved < reserved)
+          out_.release[i] = true;
+        reserved = e.total_reserved;
+      }
+      if (out_.growth[i]) grown.add(x, x + out_.growth[i]);
+      const Bytes b = e.bytes > 0 ? static_cast<Bytes>(e.bytes) : static_cast<Bytes>(-e.bytes);
+      const bool inside_grown = in(grown, x, x + b);
+      if (e.bytes > 0) {
+        live[x] = b;
+        if (!inside_grown) touched_.push_back({x, x + b, false});
+      } else if (!live.erase(x) && !inside_grown && !pre_.count(x)) {
+        pre_[x] = b;  // allocated before the window
+        out_.freed_in_window += b;
+        touched_.push_back({x, x + b, true});
+      }
+    }
+    out_.reserved_before = first.total_reserved - out_.growth[0];
+    grown_ = grown;
+    for (const auto& t : touched_) {
+      (t.hi - t.lo <= kSmallSize ? small_ranges_ : large_ranges_).add(t.lo, t.hi);
+      if (t.hi - t.lo > kSmallSize) extents_.add(down(t.lo, kSegmentUnit), up(t.hi, kSegmentUnit));
+    }
+    for (const auto& [lo, hi] : small_ranges_.ranges())
+      for (std::uint64_t w = down(lo, kSegmentUnit); w < hi; w += kSegmentUnit)
+        if (!overlaps(extents_, w, w + kSegmentUnit)) windows_.insert(w);
+    for (const auto& t : touched_) all_touched_.add(t.lo, t.hi);
+    for (size_t i = 0; i < ev.size(); ++i)
+      if (ev[i].bytes > 0) ++allocs_;
+  }
+
+  KinetoLayout run() {
+    Hypothesis h;
+    auto [score, misses] = evaluate(h);
+    // Steepest ascent: every change the misses suggest is tried from the current state, and the
+    // best that does better is kept (taking the first that helps gets stuck: a tail freed for one
+    // miss is what another, earlier one needed live).
+    const std::uint64_t budget = std::clamp<std::uint64_t>(kReplayBudget / (2 * ev_.size() + 1), 4, 400);
+    std::set<Change> tried;  // from the current state
+    while (!misses.empty() && out_.replays < budget) {
+      std::optional<std::tuple<Score, Hypothesis, std::vector<Miss>>> best;
+      for (const Miss& m : misses) {
+        for (const Change& c : candidates(m, h)) {
+          if (tried.count(c)) continue;
+          Hypothesis h2 = h;
+          if (!apply(c, &h2)) continue;
+          tried.insert(c);
+          auto [s2, m2] = evaluate(h2);
+          if (s2 > score && (!best || s2 > std::get<0>(*best))) best.emplace(s2, std::move(h2), std::move(m2));
+          if (out_.replays >= budget) break;
+        }
+        if (out_.replays >= budget) break;
+      }
+      if (!best) break;
+      std::tie(score, h, misses) = std::move(*best);
+      tried.clear();
+    }
+    finish(h, score.first);
+    return std::move(out_);
+  }
+
+ private:
+  struct Touch {
+    std::uint64_t lo, hi;
+    bool pre;  // a block live before the window (else free then)
+  };
+  // Whether [lo, hi) lies inside one range of s; whether it meets any.
+  static bool in(const RangeSet& s, std::uint64_t lo, std::uint64_t hi) {
+    auto it = s.ranges().upper_bound(lo);
+    return it != s.ranges().begin() && std::prev(it)->second >= hi;
+  }
+  static bool overlaps(const RangeSet& s, std::uint64_t lo, std::uint64_t hi) {
+    auto it = s.ranges().lower_bound(hi);
+    return it != s.ranges().begin() && std::prev(it)->second > lo;
+  }
+
+  // The bytes of the untouched range [lo, hi) that the hypothesis holds live.
+  static Bytes live_in(const Hypothesis& h, std::uint64_t lo, std::uint64_t hi) {
+    if (!h.freed.count(lo)) return hi - lo;
+    auto k = h.kept.find(lo);
+    return k == h.kept.end() ? 0 : k->second.first + k->second.second;
+  }
+  Built build(const Hypothesis& h) const {
+    Built b;
+    // A boundary may not cut a block of the window.
+    for (const auto& t : touched_)
+      if (auto it = h.bounds.upper_bound(t.lo); it != h.bounds.end() && *it < t.hi) return b;
+    std::vector<std::pair<std::uint64_t, std::pair<Bytes, bool>>> segs;  // base → (size, small)
+    for (auto w : windows_) segs.push_back({w, {kSegmentUnit, true}});
+    for (const auto& [lo, hi] : extents_.ranges()) {
+      std::uint64_t at = lo;
+      for (auto it = h.bounds.upper_bound(lo); it != h.bounds.end() && *it < hi; ++it) {
+        segs.push_back({at, {*it - at, false}});
+        at = *it;
+      }
+      segs.push_back({at, {hi - at, false}});
+    }
+    std::sort(segs.begin(), segs.end());
+    // A large segment is never under 10 MiB (20 MiB for a request under 10 MiB, else the request
+    // rounded up to 2 MiB): a shorter extent lies in a segment that reaches into address space the
+    // window never touches, up to 20 MiB, above it when there is room, else below.
+    Bytes total = 0;
+    for (const auto& [base, v] : segs) total += v.first;
+    Bytes slack = out_.reserved_before > total ? out_.reserved_before - total : 0;
+    for (size_t i = 0; i < segs.size(); ++i) {
+      auto& [base, v] = segs[i];
+      if (v.second || v.first >= kMinLargeSegment) continue;
+      const std::uint64_t floor = i ? segs[i - 1].first + segs[i - 1].second.first : 0;
+      std::uint64_t ceiling = i + 1 < segs.size() ? segs[i + 1].first : UINT64_MAX - kLargeBuffer;
+      if (auto g = grown_.ranges().upper_bound(base); g != grown_.ranges().end()) ceiling = std::min(ceiling, g->first);
+      Bytes want = std::min(kLargeBuffer - v.first, slack);
+      Bytes above = std::min<Bytes>(want, ceiling - (base + v.first));
+      Bytes below = std::min<Bytes>(want - above, base - floor);
+      if (v.first + above + below < kMinLargeSegment) continue;
+      base -= below;
+      v.first += above + below;
+      slack -= above + below;
+    }
+    for (const auto& [base, v] : segs) {
+      // A boundary may not leave a large segment too short to be one.
+      if (!v.second && v.first < kMinLargeSegment && (h.bounds.count(base) || h.bounds.count(base + v.first))) return b;
+      b.segments.push_back({Addr(base), v.first, 0});
+      // The pool a replay seeds a segment in is the one its size implies (2 MiB: the small pool's),
+      // whatever blocks it holds (a large one, where the window's addresses leave no room for more).
+      b.small.push_back(v.first == kSegmentUnit);
+      b.segment_bytes += v.first;
+    }
+    for (size_t i = 0; i < b.segments.size(); ++i) {
+      auto& s = b.segments[i];
+      const std::uint64_t lo = s.base.value(), hi = lo + s.size;
+      std::uint64_t at = lo;
+      const auto& rs = all_touched_.ranges();
+      auto it = rs.upper_bound(lo);
+      if (it != rs.begin()) --it;
+      for (; it != rs.end() && it->first < hi; ++it) {
+        if (it->second <= lo) continue;
+        if (it->first > at) b.untouched.push_back({at, it->first});
+        at = std::max(at, it->second);
+      }
+      if (at < hi) b.untouched.push_back({at, hi});
+      if (auto e = h.ext.find(lo); e != h.ext.end()) {
+        if (i + 1 < b.segments.size() && hi + e->second > b.segments[i + 1].base.value()) return b;
+        if (overlaps(all_touched_, hi, hi + e->second) || overlaps(grown_, hi, hi + e->second)) return b;
+        s.size += e->second;
+        b.segment_bytes += e->second;
+      }
+    }
+    if (b.segment_bytes > out_.reserved_before) return b;
+    for (const auto& [lo, hi] : b.untouched) b.untouched_live += live_in(h, lo, hi);
+    b.valid = true;
+    return b;
+  }
+
+  Replay initial(const Built& b, const Hypothesis& h) const {
+    Replay r;
+    for (size_t i = 0; i < b.segments.size(); ++i)
+      r.add_segment(b.segments[i].base.value(), b.segments[i].size, b.small[i]);
+    for (const auto& [x, size] : pre_) r.carve(x, size);
+    for (const auto& [lo, hi] : b.untouched) {
+      if (!h.freed.count(lo)) {
+        r.carve(lo, hi - lo);
+      } else if (auto k = h.kept.find(lo); k != h.kept.end()) {
+        if (k->second.first) r.carve(lo, k->second.first);
+        if (k->second.second) r.carve(hi - k->second.second, k->second.second);
+      }
+    }
+    return r;
+  }
+
+  // Replays the window from the hypothesis: (free-running matches, matches when every allocation
+  // is put where it was recorded), and the misses of the second.
+  std::pair<Score, std::vector<Miss>> evaluate(const Hypothesis& h) {
+    ++out_.replays;
+    Built b = build(h);
+    if (!b.valid) return {{0, 0}, {}};
+    Score score{0, 0};
+    std::vector<Miss> misses;
+    for (int follow = 0; follow < 2; ++follow) {
+      Replay r = initial(b, h);
+      std::unordered_map<std::uint64_t, std::uint64_t> at;  // recorded address → the model's
+      for (const auto& [x, size] : pre_) at[x] = x;
+      for (size_t i = 0; i < ev_.size(); ++i) {
+        const KinetoMemEvent& e = ev_[i];
+        const std::uint64_t x = e.addr.value();
+        if (out_.release[i]) r.release();
+        if (e.bytes < 0) {
+          if (auto it = at.find(x); it != at.end()) {
+            r.free(it->second);
+            at.erase(it);
+          }
+          continue;
+        }
+        const Bytes size = static_cast<Bytes>(e.bytes);
+        Miss m{x, size, r.block_at(x), r.best(size)};
+        auto got = r.malloc(size, x, out_.growth[i]);
+        if (got == x) {
+          ++(follow ? score.second : score.first);
+          at[x] = x;
+          continue;
+        }
+        if (!follow) {
+          if (got) at[x] = *got;
+          continue;
+        }
+        if (misses.size() < 64) misses.push_back(m);
+        if (got) r.free(*got);
+        if (out_.growth[i]) r.ensure_segment(x, out_.growth[i], size <= kSmallSize);
+        if (r.carve(x, size)) at[x] = x;
+      }
+    }
+    return {score, std::move(misses)};
+  }
+
+  std::vector<Change> candidates(const Miss& m, const Hypothesis& h) const {
+    std::vector<Change> c;
+    Built b = build(h);
+    if (!b.valid) return c;
+    auto untouched_in = [&](std::uint64_t lo, std::uint64_t hi, bool freed, auto&& f) {
+      for (const auto& [a, z] : b.untouched)
+        if (a >= lo && z <= hi && h.freed.count(a) == (freed ? 1u : 0u)) f(a);
+    };
+    auto untouched_next_to = [&](const Replay::View& v) {
+      for (const auto& [a, z] : b.untouched)
+        if ((a == v.addr + v.size || z == v.addr) && !h.freed.count(a)) {
+          c.push_back({Change::kFree, a, 0});
+          // Or only its bytes next to the block: the block a little larger.
+          if (z - a > kMinBlock) c.push_back({a == v.addr + v.size ? Change::kFreeHead : Change::kFreeTail, a, z - a});
+        }
+    };
+    // A freed range that ends at x (or starts where a block ends) keeps its last (first) bytes live.
+    auto keep_ending_at = [&](std::uint64_t x) {
+      for (const auto& [a, z] : b.untouched)
+        if (z == x && h.freed.count(a) && z - a > kMinBlock) c.push_back({Change::kKeepTail, a, kMinBlock});
+    };
+    auto keep_inside = [&](const Replay::View& v) {
+      for (const auto& [a, z] : b.untouched)
+        if (a >= v.addr && z <= v.addr + v.size && h.freed.count(a) && z - a > kMinBlock) {
+          c.push_back({Change::kKeepHead, a, kMinBlock});
+          c.push_back({Change::kKeepTail, a, kMinBlock});
+        }
+    };
+    auto large = [&](const Replay::View& v) {
+      return v.seg >= 0 && v.size > 0 && v.found && v.seg < static_cast<int>(b.small.size()) && !b.small[v.seg];
+    };
+    const Replay::View& bx = m.at_x;
+    if (bx.found && !bx.used) {
+      if (bx.addr < m.x) {  // its free block must start at x
+        if (m.x % kSegmentUnit == 0 && large(bx)) c.push_back({Change::kBound, m.x, 0});
+        untouched_in(bx.addr, m.x, true, [&](std::uint64_t a) { c.push_back({Change::kLive, a, 0}); });
+        keep_ending_at(m.x);
+      }
+      // x's block smaller, or larger.
+      untouched_in(m.x + m.size, bx.addr + bx.size, true, [&](std::uint64_t a) { c.push_back({Change::kLive, a, 0}); });
+      if (large(bx))
+        for (std::uint64_t p = up(m.x + m.size, kSegmentUnit); p < bx.addr + bx.size; p += kSegmentUnit)
+          c.push_back({Change::kBound, p, 0});
+      untouched_next_to(bx);
+    }
+    const Replay::View& z = m.chosen;
+    if (z.found) {
+      // The block taken instead: smaller than the request, or larger than x's.
+      untouched_in(z.addr, z.addr + z.size, true, [&](std::uint64_t a) { c.push_back({Change::kLive, a, 0}); });
+      untouched_next_to(z);
+      keep_inside(z);
+      // z no larger than just under the request: the part of a freed range inside it past that point live.
+      const std::uint64_t cut = z.addr + m.size - kMinBlock;
+      for (const auto& [a, e] : b.untouched)
+        if (a >= z.addr && e <= z.addr + z.size && h.freed.count(a) && a < cut && cut < e)
+          c.push_back({Change::kKeepTail, a, e - cut});
+      if (large(z)) {
+        for (std::uint64_t p = up(z.addr + 1, kSegmentUnit); p < z.addr + z.size; p += kSegmentUnit)
+          c.push_back({Change::kBound, p, 0});
+        for (size_t i = 0; i < b.segments.size(); ++i) {
+          const auto& s = b.segments[i];
+          if (s.base.value() + s.size != z.addr + z.size) continue;
+          Bytes need = bx.found && bx.size > z.size ? bx.size - z.size + 1 : kSegmentUnit;
+          need = up(need, kSegmentUnit);
+          if (s.size + need < kLargeBuffer) need = kLargeBuffer - s.size;
+          c.push_back({Change::kExtend, s.base.value(), need});
+        }
+      }
+    }
+    return c;
+  }
+
+  bool apply(const Change& c, Hypothesis* h) const {
+    switch (c.kind) {
+      case Change::kBound:
+        return h->bounds.insert(c.at).second;
+      case Change::kFree:
+        return h->freed.insert(c.at).second;
+      case Change::kLive:
+        h->kept.erase(c.at);
+        return h->freed.erase(c.at) > 0;
+      case Change::kFreeHead:
+      case Change::kFreeTail:
+        if (!h->freed.insert(c.at).second) return false;
+        h->kept[c.at] = c.kind == Change::kFreeHead ? std::pair<Bytes, Bytes>{0, c.bytes - kMinBlock}
+                                                    : std::pair<Bytes, Bytes>{c.bytes - kMinBlock, 0};
+        return true;
+      case Change::kKeepHead:
+      case Change::kKeepTail: {
+        if (!h->freed.count(c.at)) return false;
+        auto& k = h->kept[c.at];
+        Bytes& b = c.kind == Change::kKeepHead ? k.first : k.second;
+        if (b == c.bytes) return false;
+        b = c.bytes;
+        return true;
+      }
+      case Change::kExtend:
+        if (h->ext.count(c.at)) return false;
+        h->ext[c.at] = c.bytes;
+        return true;
+    }
+    return false;
+  }
+
+  void finish(const Hypothesis& h, std::uint64_t predicted) {
+    Built b = build(h);
+    if (!b.valid) b = build(Hypothesis{});
+    out_.predicted = predicted;
+    out_.allocations = allocs_;
+    out_.boundaries = h.bounds.size();
+    out_.tails_freed = h.freed.size();
+    out_.extended = h.ext.size();
+    for (const auto& [x, size] : pre_) out_.blocks.push_back({Addr(x), size, KinetoLayout::BlockKind::kFreedInWindow});
+    for (const auto& [lo, hi] : b.untouched) {
+      if (!h.freed.count(lo)) {
+        out_.blocks.push_back({Addr(lo), hi - lo, KinetoLayout::BlockKind::kUntouched});
+        out_.untouched_live += hi - lo;
+      } else if (auto k = h.kept.find(lo); k != h.kept.end()) {
+        if (k->second.first) out_.blocks.push_back({Addr(lo), k->second.first, KinetoLayout::BlockKind::kUntouched});
+        if (k->second.second)
+          out_.blocks.push_back({Addr(hi - k->second.second), k->second.second, KinetoLayout::BlockKind::kUntouched});
+        out_.untouched_live += k->second.first + k->second.second;
+      }
+    }
+    out_.segments = b.segments;
+    // The reserved memory the window never touches: the live bytes not yet placed in one segment
+    // (held whole: a free remainder there could serve the window's requests), the rest free on a
+    // stream the window never allocates on.
+    const Bytes slack = out_.reserved_before - std::min(out_.reserved_before, b.segment_bytes);
+    const Bytes placed = out_.freed_in_window + out_.untouched_live;
+    const Bytes unplaced = out_.live_before > placed ? out_.live_before - placed : 0;
+    const Bytes live_seg = std::min(slack, up(unplaced, kSegmentUnit));
+    const Bytes idle = slack - live_seg;
+    if (slack) {
+      std::uint64_t lo = UINT64_MAX, hi = 0;
+      for (size_t i = 0; i < ev_.size(); ++i) {
+        const std::uint64_t x = ev_[i].addr.value();
+        const Bytes b = ev_[i].bytes > 0 ? static_cast<Bytes>(ev_[i].bytes) : static_cast<Bytes>(-ev_[i].bytes);
+        lo = std::min(lo, x);
+        hi = std::max(hi, x + std::max(b, out_.growth[i]));
+      }
+      for (const auto& s : out_.segments) {
+        lo = std::min(lo, s.base.value());
+        hi = std::max(hi, s.base.value() + s.size);
+      }
+      // Below every address the trace states when there is room, else above them.
+      std::uint64_t base = down(lo, kSegmentUnit);
+      if (base >= slack + 2 * kSegmentUnit + (std::uint64_t{1} << 32))
+        base = base - kSegmentUnit - slack;
+      else
+        base = up(hi, kSegmentUnit) + kSegmentUnit;
+      if (live_seg) {
+        out_.segments.push_back({Addr(base), live_seg, 0});
+        out_.blocks.push_back({Addr(base), live_seg, KinetoLayout::BlockKind::kUnplaced});
+        out_.unplaced_live = live_seg;
+      }
+      if (idle) out_.segments.push_back({Addr(base + live_seg), idle, KinetoLayout::kIdleStream});
+      out_.idle_free = idle;
+    }
+    std::sort(out_.segments.begin(), out_.segments.end(), [](const auto& x, const auto& y) { return x.base < y.base; });
+  }
+
+  std::span<const KinetoMemEvent> ev_;
+  KinetoLayout out_;
+  std::vector<Touch> touched_;
+  std::map<std::uint64_t, Bytes> pre_;  // blocks live before the window that it frees
+  RangeSet small_ranges_, large_ranges_, extents_, all_touched_, grown_;
+  std::set<std::uint64_t> windows_;  // small segments
+  std::uint64_t allocs_ = 0;
+};
+
+}  // namespace
+
+KinetoLayout infer_kineto_layout(std::span<const KinetoMemEvent> events) {
+  if (events.empty()) return {};
+  return Inference(events).run();
+}
+
+}  // namespace fragsim
