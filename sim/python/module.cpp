@@ -61,6 +61,7 @@ auto released(F&& work, const py::object& progress) {
   if (!progress.is_none() && !PyCallable_Check(progress.ptr()))
     throw py::type_error("progress: expected a callable (given the events decoded so far) or None");
   std::atomic<bool> cancel{false};
+  new_input_epoch();
   const std::uint64_t events0 = input_events_read();
   auto done = std::async(std::launch::async, [&] { return work(&cancel); });
   auto poll = [&] {

@@ -531,6 +531,16 @@ class Threads(Scratch):  # ctest: integration
         self.assertLess(_fragsim.events_read() - before, self.EVENTS // 2)
         self.assertEqual(os.listdir(self.dir), ["big.fstrace"])
 
+    def test_progress_counts_each_event_once_though_the_page_reads_the_trace_again(self):
+        # --html replays the trace a second time for the page's history (issue 47): the callback
+        # still counts each of the trace's events once, never more than the trace holds.
+        path = self.big_trace()
+        calls = []
+        fragsim.run(path, policy="best-fit", html=self.path("page.html"), progress=calls.append)
+        self.assertGreater(len(calls), 2)
+        self.assertEqual(calls, sorted(calls))
+        self.assertLessEqual(calls[-1], self.EVENTS)
+
     def test_progress_is_called_with_the_events_decoded(self):
         path = self.big_trace()
         calls = []
