@@ -3,7 +3,7 @@ set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 BUILD="${FRAGSIM_BUILD_DIR:-$ROOT/build}"
 PACKAGES=(cmake g++ make pkg-config libboost-program-options-dev nlohmann-json3-dev libfmt-dev catch2 libzstd-dev
-  libsimdjson-dev clang-format libprotobuf-dev protobuf-compiler python3 python3-dev pybind11-dev)
+  libsimdjson-dev clang-format libprotobuf-dev protobuf-compiler python3 python3-dev pybind11-dev zlib1g-dev)
 
 install_deps() {
   local missing=()
