@@ -190,6 +190,18 @@ TEST_CASE("modules: a JAX capture's compiled modules, each buffer at XLA's offse
   }
   CHECK(heaps > 0);
   CHECK(planned == heaps);
+  // fragsim's plan places the heap's buffers inside the heap it needed, at offsets of its own.
+  size_t placed = 0;
+  for (const auto& m : mods)
+    for (const auto& b : m.buffers) {
+      if (b.planned < 0) continue;
+      ++placed;
+      const auto h = std::find_if(m.heaps.begin(), m.heaps.end(),
+                                  [&](const ModuleView::Heap& x) { return x.trace == b.heap_trace; });
+      REQUIRE(h != m.heaps.end());
+      CHECK(static_cast<std::uint64_t>(b.planned) + b.padded <= h->planned_bytes);
+    }
+  CHECK(placed > 0);
 }
 
 namespace {

@@ -35,16 +35,15 @@ std::shared_ptr<const std::vector<ModuleView>> module_plans(const std::string& t
       o.history = spec;
       RunResult r = run_simulation(o, reg);
       if (r.history && r.history->allocations) {
-        std::map<std::uint32_t, Addr> base;  // slot → its heap's base
-        for (const auto& g : r.history->regions)
-          if (!base.count(g.slot)) base[g.slot] = g.base;
+        // static-heap places each buffer at its offset in the heap (its placements' addresses are
+        // offsets, as XLA's are; its memory map draws the heap at DeviceMemory::kBase instead).
         std::map<std::pair<std::int64_t, std::int64_t>, std::int64_t> offset;  // (heap trace, buffer id) → offset
         const AllocationLog& log = *r.history->allocations;
         for (std::uint32_t s = 0; s < log.slots(); ++s)
           for (const auto& rec : log.records(s))
-            if (rec.has_addr && base.count(s))
+            if (rec.has_addr)
               offset[{r.history->slots[s].first, static_cast<std::int64_t>(rec.id.value())}] =
-                  static_cast<std::int64_t>(rec.addr - base[s]);
+                  static_cast<std::int64_t>(rec.addr.value());
         for (auto& b : m.buffers)
           if (auto it = offset.find({b.heap_trace, b.id}); it != offset.end()) b.planned = it->second;
         for (const auto& sp : r.spaces) {
