@@ -568,23 +568,49 @@
   // blocks: [[offset in region, size, in use, mapped, region id, hex address]]}; byAddr: hex
   // address → the buffer there ({id, name, shape, requested, block, event_index, stack}).
   // Zoom and pan over the bytes laid out (scroll, drag, the buttons); a map whose memory in use
-  // and mapped lies in a small part of what it reserves (an expandable segment's reservation, an
-  // arena) opens on that part.
-  function drawMap(target, sp, byAddr, highlight) {
-    const total = sp.regions.reduce((a, g) => a + g[1], 0);
-    if (!total) return;
+  // and mapped lies in a small part of what it reserves opens on that part: a reservation mapped
+  // only at its start (an expandable segment's, one per stream and pool, each about the device's
+  // size) is laid out up to a short stub past its last mapped block, its unmapped tail folded
+  // away; then, as for one big arena used in a corner, the view opens where memory is used.
+  // "all" lays every region out whole; `whole` draws it so from the start.
+  function drawMap(target, sp, byAddr, highlight, whole) {
+    if (!sp.regions.reduce((a, g) => a + g[1], 0)) return undefined;
+    const box = el("div", { class: "mapview" });
+    target.appendChild(box);
+    return drawMapInto(box, sp, byAddr, highlight, !!whole);
+  }
+  function drawMapInto(box, sp, byAddr, highlight, whole) {
+    const redraw = (w) => {  // laid out again (folded or whole) in the same place
+      const fresh = el("div", { class: "mapview" });
+      box.parentNode.replaceChild(fresh, box);
+      drawMapInto(fresh, sp, byAddr, highlight, w);
+    };
+    const full = sp.regions.reduce((a, g) => a + g[1], 0);
     const rows = sp.regions.length <= 8 ? sp.regions.length : Math.min(40, Math.ceil(Math.sqrt(sp.regions.length) * 1.5));
     const RH = 22, GAP = 4;
-    const starts = [];  // packed offset of each region
-    let acc = 0;
-    sp.regions.forEach((g) => { starts.push(acc); acc += g[1]; });
     const regionIndex = new Map();
     sp.regions.forEach((g, i) => regionIndex.set(g[2], i));
+    // Each region's laid-out length: whole, or (folded) up to its last mapped block and a stub of
+    // its unmapped rest, where that rest is over 3/4 of it.
+    const mappedEnd = sp.regions.map(() => 0);
+    sp.blocks.forEach((b) => {
+      const i = regionIndex.get(b[4]);
+      if (i !== undefined && b[3]) mappedEnd[i] = Math.max(mappedEnd[i], b[0] + b[1]);
+    });
+    let shown = sp.regions.map((g, i) => (mappedEnd[i] < g[1] / 4 ? Math.min(g[1], mappedEnd[i] + Math.max(mappedEnd[i] / 16, 2 << 20)) : g[1]));
+    const foldable = shown.reduce((a, x) => a + x, 0) < full * 0.75;
+    if (whole || !foldable) shown = sp.regions.map((g) => g[1]);
+    const folded = !whole && foldable;
+    const total = shown.reduce((a, x) => a + x, 0);
+    const starts = [];  // packed offset of each region
+    let acc = 0;
+    shown.forEach((len) => { starts.push(acc); acc += len; });
     const packed = [];  // [packed start, block], sorted by packed start for the hover's binary search
     sp.blocks.forEach((b) => {
       const i = regionIndex.get(b[4]);
-      if (i === undefined) return;
-      packed.push([starts[i] + b[0], b]);
+      if (i === undefined || b[0] >= shown[i]) return;
+      // Only an unmapped tail is cut short by a fold (the mapped blocks all end before the stub).
+      packed.push([starts[i] + b[0], b[0] + b[1] > shown[i] ? [b[0], shown[i] - b[0], b[2], b[3], b[4], b[5]] : b]);
     });
     packed.sort((a, b) => a[0] - b[0]);
     // Where memory is used: from the first block mapped to the end of the last one in use.
@@ -598,7 +624,7 @@
     const home = zoomed ? [Math.max(0, used0 - pad), Math.min(total, used1 + pad)] : [0, total];
     const mv = { p0: home[0], p1: home[1] };
     const label = el("div", { class: "regionlabel" });
-    target.appendChild(label);
+    box.appendChild(label);
     const bar = el("div", { class: "controls zoombar" });
     const c = el("canvas", { class: "map", height: rows * (RH + GAP), "data-space": keyOf(sp) });
     c.style.height = rows * (RH + GAP) + "px";
@@ -620,10 +646,11 @@
     button("▶", "higher addresses", () => setView(mv.p0 + (mv.p1 - mv.p0) / 4, mv.p1 + (mv.p1 - mv.p0) / 4));
     button("+", "zoom in", () => setView(mv.p0 + (mv.p1 - mv.p0) / 4, mv.p1 - (mv.p1 - mv.p0) / 4));
     button("−", "zoom out", () => setView(mv.p0 - (mv.p1 - mv.p0) / 2, mv.p1 + (mv.p1 - mv.p0) / 2));
-    button("where used", "the part of the map where memory is used", () => setView(home[0], home[1]));
-    button("all", "every region whole", () => setView(0, total));
-    target.appendChild(bar);
-    target.appendChild(c);
+    button("where used", "the part of the map where memory is used",
+           () => (whole && foldable ? redraw(false) : setView(home[0], home[1])));
+    button("all", "every region whole", () => (folded ? redraw(true) : setView(0, total)));
+    box.appendChild(bar);
+    box.appendChild(c);
     const ctx = c.getContext("2d");
     const hatch = ctx.createPattern((() => {
       const h = document.createElement("canvas");
@@ -637,11 +664,13 @@
     })(), "repeat");
     let perRow = total / rows;
     function paintAll() {
-      const W2 = c.width = widthOf(target);
+      const W2 = c.width = widthOf(box);
       perRow = (mv.p1 - mv.p0) / rows;
+      const atHome = mv.p0 === home[0] && mv.p1 === home[1] && (zoomed || folded);
       label.textContent = sp.regions.length + " region" + (sp.regions.length === 1 ? "" : "s") + " from " +
-        sp.regions[0][0] + ", " + bytes(total) + (mv.p1 - mv.p0 < total ? "; showing " + bytes(Math.round(mv.p1 - mv.p0)) +
-        " of it" + (mv.p0 === home[0] && mv.p1 === home[1] ? ", where memory is used (“all” shows every region whole)" : "") : "") +
+        sp.regions[0][0] + ", " + bytes(full) + (mv.p1 - mv.p0 < full ? "; showing " + bytes(Math.round(mv.p1 - mv.p0)) +
+        " of it" + (atHome ? ", where memory is used (" + (folded ? "each reservation's unmapped tail folded away; " : "") +
+        "“all” shows every region whole)" : "") : "") +
         (rows > 1 ? "; each row " + bytes(Math.round(perRow)) : "") + ". Coloured: buffers in use (hatched: padding or " +
         "rounding beyond the request); white: free; grey: reserved but unmapped; dark ticks: region starts.";
       c.setAttribute("data-p0", String(Math.round(mv.p0)));
