@@ -73,6 +73,7 @@ struct CudaAsyncOptions {
   Bytes chunk = 32 * kMiB;        // physical mapping granularity (measured on an H200)
   std::uint64_t cross_delay = 0;  // ticks
   bool sync_after_free = false;   // every free is followed by a sync of its stream
+  bool as_recorded = false;       // replays a capture of this allocator with its recorded threshold
 };
 
 class CudaAsyncPolicy : public AllocatorPolicy {
@@ -88,6 +89,8 @@ class CudaAsyncPolicy : public AllocatorPolicy {
         if (auto b = place(stream_number(0), r, r, Tick(), std::nullopt)) release_block(*b, stream_number(0));
     }
   }
+
+  bool seeds_recording() const override { return o_.as_recorded; }
 
   Placement allocate(const AllocRequest& req) override {
     Bytes r = round_up_sat(req.size, kRound);
@@ -554,6 +557,10 @@ void register_cuda_async(Registry& r) {
                           ctx.device_index, o.threshold));
         }
         if (auto t = cfg.optional_size("release_threshold")) o.threshold = *t;
+        // A capture of this allocator itself (XLA names it gpu_async_N) replayed as recorded: the
+        // buffers live before it may go where it placed them.
+        o.as_recorded = rec && rec->name.rfind("gpu_async", 0) == 0 && !cfg.has("mem_fraction") &&
+                        !cfg.has("release_threshold") && !cfg.has("chunk");
         cfg.record("resolved_release_threshold", o.threshold);
         o.prealloc = pre ? o.threshold : 0;
         if (ctx.space->space == Space::kHost) return jax_host_allocator(cfg, ctx);

@@ -81,6 +81,53 @@ struct Observation {
   bool bfc_region = false;
 };
 
+// ---- State held before a mid-run recording began (sim/engine/prior_state.h) ----
+//
+// A recording that starts mid-run (a PyTorch snapshot's ring buffer, a capture's window) shows what
+// its allocator held when recording began: the blocks live then, and the segments or mapped ranges
+// that held them and the cache around them. A policy that makes the recording allocator's decisions
+// with the recorded settings takes that state as recorded (seeded_at, pre_trace observations). Any
+// other run re-holds it: the engine replays a history the recording implies, made of
+//   1. the requests that made the recording's allocator obtain its regions (prior_requests: which
+//      requests, in which order, and how long each is held), then
+//   2. the blocks live when recording began, allocated in address order,
+// through allocate() as any request, so that the what-if's rules, limits and rounding apply from
+// the first byte (docs/report.md, "Before the recording").
+
+// A region the recording's allocator held when recording began: a segment (cudaMalloc) or a
+// mapped range of a reservation (expandable segments).
+struct PriorRegion {
+  Addr addr;
+  Bytes size = 0;
+  std::int64_t stream = 0;
+  bool mapped_range = false;  // a segment_map range of a reservation, not a segment of its own
+};
+
+// How much of the recording's reserved memory the history treats as demand the program once had.
+enum class PriorHistory : std::uint8_t {
+  kLikely,  // the policy's reading of the regions (prior_requests' contract)
+  kLeast,   // none: only the blocks live when recording began (the least memory the state needs)
+  kMost,    // every region's request, all held together (the recording's reserved memory as demand)
+};
+
+// One request of that history. It is released just before request `released_before` of the list
+// is made (list size or more: after the last one), and always before the live blocks are placed.
+struct PriorRequest {
+  Bytes size = 0;
+  std::int64_t stream = 0;
+  size_t released_before = SIZE_MAX;
+};
+
+// The history most policies read in the regions: region i was obtained for a request of
+// size_of(region i), in address order. Held together (kMost, or kLikely with held_together), every
+// request stays until the last one is made: each region was in use while the next was obtained, so
+// the allocator could not reuse it. Otherwise (kLikely) a request is held only while a later one
+// would fit in it: one that would not fit could not have reused its memory anyway, so the
+// recording proves no more about when it was released. kLeast: none.
+std::vector<PriorRequest> prior_requests_of_regions(std::span<const PriorRegion> regions, PriorHistory history,
+                                                    bool held_together,
+                                                    const std::function<Bytes(const PriorRegion&)>& size_of);
+
 struct Placement {
   bool ok = false;
   bool has_addr = false;  // false for policies that place nothing (ideal)
@@ -236,6 +283,9 @@ class AllocatorPolicy {
   // The most it will hold from this space: its own cap below the device's memory (a BFC's limit,
   // a memory fraction's share, the TPU runtime's limit); 0 when the device's memory is the only one.
   [[nodiscard]] virtual Bytes limit() const { return 0; }
+  // The most all of its pools together may reserve, which --check holds it to: limit() unless a
+  // pool beside the main one has a cap of its own (XLA's classic collective-memory BFC).
+  [[nodiscard]] virtual Bytes reserve_limit() const { return limit(); }
   // The size this policy would ask for the request after its own rounding (OOM cause).
   [[nodiscard]] virtual Bytes rounded_size(const AllocRequest& req) const { return req.size; }
   // Allocator statistics in the real allocator's names (report "policy_stats").
@@ -269,6 +319,17 @@ class AllocatorPolicy {
   virtual void plan(const std::vector<Lifetime>& buffers) { (void)buffers; }
   // Observation events of the trace (segment_alloc, ...) for seeding and fidelity. Optional.
   virtual void observe(const Observation& ob) { (void)ob; }
+  // Whether this policy, as configured, makes the recording allocator's decisions with the
+  // recorded settings, so that state from before the recording may be taken where it was recorded
+  // (AllocRequest::seeded_at, pre_trace observations). False (the default): the engine re-holds that
+  // state through allocate() (PriorRegion's comment). Asked once, before the first event.
+  [[nodiscard]] virtual bool seeds_recording() const { return false; }
+  // The requests that made the recording's allocator obtain `regions` (address order), as this
+  // policy reads them for `history`, in the order to replay them. kLeast must give none; kMost every
+  // region's, all held together. The default: prior_requests_of_regions with kLikely read as
+  // "held while a later request fits" (one request a region, of its size).
+  [[nodiscard]] virtual std::vector<PriorRequest> prior_requests(std::span<const PriorRegion> regions,
+                                                                 PriorHistory history) const;
   // Appends the memory it holds (regions and their blocks). Policies that place nothing leave it
   // empty. O(blocks): called for reports only.
   virtual void memory_map(MemoryMap* out) const { (void)out; }

@@ -76,3 +76,33 @@ void register_builtin_policies(Registry& r) {
 }
 
 }  // namespace fragsim
+
+namespace fragsim {
+
+std::vector<PriorRequest> prior_requests_of_regions(std::span<const PriorRegion> regions, PriorHistory history,
+                                                    bool held_together,
+                                                    const std::function<Bytes(const PriorRegion&)>& size_of) {
+  std::vector<PriorRequest> out;
+  if (history == PriorHistory::kLeast) return out;
+  for (const PriorRegion& r : regions)
+    out.push_back({.size = size_of(r), .stream = r.stream, .released_before = SIZE_MAX});
+  if (history == PriorHistory::kMost || held_together) return out;
+  // Released just before the first later request it could not have served (a larger one); a
+  // monotonic stack finds each one's in a single pass.
+  std::vector<size_t> open;
+  for (size_t k = 0; k < out.size(); ++k) {
+    while (!open.empty() && out[open.back()].size < out[k].size) {
+      out[open.back()].released_before = k;
+      open.pop_back();
+    }
+    open.push_back(k);
+  }
+  return out;
+}
+
+std::vector<PriorRequest> AllocatorPolicy::prior_requests(std::span<const PriorRegion> regions,
+                                                          PriorHistory history) const {
+  return prior_requests_of_regions(regions, history, false, [](const PriorRegion& r) { return r.size; });
+}
+
+}  // namespace fragsim

@@ -74,10 +74,17 @@ struct StatArray {
   Bytes current() const { return static_cast<Bytes>(s[kAll].current); }
 };
 
+// How this run's configuration stands to the recording's allocator (prior state, policy.h).
+struct AsRecorded {
+  bool same_settings = false;        // a PyTorch recording, replayed with the settings it recorded
+  bool recorded_expandable = false;  // its memory was expandable reservations, not segments
+};
+
 class TorchCachingPolicy : public AllocatorPolicy {
  public:
-  TorchCachingPolicy(const Config& c, const PolicyContext& ctx)
+  TorchCachingPolicy(const Config& c, const AsRecorded& rec, const PolicyContext& ctx)
       : c_(c),
+        rec_(rec),
         dev_(ctx.device),
         sched_(ctx.scheduler),
         total_(ctx.space->capacity),
@@ -260,6 +267,33 @@ class TorchCachingPolicy : public AllocatorPolicy {
                    format_size(a), device_index_, format_size(total_), format_size(free),
                    limit() ? format_size(limit()) + " allowed; " : "", format_size(allocated),
                    format_size(reserved - allocated));
+  }
+
+  bool seeds_recording() const override { return rec_.same_settings; }
+
+  // The requests that obtained the recording's segments: a segment of the small pool (2 MiB) was
+  // obtained for requests of at most 1 MiB (kSmallSize), two of which fill it; any other segment,
+  // or a mapped range, for one request of its size (alloc_size(r) = r for r >= 10 MiB, and a
+  // 20 MiB segment's request may be its size). When the what-if holds memory in the kind the
+  // recording did (segments, or expandable reservations), every request is held until the last
+  // one is made: the recording obtained each segment while the others were in use, and the what-if
+  // then obtains the same ones, keeping the recording's fragmentation between them. When it holds
+  // another kind, a request is held only while a later one would fit in it
+  // (prior_requests_of_regions): memory the recording reserved only because its segments could not
+  // be reused is not taken for demand (docs/report.md, "Before the recording").
+  std::vector<PriorRequest> prior_requests(std::span<const PriorRegion> regions, PriorHistory history) const override {
+    std::vector<PriorRegion> split;
+    for (const PriorRegion& r : regions) {
+      const bool small = r.mapped_range ? r.size % kLargeBuffer != 0 : r.size == kSmallBuffer;
+      if (!small) {
+        split.push_back(r);
+        continue;
+      }
+      for (Bytes at = 0; at + kSmallSize <= r.size; at += kSmallSize)
+        split.push_back({.addr = r.addr + at, .size = kSmallSize, .stream = r.stream, .mapped_range = r.mapped_range});
+    }
+    return prior_requests_of_regions(split, history, c_.expandable == rec_.recorded_expandable,
+                                     [](const PriorRegion& r) { return r.size; });
   }
 
   void observe(const Observation& ob) override {
@@ -631,6 +665,7 @@ class TorchCachingPolicy : public AllocatorPolicy {
   }
 
   Config c_;
+  AsRecorded rec_;
   DeviceMemory* dev_;
   Scheduler* sched_;
   Bytes total_;
@@ -711,7 +746,17 @@ PolicyBuilder configure_torch_caching(ConfigReader& cfg, const ConfigContext& ct
              c.max_split_size == kTooLarge ? -1 : static_cast<std::int64_t>(c.max_split_size));
   cfg.record("resolved_garbage_collection_threshold", c.gc_threshold);
   cfg.record("resolved_alloc_conf", alloc_conf_text(c));
-  return [c](const PolicyContext& pc) { return std::make_unique<TorchCachingPolicy>(c, pc); };
+  // The recording's own settings (PyTorch's defaults when it states none): a run with the same ones
+  // makes its decisions and takes the state before it as recorded; memory_fraction is a limit, not
+  // a setting of where blocks go (the engine re-holds the state when it does not fit the limit).
+  AsRecorded rec;
+  if (ctx.recording && ctx.recording->framework() == "PyTorch") {
+    Config recorded;
+    if (ctx.recording->torch_settings) apply_recorded_settings(*ctx.recording->torch_settings, recorded);
+    rec.same_settings = alloc_conf_text(recorded) == alloc_conf_text(c);
+    rec.recorded_expandable = recorded.expandable;
+  }
+  return [c, rec](const PolicyContext& pc) { return std::make_unique<TorchCachingPolicy>(c, rec, pc); };
 }
 
 // PYTORCH_CUDA_ALLOC_CONF with `key` set to `value` and every other key as in `conf`.

@@ -582,8 +582,12 @@ class Bfc {
 
 class XlaBfcPolicy : public AllocatorPolicy {
  public:
-  XlaBfcPolicy(BfcOptions main, std::optional<BfcOptions> collective, DeviceMemory* dev)
-      : main_(std::move(main), dev), collective_opts_(std::move(collective)), dev_(dev) {}
+  XlaBfcPolicy(BfcOptions main, std::optional<BfcOptions> collective, bool as_recorded, DeviceMemory* dev)
+      : main_(std::move(main), dev), collective_opts_(std::move(collective)), as_recorded_(as_recorded), dev_(dev) {}
+
+  // A capture replayed with its recorded limit and mode: the buffers live before it go where its
+  // addresses put them. Another limit or mode moves the region, and they are re-held.
+  bool seeds_recording() const override { return as_recorded_; }
 
   Placement allocate(const AllocRequest& req) override {
     bool coll = req.space == Space::kCollective;
@@ -648,6 +652,9 @@ class XlaBfcPolicy : public AllocatorPolicy {
   }
 
   Bytes limit() const override { return main_.options().limit; }
+  Bytes reserve_limit() const override {
+    return collective_ ? main_.options().limit + collective_->options().limit : limit();
+  }
   nlohmann::json extra_report() const override {
     nlohmann::json j = {{"bfc",
                          {{"name", main_.options().name},
@@ -707,6 +714,7 @@ class XlaBfcPolicy : public AllocatorPolicy {
   Bfc main_;
   std::optional<BfcOptions> collective_opts_;
   std::unique_ptr<Bfc> collective_;
+  bool as_recorded_ = false;  // seeds_recording()
   DeviceMemory* dev_;
   std::vector<std::pair<Bfc*, std::int32_t>> owner_;
   std::map<Handle, std::vector<std::int32_t>> more_chunks_;  // seeded extents after the first, per handle
@@ -804,7 +812,11 @@ PolicyBuilder configure_xla_bfc(ConfigReader& cfg, const ConfigContext& ctx) {
     }
     coll = c;
   }
-  return [main, coll](const PolicyContext& pc) { return std::make_unique<XlaBfcPolicy>(main, coll, pc.device); };
+  const bool as_recorded =
+      rec_limit && rec_mode && !cfg.has("spatial_partitioning") && !gc && !main.coalesce_regions && !collective_size;
+  return [main, coll, as_recorded](const PolicyContext& pc) {
+    return std::make_unique<XlaBfcPolicy>(main, coll, as_recorded, pc.device);
+  };
 }
 
 // After a first OOM (sim/commands/advice.h replays each before printing it): against fragmentation, the

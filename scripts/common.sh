@@ -1,4 +1,5 @@
-# Shared by scripts/demo, scripts/test, scripts/bench: install missing Debian packages, build.
+# Shared by scripts/demo, scripts/test, scripts/test-sanitize, scripts/bench: install missing Debian
+# packages, build, run the suite.
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 BUILD="${FRAGSIM_BUILD_DIR:-$ROOT/build}"
@@ -40,3 +41,33 @@ build_in() {
   fi
 }
 build() { build_in "$BUILD" "$@"; }
+
+# What the test suite needs besides the build: the HTML report test runs the viewer in headless
+# Chromium; the batch test a local Slurm; the memory bounds are measured with GNU time; the snapshot
+# export is read back by PyTorch's own torch.cuda._memory_viz (Debian's python3-torch, on CPU).
+TEST_PACKAGES=(chromium slurm-wlm munge time python3-torch)
+
+# Every Catch2 TEST_CASE must be one ctest test under its own name: a name that test discovery splits
+# (at ';') or loses would leave a case that never runs while the count still looks whole.
+same_tests() {
+  local dir=$1
+  if ! diff <("$dir/tests/fragsim_tests" --list-test-names-only | sed '/^$/d' | sort) \
+    <(cd "$dir" && ctest -N -LE python | sed -n 's/^ *Test *#[0-9]*: //p' | sort); then
+    echo "$(basename "$0"): ctest's tests in $dir differ from the Catch2 test cases (above)" >&2
+    exit 1
+  fi
+}
+# suite DIR: the whole ctest suite of a build, every test once, on every core.
+suite() {
+  same_tests "$1"
+  (cd "$1" && ctest --output-on-failure --no-tests=error -j"$(nproc)")
+}
+# The build with AddressSanitizer + UndefinedBehaviorSanitizer (UB is fatal) and the suite under it.
+# -O1 (assertions on): the suite runs in half the time it takes at -O0, and the sanitizers still see
+# every access (clang's AddressSanitizer documentation: "To get a reasonable performance add -O1 or
+# higher").
+sanitized_suite() {
+  local dir="${FRAGSIM_ASAN_BUILD_DIR:-$ROOT/build-asan}"
+  build_in "$dir" -DCMAKE_BUILD_TYPE=RelWithDebInfo "-DCMAKE_CXX_FLAGS_RELWITHDEBINFO=-O1 -g1" -DFRAGSIM_SANITIZE=ON
+  suite "$dir"
+}

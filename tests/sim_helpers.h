@@ -69,6 +69,9 @@ struct SimSpec {
   bool follow_recording = false;  // --follow-recording
   std::string reserve = "0";
   std::string hw = "h100-80g";
+  // --pre-trace: a hand-built trace is no recording of the policy's allocator, so its pre_trace
+  // state is re-held unless a test of seeding asks for it as recorded.
+  PriorOptions::Mode pre_trace = PriorOptions::Mode::kAuto;
 };
 
 // Runs it with --check (every invariant after every event) and reads its placements back.
@@ -86,6 +89,7 @@ inline SimRun simulate(const SimSpec& spec) {
   o.check = true;
   o.keep_going = spec.keep_going;
   o.follow_recording = spec.follow_recording;
+  o.prior.mode = spec.pre_trace;
   o.placements = tmp_path(spec.name + ".placements.jsonl");
   SimRun r{run_simulation(o, reg), {}};
   r.placements = read_jsonl(o.placements);

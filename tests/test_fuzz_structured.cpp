@@ -143,7 +143,8 @@ std::string fuzz_name(Rng& r, const std::string& prefix, const std::string& suff
 
 }  // namespace
 
-TEST_CASE("fuzz: structured XProf captures (names, numbers, timestamps, shared metadata) — results or input errors") {
+TEST_CASE("fuzz: structured XProf captures (names, numbers, timestamps, shared metadata) — results or input errors",
+          "[fuzz]") {
   Rng r{seed(23001)};
   Outcomes o;
   const int kInputs = scaled(120);
@@ -222,7 +223,7 @@ TEST_CASE("fuzz: structured XProf captures (names, numbers, timestamps, shared m
   o.check(kInputs);
 }
 
-TEST_CASE("fuzz: XLA modules with random SHARE_WITH graphs — results or input errors, never a hang") {
+TEST_CASE("fuzz: XLA modules with random SHARE_WITH graphs — results or input errors, never a hang", "[fuzz]") {
   Rng r{seed(23002)};
   Outcomes o;
   const int kInputs = scaled(200);
@@ -296,7 +297,8 @@ TEST_CASE("fuzz: XLA modules with random SHARE_WITH graphs — results or input 
   CHECK(cycles > 0);  // the graphs did hold cycles
 }
 
-TEST_CASE("fuzz: snapshot pickles sharing objects through the memo — results or input errors within the budget") {
+TEST_CASE("fuzz: snapshot pickles sharing objects through the memo — results or input errors within the budget",
+          "[fuzz]") {
   Rng r{seed(23003)};
   Outcomes o;
   const int kInputs = scaled(150);
@@ -360,7 +362,7 @@ TEST_CASE("fuzz: snapshot pickles sharing objects through the memo — results o
   o.check(kInputs);
 }
 
-TEST_CASE("fuzz: --hw files with extreme values through every policy — results or input errors") {
+TEST_CASE("fuzz: --hw files with extreme values through every policy — results or input errors", "[fuzz]") {
   Rng r{seed(23004)};
   Outcomes o;
   const int kInputs = scaled(100);
@@ -397,7 +399,7 @@ TEST_CASE("fuzz: --hw files with extreme values through every policy — results
   o.check(kInputs);
 }
 
-TEST_CASE("fuzz: report pairs for check and shards for merge — a regression never passes, a merge is whole") {
+TEST_CASE("fuzz: report pairs for check and shards for merge — a regression never passes, a merge is whole", "[fuzz]") {
   Rng r{seed(23005)};
   // Real reports: two policies on a sample, two devices.
   std::string jl;

@@ -718,7 +718,8 @@ TEST_CASE("torch-caching: pre-trace segments that overlap keep the first and cou
                     .policy = "torch-caching",
                     .envs = {"PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True"},
                     .keep_going = true,
-                    .check = true})
+                    .check = true,
+                    .pre_trace = "recorded"})
                .json;
   CHECK(j["policy_stats"]["pre_trace_segments_overlapping"] == 1);
   CHECK(j["policy_stats"]["reserved_bytes"] == 64 * MiB);  // the cudaMalloc segment, no page
@@ -739,7 +740,8 @@ TEST_CASE("torch-caching: an expandable reservation never overlaps a segment the
                      .text = t.text,
                      .policy = "torch-caching",
                      .config = {{"expandable_segments", true}},
-                     .capacity = "1GiB"});
+                     .capacity = "1GiB",
+                     .pre_trace = PriorOptions::Mode::kRecorded});
   REQUIRE(r.placements.size() == 3);
   CHECK(r.placements[0]["addr"] == kBase);
   for (int i : {1, 2}) {

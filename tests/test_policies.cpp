@@ -201,8 +201,11 @@ TEST_CASE("cuda-async: a buffer live before the trace whose recorded range is ta
   };
   TraceBuilder t;
   t.raw(pre(1, 256, X)).raw(pre(2, 256, X + 256)).alloc(3, 4 * MiB).free(1).free(2).free(3);
-  auto r =
-      simulate({.name = "async_pre_trace_shared_block", .text = t.text, .policy = "cuda-async", .capacity = "1GiB"});
+  auto r = simulate({.name = "async_pre_trace_shared_block",
+                     .text = t.text,
+                     .policy = "cuda-async",
+                     .capacity = "1GiB",
+                     .pre_trace = PriorOptions::Mode::kRecorded});
   CHECK(r.result.completed);
   CHECK(r.result.ooms.empty());
   REQUIRE(r.placements.size() == 3);
@@ -381,4 +384,60 @@ TEST_CASE("FRAGSIM_CHECK stays on in release builds and names the place") {
     CHECK_THAT(e.what(), Catch::Contains("tests/test_policies.cpp:"));
     CHECK_THAT(e.what(), Catch::Contains("arithmetic"));
   }
+}
+
+// Issue 47: a policy's own cap (a memory fraction's share) binds from the first byte; --check
+// catches a policy that reserves above it. This test-only policy reserves 2 MiB whatever its
+// 1 MiB limit says.
+namespace {
+class OverLimitPolicy : public AllocatorPolicy {
+ public:
+  Placement allocate(const AllocRequest& req) override { return Placement::unplaced(req.size); }
+  void release(Handle) override {}
+  Usage usage() const override {
+    Usage u;
+    u.reserved = 2 * MiB;
+    return u;
+  }
+  Bytes limit() const override { return 1 * MiB; }
+  void validate() const override {}
+};
+}  // namespace
+
+TEST_CASE("a policy that reserves above its own limit is caught by --check") {
+  Registry reg;
+  reg.add({"over-limit", "test", [](ConfigReader&, const ConfigContext&) -> PolicyBuilder {
+             return [](const PolicyContext&) { return std::make_unique<OverLimitPolicy>(); };
+           }});
+  RunOptions o;
+  o.trace = write_text("over_limit.jsonl", "{\"op\":\"alloc\",\"id\":1,\"size\":8}\n");
+  o.policy.name = "over-limit";
+  o.hw = load_hardware("h100-80g");
+  CHECK_NOTHROW((void)run_simulation(o, reg));  // without --check: not validated
+  o.check = true;
+  CHECK_THROWS_WITH((void)run_simulation(o, reg), Catch::Contains("reserved 2097152 B above its own limit 1048576 B"));
+}
+
+// The history a policy reads in the regions a recording held before it began (policy.h): one request a
+// region; held together, or each only while a later one would fit in it.
+TEST_CASE("prior requests: held together, or while a later one fits") {
+  std::vector<PriorRegion> regions;
+  for (Bytes size : {40 * MiB, 20 * MiB, 60 * MiB, 60 * MiB}) {
+    PriorRegion r;
+    r.addr = Addr(regions.size() * 64 * MiB);
+    r.size = size;
+    regions.push_back(r);
+  }
+  auto size = [](const PriorRegion& r) { return r.size; };
+  CHECK(prior_requests_of_regions(regions, PriorHistory::kLeast, true, size).empty());
+  for (const auto& r : prior_requests_of_regions(regions, PriorHistory::kMost, false, size))
+    CHECK(r.released_before == SIZE_MAX);
+  auto likely = prior_requests_of_regions(regions, PriorHistory::kLikely, false, size);
+  REQUIRE(likely.size() == 4);
+  CHECK(likely[0].released_before == 2);         // 40 MiB: the 60 MiB request could not have used it
+  CHECK(likely[1].released_before == 2);         // 20 MiB: idem
+  CHECK(likely[2].released_before == SIZE_MAX);  // 60 MiB: the next 60 MiB would have fitted in it
+  CHECK(likely[3].released_before == SIZE_MAX);
+  for (const auto& r : prior_requests_of_regions(regions, PriorHistory::kLikely, true, size))
+    CHECK(r.released_before == SIZE_MAX);
 }

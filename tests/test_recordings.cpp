@@ -97,7 +97,8 @@ TEST_CASE("expandable segments: a range mapped before the trace keeps its pages 
   auto r = simulate({.name = "exp_seeded",
                      .text = t,
                      .policy = "torch-caching",
-                     .config = {{"alloc_conf", "expandable_segments:True"}}});
+                     .config = {{"alloc_conf", "expandable_segments:True"}},
+                     .pre_trace = PriorOptions::Mode::kRecorded});
   CHECK(r.result.fidelity["allocs_matched"] == 1);  // the page unmapped by empty_cache, mapped again
   CHECK(r.stats()["reserved_bytes"] == 40 * MiB);
   CHECK(r.placements[1]["addr"] == base + 20 * MiB);
@@ -400,4 +401,112 @@ TEST_CASE("static-heap on a TPU module: XLA's own offsets, on the TPU it was com
   // The offsets XLA recorded end where its allocation does: 96 KiB + 4 x 5 GiB.
   CHECK(traces[1]["allocation_bytes"] == 98304 + 4 * 5368709120ULL);
   CHECK(j["devices"][0]["policy_stats"]["heap_size"] == traces[1]["allocation_bytes"]);
+}
+
+// Issue 47: a what-if on a recording that starts mid-run changes the memory held before it began
+// too. transformer_fwd_bf16's 43 segments all predate its trace (no traced segment_alloc); 137
+// blocks (499.55 MiB) were live when it began.
+TEST_CASE("what-ifs re-hold the state before a mid-run snapshot, and its recorded settings keep it where it was") {
+  const std::string t = torch_fixture("transformer_fwd_bf16");
+  auto as_recorded = run_report({.trace = t});
+  const auto& rd = as_recorded["devices"][0];
+  CHECK(rd["before_recording"]["held"] == "recorded");
+  CHECK(rd["before_recording"]["blocks"] == 137);
+  CHECK(rd["before_recording"]["regions"] == 43);
+  CHECK(rd["before_recording"]["region_bytes"] == rd["peak_reserved_bytes"]);  // no segment obtained in the trace
+  CHECK(as_recorded["fidelity"]["allocs_matched"] == as_recorded["fidelity"]["allocs_compared"]);
+  // Expandable segments: before, the 43 recorded segments stayed as they were and the what-if's
+  // peak reserved was the recording's (822 MiB) to the byte.
+  auto expandable = run_cmd({.trace = t, .sets = {"expandable_segments=true"}});
+  const auto& ed = expandable.json["devices"][0];
+  CHECK(ed["before_recording"]["held"] == "rebuilt");
+  CHECK(ed["before_recording"]["history"]["requests"] >= 43);  // one per segment (two per small-pool one)
+  CHECK(ed["peak_reserved_bytes"].get<Bytes>() < rd["peak_reserved_bytes"].get<Bytes>());
+  CHECK(ed["peak_reserved_bytes"].get<Bytes>() >= ed["peak_allocated_bytes"].get<Bytes>());
+  const auto& range = ed["before_recording"]["range"];
+  CHECK(range["runs"] == 4);
+  CHECK(range["peak_reserved_bytes"][0] <= ed["peak_reserved_bytes"]);
+  CHECK(range["peak_reserved_bytes"][1] >= ed["peak_reserved_bytes"]);
+  CHECK_THAT(expandable.text, Catch::Contains("before the recording: 137 blocks (499.55 MiB) live in 43 segments"));
+  CHECK_THAT(expandable.text, Catch::Contains("over the 4 orders and histories considered for the 137 blocks"));
+  // max_split_size_mb:256 is a what-if of its own too (it was a no-op here, with no note).
+  auto split = run_report({.trace = t, .sets = {"max_split_size_mb=256"}});
+  CHECK(split["devices"][0]["before_recording"]["held"] == "rebuilt");
+  // --pre-trace recorded keeps the old reading: the recorded segments whatever the setting.
+  auto kept = run_report({.trace = t, .sets = {"expandable_segments=true"}, .pre_trace = "recorded"});
+  CHECK(kept["devices"][0]["before_recording"]["held"] == "recorded");
+  CHECK(kept["peak_reserved_bytes"] == rd["peak_reserved_bytes"]);
+  // --pre-trace rebuilt re-holds it even with the recorded settings (no address is then reproduced
+  // from the state before the trace, but the rest is the recording's allocator).
+  auto rebuilt = run_report({.trace = t, .pre_trace = "rebuilt"});
+  CHECK(rebuilt["devices"][0]["before_recording"]["held"] == "rebuilt");
+  CHECK(input_error([&] { (void)run_report({.trace = t, .pre_trace = "sometimes"}); }) ==
+        "--pre-trace: must be auto, recorded or rebuilt (got 'sometimes')");
+}
+
+// The per-process memory fraction binds from the first byte: 12.69 GiB were live when
+// transformer_ctx128_train_step's trace began, in 12.82 GiB of segments.
+TEST_CASE("limits bind from the first byte: a state before the recording that does not fit is an OOM there") {
+  const std::string t = torch_fixture("transformer_ctx128_train_step");
+  // 0.1 of h100-80g's 79.2 GiB: 7.92 GiB. Before, the run completed "with no OOM" while its own
+  // JSON had limit_bytes below peak_reserved_bytes.
+  auto small = run_cmd({.trace = t, .sets = {"memory_fraction=0.1"}});
+  const auto& d = small.json["devices"][0];
+  CHECK(small.json["completed"] == false);
+  CHECK(d["before_recording"]["held"] == "rebuilt");
+  CHECK(d["peak_reserved_bytes"].get<Bytes>() <= d["limit_bytes"].get<Bytes>());
+  REQUIRE(small.json["ooms"].size() == 1);
+  CHECK(small.json["ooms"][0]["before_recording"]["live_bytes"] == d["before_recording"]["live_bytes"]);
+  CHECK_THAT(small.text, Catch::Contains("the 12.69 GiB live when recording began do not fit in the 7.92 GiB this "
+                                         "run allows"));
+  // The same with a device too small (--capacity): the device's memory is the limit.
+  auto device = run_cmd({.trace = t, .capacity = "8GiB"});
+  CHECK(device.json["ooms"][0].contains("before_recording"));
+  // A fraction that holds the recorded state (and the 56.9 GiB the run reserves) keeps it as recorded:
+  // every address reproduced.
+  auto roomy = run_report({.trace = t, .sets = {"memory_fraction=0.8"}});  // 63.4 GiB: the whole run fits
+  CHECK(roomy["devices"][0]["before_recording"]["held"] == "recorded");
+  CHECK(roomy["fidelity"]["allocs_matched"] == roomy["fidelity"]["allocs_compared"]);
+}
+
+TEST_CASE("sweeps count the state before the recording") {
+  // transformer_fwd_bf16 needs 778 MiB allocated at its peak, 500 MiB of it from before the
+  // trace: 0.01 of an 80 GB device (810 MiB) cannot hold its 822 MiB of segments and blocks. The
+  // sweep answered "<= 0.01" when that state was seeded outside the fraction.
+  const std::string t = torch_fixture("transformer_fwd_bf16");
+  auto s = sweep_cmd({.trace = t}, "min-mem-fraction");
+  CHECK(s.json["bound"] == false);  // an answer, not the lowest fraction tried
+  const double f = s.json["value"].get<double>();
+  CHECK(f > 0.01);
+  auto at = run_report({.trace = t, .sets = {fmt::format("memory_fraction={}", f)}});
+  CHECK(at["completed"] == true);
+  CHECK(at["devices"][0]["peak_reserved_bytes"].get<Bytes>() <= at["devices"][0]["limit_bytes"].get<Bytes>());
+}
+
+// scripts/cut-check's measure on one real recording: h200_fraction_oom (complete from its first
+// allocation, recorded on an H200 here) and the same with its first 310 of 776 trace entries
+// dropped as the ring buffer drops them (scripts/cut-snapshot): the what-if's peak reserved on the
+// cut recording within 2 % of the complete one's (10.7 % above it when the state before the cut
+// stayed in the recorded segments).
+TEST_CASE("a what-if on a cut recording answers as on the complete one") {
+  auto whole = run_report({.trace = torch_fixture("h200_fraction_oom"), .sets = {"expandable_segments=true"}});
+  auto cut = run_report({.trace = torch_fixture("h200_fraction_oom_cut310"), .sets = {"expandable_segments=true"}});
+  const auto w = whole["devices"][0]["peak_reserved_bytes"].get<double>();
+  const auto c = cut["devices"][0]["peak_reserved_bytes"].get<double>();
+  CHECK(std::abs(c - w) <= 0.02 * w);
+  // The recorded settings stay exact on the cut: the same peak, every traced address reproduced.
+  auto whole_rec = run_report({.trace = torch_fixture("h200_fraction_oom")});
+  auto cut_rec = run_report({.trace = torch_fixture("h200_fraction_oom_cut310")});
+  CHECK(cut_rec["devices"][0]["peak_reserved_bytes"] == whole_rec["devices"][0]["peak_reserved_bytes"]);
+  CHECK(cut_rec["fidelity"]["allocs_matched"] == cut_rec["fidelity"]["allocs_compared"]);
+}
+
+TEST_CASE("captures that start mid-run re-hold their earlier buffers under another limit or mode") {
+  const std::string x = xprof_fixture("h200_jax_train_mid_run");
+  auto rec = run_report({.trace = x});
+  CHECK(rec["devices"][0]["before_recording"]["held"] == "recorded");
+  CHECK(rec["fidelity"]["allocs_matched"] == rec["fidelity"]["allocs_compared"]);
+  auto grow = run_report({.trace = x, .sets = {"preallocate=false"}});
+  CHECK(grow["devices"][0]["before_recording"]["held"] == "rebuilt");
+  CHECK(grow["devices"][0]["before_recording"]["live_bytes"] == rec["devices"][0]["before_recording"]["live_bytes"]);
 }

@@ -378,7 +378,7 @@ TEST_CASE("convert is lossless: every format, every sample and real trace reads 
 
 // End-to-end fuzzing: seeded byte mutations of every format, through every policy, with and
 // without --keep-going, with validate() after every event. Only results or input errors.
-TEST_CASE("fuzz: mutated traces of every format through every policy — only results and input errors") {
+TEST_CASE("fuzz: mutated traces of every format through every policy — only results and input errors", "[fuzz]") {
   std::vector<std::pair<std::string, std::string>> seeds;  // (extension, bytes)
   std::string fst = tmp_path("fz.fstrace");
   generate_workload("random", 5, {{"events", 300}, {"live", 20}, {"max_size", 1 << 22}, {"streams", 2}}, fst);

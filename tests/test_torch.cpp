@@ -357,13 +357,16 @@ TEST_CASE("pre-trace blocks take their recorded size, or the split rule's") {
       "{\"op\":\"segment_alloc\",\"addr\":1073741824,\"size\":48234496,\"pre_trace\":true}\n"
       "{\"op\":\"alloc\",\"id\":1,\"size\":23068672,\"addr\":1073741824,\"pre_trace\":true}\n"
       "{\"op\":\"alloc\",\"id\":2,\"size\":24641536,\"addr\":1097334784,\"pre_trace\":true}\n";
-  auto w = simulate({.name = "widen", .text = text, .policy = "torch-caching"});
+  // (A hand-written trace names no allocator: its state is taken as recorded only on request.)
+  auto w =
+      simulate({.name = "widen", .text = text, .policy = "torch-caching", .pre_trace = PriorOptions::Mode::kRecorded});
   CHECK(w.stats()["pre_trace_blocks_widened"] == 1);
   CHECK(w.result.peak_allocated == 48234496);  // 22 MiB + the 512 KiB gap + 23.5 MiB: the whole segment
   auto a = simulate({.name = "ambiguous",
                      .text = text,
                      .policy = "torch-caching",
-                     .config = {{"alloc_conf", "max_split_size_mb:21"}}});
+                     .config = {{"alloc_conf", "max_split_size_mb:21"}},
+                     .pre_trace = PriorOptions::Mode::kRecorded});
   CHECK(a.result.peak_allocated == 48234496 - 524288);
   CHECK(a.stats()["pre_trace_blocks_ambiguous"] == 1);
 }
@@ -717,7 +720,7 @@ TEST_CASE("snapshot import: two devices interleave by time, each replays on its 
   CHECK(r.fidelity["segments_matched"] == 2);
 }
 
-TEST_CASE("seeded mutation of a real snapshot: only clear input errors, never a crash") {
+TEST_CASE("seeded mutation of a real snapshot: only clear input errors, never a crash", "[fuzz]") {
   std::string good = fixture_bytes("small_mlp_97ev.pickle");
   std::uint64_t s = 12345;
   auto rnd = [&] { return (s = s * 6364136223846793005ULL + 1442695040888963407ULL) >> 33; };

@@ -487,7 +487,7 @@ TEST_CASE("corrupt .fstrace files are input errors") {
   }
 }
 
-TEST_CASE("seeded mutation of JSONL and .fstrace traces: only FILE:LINE input errors, never a crash") {
+TEST_CASE("seeded mutation of JSONL and .fstrace traces: only FILE:LINE input errors, never a crash", "[fuzz]") {
   std::string j = tmp_path("mutsrc.jsonl"), f = tmp_path("mutsrc.fstrace"), r = tmp_path("mutsrc2.jsonl");
   generate_workload("tpu-train", 3, {{"layers", 1}, {"steps", 1}}, j);
   generate_workload("tpu-train", 3, {{"layers", 1}, {"steps", 1}}, f);

@@ -147,7 +147,7 @@ TEST_CASE("xprof: replays reproduce the recorded addresses — every one on TPU,
   CHECK(mi["fidelity"]["allocs_matched"].get<int>() >= 74);
 }
 
-TEST_CASE("xprof: corrupt, truncated and mutated captures are input errors, never crashes") {
+TEST_CASE("xprof: corrupt, truncated and mutated captures are input errors, never crashes", "[fuzz]") {
   std::string good =
       read_text(std::string(FRAGSIM_SOURCE_DIR) + "/tests/data/xprof/tracelens_mi300_jax08_gemm.xplane.pb.zst");
   REQUIRE(good.size() > 1000);

@@ -29,9 +29,11 @@ RunResult replay_one(const RunRequest& req, const Registry& reg, const RunOutput
   o.placements = out.placements;
   if (!out.perfetto.empty()) o.sink = perfetto_sink(out.perfetto);
   o.window = out.window;
+  o.prior.range = true;
   Progress bar(progress, what, reads_of({o}, reg));
   auto rs = run_simulations({o}, reg, threads);
   add_both_figures({o}, rs, reg, threads);
+  add_prior_range({o}, rs, reg, threads);
   if (out.history || out.export_events) add_history({o}, rs, reg, out.history, out.export_events, threads);
   if (out.history) {
     try {
@@ -56,7 +58,7 @@ RunResult run_request(const RunRequest& req, const Registry& reg, const RunOutpu
 std::vector<RunResult> run_compare(const CompareRequest& req, const Registry& reg, const RunOutputs& out,
                                    unsigned threads, bool progress) {
   ComparePlan plan = prepare_compare(req, reg);
-  for (auto& o : plan.runs) o.keep_live_buffers = out.keep_live_buffers, o.window = out.window;
+  for (auto& o : plan.runs) o.keep_live_buffers = out.keep_live_buffers, o.window = out.window, o.prior.range = true;
   std::vector<RunResult> runs;
   for (size_t first = 0; first < plan.runs.size();) {  // one trace at a time, each decoded once
     size_t last = first;
@@ -66,6 +68,7 @@ std::vector<RunResult> run_compare(const CompareRequest& req, const Registry& re
     Progress bar(progress, "compare", reads_of(opts, reg));
     std::vector<RunResult> rs = run_simulations(opts, reg, threads);
     add_both_figures(opts, rs, reg, threads);
+    add_prior_range(opts, rs, reg, threads);
     if (out.history) add_history(opts, rs, reg, true, false, threads);
     for (auto& r : rs) {
       enforce_strict(req.base, r);

@@ -28,6 +28,11 @@ void add_run_request_options(po::options_description& d, RunRequest& r) {
       "place every allocation that has a recorded address there (the simulated state corrected to the recording) "
       "and let the policy place the others; the report counts the policy's choices that equal the recording "
       "(fidelity.follow_recording)")(
+      "pre-trace", po::value(&r.pre_trace)->default_value("auto")->value_name("MODE"),
+      "the memory held before a mid-run recording began: auto (as recorded when the run replays the recording's "
+      "allocator with its settings and the state fits, else re-held under this run's settings and limits), recorded "
+      "(where the recording placed it, whatever the settings), rebuilt (always re-held); docs/report.md, \"Before "
+      "the recording\"")(
       "strict", po::bool_switch(&r.strict),
       "a recording with nothing to replay (no allocator events, a state-only snapshot) is an input error (exit 2) "
       "instead of a note")(

@@ -125,6 +125,7 @@ RunOptions prepare_run(const RunRequest& req, const Registry& reg, const Recordi
   o.lenient = req.lenient;
   o.check = req.check;
   o.follow_recording = req.follow_recording;
+  o.prior.mode = parse_prior_mode(req.pre_trace, "--pre-trace");
   // The policy's options as its main space reads them: a misspelt or bad option fails here, before
   // any replay, with the caller's context (batch: the manifest's line), not from a replay thread.
   (void)resolved_config(o, recording, reg);
@@ -179,6 +180,7 @@ std::string command_line(const RunRequest& req, const std::string& command, cons
   if (req.keep_going) a.push_back("--keep-going");
   if (req.lenient) a.push_back("--lenient");
   if (req.follow_recording) a.push_back("--follow-recording");
+  if (req.pre_trace != "auto") opt("--pre-trace", req.pre_trace);
   if (req.strict) a.push_back("--strict");
   for (const auto& f : req.failed_allocs) opt("--failed-alloc", f);
   if (req.shard != 1) opt("--shard", std::to_string(req.shard));

@@ -22,6 +22,7 @@ struct RunRequest {
   std::vector<std::string> sets{}, envs{};  // --set KEY=VALUE, --env VAR=VALUE
   bool keep_going = false, lenient = false, check = false;
   bool follow_recording = false;  // --follow-recording (sim/engine/recording_fidelity.h)
+  std::string pre_trace = "auto";  // --pre-trace auto|recorded|rebuilt (sim/engine/prior_state.h)
   bool strict = false;            // --strict: a recording with nothing to replay is an input error
   // --failed-alloc [DEVICE:]SIZE[@EVENT]: a request the program failed on, inserted before event
   // EVENT, else after the last (an XProf capture records only the allocations that succeeded).

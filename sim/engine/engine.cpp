@@ -100,6 +100,13 @@ void Engine::feed(const Event& ev) {
   if (out_.events++ == 0) out_.first_t = ev.t;
   snapshot_credit_ += kSnapshotCredit;
   current_event_ = ev.index;
+  if (prior_.collecting()) [[unlikely]] {
+    if (PriorState::collected(ev)) {
+      prior_.add(ev);
+      return;
+    }
+    settle_prior();
+  }
   // Most events: an alloc or a free, replayed, in a run with no window, history or check and
   // nothing deferred. Everything else takes feed_other, so that this path stays short.
   if (common_ && replaying_ && deferred_.empty() && (ev.op == Op::kAlloc || ev.op == Op::kFree)) {
@@ -164,6 +171,10 @@ void Engine::feed_other(const Event& ev) {
         s.policy->validate();
         FRAGSIM_CHECK(s.policy->footprint() == footprint_of(s.policy->usage()),
                       "footprint() differs from usage()'s allocated, reserved and largest free block");
+        // Its own cap binds from the first byte, the state before a recording included.
+        FRAGSIM_CHECK(!s.policy->reserve_limit() || s.policy->footprint().reserved <= s.policy->reserve_limit(),
+                      fmt::format("reserved {} B above its own limit {} B", s.policy->footprint().reserved,
+                                  s.policy->reserve_limit()));
       } catch (const InternalError& e) {
         throw InternalError(
             fmt::format("{}:{}: after event {}: policy invariant broken: {}", opt_.trace, ev.line, ev.index, e.what()));
@@ -195,10 +206,15 @@ void Engine::alloc(const Event& ev) {
   AllocRequest request = request_of(ev);
   request.handle = s.take_local();
   live_.set_local(ev.handle, request.handle);
-  if (ev.has(key::kPreTrace)) {  // where the recording implies the state before it was
-    if (auto ob = anchor_.take_region(ev.device, ev.space)) s.policy->observe(*ob);
-    request.seeded_extents = anchor_.extents(ev);
-    if (!request.seeded_block) request.seeded_block = anchor_.block(ev);
+  if (ev.has(key::kPreTrace)) {
+    if (s.prior_rebuilt()) {  // re-held as any request (prior_state.h)
+      request.seeded_at.reset();
+      request.seeded_block = 0;
+    } else {  // where the recording implies the state before it was
+      if (auto ob = anchor_.take_region(ev.device, ev.space)) s.policy->observe(*ob);
+      request.seeded_extents = anchor_.extents(ev);
+      if (!request.seeded_block) request.seeded_block = anchor_.block(ev);
+    }
   }
   Placement p = s.policy->allocate(request);
   if (opt_.follow_recording && !ev.has(key::kPreTrace)) p = follow(si, ev, request, p);
@@ -274,7 +290,9 @@ void Engine::observe(const Event& ev) {
   bool pre = ev.has(key::kPreTrace);
   // What the recording allocator did concerns the device's main memory: its policy exists from
   // the first observation on (it may seed state or take recorded addresses from it).
-  DeviceMemory& mem = *slots_[slot(key(ev.device, Space::kHbm), ev)].mem;
+  Slot& main = slots_[slot(key(ev.device, Space::kHbm), ev)];
+  if (pre && main.prior_rebuilt()) return;  // the state before the recording is re-held, not seeded
+  DeviceMemory& mem = *main.mem;
   if (ev.op == Op::kSegmentAlloc && ev.has(key::kAddr)) {
     mem.expect_address(ev.addr);
     if (!pre) {
@@ -289,7 +307,7 @@ void Engine::observe(const Event& ev) {
   Observation ob = observation_of(ev);
   for (std::uint32_t i = 0; i < slots_.size(); ++i) {
     Slot& s = slots_[i];
-    if (s.device != ev.device) continue;
+    if (s.device != ev.device || (pre && s.prior_rebuilt())) continue;
     const bool logging = s.mem->logging();
     if (pre) s.mem->set_logging(false);  // seeding is not a decision to check
     s.policy->observe(ob);

@@ -43,6 +43,8 @@ struct RunOptions {
   // Use the usable device memory an importer inferred from the recording (the trace header's
   // recorded_devices) for those devices; false when the user chose the hardware (--hw/--capacity).
   bool recorded_devices = true;
+  // The state before a mid-run recording: as recorded or re-held (sim/engine/prior_state.h).
+  PriorOptions prior;
   std::string placements;  // JSONL output path, empty = none
   ReplaySinkFactory sink;  // an output that follows the replay (Perfetto: sim/report/perfetto.h), empty = none
   // Keep every live buffer (up to kMaxMapBlocks) at the moments reports show, so that an address

@@ -23,6 +23,7 @@
 #include "sim/engine/history.h"
 #include "sim/engine/live_set.h"
 #include "sim/engine/metrics.h"
+#include "sim/engine/prior_state.h"
 #include "sim/engine/recording_anchor.h"
 #include "sim/engine/recording_fidelity.h"
 #include "sim/engine/replay_sink.h"
@@ -69,6 +70,10 @@ class Engine : public Scheduler {
     // not O(live allocations of every device) (2,000 devices needed over 400 MiB).
     Handle next_local = 0;
     std::vector<Handle> free_local;
+    // The state before a mid-run recording on this space and how it was held (prior_state.h);
+    // unset when the recording shows none here.
+    std::optional<PriorOutcome> prior;
+    bool prior_rebuilt() const { return prior && prior->rebuilt; }
     Handle take_local() {
       if (free_local.empty()) return next_local++;
       Handle h = free_local.back();
@@ -90,6 +95,11 @@ class Engine : public Scheduler {
   std::unique_ptr<TraceReader> open() const;
   void collect_lifetimes();
   void feed_other(const Event& ev);  // feed, but for its common path
+  // The state before a mid-run recording (sim/engine/prior_state.h), once the trace's own events
+  // begin: each space's slot decides how it holds it, then holds it.
+  void settle_prior();
+  void decide_prior(std::uint32_t si);
+  void rebuild_prior(std::uint32_t si);
   void alloc(const Event& ev);
   void free(const Event& ev);
   void observe(const Event& ev);
@@ -166,6 +176,7 @@ class Engine : public Scheduler {
   std::unique_ptr<AtomicFile> placements_;
   std::unique_ptr<ReplaySink> sink_;  // RunOptions::sink's, null = none
   std::string pbuf_;
+  PriorState prior_;                                     // pre_trace events until the trace's own begin
   RecordingAnchor anchor_;                               // the state before a mid-run recording, from its addresses
   std::uint64_t replayable_ = 0, pre_trace_allocs_ = 0;  // allocs and frees to replay; allocs of prior state
   FollowRecording follow_;                               // --follow-recording's tally

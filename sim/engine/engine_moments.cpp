@@ -93,6 +93,13 @@ void Engine::record_oom(std::uint32_t si, const Event& ev, const AllocRequest& r
   o.kind = s.policy->oom_kind(rq);
   o.request = LiveSet::request_view(ev);
   o.request.block = o.rounded;
+  if (ev.has(key::kPreTrace)) {  // the state before the recording does not fit
+    o.before_trace = true;
+    if (s.prior) {
+      o.prior_live = s.prior->live;
+      ++s.prior->blocks_failed;
+    }
+  }
   if (out_.ooms.size() < kDetailedOoms) {
     o.explanation = s.policy->describe_oom(rq);
     const std::uint32_t device = s.device;

@@ -54,6 +54,7 @@ void Engine::begin(const nlohmann::json& header, const Recording& recording) {
 }
 
 RunResult Engine::end(std::uint64_t skipped_frees) {
+  if (prior_.collecting()) settle_prior();  // a recording of state only: nothing happened after it
   if (replaying_)
     while (!deferred_.empty()) run_deferred();
   bool missed = false;
@@ -121,6 +122,7 @@ void Engine::finish() {
     r.stats = s.policy->stats();
     r.extra = s.policy->extra_report();
     r.snapshot_settings = s.policy->snapshot_allocator_settings();
+    r.prior = s.prior;
     for (auto& n : s.policy->run_notes())
       if (std::find(out.notes.begin(), out.notes.end(), n) == out.notes.end()) out.notes.push_back(std::move(n));
     out.spaces.push_back(std::move(r));

@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "policies/policy.h"
+#include "sim/engine/prior_state.h"
 #include "traces/xla_modules.h"
 
 namespace fragsim {
@@ -94,6 +95,10 @@ struct OomRecord {
   std::string kind;              // non-empty for special OOMs (e.g. "scoped_vmem_limit")
   BufferView request;            // the failing request: name, shape, dtype, stack; block = rounded/padded
   std::optional<Moment> moment;  // what was live and free on its device then (the first few OOMs)
+  // A block live when recording began that the run could not re-hold (sim/engine/prior_state.h):
+  // the state before the trace does not fit, whatever the trace does next.
+  bool before_trace = false;
+  Bytes prior_live = 0;  // then: the bytes live when recording began on its space
 };
 
 // Why an OOM happened, as every output names it (contracts §2): "fragmentation" when what the
@@ -134,7 +139,8 @@ struct SpaceResult {
   std::vector<TimelinePoint> timeline;
   nlohmann::json stats = nlohmann::json::object();
   nlohmann::json extra = nlohmann::json::object();
-  nlohmann::json snapshot_settings;  // AllocatorPolicy::snapshot_allocator_settings(), null = none
+  nlohmann::json snapshot_settings;   // AllocatorPolicy::snapshot_allocator_settings(), null = none
+  std::optional<PriorOutcome> prior;  // the state before a mid-run recording, and how it was held
   // The share of what this space can give that it reserved at its peak (0 when it gives nothing).
   double peak_share() const { return usable ? static_cast<double>(peak_reserved) / static_cast<double>(usable) : 0.0; }
 };
@@ -196,6 +202,11 @@ struct RunResult {
 
   bool several_spaces() const { return spaces.size() > 1; }
   const SpaceResult* binding_space() const { return spaces.empty() ? nullptr : &spaces[binding]; }
+  const SpaceResult* space(std::uint32_t device, Space sp) const {
+    for (const auto& s : spaces)
+      if (s.device == device && s.space == sp) return &s;
+    return nullptr;
+  }
   // The moment reports show as the run's peak: the binding space's.
   const Moment* peak() const {
     const SpaceResult* s = binding_space();

@@ -191,6 +191,7 @@ RunRequest request_of(const Options& o) {
   r.lenient = o.flag("lenient");
   r.check = o.flag("check");
   r.follow_recording = o.flag("follow_recording");
+  if (o.given("pre_trace")) r.pre_trace = o.str("pre_trace");
   r.strict = o.flag("strict");
   long long shard = o.integer("shard", 1);
   if (shard < 1) throw InputError(fmt::format("shard: must be at least 1, got {}", shard));

@@ -93,6 +93,28 @@ nlohmann::json moment_json(const RunResult& r, const Moment& m, size_t map_block
   return j;
 }
 
+// The state before a mid-run recording and how the run held it (docs/report.md, "Before the recording").
+nlohmann::json prior_json(const PriorOutcome& p) {
+  nlohmann::json j = {{"held", p.rebuilt ? "rebuilt" : "recorded"},
+                      {"reason", p.reason},
+                      {"blocks", p.blocks},
+                      {"live_bytes", p.live},
+                      {"regions", p.regions},
+                      {"mapped_ranges", p.mapped_ranges},
+                      {"region_bytes", p.region_bytes}};
+  if (p.rebuilt)
+    j["history"] = {{"requests", p.requests},
+                    {"request_bytes", p.request_bytes},
+                    {"requests_left_out", p.requests_dropped},
+                    {"blocks_not_held", p.blocks_failed}};
+  if (p.range)
+    j["range"] = {{"peak_reserved_bytes", {p.range->reserved_low, p.range->reserved_high}},
+                  {"peak_allocated_bytes", {p.range->allocated_low, p.range->allocated_high}},
+                  {"runs", p.range->variants},
+                  {"runs_with_oom", p.range->oom_runs}};
+  return j;
+}
+
 nlohmann::json oom_json(const RunResult& r, const OomRecord& o, size_t map_blocks) {
   nlohmann::json j = {{"event_index", o.event_index},
                       {"t", o.t},
@@ -108,6 +130,7 @@ nlohmann::json oom_json(const RunResult& r, const OomRecord& o, size_t map_block
                       {"cause", oom_cause(o)},
                       {"request", buffer_json(r, o.request)}};
   if (!o.kind.empty()) j["kind"] = o.kind;
+  if (o.before_trace) j["before_recording"] = {{"live_bytes", o.prior_live}};
   if (o.moment) j["at_oom"] = moment_json(r, *o.moment, map_blocks);
   return j;
 }
@@ -284,6 +307,7 @@ nlohmann::json report_json(const RunResult& r, size_t map_blocks) {
         {"policy_stats", s.stats}};
     if (r.several_spaces() && s.peak) d["at_peak_allocated"] = moment_json(r, *s.peak, map_blocks);
     if (std::string n = device_name(r, s.device); !n.empty()) d["name"] = n;
+    if (s.prior) d["before_recording"] = prior_json(*s.prior);
     for (auto it = s.extra.begin(); it != s.extra.end(); ++it) d[it.key()] = it.value();
     da += s.device_allocs;
     df += s.device_frees;
@@ -363,6 +387,43 @@ nlohmann::json settings_of(const RunResult& r) {
   return c;
 }
 
+// What the recording shows from before it began on one space, and how this run held it.
+void prior_text(std::back_insert_iterator<std::string> out, const RunResult& r, const SpaceResult& sp) {
+  const PriorOutcome& p = *sp.prior;
+  auto count = [](std::uint64_t n, const char* one, const char* many) {
+    return fmt::format("{} {}", n, n == 1 ? one : many);
+  };
+  std::string held;
+  if (p.regions == p.mapped_ranges && p.regions)
+    held = fmt::format(" in {} of expandable reservations ({})", count(p.regions, "mapped range", "mapped ranges"),
+                       human_bytes(p.region_bytes));
+  else if (p.regions)
+    held = fmt::format(" in {} ({})", count(p.regions, "segment", "segments"), human_bytes(p.region_bytes));
+  fmt::format_to(out, "  before the recording{}: {} ({}) live{}; {}\n",
+                 r.several_spaces() ? " (" + where(r, sp.device, sp.space) + ")" : "",
+                 count(p.blocks, "block", "blocks"), human_bytes(p.live), held, p.reason);
+  if (p.rebuilt && (p.requests || p.requests_dropped))
+    fmt::format_to(
+        out,
+        "    re-held after {} of {} that obtained the recording's memory{}, then the live blocks in address "
+        "order\n",
+        count(p.requests, "request", "requests"), human_bytes(p.request_bytes),
+        p.requests_dropped ? fmt::format(" ({} left out: this run's limit refused them)", p.requests_dropped) : "");
+  if (!p.range) return;
+  const std::string lo = human_bytes(p.range->reserved_low), hi = human_bytes(p.range->reserved_high);
+  const std::string what =
+      fmt::format("the {} orders and histories considered for the {} and {} held before recording began",
+                  p.range->variants, count(p.blocks, "block", "blocks"), count(p.regions, "region", "regions"));
+  const std::string ooms = p.range->oom_runs && p.range->oom_runs < p.range->variants
+                               ? fmt::format("; {} of them run out of memory", p.range->oom_runs)
+                               : "";
+  if (lo == hi)
+    fmt::format_to(out, "    peak reserved {} over {}{}\n", lo, what, ooms);
+  else
+    fmt::format_to(out, "    peak reserved {}-{} over {} (this run: {}){}\n", lo, hi, what,
+                   human_bytes(sp.peak_reserved), ooms);
+}
+
 // The per-space table of a run over several spaces: each at its own peak.
 void spaces_table(std::back_insert_iterator<std::string> out, const RunResult& r) {
   fmt::format_to(out, "  per device and memory space (each at its own peak):\n");
@@ -434,6 +495,8 @@ std::string report_text(const RunResult& r) {
     fmt::format_to(out, "  peak allocated  {:>14}  ({} B)\n", human_bytes(r.peak_allocated), r.peak_allocated);
     fmt::format_to(out, "  peak reserved   {:>14}  ({} B)\n", human_bytes(r.peak_reserved), r.peak_reserved);
   }
+  for (const auto& sp : r.spaces)
+    if (sp.prior) prior_text(out, r, sp);
   if (const Moment* m = r.peak()) {
     if (r.several_spaces())
       fmt::format_to(out, "  at the peak of {} ({}):\n",
@@ -468,6 +531,15 @@ std::string report_text(const RunResult& r) {
     std::string what = o.request.name.empty() ? fmt::format("id {}", o.id) : escape_terminal(o.request.name);
     if (std::string sh = shape_text(o.request); !sh.empty()) what += " " + sh;
     std::string f = escape_terminal(frame_of(r, o.request));
+    if (o.before_trace) {
+      const SpaceResult* sp = r.space(o.device, o.space);  // its usable memory within this run's limit
+      const Bytes room = sp ? (sp->limit ? std::min(sp->limit, sp->usable) : sp->usable) : 0;
+      fmt::format_to(out,
+                     "  OOM before the recording's first event ({}): the {} live when recording began do not fit in "
+                     "the {} this run allows (the block that did not fit: {}, {})\n",
+                     where(r, o.device, o.space), human_bytes(o.prior_live), human_bytes(room), what,
+                     human_bytes(o.requested));
+    }
     fmt::format_to(out, "  OOM at {} ({}): {}{}\n", when(r, o.event_index, o.t), where(r, o.device, o.space), what,
                    f.empty() ? "" : "  at " + f);
     fmt::format_to(out,

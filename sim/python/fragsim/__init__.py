@@ -24,6 +24,7 @@ name= names a source held in memory in reports and messages ("<snapshot>", "<eve
 Options are the command's, as keywords: policy="xla-bfc[preallocate=false]", hw="h100-80g",
 capacity="16GiB" (or an int of bytes), reserve=..., env={"XLA_PYTHON_CLIENT_MEM_FRACTION": ".5"},
 settings={"max_split_size": "256MiB"} (--set), keep_going, lenient, check, follow_recording,
+pre_trace ("auto", "recorded" or "rebuilt": --pre-trace),
 strict, shard, shard_dim, jobs (threads, as --jobs: 0 = every core).
 
 Bad input raises InputError (a ValueError; the command's exit 2), an unreadable file EnvError (an
@@ -205,8 +206,8 @@ def _options(given):
 
 
 def run(source, *, policy=None, hw=None, capacity=None, reserve=None, env=None, settings=None,
-        keep_going=False, lenient=False, check=False, follow_recording=False, strict=False,
-        shard=None, shard_dim=None, jobs=0, name=None, placements=None, perfetto=None, html=None,
+        keep_going=False, lenient=False, check=False, follow_recording=False, pre_trace=None,
+        strict=False, shard=None, shard_dim=None, jobs=0, name=None, placements=None, perfetto=None, html=None,
         progress=None):
     """Replays source through one policy: `fragsim run`. Returns a Report.
 
@@ -221,7 +222,7 @@ def run(source, *, policy=None, hw=None, capacity=None, reserve=None, env=None, 
 
 def compare(source, *more_sources, policies=None, hw=None, capacity=None, reserve=None, env=None,
             settings=None, keep_going=False, lenient=False, check=False, follow_recording=False,
-            strict=False, shard=None, shard_dim=None, jobs=0, name=None, html=None, progress=None):
+            pre_trace=None, strict=False, shard=None, shard_dim=None, jobs=0, name=None, html=None, progress=None):
     """Several policies on one or more sources, each decoded once: `fragsim compare`.
 
     policies: "ideal,xla-bfc,xla-bfc[preallocate=false]" or a list of such entries; by default
@@ -233,8 +234,8 @@ def compare(source, *more_sources, policies=None, hw=None, capacity=None, reserv
 
 
 def sweep(source, find, *, policy=None, exhaustive=False, hw=None, capacity=None, reserve=None,
-          env=None, settings=None, lenient=False, follow_recording=False, strict=False, shard=None,
-          shard_dim=None, jobs=0, name=None, progress=None):
+          env=None, settings=None, lenient=False, follow_recording=False, pre_trace=None, strict=False,
+          shard=None, shard_dim=None, jobs=0, name=None, progress=None):
     """The smallest memory fraction or capacity with no OOM: `fragsim sweep --find FIND`.
 
     find: "min-mem-fraction" or "min-capacity". Returns a Sweep; its "setting" is what to type
@@ -258,8 +259,8 @@ def check(baseline, current, *, tolerance=0, gate="recommended", same_trace=Fals
 
 
 def diff(a, b=None, *, policies=None, label=None, policy=None, hw=None, capacity=None, reserve=None, env=None,
-         settings=None, keep_going=False, lenient=False, check=False, follow_recording=False, strict=False,
-         shard=None, shard_dim=None, jobs=0, html=None, progress=None):
+         settings=None, keep_going=False, lenient=False, check=False, follow_recording=False, pre_trace=None,
+         strict=False, shard=None, shard_dim=None, jobs=0, html=None, progress=None):
     """What changed the peak and the first OOM between two runs: `fragsim diff`. Returns a Diff.
 
     a and b are two reports (a Report, a dict loaded from run --json, a Comparison or list from

@@ -1,0 +1,137 @@
+// Engine, the state before a mid-run recording (sim/engine/prior_state.h): once the trace's own
+// events begin, each space decides how it holds what the recording shows from before it began,
+// then holds it — as recorded (the events in their order, seeded where the recording placed
+// them) or re-held (the history the recording implies, through allocate() as any request).
+#include <fmt/format.h>
+
+#include <algorithm>
+
+#include "sim/base/error.h"
+#include "sim/engine/engine_impl.h"
+
+namespace fragsim {
+
+void Engine::settle_prior() {
+  prior_.close();
+  const std::vector<Event>& evs = prior_.events();
+  // The slots the state lies in, in the order its events name them (observations concern the
+  // device's main memory, as observe() routes them).
+  std::vector<std::uint32_t> touched;
+  for (const Event& ev : evs) {
+    if (!PriorState::belongs(ev)) continue;
+    const Space sp = ev.op == Op::kAlloc ? route(ev.space, ev) : Space::kHbm;
+    const std::uint32_t si = slot(key(ev.device, sp), ev);
+    if (std::find(touched.begin(), touched.end(), si) == touched.end()) touched.push_back(si);
+  }
+  for (std::uint32_t si : touched) decide_prior(si);
+  // As recorded: every event in its order (an observation skips the spaces that re-hold it; stacks
+  // and marks go as they came).
+  for (const Event& ev : evs) {
+    current_event_ = ev.index;
+    if (ev.op != Op::kAlloc || !slots_[slot(key(ev.device, route(ev.space, ev)), ev)].prior_rebuilt()) feed_other(ev);
+  }
+  for (std::uint32_t si : touched)
+    if (replaying_ && slots_[si].prior_rebuilt()) rebuild_prior(si);
+  prior_.release();
+}
+
+void Engine::decide_prior(std::uint32_t si) {
+  Slot& s = slots_[si];
+  PriorOutcome o;
+  for (const Event& ev : prior_.events())
+    if (ev.op == Op::kAlloc && ev.device == s.device && route(ev.space, ev) == s.space) ++o.blocks, o.live += ev.size;
+  if (s.space == Space::kHbm)
+    for (const PriorRegion& r : prior_.regions(s.device)) {
+      ++o.regions;
+      o.mapped_ranges += r.mapped_range ? 1 : 0;
+      o.region_bytes += r.size;
+    }
+  // What the recording held here against what this run lets the policy hold: its own limit (a
+  // memory fraction) within the device's usable memory.
+  const Bytes held = o.region_bytes ? o.region_bytes : o.live;
+  const Bytes room = s.policy->limit() ? std::min(s.policy->limit(), s.spec->usable()) : s.spec->usable();
+  using Mode = PriorOptions::Mode;
+  if (info_.needs_lifetimes) {
+    o.reason = "planned with the rest of the trace (an offline plan places what the recording fixed where it was)";
+  } else if (opt_.follow_recording) {
+    o.reason = "--follow-recording keeps every placement the recording shows";
+  } else if (held > room) {  // in every mode: a limit binds from the first byte
+    o.rebuilt = true;
+    o.reason = fmt::format(
+        "re-held: the {} the recording's allocator held when recording began exceed the {} this run allows (its "
+        "limit binds from the first byte: cached memory that does not fit is released, as the allocator does)",
+        human_bytes(held), human_bytes(room));
+  } else if (opt_.prior.mode == Mode::kRecorded) {
+    o.reason = "--pre-trace recorded: kept where the recording placed it, whatever this run's settings";
+  } else if (opt_.prior.mode == Mode::kRebuilt) {
+    o.rebuilt = true;
+    o.reason = "--pre-trace rebuilt: re-held under this run's settings";
+  } else if (!s.policy->seeds_recording()) {
+    o.rebuilt = true;
+    o.reason =
+        "re-held: this run's allocator or settings are not the recording's, so the memory held before the "
+        "recording began is held as they would hold it";
+  } else {
+    o.reason = "as recorded: the recording's allocator with its settings, on memory that holds that state";
+  }
+  s.prior = std::move(o);
+}
+
+void Engine::rebuild_prior(std::uint32_t si) {
+  const Event& first = *std::find_if(prior_.events().begin(), prior_.events().end(), PriorState::belongs);
+  current_event_ = first.index;
+  {
+    Slot& s = slots_[si];
+    PriorOutcome& o = *s.prior;
+    std::vector<PriorRequest> reqs;
+    if (s.space == Space::kHbm) reqs = s.policy->prior_requests(prior_.regions(s.device), opt_.prior.history);
+    // Requests of a history the recording implies, not decisions it recorded: the device memory
+    // does not check them against recorded addresses, and metrics see only what they leave behind.
+    const bool logging = s.mem->logging();
+    s.mem->set_logging(false);
+    std::vector<std::vector<size_t>> release_before(reqs.size() + 1);
+    for (size_t k = 0; k < reqs.size(); ++k)
+      release_before[std::min(reqs[k].released_before, reqs.size())].push_back(k);
+    std::vector<Handle> held(reqs.size(), kNoHandle);
+    auto release = [&](size_t k) {
+      if (held[k] == kNoHandle) return;
+      s.policy->release(held[k]);
+      s.free_local.push_back(held[k]);
+      held[k] = kNoHandle;
+    };
+    for (size_t k = 0; k <= reqs.size(); ++k) {
+      for (size_t j : release_before[k]) release(j);
+      if (k == reqs.size()) break;
+      AllocRequest rq;
+      rq.handle = s.take_local();
+      rq.id = first.id;
+      rq.size = reqs[k].size;
+      rq.stream = reqs[k].stream;
+      rq.space = s.space;
+      rq.t = now_;
+      rq.event_index = first.index;
+      if (s.policy->allocate(rq).ok) {
+        held[k] = rq.handle;
+        ++o.requests;
+        o.request_bytes += reqs[k].size;
+      } else {  // the what-if would not have kept this cache (a limit): left out
+        s.free_local.push_back(rq.handle);
+        ++o.requests_dropped;
+      }
+    }
+    for (size_t k = 0; k < reqs.size(); ++k) release(k);
+    s.mem->set_logging(logging);
+    if (!reqs.empty()) account(si);
+  }
+  // The live blocks, in address order (or its reverse, a variant of the range), as any request.
+  const std::uint32_t device = slots_[si].device;
+  const Space space = slots_[si].space;
+  auto mine = [&](const Event& ev) { return ev.device == device && route(ev.space, ev) == space; };
+  for (const Event* ev : prior_.allocs(mine, opt_.prior.descending)) {
+    if (!replaying_) break;
+    current_event_ = ev->index;
+    feed_other(*ev);
+  }
+}
+
+}  // namespace fragsim

@@ -1,0 +1,90 @@
+// PriorState (sim/engine/prior_state.h): the regions of the state before a recording, and the
+// range of answers over the orders and histories the recording cannot tell apart.
+#include "sim/engine/prior_state.h"
+
+#include <fmt/format.h>
+
+#include "sim/base/error.h"
+#include "sim/engine/engine.h"
+
+namespace fragsim {
+
+PriorOptions::Mode parse_prior_mode(const std::string& s, const std::string& what) {
+  if (s == "auto") return PriorOptions::Mode::kAuto;
+  if (s == "recorded") return PriorOptions::Mode::kRecorded;
+  if (s == "rebuilt") return PriorOptions::Mode::kRebuilt;
+  throw InputError(fmt::format("{}: must be auto, recorded or rebuilt (got '{}')", what, s));
+}
+
+std::vector<PriorRegion> PriorState::regions(std::uint32_t device) const {
+  std::vector<PriorRegion> v;
+  for (const Event& ev : events_) {
+    if (ev.device != device || !ev.has(key::kAddr) || !ev.size) continue;
+    if (ev.op == Op::kSegmentAlloc || ev.op == Op::kSegmentMap)
+      v.push_back({.addr = ev.addr, .size = ev.size, .stream = ev.stream, .mapped_range = ev.op == Op::kSegmentMap});
+  }
+  std::stable_sort(v.begin(), v.end(), [](const PriorRegion& a, const PriorRegion& b) { return a.addr < b.addr; });
+  return v;
+}
+
+void add_prior_range(const std::vector<RunOptions>& runs, std::vector<RunResult>& results, const Registry& reg,
+                     unsigned threads) {
+  // The variants: the other address order, and the least and the most history (PriorHistory).
+  struct Variant {
+    PriorHistory history;
+    bool descending;
+  };
+  const Variant variants[] = {
+      {PriorHistory::kLikely, true}, {PriorHistory::kLeast, false}, {PriorHistory::kMost, false}};
+  std::vector<RunOptions> extra;
+  std::vector<size_t> of;  // the run each variant belongs to
+  for (size_t i = 0; i < runs.size() && i < results.size(); ++i) {
+    const auto& sp = results[i].spaces;
+    if (!runs[i].prior.range ||
+        std::none_of(sp.begin(), sp.end(), [](const SpaceResult& s) { return s.prior && s.prior->rebuilt; }))
+      continue;
+    const bool regions = std::any_of(
+        sp.begin(), sp.end(), [](const SpaceResult& s) { return s.prior && s.prior->rebuilt && s.prior->regions; });
+    for (const Variant& v : variants) {
+      if (v.history != PriorHistory::kLikely && !regions) continue;
+      RunOptions o = runs[i];
+      o.prior.history = v.history;
+      o.prior.descending = v.descending;
+      o.prior.range = false;
+      // A variant answers one question: no outputs, no history, no live buffers kept.
+      o.placements.clear();
+      o.sink = {};
+      o.history = nullptr;
+      o.keep_live_buffers = false;
+      extra.push_back(std::move(o));
+      of.push_back(i);
+    }
+  }
+  if (extra.empty()) return;
+  std::vector<RunResult> more = run_simulations(extra, reg, threads);
+  for (auto& r : results)
+    for (auto& s : r.spaces)
+      if (s.prior && s.prior->rebuilt)
+        s.prior->range = PriorOutcome::Range{.reserved_low = s.peak_reserved,
+                                             .reserved_high = s.peak_reserved,
+                                             .allocated_low = s.peak_allocated,
+                                             .allocated_high = s.peak_allocated,
+                                             .variants = 1,
+                                             .oom_runs = s.ooms.empty() ? 0u : 1u};
+  for (size_t k = 0; k < more.size(); ++k)
+    for (auto& s : results[of[k]].spaces) {
+      if (!s.prior || !s.prior->range) continue;
+      for (const auto& v : more[k].spaces) {
+        if (v.device != s.device || v.space != s.space) continue;
+        auto& g = *s.prior->range;
+        g.reserved_low = std::min(g.reserved_low, v.peak_reserved);
+        g.reserved_high = std::max(g.reserved_high, v.peak_reserved);
+        g.allocated_low = std::min(g.allocated_low, v.peak_allocated);
+        g.allocated_high = std::max(g.allocated_high, v.peak_allocated);
+        ++g.variants;
+        g.oom_runs += v.ooms.empty() ? 0 : 1;
+      }
+    }
+}
+
+}  // namespace fragsim
