@@ -138,7 +138,8 @@ TEST_CASE("progress: each input event counts once, though the page's history rea
   CHECK(input_events_read() - before == r.result.events);
 }
 
-TEST_CASE("pickle: a snapshot pickled at protocols 2 to 5 reads as the same events; out-of-band buffers are refused") {
+TEST_CASE(
+    "pickle: a snapshot pickled at protocols 2 to 5 reads as the same events, and out-of-band buffers are refused") {
   // The fixture decompressed, then pickled again by Python at each protocol (a bytearray beside it
   // takes protocol 5's BYTEARRAY8).
   const std::string raw = write_text("raw.pickle", read_input(test_data("torch/small_mlp_97ev.pickle.zst"), 1 << 30));
