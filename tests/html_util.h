@@ -25,7 +25,10 @@ inline nlohmann::json embedded_data(const std::string& html) {
 
 // The DOM after the page's scripts ran, from headless Chromium; `fragment` (e.g. "#probe") is
 // appended to the file URL.
-inline std::string rendered_dom(const std::string& html_path, const std::string& fragment = "") {
+// `window`: "WIDTH,HEIGHT" of the browser's window ("" = Chromium's default); `console`, when
+// given, receives what the page wrote to its console (and uncaught errors), one message a line.
+inline std::string rendered_dom(const std::string& html_path, const std::string& fragment = "",
+                                const std::string& window = "", std::string* console = nullptr) {
   std::string chromium;
   for (const char* c : {"chromium", "chromium-browser", "google-chrome"})
     if (std::system((std::string("command -v ") + c + " >/dev/null 2>&1").c_str()) == 0) {
@@ -37,9 +40,16 @@ inline std::string rendered_dom(const std::string& html_path, const std::string&
   std::string cmd = chromium +
                     " --headless --no-sandbox --disable-gpu --disable-dev-shm-usage --disable-background-networking "
                     "--disable-component-update --disable-sync --no-first-run --user-data-dir=" +
-                    profile + " --virtual-time-budget=10000 --dump-dom 'file://" + html_path + fragment + "' >" + dom +
-                    " 2>/dev/null";
+                    profile + " --virtual-time-budget=10000" + (window.empty() ? "" : " --window-size=" + window) +
+                    (console ? " --enable-logging=stderr --v=0" : "") + " --dump-dom 'file://" + html_path + fragment +
+                    "' >" + dom + " 2>" + (console ? tmp_path("console.txt") : std::string("/dev/null"));
   REQUIRE(std::system(cmd.c_str()) == 0);
+  if (console) {
+    console->clear();
+    std::istringstream in(read_text(tmp_path("console.txt")));
+    for (std::string line; std::getline(in, line);)
+      if (line.find(":CONSOLE") != std::string::npos) *console += line + "\n";
+  }
   return read_text(dom);
 }
 

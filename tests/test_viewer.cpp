@@ -396,7 +396,8 @@ TEST_CASE("window: --from/--to limit what the page shows of a run to its events,
 
 // The SVG texts of one class in the "Memory over time" section of a rendered page: (x, text).
 std::vector<std::pair<double, std::string>> chart_texts(const std::string& dom, const std::string& cls) {
-  size_t from = dom.find("<div id=\"charts\">"), to = dom.find("<h2>", from);
+  // The section ends where the next one begins (each section's heading is inside its own div).
+  size_t from = dom.find("<div id=\"charts\">"), to = dom.find("<div id=\"buffers\">", from);
   REQUIRE(from != std::string::npos);
   std::string charts = dom.substr(from, to == std::string::npos ? std::string::npos : to - from);
   std::vector<std::pair<double, std::string>> out;

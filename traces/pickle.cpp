@@ -41,9 +41,11 @@ class Unpickler {
       op_at_ = p_;
       unsigned char op = byte();
       switch (op) {
-        case 0x80:
-          byte();
-          break;  // PROTO
+        case 0x80: {  // PROTO: Python writes 2 to 5; what this reads is their common subset
+          const unsigned v = byte();
+          if (v > 5) err(fmt::format("pickle protocol {} is newer than 5, the highest this reads", v));
+          break;
+        }
         case 0x95:
           take(8);
           break;   // FRAME
@@ -115,6 +117,13 @@ class Unpickler {
         case 0x8e:
           push(str(le(8), PyObj::kBytes));
           break;  // BINBYTES8
+        case 0x96:
+          push(str(le(8), PyObj::kBytes));
+          break;    // BYTEARRAY8 (protocol 5)
+        case 0x97:  // NEXT_BUFFER
+        case 0x98:  // READONLY_BUFFER
+          err("a protocol-5 out-of-band buffer: its bytes are not in the file (it was pickled with a "
+              "buffer_callback); pickle the snapshot without one, e.g. pickle.dump(snapshot, f, protocol=5)");
         case 'U':
           push(str(byte(), PyObj::kStr));
           break;  // SHORT_BINSTRING
@@ -224,7 +233,9 @@ class Unpickler {
                           "in a memory snapshot",
                           op));
         default:
-          err(fmt::format("unsupported opcode {:#04x}", op));
+          err(fmt::format(
+              "unsupported opcode {:#04x}{}", op,
+              op_at_ == 0 ? " (not a pickle of protocol 2 to 5: a protocol 0 or 1 pickle, or not a pickle)" : ""));
       }
     }
   }

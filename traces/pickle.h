@@ -1,5 +1,8 @@
 // A safe reader for the pickle subset of PyTorch memory snapshots (specs/torch-caching.md §8):
-// dicts, lists, tuples, ints, floats, strings, bytes, bools, None and the memo. Any global or
+// dicts, lists, tuples, ints, floats, strings, bytes (and protocol 5's bytearrays), bools, None
+// and the memo — the opcodes Python's pickler writes for these at protocols 2 to 5. A protocol-5
+// out-of-band buffer (NEXT_BUFFER, READONLY_BUFFER: its bytes live outside the file) is refused
+// with what to do instead, as is a protocol above 5. Any global or
 // class reference (GLOBAL, STACK_GLOBAL, REDUCE, BUILD, INST, OBJ, NEWOBJ, EXT*, PERSID) is
 // refused; nothing is ever executed. Limits: nesting depth 200, lengths checked against the
 // bytes that remain, integers up to 64 bits, objects and string bytes within the `objects` and

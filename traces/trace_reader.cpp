@@ -106,7 +106,10 @@ void take_event(Event& dst, Event& src) {
 bool TraceReader::next(Event& ev) {
   for (;;) {
     clear_decoded(ev);
-    if (!read_raw(ev)) return false;
+    if (!read_raw(ev)) {
+      count_input_events(path_, index_);  // the last events, fewer than a count's step
+      return false;
+    }
     ev.index = index_;
     if (!ev.has(key::kT))
       ev.t = Tick(index_);
@@ -161,7 +164,7 @@ bool TraceReader::next(Event& ev) {
         break;
     }
     last_t_ = ev.t;
-    if ((++index_ & 4095) == 0) count_input_events(4096);  // for progress lines
+    if ((++index_ & 4095) == 0) count_input_events(path_, index_);  // for progress lines
     mix_digest(ev);
     return true;
   }

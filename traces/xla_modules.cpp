@@ -276,3 +276,127 @@ std::unique_ptr<TraceReader> make_hlo_module_reader(const std::string& path, con
 }
 
 }  // namespace fragsim
+
+namespace fragsim {
+
+namespace {
+
+// The kind of a buffer allocation, as XLA's memory viewer names them.
+std::string allocation_kind(const hlo::BufferAllocationProto& a) {
+  if (a.is_entry_computation_parameter()) return a.maybe_live_out() ? "parameter (aliased to an output)" : "parameter";
+  if (a.maybe_live_out()) return "output";
+  if (a.is_constant()) return "constant";
+  if (a.is_thread_local()) return "thread-local";
+  return "temporary";
+}
+
+// "(8,128)(2,1)": a layout's tiles as XLA prints them.
+std::string tiles_text(const hlo::LayoutProto& l) {
+  std::string s;
+  for (const auto& t : l.tiles()) s += fmt::format("({})", fmt::join(t.dimensions(), ","));
+  return s;
+}
+
+ModuleView describe(const NamedModule& m, size_t max_buffers) {
+  ModuleView v;
+  v.name = m.name;
+  v.module_name = sanitize_utf8(m.proto.hlo_module().name());
+  const auto& ba = m.proto.buffer_assignment();
+  std::map<std::int64_t, const hlo::HloInstructionProto*> instr;
+  for (const auto& c : m.proto.hlo_module().computations())
+    for (const auto& i : c.instructions()) instr[i.id()] = &i;
+  // Program order: each buffer's ALLOC (or SHARE_WITH) and FREE in its heap trace.
+  struct Place {
+    std::int64_t trace = -1, order = -1, end = -1;
+    bool shares = false;
+  };
+  std::map<std::int64_t, Place> place;
+  for (int k = 0; k < ba.heap_simulator_traces_size(); ++k) {
+    const auto& tr = ba.heap_simulator_traces(k);
+    v.heap_events += static_cast<std::uint64_t>(tr.events_size());
+    for (int j = 0; j < tr.events_size(); ++j) {
+      const auto& ev = tr.events(j);
+      Place& p = place[ev.buffer_id()];
+      if (ev.kind() == hlo::HeapSimulatorTrace::Event::FREE) {
+        p.end = j;
+        continue;
+      }
+      if (p.order < 0) p.trace = k, p.order = j;
+      if (ev.kind() == hlo::HeapSimulatorTrace::Event::SHARE_WITH) p.shares = true;
+    }
+  }
+  std::map<std::int64_t, std::pair<std::int64_t, std::int64_t>> assigned;  // buffer → (allocation index, offset)
+  std::map<std::int64_t, std::map<std::int64_t, int>> votes;               // allocation → heap trace → its buffers
+  for (const auto& a : ba.buffer_allocations()) {
+    for (const auto& as : a.assigned()) {
+      assigned[as.logical_buffer_id()] = {a.index(), as.offset()};
+      if (auto p = place.find(as.logical_buffer_id()); p != place.end() && p->second.trace >= 0)
+        ++votes[a.index()][p->second.trace];
+    }
+  }
+  std::map<std::int64_t, std::int64_t> trace_of;  // allocation → the heap trace that planned it
+  for (const auto& [a, by] : votes) {
+    std::int64_t best = -1;
+    for (const auto& [t, n] : by)
+      if (best < 0 || n > by.at(best)) best = t;
+    trace_of[a] = best;
+  }
+  std::map<std::int64_t, const hlo::BufferAllocationProto*> alloc_by_index;
+  for (const auto& a : ba.buffer_allocations()) {
+    alloc_by_index[a.index()] = &a;
+    v.allocations.push_back({a.index(), static_cast<std::uint64_t>(std::max<std::int64_t>(a.size(), 0)),
+                             allocation_kind(a), trace_of.count(a.index()) ? trace_of[a.index()] : -1});
+  }
+  for (const auto& b : ba.logical_buffers()) {
+    if (v.buffers.size() >= max_buffers) {
+      v.truncated = true;
+      break;
+    }
+    ModuleBuffer x;
+    x.id = b.id();
+    x.padded = static_cast<std::uint64_t>(std::max<std::int64_t>(b.size(), 0));
+    if (auto in = instr.find(b.defined_at().instruction_id()); in != instr.end()) {
+      x.name = sanitize_utf8(in->second->name());
+      if (const hlo::ShapeProto* sh = shape_at(in->second->shape(), b.defined_at().shape_index())) {
+        std::vector<std::uint64_t> dims;
+        if (Dtype dt = array_of(*sh, &dims); dt != Dtype::kNone) {
+          x.shape = fmt::format("{}[{}]", dtype_name(dt), fmt::join(dims, ","));
+          Bytes want = 0;
+          if (unpadded_bytes(dims, dt, &want)) x.logical = want;
+        }
+        x.tile = tiles_text(sh->layout());
+      }
+    } else {
+      x.name = sanitize_utf8(b.defined_at().instruction_name());
+    }
+    if (!b.defined_at().shape_index().empty())
+      x.name += fmt::format("{{{}}}", fmt::join(b.defined_at().shape_index(), ","));
+    const Place p = place.count(b.id()) ? place[b.id()] : Place();
+    x.order = p.order;
+    x.end = p.end;
+    x.heap_trace = p.trace;
+    x.kind = "temporary";
+    if (auto as = assigned.find(b.id()); as != assigned.end()) {
+      x.allocation = as->second.first;
+      x.offset = as->second.second;
+      x.kind = allocation_kind(*alloc_by_index[x.allocation]);
+      if (x.heap_trace < 0 && trace_of.count(x.allocation)) x.heap_trace = trace_of[x.allocation];
+    }
+    if (p.shares) x.kind = "alias (shares another buffer's memory)";
+    v.buffers.push_back(std::move(x));
+  }
+  std::stable_sort(v.buffers.begin(), v.buffers.end(), [](const ModuleBuffer& a, const ModuleBuffer& b) {
+    return a.heap_trace != b.heap_trace ? a.heap_trace < b.heap_trace : a.order < b.order;
+  });
+  return v;
+}
+
+}  // namespace
+
+std::vector<ModuleView> describe_hlo_modules(const std::string& path, size_t max_buffers) {
+  std::vector<ModuleView> out;
+  for (const auto& m : load_modules(path)) out.push_back(describe(m, max_buffers));
+  return out;
+}
+
+}  // namespace fragsim

@@ -25,6 +25,49 @@ struct HloModuleSummary {
   std::uint64_t largest_allocation_bytes = 0;
 };
 
+// A compiled module's buffers as XLA assigned them (the page's compiled-module view, issue 51):
+// each logical buffer with its sizes, layout tile, kind and place, in program order.
+struct ModuleBuffer {
+  std::int64_t id = 0;           // XLA's logical buffer id (the module trace's alloc id)
+  std::string name;              // the defining instruction ({shape index} for a tuple element)
+  std::string shape;             // "bf16[8192,8192]", "" when not an array
+  std::uint64_t logical = 0;     // unpadded bytes of its shape (0 when it has none)
+  std::uint64_t padded = 0;      // XLA's size for it on the device (with layout padding)
+  std::string tile;              // the layout's tiles, "(8,128)(2,1)"; "" when untiled
+  std::string kind;              // parameter, output, alias, constant, thread-local, temporary
+  std::int64_t allocation = -1;  // the buffer allocation holding it (its index), -1 none
+  std::int64_t offset = -1;      // XLA's offset in that allocation, -1 none
+  std::int64_t heap_trace = -1;  // the heap-simulator trace that planned it (= the module trace's device)
+  std::int64_t order = -1;       // its ALLOC's position among that trace's events: program order; -1 outside
+  std::int64_t end = -1;         // the position of the FREE that ended it, -1 when live to the end
+  std::int64_t planned =
+      -1;  // its offset in fragsim's plan of the same heap trace (filled by whoever plans it), -1 none
+};
+struct ModuleAllocation {
+  std::int64_t index = 0;
+  std::uint64_t size = 0;
+  std::string kind;  // as its buffers' (parameter, output, temporary, ...)
+  std::int64_t heap_trace = -1;
+};
+struct ModuleView {
+  std::string name, module_name;
+  std::vector<ModuleAllocation> allocations;
+  std::vector<ModuleBuffer> buffers;  // by heap trace, then program order (outside the simulation first)
+  std::uint64_t heap_events = 0;
+  bool truncated = false;  // more than the buffers asked for: the rest left out
+  // Per heap-simulator trace, the heap XLA's plan needs (its allocation's size) and fragsim's plan
+  // of it (filled by whoever plans it: sim/commands/module_plans.h), by whom.
+  struct Heap {
+    std::int64_t trace = 0;
+    std::uint64_t xla_bytes = 0, planned_bytes = 0;
+  };
+  std::vector<Heap> heaps;
+  std::string planned_by;  // "" when nothing planned it
+};
+// The modules of a capture, a profile directory or an HloProto file, each with at most
+// `max_buffers` buffers. Empty when the input holds none.
+[[nodiscard]] std::vector<ModuleView> describe_hlo_modules(const std::string& path, size_t max_buffers);
+
 [[nodiscard]] bool is_hlo_proto_path(const std::string& path);
 // The modules of a capture (or profile directory) or of a standalone HloProto file.
 [[nodiscard]] std::vector<HloModuleSummary> list_hlo_modules(const std::string& path);

@@ -15,7 +15,10 @@
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
+#include <mutex>
 #include <set>
+#include <string>
+#include <unordered_map>
 #include <vector>
 
 #include "sim/base/error.h"
@@ -33,7 +36,24 @@ std::atomic<std::uint64_t> g_bytes_read{0}, g_events_read{0};
 
 std::uint64_t input_bytes_read() { return g_bytes_read.load(std::memory_order_relaxed); }
 std::uint64_t input_events_read() { return g_events_read.load(std::memory_order_relaxed); }
-void count_input_events(std::uint64_t n) { g_events_read.fetch_add(n, std::memory_order_relaxed); }
+
+namespace {
+std::mutex g_reached_m;
+std::unordered_map<std::string, std::uint64_t> g_reached;  // input → the furthest event any reader reached
+}  // namespace
+
+void count_input_events(const std::string& input, std::uint64_t reached) {
+  std::lock_guard<std::mutex> l(g_reached_m);
+  std::uint64_t& was = g_reached[input];
+  if (reached <= was) return;
+  g_events_read.fetch_add(reached - was, std::memory_order_relaxed);
+  was = reached;
+}
+
+void new_input_epoch() {
+  std::lock_guard<std::mutex> l(g_reached_m);
+  g_reached.clear();
+}
 
 namespace {
 

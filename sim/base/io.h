@@ -34,10 +34,16 @@ class ByteSource {
   virtual size_t read(char* dst, size_t n) = 0;
 };
 // Bytes read from input files and events decoded from traces so far, by every thread of the
-// process (what a progress line shows; sim/engine/progress.h).
+// process (what a progress line and the Python module's progress callback show;
+// sim/engine/progress.h). An input's events count once however often they are read: a reader
+// reports how far into its input it got, and only events past the furthest any reader of that
+// input reached since the last new_input_epoch() add to the count (a run's second pass for the
+// page, an offline policy's pass for lifetimes, read what the first pass counted).
 std::uint64_t input_bytes_read();
 std::uint64_t input_events_read();
-void count_input_events(std::uint64_t n);
+void count_input_events(const std::string& input, std::uint64_t reached);
+// A command begins: what its readers reach counts from the start of each input again.
+void new_input_epoch();
 // Opens PATH (decompressing when it ends in .zst or .gz, up to the `decompressed` limit). Throws EnvError
 // when it cannot be read, InputError when it is not a regular file or expands beyond the limit.
 [[nodiscard]] std::unique_ptr<ByteSource> open_source(const std::string& path);

@@ -7,6 +7,7 @@
 #include "sim/base/io.h"
 #include "sim/commands/advice.h"
 #include "sim/commands/batch.h"
+#include "sim/commands/module_plans.h"
 #include "sim/commands/run_args.h"
 #include "sim/commands/settings.h"
 #include "sim/commands/waste.h"
@@ -43,6 +44,13 @@ RunResult replay_one(const RunRequest& req, const Registry& reg, const RunOutput
   add_both_figures({o}, rs, reg, threads);
   add_prior_range({o}, rs, reg, threads);
   if (out.history || out.export_events) add_history({o}, rs, reg, out.history, out.export_events, threads);
+  if (out.history) {
+    try {
+      rs.front().modules = module_plans(req.trace, reg);
+    } catch (const InputError& e) {  // the run stands; the page says why it lists no module
+      rs.front().notes.push_back(std::string("the page lists no compiled module: ") + e.what());
+    }
+  }
   enforce_strict(req, rs.front());
   add_outcome_notes(req, rs.front());
   return std::move(rs.front());

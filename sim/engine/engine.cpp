@@ -163,6 +163,7 @@ void Engine::feed_other(const Event& ev) {
     }
     case Op::kEmptyCache:
       ++out_.empty_cache_calls;
+      if (out_.actions.size() < kMaxMarks) out_.actions.push_back({"empty_cache", ev.index, ev.t});
       if (!replaying_) break;
       for (std::uint32_t i = 0; i < slots_.size(); ++i) {
         if (slots_[i].device != ev.device) continue;
@@ -254,6 +255,7 @@ void Engine::alloc(const Event& ev) {
         if (slots_[i].peak_dirty) take_peak_now(i);
       replaying_ = false;
       out_.stopped_early = true;
+      if (history_) history_->stopped(ev.index);
     }
     check_fatal(s, ev);
     return;
@@ -276,7 +278,7 @@ void Engine::free(const Event& ev) {
     const std::uint32_t si = live_.slot_of(ev.handle);
     Slot& s = slots_[si];
     if (sink_) end_slice(ev.handle, ev.t);
-    if (history_) history_->freeing(ev.handle, ev.index, ev.t, slot_views());
+    if (history_) history_->freeing(ev, slot_views());
     const Handle local = live_.local_of(ev.handle);
     if (ev.has(key::kStream))
       s.policy->release_on_stream(local, ev.stream);
@@ -293,6 +295,7 @@ void Engine::free(const Event& ev) {
 void Engine::observe(const Event& ev) {
   if (ev.op == Op::kOom) {  // a recorded OOM: did the simulation fail the same request?
     fidelity_.recorded_oom(ev);
+    if (out_.actions.size() < kMaxMarks) out_.actions.push_back({"recorded OOM", ev.index, ev.t});
     return;
   }
   if (!replaying_) return;
@@ -372,6 +375,7 @@ std::uint32_t Engine::new_slot(std::uint32_t k, const Event& ev) {
       rd && spec->space == Space::kHbm) {
     s.spec->capacity = rd->usable;
     s.spec->reserve = 0;
+    s.usable_inferred = true;
     out_.notes.push_back(
         fmt::format("device {}: usable memory {} ({} B) inferred from the recording: {} "
                     "(--hw or --capacity overrides it)",
@@ -433,6 +437,7 @@ void Engine::stop_fatal(const Slot& s, const Event& ev) {
   out_.completed = false;
   out_.stopped_early = true;
   replaying_ = false;
+  if (history_) history_->stopped(ev.index);
 }
 
 std::vector<SlotView> Engine::slot_views() const {

@@ -57,6 +57,7 @@ class Engine : public Scheduler {
     std::uint32_t device;
     Space space;
     std::unique_ptr<SpaceSpec> spec;  // the space as this device has it (a recorded size may replace the preset's)
+    bool usable_inferred = false;     // spec's usable memory is the recording's inferred one
     std::unique_ptr<DeviceMemory> mem;
     std::unique_ptr<AllocatorPolicy> policy;
     SpaceMetrics metrics;

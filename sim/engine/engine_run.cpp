@@ -111,6 +111,7 @@ void Engine::finish() {
     r.space = s.space;
     r.capacity = s.spec->capacity;
     r.usable = s.spec->usable();
+    r.usable_inferred = s.usable_inferred;
     r.limit = s.policy->limit();
     s.metrics.finish(r);
     r.peak = std::move(s.peak);

@@ -23,6 +23,7 @@ Bytes unmapped_bytes(const HistoryRegion& g) {
 HistoryRecorder::HistoryRecorder(const HistorySpec& spec, const LiveSet& live) : spec_(spec), live_(live) {
   for (const auto& [a, b] : spec.exact)
     if (a > 0) starts_.push_back(a - 1);
+  if (spec.viewer) log_ = std::make_shared<AllocationLog>(spec.allocation_budget);
 }
 
 HistoryRecorder::SlotTrack& HistoryRecorder::track(std::uint32_t slot) {
@@ -100,6 +101,9 @@ void HistoryRecorder::enter_window(std::uint64_t event, const std::vector<SlotVi
 void HistoryRecorder::placed(const Event& ev, const Placement& p, std::uint32_t slot,
                              const std::vector<SlotView>& slots) {
   enter_window(ev.index, slots);
+  // Every allocation up to the window's end: those before it may still be live in it.
+  if (log_ && ev.index <= spec_.last) log_->placed(slot, ev.handle, ev, p.block, p.has_addr, p.addr);
+  if (spec_.viewer && p.has_addr) regions_.placed(slot, p.addr, p.block);
   SlotTrack& tr = track(slot);
   tr.live += p.block;
   if (p.has_addr) tr.at[p.addr.value()] = ev.handle;
@@ -116,10 +120,15 @@ void HistoryRecorder::placed(const Event& ev, const Placement& p, std::uint32_t 
   }
 }
 
-void HistoryRecorder::freeing(Handle h, std::uint64_t event, Tick t, const std::vector<SlotView>& slots) {
+void HistoryRecorder::freeing(const Event& ev, const std::vector<SlotView>& slots) {
+  const Handle h = ev.handle;
+  const std::uint64_t event = ev.index;
+  const Tick t = ev.t;
   enter_window(event, slots);
   const std::uint32_t slot = live_.slot_of(h);
   BufferView v = live_.view(h, 0, slots);
+  if (log_) log_->freed(h, event, t, ev.has(key::kStream), ev.stream);
+  if (spec_.viewer && v.has_addr) regions_.freed(slot, v.addr, v.block);
   SlotTrack& tr = track(slot);
   tr.live -= std::min(tr.live, v.block);
   if (v.has_addr) tr.at.erase(v.addr.value());
@@ -238,7 +247,12 @@ void HistoryRecorder::keyframe(std::uint64_t event, Tick t, const std::vector<Sl
 
 void HistoryRecorder::after(const Event& ev, const std::vector<SlotView>& slots) {
   const std::uint64_t e = ev.index;
+  if (e > stopped_at_) return;  // not replayed
   enter_window(e, slots);
+  if (spec_.viewer) {
+    const bool sample = next_sample_ < spec_.samples.size() && spec_.samples[next_sample_] == e;
+    regions_.after(ev, slots, sample);
+  }
   for (std::uint32_t i = 0; i < slots.size(); ++i) track(i);
   if (exact(e)) {
     for (std::uint32_t i = 0; i < slots.size(); ++i) {
@@ -289,10 +303,16 @@ void HistoryRecorder::after(const Event& ev, const std::vector<SlotView>& slots)
 std::shared_ptr<RunHistory> HistoryRecorder::finish(const std::vector<SlotView>& slots, Tick now) {
   RunHistory& h = *out_;
   h.first = spec_.first;
-  h.last = spec_.last;
+  h.last = std::min(spec_.last, stopped_at_);
+  h.stopped_at = stopped_at_;
+  h.allocations = log_;
+  if (spec_.viewer) {
+    h.regions = regions_.finish();
+    h.regions_cut_at = regions_.cut_at();
+  }
   for (const auto& s : slots) h.slots.emplace_back(s.device, s.space);
-  if (spec_.events && (h.keyframes.empty() || h.keyframes.back().event != spec_.last)) {
-    keyframe(spec_.last, now, slots);  // the state at the end: the snapshot's segments
+  if (spec_.events && (h.keyframes.empty() || h.keyframes.back().event != h.last)) {
+    keyframe(h.last, now, slots);  // the state at the end: the snapshot's segments
   }
   // The ranges the deltas cover: each planned one whose keyframe (or the empty start) is there.
   for (const auto& [a, b] : spec_.exact) {
@@ -380,6 +400,7 @@ HistorySpec plan_history(const RunResult& r, bool viewer, bool events) {
     s.map_blocks = kMaxMapBlocks;
   }
   if (!viewer) return s;
+  s.bands = 0;  // the allocation log draws every buffer (the page no longer draws 400 apart)
   const std::uint64_t n = s.last - s.first + 1;
   for (size_t i = 0; i < kSamples; ++i) s.samples.push_back(s.first + (n - 1) * i / (kSamples - 1));
   s.samples.push_back(s.last);

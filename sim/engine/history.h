@@ -4,10 +4,12 @@
 // Recorded by a second replay of the run (its figures known: the peaks, the OOMs, the number of
 // events), so that what is kept can be chosen up front and stays bounded whatever the trace's
 // length — level of detail written by fragsim, never every event shipped raw:
-//   - buffers drawn one by one: per (device, space) the `bands` largest buffers live in the
-//     window (by block size), each with its lifetime; every other buffer is summed per point
-//     ("other"). Points: `samples` evenly spaced events plus each drawn buffer's alloc and free.
-//     At a point, live = Σ block bytes of the live buffers after that event.
+//   - every allocation placed (AllocationLog) and every region over time (RegionLog), which the
+//     page draws and builds the allocator state from;
+//   - live bytes per (device, space) at `samples` evenly spaced events (Σ block bytes of the live
+//     buffers after that event), and, when `bands` asks for it, that many of the largest buffers
+//     live in the window with their lifetimes, the rest summed per point ("other"); the page asks
+//     for none since it draws every allocation from the log.
 //   - allocator states: keyframes (every region's blocks — in use, free, unmapped — with the
 //     buffer behind each block in use, and the live bytes by call site) at planned events, and
 //     inside `exact` event ranges every change as a delta: a block placed, a block freed, a region
@@ -29,8 +31,10 @@
 #include <utility>
 #include <vector>
 
+#include "sim/engine/allocation_log.h"
 #include "sim/engine/engine.h"
 #include "sim/engine/live_set.h"
+#include "sim/engine/region_log.h"
 
 namespace fragsim {
 
@@ -49,6 +53,9 @@ struct HistorySpec {
   size_t delta_budget = 40000;
   size_t keyframe_budget = 100000;
   size_t map_blocks = 20000;
+  // Every allocation (AllocationLog) and every region over time (RegionLog), for the page; the
+  // log's bytes stop growing at allocation_budget (docs/limits.md).
+  size_t allocation_budget = size_t{192} << 20;
 };
 
 inline constexpr std::uint64_t kStillLive = std::numeric_limits<std::uint64_t>::max();
@@ -125,6 +132,13 @@ struct RunHistory {
   std::vector<std::pair<std::uint64_t, std::uint64_t>> exact;  // ranges the deltas cover (after a keyframe)
   bool budget_exceeded = false;                                // an exact range was cut short
   StackFrames stacks;                                          // frames of every stack a buffer names
+  // Every allocation placed (the page's live-memory chart and entries), and every region over time.
+  std::shared_ptr<const AllocationLog> allocations;
+  std::vector<RegionLife> regions;
+  std::uint64_t regions_cut_at = RegionLife::kHeld;  // the region log stopped there (a bound: region_log.h)
+  // The run stopped replaying at its first OOM (no --keep-going): nothing after this event was
+  // replayed, so nothing of the page goes past it. kStillLive when it did not stop.
+  std::uint64_t stopped_at = kStillLive;
 };
 
 // Follows one replay (the engine calls it; sim/engine/engine_impl.h).
@@ -132,7 +146,10 @@ class HistoryRecorder {
  public:
   HistoryRecorder(const HistorySpec& spec, const LiveSet& live);
   void placed(const Event& ev, const Placement& p, std::uint32_t slot, const std::vector<SlotView>& slots);
-  void freeing(Handle h, std::uint64_t event, Tick t, const std::vector<SlotView>& slots);
+  // `ev`: the free event of the buffer it frees (ev.handle).
+  void freeing(const Event& ev, const std::vector<SlotView>& slots);
+  // Replay stopped after event `event` (the first OOM): what comes after is not recorded.
+  void stopped(std::uint64_t event) { stopped_at_ = event; }
   // After each event of the trace, with every slot's state then.
   void after(const Event& ev, const std::vector<SlotView>& slots);
   [[nodiscard]] std::shared_ptr<RunHistory> finish(const std::vector<SlotView>& slots, Tick now);
@@ -178,6 +195,9 @@ class HistoryRecorder {
   size_t written_ = 0, keyframe_blocks_ = 0;
   bool in_window_ = false, cut_ = false;
   std::uint64_t cut_at_ = 0;
+  std::uint64_t stopped_at_ = kStillLive;
+  std::shared_ptr<AllocationLog> log_;  // null unless spec_.viewer
+  RegionLog regions_;
 };
 
 // The history a run's figures call for: `viewer` (HTML) within `window`, and/or every change for

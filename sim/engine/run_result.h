@@ -16,6 +16,7 @@
 
 #include "policies/policy.h"
 #include "sim/engine/prior_state.h"
+#include "traces/xla_modules.h"
 
 namespace fragsim {
 
@@ -134,9 +135,10 @@ struct PlanFigures {
 struct SpaceResult {
   std::uint32_t device = 0;
   Space space = Space::kHbm;
-  Bytes capacity = 0;  // the space's total as the device reports it (a recording's where it says)
-  Bytes usable = 0;    // what allocators can obtain: capacity − reserve
-  Bytes limit = 0;     // the policy's own cap below that (AllocatorPolicy::limit), 0 = none
+  Bytes capacity = 0;            // the space's total as the device reports it (a recording's where it says)
+  Bytes usable = 0;              // what allocators can obtain: capacity − reserve
+  bool usable_inferred = false;  // usable is what the recording implies (RunOptions::recorded_devices), not a preset's
+  Bytes limit = 0;               // the policy's own cap below that (AllocatorPolicy::limit), 0 = none
   Bytes peak_requested = 0, peak_allocated = 0, peak_reserved = 0;
   double frag_at_peak = 0;        // external fragmentation when reserved memory first reached its peak
   double frag_max = 0;            // the largest external fragmentation seen
@@ -196,7 +198,10 @@ struct RunResult {
     return !s.ooms.empty() || (!fatal.empty() && s.device == fatal_device && s.space == fatal_space);
   }
   std::vector<MarkView> marks;  // the trace's marks (steps, phases), the first kMaxMarks
-  StackFrames stacks;           // frames of the stacks reported buffers name
+  // What the recorded program did besides allocating, where it did it: its empty_cache calls and
+  // the OOMs the recording saw (named "empty_cache", "recorded OOM"), the first kMaxMarks.
+  std::vector<MarkView> actions;
+  StackFrames stacks;  // frames of the stacks reported buffers name
   std::string time_unit = "ns";
   Tick first_t;        // the time of the first event (reports show times from it)
   bool timed = false;  // some event carried a time; else every t is the event's index and no time is shown
@@ -205,6 +210,9 @@ struct RunResult {
   std::string window;                                // how reports name it ("" = the whole run)
   std::shared_ptr<const RunHistory> history;         // buffers, allocator states (sim/engine/history.h), when asked
   std::shared_ptr<const RunHistory> export_history;  // every change of the run, for --export-snapshot
+  // The compiled modules of the recording (an XProf capture, an HloProto) with fragsim's plan of
+  // each, for the page (sim/commands/module_plans.h); null when not asked or there are none.
+  std::shared_ptr<const std::vector<ModuleView>> modules;
 
   bool several_spaces() const { return spaces.size() > 1; }
   const SpaceResult* binding_space() const { return spaces.empty() ? nullptr : &spaces[binding]; }

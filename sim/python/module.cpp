@@ -67,6 +67,7 @@ auto released(F&& work, const py::object& progress) {
     throw py::type_error(fmt::format("progress=: expected a callable (given the events decoded so far) or None, got {}",
                                      python_type(progress)));
   std::atomic<bool> cancel{false};
+  new_input_epoch();
   const std::uint64_t events0 = input_events_read();
   auto done = std::async(std::launch::async, [&] { return work(&cancel); });
   auto poll = [&] {

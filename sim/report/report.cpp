@@ -404,6 +404,7 @@ nlohmann::json report_json(const RunResult& r, size_t map_blocks) {
         {"space", space_name(s.space)},
         {"capacity_bytes", s.capacity},
         {"usable_bytes", s.usable},
+        {"usable_inferred", s.usable_inferred},
         {"limit_bytes", s.limit},
         {"completed", !r.space_failed(s)},
         {"oom_count", s.ooms.size()},
@@ -467,17 +468,19 @@ nlohmann::json report_json(const RunResult& r, size_t map_blocks) {
     for (const auto& [id, frames] : r.stacks) st[std::to_string(id)] = frames;
     j["stacks"] = st;
   }
-  if (!r.marks.empty()) {
-    nlohmann::json marks = nlohmann::json::array();
-    for (const auto& m : r.marks) marks.push_back({{"name", m.name}, {"event_index", m.event_index}, {"t", m.t}});
-    j["marks"] = marks;
-  }
+  auto marks = [](const std::vector<MarkView>& v) {
+    nlohmann::json a = nlohmann::json::array();
+    for (const auto& m : v) a.push_back({{"name", m.name}, {"event_index", m.event_index}, {"t", m.t}});
+    return a;
+  };
+  if (!r.marks.empty()) j["marks"] = marks(r.marks);
   if (r.spaces.size() == 1) {
     j["policy_stats"] = r.spaces[0].stats;
     for (auto it = r.spaces[0].extra.begin(); it != r.spaces[0].extra.end(); ++it) j[it.key()] = it.value();
   }
   if (!r.label.empty()) j["label"] = r.label;
   if (r.empty_cache_calls) j["empty_cache"] = {{"calls", r.empty_cache_calls}, {"effect", r.empty_cache_effect}};
+  if (!r.actions.empty()) j["actions"] = marks(r.actions);
   if (!r.fidelity.is_null()) j["fidelity"] = r.fidelity;
   if (r.stopped_early) j["stopped_early"] = true;
   if (!r.fatal.empty())

@@ -69,6 +69,28 @@ nlohmann::json moment(const RunResult& r, const Moment& m, std::string title, st
           {"flame", flame_json(m.sites, m.other_sites, r.stacks)}};
 }
 
+// A recording's compiled modules (traces/xla_modules.h) as the page's module view reads them.
+nlohmann::json modules_json(const std::vector<ModuleView>& mods) {
+  nlohmann::json out = nlohmann::json::array();
+  for (const auto& m : mods) {
+    nlohmann::json heaps = nlohmann::json::array(), allocs = nlohmann::json::array(), bufs = nlohmann::json::array();
+    for (const auto& h : m.heaps) heaps.push_back({h.trace, h.xla_bytes, h.planned_bytes});
+    for (const auto& a : m.allocations) allocs.push_back({a.index, a.size, a.kind, a.heap_trace});
+    for (const auto& b : m.buffers)
+      bufs.push_back({b.id, b.name, b.shape, b.logical, b.padded, b.tile, b.kind, b.allocation, b.offset, b.heap_trace,
+                      b.order, b.end, b.planned});
+    out.push_back({{"name", m.name},
+                   {"module_name", m.module_name},
+                   {"heap_events", m.heap_events},
+                   {"truncated", m.truncated},
+                   {"planned_by", m.planned_by},
+                   {"heaps", heaps},
+                   {"allocations", allocs},
+                   {"buffers", bufs}});
+  }
+  return out;
+}
+
 nlohmann::json run(const RunResult& r, size_t trace) {
   nlohmann::json timelines = nlohmann::json::array(), moments = nlohmann::json::array();
   for (const auto& s : r.spaces) {
@@ -97,6 +119,7 @@ nlohmann::json run(const RunResult& r, size_t trace) {
   nlohmann::json j = {{"label", label_of(r)},   {"trace", trace},     {"report", report_json(r, 0)},
                       {"timelines", timelines}, {"moments", moments}, {"explanation", explanation}};
   if (r.history) j["history"] = history_json(*r.history, r);
+  if (r.modules) j["modules"] = modules_json(*r.modules);
   return j;
 }
 
@@ -141,9 +164,14 @@ constexpr const char* kStyle =
     "table{border-collapse:collapse;margin:.5em 0}td,th{border:1px solid #ccc;padding:3px 7px;text-align:right;"
     "font-size:13px}th{background:#f0f0f0}td:first-child{text-align:left}td.l{text-align:left}"
     "td.n{white-space:nowrap}.bad{color:#b00;font-weight:bold}"
-    ".note{color:#666;font-size:12px;max-width:900px}.chart{max-width:900px;display:block;border:1px solid #ddd;"
+    ".note{color:#666;font-size:12px;max-width:900px}.chart{display:block;border:1px solid #ddd;"
     "user-select:none}.axis{font-size:10px;fill:#555}.chartbox h3,.mapbox h3{margin:.8em 0 .2em}"
-    "canvas.map{width:900px;display:block;border:1px solid #ccc;margin-bottom:4px}"
+    "canvas.map{display:block;border:1px solid #ccc;margin-bottom:4px}"
+    ".zoombar button{font-size:11px;padding:0 5px;margin-right:2px}.zoombar{margin:.2em 0}"
+    "#pinned{position:fixed;right:12px;bottom:12px;max-width:45%;max-height:45%;overflow:auto;background:#fffff4;"
+    "border:1px solid #999;box-shadow:0 2px 8px rgba(0,0,0,.25);padding:6px 8px;z-index:20}"
+    "#pinned pre{font:12px monospace;margin:.3em 0;white-space:pre-wrap}.pinned-title{font-weight:bold;font-size:13px}"
+    "ul.matches li{cursor:pointer;font-size:12px}ul.matches li:hover{background:#eef}"
     ".regionlabel,.maptitle{font-size:12px;color:#444;margin-top:6px}"
     "#tooltip{position:absolute;display:none;background:#fffff0;border:1px solid #999;padding:4px 6px;"
     "font:12px monospace;white-space:pre;pointer-events:none;z-index:10;max-width:700px;overflow:hidden}"
@@ -229,10 +257,10 @@ std::string viewer_html(const nlohmann::json& data) {
                  "<noscript><p class=\"bad\">This report draws its charts with JavaScript; the same figures are in "
                  "fragsim's --json report.</p></noscript>\n<div id=\"errors\"></div>\n<div id=\"findings\"></div>\n"
                  "<div id=\"diff\"></div>\n"
-                 "<h2>Summary</h2><div id=\"summary\"></div>\n<h2>Memory over time</h2><div id=\"charts\"></div>\n"
-                 "<div id=\"buffers\"></div>\n<div id=\"states\"></div>\n"
-                 "<h2>Address maps</h2><div id=\"maps\"></div>\n<div id=\"stacks\"></div>\n"
-                 "<h2>OOMs</h2><div id=\"ooms\"></div>\n"
+                 "<h2>Summary</h2><div id=\"summary\"></div>\n<div id=\"search\"></div>\n<div id=\"charts\"></div>\n"
+                 "<div id=\"buffers\"></div>\n<div id=\"segments\"></div>\n<div id=\"states\"></div>\n"
+                 "<div id=\"maps\"></div>\n<div id=\"stacks\"></div>\n<div id=\"modules\"></div>\n"
+                 "<div id=\"ooms\"></div>\n"
                  "<div id=\"tooltip\"></div>\n<pre id=\"probe\" hidden></pre>\n");
   fmt::format_to(out, "<script type=\"application/json\" id=\"fragsim-data\">{}</script>\n",
                  script_safe(data.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace)));

@@ -1,17 +1,32 @@
-// Live buffers over time (issue 24): per run and per device and space, a stacked area of the live
-// buffers, the largest drawn one by one (a band from its alloc to its free, stacked in alloc
-// order, falling as those below it are freed) and every other buffer summed in grey at the bottom.
-// fragsim wrote the points (history.timelines: event, time, live bytes, "other" bytes) and each
-// band's buffer (history.buffers); this file only stacks and draws them. Hover a band: its name,
-// sizes, shape, lifetime and full stack; click pins it (click again, or elsewhere, to unpin). The
-// trace's marks and the OOMs are on the same axis; x is the event index or the time.
+// Live memory over time, every allocation drawn (issue 51): per run and device and space, each
+// allocation the run placed is a band from its allocation to its free, stacked on the allocations
+// made before it that are still live (a band falls when one below it is freed), so that the top
+// is the live bytes (Σ block sizes). fragsim wrote every allocation (history.allocations); the
+// level of detail is the stack chart's (viewer_stack.js): what is thinner than a pixel is merged
+// in grey at its place, and zooming separates it. Hover a band: its entries; click pins them. The
+// trace's marks, the program's actions (empty_cache) and the OOMs are on the same axis; a run
+// that stopped at its first OOM ends there. x is the event index or the time.
 "use strict";
 (function () {
   const FS = window.FS, data = FS.data, el = FS.el, bytes = FS.bytes;
-  const runs = data.runs.filter((r) => r.history && r.history.timelines.some((t) => t.points.length));
+  const runs = data.runs.filter((r) => FS.logOf(r) && FS.logOf(r).some((s) => s));
   const box = document.getElementById("buffers");
+
+  // A buffer of history.buffers as a readable object (the scrubber's maps name their blocks' buffers).
+  function buffer(h, i) {
+    const b = h.buffers[i];
+    return { index: i, id: b[0], slot: b[1], alloc: b[2], allocT: b[3], free: b[4], freeT: b[5], requested: b[6],
+      block: b[7], name: b[8] >= 0 ? h.strings[b[8]] : "", stack: b[9], shape: b[10] >= 0 ? h.strings[b[10]] : "",
+      addr: b[11], padding: b[12], livedEvents: b[13], livedTicks: b[14] };
+  }
+  // " (1.250 ms in)": a time from the first event, "" where the trace records no times.
+  function inText(h, ticks) {
+    return h.timed === false ? "" : " (" + FS.secondsText(ticks * h.seconds_per_tick) + " in)";
+  }
+  FS.inText = inText;
+  FS.historyBuffer = buffer;
   if (!runs.length) return;
-  box.appendChild(el("h2", {}, "Live buffers over time"));
+  box.appendChild(el("h2", {}, "Live memory over time, every allocation"));
   const controls = el("div", { class: "controls" });
   controls.appendChild(el("span", {}, "x axis: "));
   const xEvent = el("input", { type: "radio", name: "bufx", id: "bufx-event", checked: "" });
@@ -20,229 +35,229 @@
   controls.appendChild(el("label", { for: "bufx-event" }, " event index "));
   controls.appendChild(xTime);
   // A trace that records no times (its t are event numbers) offers no time axis.
-  const untimed = data.runs.every((r) => r.history && r.history.timed === false);
+  const untimed = runs.every((r) => r.history.timed === false);
   if (untimed) xTime.disabled = true;
   controls.appendChild(el("label", { for: "bufx-time" }, " time from the first event" +
     (untimed ? " (the trace records no times)" : "")));
   box.appendChild(controls);
-  const W = 900, H = 260, L = 70, R = 10, T = 10, B = 24;
-  const view = { time: false, x0: null, x1: null };  // shared by every chart (the runs of a diff stay aligned)
-  const redraws = [];
 
-  // A buffer of history.buffers as a readable object.
-  function buffer(h, i) {
-    const b = h.buffers[i];
-    return { index: i, id: b[0], slot: b[1], alloc: b[2], allocT: b[3], free: b[4], freeT: b[5], requested: b[6],
-      block: b[7], name: b[8] >= 0 ? h.strings[b[8]] : "", stack: b[9], shape: b[10] >= 0 ? h.strings[b[10]] : "",
-      addr: b[11], padding: b[12], livedEvents: b[13], livedTicks: b[14] };
+  // Binary search: the first index in [0, n) whose value (get) is >= v.
+  function lowerBound(n, get, v) {
+    let lo = 0, hi = n;
+    while (lo < hi) { const m = (lo + hi) >> 1; if (get(m) < v) lo = m + 1; else hi = m; }
+    return lo;
   }
-  function secondsText(s) {
-    return s >= 1 ? s.toFixed(3) + " s" : s >= 1e-3 ? (s * 1e3).toFixed(3) + " ms" : (s * 1e6).toFixed(1) + " us";
+  // The vertical lines of a slot's charts: marks (grey), actions (brown, dashed), OOMs (red).
+  function marksOf(r, device, space) {
+    const h = r.history, out = [];
+    h.marks.forEach((m) => out.push([m[0], "#bbb", m[2]]));
+    FS.actionsOf(r).forEach((a) => out.push([a.event_index, "#8c564b", a.name, [3, 2]]));
+    h.ooms.filter((o) => o[2] === device && o[3] === space).forEach((o) => out.push([o[0], "#d62728", "OOM"]));
+    return out;
   }
-  // " (1.250 ms in)": a time from the first event, "" where the trace records no times.
-  function inText(h, ticks) {
-    return h.timed === false ? "" : " (" + secondsText(ticks * h.seconds_per_tick) + " in)";
+  FS.marksOf = marksOf;
+  // Event ↔ time of a slot, by its allocations (exact at each allocation's event).
+  function clock(r, s) {
+    const h = r.history, spt = h.seconds_per_tick;
+    return {
+      timeOf: (e) => {
+        const i = lowerBound(s.n, (k) => s.aEv[k], e + 1) - 1;
+        return i < 0 ? 0 : s.aT[i] * spt;
+      },
+      eventAt: (t) => {
+        const aT = s.aT;
+        const i = lowerBound(s.n, (k) => aT[k] * spt, t);
+        return i >= s.n ? FS.runEnd(r) + 1 : s.aEv[i];
+      },
+    };
   }
-  FS.inText = inText;
-  function bufferLines(h, b) {
-    const lines = ["buffer: " + (b.name || "id " + b.id) + (b.shape ? "  " + b.shape : ""),
-      "block " + bytes(b.block) + ", requested " + bytes(b.requested) +
-        (b.padding > 0 ? " (padding/rounding " + bytes(b.padding) + ")" : ""),
-      "allocated at event " + b.alloc + inText(h, b.allocT) + (b.addr !== null ? " at 0x" + b.addr.toString(16) : ""),
-      b.free >= 0 ? "freed at event " + b.free + inText(h, b.freeT) + ", lived " + b.livedEvents + " events" +
-        (h.timed === false ? "" : ", " + secondsText(b.livedTicks * h.seconds_per_tick)) : "still live at the end"];
-    const frames = data.stacks[b.stack] || [];
-    if (frames.length) lines.push("stack (innermost first):");
-    frames.forEach((f) => lines.push("  " + f));
-    return lines;
-  }
-  FS.bufferLines = bufferLines;
-  FS.historyBuffer = buffer;
-
-  function chart(r, tl) {
-    const h = r.history, pts = tl.points, slot = h.slots[tl.slot];
-    const bands = tl.bands.map((i) => buffer(h, i));
-    const dev = { device: slot[0], space: slot[1] };
+  FS.clock = clock;
+  const charts = [];
+  function chart(r, s) {
+    const h = r.history, slot = h.slots[s.slot], dev = { device: slot[0], space: slot[1] };
     const wrap = el("div", { class: "bufbox" });
-    const top = Math.max(0, ...pts.map((p) => p[2]));  // the most live bytes at once (0: nothing was placed)
+    const cut = h.allocations.cut_at >= 0 ? " — kept up to event " + h.allocations.cut_at + " (the page's budget)" : "";
     wrap.appendChild(el("h3", {}, (data.runs.length > 1 ? FS.runName(r) + " — " : "") + FS.where(dev) + ": " +
-      (top === 0 ? "no buffer placed" : bands.length + " largest buffers drawn one by one, the rest in grey")));
-    const c = el("canvas", { class: "bufchart", width: W, height: H, "data-space": FS.keyOf(dev) });
-    c.style.width = W + "px";
-    c.style.border = "1px solid #ddd";
-    wrap.appendChild(c);
-    const pinned = el("pre", { class: "pinned" });
-    wrap.appendChild(pinned);
+      (s.n ? s.n.toLocaleString() + " allocations, each drawn" + cut : "no buffer placed")));
     box.appendChild(wrap);
-    // Per point, each live band's bottom: bands stacked in alloc order above "other".
-    const live = pts.map(() => []);  // per point: [band index, bottom, top]
-    let k = 0;
-    const open = [];
-    const starts = bands.map((b, i) => [b.alloc, i]).sort((a, b) => a[0] - b[0]);
-    pts.forEach((p, i) => {
-      for (; k < starts.length && starts[k][0] <= p[0]; k++) open.push(starts[k][1]);
-      let y = p[3];
-      for (let j = 0; j < open.length; j++) {
-        const b = bands[open[j]];
-        if (b.free >= 0 && b.free <= p[0]) { open.splice(j--, 1); continue; }
-        live[i].push([open[j], y, y + b.block]);
-        y += b.block;
-      }
-    });
-    const yMax = Math.max(1, top) * 1.05;
-    const xOf = (p) => (view.time ? p[1] * h.seconds_per_tick : p[0]);
-    let x0 = 0, x1 = 1;
-    const xs = (x) => L + ((x - x0) / Math.max(1e-12, x1 - x0)) * (W - L - R);
-    const ys = (y) => H - B - (y / yMax) * (H - T - B);
-    let pin = -1;
-    const ctx = c.getContext("2d");
-    function draw() {
-      const first = view.time ? pts[0][1] * h.seconds_per_tick : h.first;
-      const last = view.time ? pts[pts.length - 1][1] * h.seconds_per_tick : h.last;
-      x0 = view.x0 === null ? first : view.x0;
-      x1 = view.x1 === null ? Math.max(first + 1e-12, last) : view.x1;
-      ctx.clearRect(0, 0, W, H);
-      ctx.fillStyle = "#fff";
-      ctx.fillRect(0, 0, W, H);
-      ctx.font = "10px sans-serif";
-      ctx.fillStyle = "#555";
-      ctx.strokeStyle = "#eee";
-      for (let i = 0; i <= (top === 0 ? 0 : 4); i++) {  // an empty chart has one gridline, 0 B
-        const v = (yMax * i) / 4;
-        ctx.beginPath(); ctx.moveTo(L, ys(v)); ctx.lineTo(W - R, ys(v)); ctx.stroke();
-        ctx.textAlign = "right";
-        ctx.fillText(bytes(Math.round(v)), L - 4, ys(v) + 4);
-      }
-      for (let i = 0; i <= 5; i++) {
-        const v = x0 + ((x1 - x0) * i) / 5;
-        ctx.textAlign = i === 0 ? "left" : i === 5 ? "right" : "center";
-        ctx.fillText(view.time ? secondsText(v) : Math.round(v).toLocaleString(), xs(v), H - 6);
-      }
-      ctx.save();
-      ctx.beginPath(); ctx.rect(L, T, W - L - R, H - T - B); ctx.clip();
-      // Steps: the state after point i holds until point i + 1.
-      const step = (i) => xs(i + 1 < pts.length ? xOf(pts[i + 1]) : xOf(pts[i]));
-      ctx.fillStyle = "#c8c8c8";
-      ctx.beginPath();
-      ctx.moveTo(xs(xOf(pts[0])), ys(0));
-      pts.forEach((p, i) => { ctx.lineTo(xs(xOf(p)), ys(p[3])); ctx.lineTo(step(i), ys(p[3])); });
-      ctx.lineTo(step(pts.length - 1), ys(0));
-      ctx.fill();
-      const paths = bands.map(() => []);  // per band: [x from, x to, bottom, top] per point it is live at
-      live.forEach((row, i) => row.forEach(([b, y0, y1]) => paths[b].push([xs(xOf(pts[i])), step(i), y0, y1])));
-      paths.forEach((segs, b) => {
-        if (!segs.length) return;
-        ctx.fillStyle = FS.hashColor(bands[b].name || String(bands[b].id));
-        ctx.beginPath();
-        segs.forEach(([a, z, y0, y1]) => ctx.rect(a, ys(y1), Math.max(0.5, z - a), ys(y0) - ys(y1)));
-        ctx.fill();
-        if (b === pin) {
-          ctx.strokeStyle = "#000";
-          ctx.lineWidth = 1.5;
-          segs.forEach(([a, z, y0, y1]) => ctx.strokeRect(a, ys(y1), Math.max(0.5, z - a), ys(y0) - ys(y1)));
-          ctx.lineWidth = 1;
-        }
-      });
-      // The trace's marks and this device's OOMs, on the same axis.
-      ctx.strokeStyle = "#999";
-      h.marks.forEach((m) => {
-        const x = xs(view.time ? m[1] * h.seconds_per_tick : m[0]);
-        if (x < L || x > W - R) return;
-        ctx.beginPath(); ctx.moveTo(x, T); ctx.lineTo(x, H - B); ctx.stroke();
-      });
-      ctx.fillStyle = "#d62728";
-      h.ooms.filter((o) => o[2] === dev.device && o[3] === dev.space).forEach((o) => {
-        const x = xs(view.time ? o[1] * h.seconds_per_tick : o[0]);
-        ctx.beginPath(); ctx.moveTo(x, T); ctx.lineTo(x - 5, T - 8 + 8); ctx.lineTo(x + 5, T); ctx.fill();
-        ctx.fillRect(x - 1, T, 2, H - T - B);
-      });
-      ctx.restore();
-    }
-    redraws.push(draw);
-    // The point at a mouse x (the last at or before it) and the band under y.
-    const hit = (evt) => {
-      const rect = c.getBoundingClientRect();
-      const px = ((evt.clientX - rect.left) / rect.width) * W, py = ((evt.clientY - rect.top) / rect.height) * H;
-      if (px < L || px > W - R) return null;
-      const x = x0 + ((px - L) / (W - L - R)) * (x1 - x0);
-      let lo = 0, hi = pts.length;
-      while (lo < hi) { const m = (lo + hi) >> 1; if (xOf(pts[m]) <= x) lo = m + 1; else hi = m; }
-      const i = lo - 1;
-      if (i < 0) return { point: -1, band: -1, other: false };  // before the device's first buffer
-      const y = ((H - B - py) / (H - T - B)) * yMax;
-      const band = live[i].find(([, y0, y1]) => y >= y0 && y < y1);
-      return { point: i, band: band ? band[0] : -1, other: !band && y >= 0 && y < pts[i][3], y: y };
-    };
-    const describe = (hv) => {
-      if (hv.point < 0) return ["before event " + pts[0][0] + ": no buffer of this device and space was live yet"];
-      const p = pts[hv.point];
-      const head = "after event " + p[0] + inText(h, p[1]) + ": live " + bytes(p[2]);
-      if (hv.band >= 0) return [head].concat(bufferLines(h, bands[hv.band]));
-      if (hv.other) return [head, "other buffers (not drawn one by one): " + bytes(p[3])];
-      return [head];
-    };
-    c.addEventListener("mousemove", (evt) => {
-      const hv = hit(evt);
-      if (!hv) { FS.hideTip(); return; }
-      FS.showTip(evt, describe(hv));
-    });
-    c.addEventListener("mouseleave", FS.hideTip);
-    c.addEventListener("click", (evt) => {
-      const hv = hit(evt);
-      pin = hv && hv.band >= 0 && hv.band !== pin ? hv.band : -1;
-      pinned.textContent = pin >= 0 ? "pinned: " + bufferLines(h, bands[pin]).join("\n") : "";
-      draw();
-    });
-    let dragFrom = null;
-    const xAt = (evt) => {
-      const rect = c.getBoundingClientRect();
-      return x0 + ((((evt.clientX - rect.left) / rect.width) * W - L) / (W - L - R)) * (x1 - x0);
-    };
-    c.addEventListener("mousedown", (evt) => { dragFrom = xAt(evt); });
-    c.addEventListener("mouseup", (evt) => {
-      const x = xAt(evt);
-      if (dragFrom !== null && Math.abs(x - dragFrom) > (x1 - x0) / 100) {
-        view.x0 = Math.min(dragFrom, x);
-        view.x1 = Math.max(dragFrom, x);
-        redraws.forEach((f) => f());
-      }
-      dragFrom = null;
-    });
-    c.addEventListener("dblclick", () => { view.x0 = view.x1 = null; redraws.forEach((f) => f()); });
-    draw();
-    if (FS.probing) {  // hover across the chart: what answers must be live there, and named
-      const rect = c.getBoundingClientRect();
-      const res = { buffers_chart: FS.keyOf(dev), probes: 0, answered: 0, bands: 0, named: 0, live_ok: 0 };
-      for (let k2 = 1; k2 < 40; k2++)
-        for (const fy of [0.2, 0.5, 0.85]) {
-          const evt = { clientX: Math.round(rect.left + rect.width * ((L + (W - L - R) * k2 / 40) / W)),
-            clientY: Math.round(rect.top + rect.height * fy) };
-          FS.tip.style.display = "none";
-          c.dispatchEvent(new MouseEvent("mousemove", evt));
-          res.probes++;
-          if (FS.tip.style.display === "block") res.answered++;
-          const hv = hit(evt);
-          if (hv && hv.band >= 0) {
-            res.bands++;
-            const b = bands[hv.band], e = pts[hv.point][0];
-            if (FS.tip.textContent.includes("buffer: " + (b.name || "id " + b.id))) res.named++;
-            if (b.alloc <= e && (b.free < 0 || e < b.free)) res.live_ok++;
+    const cl = clock(r, s);
+    const step = [0, 0, 0];  // the change returned by next() (reused)
+    const src = {
+      n: s.n,
+      start: (E, cur) => {
+        const end = lowerBound(s.n, (k) => s.aEv[k], E);
+        cur.fill(0);
+        for (let i = 0; i < end; i++) if (s.fEv[i] >= E) cur[i] = s.block[i];
+      },
+      changes: (E) => {
+        let ai = lowerBound(s.n, (k) => s.aEv[k], E);
+        let fi = lowerBound(s.freeOrder.length, (k) => s.fEv[s.freeOrder[k]], E);
+        return {
+          next: () => {
+            const ea = ai < s.n ? s.aEv[ai] : Infinity;
+            const ef = fi < s.freeOrder.length ? s.fEv[s.freeOrder[fi]] : Infinity;
+            if (ea === Infinity && ef === Infinity) return null;
+            if (ea <= ef) { step[0] = ea; step[1] = ai; step[2] = s.block[ai]; ai++; }
+            else { step[0] = ef; step[1] = s.freeOrder[fi]; step[2] = 0; fi++; }
+            return step;
+          },
+        };
+      },
+      // By call site (its name, else its innermost frame), a little lighter or darker by the
+      // allocation's parity so that neighbours of one site stay apart; by allocation without either.
+      // Each column's highest live total and the event after which it stood (the chart's pass 1,
+      // walking allocations and frees in event order without the chart's per-item state).
+      peaks: (E, total, peak, at) => {
+        const pw = peak.length, fo = s.freeOrder, nfo = fo.length, aEv = s.aEv, fEv = s.fEv, block = s.block;
+        let ai = lowerBound(s.n, (k) => aEv[k], E[0]), fi = lowerBound(nfo, (k) => fEv[fo[k]], E[0]);
+        let ea = ai < s.n ? aEv[ai] : Infinity, ef = fi < nfo ? fEv[fo[fi]] : Infinity;
+        for (let k = 0; k < pw; k++) {
+          const end = E[k + 1];
+          // The state carried in counts when nothing changes at the column's first event.
+          let best = ea === E[k] || ef === E[k] ? -Infinity : total, bestAt = -1;
+          while (ea < end || ef < end) {
+            let e;
+            if (ea <= ef) {
+              e = ea;
+              total += block[ai++];
+              ea = ai < s.n ? aEv[ai] : Infinity;
+            } else {
+              e = ef;
+              total -= block[fo[fi++]];
+              ef = fi < nfo ? fEv[fo[fi]] : Infinity;
+            }
+            if (total > best) { best = total; bestAt = e; }
           }
+          peak[k] = best === -Infinity ? total : best;
+          at[k] = bestAt;
         }
-      FS.hideTip();
-      FS.probeOut.push(res);
-    }
+      },
+      colorKey: (i) => (s.key[i] !== -2147483648 ? s.key[i] * 2 + (i & 1) : "a" + i),
+      color: (i) => {
+        const k = s.key[i], tone = i & 1 ? 62 : 50;
+        if (k >= 0) return FS.hashColor(h.allocations.names[k], tone);
+        if (k !== -2147483648) return FS.hashColor((data.stacks[-1 - k] || [String(-1 - k)])[0], tone);
+        return FS.hashColor("#" + i, tone);
+      },
+      match: () => FS.search.of(r, s.slot),
+      lines: (item, e) => {
+        const head = "after event " + e + (h.timed === false ? "" : " (" + FS.secondsText(cl.timeOf(e)) + " in)");
+        if (item === null) return [head];
+        if (item < 0) return [head, "allocations thinner than a pixel here, merged: zoom in (on time or bytes) to " +
+          "see them one by one"];
+        return [head].concat(FS.entryLines(r, s, item));
+      },
+      pin: (i) => FS.pinAllocation(r, s, i),
+      marks: marksOf(r, dev.device, dev.space),
+      stop: h.stopped_at >= 0 ? h.stopped_at : undefined,
+      timeOf: h.timed === false ? null : cl.timeOf,
+      eventAt: cl.eventAt,
+    };
+    const pinnedOf = () => {
+      const p = FS.pinned();
+      return p && p.run === r && p.slot === s.slot && p.ordinal !== undefined ? p.ordinal : -1;
+    };
+    const ch = FS.stackChart(wrap, { src: src, key: FS.keyOf(dev), cls: "bufchart", pinned: pinnedOf });
+    charts.push({ run: r, slot: s, chart: ch, key: FS.keyOf(dev) });
   }
-  runs.forEach((r) => r.history.timelines.forEach((tl) => { if (tl.points.length) chart(r, tl); }));
+  runs.forEach((r) => {
+    const log = FS.logOf(r), h = r.history;
+    const slots = h.slots.map((x, k) => k).sort((a, b) => FS.byDevice({ device: h.slots[a][0], space: h.slots[a][1] },
+      { device: h.slots[b][0], space: h.slots[b][1] }));
+    slots.forEach((k) => {
+      if (log[k] && log[k].n) return chart(r, log[k]);
+      const dev = { device: h.slots[k][0], space: h.slots[k][1] };  // a space where the run placed nothing
+      box.appendChild(el("div", { class: "maptitle" }, (data.runs.length > 1 ? FS.runName(r) + " — " : "") +
+        FS.where(dev) + ": no buffer placed"));
+    });
+  });
   [xEvent, xTime].forEach((x) => x.addEventListener("change", () => {
-    view.time = xTime.checked;
-    view.x0 = view.x1 = null;
-    redraws.forEach((f) => f());
+    FS.view.time = xTime.checked;
+    FS.redraws.forEach((f) => f());
   }));
   const h0 = runs[0].history;
   box.appendChild(el("p", { class: "note" },
-    "Each band is one buffer from its allocation to its free, stacked in allocation order (a band falls when one " +
-    "below it is freed); grey: every other live buffer. The top is the live bytes (Σ block sizes) after each event. " +
-    "Vertical lines: the trace's marks; red: OOMs. Drag to zoom, double-click to reset; hover a band for its " +
-    "buffer, click to pin it." + (h0.window ? " Window: " + h0.window + "." : "")));
+    "Every allocation the run placed is a band from its allocation to its free, stacked on those allocated before it " +
+    "and still live (a band falls when one below it is freed); the top is the live bytes (Σ block sizes). Each pixel " +
+    "column shows the stack after the column's highest event; allocations thinner than a pixel there are merged in " +
+    "grey where they lie, and zooming in (drag across a chart, scroll; shift+scroll for bytes) draws them one by " +
+    "one. Grey lines: the trace's marks; brown dashed: empty_cache and the recording's OOMs; red: OOMs; a pink " +
+    "shade: after the run stopped. Hover a band for its entries, click to pin them." +
+    (h0.window ? " Window: " + h0.window + "." : "")));
+
+  // #probe: hover across each chart (every answer a live allocation there, named as its entry says),
+  // then zoom, click a band and search, as a user would.
+  if (!FS.probing) return;
+  charts.forEach(({ run: r, slot: s, chart: ch, key }) => {
+    const c = ch.canvas, rect = c.getBoundingClientRect();
+    const res = { buffers_chart: key, probes: 0, answered: 0, bands: 0, named: 0, live_ok: 0 };
+    const cols = ch.columns(), W0 = FS.widthOf(c.parentNode);
+    for (let k2 = 1; k2 < 40; k2++)
+      for (const fy of [0.2, 0.5, 0.85, -1]) {
+        const x = Math.round(rect.left + rect.width * (0.08 + 0.9 * k2 / 40));
+        let y = Math.round(rect.top + rect.height * fy);
+        if (fy < 0) {  // the middle of the tallest band drawn on its own in that column
+          const it = cols.at(Math.floor(((x - rect.left) / rect.width) * W0) - 70);
+          let best = -1;
+          for (let q = 0; it && q < it.length; q += 3) if (it[q + 2] >= 0 && (best < 0 || it[q + 1] - it[q] > it[best + 1] - it[best])) best = q;
+          if (best < 0) continue;
+          y = Math.round(rect.top + ch.yPixel((it[best] + it[best + 1]) / 2) * rect.height / 260);
+        }
+        const evt = { clientX: x, clientY: y };
+        FS.tip.style.display = "none";
+        c.dispatchEvent(new MouseEvent("mousemove", evt));
+        res.probes++;
+        if (FS.tip.style.display === "block") res.answered++;
+        const hv = ch.hit(evt);
+        if (hv && hv.item !== null && hv.item >= 0) {
+          res.bands++;
+          const e = FS.entry(s, hv.item);
+          if (FS.tip.textContent.includes("buffer: " + (e.name || "id " + e.id))) res.named++;
+          if (s.aEv[hv.item] <= hv.event && hv.event < s.fEv[hv.item]) res.live_ok++;
+        }
+      }
+    FS.hideTip();
+    FS.probeOut.push(res);
+  });
+  // Zoom: a wheel over the middle of the first chart narrows every chart's range.
+  const first = charts[0], c0 = first.chart.canvas, rect0 = c0.getBoundingClientRect();
+  const before = [Number(c0.getAttribute("data-x0")), Number(c0.getAttribute("data-x1"))];
+  c0.dispatchEvent(new WheelEvent("wheel", { deltaY: -100, clientX: Math.round(rect0.left + rect0.width / 2),
+    clientY: Math.round(rect0.top + rect0.height / 2), cancelable: true }));
+  const after = [Number(c0.getAttribute("data-x0")), Number(c0.getAttribute("data-x1"))];
+  const others = document.querySelectorAll("svg.chart, canvas.bufchart");
+  let follow = 0;
+  others.forEach((x) => { if (x.getAttribute("data-x0") === String(after[0]) && x.getAttribute("data-x1") === String(after[1])) follow++; });
+  FS.probeOut.push({ zoom: first.key, before: before, after: after, charts: others.length, following: follow });
+  FS.setX(FS.view.lo, FS.view.hi);
+  // Click: a band drawn right of the chart's middle, clicked where it is drawn, pins its entries.
+  let clicked = { click: first.key, pinned: false };
+  const cols = first.chart.columns(), W0 = FS.widthOf(c0.parentNode);  // {length, at(k)}
+  for (let k = Math.floor(cols.length / 2); k < cols.length && !clicked.pinned; k++) {
+    const ev = { clientX: Math.round(rect0.left + (70 + k + 0.5) * rect0.width / W0), clientY: 0 };
+    for (let py = 2; py < rect0.height && !clicked.pinned; py += 2) {
+      ev.clientY = Math.round(rect0.top + py);
+      const hv = first.chart.hit(ev);
+      if (!hv || hv.item === null || hv.item < 0) continue;
+      const i = hv.item;
+      c0.dispatchEvent(new MouseEvent("click", ev));
+      const p = FS.pinned(), text = document.querySelector("#pinned pre").textContent;
+      clicked = { click: first.key, pinned: !!p && p.ordinal === i, alloc_event: first.slot.aEv[i],
+        shows_alloc: text.includes("alloc: event " + first.slot.aEv[i] + ","),
+        shows_free: text.includes(isFinite(first.slot.fEv[i]) ? "free:  event " + first.slot.fEv[i] + "," : "free:  none"),
+        shows_sizes: text.includes("requested ") && text.includes(", block ") };
+    }
+  }
+  FS.probeOut.push(clicked);
+  // Search: the name (else the size) of the largest allocation of the first chart highlights it.
+  const s0 = first.slot;
+  let big = 0;
+  for (let i = 1; i < s0.n; i++) if (s0.block[i] > s0.block[big]) big = i;
+  const e0 = FS.entry(s0, big);
+  const query = e0.name && !/\s/.test(e0.name) ? e0.name : String(e0.requested) + "B";
+  FS.runSearch(query);
+  const m = FS.search.of(first.run, s0.slot);
+  FS.probeOut.push({ search: query, count: FS.search.count, includes: !!m && m[big] === 1,
+    drawn: Number(c0.getAttribute("data-matches-drawn")) });
+  FS.runSearch("");
 })();

@@ -130,13 +130,24 @@
       }
       return v;
     }
+    // An allocation of the log as the maps' hover wants it.
+    function logView(slot, i) {
+      const x = FS.entry(log[slot], i);
+      return { id: x.id, name: x.name, shape: x.shape, requested: x.requested, block: x.block, event_index: x.allocEvent,
+        stack: String(x.stack), freed: isFinite(x.freeEvent) ? x.freeEvent : undefined };
+    }
     const inExact = (e) => h.exact.some((x) => e >= x[0] && e <= x[1]);
     let cache = null;  // the last state built: {state, keyframe index}
-    // The state after event e: the keyframe at or before it, then the deltas up to e (in an exact range).
+    // The state after event e: the keyframe at or before it, then the deltas up to e (in an exact
+    // range); elsewhere, built from every allocation live then and the regions held then.
     function stateAt(e) {
       const exact = inExact(e);
       const ki = bsearch(kfs, e, (k) => k.event);
-      if (!exact) return { state: ki >= 0 ? fromKeyframe(kfs[ki]) : { event: h.first, slots: [] }, exact: false, keyframe: ki };
+      if (!exact) {
+        const built = fromLog(e, ki);
+        if (built) return { state: built, exact: true, keyframe: ki, fromLog: true };
+        return { state: ki >= 0 ? fromKeyframe(kfs[ki]) : { event: h.first, slots: [] }, exact: false, keyframe: ki };
+      }
       let st, from;
       if (cache && cache.exact && cache.keyframe === ki && cache.state.event <= e) {
         st = cache.state;
@@ -151,6 +162,82 @@
       cache = { state: st, exact: true, keyframe: ki };
       return cache;
     }
+    // The state after event e from the run's allocation and region logs: each region held then
+    // (its unmapped parts as at the keyframe before, when it was mapped as much then), every
+    // allocation live then at its address, free space between; the figures computed from that.
+    // null when a log is missing, cut short before e, or a region's mapping moved since.
+    const log = FS.logOf(r), regionLog = FS.regionsOf(r);
+    function fromLog(e, ki) {
+      if (!log || !regionLog.length || (h.regions_cut_at >= 0 && e >= h.regions_cut_at) ||
+          (h.allocations.cut_at >= 0 && e >= h.allocations.cut_at)) return null;
+      const k = ki >= 0 ? fromKeyframe(kfs[ki]) : null;
+      const st = { event: e, slots: [] };
+      for (let si = 0; si < h.slots.length; si++) {
+        const regs = regionLog.filter((g) => g.slot === si && g.obtained <= e && e < g.released).sort((a, b) => a.base - b.base);
+        const kept = k && k.slots[si] ? k.slots[si].regions : [];
+        const s = log[si];
+        const live = [];  // [addr, size, ordinal] of allocations live after e
+        const ad = s ? s.addr : null;
+        if (s) for (let i = 0; i < s.n && s.aEv[i] <= e; i++) if (s.fEv[i] > e && !isNaN(ad[i])) live.push([ad[i], s.block[i], i]);
+        live.sort((a, b) => a[0] - b[0]);
+        let allocated = 0, reserved = 0, largest = 0, free = 0, li = 0;
+        const regions = [];
+        for (const g of regs) {
+          const [mapped] = FS.usageAt(g, e);
+          const before = kept.find((x) => x.base === g.base && x.size === g.size);
+          let unmapped = [];  // [addr, size]
+          if (mapped < g.size) {
+            if (!before) return null;
+            const um = before.blocks.filter((b) => b[2] === 2);
+            if (um.reduce((a, b) => a + b[1], 0) !== g.size - mapped) return null;
+            unmapped = um.map((b) => [b[0], b[1]]);
+          }
+          const blocks = [];
+          let at = g.base, ui = 0;
+          const gap = (to) => {  // free and unmapped space from `at` up to `to`
+            while (at < to) {
+              while (ui < unmapped.length && unmapped[ui][0] + unmapped[ui][1] <= at) ui++;
+              const u = ui < unmapped.length ? unmapped[ui] : null;
+              if (u && u[0] <= at) {
+                const end = Math.min(to, u[0] + u[1]);
+                blocks.push([at, end - at, 2, -1]);
+                at = end;
+              } else {
+                const end = Math.min(to, u ? u[0] : to);
+                blocks.push([at, end - at, 0, -1]);
+                free += end - at;
+                largest = Math.max(largest, end - at);
+                at = end;
+              }
+            }
+          };
+          while (li < live.length && live[li][0] < g.base) li++;
+          for (; li < live.length && live[li][0] < g.base + g.size; li++) {
+            const [a, size, i] = live[li];
+            gap(a);
+            blocks.push([a, size, 1, -2 - i]);
+            allocated += size;
+            at = Math.max(at, a + size);
+          }
+          gap(g.base + g.size);
+          // Adjacent free blocks are one (as the allocators coalesce them).
+          const merged = [];
+          blocks.forEach((b) => {
+            const p = merged[merged.length - 1];
+            if (p && p[2] === b[2] && b[2] !== 1 && p[0] + p[1] === b[0]) p[1] += b[1];
+            else merged.push(b.slice());
+          });
+          merged.forEach((b) => { if (b[2] === 0) largest = Math.max(largest, b[1]); });
+          reserved += mapped;
+          regions.push({ base: g.base, size: g.size, id: g.id, blocks: merged });
+        }
+        const ext = free > 0 ? (free - largest) / free : 0;
+        st.slots.push({ regions: regions, figures: [si, allocated, reserved, largest, ext], truncated: false, built: true });
+      }
+      return st;
+    }
+    FS.stateFromLog = FS.stateFromLog || new Map();
+    FS.stateFromLog.set(r, fromLog);
     FS.stateAt = FS.stateAt || new Map();
     FS.stateAt.set(r, stateAt);
     let current = h.first;
@@ -169,8 +256,10 @@
       };
       const di = bsearch(deltas, e, (d) => d[0]);
       const t = got.exact ? (di >= 0 && (!k || deltas[di][0] > k.event) ? deltas[di][1] : k ? k.t : 0) : k ? k.t : 0;
-      status.textContent = "after event " + e.toLocaleString() + (got.exact
-        ? at(t, "at its last change") + " — exact: every change up to this event is applied"
+      status.textContent = "after event " + e.toLocaleString() + (got.fromLog
+        ? at(log && log[0] ? FS.clock(r, log.find((x) => x)).timeOf(e) / h.seconds_per_tick : 0, "") +
+          " — exact: every allocation live then at its address, in the regions held then (figures computed from them)"
+        : got.exact ? at(t, "at its last change") + " — exact: every change up to this event is applied"
         : k ? " — not kept change by change here: the state shown is fragsim's snapshot after event " + k.event.toLocaleString() +
           at(k.t, "") + "; `--from`/`--to` around it keeps every event" : " — nothing recorded before it");
       status.setAttribute("data-event", e);
@@ -188,11 +277,11 @@
           sp.regions.push([hex(g.base), g.size, g.id]);
           g.blocks.forEach((b) => {
             sp.blocks.push([b[0] - g.base, b[1], b[2] === 1, b[2] !== 2, g.id, hex(b[0])]);
-            const v = b[2] === 1 ? bufferView(b[3]) : null;
+            const v = b[2] !== 1 ? null : b[3] <= -2 ? logView(si, -2 - b[3]) : bufferView(b[3]);
             if (v) byAddr.set(hex(b[0]), v);
           });
         });
-        if (sp.regions.length) FS.drawMap(target, sp, byAddr);
+        if (sp.regions.length) FS.drawMap(target, sp, byAddr, FS.highlight);
         else target.appendChild(el("div", { class: "regionlabel" }, "no memory held"));
       });
       (FS.onScrub || []).forEach((fn) => fn(r, e, k));
@@ -240,6 +329,23 @@
       if (status.getAttribute("data-event") === String(e)) res.moved++;
     }
     FS.probeOut.push(res);
+    // Every keyframe fragsim wrote, built again from the allocation and region logs: the same
+    // blocks in use at the same addresses, the same allocated and reserved bytes.
+    const fromLog = FS.stateFromLog.get(r), built = { states_from_log: r.label, compared: 0, agree: 0, first_diff: "" };
+    h.keyframes.forEach((k, ki) => {  // (the keyframe lends only where unmapped space lies)
+      const got = fromLog(k.event, ki), want = fromKeyframe(k);
+      if (!got || want.slots.some((s) => s.truncated)) return;
+      built.compared++;
+      const inUse = (st) => JSON.stringify(st.slots.map((s) => s.regions.map((g) => [g.base, g.size,
+        g.blocks.filter((b) => b[2] === 1).map((b) => [b[0], b[1]])])));
+      const figs = (st) => JSON.stringify(st.slots.map((s) => (s.figures ? [s.figures[1], s.figures[2]] : [0, 0])));
+      // (a slot the keyframe does not have yet is one with nothing in it)
+      while (got.slots.length < want.slots.length) got.slots.push({ regions: [], figures: null });
+      while (want.slots.length < got.slots.length) want.slots.push({ regions: [], figures: null });
+      if (inUse(got) === inUse(want) && figs(got) === figs(want)) built.agree++;
+      else if (!built.first_diff) built.first_diff = "keyframe at event " + k.event;
+    });
+    FS.probeOut.push(built);
     go(h.first);
     FS.probeMaps();
   }

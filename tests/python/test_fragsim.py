@@ -920,6 +920,16 @@ class Threads(Scratch):  # ctest: integration
         with self.assertRaises(KeyboardInterrupt):
             fragsim.info(itertools.repeat('{"op":"mark","name":"m"}'))
 
+    def test_progress_counts_each_event_once_though_the_page_reads_the_trace_again(self):
+        # --html replays the trace a second time for the page's history (issue 47): the callback
+        # still counts each of the trace's events once, never more than the trace holds.
+        path = self.big_trace()
+        calls = []
+        fragsim.run(path, policy="best-fit", html=self.path("page.html"), progress=calls.append)
+        self.assertGreater(len(calls), 2)
+        self.assertEqual(calls, sorted(calls))
+        self.assertLessEqual(calls[-1], self.EVENTS)
+
     def test_progress_is_called_with_the_events_decoded(self):
         path = self.big_trace()
         calls = []

@@ -1,0 +1,394 @@
+// Issue 51 (a viewer that replaces memory_viz), issue 47 item 4 (the page tells the truth about a
+// stopped run) and issue 54 item 4 (the page, polished): the data the page is drawn from — every
+// allocation (sim/engine/allocation_log.h), every region over time (sim/engine/region_log.h),
+// compiled modules — checked against the recordings' own facts, and the page itself in headless
+// Chromium: every view present, zoom, the entries behind a click, search, a stopped run's end.
+#include <algorithm>
+#include <catch2/catch.hpp>
+#include <map>
+#include <regex>
+#include <set>
+
+#include "html_util.h"
+#include "sim/base/io.h"
+#include "sim/engine/history.h"
+#include "sim_helpers.h"
+#include "test_util.h"
+
+using namespace fragsim;
+using namespace fragsim::test;
+
+namespace {
+
+const std::string kPagesEmptyCache = test_data("torch/sqattn_empty_cache.pickle.zst");
+const std::string kPagesOomRetry = test_data("torch/oom_retry_release.pickle.zst");
+const std::string kPagesJaxCapture = test_data("xprof/tracelens_jax_te_fused_attn_934987a2fc2f.xplane.pb.zst");
+
+const RunHistory& pages_history(const CmdRun& r) {
+  REQUIRE(r.result.history);
+  return *r.result.history;
+}
+
+// The trace as fragsim reads it (every event, the header first), by `fragsim convert`.
+std::vector<nlohmann::json> pages_converted(const std::string& trace) {
+  const std::string out = tmp_path("converted.jsonl");
+  REQUIRE(cli("convert " + trace + " " + out).code == 0);
+  auto lines = read_jsonl(out);
+  lines.erase(lines.begin());  // the header
+  return lines;
+}
+
+}  // namespace
+
+TEST_CASE("allocation log: every allocation of a run, as its trace and its placements file hold them") {
+  const std::string placements = tmp_path("log_placements.jsonl");
+  RunOutputs out = kWithHtml;
+  out.placements = placements;
+  CmdRun r = run_cmd({.trace = kSample, .policy = "best-fit"}, out);
+  const AllocationLog& log = *pages_history(r).allocations;
+  REQUIRE(log.slots() == 1);
+  const auto recs = log.records(0);
+  // The trace: each alloc's size and the event that frees it.
+  std::map<std::uint64_t, std::pair<std::uint64_t, std::uint64_t>> trace;  // alloc event → (size, free event)
+  std::map<std::uint64_t, std::uint64_t> open;                             // id → its alloc event
+  std::uint64_t index = 0;
+  for (const auto& e : read_jsonl(kSample)) {
+    if (e.contains("fragsim_trace")) continue;
+    if (e["op"] == "alloc") {
+      trace[index] = {e["size"].get<std::uint64_t>(), AllocationLog::kNone};
+      open[e["id"].get<std::uint64_t>()] = index;
+    } else if (e["op"] == "free") {
+      trace[open.at(e["id"].get<std::uint64_t>())].second = index;
+    }
+    ++index;
+  }
+  // One record per placed allocation, in order, each where the placements file says it went.
+  std::vector<nlohmann::json> placed;
+  for (const auto& p : r.placements)
+    if (p["ok"] == true) placed.push_back(p);
+  REQUIRE(recs.size() == placed.size());
+  REQUIRE(recs.size() == trace.size());
+  for (size_t i = 0; i < recs.size(); ++i) {
+    INFO("allocation " << i);
+    CHECK(recs[i].alloc_event == placed[i]["i"].get<std::uint64_t>());
+    CHECK(recs[i].addr.value() == placed[i]["addr"].get<std::uint64_t>());
+    CHECK(recs[i].block == placed[i]["block_bytes"].get<std::uint64_t>());
+    CHECK(recs[i].requested == trace.at(recs[i].alloc_event).first);
+    CHECK(recs[i].free_event == trace.at(recs[i].alloc_event).second);
+  }
+}
+
+TEST_CASE("segments over time: the segments a PyTorch program's empty_cache calls released, at those calls") {
+  // sqattn_empty_cache: 28 bursts of segment_free, 420 in all, each burst an empty_cache call
+  // (tests/data/torch/SOURCES.md). Replayed as recorded, the regions released by empty_cache are
+  // the recording's freed segments: the same addresses and sizes.
+  CmdRun r = run_cmd({.trace = kPagesEmptyCache}, kWithHtml);
+  const RunHistory& h = pages_history(r);
+  std::multiset<std::pair<std::uint64_t, std::uint64_t>> recorded, released;
+  for (const auto& e : pages_converted(kPagesEmptyCache))
+    if (e["op"] == "segment_free") recorded.insert({e["addr"].get<std::uint64_t>(), e["size"].get<std::uint64_t>()});
+  REQUIRE(recorded.size() == 420);
+  size_t by_empty_cache = 0;
+  for (const auto& g : h.regions) {
+    if (g.released_event == RegionLife::kHeld) continue;
+    released.insert({g.base.value(), g.size});
+    if (g.released_by == Op::kEmptyCache) ++by_empty_cache;
+  }
+  CHECK(released == recorded);
+  CHECK(by_empty_cache == 420);
+  // Each region's usage points: what was in use never exceeds what was mapped.
+  for (const auto& g : h.regions)
+    for (const auto& u : g.usage) CHECK(u.in_use <= u.mapped);
+}
+
+TEST_CASE("segments over time: a failed cudaMalloc's retry releases cached segments during the allocation") {
+  // oom_retry_release: a failed cudaMalloc made the allocator free its cached blocks (17
+  // segment_free, 9.3 GiB) and retry (tests/data/torch/SOURCES.md).
+  CmdRun r = run_cmd({.trace = kPagesOomRetry}, kWithHtml);
+  size_t by_alloc = 0;
+  Bytes bytes = 0;
+  for (const auto& g : pages_history(r).regions)
+    if (g.released_event != RegionLife::kHeld && g.released_by == Op::kAlloc) ++by_alloc, bytes += g.size;
+  CHECK(by_alloc == 17);
+  CHECK(bytes > Bytes{9} << 30);
+  CHECK(bytes < Bytes{10} << 30);
+}
+
+TEST_CASE("stopped run: the history, the log and the page's data end at the first OOM") {
+  CmdRun r = run_cmd({.trace = kTrain, .capacity = "40GiB"}, kWithHtml);
+  REQUIRE(r.result.stopped_early);
+  const std::uint64_t stop = r.result.ooms.at(0).event_index;
+  const RunHistory& h = pages_history(r);
+  CHECK(h.stopped_at == stop);
+  CHECK(h.last == stop);
+  for (const auto& tl : h.timelines)
+    for (const auto& p : tl.points) CHECK(p.event <= stop);
+  for (const auto& rec : h.allocations->records(0)) {
+    CHECK(rec.alloc_event < stop);
+    if (rec.free_event != AllocationLog::kNone) CHECK(rec.free_event < stop);
+  }
+  for (const auto& g : h.regions) CHECK((g.released_event == RegionLife::kHeld || g.released_event <= stop));
+  CHECK(r.page()["runs"][0]["history"]["stopped_at"] == stop);
+}
+
+TEST_CASE("progress: each input event counts once, though the page's history reads the trace again") {
+  new_input_epoch();
+  const std::uint64_t before = input_events_read();
+  CmdRun r = run_cmd({.trace = kTrain}, kWithHtml);  // the run's pass, then the history's
+  CHECK(input_events_read() - before == r.result.events);
+}
+
+TEST_CASE(
+    "pickle: a snapshot pickled at protocols 2 to 5 reads as the same events, and out-of-band buffers are refused") {
+  // The fixture decompressed, then pickled again by Python at each protocol (a bytearray beside it
+  // takes protocol 5's BYTEARRAY8).
+  const std::string raw = write_text("raw.pickle", read_input(test_data("torch/small_mlp_97ev.pickle.zst"), 1 << 30));
+  const std::string script = write_text("repickle.py", R"PY(
+import pickle, sys
+snap = pickle.load(open(sys.argv[1], 'rb'))
+for p in (2, 3, 4, 5):
+    s = dict(snap)
+    if p == 5:
+        s['extra'] = bytearray(b'fragsim')
+    pickle.dump(s, open(f'{sys.argv[2]}/p{p}.pickle', 'wb'), protocol=p)
+s = dict(snap)
+s['extra'] = pickle.PickleBuffer(bytearray(b'out of band'))
+pickle.dump(s, open(f'{sys.argv[2]}/oob.pickle', 'wb'), protocol=5, buffer_callback=lambda b: None)
+)PY");
+  REQUIRE(std::system(("/usr/bin/python3 " + script + " " + raw + " " + tmp_dir()).c_str()) == 0);
+  const auto want = pages_converted(raw);
+  for (int p = 2; p <= 5; ++p) {
+    INFO("protocol " << p);
+    CHECK(pages_converted(tmp_path("p" + std::to_string(p) + ".pickle")) == want);
+  }
+  auto oob = cli("run " + tmp_path("oob.pickle"));
+  CHECK(oob.code == 2);
+  CHECK(std::count(oob.err.begin(), oob.err.end(), '\n') == 1);
+  CHECK(oob.err.find("oob.pickle: pickle: a protocol-5 out-of-band buffer") != std::string::npos);
+}
+
+TEST_CASE("modules: a JAX capture's compiled modules, each buffer at XLA's offset and at fragsim's plan") {
+  CmdRun r = run_cmd({.trace = kPagesJaxCapture}, kWithHtml);
+  REQUIRE(r.result.modules);
+  const auto& mods = *r.result.modules;
+  REQUIRE(!mods.empty());
+  size_t heaps = 0, planned = 0;
+  for (const auto& m : mods) {
+    INFO(m.name);
+    for (const auto& h : m.heaps) {
+      ++heaps;
+      if (h.planned_bytes) ++planned;
+    }
+    for (const auto& b : m.buffers) {
+      CHECK(b.padded >= b.logical);  // a layout pads, never shrinks
+      if (b.offset >= 0 && b.allocation >= 0) {
+        const auto a = std::find_if(m.allocations.begin(), m.allocations.end(),
+                                    [&](const ModuleAllocation& x) { return x.index == b.allocation; });
+        REQUIRE(a != m.allocations.end());
+        CHECK(static_cast<std::uint64_t>(b.offset) + b.padded <= a->size);  // inside its allocation
+      }
+    }
+  }
+  CHECK(heaps > 0);
+  CHECK(planned == heaps);
+  // fragsim's plan places the heap's buffers inside the heap it needed, at offsets of its own.
+  size_t placed = 0;
+  for (const auto& m : mods)
+    for (const auto& b : m.buffers) {
+      if (b.planned < 0) continue;
+      ++placed;
+      const auto h = std::find_if(m.heaps.begin(), m.heaps.end(),
+                                  [&](const ModuleView::Heap& x) { return x.trace == b.heap_trace; });
+      REQUIRE(h != m.heaps.end());
+      CHECK(static_cast<std::uint64_t>(b.planned) + b.padded <= h->planned_bytes);
+    }
+  CHECK(placed > 0);
+}
+
+namespace {
+
+// The text of every element of a class in the DOM.
+std::vector<std::string> pages_texts(const std::string& dom, const std::string& tag, const std::string& attrs) {
+  std::vector<std::string> out;
+  std::regex re("<" + tag + attrs + "[^>]*>([^<]*)</" + tag + ">");
+  for (std::sregex_iterator it(dom.begin(), dom.end(), re), end; it != end; ++it) out.push_back((*it)[1]);
+  return out;
+}
+
+// The part of the DOM from <div id="ID"> to the next section's <div id=...> at the top level.
+std::string pages_section(const std::string& dom, const std::string& id) {
+  auto a = dom.find("<div id=\"" + id + "\">");
+  REQUIRE(a != std::string::npos);
+  static const char* kOrder[] = {"summary", "search", "charts",  "buffers", "segments", "states",
+                                 "maps",    "stacks", "modules", "ooms",    "tooltip"};
+  size_t b = std::string::npos;
+  bool after = false;
+  for (const char* k : kOrder) {
+    if (after) {
+      b = dom.find("<div id=\"" + std::string(k) + "\">", a);
+      if (b != std::string::npos) break;
+    }
+    after = after || k == id;
+  }
+  return dom.substr(a, b == std::string::npos ? std::string::npos : b - a);
+}
+
+}  // namespace
+
+TEST_CASE(
+    "viewer: a PyTorch snapshot's page has every view, no console message, zoom, the entries behind a click, "
+    "search",
+    "[chromium]") {
+  for (const std::string& trace : {kTrain, k3dev}) {
+    INFO(trace);
+    const std::string html = write_text("every_view.html", run_cmd({.trace = trace}, kWithHtml).html());
+    std::string console;
+    const std::string dom = rendered_dom(html, "#probe", "1400,900", &console);
+    CHECK(dom.find("<div id=\"errors\"></div>") != std::string::npos);
+    CHECK(console.empty());
+    CHECK(dom.find("data-ready=\"1\"") != std::string::npos);
+    for (const char* id : {"search", "charts", "buffers", "segments", "states", "maps", "stacks"})
+      CHECK(dom.find("<div id=\"" + std::string(id) + "\"><h2>") != std::string::npos);
+    size_t charts = 0, zooms = 0, clicks = 0, searches = 0, built = 0;
+    for (const auto& p : probes(dom)) {
+      INFO(p.dump());
+      if (p.contains("buffers_chart")) {  // hover along each chart: every band a live allocation, named
+        ++charts;
+        CHECK(p["answered"] == p["probes"]);
+        CHECK(p["bands"].get<int>() > 0);
+        CHECK(p["named"] == p["bands"]);
+        CHECK(p["live_ok"] == p["bands"]);
+      } else if (p.contains("zoom")) {  // a wheel narrows the range of every chart
+        ++zooms;
+        CHECK(p["after"][1].get<double>() - p["after"][0].get<double>() <
+              p["before"][1].get<double>() - p["before"][0].get<double>());
+        CHECK(p["following"] == p["charts"]);
+      } else if (p.contains("click")) {  // a click pins the band's alloc and free entries and sizes
+        ++clicks;
+        CHECK(p["pinned"] == true);
+        CHECK(p["shows_alloc"] == true);
+        CHECK(p["shows_free"] == true);
+        CHECK(p["shows_sizes"] == true);
+      } else if (p.contains("search")) {  // a search finds the largest allocation and draws it highlighted
+        ++searches;
+        CHECK(p["count"].get<int>() > 0);
+        CHECK(p["includes"] == true);
+        CHECK(p["drawn"].get<int>() > 0);
+      } else if (p.contains("states_from_log")) {  // fragsim's keyframes, built again from the logs
+        ++built;
+        CHECK(p["compared"].get<int>() > 0);
+        CHECK(p["agree"] == p["compared"]);
+      }
+    }
+    CHECK(charts >= 1);
+    CHECK(zooms == 1);
+    CHECK(clicks == 1);
+    CHECK(searches == 1);
+    CHECK(built == 1);
+  }
+}
+
+TEST_CASE("viewer: a run that stopped at its first OOM: charts and bands end at the stop, in steps", "[chromium]") {
+  CmdRun r = run_cmd({.trace = kTrain, .capacity = "40GiB"}, kWithHtml);
+  REQUIRE(r.result.stopped_early);
+  const std::uint64_t stop = r.result.ooms.at(0).event_index;
+  const std::string dom = rendered_dom(write_text("stopped.html", r.html()), "", "1400,900");
+  CHECK(dom.find("<div id=\"errors\"></div>") != std::string::npos);
+  const std::string charts = pages_section(dom, "charts");
+  // The x axis ends at the stop, not at the trace's last event.
+  std::smatch m;
+  REQUIRE(std::regex_search(charts, m, std::regex("data-x1=\"([0-9]+)\"")));
+  CHECK(std::stoull(m[1]) == stop);
+  // Each series is steps (only horizontal and vertical moves) and ends at the chart's right edge,
+  // which is the stop.
+  std::regex path("<path d=\"([^\"]*)\"[^>]*class=\"series-[a-z]+\"");
+  size_t paths = 0;
+  for (std::sregex_iterator it(charts.begin(), charts.end(), path), end; it != end; ++it) {
+    const std::string d = (*it)[1];
+    ++paths;
+    CHECK(d.find('L') == std::string::npos);
+    CHECK(d.find("H") != std::string::npos);
+  }
+  CHECK(paths == 3);
+  CHECK(r.page()["runs"][0]["history"]["last"] == stop);
+}
+
+TEST_CASE("viewer: the page, polished: headings, device order, round ticks, the window's width, usable, actions",
+          "[chromium]") {
+  const std::string html = write_text("polish.html", run_cmd({.trace = k3dev}, kWithHtml).html());
+  const std::string dom = rendered_dom(html, "", "1400,900");
+  CHECK(dom.find("<div id=\"errors\"></div>") != std::string::npos);
+  // No heading without something under it: a section's heading (h2) may be followed by its first
+  // sub-heading (h3), never by the section's end or a heading of its own level or above.
+  CHECK(!std::regex_search(dom, std::regex("<h2>[^<]*</h2>\\s*(</div>|<h[12]>)|<h3>[^<]*</h3>\\s*(</div>|<h[123]>)")));
+  // Devices 0, 1, 2 in that order in every section that lists them.
+  for (const char* id : {"charts", "buffers", "segments"}) {
+    INFO(id);
+    std::vector<int> seen;
+    for (const auto& t : pages_texts(pages_section(dom, id), "h3", "")) {
+      std::smatch m;
+      if (std::regex_search(t, m, std::regex("device ([0-9]+)"))) seen.push_back(std::stoi(m[1]));
+    }
+    CHECK(seen == std::vector<int>{0, 1, 2});
+  }
+  // Byte ticks on round values: evenly spaced by 1, 2 or 5 × 10^k of one unit.
+  for (const std::string& chart : {pages_section(dom, "charts")}) {
+    std::vector<double> ys;
+    std::regex tick(
+        "<text x=\"[0-9.]+\" y=\"[0-9.]+\" text-anchor=\"end\" class=\"axis\">([0-9.]+) (B|KiB|MiB|GiB)</text>");
+    for (std::sregex_iterator it(chart.begin(), chart.end(), tick), end; it != end; ++it)
+      ys.push_back(std::stod((*it)[1]));
+    REQUIRE(ys.size() >= 6);
+    for (size_t i = 2; i < 4; ++i) {
+      const double step = ys[i] - ys[i - 1];
+      const double mant = step / std::pow(10, std::floor(std::log10(step)));
+      CHECK((std::abs(mant - 1) < 1e-9 || std::abs(mant - 2) < 1e-9 || std::abs(mant - 5) < 1e-9));
+    }
+  }
+  // Charts as wide as the window (1400 px less the page's margins), not a fixed 900.
+  std::smatch w;
+  REQUIRE(std::regex_search(dom, w, std::regex("<svg class=\"chart\" width=\"100%\" viewBox=\"0 0 ([0-9]+) ")));
+  CHECK(std::stoi(w[1]) > 1200);
+  // Expandable segments reserve 1.125 x the device's memory per stream and pool (95.63 GB here)
+  // and map pages into it on demand: its address map opens on the part where memory is used.
+  std::smatch z;
+  REQUIRE(std::regex_search(dom, z,
+                            std::regex("regions? from 0x[0-9a-f]+, ([0-9.]+) GiB; showing ([0-9.]+) (MiB|GiB) of it, "
+                                       "where memory is used")));
+  CHECK(std::stod(z[2]) * (z[3] == "MiB" ? 1.0 / 1024 : 1.0) < std::stod(z[1]) / 4);
+  // The usable memory a recording implies is "usable", never "capacity".
+  CHECK(dom.find("usable (inferred from the recording)") != std::string::npos);
+  CHECK(dom.find(">capacity ") == std::string::npos);
+  CHECK(dom.find("▲ capacity") == std::string::npos);
+
+  // A program's empty_cache calls: drawn where they happened and said as the text summary says them.
+  CmdRun ec = run_cmd({.trace = kPagesEmptyCache}, kWithHtml);
+  const std::string edom = rendered_dom(write_text("actions.html", ec.html()), "", "1400,900");
+  const auto calls = ec.json["empty_cache"]["calls"].get<std::uint64_t>();
+  CHECK(calls == ec.json["actions"].size());
+  CHECK(edom.find("empty_cache: the program called it " + std::to_string(calls) + " times") != std::string::npos);
+  CHECK(report_text(ec.result).find("empty_cache: the program called it " + std::to_string(calls) + " times") !=
+        std::string::npos);
+  CHECK(count(pages_section(edom, "charts"), "class=\"action\"") == calls);
+}
+
+TEST_CASE("viewer: a JAX capture's compiled modules, their buffers in program order and both plans drawn",
+          "[chromium]") {
+  CmdRun r = run_cmd({.trace = kPagesJaxCapture}, kWithHtml);
+  const auto page = r.page();
+  REQUIRE(page["runs"][0].contains("modules"));
+  const std::string dom = rendered_dom(write_text("modules.html", r.html()), "", "1400,900");
+  CHECK(dom.find("<div id=\"errors\"></div>") != std::string::npos);
+  const std::string mods = pages_section(dom, "modules");
+  CHECK(mods.find("<h2>Compiled modules</h2>") != std::string::npos);
+  // The module shown first: the first with a heap; one row per buffer, both plans drawn.
+  const auto& all = page["runs"][0]["modules"];
+  size_t first = 0;
+  while (first < all.size() && all[first]["heaps"].empty()) ++first;
+  REQUIRE(first < all.size());
+  CHECK(count(mods, "class=\"module-buffer\"") == all[first]["buffers"].size());
+  std::smatch m;
+  REQUIRE(std::regex_search(mods, m, std::regex("data-xla-boxes=\"([0-9]+)\" data-planned-boxes=\"([0-9]+)\"")));
+  CHECK(std::stoi(m[1]) > 0);
+  CHECK(std::stoi(m[2]) == std::stoi(m[1]));
+}
