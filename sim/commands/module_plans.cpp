@@ -21,13 +21,13 @@ std::shared_ptr<const std::vector<ModuleView>> module_plans(const std::string& t
         heaps[a.heap_trace].xla_bytes = std::max(heaps[a.heap_trace].xla_bytes, a.size);
       }
     if (m.heap_events && planned++ < kPlannedModules) {
-      // static-heap replays the module's heap trace (one device per heap-simulator trace) with
-      // every lifetime known, as XLA's HeapSimulator plans it; its allocation log gives each
-      // buffer's place, its region the heap's base and size.
+      // The policy a module's heap trace gets by default (static-heap, which the registry names
+      // for RecordingSource::kXlaHlo) replays it, one device per heap-simulator trace, with every
+      // lifetime known, as XLA's HeapSimulator plans it; its allocation log gives each buffer's
+      // place, its region the heap's base and size.
       RunRequest req;
       req.trace = trace + " [" + m.name + "]";
       req.source = [trace, name = m.name] { return make_hlo_module_reader(trace, name); };
-      req.policy = "static-heap";
       RunOptions o = prepare_run(req, reg);
       auto spec = std::make_shared<HistorySpec>();
       spec->viewer = true;
@@ -35,7 +35,7 @@ std::shared_ptr<const std::vector<ModuleView>> module_plans(const std::string& t
       o.history = spec;
       RunResult r = run_simulation(o, reg);
       if (r.history && r.history->allocations) {
-        // static-heap places each buffer at its offset in the heap (its placements' addresses are
+        // The plan places each buffer at its offset in the heap (its placements' addresses are
         // offsets, as XLA's are; its memory map draws the heap at DeviceMemory::kBase instead).
         std::map<std::pair<std::int64_t, std::int64_t>, std::int64_t> offset;  // (heap trace, buffer id) → offset
         const AllocationLog& log = *r.history->allocations;
@@ -50,7 +50,7 @@ std::shared_ptr<const std::vector<ModuleView>> module_plans(const std::string& t
           heaps[sp.device].trace = sp.device;
           heaps[sp.device].planned_bytes = sp.peak_reserved;
         }
-        m.planned_by = "static-heap (" + r.policy_config.value("order", std::string("best")) + " order)";
+        m.planned_by = r.policy_name;
       }
     }
     for (auto& [t, h] : heaps) m.heaps.push_back(h);
