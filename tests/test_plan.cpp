@@ -48,7 +48,7 @@ bool brute_fits(const std::vector<PlanBuffer>& b, Bytes cap, std::vector<Bytes>&
 
 }  // namespace
 
-TEST_CASE("plan: the bound is the most bytes live at once, [lower, upper) lives") {
+TEST_CASE("plan: the bound is the most bytes live at once, each buffer live from its lower to before its upper") {
   // At t = 1: 10 + 20; at t = 2 the first has ended (upper is exclusive): 20 + 5.
   std::vector<PlanBuffer> b = {{0, 2, 10}, {1, 3, 20}, {2, 4, 5}, {7, 8, 0}};
   CHECK(live_bytes_bound(b) == 30);

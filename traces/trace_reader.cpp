@@ -107,7 +107,7 @@ bool TraceReader::next(Event& ev) {
   for (;;) {
     clear_decoded(ev);
     if (!read_raw(ev)) {
-      count_input_events(path_, index_);  // the last events, fewer than a count's step
+      if (counts_) count_input_events(path_, index_);  // the last events, fewer than a count's step
       return false;
     }
     ev.index = index_;
@@ -164,7 +164,7 @@ bool TraceReader::next(Event& ev) {
         break;
     }
     last_t_ = ev.t;
-    if ((++index_ & 4095) == 0) count_input_events(path_, index_);  // for progress lines
+    if ((++index_ & 4095) == 0 && counts_) count_input_events(path_, index_);  // for progress lines
     mix_digest(ev);
     return true;
   }

@@ -50,6 +50,9 @@ class TraceReader {
   bool timed() const { return timed_; }
   Handle handle_limit() const { return live_.handle_limit(); }
   size_t live_count() const { return live_.size(); }
+  // Whether what it reads counts toward the progress of its input (count_input_events); off for a
+  // second reader of an input that runs beside the replay (a report's plan), which would run ahead.
+  void count_progress(bool on) { counts_ = on; }
 
  protected:
   // Decodes the next event into ev (op, present, fields, line). False at the end.
@@ -71,6 +74,7 @@ class TraceReader {
   Tick last_t_;
   std::uint64_t skipped_frees_ = 0;
   bool timed_ = false;
+  bool counts_ = true;
   std::uint64_t digest_ = 0x6a09e667f3bcc908ULL;
   std::unordered_set<std::uint64_t> stacks_;  // stack ids defined so far
   void mix_digest(const Event& ev);

@@ -7,6 +7,7 @@
 
 #include "sim/base/error.h"
 #include "sim/base/io.h"
+#include "sim/engine/engine.h"
 #include "traces/trace_reader.h"
 
 namespace fragsim {
@@ -87,7 +88,8 @@ PlanInput read_csv(const std::string& path) {
 
 }  // namespace
 
-PlanInput read_plan_input(TraceReader& reader_, const std::string& path, const SpaceRoute& route) {
+PlanInput read_plan_input(TraceReader& reader_, const std::string& path, const SpaceRoute& route,
+                          const std::atomic<bool>* stop) {
   TraceReader* reader = &reader_;
   PlanInput in;
   in.path = path;
@@ -96,7 +98,8 @@ PlanInput read_plan_input(TraceReader& reader_, const std::string& path, const S
   std::vector<std::uint64_t> clock;
   std::vector<std::pair<std::uint32_t, std::uint32_t>> where;  // per handle: (space, buffer)
   Event ev;
-  while (reader->next(ev)) {
+  for (std::uint64_t n = 0; reader->next(ev); ++n) {
+    if ((n & 4095) == 0 && stop && stop->load(std::memory_order_relaxed)) throw Cancelled();
     if (ev.op != Op::kAlloc && ev.op != Op::kFree) continue;
     if (ev.op == Op::kFree && (ev.handle == kNoHandle || ev.handle >= where.size())) continue;
     if (ev.op == Op::kAlloc) {

@@ -9,6 +9,7 @@
 // Outputs: the instance with an `offset` column (MiniMalloc's CSV; with `device,space` columns
 // first for a trace of several spaces), JSON (fragsim_plan 1, docs/plan.md), and a text summary.
 #pragma once
+#include <atomic>
 #include <functional>
 #include <nlohmann/json.hpp>
 #include <string>
@@ -43,8 +44,9 @@ using SpaceRoute = std::function<Space(Space)>;
 // Reads a MiniMalloc CSV (by its .csv name) or a trace. InputError names the file, line and column
 // of bad input.
 [[nodiscard]] PlanInput read_plan_input(const std::string& path, bool lenient = false, const SpaceRoute& route = {});
-// A trace from a reader (one held in memory); `path` names it.
-[[nodiscard]] PlanInput read_plan_input(TraceReader& reader, const std::string& path, const SpaceRoute& route = {});
+// A trace from a reader (one held in memory); `path` names it. Throws Cancelled when `stop` is set.
+[[nodiscard]] PlanInput read_plan_input(TraceReader& reader, const std::string& path, const SpaceRoute& route = {},
+                                        const std::atomic<bool>* stop = nullptr);
 
 struct PlanRequest {
   std::string input;

@@ -25,14 +25,11 @@ std::shared_ptr<const TracePlans> plan_trace(const RunOptions& o) {
   SpaceRoute route = [collective_in_hbm](Space s) {
     return s == Space::kCollective && collective_in_hbm ? Space::kHbm : s;
   };
-  PlanInput in;
-  if (o.source) {
-    in = read_plan_input(*o.source(), o.trace, route);
-  } else {
-    ReaderOptions ro;
-    ro.lenient = o.lenient;
-    in = read_plan_input(*open_trace(o.trace, ro), o.trace, route);
-  }
+  // A second reader of the run's input, beside the replay: it leaves progress to the replay's, and
+  // stops when the run is cancelled.
+  std::unique_ptr<TraceReader> reader = o.source ? o.source() : open_trace(o.trace, ReaderOptions{o.lenient});
+  reader->count_progress(false);
+  PlanInput in = read_plan_input(*reader, o.trace, route, o.cancel);
   const std::string key = in.digest + (collective_in_hbm ? "|collective-in-hbm" : "");
   {
     std::lock_guard<std::mutex> lock(cache_mutex);
