@@ -340,6 +340,13 @@ double default_plan_time(size_t buffers) {
 }
 
 PlanResult plan_buffers(const std::vector<PlanBuffer>& buffers, const PlanOptions& options) {
+  // Offsets and heights are sums of sizes: sizes that add up past 2^63 bytes have no plan fragsim
+  // can state (a trace's buffers include those the replay refused, of up to 2^64 - 1 bytes each).
+  Bytes total = 0;
+  for (const PlanBuffer& b : buffers)
+    if (__builtin_add_overflow(total, b.size, &total) || total > (Bytes{1} << 63))
+      throw InputError(
+          fmt::format("{} buffers whose sizes add up past 2^63 bytes: no plan places them all", buffers.size()));
   return Planner(buffers, options).run();
 }
 

@@ -288,6 +288,13 @@ class AllocatorPolicy {
   [[nodiscard]] virtual Bytes reserve_limit() const { return limit(); }
   // The size this policy would ask for the request after its own rounding (OOM cause).
   [[nodiscard]] virtual Bytes rounded_size(const AllocRequest& req) const { return req.size; }
+  // An offline planner's own plan of the space, which reports set beside the best plan fragsim
+  // finds (XLA's heap simulator: its heap, the order it chose); nothing for an online allocator.
+  struct CompileTimePlan {
+    Bytes heap = 0;
+    std::string method;  // "spatial order"
+  };
+  [[nodiscard]] virtual std::optional<CompileTimePlan> compile_time_plan() const { return std::nullopt; }
   // Allocator statistics in the real allocator's names (report "policy_stats").
   virtual nlohmann::json stats() const { return nlohmann::json::object(); }
   // Extra figures for the report (e.g. simulated allocator time).

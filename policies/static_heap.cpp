@@ -364,6 +364,9 @@ class StaticHeapPolicy : public AllocatorPolicy {
     }
     if (heap > at) out->blocks.push_back({Addr(at), heap - at, false, true});
   }
+  std::optional<CompileTimePlan> compile_time_plan() const override {
+    return CompileTimePlan{chosen_ ? chosen_->heap : 0, chosen_name_ + " order"};
+  }
   nlohmann::json stats() const override {
     Bytes heap = chosen_ ? chosen_->heap : 0;
     nlohmann::json j = {{"order", chosen_name_},

@@ -38,11 +38,11 @@ RunResult replay_one(const RunRequest& req, const Registry& reg, const RunOutput
   o.window = out.window;
   o.prior.range = true;
   Progress bar(progress, what, reads_of({o}, reg));
-  BestPlans plans({o});
   auto rs = run_simulations({o}, reg, threads);
-  plans.attach(rs);
+  BestPlans plans({o});  // after the replay: an input it refuses is never read twice at once
   add_both_figures({o}, rs, reg, threads);
   add_prior_range({o}, rs, reg, threads);
+  plans.attach(rs);
   if (out.history || out.export_events) add_history({o}, rs, reg, out.history, out.export_events, threads);
   if (out.history) {
     try {
@@ -77,15 +77,16 @@ std::vector<RunResult> run_compare(const CompareRequest& req, const Registry& re
     std::vector<RunOptions> opts(plan.runs.begin() + static_cast<std::ptrdiff_t>(first),
                                  plan.runs.begin() + static_cast<std::ptrdiff_t>(last));
     Progress bar(progress, "compare", reads_of(opts, reg));
-    BestPlans plans(opts);
     std::vector<RunResult> rs = run_simulations(opts, reg, threads);
-    plans.attach(rs);
+    BestPlans plans(opts);  // after the replay, as run's
     add_both_figures(opts, rs, reg, threads);
     add_prior_range(opts, rs, reg, threads);
+    plans.attach(rs);
     if (out.history) add_history(opts, rs, reg, true, false, threads);
     for (auto& r : rs) {
       enforce_strict(req.base, r);
       add_outcome_notes(req.base, r);
+      if (std::string w = waste_advice(r); !w.empty()) r.advice.push_back(std::move(w));  // as run's
       runs.push_back(std::move(r));
     }
     first = last;
@@ -216,10 +217,10 @@ nlohmann::json run_batch(const std::string& manifest, const std::string& shard, 
   }
   std::vector<RunResult> rs = [&] {
     Progress bar(progress, "batch", reads_of(opts, reg));
-    BestPlans plans(opts);
     auto out = run_simulations(opts, reg, threads);
-    plans.attach(out);
+    BestPlans plans(opts);  // after the replay, as run's
     add_both_figures(opts, out, reg, threads);
+    plans.attach(out);
     return out;
   }();
   nlohmann::json runs = nlohmann::json::array();

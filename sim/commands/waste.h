@@ -44,7 +44,8 @@ struct TracePlans {
 
 // Starts planning each run's trace on a thread of its own (one per distinct trace; a trace
 // planned before in this process is not planned again); attach() waits and fills each result's
-// SpaceResult::plan.
+// SpaceResult::plan. Made after the replay, so that the plan's reading of an input never doubles
+// the memory of a replay that refuses it (the input limits are measured per process).
 class BestPlans {
  public:
   explicit BestPlans(const std::vector<RunOptions>& runs);

@@ -123,6 +123,7 @@ void Engine::finish() {
     r.device_failed = s.mem->failed_calls();
     r.device_time_ns = s.mem->time_ns();
     r.stats = s.policy->stats();
+    r.compile_time_plan = s.policy->compile_time_plan();
     r.extra = s.policy->extra_report();
     r.snapshot_settings = s.policy->snapshot_allocator_settings();
     r.prior = s.prior;

@@ -150,6 +150,7 @@ struct SpaceResult {
   std::vector<OomRecord> ooms;
   std::vector<TimelinePoint> timeline;
   nlohmann::json stats = nlohmann::json::object();
+  std::optional<AllocatorPolicy::CompileTimePlan> compile_time_plan;  // an offline planner's (static-heap)
   nlohmann::json extra = nlohmann::json::object();
   nlohmann::json snapshot_settings;   // AllocatorPolicy::snapshot_allocator_settings(), null = none
   std::optional<PriorOutcome> prior;  // the state before a mid-run recording, and how it was held

@@ -231,13 +231,13 @@ void waste_text(std::back_insert_iterator<std::string> out, const SpaceResult& s
                    s.ooms.empty() ? "" : "; it stopped at an OOM");
   // static-heap (XLA's heap simulator, an XLA module's plan): its heap beside the best plan — what a
   // better compile-time plan of the module saves.
-  if (s.stats.contains("heap_size") && s.stats["heap_size"].is_number_unsigned()) {
-    const Bytes heap = s.stats["heap_size"].get<Bytes>();
+  if (s.compile_time_plan) {
+    const Bytes heap = s.compile_time_plan->heap;
     fmt::format_to(
         out,
-        "    XLA's heap simulator ({} order) plans {} (sizes after its padding and alignment); the best plan of the "
+        "    XLA's heap simulator ({}) plans {} (sizes after its padding and alignment); the best plan of the "
         "requested sizes {}: {}\n",
-        s.stats.value("order", "?"), human_bytes(heap), human_bytes(p.height),
+        s.compile_time_plan->method, human_bytes(heap), human_bytes(p.height),
         heap > p.height ? "a better compile-time plan saves " + human_bytes(heap - p.height)
                         : std::string("no better plan was found"));
   }
