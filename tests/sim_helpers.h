@@ -18,6 +18,7 @@
 #include "sim/report/report.h"
 #include "sim/report/report_html.h"
 #include "test_util.h"
+#include "traces/trace_reader.h"
 #include "traces/trace_writer.h"
 
 namespace fragsim::test {
@@ -190,6 +191,17 @@ std::string input_error(F&& f) {
   if (auto m = refusal(std::forward<F>(f))) return *m;
   FAIL_CHECK("no InputError");
   return "";
+}
+
+// Every event a trace's reader returns, in order; its header too when asked.
+inline std::vector<Event> read_events(const std::string& path, const ReaderOptions& ro = {},
+                                      nlohmann::json* header = nullptr) {
+  auto r = open_trace(path, ro);
+  std::vector<Event> v;
+  Event e;
+  while (r->next(e)) v.push_back(e);
+  if (header) *header = r->header();
+  return v;
 }
 
 }  // namespace fragsim::test

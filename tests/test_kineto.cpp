@@ -23,15 +23,6 @@ namespace {
 
 std::string kineto(const std::string& name) { return test_data("kineto/" + name); }
 
-std::vector<Event> events_of(const std::string& path, nlohmann::json* header = nullptr) {
-  auto r = open_trace(path, {});
-  std::vector<Event> v;
-  Event e;
-  while (r->next(e)) v.push_back(e);
-  if (header) *header = r->header();
-  return v;
-}
-
 }  // namespace
 
 TEST_CASE("kineto: the real traces replay with their recorded addresses and Total Reserved") {
@@ -79,7 +70,7 @@ TEST_CASE("kineto: the real traces replay with their recorded addresses and Tota
 
 TEST_CASE("kineto: events of two threads are ordered by time, in ns since the epoch after baseTimeNanoseconds") {
   nlohmann::json h;
-  auto evs = events_of(kineto("t4_fp32_two_threads.pt.trace.json.gz"), &h);
+  auto evs = read_events(kineto("t4_fp32_two_threads.pt.trace.json.gz"), {}, &h);
   CHECK(h["source"] == "kineto");
   CHECK(h["time_unit"] == "ns");
   // The file's first [memory] event: ts 1371624316302.789 µs after baseTimeNanoseconds
@@ -100,7 +91,7 @@ TEST_CASE("kineto: events of two threads are ordered by time, in ns since the ep
 
 TEST_CASE("kineto: whole-microsecond epoch timestamps without cat, Ev Idx or finished, on a HIP device of rank 1") {
   nlohmann::json h;
-  auto evs = events_of(kineto("mi300x_rank1_hip.json"), &h);
+  auto evs = read_events(kineto("mi300x_rank1_hip.json"), {}, &h);
   std::set<std::uint32_t> devices;
   std::uint64_t allocs = 0;
   for (const auto& e : evs)
@@ -120,7 +111,7 @@ TEST_CASE("kineto: whole-microsecond epoch timestamps without cat, Ev Idx or fin
 }
 
 TEST_CASE("kineto: CPU events are host memory without addresses, beside the device's") {
-  auto evs = events_of(kineto("h100_growth_release.pt.trace.json.gz"));
+  auto evs = read_events(kineto("h100_growth_release.pt.trace.json.gz"));
   std::uint64_t host = 0, device = 0;
   for (const auto& e : evs)
     if (e.op == Op::kAlloc && !e.has(key::kPreTrace)) {
@@ -163,7 +154,7 @@ TEST_CASE("kineto: reserved memory that grows is a segment at the recorded addre
   REQUIRE(falls == 1);
   std::vector<std::pair<std::uint64_t, Bytes>> grown;
   std::uint64_t empty_caches = 0;
-  for (const auto& e : events_of(path)) {
+  for (const auto& e : read_events(path)) {
     if (e.op == Op::kSegmentAlloc && !e.has(key::kPreTrace)) grown.push_back({e.addr.value(), e.size});
     if (e.op == Op::kEmptyCache) ++empty_caches;
   }
@@ -179,7 +170,7 @@ TEST_CASE("kineto: reserved memory that grows is a segment at the recorded addre
 }
 
 TEST_CASE("kineto: buffers are named by the enclosing operator, stacks come from python_function spans") {
-  auto evs = events_of(kineto("gh200_transformer_stack.pt.trace.json.gz"));
+  auto evs = read_events(kineto("gh200_transformer_stack.pt.trace.json.gz"));
   std::map<std::uint64_t, std::vector<std::string>> stacks;
   std::set<std::string> names;
   std::uint64_t with_stack = 0, allocs = 0;
@@ -218,7 +209,7 @@ TEST_CASE("kineto: the layout inference puts a segment boundary where the real a
   // segment begins at 0xf96afb400000, and 12 MiB long (the 12 MiB free block at 0xf96afe400000
   // would otherwise be taken: same size, and only a lower address wins).
   nlohmann::json h;
-  auto evs = events_of(kineto("gh200_transformer_stack.pt.trace.json.gz"), &h);
+  auto evs = read_events(kineto("gh200_transformer_stack.pt.trace.json.gz"), {}, &h);
   bool found = false;
   for (const auto& e : evs)
     if (e.op == Op::kSegmentAlloc && e.has(key::kPreTrace) && e.addr == Addr(0xf96afb400000ULL))
@@ -253,7 +244,7 @@ TEST_CASE("kineto: a TensorBoard directory of two ranks is one run of two device
   for (const auto& d : r["devices"]) devices.insert(d["device"].get<std::uint64_t>());
   CHECK(devices == std::set<std::uint64_t>{0, 1});
   nlohmann::json h;
-  events_of(kineto("tb_ranks"), &h);
+  read_events(kineto("tb_ranks"), {}, &h);
   CHECK(h["device_names"]["1"] == "rank 1");
   CHECK(r["fidelity"]["allocs_matched"] == r["fidelity"]["allocs_compared"]);
   // The same files joined by commas.

@@ -17,19 +17,11 @@ using namespace fragsim::test;
 
 namespace {
 
-std::vector<Event> read_all(const std::string& path, const ReaderOptions& ro = {}) {
-  auto r = open_trace(path, ro);
-  std::vector<Event> v;
-  Event ev;
-  while (r->next(ev)) v.push_back(ev);
-  return v;
-}
-
 // Returns the InputError message for a trace, or "" when it reads cleanly.
 std::string error_of(const std::string& name, const std::string& text, const ReaderOptions& ro = {}) {
   std::string p = write_text(name, text);
   try {
-    read_all(p, ro);
+    read_events(p, ro);
   } catch (const InputError& e) {
     return e.what();
   }
@@ -182,7 +174,7 @@ TEST_CASE("JSONL: escaped keys, any valid JSON under unknown keys, addr null, li
       big +
       "\"}\n"
       "{\"op\":\"free\",\"id\":1,\"t\":12345678901234}";  // no newline at the end
-  auto v = read_all(write_text("escaped.jsonl", text));
+  auto v = read_events(write_text("escaped.jsonl", text));
   REQUIRE(v.size() == 4);
   CHECK(v[0].op == Op::kAlloc);
   CHECK(v[0].id == AllocId(1));
@@ -194,7 +186,7 @@ TEST_CASE("JSONL: escaped keys, any valid JSON under unknown keys, addr null, li
 }
 
 TEST_CASE("default time is the event index") {
-  auto v = read_all(write_text("t.jsonl", "{\"op\":\"mark\"}\n{\"op\":\"mark\"}\n{\"op\":\"mark\",\"t\":7}\n"));
+  auto v = read_events(write_text("t.jsonl", "{\"op\":\"mark\"}\n{\"op\":\"mark\"}\n{\"op\":\"mark\",\"t\":7}\n"));
   CHECK(v[0].t == Tick(0));
   CHECK(v[1].t == Tick(1));
   CHECK(v[2].t == Tick(7));
@@ -279,11 +271,11 @@ TEST_CASE("JSONL in blocks: whitespace, CRLF, escaped and unknown keys read as t
     text += line + "\n";
   }
   std::string laid = write_text("layout2.jsonl", text);
-  auto want = read_all(plain);
+  auto want = read_events(plain);
   REQUIRE(want.size() == 9000);
   for (ReaderOptions ro : {ReaderOptions{}, ReaderOptions{.decode_threads = 2}, ReaderOptions{.line_by_line = true}}) {
     INFO(ro.decode_threads << " threads, line by line " << ro.line_by_line);
-    same_events(read_all(laid, ro), want);
+    same_events(read_events(laid, ro), want);
   }
 }
 
@@ -344,7 +336,7 @@ TEST_CASE("JSONL plain lines: the scanner's events and errors are the line-by-li
       continue;
     }
     std::string p = write_text(name, text);
-    auto a = read_all(p), b = read_all(p, {.line_by_line = true});
+    auto a = read_events(p), b = read_events(p, {.line_by_line = true});
     same_events(a, b);
     for (size_t i = 0; i < a.size(); ++i) {
       CHECK(a[i].line == b[i].line);
@@ -367,7 +359,7 @@ TEST_CASE("JSONL parsed on worker threads: the same events, and the first error 
   std::string q = write_text("par2.jsonl", text);
   for (unsigned threads : {1u, 2u, 5u}) {
     INFO(threads << " threads");
-    same_events(read_all(q, {.decode_threads = threads}), read_all(q));
+    same_events(read_events(q, {.decode_threads = threads}), read_events(q));
   }
   // Line by line: the position of a line's start, to break lines at chosen places.
   auto at_line = [&](size_t n) {
@@ -406,19 +398,19 @@ TEST_CASE("lenient reading counts and skips frees of unknown ids, keeping event 
   REQUIRE(r->next(ev));
   CHECK(!r->next(ev));
   CHECK(r->skipped_frees() == 1);
-  CHECK_THROWS_AS(read_all(p), InputError);
+  CHECK_THROWS_AS(read_events(p), InputError);
 }
 
 TEST_CASE("jsonl -> fstrace -> jsonl and jsonl.zst keep every key of every event") {
   std::string src = write_text("every.jsonl", kEveryKey);
-  auto a = read_all(src);
+  auto a = read_events(src);
   for (const char* mid_ext : {".fstrace", ".jsonl.zst"}) {
     std::string mid = tmp_path(std::string("every") + mid_ext), back = tmp_path("every_back.jsonl");
     convert(src, mid);
     CHECK(open_trace(mid, {})->header()["source"] == "t");
     convert(mid, back);
-    same_events(a, read_all(mid));
-    same_events(a, read_all(back));
+    same_events(a, read_events(mid));
+    same_events(a, read_events(back));
   }
 }
 
@@ -442,7 +434,7 @@ TEST_CASE("fstrace varints of every length from 1 to 10 bytes round-trip") {
   }
   std::string src = write_text("varints.jsonl", text), mid = tmp_path("varints.fstrace");
   convert(src, mid);
-  auto a = read_all(src), b = read_all(mid);
+  auto a = read_events(src), b = read_events(mid);
   REQUIRE(a.size() == 2 * values.size());
   CHECK(a[3].id.value() == ~std::uint64_t{0});
   same_events(a, b);
@@ -454,7 +446,7 @@ TEST_CASE("generated workloads round-trip through .fstrace") {
     nlohmann::json knobs = w.name == "random" ? nlohmann::json{{"events", 5000}} : nlohmann::json::object();
     generate_workload(w.name, 7, knobs, j);
     generate_workload(w.name, 7, knobs, f);
-    auto a = read_all(j), b = read_all(f);
+    auto a = read_events(j), b = read_events(f);
     INFO(w.name);
     REQUIRE(a.size() > 100);
     same_events(a, b);
@@ -483,7 +475,7 @@ TEST_CASE("corrupt .fstrace files are input errors") {
                       },
                       +[](std::string s) { return s.substr(0, s.size() / 2); }}) {
     std::string p = write_text("corrupt.fstrace", mutate(bytes));
-    CHECK_THROWS_AS(read_all(p), InputError);
+    CHECK_THROWS_AS(read_events(p), InputError);
   }
 }
 
@@ -509,7 +501,7 @@ TEST_CASE("seeded mutation of JSONL and .fstrace traces: only FILE:LINE input er
       std::vector<Event> got;
       std::string msg;
       try {
-        got = read_all(p);
+        got = read_events(p);
       } catch (const InputError& e) {
         ++errors;
         msg = e.what();
@@ -520,7 +512,7 @@ TEST_CASE("seeded mutation of JSONL and .fstrace traces: only FILE:LINE input er
       // the same error where they stop.
       INFO("mutation " << k << ": " << msg);
       CHECK(error_of("mut.jsonl", bytes, {.line_by_line = true}) == msg);
-      if (msg.empty()) same_events(got, read_all(p, {.line_by_line = true}));
+      if (msg.empty()) same_events(got, read_events(p, {.line_by_line = true}));
     }
     INFO(ext);
     CHECK(errors > 50);
@@ -534,7 +526,7 @@ TEST_CASE("gen: remat recomputes what it freed, lowers the activation peak and l
     if (!remat.empty()) knobs["remat"] = remat;
     std::string p = tmp_path(workload + "_" + (remat.empty() ? "default" : remat) + ".jsonl");
     generate_workload(workload, 3, knobs, p);
-    return read_all(p);
+    return read_events(p);
   };
   auto peak = [](const std::vector<Event>& ev) {
     std::map<std::uint64_t, std::uint64_t> live;

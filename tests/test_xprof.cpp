@@ -21,15 +21,6 @@ std::string capture(const std::string& name) {
   return std::string(FRAGSIM_SOURCE_DIR) + "/tests/data/xprof/" + name + ".xplane.pb.zst";
 }
 
-std::vector<Event> read_all_events(const std::string& path, nlohmann::json* header = nullptr) {
-  auto r = open_trace(path, {});
-  std::vector<Event> v;
-  Event e;
-  while (r->next(e)) v.push_back(e);
-  if (header) *header = r->header();
-  return v;
-}
-
 }  // namespace
 
 TEST_CASE("xprof: every allocator event of the real captures, with sizes and recorded addresses") {
@@ -42,7 +33,7 @@ TEST_CASE("xprof: every allocator event of the real captures, with sizes and rec
                  Want{"tracelens_jax_te_fused_attn_934987a2fc2f", 30, 29}}) {
     INFO(w.name);
     nlohmann::json h;
-    auto ev = read_all_events(capture(w.name), &h);
+    auto ev = read_events(capture(w.name), {}, &h);
     std::uint64_t allocs = 0, frees = 0, pre = 0;
     for (const auto& e : ev) {
       if (e.op == Op::kAlloc && !e.has(key::kPreTrace)) {
@@ -72,7 +63,7 @@ TEST_CASE("xprof: events are ordered by line timestamp plus offset, not by offse
   s.event(a, false, 5000000, 0x1000, 512, 0);    // t = 6000 ns
   s.event(b, true, 0, 0x2000, 256, 768);         // t = 2000 ns
   s.event(b, false, 1000000, 0x2000, 256, 512);  // t = 3000 ns
-  auto ev = read_all_events(s.write("order.xplane.pb"));
+  auto ev = read_events(s.write("order.xplane.pb"));
   REQUIRE(ev.size() == 4);
   CHECK((ev[0].op == Op::kAlloc && ev[0].addr == Addr(0x1000)));
   CHECK((ev[1].op == Op::kAlloc && ev[1].addr == Addr(0x2000)));
@@ -84,7 +75,7 @@ TEST_CASE("xprof: events are ordered by line timestamp plus offset, not by offse
 TEST_CASE("xprof: a capture that starts mid-run begins with the buffers that were live before it") {
   // SOURCES.md: 234,882,304 B allocated before the first event, 3 frees of earlier buffers.
   nlohmann::json h;
-  auto ev = read_all_events(capture("tracelens_jax_te_fused_attn_934987a2fc2f"), &h);
+  auto ev = read_events(capture("tracelens_jax_te_fused_attn_934987a2fc2f"), {}, &h);
   std::uint64_t pre_bytes = 0, pre_with_addr = 0;
   size_t k = 0;
   for (; k < ev.size() && ev[k].has(key::kPreTrace); ++k) {
@@ -100,7 +91,7 @@ TEST_CASE("xprof: a capture that starts mid-run begins with the buffers that wer
   auto* l = s.line(0);
   s.event(l, true, 0, 0x9000, 1024, 4096 + 1024);
   s.event(l, false, 1000, 0x8000, 4096, 1024);
-  auto sev = read_all_events(s.write("midrun.xplane.pb"));
+  auto sev = read_events(s.write("midrun.xplane.pb"));
   REQUIRE(sev.size() == 3);
   CHECK(sev[0].has(key::kPreTrace));
   CHECK(sev[0].addr == Addr(0x8000));
@@ -202,7 +193,7 @@ TEST_CASE("xprof: a profile directory holds one capture per host, and info warns
     std::ofstream(dir + "/" + host + ".xplane.pb", std::ios::binary) << read_text(s.write(std::string(host) + ".pb"));
   }
   nlohmann::json h;
-  auto ev = read_all_events(dir, &h);
+  auto ev = read_events(dir, {}, &h);
   CHECK(h["xprof"]["hosts"] == 2);
   std::set<std::uint32_t> devices;
   for (const auto& e : ev) devices.insert(e.device);

@@ -5,7 +5,6 @@
 
 #include <algorithm>
 #include <map>
-#include <set>
 
 #include "profile.pb.h"
 #include "sim/base/error.h"
@@ -13,6 +12,7 @@
 #include "sim/base/limits.h"
 #include "sim/base/text.h"
 #include "traces/proto_scan.h"
+#include "traces/stack_table.h"
 
 namespace fragsim {
 
@@ -64,15 +64,7 @@ class MemoryProfileReader : public TraceReader {
   bool read_raw(Event& ev) override {
     if (next_ >= events_.size()) return false;
     const Buffer& b = events_[next_];
-    if (b.stack && !defined_.count(b.stack)) {  // a stack is defined just before its first use
-      defined_.insert(b.stack);
-      ev.op = Op::kStack;
-      ev.line = b.line;
-      ev.id = AllocId(b.stack);
-      ev.frames = stacks_[b.stack - 1];
-      ev.present = key::kId | key::kFrames;
-      return true;
-    }
+    if (stacks_.define_before_use(b.stack, b.line, ev)) return true;
     ++next_;
     ev.op = Op::kAlloc;
     ev.line = b.line;
@@ -172,8 +164,8 @@ class MemoryProfileReader : public TraceReader {
         frames.insert(frames.end(), it->second.begin(), it->second.end());
       }
       if (!frames.empty()) {
-        auto [it, fresh] = stack_ids.try_emplace(frames, stacks_.size() + 1);
-        if (fresh) stacks_.push_back(frames);
+        auto [it, fresh] = stack_ids.try_emplace(frames, stacks_.next_id());
+        if (fresh) stacks_.add(frames);
         b.stack = it->second;
         b.name = name_of(frames);
       }
@@ -199,8 +191,7 @@ class MemoryProfileReader : public TraceReader {
   }
 
   std::vector<Buffer> events_;
-  std::vector<std::vector<std::string>> stacks_;
-  std::set<std::uint64_t> defined_;
+  StackTable stacks_;
   size_t next_ = 0;
 };
 

@@ -8,7 +8,6 @@
 #include <cstring>
 #include <filesystem>
 #include <map>
-#include <set>
 #include <unordered_map>
 #include <unordered_set>
 
@@ -20,6 +19,7 @@
 #include "traces/kineto_layout.h"
 #include "traces/profile_dirs.h"
 #include "traces/recording_set.h"
+#include "traces/stack_table.h"
 
 namespace fragsim {
 
@@ -147,14 +147,9 @@ class KinetoReader : public TraceReader {
   bool read_raw(Event& ev) override {
     if (next_ >= events_.size()) return false;
     const Raw& r = events_[next_];
-    if (r.stack && !emitted_stacks_.count(r.stack)) {  // a stack is defined just before its first use
-      emitted_stacks_.insert(r.stack);
-      ev.op = Op::kStack;
-      ev.line = r.line;
-      ev.id = AllocId(r.stack);
-      ev.frames = stacks_[r.stack - 1];
+    if (stacks_.define_before_use(r.stack, r.line, ev)) {
       ev.t = Tick(static_cast<std::uint64_t>(r.t));
-      ev.present = key::kId | key::kFrames | key::kT;
+      ev.present |= key::kT;
       return true;
     }
     ++next_;
@@ -573,14 +568,14 @@ class KinetoReader : public TraceReader {
       }
       if (frames.empty()) continue;
       if (frames.size() > 48) frames.resize(48);
-      auto [it, fresh] = stack_ids.try_emplace(frames, stacks_.size() + 1);
+      auto [it, fresh] = stack_ids.try_emplace(frames, stacks_.next_id());
       if (fresh) {
         std::vector<std::string> text;
         for (auto f : frames) {
           strings_.spend(names_[f].size());
           text.push_back(names_[f]);
         }
-        stacks_.push_back(std::move(text));
+        stacks_.add(std::move(text));
       }
       m.stack = it->second;
       if (!m.name) m.name = frames.front();
@@ -825,8 +820,7 @@ class KinetoReader : public TraceReader {
   std::unordered_map<std::string, std::int64_t> str_ids_;
   std::vector<std::string> names_;
   std::unordered_map<std::string, std::uint32_t> name_ids_;
-  std::vector<std::vector<std::string>> stacks_;  // stack id − 1 → frames, innermost first
-  std::set<std::uint64_t> emitted_stacks_;
+  StackTable stacks_;  // frames innermost first
   std::vector<Raw> events_;
   size_t next_ = 0;
   std::uint64_t next_id_ = 0;

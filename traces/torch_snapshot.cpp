@@ -13,6 +13,7 @@
 #include "sim/base/text.h"
 #include "traces/pickle.h"
 #include "traces/range_set.h"
+#include "traces/stack_table.h"
 #include "traces/torch_snapshot_bounds.h"
 #include "traces/torch_snapshot_parse.h"
 
@@ -60,14 +61,7 @@ class SnapshotReader : public TraceReader {
   bool read_raw(Event& ev) override {
     if (next_ >= events_.size()) return false;
     const Raw& r = events_[next_];
-    // A stack is defined just before its first use.
-    if (r.stack && !emitted_stacks_.count(r.stack)) {
-      emitted_stacks_.insert(r.stack);
-      ev.op = Op::kStack;
-      ev.line = r.line;
-      ev.id = AllocId(r.stack);
-      ev.frames = stacks_[r.stack - 1];
-      ev.present = key::kId | key::kFrames;
+    if (stacks_.define_before_use(r.stack, r.line, ev)) {
       if (r.has_t) ev.t = Tick(r.t), ev.present |= key::kT;
       return true;
     }
@@ -97,10 +91,10 @@ class SnapshotReader : public TraceReader {
   std::uint64_t stack_id(const std::vector<std::string>& fr) {
     std::string key = fmt::format("{}", fmt::join(fr, "\n"));
     budget_.copy(key.size());
-    auto [it, fresh] = stack_ids_.try_emplace(key, stacks_.size() + 1);
+    auto [it, fresh] = stack_ids_.try_emplace(key, stacks_.next_id());
     if (fresh) {
       budget_.names.spend(2 * key.size());  // the key and the frames, kept
-      stacks_.push_back(fr);
+      stacks_.add(fr);
     }
     return it->second;
   }
@@ -450,9 +444,8 @@ class SnapshotReader : public TraceReader {
   std::uint64_t next_id_ = 0, empty_cache_calls_ = 0;
   std::vector<std::string> names_;
   std::unordered_map<std::string, std::uint32_t> name_ids_;
-  std::vector<std::vector<std::string>> stacks_;  // stack id − 1 → frames
+  StackTable stacks_;
   std::unordered_map<std::string, std::uint64_t> stack_ids_;
-  std::set<std::uint64_t> emitted_stacks_;
   std::map<std::uint32_t, std::uint64_t> refused_ids_;  // device → the request its allocator refused (DeviceBounds)
   std::vector<size_t> failed_requests_;                 // positions in body where a recorded oom's request goes
 };
