@@ -40,7 +40,11 @@ build_in() {
     cmake --build "$dir" -j"$(nproc)"
   fi
 }
-build() { build_in "$BUILD" "$@"; }
+# build: the build scripts/test and scripts/demo share (build/), without link-time optimisation:
+# with it each program linked (fragsim, the Python module, the test binary) generates the code of
+# every library it uses again at link time, minutes on 2 cores for a 4 % faster replay that only
+# scripts/bench measures (it builds build-bench/ with it, as installs from CMake's default do).
+build() { build_in "$BUILD" -DFRAGSIM_LTO=OFF "$@"; }
 
 # What the test suite needs besides the build: the HTML report test runs the viewer in headless
 # Chromium; the batch test a local Slurm; the memory bounds are measured with GNU time; the snapshot
