@@ -276,7 +276,12 @@ TEST_CASE("follow-recording on a capture that starts mid-run: held-out buffers d
   REQUIRE(removed.size() == 26);
   auto r = run_cmd({.trace = tmp_path("ecbm_held_out.jsonl"), .follow_recording = true},
                    {.placements = tmp_path("ecbm_held_out.pl.jsonl")});
-  CHECK(r.json["fidelity"]["initial_state"][0]["region_base"] == whole["fidelity"]["initial_state"][0]["region_base"]);
+  // Within one 256 B chunk of the whole capture's: the one 256 B gap the whole capture proves in
+  // use is one a held-out 256 B buffer could have filled.
+  const auto whole_base = whole["fidelity"]["initial_state"][0]["region_base"].get<std::uint64_t>();
+  const auto held_base = r.json["fidelity"]["initial_state"][0]["region_base"].get<std::uint64_t>();
+  CHECK(held_base <= whole_base);
+  CHECK(whole_base - held_base <= 256);  // was 1.6 MiB above it
   size_t predicted = 0;
   for (const auto& p : r.placements)
     if (auto it = removed.find(p["i"]); it != removed.end()) predicted += p["addr"] == it->second;

@@ -443,21 +443,21 @@ TEST_CASE("xprof failed-alloc: the request a JAX program failed on is refused as
 }
 
 TEST_CASE("recorded layout: gaps an allocation without an address fits in are not taken as earlier memory") {
-  // Stated buffers at 0x10000 and 0x30000 leave a 0x1ff00 B gap; 0x40000 B were live before.
+  // Stated buffers at 0x100000 and 0x120000 leave a 0x1ff00 B gap; 0x40000 B were live before.
   RecordedLayout l;
-  l.occupied(Addr(0x10000), 256);
-  l.occupied(Addr(0x30000), 256);
+  l.occupied(Addr(0x100000), 256);
+  l.occupied(Addr(0x120000), 256);
   auto all = l.single_region(0x40000, 1 << 30);  // every address stated: the gap was in use all along
   REQUIRE(all);
   CHECK(all->in_gaps == 0x1ff00);
-  CHECK(all->base == Addr(0x10000 - (0x40000 - 0x1ff00)));
+  CHECK(all->base == Addr(0x100000 - (0x40000 - 0x1ff00)));
   // An allocation of 0x8000 B lost its address: the gap may be where it went (several such over
   // time make any width above 0x8000), so the earlier memory lies below, from the base up.
   auto held = l.single_region(0x40000, 1 << 30, {0x8000});
   REQUIRE(held);
   CHECK(held->in_gaps == 0);
   CHECK(held->below == 0x40000);
-  CHECK(held->base == Addr(0x10000 - 0x40000));
+  CHECK(held->base == Addr(0x100000 - 0x40000));
   // A gap narrower than every such allocation is still proof.
   auto narrow = l.single_region(0x40000, 1 << 30, {0x20000});
   REQUIRE(narrow);
