@@ -138,6 +138,8 @@ std::unique_ptr<TraceReader> capture_with_profile(const std::string& path, const
   for (auto& [id, s] : profile_stacks) {
     Event x = s;
     x.id = AllocId(id + kProfileStacks);
+    x.t = Tick(0);  // at the capture's start, with the state they describe
+    x.present |= key::kT;
     events.push_back(std::move(x));
   }
   for (auto& e : head) events.push_back(std::move(e));
