@@ -9,6 +9,7 @@
 #include "sim/base/io.h"
 #include "sim/commands/trace_info.h"
 #include "sim_helpers.h"
+#include "traces/recorded_layout.h"
 #include "traces/trace_reader.h"
 #include "xprof_synth.h"
 
@@ -439,4 +440,42 @@ TEST_CASE("xprof failed-alloc: the request a JAX program failed on is refused as
   const auto none = cli("run " + empty + " --failed-alloc 1GiB");
   CHECK(none.code == 2);
   CHECK_THAT(none.err, Catch::Contains("--failed-alloc: the trace has no events to add a request to"));
+}
+
+TEST_CASE("recorded layout: gaps an allocation without an address fits in are not taken as earlier memory") {
+  // Stated buffers at 0x100000 and 0x120000 leave a 0x1ff00 B gap; 0x40000 B were live before.
+  RecordedLayout l;
+  l.occupied(Addr(0x100000), 256);
+  l.occupied(Addr(0x120000), 256);
+  auto all = l.single_region(0x40000, 1 << 30);  // every address stated: the gap was in use all along
+  REQUIRE(all);
+  CHECK(all->in_gaps == 0x1ff00);
+  CHECK(all->base == Addr(0x100000 - (0x40000 - 0x1ff00)));
+  // An allocation of 0x8000 B lost its address: the gap may be where it went (several such over
+  // time make any width above 0x8000), so the earlier memory lies below, from the base up.
+  auto held = l.single_region(0x40000, 1 << 30, {0x8000});
+  REQUIRE(held);
+  CHECK(held->in_gaps == 0);
+  CHECK(held->below == 0x40000);
+  CHECK(held->base == Addr(0x100000 - 0x40000));
+  // A gap narrower than every such allocation is still proof.
+  auto narrow = l.single_region(0x40000, 1 << 30, {0x20000});
+  REQUIRE(narrow);
+  CHECK(narrow->in_gaps == 0x1ff00);
+}
+
+TEST_CASE("recorded layout: buffers share the inferred extents, the largest first, none outside them") {
+  const std::vector<Extent> live = {{Addr(0x1000), 1024}, {Addr(0x10000), 4096}};
+  auto s = place_in_extents(live, {4096, 512, 300});
+  REQUIRE(s.size() == 3);
+  CHECK(s[0] == std::vector<Extent>{{Addr(0x10000), 4096}});
+  CHECK(s[1] == std::vector<Extent>{{Addr(0x1000), 512}});
+  CHECK(s[2] == std::vector<Extent>{{Addr(0x1200), 512}});  // 300 B: a chunk of two 256 B units
+  // One no piece holds whole spreads over what the others left, lowest first.
+  auto split = place_in_extents({{Addr(0), 1024}, {Addr(4096), 1024}}, {512, 1536});
+  CHECK(split[0] == std::vector<Extent>{{Addr(0), 512}});
+  CHECK(split[1] == std::vector<Extent>{{Addr(512), 512}, {Addr(4096), 1024}});
+  // More than the extents hold: left to the policy.
+  auto over = place_in_extents({{Addr(0), 1024}}, {1024, 256});
+  CHECK(over[1].empty());
 }

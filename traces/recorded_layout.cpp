@@ -4,12 +4,8 @@
 
 namespace fragsim {
 
-namespace {
-constexpr Bytes kChunkUnit = 256;  // BFC's kMinAllocationSize: every chunk is a multiple of it
-}
-
 void RecordedLayout::occupied(Addr a, Bytes bytes) {
-  Bytes n = round_up_sat(std::max<Bytes>(bytes, 1), kChunkUnit);
+  Bytes n = bfc_chunk_of(bytes);
   std::uint64_t lo = a.value(), hi = n > ~lo ? ~std::uint64_t{0} : lo + n;
   touched_.add(lo, hi);
 }
@@ -27,24 +23,18 @@ std::optional<SingleRegion> RecordedLayout::single_region(Bytes unknown, Bytes l
   Bytes total = 0;
   for (const Extent& g : gaps) total += g.bytes;
   std::vector<bool> live(gaps.size(), true);
-  if (total > unknown) {  // more gaps than memory to fill them: not one region, or addresses removed
+  if (!unplaced.empty()) {
+    // Allocations without an address went somewhere no stated buffer was: a gap one of them fits
+    // in may be theirs (several of them over time make gaps of any width above the smallest), so
+    // only the gaps none of them fits in are proof of memory live before the recording.
+    Bytes smallest = ~Bytes{0};
+    for (Bytes u : unplaced) smallest = std::min(smallest, bfc_chunk_of(u));
+    for (size_t i = 0; i < gaps.size(); ++i)
+      if (gaps[i].bytes >= smallest) live[i] = false, total -= gaps[i].bytes;
+  }
+  if (total > unknown) {  // more gaps than memory to fill them: not one region
     if (unplaced.empty()) return std::nullopt;
-    for (Bytes& u : unplaced) u = round_up_sat(std::max<Bytes>(u, 1), kChunkUnit);
-    std::sort(unplaced.begin(), unplaced.end());
-    // Gaps exactly as wide as an allocation without an address are where such ones went, the
-    // widest first; then, while the gaps still hold more than the unknown bytes, the highest.
-    std::vector<size_t> order(gaps.size());
-    for (size_t i = 0; i < order.size(); ++i) order[i] = i;
-    std::stable_sort(order.begin(), order.end(), [&](size_t x, size_t y) { return gaps[x].bytes > gaps[y].bytes; });
-    for (size_t i : order) {
-      if (total <= unknown) break;
-      auto it = std::lower_bound(unplaced.begin(), unplaced.end(), gaps[i].bytes);
-      if (it == unplaced.end() || *it != gaps[i].bytes) continue;
-      unplaced.erase(it);
-      live[i] = false;
-      total -= gaps[i].bytes;
-    }
-    for (size_t i = gaps.size(); i-- > 0 && total > unknown;)
+    for (size_t i = gaps.size(); i-- > 0 && total > unknown;)  // addresses removed: keep the lowest
       if (live[i]) live[i] = false, total -= gaps[i].bytes;
   }
   SingleRegion s;
@@ -55,6 +45,40 @@ std::optional<SingleRegion> RecordedLayout::single_region(Bytes unknown, Bytes l
   s.base = Addr(lowest - s.below);
   if (s.below) s.live.insert(s.live.begin(), {s.base, s.below});
   return s;
+}
+
+std::vector<std::vector<Extent>> place_in_extents(const std::vector<Extent>& live, const std::vector<Bytes>& sizes) {
+  std::vector<Extent> pieces = live;  // what is still free of each extent, ascending
+  std::vector<std::vector<Extent>> out(sizes.size());
+  std::vector<size_t> split;  // buffers no piece held whole
+  for (size_t i = 0; i < sizes.size(); ++i) {
+    const Bytes n = bfc_chunk_of(sizes[i]);
+    auto it = std::find_if(pieces.begin(), pieces.end(), [&](const Extent& p) { return p.bytes >= n; });
+    if (it == pieces.end()) {
+      split.push_back(i);
+      continue;
+    }
+    out[i].push_back({it->addr, n});
+    it->addr = it->addr + n;
+    it->bytes -= n;
+  }
+  Bytes left = 0;
+  for (const Extent& p : pieces) left += p.bytes;
+  for (size_t i : split) {
+    Bytes n = bfc_chunk_of(sizes[i]);
+    if (n > left) continue;  // more than the layout holds: placed by the policy
+    left -= n;
+    for (Extent& p : pieces) {
+      if (!n) break;
+      if (!p.bytes) continue;
+      const Bytes take = std::min(n, p.bytes);
+      out[i].push_back({p.addr, take});
+      p.addr = p.addr + take;
+      p.bytes -= take;
+      n -= take;
+    }
+  }
+  return out;
 }
 
 }  // namespace fragsim

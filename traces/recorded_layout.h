@@ -26,6 +26,10 @@
 
 namespace fragsim {
 
+// BFC's kMinAllocationSize: every chunk is a multiple of it; a request of n bytes holds this chunk.
+inline constexpr Bytes kBfcChunkUnit = 256;
+constexpr Bytes bfc_chunk_of(Bytes n) { return round_up_sat(n ? n : 1, kBfcChunkUnit); }
+
 // The one-region explanation of a recording.
 struct SingleRegion {
   Addr base;                 // where the region begins
@@ -33,6 +37,17 @@ struct SingleRegion {
   Bytes in_gaps = 0;         // of which between ranges the recording's buffers occupied
   Bytes below = 0;           // of which below the lowest of them (from the base up)
 };
+
+// The memory live before a recording as several buffers (a JAX memory profile taken at that moment,
+// traces/capture_profile.h) in the extents the layout inferred for it: each buffer, in the order
+// given (the largest first: BFC's best fit leaves big chunks whole), takes the low end of the
+// lowest extent piece that still holds it whole; a buffer no piece holds whole takes what is left,
+// lowest first, across pieces (the sizes then do not say how the buffers were laid out, and the
+// bytes stay where the layout put them). Sizes are rounded to BFC's 256 B chunks; the result is
+// one list of extents per buffer (empty for one the layout has no room left for), and together they
+// cover `live` when the sizes sum to it.
+[[nodiscard]] std::vector<std::vector<Extent>> place_in_extents(const std::vector<Extent>& live,
+                                                                const std::vector<Bytes>& sizes);
 
 class RecordedLayout {
  public:
@@ -42,9 +57,9 @@ class RecordedLayout {
   // The layout with one region of at most `limit` bytes and `unknown` bytes live before the
   // recording at addresses it never states; nullopt when the addresses need several regions.
   // `unplaced`: sizes of the recording's allocations that carry no address (a trace with some
-  // addresses removed). When the gaps hold more than `unknown`, some are where those went: gaps
-  // exactly the (256 B rounded) size of one are left free first, widest first, then the highest,
-  // until the rest fits in `unknown`.
+  // addresses removed). A gap one of them (256 B rounded) fits in may be where such ones went —
+  // several of them over time leave gaps of any width above the smallest — so it is left free;
+  // only narrower gaps count as memory live before, the lowest first while they fit in `unknown`.
   [[nodiscard]] std::optional<SingleRegion> single_region(Bytes unknown, Bytes limit,
                                                           std::vector<Bytes> unplaced = {}) const;
 

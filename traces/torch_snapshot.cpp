@@ -11,6 +11,7 @@
 #include "sim/base/error.h"
 #include "sim/base/io.h"
 #include "sim/base/text.h"
+#include "sim/base/torch_sizes.h"
 #include "traces/pickle.h"
 #include "traces/range_set.h"
 #include "traces/stack_table.h"
@@ -269,11 +270,22 @@ class SnapshotReader : public TraceReader {
       }
     }
     // Expandable segments: what was mapped when recording began = what is mapped at the dump,
-    // with the trace's own maps undone and its unmaps redone (walking it backwards).
+    // with the trace's own maps undone and its unmaps redone (walking it backwards). PyTorch maps
+    // whole pages (2 MiB in the small pool, 20 MiB in the large: torch_expandable.h), so a range
+    // PyTorch lists is whole pages. One that ends short of any page (its blocks listed end to end,
+    // all live, no free tail, as a snapshot written by another tool has it) still held the rest of
+    // its pool's page — and taken at its listed size, a large-pool range is no whole number of
+    // large pages, which is how the model tells the pools' ranges apart.
     RangeSet mapped;
     bool& expandable = prior.expandable;
-    for (const Segment* s : dsegs)
-      if (s->expandable) mapped.add(s->addr, s->addr + s->size), expandable = true;
+    for (const Segment* s : dsegs) {
+      if (!s->expandable) continue;
+      expandable = true;
+      const Bytes size = s->size % torch::kSmallBuffer == 0
+                             ? s->size
+                             : round_up_sat(s->size, s->small ? torch::kSmallBuffer : torch::kLargeBuffer);
+      mapped.add(s->addr, s->addr + size);
+    }
     for (auto it = es.rbegin(); it != es.rend(); ++it) {
       if (it->action == Action::kSegMap) mapped.remove(it->addr, it->addr + it->size), expandable = true;
       if (it->action == Action::kSegUnmap) mapped.add(it->addr, it->addr + it->size), expandable = true;

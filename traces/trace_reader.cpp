@@ -8,6 +8,7 @@
 
 #include "sim/base/error.h"
 #include "sim/base/io.h"
+#include "traces/capture_profile.h"
 #include "traces/fstrace.h"
 #include "traces/jax_memory_profile.h"
 #include "traces/jsonl.h"
@@ -359,13 +360,15 @@ ReaderFactory decode_once(const std::string& path, const ReaderOptions& opt) {
 }
 
 bool decodes_whole(const std::string& path) {
-  return is_xprof_path(path) || is_kineto_path(path) || is_jax_memory_profile_path(path) || is_recording_set(path) ||
-         is_hlo_proto_path(path) || ends_with(path, ".pickle") || ends_with(path, ".pkl") ||
-         ends_with(path, ".pickle.zst") || ends_with(path, ".pkl.zst");
+  return is_capture_with_profile(path) || is_xprof_path(path) || is_kineto_path(path) ||
+         is_jax_memory_profile_path(path) || is_recording_set(path) || is_hlo_proto_path(path) ||
+         ends_with(path, ".pickle") || ends_with(path, ".pkl") || ends_with(path, ".pickle.zst") ||
+         ends_with(path, ".pkl.zst");
 }
 
 std::unique_ptr<TraceReader> open_trace(const std::string& path, const ReaderOptions& opt) {
   if (ends_with(path, ".fstrace")) return make_fstrace_reader(path, opt);
+  if (is_capture_with_profile(path)) return make_capture_with_profile_reader(path, opt);  // a capture + its state
   if (is_xprof_path(path)) return make_xprof_reader(path, opt);
   if (is_kineto_path(path)) return make_kineto_reader(path, opt);  // profiler traces, a log directory
   if (is_jax_memory_profile_path(path)) return make_jax_memory_profile_reader(path, opt);

@@ -94,7 +94,9 @@ int cmd_run(const Args& args, const Registry& reg) {
             "usage: fragsim run TRACE [TRACE...] [--policy POLICY] [options]\n\nReplays TRACE through one policy "
             "and prints a summary. After an OOM, each setting fragsim suggests is first replayed on the same trace, "
             "and printed with the command that reproduces it. Several snapshots (or a directory of them, "
-            "snapshot_rank{N}.pickle) are one job's ranks: one run, rank N as device N. The trace is streamed "
+            "snapshot_rank{N}.pickle) are one job's ranks: one run, rank N as device N. An XProf capture beside a JAX "
+            "memory profile (.prof) saved when it began: the profile's buffers are the memory live before the "
+            "capture. The trace is streamed "
             "(memory grows with live allocations only), except for policies that plan offline like XLA's compiler "
             "(fragsim list), which read it first.",
             hidden))

@@ -45,11 +45,12 @@ void RecordingAnchor::learn(TraceReader& reader) {
       Bytes block = ev.has(key::kBlockSize) ? ev.block_size : ev.size;
       layouts[it->first].occupied(ev.addr, block);
       if (pre) al.known += block, ++al.known_buffers;
-    } else if (pre && !al.has_unknown) {
+    } else if (pre) {
+      Bytes block = ev.has(key::kBlockSize) ? ev.block_size : ev.size;
       al.has_unknown = true;
-      al.unknown = ev.size;
-      al.unknown_id = ev.id;
-    } else if (!pre) {
+      al.unknown += block;
+      al.unknowns.emplace_back(ev.id, block);
+    } else {
       unplaced[it->first].push_back(ev.size);
       al.unplaced_bytes += ev.size;
     }
@@ -63,6 +64,10 @@ void RecordingAnchor::learn(TraceReader& reader) {
     al.extents = std::move(s->live);
     al.in_gaps = s->in_gaps;
     al.below = s->below;
+    std::vector<Bytes> sizes;
+    for (const auto& u : al.unknowns) sizes.push_back(u.second);
+    auto shares = place_in_extents(al.extents, sizes);
+    for (size_t i = 0; i < shares.size(); ++i) al.of_alloc[al.unknowns[i].first] = std::move(shares[i]);
   }
 }
 
@@ -120,8 +125,10 @@ Bytes RecordingAnchor::block(const Event& ev) const {
 std::span<const Extent> RecordingAnchor::extents(const Event& ev) const {
   if (!ev.has(key::kPreTrace) || ev.has(key::kAddr)) return {};
   auto it = by_.find({ev.device, ev.space});
-  if (it == by_.end() || !it->second.anchored || it->second.unknown_id != ev.id) return {};
-  return it->second.extents;
+  if (it == by_.end() || !it->second.anchored) return {};
+  auto share = it->second.of_alloc.find(ev.id);
+  if (share == it->second.of_alloc.end()) return {};
+  return share->second;
 }
 
 std::optional<Observation> RecordingAnchor::take_region(std::uint32_t device, Space space) {
@@ -151,6 +158,7 @@ nlohmann::json RecordingAnchor::summary() const {
                         {"recorded_buffers", al.known_buffers},
                         {"inferred_bytes", al.anchored ? al.unknown : 0},
                         {"unplaced_bytes", al.anchored ? 0 : al.unknown}};
+    if (al.unknowns.size() > 1) j["unknown_address_buffers"] = al.unknowns.size();
     if (al.anchored) {
       j["region_base"] = al.base;
       j["inferred_extents"] = al.extents.size();

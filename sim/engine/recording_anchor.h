@@ -4,7 +4,9 @@
 // An XProf capture that starts mid-run gives the bytes live before it (bytes_allocated) and the
 // addresses of the buffers it frees, but not where the rest of that memory is, nor where the
 // allocator's region begins. The importer emits that memory as one pre-trace allocation without
-// an address. Before the replay, the anchor reads the whole trace once and, for an allocator
+// an address (or, with a JAX memory profile taken at that moment, its buffers: each gets its share of
+// the extents, traces/recorded_layout.h place_in_extents). Before the replay, the anchor reads the
+// whole trace once and, for an allocator
 // whose addresses show one preallocated region (header mode "single_region"), places it where
 // BFC's rules and every address the trace states put it (traces/recorded_layout.h): the region's
 // base, and the extents of that allocation (gaps no buffer of the trace ever occupied, and the
@@ -61,10 +63,13 @@ class RecordingAnchor {
   struct Allocator {
     Bytes limit = 0, unknown = 0, known = 0;  // unknown: live before at no stated address; known: at stated ones
     std::uint64_t known_buffers = 0;
-    AllocId unknown_id;
+    // The allocations without an address: one (the capture's bytes live before it), or the
+    // buffers of a memory profile taken at that moment (traces/capture_profile.h), in trace order.
+    std::vector<std::pair<AllocId, Bytes>> unknowns;
     bool has_unknown = false;
     Addr base;
-    std::vector<Extent> extents;
+    std::vector<Extent> extents;                      // all of the unknown bytes
+    std::map<AllocId, std::vector<Extent>> of_alloc;  // each unknown allocation's share (place_in_extents)
     Bytes in_gaps = 0, below = 0, unplaced_bytes = 0;
     bool anchored = false, region_taken = false;
   };
