@@ -210,10 +210,10 @@ for p in (2, 5):
   auto from_doc = make_torch_snapshot_reader_from(pk, *doc, {});
   std::vector<Event> held;
   for (Event e; from_doc->next(e);) held.push_back(e);
-  CHECK(held == want);
-  CHECK(want.size() > entries);
-  CHECK(read_events(tmp_path("stream_p2.pickle")) == want);
-  CHECK(read_events(tmp_path("stream_p5.pickle")) == want);
+  CHECK(want.size() >= entries);  // each entry one event, and the state before recording began
+  same_events(held, want);
+  same_events(read_events(tmp_path("stream_p2.pickle")), want);
+  same_events(read_events(tmp_path("stream_p5.pickle")), want);
 }
 
 TEST_CASE("pickle: a trace entry streamed and then referred to again through the memo is refused in one line") {
@@ -356,7 +356,7 @@ TEST_CASE(
   }
 }
 
-TEST_CASE("viewer: the page of a 200,000-event run has every view, no console message, zoom, clicks, search",
+TEST_CASE("viewer: the page of a 200k-event run has every view, no console message, zoom, clicks, search",
           "[chromium]") {
   // A moderate size for the test suite's budget; scripts/bench --viewer measures 10 M events and a
   // 1 GB snapshot the same way (docs/viewer.md, "Recordings of any size").
