@@ -204,4 +204,24 @@ inline std::vector<Event> read_events(const std::string& path, const ReaderOptio
   return v;
 }
 
+// Two readers' events are the same, field by field.
+inline void same_events(const std::vector<Event>& a, const std::vector<Event>& b) {
+  REQUIRE(a.size() == b.size());
+  for (size_t i = 0; i < a.size(); ++i) {
+    INFO("event " << i);
+    CHECK(a[i].op == b[i].op);
+    CHECK(a[i].present == b[i].present);
+    CHECK(a[i].t == b[i].t);
+    CHECK(a[i].id == b[i].id);
+    CHECK(a[i].size == b[i].size);
+    CHECK(a[i].stream == b[i].stream);
+    CHECK(a[i].device == b[i].device);
+    CHECK(a[i].space == b[i].space);
+    CHECK(a[i].name == b[i].name);
+    CHECK(a[i].shape == b[i].shape);
+    CHECK(a[i].dtype == b[i].dtype);
+    CHECK(a[i].addr == b[i].addr);
+  }
+}
+
 }  // namespace fragsim::test

@@ -37,25 +37,6 @@ void convert(const std::string& from, const std::string& to) {
   w->finish();
 }
 
-void same_events(const std::vector<Event>& a, const std::vector<Event>& b) {
-  REQUIRE(a.size() == b.size());
-  for (size_t i = 0; i < a.size(); ++i) {
-    INFO("event " << i);
-    CHECK(a[i].op == b[i].op);
-    CHECK(a[i].present == b[i].present);
-    CHECK(a[i].t == b[i].t);
-    CHECK(a[i].id == b[i].id);
-    CHECK(a[i].size == b[i].size);
-    CHECK(a[i].stream == b[i].stream);
-    CHECK(a[i].device == b[i].device);
-    CHECK(a[i].space == b[i].space);
-    CHECK(a[i].name == b[i].name);
-    CHECK(a[i].shape == b[i].shape);
-    CHECK(a[i].dtype == b[i].dtype);
-    CHECK(a[i].addr == b[i].addr);
-  }
-}
-
 const char* kEveryKey =
     "{\"fragsim_trace\":1,\"time_unit\":\"us\",\"source\":\"t\",\"extra\":[1,2]}\n"
     "\n"

@@ -14,6 +14,8 @@
 #include "sim/engine/history.h"
 #include "sim_helpers.h"
 #include "test_util.h"
+#include "traces/pickle.h"
+#include "traces/torch_snapshot.h"
 
 using namespace fragsim;
 using namespace fragsim::test;
@@ -167,6 +169,72 @@ pickle.dump(s, open(f'{sys.argv[2]}/oob.pickle', 'wb'), protocol=5, buffer_callb
   CHECK(oob.err.find("oob.pickle: pickle: a protocol-5 out-of-band buffer") != std::string::npos);
 }
 
+TEST_CASE("pickle: a snapshot is read as a stream, holding a batch of its entries' objects, at protocols 2 and 5") {
+  // 40,000 events of fragsim's generator replayed by torch-caching and exported as the dict
+  // torch.cuda.memory._snapshot() returns (how scripts/bench --viewer makes its 1 GB snapshot).
+  const std::string fs = tmp_path("stream.fstrace"), pk = tmp_path("stream.pickle");
+  REQUIRE(cli("gen random --seed 3 --set events=40000 --set live=300 -o " + fs).code == 0);
+  REQUIRE(cli("run " + fs + " --policy torch-caching --capacity 1TiB --export-snapshot " + pk).code == 0);
+  // Python reads it, counts device 0's entries, and pickles it again at protocols 2 and 5 (5: in
+  // 64 KiB frames, memo indices past 2^16).
+  const std::string script = write_text("stream_repickle.py", R"PY(
+import pickle, sys
+snap = pickle.load(open(sys.argv[1], 'rb'))
+open(sys.argv[2] + '/stream_entries.txt', 'w').write(str(len(snap['device_traces'][0])))
+for p in (2, 5):
+    pickle.dump(snap, open(f'{sys.argv[2]}/stream_p{p}.pickle', 'wb'), protocol=p)
+)PY");
+  REQUIRE(std::system(("/usr/bin/python3 " + script + " " + pk + " " + tmp_dir()).c_str()) == 0);
+  const std::uint64_t entries = std::stoull(read_text(tmp_path("stream_entries.txt")));
+  REQUIRE(entries >= 40000);  // an alloc, a free_requested and a free_completed for each buffer
+  for (const std::string& file : {pk, tmp_path("stream_p2.pickle"), tmp_path("stream_p5.pickle")}) {
+    INFO(file);
+    std::uint64_t handed = 0, device = 99;
+    const ListStream count{"device_traces",
+                           [&](const PyObj&, const PyObj&, std::uint64_t index, std::span<const PyRef> items) {
+                             handed += items.size();
+                             device = index;
+                           }};
+    auto streamed = load_pickle(file, &count);
+    auto whole = load_pickle(file);
+    CHECK(handed == entries);
+    CHECK(device == 0);
+    // Held whole, each entry is a dict of five or six objects; streamed, the objects of one batch
+    // of a thousand entries are recycled for the next.
+    CHECK(whole->arena.size() > 5 * entries);
+    CHECK(streamed->arena.size() < 20000);
+  }
+  // The reader of the file (streamed) and of the document held whole read the same events.
+  const auto want = read_events(pk);
+  auto doc = parse_pickle(read_input(pk, kMaxPickleBytes), pk);
+  auto from_doc = make_torch_snapshot_reader_from(pk, *doc, {});
+  std::vector<Event> held;
+  for (Event e; from_doc->next(e);) held.push_back(e);
+  CHECK(want.size() >= entries);  // each entry one event, and the state before recording began
+  same_events(held, want);
+  same_events(read_events(tmp_path("stream_p2.pickle")), want);
+  same_events(read_events(tmp_path("stream_p5.pickle")), want);
+}
+
+TEST_CASE("pickle: a trace entry streamed and then referred to again through the memo is refused in one line") {
+  // A snapshot whose second device-trace entry is the first again (BINGET of the memoised dict):
+  // no pickle Python writes does it, and the streamed entry is gone.
+  static const char kBytes[] =
+      "\x80\x04}(\x8c\x08segments]\x8c\x0d"
+      "device_traces](](}\x94(\x8c\x06"
+      "action\x8c\x04"
+      "markueh\x00"
+      "ae"
+      "u.";
+  const std::string p(kBytes, sizeof kBytes - 1);
+  const std::string path = write_text("memo_again.pickle", p);
+  auto r = cli("run " + path);
+  CHECK(r.code == 2);
+  CHECK(std::count(r.err.begin(), r.err.end(), '\n') == 1);
+  CHECK(r.err.find("memo_again.pickle: pickle: memo index 0 refers to a device_traces item already read") !=
+        std::string::npos);
+}
+
 TEST_CASE("modules: a JAX capture's compiled modules, each buffer at XLA's offset and at fragsim's plan") {
   CmdRun r = run_cmd({.trace = kPagesJaxCapture}, kWithHtml);
   REQUIRE(r.result.modules);
@@ -286,6 +354,51 @@ TEST_CASE(
     CHECK(searches == 1);
     CHECK(built == 1);
   }
+}
+
+TEST_CASE("viewer: the page of a 200k-event run has every view, no console message, zoom, clicks, search",
+          "[chromium]") {
+  // A moderate size for the test suite's budget; scripts/bench --viewer measures 10 M events and a
+  // 1 GB snapshot the same way (docs/viewer.md, "Recordings of any size").
+  const std::string fs = tmp_path("big200k.fstrace"), html = tmp_path("big200k.html");
+  REQUIRE(cli("gen random --seed 1 --set events=200000 --set live=2000 --set max_size=16MiB -o " + fs).code == 0);
+  REQUIRE(cli("run " + fs + " --policy torch-caching --capacity 1TiB --html " + html).code == 0);
+  // Every allocation is in the page: the log was not cut.
+  const auto page = embedded_data(read_text(html));
+  CHECK(page["runs"][0]["history"]["allocations"]["cut_at"] == -1);
+  std::string console;
+  const std::string dom = rendered_dom(html, "#probe", "1400,900", &console);
+  CHECK(dom.find("<div id=\"errors\"></div>") != std::string::npos);
+  CHECK(console.empty());
+  CHECK(dom.find("data-ready=\"1\"") != std::string::npos);
+  for (const char* id : {"search", "charts", "buffers", "segments", "states", "maps", "stacks"})
+    CHECK(dom.find("<div id=\"" + std::string(id) + "\"><h2>") != std::string::npos);
+  size_t charts = 0, zooms = 0, clicks = 0, searches = 0;
+  for (const auto& p : probes(dom)) {
+    INFO(p.dump());
+    if (p.contains("buffers_chart")) {
+      ++charts;
+      CHECK(p["answered"] == p["probes"]);
+      CHECK(p["bands"].get<int>() > 0);
+      CHECK(p["live_ok"] == p["bands"]);
+    } else if (p.contains("zoom")) {
+      ++zooms;
+      CHECK(p["after"][1].get<double>() - p["after"][0].get<double>() <
+            p["before"][1].get<double>() - p["before"][0].get<double>());
+    } else if (p.contains("click")) {
+      ++clicks;
+      CHECK(p["shows_alloc"] == true);
+      CHECK(p["shows_sizes"] == true);
+    } else if (p.contains("search")) {
+      ++searches;
+      CHECK(p["includes"] == true);
+      CHECK(p["drawn"].get<int>() > 0);
+    }
+  }
+  CHECK(charts >= 1);
+  CHECK(zooms == 1);
+  CHECK(clicks == 1);
+  CHECK(searches == 1);
 }
 
 TEST_CASE("viewer: a run that stopped at its first OOM: charts and bands end at the stop, in steps", "[chromium]") {

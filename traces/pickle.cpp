@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <cstring>
 #include <unordered_map>
 
@@ -28,17 +29,18 @@ constexpr size_t kMaxStack = 1 << 20;
 
 class Unpickler {
  public:
-  Unpickler(const std::string& data, const std::string& path, PickleDoc& doc)
-      : d_(data),
+  Unpickler(ByteSource& src, const std::string& path, PickleDoc& doc, const ListStream* stream)
+      : src_(src),
         path_(path),
         doc_(doc),
+        stream_(stream),
         objects_(Limit::kObjects, "", input_bytes(path)),  // err() names the file and the offset
         strings_(Limit::kStrings, "", input_bytes(path)) {}
 
   PyRef run() {
     for (;;) {
-      if (p_ >= d_.size()) err("truncated: no STOP opcode");
-      op_at_ = p_;
+      if (!fill(1)) err("truncated: no STOP opcode");
+      op_at_ = base_ + pos_;
       unsigned char op = byte();
       switch (op) {
         case 0x80: {  // PROTO: Python writes 2 to 5; what this reads is their common subset
@@ -131,7 +133,7 @@ class Unpickler {
           push(str(le(4), PyObj::kStr));
           break;  // BINSTRING
         case 0x94:
-          memo_.push_back(top());
+          memoise(memo_.size());
           break;  // MEMOIZE
         case 'q':
           put(byte());
@@ -155,6 +157,7 @@ class Unpickler {
           pop_mark();
           break;  // POP_MARK
         case '2':
+          top()->shared = true;
           push(top());
           break;  // DUP
         case 0x85:
@@ -190,17 +193,13 @@ class Unpickler {
           break;
         }
         case 'a': {  // APPEND
-          auto v = pop();
-          auto& l = list_top();
-          adopt(l, v);
-          l.items.push_back(v);
+          std::vector<PyRef> items{pop()};
+          append(list_top(), items);
           break;
         }
         case 'e': {  // APPENDS
           auto items = pop_mark();
-          auto& l = list_top();
-          for (auto& x : items) adopt(l, x);
-          l.items.insert(l.items.end(), items.begin(), items.end());
+          append(list_top(), items);
           break;
         }
         case 's': {  // SETITEM
@@ -244,15 +243,52 @@ class Unpickler {
   [[noreturn]] void err(const std::string& what) const {
     throw InputError(fmt::format("{}: pickle: {} (offset {})", path_, what, op_at_));
   }
-  unsigned char byte() {
-    if (p_ >= d_.size()) err("truncated");
-    return static_cast<unsigned char>(d_[p_++]);
+  // Makes at least n bytes (n ≤ the buffer) available from pos_; false at the end of the input.
+  bool fill(size_t n) {
+    if (end_ - pos_ >= n) return true;
+    std::memmove(buf_.data(), buf_.data() + pos_, end_ - pos_);
+    base_ += pos_;
+    end_ -= pos_;
+    pos_ = 0;
+    while (end_ < n) {
+      const size_t got = src_.read(buf_.data() + end_, buf_.size() - end_);
+      if (got == 0) return false;
+      count(got);
+      end_ += got;
+    }
+    return true;
   }
+  void count(size_t got) {
+    read_ += got;
+    if (read_ > kMaxPickleBytes)
+      throw InputError(fmt::format("{}: larger than the {} MiB this reader accepts", path_, kMaxPickleBytes >> 20));
+  }
+  unsigned char byte() {
+    if (!fill(1)) err("truncated");
+    return static_cast<unsigned char>(buf_[pos_++]);
+  }
+  // The next n bytes, valid until the next read. Longer than the buffer (a long string): gathered
+  // into long_ as they arrive, so that a length the file does not hold costs only what it holds.
   const char* take(std::uint64_t n) {
-    if (n > d_.size() - p_) err(fmt::format("length {} runs past the end of the file", n));
-    const char* r = d_.data() + p_;
-    p_ += n;
-    return r;
+    if (n <= buf_.size()) {
+      if (!fill(static_cast<size_t>(n))) err(fmt::format("length {} runs past the end of the file", n));
+      const char* r = buf_.data() + pos_;
+      pos_ += n;
+      return r;
+    }
+    if (n > kMaxPickleBytes) err(fmt::format("length {} runs past the end of the file", n));
+    long_.assign(buf_.data() + pos_, end_ - pos_);
+    base_ += end_;
+    pos_ = end_ = 0;
+    while (long_.size() < n) {
+      const size_t want = std::min<std::uint64_t>(n - long_.size(), buf_.size());
+      const size_t got = src_.read(buf_.data(), want);
+      if (got == 0) err(fmt::format("length {} runs past the end of the file", n));
+      count(got);
+      long_.append(buf_.data(), got);
+      base_ += got;
+    }
+    return long_.data();
   }
   std::uint64_t le(int n) {
     const char* b = take(n);
@@ -270,11 +306,42 @@ class Unpickler {
       err(e.what() + std::string(" (an expanding pickle?)"));
     }
   }
+  // The `objects` limit counts the arena's slots: the most objects held at once.
   PyRef make(PyObj::Kind k) {
-    charge([&] { objects_.spend(1); });
-    PyObj& o = doc_.arena.emplace_back();
-    o.kind = k;
-    return &o;
+    PyRef o;
+    if (free_.empty()) {
+      charge([&] { objects_.spend(1); });
+      o = &doc_.arena.emplace_back();
+    } else {
+      o = free_.back();
+      free_.pop_back();
+    }
+    o->kind = k;
+    return o;
+  }
+  // Returns o to the free list (the conditions: pickle.h), with the children only it holds.
+  void recycle(PyRef o) {
+    for (PyRef c : o->items)
+      if (releasable_child(c)) recycle(c);
+    for (auto& [k, v] : o->kv) {
+      if (releasable_child(k)) recycle(k);
+      if (releasable_child(v)) recycle(v);
+    }
+    if (o->memoised) memo_[o->memo] = &tombstone_;
+    *o = PyObj();
+    free_.push_back(o);
+  }
+  bool singleton(PyRef o) const { return o == &doc_.none || o == &doc_.yes || o == &doc_.no; }
+  bool releasable_child(PyRef c) const { return !singleton(c) && !c->shared && !c->memoised; }
+  void memoise(std::uint64_t idx) {
+    PyRef o = top();
+    if (o->memoised) o->shared = true;  // two slots: a tombstone in one would leave the other
+    o->memoised = true;
+    o->memo = idx;
+    if (idx == memo_.size())
+      memo_.push_back(o);
+    else
+      memo_[idx] = o;
   }
   PyRef boolean(bool v) { return v ? &doc_.yes : &doc_.no; }
   PyRef integer(std::int64_t v) {
@@ -347,10 +414,18 @@ class Unpickler {
       charge([&] { objects_.spend((idx + 1 - memo_.size() + 15) / 16); });  // a slot is a pointer
       memo_.resize(idx + 1);
     }
-    memo_[idx] = top();
+    if (memo_[idx] && memo_[idx] != &tombstone_ && memo_[idx]->memo == idx)
+      memo_[idx]->shared = true;  // overwritten: its slot no longer says where it is
+    memoise(idx);
   }
   PyRef get(std::uint64_t idx) {
     if (idx >= memo_.size() || !memo_[idx]) err(fmt::format("memo index {} not defined", idx));
+    if (memo_[idx] == &tombstone_)
+      err(
+          fmt::format("memo index {} refers to a {} item already read (each is its own object in a pickle Python "
+                      "writes)",
+                      idx, stream_->key));
+    memo_[idx]->shared = true;
     return memo_[idx];
   }
   PyObj& list_top() {
@@ -365,9 +440,56 @@ class Unpickler {
   }
   void adopt(PyObj& parent, const PyRef& child) {
     if (child == &parent) err("a container cannot contain itself");
+    if (child->adopted) child->shared = true;
+    child->adopted = true;
     if (++adopted_ % 16 == 0) charge([&] { objects_.spend(1); });  // a container's slot is a pointer
     parent.depth = std::max(parent.depth, child->depth + 1);
     if (parent.depth > kMaxPickleDepth) err(fmt::format("nesting deeper than {}", kMaxPickleDepth));
+  }
+  // APPEND(S): into the list, or to the stream's sink when the list is an element of the streamed
+  // key's value.
+  void append(PyObj& l, std::vector<PyRef>& items) {
+    const PyObj* outer = nullptr;
+    std::uint64_t index = 0;
+    if (!stream_ || !streamed_list(l, &outer, &index)) {
+      for (auto& x : items) adopt(l, x);
+      l.items.insert(l.items.end(), items.begin(), items.end());
+      return;
+    }
+    for (auto& x : items)
+      if (x->depth + 1 > kMaxPickleDepth) err(fmt::format("nesting deeper than {}", kMaxPickleDepth));
+    if (!l.items.empty()) {  // held before the stream began (a LIST opcode): first, and kept
+      l.streamed += l.items.size();
+      for (PyRef x : l.items) x->shared = true;
+      stream_->sink(l, *outer, index, l.items);
+      l.items.clear();
+    }
+    l.streamed += items.size();
+    stream_->sink(l, *outer, index, items);
+    for (PyRef x : items)
+      if (!singleton(x) && !x->shared && !x->adopted) recycle(x);
+  }
+  // The list at the top of the stack is element `index` of a list `outer` whose key is the stream's:
+  // the stack holds ..., key, outer, [MARK, earlier elements of this batch,] list.
+  bool streamed_list(const PyObj& l, const PyObj** outer, std::uint64_t* index) const {
+    const size_t p = stack_.size() - 1;
+    auto is_key = [&](size_t at) { return stack_[at]->kind == PyObj::kStr && stack_[at]->s == stream_->key; };
+    auto mark = std::upper_bound(marks_.begin(), marks_.end(), p);
+    if (mark != marks_.begin()) {
+      const size_t m = *(mark - 1);
+      if (m >= 2 && m <= p && stack_[m - 1]->kind == PyObj::kList && is_key(m - 2)) {
+        *outer = stack_[m - 1];
+        *index = stack_[m - 1]->items.size() + (p - m);
+        return true;
+      }
+    }
+    if (p >= 2 && stack_[p - 1]->kind == PyObj::kList && is_key(p - 2)) {
+      *outer = stack_[p - 1];
+      *index = stack_[p - 1]->items.size();
+      return true;
+    }
+    (void)l;
+    return false;
   }
   void set_items(PyObj& d, std::vector<PyRef>& items) {
     if (items.size() % 2) err("SETITEMS with an odd number of items");
@@ -400,27 +522,56 @@ class Unpickler {
     }
   }
 
-  const std::string& d_;
+  ByteSource& src_;
   const std::string& path_;
   PickleDoc& doc_;
-  size_t p_ = 0, op_at_ = 0;
+  const ListStream* stream_;
+  std::vector<char> buf_ = std::vector<char>(1 << 20);  // buf_[pos_, end_): read, not yet taken
+  size_t pos_ = 0, end_ = 0;
+  std::uint64_t base_ = 0;  // offset of buf_[0] in the pickle
+  std::uint64_t read_ = 0;  // bytes read from the source
+  std::uint64_t op_at_ = 0;
+  std::string long_;
   std::vector<PyRef> stack_;
   std::vector<size_t> marks_;
   std::vector<PyRef> memo_;
+  std::vector<PyRef> free_;  // recycled objects
+  PyObj tombstone_;          // the memo slot of an item handed to the stream and recycled
   LimitCounter objects_, strings_;
   std::uint64_t adopted_ = 0;  // children added to containers
 };
 
 }  // namespace
 
-std::unique_ptr<PickleDoc> parse_pickle(const std::string& data, const std::string& path) {
+namespace {
+class StringSource : public ByteSource {
+ public:
+  explicit StringSource(const std::string& s) : s_(s) {}
+  size_t read(char* dst, size_t n) override {
+    n = std::min(n, s_.size() - at_);
+    std::memcpy(dst, s_.data() + at_, n);
+    at_ += n;
+    return n;
+  }
+
+ private:
+  const std::string& s_;
+  size_t at_ = 0;
+};
+}  // namespace
+
+std::unique_ptr<PickleDoc> parse_pickle(const std::string& data, const std::string& path, const ListStream* stream) {
   auto doc = std::make_unique<PickleDoc>();
-  doc->root = Unpickler(data, path, *doc).run();
+  StringSource src(data);
+  doc->root = Unpickler(src, path, *doc, stream).run();
   return doc;
 }
 
-std::unique_ptr<PickleDoc> load_pickle(const std::string& path) {
-  return parse_pickle(read_input(path, kMaxPickleBytes), path);
+std::unique_ptr<PickleDoc> load_pickle(const std::string& path, const ListStream* stream) {
+  auto doc = std::make_unique<PickleDoc>();
+  auto src = open_source(path);
+  doc->root = Unpickler(*src, path, *doc, stream).run();
+  return doc;
 }
 
 }  // namespace fragsim

@@ -27,7 +27,24 @@ void PickleWriter::flush_if_large() {
   buf_.clear();
 }
 
-void PickleWriter::none() { byte(kNone); }
+// Each value opens with item(): a container's items are closed every kBatch (SETITEMS, APPENDS)
+// and a MARK opens the next batch, as Python's pickler batches them, so that a reader's stack
+// holds a batch, never a whole list (fragsim's reader refuses a million objects on its stack).
+void PickleWriter::item() {
+  if (open_.empty()) return;
+  Open& o = open_.back();
+  if (o.n == o.limit) {
+    byte(o.close);
+    byte(kMark);
+    o.n = 0;
+  }
+  ++o.n;
+}
+
+void PickleWriter::none() {
+  item();
+  byte(kNone);
+}
 
 void PickleWriter::json(const nlohmann::json& v) {
   if (v.is_object()) {
@@ -55,9 +72,17 @@ void PickleWriter::json(const nlohmann::json& v) {
     none();
   }
 }
-void PickleWriter::boolean(bool v) { byte(v ? kNewTrue : kNewFalse); }
+void PickleWriter::boolean(bool v) {
+  item();
+  byte(v ? kNewTrue : kNewFalse);
+}
 
 void PickleWriter::integer(std::int64_t v) {
+  item();
+  integer_raw(v);
+}
+
+void PickleWriter::integer_raw(std::int64_t v) {
   if (v >= INT32_MIN && v <= INT32_MAX) {
     byte(kBinInt);
     le32(static_cast<std::uint32_t>(static_cast<std::int32_t>(v)));
@@ -75,7 +100,8 @@ void PickleWriter::integer(std::int64_t v) {
 }
 
 void PickleWriter::unsigned_integer(std::uint64_t v) {
-  if (v <= static_cast<std::uint64_t>(INT64_MAX)) return integer(static_cast<std::int64_t>(v));
+  item();
+  if (v <= static_cast<std::uint64_t>(INT64_MAX)) return integer_raw(static_cast<std::int64_t>(v));
   byte(kLong1);  // 8 bytes and a zero byte keep it positive
   byte(9);
   for (int i = 0; i < 8; ++i) byte(static_cast<std::uint8_t>(v >> (8 * i)));
@@ -85,11 +111,17 @@ void PickleWriter::unsigned_integer(std::uint64_t v) {
 void PickleWriter::real(double v) {
   std::uint64_t bits;
   std::memcpy(&bits, &v, 8);
+  item();
   byte(kBinFloat);
   for (int i = 7; i >= 0; --i) byte(static_cast<std::uint8_t>(bits >> (8 * i)));  // big-endian
 }
 
 void PickleWriter::str(std::string_view s) {
+  item();
+  str_raw(s);
+}
+
+void PickleWriter::str_raw(std::string_view s) {
   byte(kBinUnicode);
   le32(static_cast<std::uint32_t>(s.size()));
   buf_.append(s);
@@ -97,25 +129,32 @@ void PickleWriter::str(std::string_view s) {
 }
 
 void PickleWriter::key(std::string_view s) {
+  item();
   auto it = keys_.find(std::string(s));
-  if (it != keys_.end()) return get(it->second);
-  str(s);
+  if (it != keys_.end()) return get_raw(it->second);
+  str_raw(s);
   keys_.emplace(std::string(s), put());
 }
 
 void PickleWriter::begin_dict() {
+  item();
   byte(kEmptyDict);
   byte(kMark);
+  open_.push_back({0, 2 * kBatch, kSetItems});  // a key and its value: two items
 }
 void PickleWriter::end_dict() {
+  open_.pop_back();
   byte(kSetItems);
   flush_if_large();
 }
 void PickleWriter::begin_list() {
+  item();
   byte(kEmptyList);
   byte(kMark);
+  open_.push_back({0, kBatch, kAppends});
 }
 void PickleWriter::end_list() {
+  open_.pop_back();
   byte(kAppends);
   flush_if_large();
 }
@@ -133,6 +172,11 @@ std::uint32_t PickleWriter::put() {
 }
 
 void PickleWriter::get(std::uint32_t m) {
+  item();
+  get_raw(m);
+}
+
+void PickleWriter::get_raw(std::uint32_t m) {
   if (m < 256) {
     byte(kBinGet);
     byte(static_cast<std::uint8_t>(m));

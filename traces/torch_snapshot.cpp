@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <map>
 #include <set>
+#include <span>
 #include <unordered_map>
 #include <unordered_set>
 
@@ -48,8 +49,17 @@ struct Raw {
 
 class SnapshotReader : public TraceReader {
  public:
+  // The file is read as a stream: each device trace's entries are decoded as they are read, and
+  // the pickle's objects for them recycled (traces/pickle.h), so that what is held is the entries.
   SnapshotReader(const std::string& path, const ReaderOptions& opt)
-      : SnapshotReader(path, *load_pickle(path), opt, input_bytes(path)) {}
+      : TraceReader(path, opt), budget_(path, input_bytes(path)), parser_(path, budget_) {
+    const ListStream stream{"device_traces",
+                            [this](const PyObj& list, const PyObj& outer, std::uint64_t index,
+                                   std::span<const PyRef> items) { take_entries(list, outer, index, items); }};
+    auto doc = load_pickle(path, &stream);
+    if (!doc->root) bad("not a PyTorch memory snapshot (empty)");
+    convert(*doc->root);
+  }
   // `input` sizes the limits on what the conversion may hold (sim/base/limits.h): the file's size,
   // or for a document held in memory the size of its objects.
   SnapshotReader(const std::string& name, const PickleDoc& doc, const ReaderOptions& opt, std::uint64_t input)
@@ -135,6 +145,42 @@ class SnapshotReader : public TraceReader {
     return it->second;
   }
 
+  // ---- entries decoded while the pickle is read ----
+  struct StreamedTrace {
+    const PyObj* outer = nullptr;  // the device_traces list it is an element of
+    std::uint64_t index = 0;       // its position there: the device
+    std::vector<Entry> entries;
+    bool any_time = false;
+    std::string error;  // the first entry's error: raised where reading the trace whole would raise it
+  };
+  void take_entries(const PyObj& list, const PyObj& outer, std::uint64_t index, std::span<const PyRef> items) {
+    list.pin();  // its address keys streamed_
+    StreamedTrace& st = streamed_[&list];
+    st.outer = &outer;
+    st.index = index;
+    for (PyRef e : items) {
+      if (!st.error.empty()) return;
+      try {
+        Entry x = parser_.entry(*e, index, st.entries.size() + 1, &st.any_time);
+        if (x.frames) x.frames->pin();  // the entry keeps it
+        st.entries.push_back(x);
+      } catch (const InputError& err) {
+        st.error = err.what();
+      }
+    }
+  }
+  // device_traces[dev]'s entries: decoded while the file was read, or now (a document in memory).
+  std::vector<Entry> trace_entries(const PyObj& traces, const PyObj& tr, size_t dev, bool* any_time) {
+    auto it = streamed_.find(&tr);
+    if (it == streamed_.end()) return parser_.trace(tr, dev, any_time);
+    StreamedTrace& st = it->second;
+    if (st.outer != &traces || st.index != dev)
+      bad(fmt::format("device_traces[{}]: the list of another device's trace (not a snapshot PyTorch writes)", dev));
+    if (!st.error.empty()) throw InputError(st.error);
+    *any_time |= st.any_time;
+    return std::move(st.entries);
+  }
+
   // ---- conversion ----
   void convert(const PyObj& root) {
     const PyObj* traces = nullptr;
@@ -173,7 +219,7 @@ class SnapshotReader : public TraceReader {
       if (traces && dev < traces->items.size()) {
         const PyObj& tr = *traces->items[dev];
         if (tr.kind != PyObj::kList) bad(fmt::format("device_traces[{}] is not a list", dev));
-        es = parser_.trace(tr, dev, &any_time);
+        es = trace_entries(*traces, tr, dev, &any_time);
       }
       std::vector<const Segment*> dsegs;
       if (auto it = segs_of.find(dev); it != segs_of.end()) dsegs = it->second;
@@ -460,6 +506,7 @@ class SnapshotReader : public TraceReader {
   std::unordered_map<std::string, std::uint64_t> stack_ids_;
   std::map<std::uint32_t, std::uint64_t> refused_ids_;  // device → the request its allocator refused (DeviceBounds)
   std::vector<size_t> failed_requests_;                 // positions in body where a recorded oom's request goes
+  std::unordered_map<const PyObj*, StreamedTrace> streamed_;  // device trace list → its entries
 };
 
 }  // namespace

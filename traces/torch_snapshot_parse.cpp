@@ -95,35 +95,35 @@ std::vector<Entry> Parser::trace(const PyObj& tr, size_t dev, bool* any_time) co
   std::vector<Entry> es;
   es.reserve(tr.items.size());
   std::uint64_t line = 0;
-  for (const auto& ep : tr.items) {
-    budget_.spend();
-    budget_.kept.spend(2);  // its entry, then its events: about two objects' memory
-    ++line;
-    const PyObj& e = *ep;
-    const PyObj* a = e.get("action");
-    if (!a || a->kind != PyObj::kStr) bad(fmt::format("device_traces[{}] entry {}: action: missing", dev, line));
-    Entry x;
-    x.line = line;
-    x.stream = stream_of(e);
-    x.frames = e.get("frames");
-    if (const PyObj* t = e.get("time_us"); t && t->is_int() && (t->big || t->as_int() >= 0)) {
-      x.t = u64(t);
-      x.has_t = *any_time = true;
-    }
-    bool known = false;
-    x.action = action_of(a->s, &known);
-    if (!known) bad(fmt::format("device_traces[{}] entry {}: action: unknown action '{}'", dev, line, a->s));
-    if (x.action == Action::kOom) {
-      x.size = field_u(e, "size", line, "trace");
-      if (const PyObj* f = e.get("device_free"); f && f->is_int() && (f->big || f->as_int() >= 0))
-        x.device_free = u64(f), x.has_device_free = true;
-    } else if (x.action != Action::kMark) {
-      x.size = field_u(e, "size", line, "trace");
-      x.addr = field_u(e, "addr", line, "trace");
-    }
-    es.push_back(x);
-  }
+  for (const auto& ep : tr.items) es.push_back(entry(*ep, dev, ++line, any_time));
   return es;
+}
+
+Entry Parser::entry(const PyObj& e, size_t dev, std::uint64_t line, bool* any_time) const {
+  budget_.spend();
+  budget_.kept.spend(2);  // its entry, then its events: about two objects' memory
+  const PyObj* a = e.get("action");
+  if (!a || a->kind != PyObj::kStr) bad(fmt::format("device_traces[{}] entry {}: action: missing", dev, line));
+  Entry x;
+  x.line = line;
+  x.stream = stream_of(e);
+  x.frames = e.get("frames");
+  if (const PyObj* t = e.get("time_us"); t && t->is_int() && (t->big || t->as_int() >= 0)) {
+    x.t = u64(t);
+    x.has_t = *any_time = true;
+  }
+  bool known = false;
+  x.action = action_of(a->s, &known);
+  if (!known) bad(fmt::format("device_traces[{}] entry {}: action: unknown action '{}'", dev, line, a->s));
+  if (x.action == Action::kOom) {
+    x.size = field_u(e, "size", line, "trace");
+    if (const PyObj* f = e.get("device_free"); f && f->is_int() && (f->big || f->as_int() >= 0))
+      x.device_free = u64(f), x.has_device_free = true;
+  } else if (x.action != Action::kMark) {
+    x.size = field_u(e, "size", line, "trace");
+    x.addr = field_u(e, "addr", line, "trace");
+  }
+  return x;
 }
 
 std::vector<Segment> Parser::segments(const PyObj* segments) const {

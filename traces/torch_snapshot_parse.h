@@ -71,6 +71,8 @@ class Parser {
 
   // device_traces[dev]: its entries in order; *any_time set when an entry has time_us.
   [[nodiscard]] std::vector<Entry> trace(const PyObj& tr, size_t dev, bool* any_time) const;
+  // Entry `line` (1-based) of device_traces[dev].
+  [[nodiscard]] Entry entry(const PyObj& e, size_t dev, std::uint64_t line, bool* any_time) const;
   // The `segments` list (nullptr: none).
   [[nodiscard]] std::vector<Segment> segments(const PyObj* segments) const;
   // "file:line function" of the Python frames of a recorded stack, innermost first, at most 48;
