@@ -225,3 +225,28 @@ TEST_CASE("advice: on a TPU the capacity that fits keeps the runtime's holdback 
   REQUIRE(cmds.size() == 2);
   CHECK(pasted_completes(cmds[1]));
 }
+
+TEST_CASE("advice: the waste split credits the setting that recovers most of the fragmentation, by replay") {
+  // Two 12 MiB buffers, both freed, then one of 24 MiB. PyTorch's caching allocator gives each
+  // request of 10 MiB or more a segment of its own rounded to 2 MiB (CUDACachingAllocator.cpp,
+  // get_allocation_size), and never merges two segments: the 24 MiB request takes a third, 48 MiB
+  // reserved. A plan needs 24 MiB (the most live at once). With expandable segments the two blocks
+  // lie side by side in one segment, merge when freed, and hold the 24 MiB request: 24 MiB reserved.
+  std::string t = write_text("waste_credit.jsonl",
+                             "{\"fragsim_trace\":1}\n"
+                             "{\"op\":\"alloc\",\"id\":1,\"size\":12582912}\n"
+                             "{\"op\":\"alloc\",\"id\":2,\"size\":12582912}\n"
+                             "{\"op\":\"free\",\"id\":1}\n"
+                             "{\"op\":\"free\",\"id\":2}\n"
+                             "{\"op\":\"alloc\",\"id\":3,\"size\":25165824}\n");
+  RunRequest q{.trace = t, .capacity = "1GiB", .policy = "torch-caching"};
+  Advice a = advice_of(q);
+  const std::string* w =
+      line_with(a, "a perfect placement of these buffers needs 24 MiB; this allocator reserves 48 MiB");
+  REQUIRE(w);
+  CHECK(w->find("24 MiB is fragmentation a better placement recovers (PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True "
+                "recovers 24 MiB of it, verified by replay: peak reserved 24 MiB)") != std::string::npos);
+  // Already in force, the setting is not credited (nothing is left to recover).
+  Advice b = advice_of(with_env(q, "PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True"));
+  CHECK(b.text().find("recovers 24 MiB of it") == std::string::npos);
+}

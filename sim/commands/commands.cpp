@@ -62,7 +62,7 @@ RunResult run_request(const RunRequest& req, const Registry& reg, const RunOutpu
                       bool progress) {
   RunResult r = replay_one(req, reg, out, threads, progress, "run");
   r.advice = proven_advice(r, req, reg, threads);
-  if (std::string w = waste_advice(r); !w.empty()) r.advice.push_back(std::move(w));
+  if (std::string w = proven_waste_advice(r, req, reg, threads); !w.empty()) r.advice.push_back(std::move(w));
   return r;
 }
 
@@ -232,7 +232,8 @@ nlohmann::json run_batch(const std::string& manifest, const std::string& shard, 
     }
     add_outcome_notes(requests[i], rs[i]);
     rs[i].advice = proven_advice(rs[i], requests[i], reg, threads);
-    if (std::string w = waste_advice(rs[i]); !w.empty()) rs[i].advice.push_back(std::move(w));
+    if (std::string w = proven_waste_advice(rs[i], requests[i], reg, threads); !w.empty())
+      rs[i].advice.push_back(std::move(w));
     runs.push_back(
         {{"run", picked[i]->run}, {"line", picked[i]->line}, {"label", labels[i]}, {"report", report_json(rs[i])}});
   }

@@ -111,16 +111,20 @@ void BestPlans::attach(std::vector<RunResult>& results) {
   }
 }
 
-std::string waste_advice(const RunResult& r) {
+std::string waste_advice(const RunResult& r, const WasteCredit& credit) {
   const SpaceResult* s = r.binding_space();
   if (!s || !s->plan.planned || s->peak_reserved <= s->plan.height) return {};
   const Bytes frag = s->peak_reserved - s->plan.height;
   if (static_cast<double>(frag) < 0.05 * static_cast<double>(s->peak_reserved)) return {};
+  std::string recovers;
+  if (!credit.setting.empty() && credit.recovered)
+    recovers = fmt::format(" ({} recovers {} of it, verified by replay: peak reserved {})", credit.setting,
+                           human_bytes(std::min(frag, credit.recovered)), human_bytes(credit.reserved));
   return fmt::format(
       "a perfect placement of these buffers needs {}{}; this allocator reserves {}: {} is fragmentation a better "
-      "placement recovers (the rest, {} above the {} live at once, no placement avoids)",
+      "placement recovers{} (the rest, {} above the {} live at once, no placement avoids)",
       human_bytes(s->plan.height), s->plan.optimal ? "" : " or less", human_bytes(s->peak_reserved), human_bytes(frag),
-      human_bytes(s->plan.height - std::min(s->plan.height, s->plan.live)), human_bytes(s->plan.live));
+      recovers, human_bytes(s->plan.height - std::min(s->plan.height, s->plan.live)), human_bytes(s->plan.live));
 }
 
 }  // namespace fragsim
