@@ -4,7 +4,9 @@
 //   fragmentation this allocator added = peak reserved − plan   (a better placement recovers it)
 //   what no placement avoids          = plan − live bytes        (the buffers' lifetimes cost it)
 // (docs/metrics.md). The plan depends on the trace alone: it is made once per trace and kept by
-// the trace's digest for every run of the process that replays it (compare, batch, diff, advice).
+// the trace's digest for every run of the process that replays it (compare, batch, diff, advice),
+// and on disk for later processes (FRAGSIM_PLAN_CACHE=DIR|off, else $XDG_CACHE_HOME/fragsim/plans
+// or ~/.cache/fragsim/plans): a report's plan costs several times its replay's CPU, once per trace.
 //
 // Cost: a report's plan reads the trace a second time, on its own thread while the replay runs,
 // places the buffers in the greedy orders, then improves the part that sets the height by exact
