@@ -83,10 +83,12 @@ std::vector<RunResult> run_compare(const CompareRequest& req, const Registry& re
     add_prior_range(opts, rs, reg, threads);
     plans.attach(rs);
     if (out.history) add_history(opts, rs, reg, true, false, threads);
-    for (auto& r : rs) {
+    for (size_t k = 0; k < rs.size(); ++k) {
+      RunResult& r = rs[k];
       enforce_strict(req.base, r);
       add_outcome_notes(req.base, r);
-      if (std::string w = waste_advice(r); !w.empty()) r.advice.push_back(std::move(w));  // as run's
+      if (std::string w = proven_waste_advice(r, plan.requests[first + k], reg, threads); !w.empty())
+        r.advice.push_back(std::move(w));  // as run's
       runs.push_back(std::move(r));
     }
     first = last;
