@@ -3,7 +3,10 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <array>
+#include <atomic>
 #include <random>
+#include <thread>
 
 #include "policies/plan_greedy.h"
 #include "policies/plan_search.h"
@@ -20,21 +23,28 @@ constexpr size_t kSearchBuffers = 3000;
 // The decomposition stops peeling (the groups left become leaves) past this many buffer visits
 // per buffer: a deep nest of lifetimes would otherwise cost O(n²).
 constexpr size_t kSplitWork = 1024;
+// Greedy passes over leaves of at least this many buffers run on threads of their own.
+constexpr size_t kThreadBuffers = 2000;
+// Greedy restarts run in batches of this many (on the threads there are); each batch starts from
+// the best plan before it, so the plans do not depend on the threads.
+constexpr size_t kRestartBatch = 8;
 // A work-bounded search gets at least this many nodes (its share of the work left, else).
 constexpr std::uint64_t kMinSearchNodes = 1000;
 
 double seconds_since(PlanClock::time_point t) { return std::chrono::duration<double>(PlanClock::now() - t).count(); }
 
 struct Leaf {
-  std::vector<std::uint32_t> ids;    // global indices
-  std::vector<PlanBuffer> b;         // the leaf as an instance of its own
-  Bytes base = 0;                    // where it sits: the buffers peeled below it
-  Bytes bound = 0;                   // its most bytes live at once
-  Bytes lowest = 0;                  // no plan of it is lower (bound, or raised by a proof)
-  Bytes best = kTooLarge;            // its best plan's height
-  std::vector<Bytes> off;            // that plan (local)
-  std::vector<std::uint32_t> order;  // the greedy order that made it (local search starts there)
+  std::vector<std::uint32_t> ids;      // global indices
+  std::vector<PlanBuffer> b;           // the leaf as an instance of its own
+  Bytes base = 0;                      // where it sits: the buffers peeled below it
+  Bytes bound = 0;                     // its most bytes live at once
+  Bytes lowest = 0;                    // no plan of it is lower (bound, or raised by a proof)
+  Bytes best = kTooLarge;              // its best plan's height
+  std::vector<Bytes> off;              // that plan (local)
+  std::vector<Bytes> load;             // per buffer: the most bytes live during its life
+  PlanOrder order = PlanOrder::kSize;  // the greedy order and fit of the best greedy plan
   PlanFit fit = PlanFit::kBest;
+  std::uint64_t restarts = 0;    // restarts of the greedy run so far (each its own random choices)
   Bytes gave_up_at = kTooLarge;  // the lowest capacity at which a search gave up
   bool searched_bound = false;   // a search at `lowest` ran
   bool exhausted = false;        // nothing more to try
@@ -116,7 +126,10 @@ std::vector<Leaf> decompose(const std::vector<PlanBuffer>& bufs, std::vector<Byt
 class Planner {
  public:
   Planner(const std::vector<PlanBuffer>& bufs, const PlanOptions& o)
-      : bufs_(bufs), o_(o), start_(PlanClock::now()), rng_(o.seed) {
+      : bufs_(bufs),
+        o_(o),
+        start_(PlanClock::now()),
+        threads_(o.threads ? o.threads : std::clamp<size_t>(std::thread::hardware_concurrency(), 1, 8)) {
     const double limit = o.time_limit > 0 ? o.time_limit : default_plan_time(bufs.size());
     deadline_ = start_ + std::chrono::duration_cast<PlanClock::duration>(std::chrono::duration<double>(limit));
   }
@@ -163,7 +176,7 @@ class Planner {
       if (crit->ids.size() <= kSearchBuffers)
         search(*crit, target);
       else if (o_.local_search)
-        local_search(*crit, target);
+        restart(*crit, target);
       else
         crit->exhausted = true;
     }
@@ -206,20 +219,59 @@ class Planner {
     l.how = how;
   }
 
-  void greedy(Leaf& l) {
-    const std::vector<Bytes> load = load_during_life(l.b);
+  // Runs job(0) … job(count − 1) on up to threads_ threads (one, for a leaf of fewer than
+  // kThreadBuffers buffers: a thread costs more than its pass); each job writes only its own results.
+  template <class F>
+  void parallel(size_t count, size_t buffers, F job) const {
+    const size_t t = buffers < kThreadBuffers ? 1 : std::min(threads_, count);
+    if (t <= 1) {
+      for (size_t k = 0; k < count; ++k) job(k);
+      return;
+    }
+    std::atomic<size_t> next{0};
+    std::vector<std::thread> pool;
+    for (size_t i = 0; i < t; ++i)
+      pool.emplace_back([&] {
+        for (size_t k; (k = next.fetch_add(1)) < count;) job(k);
+      });
+    for (std::thread& th : pool) th.join();
+  }
+
+  // A pass stops as soon as it is higher than the lowest plan any pass found (it cannot win).
+  struct Pass {
+    Bytes height = kTooLarge;
     std::vector<Bytes> off;
-    for (PlanOrder order : {PlanOrder::kSize, PlanOrder::kLoad, PlanOrder::kArea, PlanOrder::kLife})
-      for (PlanFit fit : {PlanFit::kBest, PlanFit::kFirst}) {
-        if (l.best != kTooLarge && (l.proven() || out_of_time())) return;
-        std::vector<std::uint32_t> v = greedy_order(l.b, load, order);
-        const Bytes h = place_in_order(l.b, v, fit, off, l.best);
-        if (h < l.best) {
-          l.best = h;
-          l.off = off;
-          l.order = std::move(v);
-          l.fit = fit;
-        }
+  };
+  static void lower_to(std::atomic<Bytes>& lowest, Bytes h) {
+    for (Bytes cur = lowest.load(); h < cur && !lowest.compare_exchange_weak(cur, h);) {
+    }
+  }
+
+  // Every order of plan_greedy.h by first fit and by best fit, in parallel; the lowest wins (the
+  // first in this list on a tie). The first always runs, so that a plan exists.
+  void greedy(Leaf& l) {
+    l.load = load_during_life(l.b);
+    struct Try {
+      PlanOrder order;
+      PlanFit fit;
+    };
+    std::vector<Try> tries;
+    for (PlanOrder order : {PlanOrder::kSize, PlanOrder::kArea, PlanOrder::kLoad, PlanOrder::kLife})
+      for (PlanFit fit : {PlanFit::kFirst, PlanFit::kBest}) tries.push_back({order, fit});
+    std::vector<Pass> passes(tries.size());
+    std::atomic<Bytes> lowest{kTooLarge};
+    parallel(tries.size(), l.b.size(), [&](size_t k) {
+      if (k && (out_of_time() || lowest.load() <= l.lowest)) return;
+      Pass& p = passes[k];
+      p.height = place_in_order(l.b, greedy_order(l.b, l.load, tries[k].order), tries[k].fit, p.off, lowest.load());
+      lower_to(lowest, p.height);
+    });
+    for (size_t k = 0; k < tries.size(); ++k)
+      if (passes[k].height < l.best) {
+        l.best = passes[k].height;
+        l.off = std::move(passes[k].off);
+        l.order = tries[k].order;
+        l.fit = tries[k].fit;
       }
   }
 
@@ -279,48 +331,69 @@ class Planner {
     }
   }
 
-  // Squeaky-wheel local search for a slice of the time left: the buffers whose tops reach the
-  // best height move to earlier places in the order; a new order is kept when its plan is no
-  // higher (sideways moves let the search drift), evaluations stop as soon as it would be higher.
-  void local_search(Leaf& l, Bytes target) {
+  // Iterated greedy for a slice of the time left, a batch of kRestartBatch restarts at a time:
+  // each places the leaf again in the best greedy plan's order and fit, its keys scaled by random
+  // noise (of a scale drawn per restart, 1 % to 30 %: buffers of about the same key trade places)
+  // and, in half the restarts, the buffers whose tops were near the best height moved forward
+  // (squeaky wheel: what set the height goes earlier). The lowest plan is kept. Restart k draws
+  // from seed + k alone and starts from the best plan before its batch: the same plans however
+  // many threads run them.
+  void restart(Leaf& l, Bytes target) {
     const double left = std::chrono::duration<double>(deadline_ - PlanClock::now()).count();
     const auto until = PlanClock::now() + std::chrono::duration_cast<PlanClock::duration>(
                                               std::chrono::duration<double>(std::max(left / 4, 0.05)));
-    std::vector<std::uint32_t> pos(l.b.size());
-    std::vector<Bytes> off;
-    std::vector<std::uint32_t> order = l.order;
+    const size_t n = l.b.size();
+    std::vector<double> base(n);
+    for (size_t i = 0; i < n; ++i) {
+      const PlanBuffer& b = l.b[i];
+      const double size = static_cast<double>(b.size), life = static_cast<double>(b.upper - b.lower);
+      switch (l.order) {
+        case PlanOrder::kSize:
+          base[i] = size;
+          break;
+        case PlanOrder::kArea:
+          base[i] = size * life;
+          break;
+        case PlanOrder::kLoad:
+          base[i] = static_cast<double>(l.load[i]);
+          break;
+        case PlanOrder::kLife:
+          base[i] = life;
+          break;
+      }
+    }
+    std::vector<Pass> passes(kRestartBatch);
+    std::vector<PlanFit> fits(kRestartBatch);
     while (PlanClock::now() < until && !out_of_time() && !l.proven() && !(target && l.best <= target)) {
-      for (std::uint32_t k = 0; k < order.size(); ++k) pos[order[k]] = k;
-      // The buffers at the top: those whose top is within a slice of the best height.
       const Bytes band = std::max<Bytes>(1, (l.best - l.lowest) / 4);
-      std::vector<std::uint32_t> top;
-      for (std::uint32_t i = 0; i < l.b.size(); ++i)
-        if (l.off[i] + l.b[i].size + band > l.best) top.push_back(i);
-      std::shuffle(top.begin(), top.end(), rng_);
-      if (top.size() > 8) top.resize(std::uniform_int_distribution<size_t>(1, 8)(rng_));
-      std::vector<std::uint32_t> next = order;
-      for (std::uint32_t i : top) {
-        auto it = std::find(next.begin(), next.end(), i);
-        const size_t from = static_cast<size_t>(it - next.begin());
-        if (from == 0) continue;
-        const size_t to = std::uniform_int_distribution<size_t>(0, from - 1)(rng_);
-        next.erase(it);
-        next.insert(next.begin() + static_cast<std::ptrdiff_t>(to), i);
-      }
-      const PlanFit fit =
-          std::bernoulli_distribution(0.8)(rng_) ? l.fit : (l.fit == PlanFit::kBest ? PlanFit::kFirst : PlanFit::kBest);
-      const Bytes h = place_in_order(l.b, next, fit, off, l.best);
-      work_ += l.b.size();
-      if (h <= l.best) {
-        order = std::move(next);
-        if (h < l.best) {
-          keep(l, h, off, "local search");
-          l.fit = fit;
-        } else {
-          l.off = off;  // sideways: the same height, another plan
+      std::atomic<Bytes> lowest{l.best};
+      parallel(kRestartBatch, n, [&](size_t j) {
+        std::mt19937_64 rng(o_.seed * 0x9E3779B97F4A7C15ULL + l.restarts + j);
+        const double scale = std::array<double, 4>{0.01, 0.03, 0.1, 0.3}[rng() % 4];
+        const bool squeaky = rng() % 2;
+        std::uniform_real_distribution<double> noise(1 - scale, 1 + scale), boost(1, 2);
+        std::vector<std::pair<double, std::uint32_t>> keyed(n);
+        for (std::uint32_t i = 0; i < n; ++i) {
+          double k = base[i] * noise(rng);
+          if (squeaky && l.off[i] + l.b[i].size + band > l.best) k *= boost(rng);
+          keyed[i] = {k, i};
         }
-        l.order = order;
-      }
+        std::sort(keyed.begin(), keyed.end(), [](const auto& a, const auto& b) {
+          return a.first != b.first ? a.first > b.first : a.second < b.second;
+        });
+        std::vector<std::uint32_t> order(n);
+        for (size_t k = 0; k < n; ++k) order[k] = keyed[k].second;
+        fits[j] = rng() % 5 ? l.fit : l.fit == PlanFit::kBest ? PlanFit::kFirst : PlanFit::kBest;
+        passes[j].height = place_in_order(l.b, order, fits[j], passes[j].off, lowest.load());
+        lower_to(lowest, passes[j].height);
+      });
+      l.restarts += kRestartBatch;
+      work_ += kRestartBatch * n;
+      for (size_t j = 0; j < kRestartBatch; ++j)
+        if (passes[j].height < l.best) {
+          keep(l, passes[j].height, passes[j].off, "greedy restarts");
+          l.fit = fits[j];
+        }
     }
     if (target && l.best > target && out_of_time()) l.exhausted = true;
   }
@@ -328,7 +401,7 @@ class Planner {
   const std::vector<PlanBuffer>& bufs_;
   const PlanOptions& o_;
   PlanClock::time_point start_, deadline_;
-  std::mt19937_64 rng_;
+  size_t threads_;
   std::vector<Leaf> leaves_;
   std::uint64_t work_ = 0;  // search nodes and local-search steps (a buffer placed each) so far
 };

@@ -9,13 +9,14 @@
 //                splits wherever no buffer crosses an instant, into groups planned apart, each
 //                above its peeled base. Repeated, this leaves *leaves* with bases; the height is
 //                the highest base + leaf height, and a leaf proven optimal bounds the whole.
-//   greedy     — each leaf is placed in every order of plan_greedy.h (size, area, life, load) by
-//                first fit and by best fit; the lowest wins.
+//   greedy     — each leaf is placed in every order of plan_greedy.h (size, area, load, life) by
+//                first fit and by best fit, the passes in parallel; the lowest wins.
 //   improvement — while the budget lasts, the leaf that sets the height is improved: by exact
 //                search (plan_search.h) where it has at most kSearchBuffers buffers — first at its
 //                bound, then between the lowest height not yet ruled out and the best found — else
-//                by local search over orders: the buffers whose tops set the height move earlier in
-//                the order, at random, and the greedy runs again (kept when no higher).
+//                by greedy restarts: the best greedy order again with its keys scaled by random
+//                noise and, in half of them, the buffers whose tops set the height moved earlier;
+//                a batch of restarts at a time, one per thread, the lowest plan kept.
 //   capacity   — with a height to meet, the planner stops as soon as a plan meets it.
 // Every plan returned is checked (find_clash) before it leaves: a clash is a bug (InternalError).
 #pragma once
@@ -36,9 +37,12 @@ struct PlanOptions {
   // The improvement's effort, in search nodes (a local-search step costs one per buffer): 0 = no
   // bound but time. A bound makes the plan the same however busy the machine (reports use one).
   std::uint64_t work_limit = 0;
-  // Local search on leaves too large for the exact search (each step is a whole greedy pass):
-  // off, only the greedy orders and the exact search on small leaves improve the plan.
+  // Greedy restarts on leaves too large for the exact search (each is a whole greedy pass): off,
+  // only the greedy orders and the exact search on small leaves improve the plan.
   bool local_search = true;
+  // Threads for the greedy passes (each order, each restart on its own): 0 = the machine's cores
+  // (at most 8). The plan does not depend on it, only how soon it comes.
+  size_t threads = 0;
 };
 
 struct PlanResult {
@@ -51,7 +55,7 @@ struct PlanResult {
   bool cut_short = false;     // the time limit (or stop) ended the improvement before optimal or met
   double seconds = 0;         // time taken
   size_t buffers = 0, leaves = 0, largest_leaf = 0;  // the decomposition
-  std::string method;  // what found the plan: "greedy", "search", "local search", "decomposition"
+  std::string method;  // what found the plan: "greedy", "search", "greedy restarts", "decomposition"
 };
 
 // The default budget: a few seconds per 10^4 buffers, at least kMinPlanSeconds.

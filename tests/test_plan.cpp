@@ -2,6 +2,8 @@
 // (sim/commands/plan.h): the bound, the checker, the exact search against brute force, the
 // planner's plans checked and never above its greedy start, trace and CSV inputs, the CLI.
 #include <catch2/catch.hpp>
+#include <cstdlib>
+#include <filesystem>
 #include <fstream>
 #include <random>
 
@@ -16,6 +18,7 @@
 #include "sim/report/report.h"
 #include "sim_helpers.h"
 #include "test_util.h"
+#include "traces/generators.h"
 
 using namespace fragsim;
 using namespace fragsim::test;
@@ -306,4 +309,66 @@ TEST_CASE("waste split: every run reports the best plan beside peak reserved, an
   nlohmann::json k = report_json(run_request(q, test_registry()));
   CHECK(k["waste"]["plan_bytes"] == 10485760);
   CHECK(k["waste"]["fragmentation_bytes"] == 0);
+}
+
+TEST_CASE("plan: greedy restarts lower a large leaf's plan, and the plan does not depend on the threads") {
+  // A compiler-like instance (fragsim gen compiler): too large for the exact search, so past the
+  // greedy orders only the restarts improve it. Bounded by work (restarts × buffers), not time,
+  // the plans are the same on 1 thread and on 3: restart k draws from the seed and k alone.
+  std::string t = tmp_path("plan_restarts.fstrace");
+  generate_workload("compiler", 7, {{"buffers", 4000}}, t);
+  PlanInput in = read_plan_input(t);
+  REQUIRE(in.spaces.size() == 1);
+  const std::vector<PlanBuffer>& b = in.spaces[0].buffers;
+  REQUIRE(b.size() == 4000);
+  std::vector<PlanResult> rs;
+  for (size_t threads : {1, 3}) {
+    PlanOptions o;
+    o.time_limit = 600;  // never reached: the work bound ends it
+    o.work_limit = 60 * b.size();
+    o.threads = threads;
+    rs.push_back(plan_buffers(b, o));
+  }
+  const PlanResult& r = rs[0];
+  INFO("greedy " << r.greedy_height << ", plan " << r.height << ", bound " << r.lower_bound);
+  CHECK_FALSE(find_clash(b, r.offsets));
+  CHECK(r.height < r.greedy_height);
+  CHECK(r.method == "greedy restarts");
+  CHECK(rs[1].height == r.height);
+  CHECK(rs[1].offsets == r.offsets);
+}
+
+TEST_CASE("waste split: a trace's plan is kept on disk by its digest, and the next process reads it") {
+  // The trace of the test above: the best plan is 10 MiB. A first run plans and writes the cache;
+  // a second run in another process reports what the file says (edited here to 11 MiB), which
+  // only reading the file can give; a file whose key is not the trace's is a miss.
+  const std::string dir = tmp_path("plan_cache");
+  std::filesystem::remove_all(dir);
+  REQUIRE(setenv("FRAGSIM_PLAN_CACHE", dir.c_str(), 1) == 0);
+  std::string t = write_text("waste_cached.jsonl",
+                             "{\"fragsim_trace\":1}\n"
+                             "{\"op\":\"alloc\",\"id\":1,\"size\":4194304}\n"
+                             "{\"op\":\"alloc\",\"id\":2,\"size\":4194304}\n"
+                             "{\"op\":\"free\",\"id\":1}\n"
+                             "{\"op\":\"alloc\",\"id\":3,\"size\":6291456}\n");
+  const std::string out = tmp_path("waste_cached.json");
+  auto plan_bytes = [&] {
+    REQUIRE(cli("run " + t + " --policy best-fit --json " + out).code == 0);
+    return read_json_file(out)["waste"]["plan_bytes"].get<Bytes>();
+  };
+  CHECK(plan_bytes() == 10485760);
+  std::vector<std::filesystem::path> files;
+  for (const auto& e : std::filesystem::directory_iterator(dir)) files.push_back(e.path());
+  REQUIRE(files.size() == 1);
+  nlohmann::json j = read_json_file(files[0].string());
+  REQUIRE(j["spaces"].size() == 1);
+  CHECK(j["spaces"][0]["height"] == 10485760);
+  j["spaces"][0]["height"] = 11534336;
+  std::ofstream(files[0], std::ios::binary) << j.dump();
+  CHECK(plan_bytes() == 11534336);
+  j["key"] = "another trace";
+  std::ofstream(files[0], std::ios::binary) << j.dump();
+  CHECK(plan_bytes() == 10485760);  // planned again, and the file replaced
+  CHECK(read_json_file(files[0].string())["spaces"][0]["height"] == 10485760);
+  REQUIRE(setenv("FRAGSIM_PLAN_CACHE", "off", 1) == 0);
 }

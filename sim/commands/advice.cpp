@@ -8,6 +8,7 @@
 #include "sim/base/error.h"
 #include "sim/commands/settings.h"
 #include "sim/commands/sweep.h"
+#include "sim/commands/waste.h"
 
 namespace fragsim {
 
@@ -46,6 +47,50 @@ std::string sweep_command(RunRequest req, const std::string& find) {
   return command_line(req, "sweep", {"--find", find});
 }
 
+// What every replay of one request shares: the recording, and one decode of a snapshot or a
+// capture for all of them.
+struct ReplayBase {
+  Recording recording;
+  TraceSource source;
+};
+ReplayBase replay_base(const RunRequest& req) {
+  ReplayBase b{read_recording(req), {}};
+  b.source = request_source(req, req.source                 ? req.source
+                                 : decodes_whole(req.trace) ? decode_once(req.trace, ReaderOptions{req.lenient})
+                                                            : nullptr);
+  return b;
+}
+
+struct Replayed {
+  const AdviceCandidate* candidate;
+  RunRequest request;
+  RunResult result;
+};
+// Replays every fixed setting of `cands` (a fraction to search is not one), in parallel. A setting
+// the request cannot take (the user's own options conflict with it) is left out.
+std::vector<Replayed> replay_candidates(const std::vector<AdviceCandidate>& cands, const RunRequest& req,
+                                        const Registry& reg, const ReplayBase& base, unsigned threads) {
+  std::vector<Replayed> out;
+  std::vector<RunOptions> runs;
+  for (const auto& c : cands) {
+    if (c.find_fraction) continue;
+    RunRequest q = with_candidate(req, c);
+    q.keep_going = q.check = false;
+    try {
+      RunOptions o2 = prepare_run(q, reg, &base.recording);  // InputError when the policy refuses the request's options
+      o2.source = base.source;
+      runs.push_back(std::move(o2));
+    } catch (const InputError&) {
+      continue;
+    }
+    out.push_back({&c, q, {}});
+  }
+  if (runs.empty()) return out;
+  std::vector<RunResult> rs = run_simulations(runs, reg, threads);
+  for (size_t i = 0; i < rs.size(); ++i) out[i].result = std::move(rs[i]);
+  return out;
+}
+
 }  // namespace
 
 std::vector<std::string> proven_advice(const RunResult& r, const RunRequest& req, const Registry& reg,
@@ -56,17 +101,13 @@ std::vector<std::string> proven_advice(const RunResult& r, const RunRequest& req
   const SpaceResult* sp = space_of(r, o.device, o.space);
   FRAGSIM_CHECK(sp, "an OOM on a space the run has no result for");
   const std::string where = fmt::format("device {} {}", o.device, space_name(o.space));
-  const Recording recording = read_recording(req);
-  // Every replay below reads the trace: a snapshot or a capture is decoded once for all of them.
-  const TraceSource source =
-      request_source(req, req.source                 ? req.source
-                          : decodes_whole(req.trace) ? decode_once(req.trace, ReaderOptions{req.lenient})
-                                                     : nullptr);
+  const ReplayBase base = replay_base(req);
+  const Recording& recording = base.recording;
   auto sweep = [&](const std::string& find) {
     SweepOptions so;
     so.request = req;
     so.base = prepare_run(req, reg, &recording);
-    so.base.source = source;
+    so.base.source = base.source;
     so.find = find;
     so.threads = threads;
     return run_sweep(so, reg);
@@ -92,46 +133,22 @@ std::vector<std::string> proven_advice(const RunResult& r, const RunRequest& req
   const Vocabulary vocab = prepare_run(req, reg, &recording).vocab;  // whose settings to suggest
   std::vector<AdviceCandidate> cands;
   if (info.advise) cands = info.advise({r.policy_config, o.fragmentation, o.kind, o.reserved, o.rounded, vocab});
-  // Replay every fixed setting, one decode of the trace for all of them.
-  std::vector<const AdviceCandidate*> fixed;
-  std::vector<RunRequest> reqs;
-  std::vector<RunOptions> runs;
-  bool fraction = false;
-  for (const auto& c : cands) {
-    if (c.find_fraction) {
-      fraction = info.fraction.has_value();
-      continue;
-    }
-    RunRequest q = with_candidate(req, c);
-    q.keep_going = q.check = false;
-    try {
-      RunOptions o2 = prepare_run(q, reg, &recording);  // InputError when the policy refuses the request's options
-      o2.source = source;
-      runs.push_back(std::move(o2));
-    } catch (const InputError&) {
-      continue;  // a setting this request cannot take (the user's own options conflict with it): not suggested
-    }
-    fixed.push_back(&c);
-    reqs.push_back(q);
-  }
+  const bool fraction = info.fraction && std::any_of(cands.begin(), cands.end(),
+                                                     [](const AdviceCandidate& c) { return c.find_fraction; });
   std::vector<std::string> tried;
   bool fits = false;
-  if (!runs.empty()) {
-    std::vector<RunResult> rs = run_simulations(runs, reg, threads);
-    for (size_t i = 0; i < rs.size(); ++i) {
-      const AdviceCandidate& c = *fixed[i];
-      if (rs[i].completed) {
-        const SpaceResult* s2 = space_of(rs[i], o.device, o.space);
-        lines.push_back(
-            fmt::format("{}: {} — verified by replay: the trace fits (no OOM; peak reserved {} on {}); {}: "
-                        "`{}`",
-                        c.problem, c.setting, human_bytes(s2 ? s2->peak_reserved : rs[i].peak_reserved), where, c.why,
-                        command_line(reqs[i])));
-        fits = true;
-      } else {
-        tried.push_back(fmt::format("{} (OOM at event {})", c.setting,
-                                    rs[i].ooms.empty() ? rs[i].fatal_event : rs[i].ooms.front().event_index));
-      }
+  for (const Replayed& rp : replay_candidates(cands, req, reg, base, threads)) {
+    const AdviceCandidate& c = *rp.candidate;
+    if (rp.result.completed) {
+      const SpaceResult* s2 = space_of(rp.result, o.device, o.space);
+      lines.push_back(
+          fmt::format("{}: {} — verified by replay: the trace fits (no OOM; peak reserved {} on {}); {}: `{}`",
+                      c.problem, c.setting, human_bytes(s2 ? s2->peak_reserved : rp.result.peak_reserved), where, c.why,
+                      command_line(rp.request)));
+      fits = true;
+    } else {
+      tried.push_back(fmt::format("{} (OOM at event {})", c.setting,
+                                  rp.result.ooms.empty() ? rp.result.fatal_event : rp.result.ooms.front().event_index));
     }
   }
   if (fraction) {
@@ -149,6 +166,28 @@ std::vector<std::string> proven_advice(const RunResult& r, const RunRequest& req
   if (!tried.empty()) lines.push_back(fmt::format("tried by replay, still OOM: {}", fmt::join(tried, "; ")));
   if (!fits) lines.push_back(capacity_line("capacity: "));
   return lines;
+}
+
+std::string proven_waste_advice(const RunResult& r, const RunRequest& req, const Registry& reg, unsigned threads) {
+  const SpaceResult* sp = r.binding_space();
+  if (waste_advice(r).empty() || !sp) return {};
+  const PolicyInfo& info = reg.find(r.policy_name);
+  if (!info.advise) return waste_advice(r);
+  const ReplayBase base = replay_base(req);
+  const Vocabulary vocab = prepare_run(req, reg, &base.recording).vocab;
+  // The settings the policy proposes against fragmentation, as after a fragmentation OOM.
+  std::vector<AdviceCandidate> cands;
+  for (AdviceCandidate& c : info.advise({r.policy_config, true, "", sp->peak_reserved, 0, vocab}))
+    if (c.problem == "fragmentation" && !c.find_fraction) cands.push_back(std::move(c));
+  WasteCredit best;
+  for (const Replayed& rp : replay_candidates(cands, req, reg, base, threads)) {
+    const SpaceResult* s2 = space_of(rp.result, sp->device, sp->space);
+    // A replay that runs out of memory earlier than the run did proves nothing about its peak.
+    if (!s2 || rp.result.ooms.size() > r.ooms.size() || s2->peak_reserved >= sp->peak_reserved) continue;
+    const Bytes recovered = sp->peak_reserved - s2->peak_reserved;
+    if (recovered > best.recovered) best = {rp.candidate->setting, recovered, s2->peak_reserved};
+  }
+  return waste_advice(r, best);
 }
 
 }  // namespace fragsim

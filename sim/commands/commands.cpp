@@ -62,7 +62,7 @@ RunResult run_request(const RunRequest& req, const Registry& reg, const RunOutpu
                       bool progress) {
   RunResult r = replay_one(req, reg, out, threads, progress, "run");
   r.advice = proven_advice(r, req, reg, threads);
-  if (std::string w = waste_advice(r); !w.empty()) r.advice.push_back(std::move(w));
+  if (std::string w = proven_waste_advice(r, req, reg, threads); !w.empty()) r.advice.push_back(std::move(w));
   return r;
 }
 
@@ -83,10 +83,12 @@ std::vector<RunResult> run_compare(const CompareRequest& req, const Registry& re
     add_prior_range(opts, rs, reg, threads);
     plans.attach(rs);
     if (out.history) add_history(opts, rs, reg, true, false, threads);
-    for (auto& r : rs) {
+    for (size_t k = 0; k < rs.size(); ++k) {
+      RunResult& r = rs[k];
       enforce_strict(req.base, r);
       add_outcome_notes(req.base, r);
-      if (std::string w = waste_advice(r); !w.empty()) r.advice.push_back(std::move(w));  // as run's
+      if (std::string w = proven_waste_advice(r, plan.requests[first + k], reg, threads); !w.empty())
+        r.advice.push_back(std::move(w));  // as run's
       runs.push_back(std::move(r));
     }
     first = last;
@@ -232,7 +234,8 @@ nlohmann::json run_batch(const std::string& manifest, const std::string& shard, 
     }
     add_outcome_notes(requests[i], rs[i]);
     rs[i].advice = proven_advice(rs[i], requests[i], reg, threads);
-    if (std::string w = waste_advice(rs[i]); !w.empty()) rs[i].advice.push_back(std::move(w));
+    if (std::string w = proven_waste_advice(rs[i], requests[i], reg, threads); !w.empty())
+      rs[i].advice.push_back(std::move(w));
     runs.push_back(
         {{"run", picked[i]->run}, {"line", picked[i]->line}, {"label", labels[i]}, {"report", report_json(rs[i])}});
   }

@@ -70,6 +70,7 @@ ComparePlan prepare_compare(const CompareRequest& req, const Registry& reg) {
     for (const auto& entry : entries) {
       q.policy = entry;
       plan.runs.push_back(prepare_run(q, reg, &recording));
+      plan.requests.push_back(q);
     }
     entries_of.push_back(std::move(entries));
   }

@@ -21,7 +21,8 @@ struct CompareRequest {
 };
 
 struct ComparePlan {
-  std::vector<RunOptions> runs;  // traces × entries, in that order, each with its label
+  std::vector<RunOptions> runs;      // traces × entries, in that order, each with its label
+  std::vector<RunRequest> requests;  // the request of each run (the advice's replays start from it)
   std::vector<std::string> entries;
 };
 

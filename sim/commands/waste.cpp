@@ -2,9 +2,12 @@
 
 #include <fmt/format.h>
 
+#include <cstdlib>
+#include <filesystem>
 #include <map>
 #include <mutex>
 
+#include "sim/base/io.h"
 #include "sim/commands/plan.h"
 #include "traces/trace_reader.h"
 
@@ -19,6 +22,71 @@ std::map<std::string, std::shared_ptr<const TracePlans>>& cache() {
   return c;
 }
 
+// What a cached plan depends on besides the trace: the report's planning rules (bump on a change).
+constexpr const char* kPlanCacheVersion = "report-plan-2";
+
+// The plan cache's file for a key ("" when caching is off): FRAGSIM_PLAN_CACHE, else
+// $XDG_CACHE_HOME/fragsim/plans, else ~/.cache/fragsim/plans; the name is a hash of the key,
+// which the file repeats (a collision reads as a miss).
+std::string plan_cache_file(const std::string& key) {
+  std::string dir;
+  if (const char* c = std::getenv("FRAGSIM_PLAN_CACHE"); c && *c) {
+    if (std::string_view(c) == "off") return {};
+    dir = c;
+  } else if (const char* x = std::getenv("XDG_CACHE_HOME"); x && *x) {
+    dir = std::string(x) + "/fragsim/plans";
+  } else if (const char* h = std::getenv("HOME"); h && *h) {
+    dir = std::string(h) + "/.cache/fragsim/plans";
+  } else {
+    return {};
+  }
+  std::uint64_t hash = 1469598103934665603ULL;  // FNV-1a
+  for (unsigned char ch : key) hash = (hash ^ ch) * 1099511628211ULL;
+  return fmt::format("{}/{:016x}.json", dir, hash);
+}
+
+nlohmann::json plans_json(const std::string& key, const TracePlans& p) {
+  nlohmann::json spaces = nlohmann::json::array();
+  for (const auto& [where, f] : p.spaces)
+    spaces.push_back({{"device", where.first},
+                      {"space", space_name(where.second)},
+                      {"height", f.height},
+                      {"live", f.live},
+                      {"optimal", f.optimal},
+                      {"cut_short", f.cut_short},
+                      {"seconds", f.seconds},
+                      {"budget", f.budget}});
+  return {{"key", key}, {"skipped", p.skipped}, {"spaces", spaces}};
+}
+
+// A plan from the cache, or none (no file, another key, or anything unreadable in it: the plan is
+// then made again and the file replaced).
+std::shared_ptr<const TracePlans> cached_plans(const std::string& file, const std::string& key) {
+  if (file.empty() || !std::filesystem::exists(file)) return nullptr;
+  try {
+    const nlohmann::json j = read_json_file(file);
+    if (j.at("key").get<std::string>() != key) return nullptr;
+    auto p = std::make_shared<TracePlans>();
+    p->skipped = j.at("skipped").get<std::string>();
+    for (const auto& s : j.at("spaces")) {
+      Space space;
+      if (!parse_space(s.at("space").get<std::string>(), &space)) return nullptr;
+      PlanFigures f;
+      f.planned = true;
+      f.height = s.at("height").get<Bytes>();
+      f.live = s.at("live").get<Bytes>();
+      f.optimal = s.at("optimal").get<bool>();
+      f.cut_short = s.at("cut_short").get<bool>();
+      f.seconds = s.at("seconds").get<double>();
+      f.budget = s.at("budget").get<double>();
+      p->spaces.push_back({{s.at("device").get<std::uint32_t>(), space}, f});
+    }
+    return p;
+  } catch (const std::exception&) {
+    return nullptr;
+  }
+}
+
 std::shared_ptr<const TracePlans> plan_trace(const RunOptions& o) {
   // Where the run's hardware keeps each space (as the engine routes them).
   const bool collective_in_hbm = !o.hw.space(Space::kCollective) && o.hw.space(Space::kHbm);
@@ -30,10 +98,15 @@ std::shared_ptr<const TracePlans> plan_trace(const RunOptions& o) {
   std::unique_ptr<TraceReader> reader = o.source ? o.source() : open_trace(o.trace, ReaderOptions{o.lenient});
   reader->count_progress(false);
   PlanInput in = read_plan_input(*reader, o.trace, route, o.cancel);
-  const std::string key = in.digest + (collective_in_hbm ? "|collective-in-hbm" : "");
+  const std::string key = in.digest + (collective_in_hbm ? "|collective-in-hbm" : "") + "|" + kPlanCacheVersion;
   {
     std::lock_guard<std::mutex> lock(cache_mutex);
     if (auto it = cache().find(key); it != cache().end()) return it->second;
+  }
+  const std::string file = plan_cache_file(key);
+  if (auto p = cached_plans(file, key)) {
+    std::lock_guard<std::mutex> lock(cache_mutex);
+    return cache().emplace(key, std::move(p)).first->second;
   }
   auto plans = std::make_shared<TracePlans>();
   size_t total = 0;
@@ -60,6 +133,14 @@ std::shared_ptr<const TracePlans> plan_trace(const RunOptions& o) {
       f.seconds = r.seconds;
       f.budget = po.time_limit;
       plans->spaces.push_back({{s.device, s.space}, f});
+    }
+  }
+  // Kept on disk for the next process; a plan the run's cancellation cut short is not.
+  if (!file.empty() && !(o.cancel && o.cancel->load())) {
+    try {
+      std::filesystem::create_directories(std::filesystem::path(file).parent_path());
+      write_file_atomic(file, plans_json(key, *plans).dump() + "\n");
+    } catch (const std::exception&) {  // a cache that cannot be written only costs the next run its plan
     }
   }
   std::lock_guard<std::mutex> lock(cache_mutex);
@@ -111,16 +192,20 @@ void BestPlans::attach(std::vector<RunResult>& results) {
   }
 }
 
-std::string waste_advice(const RunResult& r) {
+std::string waste_advice(const RunResult& r, const WasteCredit& credit) {
   const SpaceResult* s = r.binding_space();
   if (!s || !s->plan.planned || s->peak_reserved <= s->plan.height) return {};
   const Bytes frag = s->peak_reserved - s->plan.height;
   if (static_cast<double>(frag) < 0.05 * static_cast<double>(s->peak_reserved)) return {};
+  std::string recovers;
+  if (!credit.setting.empty() && credit.recovered)
+    recovers = fmt::format(" ({} recovers {} of it, verified by replay: peak reserved {})", credit.setting,
+                           human_bytes(std::min(frag, credit.recovered)), human_bytes(credit.reserved));
   return fmt::format(
       "a perfect placement of these buffers needs {}{}; this allocator reserves {}: {} is fragmentation a better "
-      "placement recovers (the rest, {} above the {} live at once, no placement avoids)",
+      "placement recovers{} (the rest, {} above the {} live at once, no placement avoids)",
       human_bytes(s->plan.height), s->plan.optimal ? "" : " or less", human_bytes(s->peak_reserved), human_bytes(frag),
-      human_bytes(s->plan.height - std::min(s->plan.height, s->plan.live)), human_bytes(s->plan.live));
+      recovers, human_bytes(s->plan.height - std::min(s->plan.height, s->plan.live)), human_bytes(s->plan.live));
 }
 
 }  // namespace fragsim

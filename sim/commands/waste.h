@@ -4,7 +4,9 @@
 //   fragmentation this allocator added = peak reserved − plan   (a better placement recovers it)
 //   what no placement avoids          = plan − live bytes        (the buffers' lifetimes cost it)
 // (docs/metrics.md). The plan depends on the trace alone: it is made once per trace and kept by
-// the trace's digest for every run of the process that replays it (compare, batch, diff, advice).
+// the trace's digest for every run of the process that replays it (compare, batch, diff, advice),
+// and on disk for later processes (FRAGSIM_PLAN_CACHE=DIR|off, else $XDG_CACHE_HOME/fragsim/plans
+// or ~/.cache/fragsim/plans): a report's plan costs several times its replay's CPU, once per trace.
 //
 // Cost: a report's plan reads the trace a second time, on its own thread while the replay runs,
 // places the buffers in the greedy orders, then improves the part that sets the height by exact
@@ -59,8 +61,18 @@ class BestPlans {
   std::vector<std::uint64_t> shard_;
 };
 
+// A setting of the same allocator that, replayed, reserves less (sim/commands/advice.h).
+struct WasteCredit {
+  std::string setting;  // as the user types it ("" = none recovers any)
+  Bytes recovered = 0;  // the run's peak reserved minus the setting's
+  Bytes reserved = 0;   // the setting's peak reserved
+};
+
 // The advice line of a run whose reserved memory exceeds its best plan by more than 5 %: "a perfect
-// placement needs X; this allocator reserves Y: Z is fragmentation a better placement recovers".
-std::string waste_advice(const RunResult& r);
+// placement needs X; this allocator reserves Y: Z is fragmentation a better placement recovers",
+// and, given a credit, "(SETTING recovers W of it, verified by replay)" — W at most Z: a setting
+// that reserves less than the plan beats the plan's fragmentation only by reserving what a plan
+// also would not (the plan holds every buffer at once, a growing pool maps pages as needed).
+std::string waste_advice(const RunResult& r, const WasteCredit& credit = {});
 
 }  // namespace fragsim
