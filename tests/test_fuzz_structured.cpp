@@ -600,7 +600,8 @@ TEST_CASE("fuzz: report pairs for check and shards for merge — a regression ne
 
 // ---- issue 50: sets of recordings, exports read back, output paths ----
 
-TEST_CASE("fuzz: sets of ranks and hosts — every file's (or host's) device is a device of its own, or an input error") {
+TEST_CASE("fuzz: sets of ranks and hosts — every file's (or host's) device is a device of its own, or an input error",
+          "[fuzz]") {
   Rng r{seed(50001)};
   Outcomes o;
   const int kInputs = scaled(60);
@@ -679,7 +680,7 @@ TEST_CASE("fuzz: sets of ranks and hosts — every file's (or host's) device is 
   o.check(kInputs);
 }
 
-TEST_CASE("fuzz: exports of random runs read back as the runs — or are refused before anything is written") {
+TEST_CASE("fuzz: exports of random runs read back as the runs — or are refused before anything is written", "[fuzz]") {
   Rng r{seed(50002)};
   Outcomes o;
   const int kInputs = scaled(40);
@@ -745,7 +746,8 @@ TEST_CASE("fuzz: exports of random runs read back as the runs — or are refused
   o.check(kInputs);
 }
 
-TEST_CASE("fuzz: output paths (links, read-only files, set members, files under inputs) — refused or written alone") {
+TEST_CASE("fuzz: output paths (links, read-only files, set members, files under inputs) — refused or written alone",
+          "[fuzz]") {
   namespace fs = std::filesystem;
   Rng r{seed(50003)};
   Outcomes o;

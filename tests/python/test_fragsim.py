@@ -715,7 +715,7 @@ class Hardening(Scratch):
         self.assertTrue(os.path.exists(self.path("c.json")))
 
 
-class Fuzz(Scratch):
+class Fuzz(Scratch):  # ctest: fuzz
     """Structured fuzzing of the module's inputs (issue 50): random Python objects — of every type,
     nested past the bound, inside themselves, shared at every level, with failing __index__ or
     items() — as events, snapshots, reports and options. Each call returns or raises InputError or
