@@ -94,6 +94,13 @@ struct Observation {
 // through allocate() as any request, so that the what-if's rules, limits and rounding apply from
 // the first byte (docs/report.md, "Before the recording").
 
+// A block live when recording began, inside a PriorRegion.
+struct PriorBlock {
+  Addr addr;
+  Bytes size = 0;  // requested bytes
+  size_t id = 0;   // the engine's handle for it (PriorRequest::live)
+};
+
 // A region the recording's allocator held when recording began: a segment (cudaMalloc) or a
 // mapped range of a reservation (expandable segments).
 struct PriorRegion {
@@ -101,6 +108,8 @@ struct PriorRegion {
   Bytes size = 0;
   std::int64_t stream = 0;
   bool mapped_range = false;  // a segment_map range of a reservation, not a segment of its own
+  // The blocks live in it when recording began, by address (PriorBlock).
+  std::vector<PriorBlock> live;
 };
 
 // How much of the recording's reserved memory the history treats as demand the program once had.
@@ -112,10 +121,14 @@ enum class PriorHistory : std::uint8_t {
 
 // One request of that history. It is released just before request `released_before` of the list
 // is made (list size or more: after the last one), and always before the live blocks are placed.
+// A request may instead be a live block itself (live = its PriorBlock::id): the engine places that
+// block there, in the history's order, and never releases it; the blocks no request names follow
+// the history.
 struct PriorRequest {
   Bytes size = 0;
   std::int64_t stream = 0;
   size_t released_before = SIZE_MAX;
+  size_t live = SIZE_MAX;
 };
 
 // The history most policies read in the regions: region i was obtained for a request of

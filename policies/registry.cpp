@@ -98,7 +98,7 @@ std::vector<PriorRequest> prior_requests_of_regions(std::span<const PriorRegion>
   std::vector<PriorRequest> out;
   if (history == PriorHistory::kLeast) return out;
   for (const PriorRegion& r : regions)
-    out.push_back({.size = size_of(r), .stream = r.stream, .released_before = SIZE_MAX});
+    out.push_back({.size = size_of(r), .stream = r.stream, .released_before = SIZE_MAX, .live = SIZE_MAX});
   if (history == PriorHistory::kMost || held_together) return out;
   // Released just before the first later request it could not have served (a larger one); a
   // monotonic stack finds each one's in a single pass.

@@ -272,29 +272,55 @@ class TorchCachingPolicy : public AllocatorPolicy {
 
   bool seeds_recording() const override { return rec_.same_settings; }
 
-  // The requests that obtained the recording's segments: a segment of the small pool (2 MiB) was
-  // obtained for requests of at most 1 MiB (kSmallSize), two of which fill it; any other segment,
-  // or a mapped range, for one request of its size (alloc_size(r) = r for r >= 10 MiB, and a
-  // 20 MiB segment's request may be its size). When the what-if holds memory in the kind the
-  // recording did (segments, or expandable reservations), every request is held until the last
-  // one is made: the recording obtained each segment while the others were in use, and the what-if
-  // then obtains the same ones, keeping the recording's fragmentation between them. When it holds
-  // another kind, a request is held only while a later one would fit in it
-  // (prior_requests_of_regions): memory the recording reserved only because its segments could not
-  // be reused is not taken for demand (docs/report.md, "Before the recording").
+  // The history that obtained the recording's regions (PriorRegion, docs/report.md "Before the
+  // recording"). A segment (cudaMalloc) was obtained for one request: of its size (alloc_size(r) = r
+  // for r >= 10 MiB, and a 20 MiB segment's request may be its size), or in the small pool (2 MiB)
+  // for requests of at most 1 MiB (kSmallSize), two of which fill it. When the what-if holds memory
+  // in segments as the recording did, every request is held until the last one is made: the
+  // recording obtained each segment while the others were in use, and the what-if then obtains the
+  // same ones, keeping the recording's fragmentation between them. Otherwise a request is held only
+  // while a later one would fit in it (prior_requests_of_regions): memory the recording reserved
+  // only because its segments could not be reused is not taken for demand.
+  // A mapped range of an expandable reservation was not obtained for one request: the reservation
+  // maps pages as the blocks carved from its start need them, so the range is the blocks it held,
+  // in address order — each block live when recording began at its own place in that order (the
+  // block itself), and each gap between them a request the program made and released (kLikely;
+  // kMost reads the range as one request). A what-if then lays out those blocks as the reservation
+  // did, with the holes the gaps leave, instead of one block as large as the range.
   std::vector<PriorRequest> prior_requests(std::span<const PriorRegion> regions, PriorHistory history) const override {
     std::vector<PriorRegion> split;
+    std::vector<const PriorRegion*> ranges;
     for (const PriorRegion& r : regions) {
+      if (r.mapped_range && history == PriorHistory::kLikely) {
+        ranges.push_back(&r);
+        continue;
+      }
       const bool small = r.mapped_range ? r.size % kLargeBuffer != 0 : r.size == kSmallBuffer;
       if (!small) {
         split.push_back(r);
         continue;
       }
       for (Bytes at = 0; at + kSmallSize <= r.size; at += kSmallSize)
-        split.push_back({.addr = r.addr + at, .size = kSmallSize, .stream = r.stream, .mapped_range = r.mapped_range});
+        split.push_back(
+            {.addr = r.addr + at, .size = kSmallSize, .stream = r.stream, .mapped_range = r.mapped_range, .live = {}});
     }
-    return prior_requests_of_regions(split, history, c_.expandable == rec_.recorded_expandable,
-                                     [](const PriorRegion& r) { return r.size; });
+    std::vector<PriorRequest> out = prior_requests_of_regions(split, history, c_.expandable == rec_.recorded_expandable,
+                                                              [](const PriorRegion& r) { return r.size; });
+    for (const PriorRegion* r : ranges) {
+      Addr at = r->addr;
+      auto gap = [&](Addr to) {
+        if (to > at)
+          out.push_back({.size = to - at, .stream = r->stream, .released_before = SIZE_MAX, .live = SIZE_MAX});
+      };
+      for (const PriorBlock& b : r->live) {
+        if (b.addr < at) continue;  // inside the previous block: the recording contradicts itself
+        gap(b.addr);
+        out.push_back({.size = b.size, .stream = r->stream, .released_before = SIZE_MAX, .live = b.id});
+        at = std::min(r->addr + r->size, b.addr + round_up_sat(std::max(b.size, kMinBlockSize), kMinBlockSize));
+      }
+      gap(r->addr + r->size);
+    }
+    return out;
   }
 
   void observe(const Observation& ob) override {

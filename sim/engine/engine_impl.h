@@ -167,6 +167,9 @@ class Engine : public Scheduler {
   Fidelity fidelity_;
   RunResult out_;
   bool replaying_ = true;
+  // Re-holding a history before the recording (rebuild_prior): its requests are not the program's,
+  // so metrics see what the history leaves behind (one account() at its end), not its moments.
+  bool in_prior_history_ = false;
   bool common_ = false;  // no window, history or check: feed's short path may serve (set by begin)
   std::uint64_t current_event_ = 0;
   // Peak snapshots are paid from a credit of kSnapshotCredit per event (take_peak_when_leaving).

@@ -80,6 +80,7 @@ void Engine::decide_prior(std::uint32_t si) {
 void Engine::rebuild_prior(std::uint32_t si) {
   const Event& first = *std::find_if(prior_.events().begin(), prior_.events().end(), PriorState::belongs);
   current_event_ = first.index;
+  std::vector<bool> placed(prior_.events().size(), false);  // live blocks the history placed
   {
     Slot& s = slots_[si];
     PriorOutcome& o = *s.prior;
@@ -99,9 +100,24 @@ void Engine::rebuild_prior(std::uint32_t si) {
       s.free_local.push_back(held[k]);
       held[k] = kNoHandle;
     };
+    const std::uint32_t device = s.device;
+    const Space space = s.space;
     for (size_t k = 0; k <= reqs.size(); ++k) {
       for (size_t j : release_before[k]) release(j);
-      if (k == reqs.size()) break;
+      if (k == reqs.size() || !replaying_) break;
+      if (reqs[k].live != SIZE_MAX) {  // a live block, placed at its turn in the history
+        const Event& ev = prior_.events().at(reqs[k].live);
+        if (placed[reqs[k].live] || ev.device != device || route(ev.space, ev) != space) continue;
+        placed[reqs[k].live] = true;
+        s.mem->set_logging(logging);
+        current_event_ = ev.index;
+        in_prior_history_ = true;
+        feed_other(ev);
+        in_prior_history_ = false;
+        s.mem->set_logging(false);
+        current_event_ = first.index;
+        continue;
+      }
       AllocRequest rq;
       rq.handle = s.take_local();
       rq.id = first.id;
@@ -121,7 +137,7 @@ void Engine::rebuild_prior(std::uint32_t si) {
     }
     for (size_t k = 0; k < reqs.size(); ++k) release(k);
     s.mem->set_logging(logging);
-    if (!reqs.empty()) account(si);
+    if (!reqs.empty()) account(si);  // what the history left behind, the live blocks it placed included
   }
   // The live blocks, in address order (or its reverse, a variant of the range), as any request.
   const std::uint32_t device = slots_[si].device;
@@ -129,6 +145,7 @@ void Engine::rebuild_prior(std::uint32_t si) {
   auto mine = [&](const Event& ev) { return ev.device == device && route(ev.space, ev) == space; };
   for (const Event* ev : prior_.allocs(mine, opt_.prior.descending)) {
     if (!replaying_) break;
+    if (placed[static_cast<size_t>(ev - prior_.events().data())]) continue;
     current_event_ = ev->index;
     feed_other(*ev);
   }

@@ -21,9 +21,24 @@ std::vector<PriorRegion> PriorState::regions(std::uint32_t device) const {
   for (const Event& ev : events_) {
     if (ev.device != device || !ev.has(key::kAddr) || !ev.size) continue;
     if (ev.op == Op::kSegmentAlloc || ev.op == Op::kSegmentMap)
-      v.push_back({.addr = ev.addr, .size = ev.size, .stream = ev.stream, .mapped_range = ev.op == Op::kSegmentMap});
+      v.push_back({.addr = ev.addr,
+                   .size = ev.size,
+                   .stream = ev.stream,
+                   .mapped_range = ev.op == Op::kSegmentMap,
+                   .live = {}});
   }
   std::stable_sort(v.begin(), v.end(), [](const PriorRegion& a, const PriorRegion& b) { return a.addr < b.addr; });
+  // The live blocks each region holds (the device's main memory: where its regions are).
+  for (size_t i = 0; i < events_.size(); ++i) {
+    const Event& ev = events_[i];
+    if (ev.op != Op::kAlloc || ev.device != device || !belongs(ev) || !ev.has(key::kAddr)) continue;
+    auto it = std::upper_bound(v.begin(), v.end(), ev.addr, [](Addr a, const PriorRegion& r) { return a < r.addr; });
+    if (it == v.begin() || ev.addr - std::prev(it)->addr >= std::prev(it)->size) continue;
+    std::prev(it)->live.push_back({.addr = ev.addr, .size = ev.size, .id = i});
+  }
+  for (PriorRegion& r : v)
+    std::stable_sort(r.live.begin(), r.live.end(),
+                     [](const PriorBlock& a, const PriorBlock& b) { return a.addr < b.addr; });
   return v;
 }
 
