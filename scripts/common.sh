@@ -61,10 +61,14 @@ same_tests() {
     exit 1
   fi
 }
-# suite DIR: the whole ctest suite of a build, every test once, on every core.
+# suite DIR [CTEST-ARGS...]: a build's ctest suite, every test once, on every core; CTEST-ARGS pick
+# a part by label (scripts/test: -LE integration; scripts/test-integration: -L integration). A
+# selection that finds no test fails (--no-tests=error).
 suite() {
-  same_tests "$1"
-  (cd "$1" && ctest --output-on-failure --no-tests=error -j"$(nproc)")
+  local dir=$1
+  shift
+  same_tests "$dir"
+  (cd "$dir" && ctest --output-on-failure --no-tests=error -j"$(nproc)" "$@")
 }
 # The build with AddressSanitizer + UndefinedBehaviorSanitizer (UB is fatal) and the suite under it.
 # -O1 (assertions on): the suite runs in half the time it takes at -O0, and the sanitizers still see
