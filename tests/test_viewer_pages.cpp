@@ -301,6 +301,19 @@ std::string pages_section(const std::string& dom, const std::string& id) {
   return dom.substr(a, b == std::string::npos ? std::string::npos : b - a);
 }
 
+// The page as headless Chromium renders it (with the probes), checked whole: no script error, no
+// console message, every view drawn and present.
+std::string page_with_every_view(const std::string& html) {
+  std::string console;
+  std::string dom = rendered_dom(html, "#probe", "1400,900", &console);
+  CHECK(dom.find("<div id=\"errors\"></div>") != std::string::npos);
+  CHECK(console.empty());
+  CHECK(dom.find("data-ready=\"1\"") != std::string::npos);
+  for (const char* id : {"search", "charts", "buffers", "segments", "states", "maps", "stacks"})
+    CHECK(dom.find("<div id=\"" + std::string(id) + "\"><h2>") != std::string::npos);
+  return dom;
+}
+
 }  // namespace
 
 TEST_CASE(
@@ -309,14 +322,8 @@ TEST_CASE(
     "[chromium]") {
   for (const std::string& trace : {kTrain, k3dev}) {
     INFO(trace);
-    const std::string html = write_text("every_view.html", run_cmd({.trace = trace}, kWithHtml).html());
-    std::string console;
-    const std::string dom = rendered_dom(html, "#probe", "1400,900", &console);
-    CHECK(dom.find("<div id=\"errors\"></div>") != std::string::npos);
-    CHECK(console.empty());
-    CHECK(dom.find("data-ready=\"1\"") != std::string::npos);
-    for (const char* id : {"search", "charts", "buffers", "segments", "states", "maps", "stacks"})
-      CHECK(dom.find("<div id=\"" + std::string(id) + "\"><h2>") != std::string::npos);
+    const std::string dom =
+        page_with_every_view(write_text("every_view.html", run_cmd({.trace = trace}, kWithHtml).html()));
     size_t charts = 0, zooms = 0, clicks = 0, searches = 0, built = 0;
     for (const auto& p : probes(dom)) {
       INFO(p.dump());
@@ -366,13 +373,7 @@ TEST_CASE("viewer: the page of a 200k-event run has every view, no console messa
   // Every allocation is in the page: the log was not cut.
   const auto page = embedded_data(read_text(html));
   CHECK(page["runs"][0]["history"]["allocations"]["cut_at"] == -1);
-  std::string console;
-  const std::string dom = rendered_dom(html, "#probe", "1400,900", &console);
-  CHECK(dom.find("<div id=\"errors\"></div>") != std::string::npos);
-  CHECK(console.empty());
-  CHECK(dom.find("data-ready=\"1\"") != std::string::npos);
-  for (const char* id : {"search", "charts", "buffers", "segments", "states", "maps", "stacks"})
-    CHECK(dom.find("<div id=\"" + std::string(id) + "\"><h2>") != std::string::npos);
+  const std::string dom = page_with_every_view(html);
   size_t charts = 0, zooms = 0, clicks = 0, searches = 0;
   for (const auto& p : probes(dom)) {
     INFO(p.dump());
