@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 #include <map>
 
 #include "sim/base/error.h"
@@ -22,8 +23,13 @@ std::uint64_t u(const J& j, const char* k) { return j.is_object() ? j.value(k, s
 double f(const J& j, const char* k) {
   return j.is_object() && j.contains(k) && j[k].is_number() ? j[k].get<double>() : 0;
 }
+// b - a, held to int64's range: reports are inputs too, and a byte count past 2^63 (a hand-made or
+// damaged report) must not overflow the subtraction (UBSan: the Python fuzzer's reports did).
 std::int64_t delta(std::uint64_t a, std::uint64_t b) {
-  return static_cast<std::int64_t>(b) - static_cast<std::int64_t>(a);
+  constexpr auto kMax = static_cast<std::uint64_t>(std::numeric_limits<std::int64_t>::max());
+  if (b >= a) return static_cast<std::int64_t>(std::min(b - a, kMax));
+  const std::uint64_t down = a - b;
+  return down > kMax ? std::numeric_limits<std::int64_t>::min() : -static_cast<std::int64_t>(down);
 }
 
 std::string change_pct(std::uint64_t a, std::uint64_t b) {
