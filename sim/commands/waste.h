@@ -8,7 +8,8 @@
 // and on disk for later processes (FRAGSIM_PLAN_CACHE=DIR|off, else $XDG_CACHE_HOME/fragsim/plans
 // or ~/.cache/fragsim/plans): a report's plan costs several times its replay's CPU, once per trace.
 //
-// Cost: a report's plan reads the trace a second time, on its own thread while the replay runs,
+// Cost: a report's plan reads the trace a second time, on its own thread once the replay is done
+// (beside the run's other replays: both figures, the range before the recording),
 // places the buffers in the greedy orders, then improves the part that sets the height by exact
 // search (parts of up to 3,000 buffers) for at most report_plan_work(buffers) search nodes — the
 // same plan however busy the machine (a batch's shards equal one process) — with

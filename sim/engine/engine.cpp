@@ -414,7 +414,8 @@ std::uint32_t Engine::new_slot(std::uint32_t k, const Event& ev) {
 }
 
 void Engine::account(std::uint32_t si) {
-  if (in_prior_history_) return;
+  if (in_prior_history_) [[unlikely]]
+    return;
   Slot& s = slots_[si];
   const Footprint u = s.policy->footprint(), was = s.metrics.last();
   if (s.metrics.account(u, current_event_, saturate(req_[slot_key_[si]].live), in_window_)) {

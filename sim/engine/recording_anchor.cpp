@@ -47,7 +47,6 @@ void RecordingAnchor::learn(TraceReader& reader) {
       if (pre) al.known += block, ++al.known_buffers;
     } else if (pre) {
       Bytes block = ev.has(key::kBlockSize) ? ev.block_size : ev.size;
-      al.has_unknown = true;
       al.unknown += block;
       al.unknowns.emplace_back(ev.id, block);
     } else {
@@ -56,7 +55,7 @@ void RecordingAnchor::learn(TraceReader& reader) {
     }
   }
   for (auto& [k, al] : by_) {
-    if (!al.has_unknown || !layouts.count(k)) continue;
+    if (al.unknowns.empty() || !layouts.count(k)) continue;
     auto s = layouts[k].single_region(al.unknown, al.limit, unplaced[k]);
     if (!s) continue;
     al.anchored = true;
@@ -150,7 +149,7 @@ nlohmann::json RecordingAnchor::summary() const {
   for (const auto& [device, n] : blocks_inferred_)
     out.push_back({{"device", device}, {"space", space_name(Space::kHbm)}, {"pre_trace_block_sizes_inferred", n}});
   for (const auto& [k, al] : by_) {
-    if (!al.has_unknown && !al.known_buffers) continue;
+    if (al.unknowns.empty() && !al.known_buffers) continue;
     nlohmann::json j = {{"device", k.first},
                         {"space", space_name(k.second)},
                         {"live_before_bytes", al.known + al.unknown},
@@ -178,7 +177,7 @@ std::vector<std::string> RecordingAnchor::notes() const {
         "(an unsplit remainder of the large pool; sizes inferred)",
         device, n));
   for (const auto& [k, al] : by_) {
-    if (!al.has_unknown) continue;
+    if (al.unknowns.empty()) continue;
     Bytes total = al.known + al.unknown;
     if (!al.anchored) {
       out.push_back(fmt::format(

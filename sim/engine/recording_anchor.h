@@ -66,7 +66,6 @@ class RecordingAnchor {
     // The allocations without an address: one (the capture's bytes live before it), or the
     // buffers of a memory profile taken at that moment (traces/capture_profile.h), in trace order.
     std::vector<std::pair<AllocId, Bytes>> unknowns;
-    bool has_unknown = false;
     Addr base;
     std::vector<Extent> extents;                      // all of the unknown bytes
     std::map<AllocId, std::vector<Extent>> of_alloc;  // each unknown allocation's share (place_in_extents)
