@@ -248,7 +248,9 @@ class Planner {
   }
 
   // Every order of plan_greedy.h by first fit and by best fit, in parallel; the lowest wins (the
-  // first in this list on a tie). The first always runs, so that a plan exists.
+  // first in this list on a tie). The first always runs, so that a plan exists; a pass is skipped
+  // only once an earlier one in the list has reached the leaf's bound (it cannot beat that one),
+  // so that the winner, and so the plan, is the same however many threads run the passes.
   void greedy(Leaf& l) {
     l.load = load_during_life(l.b);
     struct Try {
@@ -260,11 +262,15 @@ class Planner {
       for (PlanFit fit : {PlanFit::kFirst, PlanFit::kBest}) tries.push_back({order, fit});
     std::vector<Pass> passes(tries.size());
     std::atomic<Bytes> lowest{kTooLarge};
+    std::atomic<size_t> first_at_bound{tries.size()};  // the earliest pass that reached l.lowest
     parallel(tries.size(), l.b.size(), [&](size_t k) {
-      if (k && (out_of_time() || lowest.load() <= l.lowest)) return;
+      if (k && (out_of_time() || first_at_bound.load() < k)) return;
       Pass& p = passes[k];
       p.height = place_in_order(l.b, greedy_order(l.b, l.load, tries[k].order), tries[k].fit, p.off, lowest.load());
       lower_to(lowest, p.height);
+      if (p.height <= l.lowest)
+        for (size_t cur = first_at_bound.load(); k < cur && !first_at_bound.compare_exchange_weak(cur, k);) {
+        }
     });
     for (size_t k = 0; k < tries.size(); ++k)
       if (passes[k].height < l.best) {
