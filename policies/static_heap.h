@@ -30,9 +30,9 @@ struct HeapPlan {
 };
 
 // How each buffer's gap is found: kScan lists every committed buffer overlapping it in time and
-// scans them in offset order (XLA's way, the oracle); kIndexed asks a BusyIndex (busy_index.h)
-// for buffers that outlive a time block of `time_block` instants, and scans the others. Both
-// give the same plan.
+// scans them in offset order (XLA's way, the oracle); kIndexed asks a BusyIndex (busy_index.h,
+// over time blocks of `time_block` instants), and scans only where the index cannot say (past
+// its memory budget, or once a chunk is empty). Both give the same plan.
 enum class HeapSearch { kIndexed, kScan };
 inline constexpr size_t kHeapTimeBlock = 512;
 

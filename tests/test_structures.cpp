@@ -269,6 +269,84 @@ TEST_CASE("RunList: the union of inserted intervals, and the first gap that fits
   }
 }
 
+// BusyIndex alone against the definition it answers: the union U of the committed chunks whose
+// closed time interval overlaps the query's, its smallest free gap of at least `size` (lowest on
+// ties), or U's end. Intervals are committed in a random order, each queried first (as a plan
+// does) and a few others besides; time blocks from one instant to more than the whole span, so
+// that queries hold no whole block, a few or many, and chunk sizes both that merge (equal) and
+// that leave slivers (arbitrary: the index coarsens its blocks past its memory budget, or gives up).
+TEST_CASE("BusyIndex: the best fit of the chunks overlapping an interval, as a scan of them finds it") {
+  struct Shape {
+    size_t intervals, span, max_len;
+    Bytes min_size, max_size;
+    unsigned anywhere;  // one chunk in this many placed anywhere rather than at its best fit
+  };
+  std::uint64_t s = 91;
+  auto rnd = [&] { return (s = s * 6364136223846793005ULL + 1442695040888963407ULL) >> 33; };
+  size_t answered = 0, short_answered = 0, refused = 0, coarsened = 0;
+  for (const Shape sh :
+       {Shape{1200, 3000, 400, 64, 64, 4}, Shape{1200, 2000, 1500, 1, 5000, 4}, Shape{600, 400, 30, 8, 300, 4},
+        Shape{1500, 6000, 3000, 16, 1 << 12, 4}, Shape{1000, 1000, 1000, 1, 1 << 12, 1}}) {
+    for (size_t block : {size_t{1}, size_t{4}, size_t{16}, size_t{128}, size_t{100000}}) {
+      std::vector<std::uint64_t> starts, ends;
+      for (size_t i = 0; i < sh.intervals; ++i) {
+        std::uint64_t a = rnd() % sh.span;
+        starts.push_back(a);
+        // Some live to the end, as buffers a trace never frees: they hold the last block, short or not.
+        ends.push_back(rnd() % 8 == 0 ? sh.span + sh.max_len : a + rnd() % sh.max_len);
+      }
+      BusyIndex index(starts, ends, block);
+      std::vector<size_t> order(sh.intervals);
+      for (size_t i = 0; i < order.size(); ++i) order[i] = i;
+      for (size_t i = order.size(); i > 1; --i) std::swap(order[i - 1], order[rnd() % i]);
+      std::vector<std::pair<Bytes, Bytes>> chunk(sh.intervals);
+      std::vector<char> committed(sh.intervals, 0);
+      auto reference = [&](size_t q, Bytes size) {
+        std::vector<std::pair<Bytes, Bytes>> busy;
+        for (size_t j = 0; j < sh.intervals; ++j)
+          if (committed[j] && starts[j] <= ends[q] && starts[q] <= ends[j]) busy.push_back(chunk[j]);
+        std::sort(busy.begin(), busy.end());
+        Bytes cur = 0, best = 0, best_size = kTooLarge;
+        for (const auto& [lo, hi] : busy) {
+          if (lo > cur && lo - cur >= size && lo - cur < best_size) {
+            best_size = lo - cur;
+            best = cur;
+          }
+          cur = std::max(cur, hi);
+        }
+        return best_size == kTooLarge ? cur : best;
+      };
+      auto check = [&](size_t q, Bytes size) {
+        Bytes got = 0;
+        if (!index.best_fit(q, size, &got)) {
+          ++refused;
+          return;
+        }
+        ++answered;
+        short_answered += ends[q] - starts[q] < 2 * block;
+        INFO("shape span " << sh.span << ", blocks of " << block << ", interval " << q << ", size " << size);
+        REQUIRE(got == reference(q, size));
+      };
+      for (size_t i : order) {
+        Bytes size = sh.min_size + rnd() % (sh.max_size - sh.min_size + 1);
+        check(i, size);
+        check(rnd() % sh.intervals, sh.min_size + rnd() % (sh.max_size - sh.min_size + 1));
+        // Mostly where the best fit puts it, sometimes anywhere (holes of every size; slivers that
+        // never merge, in the last shape).
+        Bytes lo = rnd() % sh.anywhere == 0 ? rnd() % (sh.max_size * 40) : reference(i, size);
+        chunk[i] = {lo, lo + size};
+        committed[i] = 1;
+        index.commit(i, lo, lo + size);
+      }
+      coarsened += index.coarsened();
+    }
+  }
+  CHECK(answered > 20000);         // the index answered nearly every query,
+  CHECK(short_answered > 1000);    // many of them for intervals that hold no whole block,
+  CHECK(coarsened > 0);            // some after its blocks doubled past the memory budget,
+  CHECK(refused < answered / 10);  // and gave up on few
+}
+
 // static-heap's indexed search (BusyIndex, and the grouped scan where it cannot say) against the
 // scan XLA does, on seeded workloads of every kind the benchmark and real programs have: equal
 // sizes (exact fits), arbitrary sizes (slivers: the index coarsens its time blocks, or gives up),
