@@ -139,7 +139,8 @@ struct PriorRequest {
 // recording proves no more about when it was released. kLeast: none.
 std::vector<PriorRequest> prior_requests_of_regions(std::span<const PriorRegion> regions, PriorHistory history,
                                                     bool held_together,
-                                                    const std::function<Bytes(const PriorRegion&)>& size_of);
+                                                    const std::function<Bytes(const PriorRegion&)>& size_of,
+                                                    const std::function<std::uint64_t(const PriorRegion&)>& pool_of);
 
 struct Placement {
   bool ok = false;

@@ -304,8 +304,9 @@ class TorchCachingPolicy : public AllocatorPolicy {
         split.push_back(
             {.addr = r.addr + at, .size = kSmallSize, .stream = r.stream, .mapped_range = r.mapped_range, .live = {}});
     }
-    std::vector<PriorRequest> out = prior_requests_of_regions(split, history, c_.expandable == rec_.recorded_expandable,
-                                                              [](const PriorRegion& r) { return r.size; });
+    std::vector<PriorRequest> out = prior_requests_of_regions(
+        split, history, c_.expandable == rec_.recorded_expandable, [](const PriorRegion& r) { return r.size; },
+        [](const PriorRegion& r) -> std::uint64_t { return r.size <= kSmallSize ? 1 : 0; });
     for (const PriorRegion* r : ranges) {
       Addr at = r->addr;
       auto gap = [&](Addr to) {
