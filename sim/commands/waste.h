@@ -37,9 +37,10 @@ inline constexpr size_t kReportPlanBuffers = 30'000;
 // The same plan however busy the machine; the time budget is a backstop.
 inline constexpr std::uint64_t kReportPlanWork = 2, kReportPlanVisits = 20'000'000;
 std::uint64_t report_plan_work(size_t buffers);
-// 10 s + 1 s per 20,000 buffers, at most 30 s: the backstop of the work bound, far enough that
-// the work bound ends the search even on a loaded machine (Slurm shards must equal one process;
-// jax_train_small's work takes 3 s of wall time at a load of 12 on 2 cores).
+// 10 s + 1 s per 20,000 buffers, at most 30 s (ten times that in a sanitized build): the backstop
+// of the work bound, far enough that the work bound ends the search even on a loaded machine
+// (Slurm shards must equal one process; jax_train_small's work takes 3 s of wall time at a load
+// of 12 on 2 cores, and over 10 s under ASan at a load of 8).
 double report_plan_budget(size_t buffers);
 
 // The plans of one trace: per (device, space) the figures a report shows.
