@@ -132,14 +132,20 @@ struct PriorRequest {
 };
 
 // The history most policies read in the regions: region i was obtained for a request of
-// size_of(region i), in address order. Held together (kMost, or kLikely with held_together), every
+// size_of(region i). Held together (kMost, or kLikely with held_together), in address order, every
 // request stays until the last one is made: each region was in use while the next was obtained, so
-// the allocator could not reuse it. Otherwise (kLikely) a request is held only while a later one
-// would fit in it: one that would not fit could not have reused its memory anyway, so the
-// recording proves no more about when it was released. kLeast: none.
+// the allocator could not reuse it. Otherwise (kLikely) a request is held only as long as the
+// recording proves: until the last later request of its pool (pool_of, null: one pool; and its
+// stream) that would have fitted in it, since that one would otherwise have reused its memory, and
+// released at once when none would. A region of size_of's size that holds live blocks is read as
+// its history, as a mapped range is: the gaps between them requests released together at its
+// turn, each live block a PriorRequest::live at its place (gaps of at most 1 MiB left out). Of the
+// two address orders (the order regions were obtained in is unknown), the one that holds fewer
+// bytes at once: the least demand the recording proves. kLeast: none.
 std::vector<PriorRequest> prior_requests_of_regions(std::span<const PriorRegion> regions, PriorHistory history,
                                                     bool held_together,
-                                                    const std::function<Bytes(const PriorRegion&)>& size_of);
+                                                    const std::function<Bytes(const PriorRegion&)>& size_of,
+                                                    const std::function<std::uint64_t(const PriorRegion&)>& pool_of);
 
 struct Placement {
   bool ok = false;

@@ -2,6 +2,8 @@
 #include <fmt/ranges.h>
 
 #include <algorithm>
+#include <tuple>
+#include <utility>
 
 #include "policies/policy.h"
 #include "sim/base/error.h"
@@ -92,30 +94,135 @@ void register_builtin_policies(Registry& r) {
 
 namespace fragsim {
 
+namespace {
+
+// Request k's release under the least holding the recording proves (prior_requests_of_regions): just
+// after the last later request of its pool that would have fitted in it, or at once when none
+// would. A later request that fits needs it still in use, else the allocator would have reused its
+// memory instead of obtaining a region of its own; one that does not fit proves nothing about it.
+std::vector<size_t> least_releases(std::span<const Bytes> size, std::span<const std::uint64_t> pool) {
+  const size_t n = size.size();
+  // By pool, then size: within a pool the last index among the requests of at most a size is a
+  // running maximum over the sizes sorted ascending (equal sizes taken together).
+  std::vector<size_t> by(n);
+  for (size_t k = 0; k < n; ++k) by[k] = k;
+  auto key = [&](size_t k) { return std::pair(pool[k], size[k]); };
+  std::sort(by.begin(), by.end(), [&](size_t a, size_t b) { return key(a) < key(b); });
+  std::vector<size_t> release(n);
+  size_t last = 0;
+  for (size_t i = 0; i < n;) {
+    if (i == 0 || pool[by[i]] != pool[by[i - 1]]) last = 0;
+    size_t j = i;
+    for (; j < n && key(by[j]) == key(by[i]); ++j) last = std::max(last, by[j]);
+    for (size_t m = i; m < j; ++m) release[by[m]] = std::max(last, by[m]) + 1;
+    i = j;
+  }
+  return release;
+}
+
+// Region by region in `order`, the history of each: the gaps between its live blocks are requests
+// made and released together, each live block is the block itself at its place, never released.
+// The recording shows only where the live blocks lie, so the region's other memory is read as the
+// gaps' requests: the live blocks count as held while the history runs (a mid-run recording's
+// live blocks are mostly the long-lived ones: weights, optimizer state, caches), and a policy that
+// lays memory out as the recording did keeps the holes between them.
+struct Pieces {
+  std::vector<PriorRequest> out;
+  std::vector<size_t> owner;  // each gap: its region's place in `order` (SIZE_MAX: a live block)
+  std::vector<size_t> first;  // each region's first piece, and the count at the end
+};
+Pieces region_pieces(std::span<const PriorRegion> regions, std::span<const size_t> order, std::span<const Bytes> size) {
+  const size_t n = order.size();
+  Pieces p;
+  p.first.assign(n + 1, 0);
+  for (size_t k = 0; k < n; ++k) {
+    p.first[k] = p.out.size();
+    const PriorRegion& r = regions[order[k]];
+    // A gap of at most 1 MiB is left out: an allocator keeps such a tail in the block before it
+    // (PyTorch's large pool splits a block only when more than 1 MiB would remain), so it was no
+    // request of its own; as one it would go to another pool.
+    auto gap = [&](Bytes bytes) {
+      if (bytes <= (Bytes{1} << 20) && bytes != size[k]) return;
+      p.out.push_back({.size = bytes, .stream = r.stream, .released_before = SIZE_MAX, .live = SIZE_MAX});
+      p.owner.push_back(k);
+    };
+    if (r.live.empty() || size[k] != r.size) {  // no blocks, or a request that is not the region's memory
+      gap(size[k]);
+      continue;
+    }
+    Addr at = r.addr;
+    for (const PriorBlock& b : r.live) {
+      if (b.addr < at) continue;  // inside the previous block: the recording contradicts itself
+      gap(b.addr - at);
+      p.out.push_back({.size = b.size, .stream = r.stream, .released_before = SIZE_MAX, .live = b.id});
+      p.owner.push_back(SIZE_MAX);
+      at = std::min(r.addr + r.size, b.addr + b.size);
+    }
+    gap(r.addr + r.size - at);
+  }
+  p.first[n] = p.out.size();
+  return p;
+}
+
+// The most bytes held at once by a history (live blocks are never released).
+Bytes held_peak(std::span<const PriorRequest> h) {
+  std::vector<Bytes> drop(h.size() + 1, 0);
+  Bytes held = 0, peak = 0;
+  for (size_t k = 0; k < h.size(); ++k) {
+    held -= drop[k];
+    held += h[k].size;
+    peak = std::max(peak, held);
+    if (h[k].live == SIZE_MAX) drop[std::min(h[k].released_before, h.size())] += h[k].size;
+  }
+  return peak;
+}
+
+}  // namespace
+
 std::vector<PriorRequest> prior_requests_of_regions(std::span<const PriorRegion> regions, PriorHistory history,
                                                     bool held_together,
-                                                    const std::function<Bytes(const PriorRegion&)>& size_of) {
+                                                    const std::function<Bytes(const PriorRegion&)>& size_of,
+                                                    const std::function<std::uint64_t(const PriorRegion&)>& pool_of) {
   std::vector<PriorRequest> out;
   if (history == PriorHistory::kLeast) return out;
-  for (const PriorRegion& r : regions)
-    out.push_back({.size = size_of(r), .stream = r.stream, .released_before = SIZE_MAX, .live = SIZE_MAX});
-  if (history == PriorHistory::kMost || held_together) return out;
-  // Released just before the first later request it could not have served (a larger one); a
-  // monotonic stack finds each one's in a single pass.
-  std::vector<size_t> open;
-  for (size_t k = 0; k < out.size(); ++k) {
-    while (!open.empty() && out[open.back()].size < out[k].size) {
-      out[open.back()].released_before = k;
-      open.pop_back();
-    }
-    open.push_back(k);
+  if (history == PriorHistory::kMost || held_together) {
+    for (const PriorRegion& r : regions)
+      out.push_back({.size = size_of(r), .stream = r.stream, .released_before = SIZE_MAX, .live = SIZE_MAX});
+    return out;
   }
-  return out;
+  // The order the regions were obtained in is what the recording cannot tell; address order is a
+  // weak guide (a CUDA driver hands out addresses downwards as often as upwards). Of the two address
+  // orders, the one whose history holds fewer bytes at once: the least demand the recording
+  // proves, so that memory reserved only because the cache could not be reused is not read as a
+  // past peak, while every region the allocator could only have obtained beside the others in use
+  // still counts.
+  const size_t n = regions.size();
+  std::vector<PriorRequest> best;
+  Bytes best_peak = 0;
+  for (int o = 0; o < 2; ++o) {
+    std::vector<size_t> order(n);
+    std::vector<Bytes> size(n);
+    std::vector<std::uint64_t> pool(n);
+    for (size_t k = 0; k < n; ++k) {
+      order[k] = o ? n - 1 - k : k;
+      const PriorRegion& r = regions[order[k]];
+      size[k] = size_of(r);
+      pool[k] = (pool_of ? pool_of(r) : 0) * 0x9e3779b97f4a7c15ULL ^ static_cast<std::uint64_t>(r.stream);
+    }
+    Pieces p = region_pieces(regions, order, size);
+    const std::vector<size_t> release = least_releases(size, pool);
+    for (size_t i = 0; i < p.out.size(); ++i)
+      if (p.owner[i] != SIZE_MAX && release[p.owner[i]] < n) p.out[i].released_before = p.first[release[p.owner[i]]];
+    const Bytes peak = held_peak(p.out);
+    if (o == 0 || peak < best_peak) best = std::move(p.out), best_peak = peak;
+  }
+  return best;
 }
 
 std::vector<PriorRequest> AllocatorPolicy::prior_requests(std::span<const PriorRegion> regions,
                                                           PriorHistory history) const {
-  return prior_requests_of_regions(regions, history, false, [](const PriorRegion& r) { return r.size; });
+  return prior_requests_of_regions(
+      regions, history, false, [](const PriorRegion& r) { return r.size; }, nullptr);
 }
 
 }  // namespace fragsim

@@ -279,8 +279,10 @@ class TorchCachingPolicy : public AllocatorPolicy {
   // in segments as the recording did, every request is held until the last one is made: the
   // recording obtained each segment while the others were in use, and the what-if then obtains the
   // same ones, keeping the recording's fragmentation between them. Otherwise a request is held only
-  // while a later one would fit in it (prior_requests_of_regions): memory the recording reserved
-  // only because its segments could not be reused is not taken for demand.
+  // as long as a later request of its pool (small or large: neither serves the other) would have
+  // fitted in it, and a segment's live blocks are placed at their turn in its history
+  // (prior_requests_of_regions): memory the recording reserved only because its segments could
+  // not be reused is not taken for demand, memory in use when a later segment was obtained is.
   // A mapped range of an expandable reservation was not obtained for one request: the reservation
   // maps pages as the blocks carved from its start need them, so the range is the blocks it held,
   // in address order — each block live when recording began at its own place in that order (the
@@ -304,8 +306,9 @@ class TorchCachingPolicy : public AllocatorPolicy {
         split.push_back(
             {.addr = r.addr + at, .size = kSmallSize, .stream = r.stream, .mapped_range = r.mapped_range, .live = {}});
     }
-    std::vector<PriorRequest> out = prior_requests_of_regions(split, history, c_.expandable == rec_.recorded_expandable,
-                                                              [](const PriorRegion& r) { return r.size; });
+    std::vector<PriorRequest> out = prior_requests_of_regions(
+        split, history, c_.expandable == rec_.recorded_expandable, [](const PriorRegion& r) { return r.size; },
+        [](const PriorRegion& r) -> std::uint64_t { return r.size <= kSmallSize ? 1 : 0; });
     for (const PriorRegion* r : ranges) {
       Addr at = r->addr;
       auto gap = [&](Addr to) {

@@ -430,15 +430,53 @@ TEST_CASE("prior requests: held together, or while a later one fits") {
     regions.push_back(r);
   }
   auto size = [](const PriorRegion& r) { return r.size; };
-  CHECK(prior_requests_of_regions(regions, PriorHistory::kLeast, true, size).empty());
-  for (const auto& r : prior_requests_of_regions(regions, PriorHistory::kMost, false, size))
+  CHECK(prior_requests_of_regions(regions, PriorHistory::kLeast, true, size, nullptr).empty());
+  for (const auto& r : prior_requests_of_regions(regions, PriorHistory::kMost, false, size, nullptr))
     CHECK(r.released_before == SIZE_MAX);
-  auto likely = prior_requests_of_regions(regions, PriorHistory::kLikely, false, size);
+  auto likely = prior_requests_of_regions(regions, PriorHistory::kLikely, false, size, nullptr);
   REQUIRE(likely.size() == 4);
   CHECK(likely[0].released_before == 2);         // 40 MiB: the 60 MiB request could not have used it
   CHECK(likely[1].released_before == 2);         // 20 MiB: idem
   CHECK(likely[2].released_before == SIZE_MAX);  // 60 MiB: the next 60 MiB would have fitted in it
   CHECK(likely[3].released_before == SIZE_MAX);
-  for (const auto& r : prior_requests_of_regions(regions, PriorHistory::kLikely, true, size))
+  for (const auto& r : prior_requests_of_regions(regions, PriorHistory::kLikely, true, size, nullptr))
     CHECK(r.released_before == SIZE_MAX);
+}
+
+// The least holding the recording proves (policy.h): a request is held until the last later request of
+// its pool that would have fitted in it; the order, of the two address orders, the one that holds
+// fewer bytes at once. Regions of 60, 40 and 20 MiB by address: obtained upwards, the 60 MiB one
+// had to be in use when the 40 and 20 MiB ones were obtained (120 MiB at once); obtained downwards
+// (20, 40, 60: each larger than any before), none had to be (60 MiB). A request of another pool
+// (PyTorch's small pool never serves a large request) proves nothing about the others.
+TEST_CASE("prior requests: the least holding the recording proves, in the order that needs least") {
+  std::vector<PriorRegion> regions;
+  for (Bytes size : {60 * MiB, 40 * MiB, 20 * MiB}) {
+    PriorRegion r;
+    r.addr = Addr(regions.size() * 64 * MiB);
+    r.size = size;
+    regions.push_back(r);
+  }
+  auto size = [](const PriorRegion& r) { return r.size; };
+  auto likely = prior_requests_of_regions(regions, PriorHistory::kLikely, false, size, nullptr);
+  REQUIRE(likely.size() == 3);
+  CHECK(likely[0].size == 20 * MiB);  // downwards
+  CHECK(likely[1].size == 40 * MiB);
+  CHECK(likely[2].size == 60 * MiB);
+  CHECK(likely[0].released_before == 1);  // nothing later would have fitted in it
+  CHECK(likely[1].released_before == 2);
+  CHECK(likely[2].released_before == SIZE_MAX);
+  // 30, 10 (another pool) and 20 MiB by address: downwards (30 MiB at once, 50 upwards), the 20 MiB
+  // request is released at once: the 10 MiB one after it is of the other pool and could not have
+  // used its memory (of one pool, it would be held until then).
+  regions[0].size = 30 * MiB;
+  regions[1].size = 10 * MiB;
+  auto pool = [](const PriorRegion& r) -> std::uint64_t { return r.size == 10 * MiB ? 1 : 0; };
+  auto two = prior_requests_of_regions(regions, PriorHistory::kLikely, false, size, pool);
+  REQUIRE(two.size() == 3);
+  CHECK(two[0].size == 20 * MiB);
+  CHECK(two[0].released_before == 1);
+  CHECK(two[1].size == 10 * MiB);
+  CHECK(two[1].released_before == 2);
+  CHECK(two[2].size == 30 * MiB);
 }
