@@ -10,6 +10,7 @@
 // reads and checks the config against the hardware (no device memory is touched, so configs are
 // validated without building anything) and returns a builder; the builder makes instances.
 #pragma once
+#include <algorithm>
 #include <functional>
 #include <map>
 #include <memory>
@@ -111,6 +112,22 @@ struct PriorRegion {
   // The blocks live in it when recording began, by address (PriorBlock).
   std::vector<PriorBlock> live;
 };
+
+// A region's memory piece by piece, in address order: gap(bytes) before each live block and after
+// the last (bytes may be 0), block(b) for each live block, which reaches extent(b.size) past its
+// address (an allocator's rounding). A block that starts inside the one before it is skipped: the
+// recording contradicts itself. One reading for a segment's history and a mapped range's.
+template <class Gap, class Block, class Extent>
+void for_each_region_piece(const PriorRegion& r, Gap gap, Block block, Extent extent) {
+  Addr at = r.addr;
+  for (const PriorBlock& b : r.live) {
+    if (b.addr < at) continue;
+    gap(b.addr - at);
+    block(b);
+    at = std::min(r.addr + r.size, b.addr + extent(b.size));
+  }
+  gap(r.addr + r.size - at);
+}
 
 // How much of the recording's reserved memory the history treats as demand the program once had.
 enum class PriorHistory : std::uint8_t {

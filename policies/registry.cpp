@@ -100,7 +100,8 @@ namespace {
 // after the last later request of its pool that would have fitted in it, or at once when none
 // would. A later request that fits needs it still in use, else the allocator would have reused its
 // memory instead of obtaining a region of its own; one that does not fit proves nothing about it.
-std::vector<size_t> least_releases(std::span<const Bytes> size, std::span<const std::uint64_t> pool) {
+using PoolKey = std::pair<std::uint64_t, std::int64_t>;  // (pool_of, stream)
+std::vector<size_t> least_releases(std::span<const Bytes> size, std::span<const PoolKey> pool) {
   const size_t n = size.size();
   // By pool, then size: within a pool the last index among the requests of at most a size is a
   // running maximum over the sizes sorted ascending (equal sizes taken together).
@@ -150,15 +151,13 @@ Pieces region_pieces(std::span<const PriorRegion> regions, std::span<const size_
       gap(size[k]);
       continue;
     }
-    Addr at = r.addr;
-    for (const PriorBlock& b : r.live) {
-      if (b.addr < at) continue;  // inside the previous block: the recording contradicts itself
-      gap(b.addr - at);
-      p.out.push_back({.size = b.size, .stream = r.stream, .released_before = SIZE_MAX, .live = b.id});
-      p.owner.push_back(SIZE_MAX);
-      at = std::min(r.addr + r.size, b.addr + b.size);
-    }
-    gap(r.addr + r.size - at);
+    for_each_region_piece(
+        r, gap,
+        [&](const PriorBlock& b) {
+          p.out.push_back({.size = b.size, .stream = r.stream, .released_before = SIZE_MAX, .live = b.id});
+          p.owner.push_back(SIZE_MAX);
+        },
+        [](Bytes bytes) { return bytes; });
   }
   p.first[n] = p.out.size();
   return p;
@@ -202,12 +201,12 @@ std::vector<PriorRequest> prior_requests_of_regions(std::span<const PriorRegion>
   for (int o = 0; o < 2; ++o) {
     std::vector<size_t> order(n);
     std::vector<Bytes> size(n);
-    std::vector<std::uint64_t> pool(n);
+    std::vector<PoolKey> pool(n);
     for (size_t k = 0; k < n; ++k) {
       order[k] = o ? n - 1 - k : k;
       const PriorRegion& r = regions[order[k]];
       size[k] = size_of(r);
-      pool[k] = (pool_of ? pool_of(r) : 0) * 0x9e3779b97f4a7c15ULL ^ static_cast<std::uint64_t>(r.stream);
+      pool[k] = {pool_of ? pool_of(r) : 0, r.stream};
     }
     Pieces p = region_pieces(regions, order, size);
     const std::vector<size_t> release = least_releases(size, pool);

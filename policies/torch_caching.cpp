@@ -310,18 +310,16 @@ class TorchCachingPolicy : public AllocatorPolicy {
         split, history, c_.expandable == rec_.recorded_expandable, [](const PriorRegion& r) { return r.size; },
         [](const PriorRegion& r) -> std::uint64_t { return r.size <= kSmallSize ? 1 : 0; });
     for (const PriorRegion* r : ranges) {
-      Addr at = r->addr;
-      auto gap = [&](Addr to) {
-        if (to > at)
-          out.push_back({.size = to - at, .stream = r->stream, .released_before = SIZE_MAX, .live = SIZE_MAX});
-      };
-      for (const PriorBlock& b : r->live) {
-        if (b.addr < at) continue;  // inside the previous block: the recording contradicts itself
-        gap(b.addr);
-        out.push_back({.size = b.size, .stream = r->stream, .released_before = SIZE_MAX, .live = b.id});
-        at = std::min(r->addr + r->size, b.addr + round_up_sat(std::max(b.size, kMinBlockSize), kMinBlockSize));
-      }
-      gap(r->addr + r->size);
+      for_each_region_piece(
+          *r,
+          [&](Bytes bytes) {
+            if (bytes)
+              out.push_back({.size = bytes, .stream = r->stream, .released_before = SIZE_MAX, .live = SIZE_MAX});
+          },
+          [&](const PriorBlock& b) {
+            out.push_back({.size = b.size, .stream = r->stream, .released_before = SIZE_MAX, .live = b.id});
+          },
+          [](Bytes bytes) { return round_up_sat(std::max(bytes, kMinBlockSize), kMinBlockSize); });
     }
     return out;
   }
