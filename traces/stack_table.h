@@ -4,6 +4,7 @@
 // stays its own: this holds what every such reader emitted the same way.
 #pragma once
 #include <cstdint>
+#include <memory>
 #include <set>
 #include <string>
 #include <vector>
@@ -16,11 +17,18 @@ class StackTable {
  public:
   // Adds a stack's frames (innermost first); returns its id.
   std::uint64_t add(std::vector<std::string> frames) {
-    frames_.push_back(std::move(frames));
-    return frames_.size();
+    frames_->push_back(std::move(frames));
+    return frames_->size();
   }
   // The id the next add() returns.
-  std::uint64_t next_id() const { return frames_.size() + 1; }
+  std::uint64_t next_id() const { return frames_->size() + 1; }
+  // A table for another reader of the same finished conversion: the same stacks (shared, not
+  // copied), none of them defined yet. Nothing is added to this table after.
+  [[nodiscard]] StackTable for_another_reader() const {
+    StackTable t;
+    t.frames_ = frames_;
+    return t;
+  }
   // When `stack` (0: none) has not been defined yet, makes ev its definition (op, line, id,
   // frames; the caller adds a time) and returns true; the caller then returns ev before the event
   // that uses the stack.
@@ -29,14 +37,16 @@ class StackTable {
     ev.op = Op::kStack;
     ev.line = line;
     ev.id = AllocId(stack);
-    ev.frames = frames_[stack - 1];
+    ev.frames = (*frames_)[stack - 1];
     ev.present = key::kId | key::kFrames;
     return true;
   }
 
  private:
-  std::vector<std::vector<std::string>> frames_;  // stack id − 1 → frames
-  std::set<std::uint64_t> defined_;               // ids whose `stack` event was returned
+  // stack id − 1 → frames
+  std::shared_ptr<std::vector<std::vector<std::string>>> frames_ =
+      std::make_shared<std::vector<std::vector<std::string>>>();
+  std::set<std::uint64_t> defined_;  // ids whose `stack` event was returned
 };
 
 }  // namespace fragsim

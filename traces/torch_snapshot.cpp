@@ -3,7 +3,9 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <filesystem>
 #include <map>
+#include <mutex>
 #include <set>
 #include <span>
 #include <unordered_map>
@@ -47,6 +49,15 @@ struct Raw {
   Bytes block = 0;          // pre-trace alloc: the recorded block size (0: unknown)
 };
 
+// What a snapshot converts to: its events in order, the names they index, their stacks, the
+// header. Every reader of one conversion reads the same (readers differ only in where they are).
+struct Converted {
+  std::vector<Raw> events;
+  std::vector<std::string> names;
+  StackTable stacks;
+  nlohmann::json header;
+};
+
 class SnapshotReader : public TraceReader {
  public:
   // The file is read as a stream: each device trace's entries are decoded as they are read, and
@@ -60,6 +71,13 @@ class SnapshotReader : public TraceReader {
     if (!doc->root) bad("not a PyTorch memory snapshot (empty)");
     convert(*doc->root);
   }
+  // Another reader of a conversion already made (KeepSnapshotConversions): reads what it holds.
+  SnapshotReader(const std::string& path, const ReaderOptions& opt, std::shared_ptr<const Converted> done)
+      : TraceReader(path, opt), budget_(path, 0), parser_(path, budget_), conv_(std::move(done)) {
+    stacks_ = conv_->stacks.for_another_reader();
+    set_header(conv_->header);
+  }
+  std::shared_ptr<const Converted> converted() const { return conv_; }
   // `input` sizes the limits on what the conversion may hold (sim/base/limits.h): the file's size,
   // or for a document held in memory the size of its objects.
   SnapshotReader(const std::string& name, const PickleDoc& doc, const ReaderOptions& opt, std::uint64_t input)
@@ -70,8 +88,9 @@ class SnapshotReader : public TraceReader {
 
  protected:
   bool read_raw(Event& ev) override {
-    if (next_ >= events_.size()) return false;
-    const Raw& r = events_[next_];
+    const std::vector<Raw>& events = conv_->events;
+    if (next_ >= events.size()) return false;
+    const Raw& r = events[next_];
     if (stacks_.define_before_use(r.stack, r.line, ev)) {
       if (r.has_t) ev.t = Tick(r.t), ev.present |= key::kT;
       return true;
@@ -89,7 +108,7 @@ class SnapshotReader : public TraceReader {
       ev.stream = r.stream, ev.present |= key::kStream;
     if (r.pre_trace) ev.present |= key::kPreTrace;
     if (r.stack) ev.stack = r.stack, ev.present |= key::kStack;
-    if (r.name) ev.name = names_[r.name], ev.present |= key::kName;
+    if (r.name) ev.name = conv_->names[r.name], ev.present |= key::kName;
     if (r.block) ev.block_size = r.block, ev.present |= key::kBlockSize;
     return true;
   }
@@ -247,6 +266,12 @@ class SnapshotReader : public TraceReader {
       devices.push_back(bounds_json(dev, b, b.refused ? event_index_of(refused_ids_.at(dev)) : 0));
     if (!devices.empty()) header["recorded_devices"] = devices;
     set_header(header);
+    auto conv = std::make_shared<Converted>();
+    conv->events = std::move(events_);
+    conv->names = std::move(names_);
+    conv->stacks = stacks_.for_another_reader();
+    conv->header = std::move(header);
+    conv_ = std::move(conv);
   }
 
   // external_annotations (record_function ranges the snapshot kept, e.g. the optimizer's phases:
@@ -507,12 +532,48 @@ class SnapshotReader : public TraceReader {
   std::map<std::uint32_t, std::uint64_t> refused_ids_;  // device → the request its allocator refused (DeviceBounds)
   std::vector<size_t> failed_requests_;                 // positions in body where a recorded oom's request goes
   std::unordered_map<const PyObj*, StreamedTrace> streamed_;  // device trace list → its entries
+  std::shared_ptr<const Converted> conv_;                     // what read_raw reads
 };
+
+// The conversions kept while a KeepSnapshotConversions lives: per path, the file's size and
+// modification time when it was read (a file changed since is read again) and what it became.
+struct Kept {
+  std::uintmax_t size = 0;
+  std::filesystem::file_time_type mtime;
+  std::shared_ptr<const Converted> conv;
+};
+std::mutex kept_mutex;
+int kept_scopes = 0;
+std::map<std::string, Kept> kept;
 
 }  // namespace
 
+KeepSnapshotConversions::KeepSnapshotConversions() {
+  std::lock_guard<std::mutex> lock(kept_mutex);
+  ++kept_scopes;
+}
+
+KeepSnapshotConversions::~KeepSnapshotConversions() {
+  std::lock_guard<std::mutex> lock(kept_mutex);
+  if (--kept_scopes == 0) kept.clear();
+}
+
 std::unique_ptr<TraceReader> make_torch_snapshot_reader(const std::string& path, const ReaderOptions& opt) {
-  return std::make_unique<SnapshotReader>(path, opt);
+  std::unique_lock<std::mutex> lock(kept_mutex);
+  if (kept_scopes == 0) {
+    lock.unlock();
+    return std::make_unique<SnapshotReader>(path, opt);
+  }
+  // One conversion at a time while conversions are kept: a second reader of the same file waits
+  // for the first's and reads it.
+  std::error_code ec;
+  const std::uintmax_t size = std::filesystem::file_size(path, ec);
+  const auto mtime = std::filesystem::last_write_time(path, ec);
+  if (auto it = kept.find(path); !ec && it != kept.end() && it->second.size == size && it->second.mtime == mtime)
+    return std::make_unique<SnapshotReader>(path, opt, it->second.conv);
+  auto r = std::make_unique<SnapshotReader>(path, opt);
+  if (!ec) kept[path] = Kept{size, mtime, r->converted()};
+  return r;
 }
 
 std::unique_ptr<TraceReader> make_torch_snapshot_reader_from(const std::string& name, const PickleDoc& doc,

@@ -20,6 +20,7 @@
 #include "sim/report/report_html.h"
 #include "sim/report/snapshot_export.h"
 #include "traces/kineto.h"
+#include "traces/torch_snapshot.h"
 
 namespace fragsim {
 
@@ -60,6 +61,7 @@ RunResult replay_one(const RunRequest& req, const Registry& reg, const RunOutput
 
 RunResult run_request(const RunRequest& req, const Registry& reg, const RunOutputs& out, unsigned threads,
                       bool progress) {
+  KeepSnapshotConversions once;  // every replay below (the run's passes, advice) decodes a pickle once
   RunResult r = replay_one(req, reg, out, threads, progress, "run");
   r.advice = proven_advice(r, req, reg, threads);
   if (std::string w = proven_waste_advice(r, req, reg, threads); !w.empty()) r.advice.push_back(std::move(w));
@@ -68,6 +70,7 @@ RunResult run_request(const RunRequest& req, const Registry& reg, const RunOutpu
 
 std::vector<RunResult> run_compare(const CompareRequest& req, const Registry& reg, const RunOutputs& out,
                                    unsigned threads, bool progress) {
+  KeepSnapshotConversions once;  // as run's
   ComparePlan plan = prepare_compare(req, reg);
   for (auto& o : plan.runs) o.keep_live_buffers = out.keep_live_buffers, o.window = out.window, o.prior.range = true;
   std::vector<RunResult> runs;
@@ -117,6 +120,7 @@ DiffRequest diff_request(const RunRequest& base, const std::string& a, const std
 
 std::vector<RunResult> run_diff(const DiffRequest& req, const Registry& reg, const RunOutputs& out, unsigned threads,
                                 bool progress) {
+  KeepSnapshotConversions once;  // as run's (A and B may be one snapshot)
   RunOutputs o = out;
   o.placements.clear();
   o.perfetto.clear();
