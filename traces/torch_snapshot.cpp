@@ -251,13 +251,15 @@ class SnapshotReader : public TraceReader {
     if (empty_cache_calls_) header["empty_cache_calls"] = empty_cache_calls_;
     // Devices interleave by time (stable); times are made non-decreasing.
     if (any_time) {
-      std::stable_sort(body.begin(), body.end(), [](const Raw& a, const Raw& b) { return a.t < b.t; });
+      auto by_time = [](const Raw& a, const Raw& b) { return a.t < b.t; };
+      if (!std::is_sorted(body.begin(), body.end(), by_time))  // one device's trace is (its buffer)
+        std::stable_sort(body.begin(), body.end(), by_time);
       header["time_unit"] = "us";
     }
     std::uint64_t t0 = body.empty() ? 0 : body.front().t;
     for (auto& r : head) r.t = t0, r.has_t = any_time;
-    events_ = std::move(head);
-    events_.insert(events_.end(), body.begin(), body.end());
+    body.insert(body.begin(), head.begin(), head.end());  // in place: a copy of body would double the peak
+    events_ = std::move(body);
     std::uint64_t k = 0;
     for (auto& r : events_)
       if (r.pre_trace) r.line = ++k;
@@ -404,7 +406,8 @@ class SnapshotReader : public TraceReader {
                              const std::map<std::uint64_t, std::uint64_t>& pre_ids, const Releases& rel, size_t oom,
                              std::vector<Raw>* body) {
     std::uint64_t oom_id = 0;
-    std::unordered_map<std::uint64_t, std::uint64_t> live;  // addr → id
+    std::unordered_map<std::uint64_t, std::uint64_t> live;     // addr → id
+    body->reserve(body->size() + es.size() + es.size() / 64);  // the entries, and some empty_cache calls
     for (size_t i = 0; i < es.size(); ++i) {
       const Entry& e = es[i];
       Raw r;

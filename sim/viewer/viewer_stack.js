@@ -80,6 +80,42 @@
     }
   }
 
+  // The band being drawn of each item drawn on its own (or of each grey band, keyed by the item
+  // drawn on its own above it): where it started (column, x) and its top, bottom and fill. Kept for
+  // the items a draw meets, few beside n: arrays over all n items cost some 80 bytes an item to
+  // allocate and fill (400 MB for 5 M allocations), which the page paid before drawing anything.
+  class Bands {
+    constructor() {
+      this.slot = new Map();
+      this.col = [];
+      this.x = [];
+      this.top = [];
+      this.bot = [];
+      this.fill = [];
+    }
+    clear() {
+      this.slot.clear();
+      this.col.length = this.x.length = this.top.length = this.bot.length = this.fill.length = 0;
+    }
+    colOf(i) {  // the column it was last drawn in, -2: none
+      const q = this.slot.get(i);
+      return q === undefined ? -2 : this.col[q];
+    }
+    at(i) {  // its slot in the arrays (made on first use)
+      let q = this.slot.get(i);
+      if (q === undefined) {
+        q = this.col.length;
+        this.slot.set(i, q);
+        this.col.push(-2);
+        this.x.push(0);
+        this.top.push(0);
+        this.bot.push(0);
+        this.fill.push(0);
+      }
+      return q;
+    }
+  }
+
   // One chart into `parent`; returns {redraw}.
   FS.stackChart = function (parent, opt) {
     const src = opt.src, n = src.n, H = opt.height || 260;
@@ -99,10 +135,7 @@
     // below it (the column it was last drawn in, where it started, its top, bottom and fill).
     const shown = new Uint8Array(n), cur = new Float64Array(n);
     const nxt = new Int32Array(n + 1), prv = new Int32Array(n + 1);
-    const runCol = new Int32Array(n), runX = new Float64Array(n), runTop = new Float64Array(n);
-    const runBot = new Float64Array(n), runFill = new Float64Array(n);
-    const gapCol = new Int32Array(n + 1), gapX = new Float64Array(n + 1), gapTop = new Float64Array(n + 1);
-    const gapBot = new Float64Array(n + 1);
+    const run = new Bands(), gap = new Bands();
     let W = 900, cols = { length: 0, at: () => [] }, colEvent = null, x0 = 0, x1 = 1, y0 = 0, y1 = 1, drawnMatches = 0;
     const view = FS.view;
     const timeMode = () => view.time && src.timeOf;
@@ -221,22 +254,23 @@
       // Bands being drawn, merged across columns while an item keeps its place; grey bands of
       // thinner items, merged in the same way, keyed by the item drawn on its own above them (n:
       // above the last one).
-      runCol.fill(-2);
-      gapCol.fill(-2);
+      run.clear();
+      gap.clear();
       const flushGap = (g, xEnd) => {
         ctx.fillStyle = "#c8c8c8";
-        ctx.fillRect(gapX[g], gapTop[g], Math.max(0.5, xEnd - gapX[g]), Math.max(0.5, gapBot[g] - gapTop[g]));
+        const q = gap.at(g);
+        ctx.fillRect(gap.x[q], gap.top[q], Math.max(0.5, xEnd - gap.x[q]), Math.max(0.5, gap.bot[q] - gap.top[q]));
       };
       const pinned = opt.pinned ? opt.pinned() : -1;
       const flush = (i, xEnd) => {
         const hit = match && match[i] === 1, dim = match && !hit;
-        const top = runTop[i], x = runX[i], w = Math.max(0.5, xEnd - x);
-        const h = hit || i === pinned ? Math.max(1.5, runBot[i] - top) : runBot[i] - top;  // a match stays visible
+        const q = run.at(i), top = run.top[q], x = run.x[q], w = Math.max(0.5, xEnd - x);
+        const h = hit || i === pinned ? Math.max(1.5, run.bot[q] - top) : run.bot[q] - top;  // a match stays visible
         ctx.globalAlpha = dim ? 0.25 : 1;
         ctx.fillStyle = color(i);
         ctx.fillRect(x, top, w, h);
         if (src.fill) {  // the part in use, dark from the bottom
-          const f = runFill[i];
+          const f = run.fill[q];
           ctx.fillStyle = "#1f5f9f";
           ctx.fillRect(x, top + h * (1 - f), w, h * f);
         }
@@ -287,8 +321,8 @@
       // bands go on without walking the tree again (an allocation lands at the top of the stack).
       let changed = -1;
       // The bands and grey bands of the last column and of this one (item, or gap key, lists).
-      let runs = new Int32Array(n + 1), nruns = 0, nextRuns = new Int32Array(n + 1);
-      let gaps = new Int32Array(n + 2), ngaps = 0, nextGaps = new Int32Array(n + 2);
+      let runs = [], nruns = 0, nextRuns = [];
+      let gaps = [], ngaps = 0, nextGaps = [];
       for (let k = 0; k < pw; k++) {
         const x = L + k;
         if (at[k] >= 0) while (next && next[0] <= at[k]) apply(next[0]);
@@ -300,8 +334,8 @@
         let nr = 0, ng = 0, j = -1, cursor = y0, guard = 0, reused = 0;
         if (!src.fill && k > 0 && changed === Infinity) {  // nothing changed: the last column again
           for (let q = ps; q < pe; q += 3) push3(buf[q], buf[q + 1], buf[q + 2]);
-          for (let q = 0; q < nruns; q++) { runCol[runs[q]] = k; nextRuns[nr++] = runs[q]; }
-          for (let q = 0; q < ngaps; q++) { gapCol[gaps[q]] = k; nextGaps[ng++] = gaps[q]; }
+          for (let q = 0; q < nruns; q++) { run.col[run.at(runs[q])] = k; nextRuns[nr++] = runs[q]; }
+          for (let q = 0; q < ngaps; q++) { gap.col[gap.at(gaps[q])] = k; nextGaps[ng++] = gaps[q]; }
           guard = limit;
         } else if (!src.fill && k > 0 && changed > 0) {
           // The last column's entries below the lowest change: [gap below an item,] the item, ...
@@ -315,12 +349,12 @@
             }
             if (id < 0 || id >= changed) break;
             if (gap) {
-              gapCol[id] = k;
+              gap.col[gap.at(id)] = k;
               nextGaps[ng++] = id;
               push3(buf[q], buf[q + 1], -1);
               q += 3;
             }
-            runCol[id] = k;
+            run.col[run.at(id)] = k;
             nextRuns[nr++] = id;
             if (match && match[id] === 1) drawnMatches++;
             push3(buf[q], buf[q + 1], id);
@@ -345,14 +379,15 @@
             const a = Math.max(cursor, y0), b2 = Math.min(off, y1);
             if (b2 > a) {
               const g = j >= 0 ? j : n, gt = ys(b2), gb = ys(a);
-              if (gapCol[g] === k - 1 && Math.abs(gapTop[g] - gt) < 0.01 && Math.abs(gapBot[g] - gb) < 0.01) {
-                gapCol[g] = k;
+              const q = gap.at(g);
+              if (gap.col[q] === k - 1 && Math.abs(gap.top[q] - gt) < 0.01 && Math.abs(gap.bot[q] - gb) < 0.01) {
+                gap.col[q] = k;
               } else {
-                if (gapCol[g] === k - 1) flushGap(g, x);
-                gapCol[g] = k;
-                gapX[g] = x;
-                gapTop[g] = gt;
-                gapBot[g] = gb;
+                if (gap.col[q] === k - 1) flushGap(g, x);
+                gap.col[q] = k;
+                gap.x[q] = x;
+                gap.top[q] = gt;
+                gap.bot[q] = gb;
               }
               nextGaps[ng++] = g;
               push3(a, b2, -1);
@@ -364,23 +399,24 @@
           push3(off, top2, j);
           if (match && match[j] === 1) drawnMatches++;
           const f = src.fill ? src.fill(j, e) : 0;
-          if (runCol[j] === k - 1 && Math.abs(runTop[j] - py0) < 0.01 && Math.abs(runBot[j] - py1) < 0.01 &&
-              Math.abs(runFill[j] - f) < 0.005) {
-            runCol[j] = k;
+          const q = run.at(j);
+          if (run.col[q] === k - 1 && Math.abs(run.top[q] - py0) < 0.01 && Math.abs(run.bot[q] - py1) < 0.01 &&
+              Math.abs(run.fill[q] - f) < 0.005) {
+            run.col[q] = k;
           } else {
-            if (runCol[j] === k - 1) flush(j, x);
-            runCol[j] = k;
-            runX[j] = x;
-            runTop[j] = py0;
-            runBot[j] = py1;
-            runFill[j] = f;
+            if (run.col[q] === k - 1) flush(j, x);
+            run.col[q] = k;
+            run.x[q] = x;
+            run.top[q] = py0;
+            run.bot[q] = py1;
+            run.fill[q] = f;
           }
           nextRuns[nr++] = j;
           cursor = top2;
           j = nxt[j];
         }
-        for (let q = 0; q < nruns; q++) if (runCol[runs[q]] === k - 1) { flush(runs[q], x); runCol[runs[q]] = -2; }
-        for (let q = 0; q < ngaps; q++) if (gapCol[gaps[q]] === k - 1) { flushGap(gaps[q], x); gapCol[gaps[q]] = -2; }
+        for (let q = 0; q < nruns; q++) if (run.colOf(runs[q]) === k - 1) { flush(runs[q], x); run.col[run.at(runs[q])] = -2; }
+        for (let q = 0; q < ngaps; q++) if (gap.colOf(gaps[q]) === k - 1) { flushGap(gaps[q], x); gap.col[gap.at(gaps[q])] = -2; }
         [runs, nextRuns] = [nextRuns, runs];
         [gaps, nextGaps] = [nextGaps, gaps];
         nruns = nr;
@@ -389,8 +425,8 @@
         while (next && next[0] < E[k + 1]) apply(next[0]);
       }
       colStart[pw] = used;
-      for (let q = 0; q < nruns; q++) if (runCol[runs[q]] === pw - 1) flush(runs[q], L + pw);
-      for (let q = 0; q < ngaps; q++) if (gapCol[gaps[q]] === pw - 1) flushGap(gaps[q], L + pw);
+      for (let q = 0; q < nruns; q++) if (run.colOf(runs[q]) === pw - 1) flush(runs[q], L + pw);
+      for (let q = 0; q < ngaps; q++) if (gap.colOf(gaps[q]) === pw - 1) flushGap(gaps[q], L + pw);
       const store = buf;
       cols = { length: pw, at: (k2) => store.subarray(colStart[k2], colStart[k2 + 1]) };
       // The trace's marks, the program's actions, OOMs and where the run stopped.
