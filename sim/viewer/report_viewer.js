@@ -170,6 +170,25 @@
     widthOf: widthOf, view: view, setX: setX, zoomBar: zoomBar, yZoom: yZoom,
     probing: location.hash === "#probe", probeOut: [], redraws: [] };
 
+  // A view's work (decoding the allocation log, drawing its chart) done when the view comes near
+  // the screen: a recording of millions of events shows its first screen without paying for the
+  // views below it. At once for a view on the first screen, when probing (#probe: the tests), and
+  // for every view with #eager (every view drawn before the page says it is ready: scripts/bench).
+  const soon = new Map();
+  const eager = location.hash === "#probe" || location.hash === "#eager" || !("IntersectionObserver" in window);
+  const watch = eager ? null : new IntersectionObserver((entries) => entries.forEach((x) => {
+    const f = soon.get(x.target);
+    if (!x.isIntersecting || !f) return;
+    soon.delete(x.target);
+    watch.unobserve(x.target);
+    f();
+  }), { rootMargin: "50% 0px" });
+  FS.whenShown = (node, work) => {
+    if (eager || node.getBoundingClientRect().top < window.innerHeight) { work(); return; }
+    soon.set(node, work);
+    watch.observe(node);
+  };
+
   // Devices in one order in every section: by ordinal, then by space as fragsim lists them.
   const SPACES = ["hbm", "collective", "vmem", "smem", "cmem", "host"];
   const byDevice = (a, b) => a.device - b.device || SPACES.indexOf(a.space) - SPACES.indexOf(b.space);

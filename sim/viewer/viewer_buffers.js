@@ -9,7 +9,8 @@
 "use strict";
 (function () {
   const FS = window.FS, data = FS.data, el = FS.el, bytes = FS.bytes;
-  const runs = data.runs.filter((r) => FS.logOf(r) && FS.logOf(r).some((s) => s));
+  // (the logs are decoded when a chart first comes near the screen: FS.whenShown)
+  const runs = data.runs.filter((r) => r.history && r.history.allocations && r.history.allocations.slots.length);
   const box = document.getElementById("buffers");
 
   // A buffer of history.buffers as a readable object (the scrubber's maps name their blocks' buffers).
@@ -73,13 +74,23 @@
   }
   FS.clock = clock;
   const charts = [];
-  function chart(r, s) {
-    const h = r.history, slot = h.slots[s.slot], dev = { device: slot[0], space: slot[1] };
+  function chart(r, k, count) {
+    const h = r.history, slot = h.slots[k], dev = { device: slot[0], space: slot[1] };
     const wrap = el("div", { class: "bufbox" });
     const cut = h.allocations.cut_at >= 0 ? " — kept up to event " + h.allocations.cut_at + " (the page's budget)" : "";
     wrap.appendChild(el("h3", {}, (data.runs.length > 1 ? FS.runName(r) + " — " : "") + FS.where(dev) + ": " +
-      (s.n ? s.n.toLocaleString() + " allocations, each drawn" + cut : "no buffer placed")));
+      count.toLocaleString() + " allocations, each drawn" + cut));
     box.appendChild(wrap);
+    const room = el("div", { class: "bufroom" });  // the chart's height until it is drawn
+    room.style.height = "290px";
+    wrap.appendChild(room);
+    FS.whenShown(wrap, () => {
+      wrap.removeChild(room);
+      draw(r, FS.logOf(r)[k], wrap, dev);
+    });
+  }
+  function draw(r, s, wrap, dev) {
+    const h = r.history;
     const cl = clock(r, s);
     const step = [0, 0, 0];  // the change returned by next() (reused)
     const src = {
@@ -161,11 +172,12 @@
     charts.push({ run: r, slot: s, chart: ch, key: FS.keyOf(dev) });
   }
   runs.forEach((r) => {
-    const log = FS.logOf(r), h = r.history;
+    const h = r.history, counts = [];
+    h.allocations.slots.forEach((js) => { counts[js.slot] = js.count; });
     const slots = h.slots.map((x, k) => k).sort((a, b) => FS.byDevice({ device: h.slots[a][0], space: h.slots[a][1] },
       { device: h.slots[b][0], space: h.slots[b][1] }));
     slots.forEach((k) => {
-      if (log[k] && log[k].n) return chart(r, log[k]);
+      if (counts[k]) return chart(r, k, counts[k]);
       const dev = { device: h.slots[k][0], space: h.slots[k][1] };  // a space where the run placed nothing
       box.appendChild(el("div", { class: "maptitle" }, (data.runs.length > 1 ? FS.runName(r) + " — " : "") +
         FS.where(dev) + ": no buffer placed"));

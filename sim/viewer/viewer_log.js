@@ -536,7 +536,7 @@
     (FS.onSearch || []).forEach((f) => f());
   }
   FS.runSearch = run;
-  const any = data.runs.some((r) => logOf(r));
+  const any = data.runs.some((r) => r.history && r.history.allocations);  // (decoded when first read)
   const box = document.getElementById("search");
   const input = el("input", { type: "search", id: "search-box", size: 50,
     placeholder: "name, frame or shape text; size: 64MiB, >1GiB, 1MiB-2GiB" });

@@ -21,6 +21,16 @@
       regions.length + " region" + (regions.length === 1 ? "" : "s") + " held, " + released + " released" +
       (h.regions_cut_at >= 0 ? " — followed up to event " + h.regions_cut_at + " (a bound of the page)" : "")));
     box.appendChild(wrap);
+    const room = el("div", { class: "segroom" });  // the chart's height until it is drawn
+    room.style.height = "230px";
+    wrap.appendChild(room);
+    FS.whenShown(wrap, () => {
+      wrap.removeChild(room);
+      draw(r, slot, regions, wrap, dev);
+    });
+  }
+  function draw(r, slot, regions, wrap, dev) {
+    const h = r.history;
     // Changes in event order: obtained (its mapped bytes), each change of what is mapped, released.
     const changes = [];
     regions.forEach((g, i) => {

@@ -135,7 +135,7 @@
     // below it (the column it was last drawn in, where it started, its top, bottom and fill).
     const shown = new Uint8Array(n), cur = new Float64Array(n);
     const nxt = new Int32Array(n + 1), prv = new Int32Array(n + 1);
-    const run = new Bands(), gap = new Bands();
+    const runB = new Bands(), gapB = new Bands();
     let W = 900, cols = { length: 0, at: () => [] }, colEvent = null, x0 = 0, x1 = 1, y0 = 0, y1 = 1, drawnMatches = 0;
     const view = FS.view;
     const timeMode = () => view.time && src.timeOf;
@@ -254,23 +254,23 @@
       // Bands being drawn, merged across columns while an item keeps its place; grey bands of
       // thinner items, merged in the same way, keyed by the item drawn on its own above them (n:
       // above the last one).
-      run.clear();
-      gap.clear();
+      runB.clear();
+      gapB.clear();
       const flushGap = (g, xEnd) => {
         ctx.fillStyle = "#c8c8c8";
-        const q = gap.at(g);
-        ctx.fillRect(gap.x[q], gap.top[q], Math.max(0.5, xEnd - gap.x[q]), Math.max(0.5, gap.bot[q] - gap.top[q]));
+        const q = gapB.at(g);
+        ctx.fillRect(gapB.x[q], gapB.top[q], Math.max(0.5, xEnd - gapB.x[q]), Math.max(0.5, gapB.bot[q] - gapB.top[q]));
       };
       const pinned = opt.pinned ? opt.pinned() : -1;
       const flush = (i, xEnd) => {
         const hit = match && match[i] === 1, dim = match && !hit;
-        const q = run.at(i), top = run.top[q], x = run.x[q], w = Math.max(0.5, xEnd - x);
-        const h = hit || i === pinned ? Math.max(1.5, run.bot[q] - top) : run.bot[q] - top;  // a match stays visible
+        const q = runB.at(i), top = runB.top[q], x = runB.x[q], w = Math.max(0.5, xEnd - x);
+        const h = hit || i === pinned ? Math.max(1.5, runB.bot[q] - top) : runB.bot[q] - top;  // a match stays visible
         ctx.globalAlpha = dim ? 0.25 : 1;
         ctx.fillStyle = color(i);
         ctx.fillRect(x, top, w, h);
         if (src.fill) {  // the part in use, dark from the bottom
-          const f = run.fill[q];
+          const f = runB.fill[q];
           ctx.fillStyle = "#1f5f9f";
           ctx.fillRect(x, top + h * (1 - f), w, h * f);
         }
@@ -334,8 +334,8 @@
         let nr = 0, ng = 0, j = -1, cursor = y0, guard = 0, reused = 0;
         if (!src.fill && k > 0 && changed === Infinity) {  // nothing changed: the last column again
           for (let q = ps; q < pe; q += 3) push3(buf[q], buf[q + 1], buf[q + 2]);
-          for (let q = 0; q < nruns; q++) { run.col[run.at(runs[q])] = k; nextRuns[nr++] = runs[q]; }
-          for (let q = 0; q < ngaps; q++) { gap.col[gap.at(gaps[q])] = k; nextGaps[ng++] = gaps[q]; }
+          for (let q = 0; q < nruns; q++) { runB.col[runB.at(runs[q])] = k; nextRuns[nr++] = runs[q]; }
+          for (let q = 0; q < ngaps; q++) { gapB.col[gapB.at(gaps[q])] = k; nextGaps[ng++] = gaps[q]; }
           guard = limit;
         } else if (!src.fill && k > 0 && changed > 0) {
           // The last column's entries below the lowest change: [gap below an item,] the item, ...
@@ -349,12 +349,12 @@
             }
             if (id < 0 || id >= changed) break;
             if (gap) {
-              gap.col[gap.at(id)] = k;
+              gapB.col[gapB.at(id)] = k;
               nextGaps[ng++] = id;
               push3(buf[q], buf[q + 1], -1);
               q += 3;
             }
-            run.col[run.at(id)] = k;
+            runB.col[runB.at(id)] = k;
             nextRuns[nr++] = id;
             if (match && match[id] === 1) drawnMatches++;
             push3(buf[q], buf[q + 1], id);
@@ -379,15 +379,15 @@
             const a = Math.max(cursor, y0), b2 = Math.min(off, y1);
             if (b2 > a) {
               const g = j >= 0 ? j : n, gt = ys(b2), gb = ys(a);
-              const q = gap.at(g);
-              if (gap.col[q] === k - 1 && Math.abs(gap.top[q] - gt) < 0.01 && Math.abs(gap.bot[q] - gb) < 0.01) {
-                gap.col[q] = k;
+              const q = gapB.at(g);
+              if (gapB.col[q] === k - 1 && Math.abs(gapB.top[q] - gt) < 0.01 && Math.abs(gapB.bot[q] - gb) < 0.01) {
+                gapB.col[q] = k;
               } else {
-                if (gap.col[q] === k - 1) flushGap(g, x);
-                gap.col[q] = k;
-                gap.x[q] = x;
-                gap.top[q] = gt;
-                gap.bot[q] = gb;
+                if (gapB.col[q] === k - 1) flushGap(g, x);
+                gapB.col[q] = k;
+                gapB.x[q] = x;
+                gapB.top[q] = gt;
+                gapB.bot[q] = gb;
               }
               nextGaps[ng++] = g;
               push3(a, b2, -1);
@@ -399,24 +399,24 @@
           push3(off, top2, j);
           if (match && match[j] === 1) drawnMatches++;
           const f = src.fill ? src.fill(j, e) : 0;
-          const q = run.at(j);
-          if (run.col[q] === k - 1 && Math.abs(run.top[q] - py0) < 0.01 && Math.abs(run.bot[q] - py1) < 0.01 &&
-              Math.abs(run.fill[q] - f) < 0.005) {
-            run.col[q] = k;
+          const q = runB.at(j);
+          if (runB.col[q] === k - 1 && Math.abs(runB.top[q] - py0) < 0.01 && Math.abs(runB.bot[q] - py1) < 0.01 &&
+              Math.abs(runB.fill[q] - f) < 0.005) {
+            runB.col[q] = k;
           } else {
-            if (run.col[q] === k - 1) flush(j, x);
-            run.col[q] = k;
-            run.x[q] = x;
-            run.top[q] = py0;
-            run.bot[q] = py1;
-            run.fill[q] = f;
+            if (runB.col[q] === k - 1) flush(j, x);
+            runB.col[q] = k;
+            runB.x[q] = x;
+            runB.top[q] = py0;
+            runB.bot[q] = py1;
+            runB.fill[q] = f;
           }
           nextRuns[nr++] = j;
           cursor = top2;
           j = nxt[j];
         }
-        for (let q = 0; q < nruns; q++) if (run.colOf(runs[q]) === k - 1) { flush(runs[q], x); run.col[run.at(runs[q])] = -2; }
-        for (let q = 0; q < ngaps; q++) if (gap.colOf(gaps[q]) === k - 1) { flushGap(gaps[q], x); gap.col[gap.at(gaps[q])] = -2; }
+        for (let q = 0; q < nruns; q++) if (runB.colOf(runs[q]) === k - 1) { flush(runs[q], x); runB.col[runB.at(runs[q])] = -2; }
+        for (let q = 0; q < ngaps; q++) if (gapB.colOf(gaps[q]) === k - 1) { flushGap(gaps[q], x); gapB.col[gapB.at(gaps[q])] = -2; }
         [runs, nextRuns] = [nextRuns, runs];
         [gaps, nextGaps] = [nextGaps, gaps];
         nruns = nr;
@@ -425,8 +425,8 @@
         while (next && next[0] < E[k + 1]) apply(next[0]);
       }
       colStart[pw] = used;
-      for (let q = 0; q < nruns; q++) if (run.colOf(runs[q]) === pw - 1) flush(runs[q], L + pw);
-      for (let q = 0; q < ngaps; q++) if (gap.colOf(gaps[q]) === pw - 1) flushGap(gaps[q], L + pw);
+      for (let q = 0; q < nruns; q++) if (runB.colOf(runs[q]) === pw - 1) flush(runs[q], L + pw);
+      for (let q = 0; q < ngaps; q++) if (gapB.colOf(gaps[q]) === pw - 1) flushGap(gaps[q], L + pw);
       const store = buf;
       cols = { length: pw, at: (k2) => store.subarray(colStart[k2], colStart[k2 + 1]) };
       // The trace's marks, the program's actions, OOMs and where the run stopped.

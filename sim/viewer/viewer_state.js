@@ -132,7 +132,7 @@
     }
     // An allocation of the log as the maps' hover wants it.
     function logView(slot, i) {
-      const x = FS.entry(log[slot], i);
+      const x = FS.entry(FS.logOf(r)[slot], i);
       return { id: x.id, name: x.name, shape: x.shape, requested: x.requested, block: x.block, event_index: x.allocEvent,
         stack: String(x.stack), freed: isFinite(x.freeEvent) ? x.freeEvent : undefined };
     }
@@ -166,8 +166,9 @@
     // (its unmapped parts as at the keyframe before, when it was mapped as much then), every
     // allocation live then at its address, free space between; the figures computed from that.
     // null when a log is missing, cut short before e, or a region's mapping moved since.
-    const log = FS.logOf(r), regionLog = FS.regionsOf(r);
+    const regionLog = FS.regionsOf(r);
     function fromLog(e, ki) {
+      const log = FS.logOf(r);  // (decoded when first read)
       if (!log || !regionLog.length || (h.regions_cut_at >= 0 && e >= h.regions_cut_at) ||
           (h.allocations.cut_at >= 0 && e >= h.allocations.cut_at)) return null;
       const k = ki >= 0 ? fromKeyframe(kfs[ki]) : null;
@@ -257,7 +258,8 @@
       const di = bsearch(deltas, e, (d) => d[0]);
       const t = got.exact ? (di >= 0 && (!k || deltas[di][0] > k.event) ? deltas[di][1] : k ? k.t : 0) : k ? k.t : 0;
       status.textContent = "after event " + e.toLocaleString() + (got.fromLog
-        ? at(log && log[0] ? FS.clock(r, log.find((x) => x)).timeOf(e) / h.seconds_per_tick : 0, "") +
+        ? at(FS.logOf(r) && FS.logOf(r)[0] ? FS.clock(r, FS.logOf(r).find((x) => x)).timeOf(e) / h.seconds_per_tick : 0,
+          "") +
           " — exact: every allocation live then at its address, in the regions held then (figures computed from them)"
         : got.exact ? at(t, "at its last change") + " — exact: every change up to this event is applied"
         : k ? " — not kept change by change here: the state shown is fragsim's snapshot after event " + k.event.toLocaleString() +
@@ -303,8 +305,10 @@
       evt.preventDefault();
       change(evt.key === "ArrowRight" ? 1 : -1);
     });
-    go(bookmarks.length && bookmarks[0][1] >= h.first && bookmarks[0][1] <= h.last ? bookmarks[0][1] : h.first);
-    if (FS.probing) probe(r, stateAt, go, slider, status);
+    FS.whenShown(slider, () => {
+      go(bookmarks.length && bookmarks[0][1] >= h.first && bookmarks[0][1] <= h.last ? bookmarks[0][1] : h.first);
+      if (FS.probing) probe(r, stateAt, go, slider, status);
+    });
   }
 
   // #probe: each keyframe inside an exact range, rebuilt from the keyframe before it and the
