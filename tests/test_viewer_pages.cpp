@@ -510,3 +510,32 @@ TEST_CASE("viewer: a JAX capture's compiled modules, their buffers in program or
   CHECK(std::stoi(m[1]) > 0);
   CHECK(std::stoi(m[2]) == std::stoi(m[1]));
 }
+
+// A page of millions of events spent most of its load decoding the allocation log and drawing the
+// charts below the first screen (issue 51: ready within 10 s for 10 M events): those views wait
+// until they come near the screen; #eager draws every view before the page says it is ready.
+TEST_CASE("viewer: views below the first screen are drawn when they come near it; eager draws every view at once",
+          "[chromium]") {
+  const std::string html = write_text("lazy.html", run_cmd({.trace = kTrain}, kWithHtml).html());
+  auto count = [](const std::string& dom, const std::string& what) {
+    size_t n = 0;
+    for (size_t at = dom.find(what); at != std::string::npos; at = dom.find(what, at + 1)) ++n;
+    return n;
+  };
+  const size_t slots = embedded_data(read_text(html))["runs"][0]["history"]["allocations"]["slots"].size();
+  REQUIRE(slots >= 1);
+  for (const char* m : {"", "#eager"}) {
+    const std::string mode = m;
+    INFO(mode);
+    std::string console;
+    // A window 400 pixels tall: the summary and memory over time fill it.
+    const std::string dom = rendered_dom(html, mode, "1400,400", &console);
+    CHECK(dom.find("<div id=\"errors\"></div>") != std::string::npos);
+    CHECK(console.empty());
+    CHECK(dom.find("data-ready=\"1\"") != std::string::npos);
+    CHECK(count(dom, "<svg class=\"chart") >= 1);  // memory over time, on the first screen
+    // Every allocation: each device's chart, or the room it will take while it waits.
+    CHECK(count(dom, "class=\"bufchart\"") == (mode.empty() ? 0 : slots));
+    CHECK(count(dom, "class=\"bufroom\"") == (mode.empty() ? slots : 0));
+  }
+}
