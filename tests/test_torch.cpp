@@ -434,7 +434,7 @@ TEST_CASE("snapshot import: pre-trace state first, observations kept, convert wr
 // A run reads its input several times (the replay, the second fidelity pass, the history, the
 // report's best plan, advice); from a pickle each read was a full decode, most of the run's time
 // (a 1 GB snapshot: hours). While conversions are kept, the file is decoded once.
-TEST_CASE("a snapshot read again while conversions are kept is decoded once; a file changed since is read again") {
+TEST_CASE("a snapshot read again while conversions are kept is decoded once and a file changed since is read again") {
   namespace fs = std::filesystem;
   const std::string p = tmp_path("kept.pickle");
   write_file_atomic(p, fixture_bytes("small_mlp_97ev.pickle"));

@@ -514,7 +514,7 @@ TEST_CASE("viewer: a JAX capture's compiled modules, their buffers in program or
 // A page of millions of events spent most of its load decoding the allocation log and drawing the
 // charts below the first screen (issue 51: ready within 10 s for 10 M events): those views wait
 // until they come near the screen; #eager draws every view before the page says it is ready.
-TEST_CASE("viewer: views below the first screen are drawn when they come near it; eager draws every view at once",
+TEST_CASE("viewer: views below the first screen are drawn when they come near it and eager draws every view at once",
           "[chromium]") {
   const std::string html = write_text("lazy.html", run_cmd({.trace = kTrain}, kWithHtml).html());
   auto count = [](const std::string& dom, const std::string& what) {

@@ -31,23 +31,26 @@ constexpr const char* kBeforeRecording = "(allocated before the recording began)
 
 using namespace torch_snapshot;
 
-// One event of the output, before devices are merged by time.
+// One event of the output, before devices are merged by time. Every event of the recording is
+// one of these while it is replayed (24 M for a 1 GB pickle): the fields are ordered so that they
+// pack into 80 bytes (104 in declaration order by meaning).
 struct Raw {
-  Op op = Op::kMark;
   std::uint64_t t = 0;  // µs
-  bool has_t = false;
-  std::uint32_t device = 0;
   std::uint64_t id = 0;
   Bytes size = 0;
   std::uint64_t addr = 0;
-  bool has_addr = false;
   std::int64_t stream = 0;
-  bool pre_trace = false;
   std::uint64_t line = 0;   // 1-based position in its device trace (messages)
   std::uint64_t stack = 0;  // 0: none
-  std::uint32_t name = 0;   // index into names_ (0: none)
   Bytes block = 0;          // pre-trace alloc: the recorded block size (0: unknown)
+  std::uint32_t device = 0;
+  std::uint32_t name = 0;  // index into names_ (0: none)
+  Op op = Op::kMark;
+  bool has_t = false;
+  bool has_addr = false;
+  bool pre_trace = false;
 };
+static_assert(sizeof(Raw) <= 80);
 
 // What a snapshot converts to: its events in order, the names they index, their stacks, the
 // header. Every reader of one conversion reads the same (readers differ only in where they are).
