@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <array>
 #include <atomic>
+#include <cmath>
 #include <random>
 #include <thread>
 
@@ -339,11 +340,13 @@ class Planner {
 
   // Iterated greedy for a slice of the time left, a batch of kRestartBatch restarts at a time:
   // each places the leaf again in the best greedy plan's order and fit, its keys scaled by random
-  // noise (of a scale drawn per restart, 1 % to 30 %: buffers of about the same key trade places)
-  // and, in half the restarts, the buffers whose tops were near the best height moved forward
-  // (squeaky wheel: what set the height goes earlier). The lowest plan is kept. Restart k draws
-  // from seed + k alone and starts from the best plan before its batch: the same plans however
-  // many threads run them.
+  // noise (of a scale drawn per restart, 1 % to 30 %: buffers of about the same key trade places);
+  // in half the restarts, by life^β too, β drawn from [0, options' life_exponent] (between the order by
+  // size and the order by area: a long-lived buffer goes before a short-lived one of about its
+  // size, so that it finds room low down instead of over everything placed around it); and in half
+  // of them, the buffers whose tops were near the best height moved forward (squeaky wheel: what
+  // set the height goes earlier). The lowest plan is kept. Restart k draws from seed + k alone and
+  // starts from the best plan before its batch: the same plans however many threads run them.
   void restart(Leaf& l, Bytes target) {
     const double left = std::chrono::duration<double>(deadline_ - PlanClock::now()).count();
     const auto until = PlanClock::now() + std::chrono::duration_cast<PlanClock::duration>(
@@ -378,9 +381,12 @@ class Planner {
         const double scale = std::array<double, 4>{0.01, 0.03, 0.1, 0.3}[rng() % 4];
         const bool squeaky = rng() % 2;
         std::uniform_real_distribution<double> noise(1 - scale, 1 + scale), boost(1, 2);
+        const double beta =
+            rng() % 2 && o_.life_exponent > 0 ? std::uniform_real_distribution<double>(0, o_.life_exponent)(rng) : 0.0;
         std::vector<std::pair<double, std::uint32_t>> keyed(n);
         for (std::uint32_t i = 0; i < n; ++i) {
           double k = base[i] * noise(rng);
+          if (beta > 0) k *= std::pow(static_cast<double>(l.b[i].upper - l.b[i].lower), beta);
           if (squeaky && l.off[i] + l.b[i].size + band > l.best) k *= boost(rng);
           keyed[i] = {k, i};
         }
