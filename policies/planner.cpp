@@ -203,7 +203,7 @@ class Planner {
 
  private:
   bool out_of_time() const {
-    return PlanClock::now() >= deadline_ || (o_.stop && o_.stop->load(std::memory_order_relaxed)) ||
+    return past_deadline_ || PlanClock::now() >= deadline_ || (o_.stop && o_.stop->load(std::memory_order_relaxed)) ||
            (o_.work_limit && work_ >= o_.work_limit);
   }
   bool done(Bytes height, Bytes bound) const { return height <= bound || (o_.capacity && height <= o_.capacity); }
@@ -374,6 +374,13 @@ class Planner {
     std::vector<Pass> passes(kRestartBatch);
     std::vector<PlanFit> fits(kRestartBatch);
     while (PlanClock::now() < until && !out_of_time() && !l.proven() && !(target && l.best <= target)) {
+      // A batch runs to its end: one that the last batch's time says would end past the deadline
+      // is not started (the time limit holds however long a pass takes), and none after it.
+      const auto batch_start = PlanClock::now();
+      if (batch_start + last_batch_ > deadline_) {
+        past_deadline_ = true;
+        break;
+      }
       const Bytes band = std::max<Bytes>(1, (l.best - l.lowest) / 4);
       std::atomic<Bytes> lowest{l.best};
       parallel(kRestartBatch, n, [&](size_t j) {
@@ -401,6 +408,7 @@ class Planner {
       });
       l.restarts += kRestartBatch;
       work_ += kRestartBatch * n;
+      last_batch_ = PlanClock::now() - batch_start;
       for (size_t j = 0; j < kRestartBatch; ++j)
         if (passes[j].height < l.best) {
           keep(l, passes[j].height, passes[j].off, "greedy restarts");
@@ -415,7 +423,9 @@ class Planner {
   PlanClock::time_point start_, deadline_;
   size_t threads_;
   std::vector<Leaf> leaves_;
-  std::uint64_t work_ = 0;  // search nodes and local-search steps (a buffer placed each) so far
+  std::uint64_t work_ = 0;            // search nodes and local-search steps (a buffer placed each) so far
+  PlanClock::duration last_batch_{};  // how long the last batch of restarts took
+  bool past_deadline_ = false;        // a batch was not started: it would have ended past the deadline
 };
 
 }  // namespace
