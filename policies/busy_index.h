@@ -1,6 +1,7 @@
 // BusyIndex: the offsets that committed buffers occupy at some time within an interval, kept so
 // that static-heap's best fit (policies/static_heap.cpp) finds the smallest free gap that fits
-// without visiting every buffer that overlaps the new one in time.
+// without visiting every buffer that overlaps the new one in time (and the planner's greedy
+// passes, policies/plan_greedy.cpp, the lowest: the first fit).
 //
 // The question, for a buffer living over [s, e] with `size` bytes: let U be the union of the
 // chunks [lo, hi) of committed buffers whose [start, end] overlaps [s, e]; among the maximal free
@@ -45,9 +46,10 @@
 // gaps of U that fit are exactly the maximal intervals of ∩ F_k of length ≥ size (such an
 // interval is free in U; a larger free interval around it would lie in fitting gaps of every
 // list, so in ∩ F_k). A leapfrog walks ∩ F_k in offset order, each list answering next_fitting;
-// an exact fit ends the search (nothing smaller fits, nothing lower ties). The last interval of
-// ∩ F_k is [end of U, ∞). Cost per query: O(K · (fitting intervals + 1) · log) plus the edge
-// buffers, instead of O(k log k); K ≤ 2 log(blocks) + 1 (2 for a short query). Commit: one insert
+// an exact fit ends the search (nothing smaller fits, nothing lower ties); a first fit ends at the
+// first interval that fits. The last interval of ∩ F_k is [end of U, ∞). Cost per query:
+// O(K · (fitting intervals + 1) · log) plus the edge buffers, instead of O(k log k);
+// K ≤ 2 log(blocks) + 1 (2 for a short query). Commit: one insert
 // into each node meeting the buffer's blocks and each cover list of a block it holds,
 // O(duration / block + log blocks).
 //
@@ -404,7 +406,12 @@ class BusyIndex {
   // The best fit for interval i: the lowest offset of the smallest gap of at least `size`, or
   // U's end when no finite gap fits. False when the index cannot say: it is not enabled, or the
   // interval holds no whole time block and the cover lists are over their budget.
-  bool best_fit(size_t i, Bytes size, Bytes* offset) {
+  bool best_fit(size_t i, Bytes size, Bytes* offset) { return fit(i, size, false, offset); }
+  // The first fit: the lowest offset of the lowest such gap (the same walk, ended at its first fit).
+  bool first_fit(size_t i, Bytes size, Bytes* offset) { return fit(i, size, true, offset); }
+
+ private:
+  bool fit(size_t i, Bytes size, bool first, Bytes* offset) {
     if (!enabled_) return false;
     const size_t s = start_[i], e = end_[i];
     size_t f = (s + block_ - 1) / block_, past = (e + 1) / block_;
@@ -435,7 +442,7 @@ class BusyIndex {
     edge_list_.assign_sorted(edge_);
     if (!edge_list_.empty()) used_.push_back(&edge_list_);
     work_ = 0;
-    *offset = leapfrog(size);
+    *offset = leapfrog(size, first);
     work_ += looked_up_;
     return true;
   }
@@ -542,7 +549,7 @@ class BusyIndex {
     }
     out.resize(static_cast<size_t>(o - out.data()));
   }
-  Bytes leapfrog(Bytes size) {
+  Bytes leapfrog(Bytes size, bool first) {
     size_t k = used_.size();
     if (k == 0) return 0;
     cursors_.assign(k, {});
@@ -567,6 +574,7 @@ class BusyIndex {
       Bytes q = RunList::kEnd;
       for (const auto& g : gaps_) q = std::min(q, g.hi);
       if (q == RunList::kEnd) break;  // [end of U, ∞)
+      if (first && q - p >= size) return p;
       if (q - p >= size && q - p < best_size) {
         best_size = q - p;
         best_lo = p;

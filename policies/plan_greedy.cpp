@@ -2,9 +2,11 @@
 
 #include <algorithm>
 #include <numeric>
+#include <optional>
 
 #include "policies/busy_index.h"
 #include "policies/interval_tree.h"
+#include "policies/static_heap.h"
 
 namespace fragsim {
 
@@ -38,6 +40,9 @@ Bytes place_in_order(const std::vector<PlanBuffer>& buffers, const std::vector<s
     ends.push_back(b.upper > b.lower ? b.upper - 1 : b.lower);  // closed [lower, upper − 1]
   }
   IntervalTree<Chunk> placed(starts, ends);
+  // The gaps come from a BusyIndex where it can say (as static-heap's do), else from a scan of the
+  // buffers that live with this one (the index holds no empty chunk: from the first on, the scan).
+  std::optional<BusyIndex> index(std::in_place, starts, ends, kHeapTimeBlock);
   offsets.resize(buffers.size());
   std::vector<Chunk> busy, scratch;
   Bytes height = 0;
@@ -47,12 +52,22 @@ Bytes place_in_order(const std::vector<PlanBuffer>& buffers, const std::vector<s
       offsets[i] = 0;
       continue;
     }
-    busy.clear();
-    placed.overlapping(b.lower, ends[i], [&](const Chunk& c) { busy.push_back(c); });
-    sort_by_offset(busy, scratch, [](const Chunk& c) { return c.first; });
-    const Bytes off = fit_among(busy, b.size, fit), top = sat_add(off, b.size);
+    Bytes off;
+    if (!index || !(fit == PlanFit::kFirst ? index->first_fit(i, b.size, &off) : index->best_fit(i, b.size, &off))) {
+      busy.clear();
+      placed.overlapping(b.lower, ends[i], [&](const Chunk& c) { busy.push_back(c); });
+      sort_by_offset(busy, scratch, [](const Chunk& c) { return c.first; });
+      off = fit_among(busy, b.size, fit);
+    }
+    const Bytes top = sat_add(off, b.size);
     offsets[i] = off;
     placed.commit(i, {off, top});
+    if (index) {
+      if (top > off)
+        index->commit(i, off, top);
+      else
+        index.reset();
+    }
     height = std::max(height, top);
     if (height > give_up_above) return height;
   }

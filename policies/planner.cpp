@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <array>
 #include <atomic>
+#include <cmath>
 #include <random>
 #include <thread>
 
@@ -202,7 +203,7 @@ class Planner {
 
  private:
   bool out_of_time() const {
-    return PlanClock::now() >= deadline_ || (o_.stop && o_.stop->load(std::memory_order_relaxed)) ||
+    return past_deadline_ || PlanClock::now() >= deadline_ || (o_.stop && o_.stop->load(std::memory_order_relaxed)) ||
            (o_.work_limit && work_ >= o_.work_limit);
   }
   bool done(Bytes height, Bytes bound) const { return height <= bound || (o_.capacity && height <= o_.capacity); }
@@ -339,11 +340,13 @@ class Planner {
 
   // Iterated greedy for a slice of the time left, a batch of kRestartBatch restarts at a time:
   // each places the leaf again in the best greedy plan's order and fit, its keys scaled by random
-  // noise (of a scale drawn per restart, 1 % to 30 %: buffers of about the same key trade places)
-  // and, in half the restarts, the buffers whose tops were near the best height moved forward
-  // (squeaky wheel: what set the height goes earlier). The lowest plan is kept. Restart k draws
-  // from seed + k alone and starts from the best plan before its batch: the same plans however
-  // many threads run them.
+  // noise (of a scale drawn per restart, 1 % to 30 %: buffers of about the same key trade places);
+  // in half the restarts, by life^β too, β drawn from [0, options' life_exponent] (between the order by
+  // size and the order by area: a long-lived buffer goes before a short-lived one of about its
+  // size, so that it finds room low down instead of over everything placed around it); and in half
+  // of them, the buffers whose tops were near the best height moved forward (squeaky wheel: what
+  // set the height goes earlier). The lowest plan is kept. Restart k draws from seed + k alone and
+  // starts from the best plan before its batch: the same plans however many threads run them.
   void restart(Leaf& l, Bytes target) {
     const double left = std::chrono::duration<double>(deadline_ - PlanClock::now()).count();
     const auto until = PlanClock::now() + std::chrono::duration_cast<PlanClock::duration>(
@@ -371,6 +374,13 @@ class Planner {
     std::vector<Pass> passes(kRestartBatch);
     std::vector<PlanFit> fits(kRestartBatch);
     while (PlanClock::now() < until && !out_of_time() && !l.proven() && !(target && l.best <= target)) {
+      // A batch runs to its end: one that the last batch's time says would end past the deadline
+      // is not started (the time limit holds however long a pass takes), and none after it.
+      const auto batch_start = PlanClock::now();
+      if (batch_start + last_batch_ > deadline_) {
+        past_deadline_ = true;
+        break;
+      }
       const Bytes band = std::max<Bytes>(1, (l.best - l.lowest) / 4);
       std::atomic<Bytes> lowest{l.best};
       parallel(kRestartBatch, n, [&](size_t j) {
@@ -378,9 +388,12 @@ class Planner {
         const double scale = std::array<double, 4>{0.01, 0.03, 0.1, 0.3}[rng() % 4];
         const bool squeaky = rng() % 2;
         std::uniform_real_distribution<double> noise(1 - scale, 1 + scale), boost(1, 2);
+        const double beta =
+            rng() % 2 && o_.life_exponent > 0 ? std::uniform_real_distribution<double>(0, o_.life_exponent)(rng) : 0.0;
         std::vector<std::pair<double, std::uint32_t>> keyed(n);
         for (std::uint32_t i = 0; i < n; ++i) {
           double k = base[i] * noise(rng);
+          if (beta > 0) k *= std::pow(static_cast<double>(l.b[i].upper - l.b[i].lower), beta);
           if (squeaky && l.off[i] + l.b[i].size + band > l.best) k *= boost(rng);
           keyed[i] = {k, i};
         }
@@ -395,6 +408,7 @@ class Planner {
       });
       l.restarts += kRestartBatch;
       work_ += kRestartBatch * n;
+      last_batch_ = PlanClock::now() - batch_start;
       for (size_t j = 0; j < kRestartBatch; ++j)
         if (passes[j].height < l.best) {
           keep(l, passes[j].height, passes[j].off, "greedy restarts");
@@ -409,7 +423,9 @@ class Planner {
   PlanClock::time_point start_, deadline_;
   size_t threads_;
   std::vector<Leaf> leaves_;
-  std::uint64_t work_ = 0;  // search nodes and local-search steps (a buffer placed each) so far
+  std::uint64_t work_ = 0;            // search nodes and local-search steps (a buffer placed each) so far
+  PlanClock::duration last_batch_{};  // how long the last batch of restarts took
+  bool past_deadline_ = false;        // a batch was not started: it would have ended past the deadline
 };
 
 }  // namespace

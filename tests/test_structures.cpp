@@ -271,10 +271,10 @@ TEST_CASE("RunList: the union of inserted intervals, and the first gap that fits
 
 // BusyIndex alone against the definition it answers: the union U of the committed chunks whose
 // closed time interval overlaps the query's, its smallest free gap of at least `size` (lowest on
-// ties), or U's end. Intervals are committed in a random order, each queried first (as a plan
-// does) and a few others besides; time blocks from one instant to more than the whole span, so
-// that queries hold no whole block, a few or many, and chunk sizes both that merge (equal) and
-// that leave slivers (arbitrary: the index coarsens its blocks past its memory budget, or gives up).
+// ties; and for the first fit the planner's greedy passes ask, its lowest such gap), or U's end. Intervals are
+// committed in a random order, each queried first (as a plan does) and a few others besides; time blocks from one
+// instant to more than the whole span, so that queries hold no whole block, a few or many, and chunk sizes both that
+// merge (equal) and that leave slivers (arbitrary: the index coarsens its blocks past its memory budget, or gives up).
 TEST_CASE("BusyIndex: the best fit of the chunks overlapping an interval, as a scan of them finds it") {
   struct Shape {
     size_t intervals, span, max_len;
@@ -301,13 +301,14 @@ TEST_CASE("BusyIndex: the best fit of the chunks overlapping an interval, as a s
       for (size_t i = order.size(); i > 1; --i) std::swap(order[i - 1], order[rnd() % i]);
       std::vector<std::pair<Bytes, Bytes>> chunk(sh.intervals);
       std::vector<char> committed(sh.intervals, 0);
-      auto reference = [&](size_t q, Bytes size) {
+      auto reference = [&](size_t q, Bytes size, bool first = false) {
         std::vector<std::pair<Bytes, Bytes>> busy;
         for (size_t j = 0; j < sh.intervals; ++j)
           if (committed[j] && starts[j] <= ends[q] && starts[q] <= ends[j]) busy.push_back(chunk[j]);
         std::sort(busy.begin(), busy.end());
         Bytes cur = 0, best = 0, best_size = kTooLarge;
         for (const auto& [lo, hi] : busy) {
+          if (lo > cur && lo - cur >= size && first) return cur;
           if (lo > cur && lo - cur >= size && lo - cur < best_size) {
             best_size = lo - cur;
             best = cur;
@@ -326,6 +327,8 @@ TEST_CASE("BusyIndex: the best fit of the chunks overlapping an interval, as a s
         short_answered += ends[q] - starts[q] < 2 * block;
         INFO("shape span " << sh.span << ", blocks of " << block << ", interval " << q << ", size " << size);
         REQUIRE(got == reference(q, size));
+        REQUIRE(index.first_fit(q, size, &got));  // the same lists answer the first fit (the planner's)
+        REQUIRE(got == reference(q, size, true));
       };
       for (size_t i : order) {
         Bytes size = sh.min_size + rnd() % (sh.max_size - sh.min_size + 1);

@@ -126,9 +126,9 @@ int cmd_plan(const Args& args, const Registry&) {
       "capacity", po::value(&capacity)->value_name("SIZE"),
       "a height to meet (e.g. 1MiB, 1048576B): stop as soon as a plan fits it; default: minimise the height")(
       "time-limit", po::value(&req.time_limit)->value_name("SECONDS"),
-      "the time to spend, shared out among the spaces by buffer count (default: 3 s per 10,000 buffers, at least "
-      "5 s); the best plan found by then is written")("seed", po::value(&req.seed)->default_value(1),
-                                                      "the local search's random choices")(
+      "the time the whole command may take, reading and writing included, shared out among the spaces by "
+      "buffer count (default: 3 s per 10,000 buffers, at least 5 s); the best plan found by then is written")(
+      "seed", po::value(&req.seed)->default_value(1), "the local search's random choices")(
       "lenient", po::bool_switch(&lenient), "skip frees of unknown ids");
   if (parse(args, d, {{"input", 1}},
             "usage: fragsim plan INPUT [-o OUT.csv] [--json FILE] [--capacity SIZE] [--time-limit SECONDS]\n\n"
