@@ -109,6 +109,7 @@ void Engine::rebuild_prior(std::uint32_t si) {
         const Event& ev = prior_.events().at(reqs[k].live);
         if (placed[reqs[k].live] || ev.device != device || route(ev.space, ev) != space) continue;
         placed[reqs[k].live] = true;
+        ++o.placed_in_history;
         s.mem->set_logging(logging);
         current_event_ = ev.index;
         in_prior_history_ = true;

@@ -51,16 +51,17 @@ PriorOptions::Mode parse_prior_mode(const std::string& s, const std::string& wha
 // What a run did with the state before the recording, per (device, space) (SpaceResult::prior).
 struct PriorOutcome {
   bool rebuilt = false;
-  std::string reason;                  // why it was held that way, in words
-  std::uint64_t blocks = 0;            // live when recording began
-  Bytes live = 0;                      // their requested bytes
-  std::uint64_t regions = 0;           // segments and mapped ranges the recording's allocator held then
-  std::uint64_t mapped_ranges = 0;     // of which mapped ranges of reservations (expandable segments)
-  Bytes region_bytes = 0;              // their bytes (the recording's reserved memory)
-  std::uint64_t requests = 0;          // re-held: requests of the history replayed...
-  std::uint64_t requests_dropped = 0;  // ...and left out (the policy refused them: a limit)
-  Bytes request_bytes = 0;             // the replayed requests' bytes
-  std::uint64_t blocks_failed = 0;     // live blocks the policy could not re-hold (an OOM before the trace)
+  std::string reason;                   // why it was held that way, in words
+  std::uint64_t blocks = 0;             // live when recording began
+  Bytes live = 0;                       // their requested bytes
+  std::uint64_t regions = 0;            // segments and mapped ranges the recording's allocator held then
+  std::uint64_t mapped_ranges = 0;      // of which mapped ranges of reservations (expandable segments)
+  Bytes region_bytes = 0;               // their bytes (the recording's reserved memory)
+  std::uint64_t requests = 0;           // re-held: requests of the history replayed...
+  std::uint64_t requests_dropped = 0;   // ...and left out (the policy refused them: a limit)
+  Bytes request_bytes = 0;              // the replayed requests' bytes
+  std::uint64_t placed_in_history = 0;  // live blocks the history placed at their turn (the rest follow)
+  std::uint64_t blocks_failed = 0;      // live blocks the policy could not re-hold (an OOM before the trace)
   // The answers over every order and history considered (add_prior_range), when they were replayed.
   struct Range {
     Bytes reserved_low = 0, reserved_high = 0;    // peak reserved

@@ -146,6 +146,7 @@ nlohmann::json prior_json(const PriorOutcome& p) {
     j["history"] = {{"requests", p.requests},
                     {"request_bytes", p.request_bytes},
                     {"requests_left_out", p.requests_dropped},
+                    {"blocks_in_history", p.placed_in_history},
                     {"blocks_not_held", p.blocks_failed}};
   if (p.range)
     j["range"] = {{"peak_reserved_bytes", {p.range->reserved_low, p.range->reserved_high}},
@@ -522,13 +523,21 @@ void prior_text(std::back_insert_iterator<std::string> out, const RunResult& r, 
   fmt::format_to(out, "  before the recording{}: {} ({}) live{}; {}\n",
                  r.several_spaces() ? " (" + where(r, sp.device, sp.space) + ")" : "",
                  count(p.blocks, "block", "blocks"), human_bytes(p.live), held, p.reason);
-  if (p.rebuilt && (p.requests || p.requests_dropped))
+  if (p.rebuilt && (p.requests || p.requests_dropped)) {
+    // Where the history placed live blocks at their turn, say so: "then the live blocks" alone
+    // would describe another history than the one replayed.
+    const std::string blocks =
+        p.placed_in_history == 0 ? "then the live blocks in address order"
+        : p.placed_in_history >= p.blocks
+            ? fmt::format("the {} placed among them at their turn", count(p.blocks, "live block", "live blocks"))
+            : fmt::format("{} of the live blocks placed among them at their turn, then the other {} in address order",
+                          p.placed_in_history, p.blocks - p.placed_in_history);
     fmt::format_to(
-        out,
-        "    re-held after {} of {} that obtained the recording's memory{}, then the live blocks in address "
-        "order\n",
+        out, "    re-held after {} of {} that obtained the recording's memory{}, {}\n",
         count(p.requests, "request", "requests"), human_bytes(p.request_bytes),
-        p.requests_dropped ? fmt::format(" ({} left out: this run's limit refused them)", p.requests_dropped) : "");
+        p.requests_dropped ? fmt::format(" ({} left out: this run's limit refused them)", p.requests_dropped) : "",
+        blocks);
+  }
   if (!p.range) return;
   const std::string lo = human_bytes(p.range->reserved_low), hi = human_bytes(p.range->reserved_high);
   const std::string what =
