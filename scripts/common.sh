@@ -52,12 +52,29 @@ build() { build_in "$BUILD" -DFRAGSIM_LTO=OFF "$@"; }
 TEST_PACKAGES=(chromium slurm-wlm munge time python3-torch)
 
 # Every Catch2 TEST_CASE must be one ctest test under its own name: a name that test discovery splits
-# (at ';') or loses would leave a case that never runs while the count still looks whole.
+# (at ';') or loses would leave a case that never runs while the count still looks whole. So must
+# every test method of tests/python (tests/CMakeLists.txt registers them line by line: a method it
+# does not see, one indented otherwise, would never run); those are read from the files' syntax
+# trees, without importing them.
 same_tests() {
   local dir=$1
   if ! diff <("$dir/tests/fragsim_tests" --list-test-names-only | sed '/^$/d' | sort) \
     <(cd "$dir" && ctest -N -LE python | sed -n 's/^ *Test *#[0-9]*: //p' | sort); then
     echo "$(basename "$0"): ctest's tests in $dir differ from the Catch2 test cases (above)" >&2
+    exit 1
+  fi
+  if grep -q '^FRAGSIM_PYTHON:BOOL=ON' "$dir/CMakeCache.txt" 2>/dev/null &&
+    ! diff <( (python3 - "$ROOT/tests/python" <<'PY'
+import ast, pathlib, sys
+for f in sorted(pathlib.Path(sys.argv[1]).glob("test_*.py")):
+    for c in ast.parse(f.read_text()).body:
+        if isinstance(c, ast.ClassDef):
+            for m in ast.walk(c):
+                if isinstance(m, (ast.FunctionDef, ast.AsyncFunctionDef)) and m.name.startswith("test"):
+                    print(f"python.{f.stem}.{c.name}.{m.name}")
+PY
+    ) | sort) <(cd "$dir" && ctest -N -L python | sed -n 's/^ *Test *#[0-9]*: //p' | sort); then
+    echo "$(basename "$0"): ctest's tests in $dir differ from the test methods of tests/python (above)" >&2
     exit 1
   fi
 }
