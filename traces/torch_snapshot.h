@@ -24,7 +24,7 @@ std::unique_ptr<TraceReader> make_torch_snapshot_reader(const std::string& path,
 
 // While one of these lives (anywhere in the process), a snapshot file read again — the same path,
 // size and modification time — is not: its readers share the first read's conversion (its events,
-// about 100 bytes each, held until the last of these goes). A command that replays its input
+// 80 bytes each, held until the last of these goes). A command that replays its input
 // several times (the run, its second fidelity pass, the history, the report's best plan, advice)
 // thus decodes a pickle once: decoding is most of the cost of a replay from a pickle.
 class KeepSnapshotConversions {
