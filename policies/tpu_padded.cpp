@@ -15,6 +15,7 @@
 
 #include <algorithm>
 #include <map>
+#include <tuple>
 
 #include "policies/tpu_padding.h"
 #include "sim/base/error.h"
@@ -53,15 +54,20 @@ class TpuPaddedPolicy : public AllocatorPolicy {
     }
     AllocRequest inner = req;
     inner.size = ps.padded;
+    if (defrag_) inner.handle = take_inner_handle();
     Placement p = inner_->allocate(inner);
     if (!p.ok && defrag_ && inner_->usage().available >= inner_->rounded_size(inner) && compact())
       p = inner_->allocate(inner);
-    if (!p.ok) return p;
+    if (!p.ok) {
+      if (defrag_) free_inner_.push_back(inner.handle);
+      return p;
+    }
     if (req.handle >= live_.size()) live_.resize(req.handle + 1);
     live_[req.handle] = {ps, true};
     if (defrag_) {
-      if (req.handle >= placed_.size()) placed_.resize(req.handle + 1);
-      placed_[req.handle] = {position(p), OwnedRequest(inner)};
+      if (req.handle >= inner_of_.size()) inner_of_.resize(req.handle + 1, kNoHandle);
+      inner_of_[req.handle] = inner.handle;
+      placed_[inner.handle] = {position(p), OwnedRequest(inner), req.handle, true};
     }
     live_padded_ += ps.padded;
     live_unpadded_ += ps.unpadded;
@@ -74,7 +80,14 @@ class TpuPaddedPolicy : public AllocatorPolicy {
   }
 
   void release(Handle h) override {
-    inner_->release(h);
+    if (defrag_) {
+      const Handle i = inner_of_[h];
+      inner_->release(i);
+      placed_[i].live = false;
+      free_inner_.push_back(i);
+    } else {
+      inner_->release(h);
+    }
     live_[h].live = false;
     live_padded_ -= live_[h].size.padded;
     live_unpadded_ -= live_[h].size.unpadded;
@@ -154,11 +167,27 @@ class TpuPaddedPolicy : public AllocatorPolicy {
   };
   // With defragment only: where a live buffer sits and its request as the inner policy saw it,
   // for re-placing on compaction (kept apart: copying the request at every allocation cost 7-8 %
-  // of a replay without defragment on the 2 M-event bench trace).
+  // of a replay without defragment on the 2 M-event bench trace), by its handle in the inner
+  // policy. Those handles are reused once released, so that they number at most the buffers
+  // live at once: a compaction walks them and its fresh inner policy sizes its per-handle tables
+  // by them, in time that grows with the live buffers, not with every allocation so far (the
+  // handles the engine gives: with those, each compaction of a many-live run on a device too
+  // small cost as much as its allocations so far — quadratic in the run's length).
   struct Placed {
     Position pos;
     OwnedRequest req;
+    Handle outer = kNoHandle;  // the engine's handle
+    bool live = false;
   };
+  Handle take_inner_handle() {
+    if (!free_inner_.empty()) {
+      Handle h = free_inner_.back();
+      free_inner_.pop_back();
+      return h;
+    }
+    placed_.emplace_back();
+    return static_cast<Handle>(placed_.size() - 1);
+  }
 
   // Rebuilds the inner policy with every live buffer re-placed in address order. The old inner
   // policy goes first, so its device memory is back before the new one asks for any. False (and
@@ -167,10 +196,12 @@ class TpuPaddedPolicy : public AllocatorPolicy {
   // is tried first on a device of the same size that nothing else uses (this policy's is its
   // inner policy's alone), so the real rebuild, the same steps, cannot fail.
   bool compact() {
-    std::vector<Handle> order;
-    for (Handle h = 0; h < live_.size(); ++h)
-      if (live_[h].live) order.push_back(h);
-    std::sort(order.begin(), order.end(), [&](Handle a, Handle b) { return placed_[a].pos < placed_[b].pos; });
+    std::vector<Handle> order;  // inner handles
+    for (Handle h = 0; h < placed_.size(); ++h)
+      if (placed_[h].live) order.push_back(h);
+    std::sort(order.begin(), order.end(), [&](Handle a, Handle b) {
+      return std::tie(placed_[a].pos, placed_[a].outer) < std::tie(placed_[b].pos, placed_[b].outer);
+    });
     {
       DeviceMemory scratch(*ctx_.space, ctx_.hw->cost);
       PolicyContext trial_ctx = ctx_;
@@ -186,7 +217,7 @@ class TpuPaddedPolicy : public AllocatorPolicy {
       Placed& l = placed_[h];
       Placement p = inner_->allocate(l.req.get());
       FRAGSIM_CHECK(p.ok, "tpu-padded: compaction could not re-place a live buffer");
-      if (p.has_addr && position(p) != l.pos) bytes_moved_ += live_[h].size.padded;
+      if (p.has_addr && position(p) != l.pos) bytes_moved_ += live_[l.outer].size.padded;
       l.pos = position(p);
     }
     return true;
@@ -199,8 +230,10 @@ class TpuPaddedPolicy : public AllocatorPolicy {
   bool defrag_;
   Bytes scoped_limit_;
   Space space_;
-  std::vector<Live> live_;      // by handle
-  std::vector<Placed> placed_;  // by handle, with defragment only
+  std::vector<Live> live_;          // by handle
+  std::vector<Placed> placed_;      // by inner handle, with defragment only
+  std::vector<Handle> inner_of_;    // by handle: its inner handle, with defragment only
+  std::vector<Handle> free_inner_;  // inner handles released, to reuse
   Bytes live_padded_ = 0, live_unpadded_ = 0, peak_padded_ = 0, peak_unpadded_ = 0, unpadded_at_peak_ = 0;
   std::uint64_t compactions_ = 0;
   Bytes bytes_moved_ = 0;
