@@ -112,22 +112,40 @@ void check_fixed(const std::vector<HeapBuffer>& bufs) {
   }
 }
 
+// The order buffers are placed in: spatial (size desc, duration desc), temporal (duration desc,
+// size desc), then the trace's id and the alloc event index (a total order: ids are unique).
+bool placed_before(const HeapBuffer& a, const HeapBuffer& b, bool spatial) {
+  if (spatial) {
+    if (a.size != b.size) return a.size > b.size;
+    if (a.duration() != b.duration()) return a.duration() > b.duration();
+  } else {
+    if (a.duration() != b.duration()) return a.duration() > b.duration();
+    if (a.size != b.size) return a.size > b.size;
+  }
+  return a.tie != b.tie ? a.tie < b.tie : a.id < b.id;
+}
+
 }  // namespace
 
-HeapPlan plan_heap(std::vector<HeapBuffer> bufs, bool spatial, Bytes alignment, HeapSearch search, size_t time_block,
+bool same_heap_order(std::vector<HeapBuffer> bufs) {
+  std::sort(bufs.begin(), bufs.end(),
+            [](const HeapBuffer& a, const HeapBuffer& b) { return placed_before(a, b, true); });
+  // Both are total orders: the spatial sequence sorted by the temporal one is the temporal sequence.
+  return std::is_sorted(bufs.begin(), bufs.end(),
+                        [](const HeapBuffer& a, const HeapBuffer& b) { return placed_before(a, b, false); });
+}
+
+HeapPlan plan_heap(std::vector<HeapBuffer> input, bool spatial, Bytes alignment, HeapSearch search, size_t time_block,
                    LimitCounter* steps) {
-  std::sort(bufs.begin(), bufs.end(), [&](const HeapBuffer& a, const HeapBuffer& b) {
-    if (spatial) {
-      if (a.size != b.size) return a.size > b.size;
-      if (a.duration() != b.duration()) return a.duration() > b.duration();
-    } else {
-      if (a.duration() != b.duration()) return a.duration() > b.duration();
-      if (a.size != b.size) return a.size > b.size;
-    }
-    return a.tie != b.tie ? a.tie < b.tie : a.id < b.id;
-  });
+  // pos[i]: where the i-th buffer in placing order is in the input (the plan's offsets are by input place).
+  std::vector<size_t> pos(input.size());
+  for (size_t i = 0; i < pos.size(); ++i) pos[i] = i;
+  std::sort(pos.begin(), pos.end(), [&](size_t x, size_t y) { return placed_before(input[x], input[y], spatial); });
+  std::vector<HeapBuffer> bufs;
+  bufs.reserve(input.size());
+  for (size_t p : pos) bufs.push_back(std::move(input[p]));
   HeapPlan out;
-  out.offset.reserve(bufs.size());
+  out.offset.assign(bufs.size(), 0);
   std::vector<std::uint64_t> starts, ends;
   for (const HeapBuffer& b : bufs) {
     starts.push_back(b.start);
@@ -152,7 +170,7 @@ HeapPlan plan_heap(std::vector<HeapBuffer> bufs, bool spatial, Bytes alignment, 
     if (!b.fixed) continue;
     Bytes end = *b.fixed > kTooLarge - b.size ? kTooLarge : *b.fixed + b.size;
     commit(i, *b.fixed, round_up_sat(end, alignment));
-    out.offset[b.id] = *b.fixed;
+    out.offset[pos[i]] = *b.fixed;
     out.heap = std::max(out.heap, end);
   }
   std::vector<Chunk> busy, scratch;
@@ -170,7 +188,7 @@ HeapPlan plan_heap(std::vector<HeapBuffer> bufs, bool spatial, Bytes alignment, 
       lo = scan_fit(committed, b, busy, scratch, steps);
     Bytes end = lo > kTooLarge - b.size ? kTooLarge : lo + b.size;
     commit(i, lo, round_up_sat(end, alignment));
-    out.offset[b.id] = lo;
+    out.offset[pos[i]] = lo;
     out.heap = std::max(out.heap, end);
   }
   if (index) out.coarsened = index->coarsened();
@@ -182,14 +200,14 @@ namespace {
 // The plans this process made lately. A plan depends on the buffers (sizes, lifetimes, fixed
 // offsets), the order and the alignment — never on the capacity, which only decides whether it
 // fits. The replays after an OOM (the advice's capacity sweep: some forty capacities) and a sweep's
-// replay the same buffers: planned once, each later replay costs a copy of the plan, not a plan
-// (a minute each at 200 k many-live events). Replays on several threads that ask at once wait
-// for the one that plans; a plan that fails (the plan_steps limit) is not kept.
+// replay the same buffers: planned once (a minute each at 200 k many-live events) and shared, not
+// copied, by every later replay. Replays on several threads that ask at once wait for the one that
+// plans; a plan that fails (the plan_steps limit) is not kept.
 class PlanCache {
  public:
   using Plan = std::shared_future<std::shared_ptr<const HeapPlan>>;
-  HeapPlan get(const std::vector<HeapBuffer>& bufs, bool spatial, Bytes alignment,
-               const std::function<HeapPlan()>& make) {
+  std::shared_ptr<const HeapPlan> get(const std::vector<HeapBuffer>& bufs, bool spatial, Bytes alignment,
+                                      const std::function<HeapPlan()>& make) {
     // The plan_steps limit in force is part of the key: a plan made under a larger one is no answer
     // to a run that must be refused.
     const std::uint64_t steps = limit_value(Limit::kPlanSteps, 0);
@@ -205,7 +223,7 @@ class PlanCache {
         if (entries_.size() > kEntries) entries_.pop_front();
       }
     }
-    if (plan.valid()) return *plan.get();  // planned, or being planned by another replay
+    if (plan.valid()) return plan.get();  // planned, or being planned by another replay
     try {
       mine.set_value(std::make_shared<const HeapPlan>(make()));
     } catch (...) {
@@ -218,7 +236,7 @@ class PlanCache {
         }
       throw;
     }
-    return *own.get();
+    return own.get();
   }
 
  private:
@@ -234,8 +252,8 @@ class PlanCache {
   std::deque<Entry> entries_;
 };
 
-HeapPlan cached_plan(const std::vector<HeapBuffer>& bufs, bool spatial, Bytes alignment,
-                     const std::function<HeapPlan()>& make) {
+std::shared_ptr<const HeapPlan> cached_plan(const std::vector<HeapBuffer>& bufs, bool spatial, Bytes alignment,
+                                            const std::function<HeapPlan()>& make) {
   static PlanCache cache;
   return cache.get(bufs, spatial, alignment, make);
 }
@@ -252,6 +270,14 @@ struct StaticHeapOptions {
 };
 
 class StaticHeapPolicy : public AllocatorPolicy {
+  // Every buffer the plan saw, by alloc event index: its padded size and, when not empty, its
+  // place in the planned buffers (HeapPlan::offset).
+  struct Planned {
+    std::uint64_t id;
+    Bytes size;
+    size_t slot;
+  };
+
  public:
   explicit StaticHeapPolicy(StaticHeapOptions o) : o_(std::move(o)) { holes_.insert(kTooLarge); }
 
@@ -262,7 +288,7 @@ class StaticHeapPolicy : public AllocatorPolicy {
     for (const auto& l : lifetimes) {
       Bytes size = o_.rule.apply(l.buffer.get()).padded;
       std::uint64_t id = l.buffer.req.event_index;
-      sizes_[id] = size;
+      planned_.push_back({id, size, size ? bufs.size() : 0});
       if (size == 0) continue;
       std::optional<Bytes> fixed;
       if (l.buffer.req.seeded_at && o_.recorded_offsets) fixed = l.buffer.req.seeded_at->value();
@@ -271,6 +297,10 @@ class StaticHeapPolicy : public AllocatorPolicy {
       deltas.emplace_back(l.start, static_cast<std::int64_t>(std::min<Bytes>(size, INT64_MAX / 4)));
       deltas.emplace_back(l.end + 1, -static_cast<std::int64_t>(std::min<Bytes>(size, INT64_MAX / 4)));
     }
+    // By event index, for allocate (the lifetimes come in trace order: sorted already).
+    if (!std::is_sorted(planned_.begin(), planned_.end(),
+                        [](const Planned& a, const Planned& b) { return a.id < b.id; }))
+      std::sort(planned_.begin(), planned_.end(), [](const Planned& a, const Planned& b) { return a.id < b.id; });
     std::sort(deltas.begin(), deltas.end());
     std::int64_t cur = 0;
     for (size_t i = 0; i < deltas.size();) {
@@ -284,12 +314,15 @@ class StaticHeapPolicy : public AllocatorPolicy {
       return cached_plan(bufs, spatial, o_.alignment, [&] {
         LimitCounter steps(Limit::kPlanSteps, spatial ? "static-heap's spatial plan" : "static-heap's temporal plan",
                            0);
-        return plan_heap(bufs, spatial, o_.alignment, HeapSearch::kIndexed, kHeapTimeBlock, &steps);
+        return plan_heap(bufs, spatial, o_.alignment, HeapSearch::kIndexed, kHeapAutoBlock, &steps);
       });
     };
+    // When both orders place the buffers in one sequence (equal sizes: both sort by duration alone),
+    // the two plans are one: it is made once, as the temporal plan (whose error a refused pair reports).
+    const bool one_order = o_.order == "best" && same_heap_order(bufs);
     std::thread spatial;
     std::exception_ptr spatial_error;
-    if (o_.order == "best")
+    if (o_.order == "best" && !one_order)
       spatial = std::thread([&] {
         try {
           spatial_ = plan_one(true);
@@ -307,18 +340,19 @@ class StaticHeapPolicy : public AllocatorPolicy {
     if (spatial.joinable()) spatial.join();
     if (error) std::rethrow_exception(error);
     if (spatial_error) std::rethrow_exception(spatial_error);
-    bool temporal = o_.order == "temporal" || (o_.order == "best" && temporal_.heap < spatial_.heap);
-    chosen_ = temporal ? &temporal_ : &spatial_;
+    if (one_order) spatial_ = temporal_;
+    bool temporal = o_.order == "temporal" || (o_.order == "best" && temporal_->heap < spatial_->heap);
+    chosen_ = temporal ? temporal_.get() : spatial_.get();
     chosen_name_ = temporal ? "temporal" : "spatial";
   }
 
   Placement allocate(const AllocRequest& req) override {
-    auto it = sizes_.find(req.event_index);
-    FRAGSIM_CHECK(it != sizes_.end() && chosen_, "static-heap: an allocation the plan did not see");
-    Bytes size = it->second;
+    const Planned* b = find_planned(req.event_index);
+    FRAGSIM_CHECK(b && chosen_, "static-heap: an allocation the plan did not see");
+    Bytes size = b->size;
     if (size == 0) return Placement::unplaced();
     if (!fits()) return Placement::failed();  // the program does not load
-    Bytes off = chosen_->offset.at(req.event_index);
+    Bytes off = chosen_->offset[b->slot];
     if (req.handle >= live_.size()) live_.resize(req.handle + 1, {0, 0});
     live_[req.handle] = {off, size};
     add_live(off, size);
@@ -373,8 +407,8 @@ class StaticHeapPolicy : public AllocatorPolicy {
                         {"heap_size", heap},
                         {"lower_bound", lower_bound_},
                         {"fragmentation_size", heap - std::min(heap, lower_bound_)}};
-    if (o_.order != "temporal") j["spatial_heap_size"] = spatial_.heap;
-    if (o_.order != "spatial") j["temporal_heap_size"] = temporal_.heap;
+    if (o_.order != "temporal") j["spatial_heap_size"] = spatial_ ? spatial_->heap : 0;
+    if (o_.order != "spatial") j["temporal_heap_size"] = temporal_ ? temporal_->heap : 0;
     if (planned_pre_trace_) j["pre_trace_planned"] = planned_pre_trace_;
     return j;
   }
@@ -412,6 +446,16 @@ class StaticHeapPolicy : public AllocatorPolicy {
 
  private:
   bool fits() const { return chosen_ && chosen_->heap <= o_.capacity; }
+  // The buffer of the allocation at `event`: allocations come in event order, so mostly the one
+  // after the last found (a binary search otherwise).
+  const Planned* find_planned(std::uint64_t event) {
+    if (next_ >= planned_.size() || planned_[next_].id != event)
+      next_ = static_cast<size_t>(std::lower_bound(planned_.begin(), planned_.end(), event,
+                                                   [](const Planned& p, std::uint64_t e) { return p.id < e; }) -
+                                  planned_.begin());
+    if (next_ >= planned_.size() || planned_[next_].id != event) return nullptr;
+    return &planned_[next_++];
+  }
   // Holes: [end of the previous live buffer (or 0), start of the next) when not empty, and the
   // space above the highest buffer, counted as kTooLarge.
   void hole_erase(Bytes size) {
@@ -442,8 +486,9 @@ class StaticHeapPolicy : public AllocatorPolicy {
   }
 
   StaticHeapOptions o_;
-  std::unordered_map<std::uint64_t, Bytes> sizes_;
-  HeapPlan spatial_, temporal_;
+  std::vector<Planned> planned_;
+  size_t next_ = 0;                                     // where find_planned looks first
+  std::shared_ptr<const HeapPlan> spatial_, temporal_;  // shared with the plan cache
   const HeapPlan* chosen_ = nullptr;
   std::string chosen_name_;
   Bytes lower_bound_ = 0, allocated_ = 0;

@@ -4,7 +4,6 @@
 #pragma once
 #include <cstdint>
 #include <optional>
-#include <unordered_map>
 #include <vector>
 
 #include "sim/base/limits.h"
@@ -23,10 +22,11 @@ struct HeapBuffer {
 };
 
 struct HeapPlan {
-  std::unordered_map<std::uint64_t, Bytes> offset;  // alloc event index → offset
-  Bytes heap = 0;                                   // the highest end
-  size_t indexed = 0;                               // buffers the BusyIndex placed (kIndexed)
-  size_t coarsened = 0;                             // times the BusyIndex doubled its time blocks
+  std::vector<Bytes> offset;  // by the buffer's place in plan_heap's input (a vector, not a map by id: a
+                              // replay reads it at every allocation, and copies none of it)
+  Bytes heap = 0;             // the highest end
+  size_t indexed = 0;         // buffers the BusyIndex placed (kIndexed)
+  size_t coarsened = 0;       // times the BusyIndex doubled its time blocks
 };
 
 // How each buffer's gap is found: kScan lists every committed buffer overlapping it in time and
@@ -35,6 +35,9 @@ struct HeapPlan {
 // its memory budget, or once a chunk is empty). Both give the same plan.
 enum class HeapSearch { kIndexed, kScan };
 inline constexpr size_t kHeapTimeBlock = 512;
+// A time block length the index chooses from the lifetimes (BusyIndex::block_for: about √ of
+// their mean duration, at least kHeapTimeBlock): the static-heap policy's.
+inline constexpr size_t kHeapAutoBlock = 0;
 
 // Places every buffer in order — spatial: (size desc, duration desc, tie, id); temporal: (duration
 // desc, size desc, tie, id) — in the smallest free gap that fits among the committed buffers that
@@ -42,8 +45,12 @@ inline constexpr size_t kHeapTimeBlock = 512;
 // `steps`, when given, is charged one step per buffer placed, one per committed buffer a scan
 // visits, and one per list step and edge instant of an indexed search (the plan_steps limit, sim/base/limits.h: a plan
 // that would take minutes is refused).
+// Whether the spatial and the temporal order place `bufs` in the same sequence (then their plans
+// are the same plan: equal sizes, or sizes that fall as durations do).
+[[nodiscard]] bool same_heap_order(std::vector<HeapBuffer> bufs);
+
 [[nodiscard]] HeapPlan plan_heap(std::vector<HeapBuffer> bufs, bool spatial, Bytes alignment,
-                                 HeapSearch search = HeapSearch::kIndexed, size_t time_block = kHeapTimeBlock,
+                                 HeapSearch search = HeapSearch::kIndexed, size_t time_block = kHeapAutoBlock,
                                  LimitCounter* steps = nullptr);
 
 }  // namespace fragsim
