@@ -21,7 +21,8 @@
 // after every change cost, in a many-live plan, as many reads as the searches themselves.)
 //
 // BusyIndex — time is cut into blocks of `block` consecutive distinct instants (the buffers'
-// start and end times, ranked); a segment tree over the blocks holds, at each node, the RunList
+// start and end times, ranked; static-heap lets the index choose the length from the mean
+// lifetime, block_for below); a segment tree over the blocks holds, at each node, the RunList
 // of every committed chunk whose interval meets one of the node's blocks. For a query whose
 // interval contains whole blocks, U is exactly
 //     the union of the lists of the canonical nodes of those inner blocks (every chunk there
