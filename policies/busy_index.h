@@ -448,7 +448,7 @@ class BusyIndex {
     if (!edge_list_.empty()) used_.push_back(&edge_list_);
     work_ = 0;
     *offset = leapfrog(size, first);
-    work_ += looked_up_ * kMinBlock / edge_per_;
+    work_ += looked_up_ * kStepBlock / edge_per_;
     return true;
   }
 
@@ -460,15 +460,18 @@ class BusyIndex {
   // √(mean duration) instead of with the mean duration: the bench's equal pattern (20 k live)
   // took 0.66 s and 5.3 s at 50 k and 200 k events with 512-instant blocks (mean duration 18.6 k
   // and 32.7 k instants), 0.43 s and 2.45 s with these (1,635 and 2,170; blocks of 1 k-4 k were
-  // within 10 % of that at 200 k, of 8 k 1.9x slower). Never below kMinBlock: short lifetimes (the
-  // churn pattern: 400) are answered from the cover lists.
+  // within 10 % of that at 200 k, of 8 k 1.9x slower). Short lifetimes get short blocks, down to
+  // kMinBlock: the churn pattern (200 live, mean duration 400: blocks of 240) planned its 200 k and
+  // 800 k events in 2.1 s and 10.2 s user with them, 2.6 s and 13.9 s with 512-instant blocks (each
+  // query collected three blocks of edge instants around a lifetime shorter than one).
   static size_t block_for(const std::vector<std::uint32_t>& start, const std::vector<std::uint32_t>& end) {
     if (start.empty()) return kMinBlock;
     double sum = 0;
     for (size_t i = 0; i < start.size(); ++i) sum += end[i] - start[i];
     return std::max(kMinBlock, static_cast<size_t>(12 * std::sqrt(sum / static_cast<double>(start.size()))));
   }
-  static constexpr size_t kMinBlock = 512;
+  static constexpr size_t kMinBlock = 128;
+  static constexpr size_t kStepBlock = 512;      // the block length plan steps are counted on (last_work)
   static constexpr size_t kRunsPerInterval = 8;  // the memory bound (see the top)
   static constexpr size_t kMinBlocks = 8;        // no coarser than this many blocks: give up instead
   // Empty lists for the current block length.
@@ -630,11 +633,12 @@ class BusyIndex {
   std::vector<RunList::Cursor> cursors_;
   std::vector<RunList::Gap> gaps_;
   std::uint64_t work_ = 0, looked_up_ = 0;
-  // last_work() counts an edge instant as kMinBlock / edge_per_ of a step: with a block length of its
-  // own choosing, the index looks up more edge instants (a sequential read each) and inserts into
-  // fewer lists (not counted), in about the same time, so a plan's steps stay on the scale the
-  // plan_steps limit was set on (512-instant blocks). Given a block length, one step each.
-  size_t edge_per_ = kMinBlock;
+  // last_work() counts an edge instant as kStepBlock / edge_per_ of a step: with a block length of
+  // its own choosing, the index looks up more edge instants per query where blocks are longer (a
+  // sequential read each) and inserts into fewer lists (not counted), fewer where shorter, so a
+  // plan's steps stay on the scale the plan_steps limit was set on (512-instant blocks). Given a
+  // block length, one step each.
+  size_t edge_per_ = kStepBlock;
 };
 
 }  // namespace fragsim

@@ -127,12 +127,10 @@ bool placed_before(const HeapBuffer& a, const HeapBuffer& b, bool spatial) {
 
 }  // namespace
 
-bool same_heap_order(std::vector<HeapBuffer> bufs) {
-  std::sort(bufs.begin(), bufs.end(),
-            [](const HeapBuffer& a, const HeapBuffer& b) { return placed_before(a, b, true); });
-  // Both are total orders: the spatial sequence sorted by the temporal one is the temporal sequence.
-  return std::is_sorted(bufs.begin(), bufs.end(),
-                        [](const HeapBuffer& a, const HeapBuffer& b) { return placed_before(a, b, false); });
+bool same_heap_order(const std::vector<HeapBuffer>& bufs) {
+  // Equal sizes: both orders compare duration, then tie and id. A linear look, not a sort: every
+  // replay after an OOM (the advice's capacity search) asks again.
+  return std::all_of(bufs.begin(), bufs.end(), [&](const HeapBuffer& b) { return b.size == bufs.front().size; });
 }
 
 HeapPlan plan_heap(std::vector<HeapBuffer> input, bool spatial, Bytes alignment, HeapSearch search, size_t time_block,

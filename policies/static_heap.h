@@ -45,9 +45,10 @@ inline constexpr size_t kHeapAutoBlock = 0;
 // `steps`, when given, is charged one step per buffer placed, one per committed buffer a scan
 // visits, and one per list step and edge instant of an indexed search (the plan_steps limit, sim/base/limits.h: a plan
 // that would take minutes is refused).
-// Whether the spatial and the temporal order place `bufs` in the same sequence (then their plans
-// are the same plan: equal sizes, or sizes that fall as durations do).
-[[nodiscard]] bool same_heap_order(std::vector<HeapBuffer> bufs);
+// True when the spatial and the temporal order place `bufs` in the same sequence (then their plans
+// are the same plan) because every buffer has the same size; false otherwise (orders that
+// coincide for other sizes are not looked for).
+[[nodiscard]] bool same_heap_order(const std::vector<HeapBuffer>& bufs);
 
 [[nodiscard]] HeapPlan plan_heap(std::vector<HeapBuffer> bufs, bool spatial, Bytes alignment,
                                  HeapSearch search = HeapSearch::kIndexed, size_t time_block = kHeapAutoBlock,
