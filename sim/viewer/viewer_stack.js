@@ -256,8 +256,17 @@
       // above the last one).
       runB.clear();
       gapB.clear();
+      // The fill and alpha set last: a dense view flushes some bands a column, every column, and
+      // setting the canvas's state again to the same value costs as much as the fill itself.
+      let fillNow = "#fff", alphaNow = 1;
+      const fillStyle = (f) => {
+        if (f !== fillNow) ctx.fillStyle = fillNow = f;
+      };
+      const alpha = (a) => {
+        if (a !== alphaNow) ctx.globalAlpha = alphaNow = a;
+      };
       const flushGap = (g, xEnd) => {
-        ctx.fillStyle = "#c8c8c8";
+        fillStyle("#c8c8c8");
         const q = gapB.at(g);
         ctx.fillRect(gapB.x[q], gapB.top[q], Math.max(0.5, xEnd - gapB.x[q]), Math.max(0.5, gapB.bot[q] - gapB.top[q]));
       };
@@ -266,15 +275,15 @@
         const hit = match && match[i] === 1, dim = match && !hit;
         const q = runB.at(i), top = runB.top[q], x = runB.x[q], w = Math.max(0.5, xEnd - x);
         const h = hit || i === pinned ? Math.max(1.5, runB.bot[q] - top) : runB.bot[q] - top;  // a match stays visible
-        ctx.globalAlpha = dim ? 0.25 : 1;
-        ctx.fillStyle = color(i);
+        alpha(dim ? 0.25 : 1);
+        fillStyle(color(i));
         ctx.fillRect(x, top, w, h);
-        if (src.fill) {  // the part in use, dark from the bottom
+        if (src.fill && runB.fill[q] > 0) {  // the part in use, dark from the bottom
           const f = runB.fill[q];
-          ctx.fillStyle = "#1f5f9f";
+          fillStyle("#1f5f9f");
           ctx.fillRect(x, top + h * (1 - f), w, h * f);
         }
-        ctx.globalAlpha = 1;
+        alpha(1);
         if (hit || i === pinned) {
           ctx.strokeStyle = i === pinned ? "#000" : "#d00";
           ctx.lineWidth = i === pinned ? 1.5 : 1;
