@@ -257,11 +257,22 @@
   }
   // A region's usage after event e: [mapped, in use] at its last point at or before e.
   function usageAt(g, e) {
-    const u = g.usage;
-    let lo = 0, hi = u.length / 3;
-    while (lo < hi) { const m = (lo + hi) >> 1; if (u[3 * m] <= e) lo = m + 1; else hi = m; }
-    const k = lo - 1;
+    const u = g.usage, k = usagePoint(g, e, -1);
     return k < 0 ? [g.size, 0] : [u[3 * k + 1], u[3 * k + 2]];
+  }
+  // The index of a region's last usage point at or before e (-1: none): walked forward from
+  // point `from` when that one is at or before e (a chart's columns go forward in events), else
+  // by bisection.
+  function usagePoint(g, e, from) {
+    const u = g.usage, m = u.length / 3;
+    let k = from;
+    if (k >= 0 && k < m && u[3 * k] <= e) {
+      while (k + 1 < m && u[3 * k + 3] <= e) k++;
+      return k;
+    }
+    let lo = 0, hi = m;
+    while (lo < hi) { const mid = (lo + hi) >> 1; if (u[3 * mid] <= e) lo = mid + 1; else hi = mid; }
+    return lo - 1;
   }
   const hex = (a) => (isNaN(a) ? "?" : "0x" + a.toString(16));
   const stopText = (r) => {
@@ -478,6 +489,7 @@
   FS.logOf = logOf;
   FS.regionsOf = regionsOf;
   FS.usageAt = usageAt;
+  FS.usagePoint = usagePoint;
   FS.entry = entry;
   FS.entryLines = entryLines;
   FS.regionLines = regionLines;
