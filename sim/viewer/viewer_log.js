@@ -8,11 +8,15 @@
 (function () {
   const FS = window.FS, data = FS.data, el = FS.el, bytes = FS.bytes;
 
-  // The columns come deflated (zlib's format, RFC 1950) in base64, read by the browser's own
-  // decoders (Uint8Array.fromBase64, DecompressionStream): faster than inflating in script (which
-  // took 1.6 s of the 1 GB snapshot's page), but asynchronous, so every view that reads the log
-  // waits for it (FS.afterLogs). The blob is written to the stream whole and its output read
-  // into an array of the size fragsim gave (through a Blob and a Response: twice the time).
+  // The columns come deflated (zlib's format, RFC 1950) in base64. The blob drawing reads is
+  // inflated by the browser's own decoders (Uint8Array.fromBase64, DecompressionStream): faster
+  // than inflating in script (which took 1.6 s of the 1 GB snapshot's page), but asynchronous, so
+  // every view that reads the log waits for it (FS.afterLogs). It is written to the stream whole
+  // and its output read into an array of the size fragsim gave (through a Blob and a Response:
+  // twice the time). The other blob (`more`: times, ids, addresses, ...) is inflated in script
+  // the first time something reads an entry (a hover, a click, a search, the time axis), at
+  // once: a page drawn whole never reads it, and inflating it with the first took 1.5 s more of
+  // the 10 M-event JAX page.
   async function inflated(b64, size) {
     const ds = new DecompressionStream("deflate"), w = ds.writable.getWriter();
     w.write(Uint8Array.fromBase64(b64)).catch(() => {});  // (a bad blob fails the read below)
@@ -25,6 +29,124 @@
       if (o + value.length > size) throw new Error("allocation log: more than " + size + " bytes inflated");
       out.set(value, o);
       o += value.length;
+    }
+    if (o !== size) throw new Error("allocation log: " + o + " bytes inflated, " + size + " expected");
+    return out;
+  }
+  // zlib's format (RFC 1950: a 2-byte header, deflate blocks, a checksum left unchecked), inflated
+  // into `size` bytes (RFC 1951: stored, fixed and dynamic Huffman blocks).
+  const LBASE = [3, 4, 5, 6, 7, 8, 9, 10, 11, 13, 15, 17, 19, 23, 27, 31, 35, 43, 51, 59, 67, 83, 99, 115, 131, 163, 195, 227, 258];
+  const LEXT = [0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 2, 2, 2, 2, 3, 3, 3, 3, 4, 4, 4, 4, 5, 5, 5, 5, 0];
+  const DBASE = [1, 2, 3, 4, 5, 7, 9, 13, 17, 25, 33, 49, 65, 97, 129, 193, 257, 385, 513, 769, 1025, 1537, 2049, 3073,
+    4097, 6145, 8193, 12289, 16385, 24577];
+  const DEXT = [0, 0, 0, 0, 1, 1, 2, 2, 3, 3, 4, 4, 5, 5, 6, 6, 7, 7, 8, 8, 9, 9, 10, 10, 11, 11, 12, 12, 13, 13];
+  const ORDER = [16, 17, 18, 0, 8, 7, 9, 6, 10, 5, 11, 4, 12, 3, 13, 2, 14, 1, 15];
+  // A canonical Huffman code as a table indexed by the next `max` bits (as the stream packs them):
+  // each entry (symbol << 4) | its length.
+  function huffman(lengths, n) {
+    let max = 1;
+    for (let i = 0; i < n; i++) if (lengths[i] > max) max = lengths[i];
+    const count = new Int32Array(16), next = new Int32Array(16);
+    for (let i = 0; i < n; i++) count[lengths[i]]++;
+    count[0] = 0;
+    for (let b = 1, code = 0; b < 16; b++) { code = (code + count[b - 1]) << 1; next[b] = code; }
+    const t = new Int32Array(1 << max);
+    for (let s = 0; s < n; s++) {
+      const len = lengths[s];
+      if (!len) continue;
+      let c = next[len]++, r = 0;
+      for (let k = 0; k < len; k++) { r = (r << 1) | (c & 1); c >>= 1; }
+      for (let k = r; k < 1 << max; k += 1 << len) t[k] = (s << 4) | len;
+    }
+    return { t: t, max: max };
+  }
+  const FIXED = (() => {
+    const l = new Uint8Array(288);
+    l.fill(8, 0, 144); l.fill(9, 144, 256); l.fill(7, 256, 280); l.fill(8, 280, 288);
+    return [huffman(l, 288), huffman(new Uint8Array(30).fill(5), 30)];
+  })();
+  function inflate(src, size) {
+    const out = new Uint8Array(size), n = src.length;
+    let p = 2, bb = 0, bc = 0, o = 0;
+    // (the hot loops keep the bit buffer in locals: closures over it cost a third of the time)
+    const take = (k) => {
+      while (bc < k) { bb |= (p < n ? src[p] : 0) << bc; p++; bc += 8; }
+      const v = bb & ((1 << k) - 1);
+      bb >>>= k;
+      bc -= k;
+      return v;
+    };
+    const sym = (h) => {
+      while (bc < h.max) { bb |= (p < n ? src[p] : 0) << bc; p++; bc += 8; }
+      const e = h.t[bb & ((1 << h.max) - 1)], len = e & 15;
+      if (!len) throw new Error("allocation log: a bad deflate code");
+      bb >>>= len;
+      bc -= len;
+      return e >> 4;
+    };
+    for (let last = 0; !last;) {
+      last = take(1);
+      const type = take(2);
+      if (type === 0) {  // stored: whole bytes from the next boundary
+        p -= bc >> 3;
+        bb = bc = 0;
+        const len = src[p] | (src[p + 1] << 8);
+        p += 4;
+        out.set(src.subarray(p, p + len), o);
+        p += len;
+        o += len;
+        continue;
+      }
+      let lit, dist;
+      if (type === 1) {
+        [lit, dist] = FIXED;
+      } else {
+        const hlit = take(5) + 257, hdist = take(5) + 1, hclen = take(4) + 4;
+        const cl = new Uint8Array(19);
+        for (let i = 0; i < hclen; i++) cl[ORDER[i]] = take(3);
+        const ch = huffman(cl, 19), lens = new Uint8Array(hlit + hdist);
+        for (let i = 0; i < hlit + hdist;) {
+          const s2 = sym(ch);
+          if (s2 < 16) { lens[i++] = s2; continue; }
+          const [rep, val] = s2 === 16 ? [3 + take(2), lens[i - 1]] : s2 === 17 ? [3 + take(3), 0] : [11 + take(7), 0];
+          for (let k = 0; k < rep; k++) lens[i++] = val;
+        }
+        lit = huffman(lens.subarray(0, hlit), hlit);
+        dist = huffman(lens.subarray(hlit), hdist);
+      }
+      const lt = lit.t, lmax = lit.max, lmask = (1 << lmax) - 1, dt = dist.t, dmax = dist.max, dmask = (1 << dmax) - 1;
+      for (;;) {
+        while (bc < lmax) { bb |= (p < n ? src[p] : 0) << bc; p++; bc += 8; }
+        const e = lt[bb & lmask], len0 = e & 15, s2 = e >> 4;
+        if (!len0) throw new Error("allocation log: a bad deflate code");
+        bb >>>= len0;
+        bc -= len0;
+        if (s2 < 256) { out[o++] = s2; continue; }
+        if (s2 === 256) break;
+        let len = LBASE[s2 - 257];
+        const lx = LEXT[s2 - 257];
+        if (lx) {
+          while (bc < lx) { bb |= (p < n ? src[p] : 0) << bc; p++; bc += 8; }
+          len += bb & ((1 << lx) - 1);
+          bb >>>= lx;
+          bc -= lx;
+        }
+        while (bc < dmax) { bb |= (p < n ? src[p] : 0) << bc; p++; bc += 8; }
+        const de = dt[bb & dmask], dl = de & 15, ds = de >> 4;
+        if (!dl) throw new Error("allocation log: a bad deflate distance");
+        bb >>>= dl;
+        bc -= dl;
+        let d = DBASE[ds];
+        const dx = DEXT[ds];
+        if (dx) {
+          while (bc < dx) { bb |= (p < n ? src[p] : 0) << bc; p++; bc += 8; }
+          d += bb & ((1 << dx) - 1);
+          bb >>>= dx;
+          bc -= dx;
+        }
+        if (len > 32 && d >= len) { out.copyWithin(o, o - d, o - d + len); o += len; }
+        else for (let k = 0; k < len; k++, o++) out[o] = out[o - d];
+      }
     }
     if (o !== size) throw new Error("allocation log: " + o + " bytes inflated, " + size + " expected");
     return out;
@@ -56,9 +178,9 @@
     });
     return { start: start, inData: inData, inMore: inMore };
   }
-  // u, u2: the slot's two blobs inflated.
-  function decodeSlot(h, js, u, u2) {
-    const n = js.count, lens = js.columns, start = layout(js).start;
+  // u: the slot's blob drawing reads, inflated.
+  function decodeSlot(h, js, u) {
+    const n = js.count, lens = js.columns, at = layout(js), start = at.start;
     const aEv = new Float64Array(n), fEv = new Float64Array(n).fill(Infinity), block = new Float64Array(n);
     const key = new Int32Array(n);
     const checks = new Uint32Array(Math.ceil(n / CHECK) * 7);  // per checkpoint: cursors for one entry's read
@@ -103,11 +225,11 @@
     }
     const slot = { h: h, slot: js.slot, n: n, u: u, start: start, checks: checks, aEv: aEv, fEv: fEv, block: block,
       key: key, freeOrder: order.subarray(0, nf) };
-    // The other blob: the cursors of its per-entry columns at each checkpoint, found once.
-    let found = false;
+    // The other blob, once: with the cursors of its per-entry columns at each checkpoint.
+    let u2 = null;
     const more = () => {
-      if (found) return u2;
-      found = true;
+      if (u2) return u2;
+      u2 = inflate(Uint8Array.fromBase64(js.more), at.inMore);
       let qc = start[C.recorded], qh = start[C.shape], qm = start[C.stream];
       for (let i = 0, f = start[C.flags]; i < n; i++, f++) {
         if (i % CHECK === 0) { const k = (i / CHECK) * 7; checks[k] = qc; checks[k + 1] = qh; checks[k + 2] = qm; }
@@ -228,12 +350,9 @@
       decoding = Promise.all(data.runs.map(async (r) => {
         const h = r.history;
         if (!h || !h.allocations) return;
-        const blobs = await Promise.all(h.allocations.slots.map((js) => {
-          const at = layout(js);
-          return Promise.all([inflated(js.data, at.inData), inflated(js.more, at.inMore)]);
-        }));
+        const blobs = await Promise.all(h.allocations.slots.map((js) => inflated(js.data, layout(js).inData)));
         const v = [];
-        h.allocations.slots.forEach((js, k) => { v[js.slot] = decodeSlot(h, js, blobs[k][0], blobs[k][1]); });
+        h.allocations.slots.forEach((js, k) => { v[js.slot] = decodeSlot(h, js, blobs[k]); });
         logs.set(r, v);
       }));
     return decoding;
