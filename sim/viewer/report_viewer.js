@@ -13,10 +13,6 @@
   window.addEventListener("error", (e) => {
     errors.textContent += "error: " + e.message + "\n";
   });
-  const fail = (e) => {  // an error of asynchronous work (a view waiting for the allocation log)
-    errors.textContent += "error: " + (e && e.message ? e.message : String(e)) + "\n";
-  };
-  window.addEventListener("unhandledrejection", (e) => fail(e.reason));
   const data = JSON.parse(document.getElementById("fragsim-data").textContent);
   const tip = document.getElementById("tooltip");
   const COLORS = { requested: "#888", allocated: "#1f77b4", reserved: "#ff7f0e", capacity: "#d62728", limit: "#9467bd" };
@@ -172,7 +168,7 @@
     at: at, where: where, keyOf: keyOf, runName: runName, withCode: withCode, hashColor: hashColor, tip: tip,
     ticks: ticks, byteTicks: byteTicks, byteTick: byteTick, secondsText: secondsText, secondsTick: secondsTick,
     widthOf: widthOf, view: view, setX: setX, zoomBar: zoomBar, yZoom: yZoom,
-    probing: location.hash === "#probe", probeOut: [], redraws: [], fail: fail, pending: [] };
+    probing: location.hash === "#probe", probeOut: [], redraws: [] };
 
   // A view's work (decoding the allocation log, drawing its chart) done when the view comes near
   // the screen: a recording of millions of events shows its first screen without paying for the
@@ -187,8 +183,7 @@
     watch.unobserve(x.target);
     f();
   }), { rootMargin: "50% 0px" });
-  FS.whenShown = (node, view) => {
-    const work = () => FS.afterLogs(view);  // (viewer_log.js: once the log is decoded)
+  FS.whenShown = (node, work) => {
     if (eager || node.getBoundingClientRect().top < window.innerHeight) { work(); return; }
     soon.set(node, work);
     watch.observe(node);

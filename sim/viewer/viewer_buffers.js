@@ -208,79 +208,77 @@
 
   // #probe: hover across each chart (every answer a live allocation there, named as its entry says),
   // then zoom, click a band and search, as a user would.
-  if (FS.probing) FS.afterLogs(probe);  // (after the charts, drawn once the log is decoded)
-  function probe() {
-    charts.forEach(({ run: r, slot: s, chart: ch, key }) => {
-      const c = ch.canvas, rect = c.getBoundingClientRect();
-      const res = { buffers_chart: key, probes: 0, answered: 0, bands: 0, named: 0, live_ok: 0 };
-      const cols = ch.columns(), W0 = FS.widthOf(c.parentNode);
-      for (let k2 = 1; k2 < 40; k2++)
-        for (const fy of [0.2, 0.5, 0.85, -1]) {
-          const x = Math.round(rect.left + rect.width * (0.08 + 0.9 * k2 / 40));
-          let y = Math.round(rect.top + rect.height * fy);
-          if (fy < 0) {  // the middle of the tallest band drawn on its own in that column
-            const it = cols.at(Math.floor(((x - rect.left) / rect.width) * W0) - 70);
-            let best = -1;
-            for (let q = 0; it && q < it.length; q += 3) if (it[q + 2] >= 0 && (best < 0 || it[q + 1] - it[q] > it[best + 1] - it[best])) best = q;
-            if (best < 0) continue;
-            y = Math.round(rect.top + ch.yPixel((it[best] + it[best + 1]) / 2) * rect.height / 260);
-          }
-          const evt = { clientX: x, clientY: y };
-          FS.tip.style.display = "none";
-          c.dispatchEvent(new MouseEvent("mousemove", evt));
-          res.probes++;
-          if (FS.tip.style.display === "block") res.answered++;
-          const hv = ch.hit(evt);
-          if (hv && hv.item !== null && hv.item >= 0) {
-            res.bands++;
-            const e = FS.entry(s, hv.item);
-            if (FS.tip.textContent.includes("buffer: " + (e.name || "id " + e.id))) res.named++;
-            if (s.aEv[hv.item] <= hv.event && hv.event < s.fEv[hv.item]) res.live_ok++;
-          }
+  if (!FS.probing) return;
+  charts.forEach(({ run: r, slot: s, chart: ch, key }) => {
+    const c = ch.canvas, rect = c.getBoundingClientRect();
+    const res = { buffers_chart: key, probes: 0, answered: 0, bands: 0, named: 0, live_ok: 0 };
+    const cols = ch.columns(), W0 = FS.widthOf(c.parentNode);
+    for (let k2 = 1; k2 < 40; k2++)
+      for (const fy of [0.2, 0.5, 0.85, -1]) {
+        const x = Math.round(rect.left + rect.width * (0.08 + 0.9 * k2 / 40));
+        let y = Math.round(rect.top + rect.height * fy);
+        if (fy < 0) {  // the middle of the tallest band drawn on its own in that column
+          const it = cols.at(Math.floor(((x - rect.left) / rect.width) * W0) - 70);
+          let best = -1;
+          for (let q = 0; it && q < it.length; q += 3) if (it[q + 2] >= 0 && (best < 0 || it[q + 1] - it[q] > it[best + 1] - it[best])) best = q;
+          if (best < 0) continue;
+          y = Math.round(rect.top + ch.yPixel((it[best] + it[best + 1]) / 2) * rect.height / 260);
         }
-      FS.hideTip();
-      FS.probeOut.push(res);
-    });
-    // Zoom: a wheel over the middle of the first chart narrows every chart's range.
-    const first = charts[0], c0 = first.chart.canvas, rect0 = c0.getBoundingClientRect();
-    const before = [Number(c0.getAttribute("data-x0")), Number(c0.getAttribute("data-x1"))];
-    c0.dispatchEvent(new WheelEvent("wheel", { deltaY: -100, clientX: Math.round(rect0.left + rect0.width / 2),
-      clientY: Math.round(rect0.top + rect0.height / 2), cancelable: true }));
-    const after = [Number(c0.getAttribute("data-x0")), Number(c0.getAttribute("data-x1"))];
-    const others = document.querySelectorAll("svg.chart, canvas.bufchart");
-    let follow = 0;
-    others.forEach((x) => { if (x.getAttribute("data-x0") === String(after[0]) && x.getAttribute("data-x1") === String(after[1])) follow++; });
-    FS.probeOut.push({ zoom: first.key, before: before, after: after, charts: others.length, following: follow });
-    FS.setX(FS.view.lo, FS.view.hi);
-    // Click: a band drawn right of the chart's middle, clicked where it is drawn, pins its entries.
-    let clicked = { click: first.key, pinned: false };
-    const cols = first.chart.columns(), W0 = FS.widthOf(c0.parentNode);  // {length, at(k)}
-    for (let k = Math.floor(cols.length / 2); k < cols.length && !clicked.pinned; k++) {
-      const ev = { clientX: Math.round(rect0.left + (70 + k + 0.5) * rect0.width / W0), clientY: 0 };
-      for (let py = 2; py < rect0.height && !clicked.pinned; py += 2) {
-        ev.clientY = Math.round(rect0.top + py);
-        const hv = first.chart.hit(ev);
-        if (!hv || hv.item === null || hv.item < 0) continue;
-        const i = hv.item;
-        c0.dispatchEvent(new MouseEvent("click", ev));
-        const p = FS.pinned(), text = document.querySelector("#pinned pre").textContent;
-        clicked = { click: first.key, pinned: !!p && p.ordinal === i, alloc_event: first.slot.aEv[i],
-          shows_alloc: text.includes("alloc: event " + first.slot.aEv[i] + ","),
-          shows_free: text.includes(isFinite(first.slot.fEv[i]) ? "free:  event " + first.slot.fEv[i] + "," : "free:  none"),
-          shows_sizes: text.includes("requested ") && text.includes(", block ") };
+        const evt = { clientX: x, clientY: y };
+        FS.tip.style.display = "none";
+        c.dispatchEvent(new MouseEvent("mousemove", evt));
+        res.probes++;
+        if (FS.tip.style.display === "block") res.answered++;
+        const hv = ch.hit(evt);
+        if (hv && hv.item !== null && hv.item >= 0) {
+          res.bands++;
+          const e = FS.entry(s, hv.item);
+          if (FS.tip.textContent.includes("buffer: " + (e.name || "id " + e.id))) res.named++;
+          if (s.aEv[hv.item] <= hv.event && hv.event < s.fEv[hv.item]) res.live_ok++;
+        }
       }
+    FS.hideTip();
+    FS.probeOut.push(res);
+  });
+  // Zoom: a wheel over the middle of the first chart narrows every chart's range.
+  const first = charts[0], c0 = first.chart.canvas, rect0 = c0.getBoundingClientRect();
+  const before = [Number(c0.getAttribute("data-x0")), Number(c0.getAttribute("data-x1"))];
+  c0.dispatchEvent(new WheelEvent("wheel", { deltaY: -100, clientX: Math.round(rect0.left + rect0.width / 2),
+    clientY: Math.round(rect0.top + rect0.height / 2), cancelable: true }));
+  const after = [Number(c0.getAttribute("data-x0")), Number(c0.getAttribute("data-x1"))];
+  const others = document.querySelectorAll("svg.chart, canvas.bufchart");
+  let follow = 0;
+  others.forEach((x) => { if (x.getAttribute("data-x0") === String(after[0]) && x.getAttribute("data-x1") === String(after[1])) follow++; });
+  FS.probeOut.push({ zoom: first.key, before: before, after: after, charts: others.length, following: follow });
+  FS.setX(FS.view.lo, FS.view.hi);
+  // Click: a band drawn right of the chart's middle, clicked where it is drawn, pins its entries.
+  let clicked = { click: first.key, pinned: false };
+  const cols = first.chart.columns(), W0 = FS.widthOf(c0.parentNode);  // {length, at(k)}
+  for (let k = Math.floor(cols.length / 2); k < cols.length && !clicked.pinned; k++) {
+    const ev = { clientX: Math.round(rect0.left + (70 + k + 0.5) * rect0.width / W0), clientY: 0 };
+    for (let py = 2; py < rect0.height && !clicked.pinned; py += 2) {
+      ev.clientY = Math.round(rect0.top + py);
+      const hv = first.chart.hit(ev);
+      if (!hv || hv.item === null || hv.item < 0) continue;
+      const i = hv.item;
+      c0.dispatchEvent(new MouseEvent("click", ev));
+      const p = FS.pinned(), text = document.querySelector("#pinned pre").textContent;
+      clicked = { click: first.key, pinned: !!p && p.ordinal === i, alloc_event: first.slot.aEv[i],
+        shows_alloc: text.includes("alloc: event " + first.slot.aEv[i] + ","),
+        shows_free: text.includes(isFinite(first.slot.fEv[i]) ? "free:  event " + first.slot.fEv[i] + "," : "free:  none"),
+        shows_sizes: text.includes("requested ") && text.includes(", block ") };
     }
-    FS.probeOut.push(clicked);
-    // Search: the name (else the size) of the largest allocation of the first chart highlights it.
-    const s0 = first.slot;
-    let big = 0;
-    for (let i = 1; i < s0.n; i++) if (s0.block[i] > s0.block[big]) big = i;
-    const e0 = FS.entry(s0, big);
-    const query = e0.name && !/\s/.test(e0.name) ? e0.name : String(e0.requested) + "B";
-    FS.runSearch(query);
-    const m = FS.search.of(first.run, s0.slot);
-    FS.probeOut.push({ search: query, count: FS.search.count, includes: !!m && m[big] === 1,
-      drawn: Number(c0.getAttribute("data-matches-drawn")) });
-    FS.runSearch("");
   }
+  FS.probeOut.push(clicked);
+  // Search: the name (else the size) of the largest allocation of the first chart highlights it.
+  const s0 = first.slot;
+  let big = 0;
+  for (let i = 1; i < s0.n; i++) if (s0.block[i] > s0.block[big]) big = i;
+  const e0 = FS.entry(s0, big);
+  const query = e0.name && !/\s/.test(e0.name) ? e0.name : String(e0.requested) + "B";
+  FS.runSearch(query);
+  const m = FS.search.of(first.run, s0.slot);
+  FS.probeOut.push({ search: query, count: FS.search.count, includes: !!m && m[big] === 1,
+    drawn: Number(c0.getAttribute("data-matches-drawn")) });
+  FS.runSearch("");
 })();
