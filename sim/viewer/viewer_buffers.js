@@ -73,6 +73,13 @@
     };
   }
   FS.clock = clock;
+  // FS.hashColor's hash of "#" + i, without making the string: "#", then i's decimal digits.
+  function idHash(i) {
+    let h = 35, p = 1;
+    while (p * 10 <= i) p *= 10;
+    for (; p >= 1; p /= 10) h = (h * 31 + 48 + (Math.floor(i / p) % 10)) | 0;
+    return h;
+  }
   const charts = [];
   function chart(r, k, count) {
     const h = r.history, slot = h.slots[k], dev = { device: slot[0], space: slot[1] };
@@ -143,7 +150,9 @@
           at[k] = bestAt;
         }
       },
-      colorKey: (i) => (s.key[i] !== -2147483648 ? s.key[i] * 2 + (i & 1) : "a" + i),
+      // (the key is a number: a string a band, made each column, cost more than the fill; an
+      // allocation without either is keyed by the hue and tone its colour has, 720 of them)
+      colorKey: (i) => (s.key[i] !== -2147483648 ? s.key[i] * 2 + (i & 1) : 1e12 + (Math.abs(idHash(i)) % 360) * 2 + (i & 1)),
       color: (i) => {
         const k = s.key[i], tone = i & 1 ? 62 : 50;
         if (k >= 0) return FS.hashColor(h.allocations.names[k], tone);

@@ -40,6 +40,7 @@
     });
     changes.sort((a, b) => a[0] - b[0] || (a[2] === 0) - (b[2] === 0));
     const log = FS.logOf(r), s = log && log[slot];
+    const point = new Int32Array(regions.length).fill(-1);  // per region: the usage point fill() read last
     const cl = s ? FS.clock(r, s) : null;
     const src = {
       n: regions.length,
@@ -54,9 +55,11 @@
       },
       colorKey: (i) => i % 2,
       color: (i) => (i % 2 ? "#b9cfe4" : "#cfdced"),
-      // The share of the region in use then (drawn dark from its bottom; light: mapped and free).
+      // The share of the region in use then (drawn dark from its bottom; light: mapped and free),
+      // at the usage point found from the one the last column read.
       fill: (i, e) => {
-        const [mapped, inUse] = FS.usageAt(regions[i], e);
+        const g = regions[i], u = g.usage, k = (point[i] = FS.usagePoint(g, e, point[i]));
+        const mapped = k < 0 ? g.size : u[3 * k + 1], inUse = k < 0 ? 0 : u[3 * k + 2];
         return mapped ? Math.min(1, inUse / mapped) : 0;
       },
       match: () => null,

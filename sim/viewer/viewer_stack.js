@@ -81,12 +81,15 @@
   }
 
   // The band being drawn of each item drawn on its own (or of each grey band, keyed by the item
-  // drawn on its own above it): where it started (column, x) and its top, bottom and fill. Kept for
-  // the items a draw meets, few beside n: arrays over all n items cost some 80 bytes an item to
-  // allocate and fill (400 MB for 5 M allocations), which the page paid before drawing anything.
+  // drawn on its own above it): where it started (column, x) and its top, bottom and fill. Kept in
+  // slots for the items a draw meets, few beside n, found through one index over the items (4
+  // bytes an item; a Map's lookups, a few a band each column, cost a fifth of a dense draw):
+  // arrays of all of it over every item cost some 80 bytes an item to allocate and fill (400 MB
+  // for 5 M allocations), which the page paid before drawing anything.
   class Bands {
-    constructor() {
-      this.slot = new Map();
+    constructor(n) {
+      this.slot = new Int32Array(n + 1);  // slot + 1, 0: none (n: the key above the last item)
+      this.items = [];
       this.col = [];
       this.x = [];
       this.top = [];
@@ -94,18 +97,19 @@
       this.fill = [];
     }
     clear() {
-      this.slot.clear();
-      this.col.length = this.x.length = this.top.length = this.bot.length = this.fill.length = 0;
+      for (const i of this.items) this.slot[i] = 0;
+      this.items.length = this.col.length = this.x.length = this.top.length = this.bot.length = this.fill.length = 0;
     }
     colOf(i) {  // the column it was last drawn in, -2: none
-      const q = this.slot.get(i);
-      return q === undefined ? -2 : this.col[q];
+      const q = this.slot[i];
+      return q ? this.col[q - 1] : -2;
     }
     at(i) {  // its slot in the arrays (made on first use)
-      let q = this.slot.get(i);
-      if (q === undefined) {
+      let q = this.slot[i] - 1;
+      if (q < 0) {
         q = this.col.length;
-        this.slot.set(i, q);
+        this.slot[i] = q + 1;
+        this.items.push(i);
         this.col.push(-2);
         this.x.push(0);
         this.top.push(0);
@@ -135,7 +139,7 @@
     // below it (the column it was last drawn in, where it started, its top, bottom and fill).
     const shown = new Uint8Array(n), cur = new Float64Array(n);
     const nxt = new Int32Array(n + 1), prv = new Int32Array(n + 1);
-    const runB = new Bands(), gapB = new Bands();
+    const runB = new Bands(n), gapB = new Bands(n);
     let W = 900, cols = { length: 0, at: () => [] }, colEvent = null, x0 = 0, x1 = 1, y0 = 0, y1 = 1, drawnMatches = 0;
     const view = FS.view;
     const timeMode = () => view.time && src.timeOf;
@@ -256,8 +260,17 @@
       // above the last one).
       runB.clear();
       gapB.clear();
+      // The fill and alpha set last: a dense view flushes some bands a column, every column, and
+      // setting the canvas's state again to the same value costs as much as the fill itself.
+      let fillNow = "#fff", alphaNow = 1;
+      const fillStyle = (f) => {
+        if (f !== fillNow) ctx.fillStyle = fillNow = f;
+      };
+      const alpha = (a) => {
+        if (a !== alphaNow) ctx.globalAlpha = alphaNow = a;
+      };
       const flushGap = (g, xEnd) => {
-        ctx.fillStyle = "#c8c8c8";
+        fillStyle("#c8c8c8");
         const q = gapB.at(g);
         ctx.fillRect(gapB.x[q], gapB.top[q], Math.max(0.5, xEnd - gapB.x[q]), Math.max(0.5, gapB.bot[q] - gapB.top[q]));
       };
@@ -266,15 +279,15 @@
         const hit = match && match[i] === 1, dim = match && !hit;
         const q = runB.at(i), top = runB.top[q], x = runB.x[q], w = Math.max(0.5, xEnd - x);
         const h = hit || i === pinned ? Math.max(1.5, runB.bot[q] - top) : runB.bot[q] - top;  // a match stays visible
-        ctx.globalAlpha = dim ? 0.25 : 1;
-        ctx.fillStyle = color(i);
+        alpha(dim ? 0.25 : 1);
+        fillStyle(color(i));
         ctx.fillRect(x, top, w, h);
-        if (src.fill) {  // the part in use, dark from the bottom
+        if (src.fill && runB.fill[q] > 0) {  // the part in use, dark from the bottom
           const f = runB.fill[q];
-          ctx.fillStyle = "#1f5f9f";
+          fillStyle("#1f5f9f");
           ctx.fillRect(x, top + h * (1 - f), w, h * f);
         }
-        ctx.globalAlpha = 1;
+        alpha(1);
         if (hit || i === pinned) {
           ctx.strokeStyle = i === pinned ? "#000" : "#d00";
           ctx.lineWidth = i === pinned ? 1.5 : 1;
