@@ -56,8 +56,10 @@ class TpuPaddedPolicy : public AllocatorPolicy {
     inner.size = ps.padded;
     if (defrag_) inner.handle = take_inner_handle();
     Placement p = inner_->allocate(inner);
+    if (inner_failed()) return p;
     if (!p.ok && defrag_ && inner_->usage().available >= inner_->rounded_size(inner) && compact())
       p = inner_->allocate(inner);
+    if (inner_failed()) return p;
     if (!p.ok) {
       if (defrag_) free_inner_.push_back(inner.handle);
       return p;
@@ -88,13 +90,18 @@ class TpuPaddedPolicy : public AllocatorPolicy {
     } else {
       inner_->release(h);
     }
+    inner_failed();
     live_[h].live = false;
     live_padded_ -= live_[h].size.padded;
     live_unpadded_ -= live_[h].size.unpadded;
   }
 
   Usage usage() const override { return inner_->usage(); }
-  std::string empty_cache() override { return inner_->empty_cache(); }
+  std::string empty_cache() override {
+    std::string said = inner_->empty_cache();
+    inner_failed();
+    return said;
+  }
   void memory_map(MemoryMap* out) const override { inner_->memory_map(out); }
   Bytes rounded_size(const AllocRequest& req) const override {
     AllocRequest inner = req;
@@ -179,6 +186,13 @@ class TpuPaddedPolicy : public AllocatorPolicy {
     Handle outer = kNoHandle;  // the engine's handle
     bool live = false;
   };
+  // The inner allocator's own abort (a CHECK failure of the real one) is this policy's: the engine
+  // asks this policy only, and stops the replay there, before anything touches the state the
+  // failed check left (a wrapper that went on released and compacted on it, and crashed).
+  bool inner_failed() {
+    if (fatal_.empty() && !inner_->fatal_error().empty()) fatal_ = inner_->fatal_error();
+    return !fatal_.empty();
+  }
   Handle take_inner_handle() {
     if (!free_inner_.empty()) {
       Handle h = free_inner_.back();

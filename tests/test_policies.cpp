@@ -280,6 +280,35 @@ TEST_CASE("tpu-padded defragmentation leaves the state as it was when the live b
   CHECK(r.placements[3]["ok"] == false);
 }
 
+// Regression (found by issue 50's scaling work): XLA's BFC with spatial partitioning CHECK-fails when
+// a second region meets an existing central gap (specs/xla-bfc-spatial.md section 1, "Edge"), and
+// fragsim's xla-bfc stops the replay there. Inside tpu-padded that abort was the inner policy's
+// alone: the wrapper went on, releasing (and, with defragmentation, compacting) on the state the
+// failed check left, and crashed. The real allocator is the same one inside the wrapper, so the run
+// stops at the same event with the same message. The sqattn snapshot on a 512 MiB TPU v5e with
+// --keep-going reaches that state after its first OOMs.
+TEST_CASE("tpu-padded: its inner allocator's abort stops the run where that allocator alone stops") {
+  auto run = [](const std::string& policy) {
+    RunRequest q;
+    q.trace = test_data("torch/sqattn_empty_cache.pickle.zst");
+    q.policy = policy;
+    q.hw = "tpu-v5e";
+    q.capacity = "512MiB";
+    q.keep_going = true;
+    return run_request(q, test_registry());
+  };
+  const RunResult alone = run("xla-bfc");
+  REQUIRE(!alone.fatal.empty());
+  CHECK(alone.fatal.find("one central gap") != std::string::npos);
+  for (const char* p : {"tpu-padded[inner=xla-bfc]", "tpu-padded[inner=xla-bfc,defragment=true]"}) {
+    INFO(p);
+    const RunResult wrapped = run(p);
+    CHECK(wrapped.fatal == alone.fatal);
+    CHECK(wrapped.fatal_event == alone.fatal_event);
+    CHECK(wrapped.ooms.size() == alone.ooms.size());
+  }
+}
+
 // Regression (issue 14): scheduled callbacks captured `this` and could not be cancelled. A task
 // now dies with its owner: this test-only policy keeps just its latest task, so replacing it
 // cancels the earlier one, and the engine runs only what is still wanted.
