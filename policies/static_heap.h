@@ -36,7 +36,7 @@ struct HeapPlan {
 enum class HeapSearch { kIndexed, kScan };
 inline constexpr size_t kHeapTimeBlock = 512;
 // A time block length the index chooses from the lifetimes (BusyIndex::block_for: about √ of
-// their mean duration, at least kHeapTimeBlock): the static-heap policy's.
+// their mean duration, at least 128 instants): the static-heap policy's.
 inline constexpr size_t kHeapAutoBlock = 0;
 
 // Places every buffer in order — spatial: (size desc, duration desc, tie, id); temporal: (duration
