@@ -65,12 +65,8 @@ class TpuPaddedPolicy : public AllocatorPolicy {
       return p;
     }
     if (req.handle >= live_.size()) live_.resize(req.handle + 1);
-    live_[req.handle] = {ps, true};
-    if (defrag_) {
-      if (req.handle >= inner_of_.size()) inner_of_.resize(req.handle + 1, kNoHandle);
-      inner_of_[req.handle] = inner.handle;
-      placed_[inner.handle] = {position(p), OwnedRequest(inner), req.handle, true};
-    }
+    live_[req.handle] = {ps, true, inner.handle};
+    if (defrag_) placed_[inner.handle] = {position(p), OwnedRequest(inner), req.handle, true};
     live_padded_ += ps.padded;
     live_unpadded_ += ps.unpadded;
     if (live_padded_ > peak_padded_) {
@@ -82,13 +78,11 @@ class TpuPaddedPolicy : public AllocatorPolicy {
   }
 
   void release(Handle h) override {
+    const Handle i = live_[h].inner;
+    inner_->release(i);
     if (defrag_) {
-      const Handle i = inner_of_[h];
-      inner_->release(i);
       placed_[i].live = false;
       free_inner_.push_back(i);
-    } else {
-      inner_->release(h);
     }
     inner_failed();
     live_[h].live = false;
@@ -171,6 +165,7 @@ class TpuPaddedPolicy : public AllocatorPolicy {
   struct Live {
     PaddedSize size;
     bool live = false;
+    Handle inner = kNoHandle;  // its handle in the inner policy (the engine's own without defragment)
   };
   // With defragment only: where a live buffer sits and its request as the inner policy saw it,
   // for re-placing on compaction (kept apart: copying the request at every allocation cost 7-8 %
@@ -253,7 +248,6 @@ class TpuPaddedPolicy : public AllocatorPolicy {
   };
   std::vector<Key> order_;
   std::vector<Placed> placed_;      // by inner handle, with defragment only
-  std::vector<Handle> inner_of_;    // by handle: its inner handle, with defragment only
   std::vector<Handle> free_inner_;  // inner handles released, to reuse
   Bytes live_padded_ = 0, live_unpadded_ = 0, peak_padded_ = 0, peak_unpadded_ = 0, unpadded_at_peak_ = 0;
   std::uint64_t compactions_ = 0;
