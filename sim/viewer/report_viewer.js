@@ -59,6 +59,10 @@
   function hashColor(s, light) {
     let h = 0;
     for (let i = 0; i < s.length; i++) h = (h * 31 + s.charCodeAt(i)) | 0;
+    return hueColor(h, light);
+  }
+  // The colour of a hash: its hue, at a lightness (hashColor's, for a hash made without a string).
+  function hueColor(h, light) {
     return "hsl(" + (Math.abs(h) % 360) + ",55%," + (light || 55) + "%)";
   }
   // Ticks on round values: about `count` multiples of 1, 2 or 5 × 10^k between lo and hi.
@@ -165,7 +169,7 @@
   }
   // What the other views (sim/viewer_*.js, after this file) share with this one.
   const FS = window.FS = { data: data, bytes: bytes, pct: pct, el: el, svg: svg, showTip: showTip, hideTip: hideTip,
-    at: at, where: where, keyOf: keyOf, runName: runName, withCode: withCode, hashColor: hashColor, tip: tip,
+    at: at, where: where, keyOf: keyOf, runName: runName, withCode: withCode, hashColor: hashColor, hueColor: hueColor, tip: tip,
     ticks: ticks, byteTicks: byteTicks, byteTick: byteTick, secondsText: secondsText, secondsTick: secondsTick,
     widthOf: widthOf, view: view, setX: setX, zoomBar: zoomBar, yZoom: yZoom,
     probing: location.hash === "#probe", probeOut: [], redraws: [] };

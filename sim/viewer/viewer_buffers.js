@@ -73,7 +73,9 @@
     };
   }
   FS.clock = clock;
-  // FS.hashColor's hash of "#" + i, without making the string: "#", then i's decimal digits.
+  // The hash an allocation with neither name nor stack is coloured and grouped by (color and
+  // colorKey below): FS.hashColor's hash of "#" + i, the colour such bands always had, made
+  // without the string ("#", then i's decimal digits).
   function idHash(i) {
     let h = 35, p = 1;
     while (p * 10 <= i) p *= 10;
@@ -157,7 +159,7 @@
         const k = s.key[i], tone = i & 1 ? 62 : 50;
         if (k >= 0) return FS.hashColor(h.allocations.names[k], tone);
         if (k !== -2147483648) return FS.hashColor((data.stacks[-1 - k] || [String(-1 - k)])[0], tone);
-        return FS.hashColor("#" + i, tone);
+        return FS.hueColor(idHash(i), tone);
       },
       match: () => FS.search.of(r, s.slot),
       lines: (item, e) => {
