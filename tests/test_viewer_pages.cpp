@@ -80,6 +80,52 @@ TEST_CASE("allocation log: every allocation of a run, as its trace and its place
   }
 }
 
+TEST_CASE("allocation log: a what-if that re-holds a mid-run snapshot's state logs it at one event, in event order") {
+  // transformer_ctx128_train_step starts mid-run: 324 blocks were live when recording began (in
+  // the snapshot's segments, never allocated in its trace). With expandable segments the run re-holds them in the
+  // history's order (by address: docs/report.md, "Before the recording"), not the trace's. The log, the page's regions
+  // and the placements file all go by event: the state is held at the last event before the trace's own, each placement
+  // line keeps its allocation's own event, in event order, and the page's times are from the run's first event (the
+  // snapshot's are microseconds since the epoch).
+  const std::string placements = tmp_path("reheld_placements.jsonl");
+  RunOutputs out = kWithHtml;
+  out.placements = placements;
+  CmdRun r = run_cmd({.trace = kTrain, .sets = {"expandable_segments=true"}}, out);
+  REQUIRE(r.json["devices"][0]["before_recording"]["held"] == "rebuilt");
+  std::vector<std::uint64_t> pre_trace;  // the trace's pre_trace allocs, by event index
+  std::uint64_t first_own = 0, index = 0, t_first = 0, t_last = 0;
+  for (const auto& e : pages_converted(kTrain)) {
+    const bool pre = e.value("pre_trace", false);
+    if (e["op"] == "alloc" && pre) pre_trace.push_back(index);
+    if (!pre && first_own == 0 && (e["op"] == "alloc" || e["op"] == "free")) first_own = index;
+    if (e.contains("t")) (index == 0 ? t_first : t_last) = e["t"].get<std::uint64_t>();
+    ++index;
+  }
+  REQUIRE(pre_trace.size() == 324);
+  REQUIRE(t_last - t_first < t_first);  // times since the epoch: the run spans far less than them
+  const auto recs = pages_history(r).allocations->records(0);
+  std::set<std::uint64_t> held_at;
+  size_t held = 0;
+  for (size_t i = 0; i < recs.size(); ++i) {
+    INFO("allocation " << i);
+    if (i) CHECK(recs[i].alloc_event >= recs[i - 1].alloc_event);
+    CHECK(recs[i].alloc_t.value() <= t_last - t_first);
+    if (recs[i].pre_trace) ++held, held_at.insert(recs[i].alloc_event);
+  }
+  CHECK(held == pre_trace.size());
+  REQUIRE(held_at.size() == 1);
+  CHECK(*held_at.begin() >= pre_trace.back());
+  CHECK(*held_at.begin() < first_own);
+  for (const auto& g : pages_history(r).regions)
+    for (size_t k = 1; k < g.usage.size(); ++k) CHECK(g.usage[k].event >= g.usage[k - 1].event);
+  std::vector<std::uint64_t> lines, placed_pre;
+  for (const auto& p : r.placements) lines.push_back(p["i"].get<std::uint64_t>());
+  CHECK(std::is_sorted(lines.begin(), lines.end()));
+  for (std::uint64_t i : lines)
+    if (i < first_own) placed_pre.push_back(i);
+  CHECK(placed_pre == pre_trace);
+}
+
 TEST_CASE("segments over time: the segments a PyTorch program's empty_cache calls released, at those calls") {
   // sqattn_empty_cache: 28 bursts of segment_free, 420 in all, each burst an empty_cache call
   // (tests/data/torch/SOURCES.md). Replayed as recorded, the regions released by empty_cache are
@@ -320,10 +366,11 @@ TEST_CASE(
     "viewer: a PyTorch snapshot's page has every view, no console message, zoom, the entries behind a click, "
     "search",
     "[chromium]") {
-  for (const std::string& trace : {kTrain, k3dev}) {
-    INFO(trace);
-    const std::string dom =
-        page_with_every_view(write_text("every_view.html", run_cmd({.trace = trace}, kWithHtml).html()));
+  // The recorded settings, and a what-if that re-holds the state before the recording.
+  for (const RunRequest& req : {RunRequest{.trace = kTrain}, RunRequest{.trace = k3dev},
+                                RunRequest{.trace = kTrain, .sets = {"expandable_segments=true"}}}) {
+    INFO(req.trace << (req.sets.empty() ? "" : " --set " + req.sets[0]));
+    const std::string dom = page_with_every_view(write_text("every_view.html", run_cmd(req, kWithHtml).html()));
     size_t charts = 0, zooms = 0, clicks = 0, searches = 0, built = 0;
     for (const auto& p : probes(dom)) {
       INFO(p.dump());

@@ -125,7 +125,7 @@ bool AllocationLog::placed(std::uint32_t slot, Handle handle, const Event& ev, B
   Record r;
   r.id = ev.id;
   r.alloc_event = ev.index;
-  r.alloc_t = ev.t;
+  r.alloc_t = since_origin(ev.t);
   r.requested = ev.size;
   r.block = block;
   r.has_addr = has_addr;
@@ -147,7 +147,7 @@ bool AllocationLog::placed(std::uint32_t slot, Handle handle, const Event& ev, B
 void AllocationLog::freed(Handle handle, std::uint64_t event, Tick t, bool has_stream, std::int64_t stream) {
   if (handle >= live_.size() || live_[handle].ordinal == kNone) return;
   Live& l = live_[handle];
-  append_free(slots_[l.slot], l.ordinal, event, t, (has_stream ? stream : l.stream) - l.stream);
+  append_free(slots_[l.slot], l.ordinal, event, since_origin(t), (has_stream ? stream : l.stream) - l.stream);
   l.ordinal = kNone;
 }
 

@@ -20,6 +20,7 @@
 // Memory: about 10 bytes an allocation plus the live allocations' ordinals; the columns stop
 // growing at `budget` bytes (truncated_at() says from which event: the page says so).
 #pragma once
+#include <algorithm>
 #include <array>
 #include <cstdint>
 #include <limits>
@@ -82,6 +83,8 @@ class AllocationLog {
   // The allocation `handle` of `slot` was placed (ev: its alloc event). Returns false once the
   // budget is spent (nothing more is kept from then on).
   bool placed(std::uint32_t slot, Handle handle, const Event& ev, Bytes block, bool has_addr, Addr addr);
+  // Times are kept from `t` on (the run's first event: RunResult::first_t), as the page shows them.
+  void set_origin(Tick t) { origin_ = t.value(); }
   // The allocation `handle` is freed by event `event` at time t (on `stream`, the free's own when it
   // names one, else its allocation's). No-op for an allocation the log does not hold.
   void freed(Handle handle, std::uint64_t event, Tick t, bool has_stream, std::int64_t stream);
@@ -118,10 +121,12 @@ class AllocationLog {
   // Appends one allocation's record to its slot (ordinal = the slot's count).
   void append_alloc(Slot& s, const Record& r);
   void append_free(Slot& s, std::uint64_t ordinal, std::uint64_t event, Tick t, std::int64_t stream_change);
+  Tick since_origin(Tick t) const { return Tick(t.value() - std::min(t.value(), origin_)); }
   std::int64_t intern_name(const std::string& name);
   std::int64_t intern_shape(Dtype dtype, const std::vector<std::uint64_t>& dims);
 
   size_t budget_, bytes_ = 0;
+  std::uint64_t origin_ = 0;  // set_origin
   std::uint64_t truncated_at_ = kNone;
   std::vector<Slot> slots_;
   std::vector<Live> live_;  // per handle, while live

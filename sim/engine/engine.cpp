@@ -100,7 +100,10 @@ void Engine::collect_lifetimes() {
 }
 
 void Engine::feed(const Event& ev) {
-  if (out_.events++ == 0) out_.first_t = ev.t;
+  if (out_.events++ == 0) {
+    out_.first_t = ev.t;
+    if (history_) history_->set_origin(ev.t);
+  }
   snapshot_credit_ += kSnapshotCredit;
   current_event_ = ev.index;
   if (prior_.collecting()) [[unlikely]] {

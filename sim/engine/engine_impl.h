@@ -12,6 +12,7 @@
 // engines (sim/engine/parallel_runs.cpp).
 #pragma once
 #include <memory>
+#include <optional>
 #include <queue>
 #include <unordered_map>
 #include <vector>
@@ -99,7 +100,9 @@ class Engine : public Scheduler {
   // begin: each space's slot decides how it holds it, then holds it.
   void settle_prior();
   void decide_prior(std::uint32_t si);
-  void rebuild_prior(std::uint32_t si);
+  void rebuild_prior(std::uint32_t si, std::uint64_t held_at);
+  void place_held(const Event& ev, std::uint64_t held_at);
+  void sort_placements(size_t from);
   void alloc(const Event& ev);
   void free(const Event& ev);
   void observe(const Event& ev);
@@ -179,6 +182,11 @@ class Engine : public Scheduler {
   std::unique_ptr<AtomicFile> placements_;
   std::unique_ptr<ReplaySink> sink_;  // RunOptions::sink's, null = none
   std::string pbuf_;
+  // While a re-held state is placed: the trace's own index of the block being placed (its
+  // placement line keeps it; everything else sees the event the state is held at), and placement
+  // lines are kept in pbuf_ until settle_prior puts them in event order.
+  std::optional<std::uint64_t> held_index_;
+  bool settling_ = false;
   PriorState prior_;                                     // pre_trace events until the trace's own begin
   RecordingAnchor anchor_;                               // the state before a mid-run recording, from its addresses
   std::uint64_t replayable_ = 0, pre_trace_allocs_ = 0;  // allocs and frees to replay; allocs of prior state

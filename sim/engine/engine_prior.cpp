@@ -5,6 +5,8 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <charconv>
+#include <string_view>
 
 #include "sim/base/error.h"
 #include "sim/engine/engine_impl.h"
@@ -16,6 +18,10 @@ void Engine::settle_prior() {
   const std::vector<Event>& evs = prior_.events();
   // The slots the state lies in, in the order its events name them (observations concern the
   // device's main memory, as observe() routes them).
+  // Placement lines of the state wait here until it is held: a re-held one is placed in the
+  // history's order, and the file lists allocations in event order.
+  const size_t placements_from = pbuf_.size();
+  settling_ = true;
   std::vector<std::uint32_t> touched;
   for (const Event& ev : evs) {
     if (!PriorState::belongs(ev)) continue;
@@ -30,9 +36,15 @@ void Engine::settle_prior() {
     current_event_ = ev.index;
     if (ev.op != Op::kAlloc || !slots_[slot(key(ev.device, route(ev.space, ev)), ev)].prior_rebuilt()) feed_other(ev);
   }
+  // A re-held state is held at one moment, the last event before the trace's own: every record by
+  // event (the metrics' timeline, the page's logs, the deltas) needs events that never go back,
+  // and the history places the blocks in its own order, not the trace's.
+  const std::uint64_t held_at = evs.empty() ? current_event_ : evs.back().index;
   for (std::uint32_t si : touched)
-    if (replaying_ && slots_[si].prior_rebuilt()) rebuild_prior(si);
+    if (replaying_ && slots_[si].prior_rebuilt()) rebuild_prior(si, held_at);
   prior_.release();
+  settling_ = false;
+  sort_placements(placements_from);
 }
 
 void Engine::decide_prior(std::uint32_t si) {
@@ -77,9 +89,9 @@ void Engine::decide_prior(std::uint32_t si) {
   s.prior = std::move(o);
 }
 
-void Engine::rebuild_prior(std::uint32_t si) {
+void Engine::rebuild_prior(std::uint32_t si, std::uint64_t held_at) {
   const Event& first = *std::find_if(prior_.events().begin(), prior_.events().end(), PriorState::belongs);
-  current_event_ = first.index;
+  current_event_ = held_at;
   std::vector<bool> placed(prior_.events().size(), false);  // live blocks the history placed
   {
     Slot& s = slots_[si];
@@ -111,12 +123,10 @@ void Engine::rebuild_prior(std::uint32_t si) {
         placed[reqs[k].live] = true;
         ++o.placed_in_history;
         s.mem->set_logging(logging);
-        current_event_ = ev.index;
         in_prior_history_ = true;
-        feed_other(ev);
+        place_held(ev, held_at);
         in_prior_history_ = false;
         s.mem->set_logging(false);
-        current_event_ = first.index;
         continue;
       }
       AllocRequest rq;
@@ -126,7 +136,7 @@ void Engine::rebuild_prior(std::uint32_t si) {
       rq.stream = reqs[k].stream;
       rq.space = s.space;
       rq.t = now_;
-      rq.event_index = first.index;
+      rq.event_index = held_at;
       if (s.policy->allocate(rq).ok) {
         held[k] = rq.handle;
         ++o.requests;
@@ -147,9 +157,38 @@ void Engine::rebuild_prior(std::uint32_t si) {
   for (const Event* ev : prior_.allocs(mine, opt_.prior.descending)) {
     if (!replaying_) break;
     if (placed[static_cast<size_t>(ev - prior_.events().data())]) continue;
-    current_event_ = ev->index;
-    feed_other(*ev);
+    place_held(*ev, held_at);
   }
+}
+
+// A block live before the recording, re-held at event `held_at` (its placement line keeps its own).
+void Engine::place_held(const Event& ev, std::uint64_t held_at) {
+  Event at = ev;
+  at.index = held_at;
+  held_index_ = ev.index;
+  feed_other(at);
+  held_index_.reset();
+}
+
+// Puts the placement lines from byte `from` of pbuf_ in event order ("i"), ties as written.
+void Engine::sort_placements(size_t from) {
+  if (!placements_ || from >= pbuf_.size()) return;
+  std::vector<std::pair<std::uint64_t, std::string_view>> lines;
+  const std::string_view all(pbuf_);
+  for (size_t at = from; at < all.size();) {
+    const size_t end = all.find('\n', at) + 1;
+    const std::string_view line = all.substr(at, end - at);
+    std::uint64_t i = 0;
+    const std::string_view key = "{\"i\":";
+    std::from_chars(line.data() + key.size(), line.data() + line.size(), i);
+    lines.emplace_back(i, line);
+    at = end;
+  }
+  std::stable_sort(lines.begin(), lines.end(), [](const auto& a, const auto& b) { return a.first < b.first; });
+  std::string sorted;
+  sorted.reserve(all.size() - from);
+  for (const auto& [i, line] : lines) sorted += line;
+  pbuf_.replace(from, std::string::npos, sorted);
 }
 
 }  // namespace fragsim

@@ -180,10 +180,11 @@ void Engine::finish() {
 
 void Engine::write_placement(const Event& ev, const Placement& p) {
   std::string& buf = pbuf_;
+  const std::uint64_t i = held_index_ ? *held_index_ : ev.index;
   if (!p.ok) {
-    fmt::format_to(std::back_inserter(buf), "{{\"i\":{},\"id\":{},\"ok\":false}}\n", ev.index, ev.id);
+    fmt::format_to(std::back_inserter(buf), "{{\"i\":{},\"id\":{},\"ok\":false}}\n", i, ev.id);
   } else {
-    fmt::format_to(std::back_inserter(buf), "{{\"i\":{},\"id\":{},\"ok\":true,\"addr\":", ev.index, ev.id);
+    fmt::format_to(std::back_inserter(buf), "{{\"i\":{},\"id\":{},\"ok\":true,\"addr\":", i, ev.id);
     if (p.has_addr)
       fmt::format_to(std::back_inserter(buf), "{}", p.addr);
     else
@@ -193,7 +194,7 @@ void Engine::write_placement(const Event& ev, const Placement& p) {
       fmt::format_to(std::back_inserter(buf), ",\"region\":{},\"region_offset\":{}", p.region, p.region_offset);
     buf += "}\n";
   }
-  if (buf.size() > (1 << 20)) {
+  if (buf.size() > (1 << 20) && !settling_) {
     placements_->write(buf);
     buf.clear();
   }

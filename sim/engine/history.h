@@ -152,6 +152,10 @@ class HistoryRecorder {
   void stopped(std::uint64_t event) { stopped_at_ = event; }
   // After each event of the trace, with every slot's state then.
   void after(const Event& ev, const std::vector<SlotView>& slots);
+  // The time of the run's first event: the page's times are from it (RunResult::first_t).
+  void set_origin(Tick t) {
+    if (log_) log_->set_origin(t);
+  }
   [[nodiscard]] std::shared_ptr<RunHistory> finish(const std::vector<SlotView>& slots, Tick now);
 
  private:
