@@ -174,7 +174,7 @@ constexpr const char* kStyle =
     "ul.matches li{cursor:pointer;font-size:12px}ul.matches li:hover{background:#eef}"
     ".regionlabel,.maptitle{font-size:12px;color:#444;margin-top:6px}"
     "#tooltip{position:absolute;display:none;background:#fffff0;border:1px solid #999;padding:4px 6px;"
-    "font:12px monospace;white-space:pre;pointer-events:none;z-index:10;max-width:700px;overflow:hidden}"
+    "font:12px monospace;white-space:pre-wrap;overflow-wrap:anywhere;pointer-events:none;z-index:10;max-width:700px}"
     "pre.explanation{background:#f7f7f7;padding:.5em;font-size:12px;white-space:pre-wrap;max-width:1100px}"
     "ul.lines li{font-size:13px;margin:.2em 0;max-width:1100px}ul.lines code{background:#f3f3f3}"
     ".legend span{display:inline-block;margin-right:1em;font-size:12px}.controls{font-size:12px;margin:.3em 0}"

@@ -39,9 +39,13 @@
   function showTip(evt, lines) {
     tip.textContent = lines.join("\n");
     tip.style.display = "block";
-    const x = Math.min(evt.clientX + 14, window.innerWidth - tip.offsetWidth - 8);
+    // Inside the window: left of the cursor when it would pass the right edge, above it when it
+    // would pass the bottom (long lines wrap: the stylesheet's #tooltip).
+    const x = Math.max(0, Math.min(evt.clientX + 14, window.innerWidth - tip.offsetWidth - 8));
+    const below = evt.clientY + 14, above = evt.clientY - 14 - tip.offsetHeight;
+    const y = below + tip.offsetHeight <= window.innerHeight - 8 || above < 0 ? below : above;
     tip.style.left = x + window.scrollX + "px";
-    tip.style.top = evt.clientY + 14 + window.scrollY + "px";
+    tip.style.top = y + window.scrollY + "px";
   }
   function hideTip() { tip.style.display = "none"; }
   function at(obj, path) {  // a JSON pointer into a run's report
