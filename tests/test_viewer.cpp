@@ -151,6 +151,35 @@ TEST_CASE("by stack: live bytes at the peak by call site and by stack frame, as 
   CHECK(r.out.find("evil\\e[2J") != std::string::npos);
 }
 
+TEST_CASE("by stack: allocations of autograd's backward thread are named by their node, from their C++ frames") {
+  // transformer_ctx128_train_step records 3,534 of its 6,771 allocations with C++ frames only (the
+  // backward pass runs on autograd's own thread: no Python frame), as memory_viz shows them. At the
+  // peak of the train step, 226 of the live buffers come from the backward of its batched matmuls:
+  // their frames pass through torch::autograd::generated::BmmBackward0::apply.
+  const std::string json = tmp_path("backward.json");
+  REQUIRE(cli("run " + kTrain + " --by-stack --json " + json).code == 0);
+  const auto bs = nlohmann::json::parse(read_text(json))["at_peak_allocated"]["by_stack"];
+  std::map<std::string, nlohmann::json> site, frame;
+  for (const auto& s : bs["sites"]) site[s["site"]] = s;
+  for (const auto& f : bs["frames"]) frame[f["frame"]] = f;
+  REQUIRE(site.count("BmmBackward0 (backward)") == 1);
+  CHECK(site.at("BmmBackward0 (backward)")["buffers"] == 226);
+  CHECK(site.count("(no name or stack)") == 0);
+  // Their stacks: the C++ functions between the allocation and the node, less those every
+  // allocation shares (the unwinder, the caching allocator, the dispatcher's wrappers).
+  CHECK(frame.at("torch::autograd::generated::BmmBackward0::apply")["buffers"] == 226);
+  CHECK(frame.at("at::_ops::bmm::call")["buffers"] == 226);
+  for (const auto& [f, v] : frame) {
+    INFO(f);
+    CHECK(f.find("CUDACachingAllocator") == std::string::npos);
+    CHECK(f.find("unwind") == std::string::npos);
+    // No parameter list: a "(" only in "(anonymous namespace)" or a name fragsim gives.
+    const bool bare = f.find('(') == std::string::npos || f.find("(anonymous namespace)") != std::string::npos ||
+                      f.front() == '(' || f.find("segment") != std::string::npos;
+    CHECK(bare);
+  }
+}
+
 TEST_CASE("by stack: a PyTorch snapshot's peak by call site covers every live buffer, the OOM's too") {
   const std::string json = tmp_path("3dev.json");
   REQUIRE(cli("run " + k3dev + " --json " + json).code == 0);

@@ -133,7 +133,7 @@ class SnapshotReader : public TraceReader {
   }
   // Interns a stack; returns (stack id or 0, name index or 0).
   std::pair<std::uint64_t, std::uint32_t> stack_and_name(const PyObj* frames) {
-    auto fr = parser_.python_frames(frames);
+    auto fr = parser_.stack_frames(frames);
     if (fr.empty()) return {0, 0};
     const std::uint64_t id = stack_id(fr);
     std::string nm = user_frame(fr);

@@ -2,6 +2,10 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
+#include <iterator>
+#include <string_view>
+
 #include "sim/base/error.h"
 #include "sim/base/io.h"
 #include "sim/base/text.h"
@@ -175,7 +179,62 @@ std::vector<Segment> Parser::segments(const PyObj* segments) const {
   return out;
 }
 
-std::vector<std::string> Parser::python_frames(const PyObj* frames) const {
+namespace {
+
+// C++ frames that every allocation of PyTorch's stack shares, which say nothing of its call site:
+// the unwinder and the snapshot's gathering, the caching allocator, tensor construction and
+// TensorIterator, the dispatcher's and the generated registrations' wrappers, autograd's engine
+// and its thread, the C library's thread entry.
+constexpr std::string_view kSharedNative[] = {"torch::unwind::",
+                                              "torch::CapturedTraceback::",
+                                              "torch::cuda::(anonymous namespace)::gather",
+                                              "c10::cuda::CUDACachingAllocator::",
+                                              "c10::impl::",
+                                              "c10::Dispatcher::",
+                                              "at::detail::",
+                                              "at::TensorIteratorBase::",
+                                              "at::(anonymous namespace)::",
+                                              "torch::autograd::Engine::",
+                                              "torch::autograd::Node::operator()",
+                                              "torch::autograd::python::PythonEngine::",
+                                              "execute_native_thread_routine",
+                                              "start_thread",
+                                              "clone",
+                                              "pthread_",
+                                              "__"};
+
+// A C++ frame's function as the unwinder names it ("at::TensorBase at::detail::empty_generic(
+// c10::ArrayRef<long>, …)"): its qualified name, without the return type and the parameters.
+std::string_view native_function(std::string_view s) {
+  constexpr std::string_view kAnon = "(anonymous namespace)", kCall = "operator()";
+  for (size_t at = 0; (at = s.find('(', at)) != std::string_view::npos;) {
+    if (s.substr(at, kAnon.size()) == kAnon) {
+      at += kAnon.size();
+    } else if (at >= 8 && s.substr(at - 8, kCall.size()) == kCall) {
+      at += 2;
+    } else {
+      s = s.substr(0, at);
+      break;
+    }
+  }
+  int depth = 0;  // the return type ends at the last space outside template arguments and parentheses
+  size_t start = 0;
+  for (size_t i = 0; i < s.size(); ++i) {
+    if (s[i] == '<' || s[i] == '(') ++depth;
+    if (s[i] == '>' || s[i] == ')') --depth;
+    if (s[i] == ' ' && depth == 0) start = i + 1;
+  }
+  return s.substr(start);
+}
+
+bool shared_native(std::string_view fn) {
+  return fn.empty() || std::any_of(std::begin(kSharedNative), std::end(kSharedNative),
+                                   [&](std::string_view p) { return fn.substr(0, p.size()) == p; });
+}
+
+}  // namespace
+
+std::vector<std::string> Parser::stack_frames(const PyObj* frames) const {
   std::vector<std::string> out;
   if (!frames || frames->kind != PyObj::kList) return out;
   for (const auto& f : frames->items) {
@@ -190,10 +249,45 @@ std::vector<std::string> Parser::python_frames(const PyObj* frames) const {
     out.push_back(sanitize_utf8(fmt::format("{}:{} {}", file->s, ln && ln->is_int() ? ln->as_int() : 0,
                                             fn && fn->kind == PyObj::kStr ? fn->s : "?")));
   }
+  if (!out.empty()) return out;
+  // No Python frame: an allocation of autograd's backward thread, or of C++ code. Its C++ frames,
+  // as memory_viz shows them, less those every allocation shares.
+  for (const auto& f : frames->items) {
+    budget_.spend();
+    if (out.size() == kMaxFrames) break;
+    const PyObj* fn = f->get("name");
+    if (!fn || fn->kind != PyObj::kStr) continue;
+    const std::string_view name = native_function(fn->s);
+    if (shared_native(name)) continue;
+    budget_.copy(name.size());
+    out.push_back(sanitize_utf8(std::string(name)));
+  }
   return out;
 }
 
+namespace {
+
+// The call site a C++ stack names: the autograd node whose backward made it ("MeanBackward0
+// (backward)"), else the outermost ATen operator it went through ("aten::div"), else its innermost
+// frame.
+std::string native_site(const std::vector<std::string>& frames) {
+  constexpr std::string_view kNode = "torch::autograd::generated::", kApply = "::apply";
+  constexpr std::string_view kOp = "at::_ops::";
+  std::string_view op;
+  for (std::string_view f : frames) {
+    if (f.substr(0, kNode.size()) == kNode && f.size() > kNode.size() + kApply.size() &&
+        f.substr(f.size() - kApply.size()) == kApply)
+      return std::string(f.substr(kNode.size(), f.size() - kNode.size() - kApply.size())) + " (backward)";
+    if (f.substr(0, kOp.size()) == kOp) op = f.substr(kOp.size(), f.find("::", kOp.size()) - kOp.size());
+  }
+  if (!op.empty()) return "aten::" + std::string(op);
+  return frames.empty() ? std::string() : frames.front();
+}
+
+}  // namespace
+
 std::string user_frame(const std::vector<std::string>& frames) {
+  if (!frames.empty() && frames.front().find(".py:") == std::string::npos) return native_site(frames);
   for (const auto& f : frames) {
     if (f.find("/torch/") != std::string::npos || f.front() == '<') continue;
     auto slash = f.rfind('/', f.find(':'));

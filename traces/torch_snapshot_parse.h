@@ -75,9 +75,11 @@ class Parser {
   [[nodiscard]] Entry entry(const PyObj& e, size_t dev, std::uint64_t line, bool* any_time) const;
   // The `segments` list (nullptr: none).
   [[nodiscard]] std::vector<Segment> segments(const PyObj* segments) const;
-  // "file:line function" of the Python frames of a recorded stack, innermost first, at most 48;
-  // C++ frames (no .py file) are left out.
-  [[nodiscard]] std::vector<std::string> python_frames(const PyObj* frames) const;
+  // The frames of a recorded stack, innermost first, at most 48: its Python frames ("file:line
+  // function"; C++ frames, no .py file, left out), or where it has none (an allocation of
+  // autograd's backward thread, or of C++ code) its C++ functions, without parameters, less those
+  // every allocation shares (the unwinder, the caching allocator, the dispatcher's wrappers).
+  [[nodiscard]] std::vector<std::string> stack_frames(const PyObj* frames) const;
 
   [[noreturn]] void bad(const std::string& what) const;
 
@@ -88,8 +90,9 @@ class Parser {
   WorkBudget& budget_;
 };
 
-// The innermost frame of the user's code: the first Python frame outside torch itself, without
-// its directory ("" when every frame is torch's).
+// The call site a stack names: of Python frames, the first outside torch itself, without its
+// directory ("" when every frame is torch's); of C++ frames, the autograd node whose backward made
+// the allocation ("MeanBackward0 (backward)"), else the outermost ATen operator ("aten::div").
 [[nodiscard]] std::string user_frame(const std::vector<std::string>& frames);
 
 }  // namespace fragsim::torch_snapshot

@@ -27,10 +27,13 @@ struct Frame {
   std::int64_t line = 0;
 };
 
-// "path/to/file.py:45 forward" (traces/torch_snapshot.cpp's form) back into its parts.
+// "path/to/file.py:45 forward" (traces/torch_snapshot.cpp's form) back into its parts; any other
+// text is a C++ function (the importer keeps those of a stack without Python frames), which
+// PyTorch's snapshots give as {"filename": "??", "line": 0, "name": function}.
 Frame parse_frame(const std::string& f) {
   Frame out;
-  out.file = f;
+  out.file = "??";
+  out.name = f;
   for (size_t sp = f.rfind(' '); sp != std::string::npos && sp > 0; sp = f.rfind(' ', sp - 1)) {
     size_t colon = f.rfind(':', sp);
     if (colon == std::string::npos || colon + 1 == sp) continue;
