@@ -58,7 +58,15 @@
           ctx.fillStyle = "#000";
           ctx.save();
           ctx.beginPath(); ctx.rect(x0, d * RH, x1 - x0 - 2, RH); ctx.clip();
-          ctx.fillText(name.replace(/^.*\//, "") + " " + bytes(nodes[i][2]), x0 + 3, d * RH + 13);
+          // The size stays whole: a name too long for the box gives way, cut with an ellipsis.
+          const size = " " + bytes(nodes[i][2]), room = x1 - x0 - 6;
+          let label = name.replace(/^.*\//, "");
+          if (ctx.measureText(label + size).width > room) {
+            while (label.length > 1 && ctx.measureText(label + "…" + size).width > room)
+              label = label.slice(0, Math.floor(label.length * 0.8));
+            label += "…";
+          }
+          ctx.fillText(label + size, x0 + 3, d * RH + 13);
           ctx.restore();
         }
       });
