@@ -16,12 +16,12 @@ namespace fragsim {
 void Engine::settle_prior() {
   prior_.close();
   const std::vector<Event>& evs = prior_.events();
-  // The slots the state lies in, in the order its events name them (observations concern the
-  // device's main memory, as observe() routes them).
   // Placement lines of the state wait here until it is held: a re-held one is placed in the
   // history's order, and the file lists allocations in event order.
   const size_t placements_from = pbuf_.size();
   settling_ = true;
+  // The slots the state lies in, in the order its events name them (observations concern the
+  // device's main memory, as observe() routes them).
   std::vector<std::uint32_t> touched;
   for (const Event& ev : evs) {
     if (!PriorState::belongs(ev)) continue;
