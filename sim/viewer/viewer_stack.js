@@ -155,13 +155,15 @@
       if (v === undefined) colorCache.set(k, v = src.color(i));
       return v;
     };
-    // The integer events of column k: [E[k], E[k + 1]).
+    // The integer events of column k: [E[k], E[k + 1]). The view's last event is the last
+    // column's (a run that stopped at an OOM before the trace's first event changed everything there).
     function boundaries(pw) {
       const E = new Float64Array(pw + 1);
       for (let k = 0; k <= pw; k++) {
         const a = x0 + ((x1 - x0) * k) / pw;
         E[k] = Math.ceil(timeMode() ? src.eventAt(a) : a - 1e-9);
       }
+      E[pw] = Math.max(E[pw], Math.floor(view.x1) + 1);
       return E;
     }
     function draw() {
