@@ -126,6 +126,23 @@ TEST_CASE("allocation log: a what-if that re-holds a mid-run snapshot's state lo
   CHECK(placed_pre == pre_trace);
 }
 
+TEST_CASE("allocator state: a re-held state that does not fit is shown whole at the OOM that stops the run") {
+  // transformer_ctx128_train_step's 12.82 GiB live when recording began do not fit a memory fraction
+  // of 0.1 (7.92 GiB of its H100's 79.15): the run stops at the OOM of a block of that state, at
+  // the one event the state is held at. The page's state at that event (its keyframe, a bookmark)
+  // is the allocator's after all of the state it could hold, as the OOM's report gives it.
+  CmdRun r = run_cmd({.trace = kTrain, .sets = {"memory_fraction=0.1"}}, kWithHtml);
+  REQUIRE(r.json["ooms"].size() == 1);
+  const auto& oom = r.json["ooms"][0];
+  REQUIRE(oom.contains("before_recording"));
+  const RunHistory& h = pages_history(r);
+  const auto k = std::find_if(h.keyframes.begin(), h.keyframes.end(),
+                              [&](const Keyframe& f) { return f.event == oom["event_index"].get<std::uint64_t>(); });
+  REQUIRE(k != h.keyframes.end());
+  CHECK(k->slots.at(0).figures.allocated == oom["allocated_bytes"].get<Bytes>());
+  CHECK(k->slots.at(0).figures.reserved == oom["reserved_bytes"].get<Bytes>());
+}
+
 TEST_CASE("segments over time: the segments a PyTorch program's empty_cache calls released, at those calls") {
   // sqattn_empty_cache: 28 bursts of segment_free, 420 in all, each burst an empty_cache call
   // (tests/data/torch/SOURCES.md). Replayed as recorded, the regions released by empty_cache are

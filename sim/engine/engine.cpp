@@ -178,7 +178,7 @@ void Engine::feed_other(const Event& ev) {
       if (is_observation(ev.op)) observe(ev);
       break;
   }
-  if (history_) history_->after(ev, slot_views());
+  if (history_ && !defer_history_) history_->after(ev, slot_views());
   if (opt_.check && replaying_ && ++since_check_ * kCheckBatch >= live_placed_ + slots_.size()) {
     since_check_ = 0;
     for (auto& s : slots_) {

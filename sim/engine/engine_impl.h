@@ -187,8 +187,9 @@ class Engine : public Scheduler {
   // lines are kept in pbuf_ until settle_prior puts them in event order.
   std::optional<std::uint64_t> held_index_;
   bool settling_ = false;
-  PriorState prior_;                                     // pre_trace events until the trace's own begin
-  RecordingAnchor anchor_;                               // the state before a mid-run recording, from its addresses
+  bool defer_history_ = false;  // a re-held state: the page's records take it once, when it is all held
+  PriorState prior_;            // pre_trace events until the trace's own begin
+  RecordingAnchor anchor_;      // the state before a mid-run recording, from its addresses
   std::uint64_t replayable_ = 0, pre_trace_allocs_ = 0;  // allocs and frees to replay; allocs of prior state
   FollowRecording follow_;                               // --follow-recording's tally
   // What a run keeps grows with its trace, within limits of the trace's size (sim/base/limits.h).

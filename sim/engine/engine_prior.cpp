@@ -40,8 +40,20 @@ void Engine::settle_prior() {
   // event (the metrics' timeline, the page's logs, the deltas) needs events that never go back,
   // and the history places the blocks in its own order, not the trace's.
   const std::uint64_t held_at = evs.empty() ? current_event_ : evs.back().index;
-  for (std::uint32_t si : touched)
-    if (replaying_ && slots_[si].prior_rebuilt()) rebuild_prior(si, held_at);
+  bool held = false;
+  defer_history_ = true;
+  for (std::uint32_t si : touched) {
+    if (!replaying_ || !slots_[si].prior_rebuilt()) continue;
+    rebuild_prior(si, held_at);
+    held = true;
+  }
+  defer_history_ = false;
+  // The page's records (samples, keyframes, deltas, regions) take the re-held state once, whole.
+  if (held && history_) {
+    Event at = *std::find_if(evs.rbegin(), evs.rend(), PriorState::belongs);
+    at.index = held_at;
+    history_->after(at, slot_views());
+  }
   prior_.release();
   settling_ = false;
   sort_placements(placements_from);

@@ -248,6 +248,25 @@ void HistoryRecorder::keyframe(std::uint64_t event, Tick t, const std::vector<Sl
 void HistoryRecorder::after(const Event& ev, const std::vector<SlotView>& slots) {
   const std::uint64_t e = ev.index;
   if (e > stopped_at_) return;  // not replayed
+  // The same event again (a re-held state before the recording, held at the event the engine fed
+  // other parts of that state at): its sample and keyframe are taken again, after it all.
+  if (after_any_ && e == last_after_) {
+    if (next_sample_ > 0 && spec_.samples[next_sample_ - 1] == e) {
+      --next_sample_;
+      for (auto& tl : out_->timelines)
+        if (!tl.points.empty() && tl.points.back().event == e) tl.points.pop_back();
+    }
+    if (next_keyframe_ > 0 && spec_.keyframes[next_keyframe_ - 1] == e) {
+      --next_keyframe_;
+      if (!out_->keyframes.empty() && out_->keyframes.back().event == e) {
+        for (const auto& sl : out_->keyframes.back().slots)
+          for (const auto& g : sl.regions) keyframe_blocks_ -= std::min(keyframe_blocks_, g.blocks.size());
+        out_->keyframes.pop_back();
+      }
+    }
+  }
+  after_any_ = true;
+  last_after_ = e;
   enter_window(e, slots);
   if (spec_.viewer) {
     const bool sample = next_sample_ < spec_.samples.size() && spec_.samples[next_sample_] == e;

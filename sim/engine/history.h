@@ -196,6 +196,8 @@ class HistoryRecorder {
   std::vector<std::uint64_t> starts_;  // keyframes owed: the event before each exact range
   DeltaEvent pending_;
   size_t next_sample_ = 0, next_keyframe_ = 0;
+  std::uint64_t last_after_ = 0;  // the event of the last after() (after_any_: there was one)
+  bool after_any_ = false;
   size_t written_ = 0, keyframe_blocks_ = 0;
   bool in_window_ = false, cut_ = false;
   std::uint64_t cut_at_ = 0;
