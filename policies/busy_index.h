@@ -70,6 +70,22 @@
 // stay in cache — the many-live spatial plan at 200k took 17 % less time with it (4 runs were no faster; 2 made the
 // 50k run twice as slow).
 //
+// What a best fit here costs most is the walk itself: every gap of U that fits, in each list U
+// is cut into, until an exact fit. On the bench's many-live pattern (30 k live, log-uniform sizes)
+// that is 64 % of a temporal plan's time at 200 k events (a profile), and the calls per buffer grow with the
+// buffers live at once (1,105 at 50 k events, 2,412 at 200 k), each slower once the lists outgrow
+// the cache: 4x the events cost that pattern 7.8x (issue 50 item 2, scripts/bench --scaling). Two
+// exact alternatives were measured on that shape (2026-12-06) and not taken. A segment tree over the
+// instants whose nodes keep the chunks they hold whole (at the chunk's canonical nodes) and the
+// chunks with an endpoint in them (at every node above each endpoint), which needs no time blocks
+// and no edge lookups, took 2.8x (spatial) and 4.3x (temporal) as long at 50 k events: a query's U
+// comes from the covers of every node above its canonical ones and their endpoint lists, more lists
+// and each nearly as cut up as U. In the temporal order every committed buffer lives at least as long
+// as the one placed, so a buffer it overlaps holds its start or its end and U is two cover lists
+// and their edges; their fitting gaps interleave, and it took 1.8x as long. A budget of 12 runs per
+// interval rather than 8 (above) keeps the temporal plan at 800 k events from doubling its blocks
+// (edge instants per buffer 4,777 -> 2,982) but was no faster side by side (load 6-8: 291 s, 296 s).
+//
 // Empty chunks (lo == hi, only where offsets saturate at kTooLarge) are not indexed; the caller
 // drops the index once one exists (an empty chunk splits a gap in the scan, not in a union).
 #pragma once
