@@ -72,13 +72,13 @@ TEST_CASE("words: the --failed-alloc note comes with an OOM of a capture, not wi
 }
 
 TEST_CASE("words: fidelity is printed for the runs that model the recording's allocator only") {
-  // The MI300X capture's recorded addresses: xla-bfc reproduces 74 of 81; ideal places nothing
+  // The MI300X capture's recorded addresses: xla-bfc reproduces all 81; ideal places nothing
   // where an allocator would, and its "0/81" said nothing about the model.
   CompareRequest q;
   q.base.trace = words::kMi300;
   q.policies = "ideal,xla-bfc,xla-bfc[preallocate=true],platform";
   auto c = compare_cmd(q);
-  CHECK_THAT(c.text, Catch::Contains("xla-bfc: reproduced 74/81 recorded allocation addresses"));
+  CHECK_THAT(c.text, Catch::Contains("xla-bfc: reproduced 81/81 recorded allocation addresses"));
   CHECK_THAT(c.text, Catch::Contains("xla-bfc[preallocate=true]: reproduced"));  // a what-if of its settings
   CHECK_THAT(c.text, !Catch::Contains("ideal: reproduced"));
   CHECK_THAT(c.text, !Catch::Contains("platform: reproduced"));
