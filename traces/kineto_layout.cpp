@@ -361,6 +361,20 @@ class Inference {
       v.first += above + below;
       slack -= above + below;
     }
+    // One still too short for a large segment, with no room to widen, shares a segment with the
+    // large extent next to it: the range between them, which the window never touches, is that
+    // segment's too (held live, as any untouched range).
+    for (size_t i = 0; i + 1 < segs.size();) {
+      auto& [base, v] = segs[i];
+      const auto& [next, w] = segs[i + 1];
+      const bool short_one = (!v.second && v.first < kMinLargeSegment) || (!w.second && w.first < kMinLargeSegment);
+      if (!short_one || v.second || w.second || h.bounds.count(next) || overlaps(grown_, base + v.first, next)) {
+        ++i;
+        continue;
+      }
+      v.first = next + w.first - base;
+      segs.erase(segs.begin() + static_cast<std::ptrdiff_t>(i + 1));
+    }
     for (const auto& [base, v] : segs) {
       // A boundary may not leave a large segment too short to be one.
       if (!v.second && v.first < kMinLargeSegment && (h.bounds.count(base) || h.bounds.count(base + v.first))) return b;
@@ -541,13 +555,22 @@ class Inference {
       if (large(z)) {
         for (std::uint64_t p = up(z.addr + 1, kSegmentUnit); p < z.addr + z.size; p += kSegmentUnit)
           c.push_back(Change{Change::kBound, p, 0});
+        // z's segment longer (z at its end, or only an untouched range held live between them,
+        // then free with it: a segment obtained for an earlier, smaller request is 20 MiB).
         for (size_t i = 0; i < b.segments.size(); ++i) {
           const auto& s = b.segments[i];
-          if (s.base.value() + s.size != z.addr + z.size) continue;
+          const std::uint64_t end = s.base.value() + s.size, z_end = z.addr + z.size;
+          std::optional<Change> tail;
+          if (end != z_end) {
+            auto u =
+                std::find_if(b.untouched.begin(), b.untouched.end(), [&](const auto& r) { return r.first == z_end; });
+            if (z_end > end || u == b.untouched.end() || u->second != end || h.freed.count(z_end)) continue;
+            tail = Change{Change::kFree, z_end, 0};
+          }
           Bytes need = bx.found && bx.size > z.size ? bx.size - z.size + 1 : kSegmentUnit;
           need = up(need, kSegmentUnit);
           if (s.size + need < kLargeBuffer) need = kLargeBuffer - s.size;
-          c.push_back(Change{Change::kExtend, s.base.value(), need});
+          c.push_back({Change{Change::kExtend, s.base.value(), need}, tail});
         }
       }
     }

@@ -21,15 +21,17 @@
 // The rest is chosen the way the allocator's own rules decide it (specs/torch-caching.md §3:
 // best fit on (size, address), a block split off its free block's low end, free neighbours
 // merged within one segment). Large segments start as the 2 MiB-aligned extents of the large
-// blocks; ranges inside segments that no block of the window touches are taken as live (memory
-// allocated before the window); the reserved memory left over is one segment the window never
-// uses. Then each allocation of the window whose address this state would not reproduce
+// blocks (one shorter than a large segment can be joined to the large extent next to it); ranges
+// inside segments that no block of the window touches are taken as live (memory allocated before
+// the window); the reserved memory left over is one segment the window never uses. Then each
+// allocation of the window whose address this state would not reproduce
 // suggests a change: a segment boundary at its address (its free block must start there), a
 // touched-free range's untouched tail free (a block the real allocator preferred was larger), or
 // only the bytes next to that block that make it larger — 512, or as many as the block best fit
 // took instead needs to pass it (best fit takes the smallest on (size, address): a block passed
 // over at a lower address was larger) — a segment extended from the left-over reserved memory
-// (the same, at a segment's end), a boundary or a live range cutting a free block the real
+// (the same, at a segment's end; also past an untouched range after its last block, then free),
+// a boundary or a live range cutting a free block the real
 // allocator did not take — or, inside an untouched range taken as free, live bytes from the point
 // that leaves that block just under the request (or from its end, when the free block must start
 // at the address: a block of 512 B before it), since memory allocated before the window need not
