@@ -228,8 +228,9 @@ TEST_CASE("words: when following the recording scores lower, the text says which
   CHECK_THAT(r.out, Catch::Contains("reproduced 10/30 recorded allocation addresses"));
   CHECK_THAT(r.out, Catch::Contains("following the recording: 8/30"));
   CHECK_THAT(r.out, Catch::Contains("the free-running figure (33.3%) is the better measure here"));
-  // Where following scores as high or higher, nothing more is said.
+  // Where following scores as high or higher, nothing more is said (the MI300X capture: every
+  // choice, 75 of 81 before the regions obtained before it were inferred).
   auto mi = cli("run " + words::kMi300 + " --follow-recording");
-  CHECK_THAT(mi.out, Catch::Contains("following the recording: 75/81"));
+  CHECK_THAT(mi.out, Catch::Contains("following the recording: 81/81"));
   CHECK_THAT(mi.out, !Catch::Contains("better measure"));
 }
