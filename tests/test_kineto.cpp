@@ -281,12 +281,17 @@ TEST_CASE("kineto: large segments the window shows only in part keep the memory 
   // 2 MiB extent at 0x7f0c00400000 lies 2 MiB below the extent of the blocks from 0x7f0c00880000 up:
   // no large segment is 2 MiB, so both lie in one, with the range between them held live; taken as
   // a segment of its own, the 2 MiB extent became a small-pool one (33 of 42, reserved as recorded
-  // after 16 of 79 events).
+  // after 16 of 79 events). In random_window_14 (device 3) the segment at 0x7f0358400000 is 78 MiB, of
+  // which the window touches the first 30 MiB: its free block is larger than the 45 MiB one at
+  // 0x7f0347700000 that a 7 MiB request takes; lengthened only as far as one miss needs, it still
+  // took later requests, and the search may now give it all the reserved memory no segment of the
+  // window holds (66 of 84 with that, 63 before any of these changes).
   struct Case {
     const char* file;
     std::uint64_t matched, allocs, events;
   };
-  for (const Case& c : {Case{"random_window_10.json", 64, 69, 133}, Case{"random_window_25.json", 42, 42, 79}}) {
+  for (const Case& c : {Case{"random_window_10.json", 64, 69, 133}, Case{"random_window_14.json", 84, 84, 163},
+                        Case{"random_window_25.json", 42, 42, 79}}) {
     INFO(c.file);
     auto r = run_json({.trace = kineto(c.file)});
     const auto& f = r["fidelity"];

@@ -516,6 +516,10 @@ class Inference {
       return v.seg >= 0 && v.size > 0 && v.found && v.seg < static_cast<int>(b.small.size()) && !b.small[v.seg];
     };
     const Replay::View& bx = m.at_x;
+    const Bytes placed = out_.freed_in_window + b.untouched_live;
+    const Bytes unplaced = up(out_.live_before - std::min(out_.live_before, placed), kSegmentUnit);
+    const Bytes spare =
+        down(out_.reserved_before - std::min(out_.reserved_before, b.segment_bytes + unplaced), kSegmentUnit);
     if (bx.found && !bx.used) {
       if (bx.addr < m.x) {  // its free block must start at x
         if (m.x % kSegmentUnit == 0 && large(bx)) c.push_back(Change{Change::kBound, m.x, 0});
@@ -571,6 +575,9 @@ class Inference {
           need = up(need, kSegmentUnit);
           if (s.size + need < kLargeBuffer) need = kLargeBuffer - s.size;
           c.push_back({Change{Change::kExtend, s.base.value(), need}, tail});
+          // Or by all the reserved memory no segment of the window holds yet, less what the live
+          // bytes not yet placed need: the segment the window saw only the start of.
+          if (spare > need) c.push_back({Change{Change::kExtend, s.base.value(), spare}, tail});
         }
       }
     }

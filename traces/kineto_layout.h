@@ -30,7 +30,8 @@
 // only the bytes next to that block that make it larger — 512, or as many as the block best fit
 // took instead needs to pass it (best fit takes the smallest on (size, address): a block passed
 // over at a lower address was larger) — a segment extended from the left-over reserved memory
-// (the same, at a segment's end; also past an untouched range after its last block, then free),
+// (the same, at a segment's end: as far as a miss needs, or by all of it that the live bytes not
+// yet placed leave; also past an untouched range after its last block, then free),
 // a boundary or a live range cutting a free block the real
 // allocator did not take — or, inside an untouched range taken as free, live bytes from the point
 // that leaves that block just under the request (or from its end, when the free block must start
