@@ -144,12 +144,13 @@ class Bfc {
   }
 
   // A region that existed before the trace began, at the base the recording shows (classic
-  // mode): obtained as Extend obtains one, at that address. False when it cannot be obtained.
-  bool seed_region(Addr base, std::string* fatal) {
+  // mode): obtained as Extend obtains one for a request of `bytes` (0: the smallest; with growth,
+  // a region that large and the target it leaves), at that address. False when it cannot be obtained.
+  bool seed_region(Addr base, Bytes bytes, std::string* fatal) {
     if (o_.spatial) return false;
     if (region_holding(base) != kNil) return true;
     region_hint_ = base;
-    return extend(kMinAllocationSize, fatal);
+    return extend(std::max(kMinAllocationSize, rounded_bytes(bytes)), fatal);
   }
 
   void free(std::int32_t h, std::string* fatal) {
@@ -623,7 +624,8 @@ class XlaBfcPolicy : public AllocatorPolicy {
 
   // A region the recording shows before the trace (a pre-trace segment_alloc observation).
   void observe(const Observation& ob) override {
-    if (ob.op == Op::kSegmentAlloc && ob.pre_trace && ob.has_addr) main_.seed_region(ob.addr, &fatal_);
+    if (ob.op == Op::kSegmentAlloc && ob.pre_trace && ob.has_addr)
+      main_.seed_region(ob.addr, main_.options().allow_growth ? ob.size : 0, &fatal_);
   }
 
   static void add_footprint(const Bfc& b, Footprint& f) {

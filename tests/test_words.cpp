@@ -72,13 +72,13 @@ TEST_CASE("words: the --failed-alloc note comes with an OOM of a capture, not wi
 }
 
 TEST_CASE("words: fidelity is printed for the runs that model the recording's allocator only") {
-  // The MI300X capture's recorded addresses: xla-bfc reproduces 74 of 81; ideal places nothing
+  // The MI300X capture's recorded addresses: xla-bfc reproduces all 81; ideal places nothing
   // where an allocator would, and its "0/81" said nothing about the model.
   CompareRequest q;
   q.base.trace = words::kMi300;
   q.policies = "ideal,xla-bfc,xla-bfc[preallocate=true],platform";
   auto c = compare_cmd(q);
-  CHECK_THAT(c.text, Catch::Contains("xla-bfc: reproduced 74/81 recorded allocation addresses"));
+  CHECK_THAT(c.text, Catch::Contains("xla-bfc: reproduced 81/81 recorded allocation addresses"));
   CHECK_THAT(c.text, Catch::Contains("xla-bfc[preallocate=true]: reproduced"));  // a what-if of its settings
   CHECK_THAT(c.text, !Catch::Contains("ideal: reproduced"));
   CHECK_THAT(c.text, !Catch::Contains("platform: reproduced"));
@@ -228,8 +228,9 @@ TEST_CASE("words: when following the recording scores lower, the text says which
   CHECK_THAT(r.out, Catch::Contains("reproduced 10/30 recorded allocation addresses"));
   CHECK_THAT(r.out, Catch::Contains("following the recording: 8/30"));
   CHECK_THAT(r.out, Catch::Contains("the free-running figure (33.3%) is the better measure here"));
-  // Where following scores as high or higher, nothing more is said.
+  // Where following scores as high or higher, nothing more is said (the MI300X capture: every
+  // choice, 75 of 81 before the regions obtained before it were inferred).
   auto mi = cli("run " + words::kMi300 + " --follow-recording");
-  CHECK_THAT(mi.out, Catch::Contains("following the recording: 75/81"));
+  CHECK_THAT(mi.out, Catch::Contains("following the recording: 81/81"));
   CHECK_THAT(mi.out, !Catch::Contains("better measure"));
 }

@@ -18,8 +18,8 @@ constexpr Bytes kSegmentUnit = 2 * kMiB;       // every segment is a multiple of
 constexpr Bytes kLargeBuffer = 20 * kMiB;      // the segment a large request under 10 MiB obtains
 constexpr Bytes kMinLargeSegment = 10 * kMiB;  // larger requests obtain their size rounded up to 2 MiB
 constexpr Bytes kMinBlock = 512;
-// Events the layout search may replay in all (a replay of n events costs 2n: free-running, then
-// following the recording), a few seconds at most.
+// Events each of the layout's two searches may replay (a replay of n events costs 2n: free-running,
+// then following the recording), a few seconds at most.
 constexpr std::uint64_t kReplayBudget = 20'000'000;
 // Addresses a state reproduces: free-running, then with every allocation put where it was recorded.
 using Score = std::pair<std::uint64_t, std::uint64_t>;
@@ -184,6 +184,15 @@ struct Change {
   bool operator<(const Change& o) const { return std::tie(kind, at, bytes) < std::tie(o.kind, o.at, o.bytes); }
 };
 
+// One step of the search: a change, or two that help only together (x's block smaller and the
+// block taken instead larger than that).
+struct Move {
+  Change first;
+  std::optional<Change> second;
+  Move(Change c, std::optional<Change> then = std::nullopt) : first(c), second(then) {}  // implicit: one change
+  bool operator<(const Move& o) const { return std::tie(first, second) < std::tie(o.first, o.second); }
+};
+
 // A miss of the replay with every allocation put where it was recorded.
 struct Miss {
   std::uint64_t x = 0;
@@ -248,23 +257,43 @@ class Inference {
   }
 
   KinetoLayout run() {
+    // Two searches: one ranks states by the addresses a free-running replay reproduces first, the
+    // other by those of the replay that follows the recording. The second takes steps the first
+    // refuses — two changes that help only together, where the first lets the free-running replay
+    // drift before the next one puts it right — and the first keeps what the second may give up.
+    // The state whose free-running replay reproduces more is kept.
+    auto [score, h] = search(false);
+    if (score.first < allocs_) {
+      auto [score2, h2] = search(true);
+      if (score2 > score) std::tie(score, h) = std::make_pair(score2, std::move(h2));
+    }
+    finish(h, score.first);
+    return std::move(out_);
+  }
+
+ private:
+  // Steepest ascent from the state the window's addresses alone give: every change the misses
+  // suggest is tried from the current state, and the best that does better is kept (taking the
+  // first that helps gets stuck: a tail freed for one miss is what another, earlier one needed
+  // live). `follow_first`: states ranked by the following replay's matches, then the free-running
+  // one's (else the other way round). Each search has its own replay budget.
+  std::pair<Score, Hypothesis> search(bool follow_first) {
     Hypothesis h;
     auto [score, misses] = evaluate(h);
-    // Steepest ascent: every change the misses suggest is tried from the current state, and the
-    // best that does better is kept (taking the first that helps gets stuck: a tail freed for one
-    // miss is what another, earlier one needed live).
-    const std::uint64_t budget = std::clamp<std::uint64_t>(kReplayBudget / (2 * ev_.size() + 1), 4, 400);
-    std::set<Change> tried;  // from the current state
+    const std::uint64_t budget = out_.replays + std::clamp<std::uint64_t>(kReplayBudget / (2 * ev_.size() + 1), 4, 400);
+    auto key = [&](const Score& s) { return follow_first ? Score{s.second, s.first} : s; };
+    std::set<Move> tried;  // from the current state
     while (!misses.empty() && out_.replays < budget) {
       std::optional<std::tuple<Score, Hypothesis, std::vector<Miss>>> best;
       for (const Miss& m : misses) {
-        for (const Change& c : candidates(m, h)) {
+        for (const Move& c : candidates(m, h)) {
           if (tried.count(c)) continue;
           Hypothesis h2 = h;
-          if (!apply(c, &h2)) continue;
+          if (!apply(c.first, &h2) || (c.second && !apply(*c.second, &h2))) continue;
           tried.insert(c);
           auto [s2, m2] = evaluate(h2);
-          if (s2 > score && (!best || s2 > std::get<0>(*best))) best.emplace(s2, std::move(h2), std::move(m2));
+          if (key(s2) > key(score) && (!best || key(s2) > key(std::get<0>(*best))))
+            best.emplace(s2, std::move(h2), std::move(m2));
           if (out_.replays >= budget) break;
         }
         if (out_.replays >= budget) break;
@@ -273,11 +302,9 @@ class Inference {
       std::tie(score, h, misses) = std::move(*best);
       tried.clear();
     }
-    finish(h, score.first);
-    return std::move(out_);
+    return {score, std::move(h)};
   }
 
- private:
   struct Touch {
     std::uint64_t lo, hi;
     bool pre;  // a block live before the window (else free then)
@@ -333,6 +360,20 @@ class Inference {
       base -= below;
       v.first += above + below;
       slack -= above + below;
+    }
+    // One still too short for a large segment, with no room to widen, shares a segment with the
+    // large extent next to it: the range between them, which the window never touches, is that
+    // segment's too (held live, as any untouched range).
+    for (size_t i = 0; i + 1 < segs.size();) {
+      auto& [base, v] = segs[i];
+      const auto& [next, w] = segs[i + 1];
+      const bool short_one = (!v.second && v.first < kMinLargeSegment) || (!w.second && w.first < kMinLargeSegment);
+      if (!short_one || v.second || w.second || h.bounds.count(next) || overlaps(grown_, base + v.first, next)) {
+        ++i;
+        continue;
+      }
+      v.first = next + w.first - base;
+      segs.erase(segs.begin() + static_cast<std::ptrdiff_t>(i + 1));
     }
     for (const auto& [base, v] : segs) {
       // A boundary may not leave a large segment too short to be one.
@@ -429,72 +470,114 @@ class Inference {
     return {score, std::move(misses)};
   }
 
-  std::vector<Change> candidates(const Miss& m, const Hypothesis& h) const {
-    std::vector<Change> c;
+  std::vector<Move> candidates(const Miss& m, const Hypothesis& h) const {
+    std::vector<Move> c;
     Built b = build(h);
     if (!b.valid) return c;
     auto untouched_in = [&](std::uint64_t lo, std::uint64_t hi, bool freed, auto&& f) {
       for (const auto& [a, z] : b.untouched)
         if (a >= lo && z <= hi && h.freed.count(a) == (freed ? 1u : 0u)) f(a);
     };
-    auto untouched_next_to = [&](const Replay::View& v) {
-      for (const auto& [a, z] : b.untouched)
-        if ((a == v.addr + v.size || z == v.addr) && !h.freed.count(a)) {
-          c.push_back({Change::kFree, a, 0});
-          // Or only its bytes next to the block: the block a little larger.
-          if (z - a > kMinBlock) c.push_back({a == v.addr + v.size ? Change::kFreeHead : Change::kFreeTail, a, z - a});
+    // The block v larger: an untouched range beside it free, whole or only its `want` bytes next to
+    // v (kept in the change: the bytes that stay live), or a freed range beside it with `want`
+    // fewer of its live bytes next to v.
+    auto grow = [&](const Replay::View& v, Bytes want) {
+      std::vector<Change> g;
+      const std::uint64_t end = v.addr + v.size;
+      for (const auto& [a, z] : b.untouched) {
+        if (!h.freed.count(a)) {
+          if (a != end && z != v.addr) continue;
+          g.push_back({Change::kFree, a, 0});
+          for (Bytes w : {kMinBlock, want})
+            if (z - a > w) g.push_back({a == end ? Change::kFreeHead : Change::kFreeTail, a, z - a - w});
+          continue;
         }
+        auto k = h.kept.find(a);
+        if (k == h.kept.end()) continue;
+        const auto [head, tail] = k->second;
+        if (tail && z - tail == end) g.push_back({Change::kKeepTail, a, tail > want ? tail - want : 0});
+        if (head && a + head == v.addr) g.push_back({Change::kKeepHead, a, head > want ? head - want : 0});
+      }
+      return g;
     };
     // A freed range that ends at x (or starts where a block ends) keeps its last (first) bytes live.
     auto keep_ending_at = [&](std::uint64_t x) {
       for (const auto& [a, z] : b.untouched)
-        if (z == x && h.freed.count(a) && z - a > kMinBlock) c.push_back({Change::kKeepTail, a, kMinBlock});
+        if (z == x && h.freed.count(a) && z - a > kMinBlock) c.push_back(Change{Change::kKeepTail, a, kMinBlock});
     };
     auto keep_inside = [&](const Replay::View& v) {
       for (const auto& [a, z] : b.untouched)
         if (a >= v.addr && z <= v.addr + v.size && h.freed.count(a) && z - a > kMinBlock) {
-          c.push_back({Change::kKeepHead, a, kMinBlock});
-          c.push_back({Change::kKeepTail, a, kMinBlock});
+          c.push_back(Change{Change::kKeepHead, a, kMinBlock});
+          c.push_back(Change{Change::kKeepTail, a, kMinBlock});
         }
     };
     auto large = [&](const Replay::View& v) {
       return v.seg >= 0 && v.size > 0 && v.found && v.seg < static_cast<int>(b.small.size()) && !b.small[v.seg];
     };
     const Replay::View& bx = m.at_x;
+    const Bytes placed = out_.freed_in_window + b.untouched_live;
+    const Bytes unplaced = up(out_.live_before - std::min(out_.live_before, placed), kSegmentUnit);
+    const Bytes spare =
+        down(out_.reserved_before - std::min(out_.reserved_before, b.segment_bytes + unplaced), kSegmentUnit);
     if (bx.found && !bx.used) {
       if (bx.addr < m.x) {  // its free block must start at x
-        if (m.x % kSegmentUnit == 0 && large(bx)) c.push_back({Change::kBound, m.x, 0});
-        untouched_in(bx.addr, m.x, true, [&](std::uint64_t a) { c.push_back({Change::kLive, a, 0}); });
+        if (m.x % kSegmentUnit == 0 && large(bx)) c.push_back(Change{Change::kBound, m.x, 0});
+        untouched_in(bx.addr, m.x, true, [&](std::uint64_t a) { c.push_back(Change{Change::kLive, a, 0}); });
         keep_ending_at(m.x);
       }
       // x's block smaller, or larger.
-      untouched_in(m.x + m.size, bx.addr + bx.size, true, [&](std::uint64_t a) { c.push_back({Change::kLive, a, 0}); });
+      untouched_in(m.x + m.size, bx.addr + bx.size, true, [&](std::uint64_t a) {
+        c.push_back(Change{Change::kLive, a, 0});
+      });
       if (large(bx))
         for (std::uint64_t p = up(m.x + m.size, kSegmentUnit); p < bx.addr + bx.size; p += kSegmentUnit)
-          c.push_back({Change::kBound, p, 0});
-      untouched_next_to(bx);
+          c.push_back(Change{Change::kBound, p, 0});
+      // x's block, where it starts at x, large enough for the request.
+      for (const Change& g : grow(bx, bx.addr == m.x && bx.size < m.size ? m.size - bx.size : kMinBlock))
+        c.push_back(g);
     }
     const Replay::View& z = m.chosen;
     if (z.found) {
-      // The block taken instead: smaller than the request, or larger than x's.
-      untouched_in(z.addr, z.addr + z.size, true, [&](std::uint64_t a) { c.push_back({Change::kLive, a, 0}); });
-      untouched_next_to(z);
+      // The block taken instead: smaller than the request, or larger than x's — best fit takes the
+      // smallest block on (size, address), so z must exceed x's block by 512 B at least.
+      untouched_in(z.addr, z.addr + z.size, true, [&](std::uint64_t a) { c.push_back(Change{Change::kLive, a, 0}); });
+      const bool x_free = bx.found && !bx.used && bx.addr == m.x;
+      for (const Change& g : grow(z, x_free && bx.size >= z.size ? bx.size - z.size + kMinBlock : kMinBlock))
+        c.push_back(g);
+      // Or x's block smaller (a freed range in it above the request live) and z larger than that.
+      if (x_free)
+        for (const auto& [a, e] : b.untouched)
+          if (a >= m.x + m.size && e <= bx.addr + bx.size && h.freed.count(a) && a - m.x >= z.size)
+            for (const Change& g : grow(z, a - m.x - z.size + kMinBlock)) c.push_back({Change{Change::kLive, a, 0}, g});
       keep_inside(z);
       // z no larger than just under the request: the part of a freed range inside it past that point live.
       const std::uint64_t cut = z.addr + m.size - kMinBlock;
       for (const auto& [a, e] : b.untouched)
         if (a >= z.addr && e <= z.addr + z.size && h.freed.count(a) && a < cut && cut < e)
-          c.push_back({Change::kKeepTail, a, e - cut});
+          c.push_back(Change{Change::kKeepTail, a, e - cut});
       if (large(z)) {
         for (std::uint64_t p = up(z.addr + 1, kSegmentUnit); p < z.addr + z.size; p += kSegmentUnit)
-          c.push_back({Change::kBound, p, 0});
+          c.push_back(Change{Change::kBound, p, 0});
+        // z's segment longer (z at its end, or only an untouched range held live between them,
+        // then free with it: a segment obtained for an earlier, smaller request is 20 MiB).
         for (size_t i = 0; i < b.segments.size(); ++i) {
           const auto& s = b.segments[i];
-          if (s.base.value() + s.size != z.addr + z.size) continue;
+          const std::uint64_t end = s.base.value() + s.size, z_end = z.addr + z.size;
+          std::optional<Change> tail;
+          if (end != z_end) {
+            auto u =
+                std::find_if(b.untouched.begin(), b.untouched.end(), [&](const auto& r) { return r.first == z_end; });
+            if (z_end > end || u == b.untouched.end() || u->second != end || h.freed.count(z_end)) continue;
+            tail = Change{Change::kFree, z_end, 0};
+          }
           Bytes need = bx.found && bx.size > z.size ? bx.size - z.size + 1 : kSegmentUnit;
           need = up(need, kSegmentUnit);
           if (s.size + need < kLargeBuffer) need = kLargeBuffer - s.size;
-          c.push_back({Change::kExtend, s.base.value(), need});
+          c.push_back({Change{Change::kExtend, s.base.value(), need}, tail});
+          // Or by all the reserved memory no segment of the window holds yet, less what the live
+          // bytes not yet placed need: the segment the window saw only the start of.
+          if (spare > need) c.push_back({Change{Change::kExtend, s.base.value(), spare}, tail});
         }
       }
     }
@@ -513,8 +596,8 @@ class Inference {
       case Change::kFreeHead:
       case Change::kFreeTail:
         if (!h->freed.insert(c.at).second) return false;
-        h->kept[c.at] = c.kind == Change::kFreeHead ? std::pair<Bytes, Bytes>{0, c.bytes - kMinBlock}
-                                                    : std::pair<Bytes, Bytes>{c.bytes - kMinBlock, 0};
+        h->kept[c.at] =
+            c.kind == Change::kFreeHead ? std::pair<Bytes, Bytes>{0, c.bytes} : std::pair<Bytes, Bytes>{c.bytes, 0};
         return true;
       case Change::kKeepHead:
       case Change::kKeepTail: {

@@ -221,12 +221,15 @@ void Engine::alloc(const Event& ev) {
   AllocRequest request = request_of(ev);
   request.handle = s.take_local();
   live_.set_local(ev.handle, request.handle);
+  // Regions the recording's allocator held before it began (recording_anchor.h): obtained first,
+  // where the policy takes that state as recorded.
+  if (!s.prior_rebuilt() && (ev.has(key::kPreTrace) || s.policy->seeds_recording()))
+    for (const Observation& ob : anchor_.take_regions(ev.device, ev.space)) s.policy->observe(ob);
   if (ev.has(key::kPreTrace)) {
     if (s.prior_rebuilt()) {  // re-held as any request (prior_state.h)
       request.seeded_at.reset();
       request.seeded_block = 0;
     } else {  // where the recording implies the state before it was
-      if (auto ob = anchor_.take_region(ev.device, ev.space)) s.policy->observe(*ob);
       request.seeded_extents = anchor_.extents(ev);
       if (!request.seeded_block) request.seeded_block = anchor_.block(ev);
     }

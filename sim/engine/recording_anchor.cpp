@@ -2,6 +2,8 @@
 
 #include <fmt/format.h>
 
+#include <set>
+
 #include "sim/base/torch_sizes.h"
 #include "traces/recorded_layout.h"
 
@@ -20,13 +22,21 @@ std::vector<const RecordedAllocator*> single_region_allocators(const Recording& 
   return out;
 }
 
+// The capture's allocators that grow on demand and hold nothing when it begins (traces/bfc_growth.h).
+std::vector<const RecordedAllocator*> empty_growing_allocators(const Recording& r) {
+  std::vector<const RecordedAllocator*> out;
+  for (const auto& a : r.allocators)
+    if (a.mode == RecordedAllocator::Mode::kGrow && is_bfc(a.name) && a.limit && a.live_before == 0) out.push_back(&a);
+  return out;
+}
+
 }  // namespace
 
 bool RecordingAnchor::wanted(const Recording& recording) {
   if (recording.source == RecordingSource::kTorchSnapshot) return true;
   for (const auto* a : single_region_allocators(recording))
     if (a->live_before > 0) return true;
-  return false;
+  return !empty_growing_allocators(recording).empty();
 }
 
 void RecordingAnchor::learn(TraceReader& reader) {
@@ -34,12 +44,25 @@ void RecordingAnchor::learn(TraceReader& reader) {
   std::map<std::pair<std::uint32_t, Space>, RecordedLayout> layouts;
   std::map<std::pair<std::uint32_t, Space>, std::vector<Bytes>> unplaced;
   for (const auto* a : single_region_allocators(reader.recording())) by_[{a->device, a->space}].limit = *a->limit;
+  std::set<std::pair<std::uint32_t, Space>> growing;
+  for (const auto* a : empty_growing_allocators(reader.recording())) {
+    by_[{a->device, a->space}].limit = *a->limit;
+    growing.insert({a->device, a->space});
+  }
   Event ev;
   while (reader.next(ev)) {
-    if (ev.op != Op::kAlloc) continue;
+    if (ev.op != Op::kAlloc && ev.op != Op::kFree) continue;
     auto it = by_.find({ev.device, ev.space});
     if (it == by_.end()) continue;
     Allocator& al = it->second;
+    if (growing.count(it->first)) {
+      BfcEvent g{ev.op == Op::kAlloc, ev.id.value(), 0, std::nullopt};
+      if (g.alloc) g.chunk = bfc_chunk_of(ev.has(key::kBlockSize) ? ev.block_size : ev.size);
+      if (g.alloc && ev.has(key::kAddr)) g.at = ev.addr;
+      al.growth_events.push_back(g);
+      continue;
+    }
+    if (ev.op != Op::kAlloc) continue;
     bool pre = ev.has(key::kPreTrace);
     if (ev.has(key::kAddr)) {
       Bytes block = ev.has(key::kBlockSize) ? ev.block_size : ev.size;
@@ -53,6 +76,15 @@ void RecordingAnchor::learn(TraceReader& reader) {
       unplaced[it->first].push_back(ev.size);
       al.unplaced_bytes += ev.size;
     }
+  }
+  for (const auto& k : growing) {
+    Allocator& al = by_[k];
+    BfcPriorRegions p = infer_bfc_prior_regions(al.growth_events, al.limit);
+    al.prior_regions = std::move(p.regions);
+    al.prior_matched_before = p.matched_before;
+    al.prior_matched = p.matched;
+    al.prior_compared = p.compared;
+    al.growth_events = {};
   }
   for (auto& [k, al] : by_) {
     if (al.unknowns.empty() || !layouts.count(k)) continue;
@@ -130,18 +162,25 @@ std::span<const Extent> RecordingAnchor::extents(const Event& ev) const {
   return share->second;
 }
 
-std::optional<Observation> RecordingAnchor::take_region(std::uint32_t device, Space space) {
+std::vector<Observation> RecordingAnchor::take_regions(std::uint32_t device, Space space) {
+  std::vector<Observation> out;
   auto it = by_.find({device, space});
-  if (it == by_.end() || !it->second.anchored || it->second.region_taken) return std::nullopt;
-  it->second.region_taken = true;
-  Observation ob;
-  ob.op = Op::kSegmentAlloc;
-  ob.addr = it->second.base;
-  ob.has_addr = true;
-  ob.size = it->second.limit;
-  ob.pre_trace = true;
-  ob.bfc_region = true;
-  return ob;
+  if (it == by_.end() || it->second.region_taken) return out;
+  Allocator& al = it->second;
+  al.region_taken = true;
+  auto region = [&](Addr base, Bytes size) {
+    Observation ob;
+    ob.op = Op::kSegmentAlloc;
+    ob.addr = base;
+    ob.has_addr = true;
+    ob.size = size;
+    ob.pre_trace = true;
+    ob.bfc_region = true;
+    out.push_back(ob);
+  };
+  if (al.anchored) region(al.base, 0);
+  for (const Extent& g : al.prior_regions) region(g.addr, g.bytes);
+  return out;
 }
 
 nlohmann::json RecordingAnchor::summary() const {
@@ -149,6 +188,17 @@ nlohmann::json RecordingAnchor::summary() const {
   for (const auto& [device, n] : blocks_inferred_)
     out.push_back({{"device", device}, {"space", space_name(Space::kHbm)}, {"pre_trace_block_sizes_inferred", n}});
   for (const auto& [k, al] : by_) {
+    if (!al.prior_regions.empty()) {
+      nlohmann::json regions = nlohmann::json::array();
+      for (const Extent& g : al.prior_regions) regions.push_back({{"base", g.addr.value()}, {"bytes", g.bytes}});
+      out.push_back({{"device", k.first},
+                     {"space", space_name(k.second)},
+                     {"live_before_bytes", 0},
+                     {"prior_regions", std::move(regions)},
+                     {"model_matched_without", al.prior_matched_before},
+                     {"model_matched_with", al.prior_matched},
+                     {"model_compared", al.prior_compared}});
+    }
     if (al.unknowns.empty() && !al.known_buffers) continue;
     nlohmann::json j = {{"device", k.first},
                         {"space", space_name(k.second)},
@@ -177,6 +227,16 @@ std::vector<std::string> RecordingAnchor::notes() const {
         "(an unsplit remainder of the large pool; sizes inferred)",
         device, n));
   for (const auto& [k, al] : by_) {
+    if (!al.prior_regions.empty()) {
+      std::string regions;
+      for (const Extent& g : al.prior_regions)
+        regions += fmt::format("{}{} at {:#x}", regions.empty() ? "" : ", ", human_bytes(g.bytes), g.addr.value());
+      out.push_back(fmt::format(
+          "device {} {}: nothing live when the recording began, but its addresses show regions the allocator had "
+          "already obtained (and the growth target they left): {}; obtained first, in that order (the inference's "
+          "model reproduces {} of {} recorded addresses with them, {} without)",
+          k.first, space_name(k.second), regions, al.prior_matched, al.prior_compared, al.prior_matched_before));
+    }
     if (al.unknowns.empty()) continue;
     Bytes total = al.known + al.unknown;
     if (!al.anchored) {

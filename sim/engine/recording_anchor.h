@@ -24,6 +24,11 @@
 // max_split_size) may hold up to max_non_split_rounding more and stay as requested; expandable
 // segments (segment_map) split any remainder of 512 B or more.
 //
+// A capture whose allocator grows its regions on demand and holds nothing when it begins may still
+// begin after the program obtained regions and raised BFC's growth target (traces/bfc_growth.h):
+// the anchor infers those regions from the whole trace and has the replay obtain them first, in
+// the order and at the sizes inferred, at their recorded bases.
+//
 // It reads only what the trace holds: an allocation whose address was removed contributes its
 // size (traces/recorded_layout.h, `unplaced`), never an address. Event indices, ids and the
 // trace digest are unchanged (nothing is inserted into the event stream), and `fragsim convert`
@@ -36,6 +41,7 @@
 #include <vector>
 
 #include "policies/policy.h"
+#include "traces/bfc_growth.h"
 #include "traces/trace_reader.h"
 
 namespace fragsim {
@@ -52,8 +58,10 @@ class RecordingAnchor {
   // For a pre-trace alloc at an address with no recorded block size: the block it held, 0 when
   // the trace does not tell.
   Bytes block(const Event& ev) const;
-  // The first time per (device, space): the region to obtain before seeding anything there.
-  std::optional<Observation> take_region(std::uint32_t device, Space space);
+  // The first time per (device, space): the regions to obtain, in order, before anything there (a
+  // pre-trace segment_alloc each, bfc_region; size 0 for the one region that explains a capture —
+  // its allocator's limit — else the region's size, grown as Extend grows one for a request that large).
+  std::vector<Observation> take_regions(std::uint32_t device, Space space);
   // Per allocator: what the recording stated and what was inferred (null when nothing).
   nlohmann::json summary() const;
   // One line per allocator for the text report.
@@ -71,6 +79,11 @@ class RecordingAnchor {
     std::map<AllocId, std::vector<Extent>> of_alloc;  // each unknown allocation's share (place_in_extents)
     Bytes in_gaps = 0, below = 0, unplaced_bytes = 0;
     bool anchored = false, region_taken = false;
+    // A growing allocator with nothing live before: the regions it held all the same
+    // (traces/bfc_growth.h), and the recorded addresses its model reproduces without and with them.
+    std::vector<Extent> prior_regions;
+    std::uint64_t prior_matched_before = 0, prior_matched = 0, prior_compared = 0;
+    std::vector<BfcEvent> growth_events;  // while learning
   };
   std::map<std::pair<std::uint32_t, Space>, Allocator> by_;
 

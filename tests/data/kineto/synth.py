@@ -237,8 +237,62 @@ def refused():
     write("no_addresses_2021.json", {"schemaVersion": 1, "traceEvents": ops + old})
 
 
+def random_window(seed):
+    """A window of a seeded random workload on one of four A100s: small and large blocks, frees
+    between allocations and in any order, some blocks kept for later steps; the window begins after
+    a few such steps. Seeds 10, 14 and 25 are windows whose large segments the window's blocks show
+    only in part: a 20 MiB segment obtained for an earlier, smaller request, of which the window
+    touches 11.5 MiB (seed 10), a 78 MiB one of which it touches the first 30 MiB (seed 14), and one
+    whose touched blocks form two extents with an untouched range between them (seed 25)."""
+    import random
+    rnd = random.Random(seed)
+    alloc = Allocator(0x7F0000000000 + rnd.randrange(0, 64) * 0x40000000)
+    t = Trace(100, 100, 1, rnd.choice([0, 1, 3]), 1716980583000000, False, "new")
+
+    def size():
+        k = rnd.random()
+        if k < 0.45:
+            return rnd.choice([512, 1024, 4096, 8192, 20480, 40960, 131072, 262144, 524288, MiB]) - rnd.choice([0, 0, 100])
+        if k < 0.8:
+            return rnd.randrange(1, 12) * MiB + rnd.choice([0, 0, 512 * 1024, 4096])
+        return rnd.randrange(12, 80) * MiB
+
+    sizes = [size() for _ in range(rnd.randrange(8, 30))]
+    live = []
+    steps = rnd.randrange(2, 6)
+    for s in range(steps + 3):
+        t.recording = s >= steps
+        step_sizes = sizes if rnd.random() < 0.7 else [size() for _ in range(len(sizes))]
+        cur = []
+        for sz in step_sizes:
+            a, b, _ = alloc.malloc(sz)
+            t.memory(a, b, alloc)
+            cur.append((a, b))
+            if cur and rnd.random() < 0.3:  # a temporary freed at once
+                a2, b2 = cur.pop(rnd.randrange(len(cur)))
+                alloc.free(a2)
+                t.memory(a2, -b2, alloc)
+        rnd.shuffle(cur)
+        keep = rnd.randrange(0, 4)
+        for a, b in cur[keep:]:
+            alloc.free(a)
+            t.memory(a, -b, alloc)
+        live += cur[:keep]
+        if live and rnd.random() < 0.5:
+            a, b = live.pop(rnd.randrange(len(live)))
+            alloc.free(a)
+            t.memory(a, -b, alloc)
+    doc = {"schemaVersion": 1,
+           "deviceProperties": [props(i, "NVIDIA A100-SXM4-80GB", 85899345920, 8, 0) for i in range(4)],
+           "traceEvents": t.events}
+    write(f"random_window_{seed}.json", doc)
+
+
 if __name__ == "__main__":
     hip_rank1()
     growth_release()
     tensorboard_ranks()
     refused()
+    random_window(10)
+    random_window(14)
+    random_window(25)
