@@ -3,6 +3,7 @@
 // there); hand-built traces only for what none of them shows.
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <catch2/catch.hpp>
 #include <filesystem>
 #include <map>
@@ -26,6 +27,15 @@ std::string xprof_fixture(const std::string& name) {
 }
 
 nlohmann::json run_report(const RunRequest& req) { return run_cmd(req).json; }
+
+// A report's account of the state before its recording for the main memory (fidelity.initial_state).
+const nlohmann::json& hbm_initial_state(const nlohmann::json& report) {
+  const auto& st = report["fidelity"]["initial_state"];
+  REQUIRE(st.is_array());
+  const auto it = std::find_if(st.begin(), st.end(), [](const nlohmann::json& s) { return s["space"] == "hbm"; });
+  REQUIRE(it != st.end());
+  return *it;
+}
 
 }  // namespace
 
@@ -148,12 +158,7 @@ TEST_CASE("captures that start mid-run: the region and earlier memory go where t
   CHECK(j["policy"]["config"]["preallocate"] == true);  // one region, as the addresses show
   CHECK(j["fidelity"]["allocs_compared"] == 80);
   CHECK(j["fidelity"]["allocs_matched"] == 80);  // before: 10 of 80 (regions on a made-up base)
-  const auto& st = j["fidelity"]["initial_state"];
-  REQUIRE(st.is_array());
-  const nlohmann::json* hbm = nullptr;
-  for (const auto& s : st)
-    if (s["space"] == "hbm") hbm = &s;
-  REQUIRE(hbm);
+  const nlohmann::json* hbm = &hbm_initial_state(j);
   CHECK((*hbm)["live_before_bytes"] == 1913088);
   CHECK((*hbm)["recorded_bytes"] == 512);
   CHECK((*hbm)["inferred_bytes"] == 1913088 - 512);
@@ -200,12 +205,7 @@ TEST_CASE("captures of a growing allocator with nothing live: regions obtained b
   // first, every address is reproduced, and the next regions (32 MiB at 0x7f6c55e00000, 64 MiB at
   // 0x7f6c37e00000 holding 0x7f6c38600000-0x7f6c3be00000, 128 MiB at 0x7f6c2fc00000) follow the growth rule.
   auto r = run_cmd({.trace = xprof_fixture("tracelens_mi300_jax08_gemm")});
-  const auto& st = r.json["fidelity"]["initial_state"];
-  REQUIRE(st.is_array());
-  const nlohmann::json* hbm = nullptr;
-  for (const auto& s : st)
-    if (s["space"] == "hbm") hbm = &s;
-  REQUIRE(hbm);
+  const nlohmann::json* hbm = &hbm_initial_state(r.json);
   CHECK((*hbm)["live_before_bytes"] == 0);
   CHECK((*hbm)["prior_regions"] == nlohmann::json::array({{{"base", 0x7f6ed8400000ULL}, {"bytes", 2 * MiB}},
                                                           {{"base", 0x7f6c42c00000ULL}, {"bytes", 32 * MiB}}}));

@@ -223,8 +223,12 @@ void Engine::alloc(const Event& ev) {
   live_.set_local(ev.handle, request.handle);
   // Regions the recording's allocator held before it began (recording_anchor.h): obtained first,
   // where the policy takes that state as recorded.
-  if (!s.prior_rebuilt() && (ev.has(key::kPreTrace) || s.policy->seeds_recording()))
+  const std::uint32_t space_bit = 1u << static_cast<int>(ev.space);
+  if (!(s.anchor_spaces_taken & space_bit) && !s.prior_rebuilt() &&
+      (ev.has(key::kPreTrace) || s.policy->seeds_recording())) {
+    s.anchor_spaces_taken |= space_bit;  // once a space: not a lookup at every allocation
     for (const Observation& ob : anchor_.take_regions(ev.device, ev.space)) s.policy->observe(ob);
+  }
   if (ev.has(key::kPreTrace)) {
     if (s.prior_rebuilt()) {  // re-held as any request (prior_state.h)
       request.seeded_at.reset();

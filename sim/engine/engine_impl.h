@@ -75,6 +75,10 @@ class Engine : public Scheduler {
     // unset when the recording shows none here.
     std::optional<PriorOutcome> prior;
     bool prior_rebuilt() const { return prior && prior->rebuilt; }
+    // The recorded spaces (a bit each: a collective one is routed here too) whose regions the
+    // recording's allocator held before it began were offered to the policy, at the first
+    // allocation that takes that state as recorded (RecordingAnchor::take_regions).
+    std::uint32_t anchor_spaces_taken = 0;
     Handle take_local() {
       if (free_local.empty()) return next_local++;
       Handle h = free_local.back();
