@@ -14,6 +14,7 @@
 #include "sim/base/io.h"
 #include "sim/commands/commands.h"
 #include "sim/commands/plan.h"
+#include "sim/commands/run_setup.h"
 #include "sim/commands/waste.h"
 #include "sim/report/report.h"
 #include "sim_helpers.h"
@@ -400,5 +401,25 @@ TEST_CASE("waste split: a trace's plan is kept on disk by its digest, and the ne
   std::ofstream(files[0], std::ios::binary) << j.dump();
   CHECK(plan_bytes() == 10485760);  // planned again, and the file replaced
   CHECK(read_json_file(files[0].string())["spaces"][0]["height"] == 10485760);
+  REQUIRE(setenv("FRAGSIM_PLAN_CACHE", "off", 1) == 0);
+}
+
+TEST_CASE("waste split: a plan skipped for its size names the trace the run read, not the one cached first") {
+  // The cache is keyed by the trace's content: a copy of a file under another name reads the first
+  // one's entry, and its hint must still name the copy (it named the file first planned).
+  const std::string dir = tmp_path("plan_cache_skip");
+  std::filesystem::remove_all(dir);
+  REQUIRE(setenv("FRAGSIM_PLAN_CACHE", dir.c_str(), 1) == 0);
+  std::string text = "{\"fragsim_trace\":1}\n";
+  for (size_t i = 1; i <= kReportPlanBuffers + 1; ++i) text += fmt::format("{{\"op\":\"alloc\",\"id\":{},\"size\":512}}\n", i);
+  const std::string first = write_text("waste_skip_first.jsonl", text);
+  const std::string copy = write_text("waste_skip copy.jsonl", text);
+  for (const std::string& t : {first, copy}) {
+    const CliResult r = cli("run '" + t + "' --policy best-fit --no-progress");
+    REQUIRE(r.code == 0);
+    INFO(r.out);
+    CHECK_THAT(r.out, Catch::Matchers::Contains(fmt::format("more than a report plans ({}); fragsim plan {} takes them",
+                                                            kReportPlanBuffers, shell_quote(t))));
+  }
   REQUIRE(setenv("FRAGSIM_PLAN_CACHE", "off", 1) == 0);
 }

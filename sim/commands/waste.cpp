@@ -9,6 +9,7 @@
 
 #include "sim/base/io.h"
 #include "sim/commands/plan.h"
+#include "sim/commands/run_setup.h"
 #include "traces/trace_reader.h"
 
 namespace fragsim {
@@ -23,7 +24,7 @@ std::map<std::string, std::shared_ptr<const TracePlans>>& cache() {
 }
 
 // What a cached plan depends on besides the trace: the report's planning rules (bump on a change).
-constexpr const char* kPlanCacheVersion = "report-plan-2";
+constexpr const char* kPlanCacheVersion = "report-plan-3";
 
 // The plan cache's file for a key ("" when caching is off): FRAGSIM_PLAN_CACHE, else
 // $XDG_CACHE_HOME/fragsim/plans, else ~/.cache/fragsim/plans; the name is a hash of the key,
@@ -56,7 +57,7 @@ nlohmann::json plans_json(const std::string& key, const TracePlans& p) {
                       {"cut_short", f.cut_short},
                       {"seconds", f.seconds},
                       {"budget", f.budget}});
-  return {{"key", key}, {"skipped", p.skipped}, {"spaces", spaces}};
+  return {{"key", key}, {"skipped_buffers", p.skipped_buffers}, {"spaces", spaces}};
 }
 
 // A plan from the cache, or none (no file, another key, or anything unreadable in it: the plan is
@@ -67,7 +68,7 @@ std::shared_ptr<const TracePlans> cached_plans(const std::string& file, const st
     const nlohmann::json j = read_json_file(file);
     if (j.at("key").get<std::string>() != key) return nullptr;
     auto p = std::make_shared<TracePlans>();
-    p->skipped = j.at("skipped").get<std::string>();
+    p->skipped_buffers = j.at("skipped_buffers").get<size_t>();
     for (const auto& s : j.at("spaces")) {
       Space space;
       if (!parse_space(s.at("space").get<std::string>(), &space)) return nullptr;
@@ -112,8 +113,7 @@ std::shared_ptr<const TracePlans> plan_trace(const RunOptions& o) {
   size_t total = 0;
   for (const PlanSpace& s : in.spaces) total += s.buffers.size();
   if (total > kReportPlanBuffers) {
-    plans->skipped = fmt::format("{} buffers, more than a report plans ({}); fragsim plan {} takes them", total,
-                                 kReportPlanBuffers, o.trace);
+    plans->skipped_buffers = total;
   } else {
     const double budget = report_plan_budget(total);
     for (const PlanSpace& s : in.spaces) {
@@ -171,6 +171,7 @@ BestPlans::BestPlans(const std::vector<RunOptions>& runs) {
   std::map<std::string, std::shared_future<std::shared_ptr<const TracePlans>>> by_trace;
   for (const RunOptions& o : runs) {
     shard_.push_back(o.shard);
+    traces_.push_back(o.trace);
     const bool collective_in_hbm = !o.hw.space(Space::kCollective) && o.hw.space(Space::kHbm);
     const std::string key = o.trace + (collective_in_hbm ? "|c" : "") + (o.source ? "|memory" : "");
     auto it = by_trace.find(key);
@@ -189,7 +190,10 @@ void BestPlans::attach(std::vector<RunResult>& results) {
     } catch (const std::exception& e) {  // the replay reported what was wrong with the trace, or did not
       why = fmt::format("the trace could not be planned: {}", e.what());
     }
-    if (p && !p->skipped.empty()) why = p->skipped;
+    // The trace is named here, not in the plans: the cache serves every file of the same content.
+    if (p && p->skipped_buffers)
+      why = fmt::format("{} buffers, more than a report plans ({}); fragsim plan {} takes them", p->skipped_buffers,
+                        kReportPlanBuffers, shell_quote(traces_[k]));
     if (shard_[k] > 1) why = "a sharding what-if: its allocator holds a share of each array, a plan whole ones";
     for (SpaceResult& s : results[k].spaces) {
       s.plan = PlanFigures{};

@@ -46,7 +46,7 @@ double report_plan_budget(size_t buffers);
 // The plans of one trace: per (device, space) the figures a report shows.
 struct TracePlans {
   std::vector<std::pair<std::pair<std::uint32_t, Space>, PlanFigures>> spaces;
-  std::string skipped;  // for every space ("" = planned)
+  size_t skipped_buffers = 0;  // not planned, for every space: the trace's buffers (0 = planned)
 };
 
 // Starts planning each run's trace on a thread of its own (one per distinct trace; a trace
@@ -61,6 +61,7 @@ class BestPlans {
  private:
   std::vector<std::shared_future<std::shared_ptr<const TracePlans>>> per_run_;
   std::vector<std::uint64_t> shard_;
+  std::vector<std::string> traces_;  // each run's input, as the user named it
 };
 
 // A setting of the same allocator that, replayed, reserves less (sim/commands/advice.h).
