@@ -411,7 +411,8 @@ TEST_CASE("waste split: a plan skipped for its size names the trace the run read
   std::filesystem::remove_all(dir);
   REQUIRE(setenv("FRAGSIM_PLAN_CACHE", dir.c_str(), 1) == 0);
   std::string text = "{\"fragsim_trace\":1}\n";
-  for (size_t i = 1; i <= kReportPlanBuffers + 1; ++i) text += fmt::format("{{\"op\":\"alloc\",\"id\":{},\"size\":512}}\n", i);
+  for (size_t i = 1; i <= kReportPlanBuffers + 1; ++i)
+    text += fmt::format("{{\"op\":\"alloc\",\"id\":{},\"size\":512}}\n", i);
   const std::string first = write_text("waste_skip_first.jsonl", text);
   const std::string copy = write_text("waste_skip copy.jsonl", text);
   for (const std::string& t : {first, copy}) {
