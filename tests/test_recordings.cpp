@@ -532,9 +532,15 @@ TEST_CASE("limits bind from the first byte: a state before the recording that do
   CHECK(small.json["ooms"][0]["before_recording"]["live_bytes"] == d["before_recording"]["live_bytes"]);
   CHECK_THAT(small.text, Catch::Contains("the 12.69 GiB live when recording began do not fit in the 7.92 GiB this "
                                          "run allows"));
+  // What the program asked for is the trace's, whatever stopped the run: the blocks live before it
+  // that the limit left unplaced count too (it read 46.21 GiB, the whole trace's 51.04 GiB less them).
+  auto whole = run_report({.trace = t});
+  CHECK(small.json["peak_requested_bytes"] == whole["peak_requested_bytes"]);
+  CHECK(small.json["trace"]["allocs"] == whole["trace"]["allocs"]);
   // The same with a device too small (--capacity): the device's memory is the limit.
   auto device = run_cmd({.trace = t, .capacity = "8GiB"});
   CHECK(device.json["ooms"][0].contains("before_recording"));
+  CHECK(device.json["peak_requested_bytes"] == whole["peak_requested_bytes"]);
   // A fraction that holds the recorded state (and the 56.9 GiB the run reserves) keeps it as recorded:
   // every address reproduced.
   auto roomy = run_report({.trace = t, .sets = {"memory_fraction=0.8"}});  // 63.4 GiB: the whole run fits

@@ -163,11 +163,12 @@ void Engine::rebuild_prior(std::uint32_t si, std::uint64_t held_at) {
     if (!reqs.empty()) account(si);  // what the history left behind, the live blocks it placed included
   }
   // The live blocks, in address order (or its reverse, a variant of the range), as any request.
+  // After an OOM stopped the replay each still goes to alloc(), which counts what the program asked
+  // for without placing it: the peak requested is the trace's, whatever stopped the run.
   const std::uint32_t device = slots_[si].device;
   const Space space = slots_[si].space;
   auto mine = [&](const Event& ev) { return ev.device == device && route(ev.space, ev) == space; };
   for (const Event* ev : prior_.allocs(mine, opt_.prior.descending)) {
-    if (!replaying_) break;
     if (placed[static_cast<size_t>(ev - prior_.events().data())]) continue;
     place_held(*ev, held_at);
   }
