@@ -559,7 +559,11 @@
     "; dashed red/purple: the device's usable memory and the allocator's limit; grey vertical lines: the trace's " +
     "marks; brown dashed lines: what the recorded program did besides allocating (empty_cache, its own OOMs); " +
     "dots: OOMs." + (stopped.length ? " A red dashed line: where a run stopped at its first OOM; its lines end " +
-    "there, since nothing after it was replayed." : "") + (windowed ? " Window: " + data.runs[0].history.window +
+    "there, since nothing after it was replayed." : "") +
+    data.runs.filter((r) => r.report.stopped_early && r.report.ooms.length && r.report.ooms[0].before_recording).map((r) =>
+      " " + (data.runs.length > 1 ? runName(r) : "The run") + " stopped before the trace's first event: the " +
+      bytes(r.report.ooms[0].before_recording.live_bytes) + " live when recording began do not fit, so its " +
+      "charts hold that one moment.").join("") + (windowed ? " Window: " + data.runs[0].history.window +
     " (the y axis fits the window's points; the summary's figures are the whole run's)." : "")));
   window.addEventListener("resize", () => redraws.forEach((f) => f()));
 
