@@ -498,9 +498,9 @@ TEST_CASE("viewer: a run that stopped at its first OOM: charts and bands end at 
   CmdRun held = run_cmd({.trace = kTrain, .sets = {"memory_fraction=0.1"}}, kWithHtml);
   REQUIRE(held.json["ooms"].at(0).contains("before_recording"));
   const std::string hdom = rendered_dom(write_text("stopped_before.html", held.html()), "", "1400,900");
-  CHECK(pages_section(hdom, "charts").find("The run stopped before the trace's first event: the 12.69 GiB live when "
-                                           "recording began do not fit, so its charts hold that one moment.") !=
-        std::string::npos);
+  CHECK(pages_section(hdom, "charts")
+            .find("The run stopped before the trace's first event: the 12.69 GiB live when "
+                  "recording began do not fit, so its charts hold that one moment.") != std::string::npos);
 }
 
 TEST_CASE("viewer: the page, polished: headings, device order, round ticks, the window's width, usable, actions",
