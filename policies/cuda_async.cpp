@@ -553,7 +553,7 @@ void register_cuda_async(Registry& r) {
         // release threshold and the preallocation.
         const RecordedAllocator* rec = cfg.flag("use_recorded_settings", true) ? recorded_bfc(ctx) : nullptr;
         if (rec && !cfg.has("mem_fraction") && !cfg.has("release_threshold")) {
-          o.threshold = *rec->limit;
+          o.threshold = recorded_limit(*rec, cfg, ctx, jb);
           cfg.note(
               fmt::format("cuda-async on device {}: release threshold {} B, the limit the capture's BFC had (the "
                           "program's memory fraction of the device); use_recorded_settings=false drops it",
@@ -562,8 +562,8 @@ void register_cuda_async(Registry& r) {
         if (auto t = cfg.optional_size("release_threshold")) o.threshold = *t;
         // A capture of this allocator itself (XLA names it gpu_async_N) replayed as recorded: the
         // buffers live before it may go where it placed them.
-        o.as_recorded = rec && rec->name.rfind("gpu_async", 0) == 0 && !cfg.has("mem_fraction") &&
-                        !cfg.has("release_threshold") && !cfg.has("chunk");
+        o.as_recorded = rec && o.threshold == *rec->limit && rec->name.rfind("gpu_async", 0) == 0 &&
+                        !cfg.has("mem_fraction") && !cfg.has("release_threshold") && !cfg.has("chunk");
         cfg.record("resolved_release_threshold", o.threshold);
         o.prealloc = pre ? o.threshold : 0;
         if (ctx.space->space == Space::kHost) return jax_host_allocator(cfg, ctx);

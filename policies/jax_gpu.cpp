@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <tuple>
 
@@ -75,6 +76,30 @@ const RecordedAllocator* recorded_bfc(const ConfigContext& ctx) {
   if (!ctx.recording || ctx.recording->source != RecordingSource::kXprof) return nullptr;
   const RecordedAllocator* a = ctx.recording->allocator(ctx.device_index, ctx.space->space);
   return a && a->limit ? a : nullptr;
+}
+
+Bytes recorded_limit(const RecordedAllocator& rec, ConfigReader& cfg, const ConfigContext& ctx,
+                     const JaxlibBehaviour& b) {
+  const Bytes limit = *rec.limit;
+  const RecordedHardware* hw = ctx.recording && ctx.recording->hardware ? &*ctx.recording->hardware : nullptr;
+  if (!hw || !hw->capacity || !*hw->capacity || ctx.space->space != Space::kHbm || *hw->capacity == ctx.space->capacity)
+    return limit;  // (the device's memory: pinned host memory's limit is XLA's own)
+  // The program made the limit from the device it ran on: JAX from its total memory (before jaxlib
+  // 0.4.1 its free memory), TensorFlow without a fraction from its free memory less a reserve. On
+  // another device the same share of the same measure makes another limit; free memory is read
+  // here as the usable memory, the recorded device's as its memory less this device's reserve.
+  const bool from_free = b.limit_from_free || ctx.recording->framework_of() == Framework::kTensorFlow;
+  const Bytes reserve = ctx.space->capacity - ctx.space->usable();
+  const Bytes then = from_free && *hw->capacity > reserve ? *hw->capacity - reserve : *hw->capacity;
+  const Bytes now = from_free ? ctx.space->usable() : ctx.space->capacity;
+  const double share = static_cast<double>(limit) / static_cast<double>(then);
+  const Bytes here = rounded_limit(static_cast<Bytes>(std::min(share * static_cast<double>(now), 1.8e19)), b);
+  cfg.note(fmt::format(
+      "device {}: the capture's limit {} is {:.4g} of the {} its device had{}; this run's device has {}: the same "
+      "share, {}",
+      ctx.device_index, human_bytes(limit), share, human_bytes(then), from_free ? " free" : "", human_bytes(now),
+      human_bytes(here)));
+  return here;
 }
 
 }  // namespace fragsim

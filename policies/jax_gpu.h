@@ -48,6 +48,11 @@ struct RecordedAllocator;
 // whether its addresses show one preallocated region or regions obtained on demand; null when the
 // run replays no capture or the capture logged no limit for this device and space.
 [[nodiscard]] const RecordedAllocator* recorded_bfc(const ConfigContext& ctx);
+// That allocator's limit on this run's device: as recorded on the device the capture ran on, else
+// the same share of this run's device memory (--capacity, --hw: the program's memory fraction makes
+// it from the memory the device has), with a note saying so.
+[[nodiscard]] Bytes recorded_limit(const RecordedAllocator& rec, ConfigReader& cfg, const ConfigContext& ctx,
+                                   const JaxlibBehaviour& b);
 // JAX's pinned host memory (the `host` space) is XLA's own host BFC whichever allocator serves
 // device memory (XLA_PYTHON_CLIENT_ALLOCATOR concerns the device): the builder of that BFC
 // (xla-bfc on the host space), with a note saying so. Call it after reading the policy's own keys.

@@ -761,7 +761,6 @@ PolicyBuilder configure_xla_bfc(ConfigReader& cfg, const ConfigContext& ctx) {
   Bytes limit = host ? ctx.space->capacity : xla_memory_limit(total, fraction, jb);
   if (auto m = cfg.optional_size("memory_limit"); m && !host)  // gpu_system_memory_size: a byte limit instead
     limit = rounded_limit(*m, jb);
-  if (rec_limit) limit = *rec->limit;  // bytes_allocated + bytes_available + bytes_reserved, as logged
   // A release that rounds its limit up to 2 MiB also pads its regions to that granularity
   // (xla-bfc-spatial.md §2); a recorded limit that is no 2 MiB multiple comes from an allocator that
   // does neither (TensorFlow, jaxlib before 0.10.2): its regions are cuMemAlloc'd at the size asked.
@@ -774,6 +773,8 @@ PolicyBuilder configure_xla_bfc(ConfigReader& cfg, const ConfigContext& ctx) {
         "chooses)",
         ctx.device_index, *rec->limit));
   }
+  // bytes_allocated + bytes_available + bytes_reserved, as logged (its share on another device)
+  if (rec_limit) limit = recorded_limit(*rec, cfg, ctx, jb);
   if (rec_limit && rec_mode) {
     cfg.record(kRecordedSettingsKey,
                fmt::format("limit {} B and {} from the capture's {}", limit,
@@ -816,8 +817,9 @@ PolicyBuilder configure_xla_bfc(ConfigReader& cfg, const ConfigContext& ctx) {
     }
     coll = c;
   }
-  const bool as_recorded =
-      rec_limit && rec_mode && !cfg.has("spatial_partitioning") && !gc && !main.coalesce_regions && !collective_size;
+  // (A limit the capture's share made on other device memory is no recorded decision.)
+  const bool as_recorded = rec_limit && limit == *rec->limit && rec_mode && !cfg.has("spatial_partitioning") && !gc &&
+                           !main.coalesce_regions && !collective_size;
   return [main, coll, as_recorded](const PolicyContext& pc) {
     return std::make_unique<XlaBfcPolicy>(main, coll, as_recorded, pc.device);
   };

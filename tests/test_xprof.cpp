@@ -123,6 +123,30 @@ TEST_CASE("xprof: the recorded limit, mode and hardware are the defaults, and sa
   // Pinned host memory keeps XLA's own 64 GiB growing pool (xla_gpu_host_bfc), whatever the fraction.
   for (const auto& d : k["devices"])
     if (d["space"] == "host") CHECK(d["peak_reserved_bytes"].get<std::uint64_t>() < (1ULL << 30));
+  // On other device memory the recorded limit is the same share of it: JAX made 154,606,239,744 B as
+  // 0.75 of the MI300X's 206,141,652,992; on 2 GiB that is 1.5 GiB (it stayed 144 GiB, 95x the
+  // device, and a capacity sweep answered a size the program's fraction does not fit).
+  auto small = run_cmd({.trace = capture("tracelens_mi300_jax08_gemm"), .capacity = "2GiB"});
+  CHECK(small.json["policy"]["config"]["resolved_memory_limit"] == 1610612736ULL);
+  CHECK(small.json["devices"][0]["limit_bytes"] == 1610612736ULL);
+  CHECK_THAT(small.text, Catch::Contains("the capture's limit 143.99 GiB is 0.75 of the 191.98 GiB its device had; "
+                                         "this run's device has 2.00 GiB: the same share, 1.50 GiB"));
+  CHECK_THAT(small.text, Catch::Contains("its memory: --capacity 2GiB"));
+  auto host_limit = [](const nlohmann::json& run) {
+    for (const auto& d : run["devices"])
+      if (d["space"] == "host") return d["limit_bytes"].get<Bytes>();
+    return Bytes{0};
+  };
+  CHECK(host_limit(small.json) == host_limit(j));  // XLA's own pinned host pool: not the device's share
+  CHECK(host_limit(j) > 0);
+  // The sweep's answer holds the fraction: the program fits a device of that size, and not one step less.
+  auto sw = sweep_cmd({.trace = capture("tracelens_mi300_jax08_gemm")}, "min-capacity");
+  const Bytes c = sw.json["value"].get<Bytes>();
+  auto at = run_json({.trace = capture("tracelens_mi300_jax08_gemm"), .capacity = fmt::format("{}B", c)});
+  CHECK(at["completed"] == true);
+  CHECK(at["devices"][0]["limit_bytes"].get<Bytes>() < c);
+  auto below = run_json({.trace = capture("tracelens_mi300_jax08_gemm"), .capacity = fmt::format("{}B", c - 2 * kMiB)});
+  CHECK(below["completed"] == false);
 }
 
 TEST_CASE("xprof: replays reproduce the recorded addresses — every one on TPU, BFC's growth on MI300X") {

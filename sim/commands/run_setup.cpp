@@ -19,9 +19,12 @@ HardwareModel choose_hardware(const RunRequest& req, const Recording& recording,
   if (name.empty() && recording.hardware) {
     name = recording.hardware->preset;
     recorded_capacity = recording.hardware->capacity;
-    notes->push_back(fmt::format("hardware {}{} from the recording: {} (--hw chooses another)", name,
-                                 recorded_capacity ? fmt::format(" with {} B", *recorded_capacity) : "",
-                                 recording.hardware->basis));
+    // (--capacity replaces the memory the recording states: the note says whose it is.)
+    notes->push_back(fmt::format(
+        "hardware {}{} from the recording: {}{} (--hw chooses another)", name,
+        recorded_capacity && req.capacity.empty() ? fmt::format(" with {} B", *recorded_capacity) : "",
+        recording.hardware->basis,
+        req.capacity.empty() ? "" : fmt::format("; its memory: {} {}", req.names("--capacity"), req.capacity)));
   } else if (name.empty()) {
     name = "h100-80g";
     notes->push_back(fmt::format("hardware h100-80g assumed: {} does not name its device (--hw names yours{})",
