@@ -315,6 +315,20 @@ TEST_CASE("kineto: a TensorBoard directory of two ranks is one run of two device
   std::string a = kineto("tb_ranks/host_100.1700000000000.pt.trace.json"),
               b = kineto("tb_ranks/host_101.1700000000001.pt.trace.json");
   CHECK(run_json({.trace = a + "," + b})["fidelity"] == r["fidelity"]);
+  // Each rank's state before its window follows a what-if and binds a limit, the later rank's too
+  // (its window starts 13 us after rank 0's: its state came after rank 0's events had begun, and
+  // was replayed as recorded whatever the settings, to 123 % of a memory fraction, with no OOM).
+  for (const auto& d : r["devices"]) CHECK(d["before_recording"]["held"] == "recorded");
+  auto what_if = run_json({.trace = kineto("tb_ranks"), .sets = {"expandable_segments=true"}});
+  REQUIRE(what_if["devices"].size() == 2);
+  for (const auto& d : what_if["devices"]) CHECK(d["before_recording"]["held"] == "rebuilt");
+  // 20 MiB reserved before each window: a fraction of an H100 below that binds both from the first byte.
+  auto tight = run_json({.trace = kineto("tb_ranks"), .sets = {"memory_fraction=0.0002"}, .keep_going = true});
+  REQUIRE(tight["devices"].size() == 2);
+  for (const auto& d : tight["devices"]) {
+    CHECK(d["before_recording"]["held"] == "rebuilt");
+    CHECK(d["peak_reserved_bytes"].get<Bytes>() <= d["limit_bytes"].get<Bytes>());
+  }
   // Two runs under one log directory: name one.
   namespace fs = std::filesystem;
   fs::path logs = tmp_path("kineto_logs");

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <filesystem>
+#include <limits>
 #include <map>
 #include <set>
 
@@ -139,16 +140,32 @@ class SetReader : public TraceReader {
     header_["recording_set"] = members;
     header_["device_names"] = names;
     set_header(header_);
-    for (auto& m : members_) m.has = m.reader->next(m.next);
+    for (auto& m : members_) {
+      m.has = m.reader->next(m.next);
+      m.in_prefix = m.has && before_recording(m.next);
+      if (m.has) first_t_ = std::min(first_t_, m.next.t);
+    }
   }
 
  protected:
   bool read_raw(Event& ev) override {
     Member* pick = nullptr;
-    for (auto& m : members_)  // the earliest next event; ties keep file order
-      if (m.has && (!pick || m.next.t < pick->next.t)) pick = &m;
+    // What each recording shows from before it began comes first, every file's, in file order: a
+    // run takes the state before the recording from the events ahead of the first that is not
+    // (sim/engine/prior_state.h), and a later rank's, at its own first time, would come after
+    // the earlier ranks' events had begun (a what-if or a limit then never reached it). It is held
+    // at the set's first time.
+    for (auto& m : members_)
+      if (m.in_prefix) {
+        pick = &m;
+        break;
+      }
+    if (!pick)
+      for (auto& m : members_)  // the earliest next event; ties keep file order
+        if (m.has && (!pick || m.next.t < pick->next.t)) pick = &m;
     if (!pick) return false;
     ev = pick->next;
+    if (pick->in_prefix) ev.t = first_t_;
     ev.handle = kNoHandle;
     if (auto it = pick->device.find(ev.device); it != pick->device.end()) ev.device = it->second;
     if (ev.op == Op::kStack) ev.id = AllocId(ev.id.value() + pick->stack_base);
@@ -156,6 +173,7 @@ class SetReader : public TraceReader {
     if (ev.has(key::kDevice) || ev.device) ev.present |= key::kDevice;
     ev.line = ++line_;
     pick->has = pick->reader->next(pick->next);
+    pick->in_prefix = pick->in_prefix && pick->has && before_recording(pick->next);
     return true;
   }
 
@@ -166,8 +184,14 @@ class SetReader : public TraceReader {
     std::uint64_t stack_base = 0;
     Event next;
     bool has = false;
+    bool in_prefix = false;  // its events so far show the state before it began
   };
+  // An event of what a recording shows from before it began, or a stack or mark among them.
+  static bool before_recording(const Event& e) {
+    return e.has(key::kPreTrace) || e.op == Op::kStack || e.op == Op::kMark;
+  }
   std::vector<Member> members_;
+  Tick first_t_{std::numeric_limits<std::uint64_t>::max()};  // the earliest first event of any file
   std::uint64_t line_ = 0;
 };
 

@@ -7,8 +7,10 @@
 //            — the usual rank snapshot — is device N for rank N when every name says its rank,
 //            or every recording does: a profiler trace's distributedInfo);
 //            the header's `device_names` name them "rank N" (or the file's stem);
-//   events   merged by time (stable: ties keep file order), each file's own order kept; stack
-//            ids are made distinct per file; allocation ids are per device already;
+//   events   merged by time (stable: ties keep file order), each file's own order kept, after
+//            what every file shows from before it began (pre_trace events and the stacks and
+//            marks among them: file after file, at the set's first time); stack ids are made
+//            distinct per file; allocation ids are per device already;
 //   header   the first file's, with `recorded_devices` renumbered, and `recording_set` listing
 //            the files and their devices.
 // A profile directory of XProf captures (one per host) is the importer's own (xprof_capture.h).
