@@ -378,6 +378,33 @@ TEST_CASE("diff: a buffer is added or removed only when it was not live at the o
   CHECK(d["buffers"]["unknown"].get<int>() > 0);  // and some listed buffers cannot be told apart
 }
 
+// A what-if that re-holds a mid-run snapshot's state holds its blocks at one event (the last before
+// the trace's own), the recorded run at their own: the same blocks, not one added and one removed.
+// And a buffer whose block another allocator rounds differently (22 MiB, 21.48 MiB expandable) is
+// absent from the other list only when its request would have put it there.
+TEST_CASE("diff: blocks live before the recording are the same buffers in a run that re-holds them") {
+  const std::string t = torch_fixture("finetune_torch20_format");
+  auto a = run_cmd({.trace = t}).json;
+  auto b = run_cmd({.trace = t, .sets = {"expandable_segments=true"}}).json;
+  REQUIRE(b["devices"][0]["before_recording"]["held"] == "rebuilt");
+  nlohmann::json d = fragsim::diff_reports({a, "a"}, {b, "b"});
+  std::map<std::uint64_t, int> seen;  // id -> lists it is in
+  for (const char* k : {"added", "removed"})
+    for (const auto& buf : d["buffers"][k]) ++seen[buf["id"].get<std::uint64_t>()];
+  for (const auto& [id, n] : seen) {
+    INFO("id " << id);
+    CHECK(n == 1);
+  }
+  // Whatever one run lists as gone was live at the other's peak only below that run's listing.
+  auto listed_least = [](const nlohmann::json& r) {
+    Bytes least = UINT64_MAX;
+    for (const auto& x : r["at_peak_allocated"]["top_buffers"]) least = std::min(least, x["block_bytes"].get<Bytes>());
+    return least;
+  };
+  for (const auto& buf : d["buffers"]["removed"]) CHECK(buf["requested_bytes"].get<Bytes>() > listed_least(b));
+  for (const auto& buf : d["buffers"]["added"]) CHECK(buf["requested_bytes"].get<Bytes>() > listed_least(a));
+}
+
 TEST_CASE("diff: bad requests are one line naming what is wrong, exit 2") {
   const std::string report = tmp_path("diff_bad.json");
   REQUIRE(cli("run " + kTrain + " --json " + report).code == 0);

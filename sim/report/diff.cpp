@@ -186,13 +186,17 @@ J attribution(const J& ma, const J& mb) {
 }
 
 // How a buffer is recognised in the other run: its name, shape and frame; within one trace also
-// its id (the same trace event). Across traces an id and an event index name different things, so
-// buffers with nothing to tell them apart (unnamed ones, or several of one name) are one key,
+// its id and the time it was allocated at (an id may be reused after its free). Not its event: a
+// block live before a mid-run recording is held at one event when a run re-holds that state, at
+// its own when the run keeps it as recorded. Across traces an id and a time name different things,
+// so buffers with nothing to tell them apart (unnamed ones, or several of one name) are one key,
 // paired largest with largest (buffers()).
 std::string buffer_key(const J& b, bool same_trace) {
   std::string k = b.value("name", "") + "|" + (b.contains("shape") ? b["shape"].dump() : "") + "|" +
                   b.value("dtype", "") + "|" + b.value("frame", "");
-  if (same_trace) k += "|id " + std::to_string(u(b, "id")) + "@" + std::to_string(u(b, "event_index"));
+  if (same_trace)
+    k += "|id " + std::to_string(u(b, "id")) + "@" +
+         (b.contains("t") ? "t " + b["t"].dump() : std::to_string(u(b, "event_index")));
   return k;
 }
 
@@ -228,8 +232,9 @@ J buffers(const J& ma, const J& mb, bool same_trace) {
   };
   J added = J::array(), removed = J::array(), grown = J::array(), shrunk = J::array();
   std::uint64_t unknown = 0;  // listed in one run, maybe live but unlisted in the other
+  // The other run's block for it is another allocator's, but never smaller than its request.
   auto absent = [&](const J& b, std::uint64_t other_above, J& into) {
-    if (other_above == 0 || u(b, "block_bytes") > other_above)
+    if (other_above == 0 || u(b, "requested_bytes") > other_above)
       into.push_back(brief(b));
     else
       ++unknown;
