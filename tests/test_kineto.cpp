@@ -364,6 +364,34 @@ TEST_CASE("kineto: what is not a memory profile is refused with one line saying 
     auto c = cli("info " + p);
     CHECK(c.code == 2);
     CHECK(std::count(c.err.begin(), c.err.end(), '\n') == 1);
+    // It says the file was cut short, at its last line (it said "the top level is neither an
+    // object nor an array of events").
+    INFO(c.err);
+    const auto lines = static_cast<std::uint64_t>(std::count(text.begin(), text.begin() + cut, '\n')) + 1;
+    CHECK(c.err.find(fmt::format("cut.pt.trace.json:{}: not valid JSON: the file ends before its JSON does", lines)) !=
+          std::string::npos);
+  }
+  // A syntax error inside the file: its line (there was none).
+  {
+    const size_t at = text.find("\"Total Reserved\"");
+    REQUIRE(at != std::string::npos);
+    const auto line = static_cast<std::uint64_t>(std::count(text.begin(), text.begin() + at, '\n')) + 1;
+    auto p = write_text("syntax.pt.trace.json", text.substr(0, at) + "\"oops " + text.substr(at));
+    auto c = cli("info " + p);
+    CHECK(c.code == 2);
+    CHECK(c.err.find(fmt::format("syntax.pt.trace.json:{}: not valid JSON", line)) != std::string::npos);
+  }
+  // A negative address or total is malformed, not a block nowhere (it was read, and cost fidelity).
+  {
+    const size_t at = text.find("\"Addr\": ");
+    REQUIRE(at != std::string::npos);
+    const size_t num = at + 8, end = text.find_first_of(",}", num), event = text.rfind("\n  {\n", at) + 1;
+    const auto line =
+        static_cast<std::uint64_t>(std::count(text.begin(), text.begin() + event, '\n')) + 1;  // its event's
+    auto p = write_text("negative.pt.trace.json", text.substr(0, num) + "-5" + text.substr(end));
+    auto c = cli("info " + p);
+    CHECK(c.code == 2);
+    CHECK(c.err.find(fmt::format("negative.pt.trace.json:{}: args.Addr: negative (-5)", line)) != std::string::npos);
   }
   auto gz = write_text("bad.pt.trace.json.gz", "\x1f\x8b\x08\x00garbage");
   auto g = cli("info " + gz);

@@ -181,8 +181,12 @@ class KinetoReader : public TraceReader {
     last_pos_ = p;
     return last_line_;
   }
-  std::string json_error(simdjson::error_code e) const {
-    return std::string("not valid JSON: ") + simdjson::error_message(e);
+  // simdjson says what is wrong, not where: the line comes from a second look at the text, on
+  // this path only.
+  [[noreturn]] void bad_json(simdjson::error_code e) const {
+    const JsonFault f = bytes_ ? json_fault(*bytes_) : JsonFault{};
+    if (f.at_end) bad(f.line, "not valid JSON: the file ends before its JSON does (cut short?)");
+    bad(f.line, std::string("not valid JSON: ") + simdjson::error_message(e));
   }
   std::uint32_t intern(std::string_view s) {
     auto it = name_ids_.find(std::string(s));
@@ -261,27 +265,29 @@ class KinetoReader : public TraceReader {
 
   void parse(std::string& bytes) {
     const char* base = bytes.data();
+    bytes_ = &bytes;
     last_pos_ = base;
     last_line_ = 1;
     od::parser parser(bytes.size() + 1);
     od::document doc;
-    if (auto e = parser.iterate(bytes.data(), bytes.size(), bytes.capacity()).get(doc)) bad(0, json_error(e));
+    if (auto e = parser.iterate(bytes.data(), bytes.size(), bytes.capacity()).get(doc)) bad_json(e);
     od::json_type top;
-    if (auto e = doc.type().get(top)) bad(0, json_error(e));
+    if (auto e = doc.type().get(top)) bad_json(e);
     if (top == od::json_type::array) {  // the Chrome trace format's array of events
       od::array events;
-      if (auto e = doc.get_array().get(events)) bad(0, json_error(e));
+      if (auto e = doc.get_array().get(events)) bad_json(e);
       trace_events(events);
       return;
     }
     od::object root;
-    if (top != od::json_type::object || doc.get_object().get(root))
+    if (top != od::json_type::object)
       bad(0, "not a Chrome trace: the top level is neither an object nor an array of events");
+    if (auto e = doc.get_object().get(root)) bad_json(e);
     for (auto field : root) {
       std::string_view key;
-      if (auto e = field.unescaped_key().get(key)) bad(line_of(base), json_error(e));
+      if (auto e = field.unescaped_key().get(key)) bad_json(e);
       od::value v;
-      if (auto e = field.value().get(v)) bad(line_of(base), json_error(e));
+      if (auto e = field.value().get(v)) bad_json(e);
       if (key == "traceEvents") {
         od::array events;
         if (v.get_array().get(events)) bad(line_of(last_pos_), "traceEvents: not an array");
@@ -344,7 +350,7 @@ class KinetoReader : public TraceReader {
   void trace_events(od::array& events) {
     for (auto el : events) {
       od::value ev;
-      if (auto e = el.get(ev)) bad(line_of(last_pos_), json_error(e));
+      if (auto e = el.get(ev)) bad_json(e);
       const char* at = nullptr;
       if (ev.current_location().get(at)) at = last_pos_;
       const std::uint64_t line = line_of(at);
@@ -359,8 +365,8 @@ class KinetoReader : public TraceReader {
       for (auto f : o) {
         std::string_view k;
         od::value x;
-        if (auto e = f.unescaped_key().get(k)) bad(line, json_error(e));
-        if (auto e = f.value().get(x)) bad(line, json_error(e));
+        if (auto e = f.unescaped_key().get(k)) bad_json(e);
+        if (auto e = f.value().get(x)) bad_json(e);
         if (k == "ph") {
           if (x.get_string().get(ph)) ph = {};
         } else if (k == "name") {
@@ -427,20 +433,25 @@ class KinetoReader : public TraceReader {
       auto need = [&](const char* what) {
         if (!integer(x, &n)) bad(line, fmt::format("args.{}: not an integer", what));
       };
+      // An address or a total is never negative (Bytes is: a free).
+      auto need_count = [&](const char* what) {
+        need(what);
+        if (n < 0) bad(line, fmt::format("args.{}: negative ({})", what, n));
+      };
       if (k == "Addr") {
-        need("Addr");
+        need_count("Addr");
         m->addr = static_cast<std::uint64_t>(n);
         m->has_addr = true;
       } else if (k == "Bytes") {
         need("Bytes");
         m->bytes = n;
       } else if (k == "Total Allocated") {
-        need("Total Allocated");
-        m->allocated = static_cast<std::uint64_t>(std::max<std::int64_t>(n, 0));
+        need_count("Total Allocated");
+        m->allocated = static_cast<std::uint64_t>(n);
         m->has_allocated = true;
       } else if (k == "Total Reserved") {
-        need("Total Reserved");
-        m->reserved = static_cast<std::uint64_t>(std::max<std::int64_t>(n, 0));
+        need_count("Total Reserved");
+        m->reserved = static_cast<std::uint64_t>(n);
         m->has_reserved = true;
       } else if (k == "Device Type") {
         need("Device Type");
@@ -815,6 +826,7 @@ class KinetoReader : public TraceReader {
   std::optional<std::uint32_t> rank_, world_;
   bool profile_memory_ = false, with_stack_ = false, saw_events_ = false;
   const char* last_pos_ = nullptr;
+  const std::string* bytes_ = nullptr;  // the text being parsed (a JSON error's line is looked up in it)
   std::uint64_t last_line_ = 1;
   std::map<std::tuple<std::int64_t, bool, std::int64_t, bool>, std::uint32_t> threads_;
   std::unordered_map<std::string, std::int64_t> str_ids_;

@@ -654,6 +654,39 @@ nlohmann::json parse_json(std::string_view text, const std::string& file, std::u
 
 nlohmann::json read_json_file(const std::string& path) { return parse_json(read_file(path), path); }
 
+JsonFault json_fault(std::string_view text) {
+  // A SAX reader that keeps nothing: nlohmann's parser walks with its own stack, so no depth of
+  // nesting recurses, and it stops at the first error with the byte it reached.
+  struct Finder : nlohmann::json_sax<nlohmann::json> {
+    size_t byte = 0;
+    bool failed = false;
+    bool null() override { return true; }
+    bool boolean(bool) override { return true; }
+    bool number_integer(number_integer_t) override { return true; }
+    bool number_unsigned(number_unsigned_t) override { return true; }
+    bool number_float(number_float_t, const string_t&) override { return true; }
+    bool string(string_t&) override { return true; }
+    bool binary(binary_t&) override { return true; }
+    bool start_object(std::size_t) override { return true; }
+    bool key(string_t&) override { return true; }
+    bool end_object() override { return true; }
+    bool start_array(std::size_t) override { return true; }
+    bool end_array() override { return true; }
+    bool parse_error(std::size_t at, const std::string&, const nlohmann::detail::exception&) override {
+      byte = at, failed = true;
+      return false;
+    }
+  } finder;
+  (void)nlohmann::json::sax_parse(text.begin(), text.end(), &finder);
+  JsonFault f;
+  if (!finder.failed) return f;
+  const size_t at = std::min(finder.byte ? finder.byte - 1 : 0, text.size());
+  f.line =
+      1 + static_cast<std::uint64_t>(std::count(text.begin(), text.begin() + static_cast<std::ptrdiff_t>(at), '\n'));
+  f.at_end = finder.byte >= text.size();
+  return f;
+}
+
 void write_file_atomic(const std::string& path, std::string_view content) {
   AtomicFile f(path);
   f.write(content);

@@ -111,6 +111,15 @@ void read_lines(const std::string& path, size_t max_line,
 // checks a file's.
 [[nodiscard]] nlohmann::json parse_json(std::string_view text, const std::string& file, std::uint64_t line = 0);
 
+// Where JSON text first goes wrong, for the message of a reader that parses it another way (one
+// that says what is wrong, not where): the line, and whether the text ends first (a file cut
+// short). line 0: nlohmann's parser finds nothing wrong. Builds no tree.
+struct JsonFault {
+  std::uint64_t line = 0;
+  bool at_end = false;
+};
+[[nodiscard]] JsonFault json_fault(std::string_view text);
+
 // Writes a whole small file atomically.
 void write_file_atomic(const std::string& path, std::string_view content);
 
