@@ -832,6 +832,17 @@ PolicyBuilder configure_torch_caching(ConfigReader& cfg, const ConfigContext& ct
     rec.same_settings = alloc_conf_text(recorded) == alloc_conf_text(c);
     rec.recorded_expandable = recorded.expandable;
   }
+  // Host memory (a profiler trace's CPU events) is PyTorch's CPU allocator's: posix_memalign per
+  // tensor, released at its free (c10/core/CPUAllocator.cpp, DefaultCPUAllocator), no cache — the
+  // memory it holds is what is live. The CUDA caching allocator's segments there were memory no
+  // process reserved.
+  if (ctx.space->space == Space::kHost) {
+    cfg.note("host memory: PyTorch's CPU allocator caches nothing (malloc and free per tensor): it holds what is live");
+    ConfigReader host(nlohmann::json::object(), "policy torch-caching (host memory)");
+    PolicyBuilder b = ctx.registry->find("ideal").configure(host, ctx);
+    host.finish();
+    return b;
+  }
   return [c, rec](const PolicyContext& pc) { return std::make_unique<TorchCachingPolicy>(c, rec, pc); };
 }
 
