@@ -169,6 +169,28 @@ TEST_CASE("check: a growth too small to show in rounded bytes is printed with it
   CHECK(signed_bytes(0) == "±0 B");
 }
 
+// Two devices 2 MiB apart in 52 GiB read "51.95 GiB vs 51.95 GiB": the note that says they differ
+// shows how, and so does diff's setup line.
+TEST_CASE("check and diff: hardware that differs below the rounding is shown in bytes") {
+  const auto [x, y] = human_bytes_apart(55780048896, 55777951744);
+  CHECK(x == "55780048896 B");
+  CHECK(y == "55777951744 B");
+  CHECK(human_bytes_apart(4096, 8192) == std::pair<std::string, std::string>{"4.00 KiB", "8.00 KiB"});
+  CHECK(human_bytes_apart(4096, 4096) == std::pair<std::string, std::string>{"4.00 KiB", "4.00 KiB"});
+  nlohmann::json a = report_of(kSample), b = a;
+  b["hardware"]["spaces"][0]["capacity_bytes"] = a["hardware"]["spaces"][0]["capacity_bytes"].get<Bytes>() - 2 * kMiB;
+  CheckResult r = check_of(a, b);
+  bool said = false;
+  for (const auto& n : r.notes)
+    if (n.find("the hardware differs") != std::string::npos) {
+      said = true;
+      INFO(n);
+      CHECK(n.find(std::to_string(b["hardware"]["spaces"][0]["capacity_bytes"].get<Bytes>()) + " B") !=
+            std::string::npos);
+    }
+  CHECK(said);
+}
+
 // XLA's BFC with the whole device (memory fraction 1) on a 2 GiB device: its spatial layout meets
 // a state the real allocator CHECK-fails on (two gaps), at event 455 of the sample, before any
 // OOM; at 4 GiB the same settings complete. The report of such a run reads back (check, diff,

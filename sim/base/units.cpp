@@ -102,6 +102,12 @@ std::string human_bytes(Bytes b) {
   return fmt::format("{:.2f} {}", v, kNames[u]);
 }
 
+std::pair<std::string, std::string> human_bytes_apart(Bytes a, Bytes b) {
+  std::string x = human_bytes(a), y = human_bytes(b);
+  if (a != b && x == y) return {fmt::format("{} B", a), fmt::format("{} B", b)};
+  return {x, y};
+}
+
 std::string signed_bytes(Bytes from, Bytes to) {
   return (to < from ? "-" : to > from ? "+" : "±") + human_bytes(to < from ? from - to : to - from);
 }

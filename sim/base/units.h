@@ -140,6 +140,9 @@ struct OptionNames;
 [[nodiscard]] std::string size_arg(Bytes b);
 // 1536 -> "1.50 KiB"
 [[nodiscard]] std::string human_bytes(Bytes b);
+// Two sizes that differ, said so: human_bytes, or both exact in bytes when they would read the same
+// ("51.95 GiB vs 51.95 GiB" says nothing).
+[[nodiscard]] std::pair<std::string, std::string> human_bytes_apart(Bytes a, Bytes b);
 // A change of d bytes: "+4.00 MiB", "-896.00 KiB", "±0 B"; or from `from` to `to` bytes, exact over
 // the whole range of Bytes.
 [[nodiscard]] std::string signed_bytes(std::int64_t d);

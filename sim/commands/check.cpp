@@ -114,13 +114,19 @@ std::string policy_difference(const nlohmann::json& a, const nlohmann::json& b) 
 }
 
 // "h100-80g, hbm 16.00 GiB": what a reader needs to see why two hardware models differ.
-std::string hardware_text(const nlohmann::json& hw) {
+// A hardware's name and hbm capacity; `exact`: the capacity in bytes (two that read the same
+// rounded, but differ).
+std::string hardware_text(const nlohmann::json& hw, bool exact = false) {
   std::string s = hw.value("name", std::string("?"));
   if (hw.contains("spaces") && hw["spaces"].is_array())
     for (const auto& sp : hw["spaces"])
       if (sp.is_object() && sp.value("name", std::string()) == "hbm" && sp.contains("capacity_bytes") &&
-          sp["capacity_bytes"].is_number_unsigned())
-        s += ", hbm " + human_bytes(sp["capacity_bytes"].get<Bytes>());
+          sp["capacity_bytes"].is_number_unsigned()) {
+        const Bytes c = sp["capacity_bytes"].get<Bytes>();
+        s += ", hbm " + (exact ? fmt::format("{} B", c) : human_bytes(c));
+        if (exact && sp.contains("reserve_bytes") && sp["reserve_bytes"].is_number_unsigned())
+          s += fmt::format(" less {} B reserved", sp["reserve_bytes"].get<Bytes>());
+      }
   return s;
 }
 
@@ -207,9 +213,12 @@ CheckResult run_check(const nlohmann::json& baseline, const nlohmann::json& curr
                         o.baseline_path, o.current_path, label, diff));
       res.notes.push_back(fmt::format("{}: different policy settings ({}), compared as asked", label, diff));
     }
-    if (b["hardware"] != c["hardware"])
-      res.notes.push_back(fmt::format("{}: the hardware differs ({} vs {})", label, hardware_text(b["hardware"]),
-                                      hardware_text(c["hardware"])));
+    if (b["hardware"] != c["hardware"]) {
+      const bool same_text = hardware_text(b["hardware"]) == hardware_text(c["hardware"]);
+      res.notes.push_back(fmt::format("{}: the hardware differs ({} vs {})", label,
+                                      hardware_text(b["hardware"], same_text),
+                                      hardware_text(c["hardware"], same_text)));
+    }
     // OOMs: the count, and the first OOM's event.
     auto count = [&](const std::string& where, const nlohmann::json& bj, const nlohmann::json& cj) {
       double bn = static_cast<double>(JsonField(bj, o.baseline_path, where).at("oom_count").u64());

@@ -364,10 +364,11 @@ J diff_reports(const DiffInput& a, const DiffInput& b) {
       if (sb["config"].contains(k) && sb["config"][k] != v)
         setup.push_back(fmt::format("{} {} -> {}", k, v.dump(), sb["config"][k].dump()));
   for (const auto& row : d["devices"])
-    if (row["a"].is_object() && row["b"].is_object() && row["a"]["usable_bytes"] != row["b"]["usable_bytes"])
-      setup.push_back(fmt::format("device {} {} usable memory {} -> {}", u(row, "device"),
-                                  row["space"].get<std::string>(), human_bytes(u(row["a"], "usable_bytes")),
-                                  human_bytes(u(row["b"], "usable_bytes"))));
+    if (row["a"].is_object() && row["b"].is_object() && row["a"]["usable_bytes"] != row["b"]["usable_bytes"]) {
+      const auto [a, b] = human_bytes_apart(u(row["a"], "usable_bytes"), u(row["b"], "usable_bytes"));
+      setup.push_back(
+          fmt::format("device {} {} usable memory {} -> {}", u(row, "device"), row["space"].get<std::string>(), a, b));
+    }
   if (!setup.empty()) head.push_back(fmt::format("set up differently: {}", fmt::join(setup, "; ")));
   for (const char* k : {"peak_allocated_bytes", "peak_reserved_bytes"}) {
     std::uint64_t x = u(sa, k), y = u(sb, k);
