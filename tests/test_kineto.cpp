@@ -318,6 +318,13 @@ TEST_CASE("kineto: a TensorBoard directory of two ranks is one run of two device
   nlohmann::json h;
   read_events(kineto("tb_ranks"), {}, &h);
   CHECK(h["device_names"]["1"] == "rank 1");
+  // info shows every rank's window, not the first file's only: both devices' figures, renumbered.
+  REQUIRE(h["kineto"]["devices"].size() == 2);
+  CHECK(h["kineto"]["devices"][1]["device"] == 1);
+  CHECK(h["kineto"]["devices"][1]["allocations"] == 12);
+  CHECK(h["kineto"]["events"] == 44);
+  auto info = cli("info " + kineto("tb_ranks"));
+  CHECK(info.out.find("device 1 (CUDA, NVIDIA H100 80GB HBM3") != std::string::npos);
   CHECK(r["fidelity"]["allocs_matched"] == r["fidelity"]["allocs_compared"]);
   // The same files joined by commas.
   std::string a = kineto("tb_ranks/host_100.1700000000000.pt.trace.json"),

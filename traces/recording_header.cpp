@@ -96,11 +96,16 @@ void describe_kineto(const nlohmann::json& k, std::vector<std::string>* lines) {
                       "of no live block, skipped",
                       n(d, "device"), n(d, "frees_missing"), n(d, "frees_skipped")));
   }
-  if (auto h = k.find("host"); h != k.end() && h->is_object())
-    lines->push_back(
-        fmt::format("host memory (CPU events, space host of device {}): {} allocations, {} frees, {} live "
-                    "before the window",
-                    n(*h, "device"), n(*h, "allocations"), n(*h, "frees"), human_bytes(n(*h, "live_before_bytes"))));
+  // One host section, or one per rank of a set (`hosts`).
+  std::vector<nlohmann::json> hosts;
+  if (auto h = k.find("host"); h != k.end() && h->is_object()) hosts.push_back(*h);
+  if (auto h = k.find("hosts"); h != k.end() && h->is_array())
+    for (const auto& x : *h)
+      if (x.is_object()) hosts.push_back(x);
+  for (const auto& h : hosts)
+    lines->push_back(fmt::format(
+        "host memory (CPU events, space host of device {}): {} allocations, {} frees, {} live before the window",
+        n(h, "device"), n(h, "allocations"), n(h, "frees"), human_bytes(n(h, "live_before_bytes"))));
   if (n(k, "skipped_other_device_events"))
     lines->push_back(fmt::format("not imported: {} memory events of other device types (neither CPU, CUDA nor HIP)",
                                  n(k, "skipped_other_device_events")));

@@ -100,7 +100,7 @@ class SetReader : public TraceReader {
     // — ranks numbered onto one device would be replayed as one GPU.
     const bool by_rank = named && std::all_of(used.begin(), used.end(), [](const auto& u) { return u.size() == 1; });
     nlohmann::json members = nlohmann::json::array(), names = nlohmann::json::object(),
-                   recorded = nlohmann::json::array();
+                   recorded = nlohmann::json::array(), kineto;
     std::uint64_t next_device = 0;
     for (size_t i = 0; i < files.size(); ++i) {
       Member m;
@@ -129,6 +129,30 @@ class SetReader : public TraceReader {
               d["device"] = it->second;
               recorded.push_back(d);
             }
+      // A profiler trace's own figures per device (info shows them): every rank's, renumbered.
+      if (h.is_object() && h.contains("kineto") && h["kineto"].is_object()) {
+        nlohmann::json k = h["kineto"];
+        auto renumber = [&](nlohmann::json& d) {
+          if (d.is_object() && d.contains("device") && d["device"].is_number_unsigned())
+            if (auto it = m.device.find(d["device"].get<std::uint32_t>()); it != m.device.end())
+              d["device"] = it->second;
+        };
+        if (!kineto.is_object()) {
+          kineto = k;
+          kineto.erase("rank");  // each file's own (the set's devices are named by rank)
+          kineto.erase("world_size");
+          kineto["devices"] = nlohmann::json::array();
+          kineto["events"] = 0;
+          kineto.erase("host");
+        }
+        kineto["events"] = kineto["events"].get<std::uint64_t>() + k.value("events", std::uint64_t{0});
+        for (auto d : k.value("devices", nlohmann::json::array())) renumber(d), kineto["devices"].push_back(d);
+        if (k.contains("host")) {
+          nlohmann::json host = k["host"];
+          renumber(host);
+          kineto["hosts"].push_back(host);
+        }
+      }
       members.push_back({{"file", files[i]}, {"devices", devs}});
       m.stack_base = static_cast<std::uint64_t>(i) << 40;  // distinct stack ids per file
       members_.push_back(std::move(m));
@@ -137,6 +161,7 @@ class SetReader : public TraceReader {
     header_.erase("recorded_devices");
     header_.erase("rank");  // each file's own
     if (!recorded.empty()) header_["recorded_devices"] = recorded;
+    if (kineto.is_object()) header_["kineto"] = kineto;
     header_["recording_set"] = members;
     header_["device_names"] = names;
     set_header(header_);
