@@ -1,7 +1,9 @@
 #include "traces/kineto_layout.h"
 
 #include <algorithm>
+#include <deque>
 #include <map>
+#include <mutex>
 #include <optional>
 #include <set>
 #include <unordered_map>
@@ -291,7 +293,7 @@ class Inference {
           Hypothesis h2 = h;
           if (!apply(c.first, &h2) || (c.second && !apply(*c.second, &h2))) continue;
           tried.insert(c);
-          auto [s2, m2] = evaluate(h2);
+          auto [s2, m2] = evaluate(h2, Bar{follow_first, key(best ? std::get<0>(*best) : score)});
           if (key(s2) > key(score) && (!best || key(s2) > key(std::get<0>(*best))))
             best.emplace(s2, std::move(h2), std::move(m2));
           if (out_.replays >= budget) break;
@@ -426,15 +428,31 @@ class Inference {
     return r;
   }
 
+  // What a state must beat to be kept: its score, ranked first by the replay that follows the
+  // recording (`follow_first`) or by the free-running one.
+  struct Bar {
+    bool follow_first = false;
+    Score key{0, 0};  // (the first ranked, the second)
+  };
   // Replays the window from the hypothesis: (free-running matches, matches when every allocation
-  // is put where it was recorded), and the misses of the second.
-  std::pair<Score, std::vector<Miss>> evaluate(const Hypothesis& h) {
+  // is put where it was recorded), and the misses of the second. With a bar, the replay that ranks
+  // first runs first, and a replay stops as soon as the allocations left cannot lift it over the
+  // bar (its score is then {0, 0}: the state is not kept, whatever the rest would have given).
+  std::pair<Score, std::vector<Miss>> evaluate(const Hypothesis& h, std::optional<Bar> bar = std::nullopt) {
     ++out_.replays;
     Built b = build(h);
     if (!b.valid) return {{0, 0}, {}};
     Score score{0, 0};
     std::vector<Miss> misses;
-    for (int follow = 0; follow < 2; ++follow) {
+    const bool follow_first = bar && bar->follow_first;
+    for (int pass = 0; pass < 2; ++pass) {
+      const int follow = follow_first ? 1 - pass : pass;
+      std::uint64_t& matched = follow ? score.second : score.first;
+      // The most this pass may reach and still not pass the bar (none: it passes whatever it reaches).
+      std::optional<std::uint64_t> under;
+      if (bar && pass == 0) under = bar->key.first ? std::optional(bar->key.first - 1) : std::nullopt;
+      if (bar && pass == 1 && (follow_first ? score.second : score.first) == bar->key.first) under = bar->key.second;
+      std::uint64_t left = allocs_;
       Replay r = initial(b, h);
       std::unordered_map<std::uint64_t, std::uint64_t> at;  // recorded address → the model's
       for (const auto& [x, size] : pre_) at[x] = x;
@@ -450,10 +468,12 @@ class Inference {
           continue;
         }
         const Bytes size = static_cast<Bytes>(e.bytes);
+        if (under && matched + left <= *under) return {{0, 0}, {}};
+        --left;
         Miss m{x, size, r.block_at(x), r.best(size)};
         auto got = r.malloc(size, x, out_.growth[i]);
         if (got == x) {
-          ++(follow ? score.second : score.first);
+          ++matched;
           at[x] = x;
           continue;
         }
@@ -466,6 +486,7 @@ class Inference {
         if (out_.growth[i]) r.ensure_segment(x, out_.growth[i], size <= kSmallSize);
         if (r.carve(x, size)) at[x] = x;
       }
+      if (under && matched <= *under) return {{0, 0}, {}};
     }
     return {score, std::move(misses)};
   }
@@ -687,7 +708,32 @@ class Inference {
 
 KinetoLayout infer_kineto_layout(std::span<const KinetoMemEvent> events) {
   if (events.empty()) return {};
-  return Inference(events).run();
+  // A run opens its trace once per pass (the replay, its peaks, advice, ...), and each open reads
+  // the same events: the layout, a function of them alone, is searched for once and kept for the
+  // last few lists of events.
+  struct Kept {
+    std::vector<KinetoMemEvent> events;
+    KinetoLayout layout;
+  };
+  static std::mutex mu;
+  static std::deque<Kept> kept;
+  constexpr size_t kKept = 8;
+  auto same = [&](const Kept& k) {
+    return std::equal(k.events.begin(), k.events.end(), events.begin(), events.end(), [](const auto& a, const auto& b) {
+      return a.addr == b.addr && a.bytes == b.bytes && a.total_allocated == b.total_allocated &&
+             a.total_reserved == b.total_reserved;
+    });
+  };
+  {
+    std::lock_guard lock(mu);
+    for (const Kept& k : kept)
+      if (same(k)) return k.layout;
+  }
+  KinetoLayout layout = Inference(events).run();
+  std::lock_guard lock(mu);
+  kept.push_back({{events.begin(), events.end()}, layout});
+  if (kept.size() > kKept) kept.pop_front();
+  return layout;
 }
 
 }  // namespace fragsim
