@@ -21,8 +21,12 @@ constexpr Bytes kLargeBuffer = 20 * kMiB;      // the segment a large request un
 constexpr Bytes kMinLargeSegment = 10 * kMiB;  // larger requests obtain their size rounded up to 2 MiB
 constexpr Bytes kMinBlock = 512;
 // Events each of the layout's two searches may replay (a replay of n events costs 2n: free-running,
-// then following the recording), a few seconds at most.
+// then following the recording), a few seconds at most; and replays, for a short window (a step
+// tries every change its misses suggest: a few hundred replays in a window of the T4 ResNet-50).
 constexpr std::uint64_t kReplayBudget = 20'000'000;
+constexpr std::uint64_t kMaxReplays = 2'000;
+// The free bytes the search tries next to a block grow by this factor (see grow in candidates).
+constexpr Bytes kGrowStep = 4;
 // Addresses a state reproduces: free-running, then with every allocation put where it was recorded.
 using Score = std::pair<std::uint64_t, std::uint64_t>;
 
@@ -282,7 +286,8 @@ class Inference {
   std::pair<Score, Hypothesis> search(bool follow_first) {
     Hypothesis h;
     auto [score, misses] = evaluate(h);
-    const std::uint64_t budget = out_.replays + std::clamp<std::uint64_t>(kReplayBudget / (2 * ev_.size() + 1), 4, 400);
+    const std::uint64_t budget =
+        out_.replays + std::clamp<std::uint64_t>(kReplayBudget / (2 * ev_.size() + 1), 4, kMaxReplays);
     auto key = [&](const Score& s) { return follow_first ? Score{s.second, s.first} : s; };
     std::set<Move> tried;  // from the current state
     while (!misses.empty() && out_.replays < budget) {
@@ -499,9 +504,12 @@ class Inference {
       for (const auto& [a, z] : b.untouched)
         if (a >= lo && z <= hi && h.freed.count(a) == (freed ? 1u : 0u)) f(a);
     };
-    // The block v larger: an untouched range beside it free, whole or only its `want` bytes next to
-    // v (kept in the change: the bytes that stay live), or a freed range beside it with `want`
-    // fewer of its live bytes next to v.
+    // The block v larger: an untouched range beside it free, whole or only some bytes next to v
+    // (kept in the change: the bytes that stay live) — 512, `want`, or `want` × 4, × 16, ... — or a
+    // freed range beside it with `want` fewer of its live bytes next to v. What a request leaves
+    // of v is a free block in its turn, which a later request takes unless it is larger than the
+    // block that request was given (a 512 B one takes the next 512 B request): how much larger the
+    // real block was, only replays tell, so the search tries growing amounts.
     auto grow = [&](const Replay::View& v, Bytes want) {
       std::vector<Change> g;
       const std::uint64_t end = v.addr + v.size;
@@ -509,8 +517,10 @@ class Inference {
         if (!h.freed.count(a)) {
           if (a != end && z != v.addr) continue;
           g.push_back({Change::kFree, a, 0});
-          for (Bytes w : {kMinBlock, want})
-            if (z - a > w) g.push_back({a == end ? Change::kFreeHead : Change::kFreeTail, a, z - a - w});
+          const auto kind = a == end ? Change::kFreeHead : Change::kFreeTail;
+          if (z - a > kMinBlock) g.push_back({kind, a, z - a - kMinBlock});
+          for (Bytes w = want; w > 0 && w < z - a; w *= kGrowStep)
+            if (w != kMinBlock) g.push_back({kind, a, z - a - w});
           continue;
         }
         auto k = h.kept.find(a);
