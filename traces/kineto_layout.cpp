@@ -191,12 +191,14 @@ struct Change {
 };
 
 // One step of the search: a change, or two that help only together (x's block smaller and the
-// block taken instead larger than that).
+// block taken instead larger than that), or one change to an untouched range made to every range
+// laid out alike (`alike`: their starts).
 struct Move {
   Change first;
   std::optional<Change> second;
+  std::vector<std::uint64_t> alike;
   Move(Change c, std::optional<Change> then = std::nullopt) : first(c), second(then) {}  // implicit: one change
-  bool operator<(const Move& o) const { return std::tie(first, second) < std::tie(o.first, o.second); }
+  bool operator<(const Move& o) const { return std::tie(first, second, alike) < std::tie(o.first, o.second, o.alike); }
 };
 
 // A miss of the replay with every allocation put where it was recorded.
@@ -296,7 +298,7 @@ class Inference {
         for (const Move& c : candidates(m, h)) {
           if (tried.count(c)) continue;
           Hypothesis h2 = h;
-          if (!apply(c.first, &h2) || (c.second && !apply(*c.second, &h2))) continue;
+          if (!apply(c, &h2)) continue;
           tried.insert(c);
           auto [s2, m2] = evaluate(h2, Bar{follow_first, key(best ? std::get<0>(*best) : score)});
           if (key(s2) > key(score) && (!best || key(s2) > key(std::get<0>(*best))))
@@ -612,7 +614,54 @@ class Inference {
         }
       }
     }
+    add_alike(b, h, &c);
     return c;
+  }
+
+  // A program repeats itself (layer after layer), and so does the allocator's memory: segments of
+  // one size whose blocks lie alike. A change that one of them needs, the others may need too, and
+  // one at a time each trades a miss for another (the block made larger is no longer the smallest,
+  // and one left alike takes its request). So each change to an untouched range is also tried in
+  // every range that starts at the same offset of a segment of the same size, is as long and is
+  // held as it is (free or live, the same bytes kept).
+  void add_alike(const Built& b, const Hypothesis& h, std::vector<Move>* moves) const {
+    using Shape = std::tuple<Bytes, std::uint64_t, Bytes, bool, std::pair<Bytes, Bytes>>;
+    auto shape = [&](std::uint64_t a, std::uint64_t z) -> std::optional<Shape> {
+      auto s = std::upper_bound(b.segments.begin(), b.segments.end(), a,
+                                [](std::uint64_t x, const KinetoLayout::Segment& g) { return x < g.base.value(); });
+      if (s == b.segments.begin()) return std::nullopt;
+      --s;
+      auto k = h.kept.find(a);
+      return Shape{s->size, a - s->base.value(), z - a, h.freed.count(a) > 0,
+                   k == h.kept.end() ? std::pair<Bytes, Bytes>{} : k->second};
+    };
+    std::map<Shape, std::vector<std::uint64_t>> by_shape;
+    std::map<std::uint64_t, Shape> of;
+    for (const auto& [a, z] : b.untouched)
+      if (auto sh = shape(a, z)) {
+        by_shape[*sh].push_back(a);
+        of.emplace(a, *sh);
+      }
+    const size_t n = moves->size();
+    for (size_t i = 0; i < n; ++i) {
+      const Move& mv = (*moves)[i];
+      if (mv.second || mv.first.kind == Change::kBound || mv.first.kind == Change::kExtend) continue;
+      auto sh = of.find(mv.first.at);
+      if (sh == of.end()) continue;
+      const auto& same = by_shape[sh->second];
+      if (same.size() < 2) continue;
+      Move all = mv;
+      for (std::uint64_t a : same)
+        if (a != mv.first.at) all.alike.push_back(a);
+      moves->push_back(std::move(all));
+    }
+  }
+
+  bool apply(const Move& m, Hypothesis* h) const {
+    if (!apply(m.first, h) || (m.second && !apply(*m.second, h))) return false;
+    for (std::uint64_t a : m.alike)
+      if (!apply(Change{m.first.kind, a, m.first.bytes}, h)) return false;
+    return true;
   }
 
   bool apply(const Change& c, Hypothesis* h) const {
