@@ -29,7 +29,9 @@
 // touched-free range's untouched tail free (a block the real allocator preferred was larger), or
 // only the bytes next to that block that make it larger — 512, or as many as the block best fit
 // took instead needs to pass it (best fit takes the smallest on (size, address): a block passed
-// over at a lower address was larger) — a segment extended from the left-over reserved memory
+// over at a lower address was larger), or those bytes × 4, × 16, ... (what a request leaves of
+// the block is a free block that a later request takes unless it is larger than that request's
+// block) — a segment extended from the left-over reserved memory
 // (the same, at a segment's end: as far as a miss needs, or by all of it that the live bytes not
 // yet placed leave; also past an untouched range after its last block, then free),
 // a boundary or a live range cutting a free block the real
@@ -37,12 +39,17 @@
 // that leaves that block just under the request (or from its end, when the free block must start
 // at the address: a block of 512 B before it), since memory allocated before the window need not
 // fill a whole untouched range — or two at once: the recorded block smaller and the one taken
-// instead larger than that. A change is kept when a replay of the window through this model of
-// the allocator reproduces more addresses; the search stops when no change helps or its budget
-// (about 2·10^7 replayed events) is spent. It runs twice, ranking states first by a
-// free-running replay's matches, then by those of a replay that puts every allocation where it
-// was recorded (steps the first refuses: the free-running replay drifts until a later change puts
-// it right); the state whose free-running replay reproduces more is kept.
+// instead larger than that. A change to an untouched range is also tried in every range laid out
+// alike (the same offset of a segment of the same size, as long, held the same way: a program
+// repeats itself, and one such change at a time trades a miss for another). A change is kept when
+// a replay of the window through this model of the allocator reproduces more addresses (a replay
+// stops once the allocations left cannot make it the best); the search stops when no change helps
+// or its budget (about 2·10^7 replayed events, at most 2,000 replays) is spent. It runs twice,
+// ranking states first by a free-running replay's matches, then by those of a replay that puts
+// every allocation where it was recorded (steps the first refuses: the free-running replay drifts
+// until a later change puts it right); the state whose free-running replay reproduces more is kept.
+// A run reads its trace once per pass: the layout of a list of events is searched for once and
+// kept (the last few lists).
 //
 // The model here (Replay, in kineto_layout.cpp) is the inference's own: blocks, segments, best
 // fit and merging only, as the traces show them (one stream; no expandable segments, releases or
