@@ -294,18 +294,40 @@ class Inference {
     std::set<Move> tried;  // from the current state
     while (!misses.empty() && out_.replays < budget) {
       std::optional<std::tuple<Score, Hypothesis, std::vector<Miss>>> best;
+      auto consider = [&](Hypothesis h2) {
+        auto [s2, m2] = evaluate(h2, Bar{follow_first, key(best ? std::get<0>(*best) : score)});
+        if (key(s2) > key(score) && (!best || key(s2) > key(std::get<0>(*best))))
+          best.emplace(s2, std::move(h2), std::move(m2));
+      };
       for (const Miss& m : misses) {
         for (const Move& c : candidates(m, h)) {
           if (tried.count(c)) continue;
           Hypothesis h2 = h;
           if (!apply(c, &h2)) continue;
           tried.insert(c);
-          auto [s2, m2] = evaluate(h2, Bar{follow_first, key(best ? std::get<0>(*best) : score)});
-          if (key(s2) > key(score) && (!best || key(s2) > key(std::get<0>(*best))))
-            best.emplace(s2, std::move(h2), std::move(m2));
+          consider(std::move(h2));
           if (out_.replays >= budget) break;
         }
         if (out_.replays >= budget) break;
+      }
+      // None helps: a change after which best fit takes another block for the same allocation may
+      // help with one that this block suggests (the block taken made larger, the next one taken
+      // larger still: two alike blocks and a third, each of which alone only moves the miss).
+      for (size_t i = 0; !best && i < misses.size() && out_.replays < budget; ++i) {
+        const Miss& m = misses[i];
+        for (const Move& c : candidates(m, h)) {
+          Hypothesis h2 = h;
+          if (!apply(c, &h2)) continue;
+          auto [s2, m2] = evaluate(h2);
+          auto again = std::find_if(m2.begin(), m2.end(), [&](const Miss& n) { return n.x == m.x; });
+          if (again == m2.end() || !again->chosen.found || again->chosen.addr == m.chosen.addr) continue;
+          for (const Move& c2 : candidates(*again, h2)) {
+            Hypothesis h3 = h2;
+            if (apply(c2, &h3)) consider(std::move(h3));
+            if (out_.replays >= budget) break;
+          }
+          if (out_.replays >= budget) break;
+        }
       }
       if (!best) break;
       std::tie(score, h, misses) = std::move(*best);

@@ -41,7 +41,9 @@
 // fill a whole untouched range — or two at once: the recorded block smaller and the one taken
 // instead larger than that. A change to an untouched range is also tried in every range laid out
 // alike (the same offset of a segment of the same size, as long, held the same way: a program
-// repeats itself, and one such change at a time trades a miss for another). A change is kept when
+// repeats itself, and one such change at a time trades a miss for another). When none helps, a
+// change after which best fit takes yet another block for the same allocation is tried with each
+// change that block suggests (the second only helps after the first). A change is kept when
 // a replay of the window through this model of the allocator reproduces more addresses (a replay
 // stops once the allocations left cannot make it the best); the search stops when no change helps
 // or its budget (about 2·10^7 replayed events, at most 2,000 replays) is spent. It runs twice,
