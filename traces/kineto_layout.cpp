@@ -628,8 +628,13 @@ class Inference {
           }
           Bytes need = bx.found && bx.size > z.size ? bx.size - z.size + 1 : kSegmentUnit;
           need = up(need, kSegmentUnit);
-          if (s.size + need < kLargeBuffer) need = kLargeBuffer - s.size;
-          c.push_back({Change{Change::kExtend, s.base.value(), need}, tail});
+          // As far as that, when the segment is then a large one (obtained for a request of 10 MiB
+          // or more: its size rounded up to 2 MiB), or to 20 MiB (for an earlier, smaller one).
+          if (s.size + need >= kMinLargeSegment) c.push_back({Change{Change::kExtend, s.base.value(), need}, tail});
+          if (s.size + need < kLargeBuffer) {
+            need = kLargeBuffer - s.size;
+            c.push_back({Change{Change::kExtend, s.base.value(), need}, tail});
+          }
           // Or by all the reserved memory no segment of the window holds yet, less what the live
           // bytes not yet placed need: the segment the window saw only the start of.
           if (spare > need) c.push_back({Change{Change::kExtend, s.base.value(), spare}, tail});
