@@ -310,18 +310,27 @@ class Inference {
         }
         if (out_.replays >= budget) break;
       }
-      // None helps: a change after which best fit takes another block for the same allocation may
-      // help with one that this block suggests (the block taken made larger, the next one taken
-      // larger still: two alike blocks and a third, each of which alone only moves the miss).
+      // None helps: a change that only moves a miss may help with one that the miss it leaves
+      // suggests — best fit taking another block for the same allocation (the block taken made
+      // larger, the next one taken larger still: alike blocks and a third), or the allocation
+      // placed as recorded and a later one not (a segment made longer, and the one a later request
+      // then passes over longer still).
+      auto same = [](const Miss& a, const Miss& b) { return a.x == b.x && a.size == b.size; };
       for (size_t i = 0; !best && i < misses.size() && out_.replays < budget; ++i) {
         const Miss& m = misses[i];
         for (const Move& c : candidates(m, h)) {
           Hypothesis h2 = h;
           if (!apply(c, &h2)) continue;
           auto [s2, m2] = evaluate(h2);
-          auto again = std::find_if(m2.begin(), m2.end(), [&](const Miss& n) { return n.x == m.x; });
-          if (again == m2.end() || !again->chosen.found || again->chosen.addr == m.chosen.addr) continue;
-          for (const Move& c2 : candidates(*again, h2)) {
+          auto next = std::find_if(m2.begin(), m2.end(), [&](const Miss& n) { return same(n, m); });
+          if (next == m2.end())
+            next = std::find_if(m2.begin(), m2.end(), [&](const Miss& n) {
+              return std::none_of(misses.begin(), misses.end(), [&](const Miss& o) { return same(n, o); });
+            });
+          else if (!next->chosen.found || next->chosen.addr == m.chosen.addr)
+            continue;
+          if (next == m2.end()) continue;
+          for (const Move& c2 : candidates(*next, h2)) {
             Hypothesis h3 = h2;
             if (apply(c2, &h3)) consider(std::move(h3));
             if (out_.replays >= budget) break;

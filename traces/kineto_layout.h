@@ -32,8 +32,9 @@
 // over at a lower address was larger), or those bytes × 4, × 16, ... (what a request leaves of
 // the block is a free block that a later request takes unless it is larger than that request's
 // block) — a segment extended from the left-over reserved memory
-// (the same, at a segment's end: as far as a miss needs, or by all of it that the live bytes not
-// yet placed leave; also past an untouched range after its last block, then free),
+// (the same, at a segment's end: as far as a miss needs when it is then 10 MiB or more, or to
+// 20 MiB, or by all of it that the live bytes not yet placed leave; also past an untouched range
+// after its last block, then free),
 // a boundary or a live range cutting a free block the real
 // allocator did not take — or, inside an untouched range taken as free, live bytes from the point
 // that leaves that block just under the request (or from its end, when the free block must start
@@ -42,8 +43,9 @@
 // instead larger than that. A change to an untouched range is also tried in every range laid out
 // alike (the same offset of a segment of the same size, as long, held the same way: a program
 // repeats itself, and one such change at a time trades a miss for another). When none helps, a
-// change after which best fit takes yet another block for the same allocation is tried with each
-// change that block suggests (the second only helps after the first). A change is kept when
+// change that only moves a miss is tried with each change the miss it leaves suggests (best fit
+// taking yet another block for the same allocation, or that allocation placed as recorded and a
+// later one not: the second change only helps after the first). A change is kept when
 // a replay of the window through this model of the allocator reproduces more addresses (a replay
 // stops once the allocations left cannot make it the best); the search stops when no change helps
 // or its budget (about 2·10^7 replayed events, at most 2,000 replays) is spent. It runs twice,
