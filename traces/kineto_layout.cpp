@@ -1,7 +1,9 @@
 #include "traces/kineto_layout.h"
 
 #include <algorithm>
+#include <deque>
 #include <map>
+#include <mutex>
 #include <optional>
 #include <set>
 #include <unordered_map>
@@ -19,8 +21,12 @@ constexpr Bytes kLargeBuffer = 20 * kMiB;      // the segment a large request un
 constexpr Bytes kMinLargeSegment = 10 * kMiB;  // larger requests obtain their size rounded up to 2 MiB
 constexpr Bytes kMinBlock = 512;
 // Events each of the layout's two searches may replay (a replay of n events costs 2n: free-running,
-// then following the recording), a few seconds at most.
+// then following the recording), a few seconds at most; and replays, for a short window (a step
+// tries every change its misses suggest: a few hundred replays in a window of the T4 ResNet-50).
 constexpr std::uint64_t kReplayBudget = 20'000'000;
+constexpr std::uint64_t kMaxReplays = 2'000;
+// The free bytes the search tries next to a block grow by this factor (see grow in candidates).
+constexpr Bytes kGrowStep = 4;
 // Addresses a state reproduces: free-running, then with every allocation put where it was recorded.
 using Score = std::pair<std::uint64_t, std::uint64_t>;
 
@@ -185,12 +191,14 @@ struct Change {
 };
 
 // One step of the search: a change, or two that help only together (x's block smaller and the
-// block taken instead larger than that).
+// block taken instead larger than that), or one change to an untouched range made to every range
+// laid out alike (`alike`: their starts).
 struct Move {
   Change first;
   std::optional<Change> second;
+  std::vector<std::uint64_t> alike;
   Move(Change c, std::optional<Change> then = std::nullopt) : first(c), second(then) {}  // implicit: one change
-  bool operator<(const Move& o) const { return std::tie(first, second) < std::tie(o.first, o.second); }
+  bool operator<(const Move& o) const { return std::tie(first, second, alike) < std::tie(o.first, o.second, o.alike); }
 };
 
 // A miss of the replay with every allocation put where it was recorded.
@@ -280,23 +288,55 @@ class Inference {
   std::pair<Score, Hypothesis> search(bool follow_first) {
     Hypothesis h;
     auto [score, misses] = evaluate(h);
-    const std::uint64_t budget = out_.replays + std::clamp<std::uint64_t>(kReplayBudget / (2 * ev_.size() + 1), 4, 400);
+    const std::uint64_t budget =
+        out_.replays + std::clamp<std::uint64_t>(kReplayBudget / (2 * ev_.size() + 1), 4, kMaxReplays);
     auto key = [&](const Score& s) { return follow_first ? Score{s.second, s.first} : s; };
     std::set<Move> tried;  // from the current state
     while (!misses.empty() && out_.replays < budget) {
       std::optional<std::tuple<Score, Hypothesis, std::vector<Miss>>> best;
+      auto consider = [&](Hypothesis h2) {
+        auto [s2, m2] = evaluate(h2, Bar{follow_first, key(best ? std::get<0>(*best) : score)});
+        if (key(s2) > key(score) && (!best || key(s2) > key(std::get<0>(*best))))
+          best.emplace(s2, std::move(h2), std::move(m2));
+      };
       for (const Miss& m : misses) {
         for (const Move& c : candidates(m, h)) {
           if (tried.count(c)) continue;
           Hypothesis h2 = h;
-          if (!apply(c.first, &h2) || (c.second && !apply(*c.second, &h2))) continue;
+          if (!apply(c, &h2)) continue;
           tried.insert(c);
-          auto [s2, m2] = evaluate(h2);
-          if (key(s2) > key(score) && (!best || key(s2) > key(std::get<0>(*best))))
-            best.emplace(s2, std::move(h2), std::move(m2));
+          consider(std::move(h2));
           if (out_.replays >= budget) break;
         }
         if (out_.replays >= budget) break;
+      }
+      // None helps: a change that only moves a miss may help with one that the miss it leaves
+      // suggests — best fit taking another block for the same allocation (the block taken made
+      // larger, the next one taken larger still: alike blocks and a third), or the allocation
+      // placed as recorded and a later one not (a segment made longer, and the one a later request
+      // then passes over longer still).
+      auto same = [](const Miss& a, const Miss& b) { return a.x == b.x && a.size == b.size; };
+      for (size_t i = 0; !best && i < misses.size() && out_.replays < budget; ++i) {
+        const Miss& m = misses[i];
+        for (const Move& c : candidates(m, h)) {
+          Hypothesis h2 = h;
+          if (!apply(c, &h2)) continue;
+          auto [s2, m2] = evaluate(h2);
+          auto next = std::find_if(m2.begin(), m2.end(), [&](const Miss& n) { return same(n, m); });
+          if (next == m2.end())
+            next = std::find_if(m2.begin(), m2.end(), [&](const Miss& n) {
+              return std::none_of(misses.begin(), misses.end(), [&](const Miss& o) { return same(n, o); });
+            });
+          else if (!next->chosen.found || next->chosen.addr == m.chosen.addr)
+            continue;
+          if (next == m2.end()) continue;
+          for (const Move& c2 : candidates(*next, h2)) {
+            Hypothesis h3 = h2;
+            if (apply(c2, &h3)) consider(std::move(h3));
+            if (out_.replays >= budget) break;
+          }
+          if (out_.replays >= budget) break;
+        }
       }
       if (!best) break;
       std::tie(score, h, misses) = std::move(*best);
@@ -426,15 +466,31 @@ class Inference {
     return r;
   }
 
+  // What a state must beat to be kept: its score, ranked first by the replay that follows the
+  // recording (`follow_first`) or by the free-running one.
+  struct Bar {
+    bool follow_first = false;
+    Score key{0, 0};  // (the first ranked, the second)
+  };
   // Replays the window from the hypothesis: (free-running matches, matches when every allocation
-  // is put where it was recorded), and the misses of the second.
-  std::pair<Score, std::vector<Miss>> evaluate(const Hypothesis& h) {
+  // is put where it was recorded), and the misses of the second. With a bar, the replay that ranks
+  // first runs first, and a replay stops as soon as the allocations left cannot lift it over the
+  // bar (its score is then {0, 0}: the state is not kept, whatever the rest would have given).
+  std::pair<Score, std::vector<Miss>> evaluate(const Hypothesis& h, std::optional<Bar> bar = std::nullopt) {
     ++out_.replays;
     Built b = build(h);
     if (!b.valid) return {{0, 0}, {}};
     Score score{0, 0};
     std::vector<Miss> misses;
-    for (int follow = 0; follow < 2; ++follow) {
+    const bool follow_first = bar && bar->follow_first;
+    for (int pass = 0; pass < 2; ++pass) {
+      const int follow = follow_first ? 1 - pass : pass;
+      std::uint64_t& matched = follow ? score.second : score.first;
+      // The most this pass may reach and still not pass the bar (none: it passes whatever it reaches).
+      std::optional<std::uint64_t> under;
+      if (bar && pass == 0) under = bar->key.first ? std::optional(bar->key.first - 1) : std::nullopt;
+      if (bar && pass == 1 && (follow_first ? score.second : score.first) == bar->key.first) under = bar->key.second;
+      std::uint64_t left = allocs_;
       Replay r = initial(b, h);
       std::unordered_map<std::uint64_t, std::uint64_t> at;  // recorded address → the model's
       for (const auto& [x, size] : pre_) at[x] = x;
@@ -450,10 +506,12 @@ class Inference {
           continue;
         }
         const Bytes size = static_cast<Bytes>(e.bytes);
+        if (under && matched + left <= *under) return {{0, 0}, {}};
+        --left;
         Miss m{x, size, r.block_at(x), r.best(size)};
         auto got = r.malloc(size, x, out_.growth[i]);
         if (got == x) {
-          ++(follow ? score.second : score.first);
+          ++matched;
           at[x] = x;
           continue;
         }
@@ -466,6 +524,7 @@ class Inference {
         if (out_.growth[i]) r.ensure_segment(x, out_.growth[i], size <= kSmallSize);
         if (r.carve(x, size)) at[x] = x;
       }
+      if (under && matched <= *under) return {{0, 0}, {}};
     }
     return {score, std::move(misses)};
   }
@@ -478,9 +537,12 @@ class Inference {
       for (const auto& [a, z] : b.untouched)
         if (a >= lo && z <= hi && h.freed.count(a) == (freed ? 1u : 0u)) f(a);
     };
-    // The block v larger: an untouched range beside it free, whole or only its `want` bytes next to
-    // v (kept in the change: the bytes that stay live), or a freed range beside it with `want`
-    // fewer of its live bytes next to v.
+    // The block v larger: an untouched range beside it free, whole or only some bytes next to v
+    // (kept in the change: the bytes that stay live) — 512, `want`, or `want` × 4, × 16, ... — or a
+    // freed range beside it with `want` fewer of its live bytes next to v. What a request leaves
+    // of v is a free block in its turn, which a later request takes unless it is larger than the
+    // block that request was given (a 512 B one takes the next 512 B request): how much larger the
+    // real block was, only replays tell, so the search tries growing amounts.
     auto grow = [&](const Replay::View& v, Bytes want) {
       std::vector<Change> g;
       const std::uint64_t end = v.addr + v.size;
@@ -488,8 +550,10 @@ class Inference {
         if (!h.freed.count(a)) {
           if (a != end && z != v.addr) continue;
           g.push_back({Change::kFree, a, 0});
-          for (Bytes w : {kMinBlock, want})
-            if (z - a > w) g.push_back({a == end ? Change::kFreeHead : Change::kFreeTail, a, z - a - w});
+          const auto kind = a == end ? Change::kFreeHead : Change::kFreeTail;
+          if (z - a > kMinBlock) g.push_back({kind, a, z - a - kMinBlock});
+          for (Bytes w = want; w > 0 && w < z - a; w *= kGrowStep)
+            if (w != kMinBlock) g.push_back({kind, a, z - a - w});
           continue;
         }
         auto k = h.kept.find(a);
@@ -573,15 +637,67 @@ class Inference {
           }
           Bytes need = bx.found && bx.size > z.size ? bx.size - z.size + 1 : kSegmentUnit;
           need = up(need, kSegmentUnit);
-          if (s.size + need < kLargeBuffer) need = kLargeBuffer - s.size;
-          c.push_back({Change{Change::kExtend, s.base.value(), need}, tail});
+          // As far as that, when the segment is then a large one (obtained for a request of 10 MiB
+          // or more: its size rounded up to 2 MiB), or to 20 MiB (for an earlier, smaller one).
+          if (s.size + need >= kMinLargeSegment) c.push_back({Change{Change::kExtend, s.base.value(), need}, tail});
+          if (s.size + need < kLargeBuffer) {
+            need = kLargeBuffer - s.size;
+            c.push_back({Change{Change::kExtend, s.base.value(), need}, tail});
+          }
           // Or by all the reserved memory no segment of the window holds yet, less what the live
           // bytes not yet placed need: the segment the window saw only the start of.
           if (spare > need) c.push_back({Change{Change::kExtend, s.base.value(), spare}, tail});
         }
       }
     }
+    add_alike(b, h, &c);
     return c;
+  }
+
+  // A program repeats itself (layer after layer), and so does the allocator's memory: segments of
+  // one size whose blocks lie alike. A change that one of them needs, the others may need too, and
+  // one at a time each trades a miss for another (the block made larger is no longer the smallest,
+  // and one left alike takes its request). So each change to an untouched range is also tried in
+  // every range that starts at the same offset of a segment of the same size, is as long and is
+  // held as it is (free or live, the same bytes kept).
+  void add_alike(const Built& b, const Hypothesis& h, std::vector<Move>* moves) const {
+    using Shape = std::tuple<Bytes, std::uint64_t, Bytes, bool, std::pair<Bytes, Bytes>>;
+    auto shape = [&](std::uint64_t a, std::uint64_t z) -> std::optional<Shape> {
+      auto s = std::upper_bound(b.segments.begin(), b.segments.end(), a,
+                                [](std::uint64_t x, const KinetoLayout::Segment& g) { return x < g.base.value(); });
+      if (s == b.segments.begin()) return std::nullopt;
+      --s;
+      auto k = h.kept.find(a);
+      return Shape{s->size, a - s->base.value(), z - a, h.freed.count(a) > 0,
+                   k == h.kept.end() ? std::pair<Bytes, Bytes>{} : k->second};
+    };
+    std::map<Shape, std::vector<std::uint64_t>> by_shape;
+    std::map<std::uint64_t, Shape> of;
+    for (const auto& [a, z] : b.untouched)
+      if (auto sh = shape(a, z)) {
+        by_shape[*sh].push_back(a);
+        of.emplace(a, *sh);
+      }
+    const size_t n = moves->size();
+    for (size_t i = 0; i < n; ++i) {
+      const Move& mv = (*moves)[i];
+      if (mv.second || mv.first.kind == Change::kBound || mv.first.kind == Change::kExtend) continue;
+      auto sh = of.find(mv.first.at);
+      if (sh == of.end()) continue;
+      const auto& same = by_shape[sh->second];
+      if (same.size() < 2) continue;
+      Move all = mv;
+      for (std::uint64_t a : same)
+        if (a != mv.first.at) all.alike.push_back(a);
+      moves->push_back(std::move(all));
+    }
+  }
+
+  bool apply(const Move& m, Hypothesis* h) const {
+    if (!apply(m.first, h) || (m.second && !apply(*m.second, h))) return false;
+    for (std::uint64_t a : m.alike)
+      if (!apply(Change{m.first.kind, a, m.first.bytes}, h)) return false;
+    return true;
   }
 
   bool apply(const Change& c, Hypothesis* h) const {
@@ -687,7 +803,32 @@ class Inference {
 
 KinetoLayout infer_kineto_layout(std::span<const KinetoMemEvent> events) {
   if (events.empty()) return {};
-  return Inference(events).run();
+  // A run opens its trace once per pass (the replay, its peaks, advice, ...), and each open reads
+  // the same events: the layout, a function of them alone, is searched for once and kept for the
+  // last few lists of events.
+  struct Kept {
+    std::vector<KinetoMemEvent> events;
+    KinetoLayout layout;
+  };
+  static std::mutex mu;
+  static std::deque<Kept> kept;
+  constexpr size_t kKept = 8;
+  auto same = [&](const Kept& k) {
+    return std::equal(k.events.begin(), k.events.end(), events.begin(), events.end(), [](const auto& a, const auto& b) {
+      return a.addr == b.addr && a.bytes == b.bytes && a.total_allocated == b.total_allocated &&
+             a.total_reserved == b.total_reserved;
+    });
+  };
+  {
+    std::lock_guard lock(mu);
+    for (const Kept& k : kept)
+      if (same(k)) return k.layout;
+  }
+  KinetoLayout layout = Inference(events).run();
+  std::lock_guard lock(mu);
+  kept.push_back({{events.begin(), events.end()}, layout});
+  if (kept.size() > kKept) kept.pop_front();
+  return layout;
 }
 
 }  // namespace fragsim

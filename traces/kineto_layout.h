@@ -18,31 +18,39 @@
 //   before    Total Reserved at the first event (less its growth) = the segments held before;
 //             Total Allocated − Bytes of the first event = the block bytes live before.
 //
-// The rest is chosen the way the allocator's own rules decide it (specs/torch-caching.md §3:
-// best fit on (size, address), a block split off its free block's low end, free neighbours
-// merged within one segment). Large segments start as the 2 MiB-aligned extents of the large
-// blocks (one shorter than a large segment can be joined to the large extent next to it); ranges
-// inside segments that no block of the window touches are taken as live (memory allocated before
-// the window); the reserved memory left over is one segment the window never uses. Then each
-// allocation of the window whose address this state would not reproduce
-// suggests a change: a segment boundary at its address (its free block must start there), a
-// touched-free range's untouched tail free (a block the real allocator preferred was larger), or
-// only the bytes next to that block that make it larger — 512, or as many as the block best fit
-// took instead needs to pass it (best fit takes the smallest on (size, address): a block passed
-// over at a lower address was larger) — a segment extended from the left-over reserved memory
-// (the same, at a segment's end: as far as a miss needs, or by all of it that the live bytes not
-// yet placed leave; also past an untouched range after its last block, then free),
-// a boundary or a live range cutting a free block the real
+// The rest is chosen the way the allocator's own rules decide it (specs/torch-caching.md §3: best
+// fit on (size, address), a block split off its free block's low end, free neighbours merged within
+// one segment). Large segments start as the 2 MiB-aligned extents of the large blocks (one shorter
+// than a large segment can be joined to the large extent next to it); ranges inside segments that
+// no block of the window touches are taken as live (memory allocated before the window); the
+// reserved memory left over is one segment the window never uses. Then each allocation of the
+// window whose address this state would not reproduce suggests a change: a segment boundary at its
+// address (its free block must start there), a touched-free range's untouched tail free (a block
+// the real allocator preferred was larger), or only the bytes next to that block that make it
+// larger — 512, or as many as the block best fit took instead needs to pass it (best fit takes the
+// smallest on (size, address): a block passed over at a lower address was larger), or those
+// bytes × 4, × 16, ... (what a request leaves of the block is a free block that a later request takes
+// unless it is larger than that request's block) — a segment extended from the left-over reserved
+// memory (the same, at a segment's end: as far as a miss needs when it is then 10 MiB or more, or
+// to 20 MiB, or by all of it that the live bytes not yet placed leave; also past an untouched range
+// after its last block, then free), a boundary or a live range cutting a free block the real
 // allocator did not take — or, inside an untouched range taken as free, live bytes from the point
-// that leaves that block just under the request (or from its end, when the free block must start
-// at the address: a block of 512 B before it), since memory allocated before the window need not
-// fill a whole untouched range — or two at once: the recorded block smaller and the one taken
-// instead larger than that. A change is kept when a replay of the window through this model of
-// the allocator reproduces more addresses; the search stops when no change helps or its budget
-// (about 2·10^7 replayed events) is spent. It runs twice, ranking states first by a
-// free-running replay's matches, then by those of a replay that puts every allocation where it
-// was recorded (steps the first refuses: the free-running replay drifts until a later change puts
-// it right); the state whose free-running replay reproduces more is kept.
+// that leaves that block just under the request (or from its end, when the free block must start at
+// the address: a block of 512 B before it), since memory allocated before the window need not fill
+// a whole untouched range — or two at once: the recorded block smaller and the one taken instead
+// larger than that. A change to an untouched range is also tried in every range laid out alike (the
+// same offset of a segment of the same size, as long, held the same way: a program repeats itself,
+// and one such change at a time trades a miss for another). When none helps, a change that only
+// moves a miss is tried with each change the miss it leaves suggests (best fit taking yet another
+// block for the same allocation, or that allocation placed as recorded and a later one not: the
+// second change only helps after the first). A change is kept when a replay of the window through
+// this model of the allocator reproduces more addresses (a replay stops once the allocations left
+// cannot make it the best); the search stops when no change helps or its budget (about 2·10^7
+// replayed events, at most 2,000 replays) is spent. It runs twice, ranking states first by a
+// free-running replay's matches, then by those of a replay that puts every allocation where it was
+// recorded (steps the first refuses: the free-running replay drifts until a later change puts it
+// right); the state whose free-running replay reproduces more is kept. A run reads its trace once
+// per pass: the layout of a list of events is searched for once and kept (the last few lists).
 //
 // The model here (Replay, in kineto_layout.cpp) is the inference's own: blocks, segments, best
 // fit and merging only, as the traces show them (one stream; no expandable segments, releases or

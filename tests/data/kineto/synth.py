@@ -242,8 +242,10 @@ def random_window(seed):
     between allocations and in any order, some blocks kept for later steps; the window begins after
     a few such steps. Seeds 10, 14 and 25 are windows whose large segments the window's blocks show
     only in part: a 20 MiB segment obtained for an earlier, smaller request, of which the window
-    touches 11.5 MiB (seed 10), a 78 MiB one of which it touches the first 30 MiB (seed 14), and one
-    whose touched blocks form two extents with an untouched range between them (seed 25)."""
+    touches 11.5 MiB (seed 10), a 78 MiB one of which it touches the first 30 MiB (seed 14), one
+    whose touched blocks form two extents with an untouched range between them (seed 25), a 12 MiB
+    one of which it shows 10 MiB (seed 29), and two of which it shows 58 MiB each, 62 and 66 MiB
+    long (seed 40)."""
     import random
     rnd = random.Random(seed)
     alloc = Allocator(0x7F0000000000 + rnd.randrange(0, 64) * 0x40000000)
@@ -296,3 +298,5 @@ if __name__ == "__main__":
     random_window(10)
     random_window(14)
     random_window(25)
+    random_window(29)
+    random_window(40)
