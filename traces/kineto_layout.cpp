@@ -753,9 +753,10 @@ class Inference {
       }
     }
     out_.segments = b.segments;
-    // The reserved memory the window never touches: the live bytes not yet placed in one segment
-    // (held whole: a free remainder there could serve the window's requests), the rest free on a
-    // stream the window never allocates on.
+    // The reserved memory the window never touches: the live bytes not yet placed in one segment,
+    // whole 2 MiB, the rest free; every byte of it on a stream the window never allocates on (a
+    // free remainder beside those bytes could otherwise serve the window's requests). The block is
+    // those bytes exactly: Total Allocated counts no more.
     const Bytes slack = out_.reserved_before - std::min(out_.reserved_before, b.segment_bytes);
     const Bytes placed = out_.freed_in_window + out_.untouched_live;
     const Bytes unplaced = out_.live_before > placed ? out_.live_before - placed : 0;
@@ -780,12 +781,12 @@ class Inference {
       else
         base = up(hi, kSegmentUnit) + kSegmentUnit;
       if (live_seg) {
-        out_.segments.push_back({Addr(base), live_seg, 0});
-        out_.blocks.push_back({Addr(base), live_seg, KinetoLayout::BlockKind::kUnplaced});
-        out_.unplaced_live = live_seg;
+        out_.segments.push_back({Addr(base), live_seg, KinetoLayout::kIdleStream});
+        out_.blocks.push_back({Addr(base), std::min(unplaced, live_seg), KinetoLayout::BlockKind::kUnplaced});
+        out_.unplaced_live = std::min(unplaced, live_seg);
       }
       if (idle) out_.segments.push_back({Addr(base + live_seg), idle, KinetoLayout::kIdleStream});
-      out_.idle_free = idle;
+      out_.idle_free = slack - out_.unplaced_live;
     }
     std::sort(out_.segments.begin(), out_.segments.end(), [](const auto& x, const auto& y) { return x.base < y.base; });
   }
@@ -825,6 +826,9 @@ KinetoLayout infer_kineto_layout(std::span<const KinetoMemEvent> events) {
       if (same(k)) return k.layout;
   }
   KinetoLayout layout = Inference(events).run();
+  // (A list longer than this is not kept, so that the copies stay under ~256 MiB.)
+  constexpr size_t kKeptEvents = size_t{1} << 20;
+  if (events.size() > kKeptEvents) return layout;
   std::lock_guard lock(mu);
   kept.push_back({{events.begin(), events.end()}, layout});
   if (kept.size() > kKept) kept.pop_front();
