@@ -12,7 +12,9 @@ namespace {
 
 class IdealPolicy : public AllocatorPolicy {
  public:
-  explicit IdealPolicy(Bytes capacity) : capacity_(capacity) {}
+  explicit IdealPolicy(Bytes capacity, bool recording_allocator = false)
+      : capacity_(capacity), recording_allocator_(recording_allocator) {}
+  bool seeds_recording() const override { return recording_allocator_; }
   Placement allocate(const AllocRequest& req) override {
     if (req.size > capacity_ - live_) return Placement::failed();
     if (req.handle >= sizes_.size()) sizes_.resize(req.handle + 1, 0);
@@ -27,22 +29,28 @@ class IdealPolicy : public AllocatorPolicy {
 
  private:
   Bytes capacity_;
+  bool recording_allocator_;
   Bytes live_ = 0;
   std::vector<Bytes> sizes_;
 };
 
 }  // namespace
 
+PolicyBuilder uncached_allocator(const ConfigContext& ctx, bool recording_allocator) {
+  const Bytes capacity = ctx.space->usable();
+  return [capacity, recording_allocator](const PolicyContext&) {
+    return std::make_unique<IdealPolicy>(capacity, recording_allocator);
+  };
+}
+
 void register_ideal(Registry& r) {
-  PolicyInfo info{"ideal",
-                  "the live-bytes bound: fits while live requested bytes <= capacity; places nothing (the best "
-                  "placement, `fragsim plan`, may need more)",
-                  [](ConfigReader&, const ConfigContext& ctx) -> PolicyBuilder {
-                    Bytes capacity = ctx.space->usable();
-                    return [capacity](const PolicyContext&) { return std::make_unique<IdealPolicy>(capacity); };
-                  },
-                  false,
-                  {}};
+  PolicyInfo info{
+      "ideal",
+      "the live-bytes bound: fits while live requested bytes <= capacity; places nothing (the best "
+      "placement, `fragsim plan`, may need more)",
+      [](ConfigReader&, const ConfigContext& ctx) -> PolicyBuilder { return uncached_allocator(ctx, false); },
+      false,
+      {}};
   info.lower_bound = true;
   r.add(std::move(info));
 }

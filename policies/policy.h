@@ -544,6 +544,11 @@ void register_jax_settings(Registry& r);         // policies/jax_settings.cpp
 void register_tensorflow_settings(Registry& r);  // policies/jax_settings.cpp
 void register_torch_settings(Registry& r);       // policies/torch_alloc_config.cpp
 
+// An allocator that caches nothing (malloc and free per buffer: what it holds is what is live),
+// as `ideal` models it; `recording_allocator`: it is the recording's own (a PyTorch profiler
+// trace's CPU memory), so the state before the recording is its as recorded (policies/ideal.cpp).
+[[nodiscard]] PolicyBuilder uncached_allocator(const ConfigContext& ctx, bool recording_allocator);
+
 // Per-policy registration functions, one per policy file.
 void register_ideal(Registry& r);
 void register_best_fit(Registry& r);

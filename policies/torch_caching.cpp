@@ -838,10 +838,7 @@ PolicyBuilder configure_torch_caching(ConfigReader& cfg, const ConfigContext& ct
   // process reserved.
   if (ctx.space->space == Space::kHost) {
     cfg.note("host memory: PyTorch's CPU allocator caches nothing (malloc and free per tensor): it holds what is live");
-    ConfigReader host(nlohmann::json::object(), "policy torch-caching (host memory)");
-    PolicyBuilder b = ctx.registry->find("ideal").configure(host, ctx);
-    host.finish();
-    return b;
+    return uncached_allocator(ctx, ctx.recording && ctx.recording->framework_of() == Framework::kPyTorch);
   }
   return [c, rec](const PolicyContext& pc) { return std::make_unique<TorchCachingPolicy>(c, rec, pc); };
 }
