@@ -554,10 +554,13 @@ void register_cuda_async(Registry& r) {
         const RecordedAllocator* rec = cfg.flag("use_recorded_settings", true) ? recorded_bfc(ctx) : nullptr;
         if (rec && !cfg.has("mem_fraction") && !cfg.has("release_threshold")) {
           o.threshold = recorded_limit(*rec, cfg, ctx, jb);
-          cfg.note(
-              fmt::format("cuda-async on device {}: release threshold {} B, the limit the capture's BFC had (the "
-                          "program's memory fraction of the device); use_recorded_settings=false drops it",
-                          ctx.device_index, o.threshold));
+          if (ctx.space->space != Space::kHost)  // (pinned host memory is XLA's host BFC: jax_host_allocator)
+            cfg.note(fmt::format(
+                "cuda-async on device {}: release threshold {} B, {} (the program's memory fraction of the device); "
+                "use_recorded_settings=false drops it",
+                ctx.device_index, o.threshold,
+                o.threshold == *rec->limit ? "the limit the capture's BFC had"
+                                           : "the same share of this device as the capture's BFC limit"));
         }
         if (auto t = cfg.optional_size("release_threshold")) o.threshold = *t;
         // A capture of this allocator itself (XLA names it gpu_async_N) replayed as recorded: the

@@ -82,15 +82,22 @@ Bytes recorded_limit(const RecordedAllocator& rec, ConfigReader& cfg, const Conf
                      const JaxlibBehaviour& b) {
   const Bytes limit = *rec.limit;
   const RecordedHardware* hw = ctx.recording && ctx.recording->hardware ? &*ctx.recording->hardware : nullptr;
-  if (!hw || !hw->capacity || !*hw->capacity || ctx.space->space != Space::kHbm || *hw->capacity == ctx.space->capacity)
-    return limit;  // (the device's memory: pinned host memory's limit is XLA's own)
+  if (!hw || ctx.space->space != Space::kHbm) return limit;  // (pinned host memory's limit is XLA's own)
+  // The recorded device's memory: as the recording states it, else its preset's (a TPU's).
+  Bytes recorded = hw->capacity.value_or(0);
+  if (!recorded) try {
+      const HardwareModel preset = load_hardware(hw->preset);
+      if (const SpaceSpec* s = preset.space(Space::kHbm)) recorded = s->capacity;
+    } catch (const InputError&) {
+    }
+  if (!recorded || recorded == ctx.space->capacity) return limit;
   // The program made the limit from the device it ran on: JAX from its total memory (before jaxlib
   // 0.4.1 its free memory), TensorFlow without a fraction from its free memory less a reserve. On
   // another device the same share of the same measure makes another limit; free memory is read
   // here as the usable memory, the recorded device's as its memory less this device's reserve.
   const bool from_free = b.limit_from_free || ctx.recording->framework_of() == Framework::kTensorFlow;
   const Bytes reserve = ctx.space->capacity - ctx.space->usable();
-  const Bytes then = from_free && *hw->capacity > reserve ? *hw->capacity - reserve : *hw->capacity;
+  const Bytes then = from_free && recorded > reserve ? recorded - reserve : recorded;
   const Bytes now = from_free ? ctx.space->usable() : ctx.space->capacity;
   const double share = static_cast<double>(limit) / static_cast<double>(then);
   const Bytes here = rounded_limit(static_cast<Bytes>(std::min(share * static_cast<double>(now), 1.8e19)), b);

@@ -775,13 +775,16 @@ PolicyBuilder configure_xla_bfc(ConfigReader& cfg, const ConfigContext& ctx) {
   }
   // bytes_allocated + bytes_available + bytes_reserved, as logged (its share on another device)
   if (rec_limit) limit = recorded_limit(*rec, cfg, ctx, jb);
+  // (A limit made on other device memory is the capture's share of this device's.)
+  const std::string limit_text = rec_limit && limit != *rec->limit
+                                     ? fmt::format("limit {} B (its share of this device)", limit)
+                                     : fmt::format("limit {} B", limit);
   if (rec_limit && rec_mode) {
     cfg.record(kRecordedSettingsKey,
-               fmt::format("limit {} B and {} from the capture's {}", limit,
+               fmt::format("{} and {} from the capture's {}", limit_text,
                            preallocate ? "one preallocated region" : "growth on demand", rec->name));
   } else if (rec_limit || rec_mode) {
-    std::string kept =
-        rec_limit ? fmt::format("limit {} B", limit) : (preallocate ? "one preallocated region" : "growth on demand");
+    std::string kept = rec_limit ? limit_text : (preallocate ? "one preallocated region" : "growth on demand");
     cfg.record(kRecordedSettingsKey, fmt::format("{} from the capture's {}", kept, rec->name));
     cfg.note(
         fmt::format("xla-bfc on device {}: the capture's {} kept ({} given); use_recorded_settings=false "

@@ -467,6 +467,23 @@ TEST_CASE("kineto: what is not a memory profile is refused with one line saying 
     CHECK(c.code == 2);
     CHECK(c.err.find(fmt::format("syntax.pt.trace.json:{}: not valid JSON", line)) != std::string::npos);
   }
+  // A syntax error inside distributedInfo (skipped in silence, with whatever followed it), and more
+  // after the document (it said the document ended early).
+  {
+    const size_t at = text.find("\"world_size\"");
+    REQUIRE(at != std::string::npos);
+    const auto line = static_cast<std::uint64_t>(std::count(text.begin(), text.begin() + at, '\n')) + 1;
+    auto p = write_text("late_error.pt.trace.json", text.substr(0, at) + "," + text.substr(at));
+    auto c = cli("info " + p);
+    CHECK(c.code == 2);
+    CHECK(c.err.find(fmt::format("late_error.pt.trace.json:{}: not valid JSON", line)) != std::string::npos);
+    const auto lines = static_cast<std::uint64_t>(std::count(text.begin(), text.end(), '\n')) + 1;
+    auto q = write_text("trailing.pt.trace.json", text + "garbage\n");
+    auto t = cli("info " + q);
+    CHECK(t.code == 2);
+    CHECK(t.err.find(fmt::format("trailing.pt.trace.json:{}: not valid JSON: more follows the end of the JSON document",
+                                 lines)) != std::string::npos);
+  }
   // A negative address or total is malformed, not a block nowhere (it was read, and cost fidelity).
   {
     const size_t at = text.find("\"Addr\": ");

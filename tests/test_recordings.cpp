@@ -455,6 +455,37 @@ TEST_CASE("sets of recordings: one job's ranks or hosts replay as one run that n
   CHECK(hosts["fidelity"]["allocs_matched"] == 80 + 81);  // each host as on its own
 }
 
+// Each file's state before it began comes first, at the set's first time; files on different
+// clocks share one. finetune_torch20_format records no times, transformer_fwd_bf16 does (us), a
+// profiler trace in ns: the set of the first two was refused ("t: time 0 is before the previous
+// event's 746") once states came first, and a snapshot beside a profiler trace spanned 56 years.
+TEST_CASE("sets of recordings: files with and without times, or in other units, are one clock") {
+  const std::string untimed = torch_fixture("finetune_torch20_format"), timed = torch_fixture("transformer_fwd_bf16");
+  auto single = [](const std::string& t) { return run_report({.trace = t})["devices"][0]["peak_reserved_bytes"]; };
+  for (const std::string& set : {untimed + "," + timed, timed + "," + untimed}) {
+    INFO(set);
+    auto j = run_report({.trace = set});
+    REQUIRE(j["devices"].size() == 2);
+    std::set<Bytes> peaks{j["devices"][0]["peak_reserved_bytes"].get<Bytes>(),
+                          j["devices"][1]["peak_reserved_bytes"].get<Bytes>()};
+    CHECK(peaks == std::set<Bytes>{single(untimed).get<Bytes>(), single(timed).get<Bytes>()});
+    nlohmann::json h;
+    (void)read_events(set, {}, &h);
+    CHECK_FALSE(h.contains("time_unit"));  // no clock: event order
+  }
+  // A snapshot (us) beside a profiler trace (ns): both in ns, each file's own times kept.
+  const std::string kin = std::string(FRAGSIM_SOURCE_DIR) + "/tests/data/kineto/t4_matmul_full.pt.trace.json.gz";
+  nlohmann::json h, hk;
+  auto both = read_events(timed + "," + kin, {}, &h);
+  auto alone = read_events(kin, {}, &hk);
+  CHECK(h["time_unit"] == "ns");
+  CHECK(hk["time_unit"] == "ns");
+  Tick last_alone{}, last_both{};
+  for (const auto& e : alone) last_alone = std::max(last_alone, e.t);
+  for (const auto& e : both) last_both = std::max(last_both, e.t);
+  CHECK(last_both == last_alone);  // the profiler trace's last event, at its own ns time
+}
+
 TEST_CASE("static-heap on a TPU module: XLA's own offsets, on the TPU it was compiled for") {
   // The v6e capture's jit_f: four 5 GiB f32[5,1024,1024,256] buffers, six 32-byte tuples XLA placed
   // before simulating (16,384 B apart) in HBM, and six u32 scalars in SMEM (color 2).

@@ -183,9 +183,17 @@ class KinetoReader : public TraceReader {
   }
   // simdjson says what is wrong, not where: the line comes from a second look at the text, on
   // this path only.
+  // Whether a value is of the type asked: false for another type (a key fragsim does not read as
+  // written, skipped); a syntax error is an input error.
+  bool of_type(simdjson::error_code e) const {
+    if (e == simdjson::INCORRECT_TYPE) return false;
+    if (e) bad_json(e);
+    return true;
+  }
   [[noreturn]] void bad_json(simdjson::error_code e) const {
     const JsonFault f = bytes_ ? json_fault(*bytes_) : JsonFault{};
     if (f.at_end) bad(f.line, "not valid JSON: the file ends before its JSON does (cut short?)");
+    if (f.trailing) bad(f.line, "not valid JSON: more follows the end of the JSON document");
     bad(f.line, std::string("not valid JSON: ") + simdjson::error_message(e));
   }
   std::uint32_t intern(std::string_view s) {
@@ -277,6 +285,7 @@ class KinetoReader : public TraceReader {
       od::array events;
       if (auto e = doc.get_array().get(events)) bad_json(e);
       trace_events(events);
+      if (doc.current_location().error() != simdjson::OUT_OF_BOUNDS) bad_json(simdjson::TRAILING_CONTENT);
       return;
     }
     od::object root;
@@ -301,12 +310,13 @@ class KinetoReader : public TraceReader {
         base_ns_ = n;
       } else if (key == "distributedInfo") {
         od::object o;
-        if (!v.get_object().get(o))
+        if (of_type(v.get_object().get(o)))
           for (auto f : o) {
             std::string_view k;
             od::value x;
             std::int64_t n = 0;
-            if (f.unescaped_key().get(k) || f.value().get(x)) continue;
+            if (auto e = f.unescaped_key().get(k)) bad_json(e);
+            if (auto e = f.value().get(x)) bad_json(e);
             if (k == "rank" && integer(x, &n) && n >= 0 && n <= UINT32_MAX) rank_ = static_cast<std::uint32_t>(n);
             if (k == "world_size" && integer(x, &n) && n > 0 && n <= UINT32_MAX) world_ = static_cast<std::uint32_t>(n);
           }
@@ -320,21 +330,23 @@ class KinetoReader : public TraceReader {
         with_stack_ = (integer(v, &n) && n != 0) || (!v.get_bool().get(b) && b);
       }
     }
+    if (doc.current_location().error() != simdjson::OUT_OF_BOUNDS) bad_json(simdjson::TRAILING_CONTENT);
     if (!saw_events_) bad(0, "not a Chrome trace: no traceEvents");
   }
 
   void device_properties(od::value v) {
     od::array a;
-    if (v.get_array().get(a)) return;
+    if (!of_type(v.get_array().get(a))) return;
     for (auto el : a) {
       od::object o;
-      if (el.get_object().get(o)) continue;
+      if (!of_type(el.get_object().get(o))) continue;
       DeviceProps p;
       std::int64_t id = -1;
       for (auto f : o) {
         std::string_view k;
         od::value x;
-        if (f.unescaped_key().get(k) || f.value().get(x)) continue;
+        if (auto e = f.unescaped_key().get(k)) bad_json(e);
+        if (auto e = f.value().get(x)) bad_json(e);
         std::int64_t n = 0;
         std::string_view s;
         if (k == "id" && integer(x, &n)) id = n;
@@ -428,7 +440,8 @@ class KinetoReader : public TraceReader {
     for (auto f : args) {
       std::string_view k;
       od::value x;
-      if (f.unescaped_key().get(k) || f.value().get(x)) bad(line, "args: not valid JSON");
+      if (auto e = f.unescaped_key().get(k)) bad_json(e);
+      if (auto e = f.value().get(x)) bad_json(e);
       std::int64_t n = 0;
       auto need = [&](const char* what) {
         if (!integer(x, &n)) bad(line, fmt::format("args.{}: not an integer", what));

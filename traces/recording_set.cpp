@@ -164,12 +164,22 @@ class SetReader : public TraceReader {
     if (kineto.is_object()) header_["kineto"] = kineto;
     header_["recording_set"] = members;
     header_["device_names"] = names;
-    set_header(header_);
+    // One clock for the set: files in different units (a snapshot's us, a profiler trace's ns) are
+    // merged in ns; a file without times makes the set one (its events keep their order, and every
+    // event's time is its index: no common clock exists).
+    std::set<std::string> units;
+    for (const auto& m : members_) units.insert(unit_of(m.reader->header()));
     for (auto& m : members_) {
+      if (units.size() > 1) m.scale = ns_per(unit_of(m.reader->header()));
       m.has = m.reader->next(m.next);
       m.in_prefix = m.has && before_recording(m.next);
-      if (m.has) first_t_ = std::min(first_t_, m.next.t);
+      untimed_ = untimed_ || (m.has && !m.next.has(key::kT));
     }
+    if (units.size() > 1) header_["time_unit"] = "ns";
+    if (untimed_) header_.erase("time_unit");
+    for (const auto& m : members_)
+      if (m.has) first_t_ = std::min(first_t_, when(m));
+    set_header(header_);
   }
 
  protected:
@@ -187,10 +197,11 @@ class SetReader : public TraceReader {
       }
     if (!pick)
       for (auto& m : members_)  // the earliest next event; ties keep file order
-        if (m.has && (!pick || m.next.t < pick->next.t)) pick = &m;
+        if (m.has && (!pick || when(m) < when(*pick))) pick = &m;
     if (!pick) return false;
     ev = pick->next;
-    if (pick->in_prefix) ev.t = first_t_;
+    ev.t = pick->in_prefix ? first_t_ : when(*pick);
+    if (untimed_) ev.present &= static_cast<std::uint16_t>(~key::kT);  // its index, as the set's other events
     ev.handle = kNoHandle;
     if (auto it = pick->device.find(ev.device); it != pick->device.end()) ev.device = it->second;
     if (ev.op == Op::kStack) ev.id = AllocId(ev.id.value() + pick->stack_base);
@@ -209,14 +220,29 @@ class SetReader : public TraceReader {
     std::uint64_t stack_base = 0;
     Event next;
     bool has = false;
-    bool in_prefix = false;  // its events so far show the state before it began
+    bool in_prefix = false;   // its events so far show the state before it began
+    std::uint64_t scale = 1;  // the set's time units per one of its own
   };
+  static std::string unit_of(const nlohmann::json& h) {
+    return h.is_object() && h.contains("time_unit") && h["time_unit"].is_string() ? h["time_unit"].get<std::string>()
+                                                                                  : "ns";
+  }
+  static std::uint64_t ns_per(const std::string& unit) {
+    return unit == "s" ? 1'000'000'000 : unit == "ms" ? 1'000'000 : unit == "us" ? 1'000 : 1;
+  }
+  // A file's next event's time on the set's clock (saturating).
+  static Tick when(const Member& m) {
+    const std::uint64_t t = m.next.t.value();
+    return Tick(t > std::numeric_limits<std::uint64_t>::max() / m.scale ? std::numeric_limits<std::uint64_t>::max()
+                                                                        : t * m.scale);
+  }
   // An event of what a recording shows from before it began, or a stack or mark among them.
   static bool before_recording(const Event& e) {
     return e.has(key::kPreTrace) || e.op == Op::kStack || e.op == Op::kMark;
   }
   std::vector<Member> members_;
   Tick first_t_{std::numeric_limits<std::uint64_t>::max()};  // the earliest first event of any file
+  bool untimed_ = false;                                     // a file has no times: neither has the set
   std::uint64_t line_ = 0;
 };
 

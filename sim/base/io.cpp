@@ -660,6 +660,8 @@ JsonFault json_fault(std::string_view text) {
   struct Finder : nlohmann::json_sax<nlohmann::json> {
     size_t byte = 0;
     bool failed = false;
+    int depth = 0;
+    bool whole = false;  // a top-level object or array was closed
     bool null() override { return true; }
     bool boolean(bool) override { return true; }
     bool number_integer(number_integer_t) override { return true; }
@@ -667,11 +669,11 @@ JsonFault json_fault(std::string_view text) {
     bool number_float(number_float_t, const string_t&) override { return true; }
     bool string(string_t&) override { return true; }
     bool binary(binary_t&) override { return true; }
-    bool start_object(std::size_t) override { return true; }
+    bool start_object(std::size_t) override { return ++depth, true; }
     bool key(string_t&) override { return true; }
-    bool end_object() override { return true; }
-    bool start_array(std::size_t) override { return true; }
-    bool end_array() override { return true; }
+    bool end_object() override { return whole = --depth == 0, true; }
+    bool start_array(std::size_t) override { return ++depth, true; }
+    bool end_array() override { return whole = --depth == 0, true; }
     bool parse_error(std::size_t at, const std::string&, const nlohmann::detail::exception&) override {
       byte = at, failed = true;
       return false;
@@ -683,7 +685,8 @@ JsonFault json_fault(std::string_view text) {
   const size_t at = std::min(finder.byte ? finder.byte - 1 : 0, text.size());
   f.line =
       1 + static_cast<std::uint64_t>(std::count(text.begin(), text.begin() + static_cast<std::ptrdiff_t>(at), '\n'));
-  f.at_end = finder.byte >= text.size();
+  f.trailing = finder.whole && finder.depth == 0;
+  f.at_end = !f.trailing && finder.byte >= text.size();
   return f;
 }
 

@@ -116,7 +116,8 @@ void read_lines(const std::string& path, size_t max_line,
 // short). line 0: nlohmann's parser finds nothing wrong. Builds no tree.
 struct JsonFault {
   std::uint64_t line = 0;
-  bool at_end = false;
+  bool at_end = false;    // the text ends inside its value
+  bool trailing = false;  // more follows a whole value
 };
 [[nodiscard]] JsonFault json_fault(std::string_view text);
 
