@@ -9,7 +9,8 @@
 //            the header's `device_names` name them "rank N" (or the file's stem);
 //   events   merged by time (stable: ties keep file order), each file's own order kept, after
 //            what every file shows from before it began (pre_trace events and the stacks and
-//            marks among them: file after file, at the set's first time); stack ids are made
+//            marks among them: file after file, at the set's first time); one clock (files in
+//            other units merged in ns; a file without times makes the set one); stack ids are made
 //            distinct per file; allocation ids are per device already;
 //   header   the first file's, with `recorded_devices` renumbered, and `recording_set` listing
 //            the files and their devices.
