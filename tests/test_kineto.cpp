@@ -443,59 +443,41 @@ TEST_CASE("kineto: what is not a memory profile is refused with one line saying 
   CHECK(old.code == 2);
   CHECK(old.err.find("no_addresses_2021.json:") != std::string::npos);
   CHECK(old.err.find("args.Addr") != std::string::npos);
-  // Truncated JSON and corrupt gzip: input errors, never crashes.
+  // Truncated JSON and corrupt gzip: input errors, never crashes. Each malformed copy of a valid
+  // trace is refused in one line naming the file and the line at `pos` of the text.
   std::string text = read_text(kineto("mi300x_rank1_hip.json"));
-  for (size_t cut : {text.size() / 3, text.size() / 2, text.size() - 3}) {
-    auto p = write_text("cut.pt.trace.json", text.substr(0, cut));
-    auto c = cli("info " + p);
+  auto line_at = [&](const std::string& t, size_t pos) {
+    return static_cast<std::uint64_t>(std::count(t.begin(), t.begin() + static_cast<std::ptrdiff_t>(pos), '\n')) + 1;
+  };
+  auto refused = [&](const std::string& name, const std::string& bad, size_t pos, const std::string& what) {
+    auto c = cli("info " + write_text(name, bad));
+    INFO(c.err);
     CHECK(c.code == 2);
     CHECK(std::count(c.err.begin(), c.err.end(), '\n') == 1);
-    // It says the file was cut short, at its last line (it said "the top level is neither an
-    // object nor an array of events").
-    INFO(c.err);
-    const auto lines = static_cast<std::uint64_t>(std::count(text.begin(), text.begin() + cut, '\n')) + 1;
-    CHECK(c.err.find(fmt::format("cut.pt.trace.json:{}: not valid JSON: the file ends before its JSON does", lines)) !=
-          std::string::npos);
-  }
+    CHECK(c.err.find(fmt::format("{}:{}: {}", name, line_at(bad, pos), what)) != std::string::npos);
+  };
+  // Cut short: said so, at its last line (it said "the top level is neither an object nor an array
+  // of events").
+  for (size_t cut : {text.size() / 3, text.size() / 2, text.size() - 3})
+    refused("cut.pt.trace.json", text.substr(0, cut), cut, "not valid JSON: the file ends before its JSON does");
   // A syntax error inside the file: its line (there was none).
-  {
-    const size_t at = text.find("\"Total Reserved\"");
-    REQUIRE(at != std::string::npos);
-    const auto line = static_cast<std::uint64_t>(std::count(text.begin(), text.begin() + at, '\n')) + 1;
-    auto p = write_text("syntax.pt.trace.json", text.substr(0, at) + "\"oops " + text.substr(at));
-    auto c = cli("info " + p);
-    CHECK(c.code == 2);
-    CHECK(c.err.find(fmt::format("syntax.pt.trace.json:{}: not valid JSON", line)) != std::string::npos);
-  }
+  const size_t reserved = text.find("\"Total Reserved\"");
+  REQUIRE(reserved != std::string::npos);
+  refused("syntax.pt.trace.json", text.substr(0, reserved) + "\"oops " + text.substr(reserved), reserved,
+          "not valid JSON");
   // A syntax error inside distributedInfo (skipped in silence, with whatever followed it), and more
   // after the document (it said the document ended early).
-  {
-    const size_t at = text.find("\"world_size\"");
-    REQUIRE(at != std::string::npos);
-    const auto line = static_cast<std::uint64_t>(std::count(text.begin(), text.begin() + at, '\n')) + 1;
-    auto p = write_text("late_error.pt.trace.json", text.substr(0, at) + "," + text.substr(at));
-    auto c = cli("info " + p);
-    CHECK(c.code == 2);
-    CHECK(c.err.find(fmt::format("late_error.pt.trace.json:{}: not valid JSON", line)) != std::string::npos);
-    const auto lines = static_cast<std::uint64_t>(std::count(text.begin(), text.end(), '\n')) + 1;
-    auto q = write_text("trailing.pt.trace.json", text + "garbage\n");
-    auto t = cli("info " + q);
-    CHECK(t.code == 2);
-    CHECK(t.err.find(fmt::format("trailing.pt.trace.json:{}: not valid JSON: more follows the end of the JSON document",
-                                 lines)) != std::string::npos);
-  }
-  // A negative address or total is malformed, not a block nowhere (it was read, and cost fidelity).
-  {
-    const size_t at = text.find("\"Addr\": ");
-    REQUIRE(at != std::string::npos);
-    const size_t num = at + 8, end = text.find_first_of(",}", num), event = text.rfind("\n  {\n", at) + 1;
-    const auto line =
-        static_cast<std::uint64_t>(std::count(text.begin(), text.begin() + event, '\n')) + 1;  // its event's
-    auto p = write_text("negative.pt.trace.json", text.substr(0, num) + "-5" + text.substr(end));
-    auto c = cli("info " + p);
-    CHECK(c.code == 2);
-    CHECK(c.err.find(fmt::format("negative.pt.trace.json:{}: args.Addr: negative (-5)", line)) != std::string::npos);
-  }
+  const size_t world = text.find("\"world_size\"");
+  REQUIRE(world != std::string::npos);
+  refused("late_error.pt.trace.json", text.substr(0, world) + "," + text.substr(world), world, "not valid JSON");
+  refused("trailing.pt.trace.json", text + "garbage\n", text.size(),
+          "not valid JSON: more follows the end of the JSON document");
+  // A negative address or total is malformed, not a block nowhere (it was read, and cost fidelity);
+  // named at its event's first line.
+  const size_t addr = text.find("\"Addr\": ");
+  REQUIRE(addr != std::string::npos);
+  const size_t num = addr + 8, end = text.find_first_of(",}", num), event = text.rfind("\n  {\n", addr) + 2;
+  refused("negative.pt.trace.json", text.substr(0, num) + "-5" + text.substr(end), event, "args.Addr: negative (-5)");
   auto gz = write_text("bad.pt.trace.json.gz", "\x1f\x8b\x08\x00garbage");
   auto g = cli("info " + gz);
   CHECK(g.code == 2);
