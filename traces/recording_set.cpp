@@ -170,7 +170,7 @@ class SetReader : public TraceReader {
     std::set<std::string> units;
     for (const auto& m : members_) units.insert(unit_of(m.reader->header()));
     for (auto& m : members_) {
-      if (units.size() > 1) m.scale = ns_per(unit_of(m.reader->header()));
+      if (units.size() > 1) m.scale = ns_per_tick(unit_of(m.reader->header()));
       m.has = m.reader->next(m.next);
       m.in_prefix = m.has && before_recording(m.next);
       untimed_ = untimed_ || (m.has && !m.next.has(key::kT));
@@ -226,9 +226,6 @@ class SetReader : public TraceReader {
   static std::string unit_of(const nlohmann::json& h) {
     return h.is_object() && h.contains("time_unit") && h["time_unit"].is_string() ? h["time_unit"].get<std::string>()
                                                                                   : "ns";
-  }
-  static std::uint64_t ns_per(const std::string& unit) {
-    return unit == "s" ? 1'000'000'000 : unit == "ms" ? 1'000'000 : unit == "us" ? 1'000 : 1;
   }
   // A file's next event's time on the set's clock (saturating).
   static Tick when(const Member& m) {

@@ -90,6 +90,10 @@ std::string size_arg(Bytes b) {
   return fmt::format("{}B", b);
 }
 
+std::uint64_t ns_per_tick(std::string_view unit) {
+  return unit == "s" ? 1'000'000'000 : unit == "ms" ? 1'000'000 : unit == "us" ? 1'000 : 1;
+}
+
 std::string human_bytes(Bytes b) {
   static constexpr const char* kNames[] = {"B", "KiB", "MiB", "GiB", "TiB", "PiB"};
   double v = static_cast<double>(b);

@@ -138,6 +138,12 @@ struct OptionNames;
 [[nodiscard]] Bytes parse_size_arg(std::string_view text, std::string_view flag, const OptionNames& names);
 // A size as the command line takes it, exact: "16GiB", "81050MiB", "1536B".
 [[nodiscard]] std::string size_arg(Bytes b);
+// A trace's time unit (its header's time_unit: ns, us, ms or s; anything else reads as ns) in ns,
+// and in seconds.
+[[nodiscard]] std::uint64_t ns_per_tick(std::string_view time_unit);
+[[nodiscard]] inline double seconds_per_tick(std::string_view time_unit) {
+  return static_cast<double>(ns_per_tick(time_unit)) * 1e-9;
+}
 // 1536 -> "1.50 KiB"
 [[nodiscard]] std::string human_bytes(Bytes b);
 // Two sizes that differ, said so: human_bytes, or both exact in bytes when they would read the same

@@ -127,7 +127,7 @@ std::string trace_info_text(const nlohmann::json& j) {
     fmt::format_to(out, "  {} stacks of allocating code, {} empty_cache calls\n", j["stacks"].get<std::uint64_t>(),
                    j["empty_cache_calls"].get<std::uint64_t>());
   const std::string unit = j["header"].is_object() ? j["header"].value("time_unit", std::string("ns")) : "ns";
-  const double scale = unit == "s" ? 1 : unit == "ms" ? 1e-3 : unit == "us" ? 1e-6 : 1e-9;
+  const double scale = seconds_per_tick(unit);
   std::vector<std::string> spaces;
   for (const auto& [k, v] : j["spaces"].items())
     spaces.push_back(fmt::format("{} {} allocs", k, v.get<std::uint64_t>()));

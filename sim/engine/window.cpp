@@ -77,8 +77,4 @@ Window parse_window(const std::string& from, const std::string& to) {
   return w;
 }
 
-double seconds_per_tick(const std::string& unit) {
-  return unit == "s" ? 1 : unit == "ms" ? 1e-3 : unit == "us" ? 1e-6 : 1e-9;
-}
-
 }  // namespace fragsim

@@ -33,7 +33,4 @@ struct Window {
 // --from, --to ("" = open). InputError naming the option for a value that is neither.
 [[nodiscard]] Window parse_window(const std::string& from, const std::string& to);
 
-// Seconds per unit of a trace's time_unit (ns, us, ms, s).
-[[nodiscard]] double seconds_per_tick(const std::string& time_unit);
-
 }  // namespace fragsim

@@ -21,7 +21,7 @@ std::string buffer_name(AllocId id, std::string_view name) {
 }  // namespace
 
 PerfettoWriter::PerfettoWriter(const std::string& path, const std::string& time_unit) : file_(path) {
-  to_us_ = time_unit == "us" ? 1.0 : time_unit == "ms" ? 1e3 : time_unit == "s" ? 1e6 : 1e-3;
+  to_us_ = static_cast<double>(ns_per_tick(time_unit)) * 1e-3;
   buf_ = "{\"displayTimeUnit\":\"ns\",\"otherData\":{\"producer\":\"fragsim\"},\"traceEvents\":[\n";
 }
 
