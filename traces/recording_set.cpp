@@ -172,7 +172,7 @@ class SetReader : public TraceReader {
     for (auto& m : members_) {
       if (units.size() > 1) m.scale = ns_per_tick(unit_of(m.reader->header()));
       m.has = m.reader->next(m.next);
-      m.in_prefix = m.has && before_recording(m.next);
+      m.in_prefix = m.has && among_before_recording(m.next);
       untimed_ = untimed_ || (m.has && !m.next.has(key::kT));
     }
     if (units.size() > 1) header_["time_unit"] = "ns";
@@ -209,7 +209,7 @@ class SetReader : public TraceReader {
     if (ev.has(key::kDevice) || ev.device) ev.present |= key::kDevice;
     ev.line = ++line_;
     pick->has = pick->reader->next(pick->next);
-    pick->in_prefix = pick->in_prefix && pick->has && before_recording(pick->next);
+    pick->in_prefix = pick->in_prefix && pick->has && among_before_recording(pick->next);
     return true;
   }
 
@@ -232,10 +232,6 @@ class SetReader : public TraceReader {
     const std::uint64_t t = m.next.t.value();
     return Tick(t > std::numeric_limits<std::uint64_t>::max() / m.scale ? std::numeric_limits<std::uint64_t>::max()
                                                                         : t * m.scale);
-  }
-  // An event of what a recording shows from before it began, or a stack or mark among them.
-  static bool before_recording(const Event& e) {
-    return e.has(key::kPreTrace) || e.op == Op::kStack || e.op == Op::kMark;
   }
   std::vector<Member> members_;
   Tick first_t_{std::numeric_limits<std::uint64_t>::max()};  // the earliest first event of any file

@@ -105,4 +105,15 @@ struct Event {
   bool has(std::uint16_t k) const { return (present & k) != 0; }
 };
 
+// Whether `ev` is part of what a recording shows from before it began (a pre_trace alloc or
+// observation), and whether it may lie among those events at the trace's start (the stacks and
+// marks an importer puts beside them): the first event that may not ends that state
+// (sim/engine/prior_state.h; a set of recordings puts every file's first, traces/recording_set.cpp).
+inline bool shows_before_recording(const Event& ev) {
+  return ev.has(key::kPreTrace) && (ev.op == Op::kAlloc || is_observation(ev.op));
+}
+inline bool among_before_recording(const Event& ev) {
+  return shows_before_recording(ev) || ev.op == Op::kStack || ev.op == Op::kMark;
+}
+
 }  // namespace fragsim

@@ -78,13 +78,11 @@ class PriorState {
  public:
   bool collecting() const { return open_; }
   // Whether `ev` is part of the state before the recording (a pre_trace alloc or observation).
-  static bool belongs(const Event& ev) {
-    return ev.has(key::kPreTrace) && (ev.op == Op::kAlloc || is_observation(ev.op));
-  }
+  static bool belongs(const Event& ev) { return shows_before_recording(ev); }
   // Whether `ev` may lie among those events (stacks and marks an importer puts beside them); the
   // first event that may not ends the state before the recording. All are kept, in order, so that
   // a state held as recorded is replayed exactly as the trace gives it.
-  static bool collected(const Event& ev) { return belongs(ev) || ev.op == Op::kStack || ev.op == Op::kMark; }
+  static bool collected(const Event& ev) { return among_before_recording(ev); }
   void add(const Event& ev) { events_.push_back(ev); }
   // Ends the collection; the events stay until release().
   void close() { open_ = false; }
