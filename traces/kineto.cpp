@@ -183,6 +183,12 @@ class KinetoReader : public TraceReader {
   }
   // simdjson says what is wrong, not where: the line comes from a second look at the text, on
   // this path only.
+  [[noreturn]] void bad_json(simdjson::error_code e) const {
+    const JsonFault f = bytes_ ? json_fault(*bytes_) : JsonFault{};
+    if (f.at_end) bad(f.line, "not valid JSON: the file ends before its JSON does (cut short?)");
+    if (f.trailing) bad(f.line, "not valid JSON: more follows the end of the JSON document");
+    bad(f.line, std::string("not valid JSON: ") + simdjson::error_message(e));
+  }
   // Whether a value is of the type asked: false for another type (a key fragsim does not read as
   // written, skipped); a syntax error is an input error.
   bool of_type(simdjson::error_code e) const {
@@ -190,11 +196,15 @@ class KinetoReader : public TraceReader {
     if (e) bad_json(e);
     return true;
   }
-  [[noreturn]] void bad_json(simdjson::error_code e) const {
-    const JsonFault f = bytes_ ? json_fault(*bytes_) : JsonFault{};
-    if (f.at_end) bad(f.line, "not valid JSON: the file ends before its JSON does (cut short?)");
-    if (f.trailing) bad(f.line, "not valid JSON: more follows the end of the JSON document");
-    bad(f.line, std::string("not valid JSON: ") + simdjson::error_message(e));
+  // One member of an object: its key and value (a syntax error is an input error).
+  template <class Field>
+  void member(Field& f, std::string_view* key, od::value* value) const {
+    if (auto e = f.unescaped_key().get(*key)) bad_json(e);
+    if (auto e = f.value().get(*value)) bad_json(e);
+  }
+  // The document holds nothing after its value.
+  void at_end(od::document& doc) const {
+    if (doc.current_location().error() != simdjson::OUT_OF_BOUNDS) bad_json(simdjson::TRAILING_CONTENT);
   }
   std::uint32_t intern(std::string_view s) {
     auto it = name_ids_.find(std::string(s));
@@ -285,7 +295,7 @@ class KinetoReader : public TraceReader {
       od::array events;
       if (auto e = doc.get_array().get(events)) bad_json(e);
       trace_events(events);
-      if (doc.current_location().error() != simdjson::OUT_OF_BOUNDS) bad_json(simdjson::TRAILING_CONTENT);
+      at_end(doc);
       return;
     }
     od::object root;
@@ -294,9 +304,8 @@ class KinetoReader : public TraceReader {
     if (auto e = doc.get_object().get(root)) bad_json(e);
     for (auto field : root) {
       std::string_view key;
-      if (auto e = field.unescaped_key().get(key)) bad_json(e);
       od::value v;
-      if (auto e = field.value().get(v)) bad_json(e);
+      member(field, &key, &v);
       if (key == "traceEvents") {
         od::array events;
         if (v.get_array().get(events)) bad(line_of(last_pos_), "traceEvents: not an array");
@@ -315,8 +324,7 @@ class KinetoReader : public TraceReader {
             std::string_view k;
             od::value x;
             std::int64_t n = 0;
-            if (auto e = f.unescaped_key().get(k)) bad_json(e);
-            if (auto e = f.value().get(x)) bad_json(e);
+            member(f, &k, &x);
             if (k == "rank" && integer(x, &n) && n >= 0 && n <= UINT32_MAX) rank_ = static_cast<std::uint32_t>(n);
             if (k == "world_size" && integer(x, &n) && n > 0 && n <= UINT32_MAX) world_ = static_cast<std::uint32_t>(n);
           }
@@ -330,7 +338,7 @@ class KinetoReader : public TraceReader {
         with_stack_ = (integer(v, &n) && n != 0) || (!v.get_bool().get(b) && b);
       }
     }
-    if (doc.current_location().error() != simdjson::OUT_OF_BOUNDS) bad_json(simdjson::TRAILING_CONTENT);
+    at_end(doc);
     if (!saw_events_) bad(0, "not a Chrome trace: no traceEvents");
   }
 
@@ -345,8 +353,7 @@ class KinetoReader : public TraceReader {
       for (auto f : o) {
         std::string_view k;
         od::value x;
-        if (auto e = f.unescaped_key().get(k)) bad_json(e);
-        if (auto e = f.value().get(x)) bad_json(e);
+        member(f, &k, &x);
         std::int64_t n = 0;
         std::string_view s;
         if (k == "id" && integer(x, &n)) id = n;
@@ -377,8 +384,7 @@ class KinetoReader : public TraceReader {
       for (auto f : o) {
         std::string_view k;
         od::value x;
-        if (auto e = f.unescaped_key().get(k)) bad_json(e);
-        if (auto e = f.value().get(x)) bad_json(e);
+        member(f, &k, &x);
         if (k == "ph") {
           if (x.get_string().get(ph)) ph = {};
         } else if (k == "name") {
@@ -440,8 +446,7 @@ class KinetoReader : public TraceReader {
     for (auto f : args) {
       std::string_view k;
       od::value x;
-      if (auto e = f.unescaped_key().get(k)) bad_json(e);
-      if (auto e = f.value().get(x)) bad_json(e);
+      member(f, &k, &x);
       std::int64_t n = 0;
       auto need = [&](const char* what) {
         if (!integer(x, &n)) bad(line, fmt::format("args.{}: not an integer", what));

@@ -113,9 +113,8 @@ std::string policy_difference(const nlohmann::json& a, const nlohmann::json& b) 
   return fmt::format("{}", fmt::join(keys, "; "));
 }
 
-// "h100-80g, hbm 16.00 GiB": what a reader needs to see why two hardware models differ.
-// A hardware's name and hbm capacity; `exact`: the capacity in bytes (two that read the same
-// rounded, but differ).
+// "h100-80g, hbm 16.00 GiB": what a reader needs to see why two hardware models differ; `exact`:
+// the capacity and reserve in bytes (for two that read the same rounded, but differ).
 std::string hardware_text(const nlohmann::json& hw, bool exact = false) {
   std::string s = hw.value("name", std::string("?"));
   if (hw.contains("spaces") && hw["spaces"].is_array())
