@@ -4,8 +4,6 @@
 
 #include <algorithm>
 #include <catch2/catch.hpp>
-#include <chrono>
-#include <filesystem>
 #include <set>
 
 #include "sim/base/error.h"
@@ -429,39 +427,6 @@ TEST_CASE("snapshot import: pre-trace state first, observations kept, convert wr
   RunResult a = replay(src), b = replay(out);
   CHECK(a.fidelity == b.fidelity);
   CHECK(a.peak_reserved == b.peak_reserved);
-}
-
-// A run reads its input several times (the replay, the second fidelity pass, the history, the
-// report's best plan, advice); from a pickle each read was a full decode, most of the run's time
-// (a 1 GB snapshot: hours). While conversions are kept, the file is decoded once.
-TEST_CASE("a snapshot read again while conversions are kept is decoded once and a file changed since is read again") {
-  namespace fs = std::filesystem;
-  const std::string p = tmp_path("kept.pickle");
-  write_file_atomic(p, fixture_bytes("small_mlp_97ev.pickle"));
-  auto digest = [](const std::string& path) {
-    auto r = open_trace(path);
-    Event ev;
-    std::uint64_t n = 0;
-    while (r->next(ev)) ++n;
-    return fmt::format("{} events, {}", n, r->digest());
-  };
-  const std::string whole = digest(p);
-  const auto when = fs::last_write_time(p);
-  auto spoil = [&](fs::file_time_type t) {  // the same size, none of the content, time t
-    const auto size = fs::file_size(p);
-    write_file_atomic(p, std::string(size, '\0'));
-    fs::last_write_time(p, t);
-  };
-  {
-    KeepSnapshotConversions keep;
-    CHECK(digest(p) == whole);
-    spoil(when);
-    CHECK(digest(p) == whole);  // not read again: the first read's conversion
-    fs::last_write_time(p, when + std::chrono::seconds(1));
-    CHECK_THROWS_AS(digest(p), InputError);  // changed since: read again
-  }
-  spoil(when);
-  CHECK_THROWS_AS(digest(p), InputError);  // nothing kept once the scope ends
 }
 
 TEST_CASE("pickle reader refuses hostile input with a clear error and never crashes") {

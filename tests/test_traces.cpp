@@ -3,12 +3,16 @@
 #include <unistd.h>
 
 #include <catch2/catch.hpp>
+#include <chrono>
+#include <filesystem>
 #include <map>
 #include <regex>
 
 #include "sim/base/error.h"
+#include "sim/base/io.h"
 #include "sim_helpers.h"
 #include "traces/generators.h"
+#include "traces/kept_conversions.h"
 #include "traces/trace_reader.h"
 #include "traces/trace_writer.h"
 
@@ -564,4 +568,52 @@ TEST_CASE("compare: several traces, e.g. with and without remat, one table with 
   CHECK(arr[1]["completed"] == true);   // ... and enough with it
   CHECK(arr[1]["peak_requested_bytes"].get<std::uint64_t>() < arr[0]["peak_requested_bytes"].get<std::uint64_t>());
   CHECK(r.text.find("trace " + b) != std::string::npos);
+}
+
+// A command reads its input several times (the replay, the second fidelity pass, the history, the
+// report's best plan, advice, a sweep's replays); each read of a pickle was a full decode (a 1 GB
+// snapshot: hours), each read of a profiler trace a parse and a layout search of seconds. While
+// conversions are kept, each file is converted once; nothing is kept outside a scope (the profiler
+// trace's layouts were kept for the whole process, by their events, before 2026-12-07).
+TEST_CASE("a trace read again while conversions are kept is converted once and a file changed since is read again") {
+  namespace fs = std::filesystem;
+  auto digest = [](const std::string& path) {
+    auto r = open_trace(path);
+    Event ev;
+    std::uint64_t n = 0;
+    while (r->next(ev)) ++n;
+    return fmt::format("{} events, {}", n, r->digest());
+  };
+  const std::pair<std::string, std::string> traces[] = {
+      {"kept.pickle", read_input(test_data("torch/small_mlp_97ev.pickle.zst"), 1 << 20)},
+      {"kept.pt.trace.json", read_file(test_data("kineto/mi300x_rank1_hip.json"))}};
+  for (const auto& [name, bytes] : traces) {
+    INFO(name);
+    const std::string p = tmp_path(name);
+    write_file_atomic(p, bytes);
+    const std::string whole = digest(p);
+    const auto when = fs::last_write_time(p);
+    auto spoil = [&](fs::file_time_type t) {  // the same size, none of the content, time t
+      write_file_atomic(p, std::string(bytes.size(), '\0'));
+      fs::last_write_time(p, t);
+    };
+    {
+      KeepConversions keep;
+      CHECK(digest(p) == whole);
+      spoil(when);
+      CHECK(digest(p) == whole);  // not read again: the first read's conversion
+      {
+        KeepConversions inner;  // scopes nest: the outer one's conversion serves
+        CHECK(digest(p) == whole);
+      }
+      CHECK(digest(p) == whole);  // the inner scope's end kept it
+      fs::last_write_time(p, when + std::chrono::seconds(1));
+      CHECK_THROWS_AS(digest(p), InputError);  // changed since: read again
+    }
+    write_file_atomic(p, bytes);
+    fs::last_write_time(p, when);
+    CHECK(digest(p) == whole);
+    spoil(when);
+    CHECK_THROWS_AS(digest(p), InputError);  // nothing kept outside a scope
+  }
 }

@@ -16,6 +16,7 @@
 #include "sim/base/limits.h"
 #include "sim/base/text.h"
 #include "traces/gpu_preset.h"
+#include "traces/kept_conversions.h"
 #include "traces/kineto_layout.h"
 #include "traces/profile_dirs.h"
 #include "traces/recording_set.h"
@@ -129,8 +130,18 @@ struct Raw {
   std::uint32_t name = 0;
 };
 
+// What a trace converts to: its events in order (the state before the window first), the names
+// they index, their stacks, the header. Every reader of one conversion reads the same.
+struct Converted {
+  std::vector<Raw> events;
+  std::vector<std::string> names;
+  StackTable stacks;
+  nlohmann::json header;
+};
+
 class KinetoReader : public TraceReader {
  public:
+  // Converts the file: parses it, infers each device's state before the window (the costly part).
   KinetoReader(const std::string& path, const ReaderOptions& opt)
       : TraceReader(path, opt),
         objects_(Limit::kObjects, path, input_bytes(path)),
@@ -142,11 +153,22 @@ class KinetoReader : public TraceReader {
     }  // the document goes: what is kept is the events and spans
     convert();
   }
+  // A reader of a conversion made (traces/kept_conversions.h): reads what it holds.
+  KinetoReader(const std::string& path, const ReaderOptions& opt, std::shared_ptr<const Converted> done)
+      : TraceReader(path, opt),
+        objects_(Limit::kObjects, path, 0),
+        strings_(Limit::kStrings, path, 0),
+        conv_(std::move(done)) {
+    stacks_ = conv_->stacks.for_another_reader();
+    set_header(conv_->header);
+  }
+  std::shared_ptr<const Converted> converted() const { return conv_; }
 
  protected:
   bool read_raw(Event& ev) override {
-    if (next_ >= events_.size()) return false;
-    const Raw& r = events_[next_];
+    const std::vector<Raw>& events = conv_->events;
+    if (next_ >= events.size()) return false;
+    const Raw& r = events[next_];
     if (stacks_.define_before_use(r.stack, r.line, ev)) {
       ev.t = Tick(static_cast<std::uint64_t>(r.t));
       ev.present |= key::kT;
@@ -167,7 +189,7 @@ class KinetoReader : public TraceReader {
     if (r.pre_trace) ev.present |= key::kPreTrace;
     if (r.block) ev.block_size = r.block, ev.present |= key::kBlockSize;
     if (r.stack) ev.stack = r.stack, ev.present |= key::kStack;
-    if (r.name) ev.name = names_[r.name], ev.present |= key::kName;
+    if (r.name) ev.name = conv_->names[r.name], ev.present |= key::kName;
     return true;
   }
 
@@ -550,14 +572,19 @@ class KinetoReader : public TraceReader {
     for (auto& r : head) r.t = t0;
     std::uint64_t k = 0;
     for (auto& r : head) r.line = ++k;
-    events_ = std::move(head);
-    events_.insert(events_.end(), body.begin(), body.end());
+    auto conv = std::make_shared<Converted>();
+    conv->events = std::move(head);
+    conv->events.insert(conv->events.end(), body.begin(), body.end());
     kin["devices"] = devices;
     header["kineto"] = kin;
     if (auto hw = recorded_hardware(gpu.empty() ? std::nullopt : std::optional<std::uint32_t>(gpu.begin()->first), hip);
         !hw.is_null())
       header["recorded_hardware"] = hw;
     set_header(header);
+    conv->names = std::move(names_);
+    conv->stacks = stacks_.for_another_reader();
+    conv->header = std::move(header);
+    conv_ = std::move(conv);
   }
 
   // The innermost operator and the Python frames enclosing each memory event on its thread.
@@ -850,8 +877,8 @@ class KinetoReader : public TraceReader {
   std::unordered_map<std::string, std::int64_t> str_ids_;
   std::vector<std::string> names_;
   std::unordered_map<std::string, std::uint32_t> name_ids_;
-  StackTable stacks_;  // frames innermost first
-  std::vector<Raw> events_;
+  StackTable stacks_;                      // frames innermost first
+  std::shared_ptr<const Converted> conv_;  // what read_raw reads
   size_t next_ = 0;
   std::uint64_t next_id_ = 0;
 };
@@ -895,12 +922,11 @@ std::vector<std::string> kineto_trace_files(const std::string& path) {
 
 std::unique_ptr<TraceReader> make_kineto_reader(const std::string& path, const ReaderOptions& opt) {
   std::vector<std::string> files = kineto_trace_files(path);
-  if (files.size() == 1) {
-    std::error_code ec;
-    if (std::filesystem::is_directory(path, ec)) return std::make_unique<KinetoReader>(files.front(), opt);
-    return std::make_unique<KinetoReader>(path, opt);
-  }
-  return make_recording_set_reader(path, files, opt);  // one job's ranks
+  if (files.size() > 1) return make_recording_set_reader(path, files, opt);  // one job's ranks
+  // A trace is parsed and its layout inferred once per file while conversions are kept.
+  const std::string& file = files.front();
+  auto conv = kept_conversion<Converted>("kineto", file, [&] { return KinetoReader(file, opt).converted(); });
+  return std::make_unique<KinetoReader>(file, opt, std::move(conv));
 }
 
 }  // namespace fragsim

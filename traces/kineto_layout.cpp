@@ -1,9 +1,7 @@
 #include "traces/kineto_layout.h"
 
 #include <algorithm>
-#include <deque>
 #include <map>
-#include <mutex>
 #include <optional>
 #include <set>
 #include <unordered_map>
@@ -804,35 +802,7 @@ class Inference {
 
 KinetoLayout infer_kineto_layout(std::span<const KinetoMemEvent> events) {
   if (events.empty()) return {};
-  // A run opens its trace once per pass (the replay, its peaks, advice, ...), and each open reads
-  // the same events: the layout, a function of them alone, is searched for once and kept for the
-  // last few lists of events.
-  struct Kept {
-    std::vector<KinetoMemEvent> events;
-    KinetoLayout layout;
-  };
-  static std::mutex mu;
-  static std::deque<Kept> kept;
-  constexpr size_t kKept = 8;
-  auto same = [&](const Kept& k) {
-    return std::equal(k.events.begin(), k.events.end(), events.begin(), events.end(), [](const auto& a, const auto& b) {
-      return a.addr == b.addr && a.bytes == b.bytes && a.total_allocated == b.total_allocated &&
-             a.total_reserved == b.total_reserved;
-    });
-  };
-  {
-    std::lock_guard lock(mu);
-    for (const Kept& k : kept)
-      if (same(k)) return k.layout;
-  }
-  KinetoLayout layout = Inference(events).run();
-  // (A list longer than this is not kept, so that the copies stay under ~256 MiB.)
-  constexpr size_t kKeptEvents = size_t{1} << 20;
-  if (events.size() > kKeptEvents) return layout;
-  std::lock_guard lock(mu);
-  kept.push_back({{events.begin(), events.end()}, layout});
-  if (kept.size() > kKept) kept.pop_front();
-  return layout;
+  return Inference(events).run();
 }
 
 }  // namespace fragsim

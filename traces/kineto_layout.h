@@ -49,8 +49,8 @@
 // replayed events, at most 2,000 replays) is spent. It runs twice, ranking states first by a
 // free-running replay's matches, then by those of a replay that puts every allocation where it was
 // recorded (steps the first refuses: the free-running replay drifts until a later change puts it
-// right); the state whose free-running replay reproduces more is kept. A run reads its trace once
-// per pass: the layout of a list of events is searched for once and kept (the last few lists).
+// right); the state whose free-running replay reproduces more is kept. The search costs seconds on
+// a long window: the reader keeps its result with the file's conversion (traces/kept_conversions.h).
 //
 // The model here (Replay, in kineto_layout.cpp) is the inference's own: blocks, segments, best
 // fit and merging only, as the traces show them (one stream; no expandable segments, releases or

@@ -15,6 +15,7 @@
 #include "sim/base/io.h"
 #include "sim/base/text.h"
 #include "sim/base/torch_sizes.h"
+#include "traces/kept_conversions.h"
 #include "traces/pickle.h"
 #include "traces/range_set.h"
 #include "traces/stack_table.h"
@@ -74,7 +75,7 @@ class SnapshotReader : public TraceReader {
     if (!doc->root) bad("not a PyTorch memory snapshot (empty)");
     convert(*doc->root);
   }
-  // Another reader of a conversion already made (KeepSnapshotConversions): reads what it holds.
+  // A reader of a conversion made (traces/kept_conversions.h): reads what it holds.
   SnapshotReader(const std::string& path, const ReaderOptions& opt, std::shared_ptr<const Converted> done)
       : TraceReader(path, opt), budget_(path, 0), parser_(path, budget_), conv_(std::move(done)) {
     stacks_ = conv_->stacks.for_another_reader();
@@ -541,45 +542,12 @@ class SnapshotReader : public TraceReader {
   std::shared_ptr<const Converted> conv_;                     // what read_raw reads
 };
 
-// The conversions kept while a KeepSnapshotConversions lives: per path, the file's size and
-// modification time when it was read (a file changed since is read again) and what it became.
-struct Kept {
-  std::uintmax_t size = 0;
-  std::filesystem::file_time_type mtime;
-  std::shared_ptr<const Converted> conv;
-};
-std::mutex kept_mutex;
-int kept_scopes = 0;
-std::map<std::string, Kept> kept;
-
 }  // namespace
 
-KeepSnapshotConversions::KeepSnapshotConversions() {
-  std::lock_guard<std::mutex> lock(kept_mutex);
-  ++kept_scopes;
-}
-
-KeepSnapshotConversions::~KeepSnapshotConversions() {
-  std::lock_guard<std::mutex> lock(kept_mutex);
-  if (--kept_scopes == 0) kept.clear();
-}
-
+// The pickle is decoded once per file while conversions are kept (traces/kept_conversions.h).
 std::unique_ptr<TraceReader> make_torch_snapshot_reader(const std::string& path, const ReaderOptions& opt) {
-  std::unique_lock<std::mutex> lock(kept_mutex);
-  if (kept_scopes == 0) {
-    lock.unlock();
-    return std::make_unique<SnapshotReader>(path, opt);
-  }
-  // One conversion at a time while conversions are kept: a second reader of the same file waits
-  // for the first's and reads it.
-  std::error_code ec;
-  const std::uintmax_t size = std::filesystem::file_size(path, ec);
-  const auto mtime = std::filesystem::last_write_time(path, ec);
-  if (auto it = kept.find(path); !ec && it != kept.end() && it->second.size == size && it->second.mtime == mtime)
-    return std::make_unique<SnapshotReader>(path, opt, it->second.conv);
-  auto r = std::make_unique<SnapshotReader>(path, opt);
-  if (!ec) kept[path] = Kept{size, mtime, r->converted()};
-  return r;
+  auto conv = kept_conversion<Converted>("torch snapshot", path, [&] { return SnapshotReader(path, opt).converted(); });
+  return std::make_unique<SnapshotReader>(path, opt, std::move(conv));
 }
 
 std::unique_ptr<TraceReader> make_torch_snapshot_reader_from(const std::string& name, const PickleDoc& doc,

@@ -20,20 +20,10 @@
 
 namespace fragsim {
 
+// Decoding is most of the cost of a replay from a pickle: while a KeepConversions lives
+// (traces/kept_conversions.h), a file is decoded once and its readers share the events (80 bytes each).
 std::unique_ptr<TraceReader> make_torch_snapshot_reader(const std::string& path, const ReaderOptions& opt);
 
-// While one of these lives (anywhere in the process), a snapshot file read again — the same path,
-// size and modification time — is not: its readers share the first read's conversion (its events,
-// 80 bytes each, held until the last of these goes). A command that replays its input
-// several times (the run, its second fidelity pass, the history, the report's best plan, advice)
-// thus decodes a pickle once: decoding is most of the cost of a replay from a pickle.
-class KeepSnapshotConversions {
- public:
-  KeepSnapshotConversions();
-  ~KeepSnapshotConversions();
-  KeepSnapshotConversions(const KeepSnapshotConversions&) = delete;
-  KeepSnapshotConversions& operator=(const KeepSnapshotConversions&) = delete;
-};
 // A snapshot already parsed (the objects of `torch.cuda.memory._snapshot()` handed over by the
 // Python module, as a pickle's would be): read exactly as the file, named `name` in messages.
 // The reader converts the whole document when it is made; `doc` may go once it returns.

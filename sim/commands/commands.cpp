@@ -19,8 +19,8 @@
 #include "sim/report/report.h"
 #include "sim/report/report_html.h"
 #include "sim/report/snapshot_export.h"
+#include "traces/kept_conversions.h"
 #include "traces/kineto.h"
-#include "traces/torch_snapshot.h"
 
 namespace fragsim {
 
@@ -61,7 +61,7 @@ RunResult replay_one(const RunRequest& req, const Registry& reg, const RunOutput
 
 RunResult run_request(const RunRequest& req, const Registry& reg, const RunOutputs& out, unsigned threads,
                       bool progress) {
-  KeepSnapshotConversions once;  // every replay below (the run's passes, advice) decodes a pickle once
+  KeepConversions once;  // every replay below (the run's passes, advice) converts a costly trace once
   RunResult r = replay_one(req, reg, out, threads, progress, "run");
   r.advice = proven_advice(r, req, reg, threads);
   if (std::string w = proven_waste_advice(r, req, reg, threads); !w.empty()) r.advice.push_back(std::move(w));
@@ -70,7 +70,7 @@ RunResult run_request(const RunRequest& req, const Registry& reg, const RunOutpu
 
 std::vector<RunResult> run_compare(const CompareRequest& req, const Registry& reg, const RunOutputs& out,
                                    unsigned threads, bool progress) {
-  KeepSnapshotConversions once;  // as run's
+  KeepConversions once;  // as run's
   ComparePlan plan = prepare_compare(req, reg);
   for (auto& o : plan.runs) o.keep_live_buffers = out.keep_live_buffers, o.window = out.window, o.prior.range = true;
   std::vector<RunResult> runs;
@@ -120,7 +120,7 @@ DiffRequest diff_request(const RunRequest& base, const std::string& a, const std
 
 std::vector<RunResult> run_diff(const DiffRequest& req, const Registry& reg, const RunOutputs& out, unsigned threads,
                                 bool progress) {
-  KeepSnapshotConversions once;  // as run's (A and B may be one snapshot)
+  KeepConversions once;  // as run's (A and B may be one trace)
   RunOutputs o = out;
   o.placements.clear();
   o.perfetto.clear();
@@ -186,6 +186,7 @@ DiffOutcome diff_of_reports(const DiffInput& a, const DiffInput& b, const std::s
 
 SweepResult sweep_request(const RunRequest& req, const std::string& find, bool exhaustive, const Registry& reg,
                           unsigned threads, bool progress) {
+  KeepConversions once;  // as run's: the run's setup reads the recording, the sweep its events
   SweepOptions so;
   so.request = req;
   so.base = prepare_run(req, reg);
@@ -201,6 +202,7 @@ SweepResult sweep_request(const RunRequest& req, const std::string& find, bool e
 
 nlohmann::json run_batch(const std::string& manifest, const std::string& shard, const Registry& reg, unsigned threads,
                          bool progress) {
+  KeepConversions once;  // as run's: entries may share a trace
   Manifest m = read_manifest(manifest);
   Shard sh = parse_shard(shard);
   std::vector<RunOptions> opts;
