@@ -16,6 +16,7 @@
 #include "sim/engine/batch_stream.h"
 #include "test_util.h"
 #include "traces/live_table.h"
+#include "traces/range_set.h"
 
 using namespace fragsim;
 
@@ -661,4 +662,19 @@ TEST_CASE("DeviceMemory: grants never overlap, recorded addresses are taken when
   live.clear();
   CHECK(mem.live_grants() == 0);
   CHECK(mem.used() == 0);
+}
+
+TEST_CASE("range set: holes are the parts of a span no range covers below or between ranges, none above") {
+  // Memory a capture's buffers never used inside a region, below or between ranges they did, was
+  // in use all along (traces/recorded_layout.h, traces/bfc_growth.h); above the last it may be free.
+  RangeSet r;
+  r.add(0x200, 0x300);
+  r.add(0x600, 0x800);
+  r.add(0x1000, 0x1100);
+  using Holes = std::vector<std::pair<std::uint64_t, std::uint64_t>>;
+  CHECK(r.holes(0, 0x200000) == Holes{{0, 0x200}, {0x300, 0x600}, {0x800, 0x1000}});
+  CHECK(r.holes(0x200, 0x1100) == Holes{{0x300, 0x600}, {0x800, 0x1000}});
+  CHECK(r.holes(0x280, 0x700) == Holes{{0x300, 0x600}});  // ranges reaching in from either side
+  CHECK(r.holes(0x1100, 0x2000).empty());                 // above every range
+  CHECK(r.holes(0x100, 0x180).empty());                   // no range reaches into it
 }

@@ -22,8 +22,18 @@
 // when the replay reproduces more recorded addresses; the search stops when none helps or its
 // budget is spent.
 //
-// Only an allocator with nothing live before the capture: the regions that held earlier buffers
-// are placed by those buffers (traces/recorded_layout.h, policies' seeding), not by this search.
+// An allocator with memory live before the capture holds it in those regions too. The replay seeds
+// each earlier buffer as the policy does (at its stated address: carved out of the free chunk there,
+// or in a region obtained at that address), and the bytes live at addresses the capture never
+// states (from bytes_allocated) where BFC's rules put them (traces/recorded_layout.h): inside a
+// region held before the capture, a range no buffer of the capture occupied below or between ranges
+// that some did was in use all along (a buffer is always the low end of its free chunk), as long
+// as those ranges hold no more than the unknown bytes; the rest where best fit puts one request
+// that large (a region obtained for it when none holds it). The search then also tries, once the
+// regions the replay obtains stop helping, a region at the address of an allocation the replay
+// misses or of an earlier buffer (2 MiB below it: the driver's alignment), of each power-of-two size from 2 MiB, at
+// each place in the order of those held before: a region whose base no allocation of the capture gave, such as the one
+// where its first small buffers lie above memory allocated before it.
 #pragma once
 #include <optional>
 #include <span>
@@ -39,10 +49,13 @@ struct BfcEvent {
   std::uint64_t id = 0;
   Bytes chunk = 0;         // the chunk it holds (a multiple of 256 B)
   std::optional<Addr> at;  // where the capture placed it (none: its address is not stated)
+  bool pre_trace = false;  // live before the capture; without `at`, part of the bytes at unstated addresses
 };
 
 struct BfcPriorRegions {
   std::vector<Extent> regions;       // obtained before the capture, in the order obtained
+  std::vector<Extent> live;          // where the bytes live before it at unstated addresses lie (with regions)
+  Bytes live_in_gaps = 0;            // of those, in ranges no recorded buffer used (the rest: best fit)
   std::uint64_t matched_before = 0;  // addresses the model reproduces from a fresh allocator
   std::uint64_t matched = 0;         // ... with these regions first
   std::uint64_t compared = 0;        // allocations with a stated address

@@ -7,6 +7,8 @@
 #include <cstdint>
 #include <iterator>
 #include <map>
+#include <utility>
+#include <vector>
 
 namespace fragsim {
 
@@ -37,6 +39,19 @@ class RangeSet {
       if (a < lo) r_.emplace(a, lo);
       if (b > hi) r_.emplace(hi, b);
     }
+  }
+  // The parts of [lo, hi) no range covers that lie below or between ranges (none above the last
+  // range that reaches into it), ascending.
+  std::vector<std::pair<std::uint64_t, std::uint64_t>> holes(std::uint64_t lo, std::uint64_t hi) const {
+    std::vector<std::pair<std::uint64_t, std::uint64_t>> out;
+    auto it = r_.upper_bound(lo);
+    if (it != r_.begin()) --it;  // a range that starts below lo may reach past it
+    for (std::uint64_t at = lo; it != r_.end() && it->first < hi; ++it) {
+      if (it->second <= at) continue;
+      if (it->first > at) out.emplace_back(at, it->first);
+      at = std::min(it->second, hi);
+    }
+    return out;
   }
   const std::map<std::uint64_t, std::uint64_t>& ranges() const { return r_; }
   bool empty() const { return r_.empty(); }

@@ -14,12 +14,9 @@ std::optional<SingleRegion> RecordedLayout::single_region(Bytes unknown, Bytes l
                                                           std::vector<Bytes> unplaced) const {
   if (touched_.empty()) return std::nullopt;
   const auto& r = touched_.ranges();
-  std::uint64_t lowest = r.begin()->first, highest = std::prev(r.end())->second, prev_hi = 0;
+  std::uint64_t lowest = r.begin()->first, highest = std::prev(r.end())->second;
   std::vector<Extent> gaps;
-  for (const auto& [lo, hi] : r) {
-    if (prev_hi && lo > prev_hi) gaps.push_back({Addr(prev_hi), lo - prev_hi});
-    prev_hi = hi;
-  }
+  for (const auto& [lo, hi] : touched_.holes(lowest, highest)) gaps.push_back({Addr(lo), hi - lo});
   Bytes total = 0;
   for (const Extent& g : gaps) total += g.bytes;
   std::vector<bool> live(gaps.size(), true);

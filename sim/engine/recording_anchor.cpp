@@ -22,11 +22,11 @@ std::vector<const RecordedAllocator*> single_region_allocators(const Recording& 
   return out;
 }
 
-// The capture's allocators that grow on demand and hold nothing when it begins (traces/bfc_growth.h).
-std::vector<const RecordedAllocator*> empty_growing_allocators(const Recording& r) {
+// The capture's allocators that grow on demand (traces/bfc_growth.h).
+std::vector<const RecordedAllocator*> growing_allocators(const Recording& r) {
   std::vector<const RecordedAllocator*> out;
   for (const auto& a : r.allocators)
-    if (a.mode == RecordedAllocator::Mode::kGrow && is_bfc(a.name) && a.limit && a.live_before == 0) out.push_back(&a);
+    if (a.mode == RecordedAllocator::Mode::kGrow && is_bfc(a.name) && a.limit) out.push_back(&a);
   return out;
 }
 
@@ -36,7 +36,7 @@ bool RecordingAnchor::wanted(const Recording& recording) {
   if (recording.source == RecordingSource::kTorchSnapshot) return true;
   for (const auto* a : single_region_allocators(recording))
     if (a->live_before > 0) return true;
-  return !empty_growing_allocators(recording).empty();
+  return !growing_allocators(recording).empty();
 }
 
 void RecordingAnchor::learn(TraceReader& reader) {
@@ -45,7 +45,7 @@ void RecordingAnchor::learn(TraceReader& reader) {
   std::map<std::pair<std::uint32_t, Space>, std::vector<Bytes>> unplaced;
   for (const auto* a : single_region_allocators(reader.recording())) by_[{a->device, a->space}].limit = *a->limit;
   std::set<std::pair<std::uint32_t, Space>> growing;
-  for (const auto* a : empty_growing_allocators(reader.recording())) {
+  for (const auto* a : growing_allocators(reader.recording())) {
     by_[{a->device, a->space}].limit = *a->limit;
     growing.insert({a->device, a->space});
   }
@@ -55,24 +55,21 @@ void RecordingAnchor::learn(TraceReader& reader) {
     auto it = by_.find({ev.device, ev.space});
     if (it == by_.end()) continue;
     Allocator& al = it->second;
+    const bool pre = ev.has(key::kPreTrace);
+    const Bytes block = ev.has(key::kBlockSize) ? ev.block_size : ev.size;
+    if (ev.op == Op::kAlloc && pre && ev.has(key::kAddr)) al.known += block, ++al.known_buffers;
+    if (ev.op == Op::kAlloc && pre && !ev.has(key::kAddr)) al.unknown += block, al.unknowns.emplace_back(ev.id, block);
     if (growing.count(it->first)) {
-      BfcEvent g{ev.op == Op::kAlloc, ev.id.value(), 0, std::nullopt};
-      if (g.alloc) g.chunk = bfc_chunk_of(ev.has(key::kBlockSize) ? ev.block_size : ev.size);
+      BfcEvent g{ev.op == Op::kAlloc, ev.id.value(), 0, std::nullopt, pre};
+      if (g.alloc) g.chunk = bfc_chunk_of(block);
       if (g.alloc && ev.has(key::kAddr)) g.at = ev.addr;
       al.growth_events.push_back(g);
       continue;
     }
     if (ev.op != Op::kAlloc) continue;
-    bool pre = ev.has(key::kPreTrace);
     if (ev.has(key::kAddr)) {
-      Bytes block = ev.has(key::kBlockSize) ? ev.block_size : ev.size;
       layouts[it->first].occupied(ev.addr, block);
-      if (pre) al.known += block, ++al.known_buffers;
-    } else if (pre) {
-      Bytes block = ev.has(key::kBlockSize) ? ev.block_size : ev.size;
-      al.unknown += block;
-      al.unknowns.emplace_back(ev.id, block);
-    } else {
+    } else if (!pre) {
       unplaced[it->first].push_back(ev.size);
       al.unplaced_bytes += ev.size;
     }
@@ -85,6 +82,13 @@ void RecordingAnchor::learn(TraceReader& reader) {
     al.prior_matched = p.matched;
     al.prior_compared = p.compared;
     al.growth_events = {};
+    if (!p.live.empty()) {  // the unknown bytes, where the regions held before put them
+      al.in_prior_regions = true;
+      al.extents = std::move(p.live);
+      al.in_gaps = p.live_in_gaps;
+      al.below = 0;
+      share_extents(al);
+    }
   }
   for (auto& [k, al] : by_) {
     if (al.unknowns.empty() || !layouts.count(k)) continue;
@@ -95,11 +99,15 @@ void RecordingAnchor::learn(TraceReader& reader) {
     al.extents = std::move(s->live);
     al.in_gaps = s->in_gaps;
     al.below = s->below;
-    std::vector<Bytes> sizes;
-    for (const auto& u : al.unknowns) sizes.push_back(u.second);
-    auto shares = place_in_extents(al.extents, sizes);
-    for (size_t i = 0; i < shares.size(); ++i) al.of_alloc[al.unknowns[i].first] = std::move(shares[i]);
+    share_extents(al);
   }
+}
+
+void RecordingAnchor::share_extents(Allocator& al) {
+  std::vector<Bytes> sizes;
+  for (const auto& u : al.unknowns) sizes.push_back(u.second);
+  auto shares = place_in_extents(al.extents, sizes);
+  for (size_t i = 0; i < shares.size(); ++i) al.of_alloc[al.unknowns[i].first] = std::move(shares[i]);
 }
 
 void RecordingAnchor::learn_torch_blocks(TraceReader& reader) {
@@ -156,7 +164,7 @@ Bytes RecordingAnchor::block(const Event& ev) const {
 std::span<const Extent> RecordingAnchor::extents(const Event& ev) const {
   if (!ev.has(key::kPreTrace) || ev.has(key::kAddr)) return {};
   auto it = by_.find({ev.device, ev.space});
-  if (it == by_.end() || !it->second.anchored) return {};
+  if (it == by_.end() || !(it->second.anchored || it->second.in_prior_regions)) return {};
   auto share = it->second.of_alloc.find(ev.id);
   if (share == it->second.of_alloc.end()) return {};
   return share->second;
@@ -188,31 +196,33 @@ nlohmann::json RecordingAnchor::summary() const {
   for (const auto& [device, n] : blocks_inferred_)
     out.push_back({{"device", device}, {"space", space_name(Space::kHbm)}, {"pre_trace_block_sizes_inferred", n}});
   for (const auto& [k, al] : by_) {
+    const bool live = !al.unknowns.empty() || al.known_buffers;
+    if (!live && al.prior_regions.empty()) continue;
+    nlohmann::json j = {
+        {"device", k.first}, {"space", space_name(k.second)}, {"live_before_bytes", al.known + al.unknown}};
+    if (live) {
+      const bool placed = al.anchored || al.in_prior_regions;
+      j["recorded_bytes"] = al.known;
+      j["recorded_buffers"] = al.known_buffers;
+      j["inferred_bytes"] = placed ? al.unknown : 0;
+      j["unplaced_bytes"] = placed ? 0 : al.unknown;
+      if (al.unknowns.size() > 1) j["unknown_address_buffers"] = al.unknowns.size();
+      if (placed) {
+        j["inferred_extents"] = al.extents.size();
+        j["inferred_in_gaps_bytes"] = al.in_gaps;
+      }
+      if (al.anchored) {
+        j["region_base"] = al.base;
+        j["inferred_below_bytes"] = al.below;
+      }
+    }
     if (!al.prior_regions.empty()) {
       nlohmann::json regions = nlohmann::json::array();
       for (const Extent& g : al.prior_regions) regions.push_back({{"base", g.addr.value()}, {"bytes", g.bytes}});
-      out.push_back({{"device", k.first},
-                     {"space", space_name(k.second)},
-                     {"live_before_bytes", 0},
-                     {"prior_regions", std::move(regions)},
-                     {"model_matched_without", al.prior_matched_before},
-                     {"model_matched_with", al.prior_matched},
-                     {"model_compared", al.prior_compared}});
-    }
-    if (al.unknowns.empty() && !al.known_buffers) continue;
-    nlohmann::json j = {{"device", k.first},
-                        {"space", space_name(k.second)},
-                        {"live_before_bytes", al.known + al.unknown},
-                        {"recorded_bytes", al.known},
-                        {"recorded_buffers", al.known_buffers},
-                        {"inferred_bytes", al.anchored ? al.unknown : 0},
-                        {"unplaced_bytes", al.anchored ? 0 : al.unknown}};
-    if (al.unknowns.size() > 1) j["unknown_address_buffers"] = al.unknowns.size();
-    if (al.anchored) {
-      j["region_base"] = al.base;
-      j["inferred_extents"] = al.extents.size();
-      j["inferred_in_gaps_bytes"] = al.in_gaps;
-      j["inferred_below_bytes"] = al.below;
+      j["prior_regions"] = std::move(regions);
+      j["model_matched_without"] = al.prior_matched_before;
+      j["model_matched_with"] = al.prior_matched;
+      j["model_compared"] = al.prior_compared;
     }
     out.push_back(std::move(j));
   }
@@ -231,11 +241,23 @@ std::vector<std::string> RecordingAnchor::notes() const {
       std::string regions;
       for (const Extent& g : al.prior_regions)
         regions += fmt::format("{}{} at {:#x}", regions.empty() ? "" : ", ", human_bytes(g.bytes), g.addr.value());
+      const std::string held =
+          al.known + al.unknown == 0
+              ? std::string("nothing live when the recording began, but")
+              : fmt::format(
+                    "{} live when the recording began ({} at addresses it states{}), and",
+                    human_bytes(al.known + al.unknown), human_bytes(al.known),
+                    al.in_prior_regions
+                        ? fmt::format(
+                              "; {} in ranges inside these regions no recorded buffer used, {} where best fit put it",
+                              human_bytes(al.in_gaps), human_bytes(al.unknown - al.in_gaps))
+                        : std::string());
       out.push_back(fmt::format(
-          "device {} {}: nothing live when the recording began, but its addresses show regions the allocator had "
+          "device {} {}: {} its addresses show regions the allocator had "
           "already obtained (and the growth target they left): {}; obtained first, in that order (the inference's "
           "model reproduces {} of {} recorded addresses with them, {} without)",
-          k.first, space_name(k.second), regions, al.prior_matched, al.prior_compared, al.prior_matched_before));
+          k.first, space_name(k.second), held, regions, al.prior_matched, al.prior_compared, al.prior_matched_before));
+      continue;
     }
     if (al.unknowns.empty()) continue;
     Bytes total = al.known + al.unknown;

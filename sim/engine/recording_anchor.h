@@ -24,10 +24,11 @@
 // max_split_size) may hold up to max_non_split_rounding more and stay as requested; expandable
 // segments (segment_map) split any remainder of 512 B or more.
 //
-// A capture whose allocator grows its regions on demand and holds nothing when it begins may still
-// begin after the program obtained regions and raised BFC's growth target (traces/bfc_growth.h):
-// the anchor infers those regions from the whole trace and has the replay obtain them first, in
-// the order and at the sizes inferred, at their recorded bases.
+// A capture whose allocator grows its regions on demand begins after the program obtained regions
+// and raised BFC's growth target (traces/bfc_growth.h): the anchor infers those regions from the
+// whole trace and has the replay obtain them first, in the order and at the sizes inferred, at
+// their bases; the memory live before the capture at addresses it never states is seeded where
+// the inference placed it in them.
 //
 // It reads only what the trace holds: an allocation whose address was removed contributes its
 // size (traces/recorded_layout.h, `unplaced`), never an address. Event indices, ids and the
@@ -79,6 +80,7 @@ class RecordingAnchor {
     std::map<AllocId, std::vector<Extent>> of_alloc;  // each unknown allocation's share (place_in_extents)
     Bytes in_gaps = 0, below = 0, unplaced_bytes = 0;
     bool anchored = false, region_taken = false;
+    bool in_prior_regions = false;  // the unknown bytes lie in `extents` inside the prior regions
     // A growing allocator with nothing live before: the regions it held all the same
     // (traces/bfc_growth.h), and the recorded addresses its model reproduces without and with them.
     std::vector<Extent> prior_regions;
@@ -86,6 +88,8 @@ class RecordingAnchor {
     std::vector<BfcEvent> growth_events;  // while learning
   };
   std::map<std::pair<std::uint32_t, Space>, Allocator> by_;
+  // Each unknown allocation's share of the allocator's extents (place_in_extents).
+  static void share_extents(Allocator& al);
 
   // PyTorch snapshots: pre-trace blocks sized by later allocations, per (device, address).
   struct PreBlock {
