@@ -240,7 +240,7 @@ BfcPriorRegions infer_bfc_prior_regions(std::span<const BfcEvent> events, Bytes 
     if (!e.alloc) continue;
     if (e.pre_trace && e.at) earlier.push_back(e.at->value());
     if (e.at)
-      in.occupied.add(e.at->value(), e.at->value() + e.chunk);
+      in.occupied.add(e.at->value(), e.at->value() + std::max(e.chunk, e.held));
     else if (e.pre_trace)
       in.unknown += e.chunk;
     out.compared += e.at && !e.pre_trace ? 1 : 0;

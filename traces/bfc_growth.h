@@ -15,7 +15,10 @@
 // low end of its first chunk), and every later chunk lies inside some region. The inference
 // replays the capture through its own model of BFC's classic path (best fit on (size, address),
 // split when the chunk is at least twice the request or 128 MiB larger, free neighbours merged
-// within a region; the region at the recorded address of the request that obtained it) and tries,
+// within a region; the region at the recorded address of the request that obtained it; each
+// request its size rounded to 256 B, as the policy asks, not the larger chunk the capture may
+// record for it: asking for that chunk finds no room where the policy finds some, and the
+// regions inferred from such a replay mislead the policy's) and tries,
 // for each region in the order the replay obtained them, that it and those before it existed
 // before the capture, it larger by a power of two: each obtained as Extend obtains one for a
 // request of its size, so the target after them is what those requests leave. A hypothesis is kept
@@ -47,9 +50,10 @@ namespace fragsim {
 struct BfcEvent {
   bool alloc = true;
   std::uint64_t id = 0;
-  Bytes chunk = 0;         // the chunk it holds (a multiple of 256 B)
+  Bytes chunk = 0;         // the request rounded to 256 B, as the policy asks (an earlier buffer: its chunk)
   std::optional<Addr> at;  // where the capture placed it (none: its address is not stated)
   bool pre_trace = false;  // live before the capture; without `at`, part of the bytes at unstated addresses
+  Bytes held = 0;          // the chunk the capture says it held, when larger than `chunk` (an unsplit remainder)
 };
 
 struct BfcPriorRegions {

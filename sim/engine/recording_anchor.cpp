@@ -61,7 +61,8 @@ void RecordingAnchor::learn(TraceReader& reader) {
     if (ev.op == Op::kAlloc && pre && !ev.has(key::kAddr)) al.unknown += block, al.unknowns.emplace_back(ev.id, block);
     if (growing.count(it->first)) {
       BfcEvent g{ev.op == Op::kAlloc, ev.id.value(), 0, std::nullopt, pre};
-      if (g.alloc) g.chunk = bfc_chunk_of(block);
+      // The policy asks for the request (seeding an earlier buffer, for the chunk it held).
+      if (g.alloc) g.chunk = bfc_chunk_of(pre ? block : ev.size), g.held = bfc_chunk_of(block);
       if (g.alloc && ev.has(key::kAddr)) g.at = ev.addr;
       al.growth_events.push_back(g);
       continue;
