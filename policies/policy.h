@@ -51,6 +51,9 @@ struct AllocRequest {
   // the real allocator does; it may use this only where the real allocator took the address from
   // the driver (a new region's base), never to choose among its own blocks.
   std::optional<Addr> recorded_addr;
+  // The bytes of several allocations made before the trace began that the recording does not list
+  // one by one (their sizes unknown): held as they are, never rounded as one request of that size.
+  bool aggregate = false;
 };
 
 // A request whose shape outlives the call (policies that re-place buffers keep these).
@@ -98,8 +101,9 @@ struct Observation {
 // A block live when recording began, inside a PriorRegion.
 struct PriorBlock {
   Addr addr;
-  Bytes size = 0;  // requested bytes
-  size_t id = 0;   // the engine's handle for it (PriorRequest::live)
+  Bytes size = 0;          // requested bytes
+  size_t id = 0;           // the engine's handle for it (PriorRequest::live)
+  bool aggregate = false;  // the bytes of several unlisted allocations (AllocRequest::aggregate)
 };
 
 // A region the recording's allocator held when recording began: a segment (cudaMalloc) or a
@@ -146,7 +150,15 @@ struct PriorRequest {
   std::int64_t stream = 0;
   size_t released_before = SIZE_MAX;
   size_t live = SIZE_MAX;
+  // The region it stands for holds an aggregate (PriorBlock::aggregate): its size is the region's, not
+  // one request's, and is held as an aggregate is (AllocRequest::aggregate).
+  bool aggregate = false;
 };
+
+// Whether a region holds an aggregate block (its size then is no request's).
+inline bool holds_aggregate(const PriorRegion& r) {
+  return std::any_of(r.live.begin(), r.live.end(), [](const PriorBlock& b) { return b.aggregate; });
+}
 
 // The history most policies read in the regions: region i was obtained for a request of
 // size_of(region i). Held together (kMost, or kLikely with held_together), in address order, every

@@ -149,6 +149,7 @@ Pieces region_pieces(std::span<const PriorRegion> regions, std::span<const size_
     };
     if (r.live.empty() || size[k] != r.size) {  // no blocks, or a request that is not the region's memory
       gap(size[k]);
+      p.out.back().aggregate = holds_aggregate(r);
       continue;
     }
     for_each_region_piece(
@@ -186,7 +187,11 @@ std::vector<PriorRequest> prior_requests_of_regions(std::span<const PriorRegion>
   if (history == PriorHistory::kLeast) return out;
   if (history == PriorHistory::kMost || held_together) {
     for (const PriorRegion& r : regions)
-      out.push_back({.size = size_of(r), .stream = r.stream, .released_before = SIZE_MAX, .live = SIZE_MAX});
+      out.push_back({.size = size_of(r),
+                     .stream = r.stream,
+                     .released_before = SIZE_MAX,
+                     .live = SIZE_MAX,
+                     .aggregate = holds_aggregate(r)});
     return out;
   }
   // The order the regions were obtained in is what the recording cannot tell; address order is a

@@ -100,7 +100,7 @@ class TorchCachingPolicy : public AllocatorPolicy {
     SegmentHeap* heap = nullptr;
     if (req.seeded_at) seeded(req, *req.seeded_at, &heap, &small, &stream, &blk);
     if (blk == SegmentHeap::kNil) {
-      Bytes r = c_.round_size(req.size);
+      Bytes r = block_for(req);
       if (r == kTooLarge) {
         ++num_ooms_;
         return Placement::failed();
@@ -175,7 +175,14 @@ class TorchCachingPolicy : public AllocatorPolicy {
     u.largest_available = std::max(u.largest_free, device_room());
     return u;
   }
-  Bytes rounded_size(const AllocRequest& req) const override { return c_.round_size(req.size); }
+  Bytes rounded_size(const AllocRequest& req) const override { return block_for(req); }
+  // The block a request takes: round_size of its bytes; an aggregate (the bytes of several
+  // allocations from before the recording, sizes unknown) only to whole 512-byte blocks, as each of
+  // its allocations is at least — rounding it as one request of its size (roundup_power2_divisions)
+  // would add a step of the whole sum's power of two that none of its parts pays.
+  Bytes block_for(const AllocRequest& req) const {
+    return req.aggregate ? std::max(round_up_sat(req.size, kMinBlockSize), kMinBlockSize) : c_.round_size(req.size);
+  }
 
   // The settings a snapshot of this run records (sim/report/snapshot_export.h writes them), also in the report.
   nlohmann::json snapshot_allocator_settings() const override { return snapshot_settings(c_); }
@@ -250,7 +257,7 @@ class TorchCachingPolicy : public AllocatorPolicy {
   }
 
   std::string describe_oom(const AllocRequest& req) const override {
-    const Bytes block = c_.round_size(req.size), a = Config::alloc_size(block);
+    const Bytes block = block_for(req), a = Config::alloc_size(block);
     Bytes free = dev_->available();  // cudaMemGetInfo's free: what is left of the device
     Bytes allocated = allocated_.current(), reserved = reserved_.current();
     // PyTorch names the segment it asks the device for (specs/torch-caching.md, OOM message), not the
@@ -422,7 +429,7 @@ class TorchCachingPolicy : public AllocatorPolicy {
     SegmentHeap& h = pools_[ref.small][ref.stream];
     h.index_addresses();  // every allocation of a followed recording comes here: find blocks by address
     const auto& sg = h.segment(ref.seg);
-    Bytes r = c_.round_size(req.size);
+    Bytes r = block_for(req);
     if (!sg.live || r > sg.size || at - sg.base > sg.size - r) return;
     // Only the requested size was recorded; the split rule tells the block's real size. In the
     // large pool a free block is never 1 MiB or less (blocks are bigger, and free neighbours

@@ -86,6 +86,43 @@ TEST_CASE("kineto: the real traces replay with their recorded addresses and Tota
   CHECK(matched * 100 >= all * 95);
 }
 
+// A what-if re-holds the state before the window under its own settings (issue 47). Re-held under
+// the recorded settings themselves it must take the memory the recording shows: PyTorch's rules are
+// the same, only the order is the history's. Before, each trace's bytes at no stated address were
+// one block on a stream the window never uses while the segment the history obtained for them was
+// on another (the A100 trace: 17.40 GiB for 8.74), and an inferred range of a 2 MiB (small-pool)
+// segment was re-held as one request above 1 MiB, in a 20 MiB segment of the large pool.
+TEST_CASE("kineto: the state before a window re-held under the recorded settings takes the recorded memory") {
+  for (const char* file : {"a100_switch_transformer.json.gz", "t4_resnet50_late.json.gz",
+                           "t4_resnet50_first_30.json.gz", "t4_fp32_late.pt.trace.json.gz",
+                           "gh200_transformer_stack.pt.trace.json.gz", "t4_amp_two_threads.pt.trace.json.gz"}) {
+    INFO(file);
+    auto r = run_json({.trace = kineto(file), .pre_trace = "rebuilt"});
+    const Bytes recorded = r["fidelity"]["recorded_peak_reserved_bytes"];
+    for (const auto& d : r["devices"])
+      if (d["space"] == "hbm") {
+        CHECK(d["before_recording"]["held"] == "rebuilt");
+        const Bytes peak = d["peak_reserved_bytes"];
+        CHECK(peak <= recorded + 2 * kMiB);  // the issue's tolerance for Total Reserved
+        CHECK(peak + 2 * kMiB >= recorded);
+      }
+  }
+  // The A100 trace's 8.66 GiB live before the window at no address it states are many tensors, not
+  // one: roundup_power2_divisions=4 rounds each request up to a quarter of its power of two (8 GiB
+  // requests to 10 GiB), and rounding the sum as one request reserved 20.09 GiB for 8.74 recorded.
+  auto div = run_json({.trace = kineto("a100_switch_transformer.json.gz"), .sets = {"roundup_power2_divisions=4"}});
+  const Bytes recorded = div["fidelity"]["recorded_peak_reserved_bytes"];
+  for (const auto& d : div["devices"])
+    if (d["space"] == "hbm") CHECK(d["peak_reserved_bytes"].get<Bytes>() < recorded + recorded / 20);
+  // The trace says which bytes those are.
+  nlohmann::json h;
+  Bytes aggregate = 0;
+  for (const auto& e : read_events(kineto("a100_switch_transformer.json.gz"), {}, &h))
+    if (e.has(key::kAggregate)) aggregate += e.size;
+  CHECK(aggregate == h["kineto"]["devices"][0]["unplaced_live_bytes"].get<Bytes>() +
+                         h["kineto"]["devices"][0]["untouched_live_bytes"].get<Bytes>());
+}
+
 TEST_CASE("kineto: events of two threads are ordered by time, in ns since the epoch after baseTimeNanoseconds") {
   nlohmann::json h;
   auto evs = read_events(kineto("t4_fp32_two_threads.pt.trace.json.gz"), {}, &h);

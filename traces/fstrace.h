@@ -4,8 +4,8 @@
 //   record  = u8 op, varint present (key::* bits), then the present fields in this order:
 //             id, size, t as the delta from the previous event's time, stream (zigzag), device,
 //             u8 space, name (varint len + bytes), shape (varint rank + varints), u8 dtype, addr,
-//             stack, block_size, frames (varint count, then varint len + bytes each); pre_trace is
-//             its bit alone
+//             stack, block_size, frames (varint count, then varint len + bytes each); pre_trace and
+//             aggregate are their bits alone
 //   end     = u8 0xFF, varint event count  (a file without it is reported as truncated)
 // Errors name the record number as the "line".
 #pragma once

@@ -157,6 +157,7 @@ enum class Key {
   kAddr,
   kPreTrace,
   kBlockSize,
+  kAggregate,
   kStack,
   kFrames,
   kShape
@@ -188,7 +189,7 @@ Key key_of(std::string_view k) {
              : is(k, "frames") ? Key::kFrames
                                : Key::kOther;
     case 9:
-      return is(k, "pre_trace") ? Key::kPreTrace : Key::kOther;
+      return is(k, "pre_trace") ? Key::kPreTrace : is(k, "aggregate") ? Key::kAggregate : Key::kOther;
     case 10:
       return is(k, "block_size") ? Key::kBlockSize : Key::kOther;
     default:
@@ -346,7 +347,7 @@ class LineParser {
  private:
   struct Retry {};  // the block path gives a line up: the line-by-line path decides on it
   struct Fields {
-    bool have_op = false, pre_false = false;
+    bool have_op = false, pre_false = false, aggregate_false = false;
     std::uint16_t seen = 0;
   };
 
@@ -574,6 +575,10 @@ class LineParser {
           bit = key::kPreTrace;
           f.pre_false = !boolean(v, k);  // false: as if absent
           break;
+        case Key::kAggregate:
+          bit = key::kAggregate;
+          f.aggregate_false = !boolean(v, k);  // false: as if absent
+          break;
         case Key::kBlockSize:
           bit = key::kBlockSize;
           ev.block_size = uint(v, k);
@@ -604,7 +609,9 @@ class LineParser {
   // The keys a line must have.
   void finish(const Fields& f, Event& ev) {
     if (!f.have_op) err("op", "missing required key");
-    ev.present = f.pre_false ? static_cast<std::uint16_t>(f.seen & ~key::kPreTrace) : f.seen;
+    ev.present = f.seen;
+    if (f.pre_false) ev.present &= static_cast<std::uint16_t>(~key::kPreTrace);
+    if (f.aggregate_false) ev.present &= static_cast<std::uint16_t>(~key::kAggregate);
     if ((ev.op == Op::kAlloc || ev.op == Op::kFree) && !(f.seen & key::kId)) err("id", "missing required key");
     if (ev.op == Op::kAlloc && !(f.seen & key::kSize)) err("size", "missing required key");
   }
@@ -983,6 +990,7 @@ class JsonlWriter : public TraceWriter {
     }
     if (ev.has(key::kAddr)) num("addr", ev.addr);
     if (ev.has(key::kPreTrace)) buf_ += ",\"pre_trace\":true";
+    if (ev.has(key::kAggregate)) buf_ += ",\"aggregate\":true";
     if (ev.has(key::kStack)) num("stack", ev.stack);
     if (ev.has(key::kBlockSize)) num("block_size", ev.block_size);
     if (ev.has(key::kFrames)) {

@@ -15,6 +15,7 @@
 #include "sim/base/io.h"
 #include "sim/base/limits.h"
 #include "sim/base/text.h"
+#include "sim/base/torch_sizes.h"
 #include "traces/gpu_preset.h"
 #include "traces/kept_conversions.h"
 #include "traces/kineto_layout.h"
@@ -27,6 +28,15 @@ namespace fragsim {
 namespace {
 
 namespace od = simdjson::ondemand;
+
+// The segment (of those in address order) that holds `a`; null when none does.
+const KinetoLayout::Segment* segment_at(const std::vector<KinetoLayout::Segment>& segments, Addr a) {
+  auto it = std::upper_bound(segments.begin(), segments.end(), a,
+                             [](Addr x, const KinetoLayout::Segment& s) { return x < s.base; });
+  if (it == segments.begin()) return nullptr;
+  --it;
+  return a.value() < it->base.value() + it->size ? &*it : nullptr;
+}
 
 bool has_trace_suffix(const std::string& p) {
   return ends_with(p, ".pt.trace.json") || ends_with(p, ".pt.trace.json.gz") || ends_with(p, ".pt.trace.json.zst");
@@ -123,7 +133,7 @@ struct Raw {
   std::uint64_t id = 0;
   Bytes size = 0, block = 0;
   std::uint64_t addr = 0;
-  bool has_addr = false, pre_trace = false;
+  bool has_addr = false, pre_trace = false, aggregate = false;
   std::int64_t stream = 0;
   bool has_stream = false;
   std::uint64_t line = 0, stack = 0;
@@ -187,6 +197,7 @@ class KinetoReader : public TraceReader {
     if (r.has_addr) ev.addr = Addr(r.addr), ev.present |= key::kAddr;
     if (r.has_stream) ev.stream = r.stream, ev.present |= key::kStream;
     if (r.pre_trace) ev.present |= key::kPreTrace;
+    if (r.aggregate) ev.present |= key::kAggregate;
     if (r.block) ev.block_size = r.block, ev.present |= key::kBlockSize;
     if (r.stack) ev.stack = r.stack, ev.present |= key::kStack;
     if (r.name) ev.name = conv_->names[r.name], ev.present |= key::kName;
@@ -678,16 +689,33 @@ class KinetoReader : public TraceReader {
                                    "(live before the window: inferred, in a range the window never touches)",
                                    "(live before the window: bytes at no address the trace states)"};
     for (const auto& b : blocks) {
-      Raw r;
-      r.op = Op::kAlloc;
-      r.device = d;
-      r.id = next_id_++;
-      r.size = r.block = b.size;
-      r.addr = b.addr.value();
-      r.has_addr = r.pre_trace = true;
-      r.name = intern(kNames[static_cast<int>(b.kind)]);
-      if (b.kind == KinetoLayout::BlockKind::kFreedInWindow) live[r.addr] = r.id;
-      head->push_back(r);
+      // An inferred block is live bytes, not one tensor (an aggregate: a what-if that re-holds the
+      // state holds them as they are, not rounded as one request). In a small-pool segment (2 MiB)
+      // every block was a request of at most 1 MiB: such bytes are held in pieces of at most that,
+      // so that a re-held state keeps them in the small pool, as the recording did.
+      const KinetoLayout::Segment* seg = segment_at(lay.segments, b.addr);
+      const bool inferred = b.kind != KinetoLayout::BlockKind::kFreedInWindow;
+      const Bytes piece = inferred && seg && seg->size == torch::kSmallBuffer ? torch::kSmallSize : b.size;
+      for (Bytes at = b.size; at > 0;) {  // the highest piece first, as the blocks
+        const Bytes n = at % piece ? at % piece : piece;
+        at -= n;
+        Raw r;
+        r.op = Op::kAlloc;
+        r.device = d;
+        r.id = next_id_++;
+        r.size = r.block = n;
+        r.addr = b.addr.value() + at;
+        r.has_addr = r.pre_trace = true;
+        // On its segment's stream: a what-if that re-holds the state puts it where that segment's
+        // memory is (an idle stream's block in a segment obtained on the window's stream would take
+        // memory of its own beside the one the recording shows).
+        r.stream = seg ? seg->stream : 0;
+        r.has_stream = r.stream != 0;
+        r.aggregate = inferred;
+        r.name = intern(kNames[static_cast<int>(b.kind)]);
+        if (!inferred) live[r.addr] = r.id;
+        head->push_back(r);
+      }
     }
     std::uint64_t allocs = 0, frees = 0, stale = 0, unknown = 0;
     Bytes peak_reserved = 0;
@@ -809,7 +837,7 @@ class KinetoReader : public TraceReader {
       r.space = Space::kHost;
       r.id = next_id_++;
       r.size = before - known;
-      r.pre_trace = true;
+      r.pre_trace = r.aggregate = true;
       r.name = intern("(host memory live before the window)");
       head->push_back(r);
     }

@@ -117,7 +117,8 @@ bool TraceReader::next(Event& ev) {
     else
       timed_ = true;
     if (ev.t < last_t_) fail(ev.line, fmt::format("t: time {} is before the previous event's {}", ev.t, last_t_));
-    if (ev.present & (key::kPreTrace | key::kStack | key::kBlockSize | key::kFrames)) check_rare_keys(ev);
+    if (ev.present & (key::kPreTrace | key::kStack | key::kBlockSize | key::kFrames | key::kAggregate))
+      check_rare_keys(ev);
 
     switch (ev.op) {
       case Op::kAlloc: {
@@ -182,6 +183,8 @@ void TraceReader::check_rare_keys(const Event& ev) const {
   if (ev.has(key::kBlockSize) && ev.block_size < ev.size)
     fail(ev.line, fmt::format("block_size: {} is smaller than the request ({})", ev.block_size, ev.size));
   if (ev.has(key::kFrames) && ev.op != Op::kStack) fail(ev.line, "frames: only a stack op carries frames");
+  if (ev.has(key::kAggregate) && (ev.op != Op::kAlloc || !ev.has(key::kPreTrace)))
+    fail(ev.line, "aggregate: only an alloc marked pre_trace can stand for several allocations");
 }
 
 // A 64-bit digest of what replay depends on: every event's op, id, size, effective time, stream,

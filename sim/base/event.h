@@ -71,8 +71,8 @@ int dtype_bits(Dtype d);
 namespace key {  // bits of Event::present
 inline constexpr std::uint16_t kId = 1, kSize = 2, kT = 4, kStream = 8, kDevice = 16, kSpace = 32, kName = 64,
                                kShape = 128, kDtype = 256, kAddr = 512, kPreTrace = 1024, kStack = 2048, kFrames = 4096,
-                               kBlockSize = 8192;
-inline constexpr std::uint16_t kAll = 16383;
+                               kBlockSize = 8192, kAggregate = 16384;
+inline constexpr std::uint16_t kAll = 32767;
 }  // namespace key
 
 // The fields replay reads for every alloc and free come first; stacks, message lines, names and

@@ -29,7 +29,8 @@ namespace {
                       .seeded_at = pre && addr ? std::optional<Addr>(ev.addr) : std::nullopt,
                       .seeded_block = pre && ev.has(key::kBlockSize) ? ev.block_size : 0,
                       .seeded_extents = {},
-                      .recorded_addr = !pre && addr ? std::optional<Addr>(ev.addr) : std::nullopt};
+                      .recorded_addr = !pre && addr ? std::optional<Addr>(ev.addr) : std::nullopt,
+                      .aggregate = pre && ev.has(key::kAggregate)};
 }
 
 Observation observation_of(const Event& ev) {

@@ -146,6 +146,7 @@ void Engine::rebuild_prior(std::uint32_t si, std::uint64_t held_at) {
       rq.id = first.id;
       rq.size = reqs[k].size;
       rq.stream = reqs[k].stream;
+      rq.aggregate = reqs[k].aggregate;
       rq.space = s.space;
       rq.t = now_;
       rq.event_index = held_at;

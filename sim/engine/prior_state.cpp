@@ -34,7 +34,7 @@ std::vector<PriorRegion> PriorState::regions(std::uint32_t device) const {
     if (ev.op != Op::kAlloc || ev.device != device || !belongs(ev) || !ev.has(key::kAddr)) continue;
     auto it = std::upper_bound(v.begin(), v.end(), ev.addr, [](Addr a, const PriorRegion& r) { return a < r.addr; });
     if (it == v.begin() || ev.addr - std::prev(it)->addr >= std::prev(it)->size) continue;
-    std::prev(it)->live.push_back({.addr = ev.addr, .size = ev.size, .id = i});
+    std::prev(it)->live.push_back({.addr = ev.addr, .size = ev.size, .id = i, .aggregate = ev.has(key::kAggregate)});
   }
   for (PriorRegion& r : v)
     std::stable_sort(r.live.begin(), r.live.end(),
