@@ -433,3 +433,41 @@ TEST_CASE("standard output: a write error is exit 3 with one line, whatever the 
   }
   CHECK(cli("run " + kSample).code == 0);
 }
+
+// Before: a file whose name is not UTF-8 (a file name in another encoding, as Linux allows) ended
+// every command that writes JSON with an internal error (exit 1, nlohmann's "invalid UTF-8 byte"):
+// run, compare, sweep, info, diff, plan, check and merge --json, and convert of a set whose header
+// lists its files. Now every JSON text fragsim makes writes such a name with U+FFFD in its place.
+TEST_CASE("names: a file whose name is not UTF-8 is read and reported by every command that writes JSON") {
+  const std::string dir = fresh_dir("notutf8");
+  const std::string bad = dir +
+                          "/a\x80"
+                          "b.jsonl",
+                    rd = dir + "/rd";
+  fs::copy_file(kSample, bad);
+  fs::create_directories(rd);
+  fs::copy_file(test_data("two_devices.pickle"), rd + "/snapshot_rank0.pickle");
+  fs::copy_file(test_data("torch/small_mlp_97ev.pickle.zst"), rd + "/snapshot_rank1\x80.pickle.zst");
+  std::ofstream(dir + "/m.txt") << bad << " --policy best-fit\n";
+  const std::string replaced = "\xEF\xBF\xBD";  // U+FFFD
+  const std::string q = "'" + bad + "'";
+  for (const std::string& args :
+       {"run " + q + " --policy best-fit --json -", "info " + q + " --json -", "info " + rd + " --json -",
+        "compare " + q + " --policies best-fit,ideal --json -",
+        "sweep " + q + " --policy best-fit --find min-capacity --json -",
+        "diff " + q + " " + q + " --policy best-fit --json -", "plan " + q + " --json -",
+        "run " + rd + " --json " + dir + "/r.json",
+        "check --baseline " + dir + "/r.json --current " + dir + "/r.json --json -",
+        "convert " + rd + " " + dir + "/set.jsonl", "info " + dir + "/set.jsonl --json -",
+        "batch " + dir + "/m.txt --json " + dir + "/shard.json", "merge " + dir + "/shard.json --json -"}) {
+    INFO(args);
+    auto r = cli(args);
+    CHECK(r.code == 0);
+    CHECK(r.err.find("internal error") == std::string::npos);
+    if (r.code != 0 || r.out.empty() || r.out[0] != '{') continue;
+    CHECK_NOTHROW(nlohmann::json::parse(r.out));
+    if (args.rfind("check", 0) != 0) CHECK(r.out.find(replaced) != std::string::npos);  // check names no file
+  }
+  CHECK(dump_json(nlohmann::json("a\x80"
+                                 "b")) == "\"a" + replaced + "b\"");
+}

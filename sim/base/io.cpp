@@ -652,6 +652,10 @@ nlohmann::json parse_json(std::string_view text, const std::string& file, std::u
   }
 }
 
+std::string dump_json(const nlohmann::json& j, int indent) {
+  return j.dump(indent, ' ', false, nlohmann::json::error_handler_t::replace);
+}
+
 nlohmann::json read_json_file(const std::string& path) { return parse_json(read_file(path), path); }
 
 JsonFault json_fault(std::string_view text) {

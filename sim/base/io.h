@@ -111,6 +111,13 @@ void read_lines(const std::string& path, size_t max_line,
 // checks a file's.
 [[nodiscard]] nlohmann::json parse_json(std::string_view text, const std::string& file, std::uint64_t line = 0);
 
+// JSON text as fragsim writes it, in a file, on standard output or in a message (`indent` as
+// nlohmann's dump: -1 one line). Strings that are not UTF-8 — a file name in another encoding,
+// carried into a report, a header or a --set value — are written with U+FFFD in their place (as
+// the Python module reads them), never refused part-way through an output. Every JSON text
+// fragsim makes goes through here (tests/test_layers.cpp).
+[[nodiscard]] std::string dump_json(const nlohmann::json& j, int indent = -1);
+
 // Where JSON text first goes wrong, for the message of a reader that parses it another way (one
 // that says what is wrong, not where): the line, and whether the text ends first (a file cut
 // short). line 0: nlohmann's parser finds nothing wrong. Builds no tree.

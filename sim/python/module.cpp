@@ -346,10 +346,10 @@ class Runs {
     write_file_atomic(path, report_html(i < 0 ? runs_ : std::vector<RunResult>{at(i)}));
   }
   std::string json_text(long i) const {
-    if (i >= 0) return report_json(at(i)).dump(2) + "\n";
+    if (i >= 0) return dump_json(report_json(at(i)), 2) + "\n";
     nlohmann::json arr = nlohmann::json::array();
     for (const auto& r : runs_) arr.push_back(report_json(r));
-    return arr.dump(2) + "\n";
+    return dump_json(arr, 2) + "\n";
   }
   void write_json(py::handle where, long i) const {
     const std::string path = path_of(where);
