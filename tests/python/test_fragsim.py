@@ -715,6 +715,47 @@ class Hardening(Scratch):
         self.assertTrue(os.path.exists(self.path("c.json")))
 
 
+    def test_names_that_are_not_utf8_give_the_error_or_the_result(self):
+        # Before: a file whose name is not UTF-8 raised UnicodeDecodeError in place of the error
+        # naming it, and RuntimeError ("invalid UTF-8 byte") in place of the report of a run of it.
+        bad = os.fsdecode(os.path.join(os.fsencode(self.dir), b"a\x80b.jsonl"))
+        message = self.assert_same_error(lambda: fragsim.run(bad), "run", bad, exc=fragsim.EnvError)
+        self.assertIn("a\\x80b.jsonl", message)
+        with self.assertRaises(fragsim.EnvError):
+            fragsim.gen("random", os.path.join(bad, "x.jsonl"))
+        shutil.copy(JAX, bad)
+        r = fragsim.run(bad, policy="best-fit")
+        self.assertTrue(r["trace"]["path"].endswith("a\ufffdb.jsonl"))
+        self.assertEqual(json.loads(r.json()), dict(r))
+        self.assertIn("a\\x80b.jsonl", r.text())
+        self.assertEqual(fragsim.info(bad)["allocs"], r["trace"]["allocs"])
+        self.assertTrue(fragsim.check(r, r)["pass"])
+
+    def test_plan_and_gen_read_their_keywords_as_every_call_does(self):
+        # Before: plan's capacity=2**64, 1.5 or an object raised RuntimeError("Unable to cast ..."),
+        # seed=nan a plain ValueError, and time_limit=-1 or "3" were taken (the command refuses a
+        # negative time); gen took seed=True as 1, and seed=2**64 raised pybind11's TypeError.
+        calls = [
+            (fragsim.InputError, dict(capacity=2**64)),
+            (TypeError, dict(capacity=1.5)),
+            (TypeError, dict(capacity=object())),
+            (TypeError, dict(seed=float("nan"))),
+            (fragsim.InputError, dict(seed=2**70)),
+            (fragsim.InputError, dict(seed=-1)),
+            (fragsim.InputError, dict(time_limit=-1)),
+            (TypeError, dict(time_limit="3")),
+        ]
+        for exc, kw in calls:
+            with self.subTest(**{k: repr(v) for k, v in kw.items()}), self.assertRaises(exc) as cm:
+                fragsim.plan(JAX, **kw)
+            self.assertNotIsInstance(cm.exception, (SystemError, RuntimeError))
+        self.assertEqual(fragsim.plan(JAX, capacity=2 << 30, seed=3)["fragsim_plan"], 1)
+        out = self.path("g.jsonl")
+        for exc, seed in ((TypeError, True), (TypeError, 1.0), (fragsim.InputError, 2**64), (fragsim.InputError, -1)):
+            with self.subTest(seed=seed), self.assertRaises(exc):
+                fragsim.gen("random", out, seed=seed, settings={"events": 10})
+        self.assertFalse(os.path.exists(out))
+
 class Fuzz(Scratch):  # ctest: fuzz
     """Structured fuzzing of the module's inputs (issue 50): random Python objects — of every type,
     nested past the bound, inside themselves, shared at every level, with failing __index__ or

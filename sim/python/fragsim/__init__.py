@@ -297,7 +297,7 @@ def plan(path, *, capacity=None, time_limit=0, seed=1):
     """The best static placement of a trace's (or MiniMalloc CSV's) buffers (`fragsim plan`):
     capacity a height to meet ("1MiB" or bytes), else minimised within time_limit seconds (0: the
     command's default). Every plan is checked before it is returned."""
-    return Plan(_fragsim.plan(str(path), capacity, float(time_limit), int(seed)))
+    return Plan(_fragsim.plan(path, _options({"capacity": capacity, "time_limit": time_limit, "seed": seed})))
 
 
 def layout(shape, *, hw="tpu-v5e"):
@@ -309,7 +309,7 @@ def layout(shape, *, hw="tpu-v5e"):
 def gen(workload, path, *, seed=1, settings=None):
     """Writes a synthetic workload trace (`fragsim gen`) to path (.jsonl, .jsonl.zst, .fstrace);
     returns the workload's resolved settings. fragsim.list() names the workloads."""
-    return _fragsim.gen(workload, path, seed, _options({"settings": settings}))
+    return _fragsim.gen(workload, path, _options({"seed": seed, "settings": settings}))
 
 
 def set_limit(key_value):
