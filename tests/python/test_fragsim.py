@@ -9,6 +9,7 @@ import pickle
 import shutil
 import signal
 import subprocess
+import sys
 import tempfile
 import threading
 import unittest
@@ -755,6 +756,24 @@ class Hardening(Scratch):
             with self.subTest(seed=seed), self.assertRaises(exc):
                 fragsim.gen("random", out, seed=seed, settings={"events": 10})
         self.assertFalse(os.path.exists(out))
+
+    def test_limits_follow_the_memory_the_process_may_use(self):
+        # Before: the limits were capped by the machine's memory alone: under an address-space limit
+        # (prlimit --as=2GiB) a list of 16 million events was held until the allocator failed
+        # (MemoryError after 10 s). Now half the 2 GiB caps the events held.
+        if "asan" in os.environ.get("LD_PRELOAD", ""):
+            self.skipTest("ASan reserves more address space than the limit")
+        code = (
+            "import resource, fragsim\n"
+            "resource.setrlimit(resource.RLIMIT_AS, (2 << 30, 2 << 30))\n"
+            "try:\n"
+            "    fragsim.info([{'op': 'alloc', 'id': 1, 'size': 8}] * (1 << 24))\n"
+            "except fragsim.InputError as e:\n"
+            "    print('InputError', e)\n")
+        p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+        self.assertEqual(p.returncode, 0, p.stderr)
+        self.assertIn("limit objects", p.stdout)
+
 
 class Fuzz(Scratch):  # ctest: fuzz
     """Structured fuzzing of the module's inputs (issue 50): random Python objects — of every type,
