@@ -233,14 +233,16 @@ namespace {
 // handler only reads memory and calls unlink (async-signal-safe).
 constexpr int kTempSlots = 64;
 std::atomic<char*> g_temps[kTempSlots];
+std::atomic<pid_t> g_temp_pids[kTempSlots];  // the process that registered each (a forked child is another)
 std::atomic<bool> g_handlers{false};
 
 // Every signal is blocked while this runs (sa_mask), so a second signal — `timeout` sends its
 // signal to the process and to its group — cannot end the process before the unlinks; the
 // re-raised one stays pending until the handler returns, then takes its default action.
 extern "C" void remove_temps_and_reraise(int sig) {
-  for (auto& slot : g_temps)
-    if (char* p = slot.load()) ::unlink(p);
+  const pid_t self = ::getpid();
+  for (int i = 0; i < kTempSlots; ++i)
+    if (char* p = g_temps[i].load(); p && g_temp_pids[i].load() == self) ::unlink(p);
   std::signal(sig, SIG_DFL);
   std::raise(sig);
 }
@@ -288,7 +290,10 @@ int register_temp(const std::string& path) {
   char* copy = ::strdup(path.c_str());
   for (int i = 0; i < kTempSlots; ++i) {
     char* expected = nullptr;
-    if (g_temps[i].compare_exchange_strong(expected, copy)) return i;
+    if (g_temps[i].compare_exchange_strong(expected, copy)) {
+      g_temp_pids[i] = ::getpid();
+      return i;
+    }
   }
   std::free(copy);  // more outputs open at once than slots: this one is cleaned up by its destructor only
   return -1;

@@ -596,6 +596,9 @@ PYBIND11_MODULE(_fragsim, m) {
   using namespace fragsim;
   using namespace fragsim::python;
   m.doc() = "fragsim's native part: use the fragsim package (import fragsim), not this module";
+  // A signal that would end the interpreter (SIGTERM, SIGHUP, ...: those Python leaves at their
+  // default) removes the temporaries of unfinished outputs first; Python's own (SIGINT) stay its.
+  remove_temporaries_on_signals();
   m.attr("version") = FRAGSIM_VERSION;
 
   // The library's three errors, raised with their message as text_of gives it (a message may name a
