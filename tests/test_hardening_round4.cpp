@@ -471,3 +471,27 @@ TEST_CASE("names: a file whose name is not UTF-8 is read and reported by every c
   CHECK(dump_json(nlohmann::json("a\x80"
                                  "b")) == "\"a" + replaced + "b\"");
 }
+
+// Before: a rank past six digits was read as its first six (snapshot_rank1234567 as rank 123456,
+// two such ranks as one and numbered in file order).
+TEST_CASE("sets: a rank is the whole number its file's name states") {
+  const std::string ranks = fresh_dir("ranks_long");
+  fs::copy_file(test_data("torch/small_mlp_97ev.pickle.zst"), ranks + "/snapshot_rank1234567.pickle.zst");
+  fs::copy_file(test_data("torch/small_mlp_97ev.pickle.zst"), ranks + "/snapshot_rank1234568.pickle.zst");
+  auto r = cli("info " + ranks + " --json -");
+  REQUIRE(r.code == 0);
+  auto j = nlohmann::json::parse(r.out);
+  const auto& members = j["header"]["recording_set"];
+  REQUIRE(members.size() == 2);
+  CHECK(members[0]["devices"] == nlohmann::json({1234567}));
+  CHECK(members[1]["devices"] == nlohmann::json({1234568}));
+  // Past the 32-bit device ordinals a name states no rank: the files are numbered in order.
+  const std::string huge = fresh_dir("ranks_huge");
+  fs::copy_file(test_data("torch/small_mlp_97ev.pickle.zst"), huge + "/snapshot_rank4294967296.pickle.zst");
+  fs::copy_file(test_data("torch/small_mlp_97ev.pickle.zst"), huge + "/snapshot_rank0.pickle.zst");
+  j = nlohmann::json::parse(cli("info " + huge + " --json -").out);
+  std::set<std::uint64_t> devices;
+  for (const auto& m : j["header"]["recording_set"])
+    for (const auto& d : m["devices"]) devices.insert(d.get<std::uint64_t>());
+  CHECK(devices == std::set<std::uint64_t>{0, 1});
+}

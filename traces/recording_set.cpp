@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <cstdint>
 #include <filesystem>
 #include <limits>
 #include <map>
@@ -41,7 +42,9 @@ std::vector<std::string> set_files(const std::string& path) {
   return files;
 }
 
-// The rank a file's name states ("snapshot_rank3.pickle" → 3), or -1.
+// The rank a file's name states ("snapshot_rank3.pickle" → 3), or -1: the whole number, never its
+// first digits (snapshot_rank1234567 was read as rank 123456), and none past the 32-bit device
+// ordinals a rank becomes.
 long rank_of(const std::string& file) {
   std::string stem = std::filesystem::path(file).filename().string();
   size_t at = stem.rfind("rank");
@@ -49,8 +52,10 @@ long rank_of(const std::string& file) {
   at += 4;
   while (at < stem.size() && (stem[at] == '_' || stem[at] == '-')) ++at;
   size_t end = at;
-  while (end < stem.size() && end - at < 6 && std::isdigit(static_cast<unsigned char>(stem[end]))) ++end;
-  return end > at ? std::stol(stem.substr(at, end - at)) : -1;
+  while (end < stem.size() && std::isdigit(static_cast<unsigned char>(stem[end]))) ++end;
+  if (end == at || end - at > 10) return -1;
+  const std::uint64_t rank = std::stoull(stem.substr(at, end - at));
+  return rank <= UINT32_MAX ? static_cast<long>(rank) : -1;
 }
 
 // Natural order: snapshot_rank2 before snapshot_rank10.
