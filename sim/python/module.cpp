@@ -292,6 +292,9 @@ TraceSource events_of(py::handle src, const std::string& name, bool lenient, std
   const bool sized = PyList_Check(src.ptr()) || PyTuple_Check(src.ptr());
   const std::uint64_t basis = sized ? static_cast<std::uint64_t>(PyObject_Length(src.ptr())) * kLineBytes : 0;
   LimitCounter held(Limit::kObjects, name, basis);
+  // A list or tuple longer than its room (the cap of a limit: a small process's memory) is refused
+  // before its first item is converted, not after seconds of converting the items that fit.
+  if (sized && basis / kLineBytes > held.max() / 2) held.exceeded();
   JsonlLines lines(name);
   std::uint64_t n = 0;
   for (auto item : py::reinterpret_borrow<py::iterable>(src)) {
