@@ -495,3 +495,26 @@ TEST_CASE("sets: a rank is the whole number its file's name states") {
     for (const auto& d : m["devices"]) devices.insert(d.get<std::uint64_t>());
   CHECK(devices == std::set<std::uint64_t>{0, 1});
 }
+
+// Before: an output in a folder that does not exist (or a path ending in '/') was found out only
+// when it was written, after the command's work: exit 3, the run lost. It is refused first, as a
+// read-only one is, by every command and the Python module's writers alike.
+TEST_CASE("outputs: a file in a folder that does not exist is refused before the command runs") {
+  const std::string dir = fresh_dir("nofolder");
+  std::ofstream(dir + "/file.txt") << "keep\n";
+  REQUIRE(cli("run " + kSample + " --json " + dir + "/r.json").code == 0);
+  for (const std::string& out : {dir + "/missing/r.json", dir + "/missing/", dir + "/file.txt/r.json"})
+    for (const std::string& args :
+         {"run " + kSample + " --policy best-fit --json " + out, "run " + kSample + " --perfetto " + out,
+          "compare " + kSample + " --policies best-fit,ideal --html " + out,
+          "check --baseline " + dir + "/r.json --current " + dir + "/r.json --markdown " + out,
+          "convert " + kSample + " " + out + (out.back() == '/' ? "" : ".jsonl"), "gen random -o " + out + ".jsonl"}) {
+      INFO(args);
+      auto r = cli(args);
+      check_refused(r, out.back() == '/'                           ? "does not exist"
+                       : out.find("file.txt") != std::string::npos ? "is not a folder"
+                                                                   : "does not exist");
+    }
+  CHECK(listing(dir) == std::vector<std::string>{"file.txt", "r.json"});
+  CHECK(read_text(dir + "/file.txt") == "keep\n");
+}

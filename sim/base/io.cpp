@@ -339,7 +339,9 @@ bool read_only(const std::string& p) {
 //   - a symbolic link whose target (after every hop) lies in another folder than the link: a link
 //     planted where an output goes would make fragsim replace a file elsewhere (~/.bashrc). A link
 //     within its own folder (latest.json -> run-42.json) is followed, and its target replaced;
-//   - a read-only file, or a new file in a read-only folder, as the shell's `>` refuses them.
+//   - a read-only file, or a new file in a read-only folder, as the shell's `>` refuses them;
+//   - a new file in a folder that does not exist (or a path ending in '/'): refused before the
+//     command does its work, not when the output is written after it (exit 3, the work lost).
 // Standard output under any of its names, a descriptor (/dev/fd/N), a FIFO or a device is written
 // straight through (nothing to rename); everything else is replaced by rename (AtomicFile).
 OutputTarget output_target(const std::string& path, const std::string& what) {
@@ -369,8 +371,11 @@ OutputTarget output_target(const std::string& path, const std::string& what) {
   if (!ec && fs::exists(st) && !fs::is_regular_file(st)) return {OutputTarget::kThrough, p.string()};
   if (!ec && fs::exists(st) && read_only(p.string()))
     refuse("a read-only file; refusing to replace it (the shell's > refuses it too)");
-  if (!fs::exists(st) && fs::is_directory(folder, ec) && read_only(folder.string()))
-    refuse(fmt::format("the folder {} is read-only", folder.string()));
+  if (!fs::exists(st) && !fs::is_directory(folder, ec))
+    refuse(path.back() == '/'       ? std::string("a directory that does not exist; give a file name")
+           : fs::exists(folder, ec) ? fmt::format("{} is not a folder", folder.string())
+                                    : fmt::format("the folder {} does not exist", folder.string()));
+  if (!fs::exists(st) && read_only(folder.string())) refuse(fmt::format("the folder {} is read-only", folder.string()));
   return {OutputTarget::kFile, p.string()};
 }
 
