@@ -518,3 +518,23 @@ TEST_CASE("outputs: a file in a folder that does not exist is refused before the
   CHECK(listing(dir) == std::vector<std::string>{"file.txt", "r.json"});
   CHECK(read_text(dir + "/file.txt") == "keep\n");
 }
+
+// Before: a comma-separated set with a piece that is no snapshot or profiler trace (a folder, a
+// .jsonl) was opened as one file of that whole name: 'cannot open' (exit 3) naming no piece; the
+// same file given twice was replayed as two ranks.
+TEST_CASE("sets: a list names the piece that is not a recording and refuses one file given twice") {
+  const std::string dir = fresh_dir("oddlists");
+  fs::create_directories(dir + "/rd");
+  fs::copy_file(test_data("two_devices.pickle"), dir + "/rd/snapshot_rank0.pickle");
+  fs::copy_file(test_data("two_devices.pickle"), dir + "/a.pickle");
+  fs::copy_file(kSample, dir + "/t.jsonl");
+  fs::create_symlink(dir + "/a.pickle", dir + "/link.pickle");
+  const std::string a = dir + "/a.pickle";
+  check_refused(cli("info " + a + "," + dir + "/rd"), "a set inside a set");
+  check_refused(cli("info " + dir + "/t.jsonl," + a), "t.jsonl: not a PyTorch snapshot or profiler trace");
+  check_refused(cli("run " + a + "," + dir + "/missing.jsonl --json " + dir + "/r.json"), "missing.jsonl: not a");
+  for (const std::string& twice : {a + "," + a, a + "," + dir + "/./a.pickle", a + "," + dir + "/link.pickle"})
+    check_refused(cli("info " + twice), "given twice");
+  check_refused(cli("run " + a + " " + a), "given twice");
+  CHECK(cli("info " + a + "," + dir + "/rd/snapshot_rank0.pickle").code == 0);  // two files alike are two ranks
+}

@@ -76,6 +76,16 @@ class SetReader : public TraceReader {
     std::vector<std::unique_ptr<TraceReader>> readers;
     for (size_t i = 0; i < files.size(); ++i) {
       if (is_recording_set(files[i])) throw InputError(files[i] + ": a set inside a set of recordings");
+      for (size_t j = 0; j < i; ++j) {
+        std::error_code ec;
+        if (std::filesystem::equivalent(files[i], files[j], ec))
+          throw InputError(fmt::format(
+              "{}: given twice in one set of recordings (also as {}): one rank replayed as two", files[i], files[j]));
+      }
+      if (!is_member_file(files[i]))
+        throw InputError(files[i] +
+                         ": not a PyTorch snapshot or profiler trace; a comma-separated list is one job's ranks, each "
+                         "a snapshot (.pickle) or a profiler trace (.json)");
       readers.push_back(open_trace(files[i], ReaderOptions{opt.lenient}));
       rank[i] = rank_of(files[i]);
       if (rank[i] < 0 && readers.back()->recording().rank) rank[i] = *readers.back()->recording().rank;
@@ -250,8 +260,10 @@ bool is_recording_set(const std::string& path) {
   auto files = set_files(path);
   if (files.empty()) return false;
   std::error_code ec;
-  if (!std::filesystem::is_directory(path, ec))  // a list: every piece a snapshot or a profiler trace
-    return std::all_of(files.begin(), files.end(), is_member_file);
+  // A list (no file of that name): its reader names a piece that is not a snapshot or a profiler
+  // trace (a folder, a .jsonl), where the list read as one file's name was 'cannot open' (exit 3).
+  if (!std::filesystem::is_directory(path, ec))
+    return !std::filesystem::exists(path, ec) || std::all_of(files.begin(), files.end(), is_member_file);
   return true;
 }
 
