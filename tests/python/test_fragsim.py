@@ -722,8 +722,9 @@ class Hardening(Scratch):
         bad = os.fsdecode(os.path.join(os.fsencode(self.dir), b"a\x80b.jsonl"))
         message = self.assert_same_error(lambda: fragsim.run(bad), "run", bad, exc=fragsim.EnvError)
         self.assertIn("a\\x80b.jsonl", message)
-        with self.assertRaises(fragsim.EnvError):
+        with self.assertRaises(fragsim.InputError) as cm:  # a folder that does not exist
             fragsim.gen("random", os.path.join(bad, "x.jsonl"))
+        self.assertIn("a\\x80b.jsonl", str(cm.exception))
         shutil.copy(JAX, bad)
         r = fragsim.run(bad, policy="best-fit")
         self.assertTrue(r["trace"]["path"].endswith("a\ufffdb.jsonl"))
@@ -776,6 +777,17 @@ class Hardening(Scratch):
             self.assertEqual([f for f in os.listdir(self.dir) if ".tmp." in f], [])
         # Python's own SIGINT is still KeyboardInterrupt (the module never takes it).
         self.assertIs(signal.getsignal(signal.SIGINT), signal.default_int_handler)
+
+    def test_none_for_a_source_or_a_report_is_a_type_error(self):
+        # Before: check(None, r), compare(None), sweep(None, ...), sweep(path, None), info(None) and
+        # diff(None) raised KeyError: the package dropped the None and then deleted its key.
+        r = fragsim.run(JAX, policy="best-fit")
+        calls = [lambda: fragsim.check(None, r), lambda: fragsim.check(r, None), lambda: fragsim.diff(None),
+                 lambda: fragsim.compare(None), lambda: fragsim.sweep(None, "min-capacity"),
+                 lambda: fragsim.sweep(JAX, None), lambda: fragsim.info(None), lambda: fragsim.run(None)]
+        for i, call in enumerate(calls):
+            with self.subTest(i=i), self.assertRaises((TypeError, fragsim.InputError)):
+                call()
 
     def test_limits_follow_the_memory_the_process_may_use(self):
         # Before: the limits were capped by the machine's memory alone: under an address-space limit
