@@ -538,3 +538,30 @@ TEST_CASE("sets: a list names the piece that is not a recording and refuses one 
   check_refused(cli("run " + a + " " + a), "given twice");
   CHECK(cli("info " + a + "," + dir + "/rd/snapshot_rank0.pickle").code == 0);  // two files alike are two ranks
 }
+
+// Before: diff read what only it needs of a report (each device entry, the peak's event, buffers
+// and sites) without checking it: a report whose device entry was a number, or whose peak's event
+// was null or a string, ended diff (its text, Markdown and page) with an internal error (exit 1,
+// a JSON library's message): 624 of 4,290 forged reports in a sweep of every key. Found by the
+// Python fuzzer at FRAGSIM_FUZZ_SCALE=5.
+TEST_CASE("diff: a report holding what diff cannot read is an input error naming it") {
+  const std::string dir = fresh_dir("forged");
+  REQUIRE(cli("run " + kSample + " --policy best-fit --json " + dir + "/r.json").code == 0);
+  const auto good = nlohmann::json::parse(read_text(dir + "/r.json"));
+  std::vector<nlohmann::json> forged(5, good);
+  forged[0]["devices"] = nlohmann::json::array({1});
+  forged[1]["devices"] = nlohmann::json::array({nlohmann::json::array({1})});
+  forged[2]["at_peak_allocated"] = nullptr;
+  forged[3]["at_peak_allocated"]["event_index"] = nullptr;
+  forged[4]["at_peak_allocated"]["event_index"] = "s";
+  for (size_t i = 0; i < forged.size(); ++i) {
+    INFO(i);
+    const std::string f = write_text(fmt::format("forged{}.json", i), forged[i].dump());
+    for (const std::string& args :
+         {"diff " + dir + "/r.json " + f, "diff " + f + " " + dir + "/r.json",
+          "diff " + dir + "/r.json " + f + " --markdown " + dir + "/d.md --html " + dir + "/d.html"})
+      check_refused(cli(args), f + ": not a fragsim report as diff reads one");
+  }
+  CHECK(listing(dir) == std::vector<std::string>{"r.json"});
+  CHECK(cli("diff " + dir + "/r.json " + dir + "/r.json").code == 0);
+}
