@@ -233,7 +233,8 @@ TEST_CASE("a cancelled run stops within a batch of events and commits no output"
 
 // Before: the first output file installed handlers for SIGINT, SIGTERM, ... that ended the
 // process: in Python, Ctrl-C after writing a report killed the interpreter instead of raising
-// KeyboardInterrupt. Only programs ask for them now (remove_temporaries_on_signals).
+// KeyboardInterrupt. Only remove_temporaries_on_signals installs them now (programs, and the Python
+// module for the signals Python leaves at their default).
 TEST_CASE("writing an output leaves the signal handlers of the host program alone") {
   struct sigaction before[2]{}, after[2]{};
   const int sigs[2] = {SIGINT, SIGTERM};

@@ -777,7 +777,8 @@ TEST_CASE("fuzz: output paths (links, read-only files, set members, files under 
                          {root + "/work/ranks/a/b/deep.txt", root + "/work/ranks/snapshot_rank0.pickle"});
     if (!folder || trace) input_files.push_back(root + "/work/t.jsonl");
     // Outputs of every kind: an input, a member, a buried file, links to each (from the work
-    // folder, and across folders), a read-only file, a new file, an old one, a folder, stdout.
+    // folder, and across folders), a read-only file, a new file, an old one, a folder, one in a
+    // folder that does not exist (before: written after the work, EnvError), stdout.
     auto link = [&](const std::string& name, const std::string& to) {
       const std::string l = root + "/work/" + name;
       if (!fs::exists(fs::symlink_status(l))) fs::create_symlink(to, l);
@@ -798,6 +799,10 @@ TEST_CASE("fuzz: output paths (links, read-only files, set members, files under 
                                             link("to_old.json", "old.json"),
                                             link("dangling.json", "../other/made.json"),
                                             link("to_ro.json", "readonly.json"),
+                                            root + "/work/missing/new.json",  // a folder that does not exist
+                                            root + "/work/missing/",
+                                            root + "/work/old.json/new.json",  // a file as a folder
+                                            root + "/work/n\x80.json",         // a name that is not UTF-8
                                             "-"};
     std::vector<std::pair<std::string, std::string>> outputs;
     for (int i = 0, n = 1 + static_cast<int>(r.below(3)); i < n; ++i)

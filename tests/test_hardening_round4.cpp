@@ -433,3 +433,135 @@ TEST_CASE("standard output: a write error is exit 3 with one line, whatever the 
   }
   CHECK(cli("run " + kSample).code == 0);
 }
+
+// Before: a file whose name is not UTF-8 (a file name in another encoding, as Linux allows) ended
+// every command that writes JSON with an internal error (exit 1, nlohmann's "invalid UTF-8 byte"):
+// run, compare, sweep, info, diff, plan, check and merge --json, and convert of a set whose header
+// lists its files. Now every JSON text fragsim makes writes such a name with U+FFFD in its place.
+TEST_CASE("names: a file whose name is not UTF-8 is read and reported by every command that writes JSON") {
+  const std::string dir = fresh_dir("notutf8");
+  const std::string bad = dir +
+                          "/a\x80"
+                          "b.jsonl",
+                    rd = dir + "/rd";
+  fs::copy_file(kSample, bad);
+  fs::create_directories(rd);
+  fs::copy_file(test_data("two_devices.pickle"), rd + "/snapshot_rank0.pickle");
+  fs::copy_file(test_data("torch/small_mlp_97ev.pickle.zst"), rd + "/snapshot_rank1\x80.pickle.zst");
+  std::ofstream(dir + "/m.txt") << bad << " --policy best-fit\n";
+  const std::string replaced = "\xEF\xBF\xBD";  // U+FFFD
+  const std::string q = "'" + bad + "'";
+  for (const std::string& args :
+       {"run " + q + " --policy best-fit --json -", "info " + q + " --json -", "info " + rd + " --json -",
+        "compare " + q + " --policies best-fit,ideal --json -",
+        "sweep " + q + " --policy best-fit --find min-capacity --json -",
+        "diff " + q + " " + q + " --policy best-fit --json -", "plan " + q + " --json -",
+        "run " + rd + " --json " + dir + "/r.json",
+        "check --baseline " + dir + "/r.json --current " + dir + "/r.json --json -",
+        "convert " + rd + " " + dir + "/set.jsonl", "info " + dir + "/set.jsonl --json -",
+        "batch " + dir + "/m.txt --json " + dir + "/shard.json", "merge " + dir + "/shard.json --json -"}) {
+    INFO(args);
+    auto r = cli(args);
+    CHECK(r.code == 0);
+    CHECK(r.err.find("internal error") == std::string::npos);
+    if (r.code != 0 || r.out.empty() || r.out[0] != '{') continue;
+    CHECK_NOTHROW(nlohmann::json::parse(r.out));
+    if (args.rfind("check", 0) != 0) CHECK(r.out.find(replaced) != std::string::npos);  // check names no file
+  }
+  CHECK(dump_json(nlohmann::json("a\x80"
+                                 "b")) == "\"a" + replaced + "b\"");
+}
+
+// Before: a rank past six digits was read as its first six (snapshot_rank1234567 as rank 123456,
+// two such ranks as one and numbered in file order).
+TEST_CASE("sets: a rank is the whole number its file's name states") {
+  const std::string ranks = fresh_dir("ranks_long");
+  fs::copy_file(test_data("torch/small_mlp_97ev.pickle.zst"), ranks + "/snapshot_rank1234567.pickle.zst");
+  fs::copy_file(test_data("torch/small_mlp_97ev.pickle.zst"), ranks + "/snapshot_rank1234568.pickle.zst");
+  auto r = cli("info " + ranks + " --json -");
+  REQUIRE(r.code == 0);
+  auto j = nlohmann::json::parse(r.out);
+  const auto& members = j["header"]["recording_set"];
+  REQUIRE(members.size() == 2);
+  CHECK(members[0]["devices"] == nlohmann::json({1234567}));
+  CHECK(members[1]["devices"] == nlohmann::json({1234568}));
+  // Past the 32-bit device ordinals a name states no rank: the files are numbered in order.
+  const std::string huge = fresh_dir("ranks_huge");
+  fs::copy_file(test_data("torch/small_mlp_97ev.pickle.zst"), huge + "/snapshot_rank4294967296.pickle.zst");
+  fs::copy_file(test_data("torch/small_mlp_97ev.pickle.zst"), huge + "/snapshot_rank0.pickle.zst");
+  j = nlohmann::json::parse(cli("info " + huge + " --json -").out);
+  std::set<std::uint64_t> devices;
+  for (const auto& m : j["header"]["recording_set"])
+    for (const auto& d : m["devices"]) devices.insert(d.get<std::uint64_t>());
+  CHECK(devices == std::set<std::uint64_t>{0, 1});
+}
+
+// Before: an output in a folder that does not exist (or a path ending in '/') was found out only
+// when it was written, after the command's work: exit 3, the run lost. It is refused first, as a
+// read-only one is, by every command and the Python module's writers alike.
+TEST_CASE("outputs: a file in a folder that does not exist is refused before the command runs") {
+  const std::string dir = fresh_dir("nofolder");
+  std::ofstream(dir + "/file.txt") << "keep\n";
+  REQUIRE(cli("run " + kSample + " --json " + dir + "/r.json").code == 0);
+  for (const std::string& out : {dir + "/missing/r.json", dir + "/missing/", dir + "/file.txt/r.json"})
+    for (const std::string& args :
+         {"run " + kSample + " --policy best-fit --json " + out, "run " + kSample + " --perfetto " + out,
+          "compare " + kSample + " --policies best-fit,ideal --html " + out,
+          "check --baseline " + dir + "/r.json --current " + dir + "/r.json --markdown " + out,
+          "convert " + kSample + " " + out + (out.back() == '/' ? "" : ".jsonl"), "gen random -o " + out + ".jsonl"}) {
+      INFO(args);
+      auto r = cli(args);
+      check_refused(r, out.back() == '/'                           ? "does not exist"
+                       : out.find("file.txt") != std::string::npos ? "is not a folder"
+                                                                   : "does not exist");
+    }
+  CHECK(listing(dir) == std::vector<std::string>{"file.txt", "r.json"});
+  CHECK(read_text(dir + "/file.txt") == "keep\n");
+}
+
+// Before: a comma-separated set with a piece that is no snapshot or profiler trace (a folder, a
+// .jsonl) was opened as one file of that whole name: 'cannot open' (exit 3) naming no piece; the
+// same file given twice was replayed as two ranks.
+TEST_CASE("sets: a list names the piece that is not a recording and refuses one file given twice") {
+  const std::string dir = fresh_dir("oddlists");
+  fs::create_directories(dir + "/rd");
+  fs::copy_file(test_data("two_devices.pickle"), dir + "/rd/snapshot_rank0.pickle");
+  fs::copy_file(test_data("two_devices.pickle"), dir + "/a.pickle");
+  fs::copy_file(kSample, dir + "/t.jsonl");
+  fs::create_symlink(dir + "/a.pickle", dir + "/link.pickle");
+  const std::string a = dir + "/a.pickle";
+  check_refused(cli("info " + a + "," + dir + "/rd"), "a set inside a set");
+  check_refused(cli("info " + dir + "/t.jsonl," + a), "t.jsonl: not a PyTorch snapshot or profiler trace");
+  check_refused(cli("run " + a + "," + dir + "/missing.jsonl --json " + dir + "/r.json"), "missing.jsonl: not a");
+  for (const std::string& twice : {a + "," + a, a + "," + dir + "/./a.pickle", a + "," + dir + "/link.pickle"})
+    check_refused(cli("info " + twice), "given twice");
+  check_refused(cli("run " + a + " " + a), "given twice");
+  CHECK(cli("info " + a + "," + dir + "/rd/snapshot_rank0.pickle").code == 0);  // two files alike are two ranks
+}
+
+// Before: diff read what only it needs of a report (each device entry, the peak's event, buffers
+// and sites) without checking it: a report whose device entry was a number, or whose peak's event
+// was null or a string, ended diff (its text, Markdown and page) with an internal error (exit 1,
+// a JSON library's message): 624 of 4,290 forged reports in a sweep of every key. Found by the
+// Python fuzzer at FRAGSIM_FUZZ_SCALE=5.
+TEST_CASE("diff: a report holding what diff cannot read is an input error naming it") {
+  const std::string dir = fresh_dir("forged");
+  REQUIRE(cli("run " + kSample + " --policy best-fit --json " + dir + "/r.json").code == 0);
+  const auto good = nlohmann::json::parse(read_text(dir + "/r.json"));
+  std::vector<nlohmann::json> forged(5, good);
+  forged[0]["devices"] = nlohmann::json::array({1});
+  forged[1]["devices"] = nlohmann::json::array({nlohmann::json::array({1})});
+  forged[2]["at_peak_allocated"] = nullptr;
+  forged[3]["at_peak_allocated"]["event_index"] = nullptr;
+  forged[4]["at_peak_allocated"]["event_index"] = "s";
+  for (size_t i = 0; i < forged.size(); ++i) {
+    INFO(i);
+    const std::string f = write_text(fmt::format("forged{}.json", i), forged[i].dump());
+    for (const std::string& args :
+         {"diff " + dir + "/r.json " + f, "diff " + f + " " + dir + "/r.json",
+          "diff " + dir + "/r.json " + f + " --markdown " + dir + "/d.md --html " + dir + "/d.html"})
+      check_refused(cli(args), f + ": not a fragsim report as diff reads one");
+  }
+  CHECK(listing(dir) == std::vector<std::string>{"r.json"});
+  CHECK(cli("diff " + dir + "/r.json " + dir + "/r.json").code == 0);
+}

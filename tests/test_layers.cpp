@@ -211,6 +211,25 @@ TEST_CASE("layers: no file under sim/ names a policy or reads a policy's own key
   CHECK(found.empty());
 }
 
+TEST_CASE("json: every JSON text is made by dump_json which writes any name whether UTF-8 or not") {
+  // nlohmann's dump() throws on a string that is not UTF-8 (a file name in another encoding): each
+  // JSON output once ended so with an internal error. One function writes them all (sim/base/io.h).
+  std::regex dump(R"re((\.|->)dump\((-?[0-9]+)?\))re");
+  std::vector<std::string> found;
+  for (const char* dir : {"sim", "traces", "policies", "hardware_models"})
+    for (const auto& e : fs::recursive_directory_iterator(root() + "/" + dir)) {
+      auto ext = e.path().extension().string();
+      std::string rel = fs::relative(e.path(), root()).generic_string();
+      if ((ext != ".h" && ext != ".cpp") || rel == "sim/base/io.cpp") continue;
+      std::ifstream in(e.path());
+      std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+      text = std::regex_replace(text, std::regex(R"(//[^\n]*)"), "");
+      if (std::regex_search(text, dump)) found.push_back(rel);
+    }
+  INFO(lines(found));
+  CHECK(found.empty());
+}
+
 TEST_CASE("units: a size, an address, a time and an id do not convert into each other") {
   using namespace fragsim;
   STATIC_REQUIRE(!std::is_convertible_v<Bytes, Addr>);

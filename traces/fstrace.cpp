@@ -203,7 +203,7 @@ class FstraceWriter : public TraceWriter {
  public:
   FstraceWriter(const std::string& path, const nlohmann::json& header) : file_(path) {
     buf_.append(kMagic, sizeof(kMagic));
-    std::string h = header.is_null() ? std::string() : header.dump();
+    std::string h = header.is_null() ? std::string() : dump_json(header);
     varint(h.size());
     buf_ += h;
   }

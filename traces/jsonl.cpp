@@ -954,7 +954,7 @@ class JsonlWriter : public TraceWriter {
  public:
   JsonlWriter(const std::string& path, const nlohmann::json& header) : file_(path, ends_with(path, ".zst")) {
     if (!header.is_null()) {
-      buf_ = header.dump();
+      buf_ = dump_json(header);
       buf_.push_back('\n');
     }
   }

@@ -7,6 +7,7 @@
 #include <set>
 
 #include "sim/base/error.h"
+#include "sim/base/io.h"
 #include "sim/base/notes.h"
 
 namespace fragsim {
@@ -297,7 +298,7 @@ std::vector<std::string> describe_header(const nlohmann::json& h) {
                 : ""));
     if (auto sk = x->find("skipped_allocators"); sk != x->end() && sk->is_array() && !sk->empty()) {
       std::vector<std::string> names;
-      for (const auto& n : *sk) names.push_back(n.is_string() ? n.get<std::string>() : n.dump());
+      for (const auto& n : *sk) names.push_back(n.is_string() ? n.get<std::string>() : dump_json(n));
       lines.push_back(
           fmt::format("not imported (allocators fragsim does not map to a device memory): {}", fmt::join(names, ", ")));
     }

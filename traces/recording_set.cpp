@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <cstdint>
 #include <filesystem>
 #include <limits>
 #include <map>
@@ -41,7 +42,9 @@ std::vector<std::string> set_files(const std::string& path) {
   return files;
 }
 
-// The rank a file's name states ("snapshot_rank3.pickle" → 3), or -1.
+// The rank a file's name states ("snapshot_rank3.pickle" → 3), or -1: the whole number, never its
+// first digits (snapshot_rank1234567 was read as rank 123456), and none past the 32-bit device
+// ordinals a rank becomes.
 long rank_of(const std::string& file) {
   std::string stem = std::filesystem::path(file).filename().string();
   size_t at = stem.rfind("rank");
@@ -49,8 +52,10 @@ long rank_of(const std::string& file) {
   at += 4;
   while (at < stem.size() && (stem[at] == '_' || stem[at] == '-')) ++at;
   size_t end = at;
-  while (end < stem.size() && end - at < 6 && std::isdigit(static_cast<unsigned char>(stem[end]))) ++end;
-  return end > at ? std::stol(stem.substr(at, end - at)) : -1;
+  while (end < stem.size() && std::isdigit(static_cast<unsigned char>(stem[end]))) ++end;
+  if (end == at || end - at > 10) return -1;
+  const std::uint64_t rank = std::stoull(stem.substr(at, end - at));
+  return rank <= UINT32_MAX ? static_cast<long>(rank) : -1;
 }
 
 // Natural order: snapshot_rank2 before snapshot_rank10.
@@ -71,6 +76,16 @@ class SetReader : public TraceReader {
     std::vector<std::unique_ptr<TraceReader>> readers;
     for (size_t i = 0; i < files.size(); ++i) {
       if (is_recording_set(files[i])) throw InputError(files[i] + ": a set inside a set of recordings");
+      for (size_t j = 0; j < i; ++j) {
+        std::error_code ec;
+        if (std::filesystem::equivalent(files[i], files[j], ec))
+          throw InputError(fmt::format(
+              "{}: given twice in one set of recordings (also as {}): one rank replayed as two", files[i], files[j]));
+      }
+      if (!is_member_file(files[i]))
+        throw InputError(files[i] +
+                         ": not a PyTorch snapshot or profiler trace; a comma-separated list is one job's ranks, each "
+                         "a snapshot (.pickle) or a profiler trace (.json)");
       readers.push_back(open_trace(files[i], ReaderOptions{opt.lenient}));
       rank[i] = rank_of(files[i]);
       if (rank[i] < 0 && readers.back()->recording().rank) rank[i] = *readers.back()->recording().rank;
@@ -245,8 +260,10 @@ bool is_recording_set(const std::string& path) {
   auto files = set_files(path);
   if (files.empty()) return false;
   std::error_code ec;
-  if (!std::filesystem::is_directory(path, ec))  // a list: every piece a snapshot or a profiler trace
-    return std::all_of(files.begin(), files.end(), is_member_file);
+  // A list (no file of that name): its reader names a piece that is not a snapshot or a profiler
+  // trace (a folder, a .jsonl), where the list read as one file's name was 'cannot open' (exit 3).
+  if (!std::filesystem::is_directory(path, ec))
+    return !std::filesystem::exists(path, ec) || std::all_of(files.begin(), files.end(), is_member_file);
   return true;
 }
 

@@ -34,11 +34,11 @@ void check_header(const nlohmann::json& h, const std::string& file, std::uint64_
     throw InputError(file, line, "fragsim_trace: the header must be an object with the trace version");
   const auto& v = h.at("fragsim_trace");
   if (!v.is_number_integer() || v.get<std::int64_t>() != 1)
-    throw InputError(file, line, "fragsim_trace: unsupported trace version " + v.dump() + " (this build reads 1)");
+    throw InputError(file, line, "fragsim_trace: unsupported trace version " + dump_json(v) + " (this build reads 1)");
   if (h.contains("time_unit")) {
     const auto& u = h.at("time_unit");
     if (!u.is_string() || (u != "ns" && u != "us" && u != "ms" && u != "s"))
-      throw InputError(file, line, "time_unit: must be one of ns, us, ms, s, got " + u.dump());
+      throw InputError(file, line, "time_unit: must be one of ns, us, ms, s, got " + dump_json(u));
   }
 }
 

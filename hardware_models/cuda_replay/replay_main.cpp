@@ -187,7 +187,7 @@ int run_replay(const Options& o) {
       {"samples", samples},
       {"latency", {{"alloc", percentiles(lat_alloc)}, {"free", percentiles(lat_free)}}},
       {"calls_file", o.out + ".jsonl"}};
-  write_file_atomic(o.out + ".json", summary.dump(2) + "\n");
+  write_file_atomic(o.out + ".json", dump_json(summary, 2) + "\n");
   std::cout << fmt::format(
       "replayed {} events on {} ({} mode): {} allocs, {} failed{}; peak in use {}; wrote {}.json\n", events,
       dev->name(), o.mode, allocs, failed,

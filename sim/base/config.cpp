@@ -7,6 +7,7 @@
 #include <cstdlib>
 
 #include "sim/base/error.h"
+#include "sim/base/io.h"
 #include "sim/base/text.h"
 
 namespace fragsim {
@@ -19,7 +20,7 @@ ConfigReader::ConfigReader(const nlohmann::json& cfg, std::string owner)
 void ConfigReader::bad(const std::string& key, const std::string& want) const {
   auto it = cfg_.find(key);
   throw InputError(
-      fmt::format("{}: {}: must be {}, got {}", owner_, key, want, it == cfg_.end() ? "nothing" : it->dump()));
+      fmt::format("{}: {}: must be {}, got {}", owner_, key, want, it == cfg_.end() ? "nothing" : dump_json(*it)));
 }
 
 const nlohmann::json* ConfigReader::take(const std::string& key) {

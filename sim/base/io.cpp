@@ -233,14 +233,16 @@ namespace {
 // handler only reads memory and calls unlink (async-signal-safe).
 constexpr int kTempSlots = 64;
 std::atomic<char*> g_temps[kTempSlots];
+std::atomic<pid_t> g_temp_pids[kTempSlots];  // the process that registered each (a forked child is another)
 std::atomic<bool> g_handlers{false};
 
 // Every signal is blocked while this runs (sa_mask), so a second signal — `timeout` sends its
 // signal to the process and to its group — cannot end the process before the unlinks; the
 // re-raised one stays pending until the handler returns, then takes its default action.
 extern "C" void remove_temps_and_reraise(int sig) {
-  for (auto& slot : g_temps)
-    if (char* p = slot.load()) ::unlink(p);
+  const pid_t self = ::getpid();
+  for (int i = 0; i < kTempSlots; ++i)
+    if (char* p = g_temps[i].load(); p && g_temp_pids[i].load() == self) ::unlink(p);
   std::signal(sig, SIG_DFL);
   std::raise(sig);
 }
@@ -288,7 +290,10 @@ int register_temp(const std::string& path) {
   char* copy = ::strdup(path.c_str());
   for (int i = 0; i < kTempSlots; ++i) {
     char* expected = nullptr;
-    if (g_temps[i].compare_exchange_strong(expected, copy)) return i;
+    if (g_temps[i].compare_exchange_strong(expected, copy)) {
+      g_temp_pids[i] = ::getpid();
+      return i;
+    }
   }
   std::free(copy);  // more outputs open at once than slots: this one is cleaned up by its destructor only
   return -1;
@@ -334,7 +339,9 @@ bool read_only(const std::string& p) {
 //   - a symbolic link whose target (after every hop) lies in another folder than the link: a link
 //     planted where an output goes would make fragsim replace a file elsewhere (~/.bashrc). A link
 //     within its own folder (latest.json -> run-42.json) is followed, and its target replaced;
-//   - a read-only file, or a new file in a read-only folder, as the shell's `>` refuses them.
+//   - a read-only file, or a new file in a read-only folder, as the shell's `>` refuses them;
+//   - a new file in a folder that does not exist (or a path ending in '/'): refused before the
+//     command does its work, not when the output is written after it (exit 3, the work lost).
 // Standard output under any of its names, a descriptor (/dev/fd/N), a FIFO or a device is written
 // straight through (nothing to rename); everything else is replaced by rename (AtomicFile).
 OutputTarget output_target(const std::string& path, const std::string& what) {
@@ -364,8 +371,11 @@ OutputTarget output_target(const std::string& path, const std::string& what) {
   if (!ec && fs::exists(st) && !fs::is_regular_file(st)) return {OutputTarget::kThrough, p.string()};
   if (!ec && fs::exists(st) && read_only(p.string()))
     refuse("a read-only file; refusing to replace it (the shell's > refuses it too)");
-  if (!fs::exists(st) && fs::is_directory(folder, ec) && read_only(folder.string()))
-    refuse(fmt::format("the folder {} is read-only", folder.string()));
+  if (!fs::exists(st) && !fs::is_directory(folder, ec))
+    refuse(path.back() == '/'       ? std::string("a directory that does not exist; give a file name")
+           : fs::exists(folder, ec) ? fmt::format("{} is not a folder", folder.string())
+                                    : fmt::format("the folder {} does not exist", folder.string()));
+  if (!fs::exists(st) && read_only(folder.string())) refuse(fmt::format("the folder {} is read-only", folder.string()));
   return {OutputTarget::kFile, p.string()};
 }
 
@@ -650,6 +660,10 @@ nlohmann::json parse_json(std::string_view text, const std::string& file, std::u
       for (size_t i = 0; i < e.byte && i < text.size(); ++i) at += text[i] == '\n';
     throw InputError(file, at, "invalid JSON");
   }
+}
+
+std::string dump_json(const nlohmann::json& j, int indent) {
+  return j.dump(indent, ' ', false, nlohmann::json::error_handler_t::replace);
 }
 
 nlohmann::json read_json_file(const std::string& path) { return parse_json(read_file(path), path); }

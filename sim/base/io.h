@@ -63,12 +63,14 @@ bool ends_with(std::string_view s, std::string_view suffix);
 void check_outputs(const std::vector<std::string>& inputs,
                    const std::vector<std::pair<std::string, std::string>>& outputs);
 
-// For programs (fragsim, fragsim-cuda-replay), called first in main: on every signal whose default
-// action ends the process (SIGINT, SIGTERM, SIGHUP, SIGXCPU, SIGALRM, SIGUSR1, the real-time ones,
-// ...; not one inherited as ignored), the temporaries of unfinished AtomicFiles are removed before
-// the signal takes its default action. A library loaded into another program (the Python
-// module) never calls it: that program owns its signals (Ctrl-C in Python is KeyboardInterrupt,
-// and an interrupted output is removed by its AtomicFile's destructor).
+// Called first in main by programs (fragsim, fragsim-cuda-replay), and when the Python module is
+// imported: on every signal whose default action ends the process (SIGINT, SIGTERM, SIGHUP,
+// SIGXCPU, SIGALRM, SIGUSR1, the real-time ones, ...) and that is still at that default, the
+// temporaries of unfinished AtomicFiles are removed before the signal takes its default action.
+// A signal the host program handles or ignores is left alone (Python's SIGINT stays
+// KeyboardInterrupt, nohup's SIGHUP stays ignored): only a signal that would end the process
+// anyway gets the handler, so the process ends as it would have, without the temporaries. A
+// child forked after (multiprocessing) never removes its parent's.
 void remove_temporaries_on_signals();
 
 class AtomicFile {
@@ -110,6 +112,13 @@ void read_lines(const std::string& path, size_t max_line,
 // JSON text from `file` (line `line` of it; 0: the file as a whole), checked as read_json_file
 // checks a file's.
 [[nodiscard]] nlohmann::json parse_json(std::string_view text, const std::string& file, std::uint64_t line = 0);
+
+// JSON text as fragsim writes it, in a file, on standard output or in a message (`indent` as
+// nlohmann's dump: -1 one line). Strings that are not UTF-8 — a file name in another encoding,
+// carried into a report, a header or a --set value — are written with U+FFFD in their place (as
+// the Python module reads them), never refused part-way through an output. Every JSON text
+// fragsim makes goes through here (tests/test_layers.cpp).
+[[nodiscard]] std::string dump_json(const nlohmann::json& j, int indent = -1);
 
 // Where JSON text first goes wrong, for the message of a reader that parses it another way (one
 // that says what is wrong, not where): the line, and whether the text ends first (a file cut

@@ -1,10 +1,13 @@
 #include "sim/base/limits.h"
 
 #include <fmt/format.h>
+#include <sys/resource.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <array>
+#include <cinttypes>
+#include <cstdio>
 #include <optional>
 #include <vector>
 
@@ -22,7 +25,7 @@ struct LimitSpec {
   bool bytes;                // a size (--limit takes a unit) or a count
   std::uint64_t floor;       // allowed whatever the input's size
   std::uint64_t num, den;    // plus num / den per byte of input
-  std::uint64_t unit_bytes;  // memory one unit takes: capped at half the machine's memory (0: no cap)
+  std::uint64_t unit_bytes;  // memory one unit takes: capped at half the memory fragsim may use (0: no cap)
   std::string_view what;     // what is counted
 };
 
@@ -43,10 +46,26 @@ std::array<std::optional<std::uint64_t>, static_cast<size_t>(Limit::kCount)> g_o
 
 const LimitSpec& spec(Limit l) { return kSpecs[static_cast<size_t>(l)]; }
 
+// The memory this process may use: the machine's, or less where the process is held to less — its
+// address space (ulimit -v, prlimit --as) or its control group (a container's memory.max). A cap
+// of half the machine's memory under a 2 GiB address space let one small input claim 64 GiB.
 std::uint64_t machine_memory() {
-  long pages = ::sysconf(_SC_PHYS_PAGES), page = ::sysconf(_SC_PAGE_SIZE);
-  if (pages <= 0 || page <= 0) return std::uint64_t{64} << 30;
-  return mul_u64(static_cast<std::uint64_t>(pages), static_cast<std::uint64_t>(page)).value_or(~std::uint64_t{0});
+  static const std::uint64_t memory = [] {
+    long pages = ::sysconf(_SC_PHYS_PAGES), page = ::sysconf(_SC_PAGE_SIZE);
+    std::uint64_t m =
+        pages <= 0 || page <= 0
+            ? std::uint64_t{64} << 30
+            : mul_u64(static_cast<std::uint64_t>(pages), static_cast<std::uint64_t>(page)).value_or(~std::uint64_t{0});
+    struct rlimit r {};
+    if (::getrlimit(RLIMIT_AS, &r) == 0 && r.rlim_cur != RLIM_INFINITY) m = std::min<std::uint64_t>(m, r.rlim_cur);
+    std::uint64_t group = 0;
+    if (std::FILE* f = std::fopen("/sys/fs/cgroup/memory.max", "r")) {  // "max" when unlimited
+      if (std::fscanf(f, "%" SCNu64, &group) == 1 && group > 0) m = std::min(m, group);
+      std::fclose(f);
+    }
+    return m;
+  }();
+  return memory;
 }
 
 std::string amount(const LimitSpec& s, std::uint64_t v) {
@@ -59,7 +78,7 @@ std::string default_text(const LimitSpec& s) {
   if (s.num == 0) return f;
   std::string per = s.den == 1 ? fmt::format("{} x", s.num) : fmt::format("1 per {} bytes of", s.den);
   return fmt::format("{} + {} the input's size{}", f, per,
-                     s.unit_bytes ? " (capped by half the machine's memory)" : "");
+                     s.unit_bytes ? " (capped by half the memory fragsim may use)" : "");
 }
 
 }  // namespace

@@ -1,7 +1,7 @@
 // Input limits (docs/limits.md): what one input may make fragsim hold or do. Each is bounded by
 // default as a function of the input's size on disk and of the machine,
 //
-//   limit = min(floor + factor × input bytes, half the machine's memory / cost of one unit),
+//   limit = min(floor + factor × input bytes, half the memory fragsim may use / cost of one unit),
 //
 // so that a small file can never claim much memory or time (a file under 1 MB stays within a few
 // hundred MB) while a large real recording gets room in proportion. `--limit KEY=VALUE` (every

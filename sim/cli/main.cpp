@@ -113,7 +113,7 @@ int cmd_run(const Args& args, const Registry& reg) {
   RunResult r = run_request(a, reg, outs, t.threads(), t.progress());
   // The export first, in place last: one it refuses leaves no output written.
   std::unique_ptr<AtomicFile> staged = snapshot.empty() ? nullptr : stage_snapshot(r, snapshot);
-  write_if(json, [&] { return report_json(r).dump(2) + "\n"; });
+  write_if(json, [&] { return dump_json(report_json(r), 2) + "\n"; });
   if (!html.empty()) write_file_atomic(html, report_html({r}));
   if (staged) staged->commit();
   if (!to_stdout({json, outs.placements, html, outs.perfetto, snapshot}))
@@ -156,7 +156,7 @@ int cmd_compare(const Args& args, const Registry& reg) {
   write_if(json, [&] {
     nlohmann::json arr = nlohmann::json::array();
     for (const auto& r : runs) arr.push_back(report_json(r));
-    return arr.dump(2) + "\n";
+    return dump_json(arr, 2) + "\n";
   });
   if (!html.empty() && !runs.empty()) write_file_atomic(html, report_html(runs));
   if (!to_stdout({json, html})) std::cout << compare_table(runs);
@@ -191,7 +191,7 @@ int cmd_sweep(const Args& args, const Registry& reg) {
     return 0;
   check_outputs({a.trace, a.hw}, {{"--json", json}});
   SweepResult r = sweep_request(a, find, exhaustive, reg, t.threads(), t.progress());
-  write_if(json, [&] { return sweep_json(r).dump(2) + "\n"; });
+  write_if(json, [&] { return dump_json(sweep_json(r), 2) + "\n"; });
   if (!to_stdout({json})) std::cout << sweep_text(r);
   return r.value ? 0 : 1;  // no setting works: a failed check, like `check` finding a regression
 }
@@ -214,7 +214,7 @@ int cmd_batch(const Args& args, const Registry& reg) {
     return 0;
   check_outputs(batch_inputs(read_manifest(manifest)), {{"--json", json}});
   nlohmann::json out = run_batch(manifest, shard, reg, t.threads(), t.progress());
-  write_if(json, [&] { return out.dump(2) + "\n"; });
+  write_if(json, [&] { return dump_json(out, 2) + "\n"; });
   if (!to_stdout({json})) std::cout << batch_table(out);
   return 0;
 }
@@ -236,7 +236,7 @@ int cmd_merge(const Args& args, const Registry&) {
   for (const auto& f : files) shards.emplace_back(f, read_json_file(f));
   check_outputs(merge_inputs(shards), {{"--json", json}});
   nlohmann::json out = merge_batches(shards);
-  write_if(json, [&] { return out.dump(2) + "\n"; });
+  write_if(json, [&] { return dump_json(out, 2) + "\n"; });
   if (!to_stdout({json})) std::cout << batch_table(out);
   return 0;
 }
@@ -277,7 +277,7 @@ int cmd_check(const Args& args, const Registry&) {
   o.gate_all = gate == "all";
   check_outputs({o.baseline_path, o.current_path}, {{"--json", json}, {"--markdown", markdown}, {"--junit", junit}});
   CheckResult r = run_check(read_json_file(o.baseline_path), read_json_file(o.current_path), o);
-  write_if(json, [&] { return check_json(r).dump(2) + "\n"; });
+  write_if(json, [&] { return dump_json(check_json(r), 2) + "\n"; });
   write_if(markdown, [&] { return check_markdown(r); });
   write_if(junit, [&] { return check_junit(r); });
   if (github) std::cout << check_github(r, o.current_path);
@@ -318,7 +318,7 @@ int cmd_diff(const Args& args, const Registry& reg) {
   check_diff_inputs(is_report_path(a), is_report_path(b), !b.empty(), base, policies, outs.window);
   DiffOutcome r = reports ? diff_of_reports({read_json_file(a), a}, {read_json_file(b), b}, label, !html.empty())
                           : diff_of_runs(diff_request(base, a, b, policies), reg, outs, t.threads(), t.progress());
-  write_if(json, [&] { return r.diff.dump(2) + "\n"; });
+  write_if(json, [&] { return dump_json(r.diff, 2) + "\n"; });
   write_if(markdown, [&] { return diff_markdown(r.diff); });
   write_if(html, [&] { return r.html; });
   if (!to_stdout({json, markdown, html})) std::cout << diff_text(r.diff);

@@ -36,7 +36,7 @@ int cmd_validate(const Args& args, const Registry&) {
     return 0;
   v.json_out = json;  // run_validate checks it against every file it reads
   ValidateResult r = run_validate(v);
-  write_if(json, [&] { return r.json.dump(2) + "\n"; });
+  write_if(json, [&] { return dump_json(r.json, 2) + "\n"; });
   for (const auto& l : r.lines) std::cout << l << "\n";
   std::cout << (r.pass ? "validate: PASS\n" : "validate: FAIL\n");
   return r.pass ? 0 : 1;
@@ -52,7 +52,7 @@ int cmd_info(const Args& args, const Registry&) {
     return 0;
   check_outputs({trace}, {{"--json", json}});
   auto j = trace_info(trace, lenient);
-  write_if(json, [&] { return j.dump(2) + "\n"; });
+  write_if(json, [&] { return dump_json(j, 2) + "\n"; });
   if (!to_stdout({json})) std::cout << trace_info_text(j);
   return 0;
 }
@@ -93,7 +93,7 @@ int cmd_gen(const Args& args, const Registry&) {
     settings[k] = v;
   }
   auto resolved = generate_workload(workload, seed, settings, out);
-  std::cout << fmt::format("wrote {} ({} seed {}, {})\n", out, workload, seed, resolved.dump());
+  std::cout << fmt::format("wrote {} ({} seed {}, {})\n", out, workload, seed, dump_json(resolved));
   return 0;
 }
 
@@ -109,7 +109,7 @@ int cmd_layout(const Args& args, const Registry&) {
             "f32[8,3]{0,1:T(8,128)}.",
             hidden_option("shape", &shape)))
     return 0;
-  std::cout << (json ? layout_json(shape, hw).dump() + "\n" : layout_text(shape, hw));
+  std::cout << (json ? dump_json(layout_json(shape, hw)) + "\n" : layout_text(shape, hw));
   return 0;
 }
 
@@ -146,7 +146,7 @@ int cmd_plan(const Args& args, const Registry&) {
   check_outputs({req.input}, {{"-o", csv}, {"--json", json}});
   PlanOutcome o = run_plan(req);
   write_if(csv, [&] { return plan_csv(o); });
-  write_if(json, [&] { return plan_json(o).dump(2) + "\n"; });
+  write_if(json, [&] { return dump_json(plan_json(o), 2) + "\n"; });
   if (!to_stdout({csv, json})) std::cout << plan_text(o);
   return 0;
 }

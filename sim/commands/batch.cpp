@@ -177,7 +177,8 @@ nlohmann::json merge_batches(const std::vector<std::pair<std::string, nlohmann::
     std::string trace = JsonField(r["report"], file).at("trace").has("path")
                             ? JsonField(r["report"], file).at("trace").at("path").string()
                             : std::string();
-    if (line != e.line || trace != e.args[0])
+    // The trace's name as a shard holds it: as JSON writes it (U+FFFD for bytes that are not UTF-8).
+    if (line != e.line || dump_json(trace) != dump_json(e.args[0]))
       throw InputError(
           fmt::format("{}: run {}: not the run of {} line {} (its line or trace differ)", file, k, m.path, e.line));
   }

@@ -11,6 +11,7 @@
 
 #include "policies/policy.h"
 #include "sim/base/error.h"
+#include "sim/base/io.h"
 #include "sim/base/text.h"
 #include "sim/base/units.h"
 #include "sim/commands/run_setup.h"
@@ -96,7 +97,7 @@ std::string device_key(const nlohmann::json& d, const std::string& file, const s
 // What differs between two reports' policies, ignoring `resolved_*` figures (they follow from the
 // hardware): "" when nothing does.
 std::string policy_difference(const nlohmann::json& a, const nlohmann::json& b) {
-  if (a["name"] != b["name"]) return fmt::format("{} vs {}", a["name"].dump(), b["name"].dump());
+  if (a["name"] != b["name"]) return fmt::format("{} vs {}", dump_json(a["name"]), dump_json(b["name"]));
   std::vector<std::string> keys;
   auto user = [](const nlohmann::json& cfg) {
     nlohmann::json out = nlohmann::json::object();
@@ -107,9 +108,9 @@ std::string policy_difference(const nlohmann::json& a, const nlohmann::json& b) 
   nlohmann::json ua = user(a["config"]), ub = user(b["config"]);
   for (const auto& [k, v] : ua.items())
     if (!ub.contains(k) || ub[k] != v)
-      keys.push_back(fmt::format("{}: {} vs {}", k, v.dump(), ub.value(k, nlohmann::json()).dump()));
+      keys.push_back(fmt::format("{}: {} vs {}", k, dump_json(v), dump_json(ub.value(k, nlohmann::json()))));
   for (const auto& [k, v] : ub.items())
-    if (!ua.contains(k)) keys.push_back(fmt::format("{}: null vs {}", k, v.dump()));
+    if (!ua.contains(k)) keys.push_back(fmt::format("{}: null vs {}", k, dump_json(v)));
   return fmt::format("{}", fmt::join(keys, "; "));
 }
 

@@ -179,9 +179,28 @@ DiffOutcome diff_of_runs(const DiffRequest& req, const Registry& reg, const RunO
 
 DiffOutcome diff_of_reports(const DiffInput& a, const DiffInput& b, const std::string& label, bool html) {
   DiffInput ra{pick_report(a.report, label, a.name), a.name}, rb{pick_report(b.report, label, b.name), b.name};
-  DiffOutcome d{diff_reports(ra, rb), {}};
-  if (html) d.html = reports_html({{"A: " + a.name, ra.report}, {"B: " + b.name, rb.report}}, d.diff);
-  return d;
+  // The schema (pick_report) holds what every reader of a report needs; what only the diff, its
+  // texts and its page read (each device entry, the peak's event and buffers, sites and frames) is
+  // read as they go — here, all of it, before anything is written. A report that holds something
+  // else there (a device entry that is a number) is an input error naming it — the report the diff
+  // cannot read against itself — never a JSON library's message.
+  try {
+    DiffOutcome d{diff_reports(ra, rb), {}};
+    (void)diff_text(d.diff), (void)diff_markdown(d.diff);
+    if (html) d.html = reports_html({{"A: " + a.name, ra.report}, {"B: " + b.name, rb.report}}, d.diff);
+    return d;
+  } catch (const nlohmann::json::exception& e) {
+    std::string culprit = b.name;
+    try {
+      const nlohmann::json self = diff_reports(ra, ra);
+      (void)diff_text(self), (void)diff_markdown(self), (void)reports_html({{"A: " + a.name, ra.report}}, self);
+    } catch (const nlohmann::json::exception&) {
+      culprit = a.name;
+    }
+    const std::string what = e.what();
+    throw InputError(fmt::format("{}: not a fragsim report as diff reads one ({})", culprit,
+                                 what.substr(what.find("] ") == std::string::npos ? 0 : what.find("] ") + 2)));
+  }
 }
 
 SweepResult sweep_request(const RunRequest& req, const std::string& find, bool exhaustive, const Registry& reg,

@@ -6,6 +6,7 @@
 #include "hardware_models/tpu_layout.h"
 #include "sim/base/array_spec.h"
 #include "sim/base/error.h"
+#include "sim/base/io.h"
 #include "traces/generators.h"
 
 namespace fragsim {
@@ -86,7 +87,7 @@ std::string policy_text(const PolicyInfo& info) {
   }
   const auto& e = info.options.front();
   fmt::format_to(out, "example: fragsim run TRACE --policy '{}[{}={}]'\n", info.name, e.key,
-                 e.example.is_string() ? e.example.get<std::string>() : e.example.dump());
+                 e.example.is_string() ? e.example.get<std::string>() : dump_json(e.example));
   return s;
 }
 

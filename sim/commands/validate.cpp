@@ -62,8 +62,9 @@ ValidateResult run_validate(const ValidateOptions& o) {
   bool same_oom = sim_oom == real_oom;
   r.pass &= same_oom;
   out["first_oom"] = {{"simulated", sim_oom}, {"real", real_oom}, {"match", same_oom}};
-  r.lines.push_back(fmt::format("first OOM: simulated {}, real {} -> {}", sim_oom.is_null() ? "none" : sim_oom.dump(),
-                                real_oom.is_null() ? "none" : real_oom.dump(), same_oom ? "match" : "MISMATCH"));
+  r.lines.push_back(fmt::format("first OOM: simulated {}, real {} -> {}",
+                                sim_oom.is_null() ? "none" : dump_json(sim_oom),
+                                real_oom.is_null() ? "none" : dump_json(real_oom), same_oom ? "match" : "MISMATCH"));
   // 2. Device memory in use at peak.
   double s = static_cast<double>(sim["peak_reserved_bytes"].get<Bytes>());
   double g = static_cast<double>(real["peak_in_use_bytes"].get<Bytes>());
@@ -118,7 +119,7 @@ ValidateResult run_validate(const ValidateOptions& o) {
   out["addresses"] = {{"allocations", addrs.size()}, {"common_alignment_bytes", alignment}, {"most_common_gaps", gj}};
   r.lines.push_back(
       fmt::format("addresses: {} allocations, all aligned to {} B; most common gaps to the next block: {}",
-                  addrs.size(), alignment, gj.dump()));
+                  addrs.size(), alignment, dump_json(gj)));
   auto [ab, am] = fit(alloc_pts);
   auto [fb, fm] = fit(free_pts);
   out["latency_fit"] = {{"alloc_base_ns", ab},
@@ -146,7 +147,7 @@ ValidateResult run_validate(const ValidateOptions& o) {
         {"note", fmt::format("fitted by fragsim validate from {} ({} alloc, {} free calls{})", o.real, alloc_pts.size(),
                              free_pts.size(), real.value("dry_run", false) ? ", DRY RUN: not a real device" : "")}};
     (void)parse_hardware(preset, o.fit_out);  // what we write must load with --hw
-    write_file_atomic(o.fit_out, preset.dump(2) + "\n");
+    write_file_atomic(o.fit_out, dump_json(preset, 2) + "\n");
     r.lines.push_back(fmt::format("wrote {0} (use it with --hw {0})", escape_terminal(o.fit_out)));
   }
   out["pass"] = r.pass;

@@ -139,7 +139,7 @@ std::shared_ptr<const TracePlans> plan_trace(const RunOptions& o) {
   if (!file.empty() && !(o.cancel && o.cancel->load())) {
     try {
       std::filesystem::create_directories(std::filesystem::path(file).parent_path());
-      write_file_atomic(file, plans_json(key, *plans).dump() + "\n");
+      write_file_atomic(file, dump_json(plans_json(key, *plans)) + "\n");
     } catch (const std::exception&) {  // a cache that cannot be written only costs the next run its plan
     }
   }

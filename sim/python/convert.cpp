@@ -107,6 +107,11 @@ class Walk {
 
 std::string python_type(py::handle o) { return fmt::format("an object of type {}", Py_TYPE(o.ptr())->tp_name); }
 
+py::str text_of(std::string_view s) {
+  return py::reinterpret_steal<py::str>(
+      PyUnicode_DecodeUTF8(s.data(), static_cast<Py_ssize_t>(s.size()), "backslashreplace"));
+}
+
 std::string utf8_text(py::handle s, const std::string& what) {
   auto t = utf8_of(s);
   if (!t) throw InputError(fmt::format("{}: a str that is not valid Unicode (a lone surrogate)", what));

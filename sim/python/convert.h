@@ -36,6 +36,11 @@ namespace py = pybind11;
 // values; a real compare --json of 4 runs is 34,000).
 inline constexpr std::uint64_t kMaxJsonValues = std::uint64_t{1} << 22;
 
+// Text the library made (a summary, a table, an error's message) as a Python str: bytes that are
+// not UTF-8 — a file name in another encoding, carried into a message or a command line — as \xNN
+// escapes, as the command prints them, never a UnicodeDecodeError in place of the text.
+[[nodiscard]] py::str text_of(std::string_view s);
+
 // A str as UTF-8; InputError naming `what` for one that has none (a lone surrogate).
 [[nodiscard]] std::string utf8_text(py::handle s, const std::string& what);
 // The (key, value) pairs of a mapping's items(); TypeError naming `what` when an item is not a pair.

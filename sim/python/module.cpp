@@ -201,6 +201,10 @@ class Options {
     return out;
   }
   unsigned jobs() const { return static_cast<unsigned>(integer("jobs", 0, 0, 1024)); }
+  // seed= of plan and gen (default 1).
+  std::uint64_t seed() const {
+    return static_cast<std::uint64_t>(integer("seed", 1, 0, std::numeric_limits<long long>::max()));
+  }
 
  private:
   static std::string value(py::handle v, const char* k, bool env) {
@@ -288,6 +292,9 @@ TraceSource events_of(py::handle src, const std::string& name, bool lenient, std
   const bool sized = PyList_Check(src.ptr()) || PyTuple_Check(src.ptr());
   const std::uint64_t basis = sized ? static_cast<std::uint64_t>(PyObject_Length(src.ptr())) * kLineBytes : 0;
   LimitCounter held(Limit::kObjects, name, basis);
+  // A list or tuple longer than its room (the cap of a limit: a small process's memory) is refused
+  // before its first item is converted, not after seconds of converting the items that fit.
+  if (sized && basis / kLineBytes > held.max() / 2) held.exceeded();
   JsonlLines lines(name);
   std::uint64_t n = 0;
   for (auto item : py::reinterpret_borrow<py::iterable>(src)) {
@@ -346,10 +353,10 @@ class Runs {
     write_file_atomic(path, report_html(i < 0 ? runs_ : std::vector<RunResult>{at(i)}));
   }
   std::string json_text(long i) const {
-    if (i >= 0) return report_json(at(i)).dump(2) + "\n";
+    if (i >= 0) return dump_json(report_json(at(i)), 2) + "\n";
     nlohmann::json arr = nlohmann::json::array();
     for (const auto& r : runs_) arr.push_back(report_json(r));
-    return arr.dump(2) + "\n";
+    return dump_json(arr, 2) + "\n";
   }
   void write_json(py::handle where, long i) const {
     const std::string path = path_of(where);
@@ -542,21 +549,23 @@ DiffOutcome diff(py::handle a, py::handle b, py::dict opts) {
 }
 
 // `fragsim plan` on a path (a trace or MiniMalloc's CSV): (the fragsim_plan 1 dict, the text).
-py::tuple plan(const std::string& path, py::object capacity, double time_limit, std::uint64_t seed) {
+// capacity, time_limit and seed are read as every keyword is (a size, a number, an int: TypeError
+// for another type, InputError out of range), never cast by pybind11.
+py::tuple plan(py::handle path, py::dict opts) {
+  Options o(std::move(opts));
   PlanRequest req;
-  req.input = path;
-  req.time_limit = time_limit;
-  req.seed = seed;
-  if (!capacity.is_none())
-    req.capacity = py::isinstance<py::str>(capacity) ? parse_size_arg(capacity.cast<std::string>(), "capacity")
-                                                     : capacity.cast<Bytes>();
-  PlanOutcome o = released(
+  req.input = path_of(path);
+  if (o.given("capacity")) req.capacity = parse_size_arg(o.size("capacity"), "capacity");
+  req.time_limit = o.number("time_limit", 0);
+  if (!(req.time_limit >= 0)) throw InputError("time_limit=: seconds must be 0 or more");
+  req.seed = o.seed();
+  PlanOutcome out = released(
       [&](const std::atomic<bool>* stop) {
         req.stop = stop;
         return run_plan(req);
       },
       py::none());
-  return py::make_tuple(to_python(plan_json(o)), plan_text(o));
+  return py::make_tuple(to_python(plan_json(out)), text_of(plan_text(out)));
 }
 
 py::tuple info(py::handle src, py::dict opts) {
@@ -565,11 +574,12 @@ py::tuple info(py::handle src, py::dict opts) {
   const bool lenient = o.flag("lenient");
   nlohmann::json j =
       released([&](const std::atomic<bool>*) { return trace_info(s.name, lenient, s.source); }, o.get("progress"));
-  return py::make_tuple(to_python(j), trace_info_text(j));
+  return py::make_tuple(to_python(j), text_of(trace_info_text(j)));
 }
 
-py::object gen(const std::string& workload, py::handle path, std::uint64_t seed, py::dict opts) {
+py::object gen(const std::string& workload, py::handle path, py::dict opts) {
   Options o(std::move(opts));
+  const std::uint64_t seed = o.seed();
   nlohmann::json settings = nlohmann::json::object();
   for (const auto& kv : o.pairs("settings", false)) {
     auto [k, v] = parse_setting(kv, "settings");
@@ -589,35 +599,53 @@ PYBIND11_MODULE(_fragsim, m) {
   using namespace fragsim;
   using namespace fragsim::python;
   m.doc() = "fragsim's native part: use the fragsim package (import fragsim), not this module";
+  // A signal that would end the interpreter (SIGTERM, SIGHUP, ...: those Python leaves at their
+  // default) removes the temporaries of unfinished outputs first; Python's own (SIGINT) stay its.
+  remove_temporaries_on_signals();
   m.attr("version") = FRAGSIM_VERSION;
 
-  py::register_exception<InputError>(m, "InputError", PyExc_ValueError);
-  py::register_exception<EnvError>(m, "EnvError", PyExc_OSError);
-  py::register_exception<InternalError>(m, "InternalError", PyExc_RuntimeError);
+  // The library's three errors, raised with their message as text_of gives it (a message may name a
+  // file whose name is not UTF-8: pybind11's own translation would raise UnicodeDecodeError instead).
+  static py::exception<InputError> input_error(m, "InputError", PyExc_ValueError);
+  static py::exception<EnvError> env_error(m, "EnvError", PyExc_OSError);
+  static py::exception<InternalError> internal_error(m, "InternalError", PyExc_RuntimeError);
+  py::register_exception_translator([](std::exception_ptr p) {
+    auto raise = [](py::handle type, const char* what) { PyErr_SetObject(type.ptr(), text_of(what).ptr()); };
+    try {
+      if (p) std::rethrow_exception(p);
+    } catch (const InputError& e) {
+      raise(input_error, e.what());
+    } catch (const EnvError& e) {
+      raise(env_error, e.what());
+    } catch (const InternalError& e) {
+      raise(internal_error, e.what());
+    }
+  });
 
+  // Every text a result renders reaches Python through text_of.
   py::class_<Runs>(m, "Runs")
       .def("__len__", &Runs::size)
       .def("report", &Runs::report)
-      .def("text", &Runs::text)
+      .def("text", [](const Runs& r, long i) { return text_of(r.text(i)); })
       .def("html", &Runs::html)
-      .def("json_text", &Runs::json_text)
+      .def("json_text", [](const Runs& r, long i) { return text_of(r.json_text(i)); })
       .def("write_json", &Runs::write_json);
   py::class_<SweepResult>(m, "SweepResult")
       .def("report", [](const SweepResult& r) { return to_python(sweep_json(r)); })
-      .def("text", &sweep_text);
+      .def("text", [](const SweepResult& r) { return text_of(sweep_text(r)); });
   py::class_<DiffOutcome>(m, "DiffOutcome")
       .def("report", [](const DiffOutcome& d) { return to_python(d.diff); })
-      .def("text", [](const DiffOutcome& d) { return diff_text(d.diff); })
-      .def("markdown", [](const DiffOutcome& d) { return diff_markdown(d.diff); });
+      .def("text", [](const DiffOutcome& d) { return text_of(diff_text(d.diff)); })
+      .def("markdown", [](const DiffOutcome& d) { return text_of(diff_markdown(d.diff)); });
   py::class_<CheckResult>(m, "CheckResult")
       .def("report", [](const CheckResult& r) { return to_python(check_json(r)); })
-      .def("text", &check_text)
-      .def("markdown", &check_markdown)
-      .def("junit", &check_junit)
+      .def("text", [](const CheckResult& r) { return text_of(check_text(r)); })
+      .def("markdown", [](const CheckResult& r) { return text_of(check_markdown(r)); })
+      .def("junit", [](const CheckResult& r) { return text_of(check_junit(r)); })
       .def(
           "github",
           [](const CheckResult& r, const py::object& on) {
-            return check_github(r, on.is_none() ? r.current_file : on.cast<std::string>());
+            return text_of(check_github(r, on.is_none() ? r.current_file : path_of(on)));
           },
           py::kw_only(), py::arg("on") = py::none());
 
@@ -629,10 +657,10 @@ PYBIND11_MODULE(_fragsim, m) {
   m.def("info", &info);
   m.def("plan", &plan);
   m.def("layout", [](const std::string& shape, const std::string& hw) {
-    return py::make_tuple(to_python(layout_json(shape, hw)), layout_text(shape, hw));
+    return py::make_tuple(to_python(layout_json(shape, hw)), text_of(layout_text(shape, hw)));
   });
-  m.def("catalog", [] { return catalog_text(registry()); });
-  m.def("policy", [](const std::string& name) { return policy_text(registry().find(name, "list")); });
+  m.def("catalog", [] { return text_of(catalog_text(registry())); });
+  m.def("policy", [](const std::string& name) { return text_of(policy_text(registry().find(name, "list"))); });
   m.def("gen", &gen);
   m.def("events_read", &input_events_read);
   m.def("set_limit", [](const std::string& key_value) { set_limit(key_value); });

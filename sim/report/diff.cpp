@@ -9,6 +9,7 @@
 #include <map>
 
 #include "sim/base/error.h"
+#include "sim/base/io.h"
 #include "sim/base/text.h"
 #include "sim/base/units.h"
 #include "sim/report/report_schema.h"
@@ -192,11 +193,11 @@ J attribution(const J& ma, const J& mb) {
 // so buffers with nothing to tell them apart (unnamed ones, or several of one name) are one key,
 // paired largest with largest (buffers()).
 std::string buffer_key(const J& b, bool same_trace) {
-  std::string k = b.value("name", "") + "|" + (b.contains("shape") ? b["shape"].dump() : "") + "|" +
+  std::string k = b.value("name", "") + "|" + (b.contains("shape") ? dump_json(b["shape"]) : "") + "|" +
                   b.value("dtype", "") + "|" + b.value("frame", "");
   if (same_trace)
     k += "|id " + std::to_string(u(b, "id")) + "@" +
-         (b.contains("t") ? "t " + b["t"].dump() : std::to_string(u(b, "event_index")));
+         (b.contains("t") ? "t " + dump_json(b["t"]) : std::to_string(u(b, "event_index")));
   return k;
 }
 
@@ -362,7 +363,7 @@ J diff_reports(const DiffInput& a, const DiffInput& b) {
   if (sa["config"].is_object() && sb["config"].is_object() && sa["policy"] == sb["policy"])
     for (const auto& [k, v] : sa["config"].items())
       if (sb["config"].contains(k) && sb["config"][k] != v)
-        setup.push_back(fmt::format("{} {} -> {}", k, v.dump(), sb["config"][k].dump()));
+        setup.push_back(fmt::format("{} {} -> {}", k, dump_json(v), dump_json(sb["config"][k])));
   for (const auto& row : d["devices"])
     if (row["a"].is_object() && row["b"].is_object() && row["a"]["usable_bytes"] != row["b"]["usable_bytes"]) {
       const auto [a, b] = human_bytes_apart(u(row["a"], "usable_bytes"), u(row["b"], "usable_bytes"));
@@ -429,7 +430,7 @@ std::string site_change_line(const J& r, const char* key) {
 
 std::string buffer_text(const J& b) {
   std::string what = escape_terminal(b.value("name", ""));
-  if (b.contains("shape")) what += fmt::format(" {}{}", escape_terminal(b.value("dtype", "")), b["shape"].dump());
+  if (b.contains("shape")) what += fmt::format(" {}{}", escape_terminal(b.value("dtype", "")), dump_json(b["shape"]));
   // The id and event tell apart buffers of one call site (one may leave a peak as another joins it).
   what += fmt::format("{}id {}, event {}", what.empty() ? "" : "  ", u(b, "id"), u(b, "event_index"));
   std::string was;
@@ -502,8 +503,8 @@ std::string diff_text(const J& d) {
     fmt::format_to(out, "  first OOM: A {}; B {} — {}\n", oom(fo["a"]), oom(fo["b"]), fo["change"].get<std::string>());
   auto attribution_text = [&](const char* title, const J& at) {
     fmt::format_to(out, "  {} (A event {}, B event {}): live bytes {} -> {} ({})\n", title,
-                   at["a_event"].is_null() ? "-" : at["a_event"].dump(),
-                   at["b_event"].is_null() ? "-" : at["b_event"].dump(), human_bytes(u(at, "a_live_bytes")),
+                   at["a_event"].is_null() ? "-" : dump_json(at["a_event"]),
+                   at["b_event"].is_null() ? "-" : dump_json(at["b_event"]), human_bytes(u(at, "a_live_bytes")),
                    human_bytes(u(at, "b_live_bytes")), signed_bytes(at["change_bytes"]));
     if (at["sites"].empty()) return;
     fmt::format_to(out, "    by call site (change, bytes A -> B, buffers A -> B):\n");

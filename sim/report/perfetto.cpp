@@ -10,9 +10,7 @@ namespace fragsim {
 namespace {
 
 // A JSON string literal (names come from traces: quotes, control characters, any UTF-8).
-std::string json_string(std::string_view s) {
-  return nlohmann::json(std::string(s)).dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
-}
+std::string json_string(std::string_view s) { return dump_json(nlohmann::json(std::string(s))); }
 
 std::string buffer_name(AllocId id, std::string_view name) {
   return name.empty() ? fmt::format("id {}", id) : std::string(name);

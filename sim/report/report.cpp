@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <set>
 
+#include "sim/base/io.h"
 #include "sim/base/text.h"
 #include "sim/engine/recording_fidelity.h"
 #include "sim/engine/window.h"
@@ -358,7 +359,7 @@ std::string mismatch_text(const nlohmann::json& m) {
                        m.value("simulated", std::string()) == "the request succeeded"
                            ? "placed"
                            : "never reached (it stopped at an earlier OOM; --keep-going replays on)");
-  return m.dump();
+  return dump_json(m);
 }
 
 }  // namespace
@@ -757,11 +758,12 @@ std::string compare_table(const std::vector<RunResult>& runs) {
     for (size_t k = i + 1; k < runs.size(); ++k)
       if (runs[i].trace_path == runs[k].trace_path && runs[i].policy_name == runs[k].policy_name &&
           settings_of(runs[i]) == settings_of(runs[k]) && runs[i].hardware == runs[k].hardware)
-        fmt::format_to(out, "note: {} and {} ran with the same settings{}\n", escape_terminal(label_of(runs[i])),
-                       escape_terminal(label_of(runs[k])),
-                       runs[i].policy_config.contains(kRecordedSettingsKey)
-                           ? fmt::format(" (the recording's: {})", runs[i].policy_config[kRecordedSettingsKey].dump())
-                           : "");
+        fmt::format_to(
+            out, "note: {} and {} ran with the same settings{}\n", escape_terminal(label_of(runs[i])),
+            escape_terminal(label_of(runs[k])),
+            runs[i].policy_config.contains(kRecordedSettingsKey)
+                ? fmt::format(" (the recording's: {})", dump_json(runs[i].policy_config[kRecordedSettingsKey]))
+                : "");
   // The fidelity of the runs that model the recording's allocator (an ideal run reproduces no address).
   for (const auto& r : runs)
     if (!r.fidelity.is_null() && r.models_recording)

@@ -6,6 +6,7 @@
 #include <cmath>
 #include <functional>
 
+#include "sim/base/io.h"
 #include "sim/engine/history.h"
 #include "sim/report/by_stack.h"
 #include "sim/report/history_json.h"
@@ -263,7 +264,7 @@ std::string viewer_html(const nlohmann::json& data) {
                  "<div id=\"ooms\"></div>\n"
                  "<div id=\"tooltip\"></div>\n<pre id=\"probe\" hidden></pre>\n");
   fmt::format_to(out, "<script type=\"application/json\" id=\"fragsim-data\">{}</script>\n",
-                 script_safe(data.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace)));
+                 script_safe(dump_json(data)));
   fmt::format_to(out, "<script>\n{}</script>\n</body></html>\n", kReportViewerJs);
   return h;
 }

@@ -5,6 +5,7 @@
 #include <cmath>
 
 #include "sim/base/error.h"
+#include "sim/base/io.h"
 
 namespace fragsim {
 
@@ -17,7 +18,7 @@ JsonField JsonField::at(const std::string& key) const {
 }
 
 void JsonField::bad(const std::string& want) const {
-  std::string got = j_.dump();
+  std::string got = dump_json(j_);
   if (got.size() > 40) got = got.substr(0, 37) + "...";
   throw InputError(fmt::format("{}: {}: must be {}, got {}", file_, path_.empty() ? "(top level)" : path_, want, got));
 }

@@ -9,6 +9,7 @@ import pickle
 import shutil
 import signal
 import subprocess
+import sys
 import tempfile
 import threading
 import unittest
@@ -713,6 +714,97 @@ class Hardening(Scratch):
         import pathlib
         r.json(pathlib.Path(self.path("c.json")))  # a path object names a file too
         self.assertTrue(os.path.exists(self.path("c.json")))
+
+
+    def test_names_that_are_not_utf8_give_the_error_or_the_result(self):
+        # Before: a file whose name is not UTF-8 raised UnicodeDecodeError in place of the error
+        # naming it, and RuntimeError ("invalid UTF-8 byte") in place of the report of a run of it.
+        bad = os.fsdecode(os.path.join(os.fsencode(self.dir), b"a\x80b.jsonl"))
+        message = self.assert_same_error(lambda: fragsim.run(bad), "run", bad, exc=fragsim.EnvError)
+        self.assertIn("a\\x80b.jsonl", message)
+        with self.assertRaises(fragsim.InputError) as cm:  # a folder that does not exist
+            fragsim.gen("random", os.path.join(bad, "x.jsonl"))
+        self.assertIn("a\\x80b.jsonl", str(cm.exception))
+        shutil.copy(JAX, bad)
+        r = fragsim.run(bad, policy="best-fit")
+        self.assertTrue(r["trace"]["path"].endswith("a\ufffdb.jsonl"))
+        self.assertEqual(json.loads(r.json()), dict(r))
+        self.assertIn("a\\x80b.jsonl", r.text())
+        self.assertEqual(fragsim.info(bad)["allocs"], r["trace"]["allocs"])
+        self.assertTrue(fragsim.check(r, r)["pass"])
+
+    def test_plan_and_gen_read_their_keywords_as_every_call_does(self):
+        # Before: plan's capacity=2**64, 1.5 or an object raised RuntimeError("Unable to cast ..."),
+        # seed=nan a plain ValueError, and time_limit=-1 or "3" were taken (the command refuses a
+        # negative time); gen took seed=True as 1, and seed=2**64 raised pybind11's TypeError.
+        calls = [
+            (fragsim.InputError, dict(capacity=2**64)),
+            (TypeError, dict(capacity=1.5)),
+            (TypeError, dict(capacity=object())),
+            (TypeError, dict(seed=float("nan"))),
+            (fragsim.InputError, dict(seed=2**70)),
+            (fragsim.InputError, dict(seed=-1)),
+            (fragsim.InputError, dict(time_limit=-1)),
+            (TypeError, dict(time_limit="3")),
+        ]
+        for exc, kw in calls:
+            with self.subTest(**{k: repr(v) for k, v in kw.items()}), self.assertRaises(exc) as cm:
+                fragsim.plan(JAX, **kw)
+            self.assertNotIsInstance(cm.exception, (SystemError, RuntimeError))
+        self.assertEqual(fragsim.plan(JAX, capacity=2 << 30, seed=3)["fragsim_plan"], 1)
+        out = self.path("g.jsonl")
+        for exc, seed in ((TypeError, True), (TypeError, 1.0), (fragsim.InputError, 2**64), (fragsim.InputError, -1)):
+            with self.subTest(seed=seed), self.assertRaises(exc):
+                fragsim.gen("random", out, seed=seed, settings={"events": 10})
+        self.assertFalse(os.path.exists(out))
+
+    def test_a_signal_that_ends_python_leaves_no_temporary(self):
+        # Before: SIGTERM (a timeout, a batch system) or SIGHUP during gen() or run(html=...) ended the
+        # interpreter with the output's temporary left behind (230 MB after 2 s of gen).
+        for sig in (signal.SIGTERM, signal.SIGHUP, signal.SIGUSR1):
+            out = self.path(f"big{int(sig)}.jsonl")
+            code = f"import fragsim; fragsim.gen('random', {out!r}, settings={{'events': 10**9}})"
+            p = subprocess.Popen([sys.executable, "-c", code])
+            try:
+                while not any(".tmp." in f for f in os.listdir(self.dir)):
+                    self.assertIsNone(p.poll())
+                    threading.Event().wait(0.05)
+                p.send_signal(sig)
+                self.assertEqual(p.wait(timeout=60), -sig)
+            finally:
+                p.kill()
+                p.wait()
+            self.assertEqual([f for f in os.listdir(self.dir) if ".tmp." in f], [])
+        # Python's own SIGINT is still KeyboardInterrupt (the module never takes it).
+        self.assertIs(signal.getsignal(signal.SIGINT), signal.default_int_handler)
+
+    def test_none_for_a_source_or_a_report_is_a_type_error(self):
+        # Before: check(None, r), compare(None), sweep(None, ...), sweep(path, None), info(None) and
+        # diff(None) raised KeyError: the package dropped the None and then deleted its key.
+        r = fragsim.run(JAX, policy="best-fit")
+        calls = [lambda: fragsim.check(None, r), lambda: fragsim.check(r, None), lambda: fragsim.diff(None),
+                 lambda: fragsim.compare(None), lambda: fragsim.sweep(None, "min-capacity"),
+                 lambda: fragsim.sweep(JAX, None), lambda: fragsim.info(None), lambda: fragsim.run(None)]
+        for i, call in enumerate(calls):
+            with self.subTest(i=i), self.assertRaises((TypeError, fragsim.InputError)):
+                call()
+
+    def test_limits_follow_the_memory_the_process_may_use(self):
+        # Before: the limits were capped by the machine's memory alone: under an address-space limit
+        # (prlimit --as=2GiB) a list of 16 million events was held until the allocator failed
+        # (MemoryError after 10 s). Now half the 2 GiB caps the events held.
+        if "asan" in os.environ.get("LD_PRELOAD", ""):
+            self.skipTest("ASan reserves more address space than the limit")
+        code = (
+            "import resource, fragsim\n"
+            "resource.setrlimit(resource.RLIMIT_AS, (2 << 30, 2 << 30))\n"
+            "try:\n"
+            "    fragsim.info([{'op': 'alloc', 'id': 1, 'size': 8}] * (1 << 24))\n"
+            "except fragsim.InputError as e:\n"
+            "    print('InputError', e)\n")
+        p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+        self.assertEqual(p.returncode, 0, p.stderr)
+        self.assertIn("limit objects", p.stdout)
 
 
 class Fuzz(Scratch):  # ctest: fuzz

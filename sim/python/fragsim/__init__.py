@@ -213,8 +213,10 @@ class Plan(_Texted):
     __slots__ = ()
 
 
-def _options(given):
-    return {k: v for k, v in given.items() if v is not None}
+def _options(given, *arguments):
+    """The keywords given (None: not given), without the call's positional arguments: a None
+    passed for one of those is the native call's to refuse (TypeError), not a KeyError here."""
+    return {k: v for k, v in given.items() if v is not None and k not in arguments}
 
 
 def run(source, *, policy=None, hw=None, capacity=None, reserve=None, env=None, settings=None,
@@ -229,7 +231,7 @@ def run(source, *, policy=None, hw=None, capacity=None, reserve=None, env=None, 
     was replayed first (report["advice"]). placements, perfetto, html: output paths, as the
     command's options (html also keeps the buffers behind the address maps).
     """
-    return Report(_fragsim.run(source, _options(locals())), 0)
+    return Report(_fragsim.run(source, _options(locals(), "source")), 0)
 
 
 def compare(source, *more_sources, policies=None, hw=None, capacity=None, reserve=None, env=None,
@@ -240,8 +242,7 @@ def compare(source, *more_sources, policies=None, hw=None, capacity=None, reserv
     policies: "ideal,xla-bfc,xla-bfc[preallocate=false]" or a list of such entries; by default
     the lower bound, the policy a run would choose and its what-ifs. Returns a Comparison.
     """
-    opts = _options(locals())
-    del opts["source"], opts["more_sources"]
+    opts = _options(locals(), "source", "more_sources")
     return Comparison(_fragsim.compare((source,) + more_sources, opts))
 
 
@@ -253,8 +254,7 @@ def sweep(source, find, *, policy=None, exhaustive=False, hw=None, capacity=None
     find: "min-mem-fraction" or "min-capacity". Returns a Sweep; its "setting" is what to type
     (XLA_PYTHON_CLIENT_MEM_FRACTION=.83, --capacity 17GiB) and "command" the run that replays it.
     """
-    opts = _options(locals())
-    del opts["source"], opts["find"]
+    opts = _options(locals(), "source", "find")
     return Sweep(_fragsim.sweep(source, find, opts))
 
 
@@ -265,8 +265,7 @@ def check(baseline, current, *, tolerance=0, gate="recommended", same_trace=Fals
     (gate="recommended": peak allocated and reserved, fragmentation max and at the peak of
     allocated; gate="all": every figure). Reports of different traces are compared as recordings
     of one workload, with a note, unless same_trace=True (then InputError)."""
-    opts = _options(locals())
-    del opts["baseline"], opts["current"]
+    opts = _options(locals(), "baseline", "current")
     return Check(_fragsim.check(baseline, current, opts))
 
 
@@ -280,16 +279,13 @@ def diff(a, b=None, *, policies=None, label=None, policy=None, hw=None, capacity
     are; or two sources (paths, snapshot dicts, event iterables) replayed as run() would, with
     the same options; or one source and policies=[A, B]. html: a path for the page with both
     runs aligned."""
-    opts = _options(locals())
-    opts.pop("a")
-    opts.pop("b", None)
+    opts = _options(locals(), "a", "b")
     return Diff(_fragsim.diff(a, b, opts))
 
 
 def info(source, *, lenient=False, name=None, progress=None):
     """A trace's summary (`fragsim info`): counts, devices, peak requested, size histogram."""
-    opts = _options(locals())
-    del opts["source"]
+    opts = _options(locals(), "source")
     return Info(_fragsim.info(source, opts))
 
 
@@ -297,7 +293,7 @@ def plan(path, *, capacity=None, time_limit=0, seed=1):
     """The best static placement of a trace's (or MiniMalloc CSV's) buffers (`fragsim plan`):
     capacity a height to meet ("1MiB" or bytes), else minimised within time_limit seconds (0: the
     command's default). Every plan is checked before it is returned."""
-    return Plan(_fragsim.plan(str(path), capacity, float(time_limit), int(seed)))
+    return Plan(_fragsim.plan(path, _options({"capacity": capacity, "time_limit": time_limit, "seed": seed})))
 
 
 def layout(shape, *, hw="tpu-v5e"):
@@ -309,7 +305,7 @@ def layout(shape, *, hw="tpu-v5e"):
 def gen(workload, path, *, seed=1, settings=None):
     """Writes a synthetic workload trace (`fragsim gen`) to path (.jsonl, .jsonl.zst, .fstrace);
     returns the workload's resolved settings. fragsim.list() names the workloads."""
-    return _fragsim.gen(workload, path, seed, _options({"settings": settings}))
+    return _fragsim.gen(workload, path, _options({"seed": seed, "settings": settings}))
 
 
 def set_limit(key_value):
