@@ -111,6 +111,12 @@ FrameworkSettings interpret_jax(const std::map<std::string, std::string>& env, c
     auto it = env.find(k);
     return it == env.end() ? std::string() : it->second;
   };
+  // JAX reads these for its GPU client only (jax/_src/xla_bridge.py, the GPU backend's factory): on a
+  // TPU the runtime's own allocator serves every buffer and they would change nothing.
+  if (ctx.platform == Platform::kTpu && named.empty())
+    throw InputError(fmt::format(
+        "{} {}: JAX reads it for its GPU client only; on a TPU it changes nothing (--hw names a GPU to model one)", opt,
+        env.begin()->first));
   bool jax = false;  // a variable that configures JAX's allocator (JAX's default one, unless it names another)
   if (env.count("XLA_PYTHON_CLIENT_ALLOCATOR")) {
     jax = true;

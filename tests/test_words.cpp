@@ -150,6 +150,24 @@ TEST_CASE("vocabulary: a capture says which framework and platform recorded it")
   CHECK_THAT(info.out, Catch::Contains("recorded with: TensorFlow on CUDA ("));
 }
 
+TEST_CASE("vocabulary: a JAX capture on TPU is JAX's, though some of its allocator calls carry annotations") {
+  // openxla/xprof's tpu_inference_2 (tests/data/xprof/SOURCES.md: JAX on TPU v6e) has 423 allocator
+  // calls inside jaxlib's PjitFunction spans and modules named jit_f, jit__psum, ...; 14 of its calls
+  // carry an op annotation ("dummy"), which fragsim took for TensorFlow's.
+  auto tpu = open_trace(words::xprof_path("xprof_tpu_inference_2"), {})->recording();
+  CHECK(tpu.framework_of() == Framework::kJax);
+  CHECK(tpu.platform == Platform::kTpu);
+  auto info = cli("info " + words::xprof_path("xprof_tpu_inference_2"));
+  CHECK_THAT(info.out, Catch::Contains("recorded with: JAX on TPU ("));
+  CHECK_THAT(info.out, Catch::Contains("allocator calls inside jaxlib's PjitFunction spans"));
+  // JAX reads XLA_PYTHON_CLIENT_* for its GPU client only: on the TPU it is refused as changing
+  // nothing, not as TensorFlow's capture.
+  auto r = cli("run " + words::xprof_path("xprof_tpu_inference_2") + " --env XLA_PYTHON_CLIENT_MEM_FRACTION=.5");
+  CHECK(r.code == 2);
+  CHECK_THAT(r.err, Catch::Contains("for its GPU client only"));
+  CHECK_THAT(r.err, !Catch::Contains("TensorFlow"));
+}
+
 TEST_CASE("vocabulary: on ROCm, JAX is never told to use cudaMallocAsync") {
   // XLA builds its cudaMallocAsync allocator only for CUDA: on an MI300X, compare's what-ifs leave it out,
   // the variable that asks for it is refused, and advice against fragmentation does not offer it.
