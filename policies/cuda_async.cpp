@@ -1,11 +1,18 @@
 // cuda-async: JAX's XLA_PYTHON_CLIENT_ALLOCATOR=cuda_async — cudaMallocAsync on the device's
-// default memory pool (specs/xla-bfc.md §4 "cuda_async"; specs/torch-caching.md §9).
+// default memory pool (specs/xla-bfc.md §4 "cuda_async"; specs/torch-caching.md §9) — and
+// TensorFlow's TF_GPU_ALLOCATOR=cuda_malloc_async, the same pool as TensorFlow configures it.
 //
 // KNOWN (documented): release threshold = total × fraction as JAX sets it; above the threshold,
 //   unused pool memory goes back to the driver at the next synchronization; reuse is stream
 //   ordered (a stream reuses its own frees at once; other streams' frees once the freeing work
 //   completed: AllowOpportunistic/FollowEventDependencies, default on); with preallocate JAX
 //   allocates and frees the pool size once at start, so that much stays cached;
+//   TensorFlow (tensorflow/core/common_runtime/gpu/gpu_process_state.cc) builds
+//   GpuCudaMallocAsyncAllocator(platform_device_id, total_bytes): the release threshold is the
+//   device's memory limit (total_bytes, what its BFC would have had) and reserve_memory keeps its
+//   default, false (gpu_cudamallocasync_allocator.h), so the pool grows on demand; it is
+//   preallocated only when TF_CUDA_MALLOC_ASYNC_SUPPORTED_PREALLOC is -1
+//   (gpu_cudamallocasync_allocator.cc), and TF_FORCE_GPU_ALLOW_GROWTH is not read;
 //   cudaMemPoolTrimTo (what an explicit empty-cache request does) releases unused memory down to
 //   the threshold.
 // MEASURED (real H200, driver 580.159.04, CUDA 13.0: tests/data/device_h200, every cudaMallocAsync
@@ -538,7 +545,7 @@ void register_cuda_async(Registry& r) {
       [](ConfigReader& cfg, const ConfigContext& ctx) -> PolicyBuilder {
         JaxlibBehaviour jb = gpu_behaviour(cfg, ctx);
         double f = cfg.number_in("mem_fraction", 0.75, kMemFractionRange);
-        bool pre = cfg.flag("preallocate", true);
+        bool pre = cfg.flag("preallocate", jb.async_prealloc);
         CudaAsyncOptions o;
         o.cross_delay = static_cast<std::uint64_t>(cfg.integer_in("cross_stream_delay", 0, kDelayRange));
         o.sync_after_free = cfg.flag("sync_after_free", false);
@@ -578,7 +585,9 @@ void register_cuda_async(Registry& r) {
         "XLA_PYTHON_CLIENT_MEM_FRACTION (TensorFlow: per_process_gpu_memory_fraction): the pool's release threshold "
         "as a fraction of device memory",
         kMemFractionRange},
-       {"preallocate", "true", false, "XLA_PYTHON_CLIENT_PREALLOCATE: grow the pool to the threshold at start"},
+       {"preallocate", "true (TensorFlow's: false)", false,
+        "XLA_PYTHON_CLIENT_PREALLOCATE (TensorFlow: TF_CUDA_MALLOC_ASYNC_SUPPORTED_PREALLOC=-1): grow the pool to "
+        "the threshold at start"},
        {"release_threshold", "the fraction's", "8GiB",
         "cudaMemPoolAttrReleaseThreshold in bytes, instead of the fraction's"},
        {"chunk", "32MiB", "2MiB",

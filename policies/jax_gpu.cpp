@@ -40,6 +40,7 @@ JaxlibBehaviour gpu_behaviour(ConfigReader& cfg, const ConfigContext& ctx) {
   JaxlibBehaviour b;
   b.version = "TensorFlow";
   b.f32_fraction = false;
+  b.async_prealloc = false;
   cfg.record("resolved_behaviour", "TensorFlow's (the capture's framework)");
   return b;
 }

@@ -18,6 +18,8 @@ struct JaxlibBehaviour {
   bool vmm_padding = false;      // ≥ 0.10.2: device allocations padded to the VMM granularity
   bool spatial_default = false;  // ≥ 0.11.0: spatial partitioning on by default (with preallocate)
   bool f32_fraction = true;      // the fraction reaches the allocator as PJRT's 32-bit float (TensorFlow: a double)
+  bool async_prealloc = true;    // the cudaMallocAsync pool is grown to its threshold at start unless told not to
+                                 // (TensorFlow: only when told to, TF_CUDA_MALLOC_ASYNC_SUPPORTED_PREALLOC=-1)
 };
 
 inline constexpr const char* kNewestJaxlib = "0.11.0";
@@ -33,8 +35,8 @@ struct ConfigContext;
 class ConfigReader;
 // The behaviour a JAX GPU allocator policy models: the config's jaxlib=VERSION; else, replaying a
 // TensorFlow capture, TensorFlow's (gpu_device.cc: limit = total × per_process_gpu_memory_fraction
-// as a double, never rounded, regions allocated at the size asked, no spatial partitioning); else the
-// newest jaxlib's.
+// as a double, never rounded, regions allocated at the size asked, no spatial partitioning; its
+// cudaMallocAsync pool not preallocated); else the newest jaxlib's.
 [[nodiscard]] JaxlibBehaviour gpu_behaviour(ConfigReader& cfg, const ConfigContext& ctx);
 
 // The memory fraction after its trip through the PJRT C API: a 32-bit float widened to double.

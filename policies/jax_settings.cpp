@@ -19,7 +19,13 @@
 //                              any other value: ignored, the BFC allocator
 //   TF_FORCE_GPU_ALLOW_GROWTH  "true" / "false" override GPUOptions.allow_growth (grow on demand, or
 //                              one region of the whole limit); anything else: an error is logged
-//                              and the configured value kept
+//                              and the configured value kept. Read by the BFC allocator only
+//                              (GPUBFCAllocator's GetAllowGrowthValue): cuda_malloc_async and
+//                              cuda_malloc do not look at it
+//   TF_CUDA_MALLOC_ASYNC_SUPPORTED_PREALLOC  read by the cudaMallocAsync allocator only, as an int64
+//                              (ReadInt64FromEnvVar; a malformed value fails TF_CHECK_OK): -1 grows the
+//                              pool to its whole size at start, 0 (the default) not at all, N bytes
+//                              allocates and frees N once (not modelled: refused)
 // The memory fraction has no variable: GPUOptions.per_process_gpu_memory_fraction (--set mem_fraction).
 #include <fmt/format.h>
 
@@ -111,6 +117,12 @@ FrameworkSettings interpret_jax(const std::map<std::string, std::string>& env, c
     auto it = env.find(k);
     return it == env.end() ? std::string() : it->second;
   };
+  // JAX reads these for its GPU client only (jax/_src/xla_bridge.py, the GPU backend's factory): on a
+  // TPU the runtime's own allocator serves every buffer and they would change nothing.
+  if (ctx.platform == Platform::kTpu && named.empty())
+    throw InputError(fmt::format(
+        "{} {}: JAX reads it for its GPU client only; on a TPU it changes nothing (--hw names a GPU to model one)", opt,
+        env.begin()->first));
   bool jax = false;  // a variable that configures JAX's allocator (JAX's default one, unless it names another)
   if (env.count("XLA_PYTHON_CLIENT_ALLOCATOR")) {
     jax = true;
@@ -218,8 +230,30 @@ FrameworkSettings interpret_tensorflow(const std::map<std::string, std::string>&
           v));
     }
   }
+  const std::string& policy = ctx.policy.empty() ? out.policy : ctx.policy;
+  if (auto it = env.find("TF_CUDA_MALLOC_ASYNC_SUPPORTED_PREALLOC"); it != env.end()) {
+    const std::string& v = it->second;
+    if (v != "-1" && v != "0")
+      throw InputError(fmt::format(
+          "{} TF_CUDA_MALLOC_ASYNC_SUPPORTED_PREALLOC={}: only -1 (the whole pool) and 0 (none) are modelled", opt, v));
+    if (policy == "cuda-async") {
+      out.config["preallocate"] = v == "-1";
+      ctx.notes->push_back(
+          fmt::format("TF_CUDA_MALLOC_ASYNC_SUPPORTED_PREALLOC={} -> preallocate={}", v, v == "-1" ? "true" : "false"));
+    } else {
+      ctx.notes->push_back(
+          fmt::format("TF_CUDA_MALLOC_ASYNC_SUPPORTED_PREALLOC={} changes nothing: only TensorFlow's cudaMallocAsync "
+                      "allocator (TF_GPU_ALLOCATOR=cuda_malloc_async) reads it",
+                      v));
+    }
+  }
   if (auto it = env.find("TF_FORCE_GPU_ALLOW_GROWTH"); it != env.end()) {
-    if (it->second == "true" || it->second == "false") {
+    if (policy != "xla-bfc") {
+      ctx.notes->push_back(fmt::format(
+          "TF_FORCE_GPU_ALLOW_GROWTH={} changes nothing: only TensorFlow's BFC allocator reads it, not {}", it->second,
+          policy == "cuda-async" ? "its cudaMallocAsync allocator (TF_GPU_ALLOCATOR=cuda_malloc_async)"
+                                 : "policy " + policy));
+    } else if (it->second == "true" || it->second == "false") {
       out.config["preallocate"] = it->second == "false";
       ctx.notes->push_back(fmt::format("TF_FORCE_GPU_ALLOW_GROWTH={} -> preallocate={} (allow_growth={})", it->second,
                                        it->second == "false" ? "true" : "false", it->second));
@@ -230,7 +264,7 @@ FrameworkSettings interpret_tensorflow(const std::map<std::string, std::string>&
           it->second));
     }
   }
-  drop_unread_keys(ctx.policy.empty() ? out.policy : ctx.policy, out, ctx.notes);
+  drop_unread_keys(policy, out, ctx.notes);
   return out;
 }
 
@@ -246,8 +280,10 @@ void register_jax_settings(Registry& r) {
 }
 
 void register_tensorflow_settings(Registry& r) {
-  r.add_framework(
-      {"TensorFlow", Framework::kTensorFlow, {"TF_GPU_ALLOCATOR", "TF_FORCE_GPU_ALLOW_GROWTH"}, interpret_tensorflow});
+  r.add_framework({"TensorFlow",
+                   Framework::kTensorFlow,
+                   {"TF_GPU_ALLOCATOR", "TF_FORCE_GPU_ALLOW_GROWTH", "TF_CUDA_MALLOC_ASYNC_SUPPORTED_PREALLOC"},
+                   interpret_tensorflow});
 }
 
 }  // namespace fragsim

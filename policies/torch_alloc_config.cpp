@@ -191,8 +191,12 @@ namespace fragsim {
 
 // PyTorch reads PYTORCH_CUDA_ALLOC_CONF (or its newer name PYTORCH_ALLOC_CONF) once, at the
 // allocator's start, and a ROCm build PYTORCH_HIP_ALLOC_CONF when that is unset
-// (c10/cuda/CUDAAllocatorConfig.h: "convenience for ROCm users"). The variable is read whole: it
-// replaces the snapshot's recorded settings (torch-caching's alloc_conf, parse_alloc_conf).
+// (c10/cuda/CUDAAllocatorConfig.h, CUDAAllocatorConfig::instance: the HIP name is read under
+// USE_ROCM only, "convenience for ROCm users"). The variable is read whole: it replaces the
+// snapshot's recorded settings (torch-caching's alloc_conf, parse_alloc_conf). A CUDA build never
+// reads PYTORCH_HIP_ALLOC_CONF: given alone for a device that is not AMD's it would change nothing,
+// so it is refused, naming the variable that build reads; beside a variable that is read, it is
+// ignored with a note, on ROCm as well.
 void register_torch_settings(Registry& r) {
   r.add_framework(
       {"PyTorch",
@@ -206,13 +210,18 @@ void register_torch_settings(Registry& r) {
          for (const char* var : {"PYTORCH_CUDA_ALLOC_CONF", "PYTORCH_ALLOC_CONF"})
            if (auto it = env.find(var); it != env.end()) s.config["alloc_conf"] = it->second;
          if (auto hip = env.find("PYTORCH_HIP_ALLOC_CONF"); hip != env.end()) {
-           if (ctx.platform != Platform::kRocm)
-             ctx.notes->push_back(fmt::format(
-                 "PYTORCH_HIP_ALLOC_CONF is ignored: only PyTorch's ROCm builds read it, and the run's device is {}",
+           if (s.config.contains("alloc_conf"))
+             ctx.notes->push_back(
+                 "PYTORCH_HIP_ALLOC_CONF is ignored: PyTorch reads it only when PYTORCH_CUDA_ALLOC_CONF and "
+                 "PYTORCH_ALLOC_CONF are unset, and a CUDA build never");
+           else if (ctx.platform != Platform::kRocm)
+             throw InputError(fmt::format(
+                 "{} PYTORCH_HIP_ALLOC_CONF: only PyTorch's ROCm builds read it and the run's device is {}, whose "
+                 "build reads PYTORCH_CUDA_ALLOC_CONF: give PYTORCH_CUDA_ALLOC_CONF={}",
+                 ctx.env_option,
                  ctx.platform == Platform::kUnknown ? std::string("not an AMD GPU")
-                                                    : "a " + std::string(platform_name(ctx.platform)) + " device"));
-           else if (s.config.contains("alloc_conf"))
-             ctx.notes->push_back("PYTORCH_HIP_ALLOC_CONF is ignored: PyTorch reads it only when no other is set");
+                                                    : "a " + std::string(platform_name(ctx.platform)) + " device",
+                 hip->second));
            else
              s.config["alloc_conf"] = hip->second;
          }

@@ -236,3 +236,26 @@ TEST_CASE("check: a run its allocator aborts reads back, and a new abort fails t
   CHECK(d.find("B aborted at event 455: BFC CHECK failure") != std::string::npos);
   CHECK(d.find("B completes") == std::string::npos);
 }
+
+TEST_CASE("check: a report whose peak reserved exceeds its allocator's own limit is refused, not passed") {
+  // No allocator reserves more than its own cap (AllocatorPolicy::reserve_limit, which run --check
+  // holds every policy to after each event): a report that says so describes no run. check passed
+  // one whose device reserved 1 GiB above its limit_bytes (issue 47 item 2: a limit below the
+  // reserved memory must be caught).
+  const nlohmann::json base = report_of(kSample);
+  const nlohmann::json& dev = base["devices"][0];
+  REQUIRE(dev["limit_bytes"].get<std::uint64_t>() > 0);
+  CHECK(dev["reserve_limit_bytes"] == dev["limit_bytes"]);  // one pool: its cap is the BFC's limit
+  CHECK(dev["peak_reserved_bytes"].get<std::uint64_t>() <= dev["limit_bytes"].get<std::uint64_t>());
+  CHECK(check_of(base, base).pass);
+  for (const char* cap : {"reserve_limit_bytes", "limit_bytes"}) {  // limit_bytes: a report of an older build
+    INFO(cap);
+    nlohmann::json cur = base;
+    if (std::string(cap) == "limit_bytes") cur["devices"][0].erase("reserve_limit_bytes");
+    cur["devices"][0]["peak_reserved_bytes"] = dev["limit_bytes"].get<std::uint64_t>() + kGiB;
+    std::string err = input_error([&] { (void)check_of(base, cur); });
+    CHECK_THAT(err, Catch::Contains("new.json: devices[0].peak_reserved_bytes: must be at most " + std::string(cap)));
+    err = input_error([&] { (void)check_of(cur, base); });
+    CHECK_THAT(err, Catch::Contains("old.json: devices[0].peak_reserved_bytes"));
+  }
+}

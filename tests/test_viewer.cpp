@@ -544,6 +544,30 @@ TEST_CASE("viewer: a device where nothing was placed has an empty buffer chart t
   CHECK(dom.find("device 1 hbm: 0 largest buffers") == std::string::npos);
 }
 
+TEST_CASE("viewer: a --from/--to window that holds no allocation draws every section without a script error",
+          "[chromium]") {
+  // small_mlp_97ev_cut38 (tests/data/torch/SOURCES.md) starts with 14 blocks live in 5 segments and
+  // allocates nothing in its events 0-5. viewer_buffers.js returned for runs without allocations
+  // before it set FS.marksOf and FS.clock; the segments chart then threw "FS.marksOf is not a
+  // function" and the sections after it (live bytes by call site) were never drawn. No keyframe was
+  // planned in such a window either, so the allocator state at any event was left out.
+  const std::string cut = kData + "torch/small_mlp_97ev_cut38.pickle.zst";
+  const std::string run = tmp_path("empty_window.html"), cmp = tmp_path("empty_window_compare.html");
+  REQUIRE(cli("run " + cut + " --from 0 --to 5 --html " + run).code == 0);
+  REQUIRE(cli("compare " + cut + " --from 0 --to 5 --html " + cmp).code == 0);
+  REQUIRE(history_of(embedded_data(read_text(run)))["allocations"]["slots"].empty());
+  for (const std::string& html : {run, cmp}) {
+    INFO(html);
+    std::string console;
+    std::string dom = rendered_dom(html, "#probe", "", &console);
+    CHECK(console.find("Uncaught") == std::string::npos);
+    CHECK(dom.find("<div id=\"errors\"></div>") != std::string::npos);
+    for (const char* id : {"charts", "segments", "states", "stacks"})
+      CHECK(dom.find("<div id=\"" + std::string(id) + "\"><h2>") != std::string::npos);
+    CHECK(dom.find("No allocation in the events shown. Window: from event 0 to event 5.") != std::string::npos);
+  }
+}
+
 TEST_CASE("viewer: diff --html shows both runs' timelines on one axis and the diff's figures", "[chromium]") {
   const std::string html = tmp_path("diff.html"), json = tmp_path("diff.json");
   REQUIRE(cli("diff " + kTrain + " --policies 'torch-caching,torch-caching[expandable_segments=true]' --html " + html +

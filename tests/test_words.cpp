@@ -150,6 +150,24 @@ TEST_CASE("vocabulary: a capture says which framework and platform recorded it")
   CHECK_THAT(info.out, Catch::Contains("recorded with: TensorFlow on CUDA ("));
 }
 
+TEST_CASE("vocabulary: a JAX capture on TPU is JAX's, though some of its allocator calls carry annotations") {
+  // openxla/xprof's tpu_inference_2 (tests/data/xprof/SOURCES.md: JAX on TPU v6e) has 423 allocator
+  // calls inside jaxlib's PjitFunction spans and modules named jit_f, jit__psum, ...; 14 of its calls
+  // carry an op annotation ("dummy"), which fragsim took for TensorFlow's.
+  auto tpu = open_trace(words::xprof_path("xprof_tpu_inference_2"), {})->recording();
+  CHECK(tpu.framework_of() == Framework::kJax);
+  CHECK(tpu.platform == Platform::kTpu);
+  auto info = cli("info " + words::xprof_path("xprof_tpu_inference_2"));
+  CHECK_THAT(info.out, Catch::Contains("recorded with: JAX on TPU ("));
+  CHECK_THAT(info.out, Catch::Contains("allocator calls inside jaxlib's PjitFunction spans"));
+  // JAX reads XLA_PYTHON_CLIENT_* for its GPU client only: on the TPU it is refused as changing
+  // nothing, not as TensorFlow's capture.
+  auto r = cli("run " + words::xprof_path("xprof_tpu_inference_2") + " --env XLA_PYTHON_CLIENT_MEM_FRACTION=.5");
+  CHECK(r.code == 2);
+  CHECK_THAT(r.err, Catch::Contains("for its GPU client only"));
+  CHECK_THAT(r.err, !Catch::Contains("TensorFlow"));
+}
+
 TEST_CASE("vocabulary: on ROCm, JAX is never told to use cudaMallocAsync") {
   // XLA builds its cudaMallocAsync allocator only for CUDA: on an MI300X, compare's what-ifs leave it out,
   // the variable that asks for it is refused, and advice against fragmentation does not offer it.
@@ -189,6 +207,59 @@ TEST_CASE("vocabulary: a TensorFlow capture's sweep speaks per_process_gpu_memor
   // TensorFlow's variables configure it; TF_FORCE_GPU_ALLOW_GROWTH=true grows on demand.
   auto grow = run_json({.trace = words::kEcbm, .envs = {"TF_FORCE_GPU_ALLOW_GROWTH=true"}});
   CHECK(grow["policy"]["config"]["preallocate"] == false);
+}
+
+TEST_CASE("vocabulary: TF_GPU_ALLOCATOR=cuda_malloc_async is TensorFlow's pool: grown on demand, allow_growth unread") {
+  // TensorFlow builds GpuCudaMallocAsyncAllocator(platform_device_id, total_bytes)
+  // (tensorflow/core/common_runtime/gpu/gpu_process_state.cc): the release threshold is the memory
+  // limit and reserve_memory keeps its default, false (gpu_cudamallocasync_allocator.h); the pool is
+  // preallocated only with TF_CUDA_MALLOC_ASYNC_SUPPORTED_PREALLOC=-1 (gpu_cudamallocasync_allocator.cc),
+  // and only the BFC reads TF_FORCE_GPU_ALLOW_GROWTH. fragsim preallocated it (13.66 GiB reserved for
+  // 51 MiB live) and let TF_FORCE_GPU_ALLOW_GROWTH=true change that.
+  auto async = run_json({.trace = words::kEcbm, .envs = {"TF_GPU_ALLOCATOR=cuda_malloc_async"}});
+  CHECK(async["policy"]["name"] == "cuda-async");
+  CHECK(async["policy"]["config"]["preallocate"] == false);
+  CHECK(async["policy"]["config"]["resolved_release_threshold"] == 14648653952);  // the capture's BFC limit
+  CHECK(async["peak_reserved_bytes"].get<std::uint64_t>() < 128 * kMiB);
+  auto growth = run_cmd(
+      {.trace = words::kEcbm, .envs = {"TF_GPU_ALLOCATOR=cuda_malloc_async", "TF_FORCE_GPU_ALLOW_GROWTH=true"}});
+  CHECK(growth.json["policy"]["config"] == async["policy"]["config"]);
+  CHECK(growth.json["peak_reserved_bytes"] == async["peak_reserved_bytes"]);
+  CHECK_THAT(growth.text, Catch::Contains("TF_FORCE_GPU_ALLOW_GROWTH=true changes nothing"));
+  auto pre = run_json({.trace = words::kEcbm,
+                       .envs = {"TF_GPU_ALLOCATOR=cuda_malloc_async", "TF_CUDA_MALLOC_ASYNC_SUPPORTED_PREALLOC=-1"}});
+  CHECK(pre["policy"]["config"]["preallocate"] == true);
+  CHECK(pre["peak_reserved_bytes"].get<std::uint64_t>() >= 14648653952);
+  std::string err = input_error([] {
+    (void)run_json({.trace = words::kEcbm,
+                    .envs = {"TF_GPU_ALLOCATOR=cuda_malloc_async", "TF_CUDA_MALLOC_ASYNC_SUPPORTED_PREALLOC=4096"}});
+  });
+  CHECK_THAT(err, Catch::Contains("only -1 (the whole pool) and 0 (none) are modelled"));
+}
+
+TEST_CASE("vocabulary: PYTORCH_HIP_ALLOC_CONF is read on ROCm only, after PYTORCH_CUDA_ALLOC_CONF") {
+  // c10/cuda/CUDAAllocatorConfig.h (CUDAAllocatorConfig::instance) reads PYTORCH_CUDA_ALLOC_CONF and,
+  // under USE_ROCM only, PYTORCH_HIP_ALLOC_CONF when that is unset. Alone on a CUDA device it would
+  // change nothing: refused, naming the variable to give (fragsim ignored it with a note while
+  // another note said the variable configured the run).
+  std::string err = input_error(
+      [] { (void)run_json({.trace = k3dev, .envs = {"PYTORCH_HIP_ALLOC_CONF=expandable_segments:True"}}); });
+  CHECK_THAT(err, Catch::Contains("give PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True"));
+  // Beside PYTORCH_CUDA_ALLOC_CONF it is ignored, on ROCm too.
+  for (const char* hw : {"", "mi300x"}) {
+    INFO(hw);
+    auto both = run_cmd(
+        {.trace = k3dev,
+         .hw = hw,
+         .envs = {"PYTORCH_CUDA_ALLOC_CONF=max_split_size_mb:256", "PYTORCH_HIP_ALLOC_CONF=expandable_segments:True"}});
+    CHECK(both.json["policy"]["config"]["resolved_alloc_conf"] == "max_split_size_mb:256");
+    CHECK_THAT(both.text, Catch::Contains("PYTORCH_HIP_ALLOC_CONF is ignored"));
+  }
+  // Alone on an AMD device it configures the allocator, as PYTORCH_CUDA_ALLOC_CONF does.
+  auto hip = run_json({.trace = k3dev, .hw = "mi300x", .envs = {"PYTORCH_HIP_ALLOC_CONF=max_split_size_mb:256"}});
+  auto cuda = run_json({.trace = k3dev, .hw = "mi300x", .envs = {"PYTORCH_CUDA_ALLOC_CONF=max_split_size_mb:256"}});
+  CHECK(hip["policy"]["config"]["resolved_alloc_conf"] == "max_split_size_mb:256");
+  CHECK(hip["peak_reserved_bytes"] == cuda["peak_reserved_bytes"]);
 }
 
 TEST_CASE("vocabulary: PYTORCH_CUDA_ALLOC_CONF replaces the recorded settings, --set changes one key") {

@@ -140,11 +140,16 @@ TEST_CASE("xprof: the recorded limit, mode and hardware are the defaults, and sa
   CHECK(host_limit(small.json) == host_limit(j));  // XLA's own pinned host pool: not the device's share
   CHECK(host_limit(j) > 0);
   // A TPU capture names its device by preset (no memory size): its limit is a share of the preset's
-  // (31.25 GiB of tpu-v6e's 32 stayed 31.25 GiB on a 2 GiB H100).
+  // (31.25 GiB of tpu-v6e's 32 stayed 31.25 GiB on a 2 GiB H100). The capture is JAX's, whose limit
+  // is a share of the device's total memory (TensorFlow's: of its free memory).
   auto tpu = run_json({.trace = capture("xprof_tpu_inference_2"), .hw = "h100-80g", .capacity = "2GiB"});
   CHECK(tpu["policy"]["name"] == "xla-bfc");
   for (const auto& d : tpu["devices"])
-    if (d["space"] == "hbm") CHECK(d["limit_bytes"].get<Bytes>() <= d["usable_bytes"].get<Bytes>());
+    if (d["space"] == "hbm") {
+      CHECK(d["limit_bytes"].get<Bytes>() <= d["capacity_bytes"].get<Bytes>());
+      // 2 GiB × 33,550,237,696 / 32 GiB = 2,096,889,856 B, rounded up to 2 MiB as jaxlib does from 0.10.2
+      CHECK(d["limit_bytes"] == 1000 * 2 * kMiB);
+    }
   // The sweep's answer holds the fraction: the program fits a device of that size, and not one step less.
   auto sw = sweep_cmd({.trace = capture("tracelens_mi300_jax08_gemm")}, "min-capacity");
   const Bytes c = sw.json["value"].get<Bytes>();

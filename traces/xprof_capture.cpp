@@ -246,6 +246,7 @@ class Importer {
           // TensorFlow annotates the allocations its ops make (ScopedMemoryDebugAnnotation: the op's
           // name, its output or temp region); JAX's PJRT client makes none.
           if (!c.tf_op.empty() || !c.region_type.empty()) ++annotated_calls_;
+          if (!c.site.function.empty()) ++jitted_calls_;           // inside jaxlib's PjitFunction span
           if (c.allocator == "gpu_host_bfc") tf_host_bfc_ = true;  // TF's name; XLA's PJRT client's is xla_gpu_host_bfc
           if (hosts_) c.allocator = fmt::format("host{}/", hosts_) + c.allocator;
           c.device_offset = device_offset;
@@ -459,13 +460,23 @@ class Importer {
     if (!name.empty()) ev.name = name, ev.present |= key::kName;
   }
 
-  // Whose allocator logged the calls, and on which platform: TensorFlow when its op annotations
-  // (tf_op, region_type) or its host allocator's name (gpu_host_bfc) are there, else JAX; ROCm for
-  // a device plane whose vendor is AMD, CUDA for another GPU's, TPU for a TPU's.
+  // Whose allocator logged the calls, and on which platform. JAX when the capture holds what only
+  // JAX writes: allocator calls inside jaxlib's PjitFunction spans, or modules named as jax.jit
+  // names them (jit_NAME; TensorFlow's are __inference_… and cluster_…) — whatever annotations some
+  // calls carry (a JAX capture on TPU has calls annotated "dummy"). Else TensorFlow when its op
+  // annotations (tf_op, region_type) or its host allocator's name (gpu_host_bfc) are there, else
+  // JAX. ROCm for a device plane whose vendor is AMD, CUDA for another GPU's, TPU for a TPU's.
   nlohmann::json recorded_by() const {
-    const bool tf = annotated_calls_ > 0 || tf_host_bfc_;
+    const size_t jit_modules = namer_.jit_modules();
+    const bool jax = jitted_calls_ > 0 || jit_modules > 0;
+    const bool tf = !jax && (annotated_calls_ > 0 || tf_host_bfc_);
     std::string basis =
-        annotated_calls_
+        jax ? fmt::format(
+                  "{} allocator calls inside jaxlib's PjitFunction spans, {} compiled modules named jit_*: "
+                  "JAX's{}",
+                  jitted_calls_, jit_modules,
+                  annotated_calls_ ? fmt::format(", though {} calls carry op annotations", annotated_calls_) : "")
+        : annotated_calls_
             ? fmt::format("{} allocator calls carry TensorFlow's op annotations (tf_op, region_type)", annotated_calls_)
         : tf_host_bfc_ ? std::string("its host allocator is TensorFlow's gpu_host_bfc")
                        : std::string("allocator calls without TensorFlow's op annotations: JAX's");
@@ -526,6 +537,7 @@ class Importer {
   bool tpu_ = false;
   std::uint32_t hosts_ = 0;
   std::uint64_t annotated_calls_ = 0;  // allocator calls with TensorFlow's op annotations
+  std::uint64_t jitted_calls_ = 0;     // allocator calls inside jaxlib's PjitFunction spans
   bool tf_host_bfc_ = false;           // an allocator named as TensorFlow names its host BFC
 };
 

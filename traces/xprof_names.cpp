@@ -133,6 +133,10 @@ struct BufferNamer::Module {
 BufferNamer::BufferNamer() = default;
 BufferNamer::~BufferNamer() = default;
 size_t BufferNamer::modules() const { return modules_.size(); }
+size_t BufferNamer::jit_modules() const {
+  return static_cast<size_t>(
+      std::count_if(modules_.begin(), modules_.end(), [](const auto& m) { return m->function.rfind("jit_", 0) == 0; }));
+}
 
 void BufferNamer::add_modules(const xprof::XSpace& space) {
   for (auto& [name, proto] : capture_modules(space)) {

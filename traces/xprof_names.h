@@ -64,6 +64,8 @@ class BufferNamer {
   // The name of a buffer of `requested` bytes allocated at `site`.
   [[nodiscard]] BufferName name(std::uint64_t requested, const CallSite& site) const;
   size_t modules() const;
+  // How many of those modules are named as jax.jit names what it lowers: jit_NAME.
+  size_t jit_modules() const;
 
  private:
   struct Module;

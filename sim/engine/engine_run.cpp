@@ -113,6 +113,7 @@ void Engine::finish() {
     r.usable = s.spec->usable();
     r.usable_inferred = s.usable_inferred;
     r.limit = s.policy->limit();
+    r.reserve_limit = s.policy->reserve_limit();
     s.metrics.finish(r);
     r.peak = std::move(s.peak);
     r.peak_requested = saturate(req_[slot_key_[i]].peak);

@@ -463,6 +463,9 @@ HistorySpec plan_history(const RunResult& r, bool viewer, bool events) {
     std::uint64_t e = s.first + (n - 1) * i / std::max<size_t>(1, even - 1);
     if (!covered(e)) s.keyframes.push_back(e);
   }
+  // The page's allocator state starts from a keyframe: a window that none of the above reaches (one
+  // exact range from its first event, no bookmark in it, as a window with no allocation) gets one there.
+  if (s.keyframes.empty()) s.keyframes.push_back(s.first);
   std::sort(s.keyframes.begin(), s.keyframes.end());
   s.keyframes.erase(std::unique(s.keyframes.begin(), s.keyframes.end()), s.keyframes.end());
   return s;

@@ -139,6 +139,7 @@ struct SpaceResult {
   Bytes usable = 0;              // what allocators can obtain: capacity − reserve
   bool usable_inferred = false;  // usable is what the recording implies (RunOptions::recorded_devices), not a preset's
   Bytes limit = 0;               // the policy's own cap below that (AllocatorPolicy::limit), 0 = none
+  Bytes reserve_limit = 0;       // the most all its pools may reserve (AllocatorPolicy::reserve_limit), 0 = none
   Bytes peak_requested = 0, peak_allocated = 0, peak_reserved = 0;
   double frag_at_peak = 0;        // external fragmentation when reserved memory first reached its peak
   double frag_max = 0;            // the largest external fragmentation seen

@@ -408,6 +408,7 @@ nlohmann::json report_json(const RunResult& r, size_t map_blocks) {
         {"usable_bytes", s.usable},
         {"usable_inferred", s.usable_inferred},
         {"limit_bytes", s.limit},
+        {"reserve_limit_bytes", s.reserve_limit},
         {"completed", !r.space_failed(s)},
         {"oom_count", s.ooms.size()},
         {"ooms", ooms_json(r, s.ooms, map_blocks)},

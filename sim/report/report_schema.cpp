@@ -82,7 +82,19 @@ void check_report_schema(const nlohmann::json& j, const std::string& file) {
   for (const char* k : {"peak_requested_bytes", "peak_allocated_bytes", "peak_reserved_bytes"}) r.at(k).u64();
   r.at("fragmentation").at("at_peak_reserved").number();
   r.at("fragmentation").at("max").number();
-  r.at("devices").array();
+  const auto& devices = r.at("devices").array();
+  // No allocator reserves more than its own cap (AllocatorPolicy::reserve_limit, to which run --check
+  // holds every policy; limit_bytes in reports written before reserve_limit_bytes): a device entry
+  // that says so describes no run fragsim makes.
+  for (size_t i = 0; i < devices.size(); ++i) {
+    JsonField d(devices[i], file, fmt::format("devices[{}]", i));
+    const char* cap_key = d.has("reserve_limit_bytes") ? "reserve_limit_bytes" : "limit_bytes";
+    if (!d.has(cap_key) || !d.has("peak_reserved_bytes")) continue;
+    const std::uint64_t cap = d.at(cap_key).u64();
+    if (cap && d.at("peak_reserved_bytes").u64() > cap)
+      d.at("peak_reserved_bytes")
+          .bad(fmt::format("at most {} ({} B): no allocator reserves more than its own limit", cap_key, cap));
+  }
 }
 
 void check_replay_schema(const nlohmann::json& j, const std::string& file) {

@@ -26,22 +26,6 @@
   }
   FS.inText = inText;
   FS.historyBuffer = buffer;
-  if (!runs.length) return;
-  box.appendChild(el("h2", {}, "Live memory over time, every allocation"));
-  const controls = el("div", { class: "controls" });
-  controls.appendChild(el("span", {}, "x axis: "));
-  const xEvent = el("input", { type: "radio", name: "bufx", id: "bufx-event", checked: "" });
-  const xTime = el("input", { type: "radio", name: "bufx", id: "bufx-time" });
-  controls.appendChild(xEvent);
-  controls.appendChild(el("label", { for: "bufx-event" }, " event index "));
-  controls.appendChild(xTime);
-  // A trace that records no times (its t are event numbers) offers no time axis.
-  const untimed = runs.every((r) => r.history.timed === false);
-  if (untimed) xTime.disabled = true;
-  controls.appendChild(el("label", { for: "bufx-time" }, " time from the first event" +
-    (untimed ? " (the trace records no times)" : "")));
-  box.appendChild(controls);
-
   // Binary search: the first index in [0, n) whose value (get) is >= v.
   function lowerBound(n, get, v) {
     let lo = 0, hi = n;
@@ -73,6 +57,31 @@
     };
   }
   FS.clock = clock;
+  if (!runs.length) {
+    // A window (--from/--to) that holds no allocation: the section says so rather than vanish.
+    const empty = data.runs.find((r) => r.history && r.history.allocations && r.history.window);
+    if (empty) {
+      box.appendChild(el("h2", {}, "Live memory over time, every allocation"));
+      box.appendChild(el("p", { class: "note" }, "No allocation in the events shown. Window: " + empty.history.window +
+        "."));
+    }
+    return;
+  }
+  box.appendChild(el("h2", {}, "Live memory over time, every allocation"));
+  const controls = el("div", { class: "controls" });
+  controls.appendChild(el("span", {}, "x axis: "));
+  const xEvent = el("input", { type: "radio", name: "bufx", id: "bufx-event", checked: "" });
+  const xTime = el("input", { type: "radio", name: "bufx", id: "bufx-time" });
+  controls.appendChild(xEvent);
+  controls.appendChild(el("label", { for: "bufx-event" }, " event index "));
+  controls.appendChild(xTime);
+  // A trace that records no times (its t are event numbers) offers no time axis.
+  const untimed = runs.every((r) => r.history.timed === false);
+  if (untimed) xTime.disabled = true;
+  controls.appendChild(el("label", { for: "bufx-time" }, " time from the first event" +
+    (untimed ? " (the trace records no times)" : "")));
+  box.appendChild(controls);
+
   // The hash an allocation with neither name nor stack is coloured and grouped by (color and
   // colorKey below): FS.hashColor's hash of "#" + i, the colour such bands always had, made
   // without the string ("#", then i's decimal digits).
