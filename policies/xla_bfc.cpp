@@ -820,8 +820,12 @@ PolicyBuilder configure_xla_bfc(ConfigReader& cfg, const ConfigContext& ctx) {
     }
     coll = c;
   }
-  // (A limit the capture's share made on other device memory is no recorded decision.)
-  const bool as_recorded = rec_limit && limit == *rec->limit && rec_mode && !cfg.has("spatial_partitioning") && !gc &&
+  // (A limit the capture's share made on other device memory is no recorded decision.) The
+  // recorded settings stated again (XLA_PYTHON_CLIENT_MEM_FRACTION=.75 where the capture's limit is
+  // .75 of this device, PREALLOCATE as the capture's mode) are the recorded settings: what counts is
+  // the configuration, not whether a variable was given.
+  const bool same_mode = rec_mode || preallocate == mode_default;
+  const bool as_recorded = rec && limit == *rec->limit && same_mode && !cfg.has("spatial_partitioning") && !gc &&
                            !main.coalesce_regions && !collective_size;
   return [main, coll, as_recorded](const PolicyContext& pc) {
     return std::make_unique<XlaBfcPolicy>(main, coll, as_recorded, pc.device);
