@@ -155,6 +155,46 @@ TEST_CASE("advice: a memory fraction below the device gets the smallest fraction
   CHECK_FALSE(completes(with_env(req, fmt::format("XLA_PYTHON_CLIENT_MEM_FRACTION={:.2f}", f - 0.01))));
 }
 
+// A mid-run snapshot whose state the run holds where the recording placed it: every setting the
+// allocator proposes changes it, so its replay re-holds that state, and re-held under the run's own
+// settings the trace fits already (transformer_ctx128_train_step cut at entry 13,500, memory
+// fraction 0.65). The complete recording OOMs with each of those settings at 0.65: before, the
+// advice printed three of them "verified by replay".
+TEST_CASE("advice: a setting that fits only as the re-held state before the recording does is not verified") {
+  RunRequest req{.trace = test_data("torch/transformer_ctx128_train_step_cut13500.pickle.zst"),
+                 .sets = {"memory_fraction=0.65"}};
+  Advice a = advice_of(req);
+  INFO(a.text());
+  CHECK_FALSE(line_with(a, "verified by replay: the trace fits"));
+  const std::string* l = line_with(a, "prove nothing about those settings");
+  REQUIRE(l);
+  CHECK(l->find("expandable_segments:True") != std::string::npos);
+  auto cmds = commands(*l);
+  REQUIRE(cmds.size() == 1);
+  CHECK(cmds[0].find("--pre-trace rebuilt") != std::string::npos);
+  CHECK(pasted_completes(cmds[0]));  // the run's own settings, the state re-held
+  CHECK_FALSE(completes(req));       // held as recorded, it OOMs
+  // The complete recording: with the setting, still an OOM at 0.65.
+  RunRequest whole{.trace = kTrain, .sets = {"memory_fraction=0.65", "expandable_segments=true"}};
+  CHECK_FALSE(completes(whole));
+}
+
+// The fraction search tries 0.01 to 1.00: when 0.01 fits, a smaller fraction may fit too, and the
+// advice says so instead of calling 0.01 the smallest.
+TEST_CASE("advice: a fraction search that fits at its lowest fraction says a smaller one may fit") {
+  RunRequest req{
+      .trace = kSample, .capacity = "400GiB", .policy = "xla-bfc", .envs = {"XLA_PYTHON_CLIENT_MEM_FRACTION=.001"}};
+  Advice a = advice_of(req);
+  INFO(a.text());
+  CHECK_FALSE(line_with(a, "is the smallest fraction"));
+  const std::string* l =
+      line_with(a, "down to the lowest, XLA_PYTHON_CLIENT_MEM_FRACTION=.01 (a smaller one may fit too)");
+  REQUIRE(l);
+  auto cmds = commands(*l);
+  REQUIRE(cmds.size() == 2);
+  CHECK(pasted_completes(cmds[1]));
+}
+
 TEST_CASE("advice: a multi-device snapshot names the device that binds and the capacity every device needs") {
   // Device 1's live buffers reach 83.23 GiB on a GPU that recorded 78.51 GiB usable.
   Advice a = advice_of({.trace = k3dev});

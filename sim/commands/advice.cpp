@@ -4,6 +4,7 @@
 #include <fmt/ranges.h>
 
 #include <algorithm>
+#include <optional>
 
 #include "sim/base/error.h"
 #include "sim/commands/settings.h"
@@ -118,6 +119,11 @@ std::vector<std::string> proven_advice(const RunResult& r, const RunRequest& req
     if (!sw.value)
       return fmt::format("{}no capacity tried lets {} fit ({}): the settings given bind first", lead, r.policy_name,
                          sw.range);
+    if (sw.bound)  // the lowest capacity tried fits: the answer is an upper bound
+      return fmt::format(
+          "{}with {} it fits at every capacity tried, down to {}, the lowest (a smaller one may fit "
+          "too), verified by replay (`{}` shows the search): `{}`",
+          lead, r.policy_name, sw.setting, sweep_command(req, "min-capacity"), sw.command);
     return fmt::format("{}with {} it fits from {} on, verified by replay (`{}` shows the search): `{}`", lead,
                        r.policy_name, sw.setting, sweep_command(req, "min-capacity"), sw.command);
   };
@@ -137,9 +143,32 @@ std::vector<std::string> proven_advice(const RunResult& r, const RunRequest& req
                                                      [](const AdviceCandidate& c) { return c.find_fraction; });
   std::vector<std::string> tried;
   bool fits = false;
-  for (const Replayed& rp : replay_candidates(cands, req, reg, base, threads)) {
+  std::vector<Replayed> replays = replay_candidates(cands, req, reg, base, threads);
+  // A mid-run recording whose state this run held where the recording placed it: a setting that
+  // changes the allocator re-holds that state under itself, so its fit may come from the re-holding
+  // alone. The run's own settings with the state re-held (--pre-trace rebuilt) tell: when that fits
+  // too, the OOM lies in the recorded layout of the memory held before recording began, and a
+  // setting's fit proves nothing about the setting.
+  std::optional<Replayed> control;
+  const bool recorded_state =
+      std::any_of(r.spaces.begin(), r.spaces.end(), [](const SpaceResult& s) { return s.prior && !s.prior->rebuilt; });
+  if (recorded_state && std::any_of(replays.begin(), replays.end(), [](const Replayed& rp) {
+        return rp.result.completed && std::any_of(rp.result.spaces.begin(), rp.result.spaces.end(),
+                                                  [](const SpaceResult& s) { return s.prior && s.prior->rebuilt; });
+      })) {
+    RunRequest q = req;
+    q.keep_going = q.check = false;
+    q.pre_trace = "rebuilt";
+    RunOptions o2 = prepare_run(q, reg, &base.recording);
+    o2.source = base.source;
+    control = Replayed{nullptr, q, std::move(run_simulations({o2}, reg, threads).front())};
+  }
+  std::vector<std::string> unproven;  // settings that fit only as the re-held state does
+  for (const Replayed& rp : replays) {
     const AdviceCandidate& c = *rp.candidate;
-    if (rp.result.completed) {
+    if (rp.result.completed && control && control->result.completed) {
+      unproven.push_back(c.setting);
+    } else if (rp.result.completed) {
       const SpaceResult* s2 = space_of(rp.result, o.device, o.space);
       lines.push_back(
           fmt::format("{}: {} — verified by replay: the trace fits (no OOM; peak reserved {} on {}); {}: `{}`",
@@ -155,13 +184,26 @@ std::vector<std::string> proven_advice(const RunResult& r, const RunRequest& req
     SweepResult sw = sweep("min-mem-fraction");
     if (sw.value) {
       lines.push_back(
-          fmt::format("memory: {} is the smallest fraction with which the trace fits, verified by replay "
-                      "(`{}` shows the search): `{}`",
-                      sw.setting, sweep_command(req, "min-mem-fraction"), sw.command));
+          sw.bound ? fmt::format("memory: the trace fits with every fraction tried, down to the lowest, {} (a "
+                                 "smaller one may fit too), verified by replay (`{}` shows the search): `{}`",
+                                 sw.setting, sweep_command(req, "min-mem-fraction"), sw.command)
+                   : fmt::format("memory: {} is the smallest fraction with which the trace fits, verified by replay "
+                                 "(`{}` shows the search): `{}`",
+                                 sw.setting, sweep_command(req, "min-mem-fraction"), sw.command));
       fits = true;
     } else {
       tried.push_back(fmt::format("{} (still OOMs)", info.fraction->setting(1.0, vocab.framework)));
     }
+  }
+  if (!unproven.empty()) {
+    const SpaceResult* s2 = space_of(control->result, o.device, o.space);
+    lines.push_back(fmt::format(
+        "before the recording: with this run's own settings and the memory live when recording began re-held (as "
+        "any setting that changes the allocator re-holds it), the trace fits (no OOM; peak reserved {} on {}): this "
+        "OOM comes from where the recording placed that memory, which the program's history decides and the "
+        "recording does not show, so the fits of {} prove nothing about those settings: `{}`",
+        human_bytes(s2 ? s2->peak_reserved : control->result.peak_reserved), where, fmt::join(unproven, ", "),
+        command_line(control->request)));
   }
   if (!tried.empty()) lines.push_back(fmt::format("tried by replay, still OOM: {}", fmt::join(tried, "; ")));
   if (!fits) lines.push_back(capacity_line("capacity: "));
