@@ -121,7 +121,7 @@ std::vector<std::string> proven_advice(const RunResult& r, const RunRequest& req
                          sw.range);
     if (sw.bound)  // the lowest capacity tried fits: the answer is an upper bound
       return fmt::format(
-          "{}with {} it fits at every capacity tried, down to {}, the lowest (a smaller one may fit "
+          "{}with {} it fits at every capacity tried, down to the lowest, {} (a smaller one may fit "
           "too), verified by replay (`{}` shows the search): `{}`",
           lead, r.policy_name, sw.setting, sweep_command(req, "min-capacity"), sw.command);
     return fmt::format("{}with {} it fits from {} on, verified by replay (`{}` shows the search): `{}`", lead,
