@@ -598,6 +598,11 @@ TEST_CASE("limits bind from the first byte: a state before the recording that do
   const auto& d = small.json["devices"][0];
   CHECK(small.json["completed"] == false);
   CHECK(d["before_recording"]["held"] == "rebuilt");
+  // --pre-trace recorded cannot keep what does not fit, and the reason says so.
+  auto kept = run_report({.trace = t, .sets = {"memory_fraction=0.1"}, .pre_trace = "recorded"});
+  CHECK(kept["devices"][0]["before_recording"]["held"] == "rebuilt");
+  CHECK_THAT(kept["devices"][0]["before_recording"]["reason"].get<std::string>(),
+             Catch::Contains("--pre-trace recorded cannot keep a placement that does not fit"));
   CHECK(d["peak_reserved_bytes"].get<Bytes>() <= d["limit_bytes"].get<Bytes>());
   REQUIRE(small.json["ooms"].size() == 1);
   CHECK(small.json["ooms"][0]["before_recording"]["live_bytes"] == d["before_recording"]["live_bytes"]);

@@ -83,8 +83,9 @@ void Engine::decide_prior(std::uint32_t si) {
     o.rebuilt = true;
     o.reason = fmt::format(
         "re-held: the {} the recording's allocator held when recording began exceed the {} this run allows (its "
-        "limit binds from the first byte: cached memory that does not fit is released, as the allocator does)",
-        human_bytes(held), human_bytes(room));
+        "limit binds from the first byte: cached memory that does not fit is released, as the allocator does){}",
+        human_bytes(held), human_bytes(room),
+        opt_.prior.mode == Mode::kRecorded ? "; --pre-trace recorded cannot keep a placement that does not fit" : "");
   } else if (opt_.prior.mode == Mode::kRecorded) {
     o.reason = "--pre-trace recorded: kept where the recording placed it, whatever this run's settings";
   } else if (opt_.prior.mode == Mode::kRebuilt) {
