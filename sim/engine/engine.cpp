@@ -318,10 +318,12 @@ void Engine::observe(const Event& ev) {
   DeviceMemory& mem = *main.mem;
   if (ev.op == Op::kSegmentAlloc && ev.has(key::kAddr)) {
     mem.expect_address(ev.addr);
-    if (!pre) {
-      mem.set_logging(true);
-      fidelity_.segment_alloc(ev.device, ev.size);
-    }
+    // A recording of segments: from its first on, the device's grants and releases are logged to
+    // be compared — a cut recording's first release may come from an empty_cache before any
+    // segment event of its own (the release precedes the segment_free events that record it).
+    // Seeding the state before the recording is not logged (below).
+    mem.set_logging(true);
+    if (!pre) fidelity_.segment_alloc(ev.device, ev.size);
   }
   if (ev.op == Op::kSegmentFree && ev.has(key::kAddr)) {  // the recording allocator's cudaFree
     mem.set_logging(true);
