@@ -11,6 +11,7 @@
 #include "sim/base/error.h"
 #include "sim/base/io.h"
 #include "sim/commands/commands.h"
+#include "sim/commands/trace_info.h"
 #include "sim_helpers.h"
 #include "traces/kineto.h"
 #include "traces/kineto_layout.h"
@@ -121,6 +122,11 @@ TEST_CASE("kineto: the state before a window re-held under the recorded settings
     if (e.has(key::kAggregate)) aggregate += e.size;
   CHECK(aggregate == h["kineto"]["devices"][0]["unplaced_live_bytes"].get<Bytes>() +
                          h["kineto"]["devices"][0]["untouched_live_bytes"].get<Bytes>());
+  // info counts them apart: no allocation of 8 GiB or more in the sizes, none as the largest.
+  auto info = trace_info(kineto("a100_switch_transformer.json.gz"), false);
+  CHECK(info["aggregates"]["bytes"] == aggregate);
+  CHECK(info["largest_alloc_bytes"].get<Bytes>() < 64 * kMiB);
+  for (const auto& b : info["size_histogram"]) CHECK(b["max_bytes"].get<Bytes>() < 64 * kMiB);
 }
 
 TEST_CASE("kineto: events of two threads are ordered by time, in ns since the epoch after baseTimeNanoseconds") {

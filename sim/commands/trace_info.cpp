@@ -26,6 +26,8 @@ nlohmann::json trace_info(const std::string& path, bool lenient, const ReaderFac
   std::map<std::int64_t, std::uint64_t> streams;
   std::vector<std::uint64_t> hist(65, 0);
   Sum live = 0, peak = 0, total = 0;
+  std::uint64_t aggregates = 0;  // pre-trace bytes of several unlisted allocations (key::kAggregate)
+  Sum aggregate_bytes = 0;
   Bytes largest = 0;
   Tick t0, t1;
   while (reader->next(ev)) {
@@ -40,12 +42,16 @@ nlohmann::json trace_info(const std::string& path, bool lenient, const ReaderFac
         d.second = std::max(d.second, d.first);
         live += ev.size;
         peak = std::max(peak, live);
-        total += ev.size;
-        largest = std::max(largest, ev.size);
         ++spaces[std::string(space_name(ev.space))];
         ++streams[ev.stream];
-        int b = ev.size == 0 ? 0 : 64 - __builtin_clzll(ev.size);
-        ++hist[b];
+        if (ev.has(key::kAggregate)) {  // live bytes, no allocation's size
+          ++aggregates;
+          aggregate_bytes += ev.size;
+          break;
+        }
+        total += ev.size;
+        largest = std::max(largest, ev.size);
+        ++hist[ev.size == 0 ? 0 : 64 - __builtin_clzll(ev.size)];
         break;
       }
       case Op::kFree:
@@ -99,6 +105,7 @@ nlohmann::json trace_info(const std::string& path, bool lenient, const ReaderFac
                       {"total_requested_bytes", sat(total)},
                       {"largest_alloc_bytes", largest},
                       {"size_histogram", h}};
+  if (aggregates) j["aggregates"] = {{"count", aggregates}, {"bytes", sat(aggregate_bytes)}};
   if (!source && (is_xprof_path(path) || is_hlo_proto_path(path))) {  // the compiled modules it embeds
     nlohmann::json mods = nlohmann::json::array();
     for (const auto& m : list_hlo_modules(path))
@@ -156,6 +163,11 @@ std::string trace_info_text(const nlohmann::json& j) {
                      m["allocations"].get<std::uint64_t>(), human_bytes(m["largest_allocation_bytes"].get<Bytes>()),
                      m["heap_events"].get<std::uint64_t>());
   }
+  if (j.contains("aggregates"))
+    fmt::format_to(out,
+                   "  {} blocks before the recording stand for {} of allocations it does not list one by one (their "
+                   "sizes unknown): left out of the sizes below and of the largest alloc\n",
+                   j["aggregates"]["count"].get<std::uint64_t>(), human_bytes(j["aggregates"]["bytes"].get<Bytes>()));
   if (!j["size_histogram"].empty()) fmt::format_to(out, "  size histogram:\n");
   for (const auto& b : j["size_histogram"])
     fmt::format_to(out, "    {:>12} .. {:<12} {:>10}\n", human_bytes(b["min_bytes"].get<Bytes>()),
