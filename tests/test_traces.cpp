@@ -403,7 +403,7 @@ TEST_CASE("jsonl -> fstrace -> jsonl and jsonl.zst keep every key of every event
 // profiler trace's memory live before its window at addresses it never states). A what-if holds
 // them as they are: PyTorch rounds each request (roundup_power2_divisions=4: 5 MiB + 1 B to 6 MiB,
 // the next quarter of its power of two), not a sum of requests.
-TEST_CASE("aggregate: kept by every format and only on a pre-trace alloc; never rounded as one request") {
+TEST_CASE("aggregate: kept by every format, only on a pre-trace alloc and never rounded as one request") {
   const std::string seg = R"({"op":"segment_alloc","addr":140000000000000,"size":20971520,"pre_trace":true})";
   auto trace = [&](bool aggregate) {
     return write_text(aggregate ? "agg.jsonl" : "one.jsonl",

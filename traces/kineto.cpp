@@ -706,11 +706,6 @@ class KinetoReader : public TraceReader {
         r.size = r.block = n;
         r.addr = b.addr.value() + at;
         r.has_addr = r.pre_trace = true;
-        // On its segment's stream: a what-if that re-holds the state puts it where that segment's
-        // memory is (an idle stream's block in a segment obtained on the window's stream would take
-        // memory of its own beside the one the recording shows).
-        r.stream = seg ? seg->stream : 0;
-        r.has_stream = r.stream != 0;
         r.aggregate = inferred;
         r.name = intern(kNames[static_cast<int>(b.kind)]);
         if (!inferred) live[r.addr] = r.id;

@@ -4,6 +4,8 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
+
 #include "sim/base/error.h"
 #include "sim/engine/engine.h"
 
@@ -36,9 +38,19 @@ std::vector<PriorRegion> PriorState::regions(std::uint32_t device) const {
     if (it == v.begin() || ev.addr - std::prev(it)->addr >= std::prev(it)->size) continue;
     std::prev(it)->live.push_back({.addr = ev.addr, .size = ev.size, .id = i, .aggregate = ev.has(key::kAggregate)});
   }
-  for (PriorRegion& r : v)
+  for (PriorRegion& r : v) {
     std::stable_sort(r.live.begin(), r.live.end(),
                      [](const PriorBlock& a, const PriorBlock& b) { return a.addr < b.addr; });
+    // A block is always on its segment's stream (PyTorch's caching allocator): a region that a
+    // reader put on a stream its blocks are not on — a profiler trace's memory that no request of
+    // the window may use, traces/kineto.h — was the program's, on its blocks' stream, when a
+    // re-held state obtains it.
+    if (!r.live.empty()) {
+      const std::int64_t s = events_[r.live.front().id].stream;
+      if (std::all_of(r.live.begin(), r.live.end(), [&](const PriorBlock& b) { return events_[b.id].stream == s; }))
+        r.stream = s;
+    }
+  }
   return v;
 }
 
