@@ -92,6 +92,28 @@ std::vector<Replayed> replay_candidates(const std::vector<AdviceCandidate>& cand
   return out;
 }
 
+// A mid-run recording whose state run `r` held where the recording placed it: a setting that
+// changes the allocator re-holds that state under itself (sim/engine/engine_prior.cpp), so what its
+// replay shows may come from the re-holding alone. The control is the run's own settings with the
+// state re-held (--pre-trace rebuilt): a setting's effect is measured against it, not against `r`.
+// None when `r` re-held its state already or no replay re-held one.
+std::optional<Replayed> control_replay(const RunResult& r, const std::vector<Replayed>& replays, const RunRequest& req,
+                                       const Registry& reg, const ReplayBase& base, unsigned threads) {
+  auto held = [](const RunResult& x, bool rebuilt) {
+    return std::any_of(x.spaces.begin(), x.spaces.end(),
+                       [&](const SpaceResult& s) { return s.prior && s.prior->rebuilt == rebuilt; });
+  };
+  if (!held(r, false) ||
+      std::none_of(replays.begin(), replays.end(), [&](const Replayed& rp) { return held(rp.result, true); }))
+    return std::nullopt;
+  RunRequest q = req;
+  q.keep_going = q.check = false;
+  q.pre_trace = "rebuilt";
+  RunOptions o = prepare_run(q, reg, &base.recording);
+  o.source = base.source;
+  return Replayed{nullptr, q, std::move(run_simulations({o}, reg, threads).front())};
+}
+
 }  // namespace
 
 std::vector<std::string> proven_advice(const RunResult& r, const RunRequest& req, const Registry& reg,
@@ -144,25 +166,9 @@ std::vector<std::string> proven_advice(const RunResult& r, const RunRequest& req
   std::vector<std::string> tried;
   bool fits = false;
   std::vector<Replayed> replays = replay_candidates(cands, req, reg, base, threads);
-  // A mid-run recording whose state this run held where the recording placed it: a setting that
-  // changes the allocator re-holds that state under itself, so its fit may come from the re-holding
-  // alone. The run's own settings with the state re-held (--pre-trace rebuilt) tell: when that fits
-  // too, the OOM lies in the recorded layout of the memory held before recording began, and a
-  // setting's fit proves nothing about the setting.
-  std::optional<Replayed> control;
-  const bool recorded_state =
-      std::any_of(r.spaces.begin(), r.spaces.end(), [](const SpaceResult& s) { return s.prior && !s.prior->rebuilt; });
-  if (recorded_state && std::any_of(replays.begin(), replays.end(), [](const Replayed& rp) {
-        return rp.result.completed && std::any_of(rp.result.spaces.begin(), rp.result.spaces.end(),
-                                                  [](const SpaceResult& s) { return s.prior && s.prior->rebuilt; });
-      })) {
-    RunRequest q = req;
-    q.keep_going = q.check = false;
-    q.pre_trace = "rebuilt";
-    RunOptions o2 = prepare_run(q, reg, &base.recording);
-    o2.source = base.source;
-    control = Replayed{nullptr, q, std::move(run_simulations({o2}, reg, threads).front())};
-  }
+  // When the control fits too, the OOM lies in the recorded layout of the memory held before
+  // recording began, and a setting's fit proves nothing about the setting.
+  const std::optional<Replayed> control = control_replay(r, replays, req, reg, base, threads);
   std::vector<std::string> unproven;  // settings that fit only as the re-held state does
   for (const Replayed& rp : replays) {
     const AdviceCandidate& c = *rp.candidate;
@@ -223,11 +229,19 @@ std::string proven_waste_advice(const RunResult& r, const RunRequest& req, const
   for (AdviceCandidate& c : info.advise({r.policy_config, true, "", sp->peak_reserved, 0, vocab}))
     if (c.problem == "fragmentation" && !c.find_fraction) cands.push_back(std::move(c));
   WasteCredit best;
-  for (const Replayed& rp : replay_candidates(cands, req, reg, base, threads)) {
+  const std::vector<Replayed> replays = replay_candidates(cands, req, reg, base, threads);
+  // A setting's credit is what it saves against the same state re-held (control_replay), when its
+  // replay re-held one: not against the recorded layout.
+  const std::optional<Replayed> control = control_replay(r, replays, req, reg, base, threads);
+  const SpaceResult* c0 = control ? space_of(control->result, sp->device, sp->space) : nullptr;
+  const Bytes baseline = c0 && control->result.ooms.size() <= r.ooms.size()
+                             ? std::min(c0->peak_reserved, sp->peak_reserved)
+                             : sp->peak_reserved;
+  for (const Replayed& rp : replays) {
     const SpaceResult* s2 = space_of(rp.result, sp->device, sp->space);
     // A replay that runs out of memory earlier than the run did proves nothing about its peak.
-    if (!s2 || rp.result.ooms.size() > r.ooms.size() || s2->peak_reserved >= sp->peak_reserved) continue;
-    const Bytes recovered = sp->peak_reserved - s2->peak_reserved;
+    if (!s2 || rp.result.ooms.size() > r.ooms.size() || s2->peak_reserved >= baseline) continue;
+    const Bytes recovered = baseline - s2->peak_reserved;
     if (recovered > best.recovered) best = {rp.candidate->setting, recovered, s2->peak_reserved};
   }
   return waste_advice(r, best);

@@ -67,7 +67,8 @@ class BestPlans {
 // A setting of the same allocator that, replayed, reserves less (sim/commands/advice.h).
 struct WasteCredit {
   std::string setting;  // as the user types it ("" = none recovers any)
-  Bytes recovered = 0;  // the run's peak reserved minus the setting's
+  Bytes recovered = 0;  // the baseline minus the setting's peak: the run's, or where the setting re-held a mid-run
+                        // recording's state, that state re-held under the run's settings when lower (advice.cpp)
   Bytes reserved = 0;   // the setting's peak reserved
 };
 
