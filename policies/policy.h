@@ -113,6 +113,7 @@ struct PriorRegion {
   Bytes size = 0;
   std::int64_t stream = 0;
   bool mapped_range = false;  // a segment_map range of a reservation, not a segment of its own
+  bool aggregate = false;     // reserved memory of several segments the recording does not list
   // The blocks live in it when recording began, by address (PriorBlock).
   std::vector<PriorBlock> live;
 };
@@ -157,7 +158,7 @@ struct PriorRequest {
 
 // Whether a region holds an aggregate block (its size then is no request's).
 inline bool holds_aggregate(const PriorRegion& r) {
-  return std::any_of(r.live.begin(), r.live.end(), [](const PriorBlock& b) { return b.aggregate; });
+  return r.aggregate || std::any_of(r.live.begin(), r.live.end(), [](const PriorBlock& b) { return b.aggregate; });
 }
 
 // The history most policies read in the regions: region i was obtained for a request of

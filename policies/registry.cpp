@@ -144,7 +144,8 @@ Pieces region_pieces(std::span<const PriorRegion> regions, std::span<const size_
     // request of its own; as one it would go to another pool.
     auto gap = [&](Bytes bytes) {
       if (bytes <= (Bytes{1} << 20) && bytes != size[k]) return;
-      p.out.push_back({.size = bytes, .stream = r.stream, .released_before = SIZE_MAX, .live = SIZE_MAX});
+      p.out.push_back(
+          {.size = bytes, .stream = r.stream, .released_before = SIZE_MAX, .live = SIZE_MAX, .aggregate = r.aggregate});
       p.owner.push_back(k);
     };
     if (r.live.empty() || size[k] != r.size) {  // no blocks, or a request that is not the region's memory

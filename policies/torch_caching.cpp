@@ -113,7 +113,7 @@ class TorchCachingPolicy : public AllocatorPolicy {
         if (c_.memory_fraction > 0 && c_.gc_threshold > 0) garbage_collect();
         auto grow = [&](bool retry) {
           if (retry) ++num_alloc_retries_;
-          return c_.expandable ? expand(small, req.stream, r) : new_segment(small, req.stream, Config::alloc_size(r));
+          return c_.expandable ? expand(small, req.stream, r) : new_segment(small, req.stream, segment_for(req, r));
         };
         blk = grow(false);
         if (blk == SegmentHeap::kNil && release_available_cached_blocks(r, small, req.stream)) blk = grow(false);
@@ -182,6 +182,12 @@ class TorchCachingPolicy : public AllocatorPolicy {
   // would add a step of the whole sum's power of two that none of its parts pays.
   Bytes block_for(const AllocRequest& req) const {
     return req.aggregate ? std::max(round_up_sat(req.size, kMinBlockSize), kMinBlockSize) : c_.round_size(req.size);
+  }
+  // The segment a miss of block r obtains: alloc_size(r); for an aggregate of the large pool, r to
+  // 2 MiB (the reserved memory of segments the recording does not list is no request under 10 MiB
+  // that would have obtained 20 MiB).
+  static Bytes segment_for(const AllocRequest& req, Bytes r) {
+    return req.aggregate && r > kSmallSize ? round_up_sat(r, kSmallBuffer) : Config::alloc_size(r);
   }
 
   // The settings a snapshot of this run records (sim/report/snapshot_export.h writes them), also in the report.
@@ -257,7 +263,7 @@ class TorchCachingPolicy : public AllocatorPolicy {
   }
 
   std::string describe_oom(const AllocRequest& req) const override {
-    const Bytes block = block_for(req), a = Config::alloc_size(block);
+    const Bytes block = block_for(req), a = segment_for(req, block);
     Bytes free = dev_->available();  // cudaMemGetInfo's free: what is left of the device
     Bytes allocated = allocated_.current(), reserved = reserved_.current();
     // PyTorch names the segment it asks the device for (specs/torch-caching.md, OOM message), not the

@@ -677,6 +677,8 @@ class KinetoReader : public TraceReader {
       r.addr = s.base.value();
       r.has_addr = r.pre_trace = r.has_stream = true;
       r.stream = s.stream;
+      // The reserved memory left over is no segment a request obtained: an aggregate.
+      r.aggregate = s.stream == KinetoLayout::kIdleStream;
       head->push_back(r);
     }
     std::unordered_map<std::uint64_t, std::uint64_t> live;  // address → id

@@ -183,8 +183,8 @@ void TraceReader::check_rare_keys(const Event& ev) const {
   if (ev.has(key::kBlockSize) && ev.block_size < ev.size)
     fail(ev.line, fmt::format("block_size: {} is smaller than the request ({})", ev.block_size, ev.size));
   if (ev.has(key::kFrames) && ev.op != Op::kStack) fail(ev.line, "frames: only a stack op carries frames");
-  if (ev.has(key::kAggregate) && (ev.op != Op::kAlloc || !ev.has(key::kPreTrace)))
-    fail(ev.line, "aggregate: only an alloc marked pre_trace can stand for several allocations");
+  if (ev.has(key::kAggregate) && ((ev.op != Op::kAlloc && ev.op != Op::kSegmentAlloc) || !ev.has(key::kPreTrace)))
+    fail(ev.line, "aggregate: only an alloc or a segment_alloc marked pre_trace can stand for several");
 }
 
 // A 64-bit digest of what replay depends on: every event's op, id, size, effective time, stream,

@@ -27,6 +27,7 @@ std::vector<PriorRegion> PriorState::regions(std::uint32_t device) const {
                    .size = ev.size,
                    .stream = ev.stream,
                    .mapped_range = ev.op == Op::kSegmentMap,
+                   .aggregate = ev.has(key::kAggregate),
                    .live = {}});
   }
   std::stable_sort(v.begin(), v.end(), [](const PriorRegion& a, const PriorRegion& b) { return a.addr < b.addr; });
