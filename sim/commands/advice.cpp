@@ -92,6 +92,13 @@ std::vector<Replayed> replay_candidates(const std::vector<AdviceCandidate>& cand
   return out;
 }
 
+// Whether a run held the state before its recording where the recording placed it (rebuilt: false)
+// or re-held it (true) on any space.
+bool holds_prior(const RunResult& x, bool rebuilt) {
+  return std::any_of(x.spaces.begin(), x.spaces.end(),
+                     [&](const SpaceResult& s) { return s.prior && s.prior->rebuilt == rebuilt; });
+}
+
 // A mid-run recording whose state run `r` held where the recording placed it: a setting that
 // changes the allocator re-holds that state under itself (sim/engine/engine_prior.cpp), so what its
 // replay shows may come from the re-holding alone. The control is the run's own settings with the
@@ -99,12 +106,8 @@ std::vector<Replayed> replay_candidates(const std::vector<AdviceCandidate>& cand
 // None when `r` re-held its state already or no replay re-held one.
 std::optional<Replayed> control_replay(const RunResult& r, const std::vector<Replayed>& replays, const RunRequest& req,
                                        const Registry& reg, const ReplayBase& base, unsigned threads) {
-  auto held = [](const RunResult& x, bool rebuilt) {
-    return std::any_of(x.spaces.begin(), x.spaces.end(),
-                       [&](const SpaceResult& s) { return s.prior && s.prior->rebuilt == rebuilt; });
-  };
-  if (!held(r, false) ||
-      std::none_of(replays.begin(), replays.end(), [&](const Replayed& rp) { return held(rp.result, true); }))
+  if (!holds_prior(r, false) ||
+      std::none_of(replays.begin(), replays.end(), [](const Replayed& rp) { return holds_prior(rp.result, true); }))
     return std::nullopt;
   RunRequest q = req;
   q.keep_going = q.check = false;
@@ -172,7 +175,7 @@ std::vector<std::string> proven_advice(const RunResult& r, const RunRequest& req
   std::vector<std::string> unproven;  // settings that fit only as the re-held state does
   for (const Replayed& rp : replays) {
     const AdviceCandidate& c = *rp.candidate;
-    if (rp.result.completed && control && control->result.completed) {
+    if (rp.result.completed && control && control->result.completed && holds_prior(rp.result, true)) {
       unproven.push_back(c.setting);
     } else if (rp.result.completed) {
       const SpaceResult* s2 = space_of(rp.result, o.device, o.space);
