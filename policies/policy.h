@@ -104,6 +104,10 @@ struct PriorBlock {
   Bytes size = 0;          // requested bytes
   size_t id = 0;           // the engine's handle for it (PriorRequest::live)
   bool aggregate = false;  // the bytes of several unlisted allocations (AllocRequest::aggregate)
+  // The trace frees it before it obtains any memory of its own (a segment, a mapped page): nothing
+  // the recording shows has it in use at a moment the allocator needed more memory (a steady
+  // state's loop buffers), so a segment's history does not hold it (for_each_region_piece).
+  bool freed_unproven = false;
 };
 
 // A region the recording's allocator held when recording began: a segment (cudaMalloc) or a
@@ -121,12 +125,19 @@ struct PriorRegion {
 // A region's memory piece by piece, in address order: gap(bytes) before each live block and after
 // the last (bytes may be 0), block(b) for each live block, which reaches extent(b.size) past its
 // address (an allocator's rounding). A block that starts inside the one before it is skipped: the
-// recording contradicts itself. One reading for a segment's history and a mapped range's.
+// recording contradicts itself. One reading for a segment's history and a mapped range's; in a
+// segment's (unproven_in_gaps), a block freed_unproven is no piece of its own but part of the gap
+// around it. A segment was obtained whole, for one request, and a block in it may have been
+// allocated at any time after: the history holds a live block while other regions are obtained
+// only when the recording proves it was in use at such a moment (it stays live through the trace,
+// or the trace obtains memory while it is live); else it was the program's work of the moment,
+// allocated in memory the history had left free, and the engine places it after the history. A
+// mapped range grew page by page for the blocks carved in it: its blocks stay pieces at their turn.
 template <class Gap, class Block, class Extent>
-void for_each_region_piece(const PriorRegion& r, Gap gap, Block block, Extent extent) {
+void for_each_region_piece(const PriorRegion& r, bool unproven_in_gaps, Gap gap, Block block, Extent extent) {
   Addr at = r.addr;
   for (const PriorBlock& b : r.live) {
-    if (b.addr < at) continue;
+    if (b.addr < at || (unproven_in_gaps && b.freed_unproven)) continue;
     gap(b.addr - at);
     block(b);
     at = std::min(r.addr + r.size, b.addr + extent(b.size));
@@ -169,7 +180,8 @@ inline bool holds_aggregate(const PriorRegion& r) {
 // stream) that would have fitted in it, since that one would otherwise have reused its memory, and
 // released at once when none would. A region of size_of's size that holds live blocks is read as
 // its history, as a mapped range is: the gaps between them requests released together at its
-// turn, each live block a PriorRequest::live at its place (gaps of at most 1 MiB left out). Of the
+// turn, each live block a PriorRequest::live at its place (gaps of at most 1 MiB left out; a block
+// freed_unproven is part of the gap around it, for_each_region_piece). Of the
 // two address orders (the order regions were obtained in is unknown), the one that holds fewer
 // bytes at once: the least demand the recording proves. kLeast: none.
 std::vector<PriorRequest> prior_requests_of_regions(std::span<const PriorRegion> regions, PriorHistory history,

@@ -154,7 +154,7 @@ Pieces region_pieces(std::span<const PriorRegion> regions, std::span<const size_
       continue;
     }
     for_each_region_piece(
-        r, gap,
+        r, true, gap,
         [&](const PriorBlock& b) {
           p.out.push_back({.size = b.size, .stream = r.stream, .released_before = SIZE_MAX, .live = b.id});
           p.owner.push_back(SIZE_MAX);

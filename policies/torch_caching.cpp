@@ -294,14 +294,16 @@ class TorchCachingPolicy : public AllocatorPolicy {
   // same ones, keeping the recording's fragmentation between them. Otherwise a request is held only
   // as long as a later request of its pool (small or large: neither serves the other) would have
   // fitted in it, and a segment's live blocks are placed at their turn in its history
-  // (prior_requests_of_regions): memory the recording reserved only because its segments could
+  // (prior_requests_of_regions; those the recording proves in use at a moment of demand,
+  // PriorBlock::freed_unproven): memory the recording reserved only because its segments could
   // not be reused is not taken for demand, memory in use when a later segment was obtained is.
   // A mapped range of an expandable reservation was not obtained for one request: the reservation
   // maps pages as the blocks carved from its start need them, so the range is the blocks it held,
   // in address order — each block live when recording began at its own place in that order (the
   // block itself), and each gap between them a request the program made and released (kLikely;
-  // kMost reads the range as one request). A what-if then lays out those blocks as the reservation
-  // did, with the holes the gaps leave, instead of one block as large as the range.
+  // kMost reads the range as one request; its blocks keep their place whenever the trace frees
+  // them). A what-if then lays out those blocks as the reservation did, with the holes the gaps
+  // leave, instead of one block as large as the range.
   std::vector<PriorRequest> prior_requests(std::span<const PriorRegion> regions, PriorHistory history) const override {
     std::vector<PriorRegion> split;
     std::vector<const PriorRegion*> ranges;
@@ -324,7 +326,7 @@ class TorchCachingPolicy : public AllocatorPolicy {
         [](const PriorRegion& r) -> std::uint64_t { return r.size <= kSmallSize ? 1 : 0; });
     for (const PriorRegion* r : ranges) {
       for_each_region_piece(
-          *r,
+          *r, false,
           [&](Bytes bytes) {
             if (bytes)
               out.push_back({.size = bytes, .stream = r->stream, .released_before = SIZE_MAX, .live = SIZE_MAX});

@@ -509,3 +509,41 @@ TEST_CASE("prior requests: the least holding the recording proves, in the order 
   CHECK(two[1].released_before == 2);
   CHECK(two[2].size == 30 * MiB);
 }
+
+// A segment's history holds a live block while other regions are obtained only when the recording
+// proves it was in use at such a moment (policy.h, for_each_region_piece). A late window of a
+// profiler trace frees, in its first step, the loop's buffers allocated before it: a 12 MiB one
+// filling a 12 MiB segment, a 5 MiB one beside 15 MiB that stays live. Held through the history as
+// pieces of their segments, they were demand beside every other region's (32 MiB held at once);
+// read as the memory around them, the 12 MiB segment's request is released before the 20 MiB one
+// is obtained (20 MiB at once, the whole trace's reading of the same state), and the engine places
+// those blocks after the history.
+TEST_CASE("prior requests: a block the trace frees before it needs memory is no piece of a segment's history") {
+  auto region = [](Addr at, Bytes size) {
+    PriorRegion r;
+    r.addr = at;
+    r.size = size;
+    return r;
+  };
+  std::vector<PriorRegion> regions = {region(Addr(0), 20 * MiB), region(Addr(64 * MiB), 12 * MiB)};
+  regions[0].live = {{.addr = Addr(0), .size = 15 * MiB, .id = 1},
+                     {.addr = Addr(15 * MiB), .size = 5 * MiB, .id = 2, .freed_unproven = true}};
+  regions[1].live = {{.addr = Addr(64 * MiB), .size = 12 * MiB, .id = 3, .freed_unproven = true}};
+  auto size = [](const PriorRegion& r) { return r.size; };
+  auto h = prior_requests_of_regions(regions, PriorHistory::kLikely, false, size, nullptr);
+  REQUIRE(h.size() == 3);  // downwards: the 12 MiB segment's request, then the 20 MiB one's history
+  CHECK(h[0].size == 12 * MiB);
+  CHECK(h[0].live == SIZE_MAX);
+  CHECK(h[0].released_before == 1);  // nothing later would have fitted in it
+  CHECK(h[1].live == 1);             // the block that stays live, at its place
+  CHECK(h[2].size == 5 * MiB);       // the freed block's memory: a request, released with its segment
+  CHECK(h[2].live == SIZE_MAX);
+  // Blocks the recording proves in use (live to the end, or live when the trace obtained memory)
+  // stay pieces at their place: upwards, 32 MiB held at once either way.
+  regions[0].live[1].freed_unproven = regions[1].live[0].freed_unproven = false;
+  auto kept = prior_requests_of_regions(regions, PriorHistory::kLikely, false, size, nullptr);
+  REQUIRE(kept.size() == 3);
+  CHECK(kept[0].live == 1);
+  CHECK(kept[1].live == 2);
+  CHECK(kept[2].live == 3);
+}

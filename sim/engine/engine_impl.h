@@ -105,6 +105,7 @@ class Engine : public Scheduler {
   void settle_prior();
   void decide_prior(std::uint32_t si);
   void rebuild_prior(std::uint32_t si, std::uint64_t held_at);
+  void learn_prior_frees();
   void place_held(const Event& ev, std::uint64_t held_at);
   void sort_placements(size_t from);
   void alloc(const Event& ev);

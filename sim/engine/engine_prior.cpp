@@ -30,6 +30,9 @@ void Engine::settle_prior() {
     if (std::find(touched.begin(), touched.end(), si) == touched.end()) touched.push_back(si);
   }
   for (std::uint32_t si : touched) decide_prior(si);
+  if (opt_.prior.history == PriorHistory::kLikely &&
+      std::any_of(touched.begin(), touched.end(), [&](std::uint32_t si) { return slots_[si].prior_rebuilt(); }))
+    learn_prior_frees();
   // As recorded: every event in its order (an observation skips the spaces that re-hold it; stacks
   // and marks go as they came).
   for (const Event& ev : evs) {
@@ -57,6 +60,22 @@ void Engine::settle_prior() {
   prior_.release();
   settling_ = false;
   sort_placements(placements_from);
+}
+
+// Which blocks live before the recording the trace frees before it obtains memory of its own
+// (PriorBlock::freed_unproven): a read of the trace of its own, as RecordingAnchor's, from the
+// first event after that state until the answer is known for every block (most recordings obtain a
+// segment or free those blocks early) or the trace ends.
+void Engine::learn_prior_frees() {
+  auto reader = open();
+  Event ev;
+  bool before = true;
+  for (std::uint64_t n = 1; reader->next(ev); ++n) {
+    if (n % kCancelEvents == 0) check_cancel(opt_);
+    if (before && PriorState::collected(ev)) continue;
+    before = false;
+    if (!prior_.learn_free(ev)) break;
+  }
 }
 
 void Engine::decide_prior(std::uint32_t si) {

@@ -37,7 +37,11 @@ std::vector<PriorRegion> PriorState::regions(std::uint32_t device) const {
     if (ev.op != Op::kAlloc || ev.device != device || !belongs(ev) || !ev.has(key::kAddr)) continue;
     auto it = std::upper_bound(v.begin(), v.end(), ev.addr, [](Addr a, const PriorRegion& r) { return a < r.addr; });
     if (it == v.begin() || ev.addr - std::prev(it)->addr >= std::prev(it)->size) continue;
-    std::prev(it)->live.push_back({.addr = ev.addr, .size = ev.size, .id = i, .aggregate = ev.has(key::kAggregate)});
+    std::prev(it)->live.push_back({.addr = ev.addr,
+                                   .size = ev.size,
+                                   .id = i,
+                                   .aggregate = ev.has(key::kAggregate),
+                                   .freed_unproven = freed_unproven(i)});
   }
   for (PriorRegion& r : v) {
     std::stable_sort(r.live.begin(), r.live.end(),
@@ -53,6 +57,25 @@ std::vector<PriorRegion> PriorState::regions(std::uint32_t device) const {
     }
   }
   return v;
+}
+
+bool PriorState::learn_free(const Event& ev) {
+  if (!unfreed_built_) {
+    unfreed_built_ = true;
+    unproven_.assign(events_.size(), false);
+    for (size_t i = 0; i < events_.size(); ++i) {
+      const Event& a = events_[i];
+      if (a.op == Op::kAlloc && belongs(a) && !a.has(key::kAggregate)) unfreed_[{a.device, a.id.value()}] = i;
+    }
+  }
+  if (ev.op == Op::kSegmentAlloc || ev.op == Op::kSegmentMap)  // the device's others were in use then
+    unfreed_.erase(unfreed_.lower_bound({ev.device, 0}), unfreed_.upper_bound({ev.device, UINT64_MAX}));
+  if (ev.op == Op::kFree)
+    if (auto it = unfreed_.find({ev.device, ev.id.value()}); it != unfreed_.end()) {
+      unproven_[it->second] = true;
+      unfreed_.erase(it);
+    }
+  return !unfreed_.empty();
 }
 
 void add_prior_range(const std::vector<RunOptions>& runs, std::vector<RunResult>& results, const Registry& reg,

@@ -20,6 +20,7 @@
 #pragma once
 #include <algorithm>
 #include <cstdint>
+#include <map>
 #include <optional>
 #include <string>
 #include <vector>
@@ -84,9 +85,22 @@ class PriorState {
   // a state held as recorded is replayed exactly as the trace gives it.
   static bool collected(const Event& ev) { return among_before_recording(ev); }
   void add(const Event& ev) { events_.push_back(ev); }
+  // Which pre-trace allocs the trace frees before it obtains memory of its own (PriorBlock::
+  // freed_unproven), fed the trace's events after the state in order: `ev` frees one (by device
+  // and id: ids name live allocations, so the first free of a pre-trace alloc's id on its device is
+  // its own), or obtains memory (a segment_alloc or segment_map: every block still live then was
+  // in use at a moment of demand). Returns false once the answer is known for every one (the
+  // trace need not be read further).
+  bool learn_free(const Event& ev);
+  // Whether the trace frees the pre-trace alloc events()[i] before it obtains memory (learn_free).
+  bool freed_unproven(size_t i) const { return i < unproven_.size() && unproven_[i]; }
   // Ends the collection; the events stay until release().
   void close() { open_ = false; }
-  void release() { events_ = {}; }
+  void release() {
+    events_ = {};
+    unproven_ = {};
+    unfreed_ = {};
+  }
   const std::vector<Event>& events() const { return events_; }
   bool empty() const {
     return std::none_of(events_.begin(), events_.end(), [](const Event& ev) { return belongs(ev); });
@@ -103,6 +117,11 @@ class PriorState {
  private:
   bool open_ = true;
   std::vector<Event> events_;
+  std::vector<bool> unproven_;  // per event of events_ (learn_free)
+  // The pre-trace allocs learn_free has not seen freed: (device, id) → index in events_; built at
+  // its first call (allocs that stand for several, key::kAggregate, are never freed one by one).
+  std::map<std::pair<std::uint32_t, std::uint64_t>, size_t> unfreed_;
+  bool unfreed_built_ = false;
 };
 
 template <typename Pick>
