@@ -14,7 +14,10 @@
 //                 recording's allocator obtain its regions (AllocatorPolicy::prior_requests), then
 //                 the live blocks in address order. Limits bind from the first byte: a request of
 //                 that history the policy refuses is left out (the what-if would not have kept that
-//                 cache), a live block it refuses is an OOM before the trace.
+//                 cache), a live block it refuses is an OOM before the trace. Which live blocks the
+//                 trace frees before it obtains memory of its own (a segment's history does not
+//                 hold them: policy.h, for_each_region_piece) is read from the trace itself, once,
+//                 before the history (Engine::learn_prior_frees; learn_free here).
 // The order and the history are what the recording cannot tell. PriorOptions picks one;
 // add_prior_range replays the others considered and reports the range of the answers.
 #pragma once
