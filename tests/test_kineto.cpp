@@ -599,3 +599,72 @@ TEST_CASE("kineto: the replay's reserved memory is compared after every event, a
   auto c = cli("run " + kineto("t4_matmul_full.pt.trace.json.gz"));
   CHECK(c.out.find("reserved as recorded after 12 of 12 events") != std::string::npos);
 }
+
+namespace {
+
+// A copy of a fixture's trace, changed by `change` (the document), written as `name` under `dir`
+// (a folder of tmp_path, made when missing): the test's own variants of real and synthetic traces.
+template <class F>
+std::string kineto_variant(const std::string& fixture, const std::string& dir, const std::string& name, F&& change) {
+  auto doc = nlohmann::json::parse(read_input(kineto(fixture), 1 << 26));
+  change(doc);
+  std::filesystem::create_directories(tmp_path(dir));
+  const std::string path = tmp_path(dir) + "/" + name;
+  write_text(dir + "/" + name, doc.dump());
+  return path;
+}
+
+// Every [memory] event of Device Type `type` in a trace document.
+template <class F>
+void each_memory_event(nlohmann::json& doc, int type, F&& f) {
+  for (auto& e : doc["traceEvents"])
+    if (e.value("name", "") == "[memory]" && e["args"]["Device Type"] == type) f(e["args"]);
+}
+
+}  // namespace
+
+// Trial 9, finding 1: CPU memory (Device Type 0) was replayed in the preset's host space, XLA's
+// pinned host BFC pool with its 64 GiB limit, so a 70 GiB CPU tensor the recording shows allocated
+// was an OOM that stopped the run (and made sweep say no capacity works). PyTorch's CPU allocator
+// is malloc and free per tensor (c10's DefaultCPUAllocator): no cap of its own; the host's RAM
+// bounds it, and a trace does not record that.
+TEST_CASE("kineto: CPU memory has no limit: a CPU allocation the recording shows never runs out") {
+  constexpr std::int64_t kBig = std::int64_t{70} << 30;
+  const std::string big =
+      kineto_variant("h100_growth_release.pt.trace.json.gz", "cpu70", "cpu70.pt.trace.json", [&](nlohmann::json& d) {
+        // The first CPU tensor (4,000,000 B, allocated and freed) made 70 GiB; Total Allocated follows.
+        each_memory_event(d, 0, [&](nlohmann::json& a) {
+          const bool alloc = a["Bytes"].get<std::int64_t>() > 0;
+          if (a["Bytes"].get<std::int64_t>() == (alloc ? 4000000 : -4000000) && a["Total Allocated"] != 0) {
+            a["Bytes"] = alloc ? kBig : -kBig;
+            a["Total Allocated"] = alloc ? kBig : 0;
+          }
+        });
+      });
+  for (const std::string hw : {"", "a100-40g"}) {
+    INFO("--hw " << hw);
+    auto r = run_cmd({.trace = big, .hw = hw});
+    CHECK(r.json["completed"] == true);
+    CHECK(r.json["oom_count"] == 0);
+    bool host = false;
+    for (const auto& d : r.json["devices"]) {
+      if (d["space"] != "host") continue;
+      host = true;
+      CHECK(d["unbounded"] == true);
+      CHECK(d["usable_bytes"] == 0);
+      CHECK(d["peak_requested_bytes"].get<std::int64_t>() >= kBig);
+      CHECK(d["oom_count"] == 0);
+    }
+    CHECK(host);
+    CHECK(r.text.find("host: no limit: PyTorch's CPU allocator has no cap of its own") != std::string::npos);
+    CHECK(r.text.find("no limit   70.00 GiB") != std::string::npos);
+    // The GPU binds (its share of its memory), never host memory without a limit.
+    CHECK(r.json["binding"]["space"] == "hbm");
+  }
+  // --capacity is the device's memory: host memory stays unbounded, and sweep answers for the GPU.
+  auto small = run_json({.trace = big, .capacity = "4GiB"});
+  CHECK(small["oom_count"] == 0);
+  auto s = sweep_cmd({.trace = big}, "min-capacity");
+  CHECK(s.text.find("smallest capacity with no OOM") != std::string::npos);
+}
+

@@ -16,7 +16,8 @@
 //              at Addr; a free of an address the window never allocated: a pre_trace alloc first;
 //              after each device event, the recorded Total Reserved as a `reserved` observation;
 //              Total Reserved growing at an allocation: segment_alloc (Addr, growth) before it;
-//              falling: empty_cache before it;
+//              falling: empty_cache before it (named kReleaseMaybeRetry where the allocator's
+//              own retry may have released it), then at an allocation the segment it obtained;
 //   before     the segments and live blocks the window began with (traces/kineto_layout.h), as
 //              pre_trace segment_alloc and alloc events, as a PyTorch snapshot's are;
 //   names      the innermost `cpu_op` / `user_annotation` span enclosing the event on its thread;

@@ -91,6 +91,11 @@ struct Recording {
   std::map<std::uint32_t, std::string> device_names;  // "rank 3", "host1:0": a set of recordings, a profile folder
   std::optional<std::uint32_t> rank;  // the process's rank in a distributed job (Kineto's distributedInfo)
 
+  // Whether its host space is memory no limit of the recording bounds: a profiler trace's CPU
+  // tensors (Device Type 0) are PyTorch's CPU allocator's — malloc and free per tensor, no cache and
+  // no cap of its own — bounded only by the host's RAM, which the trace does not record. (A hardware
+  // preset's host space is a framework's pinned pool, XLA's host BFC: not this memory.)
+  bool host_unbounded() const { return source == RecordingSource::kKineto; }
   // The alignment every buffer of device d had, when the recording says.
   std::optional<Bytes> alignment_of(std::uint32_t d) const {
     if (auto it = alignments.find(d); it != alignments.end()) return it->second;

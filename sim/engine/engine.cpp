@@ -394,6 +394,17 @@ std::uint32_t Engine::new_slot(std::uint32_t k, const Event& ev) {
                     "(--hw or --capacity overrides it)",
                     device, human_bytes(rd->usable), rd->usable, rd->basis));
   }
+  if (spec->space == Space::kHost && recording_.host_unbounded()) {
+    // Whatever --hw and --capacity say: neither names the host's RAM (--capacity is the device's memory).
+    s.spec->capacity = kMaxSpaceBytes;
+    s.spec->reserve = s.spec->runtime_limit = 0;
+    s.host_unbounded = true;
+    out_.notes.push_back(fmt::format(
+        "device {} host: no limit: PyTorch's CPU allocator has no cap of its own, and the host's RAM, which bounds "
+        "it, is not in the recording (a CPU allocation the recording shows never runs out; the {} preset's {} host "
+        "space is a framework's pinned pool, not this memory)",
+        device, opt_.hw.name, human_bytes(opt_.hw.space(route(sp, ev))->capacity)));
+  }
   s.device = device;
   s.space = spec->space;
   s.mem = std::make_unique<DeviceMemory>(*spec, opt_.hw.cost);

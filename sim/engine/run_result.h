@@ -138,6 +138,7 @@ struct SpaceResult {
   Bytes capacity = 0;            // the space's total as the device reports it (a recording's where it says)
   Bytes usable = 0;              // what allocators can obtain: capacity − reserve
   bool usable_inferred = false;  // usable is what the recording implies (RunOptions::recorded_devices), not a preset's
+  bool unbounded = false;        // no limit applies (capacity and usable 0): Recording::host_unbounded
   Bytes limit = 0;               // the policy's own cap below that (AllocatorPolicy::limit), 0 = none
   Bytes reserve_limit = 0;       // the most all its pools may reserve (AllocatorPolicy::reserve_limit), 0 = none
   Bytes peak_requested = 0, peak_allocated = 0, peak_reserved = 0;

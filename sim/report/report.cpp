@@ -407,6 +407,7 @@ nlohmann::json report_json(const RunResult& r, size_t map_blocks) {
         {"capacity_bytes", s.capacity},
         {"usable_bytes", s.usable},
         {"usable_inferred", s.usable_inferred},
+        {"unbounded", s.unbounded},
         {"limit_bytes", s.limit},
         {"reserve_limit_bytes", s.reserve_limit},
         {"completed", !r.space_failed(s)},
@@ -566,11 +567,11 @@ void spaces_table(std::back_insert_iterator<std::string> out, const RunResult& r
   for (size_t i = 0; i < r.spaces.size(); ++i) {
     const SpaceResult& s = r.spaces[i];
     fmt::format_to(out, "    {:<2} {:>6} {:<10} {:>11} {:>11} {:>11} {:>11} {:>6} {:>8} {:>11} {:>8} {:>8} {:>5}\n",
-                   i == r.binding ? "*" : "", device_label(r, s.device), space_name(s.space), human_bytes(s.usable),
-                   human_bytes(s.peak_requested), human_bytes(s.peak_allocated), human_bytes(s.peak_reserved),
-                   s.usable ? pct(s.peak_share()) : "-", s.limit ? pct(limit_share(s)) : "-",
-                   human_bytes(s.at_peak_allocated.unused()), pct(s.at_peak_allocated.external()), pct(s.frag_max),
-                   s.ooms.size());
+                   i == r.binding ? "*" : "", device_label(r, s.device), space_name(s.space),
+                   s.unbounded ? "no limit" : human_bytes(s.usable), human_bytes(s.peak_requested),
+                   human_bytes(s.peak_allocated), human_bytes(s.peak_reserved), s.usable ? pct(s.peak_share()) : "-",
+                   s.limit ? pct(limit_share(s)) : "-", human_bytes(s.at_peak_allocated.unused()),
+                   pct(s.at_peak_allocated.external()), pct(s.frag_max), s.ooms.size());
   }
   const SpaceResult& b = r.spaces[r.binding];
   fmt::format_to(out, "  * binds: {} — {}\n", where(r, b.device, b.space), r.binding_reason);

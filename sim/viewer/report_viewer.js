@@ -246,7 +246,7 @@
       const result = d.completed ? "ok" : "OOM";
       const row = el("tr", { class: "summary-row" });
       [runName(r)].concat(several ? [String(d.device) + (binds ? " *" : ""), d.space] : []).concat([result, String(d.oom_count),
-        bytes(d.usable_bytes), bytes(d.peak_requested_bytes), bytes(d.peak_allocated_bytes), bytes(d.peak_reserved_bytes),
+        d.unbounded ? "no limit" : bytes(d.usable_bytes), bytes(d.peak_requested_bytes), bytes(d.peak_allocated_bytes), bytes(d.peak_reserved_bytes),
         bytes(fr.reserved_unallocated_bytes) + " (" + pct(fr.reserved_unallocated_share) + ")", pct(fr.external),
         pct(d.fragmentation.max),
         d.waste && d.waste.plan_bytes !== undefined
