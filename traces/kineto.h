@@ -11,7 +11,8 @@
 //              base (fractional µs after it), else ts × 1000 (whole µs since the epoch);
 //   devices    Device Type 1 (CUDA) and 6 (HIP): device `Device Id`, hbm; Device Type 0 (CPU):
 //              space host of the trace's first GPU device, without addresses (glibc's choices,
-//              which no allocator model reproduces); other device types are counted, not imported;
+//              which no allocator model reproduces), with no limit (Recording::host_unbounded);
+//              other device types are counted, not imported;
 //   events     Bytes > 0: alloc (fresh id, size = Bytes, addr); Bytes < 0: free of the block live
 //              at Addr; a free of an address the window never allocated: a pre_trace alloc first;
 //              after each device event, the recorded Total Reserved as a `reserved` observation;

@@ -91,6 +91,15 @@ void describe_kineto(const nlohmann::json& k, std::vector<std::string>* lines) {
           "its model reproduces {}/{} recorded addresses",
           n(d, "device"), n(*s, "replays"), n(*s, "boundaries"), n(*s, "tails_freed"), n(*s, "extended"),
           n(*s, "addresses_predicted"), n(*s, "allocations")));
+    if (n(d, "cache_releases"))
+      lines->push_back(fmt::format(
+          "device {}: Total Reserved falls {} time{} (the cache released){}", n(d, "device"), n(d, "cache_releases"),
+          n(d, "cache_releases") == 1 ? "" : "s",
+          n(d, "cache_releases_maybe_retry")
+              ? fmt::format(", {} of them the program's empty_cache or the allocator's retry after a failed "
+                            "cudaMalloc (the trace cannot tell)",
+                            n(d, "cache_releases_maybe_retry"))
+              : std::string(", each the program's empty_cache")));
     if (n(d, "frees_missing") || n(d, "frees_skipped"))
       lines->push_back(
           fmt::format("device {}: {} allocations at a live block's address (its free missing), {} frees "

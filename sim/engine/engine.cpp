@@ -165,9 +165,12 @@ void Engine::feed_other(const Event& ev) {
       fidelity_.reserved(ev, simulated);
       break;
     }
-    case Op::kEmptyCache:
+    case Op::kEmptyCache: {
       ++out_.empty_cache_calls;
-      if (out_.actions.size() < kMaxMarks) out_.actions.push_back({"empty_cache", ev.index, ev.t});
+      const bool maybe_retry = ev.has(key::kName) && ev.name == kReleaseMaybeRetry;
+      if (maybe_retry) ++out_.empty_cache_maybe_retries;
+      if (out_.actions.size() < kMaxMarks)
+        out_.actions.push_back({maybe_retry ? std::string(kReleaseMaybeRetry) : "empty_cache", ev.index, ev.t});
       if (!replaying_) break;
       for (std::uint32_t i = 0; i < slots_.size(); ++i) {
         if (slots_[i].device != ev.device) continue;
@@ -175,6 +178,7 @@ void Engine::feed_other(const Event& ev) {
         account(i);
       }
       break;
+    }
     default:
       if (is_observation(ev.op)) observe(ev);
       break;

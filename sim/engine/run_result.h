@@ -190,8 +190,9 @@ struct RunResult {
   std::string nothing_to_replay;
   std::map<std::uint32_t, std::string> device_names;  // what the recording calls its devices ("rank 3", "host1:0")
   std::uint64_t empty_cache_calls = 0;
-  std::string empty_cache_effect;  // what the policy did on the last one, in its words
-  std::string fatal;               // the allocator aborted the process (message); replay stopped
+  std::uint64_t empty_cache_maybe_retries = 0;  // of those, releases the recording leaves open (kReleaseMaybeRetry)
+  std::string empty_cache_effect;               // what the policy did on the last one, in its words
+  std::string fatal;                            // the allocator aborted the process (message); replay stopped
   std::uint64_t fatal_event = 0;
   std::uint64_t shard = 1;         // RunOptions::shard: allocated and reserved are one device's share of each array
   std::uint32_t fatal_device = 0;  // the (device, space) whose allocator aborted

@@ -362,6 +362,23 @@ std::string mismatch_text(const nlohmann::json& m) {
   return dump_json(m);
 }
 
+// The program's empty_cache calls, as the text report and the JSON's empty_cache.text say them:
+// a release the recording leaves open (a profiler trace's Total Reserved falling where the
+// allocator may have retried a failed cudaMalloc) is said to be either.
+std::string empty_cache_line(const RunResult& r) {
+  const std::uint64_t n = r.empty_cache_calls, open = r.empty_cache_maybe_retries;
+  const char* s = n == 1 ? "" : "s";
+  if (!open)
+    return fmt::format("empty_cache: the program called it {} time{}; the last one: {}", n, s, r.empty_cache_effect);
+  return fmt::format(
+      "empty_cache: the cache was released {} time{}, {} the program's empty_cache or the allocator's retry after "
+      "a failed cudaMalloc (the recording cannot tell){}; the last one: {}",
+      n, s, open == n ? (n == 1 ? "either" : "each") : fmt::format("{} of them", open),
+      open == n ? ""
+                : fmt::format(", the other{} the program's call{}", n - open == 1 ? "" : "s", n - open == 1 ? "" : "s"),
+      r.empty_cache_effect);
+}
+
 }  // namespace
 
 // "f32[1024,4096]" for a shaped buffer, "" otherwise.
@@ -483,7 +500,11 @@ nlohmann::json report_json(const RunResult& r, size_t map_blocks) {
     for (auto it = r.spaces[0].extra.begin(); it != r.spaces[0].extra.end(); ++it) j[it.key()] = it.value();
   }
   if (!r.label.empty()) j["label"] = r.label;
-  if (r.empty_cache_calls) j["empty_cache"] = {{"calls", r.empty_cache_calls}, {"effect", r.empty_cache_effect}};
+  if (r.empty_cache_calls) {
+    j["empty_cache"] = {
+        {"calls", r.empty_cache_calls}, {"effect", r.empty_cache_effect}, {"text", empty_cache_line(r)}};
+    if (r.empty_cache_maybe_retries) j["empty_cache"]["maybe_retries"] = r.empty_cache_maybe_retries;
+  }
   if (!r.actions.empty()) j["actions"] = marks(r.actions);
   if (!r.fidelity.is_null()) j["fidelity"] = r.fidelity;
   if (r.stopped_early) j["stopped_early"] = true;
@@ -614,9 +635,7 @@ std::string report_text(const RunResult& r) {
         f.fragmentation ? "FRAGMENTATION (enough memory is free, no block fits)" : "CAPACITY (not enough free memory)",
         human_bytes(f.requested));
   }
-  if (r.empty_cache_calls)
-    fmt::format_to(out, "  empty_cache: the program called it {} time{}; the last one: {}\n", r.empty_cache_calls,
-                   r.empty_cache_calls == 1 ? "" : "s", r.empty_cache_effect);
+  if (r.empty_cache_calls) fmt::format_to(out, "  {}\n", empty_cache_line(r));
   if (!r.fatal.empty())
     fmt::format_to(out, "  ABORTED at event {}: {} (the real allocator stops the process here)\n", r.fatal_event,
                    r.fatal);

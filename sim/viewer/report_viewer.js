@@ -212,10 +212,10 @@
       li.setAttribute("class", "advice");
       lines.appendChild(li);
     });
-    if (rep.empty_cache) {  // as the text summary says it
+    if (rep.empty_cache) {  // as the text summary says it (its text; reports before it had one: the calls)
       const n = rep.empty_cache.calls;
-      lines.appendChild(el("li", { class: "action" }, "empty_cache: the program called it " + n + " time" +
-        (n === 1 ? "" : "s") + "; the last one: " + rep.empty_cache.effect));
+      lines.appendChild(el("li", { class: "action" }, rep.empty_cache.text || ("empty_cache: the program called it " +
+        n + " time" + (n === 1 ? "" : "s") + "; the last one: " + rep.empty_cache.effect)));
     }
     if (rep.fidelity) {
       const f = rep.fidelity;
