@@ -723,3 +723,39 @@ TEST_CASE("kineto: a fall of Total Reserved at an allocation releases the cache,
   }
 }
 
+// Trial 9, finding 3: a rank recorded with with_stack=True defines stacks, which name no device, and
+// was read as using device 0 as well as its own: rank 1 on cuda:1 became two devices, the ranks
+// were numbered 0, 2, 4, 6 and a check of the same memory without stacks failed.
+TEST_CASE("kineto: ranks recorded with stacks are numbered by the devices their memory events use") {
+  auto rank_copy = [&](const std::string& dir, int rank, bool stacks) {
+    return kineto_variant("gh200_transformer_stack.pt.trace.json.gz", dir,
+                          fmt::format("host_{}.17000000000{}.pt.trace.json", rank, rank), [&](nlohmann::json& d) {
+                            d["distributedInfo"] = {{"backend", "nccl"}, {"rank", rank}, {"world_size", 2}};
+                            d["deviceProperties"][0]["id"] = rank;  // rank r on cuda:r
+                            each_memory_event(d, 1, [&](nlohmann::json& a) { a["Device Id"] = rank; });
+                            if (stacks) return;
+                            nlohmann::json kept = nlohmann::json::array();
+                            for (auto& e : d["traceEvents"])
+                              if (e.value("cat", "") != "python_function") kept.push_back(e);
+                            d["traceEvents"] = kept;
+                            d.erase("with_stack");
+                          });
+  };
+  for (int rank : {0, 1}) rank_copy("ranks_stack", rank, true), rank_copy("ranks_plain", rank, false);
+  nlohmann::json h;
+  read_events(tmp_path("ranks_stack"), {}, &h);
+  CHECK(h["device_names"] == nlohmann::json({{"0", "rank 0"}, {"1", "rank 1"}}));
+  auto stacked = run_cmd({.trace = tmp_path("ranks_stack")});
+  auto plain = run_cmd({.trace = tmp_path("ranks_plain")});
+  std::set<std::uint64_t> devices;
+  for (const auto& d : stacked.json["devices"]) devices.insert(d["device"].get<std::uint64_t>());
+  CHECK(devices == std::set<std::uint64_t>{0, 1});
+  CHECK(stacked.text.find("1 (rank 1) hbm") != std::string::npos);
+  // Turning on with_stack changes no memory: the gate passes.
+  auto gate = check_cmd("plain.json", plain.json, "stacked.json", stacked.json, {});
+  CHECK(gate.pass);
+  // The HTML summary names the ranks as the text does: from each device's name in the page's report.
+  for (const auto& d : stacked.page()["runs"][0]["report"]["devices"])
+    CHECK(d["name"] == fmt::format("rank {}", d["device"].get<int>()));
+}
+

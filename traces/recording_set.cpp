@@ -102,12 +102,15 @@ class SetReader : public TraceReader {
       for (size_t i : order) f2.push_back(files[i]), r2.push_back(rank[i]), rd2.push_back(std::move(readers[i]));
       files = std::move(f2), rank = std::move(r2), readers = std::move(rd2);
     }
-    // Each file's devices: those its events use (read once: snapshots and traces are read whole anyway).
+    // Each file's devices: those its memory events use (read once: snapshots and traces are read
+    // whole anyway). A stack definition or a mark names no device: a profiler trace recorded with
+    // with_stack=True on cuda:1 defines stacks, and its device is 1 alone, not 0 and 1.
     std::vector<std::set<std::uint32_t>> used(files.size());
     for (size_t i = 0; i < files.size(); ++i) {
       auto probe = open_trace(files[i], ReaderOptions{opt.lenient});
       Event e;
-      while (probe->next(e)) used[i].insert(e.device);
+      while (probe->next(e))
+        if (e.op != Op::kStack && (e.op != Op::kMark || e.has(key::kDevice))) used[i].insert(e.device);
       if (used[i].empty()) used[i].insert(0);
     }
     // Rank N is device N when every file states a distinct rank and has one device; otherwise (a

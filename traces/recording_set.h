@@ -3,9 +3,10 @@
 // directory that holds them or as a comma-separated list of files, or one profiler trace per rank
 // (a TensorBoard log directory's workers, traces/kineto.h, or files joined by commas).
 //
-//   devices  each file's devices are numbered after the previous files' (a file with one device
-//            — the usual rank snapshot — is device N for rank N when every name says its rank,
-//            or every recording does: a profiler trace's distributedInfo);
+//   devices  those of each file's memory events (a stack or a mark names none), numbered after
+//            the previous files' (a file with one device — the usual rank snapshot — is device N
+//            for rank N when every name says its rank, or every recording does: a profiler
+//            trace's distributedInfo);
 //            the header's `device_names` name them "rank N" (or the file's stem);
 //   events   merged by time (stable: ties keep file order), each file's own order kept, after
 //            what every file shows from before it began (pre_trace events and the stacks and

@@ -245,7 +245,9 @@
       const fr = d.fragmentation.at_peak_allocated;
       const result = d.completed ? "ok" : "OOM";
       const row = el("tr", { class: "summary-row" });
-      [runName(r)].concat(several ? [String(d.device) + (binds ? " *" : ""), d.space] : []).concat([result, String(d.oom_count),
+      // A device with a name (a rank of a set of recordings) as the text report shows it: "3 (rank 3)".
+      const dev = String(d.device) + (d.name ? " (" + d.name + ")" : "");
+      [runName(r)].concat(several ? [dev + (binds ? " *" : ""), d.space] : []).concat([result, String(d.oom_count),
         d.unbounded ? "no limit" : bytes(d.usable_bytes), bytes(d.peak_requested_bytes), bytes(d.peak_allocated_bytes), bytes(d.peak_reserved_bytes),
         bytes(fr.reserved_unallocated_bytes) + " (" + pct(fr.reserved_unallocated_share) + ")", pct(fr.external),
         pct(d.fragmentation.max),
