@@ -759,3 +759,44 @@ TEST_CASE("kineto: ranks recorded with stacks are numbered by the devices their 
     CHECK(d["name"] == fmt::format("rank {}", d["device"].get<int>()));
 }
 
+// Trial 9, finding 5: every rank of a set ran on the first trace's GPU (a T4 rank replayed with an
+// A100's 78.66 GiB); two traces of one rank were taken without a word; labels lost ".json".
+TEST_CASE("kineto: each rank of a set has its own GPU's memory, one rank twice is refused, labels are whole") {
+  namespace fs = std::filesystem;
+  const std::string dir = tmp_path("mixed_gpus");
+  fs::create_directories(dir);
+  fs::copy_file(kineto("a100_switch_transformer.json.gz"), dir + "/hostA_1.1700000000.pt.trace.json.gz",
+                fs::copy_options::overwrite_existing);
+  fs::copy_file(kineto("t4_matmul_full.pt.trace.json.gz"), dir + "/hostB_2.1700000001.pt.trace.json.gz",
+                fs::copy_options::overwrite_existing);
+  // The T4's memory, as its own trace states it.
+  auto t4 = nlohmann::json::parse(read_input(kineto("t4_matmul_full.pt.trace.json.gz"), 1 << 26));
+  const Bytes t4_memory = t4["deviceProperties"][0]["totalGlobalMem"];
+  auto r = run_cmd({.trace = dir});
+  CHECK(r.json["hardware"]["name"] == "a100-80g");
+  bool seen = false;
+  for (const auto& d : r.json["devices"])
+    if (d["device"] == 1 && d["space"] == "hbm") {
+      seen = true;
+      CHECK(d["capacity_bytes"] == t4_memory);
+      CHECK(d["name"] == "hostB_2.1700000001.pt.trace.json.gz");
+    } else if (d["device"] == 0 && d["space"] == "hbm") {
+      CHECK(d["capacity_bytes"] == 84987740160);  // the A100's totalGlobalMem
+    }
+  CHECK(seen);
+  CHECK(r.text.find("device 1: its memory is its own recording's, 14.56 GiB (15637086208 B)") != std::string::npos);
+  // --capacity (or --hw) is one memory for every device.
+  for (const auto& d : run_json({.trace = dir, .capacity = "20GiB"})["devices"])
+    if (d["space"] == "hbm") CHECK(d["capacity_bytes"] == Bytes{20} << 30);
+  // Two traces that state one rank.
+  for (const char* name : {"a_1.111.pt.trace.json", "b_1.111.pt.trace.json"})
+    kineto_variant("t4_matmul_full.pt.trace.json.gz", "one_rank_twice", name, [](nlohmann::json& d) {
+      d["distributedInfo"] = {{"backend", "nccl"}, {"rank", 0}, {"world_size", 2}};
+    });
+  auto twice = cli("run " + tmp_path("one_rank_twice"));
+  CHECK(twice.code == 2);
+  CHECK(twice.err.find("rank 0, as ") != std::string::npos);
+  CHECK(twice.err.find("one rank recorded twice") != std::string::npos);
+  CHECK(std::count(twice.err.begin(), twice.err.end(), '\n') == 1);
+}
+

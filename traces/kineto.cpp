@@ -900,13 +900,18 @@ class KinetoReader : public TraceReader {
     const DeviceProps& dp = p->second;
     const std::string preset = gpu_preset(hip, dp.cc_major, dp.cc_minor, dp.memory);
     const std::string stand_in = gpu_base_preset(hip);
-    std::string basis = fmt::format(
+    // `device`: what the trace says of the GPU (a set of recordings names each rank's by it).
+    const std::string device = fmt::format(
         "deviceProperties: {}{}, totalGlobalMem {} B", dp.name.empty() ? (hip ? "an AMD GPU" : "a GPU") : dp.name,
         dp.cc_major >= 0 ? fmt::format(" (compute capability {}.{})", dp.cc_major, dp.cc_minor) : "", dp.memory);
+    std::string basis = device;
     if (preset.empty())
       basis += fmt::format("; no preset models that device: {}'s allocation granularity and device-call costs stand in",
                            stand_in);
-    return {{"preset", preset.empty() ? stand_in : preset}, {"capacity_bytes", dp.memory}, {"basis", basis}};
+    return {{"preset", preset.empty() ? stand_in : preset},
+            {"capacity_bytes", dp.memory},
+            {"basis", basis},
+            {"device", device}};
   }
 
   LimitCounter objects_, strings_;

@@ -180,6 +180,17 @@ Recording recording_from_header(const nlohmann::json& h, const std::string& file
       rh.capacity = (*hw)["capacity_bytes"].get<Bytes>();
     }
     rh.basis = hw->value("basis", std::string("the trace header"));
+    if (auto ds = hw->find("devices"); ds != hw->end()) {
+      if (!ds->is_array()) throw bad("recorded_hardware", "devices must be a list");
+      for (const auto& d : *ds) {
+        if (!d.is_object() || !d.contains("device") || !d["device"].is_number_unsigned() ||
+            d["device"].get<std::uint64_t>() > UINT32_MAX || !d.contains("capacity_bytes") ||
+            !d["capacity_bytes"].is_number_unsigned())
+          throw bad("recorded_hardware", "each of devices needs device and capacity_bytes");
+        rh.devices[d["device"].get<std::uint32_t>()] = {d["capacity_bytes"].get<Bytes>(),
+                                                        d.value("basis", std::string("the trace header"))};
+      }
+    }
     r.hardware = std::move(rh);
   }
   if (r.source == RecordingSource::kXlaHlo) {

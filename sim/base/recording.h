@@ -58,11 +58,20 @@ struct RecordedAllocator {
   Bytes live_before = 0;       // bytes live when the capture began
 };
 
+// The memory one device of a set of recordings reported, in its own recording.
+struct RecordedDeviceCapacity {
+  Bytes capacity = 0;
+  std::string basis;  // what in its recording says so
+};
+
 // The device a recording names.
 struct RecordedHardware {
   std::string preset;             // the closest hardware preset ("tpu-v6e", "h100-80g")
   std::optional<Bytes> capacity;  // the memory the device reported, when it differs from the preset's
   std::string basis;              // what in the recording says so
+  // A set of recordings: each device's memory as its own recording reports it (a T4 rank beside an
+  // A100 one), where the set's devices differ; the preset is the first recording's.
+  std::map<std::uint32_t, RecordedDeviceCapacity> devices;
 };
 
 // A PyTorch snapshot's allocator_settings (the effective CUDACachingAllocator configuration).

@@ -398,6 +398,17 @@ std::uint32_t Engine::new_slot(std::uint32_t k, const Event& ev) {
                     "(--hw or --capacity overrides it)",
                     device, human_bytes(rd->usable), rd->usable, rd->basis));
   }
+  // A set of recordings that mixes GPUs: each device has the memory its own recording reports, where
+  // the run takes the recording's hardware (no --hw, --capacity or --reserve).
+  if (opt_.recorded_devices && !s.usable_inferred && spec->space == Space::kHbm && recording_.hardware)
+    if (auto it = recording_.hardware->devices.find(device);
+        it != recording_.hardware->devices.end() && it->second.capacity != spec->capacity) {
+      s.spec->set_capacity(it->second.capacity);
+      out_.notes.push_back(fmt::format(
+          "device {}: its memory is its own recording's, {} ({} B): {}; allocation granularity, reserve and "
+          "device-call costs are the {} preset's, as for the whole run",
+          device, human_bytes(it->second.capacity), it->second.capacity, it->second.basis, opt_.hw.name));
+    }
   if (spec->space == Space::kHost && recording_.host_unbounded()) {
     // Whatever --hw and --capacity say: neither names the host's RAM (--capacity is the device's memory).
     s.spec->capacity = kMaxSpaceBytes;
