@@ -649,6 +649,17 @@ class KinetoReader : public TraceReader {
     }
   }
 
+  // A fall of Total Reserved is the cache released: by the program (torch.cuda.empty_cache()), or by
+  // the allocator itself inside a malloc whose cudaMalloc failed, before it retries (specs/kineto.md,
+  // specs/torch-caching.md §3). As for a snapshot (traces/torch_snapshot_bounds.cpp), a retry sits
+  // in a malloc that then obtains a segment (the fall is seen at that allocation, which grew) and
+  // asks for more than the device could hold with the cache: reserved before + that segment exceeds
+  // the most the window held. Anything else is the program's call; where this holds, the trace
+  // cannot tell which (it records no OOM and no call).
+  static bool may_be_retry(Bytes reserved_before, Bytes growth, Bytes peak_reserved) {
+    return growth > 0 && reserved_before + growth > peak_reserved;
+  }
+
   Raw body_event(const MemRec& m, Op op, std::uint32_t device) const {
     Raw r;
     r.op = op;
@@ -714,13 +725,21 @@ class KinetoReader : public TraceReader {
         head->push_back(r);
       }
     }
-    std::uint64_t allocs = 0, frees = 0, stale = 0, unknown = 0;
+    std::uint64_t allocs = 0, frees = 0, stale = 0, unknown = 0, releases = 0, maybe_retries = 0;
     Bytes peak_reserved = 0;
+    for (size_t i : idx) peak_reserved = std::max(peak_reserved, mem_[i].reserved);
     for (size_t k = 0; k < idx.size(); ++k) {
       const MemRec& m = mem_[idx[k]];
       const size_t at = idx[k];
-      peak_reserved = std::max(peak_reserved, m.reserved);
-      if (lay.release[k]) body->push_back({at, body_event(m, Op::kEmptyCache, d)});
+      if (lay.release[k]) {
+        Raw r = body_event(m, Op::kEmptyCache, d);
+        ++releases;
+        if (may_be_retry(mem_[idx[k - 1]].reserved, lay.growth[k], peak_reserved)) {
+          r.name = intern(kReleaseMaybeRetry);
+          ++maybe_retries;
+        }
+        body->push_back({at, r});
+      }
       if (lay.growth[k]) {
         Raw g = body_event(m, Op::kSegmentAlloc, d);
         g.size = lay.growth[k];
@@ -781,6 +800,8 @@ class KinetoReader : public TraceReader {
                           {"extended", lay.extended},
                           {"addresses_predicted", lay.predicted},
                           {"allocations", lay.allocations}}}};
+    if (releases) j["cache_releases"] = releases;
+    if (maybe_retries) j["cache_releases_maybe_retry"] = maybe_retries;
     if (stale) j["frees_missing"] = stale;
     if (unknown) j["frees_skipped"] = unknown;
     if (auto p = props_.find(d); p != props_.end()) {
@@ -879,13 +900,18 @@ class KinetoReader : public TraceReader {
     const DeviceProps& dp = p->second;
     const std::string preset = gpu_preset(hip, dp.cc_major, dp.cc_minor, dp.memory);
     const std::string stand_in = gpu_base_preset(hip);
-    std::string basis = fmt::format(
+    // `device`: what the trace says of the GPU (a set of recordings names each rank's by it).
+    const std::string device = fmt::format(
         "deviceProperties: {}{}, totalGlobalMem {} B", dp.name.empty() ? (hip ? "an AMD GPU" : "a GPU") : dp.name,
         dp.cc_major >= 0 ? fmt::format(" (compute capability {}.{})", dp.cc_major, dp.cc_minor) : "", dp.memory);
+    std::string basis = device;
     if (preset.empty())
       basis += fmt::format("; no preset models that device: {}'s allocation granularity and device-call costs stand in",
                            stand_in);
-    return {{"preset", preset.empty() ? stand_in : preset}, {"capacity_bytes", dp.memory}, {"basis", basis}};
+    return {{"preset", preset.empty() ? stand_in : preset},
+            {"capacity_bytes", dp.memory},
+            {"basis", basis},
+            {"device", device}};
   }
 
   LimitCounter objects_, strings_;

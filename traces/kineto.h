@@ -11,12 +11,14 @@
 //              base (fractional µs after it), else ts × 1000 (whole µs since the epoch);
 //   devices    Device Type 1 (CUDA) and 6 (HIP): device `Device Id`, hbm; Device Type 0 (CPU):
 //              space host of the trace's first GPU device, without addresses (glibc's choices,
-//              which no allocator model reproduces); other device types are counted, not imported;
+//              which no allocator model reproduces), with no limit (Recording::host_unbounded);
+//              other device types are counted, not imported;
 //   events     Bytes > 0: alloc (fresh id, size = Bytes, addr); Bytes < 0: free of the block live
 //              at Addr; a free of an address the window never allocated: a pre_trace alloc first;
 //              after each device event, the recorded Total Reserved as a `reserved` observation;
 //              Total Reserved growing at an allocation: segment_alloc (Addr, growth) before it;
-//              falling: empty_cache before it;
+//              falling: empty_cache before it (named kReleaseMaybeRetry where the allocator's
+//              own retry may have released it), then at an allocation the segment it obtained;
 //   before     the segments and live blocks the window began with (traces/kineto_layout.h), as
 //              pre_trace segment_alloc and alloc events, as a PyTorch snapshot's are;
 //   names      the innermost `cpu_op` / `user_annotation` span enclosing the event on its thread;

@@ -6,6 +6,7 @@
 #include <set>
 #include <unordered_map>
 
+#include "sim/base/torch_sizes.h"
 #include "traces/range_set.h"
 
 namespace fragsim {
@@ -225,18 +226,21 @@ class Inference {
     out_.release.assign(ev.size(), false);
     Bytes reserved = first.total_reserved;
     RangeSet grown;
+    std::map<std::uint64_t, Bytes> segments;        // obtained in the window: base → bytes
     std::unordered_map<std::uint64_t, Bytes> live;  // allocated in the window: address → bytes
     for (size_t i = 0; i < ev.size(); ++i) {
       const KinetoMemEvent& e = ev[i];
       const std::uint64_t x = e.addr.value();
       if (i > 0) {
-        if (e.total_reserved > reserved && e.bytes > 0)
+        if (e.total_reserved > reserved && e.bytes > 0) {
           out_.growth[i] = e.total_reserved - reserved;
-        else if (e.total_reserved < reserved)
+        } else if (e.total_reserved < reserved) {
           out_.release[i] = true;
+          if (e.bytes > 0) out_.growth[i] = growth_after_release(e, ev[i - 1].total_allocated, segments, live);
+        }
         reserved = e.total_reserved;
       }
-      if (out_.growth[i]) grown.add(x, x + out_.growth[i]);
+      if (out_.growth[i]) grown.add(x, x + out_.growth[i]), segments[x] = out_.growth[i];
       const Bytes b = e.bytes > 0 ? static_cast<Bytes>(e.bytes) : static_cast<Bytes>(-e.bytes);
       const bool inside_grown = in(grown, x, x + b);
       if (e.bytes > 0) {
@@ -260,6 +264,31 @@ class Inference {
     for (const auto& t : touched_) all_touched_.add(t.lo, t.hi);
     for (size_t i = 0; i < ev.size(); ++i)
       if (ev[i].bytes > 0) ++allocs_;
+  }
+
+  // The segment an allocation obtained at the event where Total Reserved fell: the release came
+  // first (torch.cuda.empty_cache() just before it, or the allocator's own retry inside this malloc:
+  // either frees every cached segment that holds no live block), then the malloc, which obtained a
+  // segment when no block of what was left served it. What was left holds the blocks live before the
+  // event (`live_before` bytes): with none, nothing was left and the whole of Total Reserved is the
+  // new segment. Else a new segment's first block starts at its base, which the driver aligns to
+  // 2 MiB (every segment of the real traces is): a block elsewhere, or in a segment of the window
+  // that still holds a live block, was served by what survived the release. Otherwise the request's
+  // segment (torch::segment_size), when Total Reserved has room for it beside the live blocks.
+  static Bytes growth_after_release(const KinetoMemEvent& e, Bytes live_before,
+                                    const std::map<std::uint64_t, Bytes>& segments,
+                                    const std::unordered_map<std::uint64_t, Bytes>& live) {
+    if (live_before == 0) return e.total_reserved;
+    const std::uint64_t x = e.addr.value();
+    if (x % kSegmentUnit) return 0;
+    if (auto s = segments.upper_bound(x); s != segments.begin()) {
+      --s;
+      const std::uint64_t lo = s->first, hi = lo + s->second;
+      if (x < hi && std::any_of(live.begin(), live.end(), [&](const auto& b) { return b.first >= lo && b.first < hi; }))
+        return 0;
+    }
+    const Bytes seg = torch::segment_size(static_cast<Bytes>(e.bytes));
+    return e.total_reserved >= live_before + seg ? seg : 0;
   }
 
   KinetoLayout run() {

@@ -14,7 +14,9 @@
 //             traces show a 2 MiB-aligned segment holds them); larger blocks are the large pool's,
 //             in segments that are multiples of 2 MiB;
 //   growth    Total Reserved growing by Δ at an allocation at X: a segment [X, X + Δ) obtained
-//             there (its first block starts at its base);
+//             there (its first block starts at its base); falling at one, the cache released first
+//             (empty_cache, or the allocator's retry), then a segment obtained when what survived
+//             could not have served it (growth_after_release);
 //   before    Total Reserved at the first event (less its growth) = the segments held before;
 //             Total Allocated − Bytes of the first event = the block bytes live before.
 //

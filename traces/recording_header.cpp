@@ -91,6 +91,15 @@ void describe_kineto(const nlohmann::json& k, std::vector<std::string>* lines) {
           "its model reproduces {}/{} recorded addresses",
           n(d, "device"), n(*s, "replays"), n(*s, "boundaries"), n(*s, "tails_freed"), n(*s, "extended"),
           n(*s, "addresses_predicted"), n(*s, "allocations")));
+    if (n(d, "cache_releases"))
+      lines->push_back(fmt::format(
+          "device {}: Total Reserved falls {} time{} (the cache released){}", n(d, "device"), n(d, "cache_releases"),
+          n(d, "cache_releases") == 1 ? "" : "s",
+          n(d, "cache_releases_maybe_retry")
+              ? fmt::format(", {} of them the program's empty_cache or the allocator's retry after a failed "
+                            "cudaMalloc (the trace cannot tell)",
+                            n(d, "cache_releases_maybe_retry"))
+              : std::string(", each the program's empty_cache")));
     if (n(d, "frees_missing") || n(d, "frees_skipped"))
       lines->push_back(
           fmt::format("device {}: {} allocations at a live block's address (its free missing), {} frees "
@@ -171,6 +180,17 @@ Recording recording_from_header(const nlohmann::json& h, const std::string& file
       rh.capacity = (*hw)["capacity_bytes"].get<Bytes>();
     }
     rh.basis = hw->value("basis", std::string("the trace header"));
+    if (auto ds = hw->find("devices"); ds != hw->end()) {
+      if (!ds->is_array()) throw bad("recorded_hardware", "devices must be a list");
+      for (const auto& d : *ds) {
+        if (!d.is_object() || !d.contains("device") || !d["device"].is_number_unsigned() ||
+            d["device"].get<std::uint64_t>() > UINT32_MAX || !d.contains("capacity_bytes") ||
+            !d["capacity_bytes"].is_number_unsigned())
+          throw bad("recorded_hardware", "each of devices needs device and capacity_bytes");
+        rh.devices[d["device"].get<std::uint32_t>()] = {d["capacity_bytes"].get<Bytes>(),
+                                                        d.value("basis", std::string("the trace header"))};
+      }
+    }
     r.hardware = std::move(rh);
   }
   if (r.source == RecordingSource::kXlaHlo) {

@@ -8,7 +8,7 @@
 //                       garbage_collection_threshold, roundup_power2_divisions)
 //   recorded_devices    [{device, usable_bytes, basis}]: usable memory inferred from the recording
 //   xprof.allocators    [{allocator, device, space, limit_bytes, mode: single_region|grow}]
-//   recorded_hardware   {preset, capacity_bytes, basis}
+//   recorded_hardware   {preset, capacity_bytes, basis, devices: [{device, capacity_bytes, basis}] (a set's)}
 //   recorded_by         {framework: "JAX"|"TensorFlow"|"PyTorch", platform: "CUDA"|"ROCm"|"TPU", basis}:
 //                       whose allocator logged the events, and on which platform (sim/base/framework.h)
 //   alignment_bytes     (source xla-hlo) the alignment of every buffer

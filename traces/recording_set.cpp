@@ -92,6 +92,15 @@ class SetReader : public TraceReader {
     }
     std::set<long> ranks(rank.begin(), rank.end());
     const bool named = !ranks.count(-1) && ranks.size() == files.size();
+    // Two files of one rank are two recordings of one process (two runs mixed, a profile kept under
+    // two names): which one the job ran is for the user to say, not a device to invent.
+    for (size_t i = 0; i < files.size(); ++i)
+      for (size_t j = 0; j < i; ++j)
+        if (rank[i] >= 0 && rank[i] == rank[j])
+          throw InputError(
+              fmt::format("{}: rank {}, as {} is: one rank recorded twice in one set of recordings "
+                          "(give one file per rank)",
+                          files[i], rank[i], files[j]));
     if (named) {
       std::vector<size_t> order(files.size());
       for (size_t i = 0; i < order.size(); ++i) order[i] = i;
@@ -102,12 +111,15 @@ class SetReader : public TraceReader {
       for (size_t i : order) f2.push_back(files[i]), r2.push_back(rank[i]), rd2.push_back(std::move(readers[i]));
       files = std::move(f2), rank = std::move(r2), readers = std::move(rd2);
     }
-    // Each file's devices: those its events use (read once: snapshots and traces are read whole anyway).
+    // Each file's devices: those its memory events use (read once: snapshots and traces are read
+    // whole anyway). A stack definition or a mark names no device: a profiler trace recorded with
+    // with_stack=True on cuda:1 defines stacks, and its device is 1 alone, not 0 and 1.
     std::vector<std::set<std::uint32_t>> used(files.size());
     for (size_t i = 0; i < files.size(); ++i) {
       auto probe = open_trace(files[i], ReaderOptions{opt.lenient});
       Event e;
-      while (probe->next(e)) used[i].insert(e.device);
+      while (probe->next(e))
+        if (e.op != Op::kStack && (e.op != Op::kMark || e.has(key::kDevice))) used[i].insert(e.device);
       if (used[i].empty()) used[i].insert(0);
     }
     // Rank N is device N when every file states a distinct rank and has one device; otherwise (a
@@ -115,7 +127,7 @@ class SetReader : public TraceReader {
     // — ranks numbered onto one device would be replayed as one GPU.
     const bool by_rank = named && std::all_of(used.begin(), used.end(), [](const auto& u) { return u.size() == 1; });
     nlohmann::json members = nlohmann::json::array(), names = nlohmann::json::object(),
-                   recorded = nlohmann::json::array(), kineto;
+                   recorded = nlohmann::json::array(), kineto, hardware, hardware_devices = nlohmann::json::array();
     std::uint64_t next_device = 0;
     for (size_t i = 0; i < files.size(); ++i) {
       Member m;
@@ -124,7 +136,8 @@ class SetReader : public TraceReader {
       if (next_device + used[i].size() > std::uint64_t{UINT32_MAX} + 1)
         throw InputError(files[i] + ": its devices, after the earlier files', are beyond the 32-bit device ordinals");
       const std::uint32_t base = by_rank ? static_cast<std::uint32_t>(rank_i) : static_cast<std::uint32_t>(next_device);
-      std::string who = rank_i >= 0 ? fmt::format("rank {}", rank_i) : std::filesystem::path(files[i]).stem().string();
+      std::string who =
+          rank_i >= 0 ? fmt::format("rank {}", rank_i) : std::filesystem::path(files[i]).filename().string();
       nlohmann::json devs = nlohmann::json::array();
       std::uint32_t k = 0;
       for (auto d : used[i]) {
@@ -137,6 +150,17 @@ class SetReader : public TraceReader {
       }
       const nlohmann::json& h = m.reader->header();
       if (i == 0 && h.is_object()) header_ = h;
+      // The memory each device reported in its own recording (a profiler trace's deviceProperties):
+      // a set may mix GPUs, and each rank runs on its own.
+      if (h.is_object() && h.contains("recorded_hardware") && h["recorded_hardware"].is_object()) {
+        const nlohmann::json& hw = h["recorded_hardware"];
+        if (!hardware.is_object()) hardware = hw;
+        if (hw.contains("capacity_bytes") && hw["capacity_bytes"].is_number_unsigned())
+          for (auto d : used[i])
+            hardware_devices.push_back({{"device", m.device[d]},
+                                        {"capacity_bytes", hw["capacity_bytes"]},
+                                        {"basis", hw.value("device", hw.value("basis", std::string()))}});
+      }
       if (h.is_object() && h.contains("recorded_devices") && h["recorded_devices"].is_array())
         for (auto d : h["recorded_devices"])
           if (d.is_object() && d.contains("device") && d["device"].is_number_unsigned())
@@ -173,6 +197,14 @@ class SetReader : public TraceReader {
       members_.push_back(std::move(m));
     }
     if (!header_.is_object()) header_ = {{"fragsim_trace", 1}};
+    // The set's hardware is the first recording's that names one; each device keeps its own memory.
+    if (hardware.is_object()) {
+      header_["recorded_hardware"] = hardware;
+      if (std::any_of(hardware_devices.begin(), hardware_devices.end(), [&](const auto& d) {
+            return d["capacity_bytes"] != hardware.value("capacity_bytes", nlohmann::json());
+          }))
+        header_["recorded_hardware"]["devices"] = hardware_devices;
+    }
     header_.erase("recorded_devices");
     header_.erase("rank");  // each file's own
     if (!recorded.empty()) header_["recorded_devices"] = recorded;

@@ -3,17 +3,19 @@
 // directory that holds them or as a comma-separated list of files, or one profiler trace per rank
 // (a TensorBoard log directory's workers, traces/kineto.h, or files joined by commas).
 //
-//   devices  each file's devices are numbered after the previous files' (a file with one device
-//            — the usual rank snapshot — is device N for rank N when every name says its rank,
-//            or every recording does: a profiler trace's distributedInfo);
-//            the header's `device_names` name them "rank N" (or the file's stem);
+//   devices  those of each file's memory events (a stack or a mark names none), numbered after
+//            the previous files' (a file with one device — the usual rank snapshot — is device N
+//            for rank N when every name says its rank, or every recording does: a profiler
+//            trace's distributedInfo); two files of one rank are an input error;
+//            the header's `device_names` name them "rank N" (or the file's whole name);
 //   events   merged by time (stable: ties keep file order), each file's own order kept, after
 //            what every file shows from before it began (pre_trace events and the stacks and
 //            marks among them: file after file, at the set's first time); one clock (files in
 //            other units merged in ns; a file without times makes the set one); stack ids are made
 //            distinct per file; allocation ids are per device already;
-//   header   the first file's, with `recorded_devices` renumbered, and `recording_set` listing
-//            the files and their devices.
+//   header   the first file's, with `recorded_devices` renumbered, `recorded_hardware` the first's
+//            that names one with each device's own memory (`devices`) where they differ, and
+//            `recording_set` listing the files and their devices.
 // A profile directory of XProf captures (one per host) is the importer's own (xprof_capture.h).
 #pragma once
 #include <memory>

@@ -36,6 +36,11 @@ enum class Op : std::uint8_t {
 std::string_view op_name(Op op);
 [[nodiscard]] bool parse_op(std::string_view s, Op* out);
 inline bool is_observation(Op op) { return op >= Op::kSegmentAlloc && op <= Op::kOom; }
+// The `name` of an `empty_cache` whose cause the recording leaves open: a release of the cache that
+// may be the program's call or the allocator's own retry after a failed cudaMalloc (a profiler
+// trace's Total Reserved falling where it obtains a segment the device may not have held).
+inline constexpr std::string_view kReleaseMaybeRetry =
+    "empty_cache, or the allocator's retry after a failed cudaMalloc";
 
 enum class Dtype : std::uint8_t {
   kNone,

@@ -58,11 +58,20 @@ struct RecordedAllocator {
   Bytes live_before = 0;       // bytes live when the capture began
 };
 
+// The memory one device of a set of recordings reported, in its own recording.
+struct RecordedDeviceCapacity {
+  Bytes capacity = 0;
+  std::string basis;  // what in its recording says so
+};
+
 // The device a recording names.
 struct RecordedHardware {
   std::string preset;             // the closest hardware preset ("tpu-v6e", "h100-80g")
   std::optional<Bytes> capacity;  // the memory the device reported, when it differs from the preset's
   std::string basis;              // what in the recording says so
+  // A set of recordings: each device's memory as its own recording reports it (a T4 rank beside an
+  // A100 one), where the set's devices differ; the preset is the first recording's.
+  std::map<std::uint32_t, RecordedDeviceCapacity> devices;
 };
 
 // A PyTorch snapshot's allocator_settings (the effective CUDACachingAllocator configuration).
@@ -91,6 +100,11 @@ struct Recording {
   std::map<std::uint32_t, std::string> device_names;  // "rank 3", "host1:0": a set of recordings, a profile folder
   std::optional<std::uint32_t> rank;  // the process's rank in a distributed job (Kineto's distributedInfo)
 
+  // Whether its host space is memory no limit of the recording bounds: a profiler trace's CPU
+  // tensors (Device Type 0) are PyTorch's CPU allocator's — malloc and free per tensor, no cache and
+  // no cap of its own — bounded only by the host's RAM, which the trace does not record. (A hardware
+  // preset's host space is a framework's pinned pool, XLA's host BFC: not this memory.)
+  bool host_unbounded() const { return source == RecordingSource::kKineto; }
   // The alignment every buffer of device d had, when the recording says.
   std::optional<Bytes> alignment_of(std::uint32_t d) const {
     if (auto it = alignments.find(d); it != alignments.end()) return it->second;

@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <map>
+#include <set>
 
 #include "sim/base/text.h"
 #include "traces/recording_header.h"
@@ -21,7 +22,9 @@ nlohmann::json trace_info(const std::string& path, bool lenient, const ReaderFac
   // Sums of sizes up to 2^64 − 1 each: kept in 128 bits, reported saturated at 2^64 − 1.
   using Sum = unsigned __int128;
   auto sat = [](Sum v) { return v > kTooLarge ? kTooLarge : static_cast<Bytes>(v); };
-  std::map<std::uint32_t, std::pair<Sum, Sum>> dev;  // live, peak
+  // Per device and memory space (a profiler trace's CPU memory is its first GPU's host space, no part
+  // of the GPU's): live, peak. The sum over them is only the whole trace's, labelled so.
+  std::map<std::pair<std::uint32_t, Space>, std::pair<Sum, Sum>> dev;
   std::map<std::string, std::uint64_t> spaces;
   std::map<std::int64_t, std::uint64_t> streams;
   std::vector<std::uint64_t> hist(65, 0);
@@ -37,7 +40,7 @@ nlohmann::json trace_info(const std::string& path, bool lenient, const ReaderFac
     switch (ev.op) {
       case Op::kAlloc: {
         ++allocs;
-        auto& d = dev[ev.device];
+        auto& d = dev[{ev.device, ev.space}];
         d.first += ev.size;
         d.second = std::max(d.second, d.first);
         live += ev.size;
@@ -56,7 +59,7 @@ nlohmann::json trace_info(const std::string& path, bool lenient, const ReaderFac
       }
       case Op::kFree:
         ++frees;
-        dev[ev.device].first -= ev.live_size;
+        dev[{ev.device, ev.live_space}].first -= ev.live_size;
         live -= ev.live_size;
         break;
       case Op::kMark:
@@ -75,7 +78,10 @@ nlohmann::json trace_info(const std::string& path, bool lenient, const ReaderFac
   }
   nlohmann::json devices = nlohmann::json::array();
   for (const auto& [d, v] : dev)
-    devices.push_back({{"device", d}, {"peak_requested_bytes", sat(v.second)}, {"live_at_end_bytes", sat(v.first)}});
+    devices.push_back({{"device", d.first},
+                       {"space", space_name(d.second)},
+                       {"peak_requested_bytes", sat(v.second)},
+                       {"live_at_end_bytes", sat(v.first)}});
   nlohmann::json h = nlohmann::json::array();
   for (int b = 0; b < 65; ++b) {
     if (!hist[b]) continue;
@@ -145,14 +151,23 @@ std::string trace_info_text(const nlohmann::json& j) {
                 static_cast<double>(j["t_last"].get<std::uint64_t>() - j["t_first"].get<std::uint64_t>()) * scale, unit)
           : std::string("no times recorded (events are in the trace's order)");
   fmt::format_to(out, "  {}; {} stream(s); {}\n", span, j["streams"].get<std::uint64_t>(), fmt::join(spaces, ", "));
-  const size_t ndev = j["devices"].size();
+  // One row per device and memory space; the whole trace's figure is their sum at one moment, which
+  // is no one device's memory when a device has several spaces (docs/metrics.md).
+  const size_t rows = j["devices"].size();
+  std::set<std::uint32_t> devs;
+  for (const auto& d : j["devices"]) devs.insert(d["device"].get<std::uint32_t>());
+  std::string sum;
+  if (rows > devs.size())
+    sum = fmt::format(", summed over the {} memory spaces{} at one moment (not any device's memory)", rows,
+                      devs.size() > 1 ? fmt::format(" of the {} devices", devs.size()) : "");
+  else if (rows > 1)
+    sum = fmt::format(", summed over the {} devices at one moment", rows);
   fmt::format_to(out, "  peak requested {} ({} B){}; largest alloc {}\n",
-                 human_bytes(j["peak_requested_bytes"].get<Bytes>()), j["peak_requested_bytes"].get<Bytes>(),
-                 ndev > 1 ? fmt::format(", summed over the {} devices at one moment", ndev) : "",
+                 human_bytes(j["peak_requested_bytes"].get<Bytes>()), j["peak_requested_bytes"].get<Bytes>(), sum,
                  human_bytes(j["largest_alloc_bytes"].get<Bytes>()));
   for (const auto& d : j["devices"])
-    fmt::format_to(out, "  device {}: peak requested {}\n", d["device"].get<int>(),
-                   human_bytes(d["peak_requested_bytes"].get<Bytes>()));
+    fmt::format_to(out, "  device {} {}: peak requested {}\n", d["device"].get<std::uint32_t>(),
+                   d.value("space", std::string("hbm")), human_bytes(d["peak_requested_bytes"].get<Bytes>()));
   if (j.contains("modules") && !j["modules"].empty()) {
     fmt::format_to(out,
                    "  {} compiled XLA modules (fragsim convert TRACE --module NAME out.jsonl writes one's heap):\n",

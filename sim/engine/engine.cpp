@@ -165,9 +165,12 @@ void Engine::feed_other(const Event& ev) {
       fidelity_.reserved(ev, simulated);
       break;
     }
-    case Op::kEmptyCache:
+    case Op::kEmptyCache: {
       ++out_.empty_cache_calls;
-      if (out_.actions.size() < kMaxMarks) out_.actions.push_back({"empty_cache", ev.index, ev.t});
+      const bool maybe_retry = ev.has(key::kName) && ev.name == kReleaseMaybeRetry;
+      if (maybe_retry) ++out_.empty_cache_maybe_retries;
+      if (out_.actions.size() < kMaxMarks)
+        out_.actions.push_back({maybe_retry ? std::string(kReleaseMaybeRetry) : "empty_cache", ev.index, ev.t});
       if (!replaying_) break;
       for (std::uint32_t i = 0; i < slots_.size(); ++i) {
         if (slots_[i].device != ev.device) continue;
@@ -175,6 +178,7 @@ void Engine::feed_other(const Event& ev) {
         account(i);
       }
       break;
+    }
     default:
       if (is_observation(ev.op)) observe(ev);
       break;
@@ -393,6 +397,28 @@ std::uint32_t Engine::new_slot(std::uint32_t k, const Event& ev) {
         fmt::format("device {}: usable memory {} ({} B) inferred from the recording: {} "
                     "(--hw or --capacity overrides it)",
                     device, human_bytes(rd->usable), rd->usable, rd->basis));
+  }
+  // A set of recordings that mixes GPUs: each device has the memory its own recording reports, where
+  // the run takes the recording's hardware (no --hw, --capacity or --reserve).
+  if (opt_.recorded_devices && !s.usable_inferred && spec->space == Space::kHbm && recording_.hardware)
+    if (auto it = recording_.hardware->devices.find(device);
+        it != recording_.hardware->devices.end() && it->second.capacity != spec->capacity) {
+      s.spec->set_capacity(it->second.capacity);
+      out_.notes.push_back(fmt::format(
+          "device {}: its memory is its own recording's, {} ({} B): {}; allocation granularity, reserve and "
+          "device-call costs are the {} preset's, as for the whole run",
+          device, human_bytes(it->second.capacity), it->second.capacity, it->second.basis, opt_.hw.name));
+    }
+  if (spec->space == Space::kHost && recording_.host_unbounded()) {
+    // Whatever --hw and --capacity say: neither names the host's RAM (--capacity is the device's memory).
+    s.spec->capacity = kMaxSpaceBytes;
+    s.spec->reserve = s.spec->runtime_limit = 0;
+    s.host_unbounded = true;
+    out_.notes.push_back(fmt::format(
+        "device {} host: no limit: PyTorch's CPU allocator has no cap of its own, and the host's RAM, which bounds "
+        "it, is not in the recording (a CPU allocation the recording shows never runs out; the {} preset's {} host "
+        "space is a framework's pinned pool, not this memory)",
+        device, opt_.hw.name, human_bytes(opt_.hw.space(route(sp, ev))->capacity)));
   }
   s.device = device;
   s.space = spec->space;

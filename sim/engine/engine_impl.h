@@ -59,6 +59,7 @@ class Engine : public Scheduler {
     Space space;
     std::unique_ptr<SpaceSpec> spec;  // the space as this device has it (a recorded size may replace the preset's)
     bool usable_inferred = false;     // spec's usable memory is the recording's inferred one
+    bool host_unbounded = false;      // host memory no limit bounds (Recording::host_unbounded)
     std::unique_ptr<DeviceMemory> mem;
     std::unique_ptr<AllocatorPolicy> policy;
     SpaceMetrics metrics;

@@ -112,6 +112,7 @@ void Engine::finish() {
     r.capacity = s.spec->capacity;
     r.usable = s.spec->usable();
     r.usable_inferred = s.usable_inferred;
+    if (s.host_unbounded) r.capacity = r.usable = 0, r.unbounded = true;  // no figure: no limit
     r.limit = s.policy->limit();
     r.reserve_limit = s.policy->reserve_limit();
     s.metrics.finish(r);

@@ -138,6 +138,7 @@ struct SpaceResult {
   Bytes capacity = 0;            // the space's total as the device reports it (a recording's where it says)
   Bytes usable = 0;              // what allocators can obtain: capacity − reserve
   bool usable_inferred = false;  // usable is what the recording implies (RunOptions::recorded_devices), not a preset's
+  bool unbounded = false;        // no limit applies (capacity and usable 0): Recording::host_unbounded
   Bytes limit = 0;               // the policy's own cap below that (AllocatorPolicy::limit), 0 = none
   Bytes reserve_limit = 0;       // the most all its pools may reserve (AllocatorPolicy::reserve_limit), 0 = none
   Bytes peak_requested = 0, peak_allocated = 0, peak_reserved = 0;
@@ -189,8 +190,9 @@ struct RunResult {
   std::string nothing_to_replay;
   std::map<std::uint32_t, std::string> device_names;  // what the recording calls its devices ("rank 3", "host1:0")
   std::uint64_t empty_cache_calls = 0;
-  std::string empty_cache_effect;  // what the policy did on the last one, in its words
-  std::string fatal;               // the allocator aborted the process (message); replay stopped
+  std::uint64_t empty_cache_maybe_retries = 0;  // of those, releases the recording leaves open (kReleaseMaybeRetry)
+  std::string empty_cache_effect;               // what the policy did on the last one, in its words
+  std::string fatal;                            // the allocator aborted the process (message); replay stopped
   std::uint64_t fatal_event = 0;
   std::uint64_t shard = 1;         // RunOptions::shard: allocated and reserved are one device's share of each array
   std::uint32_t fatal_device = 0;  // the (device, space) whose allocator aborted

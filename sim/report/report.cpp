@@ -362,6 +362,23 @@ std::string mismatch_text(const nlohmann::json& m) {
   return dump_json(m);
 }
 
+// The program's empty_cache calls, as the text report and the JSON's empty_cache.text say them:
+// a release the recording leaves open (a profiler trace's Total Reserved falling where the
+// allocator may have retried a failed cudaMalloc) is said to be either.
+std::string empty_cache_line(const RunResult& r) {
+  const std::uint64_t n = r.empty_cache_calls, open = r.empty_cache_maybe_retries;
+  const char* s = n == 1 ? "" : "s";
+  if (!open)
+    return fmt::format("empty_cache: the program called it {} time{}; the last one: {}", n, s, r.empty_cache_effect);
+  return fmt::format(
+      "empty_cache: the cache was released {} time{}, {} the program's empty_cache or the allocator's retry after "
+      "a failed cudaMalloc (the recording cannot tell){}; the last one: {}",
+      n, s, open == n ? (n == 1 ? "either" : "each") : fmt::format("{} of them", open),
+      open == n ? ""
+                : fmt::format(", the other{} the program's call{}", n - open == 1 ? "" : "s", n - open == 1 ? "" : "s"),
+      r.empty_cache_effect);
+}
+
 }  // namespace
 
 // "f32[1024,4096]" for a shaped buffer, "" otherwise.
@@ -407,6 +424,7 @@ nlohmann::json report_json(const RunResult& r, size_t map_blocks) {
         {"capacity_bytes", s.capacity},
         {"usable_bytes", s.usable},
         {"usable_inferred", s.usable_inferred},
+        {"unbounded", s.unbounded},
         {"limit_bytes", s.limit},
         {"reserve_limit_bytes", s.reserve_limit},
         {"completed", !r.space_failed(s)},
@@ -482,7 +500,11 @@ nlohmann::json report_json(const RunResult& r, size_t map_blocks) {
     for (auto it = r.spaces[0].extra.begin(); it != r.spaces[0].extra.end(); ++it) j[it.key()] = it.value();
   }
   if (!r.label.empty()) j["label"] = r.label;
-  if (r.empty_cache_calls) j["empty_cache"] = {{"calls", r.empty_cache_calls}, {"effect", r.empty_cache_effect}};
+  if (r.empty_cache_calls) {
+    j["empty_cache"] = {
+        {"calls", r.empty_cache_calls}, {"effect", r.empty_cache_effect}, {"text", empty_cache_line(r)}};
+    if (r.empty_cache_maybe_retries) j["empty_cache"]["maybe_retries"] = r.empty_cache_maybe_retries;
+  }
   if (!r.actions.empty()) j["actions"] = marks(r.actions);
   if (!r.fidelity.is_null()) j["fidelity"] = r.fidelity;
   if (r.stopped_early) j["stopped_early"] = true;
@@ -566,11 +588,11 @@ void spaces_table(std::back_insert_iterator<std::string> out, const RunResult& r
   for (size_t i = 0; i < r.spaces.size(); ++i) {
     const SpaceResult& s = r.spaces[i];
     fmt::format_to(out, "    {:<2} {:>6} {:<10} {:>11} {:>11} {:>11} {:>11} {:>6} {:>8} {:>11} {:>8} {:>8} {:>5}\n",
-                   i == r.binding ? "*" : "", device_label(r, s.device), space_name(s.space), human_bytes(s.usable),
-                   human_bytes(s.peak_requested), human_bytes(s.peak_allocated), human_bytes(s.peak_reserved),
-                   s.usable ? pct(s.peak_share()) : "-", s.limit ? pct(limit_share(s)) : "-",
-                   human_bytes(s.at_peak_allocated.unused()), pct(s.at_peak_allocated.external()), pct(s.frag_max),
-                   s.ooms.size());
+                   i == r.binding ? "*" : "", device_label(r, s.device), space_name(s.space),
+                   s.unbounded ? "no limit" : human_bytes(s.usable), human_bytes(s.peak_requested),
+                   human_bytes(s.peak_allocated), human_bytes(s.peak_reserved), s.usable ? pct(s.peak_share()) : "-",
+                   s.limit ? pct(limit_share(s)) : "-", human_bytes(s.at_peak_allocated.unused()),
+                   pct(s.at_peak_allocated.external()), pct(s.frag_max), s.ooms.size());
   }
   const SpaceResult& b = r.spaces[r.binding];
   fmt::format_to(out, "  * binds: {} — {}\n", where(r, b.device, b.space), r.binding_reason);
@@ -613,9 +635,7 @@ std::string report_text(const RunResult& r) {
         f.fragmentation ? "FRAGMENTATION (enough memory is free, no block fits)" : "CAPACITY (not enough free memory)",
         human_bytes(f.requested));
   }
-  if (r.empty_cache_calls)
-    fmt::format_to(out, "  empty_cache: the program called it {} time{}; the last one: {}\n", r.empty_cache_calls,
-                   r.empty_cache_calls == 1 ? "" : "s", r.empty_cache_effect);
+  if (r.empty_cache_calls) fmt::format_to(out, "  {}\n", empty_cache_line(r));
   if (!r.fatal.empty())
     fmt::format_to(out, "  ABORTED at event {}: {} (the real allocator stops the process here)\n", r.fatal_event,
                    r.fatal);

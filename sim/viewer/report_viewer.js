@@ -212,10 +212,10 @@
       li.setAttribute("class", "advice");
       lines.appendChild(li);
     });
-    if (rep.empty_cache) {  // as the text summary says it
+    if (rep.empty_cache) {  // as the text summary says it (its text; reports before it had one: the calls)
       const n = rep.empty_cache.calls;
-      lines.appendChild(el("li", { class: "action" }, "empty_cache: the program called it " + n + " time" +
-        (n === 1 ? "" : "s") + "; the last one: " + rep.empty_cache.effect));
+      lines.appendChild(el("li", { class: "action" }, rep.empty_cache.text || ("empty_cache: the program called it " +
+        n + " time" + (n === 1 ? "" : "s") + "; the last one: " + rep.empty_cache.effect)));
     }
     if (rep.fidelity) {
       const f = rep.fidelity;
@@ -245,8 +245,10 @@
       const fr = d.fragmentation.at_peak_allocated;
       const result = d.completed ? "ok" : "OOM";
       const row = el("tr", { class: "summary-row" });
-      [runName(r)].concat(several ? [String(d.device) + (binds ? " *" : ""), d.space] : []).concat([result, String(d.oom_count),
-        bytes(d.usable_bytes), bytes(d.peak_requested_bytes), bytes(d.peak_allocated_bytes), bytes(d.peak_reserved_bytes),
+      // A device with a name (a rank of a set of recordings) as the text report shows it: "3 (rank 3)".
+      const dev = String(d.device) + (d.name ? " (" + d.name + ")" : "");
+      [runName(r)].concat(several ? [dev + (binds ? " *" : ""), d.space] : []).concat([result, String(d.oom_count),
+        d.unbounded ? "no limit" : bytes(d.usable_bytes), bytes(d.peak_requested_bytes), bytes(d.peak_allocated_bytes), bytes(d.peak_reserved_bytes),
         bytes(fr.reserved_unallocated_bytes) + " (" + pct(fr.reserved_unallocated_share) + ")", pct(fr.external),
         pct(d.fragmentation.max),
         d.waste && d.waste.plan_bytes !== undefined

@@ -531,6 +531,22 @@ class ProfilerTraces(Scratch):
         d = fragsim.diff(plain, policies=["torch-caching", "best-fit"])
         self.assertEqual(d, self.cli_json("diff", plain, "--policies", "torch-caching,best-fit")[0])
 
+    def test_cpu_memory_is_a_space_of_its_own_without_a_limit(self):
+        # Trial 9, findings 1 and 4: CPU tensors (Device Type 0) are PyTorch's CPU allocator's, with
+        # no limit (the preset's 64 GiB host space is XLA's pinned pool, and made a 70 GiB CPU tensor
+        # an OOM), and info keeps them apart from the GPU's memory (it gave ResNet-50's 142.21 MiB on
+        # the T4 plus 88.29 MiB of CPU tensors as device 0's peak requested, 230.50 MiB).
+        path = os.path.join(self.KINETO, "t4_resnet50.json.gz")
+        spaces = {d["space"]: d for d in fragsim.run(path)["devices"]}
+        self.assertTrue(spaces["host"]["unbounded"])
+        self.assertEqual(spaces["host"]["usable_bytes"], 0)
+        self.assertFalse(spaces["hbm"]["unbounded"])
+        i = fragsim.info(path)
+        self.assertEqual({(d["device"], d["space"]): d["peak_requested_bytes"] for d in i["devices"]},
+                         {(0, s): d["peak_requested_bytes"] for s, d in spaces.items()})
+        self.assertIn("device 0 hbm: peak requested 142.21 MiB", i.text())
+        self.assertIn("device 0 host: peak requested 88.29 MiB", i.text())
+
     def test_a_trace_without_memory_events_raises_the_cli_message(self):
         path = os.path.join(self.KINETO, "no_memory_events.json")
         msg = self.assert_same_error(lambda: fragsim.run(path), "run", path)

@@ -23,11 +23,14 @@ MiB = 1 << 20
 class Allocator:
     """One stream of the caching allocator (specs/torch-caching.md §1-§5)."""
 
-    def __init__(self, base):
+    def __init__(self, base, limit=None):
         self.next = base  # where the driver hands out the next segment
         self.blocks = {}  # addr -> [size, used, segment]
         self.segments = {}  # segment base -> (size, small)
         self.allocated = self.reserved = 0
+        # The most it may reserve (torch.cuda.set_per_process_memory_fraction): a segment past it
+        # is refused, and the allocator releases its cache and retries (specs/torch-caching.md §3).
+        self.limit = limit
 
     def _free_blocks(self, small):
         return sorted((b[0], a) for a, b in self.blocks.items() if not b[1] and self.segments[b[2]][1] == small)
@@ -39,6 +42,10 @@ class Allocator:
         grew = 0
         if not fits:
             seg = 2 * MiB if small else (20 * MiB if r < 10 * MiB else -(-r // (2 * MiB)) * 2 * MiB)
+            if self.limit is not None and self.reserved + seg > self.limit:
+                self.empty_cache()  # the retry: every cached segment goes, then cudaMalloc again
+                if self.reserved + seg > self.limit:
+                    raise MemoryError(f"{r} bytes: {self.reserved} reserved of {self.limit}")
             a = self.next
             self.next += seg + 2 * MiB  # the driver leaves gaps between allocations
             self.segments[a] = (seg, small)
@@ -211,6 +218,40 @@ def growth_release():
     write("h100_growth_release.pt.trace.json.gz", doc)
 
 
+def release_at_alloc():
+    """empty_cache followed directly by allocations, so that Total Reserved falls at the allocation
+    after it: once at one a segment that survived serves (inside the small segment a block live since
+    the warm-up holds), once at one that obtains a segment of its own (the fall and the growth at one
+    event). The reserved memory before each fall plus the segment obtained stays under the most the
+    window held: the program's empty_cache, not the allocator's retry. The newest style, on an H100."""
+    alloc = Allocator(0x7E7100000000)
+    t = Trace(311, 311, 1, 0, 2598589631556.375, True, "new")
+    step(t, alloc, SIZES[:4], 2)  # warm-up: its 3 MiB and 512 KiB blocks stay live
+    t.recording = True
+    step(t, alloc, [100 * MiB] + SIZES, 0, release=True)
+    step(t, alloc, [4096, 30 * MiB] + SIZES, 0, release=True)
+    step(t, alloc, [40 * MiB] + SIZES, 0)
+    doc = {"schemaVersion": 1, "deviceProperties": [props(0, "NVIDIA H100 80GB HBM3", 85045477376, 9, 0)],
+           "baseTimeNanoseconds": 1727743122000000000, "profile_memory": 1, "traceEvents": t.events}
+    write("h100_release_at_alloc.pt.trace.json", doc)
+
+
+def oom_retry():
+    """An allocator capped at 96 MiB (set_per_process_memory_fraction): a 36 MiB request that no cached
+    block serves would take reserved memory past the cap, so the allocator releases its cache (30 and
+    20 MiB segments, free) and retries inside that malloc: Total Reserved falls at the allocation, which
+    obtained a segment, to more than the window ever held before. On a T4 (compute capability 7.5)."""
+    alloc = Allocator(0x7F2200000000, limit=96 * MiB)
+    t = Trace(512, 512, 1, 0, 2598589631556.375, True, "new")
+    step(t, alloc, SIZES[:2], 2)  # warm-up: 3 MiB and 512 KiB live, in 20 and 2 MiB segments
+    t.recording = True
+    step(t, alloc, [30 * MiB, 20 * MiB], 0)
+    step(t, alloc, [36 * MiB] + SIZES[2:5], 0)
+    doc = {"schemaVersion": 1, "deviceProperties": [props(0, "Tesla T4", 15835660288, 7, 5)],
+           "baseTimeNanoseconds": 1727743122000000000, "profile_memory": 1, "traceEvents": t.events}
+    write("t4_oom_retry.pt.trace.json", doc)
+
+
 def tensorboard_ranks():
     """Two ranks of one job as tensorboard_trace_handler writes them: <worker>.<ns>.pt.trace.json."""
     for rank in (0, 1):
@@ -293,6 +334,8 @@ def random_window(seed):
 if __name__ == "__main__":
     hip_rank1()
     growth_release()
+    release_at_alloc()
+    oom_retry()
     tensorboard_ranks()
     refused()
     random_window(10)
