@@ -83,6 +83,11 @@ inline constexpr Bytes kMaxSpaceBytes = Bytes{1} << 48;
 inline constexpr Bytes kMaxSpaceAlignment = Bytes{1} << 30;
 // Throws InputError("ORIGIN: spaces[NAME].KEY: ...") when a space is outside those bounds.
 void check_space(const SpaceSpec& s, const std::string& origin);
+// Throws InputError("ORIGIN: ...") when a reserve someone gave (a hardware file's reserve_bytes,
+// --reserve) leaves the space nothing: the reserve is what the runtime holds before any allocator
+// (the CUDA context), so one at or above the capacity describes no device. (A capacity tried by a
+// sweep may fall below a preset's reserve: such a device gives nothing, and the replay says so.)
+void check_reserve(const SpaceSpec& s, const std::string& origin);
 
 // A preset name (see list_presets) or a path to a JSON file. Throws InputError naming `what` (the
 // option that named it) for an unknown preset.

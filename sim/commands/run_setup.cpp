@@ -49,6 +49,14 @@ HardwareModel choose_hardware(const RunRequest& req, const Recording& recording,
     if (!hbm) throw InputError(opt("--reserve") + ": hardware '" + hw.name + "' has no hbm space");
     hbm->reserve = parse_size_arg(req.reserve, "--reserve", opt);
     check_space(*hbm, opt("--reserve"));
+    check_reserve(*hbm, opt.with("--reserve", req.reserve));
+  } else if (!req.capacity.empty() && hbm && hbm->reserve >= hbm->capacity) {
+    // The preset's reserve stays: a capacity at or below it leaves allocators nothing, and every
+    // allocation fails. A result, not an error (a device that small exists nowhere, though).
+    notes->push_back(fmt::format(
+        "{} is not above the {} hardware {} reserves for the runtime (the CUDA context): "
+        "allocators get nothing ({} gives them the whole capacity)",
+        opt.with("--capacity", req.capacity), human_bytes(hbm->reserve), hw.name, opt.with("--reserve", "0")));
   }
   return hw;
 }
@@ -124,6 +132,12 @@ RunOptions prepare_run(const RunRequest& req, const Registry& reg, const Recordi
                     opt.with("--policy", o.policy.name), info.hardware_kind == "tpu" ? "TPU" : info.hardware_kind,
                     o.hw.name, o.hw.kind == "gpu" ? "GPU" : o.hw.kind, req.hw.empty() ? "it was assumed; " : "",
                     opt("--hw"), info.hardware_kind == "tpu" ? "TPU" : info.hardware_kind));
+  if (!info.real_hardware_kind.empty() && info.real_hardware_kind != o.hw.kind)
+    o.notes.push_back(fmt::format(
+        "policy {}: the allocator it models runs on {} hardware, and hardware '{}' is a {}: the replay is a what-if "
+        "of that allocator over this memory, not what the {}'s own runtime would do",
+        o.policy.name, info.real_hardware_kind == "gpu" ? "GPU" : info.real_hardware_kind, o.hw.name,
+        o.hw.kind == "tpu" ? "TPU" : o.hw.kind, o.hw.kind == "tpu" ? "TPU" : o.hw.kind));
   if (req.shard != 1 || req.shard_dim != "major") {
     if (!info.models_sharding) {
       std::vector<std::string> which;
