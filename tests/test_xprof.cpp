@@ -152,6 +152,9 @@ TEST_CASE("xprof: the recorded limit, mode and hardware are the defaults, and sa
     }
   // The sweep's answer holds the fraction: the program fits a device of that size, and not one step less.
   auto sw = sweep_cmd({.trace = capture("tracelens_mi300_jax08_gemm")}, "min-capacity");
+  // A whole number of bytes, as a capacity is (it was written as a float: 629145600.0).
+  REQUIRE(sw.json["value"].is_number_unsigned());
+  CHECK(sw.json["runs"][0]["value"].is_number_unsigned());
   const Bytes c = sw.json["value"].get<Bytes>();
   auto at = run_json({.trace = capture("tracelens_mi300_jax08_gemm"), .capacity = fmt::format("{}B", c)});
   CHECK(at["completed"] == true);

@@ -285,9 +285,13 @@ SweepResult run_sweep(const SweepOptions& given, const Registry& reg) {
 }
 
 nlohmann::json sweep_json(const SweepResult& r) {
+  // A capacity is a whole number of bytes: written as one (a fraction as the number it is).
+  auto value = [&](double v) {
+    return r.find == "min-capacity" ? nlohmann::json(static_cast<Bytes>(v)) : nlohmann::json(v);
+  };
   nlohmann::json runs = nlohmann::json::array();
   for (const auto& p : r.runs) {
-    nlohmann::json j = {{"value", p.value}, {"completed", p.completed}, {"oom_count", p.oom_count}};
+    nlohmann::json j = {{"value", value(p.value)}, {"completed", p.completed}, {"oom_count", p.oom_count}};
     if (p.first_oom_event) j["first_oom_event"] = *p.first_oom_event;
     if (p.fatal_event) j["fatal"] = {{"event_index", *p.fatal_event}, {"message", p.fatal}};
     runs.push_back(j);
@@ -296,7 +300,7 @@ nlohmann::json sweep_json(const SweepResult& r) {
                       {"policy", {{"name", r.policy}, {"config", r.policy_config}}},
                       {"hardware", r.hardware},
                       {"trace", {{"path", r.trace}, {"digest", r.trace_digest}}},
-                      {"value", r.value ? nlohmann::json(*r.value) : nlohmann::json()},
+                      {"value", r.value ? value(*r.value) : nlohmann::json()},
                       {"bound", r.bound},
                       {"setting", r.value ? nlohmann::json(r.setting) : nlohmann::json()},
                       {"command", r.value ? nlohmann::json(r.command) : nlohmann::json()},
