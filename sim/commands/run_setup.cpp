@@ -14,25 +14,26 @@
 namespace fragsim {
 
 HardwareModel choose_hardware(const RunRequest& req, const Recording& recording, std::vector<std::string>* notes) {
+  const OptionNames& opt = req.names;
   std::string name = req.hw;
   std::optional<Bytes> recorded_capacity;
   if (name.empty() && recording.hardware) {
     name = recording.hardware->preset;
     recorded_capacity = recording.hardware->capacity;
     // (--capacity replaces the memory the recording states: the note says whose it is.)
-    notes->push_back(fmt::format(
-        "hardware {}{} from the recording: {}{} (--hw chooses another)", name,
-        recorded_capacity && req.capacity.empty() ? fmt::format(" with {} B", *recorded_capacity) : "",
-        recording.hardware->basis,
-        req.capacity.empty() ? "" : fmt::format("; its memory: {} {}", req.names("--capacity"), req.capacity)));
+    notes->push_back(
+        fmt::format("hardware {}{} from the recording: {}{} ({} chooses another)", name,
+                    recorded_capacity && req.capacity.empty() ? fmt::format(" with {} B", *recorded_capacity) : "",
+                    recording.hardware->basis,
+                    req.capacity.empty() ? "" : fmt::format("; its memory: {}", opt.with("--capacity", req.capacity)),
+                    opt("--hw")));
   } else if (name.empty()) {
     name = "h100-80g";
-    notes->push_back(fmt::format("hardware h100-80g assumed: {} does not name its device (--hw names yours{})",
-                                 req.trace,
-                                 req.capacity.empty() ? ", --capacity sets its memory"
-                                                      : fmt::format("; its memory: --capacity {}", req.capacity)));
+    notes->push_back(
+        fmt::format("hardware h100-80g assumed: {} does not name its device ({} names yours{})", req.trace, opt("--hw"),
+                    req.capacity.empty() ? fmt::format(", {} sets its memory", opt("--capacity"))
+                                         : fmt::format("; its memory: {}", opt.with("--capacity", req.capacity))));
   }
-  const OptionNames& opt = req.names;
   HardwareModel hw = load_hardware(name, opt("--hw"));
   SpaceSpec* hbm = hw.space(Space::kHbm);
   if (recorded_capacity && hbm && req.capacity.empty()) hbm->capacity = *recorded_capacity;

@@ -98,8 +98,9 @@ void fraction_sweep(const SweepOptions& opt, const Registry& reg, const Fraction
     for (const auto& d : rec.devices)
       res.notes.push_back(fmt::format(
           "each fraction is of device {}'s usable memory inferred from the recording, {} ({} B), not of the "
-          "{} preset's (--hw or --capacity overrides it)",
-          d.device, human_bytes(d.usable), d.usable, opt.base.hw.name));
+          "{} preset's ({} or {} overrides it)",
+          d.device, human_bytes(d.usable), d.usable, opt.base.hw.name, opt.request.names("--hw"),
+          opt.request.names("--capacity")));
   }
   // Fraction i / 100 for i in 1..100.
   Points pts(opt, reg, [&](std::uint64_t i) {
@@ -239,7 +240,7 @@ void capacity_sweep(const SweepOptions& opt, const Registry& reg, SweepResult& r
   Bytes c = hi * g;
   res.value = static_cast<double>(c);
   res.bound = hi == 1;
-  res.setting = "--capacity " + size_arg(c);
+  res.setting = opt.request.names.with("--capacity", size_arg(c));
   RunRequest q = opt.request;
   q.capacity = size_arg(c);
   q.keep_going = q.check = false;
