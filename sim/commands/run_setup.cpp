@@ -13,6 +13,42 @@
 
 namespace fragsim {
 
+namespace {
+
+// A recording that names no device but shows how much memory its allocator could obtain (a snapshot's
+// OOM): the GPU preset whose total explains that on every device it shows (total_explains_usable), the
+// smallest where several do, with a note naming the others; "" when none does.
+std::string preset_by_memory(const Recording& recording, const RunRequest& req, std::vector<std::string>* notes) {
+  if (recording.devices.empty()) return {};
+  const auto widest = std::max_element(recording.devices.begin(), recording.devices.end(),
+                                       [](const auto& a, const auto& b) { return a.usable < b.usable; });
+  std::vector<std::pair<Bytes, std::string>> fits;
+  for (const std::string& p : list_presets()) {
+    const HardwareModel hw = load_hardware(p);
+    const SpaceSpec* hbm = hw.space(Space::kHbm);
+    if (hw.kind != "gpu" || !hbm) continue;
+    if (std::all_of(recording.devices.begin(), recording.devices.end(),
+                    [&](const RecordedDeviceMemory& d) { return total_explains_usable(hbm->capacity, d.usable); }))
+      fits.emplace_back(hbm->capacity, p);
+  }
+  if (fits.empty()) return {};
+  std::sort(fits.begin(), fits.end());
+  std::vector<std::string> others;
+  for (size_t i = 1; i < fits.size(); ++i) others.push_back(fits[i].second);
+  const OptionNames& opt = req.names;
+  notes->push_back(fmt::format(
+      "hardware {} by its memory: {} does not name its device, and device {}'s usable memory inferred from it, {}, "
+      "lies {} below that preset's {} total (the CUDA context and other processes' memory){} ({} names yours{})",
+      fits[0].second, req.trace, widest->device, human_bytes(widest->usable),
+      human_bytes(fits[0].first - widest->usable), human_bytes(fits[0].first),
+      others.empty() ? ""
+                     : fmt::format("; {} explain{} it too", fmt::join(others, ", "), others.size() == 1 ? "s" : ""),
+      opt("--hw"), req.capacity.empty() ? "" : fmt::format("; its memory: {}", opt.with("--capacity", req.capacity))));
+  return fits[0].second;
+}
+
+}  // namespace
+
 HardwareModel choose_hardware(const RunRequest& req, const Recording& recording, std::vector<std::string>* notes) {
   const OptionNames& opt = req.names;
   std::string name = req.hw;
@@ -27,7 +63,7 @@ HardwareModel choose_hardware(const RunRequest& req, const Recording& recording,
                     recording.hardware->basis,
                     req.capacity.empty() ? "" : fmt::format("; its memory: {}", opt.with("--capacity", req.capacity)),
                     opt("--hw")));
-  } else if (name.empty()) {
+  } else if (name.empty() && (name = preset_by_memory(recording, req, notes)).empty()) {
     name = "h100-80g";
     notes->push_back(
         fmt::format("hardware h100-80g assumed: {} does not name its device ({} names yours{})", req.trace, opt("--hw"),

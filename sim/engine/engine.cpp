@@ -392,8 +392,15 @@ std::uint32_t Engine::new_slot(std::uint32_t k, const Event& ev) {
   const SpaceSpec* spec = s.spec.get();
   if (const RecordedDeviceMemory* rd = opt_.recorded_devices ? recording_.device(device) : nullptr;
       rd && spec->space == Space::kHbm) {
-    s.spec->capacity = rd->usable;
-    s.spec->reserve = 0;
+    // The device's total stays the hardware's where it explains the usable memory (the rest is the
+    // CUDA context and other processes': the runtime's reserve), as a fraction multiplies the total;
+    // else the usable memory is all that is known of the device.
+    if (total_explains_usable(spec->capacity, rd->usable)) {
+      s.spec->reserve = spec->capacity - rd->usable;
+    } else {
+      s.spec->capacity = rd->usable;
+      s.spec->reserve = 0;
+    }
     s.usable_inferred = true;
     out_.notes.push_back(
         fmt::format("device {}: usable memory {} ({} B) inferred from the recording: {} "
