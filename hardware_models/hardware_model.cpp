@@ -54,6 +54,14 @@ void check_space(const SpaceSpec& s, const std::string& origin) {
       bad(key, v, fmt::format("is more than the {} per memory space fragsim models", human_bytes(kMaxSpaceBytes)));
 }
 
+void check_reserve(const SpaceSpec& s, const std::string& origin) {
+  if (s.reserve && s.reserve >= s.capacity)
+    throw InputError(fmt::format(
+        "{}: a reserve of {} ({} B) in {}, whose capacity is {} ({} B), leaves allocators nothing (the reserve is "
+        "memory the runtime holds before any allocator, such as the CUDA context; 0 for none)",
+        origin, human_bytes(s.reserve), s.reserve, space_name(s.space), human_bytes(s.capacity), s.capacity));
+}
+
 HardwareModel parse_hardware(const nlohmann::json& j, const std::string& origin) {
   if (!j.is_object()) throw InputError(origin + ": hardware model must be a JSON object");
   ConfigReader top(j, origin);
@@ -68,8 +76,11 @@ HardwareModel parse_hardware(const nlohmann::json& j, const std::string& origin)
                 : vendor == "nvidia" ? Platform::kCuda
                 : vendor == "amd"    ? Platform::kRocm
                                      : Platform::kUnknown;
-  top.allow(
-      {"description", "sources", "confidence", "bandwidth_bytes_per_s", "notes", "cores", "spaces", "cost_model"});
+  top.allow({"description", "sources", "confidence", "notes", "spaces", "cost_model"});
+  // Described, not modelled: checked all the same, so that a file with a typo in them is not taken
+  // for one that says what it means.
+  (void)top.number_in("bandwidth_bytes_per_s", 1, Range{0, 1e18, false, false, false});
+  (void)top.integer_in("cores", 1, 1, 1 << 20);
   if (!top.has("spaces") || !top.raw("spaces").is_array() || top.raw("spaces").empty())
     throw InputError(origin + ": spaces: must be a non-empty array");
   for (const auto& s : top.raw("spaces")) {
@@ -86,16 +97,19 @@ HardwareModel parse_hardware(const nlohmann::json& j, const std::string& origin)
     sp.scoped_limit = r.size("scoped_limit_bytes", 0);
     sp.runtime_limit = r.size("runtime_limit_bytes", 0);
     check_space(sp, origin);
+    check_reserve(sp, origin + ": spaces[" + nm + "].reserve_bytes");
     r.allow({"note", "notes"});
     r.finish();
     hw.spaces.push_back(sp);
   }
   if (top.has("cost_model")) {
     ConfigReader c(top.raw("cost_model"), origin + ": cost_model");
-    hw.cost.alloc_base_ns = c.number("alloc_base_ns", 0);
-    hw.cost.alloc_ns_per_mib = c.number("alloc_ns_per_mib", 0);
-    hw.cost.free_base_ns = c.number("free_base_ns", 0);
-    hw.cost.free_ns_per_mib = c.number("free_ns_per_mib", 0);
+    // Latencies: none is negative (an hour per call is more than any device takes).
+    constexpr Range kNs{0, 3.6e12, false, false, false};  // [0, 1 h]
+    hw.cost.alloc_base_ns = c.number_in("alloc_base_ns", 0, kNs);
+    hw.cost.alloc_ns_per_mib = c.number_in("alloc_ns_per_mib", 0, kNs);
+    hw.cost.free_base_ns = c.number_in("free_base_ns", 0, kNs);
+    hw.cost.free_ns_per_mib = c.number_in("free_ns_per_mib", 0, kNs);
     c.allow({"note"});
     c.finish();
   }

@@ -83,6 +83,22 @@ inline constexpr Bytes kMaxSpaceBytes = Bytes{1} << 48;
 inline constexpr Bytes kMaxSpaceAlignment = Bytes{1} << 30;
 // Throws InputError("ORIGIN: spaces[NAME].KEY: ...") when a space is outside those bounds.
 void check_space(const SpaceSpec& s, const std::string& origin);
+// Throws InputError("ORIGIN: ...") when a reserve someone gave (a hardware file's reserve_bytes,
+// --reserve) leaves the space nothing: the reserve is what the runtime holds before any allocator
+// (the CUDA context), so one at or above the capacity describes no device. (A capacity tried by a
+// sweep may fall below a preset's reserve: such a device gives nothing, and the replay says so.)
+void check_reserve(const SpaceSpec& s, const std::string& origin);
+
+// A GPU's total memory as the driver reports it (what PyTorch's set_per_process_memory_fraction and
+// JAX's memory fraction multiply) lies above what its allocator can obtain by the CUDA context and
+// other processes' memory: half a GiB to a GiB on an H100 or H200 (the H200 recording in
+// tests/data/torch: 139.07 GiB reserved plus free at its OOM, 139.80 GiB total in PyTorch's message).
+// A recording that shows only the usable memory (a snapshot's OOM: reserved plus the free memory the
+// driver reported) is explained by a preset whose total lies at most this far above it.
+inline constexpr Bytes kMaxUnseenDeviceMemory = Bytes{2} << 30;
+[[nodiscard]] inline bool total_explains_usable(Bytes total, Bytes usable) {
+  return total >= usable && total - usable <= kMaxUnseenDeviceMemory;
+}
 
 // A preset name (see list_presets) or a path to a JSON file. Throws InputError naming `what` (the
 // option that named it) for an unknown preset.

@@ -603,6 +603,7 @@ void register_cuda_async(Registry& r) {
         "and gives memory above the threshold back; false: a sync only when the pool holds more than the threshold"}}};
   info.frameworks = {Framework::kJax, Framework::kTensorFlow};
   info.fraction = jax_memory_fraction();
+  info.real_hardware_kind = "gpu";
   r.add(std::move(info));
 }
 

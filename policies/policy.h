@@ -492,6 +492,10 @@ struct PolicyInfo {
   std::vector<Framework> frameworks = {};
   // The hardware kind it can run on ("": any; "tpu": TPU tiled layouts).
   std::string hardware_kind = {};
+  // The hardware kind the real allocator runs on ("": any). On another kind a run is a what-if of
+  // that allocator over the device's memory, and says so (PyTorch's CUDA caching allocator on a TPU,
+  // where torch_xla hands memory to XLA's TPU runtime instead).
+  std::string real_hardware_kind = {};
   std::optional<FractionKnob> fraction = {};  // a memory-fraction setting, if the allocator has one
   bool models_sharding = false;               // takes the --shard what-if (set_sharding)
   bool lower_bound = false;                   // places nothing: the bound every allocator is compared with

@@ -943,6 +943,7 @@ void register_torch_caching(Registry& r) {
                    {RecordingSource::kKineto, "", "torch-caching", "the trace is a PyTorch profiler trace"}};
   info.what_ifs = torch_caching_what_ifs;
   info.advise = advise_torch_caching;
+  info.real_hardware_kind = "gpu";
   r.add(std::move(info));
 }
 

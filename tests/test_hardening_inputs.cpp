@@ -10,6 +10,7 @@
 #include <climits>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 
 #include "hardware_models/hardware_model.h"
 #include "hlo_synth.h"
@@ -612,6 +613,51 @@ TEST_CASE("numbers on the command line: the largest size, a negative shard") {
   CHECK(cli("run " + t + " --capacity 1GiB --reserve 18446744073709551615B").code == 2);
   check_one_line_error(cli("run " + t + " --policy tpu-padded --hw tpu-v5e --shard -1"), "got -1");
   check_one_line_error(cli("run " + t + " --policy static-heap --hw tpu-v5e --shard -4294967295"), "shard");
+}
+
+// A trial found these accepted with exit 0: a reserve that leaves a device nothing (every allocation
+// then failed with "it could still give 0 B"), a bandwidth written as a word, a negative latency.
+TEST_CASE("hardware: a reserve at or above the capacity, and described numbers of the wrong kind, are input errors") {
+  std::string t = sample("jax_train_small.jsonl");
+  auto hw = [](const std::string& name, const std::function<void(nlohmann::json&)>& edit) {
+    nlohmann::json j = {{"name", "x"}, {"spaces", {{{"name", "hbm"}, {"capacity_bytes", 40 * kGiB}}}}};
+    edit(j);
+    return write_text(name, j.dump());
+  };
+  check_input_error(
+      [&] {
+        (void)run_cmd(
+            {.trace = t, .hw = hw("res_hw.json", [](auto& j) { j["spaces"][0]["reserve_bytes"] = 40 * kGiB; })});
+      },
+      "spaces[hbm].reserve_bytes");
+  check_input_error(
+      [&] {
+        (void)run_cmd({.trace = t, .hw = hw("bw_hw.json", [](auto& j) { j["bandwidth_bytes_per_s"] = "fast"; })});
+      },
+      "bandwidth_bytes_per_s");
+  check_input_error(
+      [&] {
+        (void)run_cmd({.trace = t, .hw = hw("cost_hw.json", [](auto& j) {
+                                     j["cost_model"] = {{"alloc_base_ns", -5}};
+                                   })});
+      },
+      "alloc_base_ns");
+  // --reserve at the capacity: refused, naming the option; below it, runs.
+  check_input_error([&] { (void)run_cmd({.trace = t, .capacity = "8GiB", .reserve = "8GiB"}); }, "--reserve 8GiB");
+  CHECK(run_cmd({.trace = t, .capacity = "8GiB", .reserve = "1GiB"}).json["devices"][0]["usable_bytes"] == 7 * kGiB);
+  // A capacity within the preset's reserve (h100-80g keeps 500 MiB for the CUDA context) is a result,
+  // with a note that names the way out.
+  auto small = run_cmd({.trace = t, .capacity = "256MiB", .keep_going = true});
+  CHECK(small.text.find("--capacity 256MiB is not above the 500.00 MiB hardware h100-80g reserves") !=
+        std::string::npos);
+  CHECK(small.text.find("--reserve 0 gives them the whole capacity") != std::string::npos);
+  // Hardware without the space the trace's memory is in: the message names the spaces it has and
+  // what to change (it named an internal key only).
+  check_input_error(
+      [&] {
+        (void)run_cmd({.trace = t, .hw = hw("host_only.json", [](auto& j) { j["spaces"][0]["name"] = "host"; })});
+      },
+      "which hardware 'x' (a GPU) does not have (its spaces: host): --hw names hardware that has it");
 }
 
 // Before: a --hw file with an alignment of 2^56 or more corrupted the heap under torch-caching

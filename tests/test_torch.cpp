@@ -128,6 +128,17 @@ TEST_CASE("a recorded OOM with room on the device replays under the memory fract
     CHECK_THAT(given.text, Catch::Contains("GPU 0 has a total capacity of 139.80 GiB of which"));
     CHECK_THAT(given.text,
                Catch::Contains(" 5.59 GiB allowed; Of the allocated memory 4.89 GiB is allocated by PyTorch"));
+    // Without --hw the same: the snapshot names no device, but only the H200's 139.80 GiB lies within
+    // 2 GiB above the 139.07 GiB its OOM shows (the rest is the CUDA context), and PyTorch's fraction is
+    // of that total (a trial found 139.07 GiB and "5.56 GiB allowed": a limit 0.5 % too tight).
+    CmdRun bare = run_cmd({.trace = fixture(c.file), .sets = {"memory_fraction=0.04"}});
+    CHECK_THAT(bare.text, Catch::Contains("hardware h200-141g by its memory"));
+    CHECK_THAT(bare.text, Catch::Contains("GPU 0 has a total capacity of 139.80 GiB of which"));
+    CHECK_THAT(bare.text, Catch::Contains(" 5.59 GiB allowed; "));
+    // What the allocator can obtain stays what the OOM shows; the total is the device's.
+    CHECK(bare.json["devices"][0]["usable_bytes"] == 149322596352);
+    CHECK(bare.json["devices"][0]["capacity_bytes"] == 150108897280);
+    CHECK(bare.json["devices"][0]["limit_bytes"] == static_cast<Bytes>(0.04 * 150108897280.0));
   }
   // The advice's fraction held on the H200: the same program ran through at 0.07 and failed the
   // 3.50 GiB request at 0.06, "8.39 GiB allowed" (advice_torch_fraction0*.result.json), as the

@@ -230,3 +230,14 @@ TEST_CASE("compare --shard with the default policies compares those that model s
   CHECK(text.find("whole arrays, before sharding") != std::string::npos);
   CHECK(text.find("requested figures are the trace's whole arrays") != std::string::npos);
 }
+
+TEST_CASE("tpu: a GPU allocator replayed on a TPU says it is a what-if") {
+  // PyTorch's CUDA caching allocator does not run on a TPU: torch_xla gives memory to XLA's TPU
+  // runtime. A trial replayed a snapshot with --hw tpu-v5e and got no word of it; a TPU-only policy on
+  // a GPU is refused (README), the reverse is allowed as a what-if and now says so.
+  auto r = run_cmd({.trace = k3dev, .hw = "tpu-v5e", .policy = "torch-caching", .keep_going = true});
+  CHECK(r.text.find("policy torch-caching: the allocator it models runs on GPU hardware, and hardware 'tpu-v5e' is "
+                    "a TPU: the replay is a what-if") != std::string::npos);
+  auto g = run_cmd({.trace = k3dev, .policy = "torch-caching"});
+  CHECK(g.text.find("the allocator it models runs on") == std::string::npos);
+}

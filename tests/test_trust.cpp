@@ -160,15 +160,18 @@ TEST_CASE("trust: pinned host memory is its own space, and never preallocated fr
 }
 
 TEST_CASE("trust: every choice the input did not make is a note, in text, JSON and HTML") {
-  // A PyTorch snapshot names no device: the hardware is assumed, and said so.
+  // A PyTorch snapshot names no device: the hardware is chosen by the memory its OOM shows (two
+  // presets explain it), and said so.
   auto t = run_cmd({.trace = k3dev});
   std::string notes = t.json["notes"].dump();
-  CHECK(notes.find("hardware h100-80g assumed") != std::string::npos);
+  CHECK(notes.find("hardware h100-80g by its memory") != std::string::npos);
+  CHECK(notes.find("a100-80g explains it too") != std::string::npos);
   CHECK(notes.find("policy torch-caching: the trace is a PyTorch memory snapshot") != std::string::npos);
   CHECK(notes.find("device 1: usable memory 78.51 GiB") != std::string::npos);
-  CHECK(t.text.find("note: hardware h100-80g assumed") != std::string::npos);
-  // A plain trace: the policy is assumed too.
+  CHECK(t.text.find("note: hardware h100-80g by its memory") != std::string::npos);
+  // A plain trace: the hardware and the policy are assumed.
   auto p = run_json({.trace = kSample});
+  CHECK(p["notes"].dump().find("hardware h100-80g assumed") != std::string::npos);
   CHECK(p["notes"].dump().find("policy best-fit: the trace names no allocator") != std::string::npos);
   // A recording's setting kept while another is overridden.
   auto k = run_json({.trace = kMi300, .policy = "xla-bfc[mem_fraction=0.5]"});

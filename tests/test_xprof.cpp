@@ -152,7 +152,20 @@ TEST_CASE("xprof: the recorded limit, mode and hardware are the defaults, and sa
     }
   // The sweep's answer holds the fraction: the program fits a device of that size, and not one step less.
   auto sw = sweep_cmd({.trace = capture("tracelens_mi300_jax08_gemm")}, "min-capacity");
+  // A whole number of bytes, as a capacity is (it was written as a float: 629145600.0).
+  REQUIRE(sw.json["value"].is_number_unsigned());
+  CHECK(sw.json["runs"][0]["value"].is_number_unsigned());
   const Bytes c = sw.json["value"].get<Bytes>();
+  // Asked from Python, the setting and the notes are in its keywords, not the command line's flags.
+  RunRequest py{.trace = capture("tracelens_mi300_jax08_gemm")};
+  py.names.python = true;
+  auto pysw = sweep_cmd(py, "min-capacity");
+  CHECK(pysw.json["setting"].get<std::string>().rfind("capacity='", 0) == 0);
+  auto pyrun = run_cmd(py);
+  for (const auto& n : pyrun.json["notes"]) {
+    INFO(n.get<std::string>());
+    CHECK(n.get<std::string>().find("--hw") == std::string::npos);
+  }
   auto at = run_json({.trace = capture("tracelens_mi300_jax08_gemm"), .capacity = fmt::format("{}B", c)});
   CHECK(at["completed"] == true);
   CHECK(at["devices"][0]["limit_bytes"].get<Bytes>() < c);

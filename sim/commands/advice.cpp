@@ -221,8 +221,8 @@ std::vector<std::string> proven_advice(const RunResult& r, const RunRequest& req
 
 std::string proven_waste_advice(const RunResult& r, const RunRequest& req, const Registry& reg, unsigned threads) {
   const SpaceResult* sp = r.binding_space();
+  if (!sp || wasteful_space(r) != sp) return {};
   std::string plain = waste_advice(r);
-  if (plain.empty() || !sp) return {};
   const PolicyInfo& info = reg.find(r.policy_name);
   if (!info.advise) return plain;
   const ReplayBase base = replay_base(req);

@@ -13,26 +13,63 @@
 
 namespace fragsim {
 
+namespace {
+
+// A recording that names no device but shows how much memory its allocator could obtain (a snapshot's
+// OOM): the GPU preset whose total explains that on every device it shows (total_explains_usable), the
+// smallest where several do, with a note naming the others; "" when none does.
+std::string preset_by_memory(const Recording& recording, const RunRequest& req, std::vector<std::string>* notes) {
+  if (recording.devices.empty()) return {};
+  const auto widest = std::max_element(recording.devices.begin(), recording.devices.end(),
+                                       [](const auto& a, const auto& b) { return a.usable < b.usable; });
+  std::vector<std::pair<Bytes, std::string>> fits;
+  for (const std::string& p : list_presets()) {
+    const HardwareModel hw = load_hardware(p);
+    const SpaceSpec* hbm = hw.space(Space::kHbm);
+    if (hw.kind != "gpu" || !hbm) continue;
+    if (std::all_of(recording.devices.begin(), recording.devices.end(),
+                    [&](const RecordedDeviceMemory& d) { return total_explains_usable(hbm->capacity, d.usable); }))
+      fits.emplace_back(hbm->capacity, p);
+  }
+  if (fits.empty()) return {};
+  std::sort(fits.begin(), fits.end());
+  std::vector<std::string> others;
+  for (size_t i = 1; i < fits.size(); ++i) others.push_back(fits[i].second);
+  const OptionNames& opt = req.names;
+  notes->push_back(fmt::format(
+      "hardware {} by its memory: {} does not name its device, and device {}'s usable memory inferred from it, {}, "
+      "lies {} below that preset's {} total (the CUDA context and other processes' memory){} ({} names yours{})",
+      fits[0].second, req.trace, widest->device, human_bytes(widest->usable),
+      human_bytes(fits[0].first - widest->usable), human_bytes(fits[0].first),
+      others.empty() ? ""
+                     : fmt::format("; {} explain{} it too", fmt::join(others, ", "), others.size() == 1 ? "s" : ""),
+      opt("--hw"), req.capacity.empty() ? "" : fmt::format("; its memory: {}", opt.with("--capacity", req.capacity))));
+  return fits[0].second;
+}
+
+}  // namespace
+
 HardwareModel choose_hardware(const RunRequest& req, const Recording& recording, std::vector<std::string>* notes) {
+  const OptionNames& opt = req.names;
   std::string name = req.hw;
   std::optional<Bytes> recorded_capacity;
   if (name.empty() && recording.hardware) {
     name = recording.hardware->preset;
     recorded_capacity = recording.hardware->capacity;
     // (--capacity replaces the memory the recording states: the note says whose it is.)
-    notes->push_back(fmt::format(
-        "hardware {}{} from the recording: {}{} (--hw chooses another)", name,
-        recorded_capacity && req.capacity.empty() ? fmt::format(" with {} B", *recorded_capacity) : "",
-        recording.hardware->basis,
-        req.capacity.empty() ? "" : fmt::format("; its memory: {} {}", req.names("--capacity"), req.capacity)));
-  } else if (name.empty()) {
+    notes->push_back(
+        fmt::format("hardware {}{} from the recording: {}{} ({} chooses another)", name,
+                    recorded_capacity && req.capacity.empty() ? fmt::format(" with {} B", *recorded_capacity) : "",
+                    recording.hardware->basis,
+                    req.capacity.empty() ? "" : fmt::format("; its memory: {}", opt.with("--capacity", req.capacity)),
+                    opt("--hw")));
+  } else if (name.empty() && (name = preset_by_memory(recording, req, notes)).empty()) {
     name = "h100-80g";
-    notes->push_back(fmt::format("hardware h100-80g assumed: {} does not name its device (--hw names yours{})",
-                                 req.trace,
-                                 req.capacity.empty() ? ", --capacity sets its memory"
-                                                      : fmt::format("; its memory: --capacity {}", req.capacity)));
+    notes->push_back(
+        fmt::format("hardware h100-80g assumed: {} does not name its device ({} names yours{})", req.trace, opt("--hw"),
+                    req.capacity.empty() ? fmt::format(", {} sets its memory", opt("--capacity"))
+                                         : fmt::format("; its memory: {}", opt.with("--capacity", req.capacity))));
   }
-  const OptionNames& opt = req.names;
   HardwareModel hw = load_hardware(name, opt("--hw"));
   SpaceSpec* hbm = hw.space(Space::kHbm);
   if (recorded_capacity && hbm && req.capacity.empty()) hbm->capacity = *recorded_capacity;
@@ -49,6 +86,14 @@ HardwareModel choose_hardware(const RunRequest& req, const Recording& recording,
     if (!hbm) throw InputError(opt("--reserve") + ": hardware '" + hw.name + "' has no hbm space");
     hbm->reserve = parse_size_arg(req.reserve, "--reserve", opt);
     check_space(*hbm, opt("--reserve"));
+    check_reserve(*hbm, opt.with("--reserve", req.reserve));
+  } else if (!req.capacity.empty() && hbm && hbm->reserve >= hbm->capacity) {
+    // The preset's reserve stays: a capacity at or below it leaves allocators nothing, and every
+    // allocation fails. A result, not an error (a device that small exists nowhere, though).
+    notes->push_back(fmt::format(
+        "{} is not above the {} hardware {} reserves for the runtime (the CUDA context): "
+        "allocators get nothing ({} gives them the whole capacity)",
+        opt.with("--capacity", req.capacity), human_bytes(hbm->reserve), hw.name, opt.with("--reserve", "0")));
   }
   return hw;
 }
@@ -124,6 +169,12 @@ RunOptions prepare_run(const RunRequest& req, const Registry& reg, const Recordi
                     opt.with("--policy", o.policy.name), info.hardware_kind == "tpu" ? "TPU" : info.hardware_kind,
                     o.hw.name, o.hw.kind == "gpu" ? "GPU" : o.hw.kind, req.hw.empty() ? "it was assumed; " : "",
                     opt("--hw"), info.hardware_kind == "tpu" ? "TPU" : info.hardware_kind));
+  if (!info.real_hardware_kind.empty() && info.real_hardware_kind != o.hw.kind)
+    o.notes.push_back(fmt::format(
+        "policy {}: the allocator it models runs on {} hardware, and hardware '{}' is a {}: the replay is a what-if "
+        "of that allocator over this memory, not what the {}'s own runtime would do",
+        o.policy.name, info.real_hardware_kind == "gpu" ? "GPU" : info.real_hardware_kind, o.hw.name,
+        o.hw.kind == "tpu" ? "TPU" : o.hw.kind, o.hw.kind == "tpu" ? "TPU" : o.hw.kind));
   if (req.shard != 1 || req.shard_dim != "major") {
     if (!info.models_sharding) {
       std::vector<std::string> which;

@@ -98,8 +98,9 @@ void fraction_sweep(const SweepOptions& opt, const Registry& reg, const Fraction
     for (const auto& d : rec.devices)
       res.notes.push_back(fmt::format(
           "each fraction is of device {}'s usable memory inferred from the recording, {} ({} B), not of the "
-          "{} preset's (--hw or --capacity overrides it)",
-          d.device, human_bytes(d.usable), d.usable, opt.base.hw.name));
+          "{} preset's ({} or {} overrides it)",
+          d.device, human_bytes(d.usable), d.usable, opt.base.hw.name, opt.request.names("--hw"),
+          opt.request.names("--capacity")));
   }
   // Fraction i / 100 for i in 1..100.
   Points pts(opt, reg, [&](std::uint64_t i) {
@@ -239,7 +240,7 @@ void capacity_sweep(const SweepOptions& opt, const Registry& reg, SweepResult& r
   Bytes c = hi * g;
   res.value = static_cast<double>(c);
   res.bound = hi == 1;
-  res.setting = "--capacity " + size_arg(c);
+  res.setting = opt.request.names.with("--capacity", size_arg(c));
   RunRequest q = opt.request;
   q.capacity = size_arg(c);
   q.keep_going = q.check = false;
@@ -285,9 +286,13 @@ SweepResult run_sweep(const SweepOptions& given, const Registry& reg) {
 }
 
 nlohmann::json sweep_json(const SweepResult& r) {
+  // A capacity is a whole number of bytes: written as one (a fraction as the number it is).
+  auto value = [&](double v) {
+    return r.find == "min-capacity" ? nlohmann::json(static_cast<Bytes>(v)) : nlohmann::json(v);
+  };
   nlohmann::json runs = nlohmann::json::array();
   for (const auto& p : r.runs) {
-    nlohmann::json j = {{"value", p.value}, {"completed", p.completed}, {"oom_count", p.oom_count}};
+    nlohmann::json j = {{"value", value(p.value)}, {"completed", p.completed}, {"oom_count", p.oom_count}};
     if (p.first_oom_event) j["first_oom_event"] = *p.first_oom_event;
     if (p.fatal_event) j["fatal"] = {{"event_index", *p.fatal_event}, {"message", p.fatal}};
     runs.push_back(j);
@@ -296,7 +301,7 @@ nlohmann::json sweep_json(const SweepResult& r) {
                       {"policy", {{"name", r.policy}, {"config", r.policy_config}}},
                       {"hardware", r.hardware},
                       {"trace", {{"path", r.trace}, {"digest", r.trace_digest}}},
-                      {"value", r.value ? nlohmann::json(*r.value) : nlohmann::json()},
+                      {"value", r.value ? value(*r.value) : nlohmann::json()},
                       {"bound", r.bound},
                       {"setting", r.value ? nlohmann::json(r.setting) : nlohmann::json()},
                       {"command", r.value ? nlohmann::json(r.command) : nlohmann::json()},

@@ -207,11 +207,25 @@ void BestPlans::attach(std::vector<RunResult>& results) {
   }
 }
 
-std::string waste_advice(const RunResult& r, const WasteCredit& credit) {
+const SpaceResult* wasteful_space(const RunResult& r) {
   const SpaceResult* s = r.binding_space();
-  if (!s || !s->plan.planned || s->peak_reserved <= s->plan.height) return {};
+  if (!s || !s->plan.planned || s->peak_reserved <= s->plan.height) return nullptr;
   const Bytes frag = s->peak_reserved - s->plan.height;
-  if (static_cast<double>(frag) < 0.05 * static_cast<double>(s->peak_reserved)) return {};
+  return static_cast<double>(frag) < 0.05 * static_cast<double>(s->peak_reserved) ? nullptr : s;
+}
+
+std::string waste_advice(const RunResult& r, const WasteCredit& credit) {
+  const SpaceResult* s = wasteful_space(r);
+  if (!s) return {};
+  const Bytes frag = s->peak_reserved - s->plan.height;
+  if (s->pool_held_up_front()) {  // only a setting that reserves less has anything to say
+    if (credit.setting.empty() || !credit.recovered) return {};
+    return fmt::format(
+        "this allocator reserves its {} up front, and no placement lowers that (a perfect placement of these buffers "
+        "needs {}{}); {} reserves {} instead, verified by replay",
+        human_bytes(s->peak_reserved), human_bytes(s->plan.height), s->plan.optimal ? "" : " or less", credit.setting,
+        human_bytes(credit.reserved));
+  }
   std::string recovers;
   if (!credit.setting.empty() && credit.recovered)
     recovers = fmt::format(" ({} recovers {} of it, verified by replay: peak reserved {})", credit.setting,

@@ -77,6 +77,10 @@ struct WasteCredit {
 // and, given a credit, "(SETTING recovers W of it, verified by replay)" — W at most Z: a setting
 // that reserves less than the plan beats the plan's fragmentation only by reserving what a plan
 // also would not (the plan holds every buffer at once, a growing pool maps pages as needed).
+// A pool reserved up front (SpaceResult::pool_held_up_front) gets a line only with a credit: no
+// placement lowers it, a setting that reserves less does.
 std::string waste_advice(const RunResult& r, const WasteCredit& credit = {});
+// The space such a line is about (the binding one, reserving over 5 % beyond its plan), or null.
+const SpaceResult* wasteful_space(const RunResult& r);
 
 }  // namespace fragsim

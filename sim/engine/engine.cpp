@@ -2,6 +2,7 @@
 // space) and their accounting. A run's start and end: sim/engine/engine_run.cpp; peaks and OOMs:
 // sim/engine/engine_moments.cpp.
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include <algorithm>
 
@@ -362,8 +363,13 @@ void Engine::run_deferred() {
 
 // Spaces the hardware lacks fall back as GPU programs see them: collective buffers live in HBM.
 void Engine::no_route(Space sp, const Event& ev) const {
-  throw InputError(opt_.trace, ev.line,
-                   fmt::format("space: hardware '{}' has no '{}' memory space", opt_.hw.name, space_name(sp)));
+  std::vector<std::string> has;
+  for (const auto& s : opt_.hw.spaces) has.push_back(std::string(space_name(s.space)));
+  throw InputError(
+      opt_.trace, ev.line,
+      fmt::format("space: this event's memory is in '{}', which hardware '{}' (a {}) does not have (its "
+                  "spaces: {}): --hw names hardware that has it",
+                  space_name(sp), opt_.hw.name, opt_.hw.kind == "tpu" ? "TPU" : "GPU", fmt::join(has, ", ")));
 }
 
 // key() found another device than the event before's: a map lookup. A (device, space)'s key is a
@@ -390,8 +396,15 @@ std::uint32_t Engine::new_slot(std::uint32_t k, const Event& ev) {
   const SpaceSpec* spec = s.spec.get();
   if (const RecordedDeviceMemory* rd = opt_.recorded_devices ? recording_.device(device) : nullptr;
       rd && spec->space == Space::kHbm) {
-    s.spec->capacity = rd->usable;
-    s.spec->reserve = 0;
+    // The device's total stays the hardware's where it explains the usable memory (the rest is the
+    // CUDA context and other processes': the runtime's reserve), as a fraction multiplies the total;
+    // else the usable memory is all that is known of the device.
+    if (total_explains_usable(spec->capacity, rd->usable)) {
+      s.spec->reserve = spec->capacity - rd->usable;
+    } else {
+      s.spec->capacity = rd->usable;
+      s.spec->reserve = 0;
+    }
     s.usable_inferred = true;
     out_.notes.push_back(
         fmt::format("device {}: usable memory {} ({} B) inferred from the recording: {} "

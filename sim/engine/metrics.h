@@ -53,6 +53,7 @@ class SpaceMetrics {
     }
     double f = fragmentation(u);
     if (u.reserved > peak_reserved_) {
+      if (peak_reserved_) grew_ = true;  // more than the first event that reserved anything held
       peak_reserved_ = u.reserved;
       frag_at_peak_ = f;
     }
@@ -71,6 +72,7 @@ class SpaceMetrics {
   Footprint last_;
   Bytes peak_allocated_ = 0, peak_reserved_ = 0;
   double frag_at_peak_ = 0, frag_max_ = 0;
+  bool grew_ = false;  // reserved memory rose after the first event that reserved any
   SpaceMoment at_peak_;
   Timeline timeline_;
 };

@@ -142,8 +142,12 @@ struct SpaceResult {
   Bytes limit = 0;               // the policy's own cap below that (AllocatorPolicy::limit), 0 = none
   Bytes reserve_limit = 0;       // the most all its pools may reserve (AllocatorPolicy::reserve_limit), 0 = none
   Bytes peak_requested = 0, peak_allocated = 0, peak_reserved = 0;
-  double frag_at_peak = 0;        // external fragmentation when reserved memory first reached its peak
-  double frag_max = 0;            // the largest external fragmentation seen
+  double frag_at_peak = 0;  // external fragmentation when reserved memory first reached its peak
+  double frag_max = 0;      // the largest external fragmentation seen
+  // The peak reserved memory was all obtained by the space's first event that reserved any (a pool
+  // preallocated, a runtime's whole arena, or the state a mid-run recording began with) and never
+  // grew: no placement of the buffers after it changes how much is reserved.
+  bool reserved_up_front = false;
   SpaceMoment at_peak_allocated;  // this space's figures when its allocated memory first peaked
   std::optional<Moment> peak;     // what was live then (buffers, memory map)
   std::uint64_t device_allocs = 0, device_frees = 0, device_failed = 0;
@@ -157,6 +161,11 @@ struct SpaceResult {
   nlohmann::json snapshot_settings;   // AllocatorPolicy::snapshot_allocator_settings(), null = none
   std::optional<PriorOutcome> prior;  // the state before a mid-run recording, and how it was held
   PlanFigures plan;                   // the waste split's plan (sim/commands/waste.h)
+  // It reserved all of its peak up front and held no state from before a recording: its reserved
+  // memory beyond the waste split's plan is that pool's size, not fragmentation — no placement lowers
+  // it (a placement decides only whether the buffers fit in it). The report and the advice say so
+  // instead of "a better placement recovers" (docs/metrics.md).
+  bool pool_held_up_front() const { return reserved_up_front && !prior; }
   // The share of what this space can give that it reserved at its peak (0 when it gives nothing).
   double peak_share() const { return usable ? static_cast<double>(peak_reserved) / static_cast<double>(usable) : 0.0; }
 };

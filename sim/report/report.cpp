@@ -205,6 +205,7 @@ nlohmann::json waste_json(const SpaceResult& s) {
           {"unavoidable_bytes", p.height - std::min(p.height, p.live)},
           {"plan_fits", !s.usable || p.height <= s.usable},
           {"plan_optimal", p.optimal},
+          {"reserved_up_front", s.pool_held_up_front()},
           {"plan_cut_short", p.cut_short},
           {"plan_budget_seconds", p.budget}};
 }
@@ -220,7 +221,14 @@ void waste_text(std::back_insert_iterator<std::string> out, const SpaceResult& s
   const std::string how = p.optimal     ? "optimal"
                           : p.cut_short ? "its budget ended the search: an upper bound"
                                         : "not proven optimal";
-  if (s.peak_reserved >= p.height)
+  if (s.peak_reserved > p.height && s.pool_held_up_front())
+    fmt::format_to(out,
+                   "  best static plan{} {:>9}  ({}): this allocator reserved its {} up front (a pool obtained whole, "
+                   "never grown), so no placement lowers it; the buffers never need more than the plan; {} above the "
+                   "{} live at once no placement avoids\n",
+                   where, human_bytes(p.height), how, human_bytes(s.peak_reserved),
+                   human_bytes(p.height - std::min(p.height, p.live)), human_bytes(p.live));
+  else if (s.peak_reserved >= p.height)
     fmt::format_to(out,
                    "  best static plan{} {:>9}  ({}): of the {} reserved, {} is fragmentation this allocator added; "
                    "{} above the {} live at once no placement avoids\n",
