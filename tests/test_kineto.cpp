@@ -555,6 +555,24 @@ TEST_CASE("kineto: what is not a memory profile is refused with one line saying 
   REQUIRE(addr != std::string::npos);
   const size_t num = addr + 8, end = text.find_first_of(",}", num), event = text.rfind("\n  {\n", addr) + 2;
   refused("negative.pt.trace.json", text.substr(0, num) + "-5" + text.substr(end), event, "args.Addr: negative (-5)");
+  // A memory event without its size, and a GPU whose memory is not a size: refused (a trial found the
+  // first dropped in silence, its block's later free read as memory from before the window, and the
+  // second replaced by an assumed 80 GB H100).
+  const size_t bytes = text.find("\"Bytes\": ");
+  REQUIRE(bytes != std::string::npos);
+  const size_t bytes_end = text.find_first_of(",}", bytes), bytes_event = text.rfind("\n  {\n", bytes) + 2;
+  std::string no_bytes = text.substr(0, bytes) + "\"Bytez\": 0" + text.substr(bytes_end);
+  refused("no_bytes.pt.trace.json", no_bytes, bytes_event, "args.Bytes: missing in a [memory] event");
+  const size_t mem = text.find("\"totalGlobalMem\": ");
+  REQUIRE(mem != std::string::npos);
+  const size_t mem_end = text.find_first_of(",}", mem);
+  for (const char* v : {"\"x\"", "0"}) {
+    auto c = cli("info " + write_text("bad_mem.pt.trace.json",
+                                      text.substr(0, mem) + "\"totalGlobalMem\": " + v + text.substr(mem_end)));
+    CHECK(c.code == 2);
+    CHECK(c.err.find("bad_mem.pt.trace.json: deviceProperties[].totalGlobalMem: must be a positive integer") !=
+          std::string::npos);
+  }
   auto gz = write_text("bad.pt.trace.json.gz", "\x1f\x8b\x08\x00garbage");
   auto g = cli("info " + gz);
   CHECK(g.code == 2);

@@ -106,7 +106,7 @@ struct MemRec {
   std::int64_t type = -1, device = -1;
   std::int64_t bytes = 0;
   std::uint64_t addr = 0, allocated = 0, reserved = 0;
-  bool has_addr = false, has_allocated = false, has_reserved = false, has_type = false;
+  bool has_addr = false, has_allocated = false, has_reserved = false, has_type = false, has_bytes = false;
   std::uint32_t name = 0;   // innermost operator (0: none)
   std::uint64_t stack = 0;  // Python stack (0: none)
 };
@@ -391,7 +391,11 @@ class KinetoReader : public TraceReader {
         std::string_view s;
         if (k == "id" && integer(x, &n)) id = n;
         if (k == "name" && !x.get_string().get(s)) p.name = sanitize_utf8(s);
-        if (k == "totalGlobalMem" && integer(x, &n) && n > 0) p.memory = static_cast<Bytes>(n);
+        if (k == "totalGlobalMem") {  // the GPU's memory: a run's capacity, so never guessed past
+          if (!integer(x, &n) || n <= 0)
+            bad(0, "deviceProperties[].totalGlobalMem: must be a positive integer (the GPU's memory in bytes)");
+          p.memory = static_cast<Bytes>(n);
+        }
         if (k == "computeMajor" && integer(x, &n)) p.cc_major = static_cast<int>(n);
         if (k == "computeMinor" && integer(x, &n)) p.cc_minor = static_cast<int>(n);
       }
@@ -496,6 +500,7 @@ class KinetoReader : public TraceReader {
       } else if (k == "Bytes") {
         need("Bytes");
         m->bytes = n;
+        m->has_bytes = true;
       } else if (k == "Total Allocated") {
         need_count("Total Allocated");
         m->allocated = static_cast<std::uint64_t>(n);
@@ -537,6 +542,8 @@ class KinetoReader : public TraceReader {
     for (size_t i = 0; i < mem_.size(); ++i) {
       const MemRec& m = mem_[i];
       if (!m.has_type) bad(m.line, "args.Device Type: missing in a [memory] event");
+      // Kineto writes every memory event's size (negative for a free): one without it says nothing.
+      if (!m.has_bytes) bad(m.line, "args.Bytes: missing in a [memory] event");
       if (m.bytes == 0) {
         ++zero;
         continue;
