@@ -266,6 +266,19 @@ TEST_CASE("advice: on a TPU the capacity that fits keeps the runtime's holdback 
   CHECK(pasted_completes(cmds[1]));
 }
 
+namespace {
+// Two 20 MiB buffers, both freed, then one of 40 MiB: a plan needs 40 MiB (the most live at once).
+std::string two_then_one(const std::string& name) {
+  return write_text(name,
+                    "{\"fragsim_trace\":1}\n"
+                    "{\"op\":\"alloc\",\"id\":1,\"size\":20971520}\n"
+                    "{\"op\":\"alloc\",\"id\":2,\"size\":20971520}\n"
+                    "{\"op\":\"free\",\"id\":1}\n"
+                    "{\"op\":\"free\",\"id\":2}\n"
+                    "{\"op\":\"alloc\",\"id\":3,\"size\":41943040}\n");
+}
+}  // namespace
+
 TEST_CASE("advice: the waste split credits the setting that recovers most of the fragmentation, by replay") {
   // Two 20 MiB buffers, both freed, then one of 40 MiB. PyTorch's caching allocator gives each
   // request of 10 MiB or more a segment of its own (rounded to 2 MiB: CUDACachingAllocator.cpp,
@@ -273,13 +286,7 @@ TEST_CASE("advice: the waste split credits the setting that recovers most of the
   // reserved. A plan needs 40 MiB (the most live at once). With expandable segments the two blocks
   // lie side by side in one segment (mapped in 20 MiB pages), merge when freed, and hold the 40 MiB
   // request: 40 MiB reserved, all of the fragmentation recovered.
-  std::string t = write_text("waste_credit.jsonl",
-                             "{\"fragsim_trace\":1}\n"
-                             "{\"op\":\"alloc\",\"id\":1,\"size\":20971520}\n"
-                             "{\"op\":\"alloc\",\"id\":2,\"size\":20971520}\n"
-                             "{\"op\":\"free\",\"id\":1}\n"
-                             "{\"op\":\"free\",\"id\":2}\n"
-                             "{\"op\":\"alloc\",\"id\":3,\"size\":41943040}\n");
+  std::string t = two_then_one("waste_credit.jsonl");
   RunRequest q{.trace = t, .capacity = "1GiB", .policy = "torch-caching"};
   Advice a = advice_of(q);
   const std::string* w =
@@ -298,13 +305,7 @@ TEST_CASE("advice: a pool reserved up front is not fragmentation a better placem
   // TPU runtime holds its whole arena. Two 20 MiB buffers then one of 40 MiB: the plan needs 40 MiB,
   // the pool is 75 % of 79.15 GiB whatever the placement. Before, the report and the advice called
   // the pool beyond the plan "fragmentation a better placement recovers".
-  std::string t = write_text("up_front.jsonl",
-                             "{\"fragsim_trace\":1}\n"
-                             "{\"op\":\"alloc\",\"id\":1,\"size\":20971520}\n"
-                             "{\"op\":\"alloc\",\"id\":2,\"size\":20971520}\n"
-                             "{\"op\":\"free\",\"id\":1}\n"
-                             "{\"op\":\"free\",\"id\":2}\n"
-                             "{\"op\":\"alloc\",\"id\":3,\"size\":41943040}\n");
+  std::string t = two_then_one("up_front.jsonl");
   auto pre = run_cmd({.trace = t, .policy = "xla-bfc"});
   const auto& d = pre.json["devices"][0];
   REQUIRE(d["waste"]["plan_bytes"].get<Bytes>() == 40 * MiB);
