@@ -217,6 +217,12 @@ TEST_CASE("sweep min-mem-fraction names the memory its fractions are of") {
   auto hw = sweep_cmd({.trace = fixture("oom_retry_release.pickle"), .hw = "h100-80g", .policy = "torch-caching"},
                       "min-mem-fraction");
   CHECK_THAT(hw.text, !Catch::Contains("each fraction is of"));
+  // The H200 snapshot's usable memory lies 0.73 GiB below the H200's total: the fractions are of the
+  // total, as PyTorch's are (it said "of device 0's usable memory ... 139.07 GiB" while replaying
+  // fractions of 139.80 GiB).
+  auto h200 = sweep_cmd({.trace = fixture("h200_fraction_oom.pickle")}, "min-mem-fraction");
+  CHECK_THAT(h200.text, Catch::Contains("each fraction is of device 0's total memory, 139.80 GiB (150108897280 B): "
+                                        "the h200-141g preset's"));
 }
 
 TEST_CASE("empty_cache with expandable segments on a recording made without them") {

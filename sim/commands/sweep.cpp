@@ -92,15 +92,24 @@ RunOptions point_base(const RunOptions& base) {
 constexpr unsigned kSearchWidth = 4;
 
 void fraction_sweep(const SweepOptions& opt, const Registry& reg, const FractionKnob& knob, SweepResult& res) {
-  // A fraction is of the memory each run has: where the recording shows a device's, that one.
+  // A fraction is of the device's total: where the recording shows a device's usable memory, the
+  // preset's total when it explains it (the engine keeps it then), else that usable memory.
   if (opt.base.recorded_devices) {
     Recording rec = recording_of(opt.base);
+    const SpaceSpec* hbm = opt.base.hw.space(Space::kHbm);
     for (const auto& d : rec.devices)
-      res.notes.push_back(fmt::format(
-          "each fraction is of device {}'s usable memory inferred from the recording, {} ({} B), not of the "
-          "{} preset's ({} or {} overrides it)",
-          d.device, human_bytes(d.usable), d.usable, opt.base.hw.name, opt.request.names("--hw"),
-          opt.request.names("--capacity")));
+      if (hbm && total_explains_usable(hbm->capacity, d.usable))
+        res.notes.push_back(fmt::format(
+            "each fraction is of device {}'s total memory, {} ({} B): the {} preset's, {} above the usable memory "
+            "inferred from the recording ({} or {} overrides it)",
+            d.device, human_bytes(hbm->capacity), hbm->capacity, opt.base.hw.name,
+            human_bytes(hbm->capacity - d.usable), opt.request.names("--hw"), opt.request.names("--capacity")));
+      else
+        res.notes.push_back(fmt::format(
+            "each fraction is of device {}'s usable memory inferred from the recording, {} ({} B), not of the "
+            "{} preset's ({} or {} overrides it)",
+            d.device, human_bytes(d.usable), d.usable, opt.base.hw.name, opt.request.names("--hw"),
+            opt.request.names("--capacity")));
   }
   // Fraction i / 100 for i in 1..100.
   Points pts(opt, reg, [&](std::uint64_t i) {
