@@ -805,7 +805,8 @@ TEST_CASE("kineto: ranks recorded with stacks are numbered by the devices their 
   auto gate = check_cmd("plain.json", plain.json, "stacked.json", stacked.json, {});
   CHECK(gate.pass);
   // The HTML summary names the ranks as the text does: from each device's name in the page's report.
-  for (const auto& d : stacked.page()["runs"][0]["report"]["devices"])
+  const nlohmann::json page = stacked.page();  // held: a loop over a temporary's member reads freed memory
+  for (const auto& d : page["runs"][0]["report"]["devices"])
     CHECK(d["name"] == fmt::format("rank {}", d["device"].get<int>()));
 }
 
