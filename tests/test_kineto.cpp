@@ -837,7 +837,8 @@ TEST_CASE("kineto: each rank of a set has its own GPU's memory, one rank twice i
   CHECK(seen);
   CHECK(r.text.find("device 1: its memory is its own recording's, 14.56 GiB (15637086208 B)") != std::string::npos);
   // --capacity (or --hw) is one memory for every device.
-  for (const auto& d : run_json({.trace = dir, .capacity = "20GiB"})["devices"])
+  const nlohmann::json one = run_json({.trace = dir, .capacity = "20GiB"});
+  for (const auto& d : one["devices"])
     if (d["space"] == "hbm") CHECK(d["capacity_bytes"] == Bytes{20} << 30);
   // Two traces that state one rank.
   for (const char* name : {"a_1.111.pt.trace.json", "b_1.111.pt.trace.json"})
