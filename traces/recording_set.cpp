@@ -94,13 +94,13 @@ class SetReader : public TraceReader {
     const bool named = !ranks.count(-1) && ranks.size() == files.size();
     // Two files of one rank are two recordings of one process (two runs mixed, a profile kept under
     // two names): which one the job ran is for the user to say, not a device to invent.
+    std::map<long, size_t> first_of_rank;
     for (size_t i = 0; i < files.size(); ++i)
-      for (size_t j = 0; j < i; ++j)
-        if (rank[i] >= 0 && rank[i] == rank[j])
-          throw InputError(
-              fmt::format("{}: rank {}, as {} is: one rank recorded twice in one set of recordings "
-                          "(give one file per rank)",
-                          files[i], rank[i], files[j]));
+      if (auto [it, fresh] = first_of_rank.emplace(rank[i], i); rank[i] >= 0 && !fresh)
+        throw InputError(
+            fmt::format("{}: rank {}, as {} is: one rank recorded twice in one set of recordings "
+                        "(give one file per rank)",
+                        files[i], rank[i], files[it->second]));
     if (named) {
       std::vector<size_t> order(files.size());
       for (size_t i = 0; i < order.size(); ++i) order[i] = i;
