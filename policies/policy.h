@@ -347,6 +347,11 @@ class AllocatorPolicy {
   // The most all of its pools together may reserve, which --check holds it to: limit() unless a
   // pool beside the main one has a cap of its own (XLA's classic collective-memory BFC).
   [[nodiscard]] virtual Bytes reserve_limit() const { return limit(); }
+  // The bytes it reserves up front because it is configured to, whatever the buffers ask (a
+  // preallocated BFC pool, the TPU runtime's whole range); 0 when what it reserves follows demand.
+  // A pool of that size is no fragmentation even when the run began with a recording's state in it
+  // (SpaceResult::pool_held_up_front).
+  [[nodiscard]] virtual Bytes preallocated() const { return 0; }
   // The size this policy would ask for the request after its own rounding (OOM cause).
   [[nodiscard]] virtual Bytes rounded_size(const AllocRequest& req) const { return req.size; }
   // An offline planner's own plan of the space, which reports set beside the best plan fragsim

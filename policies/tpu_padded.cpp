@@ -115,6 +115,7 @@ class TpuPaddedPolicy : public AllocatorPolicy {
             {"inner", inner_->stats()}};
   }
   Bytes limit() const override { return inner_->limit(); }
+  Bytes preallocated() const override { return inner_->preallocated(); }
   nlohmann::json extra_report() const override {
     return {{"padding",
              {{"peak_padded_bytes", peak_padded_},

@@ -28,6 +28,7 @@ constexpr Bytes kTpuRuntimeUnit = 128;
 class TpuRuntimePolicy : public AllocatorPolicy {
  public:
   Bytes limit() const override { return limit_; }
+  Bytes preallocated() const override { return limit_; }  // the runtime owns all of it
   explicit TpuRuntimePolicy(Bytes limit) : limit_(round_down(limit, kTpuRuntimeUnit)) {
     if (limit_) index_free(chunks_.region(chunks_.add_region(Addr(0), limit_)).first);
   }

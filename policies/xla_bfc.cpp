@@ -658,6 +658,10 @@ class XlaBfcPolicy : public AllocatorPolicy {
   Bytes reserve_limit() const override {
     return collective_ ? main_.options().limit + collective_->options().limit : limit();
   }
+  Bytes preallocated() const override {
+    auto pool = [](const Bfc& b) { return b.options().allow_growth ? Bytes(0) : b.options().limit; };
+    return pool(main_) + (collective_ ? pool(*collective_) : 0);
+  }
   nlohmann::json extra_report() const override {
     nlohmann::json j = {{"bfc",
                          {{"name", main_.options().name},

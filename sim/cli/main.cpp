@@ -50,7 +50,10 @@ commands:
   list [POLICY]  registered policies, hardware presets, workloads; a policy's options
 
 traces: .jsonl (fragsim trace v1), .jsonl.zst, .fstrace (binary), PyTorch snapshots (.pickle),
-        XProf captures (.xplane.pb, .xplane.pb.zst, a profile log directory), XLA modules (.hlo_proto.pb)
+        PyTorch profiler traces with memory events (.json, .json.gz, a TensorBoard log directory),
+        XProf captures (.xplane.pb, .xplane.pb.zst, a profile log directory), JAX device memory
+        profiles (.prof), XLA modules (.hlo_proto.pb); several files, or a directory of one job's
+        ranks, are one recording
 sizes: a number with a unit: 512B, 64KiB, 2MiB, 16GiB, 80GB (KiB/MiB/GiB powers of 2; KB/MB/GB of 10)
 exit codes: 0 ran (OOM is a result), 1 check failed, 2 bad input, 3 environment
 )";

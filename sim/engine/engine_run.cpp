@@ -115,6 +115,7 @@ void Engine::finish() {
     if (s.host_unbounded) r.capacity = r.usable = 0, r.unbounded = true;  // no figure: no limit
     r.limit = s.policy->limit();
     r.reserve_limit = s.policy->reserve_limit();
+    r.preallocated = s.policy->preallocated();
     s.metrics.finish(r);
     r.peak = std::move(s.peak);
     r.peak_requested = saturate(req_[slot_key_[i]].peak);

@@ -141,6 +141,7 @@ struct SpaceResult {
   bool unbounded = false;        // no limit applies (capacity and usable 0): Recording::host_unbounded
   Bytes limit = 0;               // the policy's own cap below that (AllocatorPolicy::limit), 0 = none
   Bytes reserve_limit = 0;       // the most all its pools may reserve (AllocatorPolicy::reserve_limit), 0 = none
+  Bytes preallocated = 0;        // what it reserves by its configuration (AllocatorPolicy::preallocated)
   Bytes peak_requested = 0, peak_allocated = 0, peak_reserved = 0;
   double frag_at_peak = 0;  // external fragmentation when reserved memory first reached its peak
   double frag_max = 0;      // the largest external fragmentation seen
@@ -161,11 +162,16 @@ struct SpaceResult {
   nlohmann::json snapshot_settings;   // AllocatorPolicy::snapshot_allocator_settings(), null = none
   std::optional<PriorOutcome> prior;  // the state before a mid-run recording, and how it was held
   PlanFigures plan;                   // the waste split's plan (sim/commands/waste.h)
-  // It reserved all of its peak up front and held no state from before a recording: its reserved
-  // memory beyond the waste split's plan is that pool's size, not fragmentation — no placement lowers
-  // it (a placement decides only whether the buffers fit in it). The report and the advice say so
-  // instead of "a better placement recovers" (docs/metrics.md).
-  bool pool_held_up_front() const { return reserved_up_front && !prior; }
+  // It reserved all of its peak up front, and either held no state from before a recording or was
+  // configured to reserve that much whatever the buffers ask (a preallocated pool, with the
+  // recording's state placed in it): its reserved memory beyond the waste split's plan is that
+  // pool's size, not fragmentation — no placement lowers it (a placement decides only whether the
+  // buffers fit in it). The report and the advice say so instead of "a better placement recovers"
+  // (docs/metrics.md). Memory a mid-run recording's state held without such a configuration (a
+  // caching allocator's segments) was sized by earlier placements: that stays in the split.
+  bool pool_held_up_front() const {
+    return reserved_up_front && (!prior || (preallocated && peak_reserved <= preallocated));
+  }
   // The share of what this space can give that it reserved at its peak (0 when it gives nothing).
   double peak_share() const { return usable ? static_cast<double>(peak_reserved) / static_cast<double>(usable) : 0.0; }
 };
