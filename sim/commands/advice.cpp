@@ -129,6 +129,8 @@ std::vector<std::string> proven_advice(const RunResult& r, const RunRequest& req
   const std::string where = fmt::format("device {} {}", o.device, space_name(o.space));
   const ReplayBase base = replay_base(req);
   const Recording& recording = base.recording;
+  // The answer's range over the orders of the state before the recording, where the sweep found one.
+  auto orders_of = [](const SweepResult& sw) { return sw.orders ? "; " + sweep_orders_text(sw) : std::string(); };
   auto sweep = [&](const std::string& find) {
     SweepOptions so;
     so.request = req;
@@ -149,8 +151,8 @@ std::vector<std::string> proven_advice(const RunResult& r, const RunRequest& req
           "{}with {} it fits at every capacity tried, down to the lowest, {} (a smaller one may fit "
           "too), verified by replay (`{}` shows the search): `{}`",
           lead, r.policy_name, sw.setting, sweep_command(req, "min-capacity"), sw.command);
-    return fmt::format("{}with {} it fits from {} on, verified by replay (`{}` shows the search): `{}`", lead,
-                       r.policy_name, sw.setting, sweep_command(req, "min-capacity"), sw.command);
+    return fmt::format("{}with {} it fits from {} on, verified by replay (`{}` shows the search): `{}`{}", lead,
+                       r.policy_name, sw.setting, sweep_command(req, "min-capacity"), sw.command, orders_of(sw));
   };
   // The live buffers alone do not fit: only more memory helps.
   if (sp->usable && sp->peak_requested > sp->usable) {
@@ -197,8 +199,8 @@ std::vector<std::string> proven_advice(const RunResult& r, const RunRequest& req
                                  "smaller one may fit too), verified by replay (`{}` shows the search): `{}`",
                                  sw.setting, sweep_command(req, "min-mem-fraction"), sw.command)
                    : fmt::format("memory: {} is the smallest fraction with which the trace fits, verified by replay "
-                                 "(`{}` shows the search): `{}`",
-                                 sw.setting, sweep_command(req, "min-mem-fraction"), sw.command));
+                                 "(`{}` shows the search): `{}`{}",
+                                 sw.setting, sweep_command(req, "min-mem-fraction"), sw.command, orders_of(sw)));
       fits = true;
     } else {
       tried.push_back(fmt::format("{} (still OOMs)", info.fraction->setting(1.0, vocab.framework)));

@@ -52,7 +52,10 @@ class Points {
     std::vector<RunResult> rs = run_simulations(runs, reg_, opt_.threads);
     for (size_t i = 0; i < rs.size(); ++i) {
       const RunResult& r = rs[i];
-      SweepPoint p{0, r.completed, r.ooms.size(), std::nullopt, r.trace_digest, std::nullopt, {}};
+      SweepPoint p{0, r.completed, r.ooms.size(), std::nullopt, r.trace_digest, std::nullopt, {}, false, 0, 0};
+      for (const SpaceResult& s : r.spaces)
+        if (s.prior && s.prior->rebuilt)
+          p.prior_rebuilt = true, p.prior_blocks += s.prior->blocks, p.prior_regions += s.prior->regions;
       if (!r.ooms.empty()) p.first_oom_event = r.ooms[0].event_index;
       if (!r.fatal.empty()) p.fatal_event = r.fatal_event, p.fatal = r.fatal;
       seen_.emplace(keys[i], p);
@@ -256,6 +259,42 @@ void capacity_sweep(const SweepOptions& opt, const Registry& reg, SweepResult& r
   res.command = command_line(q);
 }
 
+// The search again in each order and history of the re-held state that the answer's run did not
+// take (prior_variants: the recording cannot tell them apart), when that run re-held one. Each
+// searches on its own, as the run's did; the user cannot choose the order, so the answer from which
+// every one fits is replayed with the run's own (it fits there too).
+void add_orders(const SweepOptions& opt, SweepResult& res,
+                const std::function<void(const SweepOptions&, SweepResult&)>& search) {
+  if (!res.value) return;
+  const auto at =
+      std::find_if(res.runs.begin(), res.runs.end(), [&](const SweepPoint& p) { return p.value == *res.value; });
+  if (at == res.runs.end() || !at->prior_rebuilt) return;
+  SweepResult::Orders o{at->prior_blocks, at->prior_regions, {res.value}, res.value, res.setting, res.command};
+  const std::vector<PriorVariant> variants = prior_variants(at->prior_regions > 0);
+  for (size_t k = 0; k < variants.size(); ++k) {
+    SweepOptions vo = opt;
+    vo.base.prior.history = variants[k].history;
+    vo.base.prior.descending = variants[k].descending;
+    vo.base.prior.range = false;
+    if (opt.on_pass)
+      vo.on_pass = [&, k](const std::string& what) {
+        opt.on_pass(fmt::format("order {} of {}: {}", k + 2, variants.size() + 1, what));
+      };
+    SweepResult vr;
+    vr.find = res.find;
+    search(vo, vr);
+    o.values.push_back(vr.value);
+    if (!vr.value) {
+      o.every.reset();
+    } else if (o.every && *vr.value > *o.every) {
+      o.every = vr.value;
+      o.setting = vr.setting;
+      o.command = vr.command;
+    }
+  }
+  res.orders = std::move(o);
+}
+
 }  // namespace
 
 SweepResult run_sweep(const SweepOptions& given, const Registry& reg) {
@@ -283,9 +322,13 @@ SweepResult run_sweep(const SweepOptions& given, const Registry& reg) {
                       opt.request.names.python ? std::string("find='min-capacity'")
                                                : "`" + command_line(q, "sweep", {"--find", "min-capacity"}) + "`"));
     }
-    fraction_sweep(opt, reg, *info.fraction, res);
+    auto search = [&](const SweepOptions& o, SweepResult& r) { fraction_sweep(o, reg, *info.fraction, r); };
+    search(opt, res);
+    add_orders(opt, res, search);
   } else if (opt.find == "min-capacity") {
-    capacity_sweep(opt, reg, res);
+    auto search = [&](const SweepOptions& o, SweepResult& r) { capacity_sweep(o, reg, r); };
+    search(opt, res);
+    add_orders(opt, res, search);
   } else {
     throw InputError(opt.request.names("--find") + ": must be min-capacity or min-mem-fraction");
   }
@@ -320,7 +363,46 @@ nlohmann::json sweep_json(const SweepResult& r) {
                       {"anomalies", r.anomalies},
                       {"runs", runs}};
   if (!r.notes.empty()) j["notes"] = r.notes;
+  if (r.orders) {
+    nlohmann::json vs = nlohmann::json::array();
+    for (const auto& v : r.orders->values) vs.push_back(v ? value(*v) : nlohmann::json());
+    j["orders"] = {{"blocks", r.orders->blocks},
+                   {"regions", r.orders->regions},
+                   {"values", vs},
+                   {"every", r.orders->every ? value(*r.orders->every) : nlohmann::json()},
+                   {"setting", r.orders->every ? nlohmann::json(r.orders->setting) : nlohmann::json()},
+                   {"command", r.orders->every ? nlohmann::json(r.orders->command) : nlohmann::json()}};
+  }
   return j;
+}
+
+namespace {
+std::string value_text(const SweepResult& r, double v) {
+  return r.find == "min-capacity" ? human_bytes(static_cast<Bytes>(v)) : fmt::format("{:.2f}", v);
+}
+}  // namespace
+
+std::string sweep_orders_text(const SweepResult& r) {
+  if (!r.orders) return {};
+  const SweepResult::Orders& o = *r.orders;
+  const std::string lead = fmt::format(
+      "over the {} orders and histories considered for {} held before recording began (the recording "
+      "cannot tell them apart)",
+      o.values.size(), prior_variants_of(o.blocks, o.regions));
+  std::optional<double> lo, hi;
+  std::uint64_t none = 0;
+  for (const auto& v : o.values) {
+    if (!v) {
+      ++none;
+      continue;
+    }
+    lo = lo ? std::min(*lo, *v) : *v;
+    hi = hi ? std::max(*hi, *v) : *v;
+  }
+  if (!none && lo == hi) return fmt::format("{}: every one gives {}", lead, value_text(r, *lo));
+  std::string s = fmt::format("{}: {}-{}", lead, value_text(r, *lo), value_text(r, *hi));
+  if (none) return s + fmt::format("; {} of them fit{} at no value tried", none, none == 1 ? "s" : "");
+  return s + fmt::format("; every one fits from {}: `{}`", o.setting, o.command);
 }
 
 std::string sweep_text(const SweepResult& r) {
@@ -352,13 +434,12 @@ std::string sweep_text(const SweepResult& r) {
                    r.bound ? " (the lowest fraction tried: every fraction from 0.01 up fits)" : "");
   fmt::format_to(out, "  setting: {}\n", r.setting);
   fmt::format_to(out, "  replay:  {}\n", r.command);
+  if (r.orders) fmt::format_to(out, "  {}\n", sweep_orders_text(r));
   fmt::format_to(out, "  searched {}\n", r.range);
   fmt::format_to(out, "  monotonic: {} ({})\n", r.monotonic ? "yes" : "NO", r.monotonic_basis);
   if (!r.anomalies.empty()) {
     fmt::format_to(out, "  outcomes that break monotonicity at:");
-    for (double a : r.anomalies)
-      fmt::format_to(out, " {}",
-                     r.find == "min-capacity" ? human_bytes(static_cast<Bytes>(a)) : fmt::format("{:.2f}", a));
+    for (double a : r.anomalies) fmt::format_to(out, " {}", value_text(r, a));
     fmt::format_to(out, "\n  the setting above is the smallest value from which every larger one completes\n");
   }
   return s;

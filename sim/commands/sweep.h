@@ -12,7 +12,9 @@
 //   capacity applies to every device of the run (a recording's inferred device memory is
 //   replaced, and said so).
 // Both say the range they searched and print the answer as the user types it, with the command
-// that replays it.
+// that replays it. Where the answer's run re-held the state before a mid-run recording, the search
+// runs again in each other order of that state the recording cannot tell apart
+// (SweepResult::orders), and the answer says its range and the value from which every one fits.
 #pragma once
 #include <functional>
 #include <nlohmann/json.hpp>
@@ -44,6 +46,9 @@ struct SweepPoint {
   std::string trace_digest;
   std::optional<std::uint64_t> fatal_event;  // the allocator aborted the process here (a failure as an OOM is)
   std::string fatal;                         // …with this message
+  // The state before a mid-run recording, where this run re-held it (summed over its spaces).
+  bool prior_rebuilt = false;
+  std::uint64_t prior_blocks = 0, prior_regions = 0;
 };
 
 struct SweepResult {
@@ -62,6 +67,16 @@ struct SweepResult {
   std::vector<double> anomalies;  // values that break monotonicity
   std::vector<SweepPoint> runs;
   std::vector<std::string> notes;  // choices the sweep made (e.g. recorded device memory replaced)
+  // Where the answer's run re-held the state before a mid-run recording, whose order and history
+  // the recording cannot tell: the same search again in each other order and history considered
+  // (prior_variants), and what they answer.
+  struct Orders {
+    std::uint64_t blocks = 0, regions = 0;      // the state they differ in
+    std::vector<std::optional<double>> values;  // each search's answer (null: none in range fits), this one's first
+    std::optional<double> every;                // the smallest value from which every one fits (null: one never does)
+    std::string setting, command;               // ...as the user types it, and its replay
+  };
+  std::optional<Orders> orders;
 };
 
 // Throws InputError when the policy has no memory fraction (naming those that have one and
@@ -69,6 +84,9 @@ struct SweepResult {
 SweepResult run_sweep(const SweepOptions& opt, const Registry& reg);
 nlohmann::json sweep_json(const SweepResult& r);
 std::string sweep_text(const SweepResult& r);
+// "over the 2 orders ... held before recording began: 1.32 GiB-1.45 GiB; every one fits from
+// 1.45 GiB (`fragsim run ...`)" — SweepResult::orders in words; empty when there is none.
+std::string sweep_orders_text(const SweepResult& r);
 
 // The smallest x in (lo, hi] with ok(x), given ok(hi) and, unless lo is the floor, !ok(lo):
 // each round probes up to k points between lo and hi at once (eval returns ok per point).

@@ -78,15 +78,20 @@ bool PriorState::learn_free(const Event& ev) {
   return !unfreed_.empty();
 }
 
+std::vector<PriorVariant> prior_variants(bool regions) {
+  std::vector<PriorVariant> v = {{PriorHistory::kLikely, true}};
+  if (regions) v.insert(v.end(), {{PriorHistory::kLeast, false}, {PriorHistory::kMost, false}});
+  return v;
+}
+
+std::string prior_variants_of(std::uint64_t blocks, std::uint64_t regions) {
+  std::string s = fmt::format("the {} block{}", blocks, blocks == 1 ? "" : "s");
+  if (regions) s += fmt::format(" and {} region{}", regions, regions == 1 ? "" : "s");
+  return s;
+}
+
 void add_prior_range(const std::vector<RunOptions>& runs, std::vector<RunResult>& results, const Registry& reg,
                      unsigned threads) {
-  // The variants: the other address order, and the least and the most history (PriorHistory).
-  struct Variant {
-    PriorHistory history;
-    bool descending;
-  };
-  const Variant variants[] = {
-      {PriorHistory::kLikely, true}, {PriorHistory::kLeast, false}, {PriorHistory::kMost, false}};
   std::vector<RunOptions> extra;
   std::vector<size_t> of;  // the run each variant belongs to
   for (size_t i = 0; i < runs.size() && i < results.size(); ++i) {
@@ -96,8 +101,7 @@ void add_prior_range(const std::vector<RunOptions>& runs, std::vector<RunResult>
       continue;
     const bool regions = std::any_of(
         sp.begin(), sp.end(), [](const SpaceResult& s) { return s.prior && s.prior->rebuilt && s.prior->regions; });
-    for (const Variant& v : variants) {
-      if (v.history != PriorHistory::kLikely && !regions) continue;
+    for (const PriorVariant& v : prior_variants(regions)) {
       RunOptions o = runs[i];
       o.prior.history = v.history;
       o.prior.descending = v.descending;

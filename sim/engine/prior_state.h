@@ -138,6 +138,17 @@ std::vector<const Event*> PriorState::allocs(Pick pick, bool descending) const {
   return v;
 }
 
+// The orders and histories a re-held state could also have had, beside the one a run takes (its
+// PriorOptions): the other address order, and — where the recording's allocator held regions —
+// the least and the most history. add_prior_range and sweeps replay each.
+struct PriorVariant {
+  PriorHistory history;
+  bool descending;
+};
+std::vector<PriorVariant> prior_variants(bool regions);
+// "the 228 blocks" or "the 228 blocks and 3 regions": the state those variants differ in, in words.
+std::string prior_variants_of(std::uint64_t blocks, std::uint64_t regions);
+
 // For every run whose state before the recording was re-held on some space: replays the other
 // orders and histories considered (the other address order, the least and the most history) and
 // records on each such space the range of peak reserved and allocated memory over all of them.

@@ -572,9 +572,8 @@ void prior_text(std::back_insert_iterator<std::string> out, const RunResult& r, 
   }
   if (!p.range) return;
   const std::string lo = human_bytes(p.range->reserved_low), hi = human_bytes(p.range->reserved_high);
-  const std::string what =
-      fmt::format("the {} orders and histories considered for the {} and {} held before recording began",
-                  p.range->variants, count(p.blocks, "block", "blocks"), count(p.regions, "region", "regions"));
+  const std::string what = fmt::format("the {} orders and histories considered for {} held before recording began",
+                                       p.range->variants, prior_variants_of(p.blocks, p.regions));
   const std::string ooms = p.range->oom_runs && p.range->oom_runs < p.range->variants
                                ? fmt::format("; {} of them run out of memory", p.range->oom_runs)
                                : "";
