@@ -450,16 +450,20 @@ TEST_CASE("window: --from/--to limit what the page shows of a run to its events,
   }
 }
 
-// The SVG texts of one class in the "Memory over time" section of a rendered page: (x, text).
-std::vector<std::pair<double, std::string>> chart_texts(const std::string& dom, const std::string& cls) {
+// The SVG texts of one class in the "Memory over time" section of a rendered page.
+struct ChartText {
+  double x, y;
+  std::string text;
+};
+std::vector<ChartText> chart_texts(const std::string& dom, const std::string& cls) {
   // The section ends where the next one begins (each section's heading is inside its own div).
   size_t from = dom.find("<div id=\"charts\">"), to = dom.find("<div id=\"buffers\">", from);
   REQUIRE(from != std::string::npos);
   std::string charts = dom.substr(from, to == std::string::npos ? std::string::npos : to - from);
-  std::vector<std::pair<double, std::string>> out;
-  std::regex text("<text x=\"([0-9.]+)\"[^>]*class=\"" + cls + "\"[^>]*>([^<]*)</text>");
+  std::vector<ChartText> out;
+  std::regex text("<text x=\"([0-9.]+)\" y=\"(-?[0-9.]+)\"[^>]*class=\"" + cls + "\"[^>]*>([^<]*)</text>");
   for (std::sregex_iterator it(charts.begin(), charts.end(), text), end; it != end; ++it)
-    out.emplace_back(std::stod((*it)[1]), (*it)[2]);
+    out.push_back({std::stod((*it)[1]), std::stod((*it)[2]), (*it)[3]});
   return out;
 }
 
@@ -470,7 +474,7 @@ TEST_CASE("viewer: a --from/--to page draws memory over time over the window, an
   std::string dom = rendered_dom(html);
   CHECK(dom.find("<div id=\"errors\"></div>") != std::string::npos);
   std::vector<std::string> ticks;
-  for (const auto& [x, t] : chart_texts(dom, "axis")) ticks.push_back(t);
+  for (const auto& c : chart_texts(dom, "axis")) ticks.push_back(c.text);
   // The x axis runs from the window's first event to its last (1,000 … 3,000), not over all 19,958.
   CHECK(std::find(ticks.begin(), ticks.end(), "1,000") != ticks.end());
   CHECK(std::find(ticks.begin(), ticks.end(), "3,000") != ticks.end());
@@ -485,9 +489,26 @@ TEST_CASE("viewer: a --from/--to page draws memory over time over the window, an
   REQUIRE(!cap.empty());
   REQUIRE(cap.size() == lim.size());
   for (size_t i = 0; i < cap.size(); ++i) {
-    INFO(cap[i].second << " / " << lim[i].second);
+    INFO(cap[i].text << " / " << lim[i].text);
     // Right-aligned at x: the capacity label spans [x - width, x]; the limit's ends left of that.
-    CHECK(lim[i].first <= cap[i].first - 6.0 * static_cast<double>(cap[i].second.size()));
+    CHECK(lim[i].x <= cap[i].x - 6.0 * static_cast<double>(cap[i].text.size()));
+  }
+  // At 1102 MiB the usable memory (602 MiB) is in the chart, near its top, and the BFC's limit (75 %
+  // of the capacity, 828 MiB) above it: the usable line's label goes below the limit's arrow, not on
+  // it (a new user's trial, 2026-12-07: the two were drawn over each other).
+  const std::string small = tmp_path("mi300_small.html");
+  REQUIRE(
+      cli("run " + kData + "xprof/tracelens_mi300_jax08_gemm.xplane.pb.zst --capacity 1102MiB --html " + small).code ==
+      0);
+  dom = rendered_dom(small);
+  auto arrow = chart_texts(dom, "axis offscale-limit"), usable = chart_texts(dom, "axis label-capacity");
+  REQUIRE(!arrow.empty());
+  REQUIRE(!usable.empty());
+  // Each chart is an SVG of its own: every arrow sits at the same height in its chart.
+  for (const auto& a : arrow) CHECK(a.y == arrow.front().y);
+  for (const auto& u : usable) {
+    INFO(u.text << " / " << arrow.front().text);
+    CHECK(u.y >= arrow.front().y + 12);
   }
 }
 

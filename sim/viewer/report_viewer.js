@@ -383,16 +383,17 @@
         t.textContent = (Math.round(v) || 0).toLocaleString();
         plot.appendChild(t);
       });
-      let labelY = null;  // the last line label's baseline: a label too close below it goes under its line
+      let labelY = null;  // the last label's baseline: a label too close below it goes under its line
       let offscale = 0;   // off-scale arrows already drawn (each further one is drawn to their left)
-      lines.forEach(([k, v, name]) => {
-        if (v > yMax) {  // off scale: an arrow at the top
-          const t = svg("text", { x: W - R - 4 - offscale, y: T - 2, "text-anchor": "end", class: "axis offscale-" + k, fill: COLORS[k] });
-          t.textContent = "▲ " + name + " " + bytes(v);
-          plot.appendChild(t);
-          offscale += 6.5 * t.textContent.length + 12;
-          return;
-        }
+      // Arrows first: a line near the top then puts its label below them, not over them.
+      lines.filter(([, v]) => v > yMax).forEach(([k, v, name]) => {  // off scale: an arrow at the top
+        const t = svg("text", { x: W - R - 4 - offscale, y: T - 2, "text-anchor": "end", class: "axis offscale-" + k, fill: COLORS[k] });
+        t.textContent = "▲ " + name + " " + bytes(v);
+        plot.appendChild(t);
+        offscale += 6.5 * t.textContent.length + 12;
+        labelY = T - 2;
+      });
+      lines.filter(([, v]) => v <= yMax).forEach(([k, v, name]) => {
         if (v < y0) return;
         plot.appendChild(svg("line", { x1: L, x2: W - R, y1: ys(v), y2: ys(v), stroke: COLORS[k], "stroke-dasharray": "6,3", class: "line-" + k }));
         let y = ys(v) - 3;
