@@ -129,10 +129,20 @@ void fraction_sweep(const SweepOptions& opt, const Registry& reg, const Fraction
     every();
     res.monotonic_basis = "observed over every fraction 0.01..1.00";
   } else {
-    pts.eval({100}, "fraction 1.00");
-    if (pts.seen().at(100).completed) {
+    std::uint64_t lo = 0, hi = 100;
+    if (opt.hint) {
+      const auto i = std::clamp<std::uint64_t>(static_cast<std::uint64_t>(std::llround(*opt.hint * 100)), 1, 100);
+      pts.eval(i > 1 ? std::vector<std::uint64_t>{i - 1, i} : std::vector<std::uint64_t>{i},
+               "the hint and the fraction below it");
+      if (pts.seen().at(i).completed)
+        hi = i, lo = i > 1 && !pts.seen().at(i - 1).completed ? i - 1 : 0;
+      else
+        lo = i;
+    }
+    if (hi == 100) pts.eval({100}, "fraction 1.00");
+    if (pts.seen().at(hi).completed) {
       int round = 0;
-      std::uint64_t hi = kary_search(0, 100, kSearchWidth, [&](const std::vector<std::uint64_t>& xs) {
+      hi = kary_search(lo, hi, kSearchWidth, [&](const std::vector<std::uint64_t>& xs) {
         return pts.ok(xs, fmt::format("bisection round {}", ++round));
       });
       std::vector<std::uint64_t> near;
@@ -146,7 +156,7 @@ void fraction_sweep(const SweepOptions& opt, const Registry& reg, const Fraction
     }
     res.monotonic_basis = pts.seen().size() == 100
                               ? "observed over every fraction 0.01..1.00 (the bisection met a non-monotonic outcome)"
-                          : !pts.seen().at(100).completed
+                          : pts.seen().count(100) && !pts.seen().at(100).completed
                               ? "fraction 1.00 does not fit, so none can (--exhaustive replays every fraction)"
                               : fmt::format("bisection; checked {} fractions on each side of the answer", opt.verify);
   }
@@ -218,6 +228,14 @@ void capacity_sweep(const SweepOptions& opt, const Registry& reg, SweepResult& r
   // An upper bound that completes: the reserve plus 2 GiB, doubling, up to 64 TiB.
   std::uint64_t lo = 0, hi = std::max<std::uint64_t>(1, (hbm->reserve + 2 * kGiB) / g);
   const std::uint64_t top = (std::uint64_t{1} << 46) / g;
+  if (opt.hint) {  // the hint's step and the one below it bound the search when they decide it
+    const std::uint64_t k = std::clamp<std::uint64_t>(static_cast<std::uint64_t>(*opt.hint) / g, 1, top);
+    pts.eval(k > 1 ? std::vector<std::uint64_t>{k - 1, k} : std::vector<std::uint64_t>{k}, what());
+    if (pts.seen().at(k).completed)
+      hi = k, lo = k > 1 && !pts.seen().at(k - 1).completed ? k - 1 : 0;
+    else
+      lo = k, hi = std::min(top, 2 * k);
+  }
   while (!pts.ok({hi}, what())[0]) {
     lo = hi;
     if (hi >= top) break;
@@ -273,6 +291,8 @@ void add_orders(const SweepOptions& opt, SweepResult& res,
   const std::vector<PriorVariant> variants = prior_variants(at->prior_regions > 0);
   for (size_t k = 0; k < variants.size(); ++k) {
     SweepOptions vo = opt;
+    vo.hint = res.value;  // orders often agree: the answer's step and the one below settle it
+    vo.verify = 0;
     vo.base.prior.history = variants[k].history;
     vo.base.prior.descending = variants[k].descending;
     vo.base.prior.range = false;

@@ -34,6 +34,9 @@ struct SweepOptions {
   unsigned threads = 0;     // 0 = hardware concurrency
   int verify = 4;           // neighbours of the answer checked on each side (capacity steps or fractions)
   bool exhaustive = false;  // min-mem-fraction: every fraction 0.01..1.00 instead of a bisection
+  // A value the answer is likely near (another order's answer): that step and the one below are
+  // replayed first, and bound the search when they decide it.
+  std::optional<double> hint;
   // Told what each pass over the trace runs (e.g. "fractions 0.01..1.00: 100 settings"); may be empty.
   std::function<void(const std::string&)> on_pass;
 };
