@@ -73,6 +73,9 @@ HardwareModel choose_hardware(const RunRequest& req, const Recording& recording,
   HardwareModel hw = load_hardware(name, opt("--hw"));
   SpaceSpec* hbm = hw.space(Space::kHbm);
   if (recorded_capacity && hbm && req.capacity.empty()) hbm->capacity = *recorded_capacity;
+  // The recording's own device, where a preset of its family stands in: its compute capability.
+  if (req.hw.empty() && recording.hardware && !recording.hardware->compute_capability.empty())
+    hw.compute_major = compute_major(recording.hardware->compute_capability);
   if (!req.capacity.empty()) {
     if (!hbm) throw InputError(opt("--capacity") + ": hardware '" + hw.name + "' has no hbm space");
     Bytes holdback = hbm->runtime_holdback();
