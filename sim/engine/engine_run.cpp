@@ -41,6 +41,7 @@ void Engine::begin(const nlohmann::json& header, const Recording& recording) {
   out_.notes = opt_.notes;
   out_.shard = opt_.shard;
   out_.label = opt_.label;
+  out_.setting = opt_.setting;
   out_.models_recording = opt_.models_recording;
   if (header.is_object() && header.contains("time_unit") && header["time_unit"].is_string())
     out_.time_unit = header["time_unit"].get<std::string>();
