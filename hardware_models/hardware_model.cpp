@@ -4,6 +4,7 @@
 #include <fmt/ranges.h>
 
 #include <algorithm>
+#include <cstdio>
 
 #include "sim/base/config.h"
 #include "sim/base/error.h"
@@ -76,6 +77,8 @@ HardwareModel parse_hardware(const nlohmann::json& j, const std::string& origin)
                 : vendor == "nvidia" ? Platform::kCuda
                 : vendor == "amd"    ? Platform::kRocm
                                      : Platform::kUnknown;
+  if (std::string cc = top.text("compute_capability", ""); !cc.empty() && (hw.compute_major = compute_major(cc)) < 0)
+    throw InputError(origin + ": compute_capability: '" + cc + "' is not a compute capability like 8.0");
   top.allow({"description", "sources", "confidence", "notes", "spaces", "cost_model"});
   // Described, not modelled: checked all the same, so that a file with a typo in them is not taken
   // for one that says what it means.
@@ -115,6 +118,25 @@ HardwareModel parse_hardware(const nlohmann::json& j, const std::string& origin)
   }
   top.finish();
   return hw;
+}
+
+int compute_major(const std::string& capability) {
+  int major = -1, minor = -1;
+  char tail = 0;
+  if (std::sscanf(capability.c_str(), "%d.%d%c", &major, &minor, &tail) != 2 || major < 0 || minor < 0) return -1;
+  return major;
+}
+
+std::optional<SpaceSpec> recorded_hbm(const RecordedHardware& hw) {
+  SpaceSpec s;
+  try {
+    const HardwareModel preset = load_hardware(hw.preset);
+    if (const SpaceSpec* p = preset.space(Space::kHbm)) s = *p;
+  } catch (const InputError&) {
+  }
+  if (hw.capacity) s.capacity = *hw.capacity;
+  if (!s.capacity) return std::nullopt;
+  return s;
 }
 
 std::vector<std::string> list_presets() {

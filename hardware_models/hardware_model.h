@@ -2,7 +2,7 @@
 // "Hardware models"). Presets are JSON files in hardware_models/presets/ (compiled in as well);
 // `--hw FILE.json` loads a user's own with the same schema:
 //
-//   {"name": "...", "kind": "gpu"|"tpu", "vendor": "nvidia"|"amd", "generation": 5,
+//   {"name": "...", "kind": "gpu"|"tpu", "vendor": "nvidia"|"amd", "compute_capability": "9.0", "generation": 5,
 //    "spaces": [{"name": "hbm", "capacity_bytes": N, "reserve_bytes": N, "alignment": 256,
 //                "granularity": 2097152, "scoped_limit_bytes": N, "runtime_limit_bytes": N}],
 //    "cost_model": {"alloc_base_ns": N, "alloc_ns_per_mib": N, "free_base_ns": N, "free_ns_per_mib": N}}
@@ -20,6 +20,7 @@
 #include <vector>
 
 #include "sim/base/framework.h"
+#include "sim/base/recording.h"
 #include "sim/base/units.h"
 
 namespace fragsim {
@@ -66,6 +67,9 @@ struct HardwareModel {
   Platform platform =
       Platform::kUnknown;  // TPU for a TPU; else by vendor (nvidia: CUDA, amd: ROCm); unknown: none named
   int generation = 0;
+  // A GPU's compute capability, major version ("compute_capability": "8.0" in a preset; the
+  // recording's for its own device): TensorFlow's default limit depends on it. -1: not known.
+  int compute_major = -1;
   std::vector<SpaceSpec> spaces;
   CostModel cost;
   nlohmann::json source;  // the JSON it was built from
@@ -99,6 +103,14 @@ inline constexpr Bytes kMaxUnseenDeviceMemory = Bytes{2} << 30;
 [[nodiscard]] inline bool total_explains_usable(Bytes total, Bytes usable) {
   return total >= usable && total - usable <= kMaxUnseenDeviceMemory;
 }
+
+// The major version of a compute capability as device planes and presets write it ("7.5" -> 7),
+// -1 for text of another form.
+[[nodiscard]] int compute_major(const std::string& capability);
+
+// The hbm space of the device a recording names: its preset's, with the memory the recording
+// states where it does; nullopt when neither says how much memory it had.
+[[nodiscard]] std::optional<SpaceSpec> recorded_hbm(const RecordedHardware& hw);
 
 // A preset name (see list_presets) or a path to a JSON file. Throws InputError naming `what` (the
 // option that named it) for an unknown preset.

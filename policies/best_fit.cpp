@@ -11,7 +11,7 @@ void register_best_fit(Registry& r) {
       arena_options()};
   info.defaults = {
       {std::nullopt, "", "best-fit", "the trace names no allocator, so a plain best-fit arena replays it"}};
-  info.what_ifs = [](const nlohmann::json&, const Vocabulary&) { return std::vector<std::string>{"first-fit"}; };
+  info.what_ifs = [](const nlohmann::json&, const Vocabulary&) { return std::vector<WhatIf>{{"first-fit", ""}}; };
   r.add(std::move(info));
 }
 

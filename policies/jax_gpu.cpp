@@ -79,34 +79,67 @@ const RecordedAllocator* recorded_bfc(const ConfigContext& ctx) {
   return a && a->limit ? a : nullptr;
 }
 
+namespace {
+
+// TensorFlow's default limit (no per_process_gpu_memory_fraction) is the device's free memory less
+// a reserve for the system, MinSystemMemory in tensorflow/core/common_runtime/gpu/gpu_device.cc
+// (SingleVirtualDeviceMemoryLimit): 225 MiB with less than 2 GiB free, else by the major version of
+// the compute capability: 500 MiB up to 6, 1050 MiB for 7, 1536 MiB for 8, 1800 MiB from 9 (the
+// last row in newer releases; older ones keep 1536 MiB). A device with no CUDA capability (ROCm, or
+// one fragsim does not know: -1) takes the first row. A reserve not below the free memory leaves
+// the whole of it.
+Bytes tf_system_reserve(Bytes free, int cc_major) {
+  if (free < (Bytes{1} << 31)) return 225 * kMiB;
+  return cc_major <= 6 ? 500 * kMiB : cc_major == 7 ? 1050 * kMiB : cc_major == 8 ? 1536 * kMiB : 1800 * kMiB;
+}
+Bytes tf_default_limit(Bytes free, int cc_major) {
+  const Bytes r = tf_system_reserve(free, cc_major);
+  return r < free ? free - r : free;
+}
+std::string tf_reserve_basis(Bytes free, int cc_major) {
+  if (free < (Bytes{1} << 31)) return "below 2 GiB free";
+  return cc_major < 0 ? "no CUDA compute capability known" : fmt::format("compute capability {}.x", cc_major);
+}
+
+}  // namespace
+
 Bytes recorded_limit(const RecordedAllocator& rec, ConfigReader& cfg, const ConfigContext& ctx,
                      const JaxlibBehaviour& b) {
   const Bytes limit = *rec.limit;
   const RecordedHardware* hw = ctx.recording && ctx.recording->hardware ? &*ctx.recording->hardware : nullptr;
   if (!hw || ctx.space->space != Space::kHbm) return limit;  // (pinned host memory's limit is XLA's own)
   // The recorded device's memory: as the recording states it, else its preset's (a TPU's).
-  Bytes recorded = hw->capacity.value_or(0);
-  if (!recorded) try {
-      const HardwareModel preset = load_hardware(hw->preset);
-      if (const SpaceSpec* s = preset.space(Space::kHbm)) recorded = s->capacity;
-    } catch (const InputError&) {
-    }
-  if (!recorded || recorded == ctx.space->capacity) return limit;
-  // The program made the limit from the device it ran on: JAX from its total memory (before jaxlib
-  // 0.4.1 its free memory), TensorFlow without a fraction from its free memory less a reserve. On
-  // another device the same share of the same measure makes another limit; free memory is read
-  // here as the usable memory, the recorded device's as its memory less this device's reserve.
-  const bool from_free = b.limit_from_free || ctx.recording->framework_of() == Framework::kTensorFlow;
-  const Bytes reserve = ctx.space->capacity - ctx.space->usable();
-  const Bytes then = from_free && recorded > reserve ? recorded - reserve : recorded;
-  const Bytes now = from_free ? ctx.space->usable() : ctx.space->capacity;
-  const double share = static_cast<double>(limit) / static_cast<double>(then);
+  const std::optional<SpaceSpec> then = recorded_hbm(*hw);
+  if (!then || then->capacity == ctx.space->capacity) return limit;
+  // The program made the limit from the device it ran on, so on another device the same rule makes
+  // another limit, from that device alone (never from this run's reserve applied to the recorded one).
+  if (ctx.recording->framework_of() == Framework::kTensorFlow) {
+    // TensorFlow: free memory less its reserve. The recorded device's free memory is the limit plus
+    // the reserve its compute capability implies; free memory here is this device's usable memory.
+    const int cc_then = compute_major(hw->compute_capability);
+    const int cc_now = ctx.hw ? ctx.hw->compute_major : -1;
+    const Bytes reserve_then = tf_system_reserve(limit + 225 * kMiB, cc_then);
+    const Bytes free_now = ctx.space->usable(), here = tf_default_limit(free_now, cc_now);
+    cfg.note(fmt::format(
+        "device {}: TensorFlow set the capture's limit {} as its device's free memory less the {} MiB it keeps for "
+        "the system ({}): {} free; this run's device has {} free, less {} MiB ({}): {}",
+        ctx.device_index, human_bytes(limit), reserve_then / kMiB, tf_reserve_basis(limit + reserve_then, cc_then),
+        human_bytes(limit + reserve_then), human_bytes(free_now), (free_now - here) / kMiB,
+        tf_reserve_basis(free_now, cc_now), human_bytes(here)));
+    return here;
+  }
+  // JAX: a share of the device's total memory (before jaxlib 0.4.1 of its free memory, read as the
+  // usable memory: the recorded device's as its preset's reserve leaves it).
+  const Bytes recorded = b.limit_from_free ? then->usable() : then->capacity;
+  const Bytes now = b.limit_from_free ? ctx.space->usable() : ctx.space->capacity;
+  if (!recorded) return limit;
+  const double share = static_cast<double>(limit) / static_cast<double>(recorded);
   const Bytes here = rounded_limit(static_cast<Bytes>(std::min(share * static_cast<double>(now), 1.8e19)), b);
   cfg.note(fmt::format(
       "device {}: the capture's limit {} is {:.4g} of the {} its device had{}; this run's device has {}: the same "
       "share, {}",
-      ctx.device_index, human_bytes(limit), share, human_bytes(then), from_free ? " free" : "", human_bytes(now),
-      human_bytes(here)));
+      ctx.device_index, human_bytes(limit), share, human_bytes(recorded), b.limit_from_free ? " free" : "",
+      human_bytes(now), human_bytes(here)));
   return here;
 }
 

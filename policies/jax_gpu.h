@@ -51,8 +51,9 @@ struct RecordedAllocator;
 // run replays no capture or the capture logged no limit for this device and space.
 [[nodiscard]] const RecordedAllocator* recorded_bfc(const ConfigContext& ctx);
 // That allocator's limit on this run's device: as recorded on the device the capture ran on, else
-// the same share of this run's device memory (--capacity, --hw: the program's memory fraction makes
-// it from the memory the device has), with a note saying so.
+// what the framework's rule makes of this run's device memory (--capacity, --hw): JAX's the same
+// share of it (its memory fraction), TensorFlow's its free memory less TensorFlow's reserve for the
+// system; with a note saying so.
 [[nodiscard]] Bytes recorded_limit(const RecordedAllocator& rec, ConfigReader& cfg, const ConfigContext& ctx,
                                    const JaxlibBehaviour& b);
 // JAX's pinned host memory (the `host` space) is XLA's own host BFC whichever allocator serves

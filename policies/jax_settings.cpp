@@ -119,10 +119,12 @@ FrameworkSettings interpret_jax(const std::map<std::string, std::string>& env, c
   };
   // JAX reads these for its GPU client only (jax/_src/xla_bridge.py, the GPU backend's factory): on a
   // TPU the runtime's own allocator serves every buffer and they would change nothing.
+  // (TF_GPU_ALLOCATOR is TensorFlow's variable, which JAX's GPU client reads too.)
   if (ctx.platform == Platform::kTpu && named.empty())
     throw InputError(fmt::format(
-        "{} {}: JAX reads it for its GPU client only; on a TPU it changes nothing (--hw names a GPU to model one)", opt,
-        env.begin()->first));
+        "{} {}: {} for its GPU client only; on a TPU it changes nothing (--hw names a GPU to model one)", opt,
+        env.begin()->first,
+        env.begin()->first == "TF_GPU_ALLOCATOR" ? "TensorFlow's variable, which JAX reads" : "JAX reads it"));
   bool jax = false;  // a variable that configures JAX's allocator (JAX's default one, unless it names another)
   if (env.count("XLA_PYTHON_CLIENT_ALLOCATOR")) {
     jax = true;
@@ -146,10 +148,12 @@ FrameworkSettings interpret_jax(const std::map<std::string, std::string>& env, c
         opt +
         ": XLA_CLIENT_MEM_FRACTION is specified together with XLA_PYTHON_CLIENT_MEM_FRACTION. Remove the latter "
         "one, it is deprecated. (JAX raises ValueError)");
+  // The variable the fraction came from: an error names the one the user gave.
+  const char* frac_var = frac.empty() ? "XLA_PYTHON_CLIENT_MEM_FRACTION" : "XLA_CLIENT_MEM_FRACTION";
   if (frac.empty()) frac = dep;
   if (!frac.empty()) {
     jax = true;
-    double f = python_float(opt, "XLA_CLIENT_MEM_FRACTION", frac);
+    double f = python_float(opt, frac_var, frac);
     if (!(f > 0) || std::isinf(f)) throw InputError(fmt::format("{}: memory fraction must be > 0, got {}", opt, frac));
     cfg["mem_fraction"] = f;
     notes->push_back(fmt::format("memory fraction {} (as the f32 PJRT passes on: {:.9g})", frac,

@@ -484,6 +484,16 @@ struct AdviceCandidate {
   bool find_fraction = false;               // instead: search the smallest memory fraction that fits
   std::vector<std::string> drop_envs = {};  // variables the replay leaves out (besides those in envs)
   std::string policy = {};                  // the policy the replay runs, when the setting changes it
+  // The setting costs speed on every call (an allocator with no cache: a device call per allocation
+  // and free). Advice after an OOM names it, with its cost in `why`; the waste line, which credits
+  // a setting with the memory it saves and says nothing of its cost, leaves it out.
+  bool slow = false;
+};
+
+// A variant compare pits against a run of the policy, and how the framework's users select it.
+struct WhatIf {
+  std::string ref;      // as compare runs it: "xla-bfc[preallocate=false]"
+  std::string setting;  // the framework's setting that selects it ("TF_FORCE_GPU_ALLOW_GROWTH=true"; "": none)
 };
 
 struct PolicyInfo {
@@ -507,8 +517,8 @@ struct PolicyInfo {
   std::vector<DefaultFor> defaults = {};      // where it is the default
   // Variants worth comparing with a run of this policy ("torch-caching[expandable_segments=true]",
   // "platform"), given the run's resolved config: compare's defaults; only allocators the
-  // vocabulary's framework builds on its platform.
-  std::function<std::vector<std::string>(const nlohmann::json& config, const Vocabulary& vocab)> what_ifs = {};
+  // vocabulary's framework builds on its platform, each named in that framework's words where it has them.
+  std::function<std::vector<WhatIf>(const nlohmann::json& config, const Vocabulary& vocab)> what_ifs = {};
   // Settings that may avoid a first OOM of this policy; sim replays each before printing it.
   std::function<std::vector<AdviceCandidate>(const AdviceInput&)> advise = {};
 };

@@ -900,11 +900,13 @@ std::vector<AdviceCandidate> advise_torch_caching(const AdviceInput& in) {
   return a;
 }
 
-std::vector<std::string> torch_caching_what_ifs(const nlohmann::json& c, const Vocabulary&) {
-  std::vector<std::string> v;
-  v.push_back(c.value("resolved_expandable_segments", false) ? "torch-caching[expandable_segments=false]"
-                                                             : "torch-caching[expandable_segments=true]");
-  if (c.value("resolved_max_split_size", std::int64_t{-1}) < 0) v.push_back("torch-caching[max_split_size_mb=256]");
+std::vector<WhatIf> torch_caching_what_ifs(const nlohmann::json& c, const Vocabulary&) {
+  std::vector<WhatIf> v;
+  v.push_back({c.value("resolved_expandable_segments", false) ? "torch-caching[expandable_segments=false]"
+                                                              : "torch-caching[expandable_segments=true]",
+               ""});
+  if (c.value("resolved_max_split_size", std::int64_t{-1}) < 0)
+    v.push_back({"torch-caching[max_split_size_mb=256]", ""});
   return v;
 }
 

@@ -30,6 +30,7 @@
 // Deviation: XLA's pre-2026-08 backpedal loop can spin forever below 2560 B when the device keeps
 // failing; the model forces progress there (d5c110db), which changes nothing above that size.
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include <algorithm>
 #include <cmath>
@@ -77,7 +78,31 @@ struct BfcOptions {
   // "requested by op NAME", the op a framework annotated; a policy never knows it, and JAX names
   // none: left out.)
   bool end_in_message = false;
+  // The program's framework, whose exception an OOM raises: TensorFlow's op kernel, else JAX.
+  bool tensorflow = false;
+  std::uint32_t device = 0;  // the device index (TensorFlow names its device in the exception)
 };
+
+// TensorFlow's DataTypeString: NumPy's names but for float, double and half.
+std::string_view tf_dtype_name(Dtype d) {
+  return d == Dtype::kF32 ? "float" : d == Dtype::kF64 ? "double" : d == Dtype::kF16 ? "half" : numpy_dtype_name(d);
+}
+
+// The exception the program raises when the allocator returns no memory for the request: JAX's
+// (PJRT's RESOURCE_EXHAUSTED status), or TensorFlow's as its op kernel builds it
+// (OpKernelContext::allocate_tensor: "OOM when allocating tensor with shape" + the shape's
+// DebugString + " and type " + DataTypeString + " on " + device + " by allocator " + name).
+std::string oom_exception(const BfcOptions& o, const AllocRequest& req) {
+  if (!o.tensorflow)
+    return fmt::format("JAX raises: RESOURCE_EXHAUSTED: Out of memory while trying to allocate {} bytes.", req.size);
+  const bool known = req.has_shape && req.dtype != Dtype::kNone;
+  return fmt::format(
+      "TensorFlow raises ResourceExhaustedError: OOM when allocating tensor with shape[{}] and type {} on "
+      "/job:localhost/replica:0/task:0/device:GPU:{} by allocator {}{}",
+      req.has_shape ? fmt::format("{}", fmt::join(req.shape, ",")) : "?",
+      req.dtype != Dtype::kNone ? tf_dtype_name(req.dtype) : "?", o.device, o.name,
+      known ? "" : fmt::format(" (the trace gives no shape or type for these {} bytes)", req.size));
+}
 
 class Bfc {
  public:
@@ -681,9 +706,7 @@ class XlaBfcPolicy : public AllocatorPolicy {
     bool coll = req.space == Space::kCollective;
     if (!fatal_.empty()) return "    " + fatal_ + "\n";
     const Bfc* b = coll && collective_ ? collective_.get() : &main_;
-    return b->dump(req.size, coll && main_.options().spatial) +
-           fmt::format("    JAX raises: RESOURCE_EXHAUSTED: Out of memory while trying to allocate {} bytes.\n",
-                       req.size);
+    return b->dump(req.size, coll && main_.options().spatial) + "    " + oom_exception(b->options(), req) + "\n";
   }
 
   void memory_map(MemoryMap* out) const override {
@@ -805,6 +828,8 @@ PolicyBuilder configure_xla_bfc(ConfigReader& cfg, const ConfigContext& ctx) {
   main.vmm_padding = jb.vmm_padding;
   main.upper_alignment = upper_alignment;
   main.end_in_message = jb.spatial_default;
+  main.tensorflow = ctx.recording && ctx.recording->framework_of() == Framework::kTensorFlow;
+  main.device = ctx.device_index;
   // Regions obtained right after an earlier one extend it (TSL, with a coalescing sub-allocator).
   // Off by default: JAX's default sub-allocator does not coalesce, and turning it on for the
   // MI300X capture reproduces fewer addresses (50 of 69 against 62).
@@ -836,26 +861,68 @@ PolicyBuilder configure_xla_bfc(ConfigReader& cfg, const ConfigContext& ctx) {
   };
 }
 
-// After a first OOM (sim/commands/advice.h replays each before printing it): against fragmentation, the
-// placements JAX offers instead of one preallocated BFC; against a limit below the device, the
-// smallest memory fraction that fits.
-// In the words of the framework that recorded the trace: TensorFlow's variables for a TensorFlow
-// capture, JAX's otherwise; cudaMallocAsync only where the framework builds it (CUDA, not ROCm).
+// What the framework offers in place of its preallocated (or growing) BFC, in its own words: one
+// table for the advice after an OOM and for compare's what-ifs. TensorFlow's variables for a
+// TensorFlow capture, JAX's otherwise; only what the framework builds on the platform: JAX's
+// platform allocator everywhere, TensorFlow's cuMemAlloc one (TF_GPU_ALLOCATOR=cuda_malloc) on
+// CUDA only, cudaMallocAsync on CUDA only.
+struct BfcAlternative {
+  std::string ref;      // as compare runs it: "xla-bfc[preallocate=false]", "platform"
+  std::string setting;  // as the framework's users set it: "TF_FORCE_GPU_ALLOW_GROWTH=true"
+  std::string why;      // what it changes, in a few words
+  std::string policy;   // the policy the setting selects ("": xla-bfc itself, in the other mode)
+  bool slow = false;    // a driver call per allocation and free (AdviceCandidate::slow)
+  bool remedy = true;   // offered against fragmentation (one preallocated pool is not: it fragments as growth does)
+};
+std::vector<BfcAlternative> bfc_alternatives(const nlohmann::json& c, const Vocabulary& vocab) {
+  const bool tf = vocab.framework == Framework::kTensorFlow;
+  std::vector<BfcAlternative> v;
+  if (c.value("preallocate", true))
+    v.push_back({"xla-bfc[preallocate=false]",
+                 tf ? "TF_FORCE_GPU_ALLOW_GROWTH=true" : "XLA_PYTHON_CLIENT_PREALLOCATE=false",
+                 "the BFC grows region by region instead of carving one preallocated pool", ""});
+  else
+    v.push_back({"xla-bfc[preallocate=true]",
+                 tf ? "TF_FORCE_GPU_ALLOW_GROWTH=false" : "XLA_PYTHON_CLIENT_PREALLOCATE=true",
+                 "the BFC carves one preallocated pool instead of growing region by region", "", false, false});
+  // JAX's docs (GPU memory allocation): "allocate exactly what is needed on demand, and deallocate
+  // memory that is no longer needed ... This is very slow, so is not recommended for general use, but
+  // may be useful for running with the minimal possible GPU memory footprint or debugging OOM failures".
+  if (!tf)
+    v.push_back({"platform", "XLA_PYTHON_CLIENT_ALLOCATOR=platform",
+                 "JAX then allocates exactly what each buffer needs and frees it on every deallocation: no "
+                 "fragmentation, but a device call per allocation and free, which JAX's docs call very slow (for the "
+                 "smallest footprint or debugging an OOM, not for general use)",
+                 "platform", true});
+  else if (!vocab.rocm())
+    v.push_back({"platform", "TF_GPU_ALLOCATOR=cuda_malloc",
+                 "TensorFlow then calls cuMemAlloc and cuMemFree for each tensor, with no cache: no fragmentation, "
+                 "but a driver call per allocation and free (slow)",
+                 "platform", true});
+  if (!vocab.rocm())
+    v.push_back({"cuda-async", tf ? "TF_GPU_ALLOCATOR=cuda_malloc_async" : "XLA_PYTHON_CLIENT_ALLOCATOR=cuda_async",
+                 "the driver's stream-ordered pool places buffers instead of the BFC", "cuda-async"});
+  return v;
+}
+
+// After a first OOM (sim/commands/advice.h replays each before printing it): against fragmentation,
+// every placement the framework offers instead of the BFC in its mode (growth instead of one
+// preallocated pool; the platform and cudaMallocAsync allocators where it builds them), the slow
+// one last; against a limit below the device, the smallest memory fraction that fits.
 std::vector<AdviceCandidate> advise_xla_bfc(const AdviceInput& in) {
   const nlohmann::json& c = in.config;
-  const bool tf = in.vocab.framework == Framework::kTensorFlow;
   std::vector<AdviceCandidate> a;
   const Bytes limit = c.value("resolved_memory_limit", Bytes{0});
-  auto env = [&](const std::string& setting, const std::string& why, const std::string& policy) {
-    a.push_back({.problem = "fragmentation", .setting = setting, .why = why, .envs = {setting}, .policy = policy});
-  };
   if (in.fragmentation) {
-    if (c.value("preallocate", true))
-      env(tf ? "TF_FORCE_GPU_ALLOW_GROWTH=true" : "XLA_PYTHON_CLIENT_PREALLOCATE=false",
-          "the BFC grows region by region instead of carving one preallocated pool", "");
-    if (!in.vocab.rocm())
-      env(tf ? "TF_GPU_ALLOCATOR=cuda_malloc_async" : "XLA_PYTHON_CLIENT_ALLOCATOR=cuda_async",
-          "the driver's stream-ordered pool places buffers instead of the BFC", "cuda-async");
+    for (const BfcAlternative& alt : bfc_alternatives(c, in.vocab))
+      if (alt.remedy)
+        a.push_back({.problem = "fragmentation",
+                     .setting = alt.setting,
+                     .why = alt.why,
+                     .envs = {alt.setting},
+                     .policy = alt.policy,
+                     .slow = alt.slow});
+    std::stable_partition(a.begin(), a.end(), [](const AdviceCandidate& x) { return !x.slow; });
   } else if (limit && in.reserved + in.rounded > limit && !c.contains("memory_limit") &&
              c.value("mem_fraction", 0.75) < 1.0) {
     a.push_back({.problem = "memory", .why = "a larger share of the device", .find_fraction = true});
@@ -863,13 +930,11 @@ std::vector<AdviceCandidate> advise_xla_bfc(const AdviceInput& in) {
   return a;
 }
 
-// The other mode, and the other allocators the framework builds on the platform: JAX's platform
-// allocator everywhere (TensorFlow's cuMemAlloc one on CUDA only), cudaMallocAsync on CUDA only.
-std::vector<std::string> xla_bfc_what_ifs(const nlohmann::json& c, const Vocabulary& vocab) {
-  std::vector<std::string> v = {c.value("preallocate", true) ? "xla-bfc[preallocate=false]"
-                                                             : "xla-bfc[preallocate=true]"};
-  if (!vocab.rocm() || vocab.framework != Framework::kTensorFlow) v.push_back("platform");
-  if (!vocab.rocm()) v.push_back("cuda-async");
+// The other mode, and the other allocators the framework builds on the platform, each with the
+// setting that selects it.
+std::vector<WhatIf> xla_bfc_what_ifs(const nlohmann::json& c, const Vocabulary& vocab) {
+  std::vector<WhatIf> v;
+  for (BfcAlternative& alt : bfc_alternatives(c, vocab)) v.push_back({std::move(alt.ref), std::move(alt.setting)});
   return v;
 }
 

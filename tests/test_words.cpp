@@ -4,6 +4,7 @@
 #include <fmt/format.h>
 
 #include <catch2/catch.hpp>
+#include <map>
 
 #include "policies/policy.h"
 #include "sim/base/notes.h"
@@ -185,18 +186,24 @@ TEST_CASE("vocabulary: on ROCm, JAX is never told to use cudaMallocAsync") {
   AdviceInput in{.config = config, .fragmentation = true, .kind = "", .reserved = 0, .rounded = 0};
   in.vocab = {Framework::kJax, Platform::kRocm};
   auto rocm = bfc.advise(in);
-  REQUIRE(rocm.size() == 1);
+  REQUIRE(rocm.size() == 2);
   CHECK(rocm[0].setting == "XLA_PYTHON_CLIENT_PREALLOCATE=false");
+  CHECK(rocm[1].setting == "XLA_PYTHON_CLIENT_ALLOCATOR=platform");  // JAX builds it everywhere; slow, so last
+  CHECK(rocm[1].slow);
   in.vocab.platform = Platform::kCuda;
   auto cuda = bfc.advise(in);
-  REQUIRE(cuda.size() == 2);
+  REQUIRE(cuda.size() == 3);
   CHECK(cuda[1].setting == "XLA_PYTHON_CLIENT_ALLOCATOR=cuda_async");
+  CHECK(cuda[2].setting == "XLA_PYTHON_CLIENT_ALLOCATOR=platform");
   // A TensorFlow capture is told TensorFlow's variables.
   in.vocab.framework = Framework::kTensorFlow;
   auto tf = bfc.advise(in);
-  REQUIRE(tf.size() == 2);
+  REQUIRE(tf.size() == 3);
   CHECK(tf[0].setting == "TF_FORCE_GPU_ALLOW_GROWTH=true");
   CHECK(tf[1].setting == "TF_GPU_ALLOCATOR=cuda_malloc_async");
+  CHECK(tf[2].setting == "TF_GPU_ALLOCATOR=cuda_malloc");  // TensorFlow's cuMemAlloc allocator: CUDA only
+  in.vocab.platform = Platform::kRocm;
+  REQUIRE(bfc.advise(in).size() == 1);
 }
 
 TEST_CASE("vocabulary: a TensorFlow capture's sweep speaks per_process_gpu_memory_fraction") {
@@ -305,4 +312,121 @@ TEST_CASE("words: when following the recording scores lower, the text says which
   auto mi = cli("run " + words::kMi300 + " --follow-recording");
   CHECK_THAT(mi.out, Catch::Contains("following the recording: 81/81"));
   CHECK_THAT(mi.out, !Catch::Contains("better measure"));
+}
+
+TEST_CASE("vocabulary: a fragmentation OOM on ROCm in growth mode is offered JAX's platform allocator, by replay") {
+  // Trial 10, finding 4: the MI300X capture grows on demand, so XLA_PYTHON_CLIENT_PREALLOCATE=false is
+  // in force already and cudaMallocAsync is CUDA's only: its fragmentation OOM at 1102 MiB got no
+  // setting, though XLA_PYTHON_CLIENT_ALLOCATOR=platform fits there (JAX's docs: very slow).
+  auto r = run_cmd({.trace = words::kMi300, .capacity = "1102MiB"});
+  INFO(r.text);
+  REQUIRE(r.result.ooms.size() == 1);
+  CHECK(r.result.ooms[0].fragmentation);
+  CHECK_THAT(r.text, Catch::Contains("fragmentation: XLA_PYTHON_CLIENT_ALLOCATOR=platform — verified by replay: the "
+                                     "trace fits"));
+  CHECK_THAT(r.text, Catch::Contains("which JAX's docs call very slow"));
+  CHECK_THAT(r.text, Catch::Contains("--env XLA_PYTHON_CLIENT_ALLOCATOR=platform`"));
+  // The waste line credits memory, not speed: the slow allocator is not offered there.
+  auto w = run_cmd({.trace = words::kMi300});
+  CHECK_THAT(w.text, !Catch::Contains("XLA_PYTHON_CLIENT_ALLOCATOR=platform"));
+}
+
+TEST_CASE("vocabulary: a TensorFlow capture's OOM is TensorFlow's ResourceExhaustedError, with its tensor's shape") {
+  // Trial 10, finding 5: "JAX raises: RESOURCE_EXHAUSTED ..." was printed for every BFC OOM. TensorFlow's
+  // op kernel raises "OOM when allocating tensor with shape[...] and type ... on DEVICE by allocator NAME".
+  auto pre = run_cmd({.trace = words::kEcbm, .capacity = "40MiB"});
+  INFO(pre.text);
+  CHECK_THAT(pre.text,
+             Catch::Contains("TensorFlow raises ResourceExhaustedError: OOM when allocating tensor with "
+                             "shape[?] and type ? on /job:localhost/replica:0/task:0/device:GPU:0 by "
+                             "allocator GPU_0_bfc (the trace gives no shape or type for these 1912576 bytes)"));
+  CHECK_THAT(pre.text, !Catch::Contains("JAX raises"));
+  // A tensor the capture names: its shape and TensorFlow's name of its type.
+  auto mid = run_cmd({.trace = words::kEcbm, .sets = {"memory_limit=40MiB"}});
+  INFO(mid.text);
+  CHECK_THAT(mid.text,
+             Catch::Matches(R"([\s\S]*TensorFlow raises ResourceExhaustedError: OOM when allocating tensor with )"
+                            R"(shape\[[0-9,]+\] and type (float|uint8|int32|int64) on )"
+                            R"(/job:localhost/replica:0/task:0/device:GPU:0 by allocator GPU_0_bfc\n[\s\S]*)"));
+  auto jax = run_cmd({.trace = words::kMi300, .capacity = "1102MiB"});
+  CHECK_THAT(jax.text, Catch::Contains("JAX raises: RESOURCE_EXHAUSTED: Out of memory while trying to allocate"));
+}
+
+TEST_CASE("vocabulary: TensorFlow's limit on other memory is its free memory less TensorFlow's reserve") {
+  // Trial 10, finding 9: TensorFlow's default limit is the free memory less MinSystemMemory (gpu_device.cc:
+  // 225 MiB below 2 GiB free, else 500/1050/1536/1800 MiB by compute capability), not a share of it;
+  // and the recorded device's free memory was computed with this run's reserve, so it moved with
+  // --capacity (14.72 GiB at 40 MiB, 14.46 GiB at 300 MiB, 14.27 GiB from 562 MiB).
+  auto a100 = run_cmd({.trace = words::kEcbm, .hw = "a100-40g"});
+  const Bytes usable = 42481811456 - 524288000;  // a100-40g's capacity less its reserve
+  CHECK(a100.json["policy"]["config"]["resolved_memory_limit"] == usable - 1536 * kMiB);  // compute capability 8.0
+  CHECK_THAT(a100.text, Catch::Contains("less the 1050 MiB it keeps for the system (compute capability 7.x): 14.67 "
+                                        "GiB free; this run's device has 39.08 GiB free, less 1536 MiB (compute "
+                                        "capability 8.x)"));
+  auto h100 = run_json({.trace = words::kEcbm, .hw = "h100-80g"});
+  CHECK(h100["policy"]["config"]["resolved_memory_limit"] == 84987740160ull - 524288000 - 1800 * kMiB);
+  for (const char* c : {"40MiB", "300MiB", "600MiB", "4GiB"}) {
+    auto r = run_cmd({.trace = words::kEcbm, .capacity = c});
+    INFO(c << "\n" << r.text);
+    CHECK_THAT(r.text, Catch::Contains("(compute capability 7.x): 14.67 GiB free; this run's device has"));
+  }
+  // Below 2 GiB free TensorFlow keeps 225 MiB; a reserve not below the free memory leaves all of it.
+  auto small = run_json({.trace = words::kEcbm, .capacity = "1500MiB"});
+  CHECK(small["policy"]["config"]["resolved_memory_limit"] == (1500 - 500 - 225) * kMiB);
+  auto tiny = run_json({.trace = words::kEcbm, .capacity = "600MiB"});
+  CHECK(tiny["policy"]["config"]["resolved_memory_limit"] == 100 * kMiB);
+}
+
+TEST_CASE("vocabulary: a default policy on hardware of another kind does not claim to be the recording's allocator") {
+  // Trial 10, finding 12: a GPU capture on a TPU preset was "an XProf capture of the TPU runtime's
+  // allocator", a TPU capture on a GPU one "an XProf capture of XLA's BFC allocator"; TF_GPU_ALLOCATOR
+  // was JAX's variable; and the TPU capture on a TPU of another generation reproduced 0/453 addresses
+  // without saying its memory was not the recording's.
+  auto gpu_on_tpu = run_cmd({.trace = words::xprof_path("tracelens_jax_te_fused_attn_934987a2fc2f"), .hw = "tpu-v5e"});
+  CHECK_THAT(gpu_on_tpu.text, !Catch::Contains("the trace is an XProf capture of the TPU runtime's allocator"));
+  CHECK_THAT(gpu_on_tpu.text, Catch::Contains("the recording was made on a GPU, whose allocator this is not"));
+  const std::string tpu = words::xprof_path("xprof_tpu_inference_2");
+  auto tpu_on_gpu = run_cmd({.trace = tpu, .hw = "h100-80g"});
+  CHECK_THAT(tpu_on_gpu.text, !Catch::Contains("the trace is an XProf capture of XLA's BFC allocator"));
+  CHECK_THAT(tpu_on_gpu.text, Catch::Contains("the recording was made on a TPU, whose allocator this is not"));
+  auto own = run_cmd({.trace = tpu});
+  CHECK_THAT(own.text, Catch::Contains("the trace is an XProf capture of the TPU runtime's allocator"));
+  CHECK(own.json["fidelity"].value("memory_as_recorded", true));
+  std::string err =
+      input_error([&] { (void)run_json({.trace = tpu, .envs = {"TF_GPU_ALLOCATOR=cuda_malloc_async"}}); });
+  CHECK_THAT(err, Catch::Contains("TensorFlow's variable, which JAX reads for its GPU client only"));
+  auto v5e = run_cmd({.trace = tpu, .hw = "tpu-v5e"});
+  CHECK(v5e.json["fidelity"]["memory_as_recorded"] == false);
+  CHECK_THAT(v5e.text, Catch::Contains("against a recording made with other device memory than this run's"));
+}
+
+TEST_CASE("vocabulary: compare names a what-if row by the framework's setting beside its entry") {
+  // Trial 10, finding 13: a TensorFlow capture's rows were xla-bfc[preallocate=false] and platform,
+  // which TensorFlow's users set as TF_FORCE_GPU_ALLOW_GROWTH=true and TF_GPU_ALLOCATOR=cuda_malloc.
+  // The --json label stays the entry (check matches runs by it); `setting` carries the words.
+  CompareRequest q;
+  q.base.trace = words::kEcbm;
+  auto tf = compare_cmd(q);
+  INFO(tf.text);
+  CHECK_THAT(tf.text, Catch::Contains("\nxla-bfc[preallocate=false] (TF_FORCE_GPU_ALLOW_GROWTH=true) "));
+  CHECK_THAT(tf.text, Catch::Contains("\nplatform (TF_GPU_ALLOCATOR=cuda_malloc) "));
+  CHECK_THAT(tf.text, Catch::Contains("\ncuda-async (TF_GPU_ALLOCATOR=cuda_malloc_async) "));
+  std::map<std::string, std::string> setting;
+  for (const auto& r : tf.json) setting[r.value("label", "")] = r.value("setting", "");
+  CHECK(setting.at("xla-bfc[preallocate=false]") == "TF_FORCE_GPU_ALLOW_GROWTH=true");
+  CHECK(setting.at("xla-bfc").empty());
+  q.base.trace = words::kMi300;
+  auto jax = compare_cmd(q);
+  CHECK_THAT(jax.text, Catch::Contains("\nxla-bfc[preallocate=true] (XLA_PYTHON_CLIENT_PREALLOCATE=true) "));
+  CHECK_THAT(jax.text, Catch::Contains("\nplatform (XLA_PYTHON_CLIENT_ALLOCATOR=platform) "));
+}
+
+TEST_CASE("vocabulary: a bad memory fraction names the variable given") {
+  // Trial 10, finding 15: XLA_PYTHON_CLIENT_MEM_FRACTION=abc was reported as XLA_CLIENT_MEM_FRACTION.
+  std::string err =
+      input_error([] { (void)run_json({.trace = words::kMi300, .envs = {"XLA_PYTHON_CLIENT_MEM_FRACTION=abc"}}); });
+  CHECK_THAT(err, Catch::Contains("XLA_PYTHON_CLIENT_MEM_FRACTION: could not convert string to float: 'abc'"));
+  CHECK_THAT(err, !Catch::Contains("XLA_CLIENT_MEM_FRACTION:"));
+  err = input_error([] { (void)run_json({.trace = words::kMi300, .envs = {"XLA_CLIENT_MEM_FRACTION=abc"}}); });
+  CHECK_THAT(err, Catch::Contains("XLA_CLIENT_MEM_FRACTION: could not convert"));
 }

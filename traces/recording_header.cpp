@@ -180,6 +180,7 @@ Recording recording_from_header(const nlohmann::json& h, const std::string& file
       rh.capacity = (*hw)["capacity_bytes"].get<Bytes>();
     }
     rh.basis = hw->value("basis", std::string("the trace header"));
+    rh.compute_capability = hw->value("compute_capability", std::string());
     if (auto ds = hw->find("devices"); ds != hw->end()) {
       if (!ds->is_array()) throw bad("recorded_hardware", "devices must be a list");
       for (const auto& d : *ds) {

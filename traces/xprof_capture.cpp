@@ -519,7 +519,10 @@ class Importer {
     if (preset.empty())
       basis += fmt::format("; no preset models that device: {}'s allocation granularity and device-call costs stand in",
                            base);
-    return {{"preset", preset.empty() ? base : preset}, {"capacity_bytes", d.memory_size}, {"basis", basis}};
+    nlohmann::json hw = {
+        {"preset", preset.empty() ? base : preset}, {"capacity_bytes", d.memory_size}, {"basis", basis}};
+    if (d.cc_major >= 0) hw["compute_capability"] = fmt::format("{}.{}", d.cc_major, d.cc_minor);
+    return hw;
   }
 
   struct Pre {

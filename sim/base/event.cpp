@@ -12,6 +12,27 @@ constexpr std::string_view kDtypeNames[] = {"",       "f32",    "f16", "bf16", "
                                             "s16",    "u16",    "s32", "u32",  "s64", "u64", "pred",
                                             "f8e4m3", "f8e5m2", "s4",  "u4",   "c64", "c128"};
 constexpr int kDtypeBits[] = {0, 32, 16, 16, 64, 8, 8, 16, 16, 32, 32, 64, 64, 8, 8, 8, 4, 4, 64, 128};
+// NumPy / JAX names (jnp.dtype(x).name) for the same types, each type's NumPy name first.
+constexpr std::pair<std::string_view, Dtype> kDtypeAliases[] = {{"float32", Dtype::kF32},
+                                                                {"float16", Dtype::kF16},
+                                                                {"bfloat16", Dtype::kBf16},
+                                                                {"float64", Dtype::kF64},
+                                                                {"int8", Dtype::kS8},
+                                                                {"uint8", Dtype::kU8},
+                                                                {"int16", Dtype::kS16},
+                                                                {"uint16", Dtype::kU16},
+                                                                {"int32", Dtype::kS32},
+                                                                {"uint32", Dtype::kU32},
+                                                                {"int64", Dtype::kS64},
+                                                                {"uint64", Dtype::kU64},
+                                                                {"bool", Dtype::kPred},
+                                                                {"float8_e4m3fn", Dtype::kF8e4m3},
+                                                                {"float8_e5m2", Dtype::kF8e5m2},
+                                                                {"int4", Dtype::kS4},
+                                                                {"uint4", Dtype::kU4},
+                                                                {"complex64", Dtype::kC64},
+                                                                {"complex128", Dtype::kC128},
+                                                                {"f8e4m3fn", Dtype::kF8e4m3}};
 }  // namespace
 
 std::string_view op_name(Op op) { return kOpNames[static_cast<int>(op)]; }
@@ -30,33 +51,18 @@ bool parse_dtype(std::string_view s, Dtype* out) {
     *out = static_cast<Dtype>(i);
     return true;
   }
-  // NumPy / JAX names (jnp.dtype(x).name) for the same types.
-  static constexpr std::pair<std::string_view, Dtype> kAliases[] = {{"float32", Dtype::kF32},
-                                                                    {"float16", Dtype::kF16},
-                                                                    {"bfloat16", Dtype::kBf16},
-                                                                    {"float64", Dtype::kF64},
-                                                                    {"int8", Dtype::kS8},
-                                                                    {"uint8", Dtype::kU8},
-                                                                    {"int16", Dtype::kS16},
-                                                                    {"uint16", Dtype::kU16},
-                                                                    {"int32", Dtype::kS32},
-                                                                    {"uint32", Dtype::kU32},
-                                                                    {"int64", Dtype::kS64},
-                                                                    {"uint64", Dtype::kU64},
-                                                                    {"bool", Dtype::kPred},
-                                                                    {"float8_e4m3fn", Dtype::kF8e4m3},
-                                                                    {"float8_e5m2", Dtype::kF8e5m2},
-                                                                    {"int4", Dtype::kS4},
-                                                                    {"uint4", Dtype::kU4},
-                                                                    {"complex64", Dtype::kC64},
-                                                                    {"complex128", Dtype::kC128},
-                                                                    {"f8e4m3fn", Dtype::kF8e4m3}};
-  for (const auto& [name, d] : kAliases)
+  for (const auto& [name, d] : kDtypeAliases)
     if (s == name) {
       *out = d;
       return true;
     }
   return false;
+}
+
+std::string_view numpy_dtype_name(Dtype d) {
+  for (const auto& [name, x] : kDtypeAliases)
+    if (x == d) return name;
+  return "";
 }
 
 int dtype_bits(Dtype d) { return kDtypeBits[static_cast<int>(d)]; }

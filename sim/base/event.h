@@ -66,6 +66,8 @@ enum class Dtype : std::uint8_t {
   kCount
 };
 std::string_view dtype_name(Dtype d);
+// Its NumPy name ("float32", "bfloat16", "bool"; "" for kNone).
+std::string_view numpy_dtype_name(Dtype d);
 // XLA names (f32, bf16, s8, pred, ...) and their NumPy/JAX names (float32, bfloat16, int8, bool, ...).
 [[nodiscard]] bool parse_dtype(std::string_view s, Dtype* out);
 int dtype_bits(Dtype d);

@@ -66,9 +66,10 @@ struct RecordedDeviceCapacity {
 
 // The device a recording names.
 struct RecordedHardware {
-  std::string preset;             // the closest hardware preset ("tpu-v6e", "h100-80g")
-  std::optional<Bytes> capacity;  // the memory the device reported, when it differs from the preset's
-  std::string basis;              // what in the recording says so
+  std::string preset;              // the closest hardware preset ("tpu-v6e", "h100-80g")
+  std::optional<Bytes> capacity;   // the memory the device reported, when it differs from the preset's
+  std::string basis;               // what in the recording says so
+  std::string compute_capability;  // an NVIDIA or AMD GPU's, as its device plane states it ("7.5"; "": unstated)
   // A set of recordings: each device's memory as its own recording reports it (a T4 rank beside an
   // A100 one), where the set's devices differ; the preset is the first recording's.
   std::map<std::uint32_t, RecordedDeviceCapacity> devices;

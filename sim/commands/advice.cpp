@@ -229,10 +229,11 @@ std::string proven_waste_advice(const RunResult& r, const RunRequest& req, const
   if (!info.advise) return plain;
   const ReplayBase base = replay_base(req);
   const Vocabulary vocab = prepare_run(req, reg, &base.recording).vocab;
-  // The settings the policy proposes against fragmentation, as after a fragmentation OOM.
+  // The settings the policy proposes against fragmentation, as after a fragmentation OOM, but for
+  // those that cost speed on every call: this line credits the memory saved and not the cost.
   std::vector<AdviceCandidate> cands;
   for (AdviceCandidate& c : info.advise({r.policy_config, true, "", sp->peak_reserved, 0, vocab}))
-    if (c.problem == "fragmentation" && !c.find_fraction) cands.push_back(std::move(c));
+    if (c.problem == "fragmentation" && !c.find_fraction && !c.slow) cands.push_back(std::move(c));
   WasteCredit best;
   const std::vector<Replayed> replays = replay_candidates(cands, req, reg, base, threads);
   // A setting's credit is what it saves against the same state re-held (control_replay), when its

@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <map>
 
@@ -10,8 +11,7 @@
 
 namespace fragsim {
 
-std::vector<std::string> default_compare_entries(const RunRequest& req, const Recording& recording,
-                                                 const Registry& reg) {
+std::vector<WhatIf> default_compare_entries(const RunRequest& req, const Recording& recording, const Registry& reg) {
   RunRequest q = req;
   q.policy.clear();
   RunOptions chosen = prepare_run(q, reg, &recording);
@@ -22,16 +22,16 @@ std::vector<std::string> default_compare_entries(const RunRequest& req, const Re
   // A sharding what-if (--shard) takes only the policies that model it (the chosen one does, or
   // prepare_run refused it above): the lower bound and what-ifs that do not are left out.
   const bool sharded = req.shard != 1 || req.shard_dim != "major";
-  std::vector<std::string> v;
+  std::vector<WhatIf> v;
   if (q.envs.empty() && (!sharded || reg.lower_bound().models_sharding))
-    v.push_back(reg.lower_bound().name);  // variables configure one framework's allocators only
-  v.push_back(entry);
+    v.push_back({reg.lower_bound().name, ""});  // variables configure one framework's allocators only
+  v.push_back({entry, ""});
   if (info.what_ifs)
-    for (const auto& w : info.what_ifs(resolved_config(chosen, recording, reg), chosen.vocab)) {
-      const PolicyInfo& wi = reg.find(parse_policy_ref(w, "what-if").name);
+    for (auto& w : info.what_ifs(resolved_config(chosen, recording, reg), chosen.vocab)) {
+      const PolicyInfo& wi = reg.find(parse_policy_ref(w.ref, "what-if").name);
       if (!q.envs.empty() && wi.frameworks != info.frameworks) continue;
       if (sharded && !wi.models_sharding) continue;
-      if (std::find(v.begin(), v.end(), w) == v.end()) v.push_back(w);
+      if (std::none_of(v.begin(), v.end(), [&](const WhatIf& x) { return x.ref == w.ref; })) v.push_back(std::move(w));
     }
   return v;
 }
@@ -65,11 +65,15 @@ ComparePlan prepare_compare(const CompareRequest& req, const Registry& reg) {
     q.source = t < req.sources.size() ? req.sources[t] : nullptr;
     q.source_bytes = t < req.source_bytes.size() ? req.source_bytes[t] : 0;
     const Recording recording = read_recording(q);
-    std::vector<std::string> entries = given.empty() ? default_compare_entries(q, recording, reg) : given;
+    std::vector<WhatIf> defaults;
+    if (given.empty()) defaults = default_compare_entries(q, recording, reg);
+    std::vector<std::string> entries = given;
+    for (const WhatIf& w : defaults) entries.push_back(w.ref);
     if (t == 0) plan.entries = entries;
-    for (const auto& entry : entries) {
-      q.policy = entry;
+    for (size_t e = 0; e < entries.size(); ++e) {
+      q.policy = entries[e];
       plan.runs.push_back(prepare_run(q, reg, &recording));
+      if (e < defaults.size()) plan.runs.back().setting = defaults[e].setting;
       plan.requests.push_back(q);
     }
     entries_of.push_back(std::move(entries));

@@ -29,9 +29,10 @@ struct ComparePlan {
 // Throws InputError on a bad entry (before any trace is replayed) or a bad request.
 [[nodiscard]] ComparePlan prepare_compare(const CompareRequest& req, const Registry& reg);
 
-// The default entries for one trace: the lower bound, the chosen policy, its what-ifs.
-[[nodiscard]] std::vector<std::string> default_compare_entries(const RunRequest& req, const Recording& recording,
-                                                               const Registry& reg);
+// The default entries for one trace: the lower bound, the chosen policy, its what-ifs (each with the
+// recording framework's setting that selects it).
+[[nodiscard]] std::vector<WhatIf> default_compare_entries(const RunRequest& req, const Recording& recording,
+                                                          const Registry& reg);
 
 // Labels for the runs of `compare` (each trace's entries, trace-major), unique: the entry alone for
 // one trace, else "TRACE: entry" with TRACE the file's name, or its path where two traces share a

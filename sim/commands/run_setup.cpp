@@ -73,6 +73,9 @@ HardwareModel choose_hardware(const RunRequest& req, const Recording& recording,
   HardwareModel hw = load_hardware(name, opt("--hw"));
   SpaceSpec* hbm = hw.space(Space::kHbm);
   if (recorded_capacity && hbm && req.capacity.empty()) hbm->capacity = *recorded_capacity;
+  // The recording's own device, where a preset of its family stands in: its compute capability.
+  if (req.hw.empty() && recording.hardware && !recording.hardware->compute_capability.empty())
+    hw.compute_major = compute_major(recording.hardware->compute_capability);
   if (!req.capacity.empty()) {
     if (!hbm) throw InputError(opt("--capacity") + ": hardware '" + hw.name + "' has no hbm space");
     Bytes holdback = hbm->runtime_holdback();
@@ -97,6 +100,22 @@ HardwareModel choose_hardware(const RunRequest& req, const Recording& recording,
   }
   return hw;
 }
+
+namespace {
+// The kind of hardware ("gpu", "tpu") the recording was made on, where it names the platform ("": not).
+std::string recorded_kind(const Recording& recording) {
+  switch (recording.platform) {
+    case Platform::kTpu:
+      return "tpu";
+    case Platform::kCuda:
+    case Platform::kRocm:
+      return "gpu";
+    default:
+      return "";
+  }
+}
+std::string kind_word(const std::string& kind) { return kind == "gpu" ? "GPU" : kind == "tpu" ? "TPU" : kind; }
+}  // namespace
 
 Vocabulary vocabulary_of(const Recording& recording, const HardwareModel& hw) {
   return {recording.framework_of(), hw.platform != Platform::kUnknown ? hw.platform : recording.platform};
@@ -159,7 +178,15 @@ RunOptions prepare_run(const RunRequest& req, const Registry& reg, const Recordi
   si.default_policy = def.ref;
   bool defaulted = false;
   o.policy = resolve_settings(si, reg, &o.notes, &defaulted);
-  if (defaulted)
+  // A default chosen for the hardware's kind says why in the recording's terms ("an XProf capture
+  // of the TPU runtime's allocator"), which hold only for a recording made on that kind.
+  if (defaulted && !recorded_kind(recording).empty() && recorded_kind(recording) != o.hw.kind)
+    o.notes.push_back(fmt::format(
+        "policy {}: the default for {} replayed on a {} ({}); the recording was made on a {}, whose allocator this "
+        "is not: the run is a what-if of the {}'s allocator over the recorded buffers ({} chooses another)",
+        def.ref, recording.what(), kind_word(o.hw.kind), o.hw.name, kind_word(recorded_kind(recording)),
+        kind_word(o.hw.kind), opt("--policy")));
+  else if (defaulted)
     o.notes.push_back(fmt::format("policy {}: {} ({} chooses another)", def.ref, def.why, opt("--policy")));
   const PolicyInfo& info = reg.find(o.policy.name, opt("--policy"));
   if (!info.hardware_kind.empty() && info.hardware_kind != o.hw.kind)

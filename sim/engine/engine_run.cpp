@@ -41,6 +41,7 @@ void Engine::begin(const nlohmann::json& header, const Recording& recording) {
   out_.notes = opt_.notes;
   out_.shard = opt_.shard;
   out_.label = opt_.label;
+  out_.setting = opt_.setting;
   out_.models_recording = opt_.models_recording;
   if (header.is_object() && header.contains("time_unit") && header["time_unit"].is_string())
     out_.time_unit = header["time_unit"].get<std::string>();
@@ -163,15 +164,17 @@ void Engine::finish() {
     // The recording's addresses came from its own device memory; a run given other memory
     // (--hw, --capacity, --reserve) diverges from them wherever a decision depends on the memory
     // (where it runs short; PyTorch sizes its expandable segments from the device's total).
-    // Compared space by space: the usable memory inferred for a device, or the capacity a capture's
-    // device plane states, against this run's (the same memory given by --hw or --capacity is no change).
+    // Compared space by space: the usable memory inferred for a device, or the capacity of the
+    // device the recording names (as its device plane states it, else its preset's: a TPU's), against
+    // this run's (the same memory given by --hw or --capacity is no change).
     bool differs = false;
+    const std::optional<SpaceSpec> named = recording_.hardware ? recorded_hbm(*recording_.hardware) : std::nullopt;
     for (const auto& s : slots_) {
       if (s.space != Space::kHbm) continue;
       if (const RecordedDeviceMemory* rd = recording_.device(s.device))
         differs = differs || s.spec->usable() != rd->usable;
-      else if (recording_.hardware && recording_.hardware->capacity)
-        differs = differs || s.spec->capacity != *recording_.hardware->capacity;
+      else if (named)
+        differs = differs || s.spec->capacity != named->capacity;
     }
     if (differs) out.fidelity["memory_as_recorded"] = false;
   }

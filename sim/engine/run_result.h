@@ -185,6 +185,7 @@ struct RunResult {
   nlohmann::json header;
   std::string policy_name;
   std::string label;              // how several runs shown together are told apart (compare, batch)
+  std::string setting;            // RunOptions::setting: the framework's words for a what-if ("": none)
   bool models_recording = false;  // RunOptions::models_recording: the text shows its fidelity
   nlohmann::json policy_config;
   nlohmann::json hardware;

@@ -508,6 +508,7 @@ nlohmann::json report_json(const RunResult& r, size_t map_blocks) {
     for (auto it = r.spaces[0].extra.begin(); it != r.spaces[0].extra.end(); ++it) j[it.key()] = it.value();
   }
   if (!r.label.empty()) j["label"] = r.label;
+  if (!r.setting.empty()) j["setting"] = r.setting;
   if (r.empty_cache_calls) {
     j["empty_cache"] = {
         {"calls", r.empty_cache_calls}, {"effect", r.empty_cache_effect}, {"text", empty_cache_line(r)}};
@@ -750,8 +751,13 @@ std::string compare_table(const std::vector<RunResult>& runs) {
                    human_bytes(t->peak_requested),
                    t->several_spaces() ? fmt::format(" (the sum over {} spaces)", t->spaces.size()) : "");
   const bool per_space = std::any_of(runs.begin(), runs.end(), [](const RunResult& r) { return r.several_spaces(); });
+  // A what-if's row names the framework's setting beside the entry ("xla-bfc[preallocate=false]
+  // (TF_FORCE_GPU_ALLOW_GROWTH=true)"): the entry is what --json's label and check match runs by.
+  auto row_label = [](const RunResult& r) {
+    return escape_terminal(r.setting.empty() ? label_of(r) : fmt::format("{} ({})", label_of(r), r.setting));
+  };
   size_t w = 16;
-  for (const auto& r : runs) w = std::max(w, escape_terminal(label_of(r)).size());
+  for (const auto& r : runs) w = std::max(w, row_label(r).size());
   // Fragmentation columns at the peak of allocated memory (docs/metrics.md): reserved but
   // unallocated, its share of reserved, and external fragmentation 1 − largest free / free —
   // each space's own figures; with several spaces, one row per space.
@@ -771,7 +777,7 @@ std::string compare_table(const std::vector<RunResult>& runs) {
       const SpaceMoment& p = sp.at_peak_allocated;
       fmt::format_to(out,
                      "{:<{}} {}{:>6} {:>5} {:>11} {:>11} {:>11} {:>6} {:>8} {:>11} {:>8} {:>9} {:>9} {:>8} {:>9.2f}\n",
-                     escape_terminal(label_of(r)), w,
+                     row_label(r), w,
                      per_space ? fmt::format("{:<14} ", fmt::format("{} {}{}", sp.device, space_name(sp.space),
                                                                     i == r.binding && r.several_spaces() ? " *" : ""))
                                : "",
