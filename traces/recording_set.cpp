@@ -288,6 +288,11 @@ class SetReader : public TraceReader {
 
 }  // namespace
 
+bool is_file_list(const std::string& path) {
+  std::error_code ec;
+  return path.find(',') != std::string::npos && !std::filesystem::exists(path, ec);
+}
+
 bool is_recording_set(const std::string& path) {
   auto files = set_files(path);
   if (files.empty()) return false;
@@ -295,7 +300,7 @@ bool is_recording_set(const std::string& path) {
   // A list (no file of that name): its reader names a piece that is not a snapshot or a profiler
   // trace (a folder, a .jsonl), where the list read as one file's name was 'cannot open' (exit 3).
   if (!std::filesystem::is_directory(path, ec))
-    return !std::filesystem::exists(path, ec) || std::all_of(files.begin(), files.end(), is_member_file);
+    return is_file_list(path) || std::all_of(files.begin(), files.end(), is_member_file);
   return true;
 }
 

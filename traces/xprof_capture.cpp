@@ -17,6 +17,7 @@
 #include "traces/profile_dirs.h"
 #include "traces/proto_scan.h"
 #include "traces/recorded_layout.h"
+#include "traces/recording_set.h"
 #include "traces/xprof_names.h"
 #include "traces/xprof_space.h"
 
@@ -563,6 +564,7 @@ std::string tpu_preset(std::string_view model) {
 }
 
 bool is_xprof_path(const std::string& path) {
+  if (is_file_list(path)) return false;  // a set, or a capture and its profile (traces/capture_profile.h)
   if (ends_with(path, ".xplane.pb") || ends_with(path, ".xplane.pb.zst")) return true;
   std::error_code ec;
   return std::filesystem::is_directory(path, ec) && !profile_runs(path, is_capture_file).empty();  // any depth
