@@ -84,8 +84,9 @@ Bytes recorded_limit(const RecordedAllocator& rec, ConfigReader& cfg, const Conf
   const Bytes limit = *rec.limit;
   const RecordedHardware* hw = ctx.recording && ctx.recording->hardware ? &*ctx.recording->hardware : nullptr;
   if (!hw || ctx.space->space != Space::kHbm) return limit;  // (pinned host memory's limit is XLA's own)
-  // The recorded device's memory: as the recording states it, else its preset's (a TPU's).
-  Bytes recorded = hw->capacity.value_or(0);
+  // The recorded device's memory: as the recording states it (in a set, or a profile directory of
+  // hosts with other GPUs, the device's own), else its preset's (a TPU's).
+  Bytes recorded = hw->capacity_of(ctx.device_index).value_or(0);
   if (!recorded) try {
       const HardwareModel preset = load_hardware(hw->preset);
       if (const SpaceSpec* s = preset.space(Space::kHbm)) recorded = s->capacity;

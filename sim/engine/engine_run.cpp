@@ -169,8 +169,9 @@ void Engine::finish() {
       if (s.space != Space::kHbm) continue;
       if (const RecordedDeviceMemory* rd = recording_.device(s.device))
         differs = differs || s.spec->usable() != rd->usable;
-      else if (recording_.hardware && recording_.hardware->capacity)
-        differs = differs || s.spec->capacity != *recording_.hardware->capacity;
+      else if (const std::optional<Bytes> c =
+                   recording_.hardware ? recording_.hardware->capacity_of(s.device) : std::nullopt)
+        differs = differs || s.spec->capacity != *c;  // a device's own in a set of recordings
     }
     if (differs) out.fidelity["memory_as_recorded"] = false;
   }
