@@ -255,6 +255,7 @@ class AppendingReader : public TraceReader {
       : TraceReader(inner->path(), ReaderOptions{}), inner_(std::move(inner)), allocs_(std::move(allocs)) {
     header_ = inner_->header();
     recording_ = inner_->recording();
+    count_progress(false);  // the input's events count as the inner reader reads them; the inserted are none of them
     std::stable_sort(allocs_.begin(), allocs_.end(),
                      [](const AppendedAlloc& x, const AppendedAlloc& y) { return x.before < y.before; });
   }
@@ -367,6 +368,11 @@ bool decodes_whole(const std::string& path) {
          is_jax_memory_profile_path(path) || is_recording_set(path) || is_hlo_proto_path(path) ||
          ends_with(path, ".pickle") || ends_with(path, ".pkl") || ends_with(path, ".pickle.zst") ||
          ends_with(path, ".pkl.zst");
+}
+
+std::unique_ptr<TraceReader> uncounted(std::unique_ptr<TraceReader> reader) {
+  reader->count_progress(false);
+  return reader;
 }
 
 std::unique_ptr<TraceReader> open_trace(const std::string& path, const ReaderOptions& opt) {

@@ -264,7 +264,9 @@ class Importer {
     return used;
   }
 
-  std::unique_ptr<TraceReader> finish() {
+  // The events, read by the name the input was given (`name`: what its progress counts under, as
+  // every other reader of that input does).
+  std::unique_ptr<TraceReader> finish(std::string name) {
     std::stable_sort(calls_.begin(), calls_.end(), [](const Call& a, const Call& b) {
       return a.t_ps != b.t_ps ? a.t_ps < b.t_ps : a.order < b.order;
     });
@@ -421,7 +423,7 @@ class Importer {
     if (!device_names_.empty()) header["device_names"] = device_names_;  // host:device, a profile directory
     if (auto hw = recorded_hardware(); !hw.is_null()) header["recorded_hardware"] = hw;
     header["recorded_by"] = recorded_by();
-    return make_event_reader(path_, std::move(events), std::move(header));
+    return make_event_reader(std::move(name), std::move(events), std::move(header));
   }
 
  private:
@@ -637,7 +639,7 @@ std::unique_ptr<TraceReader> make_xprof_reader(const std::string& path, const Re
                       f, offset));
     offset += im.add_host(space, static_cast<std::uint32_t>(offset), host);
   }
-  return im.finish();
+  return im.finish(path);
 }
 
 }  // namespace fragsim
