@@ -127,14 +127,14 @@ int compute_major(const std::string& capability) {
   return major;
 }
 
-std::optional<SpaceSpec> recorded_hbm(const RecordedHardware& hw) {
+std::optional<SpaceSpec> recorded_hbm(const RecordedHardware& hw, std::optional<std::uint32_t> device) {
   SpaceSpec s;
   try {
     const HardwareModel preset = load_hardware(hw.preset);
     if (const SpaceSpec* p = preset.space(Space::kHbm)) s = *p;
   } catch (const InputError&) {
   }
-  if (hw.capacity) s.capacity = *hw.capacity;
+  if (const std::optional<Bytes> c = device ? hw.capacity_of(*device) : hw.capacity) s.capacity = *c;
   if (!s.capacity) return std::nullopt;
   return s;
 }

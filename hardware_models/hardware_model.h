@@ -109,8 +109,10 @@ inline constexpr Bytes kMaxUnseenDeviceMemory = Bytes{2} << 30;
 [[nodiscard]] int compute_major(const std::string& capability);
 
 // The hbm space of the device a recording names: its preset's, with the memory the recording
-// states where it does; nullopt when neither says how much memory it had.
-[[nodiscard]] std::optional<SpaceSpec> recorded_hbm(const RecordedHardware& hw);
+// states where it does (`device`: that device's own, in a set of recordings whose devices differ);
+// nullopt when neither says how much memory it had.
+[[nodiscard]] std::optional<SpaceSpec> recorded_hbm(const RecordedHardware& hw,
+                                                    std::optional<std::uint32_t> device = std::nullopt);
 
 // A preset name (see list_presets) or a path to a JSON file. Throws InputError naming `what` (the
 // option that named it) for an unknown preset.

@@ -108,8 +108,9 @@ Bytes recorded_limit(const RecordedAllocator& rec, ConfigReader& cfg, const Conf
   const Bytes limit = *rec.limit;
   const RecordedHardware* hw = ctx.recording && ctx.recording->hardware ? &*ctx.recording->hardware : nullptr;
   if (!hw || ctx.space->space != Space::kHbm) return limit;  // (pinned host memory's limit is XLA's own)
-  // The recorded device's memory: as the recording states it, else its preset's (a TPU's).
-  const std::optional<SpaceSpec> then = recorded_hbm(*hw);
+  // The recorded device's memory: as the recording states it (in a set, or a profile directory of
+  // hosts with other GPUs, the device's own), else its preset's (a TPU's).
+  const std::optional<SpaceSpec> then = recorded_hbm(*hw, ctx.device_index);
   if (!then || then->capacity == ctx.space->capacity) return limit;
   // The program made the limit from the device it ran on, so on another device the same rule makes
   // another limit, from that device alone (never from this run's reserve applied to the recorded one).

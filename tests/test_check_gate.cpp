@@ -2,6 +2,7 @@
 // workload are compared (a note names both), and by default the figures docs/metrics.md
 // recommends gate while the others are shown. In-process: run_check over run_request's reports.
 #include <catch2/catch.hpp>
+#include <filesystem>
 #include <nlohmann/json.hpp>
 #include <string>
 
@@ -258,4 +259,54 @@ TEST_CASE("check: a report whose peak reserved exceeds its allocator's own limit
     err = input_error([&] { (void)check_of(cur, base); });
     CHECK_THAT(err, Catch::Contains("old.json: devices[0].peak_reserved_bytes"));
   }
+}
+
+// Trial 10, finding 14: a fragmentation of 0.00 % growing to 0.85 % was "+16478792.26%" (a
+// percentage of almost nothing), and the note on a set of ranks whose GPUs differ named only the
+// model's memory ("hbm 79.15 GiB vs hbm 20.00 GiB"), not the T4 rank's 14.56 GiB.
+TEST_CASE("check: growth from nothing is said in points or bytes, and the hardware note names each rank's memory") {
+  nlohmann::json a = report_of(kSample), b = a;
+  a["fragmentation"]["max"] = 5e-8;
+  b["fragmentation"]["max"] = 0.0085;
+  a["devices"][0]["peak_reserved_bytes"] = 0;
+  CheckResult r = check_of(a, b);
+  const CheckItem* frag = item(r, "fragmentation.max");
+  REQUIRE(frag);
+  INFO(frag->message);
+  CHECK(frag->regression);  // the gate is unchanged: it grew beyond the tolerance
+  CHECK(frag->message.find("0.00% -> 0.85% (+0.85 percentage points from none, tolerance") != std::string::npos);
+  CHECK(frag->message.find("16478792") == std::string::npos);
+  const CheckItem* bytes = item(r, "device 0 hbm.peak_reserved_bytes");
+  REQUIRE(bytes);
+  INFO(bytes->message);
+  CHECK(bytes->message.find("0 B -> " + human_bytes(b["devices"][0]["peak_reserved_bytes"].get<Bytes>()) + " (+") !=
+        std::string::npos);
+  CHECK(bytes->message.find("from none") != std::string::npos);
+  CHECK(bytes->message.find("+100.00%") == std::string::npos);  // what a base of 0 gave before
+
+  // An A100 rank beside a T4 rank (each with its own memory) against the same set on 20 GiB each.
+  namespace fs = std::filesystem;
+  const std::string dir = tmp_path("check_mixed_gpus");
+  fs::create_directories(dir);
+  fs::copy_file(test_data("kineto/a100_switch_transformer.json.gz"), dir + "/hostA_1.1700000000.pt.trace.json.gz",
+                fs::copy_options::overwrite_existing);
+  fs::copy_file(test_data("kineto/t4_matmul_full.pt.trace.json.gz"), dir + "/hostB_2.1700000001.pt.trace.json.gz",
+                fs::copy_options::overwrite_existing);
+  RunRequest q;
+  q.trace = dir;
+  const nlohmann::json own = report_json(run_request(q, test_registry()));
+  q.capacity = "20GiB";
+  const nlohmann::json twenty = report_json(run_request(q, test_registry()));
+  CheckOptions o;
+  o.baseline_path = "own.json";
+  o.current_path = "twenty.json";
+  bool said = false;
+  for (const auto& n : run_check(own, twenty, o).notes)
+    if (n.find("the hardware differs") != std::string::npos) {
+      said = true;
+      INFO(n);
+      CHECK(n.find("a100-80g, hbm 79.15 GiB, device 1 (hostB_2.1700000001.pt.trace.json.gz) hbm 14.56 GiB vs "
+                   "a100-80g, hbm 20.00 GiB)") != std::string::npos);
+    }
+  CHECK(said);
 }

@@ -533,6 +533,15 @@ TEST_CASE("sets: a list names the piece that is not a recording and refuses one 
   check_refused(cli("info " + a + "," + dir + "/rd"), "a set inside a set");
   check_refused(cli("info " + dir + "/t.jsonl," + a), "t.jsonl: not a PyTorch snapshot or profiler trace");
   check_refused(cli("run " + a + "," + dir + "/missing.jsonl --json " + dir + "/r.json"), "missing.jsonl: not a");
+  // Trial 10, finding 8: a list whose last piece's name is another format's (a capture, an .fstrace,
+  // a JAX memory profile, a dumped module) was opened as one file of that format: exit 3, 'cannot
+  // open' naming the whole list. In either order the piece is named.
+  const std::string capture = test_data("xprof/tracelens_mi300_jax08_gemm.xplane.pb.zst");
+  for (const std::string& other : {capture, dir + "/t.fstrace", dir + "/m.prof", dir + "/h.hlo_proto.pb"}) {
+    const std::string piece = fs::path(other).filename().string() + ": not a PyTorch snapshot or profiler trace";
+    check_refused(cli("info " + a + "," + other), piece);
+    check_refused(cli("info " + other + "," + a), piece);
+  }
   for (const std::string& twice : {a + "," + a, a + "," + dir + "/./a.pickle", a + "," + dir + "/link.pickle"})
     check_refused(cli("info " + twice), "given twice");
   check_refused(cli("run " + a + " " + a), "given twice");

@@ -9,6 +9,7 @@
 #include <map>
 #include <set>
 
+#include "sim/commands/trace_info.h"
 #include "sim_helpers.h"
 #include "test_util.h"
 #include "traces/bfc_growth.h"
@@ -493,6 +494,48 @@ TEST_CASE("sets of recordings: one job's ranks or hosts replay as one run that n
   for (const auto& d : hosts["devices"]) names.insert(d.value("name", ""));
   CHECK(names == std::set<std::string>{"hostA:0", "hostB:0"});
   CHECK(hosts["fidelity"]["allocs_matched"] == 80 + 81);  // each host as on its own
+}
+
+// Trial 10, findings 6 and 11: in a profile directory of two hosts (an MI300X's capture beside an
+// MI355X's), every device had the first host's memory — device 8 replayed on the MI300X's 191.98
+// GiB below the 279.34 GiB limit its own allocator logged, with no note — while a set of profiler
+// traces keeps each rank's own; info listed the devices in string order (0, 1, 10, ..., 2) and named
+// the second host's allocator "host1/GPU_0_bfc" where its devices are "nodeB:0".
+TEST_CASE("sets of recordings: each host of a profile directory keeps its GPU's memory, named as its devices are") {
+  const std::string prof = tmp_path("two_gpu_hosts") + "/plugins/profile/r1";
+  std::filesystem::remove_all(tmp_path("two_gpu_hosts"));
+  std::filesystem::create_directories(prof);
+  std::filesystem::copy_file(xprof_fixture("tracelens_mi300_jax08_gemm"), prof + "/nodeA.xplane.pb.zst");
+  std::filesystem::copy_file(xprof_fixture("tracelens_jax_te_fused_attn_934987a2fc2f"), prof + "/nodeB.xplane.pb.zst");
+  const Bytes mi300x = 206141652992, mi355x = 309220868096;  // each device plane's memory_size
+  auto r = run_cmd({.trace = prof});
+  std::map<std::uint64_t, const nlohmann::json*> hbm;
+  for (const auto& d : r.json["devices"])
+    if (d["space"] == "hbm") hbm[d["device"].get<std::uint64_t>()] = &d;
+  REQUIRE(hbm.count(0));
+  REQUIRE(hbm.count(8));
+  CHECK((*hbm[0])["capacity_bytes"] == mi300x);
+  CHECK((*hbm[8])["capacity_bytes"] == mi355x);  // was the MI300X's
+  CHECK((*hbm[8])["name"] == "nodeB:0");
+  CHECK((*hbm[8])["limit_bytes"] == 299944250900);  // its allocator's, as logged
+  CHECK((*hbm[8])["usable_bytes"].get<Bytes>() >= (*hbm[8])["limit_bytes"].get<Bytes>());
+  CHECK_FALSE(r.json["fidelity"].contains("memory_as_recorded"));  // each device ran on its own memory
+  CHECK(r.text.find("device 8: its memory is its own recording's, 287.98 GiB") != std::string::npos);
+  CHECK(r.text.find("device 0: its memory is its own recording's") == std::string::npos);
+  // info: the devices in their order, the allocators named after their hosts.
+  const std::string info = trace_info_text(trace_info(prof, false));
+  INFO(info);
+  size_t at = 0;
+  for (int d = 0; d < 16; ++d) {
+    const std::string line = fmt::format("device {}: {}:{}\n", d, d < 8 ? "nodeA" : "nodeB", d < 8 ? d : d - 8);
+    const size_t found = info.find(line);
+    REQUIRE(found != std::string::npos);
+    CHECK(found >= at);
+    at = found;
+  }
+  CHECK(info.find("allocator nodeB/GPU_0_bfc (device 8 hbm)") != std::string::npos);
+  CHECK(info.find("allocator nodeA/GPU_0_bfc (device 0 hbm)") != std::string::npos);
+  CHECK(info.find("host1/") == std::string::npos);
 }
 
 // Each file's state before it began comes first, at the set's first time; files on different

@@ -343,6 +343,41 @@ TEST_CASE("diff: a run that now runs out of memory names the event, the device a
   CHECK(r.out.find("B runs out of memory at event " + ev) != std::string::npos);
 }
 
+// Trial 10, finding 7: for a run that stopped at an OOM diff printed "peak reserved = plan 8.72 GiB +
+// fragmentation 0 B" (the plan of the whole trace, though the run reserved 32 MiB: no such sum
+// holds), and "peaks: A at event 2156, B at ?" and "B event -" for a run that allocated nothing.
+TEST_CASE(
+    "diff: a run that stopped at an OOM is no sum of plan and fragmentation, and one that allocated nothing has no "
+    "peak") {
+  const std::string a = tmp_path("whole.json"), none = tmp_path("none.json"), part = tmp_path("part.json");
+  REQUIRE(cli("run " + kSample + " --policy best-fit --json " + a).code == 0);
+  REQUIRE(cli("run " + kSample + " --policy best-fit --capacity 1MiB --reserve 0 --json " + none).code == 0);
+  REQUIRE(cli("run " + kSample + " --policy best-fit --capacity 600MiB --reserve 0 --json " + part).code == 0);
+  const auto ra = nlohmann::json::parse(read_text(a)), rn = nlohmann::json::parse(read_text(none)),
+             rp = nlohmann::json::parse(read_text(part));
+  REQUIRE_FALSE(rn.contains("at_peak_allocated"));  // its first allocation ran out of memory
+  REQUIRE(rn["ooms"][0]["event_index"] == 0);
+  REQUIRE(rp["waste"]["reserved_bytes"].get<Bytes>() < rp["waste"]["plan_bytes"].get<Bytes>());
+  const std::string plan = human_bytes(ra["waste"]["plan_bytes"].get<Bytes>());
+  const std::string whole =
+      fmt::format("plan {} + fragmentation {}", plan, human_bytes(ra["waste"]["fragmentation_bytes"].get<Bytes>()));
+  const std::string peak_a = std::to_string(ra["at_peak_allocated"]["event_index"].get<std::uint64_t>());
+  auto r = cli("diff " + a + " " + none);
+  REQUIRE(r.code == 0);
+  INFO(r.out);
+  CHECK(r.out.find("peaks: A at event " + peak_a + ", B no peak (nothing allocated before its first OOM, event 0)") !=
+        std::string::npos);
+  CHECK(r.out.find("at ?") == std::string::npos);
+  CHECK(r.out.find("at each run's peak (A event " + peak_a + ", B no peak)") != std::string::npos);
+  CHECK(r.out.find("peak reserved: " + whole + " -> 0 B, less than the plan " + plan + ": it stopped at an OOM") !=
+        std::string::npos);
+  auto p = cli("diff " + a + " " + part);
+  REQUIRE(p.code == 0);
+  INFO(p.out);
+  CHECK(p.out.find("peak reserved: " + whole + " -> " + human_bytes(rp["waste"]["reserved_bytes"].get<Bytes>()) +
+                   ", less than the plan " + plan + ": it stopped at an OOM") != std::string::npos);
+}
+
 // Before: buffers listed among one report's 20 largest but not the other's were called removed
 // (or added), though they were live there too, only not among its 20 largest.
 TEST_CASE("diff: a buffer is added or removed only when it was not live at the other run's peak") {

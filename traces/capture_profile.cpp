@@ -46,7 +46,7 @@ std::unique_ptr<TraceReader> capture_with_profile(const std::string& path, const
   std::map<std::uint32_t, std::vector<ProfileBuffer>> pool;
   std::uint64_t host_buffers = 0;
   {
-    auto r = make_jax_memory_profile_reader(profile_path, opt);
+    auto r = uncounted(make_jax_memory_profile_reader(profile_path, opt));  // the pair counts its events
     Event ev;
     while (r->next(ev)) {
       if (ev.op == Op::kStack) {
@@ -59,7 +59,7 @@ std::unique_ptr<TraceReader> capture_with_profile(const std::string& path, const
       }
     }
   }
-  auto capture = open_trace(capture_path, opt);
+  auto capture = uncounted(open_trace(capture_path, opt));
   std::vector<Event> head, body;
   std::uint64_t next_id = 1;
   std::map<std::uint32_t, std::vector<Event>> unknown;  // device → the capture's pre-trace allocs without address

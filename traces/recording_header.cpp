@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <set>
 
@@ -338,9 +339,17 @@ std::vector<std::string> describe_header(const nlohmann::json& h) {
   if (auto hw = h.find("recorded_hardware"); hw != h.end() && hw->is_object())
     lines.push_back(
         fmt::format("hardware: {} ({})", hw->value("preset", std::string("?")), hw->value("basis", std::string())));
-  if (auto n = h.find("device_names"); n != h.end() && n->is_object())
+  if (auto n = h.find("device_names"); n != h.end() && n->is_object()) {
+    // In the devices' order (a JSON object's keys come in string order: 0, 1, 10, 2): decimal
+    // numbers without leading zeros order by length, then by their digits.
+    std::vector<std::pair<std::string, std::string>> names;
     for (const auto& [k, v] : n->items())
-      if (v.is_string()) lines.push_back(fmt::format("device {}: {}", k, v.get<std::string>()));
+      if (v.is_string()) names.emplace_back(k, v.get<std::string>());
+    std::stable_sort(names.begin(), names.end(), [](const auto& a, const auto& b) {
+      return a.first.size() != b.first.size() ? a.first.size() < b.first.size() : a.first < b.first;
+    });
+    for (const auto& [k, v] : names) lines.push_back(fmt::format("device {}: {}", k, v));
+  }
   if (auto m = h.find("recording_set"); m != h.end() && m->is_array())
     lines.push_back(fmt::format("a set of {} recordings replayed as one run", m->size()));
   if (source == "xla-hlo")

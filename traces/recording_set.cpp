@@ -86,7 +86,7 @@ class SetReader : public TraceReader {
         throw InputError(files[i] +
                          ": not a PyTorch snapshot or profiler trace; a comma-separated list is one job's ranks, each "
                          "a snapshot (.pickle) or a profiler trace (.json)");
-      readers.push_back(open_trace(files[i], ReaderOptions{opt.lenient}));
+      readers.push_back(uncounted(open_trace(files[i], ReaderOptions{opt.lenient})));  // the set counts its events
       rank[i] = rank_of(files[i]);
       if (rank[i] < 0 && readers.back()->recording().rank) rank[i] = *readers.back()->recording().rank;
     }
@@ -116,7 +116,7 @@ class SetReader : public TraceReader {
     // with_stack=True on cuda:1 defines stacks, and its device is 1 alone, not 0 and 1.
     std::vector<std::set<std::uint32_t>> used(files.size());
     for (size_t i = 0; i < files.size(); ++i) {
-      auto probe = open_trace(files[i], ReaderOptions{opt.lenient});
+      auto probe = uncounted(open_trace(files[i], ReaderOptions{opt.lenient}));
       Event e;
       while (probe->next(e))
         if (e.op != Op::kStack && (e.op != Op::kMark || e.has(key::kDevice))) used[i].insert(e.device);
@@ -288,6 +288,11 @@ class SetReader : public TraceReader {
 
 }  // namespace
 
+bool is_file_list(const std::string& path) {
+  std::error_code ec;
+  return path.find(',') != std::string::npos && !std::filesystem::exists(path, ec);
+}
+
 bool is_recording_set(const std::string& path) {
   auto files = set_files(path);
   if (files.empty()) return false;
@@ -295,7 +300,7 @@ bool is_recording_set(const std::string& path) {
   // A list (no file of that name): its reader names a piece that is not a snapshot or a profiler
   // trace (a folder, a .jsonl), where the list read as one file's name was 'cannot open' (exit 3).
   if (!std::filesystem::is_directory(path, ec))
-    return !std::filesystem::exists(path, ec) || std::all_of(files.begin(), files.end(), is_member_file);
+    return is_file_list(path) || std::all_of(files.begin(), files.end(), is_member_file);
   return true;
 }
 

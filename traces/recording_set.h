@@ -29,6 +29,9 @@ namespace fragsim {
 // A directory holding PyTorch snapshots (*.pickle, *.pickle.zst), or "a.pickle,b.pickle,..." (the
 // pieces snapshots or profiler traces, traces/kineto.h).
 [[nodiscard]] bool is_recording_set(const std::string& path);
+// "a,b,...": a path with a comma that names no file or folder, read as a list of files (a set, or
+// a capture and its memory profile), never as one file of its last piece's format.
+[[nodiscard]] bool is_file_list(const std::string& path);
 [[nodiscard]] std::unique_ptr<TraceReader> make_recording_set_reader(const std::string& path, const ReaderOptions& opt);
 // The set of these files, named `path` in messages (a profile directory's workers).
 [[nodiscard]] std::unique_ptr<TraceReader> make_recording_set_reader(const std::string& path,

@@ -255,6 +255,7 @@ class AppendingReader : public TraceReader {
       : TraceReader(inner->path(), ReaderOptions{}), inner_(std::move(inner)), allocs_(std::move(allocs)) {
     header_ = inner_->header();
     recording_ = inner_->recording();
+    count_progress(false);  // the input's events count as the inner reader reads them; the inserted are none of them
     std::stable_sort(allocs_.begin(), allocs_.end(),
                      [](const AppendedAlloc& x, const AppendedAlloc& y) { return x.before < y.before; });
   }
@@ -369,9 +370,17 @@ bool decodes_whole(const std::string& path) {
          ends_with(path, ".pkl.zst");
 }
 
+std::unique_ptr<TraceReader> uncounted(std::unique_ptr<TraceReader> reader) {
+  reader->count_progress(false);
+  return reader;
+}
+
 std::unique_ptr<TraceReader> open_trace(const std::string& path, const ReaderOptions& opt) {
-  if (ends_with(path, ".fstrace")) return make_fstrace_reader(path, opt);
   if (is_capture_with_profile(path)) return make_capture_with_profile_reader(path, opt);  // a capture + its state
+  // Any other list is a set, whatever its last piece's name ends in: its reader names a piece that
+  // is not a member (a list ending in .xplane.pb was opened as one capture: 'cannot open', exit 3).
+  if (is_file_list(path)) return make_recording_set_reader(path, opt);
+  if (ends_with(path, ".fstrace")) return make_fstrace_reader(path, opt);
   if (is_xprof_path(path)) return make_xprof_reader(path, opt);
   if (is_kineto_path(path)) return make_kineto_reader(path, opt);  // profiler traces, a log directory
   if (is_jax_memory_profile_path(path)) return make_jax_memory_profile_reader(path, opt);

@@ -118,6 +118,9 @@ struct AppendedAlloc {
 
 // Opens a trace by extension: .jsonl, .jsonl.zst, .fstrace, .pickle. Throws EnvError/InputError.
 [[nodiscard]] std::unique_ptr<TraceReader> open_trace(const std::string& path, const ReaderOptions& opt = {});
+// `reader`, counting no progress: a reader of a part of another input (a member of a set, a capture
+// beside its memory profile), whose events count once, as the reader that hands them on reads them.
+[[nodiscard]] std::unique_ptr<TraceReader> uncounted(std::unique_ptr<TraceReader> reader);
 
 // Limits every reader enforces (docs/trace-format.md): a header of at most 1 MiB nested at most
 // 32 deep, an event line of at most 64 MiB.

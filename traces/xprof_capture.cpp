@@ -7,6 +7,7 @@
 #include <filesystem>
 #include <map>
 #include <optional>
+#include <set>
 
 #include "sim/base/array_spec.h"
 #include "sim/base/error.h"
@@ -17,6 +18,7 @@
 #include "traces/profile_dirs.h"
 #include "traces/proto_scan.h"
 #include "traces/recorded_layout.h"
+#include "traces/recording_set.h"
 #include "traces/xprof_names.h"
 #include "traces/xprof_space.h"
 
@@ -31,7 +33,7 @@ struct Call {
   __int128 t_ps = 0;  // line timestamp (ns) × 1000 + offset (ps): exact for every int64 pair
   std::uint64_t order = 0;
   bool alloc = true;
-  std::string allocator;  // allocator_name, or "TPU:<index_on_host>"; "hostK/" first after the first host
+  std::string allocator;  // allocator_name, or "TPU:<index_on_host>"; "<host>/" first in a profile directory
   std::uint32_t device_offset = 0;
   std::uint64_t addr = 0, requested = 0, allocation = 0;
   std::optional<std::uint64_t> bytes_allocated, bytes_available, bytes_reserved;
@@ -248,7 +250,7 @@ class Importer {
           if (!c.tf_op.empty() || !c.region_type.empty()) ++annotated_calls_;
           if (!c.site.function.empty()) ++jitted_calls_;           // inside jaxlib's PjitFunction span
           if (c.allocator == "gpu_host_bfc") tf_host_bfc_ = true;  // TF's name; XLA's PJRT client's is xla_gpu_host_bfc
-          if (hosts_) c.allocator = fmt::format("host{}/", hosts_) + c.allocator;
+          if (!host.empty()) c.allocator = host + "/" + c.allocator;  // as its devices are named: host:N
           c.device_offset = device_offset;
           // A bad device number fails here, at its capture.
           if (const Target t = target_of(c.allocator, device_offset, path_); t.known)
@@ -262,7 +264,9 @@ class Importer {
     return used;
   }
 
-  std::unique_ptr<TraceReader> finish() {
+  // The events, read by the name the input was given (`name`: what its progress counts under, as
+  // every other reader of that input does).
+  std::unique_ptr<TraceReader> finish(std::string name) {
     std::stable_sort(calls_.begin(), calls_.end(), [](const Call& a, const Call& b) {
       return a.t_ps != b.t_ps ? a.t_ps < b.t_ps : a.order < b.order;
     });
@@ -419,7 +423,7 @@ class Importer {
     if (!device_names_.empty()) header["device_names"] = device_names_;  // host:device, a profile directory
     if (auto hw = recorded_hardware(); !hw.is_null()) header["recorded_hardware"] = hw;
     header["recorded_by"] = recorded_by();
-    return make_event_reader(path_, std::move(events), std::move(header));
+    return make_event_reader(std::move(name), std::move(events), std::move(header));
   }
 
  private:
@@ -513,16 +517,30 @@ class Importer {
     const bool amd = d.vendor == "AMD";
     const std::string preset = gpu_preset(amd, d.cc_major, d.cc_minor, d.memory_size);
     const std::string base = gpu_base_preset(amd);
-    std::string basis = fmt::format(
-        "the device plane: {} GPU{}, memory_size {} B", d.vendor.empty() ? "a" : d.vendor,
-        d.cc_major >= 0 ? fmt::format(" (compute capability {}.{})", d.cc_major, d.cc_minor) : "", d.memory_size);
+    std::string basis = plane_basis(d);
     if (preset.empty())
       basis += fmt::format("; no preset models that device: {}'s allocation granularity and device-call costs stand in",
                            base);
     nlohmann::json hw = {
         {"preset", preset.empty() ? base : preset}, {"capacity_bytes", d.memory_size}, {"basis", basis}};
     if (d.cc_major >= 0) hw["compute_capability"] = fmt::format("{}.{}", d.cc_major, d.cc_minor);
+    // Hosts of a profile directory may hold other GPUs: each device keeps the memory its own plane
+    // reports, as each rank of a set does (recording_set.h), where they differ.
+    if (std::any_of(devices_.begin(), devices_.end(),
+                    [&](const auto& e) { return e.second.memory_size && e.second.memory_size != d.memory_size; })) {
+      hw["devices"] = nlohmann::json::array();
+      for (const auto& [n, info] : devices_)
+        if (info.memory_size)
+          hw["devices"].push_back({{"device", n}, {"capacity_bytes", info.memory_size}, {"basis", plane_basis(info)}});
+    }
     return hw;
+  }
+
+  // "the device plane: AMD GPU (compute capability 9.4), memory_size 206141652992 B".
+  static std::string plane_basis(const DeviceInfo& d) {
+    return fmt::format("the device plane: {} GPU{}, memory_size {} B", d.vendor.empty() ? "a" : d.vendor,
+                       d.cc_major >= 0 ? fmt::format(" (compute capability {}.{})", d.cc_major, d.cc_minor) : "",
+                       d.memory_size);
   }
 
   struct Pre {
@@ -566,6 +584,7 @@ std::string tpu_preset(std::string_view model) {
 }
 
 bool is_xprof_path(const std::string& path) {
+  if (is_file_list(path)) return false;  // a set, or a capture and its profile (traces/capture_profile.h)
   if (ends_with(path, ".xplane.pb") || ends_with(path, ".xplane.pb.zst")) return true;
   std::error_code ec;
   return std::filesystem::is_directory(path, ec) && !profile_runs(path, is_capture_file).empty();  // any depth
@@ -603,12 +622,14 @@ std::unique_ptr<TraceReader> make_xprof_reader(const std::string& path, const Re
   LimitCounter objects(Limit::kObjects, path, input_bytes(run));
   Importer im(run, objects);
   std::uint64_t offset = 0;
+  std::set<std::string> hosts;
   for (const auto& f : files) {  // hosts after the first number their devices on
     xprof::XSpace space = load_xspace(f, objects);
     std::string host;
     if (folder) {  // <host>.xplane.pb, as the profiler names it
       host = std::filesystem::path(f).filename().string();
-      host = host.substr(0, host.find(".xplane.pb"));
+      // Two captures of one name (h.xplane.pb beside h.xplane.pb.zst) keep their whole names, which differ.
+      if (std::string name = host.substr(0, host.find(".xplane.pb")); hosts.insert(name).second) host = name;
     }
     // Each host's devices follow every device number the earlier hosts used (device planes and
     // allocators alike), so that no two hosts share one.
@@ -619,7 +640,7 @@ std::unique_ptr<TraceReader> make_xprof_reader(const std::string& path, const Re
                       f, offset));
     offset += im.add_host(space, static_cast<std::uint32_t>(offset), host);
   }
-  return im.finish();
+  return im.finish(path);
 }
 
 }  // namespace fragsim

@@ -21,10 +21,12 @@
 //   header     source "xprof"; per device the allocator's limit (bytes_available +
 //              bytes_reserved + bytes_allocated), its mode as the addresses show it (one
 //              preallocated region, or regions obtained on demand), the device plane's vendor,
-//              memory size and model; recorded_hardware names the matching preset; recorded_by
-//              the framework (TensorFlow when its op annotations are there, else JAX) and platform.
+//              memory size and model; recorded_hardware names the matching preset (and, where
+//              device planes report other memory sizes, each device's own); recorded_by the
+//              framework (TensorFlow when its op annotations are there, else JAX) and platform.
 // A path may be a capture, a `.zst`-compressed one, or a profile run directory holding one
-// capture per host (`plugins/profile/<run>/`); hosts after the first number their devices on.
+// capture per host (`plugins/profile/<run>/`); hosts after the first number their devices on, and
+// each host's devices and allocators carry its name (`nodeB:0`, `nodeB/GPU_0_bfc`).
 #pragma once
 #include <memory>
 #include <string>

@@ -73,6 +73,11 @@ struct RecordedHardware {
   // A set of recordings: each device's memory as its own recording reports it (a T4 rank beside an
   // A100 one), where the set's devices differ; the preset is the first recording's.
   std::map<std::uint32_t, RecordedDeviceCapacity> devices;
+  // The memory `device` reported: its own where the devices differ, else the recording's.
+  std::optional<Bytes> capacity_of(std::uint32_t device) const {
+    auto it = devices.find(device);
+    return it != devices.end() ? std::optional<Bytes>(it->second.capacity) : capacity;
+  }
 };
 
 // A PyTorch snapshot's allocator_settings (the effective CUDACachingAllocator configuration).

@@ -7,6 +7,7 @@
 #include <cmath>
 #include <filesystem>
 #include <map>
+#include <optional>
 #include <set>
 
 #include "policies/policy.h"
@@ -114,19 +115,33 @@ std::string policy_difference(const nlohmann::json& a, const nlohmann::json& b) 
   return fmt::format("{}", fmt::join(keys, "; "));
 }
 
-// "h100-80g, hbm 16.00 GiB": what a reader needs to see why two hardware models differ; `exact`:
-// the capacity and reserve in bytes (for two that read the same rounded, but differ).
-std::string hardware_text(const nlohmann::json& hw, bool exact = false) {
+// "h100-80g, hbm 16.00 GiB": what a reader needs to see why two reports' hardware differs, with each
+// device whose memory is not the model's ("device 1 (rank 1) hbm 79.15 GiB": a set of recordings
+// keeps each rank's or host's own); `exact`: capacities and the reserve in bytes (for two that read
+// the same rounded, but differ).
+std::string hardware_text(const nlohmann::json& report, bool exact = false) {
+  const nlohmann::json none = nlohmann::json::object();
+  const nlohmann::json& hw = report.contains("hardware") && report["hardware"].is_object() ? report["hardware"] : none;
+  auto size = [&](Bytes c) { return exact ? fmt::format("{} B", c) : human_bytes(c); };
   std::string s = hw.value("name", std::string("?"));
+  std::optional<Bytes> model;
   if (hw.contains("spaces") && hw["spaces"].is_array())
     for (const auto& sp : hw["spaces"])
       if (sp.is_object() && sp.value("name", std::string()) == "hbm" && sp.contains("capacity_bytes") &&
           sp["capacity_bytes"].is_number_unsigned()) {
-        const Bytes c = sp["capacity_bytes"].get<Bytes>();
-        s += ", hbm " + (exact ? fmt::format("{} B", c) : human_bytes(c));
+        model = sp["capacity_bytes"].get<Bytes>();
+        s += ", hbm " + size(*model);
         if (exact && sp.contains("reserve_bytes") && sp["reserve_bytes"].is_number_unsigned())
           s += fmt::format(" less {} B reserved", sp["reserve_bytes"].get<Bytes>());
       }
+  if (report.contains("devices") && report["devices"].is_array())
+    for (const auto& d : report["devices"])
+      if (d.is_object() && d.value("space", std::string()) == "hbm" && d.contains("capacity_bytes") &&
+          d["capacity_bytes"].is_number_unsigned() && d["capacity_bytes"].get<Bytes>() != model &&
+          d.contains("device") && d["device"].is_number_unsigned())
+        s += fmt::format(", device {}{} hbm {}", d["device"].get<std::uint64_t>(),
+                         d.contains("name") && d["name"].is_string() ? " (" + d["name"].get<std::string>() + ")" : "",
+                         size(d["capacity_bytes"].get<Bytes>()));
   return s;
 }
 
@@ -152,6 +167,21 @@ ChangeText change_text(const std::string& metric, double bv, double cv) {
   for (int d = 4; t.baseline == t.current && d <= 8; d += 2)
     t.baseline = fmt_value(metric, bv, d), t.current = fmt_value(metric, cv, d);
   return t;
+}
+
+// The growth from bv to cv: relative ("+4.20%") where the baseline is something; where it reads as
+// none ("0.00%", "0 B") and grew, the amount (a share in percentage points, bytes, a count), since
+// a percentage of (almost) nothing is no measure ("+16478792.26%" for 0.00% -> 0.85%).
+std::string growth_text(const std::string& metric, double bv, double cv) {
+  if (cv <= bv || fmt_value(metric, bv) != fmt_value(metric, 0)) {
+    const double pct = bv > 0 ? 100.0 * (cv - bv) / bv : 0.0;
+    return signed_percent(pct, 2);
+  }
+  if (metric.find("bytes") != std::string::npos)
+    return signed_bytes(static_cast<Bytes>(bv), static_cast<Bytes>(cv)) + " from none";
+  if (metric.find("fragmentation") != std::string::npos)
+    return fmt::format("{:+.2f} percentage points from none", 100 * (cv - bv));
+  return fmt::format("{:+.0f} from none", cv - bv);
 }
 
 }  // namespace
@@ -213,11 +243,12 @@ CheckResult run_check(const nlohmann::json& baseline, const nlohmann::json& curr
                         o.baseline_path, o.current_path, label, diff));
       res.notes.push_back(fmt::format("{}: different policy settings ({}), compared as asked", label, diff));
     }
-    if (b["hardware"] != c["hardware"]) {
-      const bool same_text = hardware_text(b["hardware"]) == hardware_text(c["hardware"]);
-      res.notes.push_back(fmt::format("{}: the hardware differs ({} vs {})", label,
-                                      hardware_text(b["hardware"], same_text),
-                                      hardware_text(c["hardware"], same_text)));
+    if (b["hardware"] != c["hardware"] || hardware_text(b, true) != hardware_text(c, true)) {
+      // In bytes when the texts, or those of the models alone, read alike rounded.
+      auto model = [](const nlohmann::json& r) { return hardware_text(nlohmann::json{{"hardware", r["hardware"]}}); };
+      const bool same_text = hardware_text(b) == hardware_text(c) || model(b) == model(c);
+      res.notes.push_back(fmt::format("{}: the hardware differs ({} vs {})", label, hardware_text(b, same_text),
+                                      hardware_text(c, same_text)));
     }
     // OOMs: the count, and the first OOM's event.
     auto count = [&](const std::string& where, const nlohmann::json& bj, const nlohmann::json& cj) {
@@ -288,11 +319,10 @@ CheckResult run_check(const nlohmann::json& baseline, const nlohmann::json& curr
       double limit = bv * (1.0 + o.tolerance_pct / 100.0);
       bool over = cv > limit && cv - bv > 1e-12;
       bool gated = o.gate_all || recommended(figure);
-      double pct = bv > 0 ? 100.0 * (cv - bv) / bv : (cv > 0 ? 100.0 : 0.0);
       const ChangeText ct = change_text(metric, bv, cv);
       add(label, metric, bv, cv, over && gated,
           fmt::format("{} {}: {} -> {} ({}{}, tolerance {}%){}", metric, over ? "grew" : "ok", ct.baseline, ct.current,
-                      ct.delta.empty() ? "" : ct.delta + ", ", signed_percent(pct, 2), o.tolerance_pct,
+                      ct.delta.empty() ? "" : ct.delta + ", ", growth_text(metric, bv, cv), o.tolerance_pct,
                       gated ? "" : ", not gated (--gate all)"));
       res.items.back().gated = gated;
     };

@@ -4,6 +4,7 @@
 
 #include "sim/commands/run_setup.h"
 #include "sim/engine/history.h"
+#include "traces/trace_reader.h"
 #include "traces/xprof_capture.h"
 
 namespace fragsim {
@@ -27,7 +28,8 @@ std::shared_ptr<const std::vector<ModuleView>> module_plans(const std::string& t
       // place, its region the heap's base and size.
       RunRequest req;
       req.trace = trace + " [" + m.name + "]";
-      req.source = [trace, name = m.name] { return make_hlo_module_reader(trace, name); };
+      // Its heap trace's events are none of the input's: they count toward no progress.
+      req.source = [trace, name = m.name] { return uncounted(make_hlo_module_reader(trace, name)); };
       RunOptions o = prepare_run(req, reg);
       auto spec = std::make_shared<HistorySpec>();
       spec->viewer = true;

@@ -165,16 +165,17 @@ void Engine::finish() {
     // (--hw, --capacity, --reserve) diverges from them wherever a decision depends on the memory
     // (where it runs short; PyTorch sizes its expandable segments from the device's total).
     // Compared space by space: the usable memory inferred for a device, or the capacity of the
-    // device the recording names (as its device plane states it, else its preset's: a TPU's), against
+    // device the recording names (as its device plane states it, each device's own in a set, else its
+    // preset's: a TPU's), against
     // this run's (the same memory given by --hw or --capacity is no change).
     bool differs = false;
-    const std::optional<SpaceSpec> named = recording_.hardware ? recorded_hbm(*recording_.hardware) : std::nullopt;
     for (const auto& s : slots_) {
       if (s.space != Space::kHbm) continue;
       if (const RecordedDeviceMemory* rd = recording_.device(s.device))
         differs = differs || s.spec->usable() != rd->usable;
-      else if (named)
-        differs = differs || s.spec->capacity != named->capacity;
+      else if (const std::optional<SpaceSpec> c =
+                   recording_.hardware ? recorded_hbm(*recording_.hardware, s.device) : std::nullopt)
+        differs = differs || s.spec->capacity != c->capacity;  // a device's own in a set of recordings
     }
     if (differs) out.fidelity["memory_as_recorded"] = false;
   }

@@ -28,7 +28,6 @@ Progress::Progress(bool enabled, std::string command, const std::vector<std::pai
   }
   name_ =
       names.size() == 1 ? std::filesystem::path(names[0]).filename().string() : fmt::format("{} traces", names.size());
-  new_input_epoch();
   bytes0_ = input_bytes_read();
   events0_ = input_events_read();
   start_ = std::chrono::steady_clock::now();

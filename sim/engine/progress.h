@@ -2,7 +2,9 @@
 //   fragsim run: 42% of train.fstrace · 18.4 M events · 6.1 M events/s · ETA 4 s
 // The share is the input bytes read (sim/base/io.h counts them as every reader pulls them: for
 // a compressed file, compressed bytes) over the file's size times the passes the command
-// expects to make; events are those the trace readers have decoded. A background thread redraws
+// expects to make; events are those the trace readers have decoded, each input event once however
+// often the command replays it (sim/base/io.h: the epoch is the process's, or a Python call's; a
+// new bar does not begin one, so a diff of one trace under two policies counts it once). A background thread redraws
 // the line four times a second with '\r' and erases it when the Progress object dies, so
 // nothing of it is ever left on the terminal, and nothing is written when it is disabled
 // (by default it is on only when standard error is a terminal: --progress / --no-progress).

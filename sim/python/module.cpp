@@ -60,19 +60,25 @@ const Registry& registry() {
 }
 
 // Runs work(&cancel) with the GIL released (see the file comment). `progress`: None or a
-// callable given the events decoded since the call began.
+// callable given the events decoded since its previous call (at once 0, then every kPoll, and once
+// when the work is done): a tqdm bar's `update`. Each input event counts once over the call
+// (new_input_epoch, sim/base/io.h), so what it is given sums to the events of the call's inputs,
+// however often the command replays them.
 template <class F>
 auto released(F&& work, const py::object& progress) {
   if (!progress.is_none() && !PyCallable_Check(progress.ptr()))
-    throw py::type_error(fmt::format("progress=: expected a callable (given the events decoded so far) or None, got {}",
-                                     python_type(progress)));
+    throw py::type_error(
+        fmt::format("progress=: expected a callable (given the events decoded since its previous call) or None, got {}",
+                    python_type(progress)));
   std::atomic<bool> cancel{false};
   new_input_epoch();
-  const std::uint64_t events0 = input_events_read();
+  std::uint64_t told = input_events_read();  // the events the callback was given, from the counter's start
   auto done = std::async(std::launch::async, [&] { return work(&cancel); });
   auto poll = [&] {
     if (PyErr_CheckSignals() != 0) throw py::error_already_set();
-    if (!progress.is_none()) progress(input_events_read() - events0);
+    const std::uint64_t now = input_events_read(), step = now - told;
+    told = now;
+    if (!progress.is_none()) progress(step);
   };
   try {
     poll();
@@ -82,8 +88,8 @@ auto released(F&& work, const py::object& progress) {
         py::gil_scoped_release nogil;
         ready = done.wait_for(kPoll) == std::future_status::ready;
       }
+      poll();  // the last one, once the work is done: the events since the previous call
       if (ready) break;
-      poll();
     }
   } catch (...) {
     cancel = true;

@@ -418,8 +418,30 @@ namespace {
 std::string term(const J& s) { return escape_terminal(s.is_string() ? s.get<std::string>() : std::string()); }
 std::string md(const J& s) { return escape_markdown(s.is_string() ? s.get<std::string>() : std::string()); }
 
-std::string peak_when(const J& s) {
-  return s["peak_event"].is_null() ? std::string("?") : fmt::format("event {}", s["peak_event"].get<std::uint64_t>());
+// A run's peak moment: "event 2156", or "no peak" for a run that allocated nothing (one whose first
+// allocation ran out of memory has no moment to show).
+std::string peak_event_text(const J& event) {
+  return event.is_null() ? std::string("no peak") : fmt::format("event {}", event.get<std::uint64_t>());
+}
+
+// "at event 2156", or why there is none: "no peak (nothing allocated before its first OOM, event 50)".
+std::string peak_when(const J& s, const J& first_oom) {
+  if (!s["peak_event"].is_null()) return "at " + peak_event_text(s["peak_event"]);
+  return first_oom.is_null()
+             ? std::string("no peak (nothing allocated)")
+             : fmt::format("no peak (nothing allocated before its first OOM, event {})", u(first_oom, "event_index"));
+}
+
+// A space's peak reserved as the waste split has it: "plan 8.72 GiB + fragmentation 24.34 MiB" when
+// the allocator reserved at least the plan; else what it reserved, which is no such sum (a run that
+// stopped at an OOM held less than the plan of the whole trace); "-" when the space was not planned.
+std::string waste_split_text(const J& x) {
+  if (!x.is_object() || !x.contains("plan_bytes")) return "-";
+  const Bytes plan = u(x, "plan_bytes"), reserved = u(x, "peak_reserved_bytes");
+  if (reserved >= plan)
+    return fmt::format("plan {} + fragmentation {}", human_bytes(plan), human_bytes(u(x, "fragmentation_bytes")));
+  return fmt::format("{}, less than the plan {}{}", human_bytes(reserved), human_bytes(plan),
+                     u(x, "oom_count") ? ": it stopped at an OOM" : "");
 }
 
 std::string site_change_line(const J& r, const char* key) {
@@ -455,7 +477,7 @@ std::string diff_text(const J& d) {
   if (!d["same_trace"].get<bool>())
     fmt::format_to(out, "  (different traces: buffers are matched by name, shape and frame)\n");
   for (const auto& h : d["headline"]) fmt::format_to(out, "  {}\n", term(h));
-  fmt::format_to(out, "  peaks: A at {}, B at {}\n", peak_when(a), peak_when(b));
+  fmt::format_to(out, "  peaks: A {}, B {}\n", peak_when(a, d["first_oom"]["a"]), peak_when(b, d["first_oom"]["b"]));
   fmt::format_to(out, "  per device and space (A -> B):\n");
   fmt::format_to(out, "    {:<12} {:>25} {:>25} {:>19} {:>15} {:>9} {:>15}\n", "device", "peak allocated",
                  "peak reserved", "unused at peak", "extfrag at peak", "OOMs", "peak event");
@@ -477,18 +499,12 @@ std::string diff_text(const J& d) {
                                r["b"].is_null() ? 0 : u(r["b"], "oom_count")),
                    evs(r["a"]) + " -> " + evs(r["b"]));
   }
-  // The waste split of each space both runs planned: peak reserved = best static plan + fragmentation.
-  for (const auto& r : d["devices"]) {
-    auto split = [](const J& x) {
-      return x.is_object() && x.contains("plan_bytes")
-                 ? fmt::format("plan {} + fragmentation {}", human_bytes(u(x, "plan_bytes")),
-                               human_bytes(u(x, "fragmentation_bytes")))
-                 : std::string("-");
-    };
+  // The waste split of each space either run planned: peak reserved = best static plan + fragmentation.
+  for (const auto& r : d["devices"])
     if ((r["a"].is_object() && r["a"].contains("plan_bytes")) || (r["b"].is_object() && r["b"].contains("plan_bytes")))
-      fmt::format_to(out, "    {:<12} peak reserved = {} -> {}\n",
-                     fmt::format("{} {}", u(r, "device"), r["space"].get<std::string>()), split(r["a"]), split(r["b"]));
-  }
+      fmt::format_to(out, "    {:<12} peak reserved: {} -> {}\n",
+                     fmt::format("{} {}", u(r, "device"), r["space"].get<std::string>()), waste_split_text(r["a"]),
+                     waste_split_text(r["b"]));
   const J& fo = d["first_oom"];
   auto oom = [](const J& o) {
     return o.is_null() ? std::string("none")
@@ -502,9 +518,8 @@ std::string diff_text(const J& d) {
   else
     fmt::format_to(out, "  first OOM: A {}; B {} — {}\n", oom(fo["a"]), oom(fo["b"]), fo["change"].get<std::string>());
   auto attribution_text = [&](const char* title, const J& at) {
-    fmt::format_to(out, "  {} (A event {}, B event {}): live bytes {} -> {} ({})\n", title,
-                   at["a_event"].is_null() ? "-" : dump_json(at["a_event"]),
-                   at["b_event"].is_null() ? "-" : dump_json(at["b_event"]), human_bytes(u(at, "a_live_bytes")),
+    fmt::format_to(out, "  {} (A {}, B {}): live bytes {} -> {} ({})\n", title, peak_event_text(at["a_event"]),
+                   peak_event_text(at["b_event"]), human_bytes(u(at, "a_live_bytes")),
                    human_bytes(u(at, "b_live_bytes")), signed_bytes(at["change_bytes"]));
     if (at["sites"].empty()) return;
     fmt::format_to(out, "    by call site (change, bytes A -> B, buffers A -> B):\n");

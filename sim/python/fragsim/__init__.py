@@ -33,7 +33,8 @@ Bad input raises InputError (a ValueError; the command's exit 2), an unreadable 
 OSError; exit 3), with the message the command prints after "fragsim: ". An OOM is a result, never
 an exception. While a replay runs the GIL is released; Ctrl-C (KeyboardInterrupt) stops it within
 a few thousand events and leaves no output file behind. progress= takes a callable, called about
-ten times a second with the number of events decoded so far (raising from it stops the run too).
+ten times a second with the events decoded since its previous call (a tqdm bar's update: the
+numbers sum to the input's events, each counted once; raising from it stops the run too).
 
 docs/python.md has the whole story.
 """
