@@ -93,6 +93,9 @@ RunOptions point_base(const RunOptions& base) {
 // Settings replayed per pass. Fixed, so that a sweep visits the same settings — and reports the
 // same runs — on any machine and with any --jobs.
 constexpr unsigned kSearchWidth = 4;
+// Capacities above a min-capacity answer replayed to find a failure there: evenly up to twice the
+// answer (a band of failures wider than a sixteenth of the answer is found).
+constexpr std::uint64_t kCapacityLadder = 16;
 
 void fraction_sweep(const SweepOptions& opt, const Registry& reg, const FractionKnob& knob, SweepResult& res) {
   // A fraction is of the device's total: where the recording shows a device's usable memory, the
@@ -236,25 +239,52 @@ void capacity_sweep(const SweepOptions& opt, const Registry& reg, SweepResult& r
     else
       lo = k, hi = std::min(top, 2 * k);
   }
-  while (!pts.ok({hi}, what())[0]) {
-    lo = hi;
-    if (hi >= top) break;
-    hi = std::min(top, hi * 2);
-  }
-  const bool found = pts.seen().at(hi).completed;
+  // From a capacity that fails (lo), doubling until one completes (hi), up to the top.
+  auto completes_above = [&] {
+    while (!pts.ok({hi}, what())[0]) {
+      lo = hi;
+      if (hi >= top) break;
+      hi = std::min(top, hi * 2);
+    }
+    return pts.seen().at(hi).completed;
+  };
+  bool found = completes_above();
   if (found) {
     hi = kary_search(lo, hi, kSearchWidth, [&](const std::vector<std::uint64_t>& ks) { return pts.ok(ks, what()); });
-    std::vector<std::uint64_t> ks;
-    for (int d = 1; d <= opt.verify; ++d) {
-      if (hi > static_cast<std::uint64_t>(d)) ks.push_back(hi - d);
-      ks.push_back(hi + d);
+    // The outcome need not be monotonic (a framework's limit rule with a step in it, a placement
+    // that lands otherwise): the answer's neighbours, and a ladder of capacities up to twice it, are
+    // replayed too, and a failure among them moves the answer above the highest one — the smallest
+    // capacity from which every larger one tried completes, as the fraction search answers.
+    for (int round = 0; found && round < 8; ++round) {
+      std::vector<std::uint64_t> ks;
+      for (int d = 1; d <= opt.verify; ++d) {
+        if (hi > static_cast<std::uint64_t>(d)) ks.push_back(hi - d);
+        ks.push_back(std::min(top, hi + d));
+      }
+      if (opt.verify)
+        for (std::uint64_t j = 1; j <= kCapacityLadder; ++j) ks.push_back(std::min(top, hi + hi * j / kCapacityLadder));
+      pts.eval(ks, what());
+      std::optional<std::uint64_t> fails;  // the highest capacity at or above the answer that fails
+      for (auto it = pts.seen().rbegin(); it != pts.seen().rend() && it->first >= hi; ++it)
+        if (!it->second.completed) {
+          fails = it->first;
+          break;
+        }
+      if (!fails) break;
+      lo = *fails;
+      const auto above = pts.seen().upper_bound(lo);  // every seen capacity above it completes
+      hi = above != pts.seen().end() ? above->first : std::min(top, 2 * lo);
+      if (above == pts.seen().end()) found = completes_above();
+      if (found)
+        hi = kary_search(lo, hi, kSearchWidth, [&](const std::vector<std::uint64_t>& k) { return pts.ok(k, what()); });
     }
-    pts.eval(ks, what());
-    for (auto k : ks)
-      if (pts.seen().at(k).completed != (k > hi)) res.anomalies.push_back(static_cast<double>(k * g));
-    res.monotonic_basis = fmt::format("bisection; checked {} granularity steps on each side of the answer", opt.verify);
+    for (const auto& [k, p] : pts.seen())
+      if (found && k < hi && p.completed) res.anomalies.push_back(static_cast<double>(k * g));
+    res.monotonic_basis =
+        fmt::format("bisection; checked {} granularity steps on each side of the answer{}", opt.verify,
+                    opt.verify ? fmt::format(" and {} capacities up to twice it", kCapacityLadder) : std::string());
   }
-  Bytes searched = std::max<std::uint64_t>(hi, lo) * g;
+  Bytes searched = pts.seen().empty() ? 0 : pts.seen().rbegin()->first * g;
   res.range = fmt::format(
       "capacities up to {} in steps of {} (the device's allocation granularity){}, {} replayed", human_bytes(searched),
       human_bytes(g),
