@@ -679,6 +679,30 @@ TEST_CASE("a what-if re-holds an expandable recording's mapped ranges as the blo
   CHECK(c["fidelity"]["allocs_matched"] == c["fidelity"]["allocs_compared"]);
 }
 
+// A run that stops at an OOM holds at its peak what it had reserved when memory ran out, and the
+// order of the blocks placed before the recording decides how much fragmentation that was. On this
+// real H200 snapshot with max_split_size_mb:64, the complete recording and its cut at 40 % run out
+// at the same request under the recorded memory fraction's 5.32 GiB cap, the complete one with 4.93
+// GiB reserved, every order considered on the cut with 5.31-5.32 GiB: the range the cut reported
+// left the complete recording's answer out. It now spans what a run that stops there may hold: from
+// the least peak allocated to the cap.
+TEST_CASE("a what-if that runs out of memory on a cut recording reports the range a run stopping there may hold") {
+  auto w = run_report({.trace = torch_fixture("h200_fraction_oom_expandable"), .sets = {"max_split_size_mb=64"}});
+  auto c =
+      run_report({.trace = torch_fixture("h200_fraction_oom_expandable_cut308"), .sets = {"max_split_size_mb=64"}});
+  REQUIRE(w["completed"] == false);
+  REQUIRE(c["completed"] == false);
+  const auto& d = c["devices"][0];
+  const auto& range = d["before_recording"]["range"];
+  REQUIRE(range["runs_with_oom"].get<int>() > 0);
+  const Bytes whole = w["devices"][0]["peak_reserved_bytes"].get<Bytes>();
+  CHECK(range["peak_reserved_bytes"][0].get<Bytes>() <= whole);
+  CHECK(whole <= range["peak_reserved_bytes"][1].get<Bytes>());
+  CHECK(range["peak_reserved_bytes"][0] == range["peak_allocated_bytes"][0]);
+  CHECK(range["peak_reserved_bytes"][1] == d["reserve_limit_bytes"]);
+  CHECK(d["reserve_limit_bytes"].get<Bytes>() > 0);
+}
+
 // A recording cut after its peak: small_mlp_97ev (real) without its first 38 of 97 trace entries.
 // At the cut, 14 blocks (1.03 GiB) are live in 5 segments (1.52 GiB). Re-held with each segment's
 // request released at the first larger one and the live blocks placed after the history,
