@@ -735,6 +735,27 @@ TEST_CASE("a what-if on a recording cut after its peak holds the demand its segm
   CHECK(rec["fidelity"]["allocs_matched"] == rec["fidelity"]["allocs_compared"]);
 }
 
+// max_split_size_mb on a recording made without it. small_mlp_97ev (real) cut at 60 % (its first 58
+// of 97 entries dropped): the recording's allocator carved a freed 512 MiB segment for a 2 MiB and an
+// 8.1 MiB block, and the next 512 MiB request obtained a segment of its own. With
+// max_split_size_mb=64 no 512 MiB block is split for a small request, and the complete recording's
+// what-if serves that request from the first segment: 6 segments of 512 MiB, 3.04 GiB reserved.
+// The cut held every recorded segment's request together: 7 of them, 3.54 GiB (+16 %). The carved
+// segment is now read as the one that later request obtained.
+TEST_CASE("max_split_size_mb on a cut recording reads a large segment carved for small blocks as a later request's") {
+  for (const char* split : {"max_split_size_mb=64", "max_split_size_mb=256"}) {
+    CAPTURE(split);
+    auto whole = run_report({.trace = torch_fixture("small_mlp_97ev"), .sets = {split}});
+    auto cut = run_report({.trace = torch_fixture("small_mlp_97ev_cut58"), .sets = {split}});
+    REQUIRE(cut["devices"][0]["before_recording"]["held"] == "rebuilt");
+    const auto w = whole["devices"][0]["peak_reserved_bytes"].get<double>();
+    const auto c = cut["devices"][0]["peak_reserved_bytes"].get<double>();
+    CHECK(std::abs(c - w) <= 0.02 * w);
+  }
+  auto rec = run_report({.trace = torch_fixture("small_mlp_97ev_cut58")});
+  CHECK(rec["fidelity"]["allocs_matched"] == rec["fidelity"]["allocs_compared"]);
+}
+
 TEST_CASE("captures that start mid-run re-hold their earlier buffers under another limit or mode") {
   const std::string x = xprof_fixture("h200_jax_train_mid_run");
   auto rec = run_report({.trace = x});
