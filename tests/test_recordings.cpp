@@ -688,10 +688,11 @@ TEST_CASE("a what-if re-holds an expandable recording's mapped ranges as the blo
 // the least peak allocated to the cap.
 TEST_CASE("a what-if that runs out of memory on a cut recording reports the range a run stopping there may hold") {
   auto w = run_report({.trace = torch_fixture("h200_fraction_oom_expandable"), .sets = {"max_split_size_mb=64"}});
-  auto c =
-      run_report({.trace = torch_fixture("h200_fraction_oom_expandable_cut308"), .sets = {"max_split_size_mb=64"}});
+  auto cut = run_cmd({.trace = torch_fixture("h200_fraction_oom_expandable_cut308"), .sets = {"max_split_size_mb=64"}});
+  const auto& c = cut.json;
   REQUIRE(w["completed"] == false);
   REQUIRE(c["completed"] == false);
+  CHECK_THAT(cut.text, Catch::Contains("they run out of memory, where the order decides how much is reserved"));
   const auto& d = c["devices"][0];
   const auto& range = d["before_recording"]["range"];
   REQUIRE(range["runs_with_oom"].get<int>() > 0);
