@@ -757,6 +757,31 @@ TEST_CASE("a what-if re-holds an expandable recording's mapped ranges as the blo
   CHECK(c["fidelity"]["allocs_matched"] == c["fidelity"]["allocs_compared"]);
 }
 
+// A run that stops at an OOM holds at its peak what it had reserved when memory ran out, and the
+// order of the blocks placed before the recording decides how much fragmentation that was. On this
+// real H200 snapshot with max_split_size_mb:64, the complete recording and its cut at 40 % run out
+// at the same request under the recorded memory fraction's 5.32 GiB cap, the complete one with 4.93
+// GiB reserved, every order considered on the cut with 5.31-5.32 GiB: the range the cut reported
+// left the complete recording's answer out. It now spans what a run that stops there may hold: from
+// the least peak allocated to the cap.
+TEST_CASE("a what-if that runs out of memory on a cut recording reports the range a run stopping there may hold") {
+  auto w = run_report({.trace = torch_fixture("h200_fraction_oom_expandable"), .sets = {"max_split_size_mb=64"}});
+  auto cut = run_cmd({.trace = torch_fixture("h200_fraction_oom_expandable_cut308"), .sets = {"max_split_size_mb=64"}});
+  const auto& c = cut.json;
+  REQUIRE(w["completed"] == false);
+  REQUIRE(c["completed"] == false);
+  CHECK_THAT(cut.text, Catch::Contains("they run out of memory, where the order decides how much is reserved"));
+  const auto& d = c["devices"][0];
+  const auto& range = d["before_recording"]["range"];
+  REQUIRE(range["runs_with_oom"].get<int>() > 0);
+  const Bytes whole = w["devices"][0]["peak_reserved_bytes"].get<Bytes>();
+  CHECK(range["peak_reserved_bytes"][0].get<Bytes>() <= whole);
+  CHECK(whole <= range["peak_reserved_bytes"][1].get<Bytes>());
+  CHECK(range["peak_reserved_bytes"][0] == range["peak_allocated_bytes"][0]);
+  CHECK(range["peak_reserved_bytes"][1] == d["reserve_limit_bytes"]);
+  CHECK(d["reserve_limit_bytes"].get<Bytes>() > 0);
+}
+
 // A recording cut after its peak: small_mlp_97ev (real) without its first 38 of 97 trace entries.
 // At the cut, 14 blocks (1.03 GiB) are live in 5 segments (1.52 GiB). Re-held with each segment's
 // request released at the first larger one and the live blocks placed after the history,
@@ -786,6 +811,27 @@ TEST_CASE("a what-if on a recording cut after its peak holds the demand its segm
   auto same_kind = run_report({.trace = torch_fixture("small_mlp_97ev_cut38"), .sets = {"max_split_size_mb=64"}});
   CHECK(same_kind["devices"][0]["before_recording"]["history"]["blocks_in_history"] == 0);
   auto rec = run_report({.trace = torch_fixture("small_mlp_97ev_cut38")});
+  CHECK(rec["fidelity"]["allocs_matched"] == rec["fidelity"]["allocs_compared"]);
+}
+
+// max_split_size_mb on a recording made without it. small_mlp_97ev (real) cut at 60 % (its first 58
+// of 97 entries dropped): the recording's allocator carved a freed 512 MiB segment for a 2 MiB and an
+// 8.1 MiB block, and the next 512 MiB request obtained a segment of its own. With
+// max_split_size_mb=64 no 512 MiB block is split for a small request, and the complete recording's
+// what-if serves that request from the first segment: 6 segments of 512 MiB, 3.04 GiB reserved.
+// The cut held every recorded segment's request together: 7 of them, 3.54 GiB (+16 %). The carved
+// segment is now read as the one that later request obtained.
+TEST_CASE("max_split_size_mb on a cut recording reads a large segment carved for small blocks as a later request's") {
+  for (const char* split : {"max_split_size_mb=64", "max_split_size_mb=256"}) {
+    CAPTURE(split);
+    auto whole = run_report({.trace = torch_fixture("small_mlp_97ev"), .sets = {split}});
+    auto cut = run_report({.trace = torch_fixture("small_mlp_97ev_cut58"), .sets = {split}});
+    REQUIRE(cut["devices"][0]["before_recording"]["held"] == "rebuilt");
+    const auto w = whole["devices"][0]["peak_reserved_bytes"].get<double>();
+    const auto c = cut["devices"][0]["peak_reserved_bytes"].get<double>();
+    CHECK(std::abs(c - w) <= 0.02 * w);
+  }
+  auto rec = run_report({.trace = torch_fixture("small_mlp_97ev_cut58")});
   CHECK(rec["fidelity"]["allocs_matched"] == rec["fidelity"]["allocs_compared"]);
 }
 

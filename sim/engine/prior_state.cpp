@@ -90,6 +90,25 @@ std::string prior_variants_of(std::uint64_t blocks, std::uint64_t regions) {
   return s;
 }
 
+namespace {
+
+// A run that stops at an OOM holds, at its peak, what it had reserved when memory ran out: the live
+// bytes then and the fragmentation around them, which the order of the blocks placed before the
+// recording decides (expandable_3dev_oom's device 1 without expandable segments, cut at 50 %: every
+// order considered runs out at the request the complete recording runs out at, with 75.3-76.5 GiB
+// reserved; the complete one with 78.4 GiB). Where an order considered runs out of memory, the range
+// spans what such a run may hold: from the least peak allocated (reserved >= allocated) to the most
+// the space lets it reserve.
+void widen_for_oom(PriorOutcome::Range& g, const SpaceResult& s) {
+  if (!g.oom_runs) return;
+  g.reserved_low = std::min(g.reserved_low, g.allocated_low);
+  Bytes most = s.usable;
+  if (s.reserve_limit && (!most || s.reserve_limit < most)) most = s.reserve_limit;
+  g.reserved_high = std::max(g.reserved_high, most);
+}
+
+}  // namespace
+
 void add_prior_range(const std::vector<RunOptions>& runs, std::vector<RunResult>& results, const Registry& reg,
                      unsigned threads) {
   std::vector<RunOptions> extra;
@@ -140,6 +159,9 @@ void add_prior_range(const std::vector<RunOptions>& runs, std::vector<RunResult>
         g.oom_runs += v.ooms.empty() ? 0 : 1;
       }
     }
+  for (auto& r : results)
+    for (auto& s : r.spaces)
+      if (s.prior && s.prior->range) widen_for_oom(*s.prior->range, s);
 }
 
 }  // namespace fragsim

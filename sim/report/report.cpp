@@ -575,9 +575,16 @@ void prior_text(std::back_insert_iterator<std::string> out, const RunResult& r, 
   const std::string lo = human_bytes(p.range->reserved_low), hi = human_bytes(p.range->reserved_high);
   const std::string what = fmt::format("the {} orders and histories considered for {} held before recording began",
                                        p.range->variants, prior_variants_of(p.blocks, p.regions));
-  const std::string ooms = p.range->oom_runs && p.range->oom_runs < p.range->variants
-                               ? fmt::format("; {} of them run out of memory", p.range->oom_runs)
-                               : "";
+  // Where an order runs out of memory, the range spans what a run that stops there may hold
+  // (prior_state.cpp, widen_for_oom).
+  const std::string ooms =
+      !p.range->oom_runs
+          ? ""
+          : fmt::format(
+                "; {} out of memory, where the order decides how much is reserved: from the peak allocated to "
+                "the most this space may reserve",
+                p.range->oom_runs < p.range->variants ? fmt::format("{} of them run", p.range->oom_runs)
+                                                      : std::string("they run"));
   if (lo == hi)
     fmt::format_to(out, "    peak reserved {} over {}{}\n", lo, what, ooms);
   else
