@@ -218,13 +218,21 @@ std::string waste_advice(const RunResult& r, const WasteCredit& credit) {
   const SpaceResult* s = wasteful_space(r);
   if (!s) return {};
   const Bytes frag = s->peak_reserved - s->plan.height;
-  if (s->pool_held_up_front()) {  // only a setting that reserves less has anything to say
+  // Only a setting that reserves less has anything to say where no placement is to blame: a pool
+  // reserved up front, or memory all reserved before the recording began.
+  if (s->pool_held_up_front() || s->reserved_unexplained()) {
     if (credit.setting.empty() || !credit.recovered) return {};
+    const std::string needs = fmt::format("a perfect placement of these buffers needs {}{}",
+                                          human_bytes(s->plan.height), s->plan.optimal ? "" : " or less");
+    if (s->pool_held_up_front())
+      return fmt::format(
+          "this allocator reserves its {} up front, and no placement lowers that ({}); {} reserves {} instead, "
+          "verified by replay",
+          human_bytes(s->peak_reserved), needs, credit.setting, human_bytes(credit.reserved));
     return fmt::format(
-        "this allocator reserves its {} up front, and no placement lowers that (a perfect placement of these buffers "
-        "needs {}{}); {} reserves {} instead, verified by replay",
-        human_bytes(s->peak_reserved), human_bytes(s->plan.height), s->plan.optimal ? "" : " or less", credit.setting,
-        human_bytes(credit.reserved));
+        "all of the {} this allocator reserves was reserved before the recording began, for demand it does not show "
+        "({}); with {}, and that state re-held under it, it reserves {}, verified by replay",
+        human_bytes(s->peak_reserved), needs, credit.setting, human_bytes(credit.reserved));
   }
   std::string recovers;
   if (!credit.setting.empty() && credit.recovered)

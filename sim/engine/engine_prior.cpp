@@ -57,6 +57,7 @@ void Engine::settle_prior() {
     at.index = held_at;
     history_->after(at, slot_views());
   }
+  for (std::uint32_t si : touched) slots_[si].metrics.recording_begins(slots_[si].policy->footprint().reserved);
   prior_.release();
   settling_ = false;
   sort_placements(placements_from);

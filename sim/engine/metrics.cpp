@@ -26,6 +26,7 @@ void SpaceMetrics::finish(SpaceResult& r) {
   r.frag_at_peak = frag_at_peak_;
   r.frag_max = frag_max_;
   r.reserved_up_front = peak_reserved_ && !grew_;
+  r.reserved_before_recording = begun_ && held_before_ && !grew_in_recording_;
   r.at_peak_allocated.allocated = at_peak_.allocated;
   r.at_peak_allocated.reserved = at_peak_.reserved;
   r.at_peak_allocated.largest_free = at_peak_.largest_free;

@@ -52,6 +52,7 @@ class SpaceMetrics {
       new_peak = true;
     }
     double f = fragmentation(u);
+    if (begun_ && u.reserved > held_before_) grew_in_recording_ = true;
     if (u.reserved > peak_reserved_) {
       if (peak_reserved_) grew_ = true;  // more than the first event that reserved anything held
       peak_reserved_ = u.reserved;
@@ -61,6 +62,12 @@ class SpaceMetrics {
     last_ = u;
     if (timeline) timeline_.record(event_index, {event_index, requested, u.allocated, u.reserved, f});
     return new_peak;
+  }
+  // The state before a mid-run recording is held, with `reserved` reserved: what the recording's
+  // own events reserve beyond it is measured from here.
+  void recording_begins(Bytes reserved) {
+    begun_ = true;
+    held_before_ = reserved;
   }
   const Footprint& last() const { return last_; }
   Bytes peak_allocated() const { return peak_allocated_; }
@@ -72,7 +79,9 @@ class SpaceMetrics {
   Footprint last_;
   Bytes peak_allocated_ = 0, peak_reserved_ = 0;
   double frag_at_peak_ = 0, frag_max_ = 0;
-  bool grew_ = false;  // reserved memory rose after the first event that reserved any
+  bool grew_ = false;                               // reserved memory rose after the first event that reserved any
+  bool begun_ = false, grew_in_recording_ = false;  // recording_begins; reserved rose above held_before_ since
+  Bytes held_before_ = 0;
   SpaceMoment at_peak_;
   Timeline timeline_;
 };

@@ -149,6 +149,10 @@ struct SpaceResult {
   // preallocated, a runtime's whole arena, or the state a mid-run recording began with) and never
   // grew: no placement of the buffers after it changes how much is reserved.
   bool reserved_up_front = false;
+  // Its peak reserved memory was all held by the state before a mid-run recording began: the
+  // recording's own events never reserved more (a profiler trace's window of a loop in its steady
+  // state). That memory was sized by demand before the recording, which it does not show.
+  bool reserved_before_recording = false;
   SpaceMoment at_peak_allocated;  // this space's figures when its allocated memory first peaked
   std::optional<Moment> peak;     // what was live then (buffers, memory map)
   std::uint64_t device_allocs = 0, device_frees = 0, device_failed = 0;
@@ -172,6 +176,10 @@ struct SpaceResult {
   bool pool_held_up_front() const {
     return reserved_up_front && (!prior || (preallocated && peak_reserved <= preallocated));
   }
+  // Its reserved memory beyond the plan cannot be told from demand the recording does not show: all
+  // of it was reserved before the recording began, and not as a pool configured up front. The
+  // waste split says so instead of calling it fragmentation a better placement recovers.
+  bool reserved_unexplained() const { return reserved_before_recording && !pool_held_up_front(); }
   // The share of what this space can give that it reserved at its peak (0 when it gives nothing).
   double peak_share() const { return usable ? static_cast<double>(peak_reserved) / static_cast<double>(usable) : 0.0; }
 };

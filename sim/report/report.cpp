@@ -206,6 +206,7 @@ nlohmann::json waste_json(const SpaceResult& s) {
           {"plan_fits", !s.usable || p.height <= s.usable},
           {"plan_optimal", p.optimal},
           {"reserved_up_front", s.pool_held_up_front()},
+          {"reserved_before_recording", s.reserved_unexplained()},
           {"plan_cut_short", p.cut_short},
           {"plan_budget_seconds", p.budget}};
 }
@@ -228,6 +229,15 @@ void waste_text(std::back_insert_iterator<std::string> out, const SpaceResult& s
                    "{} live at once no placement avoids\n",
                    where, human_bytes(p.height), how, human_bytes(s.peak_reserved),
                    human_bytes(p.height - std::min(p.height, p.live)), human_bytes(p.live));
+  else if (s.peak_reserved > p.height && s.reserved_unexplained())
+    fmt::format_to(out,
+                   "  best static plan{} {:>9}  ({}): all of the {} reserved was reserved before the recording began, "
+                   "sized by demand it does not show (the recording's own events never reserved more): the {} above "
+                   "the plan may be that demand or fragmentation, which the recording cannot tell apart; {} above the "
+                   "{} live at once no placement avoids\n",
+                   where, human_bytes(p.height), how, human_bytes(s.peak_reserved),
+                   human_bytes(s.peak_reserved - p.height), human_bytes(p.height - std::min(p.height, p.live)),
+                   human_bytes(p.live));
   else if (s.peak_reserved >= p.height)
     fmt::format_to(out,
                    "  best static plan{} {:>9}  ({}): of the {} reserved, {} is fragmentation this allocator added; "
