@@ -252,7 +252,10 @@
         bytes(fr.reserved_unallocated_bytes) + " (" + pct(fr.reserved_unallocated_share) + ")", pct(fr.external),
         pct(d.fragmentation.max),
         d.waste && d.waste.plan_bytes !== undefined
-          ? bytes(d.waste.plan_bytes) + (d.waste.plan_optimal ? " (optimal)" : "") + "; " + bytes(d.waste.fragmentation_bytes)
+          ? bytes(d.waste.plan_bytes) + (d.waste.plan_optimal ? " (optimal)" : "") + "; " + bytes(d.waste.fragmentation_bytes) +
+            // Memory above the plan that no placement is to blame for (docs/metrics.md, "Waste split").
+            (d.waste.reserved_up_front ? " (a pool reserved up front)"
+              : d.waste.reserved_before_recording ? " (reserved before the recording began: demand or fragmentation)" : "")
           : d.waste && d.waste.skipped ? "not made" : "-"])
         .forEach((v) => row.appendChild(el("td", v === "OOM" ? { class: "bad" } : {}, v)));
       table.appendChild(row);
