@@ -73,15 +73,15 @@ auto released(F&& work, const py::object& progress) {
   std::atomic<bool> cancel{false};
   new_input_epoch();
   std::uint64_t told = input_events_read();  // the events the callback was given, from the counter's start
-  auto done = std::async(std::launch::async, [&] { return work(&cancel); });
   auto poll = [&] {
     if (PyErr_CheckSignals() != 0) throw py::error_already_set();
     const std::uint64_t now = input_events_read(), step = now - told;
     told = now;
     if (!progress.is_none()) progress(step);
   };
+  poll();  // at once, before the work starts: 0 whatever the machine's load
+  auto done = std::async(std::launch::async, [&] { return work(&cancel); });
   try {
-    poll();
     for (;;) {
       bool ready;
       {
