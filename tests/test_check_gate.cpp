@@ -1,6 +1,8 @@
 // `check` as a CI gate compares a new recording with the last one: reports of two traces of one
 // workload are compared (a note names both), and by default the figures docs/metrics.md
 // recommends gate while the others are shown. In-process: run_check over run_request's reports.
+#include <fmt/format.h>
+
 #include <catch2/catch.hpp>
 #include <filesystem>
 #include <nlohmann/json.hpp>
@@ -413,4 +415,35 @@ TEST_CASE("report: a single-device run's top-level device_calls equal its device
   const nlohmann::json r = report_of(kSample);
   REQUIRE(r["devices"].size() == 1);
   CHECK(r["device_calls"] == r["devices"][0]["device_calls"]);
+}
+
+// Trial 11, finding 12: when the binding device changed, the run-level rows compared device 0's
+// figures with device 1's; they are compared per device only.
+TEST_CASE("check: the run's figures are not compared when the binding device changed") {
+  const nlohmann::json a = torch_report({.trace = k3dev, .capacity = "22GiB"});
+  REQUIRE(a.contains("binding"));
+  nlohmann::json b = a;
+  b["binding"]["device"] = a["binding"]["device"].get<int>() == 0 ? 1 : 0;
+  CheckResult r = check_of(a, b);
+  CHECK(item(r, "peak_allocated_bytes") == nullptr);
+  CHECK(item(r, fmt::format("device {} hbm.peak_allocated_bytes", a["binding"]["device"].get<int>())) != nullptr);
+  bool noted = false;
+  for (const auto& n : r.notes)
+    noted |= n.find("the binding device changed): compared per device only") != std::string::npos;
+  CHECK(noted);
+  CHECK(item(check_of(a, a), "peak_allocated_bytes") != nullptr);
+}
+
+// Trial 11, finding 10: the hardware note named the preset's memory (79.15 GiB) for a run on the
+// 22.69 GiB its recording implied.
+TEST_CASE("check: the hardware note names the memory a recording implied") {
+  const nlohmann::json own = torch_report({.trace = test_data("torch/oom_retry_release.pickle.zst")});
+  REQUIRE(own["devices"][0]["usable_inferred"] == true);
+  const nlohmann::json twenty =
+      torch_report({.trace = test_data("torch/oom_retry_release.pickle.zst"), .capacity = "20GiB"});
+  bool said = false;
+  for (const auto& n : check_of(own, twenty).notes)
+    said |= n.find("device 0 hbm " + human_bytes(own["devices"][0]["usable_bytes"].get<Bytes>()) +
+                   " usable, inferred from the recording vs ") != std::string::npos;
+  CHECK(said);
 }
