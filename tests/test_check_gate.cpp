@@ -1,6 +1,8 @@
 // `check` as a CI gate compares a new recording with the last one: reports of two traces of one
 // workload are compared (a note names both), and by default the figures docs/metrics.md
 // recommends gate while the others are shown. In-process: run_check over run_request's reports.
+#include <fmt/format.h>
+
 #include <catch2/catch.hpp>
 #include <filesystem>
 #include <nlohmann/json.hpp>
@@ -308,5 +310,140 @@ TEST_CASE("check: growth from nothing is said in points or bytes, and the hardwa
       CHECK(n.find("a100-80g, hbm 79.15 GiB, device 1 (hostB_2.1700000001.pt.trace.json.gz) hbm 14.56 GiB vs "
                    "a100-80g, hbm 20.00 GiB)") != std::string::npos);
     }
+  CHECK(said);
+}
+
+namespace {
+
+nlohmann::json torch_report(const RunRequest& q) { return report_json(run_request(q, test_registry())); }
+
+}  // namespace
+
+// Trial 11, finding 2: at 22 GiB and 40 GiB the 3-device recording stops at its first OOM, the
+// latter later (more memory); its peaks then cover events the baseline never replayed, and check
+// failed it with 18 "regressions". A peak of allocated memory reached by the baseline's stop still
+// gates, and the reverse (an earlier first OOM) still fails.
+TEST_CASE("check: a run that got further than the baseline is not failed for peaks past the baseline's stop") {
+  const nlohmann::json small = torch_report({.trace = k3dev, .capacity = "22GiB"});
+  const nlohmann::json large = torch_report({.trace = k3dev, .capacity = "40GiB"});
+  REQUIRE(small["stopped_early"] == true);
+  REQUIRE(large["stopped_early"] == true);
+  const double bstop = small["first_oom"]["event_index"].get<double>();
+  REQUIRE(large["first_oom"]["event_index"].get<double>() > bstop);
+  REQUIRE(large["peak_allocated_bytes"].get<double>() > small["peak_allocated_bytes"].get<double>());
+  REQUIRE(large["at_peak_allocated"]["event_index"].get<double>() > bstop);
+
+  CheckResult r = check_of(small, large);
+  CHECK(r.pass);
+  REQUIRE(item(r, "peak_allocated_bytes"));
+  CHECK(item(r, "peak_allocated_bytes")->past_baseline_stop);
+  CHECK_FALSE(item(r, "peak_allocated_bytes")->gated);
+  CHECK(item(r, "peak_allocated_bytes")->message.find("not gated: reached past event") != std::string::npos);
+  bool in_json = false;
+  const nlohmann::json json = check_json(r);
+  for (const auto& i : json["items"])
+    in_json |= i["metric"] == "peak_allocated_bytes" && i.value("past_baseline_stop", false) && !i["gated"].get<bool>();
+  CHECK(in_json);
+  bool noted = false;
+  for (const auto& n : r.notes) noted |= n.find("replayed further than the baseline") != std::string::npos;
+  CHECK(noted);
+
+  // The same peak reached by the baseline's stop is one over the same events: it gates.
+  nlohmann::json within = large;
+  within["at_peak_allocated"]["event_index"] = static_cast<std::uint64_t>(bstop);
+  CheckResult w = check_of(small, within);
+  CHECK_FALSE(w.pass);
+  REQUIRE(item(w, "peak_allocated_bytes"));
+  CHECK(item(w, "peak_allocated_bytes")->regression);
+
+  // The other way round, the current run stops earlier: a regression, as before.
+  CheckResult back = check_of(large, small);
+  CHECK_FALSE(back.pass);
+  REQUIRE(item(back, "first_oom_event"));
+  CHECK(item(back, "first_oom_event")->regression);
+}
+
+// Trial 11, finding 7: --set and --env that resolve to the same allocator settings were refused as
+// "different policies or settings", and diff said "set up differently".
+TEST_CASE("check and diff: settings given by --set and by --env that resolve alike are the same settings") {
+  const nlohmann::json set = torch_report({.trace = k3dev, .capacity = "85861MiB", .sets = {"max_split_size_mb=256"}});
+  const nlohmann::json env =
+      torch_report({.trace = k3dev,
+                    .capacity = "85861MiB",
+                    .envs = {"PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True,max_split_size_mb:256"}});
+  REQUIRE(set["policy"]["config"] != env["policy"]["config"]);
+  CheckResult r = check_of(set, env);
+  CHECK(r.pass);
+  const nlohmann::json d = diff_reports({set, "set.json"}, {env, "env.json"});
+  CHECK(diff_text(d).find("set up differently") == std::string::npos);
+
+  // A setting that resolves otherwise is still refused, and diff names it by its key.
+  const nlohmann::json plain = torch_report({.trace = k3dev, .capacity = "85861MiB"});
+  CHECK_THROWS_AS(check_of(plain, set), InputError);
+  const std::string text = diff_text(diff_reports({plain, "plain.json"}, {set, "set.json"}));
+  CHECK(text.find("max_split_size_mb null -> 256") != std::string::npos);
+  CHECK(text.find("resolved_") == std::string::npos);
+}
+
+// Trial 11, finding 3: a batch or merge result was "not a fragsim report"; its runs are matched by
+// their manifest labels as a compare array's are.
+TEST_CASE("check and diff: a batch result is gated run by run, matched by label") {
+  const nlohmann::json ok = report_of(kSample);
+  RunRequest tight{.trace = kSample, .capacity = "64MiB", .policy = "xla-bfc"};
+  const nlohmann::json oom = report_json(run_request(tight, test_registry()));
+  REQUIRE(oom["oom_count"].get<int>() > 0);
+  auto batch = [](const nlohmann::json& a, const nlohmann::json& b) {
+    return nlohmann::json{{"fragsim_batch", 1},
+                          {"runs",
+                           {{{"run", 0}, {"line", 1}, {"label", "one"}, {"report", a}},
+                            {{"run", 1}, {"line", 2}, {"label", "two"}, {"report", b}}}}};
+  };
+  CheckResult same = check_of(batch(ok, ok), batch(ok, ok));
+  CHECK(same.pass);
+  CheckOptions o{.baseline_path = "old.json", .current_path = "new.json", .allow_different_policy = true};
+  CheckResult worse = run_check(batch(ok, ok), batch(ok, oom), o);
+  CHECK_FALSE(worse.pass);
+  for (const auto& i : worse.items)
+    if (i.regression) CHECK(i.run == "two");
+  CHECK(worse.diff_command == "fragsim diff old.json new.json --label two");
+  CHECK(pick_report(batch(ok, oom), "two", "new.json") == oom);
+}
+
+// Trial 11, finding 13a: the top-level device_calls of a single-device run lacked the `failed`
+// its one device entry has (contracts §2: the top-level keys equal that entry).
+TEST_CASE("report: a single-device run's top-level device_calls equal its device entry's") {
+  const nlohmann::json r = report_of(kSample);
+  REQUIRE(r["devices"].size() == 1);
+  CHECK(r["device_calls"] == r["devices"][0]["device_calls"]);
+}
+
+// Trial 11, finding 12: when the binding device changed, the run-level rows compared device 0's
+// figures with device 1's; they are compared per device only.
+TEST_CASE("check: the run's figures are not compared when the binding device changed") {
+  const nlohmann::json a = torch_report({.trace = k3dev, .capacity = "22GiB"});
+  REQUIRE(a.contains("binding"));
+  nlohmann::json b = a;
+  b["binding"]["device"] = a["binding"]["device"].get<int>() == 0 ? 1 : 0;
+  CheckResult r = check_of(a, b);
+  CHECK(item(r, "peak_allocated_bytes") == nullptr);
+  CHECK(item(r, fmt::format("device {} hbm.peak_allocated_bytes", a["binding"]["device"].get<int>())) != nullptr);
+  bool noted = false;
+  for (const auto& n : r.notes)
+    noted |= n.find("the binding device changed): compared per device only") != std::string::npos;
+  CHECK(noted);
+  CHECK(item(check_of(a, a), "peak_allocated_bytes") != nullptr);
+}
+
+// Trial 11, finding 10: the hardware note named the preset's memory (79.15 GiB) for a run on the
+// 22.69 GiB its recording implied.
+TEST_CASE("check: the hardware note names the memory a recording implied") {
+  const nlohmann::json own = torch_report({.trace = test_data("torch/oom_retry_release.pickle.zst")});
+  REQUIRE(own["devices"][0]["usable_inferred"] == true);
+  const nlohmann::json twenty =
+      torch_report({.trace = test_data("torch/oom_retry_release.pickle.zst"), .capacity = "20GiB"});
+  bool said = false;
+  for (const auto& n : check_of(own, twenty).notes)
+    said |= n.find("device 0 hbm " + human_bytes(own["devices"][0]["usable_bytes"].get<Bytes>()) +
+                   " usable, inferred from the recording vs ") != std::string::npos;
   CHECK(said);
 }

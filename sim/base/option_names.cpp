@@ -18,6 +18,10 @@ std::string OptionNames::with(std::string_view flag, std::string_view value) con
   return python ? fmt::format("{}'{}'", (*this)(flag), value) : fmt::format("{} {}", flag, value);
 }
 
+std::string OptionNames::switch_on(std::string_view flag) const {
+  return python ? (*this)(flag) + "True" : std::string(flag);
+}
+
 std::string OptionNames::size_fix(std::string_view flag, std::string_view digits) const {
   if (!python) return fmt::format("{} {}GiB", flag, digits);
   const std::string k = (*this)(flag);

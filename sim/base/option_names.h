@@ -16,6 +16,8 @@ struct OptionNames {
   [[nodiscard]] std::string operator()(std::string_view flag) const;
   // How the caller writes `flag` with `value` (a Python str value quoted): "--capacity 16GiB" or "capacity='16GiB'".
   [[nodiscard]] std::string with(std::string_view flag, std::string_view value) const;
+  // How the caller turns a switch on: "--same-trace" or "same_trace=True".
+  [[nodiscard]] std::string switch_on(std::string_view flag) const;
   // The fix for a size given as a bare number: "--capacity 16GiB" on the command line,
   // "capacity='16GiB' or capacity=16 * 2**30" in Python.
   [[nodiscard]] std::string size_fix(std::string_view flag, std::string_view digits) const;

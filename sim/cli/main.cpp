@@ -270,10 +270,11 @@ int cmd_check(const Args& args, const Registry&) {
             "usage: fragsim check --baseline OLD.json --current NEW.json [--tolerance PCT] [--gate recommended|all] "
             "[--same-trace] [outputs]\n\n"
             "CI gate: exit 1 when NEW has a new or earlier OOM, a different OOM count, or a peak (allocated,\n"
-            "reserved) or fragmentation figure grown by more than the tolerance. Reads `run --json` reports\n"
-            "and `compare --json` arrays (runs matched by policy label). Reports of different traces are\n"
+            "reserved) or fragmentation figure grown by more than the tolerance. Reads `run --json` reports,\n"
+            "`compare --json` arrays and `batch`/`merge` results (runs matched by label). Peaks a run reached\n"
+            "past the event where the baseline stopped are shown, not gated. Reports of different traces are\n"
             "compared as recordings of one workload (a note says so; --same-trace refuses them). Exit 2 for\n"
-            "malformed reports and for runs of different policies unless allowed."))
+            "malformed reports and for runs of different policy settings (as resolved) unless allowed."))
     return 0;
   if (gate != "recommended" && gate != "all")
     throw InputError(fmt::format("--gate: '{}': must be recommended or all", gate));
@@ -305,7 +306,8 @@ int cmd_diff(const Args& args, const Registry& reg) {
   po::options_description hidden;
   hidden.add_options()("a", po::value(&a)->required(), "A")("b", po::value(&b), "B");
   if (parse(args, d, {{"a", 1}, {"b", 1}},
-            "usage: fragsim diff A B [options]   (A, B: two traces, or two reports: run --json / compare --json)\n"
+            "usage: fragsim diff A B [options]   (A, B: two traces, or two reports: run --json / compare --json / "
+            "batch)\n"
             "       fragsim diff TRACE --policies A,B [options]\n\nWhat changed the peak and the first OOM between "
             "two runs: each run's peaks and when they happened, reserved memory and fragmentation per device, the "
             "first OOMs, the live bytes at each peak by call site and stack frame side by side, and the largest "

@@ -16,36 +16,22 @@
 #include "sim/base/text.h"
 #include "sim/base/units.h"
 #include "sim/commands/run_setup.h"
+#include "sim/report/diff.h"
 #include "sim/report/report_schema.h"
 
 namespace fragsim {
 
 namespace {
 
-std::string label_of(const nlohmann::json& r) {
-  if (r.contains("label") && r["label"].is_string()) return r["label"].get<std::string>();
-  return r["policy"]["name"].get<std::string>();
-}
-
-// The runs of a report file: one object, or the array `compare --json` writes. Runs are matched
-// by label, so two runs of one file may not share one.
-std::vector<nlohmann::json> runs_of(const nlohmann::json& j, const std::string& file) {
-  std::vector<nlohmann::json> v;
-  if (j.is_array()) {
-    if (j.empty()) throw InputError(file + ": an empty array holds no report");
-    std::map<std::string, size_t> seen;
-    for (size_t i = 0; i < j.size(); ++i) {
-      check_report_schema(j[i], fmt::format("{} [{}]", file, i));
-      auto [it, fresh] = seen.emplace(label_of(j[i]), i);
-      if (!fresh)
-        throw InputError(fmt::format("{} [{}]: label: '{}' also labels run [{}]; runs are matched by label", file, i,
-                                     it->first, it->second));
-      v.push_back(j[i]);
-    }
-  } else {
-    check_report_schema(j, file);
-    v.push_back(j);
-  }
+// The runs of a report file (labelled_runs: one report, a compare array, a batch or merge result).
+// Runs are matched by label, so two runs of one file may not share one.
+std::vector<LabelledRun> runs_of(const nlohmann::json& j, const std::string& file) {
+  std::vector<LabelledRun> v = labelled_runs(j, file);
+  std::map<std::string, const LabelledRun*> seen;
+  for (const auto& r : v)
+    if (auto [it, fresh] = seen.emplace(r.label, &r); !fresh)
+      throw InputError(fmt::format("{}: label: '{}' also labels run {}; runs are matched by label", r.where, r.label,
+                                   it->second->where.substr(it->second->where.find_first_of("[r", file.size()))));
   return v;
 }
 
@@ -95,30 +81,21 @@ std::string device_key(const nlohmann::json& d, const std::string& file, const s
   return fmt::format("device {} {}", f.at("device").u64(), f.at("space").string());
 }
 
-// What differs between two reports' policies, ignoring `resolved_*` figures (they follow from the
-// hardware): "" when nothing does.
+// What differs between two reports' policies, compared as they resolved (setting_differences),
+// ignoring figures the policy derived (they follow from the hardware): "" when nothing does.
 std::string policy_difference(const nlohmann::json& a, const nlohmann::json& b) {
   if (a["name"] != b["name"]) return fmt::format("{} vs {}", dump_json(a["name"]), dump_json(b["name"]));
   std::vector<std::string> keys;
-  auto user = [](const nlohmann::json& cfg) {
-    nlohmann::json out = nlohmann::json::object();
-    for (const auto& [k, v] : cfg.items())
-      if (k.rfind(kResolvedPrefix, 0) != 0) out[k] = v;
-    return out;
-  };
-  nlohmann::json ua = user(a["config"]), ub = user(b["config"]);
-  for (const auto& [k, v] : ua.items())
-    if (!ub.contains(k) || ub[k] != v)
-      keys.push_back(fmt::format("{}: {} vs {}", k, dump_json(v), dump_json(ub.value(k, nlohmann::json()))));
-  for (const auto& [k, v] : ub.items())
-    if (!ua.contains(k)) keys.push_back(fmt::format("{}: null vs {}", k, dump_json(v)));
+  for (const auto& d : setting_differences(a["config"], b["config"]))
+    if (!d.resolved) keys.push_back(fmt::format("{}: {} vs {}", d.key, dump_json(d.a), dump_json(d.b)));
   return fmt::format("{}", fmt::join(keys, "; "));
 }
 
 // "h100-80g, hbm 16.00 GiB": what a reader needs to see why two reports' hardware differs, with each
 // device whose memory is not the model's ("device 1 (rank 1) hbm 79.15 GiB": a set of recordings
-// keeps each rank's or host's own); `exact`: capacities and the reserve in bytes (for two that read
-// the same rounded, but differ).
+// keeps each rank's or host's own; "device 0 hbm 22.69 GiB usable, inferred from the recording":
+// the memory the run had, where the recording implied it); `exact`: capacities and the reserve in bytes (for two that
+// read the same rounded, but differ).
 std::string hardware_text(const nlohmann::json& report, bool exact = false) {
   const nlohmann::json none = nlohmann::json::object();
   const nlohmann::json& hw = report.contains("hardware") && report["hardware"].is_object() ? report["hardware"] : none;
@@ -135,13 +112,20 @@ std::string hardware_text(const nlohmann::json& report, bool exact = false) {
           s += fmt::format(" less {} B reserved", sp["reserve_bytes"].get<Bytes>());
       }
   if (report.contains("devices") && report["devices"].is_array())
-    for (const auto& d : report["devices"])
-      if (d.is_object() && d.value("space", std::string()) == "hbm" && d.contains("capacity_bytes") &&
-          d["capacity_bytes"].is_number_unsigned() && d["capacity_bytes"].get<Bytes>() != model &&
-          d.contains("device") && d["device"].is_number_unsigned())
-        s += fmt::format(", device {}{} hbm {}", d["device"].get<std::uint64_t>(),
-                         d.contains("name") && d["name"].is_string() ? " (" + d["name"].get<std::string>() + ")" : "",
-                         size(d["capacity_bytes"].get<Bytes>()));
+    for (const auto& d : report["devices"]) {
+      if (!d.is_object() || d.value("space", std::string()) != "hbm" || !d.contains("device") ||
+          !d["device"].is_number_unsigned())
+        continue;
+      const std::string name =
+          fmt::format("device {}{} hbm", d["device"].get<std::uint64_t>(),
+                      d.contains("name") && d["name"].is_string() ? " (" + d["name"].get<std::string>() + ")" : "");
+      // The memory the run had, where the recording implied it: what it ran on, whatever the model says.
+      if (d.value("usable_inferred", false) && d.contains("usable_bytes") && d["usable_bytes"].is_number_unsigned())
+        s += fmt::format(", {} {} usable, inferred from the recording", name, size(d["usable_bytes"].get<Bytes>()));
+      else if (d.contains("capacity_bytes") && d["capacity_bytes"].is_number_unsigned() &&
+               d["capacity_bytes"].get<Bytes>() != model)
+        s += fmt::format(", {} {}", name, size(d["capacity_bytes"].get<Bytes>()));
+    }
   return s;
 }
 
@@ -184,24 +168,72 @@ std::string growth_text(const std::string& metric, double bv, double cv) {
   return fmt::format("{:+.0f} from none", cv - bv);
 }
 
+// The earliest event a report's (or device entry's, at `at`) ooms list, and its index there,
+// whatever order the file lists them in; NaN when it lists none.
+std::pair<double, size_t> first_oom_of(const nlohmann::json& r, const std::string& file, const std::string& at) {
+  const auto& ooms = JsonField(r, file, at).at("ooms").array();
+  std::pair<double, size_t> f{NAN, 0};
+  for (size_t i = 0; i < ooms.size(); ++i) {
+    const double e = static_cast<double>(
+        JsonField(ooms[i], file, fmt::format("{}ooms[{}]", at.empty() ? "" : at + ".", i)).at("event_index").u64());
+    if (std::isnan(f.first) || e < f.first) f = {e, i};
+  }
+  return f;
+}
+
+// The event where a run's replay stopped: its first OOM when it stopped there (stopped_early), or
+// its modelled abort; NaN when it replayed the whole trace. Its peaks are maxima over the events
+// up to there.
+double stop_event(const nlohmann::json& r, const std::string& file) {
+  JsonField f(r, file);
+  double stop = NAN;
+  if (f.has("stopped_early") && f.at("stopped_early").boolean()) stop = first_oom_of(r, file, "").first;
+  if (f.has("fatal")) {
+    const double e = static_cast<double>(f.at("fatal").at("event_index").u64());
+    if (std::isnan(stop) || e < stop) stop = e;
+  }
+  return stop;
+}
+
+// "the whole trace" or "event 7132": how far a run replayed.
+std::string reach_text(double stop) { return std::isnan(stop) ? "the whole trace" : fmt::format("event {:.0f}", stop); }
+
+// The event of the peak of allocated memory of a report or device entry (at_peak_allocated), the
+// moment peak_allocated_bytes and fragmentation.at_peak_allocated are taken at; NaN when unknown.
+double peak_allocated_event(const nlohmann::json& r, const std::string& file, const std::string& at) {
+  JsonField f(r, file, at);
+  if (!f.has("at_peak_allocated") || !f.at("at_peak_allocated").has("event_index")) return NAN;
+  return static_cast<double>(f.at("at_peak_allocated").at("event_index").u64());
+}
+
+// The binding (device, space) a report's run-level figures are those of: "device 1 hbm", "" when
+// it names none.
+std::string binding_of(const nlohmann::json& r, const std::string& file) {
+  JsonField f(r, file);
+  if (!f.has("binding") || !f.at("binding").raw().is_object()) return "";
+  return device_key(f.at("binding").raw(), file, "binding");
+}
+
 }  // namespace
 
 CheckResult run_check(const nlohmann::json& baseline, const nlohmann::json& current, const CheckOptions& o) {
   if (!std::isfinite(o.tolerance_pct) || o.tolerance_pct < 0)
-    throw InputError(fmt::format("--tolerance: must be a finite percentage >= 0, got {}", o.tolerance_pct));
+    throw InputError(
+        fmt::format("{}: must be a finite percentage >= 0, got {}", o.names("--tolerance"), o.tolerance_pct));
   auto base = runs_of(baseline, o.baseline_path), cur = runs_of(current, o.current_path);
   CheckResult res;
   res.tolerance_pct = o.tolerance_pct;
-  std::map<std::string, const nlohmann::json*> by_label;
-  for (const auto& b : base) by_label[label_of(b)] = &b;
+  std::map<std::string, const LabelledRun*> by_label;
+  for (const auto& b : base) by_label[b.label] = &b;
   std::set<std::string> paired;  // runs compared (in both)
   auto add = [&](const std::string& run, const std::string& metric, double bv, double cv, bool regression,
                  std::string msg) {
     res.items.push_back({run, metric, bv, cv, regression, true, std::move(msg)});
     if (regression) res.pass = false;
   };
-  for (const auto& c : cur) {
-    std::string label = label_of(c);
+  for (const auto& run : cur) {
+    const std::string& label = run.label;
+    const nlohmann::json& c = *run.report;
     auto it = by_label.find(label);
     if (it == by_label.end()) {
       if (base.size() == 1 && cur.size() == 1) {
@@ -213,7 +245,7 @@ CheckResult run_check(const nlohmann::json& baseline, const nlohmann::json& curr
         continue;
       }
     }
-    const nlohmann::json& b = *it->second;
+    const nlohmann::json& b = *it->second->report;
     by_label.erase(it);
     paired.insert(label);
     // Same trace? Same policy?
@@ -224,8 +256,8 @@ CheckResult run_check(const nlohmann::json& baseline, const nlohmann::json& curr
     std::string bd = digest(b, o.baseline_path), cd = digest(c, o.current_path);
     if (!bd.empty() && !cd.empty() && bd != cd) {
       if (o.same_trace)
-        throw InputError(fmt::format("{} and {}: reports of different traces (digest {} vs {}) and --same-trace",
-                                     o.baseline_path, o.current_path, bd, cd));
+        throw InputError(fmt::format("{} and {}: reports of different traces (digest {} vs {}) and {}", o.baseline_path,
+                                     o.current_path, bd, cd, o.names.switch_on("--same-trace")));
       res.notes.push_back(
           fmt::format("{}: the traces differ ({} vs {}, digest {} vs {}): compared as two recordings of "
                       "one workload (--same-trace refuses this)",
@@ -239,8 +271,8 @@ CheckResult run_check(const nlohmann::json& baseline, const nlohmann::json& curr
       if (!o.allow_different_policy)
         throw InputError(
             fmt::format("{} and {}: {}: different policies or settings ({}); "
-                        "--allow-different-policy compares them anyway",
-                        o.baseline_path, o.current_path, label, diff));
+                        "{} compares them anyway",
+                        o.baseline_path, o.current_path, label, diff, o.names.switch_on("--allow-different-policy")));
       res.notes.push_back(fmt::format("{}: different policy settings ({}), compared as asked", label, diff));
     }
     if (b["hardware"] != c["hardware"] || hardware_text(b, true) != hardware_text(c, true)) {
@@ -263,21 +295,8 @@ CheckResult run_check(const nlohmann::json& baseline, const nlohmann::json& curr
     // The first OOM, of the run and (below) of each device entry: the earliest event its ooms list,
     // read whatever order a file lists them in.
     auto first_oom = [&](const std::string& where, const nlohmann::json& bj, const nlohmann::json& cj) {
-      auto first = [](const nlohmann::json& r, const std::string& file,
-                      const std::string& at) -> std::pair<double, size_t> {
-        const auto& ooms = JsonField(r, file, at).at("ooms").array();
-        std::pair<double, size_t> f{NAN, 0};
-        for (size_t i = 0; i < ooms.size(); ++i) {
-          const double e =
-              static_cast<double>(JsonField(ooms[i], file, fmt::format("{}ooms[{}]", at.empty() ? "" : at + ".", i))
-                                      .at("event_index")
-                                      .u64());
-          if (std::isnan(f.first) || e < f.first) f = {e, i};
-        }
-        return f;
-      };
-      const auto [bf, bi] = first(bj, o.baseline_path, where);
-      const auto [cf, ci] = first(cj, o.current_path, where);
+      const auto [bf, bi] = first_oom_of(bj, o.baseline_path, where);
+      const auto [cf, ci] = first_oom_of(cj, o.current_path, where);
       const bool moved = !(std::isnan(bf) && std::isnan(cf)) && !(bf == cf);
       const std::string prefix = where.empty() ? "" : where + ": ";
       std::string fm;
@@ -313,25 +332,48 @@ CheckResult run_check(const nlohmann::json& baseline, const nlohmann::json& curr
           : ba == ca       ? fmt::format("aborts at event {:.0f}, as the baseline", ca)
                            : fmt::format("abort moved from event {:.0f} to {:.0f}", ba, ca));
     }
+    // Peaks are maxima over the events a run replayed. When the current run got further than the
+    // baseline (which stopped at an OOM or an abort), a peak it may have reached past the baseline's
+    // stop measures events the baseline never replayed: shown, not gated. A peak of allocated memory
+    // reached by then (at_peak_allocated) is one over the same events, and still gates.
+    const double bstop = stop_event(b, o.baseline_path), cstop = stop_event(c, o.current_path);
+    const bool further = !std::isnan(bstop) && (std::isnan(cstop) || cstop > bstop);
+    if (further)
+      res.notes.push_back(
+          fmt::format("{}: the current run replayed further than the baseline ({} vs event {:.0f}, where the "
+                      "baseline stopped): its peaks and fragmentation past event {:.0f} cover events the baseline "
+                      "never reached, so they are shown, not gated; a peak of allocated memory reached by event "
+                      "{:.0f} still gates",
+                      label, reach_text(cstop), bstop, bstop, bstop));
     // Figures that must not grow beyond the tolerance: every peak and fragmentation figure the
-    // report documents, of the run and of each (device, space).
-    auto grew = [&](const std::string& metric, const std::string& figure, double bv, double cv) {
+    // report documents, of the run and of each (device, space). `past`: the current's figure may
+    // have been reached past the baseline's stop.
+    auto grew = [&](const std::string& metric, const std::string& figure, double bv, double cv, bool past) {
       double limit = bv * (1.0 + o.tolerance_pct / 100.0);
       bool over = cv > limit && cv - bv > 1e-12;
-      bool gated = o.gate_all || recommended(figure);
+      bool gated = (o.gate_all || recommended(figure)) && !past;
       const ChangeText ct = change_text(metric, bv, cv);
       add(label, metric, bv, cv, over && gated,
           fmt::format("{} {}: {} -> {} ({}{}, tolerance {}%){}", metric, over ? "grew" : "ok", ct.baseline, ct.current,
                       ct.delta.empty() ? "" : ct.delta + ", ", growth_text(metric, bv, cv), o.tolerance_pct,
-                      gated ? "" : ", not gated (--gate all)"));
+                      past    ? fmt::format(", not gated: reached past event {:.0f}, where the baseline stopped", bstop)
+                      : gated ? ""
+                              : ", not gated (--gate all)"));
       res.items.back().gated = gated;
+      res.items.back().past_baseline_stop = past;
     };
     auto figures = [&](const std::string& where, const nlohmann::json& bj, const nlohmann::json& cj) {
       auto bmap = gated_figures(bj, o.baseline_path, where), cmap = gated_figures(cj, o.current_path, where);
       std::string prefix = where.empty() ? "" : where + ".";
+      // Figures taken at the peak of allocated memory, which the current reached by the baseline's stop.
+      const bool peak_within = further && peak_allocated_event(cj, o.current_path, where) <= bstop;
+      auto past = [&](const std::string& k) {
+        const bool at_peak = k == "peak_allocated_bytes" || k.rfind("fragmentation.at_peak_allocated", 0) == 0;
+        return further && !(at_peak && peak_within);
+      };
       for (const auto& [k, bv] : bmap) {
         if (auto ci = cmap.find(k); ci != cmap.end())
-          grew(prefix + k, k, bv, ci->second);
+          grew(prefix + k, k, bv, ci->second, past(k));
         else  // a figure the current report leaves out cannot be shown not to have grown
           add(label, prefix + k, bv, NAN, o.gate_all || recommended(k),
               fmt::format("{}{}: missing from the current report", prefix, k));
@@ -339,7 +381,16 @@ CheckResult run_check(const nlohmann::json& baseline, const nlohmann::json& curr
       for (const auto& [k, cv] : cmap)
         if (!bmap.count(k)) res.notes.push_back(fmt::format("{}: {}{}: not in the baseline report", label, prefix, k));
     };
-    figures("", b, c);
+    // The run's figures are its binding device's: when that changed, they are two devices' and
+    // compare nothing; each device's own rows below do.
+    const std::string bbind = binding_of(b, o.baseline_path), cbind = binding_of(c, o.current_path);
+    if (bbind != cbind && !bbind.empty() && !cbind.empty())
+      res.notes.push_back(
+          fmt::format("{}: the run's figures are {}'s in the baseline and {}'s in the current (the "
+                      "binding device changed): compared per device only",
+                      label, bbind, cbind));
+    else
+      figures("", b, c);
     auto devices = [&](const nlohmann::json& r, const std::string& file) {
       std::map<std::string, const nlohmann::json*> m;
       const auto& arr = JsonField(r, file).at("devices").array();
@@ -372,7 +423,7 @@ CheckResult run_check(const nlohmann::json& baseline, const nlohmann::json& curr
   if (!res.pass) {
     const std::string diff = "fragsim diff " + shell_quote(o.baseline_path) + " " + shell_quote(o.current_path);
     // A side with several runs needs --label to pick one (a single run is taken whatever its label).
-    const bool arrays = (baseline.is_array() && baseline.size() > 1) || (current.is_array() && current.size() > 1);
+    const bool arrays = base.size() > 1 || cur.size() > 1;
     for (const auto& i : res.items) {
       if (!i.regression || !paired.count(i.run)) continue;
       std::string cmd = arrays ? diff + " --label " + shell_quote(i.run) : diff;
@@ -418,6 +469,7 @@ nlohmann::json check_json(const CheckResult& r) {
                      {"regression", i.regression},
                      {"gated", i.gated},
                      {"message", i.message}});
+    if (i.past_baseline_stop) items.back()["past_baseline_stop"] = true;
   }
   return {{"fragsim_check", 1},
           {"pass", r.pass},

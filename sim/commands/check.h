@@ -1,6 +1,6 @@
 // `fragsim check`: the CI gate (contracts §5, docs/report.md). Compares a current report with a
-// baseline — single runs (`run --json`) or several (`compare --json`, matched by label, which
-// must be unique in each file) — and lists each figure that regressed: a new or earlier OOM, a
+// baseline — single runs (`run --json`) or several (`compare --json`, a `batch`/`merge` result;
+// matched by label, which must be unique in each file) — and lists each figure that regressed: a new or earlier OOM, a
 // changed OOM count, a gated peak or fragmentation figure (see below) that grew by more than the
 // tolerance, of the run and of each (device, space). A run with no counterpart on the other side,
 // a device entry on one side only and a figure the current report leaves out are regressions
@@ -10,11 +10,16 @@
 // configurations are refused unless explicitly allowed. By default the figures docs/metrics.md
 // recommends gate (peak allocated and reserved, fragmentation.max, fragmentation.at_peak_allocated);
 // the others (peak requested, fragmentation.at_peak_reserved) are shown, not gated, unless
-// gate_all. Every output escapes names for its format (sim/base/text.h).
+// gate_all. Peaks are maxima over the events a run replayed: where the current run got further
+// than the baseline (which stopped at an OOM or abort), a figure it may have reached past the
+// baseline's stop is shown, not gated; where the binding device changed, the run's figures (its
+// binding device's) are compared per device only. Every output escapes names for its format (sim/base/text.h).
 #pragma once
 #include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
+
+#include "sim/base/option_names.h"
 
 namespace fragsim {
 
@@ -25,6 +30,7 @@ struct CheckOptions {
   bool same_trace = false;   // refuse reports of different traces (exit 2)
   bool allow_different_policy = false;
   bool gate_all = false;  // gate every figure, not only those docs/metrics.md recommends
+  OptionNames names{};    // how errors name these options (the Python module's keywords); results keep the flags
 };
 
 struct CheckItem {
@@ -32,8 +38,9 @@ struct CheckItem {
   std::string metric;  // "peak_reserved_bytes", "oom_count", "first_oom_event", "device 0 hbm.oom_count", ...
   double baseline = 0, current = 0;
   bool regression = false;
-  bool gated = true;    // false: shown, but its growth is no regression (not a recommended figure)
-  std::string message;  // one line, for people
+  bool gated = true;  // false: shown, but its growth is no regression (not a recommended figure, or past_baseline_stop)
+  std::string message;              // one line, for people
+  bool past_baseline_stop = false;  // the current's figure may lie past the event where the baseline stopped
 };
 
 struct CheckResult {

@@ -194,7 +194,9 @@ class JsonBuilder {
       py::int_ i = int_of(o, where());
       int overflow = 0;
       long long v = PyLong_AsLongLongAndOverflow(i.ptr(), &overflow);
-      if (!overflow) return static_cast<std::int64_t>(v);
+      // A whole number ≥ 0 is unsigned, as the JSON reader makes it: a report given as a dict
+      // reads as its file does (a byte count is_number_unsigned either way).
+      if (!overflow) return v >= 0 ? nlohmann::json(static_cast<std::uint64_t>(v)) : nlohmann::json(v);
       unsigned long long u = PyLong_AsUnsignedLongLong(i.ptr());
       if (PyErr_Occurred()) {
         PyErr_Clear();

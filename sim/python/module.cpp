@@ -181,7 +181,7 @@ class Options {
   }
   // A mapping {KEY: value} or an iterable of "KEY=VALUE" strings, as "KEY=VALUE" strings. Values
   // are written as --set and --env take them: str as they are, bool as true/false, numbers as
-  // Python prints them. `env`: a bool or None is refused (an environment holds strings).
+  // Python prints them. `env`: anything but a str is refused (an environment holds strings).
   std::vector<std::string> pairs(const char* k, bool env) const {
     std::vector<std::string> out;
     if (!given(k)) return out;
@@ -217,7 +217,7 @@ class Options {
     if (PyUnicode_Check(v.ptr())) return utf8_text(v, k);
     if (PyBool_Check(v.ptr()) && !env) return v.ptr() == Py_True ? "true" : "false";
     if (v.is_none() && !env) return "null";
-    if ((PyIndex_Check(v.ptr()) || PyFloat_Check(v.ptr())) && !PyBool_Check(v.ptr()))
+    if ((PyIndex_Check(v.ptr()) || PyFloat_Check(v.ptr())) && !PyBool_Check(v.ptr()) && !env)
       return utf8_text(py::str(PyFloat_Check(v.ptr()) ? py::object(py::float_(PyFloat_AsDouble(v.ptr())))
                                                       : py::object(int_of(v, k))),
                        k);
@@ -486,6 +486,7 @@ CheckResult check(py::handle baseline, py::handle current, py::dict opts) {
   CheckOptions c;
   nlohmann::json b = report_of(baseline, "baseline", &c.baseline_path);
   nlohmann::json n = report_of(current, "current", &c.current_path);
+  c.names.python = true;  // messages name the keywords: tolerance=, not --tolerance
   c.tolerance_pct = o.number("tolerance", 0);
   c.same_trace = o.flag("same_trace");
   c.allow_different_policy = o.flag("allow_different_policy");
@@ -500,11 +501,12 @@ CheckResult check(py::handle baseline, py::handle current, py::dict opts) {
   return r;
 }
 
-// A report given to diff: a path of a .json file, a dict with "fragsim_report", or a list of them
-// (a compare). Anything else is a trace source.
+// A report given to diff: a path of a .json file, a dict with "fragsim_report", a list of them
+// (a compare), or a batch result (a dict with "fragsim_batch"). Anything else is a trace source.
 bool is_report(py::handle x) {
   if (is_path(x)) return is_report_path(path_of(x));
-  if (py::isinstance<py::dict>(x)) return x.cast<py::dict>().contains("fragsim_report");
+  if (py::isinstance<py::dict>(x))
+    return x.cast<py::dict>().contains("fragsim_report") || x.cast<py::dict>().contains("fragsim_batch");
   if (!py::isinstance<py::list>(x)) return false;
   py::list l = x.cast<py::list>();
   return l.size() && py::isinstance<py::dict>(l[0]) && l[0].cast<py::dict>().contains("fragsim_report");

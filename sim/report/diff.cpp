@@ -7,7 +7,9 @@
 #include <cmath>
 #include <limits>
 #include <map>
+#include <set>
 
+#include "policies/policy.h"
 #include "sim/base/error.h"
 #include "sim/base/io.h"
 #include "sim/base/text.h"
@@ -291,26 +293,56 @@ J buffers(const J& ma, const J& mb, bool same_trace) {
 
 }  // namespace
 
+std::vector<SettingDifference> setting_differences(const J& a, const J& b) {
+  const std::string prefix = kResolvedPrefix;
+  auto is_resolved = [&](const std::string& k) { return k.rfind(prefix, 0) == 0; };
+  // A setting and the resolved figure that carries its value: one name starts with the other.
+  auto carries = [&](const std::string& resolved, const std::string& setting) {
+    const std::string stem = resolved.substr(prefix.size());
+    return setting.rfind(stem, 0) == 0 || stem.rfind(setting, 0) == 0;
+  };
+  const J none = J::object();
+  const J& ca = a.is_object() ? a : none;
+  const J& cb = b.is_object() ? b : none;
+  std::set<std::string> keys;
+  for (const auto& [k, v] : ca.items()) keys.insert(k);
+  for (const auto& [k, v] : cb.items()) keys.insert(k);
+  auto value = [](const J& c, const std::string& k) { return c.contains(k) ? c[k] : J(); };
+  std::vector<std::string> equal_resolved, differing_resolved;
+  for (const auto& k : keys)
+    if (is_resolved(k) && ca.contains(k) && cb.contains(k))
+      (ca[k] == cb[k] ? equal_resolved : differing_resolved).push_back(k);
+  std::vector<SettingDifference> out;
+  for (const auto& k : keys) {
+    if (is_resolved(k) || value(ca, k) == value(cb, k)) continue;
+    const bool spelled = std::any_of(equal_resolved.begin(), equal_resolved.end(),
+                                     [&](const std::string& r) { return carries(r, k); }) ||
+                         (k == kRecordedSettingsKey && !equal_resolved.empty() && differing_resolved.empty());
+    if (!spelled) out.push_back({k, value(ca, k), value(cb, k), false});
+  }
+  for (const auto& r : differing_resolved)
+    if (std::none_of(out.begin(), out.end(), [&](const SettingDifference& d) { return carries(r, d.key); }))
+      out.push_back({r.substr(prefix.size()), ca[r], cb[r], true});
+  return out;
+}
+
 J pick_report(const J& j, const std::string& label, const std::string& file) {
-  if (!j.is_array()) {
-    check_report_schema(j, file);
-    if (!label.empty() && j.value("label", "") != label && j["policy"].value("name", "") != label)
-      throw InputError(fmt::format("{}: --label {}: the report is of run '{}'", file, label,
-                                   j.value("label", j["policy"].value("name", ""))));
+  const std::vector<LabelledRun> runs = labelled_runs(j, file);
+  if (!j.is_array() && !j.contains("fragsim_batch")) {
+    if (!label.empty() && runs[0].label != label && j["policy"].value("name", "") != label)
+      throw InputError(fmt::format("{}: --label {}: the report is of run '{}'", file, label, runs[0].label));
     return j;
   }
   std::vector<std::string> labels;
-  for (const auto& r : j) {
-    check_report_schema(r, file);
-    std::string l = r.value("label", r["policy"].value("name", ""));
-    labels.push_back(l);
-    if (!label.empty() && l == label) return r;
+  for (const auto& r : runs) {
+    labels.push_back(r.label);
+    if (!label.empty() && r.label == label) return *r.report;
   }
-  if (label.empty() && j.size() == 1) return j[0];
-  std::string list;
-  for (const auto& l : labels) list += (list.empty() ? "" : ", ") + l;
-  throw InputError(fmt::format("{}: {}: a compare --json array; pick a run with --label (its runs: {})", file,
-                               label.empty() ? "several runs" : "no run labelled '" + label + "'", list));
+  if (label.empty() && runs.size() == 1) return *runs[0].report;
+  throw InputError(
+      fmt::format("{}: {}: a file of several runs (compare --json, batch); pick one with --label (its "
+                  "runs: {})",
+                  file, label.empty() ? "several runs" : "no run labelled '" + label + "'", fmt::join(labels, ", ")));
 }
 
 std::pair<std::string, std::string> report_names(const J& a, const J& b) {
@@ -360,10 +392,10 @@ J diff_reports(const DiffInput& a, const DiffInput& b) {
   if (sa["hardware"] != sb["hardware"])
     setup.push_back(
         fmt::format("hardware {} -> {}", sa["hardware"].get<std::string>(), sb["hardware"].get<std::string>()));
-  if (sa["config"].is_object() && sb["config"].is_object() && sa["policy"] == sb["policy"])
-    for (const auto& [k, v] : sa["config"].items())
-      if (sb["config"].contains(k) && sb["config"][k] != v)
-        setup.push_back(fmt::format("{} {} -> {}", k, dump_json(v), dump_json(sb["config"][k])));
+  if (sa["policy"] == sb["policy"])
+    for (const auto& s : setting_differences(sa["config"], sb["config"]))
+      setup.push_back(
+          fmt::format("{}{} {} -> {}", s.key, s.resolved ? " (resolved)" : "", dump_json(s.a), dump_json(s.b)));
   for (const auto& row : d["devices"])
     if (row["a"].is_object() && row["b"].is_object() && row["a"]["usable_bytes"] != row["b"]["usable_bytes"]) {
       const auto [a, b] = human_bytes_apart(u(row["a"], "usable_bytes"), u(row["b"], "usable_bytes"));

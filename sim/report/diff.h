@@ -14,6 +14,7 @@
 #pragma once
 #include <nlohmann/json.hpp>
 #include <string>
+#include <vector>
 
 namespace fragsim {
 
@@ -33,6 +34,20 @@ struct DiffInput {
 // One report out of a file's JSON: a single report, or the run `label` of a compare --json array
 // (`label` may be empty when the array holds one run). InputError naming the labels otherwise.
 [[nodiscard]] nlohmann::json pick_report(const nlohmann::json& j, const std::string& label, const std::string& file);
+
+// A setting that differs between two configurations of one policy (a report's policy.config).
+struct SettingDifference {
+  std::string key;       // the config key; a resolved figure's without kResolvedPrefix
+  nlohmann::json a, b;   // its values (null where a configuration lacks it)
+  bool resolved{false};  // a figure the policy derived (from the hardware, the recording), not a setting
+};
+// What differs between two configurations of one policy, compared as they resolved, not as they
+// were written: a setting whose resolved figure (kResolvedPrefix + a name it starts with, or that
+// starts with it: max_split_size_mb and resolved_max_split_size) both hold, equal, is the same
+// setting however it was given (--set, --env, the recording); the key that echoes the recording's
+// settings (kRecordedSettingsKey) likewise, when every resolved figure both hold is equal. A
+// resolved figure that differs is listed (resolved) unless a setting listed already accounts for it.
+[[nodiscard]] std::vector<SettingDifference> setting_differences(const nlohmann::json& a, const nlohmann::json& b);
 
 [[nodiscard]] std::string diff_text(const nlohmann::json& d);
 [[nodiscard]] std::string diff_markdown(const nlohmann::json& d);

@@ -433,7 +433,7 @@ std::string by_stack_report(const RunResult& r) {
 
 nlohmann::json report_json(const RunResult& r, size_t map_blocks) {
   nlohmann::json devices = nlohmann::json::array();
-  std::uint64_t da = 0, df = 0;
+  std::uint64_t da = 0, df = 0, dfail = 0;
   double time_ns = 0;
   for (const auto& s : r.spaces) {
     nlohmann::json d = {
@@ -465,6 +465,7 @@ nlohmann::json report_json(const RunResult& r, size_t map_blocks) {
     for (auto it = s.extra.begin(); it != s.extra.end(); ++it) d[it.key()] = it.value();
     da += s.device_allocs;
     df += s.device_frees;
+    dfail += s.device_failed;
     time_ns += s.device_time_ns;
     devices.push_back(std::move(d));
   }
@@ -487,7 +488,7 @@ nlohmann::json report_json(const RunResult& r, size_t map_blocks) {
                       {"peak_allocated_bytes", r.peak_allocated},
                       {"peak_reserved_bytes", r.peak_reserved},
                       {"fragmentation", b ? fragmentation_json(*b) : fragmentation_json(SpaceResult{})},
-                      {"device_calls", {{"alloc", da}, {"free", df}}},
+                      {"device_calls", {{"alloc", da}, {"free", df}, {"failed", dfail}}},
                       {"device_time_ns", time_ns},
                       {"devices", devices}};
   if (r.several_spaces()) {

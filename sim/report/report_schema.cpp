@@ -49,6 +49,36 @@ const nlohmann::json& JsonField::object() const {
   return j_;
 }
 
+std::vector<LabelledRun> labelled_runs(const nlohmann::json& j, const std::string& file) {
+  auto label = [](const nlohmann::json& r) {
+    return r.contains("label") && r["label"].is_string() ? r["label"].get<std::string>()
+                                                         : r["policy"]["name"].get<std::string>();
+  };
+  std::vector<LabelledRun> v;
+  if (j.is_object() && j.contains("fragsim_batch")) {
+    JsonField b(j, file);
+    if (b.at("fragsim_batch").u64() != 1) b.at("fragsim_batch").bad("1 (the batch result version this build reads)");
+    const auto& runs = b.at("runs").array();
+    for (size_t i = 0; i < runs.size(); ++i) {
+      JsonField r(runs[i], file, fmt::format("runs[{}]", i));
+      const std::string where = fmt::format("{}: runs[{}].report", file, i);
+      check_report_schema(r.at("report").object(), where);
+      v.push_back({r.at("label").string(), where, &runs[i]["report"]});
+    }
+  } else if (j.is_array()) {
+    for (size_t i = 0; i < j.size(); ++i) {
+      const std::string where = fmt::format("{} [{}]", file, i);
+      check_report_schema(j[i], where);
+      v.push_back({label(j[i]), where, &j[i]});
+    }
+  } else {
+    check_report_schema(j, file);
+    v.push_back({label(j), file, &j});
+  }
+  if (v.empty()) throw InputError(file + ": holds no report (an empty list of runs)");
+  return v;
+}
+
 void check_report_schema(const nlohmann::json& j, const std::string& file) {
   JsonField r(j, file);
   r.object();

@@ -4,11 +4,23 @@
 #pragma once
 #include <nlohmann/json.hpp>
 #include <string>
+#include <vector>
 
 namespace fragsim {
 
 // Checks a fragsim report v1 (one run). Throws InputError("FILE: KEY: what").
 void check_report_schema(const nlohmann::json& j, const std::string& file);
+// One run of a report file, as check and diff read them: the file is one report, the array
+// `compare --json` writes (each run labelled), or the result of `batch`/`merge` ({"fragsim_batch": 1,
+// "runs": [{"label", "report"}, ...]}, labelled by their manifest lines).
+struct LabelledRun {
+  std::string label;                      // the run's label, else its policy's name
+  std::string where;                      // where it sits, for messages: "FILE", "FILE [2]", "FILE: runs[2].report"
+  const nlohmann::json* report{nullptr};  // into the file's JSON, checked against the schema
+};
+// Every run of a report file, in file order, each checked (check_report_schema). Throws
+// InputError on a file that is none of the three, or an empty one.
+[[nodiscard]] std::vector<LabelledRun> labelled_runs(const nlohmann::json& j, const std::string& file);
 // Checks a fragsim-cuda-replay summary (fragsim_replay 1).
 void check_replay_schema(const nlohmann::json& j, const std::string& file);
 

@@ -466,10 +466,30 @@ class Check(Scratch):
         d = fragsim.check(good, bad, allow_different_policy=True)
         self.assertEqual([(i["metric"], i["regression"]) for i in d["items"]],
                          [(i["metric"], i["regression"]) for i in c["items"]])
+        # ... and the same messages: a new OOM's request in bytes, never "? requested" (trial 11, finding 8).
+        self.assertEqual([i["message"] for i in d["items"]], [i["message"] for i in c["items"]])
+        self.assertIn(" requested, cause ", d.text())
+        self.assertNotIn("? requested", d.text())
         self.assertTrue(d.github().startswith("::error title=fragsim "), d.github())  # no file: on the run
         self.assertTrue(fragsim.check(good, good)["pass"])
         with self.assertRaises(fragsim.InputError):
             fragsim.check(good, {"fragsim_report": 1})
+
+
+    def test_messages_name_keywords_and_env_values_are_str(self):
+        # Trial 11, finding 11: check's messages named --tolerance and --allow-different-policy, and
+        # env={"PYTORCH_CUDA_ALLOC_CONF": 1} was taken as the string "1".
+        good = fragsim.run(JAX, policy="best-fit", capacity="2GiB")
+        other = fragsim.run(JAX, policy="first-fit", capacity="2GiB")
+        with self.assertRaises(fragsim.InputError) as cm:
+            fragsim.check(good, good, tolerance=-1)
+        self.assertTrue(str(cm.exception).startswith("tolerance=: "), str(cm.exception))
+        with self.assertRaises(fragsim.InputError) as cm:
+            fragsim.check(good, other)
+        self.assertIn("allow_different_policy=True compares them anyway", str(cm.exception))
+        self.assertNotIn("--", str(cm.exception))
+        with self.assertRaises(TypeError):
+            fragsim.run(PICKLES[0], env={"PYTORCH_CUDA_ALLOC_CONF": 1})
 
 
 class Diff(Scratch):
