@@ -944,7 +944,8 @@ void register_torch_caching(Registry& r) {
       false,
       {{"alloc_conf", "\"\" (or the snapshot's recorded settings)", "expandable_segments:True",
         "PYTORCH_CUDA_ALLOC_CONF as PyTorch parses it, whole: given, it replaces the snapshot's recorded settings "
-        "(the keys below override its parts)"},
+        "(the keys below override its parts); in POLICY[...] its commas stay "
+        "(torch-caching[alloc_conf=expandable_segments:True,max_split_size_mb:256])"},
        {"expandable_segments", "false", true,
         "one growing segment per stream and size class (mapped in 2 MiB/20 MiB pages)"},
        {"max_split_size_mb", "unlimited", 512, "blocks above this size (MiB) are never split", kMaxSplitRange},
