@@ -920,14 +920,33 @@ std::string conf_with(const std::string& conf, const std::string& key, const std
   return out + (out.empty() ? "" : ",") + key + ":" + value;
 }
 
+// The values advice and compare's what-ifs propose.
+constexpr int kAdvisedMaxSplitMb = 256;
+constexpr const char* kAdvisedGcThreshold = "0.8";
+
+// What max_split_size_mb:N changes under configuration k (§3), in words true for it. get_free_block
+// gives a free block of N MiB or more only to a request of N MiB or more that it exceeds by less
+// than max_non_split_rounding. should_split splits every block of an expandable segment, whatever
+// N; without them it never splits a block for a request of N MiB or more.
+std::string max_split_why(const Config& k, int mb) {
+  const std::string serves = fmt::format(
+      "free blocks of {} MiB or more serve only requests of {} MiB or more that they exceed by less than {}", mb, mb,
+      human_bytes(k.max_non_split_rounding));
+  if (k.expandable)
+    return serves + ", so smaller requests leave large free ranges whole (expandable segments still split every block)";
+  return fmt::format("blocks of {} MiB or more are never split; {}, so large holes stay whole", mb, serves);
+}
+
 // After a first OOM (sim/commands/advice.h replays each before printing it): against fragmentation, the
-// settings PyTorch's own message and docs point to that are not on yet; and with a memory cap
-// below the device (either cause), the smallest set_per_process_memory_fraction that fits. The
-// variable is the one the run's platform reads (PYTORCH_HIP_ALLOC_CONF on ROCm), given whole: the
-// configuration in force with the key set.
+// settings PyTorch's own message and docs point to that are not on yet and can act in this run;
+// and with a memory cap below the device (either cause), the smallest
+// set_per_process_memory_fraction that fits. The variable is the one the run's platform reads
+// (PYTORCH_HIP_ALLOC_CONF on ROCm), given whole: the configuration in force with the key set.
 std::vector<AdviceCandidate> advise_torch_caching(const AdviceInput& in) {
   const nlohmann::json& c = in.config;
   const std::string conf = c.value("resolved_alloc_conf", std::string());
+  Config k;  // the configuration in force, as its variable states it
+  parse_alloc_conf(conf, k);
   const std::string var = in.vocab.rocm() ? "PYTORCH_HIP_ALLOC_CONF" : "PYTORCH_CUDA_ALLOC_CONF";
   std::vector<AdviceCandidate> a;
   auto conf_candidate = [&](const std::string& key, const std::string& value, const std::string& why) {
@@ -939,13 +958,18 @@ std::vector<AdviceCandidate> advise_torch_caching(const AdviceInput& in) {
                  .drop_envs = {"PYTORCH_CUDA_ALLOC_CONF", "PYTORCH_ALLOC_CONF", "PYTORCH_HIP_ALLOC_CONF"}});
   };
   if (in.fragmentation) {
-    if (!c.value("resolved_expandable_segments", false))
+    if (!k.expandable)
       conf_candidate("expandable_segments", "True", "segments grow in place instead of leaving holes between them");
-    if (c.value("resolved_max_split_size", std::int64_t{-1}) < 0)
-      conf_candidate("max_split_size_mb", "256", "blocks above 256 MiB are never split, so large holes stay whole");
-    if (c.value("resolved_garbage_collection_threshold", 0.0) <= 0)
-      conf_candidate("garbage_collection_threshold", "0.8",
-                     "cached blocks are freed, oldest first, before the device runs out");
+    if (k.max_split_size == kTooLarge)
+      conf_candidate("max_split_size_mb", std::to_string(kAdvisedMaxSplitMb), max_split_why(k, kAdvisedMaxSplitMb));
+    // malloc collects only `if (set_fraction && garbage_collection_threshold() > 0)`, and the
+    // collection frees whole cudaMalloc segments (release_block asserts !expandable_segment_): it
+    // acts only under a memory fraction and without expandable segments.
+    if (k.gc_threshold <= 0 && c.value("memory_fraction", 0.0) > 0 && !k.expandable)
+      conf_candidate("garbage_collection_threshold", kAdvisedGcThreshold,
+                     fmt::format("whole cached segments are freed, the longest unused first, once reserved memory "
+                                 "passes {} of the memory fraction's limit",
+                                 kAdvisedGcThreshold));
   }
   // A cap below the device binds whatever the cause: more of the device can hold the same blocks
   // with room to spare (a fragmentation OOM at 0.65 of an 80 GB device fitted at 0.66).
@@ -960,7 +984,7 @@ std::vector<WhatIf> torch_caching_what_ifs(const nlohmann::json& c, const Vocabu
                                                               : "torch-caching[expandable_segments=true]",
                ""});
   if (c.value("resolved_max_split_size", std::int64_t{-1}) < 0)
-    v.push_back({"torch-caching[max_split_size_mb=256]", ""});
+    v.push_back({fmt::format("torch-caching[max_split_size_mb={}]", kAdvisedMaxSplitMb), ""});
   return v;
 }
 
@@ -974,7 +998,8 @@ void register_torch_caching(Registry& r) {
       false,
       {{"alloc_conf", "\"\" (or the snapshot's recorded settings)", "expandable_segments:True",
         "PYTORCH_CUDA_ALLOC_CONF as PyTorch parses it, whole: given, it replaces the snapshot's recorded settings "
-        "(the keys below override its parts)"},
+        "(the keys below override its parts); in POLICY[...] its commas stay "
+        "(torch-caching[alloc_conf=expandable_segments:True,max_split_size_mb:256])"},
        {"expandable_segments", "false", true,
         "one growing segment per stream and size class (mapped in 2 MiB/20 MiB pages)"},
        {"max_split_size_mb", "unlimited", 512, "blocks above this size (MiB) are never split", kMaxSplitRange},

@@ -6,6 +6,7 @@
 #include <fmt/format.h>
 
 #include <catch2/catch.hpp>
+#include <map>
 #include <regex>
 
 #include "sim_helpers.h"
@@ -387,4 +388,50 @@ TEST_CASE("advice: a preallocated pool is not fragmentation when the recording b
   auto cached = run_cmd({.trace = c, .capacity = "1GiB", .policy = "torch-caching"});
   REQUIRE(cached.json["devices"][0].contains("before_recording"));
   CHECK(cached.json["devices"][0]["waste"]["reserved_up_front"] == false);
+}
+
+// Found by a new-user trial (trial 11, findings 5 and 6): after this snapshot's fragmentation OOM
+// (expandable segments recorded, no memory fraction) the advice replayed
+// garbage_collection_threshold:0.8, which does nothing here: PyTorch's malloc collects only
+// `if (set_fraction && garbage_collection_threshold() > 0)` and the collection frees whole
+// cudaMalloc segments only (release_block asserts `!block->expandable_segment_`;
+// c10/cuda/CUDACachingAllocator.cpp). And it said of max_split_size_mb:256 "blocks above 256 MiB
+// are never split", false under expandable segments (should_split: `if (block->pool->is_small ||
+// expandable_segments()) return remaining >= kMinBlockSize`): what acts is get_free_block, which
+// refuses a block of max_split_size or more to a smaller request.
+TEST_CASE("advice: PyTorch's settings are offered only where they act, with reasons true for the run") {
+  Advice a = advice_of({.trace = k3dev, .capacity = "85861MiB"});
+  CHECK(a.text().find("garbage_collection_threshold") == std::string::npos);
+  const std::string* split = line_with(a, "expandable_segments:True,max_split_size_mb:256");
+  REQUIRE(split);
+  CHECK(split->find("never split") == std::string::npos);
+  CHECK(split->find("free blocks of 256 MiB or more serve only requests of 256 MiB or more that they exceed by less "
+                    "than 20.00 MiB, so smaller requests leave large free ranges whole (expandable segments still "
+                    "split every block)") != std::string::npos);
+
+  // The candidates as the policy proposes them, by the configuration in force.
+  const PolicyInfo& torch = test_registry().find("torch-caching");
+  auto proposed = [&](const nlohmann::json& config) {
+    std::map<std::string, std::string> why;  // setting → reason
+    for (const auto& c :
+         torch.advise({.config = config, .fragmentation = true, .kind = "", .reserved = 0, .rounded = 0}))
+      if (!c.setting.empty()) why[c.setting] = c.why;
+    return why;
+  };
+  const std::string gc = "garbage_collection_threshold:0.8";
+  // No memory fraction: the threshold is never offered.
+  auto plain = proposed({{"resolved_alloc_conf", ""}});
+  CHECK(plain.size() == 2);
+  CHECK(plain.count("PYTORCH_CUDA_ALLOC_CONF=" + gc) == 0);
+  // Without expandable segments max_split_size_mb does stop splitting (should_split's large pool:
+  // `size < max_split_size() && remaining > kSmallSize`).
+  CHECK_THAT(plain["PYTORCH_CUDA_ALLOC_CONF=max_split_size_mb:256"],
+             Catch::StartsWith("blocks of 256 MiB or more are never split; free blocks of 256 MiB or more serve"));
+  // Under a memory fraction, without expandable segments, the collection can act: offered.
+  auto capped = proposed({{"resolved_alloc_conf", ""}, {"memory_fraction", 0.65}});
+  CHECK_THAT(capped["PYTORCH_CUDA_ALLOC_CONF=" + gc], Catch::Contains("of the memory fraction's limit"));
+  // With expandable segments it frees nothing, fraction or not.
+  auto expandable = proposed({{"resolved_alloc_conf", "expandable_segments:True"}, {"memory_fraction", 0.65}});
+  CHECK(expandable.count("PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True," + gc) == 0);
+  CHECK(expandable.size() == 1);
 }

@@ -287,6 +287,58 @@ TEST_CASE("policies: POLICY[k=v,...] works wherever a policy is named, nested fo
         }).find("did you mean 'xla-bfc'?") != std::string::npos);
 }
 
+// Found by a new-user trial (trial 11, finding 9): POLICY[...] split PYTORCH_CUDA_ALLOC_CONF on its
+// own commas, so a multi-key alloc_conf, as the advice prints the variable, could not be written
+// there ("expected KEY=VALUE, got 'max_split_size_mb:256'"), and diff's message named --policy
+// where the user had written --policies.
+TEST_CASE("policies: alloc_conf keeps its commas in POLICY[...], and --policies' errors name it") {
+  auto ref = parse_policy_ref(
+      "torch-caching[alloc_conf=expandable_segments:True,max_split_size_mb:256,memory_fraction=0.5]", "t");
+  CHECK(ref.config["alloc_conf"] == "expandable_segments:True,max_split_size_mb:256");
+  CHECK(ref.config["memory_fraction"] == 0.5);
+  // PyTorch's list form keeps its brackets: it is text, not a nested policy.
+  ref = parse_policy_ref("torch-caching[alloc_conf=roundup_power2_divisions:[256:1,512:2],expandable_segments:True]",
+                         "t");
+  CHECK(ref.config["alloc_conf"] == "roundup_power2_divisions:[256:1,512:2],expandable_segments:True");
+  // Taking an option out of the brackets takes the whole value.
+  const std::string both =
+      "torch-caching[alloc_conf=expandable_segments:True,max_split_size_mb:256,memory_fraction=0.5]";
+  CHECK(policy_ref_without(both, "alloc_conf") == "torch-caching[memory_fraction=0.5]");
+  CHECK(policy_ref_without(both, "memory_fraction") ==
+        "torch-caching[alloc_conf=expandable_segments:True,max_split_size_mb:256]");
+
+  // End to end: the entry resolves as --env with the same variable does.
+  const std::string t = write_text("alloc_conf_commas.jsonl",
+                                   "{\"op\":\"alloc\",\"id\":1,\"size\":20971520}\n{\"op\":\"free\",\"id\":1}\n");
+  auto c = compare_cmd({.base = {.trace = t, .capacity = "8GiB"},
+                        .policies = "torch-caching,torch-caching[alloc_conf=expandable_segments:True,"
+                                    "roundup_power2_divisions:[256:1,512:2],max_split_size_mb:256]"})
+               .json;
+  auto env =
+      run_json({.trace = t,
+                .capacity = "8GiB",
+                .policy = "torch-caching",
+                .envs = {"PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True,roundup_power2_divisions:[256:1,512:2],"
+                         "max_split_size_mb:256"}});
+  CHECK(c[1]["policy"]["config"]["resolved_alloc_conf"] == env["policy"]["config"]["resolved_alloc_conf"]);
+  CHECK(c[1]["policy"]["config"]["resolved_max_split_size"] == 256 * MiB);
+
+  // diff names the option the user gave, for a malformed entry and for an unknown policy.
+  auto r = cli("diff " + t + " --policies 'torch-caching,torch-caching[alloc_conf=expandable_segments:True'");
+  CHECK(r.code == 2);
+  CHECK_THAT(r.err, Catch::StartsWith("fragsim: --policies: unbalanced '['"));
+  r = cli("diff " + t + " --policies 'torch-caching,torch-caching[=1]'");
+  CHECK(r.code == 2);
+  CHECK_THAT(r.err, Catch::Contains("--policies: expected KEY=VALUE, got '=1'"));
+  r = cli("diff " + t + " --policies 'torch-caching,torch-cachng[expandable_segments=true]'");
+  CHECK(r.code == 2);
+  CHECK_THAT(r.err, Catch::Contains("--policies") && Catch::Contains("did you mean 'torch-caching'?"));
+  r = cli("diff " + t +
+          " --capacity 8GiB --policies 'torch-caching,torch-caching[alloc_conf=expandable_segments:True,"
+          "max_split_size_mb:256]' --json -");
+  CHECK(r.code == 0);
+}
+
 TEST_CASE("cli: list POLICY prints every option with its default, unknown names suggest the closest") {
   // `fragsim list NAME` prints policy_text(reg.find(NAME, "list")).
   const Registry& reg = test_registry();

@@ -104,7 +104,7 @@ DiffRequest diff_request(const RunRequest& base, const std::string& a, const std
   DiffRequest d{base, base};
   d.a.trace = a;
   d.b.trace = b.empty() ? a : b;
-  std::vector<std::string> entries = split_policy_list(policies);
+  std::vector<std::string> entries = split_policy_list(policies, base.names);
   if (!policies.empty() && entries.size() != 2)
     throw InputError(fmt::format("--policies: diff takes exactly two (A,B), got {}", entries.size()));
   if (entries.size() == 2) {
@@ -112,6 +112,7 @@ DiffRequest diff_request(const RunRequest& base, const std::string& a, const std
     if (!base.policy.empty()) throw InputError("diff: --policy and --policies: give one of them");
     d.a.policy = entries[0];
     d.b.policy = entries[1];
+    d.policies = true;
   } else if (b.empty()) {
     throw InputError("diff: give two traces (A B), two reports (A.json B.json), or one trace and --policies A,B");
   }
@@ -120,6 +121,7 @@ DiffRequest diff_request(const RunRequest& base, const std::string& a, const std
 
 std::vector<RunResult> run_diff(const DiffRequest& req, const Registry& reg, const RunOutputs& out, unsigned threads,
                                 bool progress) {
+  if (req.policies) check_policy_entries({req.a.policy, req.b.policy}, reg, req.a.names);
   KeepConversions once;  // as run's (A and B may be one trace)
   RunOutputs o = out;
   o.placements.clear();

@@ -37,6 +37,7 @@ struct RunOutputs {
 // policies (`policies`: exactly two entries, POLICY[k=v,...]). InputError otherwise.
 struct DiffRequest {
   RunRequest a, b;
+  bool policies = false;  // a.policy and b.policy are the entries of --policies (messages name it)
 };
 [[nodiscard]] DiffRequest diff_request(const RunRequest& base, const std::string& a, const std::string& b,
                                        const std::string& policies);

@@ -55,9 +55,8 @@ std::vector<std::string> compare_labels(const std::vector<std::string>& traces,
 
 ComparePlan prepare_compare(const CompareRequest& req, const Registry& reg) {
   ComparePlan plan;
-  std::vector<std::string> given = split_policy_list(req.policies);
-  for (const auto& entry : given)  // NAME or NAME[key=value,...]; a bad one fails before any run
-    (void)reg.find(parse_policy_ref(entry, "--policies").name, "--policies");
+  std::vector<std::string> given = split_policy_list(req.policies, req.base.names);
+  check_policy_entries(given, reg, req.base.names);  // a bad one fails before any run
   std::vector<std::vector<std::string>> entries_of;
   for (size_t t = 0; t < req.traces.size(); ++t) {
     RunRequest q = req.base;

@@ -36,16 +36,49 @@ void split_top_level(const std::string& s, const std::function<InputError(const 
   on_item(cur);
 }
 
+// The KEY=VALUE items inside POLICY[...], split on commas outside brackets; empty pieces are
+// dropped. A piece without '=' continues the value before it: an item always has one, and a value
+// may hold commas of its own (alloc_conf is PYTORCH_CUDA_ALLOC_CONF whole, which PyTorch splits on
+// commas: alloc_conf=expandable_segments:True,max_split_size_mb:256 is one item).
+std::vector<std::string> policy_ref_items(const std::string& inside,
+                                          const std::function<InputError(const std::string&)>& bad) {
+  std::vector<std::string> items;
+  split_top_level(inside, bad, [&](const std::string& piece) {
+    if (piece.empty()) return;
+    if (piece.find('=') == std::string::npos && !items.empty())
+      items.back() += "," + piece;
+    else
+      items.push_back(piece);
+  });
+  return items;
+}
+
+// Whether an item's value is NAME[...], a policy-valued option and its options
+// (tpu-padded[inner=xla-bfc[preallocate=false]]), rather than text with brackets of its own
+// (alloc_conf=roundup_power2_divisions:[256:1,512:2]: a policy name holds no ':').
+bool names_policy(const std::string& value) {
+  auto br = value.find('[');
+  return br != 0 && br != std::string::npos &&
+         value.find_first_not_of("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_-") == br;
+}
+
 }  // namespace
 
-std::vector<std::string> split_policy_list(const std::string& s) {
+std::vector<std::string> split_policy_list(const std::string& s, const OptionNames& names) {
+  const std::string what = names("--policies");
   std::vector<std::string> v;
   split_top_level(
-      s, [&](const std::string& why) { return InputError(fmt::format("--policies: {} in '{}'", why, s)); },
+      s, [&](const std::string& why) { return InputError(fmt::format("{}: {} in '{}'", what, why, s)); },
       [&](const std::string& item) {
         if (!item.empty()) v.push_back(item);
       });
+  for (const auto& entry : v) (void)parse_policy_ref(entry, what);  // a bad one fails before any run
   return v;
+}
+
+void check_policy_entries(const std::vector<std::string>& entries, const Registry& reg, const OptionNames& names) {
+  const std::string what = names("--policies");
+  for (const auto& entry : entries) (void)reg.find(parse_policy_ref(entry, what).name, what);
 }
 
 PolicySpec parse_policy_ref(const std::string& text, const std::string& what) {
@@ -60,15 +93,9 @@ PolicySpec parse_policy_ref(const std::string& text, const std::string& what) {
   if (br == std::string::npos) return ref;
   if (text.back() != ']')
     throw bad(text.find(']') == std::string::npos ? "no closing ']'" : "text after the closing ']'");
-  // Split the inside on commas outside nested brackets.
-  std::vector<std::string> items;
-  split_top_level(text.substr(br + 1, text.size() - br - 2), bad,
-                  [&](const std::string& item) { items.push_back(item); });
-  for (const auto& item : items) {
-    if (item.empty()) continue;
+  for (const auto& item : policy_ref_items(text.substr(br + 1, text.size() - br - 2), bad)) {
     auto eq = item.find('=');
-    if (eq != std::string::npos && item.find('[') != std::string::npos && item.find('[') > eq) {
-      // key=NAME[...]: a policy-valued option and its options (tpu-padded[inner=xla-bfc[preallocate=false]]).
+    if (eq != std::string::npos && names_policy(item.substr(eq + 1))) {
       std::string key = item.substr(0, eq);
       PolicySpec nested = parse_policy_ref(item.substr(eq + 1), what);
       ref.config[key] = nested.name;
@@ -85,12 +112,9 @@ std::string policy_ref_without(const std::string& text, const std::string& key) 
   auto br = text.find('[');
   if (br == std::string::npos || text.back() != ']') return text;
   std::string kept;
-  split_top_level(
-      text.substr(br + 1, text.size() - br - 2), [&](const std::string& why) { return InputError(why); },
-      [&](const std::string& item) {
-        if (item.empty() || item.substr(0, item.find('=')) == key) return;
-        kept += (kept.empty() ? "" : ",") + item;
-      });
+  for (const auto& item : policy_ref_items(text.substr(br + 1, text.size() - br - 2),
+                                           [&](const std::string& why) { return InputError(why); }))
+    if (item.substr(0, item.find('=')) != key) kept += (kept.empty() ? "" : ",") + item;
   return text.substr(0, br) + (kept.empty() ? "" : "[" + kept + "]");
 }
 

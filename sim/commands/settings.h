@@ -23,7 +23,9 @@ struct SettingsInput {
 };
 
 // "POLICY" or "POLICY[key=value,...]" (values as --set reads them; key=NAME[...] sets key to NAME
-// and key_config to NAME's options, as tpu-padded's inner policy takes them). InputError naming
+// and key_config to NAME's options, as tpu-padded's inner policy takes them). A piece without '='
+// continues the value before it, so that a value keeps its own commas
+// (torch-caching[alloc_conf=expandable_segments:True,max_split_size_mb:256]). InputError naming
 // `what` on a malformed reference. The name is not checked against the registry here.
 [[nodiscard]] PolicySpec parse_policy_ref(const std::string& text, const std::string& what);
 // POLICY[k=v,...] without option `key` (POLICY when none is left): an option in the brackets wins
@@ -38,7 +40,10 @@ struct SettingsInput {
 PolicySpec resolve_settings(const SettingsInput& in, const Registry& reg, std::vector<std::string>* notes,
                             bool* used_default = nullptr);
 
-// "a,b[k=v,k2=v2],c" → the entries, split on commas outside brackets.
-[[nodiscard]] std::vector<std::string> split_policy_list(const std::string& s);
+// "a,b[k=v,k2=v2],c" → the entries, split on commas outside brackets; InputError naming --policies
+// as `names` calls it on a malformed entry (parse_policy_ref).
+[[nodiscard]] std::vector<std::string> split_policy_list(const std::string& s, const OptionNames& names);
+// InputError naming --policies (as `names` calls it) unless every entry names a registered policy.
+void check_policy_entries(const std::vector<std::string>& entries, const Registry& reg, const OptionNames& names);
 
 }  // namespace fragsim
