@@ -287,13 +287,7 @@ TEST_CASE("check: growth from nothing is said in points or bytes, and the hardwa
   CHECK(bytes->message.find("+100.00%") == std::string::npos);  // what a base of 0 gave before
 
   // An A100 rank beside a T4 rank (each with its own memory) against the same set on 20 GiB each.
-  namespace fs = std::filesystem;
-  const std::string dir = tmp_path("check_mixed_gpus");
-  fs::create_directories(dir);
-  fs::copy_file(test_data("kineto/a100_switch_transformer.json.gz"), dir + "/hostA_1.1700000000.pt.trace.json.gz",
-                fs::copy_options::overwrite_existing);
-  fs::copy_file(test_data("kineto/t4_matmul_full.pt.trace.json.gz"), dir + "/hostB_2.1700000001.pt.trace.json.gz",
-                fs::copy_options::overwrite_existing);
+  const std::string dir = mixed_gpu_ranks("check_mixed_gpus");
   RunRequest q;
   q.trace = dir;
   const nlohmann::json own = report_json(run_request(q, test_registry()));

@@ -813,13 +813,7 @@ TEST_CASE("kineto: ranks recorded with stacks are numbered by the devices their 
 // Trial 9, finding 5: every rank of a set ran on the first trace's GPU (a T4 rank replayed with an
 // A100's 78.66 GiB); two traces of one rank were taken without a word; labels lost ".json".
 TEST_CASE("kineto: each rank of a set has its own GPU's memory, one rank twice is refused, labels are whole") {
-  namespace fs = std::filesystem;
-  const std::string dir = tmp_path("mixed_gpus");
-  fs::create_directories(dir);
-  fs::copy_file(kineto("a100_switch_transformer.json.gz"), dir + "/hostA_1.1700000000.pt.trace.json.gz",
-                fs::copy_options::overwrite_existing);
-  fs::copy_file(kineto("t4_matmul_full.pt.trace.json.gz"), dir + "/hostB_2.1700000001.pt.trace.json.gz",
-                fs::copy_options::overwrite_existing);
+  const std::string dir = mixed_gpu_ranks("mixed_gpus");
   // The T4's memory, as its own trace states it.
   auto t4 = nlohmann::json::parse(read_input(kineto("t4_matmul_full.pt.trace.json.gz"), 1 << 26));
   const Bytes t4_memory = t4["deviceProperties"][0]["totalGlobalMem"];

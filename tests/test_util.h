@@ -46,6 +46,19 @@ inline std::string tmp_dir() {
 }
 inline std::string tmp_path(const std::string& name) { return tmp_dir() + "/" + name; }
 
+// A profile directory (under tmp_path(name)) of two ranks on other GPUs: the Switch Transformer's
+// trace from an A100 as hostA's rank and a matmul's from a T4 as hostB's (tests/data/kineto).
+inline std::string mixed_gpu_ranks(const std::string& name) {
+  namespace fs = std::filesystem;
+  const std::string dir = tmp_path(name);
+  fs::create_directories(dir);
+  fs::copy_file(test_data("kineto/a100_switch_transformer.json.gz"), dir + "/hostA_1.1700000000.pt.trace.json.gz",
+                fs::copy_options::overwrite_existing);
+  fs::copy_file(test_data("kineto/t4_matmul_full.pt.trace.json.gz"), dir + "/hostB_2.1700000001.pt.trace.json.gz",
+                fs::copy_options::overwrite_existing);
+  return dir;
+}
+
 inline std::string write_text(const std::string& name, const std::string& text) {
   std::string p = tmp_path(name);
   std::ofstream(p, std::ios::binary) << text;
