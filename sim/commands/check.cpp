@@ -31,7 +31,7 @@ std::vector<LabelledRun> runs_of(const nlohmann::json& j, const std::string& fil
   for (const auto& r : v)
     if (auto [it, fresh] = seen.emplace(r.label, &r); !fresh)
       throw InputError(fmt::format("{}: label: '{}' also labels run {}; runs are matched by label", r.where, r.label,
-                                   it->second->where.substr(it->second->where.find_first_of("[r", file.size()))));
+                                   it->second->at));
   return v;
 }
 

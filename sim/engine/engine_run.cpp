@@ -166,16 +166,19 @@ void Engine::finish() {
     // (where it runs short; PyTorch sizes its expandable segments from the device's total).
     // Compared space by space: the usable memory inferred for a device, or the capacity of the
     // device the recording names (as its device plane states it, each device's own in a set, else its
-    // preset's: a TPU's), against
-    // this run's (the same memory given by --hw or --capacity is no change).
+    // preset's: a TPU's), against this run's (the same memory given by --hw or --capacity is no change).
     bool differs = false;
+    const RecordedHardware* hw = recording_.hardware ? &*recording_.hardware : nullptr;
+    const std::optional<SpaceSpec> named = hw ? recorded_hbm(*hw) : std::nullopt;  // the preset read once
     for (const auto& s : slots_) {
       if (s.space != Space::kHbm) continue;
-      if (const RecordedDeviceMemory* rd = recording_.device(s.device))
+      if (const RecordedDeviceMemory* rd = recording_.device(s.device)) {
         differs = differs || s.spec->usable() != rd->usable;
-      else if (const std::optional<SpaceSpec> c =
-                   recording_.hardware ? recorded_hbm(*recording_.hardware, s.device) : std::nullopt)
-        differs = differs || s.spec->capacity != c->capacity;  // a device's own in a set of recordings
+        continue;
+      }
+      std::optional<Bytes> c = hw ? hw->capacity_of(s.device) : std::nullopt;  // a device's own in a set
+      if (!c && named) c = named->capacity;
+      if (c) differs = differs || s.spec->capacity != *c;
     }
     if (differs) out.fidelity["memory_as_recorded"] = false;
   }

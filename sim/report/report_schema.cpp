@@ -61,19 +61,19 @@ std::vector<LabelledRun> labelled_runs(const nlohmann::json& j, const std::strin
     const auto& runs = b.at("runs").array();
     for (size_t i = 0; i < runs.size(); ++i) {
       JsonField r(runs[i], file, fmt::format("runs[{}]", i));
-      const std::string where = fmt::format("{}: runs[{}].report", file, i);
+      const std::string at = fmt::format("runs[{}].report", i), where = file + ": " + at;
       check_report_schema(r.at("report").object(), where);
-      v.push_back({r.at("label").string(), where, &runs[i]["report"]});
+      v.push_back({r.at("label").string(), where, at, &runs[i]["report"]});
     }
   } else if (j.is_array()) {
     for (size_t i = 0; i < j.size(); ++i) {
-      const std::string where = fmt::format("{} [{}]", file, i);
+      const std::string at = fmt::format("[{}]", i), where = file + " " + at;
       check_report_schema(j[i], where);
-      v.push_back({label(j[i]), where, &j[i]});
+      v.push_back({label(j[i]), where, at, &j[i]});
     }
   } else {
     check_report_schema(j, file);
-    v.push_back({label(j), file, &j});
+    v.push_back({label(j), file, "", &j});
   }
   if (v.empty()) throw InputError(file + ": holds no report (an empty list of runs)");
   return v;

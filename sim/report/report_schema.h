@@ -16,6 +16,7 @@ void check_report_schema(const nlohmann::json& j, const std::string& file);
 struct LabelledRun {
   std::string label;                      // the run's label, else its policy's name
   std::string where;                      // where it sits, for messages: "FILE", "FILE [2]", "FILE: runs[2].report"
+  std::string at;                         // ...within the file: "", "[2]", "runs[2].report"
   const nlohmann::json* report{nullptr};  // into the file's JSON, checked against the schema
 };
 // Every run of a report file, in file order, each checked (check_report_schema). Throws
