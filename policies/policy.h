@@ -550,6 +550,11 @@ struct FrameworkInfo {
 inline constexpr const char* kResolvedPrefix = "resolved_";
 // The config key under which a policy echoes the settings it took from the recording.
 inline constexpr const char* kRecordedSettingsKey = "recorded_settings_applied";
+// The resolved config key under which a policy configured by one whole variable, as its framework
+// reads it, records the variable's text in force ("key:value" parts, comma-separated), and the
+// variable's name: `diff` and `check` show a change there in the framework's words.
+inline constexpr const char* kResolvedAllocConfKey = "resolved_alloc_conf";
+inline constexpr const char* kAllocConfVariable = "PYTORCH_CUDA_ALLOC_CONF";
 
 // The sharding what-if (--shard N --shard-dim DIM) in the config of a policy that models it.
 void set_sharding(nlohmann::json& config, std::int64_t shard, const std::string& dim);

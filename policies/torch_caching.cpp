@@ -890,7 +890,7 @@ PolicyBuilder configure_torch_caching(ConfigReader& cfg, const ConfigContext& ct
   cfg.record("resolved_max_split_size",
              c.max_split_size == kTooLarge ? -1 : static_cast<std::int64_t>(c.max_split_size));
   cfg.record("resolved_garbage_collection_threshold", c.gc_threshold);
-  cfg.record("resolved_alloc_conf", alloc_conf_text(c));
+  cfg.record(kResolvedAllocConfKey, alloc_conf_text(c));
   // The recording's own settings (PyTorch's defaults when it states none): a run with the same ones
   // makes its decisions and takes the state before it as recorded; memory_fraction is a limit, not
   // a setting of where blocks go (the engine re-holds the state when it does not fit the limit).
@@ -910,6 +910,11 @@ PolicyBuilder configure_torch_caching(ConfigReader& cfg, const ConfigContext& ct
     return uncached_allocator(ctx, ctx.recording && ctx.recording->framework_of() == Framework::kPyTorch);
   }
   return [c, rec](const PolicyContext& pc) { return std::make_unique<TorchCachingPolicy>(c, rec, pc); };
+}
+
+// The variable the run's platform reads the allocator's configuration from.
+std::string alloc_conf_variable(const Vocabulary& vocab) {
+  return vocab.rocm() ? "PYTORCH_HIP_ALLOC_CONF" : "PYTORCH_CUDA_ALLOC_CONF";
 }
 
 // PYTORCH_CUDA_ALLOC_CONF with `key` set to `value` and every other key as in `conf`.
@@ -944,10 +949,10 @@ std::string max_split_why(const Config& k, int mb) {
 // (PYTORCH_HIP_ALLOC_CONF on ROCm), given whole: the configuration in force with the key set.
 std::vector<AdviceCandidate> advise_torch_caching(const AdviceInput& in) {
   const nlohmann::json& c = in.config;
-  const std::string conf = c.value("resolved_alloc_conf", std::string());
+  const std::string conf = c.value(kResolvedAllocConfKey, std::string());
   Config k;  // the configuration in force, as its variable states it
   parse_alloc_conf(conf, k);
-  const std::string var = in.vocab.rocm() ? "PYTORCH_HIP_ALLOC_CONF" : "PYTORCH_CUDA_ALLOC_CONF";
+  const std::string var = alloc_conf_variable(in.vocab);
   std::vector<AdviceCandidate> a;
   auto conf_candidate = [&](const std::string& key, const std::string& value, const std::string& why) {
     std::string env = var + "=" + conf_with(conf, key, value);
@@ -978,13 +983,21 @@ std::vector<AdviceCandidate> advise_torch_caching(const AdviceInput& in) {
   return a;
 }
 
-std::vector<WhatIf> torch_caching_what_ifs(const nlohmann::json& c, const Vocabulary&) {
+// Compare's what-ifs, each with the variable that selects it as PyTorch users set it: the
+// configuration in force with the one key changed (the variable is read whole: advise_torch_caching).
+std::vector<WhatIf> torch_caching_what_ifs(const nlohmann::json& c, const Vocabulary& vocab) {
+  const std::string conf = c.value(kResolvedAllocConfKey, std::string());
+  const std::string var = alloc_conf_variable(vocab);
+  auto what_if = [&](const std::string& key, const std::string& option, const std::string& value) {
+    return WhatIf{fmt::format("torch-caching[{}={}]", key, option), var + "=" + conf_with(conf, key, value)};
+  };
   std::vector<WhatIf> v;
-  v.push_back({c.value("resolved_expandable_segments", false) ? "torch-caching[expandable_segments=false]"
-                                                              : "torch-caching[expandable_segments=true]",
-               ""});
+  if (c.value("resolved_expandable_segments", false))
+    v.push_back(what_if("expandable_segments", "false", "False"));
+  else
+    v.push_back(what_if("expandable_segments", "true", "True"));
   if (c.value("resolved_max_split_size", std::int64_t{-1}) < 0)
-    v.push_back({fmt::format("torch-caching[max_split_size_mb={}]", kAdvisedMaxSplitMb), ""});
+    v.push_back(what_if("max_split_size_mb", std::to_string(kAdvisedMaxSplitMb), std::to_string(kAdvisedMaxSplitMb)));
   return v;
 }
 

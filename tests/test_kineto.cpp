@@ -640,6 +640,10 @@ TEST_CASE("kineto: the replay's reserved memory is compared after every event, a
   CHECK(f["first_mismatch"]["event_index"] == 3);
   CHECK(f["first_mismatch"]["recorded_bytes"] == 4194304);
   CHECK(f["first_mismatch"]["simulated_bytes"] == 2097152);
+  // The text names it in words, as it does an address (trial 12, finding 6: the JSON object was printed).
+  auto text = cli("run " + t + " --policy torch-caching");
+  CHECK(text.out.find("first mismatch: event 3 on device 0: reserved 4.00 MiB as recorded, 2.00 MiB simulated\n") !=
+        std::string::npos);
   // platform (one device malloc per buffer, nothing cached) holds no more than its live buffers, not
   // the caching allocator's segments: reserved differs. (best-fit, whose arena re-holds the segments'
   // memory held before the recording began, the live blocks at their place, matches all 12.)

@@ -9,6 +9,7 @@
 #include <map>
 #include <set>
 
+#include "sim/commands/check.h"
 #include "sim/commands/trace_info.h"
 #include "sim_helpers.h"
 #include "test_util.h"
@@ -650,7 +651,14 @@ TEST_CASE("limits bind from the first byte: a state before the recording that do
   REQUIRE(small.json["ooms"].size() == 1);
   CHECK(small.json["ooms"][0]["before_recording"]["live_bytes"] == d["before_recording"]["live_bytes"]);
   CHECK_THAT(small.text, Catch::Contains("the 12.69 GiB live when recording began do not fit in the 7.92 GiB this "
-                                         "run allows"));
+                                         "run allows: with "));
+  CHECK_THAT(small.text, Catch::Contains(" held as the allocator places them (its rounding included), "));
+  // Trial 12, finding 2: the peak's fragmentation figures are the state the peak's moment shows (the
+  // OOM's release of the cache included): they read 2 MiB reserved-unallocated where the moment had 0.
+  const auto& at_peak = small.json["at_peak_allocated"]["spaces"][0];
+  CHECK(small.json["fragmentation"]["at_peak_allocated"]["reserved_unallocated_bytes"] ==
+        at_peak["reserved_unallocated_bytes"]);
+  CHECK(d["fragmentation"]["at_peak_allocated"]["reserved_unallocated_bytes"] == at_peak["reserved_unallocated_bytes"]);
   // What the program asked for is the trace's, whatever stopped the run: the blocks live before it
   // that the limit left unplaced count too (it read 46.21 GiB, the whole trace's 51.04 GiB less them).
   auto whole = run_report({.trace = t});
@@ -660,6 +668,17 @@ TEST_CASE("limits bind from the first byte: a state before the recording that do
   auto device = run_cmd({.trace = t, .capacity = "8GiB"});
   CHECK(device.json["ooms"][0].contains("before_recording"));
   CHECK(device.json["peak_requested_bytes"] == whole["peak_requested_bytes"]);
+  // check names such an OOM for what it is (trial 12, finding 8: "new OOM at event 779 (25.00 MiB
+  // requested, cause capacity)" read as an OOM of the trace's own event 779).
+  CheckOptions co{.baseline_path = "old.json", .current_path = "new.json", .allow_different_policy = true};
+  const CheckResult gate = run_check(whole, device.json, co);
+  CHECK_FALSE(gate.pass);
+  bool named = false;
+  for (const auto& i : gate.items)
+    if (i.metric == "first_oom_event")
+      named = i.message.find(", before the recording's first event: the memory live when recording began does "
+                             "not fit") != std::string::npos;
+  CHECK(named);
   // A fraction that holds the recorded state (and the 56.9 GiB the run reserves) keeps it as recorded:
   // every address reproduced.
   auto roomy = run_report({.trace = t, .sets = {"memory_fraction=0.8"}});  // 63.4 GiB: the whole run fits

@@ -211,6 +211,17 @@ TEST_CASE("trust: defaults follow the input in every command") {
   CHECK(labels[0] == "ideal");
   CHECK(labels[1] == "torch-caching");
   CHECK(labels[2] == "torch-caching[expandable_segments=false]");  // recorded on: the what-if turns it off
+  // Each what-if with the variable that selects it, whole, as PyTorch reads it (the recorded
+  // configuration with the one key changed).
+  CHECK(arr[2]["setting"] == "PYTORCH_CUDA_ALLOC_CONF=expandable_segments:False");
+  CHECK(arr[1].contains("setting") == false);
+  // Pasted as it reads, the setting replays the row.
+  REQUIRE(arr.size() >= 4);
+  CHECK(arr[3]["label"] == "torch-caching[max_split_size_mb=256]");
+  CHECK(arr[3]["setting"] == "PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True,max_split_size_mb:256");
+  const nlohmann::json pasted = run_json({.trace = k3dev, .envs = {arr[3]["setting"].get<std::string>()}});
+  CHECK(pasted["peak_reserved_bytes"] == arr[3]["peak_reserved_bytes"]);
+  CHECK(pasted["oom_count"] == arr[3]["oom_count"]);
   // On a capture: the recorded BFC, and its other mode.
   arr = compare_cmd({.base = {.trace = kMi300}}).json;
   CHECK(arr[1]["label"] == "xla-bfc");
@@ -227,6 +238,29 @@ TEST_CASE("trust: defaults follow the input in every command") {
   std::string t = input_error([] { (void)sweep_cmd({.trace = kTpu}, "min-mem-fraction"); });
   CHECK(t.find("has no memory fraction") != std::string::npos);
   CHECK(t.find("--find min-capacity` finds") != std::string::npos);
+}
+
+// Trial 12, finding 1: every --set on compare's default entries was refused by the lower bound
+// ("policy ideal: unknown key 'memory_fraction'"). The key configures the entries that have it.
+TEST_CASE("trust: compare --set configures the default entries that take the key") {
+  auto arr = compare_cmd({.base = {.trace = k3dev, .sets = {"memory_fraction=0.5"}}}).json;
+  REQUIRE(arr.size() >= 2);
+  for (const auto& r : arr) {
+    CHECK(r["policy"]["name"] == "torch-caching");  // the bound takes no settings: left out
+    CHECK(r["policy"]["config"]["memory_fraction"] == 0.5);
+  }
+  CHECK(arr[0]["label"] == "torch-caching");
+  CHECK(arr[1]["label"] == "torch-caching[expandable_segments=false]");
+  // On a capture: the BFC's fraction; the platform allocator (no fraction) is left out.
+  arr = compare_cmd({.base = {.trace = kMi300, .sets = {"mem_fraction=0.5"}}}).json;
+  REQUIRE(arr.size() >= 1);
+  for (const auto& r : arr) {
+    CHECK(r["policy"]["name"] == "xla-bfc");
+    CHECK(r["policy"]["config"]["mem_fraction"] == 0.5);
+  }
+  // A key no default entry takes is still refused, naming it.
+  std::string bad = input_error([] { (void)compare_cmd({.base = {.trace = k3dev, .sets = {"no_such_key=1"}}}); });
+  CHECK(bad.find("no_such_key") != std::string::npos);
 }
 
 TEST_CASE("trust: info, run and compare read a profile log directory at any depth, and ask when it holds several") {

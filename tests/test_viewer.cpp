@@ -639,7 +639,8 @@ TEST_CASE("viewer: diff --html shows both runs' timelines on one axis and the di
   CHECK(dom.find("data-ready=\"1\"") != std::string::npos);
   // Every headline line, as the DOM serialises text ('>' as &gt;): the setup that differs first.
   REQUIRE(j["headline"].size() >= 2);
-  CHECK(j["headline"][0].get<std::string>().rfind("set up differently: expandable_segments false -> true", 0) == 0);
+  CHECK(j["headline"][0].get<std::string>().rfind(
+            "set up differently: PYTORCH_CUDA_ALLOC_CONF in force \"\" -> \"expandable_segments:True\"", 0) == 0);
   for (const auto& h : j["headline"]) {
     std::string text;
     for (char c : h.get<std::string>())

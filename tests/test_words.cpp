@@ -297,7 +297,7 @@ TEST_CASE("vocabulary: a BFC run's text shows its share of the allocator's limit
   q.base.trace = words::kEcbm;
   q.policies = "xla-bfc,ideal";
   auto c = compare_cmd(q);
-  CHECK_THAT(c.text, Catch::Contains("share") && Catch::Contains("of limit"));
+  CHECK_THAT(c.text, Catch::Contains("of dev") && Catch::Contains("of limit"));
 }
 
 TEST_CASE("words: when following the recording scores lower, the text says which figure to read") {

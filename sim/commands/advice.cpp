@@ -193,9 +193,21 @@ std::vector<std::string> proven_advice(const RunResult& r, const RunRequest& req
   }
   if (fraction) {
     SweepResult sw = sweep("min-mem-fraction");
+    // This run's own fraction, where it set one: below the lowest the search tries, it is the
+    // failure below the answer (the trial's .0024 run was told ".01 ... a smaller one may fit too").
+    const nlohmann::json& own_json = r.policy_config.is_object() && r.policy_config.contains(info.fraction->key)
+                                         ? r.policy_config[info.fraction->key]
+                                         : nlohmann::json();
+    const double own = own_json.is_number() ? own_json.get<double>() : 0.0;
     if (sw.value) {
       lines.push_back(
-          sw.bound ? fmt::format("memory: the trace fits with every fraction tried, down to the lowest, {} (a "
+          sw.bound && own > 0 && own < *sw.value
+              ? fmt::format("memory: the smallest fraction with which the trace fits lies between this run's, "
+                            "{:g}, which runs out, and {}, the lowest the search tries, which fits, verified by replay "
+                            "(`{}` shows the search): `{}`",
+                            own, sw.setting,
+                            sweep_command(req, "min-mem-fraction"), sw.command)
+          : sw.bound ? fmt::format("memory: the trace fits with every fraction tried, down to the lowest, {} (a "
                                  "smaller one may fit too), verified by replay (`{}` shows the search): `{}`",
                                  sw.setting, sweep_command(req, "min-mem-fraction"), sw.command)
                    : fmt::format("memory: {} is the smallest fraction with which the trace fits, verified by replay "

@@ -302,11 +302,16 @@ CheckResult run_check(const nlohmann::json& baseline, const nlohmann::json& curr
       std::string fm;
       if (std::isnan(bf) && !std::isnan(cf)) {
         const nlohmann::json& oom = cj["ooms"][ci];
-        fm = fmt::format("{}new OOM at event {:.0f} ({} requested, cause {})", prefix, cf,
+        // An OOM of the state held before the recording began: the limit does not hold that state.
+        const bool before = oom.contains("before_recording") && oom["before_recording"].is_object();
+        fm = fmt::format("{}new OOM at event {:.0f} ({} requested, cause {}){}", prefix, cf,
                          oom.contains("requested_bytes") && oom["requested_bytes"].is_number_unsigned()
                              ? human_bytes(oom["requested_bytes"].get<Bytes>())
                              : std::string("?"),
-                         oom.contains("cause") && oom["cause"].is_string() ? oom["cause"].get<std::string>() : "?");
+                         oom.contains("cause") && oom["cause"].is_string() ? oom["cause"].get<std::string>() : "?",
+                         before ? ", before the recording's first event: the memory live when recording began "
+                                  "does not fit"
+                                : "");
       } else if (!std::isnan(bf) && std::isnan(cf)) {
         fm = fmt::format("{}the OOM at event {:.0f} is gone", prefix, bf);
       } else if (moved) {

@@ -6,6 +6,7 @@
 #include <filesystem>
 #include <map>
 
+#include "sim/base/config.h"
 #include "sim/base/error.h"
 #include "sim/commands/settings.h"
 
@@ -22,8 +23,18 @@ std::vector<WhatIf> default_compare_entries(const RunRequest& req, const Recordi
   // A sharding what-if (--shard) takes only the policies that model it (the chosen one does, or
   // prepare_run refused it above): the lower bound and what-ifs that do not are left out.
   const bool sharded = req.shard != 1 || req.shard_dim != "major";
+  // --set keys configure the entries whose policy has them (the bound has none): the others are
+  // left out, as variables leave out the policies of other frameworks; the chosen policy must take
+  // them (prepare_run refused it above otherwise).
+  std::vector<std::string> set_keys;
+  for (const auto& s : q.sets) set_keys.push_back(parse_setting(s, "--set").first);
+  auto takes_sets = [&](const PolicyInfo& p) {
+    return std::all_of(set_keys.begin(), set_keys.end(), [&](const std::string& k) {
+      return std::any_of(p.options.begin(), p.options.end(), [&](const PolicyOption& o) { return o.key == k; });
+    });
+  };
   std::vector<WhatIf> v;
-  if (q.envs.empty() && (!sharded || reg.lower_bound().models_sharding))
+  if (q.envs.empty() && takes_sets(reg.lower_bound()) && (!sharded || reg.lower_bound().models_sharding))
     v.push_back({reg.lower_bound().name, ""});  // variables configure one framework's allocators only
   v.push_back({entry, ""});
   if (info.what_ifs)
@@ -31,6 +42,7 @@ std::vector<WhatIf> default_compare_entries(const RunRequest& req, const Recordi
       const PolicyInfo& wi = reg.find(parse_policy_ref(w.ref, "what-if").name);
       if (!q.envs.empty() && wi.frameworks != info.frameworks) continue;
       if (sharded && !wi.models_sharding) continue;
+      if (!takes_sets(wi)) continue;
       if (std::none_of(v.begin(), v.end(), [&](const WhatIf& x) { return x.ref == w.ref; })) v.push_back(std::move(w));
     }
   return v;

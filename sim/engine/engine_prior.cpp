@@ -114,8 +114,8 @@ void Engine::decide_prior(std::uint32_t si) {
   } else if (!s.policy->seeds_recording()) {
     o.rebuilt = true;
     o.reason =
-        "re-held: this run's allocator or settings are not the recording's, so the memory held before the "
-        "recording began is held as they would hold it";
+        "re-held: this run's allocator, its settings, or the device memory they apply to (a limit derived from "
+        "it) are not the recording's, so the memory held before the recording began is held as they would hold it";
   } else {
     o.reason = "as recorded: the recording's allocator with its settings, on memory that holds that state";
   }

@@ -44,12 +44,20 @@ class SpaceMetrics {
   // event is one the timeline shows (--from/--to). True when its allocated memory reached a new peak.
   bool account(const Footprint& u, std::uint64_t event_index, Bytes requested, bool timeline = true) {
     bool new_peak = false;
+    // The peak's state is the last one before allocated memory leaves its first peak, as the engine
+    // snapshots it (before the free that leaves it): what the allocator does to reserved memory
+    // meanwhile (an OOM's release of its cache, empty_cache) is part of that state.
     if (u.allocated > peak_allocated_) {
       peak_allocated_ = u.allocated;
+      at_peak_open_ = true;
+      new_peak = true;
+    } else if (u.allocated < peak_allocated_) {
+      at_peak_open_ = false;
+    }
+    if (at_peak_open_) {
       at_peak_.allocated = u.allocated;
       at_peak_.reserved = u.reserved;
       at_peak_.largest_free = u.largest_free;
-      new_peak = true;
     }
     double f = fragmentation(u);
     if (begun_ && u.reserved > held_before_) grew_in_recording_ = true;
@@ -79,6 +87,7 @@ class SpaceMetrics {
   Footprint last_;
   Bytes peak_allocated_ = 0, peak_reserved_ = 0;
   double frag_at_peak_ = 0, frag_max_ = 0;
+  bool at_peak_open_ = false;                       // allocated memory has not left its first peak yet
   bool grew_ = false;                               // reserved memory rose after the first event that reserved any
   bool begun_ = false, grew_in_recording_ = false;  // recording_begins; reserved rose above held_before_ since
   Bytes held_before_ = 0;

@@ -323,6 +323,31 @@ std::vector<SettingDifference> setting_differences(const J& a, const J& b) {
   for (const auto& r : differing_resolved)
     if (std::none_of(out.begin(), out.end(), [&](const SettingDifference& d) { return carries(r, d.key); }))
       out.push_back({r.substr(prefix.size()), ca[r], cb[r], true});
+  // A configuration read from one whole variable (PyTorch's PYTORCH_CUDA_ALLOC_CONF) that differs is
+  // shown as that variable's text in force, in place of the keys it states (however each run was
+  // given them: --set, --env, the recording) and their resolved figures.
+  const std::string conf_key = kResolvedAllocConfKey;
+  if (std::find(differing_resolved.begin(), differing_resolved.end(), conf_key) != differing_resolved.end() &&
+      ca[conf_key].is_string() && cb[conf_key].is_string()) {
+    std::set<std::string> stated = {conf_key.substr(prefix.size()), kRecordedSettingsKey};
+    for (const J* c : {&ca[conf_key], &cb[conf_key]}) {
+      const std::string text = c->get<std::string>();
+      for (size_t at = 0; at < text.size();) {
+        const size_t comma = std::min(text.find(',', at), text.size());
+        const std::string part = text.substr(at, comma - at);
+        stated.insert(part.substr(0, part.find(':')));
+        at = comma + 1;
+      }
+    }
+    auto is_stated = [&](const SettingDifference& d) {
+      return stated.count(d.key) ||
+             std::any_of(stated.begin(), stated.end(), [&](const std::string& k) {
+               return d.resolved ? carries(prefix + d.key, k) : false;
+             });
+    };
+    std::erase_if(out, is_stated);
+    out.insert(out.begin(), {std::string(kAllocConfVariable) + " in force", ca[conf_key], cb[conf_key], false});
+  }
   return out;
 }
 

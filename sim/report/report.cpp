@@ -377,6 +377,10 @@ std::string mismatch_text(const nlohmann::json& m) {
                        m.value("simulated", std::string()) == "the request succeeded"
                            ? "placed"
                            : "never reached (it stopped at an earlier OOM; --keep-going replays on)");
+  if (kind == "reserved")  // a profiler trace's Total Reserved after each event
+    return fmt::format("event {} on device {}: reserved {} as recorded, {} simulated", m.value("event_index", 0),
+                       m.value("device", 0), human_bytes(m.value("recorded_bytes", Bytes{0})),
+                       human_bytes(m.value("simulated_bytes", Bytes{0})));
   return dump_json(m);
 }
 
@@ -552,6 +556,28 @@ nlohmann::json settings_of(const RunResult& r) {
   return c;
 }
 
+// The peak reserved over the orders and histories of the state before the recording that a run
+// considered (PriorOutcome::range, set), as `run` and `compare` print it.
+std::string prior_range_text(const SpaceResult& sp) {
+  const PriorOutcome& p = *sp.prior;
+  const std::string lo = human_bytes(p.range->reserved_low), hi = human_bytes(p.range->reserved_high);
+  const std::string what = fmt::format("the {} orders and histories considered for {} held before recording began",
+                                       p.range->variants, prior_variants_of(p.blocks, p.regions));
+  // Where an order runs out of memory, the range spans what a run that stops there may hold
+  // (prior_state.cpp, widen_for_oom).
+  const std::string ooms =
+      !p.range->oom_runs
+          ? ""
+          : fmt::format(
+                "; {} out of memory, where the order decides how much is reserved: from the peak allocated to "
+                "the most this space may reserve",
+                p.range->oom_runs < p.range->variants ? fmt::format("{} of them run", p.range->oom_runs)
+                                                      : std::string("they run"));
+  if (lo == hi) return fmt::format("peak reserved {} over {}{}", lo, what, ooms);
+  return fmt::format("peak reserved {}-{} over {} (this run: {}){}", lo, hi, what, human_bytes(sp.peak_reserved),
+                     ooms);
+}
+
 // What the recording shows from before it began on one space, and how this run held it.
 void prior_text(std::back_insert_iterator<std::string> out, const RunResult& r, const SpaceResult& sp) {
   const PriorOutcome& p = *sp.prior;
@@ -582,34 +608,16 @@ void prior_text(std::back_insert_iterator<std::string> out, const RunResult& r, 
         p.requests_dropped ? fmt::format(" ({} left out: this run's limit refused them)", p.requests_dropped) : "",
         blocks);
   }
-  if (!p.range) return;
-  const std::string lo = human_bytes(p.range->reserved_low), hi = human_bytes(p.range->reserved_high);
-  const std::string what = fmt::format("the {} orders and histories considered for {} held before recording began",
-                                       p.range->variants, prior_variants_of(p.blocks, p.regions));
-  // Where an order runs out of memory, the range spans what a run that stops there may hold
-  // (prior_state.cpp, widen_for_oom).
-  const std::string ooms =
-      !p.range->oom_runs
-          ? ""
-          : fmt::format(
-                "; {} out of memory, where the order decides how much is reserved: from the peak allocated to "
-                "the most this space may reserve",
-                p.range->oom_runs < p.range->variants ? fmt::format("{} of them run", p.range->oom_runs)
-                                                      : std::string("they run"));
-  if (lo == hi)
-    fmt::format_to(out, "    peak reserved {} over {}{}\n", lo, what, ooms);
-  else
-    fmt::format_to(out, "    peak reserved {}-{} over {} (this run: {}){}\n", lo, hi, what,
-                   human_bytes(sp.peak_reserved), ooms);
+  if (p.range) fmt::format_to(out, "    {}\n", prior_range_text(sp));
 }
 
 // The per-space table of a run over several spaces: each at its own peak.
 void spaces_table(std::back_insert_iterator<std::string> out, const RunResult& r) {
   fmt::format_to(out, "  per device and memory space (each at its own peak):\n");
-  // "share": of what the device gives; "of limit": of the allocator's own cap below it (a BFC's
+  // "of dev": of what the device gives; "of limit": of the allocator's own cap below it (a BFC's
   // memory fraction), where it has one.
   fmt::format_to(out, "    {:<2} {:>6} {:<10} {:>11} {:>11} {:>11} {:>11} {:>6} {:>8} {:>11} {:>8} {:>8} {:>5}\n", "",
-                 "device", "space", "usable", "peak req", "peak alloc", "peak resvd", "share", "of limit", "unused@pk",
+                 "device", "space", "usable", "peak req", "peak alloc", "peak resvd", "of dev", "of limit", "unused@pk",
                  "extfrag", "max", "OOMs");
   for (size_t i = 0; i < r.spaces.size(); ++i) {
     const SpaceResult& s = r.spaces[i];
@@ -725,11 +733,14 @@ std::string report_text(const RunResult& r) {
     if (o.before_trace) {
       const SpaceResult* sp = r.space(o.device, o.space);  // its usable memory within this run's limit
       const Bytes room = sp ? (sp->limit ? std::min(sp->limit, sp->usable) : sp->usable) : 0;
+      // The blocks as the allocator holds them take more than their live bytes (its rounding, the
+      // blocks of a segment it cannot split): say what was held and what was left when one failed.
       fmt::format_to(out,
                      "  OOM before the recording's first event ({}): the {} live when recording began do not fit in "
-                     "the {} this run allows (the block that did not fit: {}, {})\n",
-                     where(r, o.device, o.space), human_bytes(o.prior_live), human_bytes(room), what,
-                     human_bytes(o.requested));
+                     "the {} this run allows: with {} held as the allocator places them (its rounding included), {} "
+                     "was left, and the next block ({}, {}) did not fit\n",
+                     where(r, o.device, o.space), human_bytes(o.prior_live), human_bytes(room),
+                     human_bytes(o.allocated), human_bytes(o.free), what, human_bytes(o.requested));
     }
     fmt::format_to(out, "  OOM at {} ({}): {}{}\n", when(r, o.event_index, o.t), where(r, o.device, o.space), what,
                    w.at.empty() ? "" : "  " + w.at);
@@ -783,7 +794,7 @@ std::string compare_table(const std::vector<RunResult>& runs) {
   // has one (a BFC's memory fraction): a run can fill its limit with the device half empty.
   fmt::format_to(out, "{:<{}} {}{:>6} {:>5} {:>11} {:>11} {:>11} {:>6} {:>8} {:>11} {:>8} {:>9} {:>9} {:>8} {:>9}\n",
                  "policy", w, per_space ? fmt::format("{:<14} ", "device") : "", "result", "OOMs", "peak req",
-                 "peak alloc", "peak resvd", "share", "of limit", "unused@pk", "unused%", "extfrag@pk", "extfrag max",
+                 "peak alloc", "peak resvd", "of dev", "of limit", "unused@pk", "unused%", "extfrag@pk", "extfrag max",
                  "dev calls", "call ms");
   const SpaceResult none;
   for (const auto& r : runs)
@@ -820,6 +831,14 @@ std::string compare_table(const std::vector<RunResult>& runs) {
   for (const auto& r : runs)
     if (!r.fidelity.is_null() && r.models_recording)
       fmt::format_to(out, "{}: {}\n", escape_terminal(label_of(r)), fidelity_text(r.fidelity));
+  // A row whose answer depends on the order of the state before the recording: the table shows
+  // one order's; the range over the others, as `run` prints it.
+  for (const auto& r : runs)
+    for (const auto& sp : r.spaces)
+      if (sp.prior && sp.prior->range &&
+          sp.prior->range->reserved_low != sp.prior->range->reserved_high)
+        fmt::format_to(out, "{}{}: {}\n", escape_terminal(label_of(r)),
+                       r.several_spaces() ? " (" + where(r, sp.device, sp.space) + ")" : "", prior_range_text(sp));
   return s;
 }
 
