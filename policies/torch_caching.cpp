@@ -861,6 +861,9 @@ PolicyBuilder configure_torch_caching(ConfigReader& cfg, const ConfigContext& ct
     } else {
       c = recorded;
       cfg.record(kRecordedSettingsKey, true);
+      if (!ctx.recording->torch_settings->inferred.empty())
+        cfg.note(fmt::format("torch-caching: the recording's settings include {}",
+                             ctx.recording->torch_settings->inferred));
       if (keys && !recorded_text.empty())
         cfg.note(
             fmt::format("torch-caching: the snapshot's recorded settings ({}) stay where the settings given do "

@@ -142,6 +142,18 @@ Recording recording_from_header(const nlohmann::json& h, const std::string& file
   else if (source == "fragsim gen")
     r.source = RecordingSource::kGenerated;
   if (h.contains("allocator_settings")) r.torch_settings = torch_settings(h["allocator_settings"]);
+  // What the snapshot's own layout shows of a setting its allocator_settings leave out.
+  if (auto it = h.find("inferred_allocator_settings"); it != h.end() && it->is_object()) {
+    const RecordedTorchSettings inferred = torch_settings(*it);
+    if (inferred.expandable_segments && !(r.torch_settings && r.torch_settings->expandable_segments)) {
+      if (!r.torch_settings) r.torch_settings = RecordedTorchSettings{};
+      r.torch_settings->expandable_segments = inferred.expandable_segments;
+      r.torch_settings->inferred =
+          "expandable_segments:" + std::string(*inferred.expandable_segments ? "True" : "False") + ": " +
+          (it->contains("basis") && (*it)["basis"].is_string() ? (*it)["basis"].get<std::string>()
+                                                               : std::string("inferred"));
+    }
+  }
   if (auto it = h.find("recorded_devices"); it != h.end() && it->is_array())
     for (const auto& d : *it) {
       if (!d.is_object() || !d.contains("device") || !d["device"].is_number_unsigned() ||

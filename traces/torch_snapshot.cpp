@@ -253,6 +253,14 @@ class SnapshotReader : public TraceReader {
     }
     if (root.kind == PyObj::kDict) annotations(root.get("external_annotations"), &body, &any_time);
     if (empty_cache_calls_) header["empty_cache_calls"] = empty_cache_calls_;
+    // Snapshots older than allocator_settings (PyTorch before 2.5, viewers' demo files) still show
+    // expandable segments: segments marked is_expandable, segment_map in the trace. The allocator
+    // that made them had them on (its placements differ: one growing segment per stream and pool).
+    if (expandable_seen_ && !(settings_.is_object() && settings_.contains("expandable_segments")))
+      header["inferred_allocator_settings"] = {
+          {"expandable_segments", true},
+          {"basis", "the snapshot's segments are expandable (is_expandable, segment_map), which its "
+                    "allocator_settings do not state"}};
     // Devices interleave by time (stable); times are made non-decreasing.
     if (any_time) {
       auto by_time = [](const Raw& a, const Raw& b) { return a.t < b.t; };
@@ -306,6 +314,7 @@ class SnapshotReader : public TraceReader {
   DeviceBounds convert_device(std::uint32_t d, const std::vector<Entry>& es, const std::vector<const Segment*>& dsegs,
                               std::vector<Raw>* head, std::vector<Raw>* body) {
     Prior prior = prior_state(d, es, dsegs, head);
+    expandable_seen_ = expandable_seen_ || prior.expandable;
     DeviceBounds bounds;
     const Releases rel = read_releases(es, prior.reserved, prior.expandable, settings_, &bounds);
     std::uint64_t refused_id =
@@ -532,6 +541,7 @@ class SnapshotReader : public TraceReader {
   std::vector<Raw> events_;
   size_t next_ = 0;
   std::uint64_t next_id_ = 0, empty_cache_calls_ = 0;
+  bool expandable_seen_ = false;  // a device's segments are expandable ones
   std::vector<std::string> names_;
   std::unordered_map<std::string, std::uint32_t> name_ids_;
   StackTable stacks_;

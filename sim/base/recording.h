@@ -86,6 +86,9 @@ struct RecordedTorchSettings {
   std::optional<double> garbage_collection_threshold;
   std::optional<bool> expandable_segments;
   std::vector<std::pair<std::uint64_t, std::uint64_t>> roundup_power2_divisions;  // (interval in MiB, divisions)
+  // Settings the snapshot shows without stating them (an older snapshot's expandable segments), and
+  // what shows them; "" when every setting above was stated.
+  std::string inferred;
 };
 
 struct Recording {

@@ -410,6 +410,13 @@ class Compare(Scratch):
                          fragsim.compare(JAX, policies=pol, jobs=3, capacity="1GiB"))
         want, _ = self.cli_json("compare", JAX)
         self.assertEqual(fragsim.compare(JAX), as_py(want))
+        # settings= configures the default entries that take the key, as --set does (trial 12: the
+        # bound refused every key with InputError).
+        snap = PICKLES[1]
+        c = fragsim.compare(snap, settings={"memory_fraction": 0.5})
+        self.assertEqual(c, as_py(self.cli_json("compare", snap, "--set", "memory_fraction=0.5")[0]))
+        self.assertTrue(all(r["policy"]["config"]["memory_fraction"] == 0.5 for r in c))
+        self.assertNotIn("ideal", [r["label"] for r in c])
 
     def test_html_is_the_cli_file_and_sources_in_memory_compare(self):
         fragsim.compare(JAX, policies="ideal,best-fit", html=self.path("py.html"))
@@ -584,6 +591,42 @@ class ProfilerTraces(Scratch):
         # A .json profiler trace given to diff is a trace to replay, not a report.
         d = fragsim.diff(plain, policies=["torch-caching", "best-fit"])
         self.assertEqual(d, as_py(self.cli_json("diff", plain, "--policies", "torch-caching,best-fit")[0]))
+
+    def test_a_snapshot_without_allocator_settings_keeps_its_expandable_segments(self):
+        # Issue 48: a viewer's demo snapshot (expandable segments, every block live at the dump, a
+        # trace of alloc and free_completed only, no allocator_settings: PyTorch before 2.5) replayed
+        # 0 of 520 addresses: without the setting, best fit takes the smallest free segment, where
+        # PyTorch's expandable segment grows per stream and pool. Its segments say is_expandable.
+        trace = self.path("live.jsonl")
+        sizes = [512, 4096, 100000, 1 << 20, 2 << 20, 3 << 20, 7 << 20, 25 << 20]
+        with open(trace, "w") as f:
+            for i in range(200):
+                f.write(json.dumps({"op": "alloc", "id": i + 1, "size": sizes[(i * 5) % len(sizes)], "t": i}) + "\n")
+        full = self.path("full.pickle")
+        p = cli("run", trace, "--policy", "torch-caching[expandable_segments=true]", "--hw", "h100-80g",
+                "--export-snapshot", full)
+        self.assertEqual(p.returncode, 0, p.stderr)
+        with open(full, "rb") as f:
+            snap = pickle.load(f)
+        self.assertTrue(all(s["is_expandable"] for s in snap["segments"]))
+        del snap["allocator_settings"]
+        snap["device_traces"] = [[e for e in t if e["action"] in ("alloc", "free_completed")]
+                                 for t in snap["device_traces"]]
+        demo = self.path("demo.pickle")
+        with open(demo, "wb") as f:
+            pickle.dump(snap, f)
+        r = fragsim.run(demo)
+        f = r["fidelity"]
+        self.assertEqual(f["allocs_compared"], 200)
+        self.assertEqual(f["allocs_matched"], 200)
+        self.assertTrue(any("the recording's settings include expandable_segments:True" in n for n in r["notes"]),
+                        r["notes"])
+        # Without is_expandable either, nothing in the file shows the setting: replayed without it.
+        for s in snap["segments"]:
+            del s["is_expandable"]
+        with open(demo, "wb") as f:
+            pickle.dump(snap, f)
+        self.assertLess(fragsim.run(demo)["fidelity"]["allocs_matched"], 200)
 
     def test_cpu_memory_is_a_space_of_its_own_without_a_limit(self):
         # Trial 9, findings 1 and 4: CPU tensors (Device Type 0) are PyTorch's CPU allocator's, with
