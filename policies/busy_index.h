@@ -85,6 +85,13 @@
 // and their edges; their fitting gaps interleave, and it took 1.8x as long. A budget of 12 runs per
 // interval rather than 8 (above) keeps the temporal plan at 800 k events from doubling its blocks
 // (edge instants per buffer 4,777 -> 2,982) but was no faster side by side (load 6-8: 291 s, 296 s).
+// Nor is the walk a matter of the tree's depth: blocks 0.5x, 1x and 2x block_for's length planned
+// that pattern at 200 k events within 6 % of one another (temporal 9.2-9.5 s, spatial 11.9-12.6 s
+// of CPU, 2026-12-07, load 5-7), 4x 1.2-1.4x slower. What grows from 50 k to 200 k events there is
+// the workload: its mean lifetime (60 k events) is longer than a 50 k trace, so 4x the events also
+// means more buffers live at each placement and more fitting gaps each; the same sizes with 3 k
+// live (a 50 k trace spans eight mean lifetimes) planned 4.4x (temporal) and 4.6x (spatial) as long
+// for 4x the events (scripts/bench's header).
 //
 // Empty chunks (lo == hi, only where offsets saturate at kTooLarge) are not indexed; the caller
 // drops the index once one exists (an empty chunk splits a gap in the scan, not in a union).
