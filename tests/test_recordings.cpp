@@ -726,6 +726,13 @@ TEST_CASE("sweeps and advice say the range over the orders of the state before t
   };
   CHECK(range_at(every)["runs_with_oom"] == 0);
   CHECK(range_at(every - step)["runs_with_oom"].get<int>() > 0);
+  // Why it is re-held there: the capture's allocator and settings on less memory, whose BFC limit
+  // follows it (trial 12, finding 5: the reason said the settings were not the recording's).
+  const std::string reason =
+      run_report({.trace = x, .capacity = size_arg(every)})["devices"][0]["before_recording"]["reason"];
+  CHECK(reason.rfind("re-held: the recording's allocator and settings, but on " + human_bytes(every) +
+                         " of device memory where the recording had 287.98 GiB",
+                     0) == 0);
   CHECK(range_at(s.json["value"].get<Bytes>())["runs_with_oom"].get<int>() > 0);
   // The advice after an OOM says it too.
   auto r = run_cmd({.trace = x, .capacity = "1000MiB"});

@@ -113,9 +113,23 @@ void Engine::decide_prior(std::uint32_t si) {
     o.reason = "--pre-trace rebuilt: re-held under this run's settings";
   } else if (!s.policy->seeds_recording()) {
     o.rebuilt = true;
-    o.reason =
-        "re-held: this run's allocator, its settings, or the device memory they apply to (a limit derived from "
-        "it) are not the recording's, so the memory held before the recording began is held as they would hold it";
+    // The recording's allocator with its settings on another device's memory: a limit derived from
+    // that memory (a BFC's share of it) changes its decisions (trial 12: "this run's allocator or
+    // settings are not the recording's" where only --capacity differed).
+    Bytes recorded_capacity = 0;  // 0: the recording does not say
+    if (s.space == Space::kHbm && recording_.hardware)
+      if (const std::optional<SpaceSpec> rec = recorded_hbm(*recording_.hardware, s.device)) recorded_capacity = rec->capacity;
+    const bool recorded_settings = config_.is_object() && config_.contains(kRecordedSettingsKey);
+    if (recorded_settings && recorded_capacity && recorded_capacity != s.spec->capacity)
+      o.reason = fmt::format(
+          "re-held: the recording's allocator and settings, but on {} of device memory where the recording had {}: "
+          "the allocator's limit follows the device's memory, and its decisions the limit, so the memory held "
+          "before the recording began is held as they would hold it there",
+          human_bytes(s.spec->capacity), human_bytes(recorded_capacity));
+    else
+      o.reason =
+          "re-held: this run's allocator or settings are not the recording's, so the memory held before the "
+          "recording began is held as they would hold it";
   } else {
     o.reason = "as recorded: the recording's allocator with its settings, on memory that holds that state";
   }
