@@ -652,6 +652,12 @@ TEST_CASE("kineto: the replay's reserved memory is compared after every event, a
   CHECK(b["fidelity"]["reserved_matched"].get<int>() < 12);
   auto c = cli("run " + kineto("t4_matmul_full.pt.trace.json.gz"));
   CHECK(c.out.find("reserved as recorded after 12 of 12 events") != std::string::npos);
+  // A run that stops before an observation (too little memory for the state before the window) has
+  // no simulated figure there: the text says so (trial 13: the null figure was an internal error).
+  auto stopped = cli("run " + kineto("t4_matmul_full.pt.trace.json.gz") + " --capacity 1MiB");
+  INFO(stopped.out << stopped.err);
+  CHECK(stopped.code == 0);
+  CHECK(stopped.out.find("; the replay stopped before it\n") != std::string::npos);
 }
 
 namespace {

@@ -377,10 +377,15 @@ std::string mismatch_text(const nlohmann::json& m) {
                        m.value("simulated", std::string()) == "the request succeeded"
                            ? "placed"
                            : "never reached (it stopped at an earlier OOM; --keep-going replays on)");
-  if (kind == "reserved")  // a profiler trace's Total Reserved after each event
-    return fmt::format("event {} on device {}: reserved {} as recorded, {} simulated", m.value("event_index", 0),
-                       m.value("device", 0), human_bytes(m.value("recorded_bytes", Bytes{0})),
-                       human_bytes(m.value("simulated_bytes", Bytes{0})));
+  if (kind == "reserved") {  // a profiler trace's Total Reserved after each event
+    auto bytes = [&](const char* k) {  // null: the replay never reached the event (it stopped at an OOM)
+      return m.contains(k) && m[k].is_number_unsigned() ? human_bytes(m[k].get<Bytes>()) : std::string();
+    };
+    const std::string simulated = bytes("simulated_bytes");
+    return fmt::format("event {} on device {}: reserved {} as recorded{}", m.value("event_index", 0),
+                       m.value("device", 0), bytes("recorded_bytes"),
+                       simulated.empty() ? "; the replay stopped before it" : ", " + simulated + " simulated");
+  }
   return dump_json(m);
 }
 
