@@ -94,6 +94,26 @@ TEST_CASE("mid-run snapshots: blocks allocated before the trace hold what later 
   }
 }
 
+TEST_CASE("mid-run snapshots: a request placed past a block held before the trace proves its remainder") {
+  // closed_tail_cut: a complete recording (20 MiB segments at A and B) cut after its 12th entry. A
+  // 6 MiB block at A was freed while a 13.5 MiB neighbour held A + 6 MiB; a 5.2 MiB request then
+  // took A and kept the 0.8 MiB remainder (the large pool splits off only more than 1 MiB); the
+  // neighbour was freed, then the cut. The cut knows the 5.2 MiB block by its free alone, so the
+  // state reads 14.8 MiB free after it, and best fit would put the next request (14.5 MiB) there;
+  // the recording put it at B. So that free block was smaller than the request: the block before it
+  // held the difference. Before the rule: 0 of 1 addresses, the request at A + 5.2 MiB.
+  auto j = run_report({.trace = torch_fixture("closed_tail_cut")});
+  CHECK(j["devices"][0]["before_recording"]["held"] == "recorded");
+  CHECK(j["fidelity"]["allocs_compared"] == 1);
+  CHECK(j["fidelity"]["allocs_matched"] == 1);
+  CHECK(j["fidelity"]["first_mismatch"].is_null());
+  CHECK(j["devices"][0]["policy_stats"]["pre_trace_blocks_widened"] == 1);
+  // A what-if re-holds that state: the recorded placement is no evidence there.
+  auto w = run_report({.trace = torch_fixture("closed_tail_cut"), .sets = {"roundup_power2_divisions=4"}});
+  CHECK(w["devices"][0]["before_recording"]["held"] == "rebuilt");
+  CHECK_FALSE(w["devices"][0]["policy_stats"].contains("pre_trace_blocks_widened"));
+}
+
 TEST_CASE("expandable segments: a range mapped before the trace keeps its pages where they are") {
   // A reservation's pages lie at base + k x 20 MiB, and the driver's base need not be a multiple
   // of 20 MiB: the first cut of expandable_3dev_oom (scripts/cut-snapshot, 393 entries) maps

@@ -387,7 +387,8 @@ class SnapshotReader : public TraceReader {
           pre_ids[blk.addr] = next_id_++;
         }
         pre_names[blk.addr] = stack_and_name(blk.frames);
-        if (blk.size > pre_allocs[blk.addr].first) pre_blocks[blk.addr] = blk.size;  // more than requested
+        // The dump gives the block's size (even where it is the request: that block kept no remainder).
+        if (blk.size >= pre_allocs[blk.addr].first) pre_blocks[blk.addr] = blk.size;
       }
     // The segments they may lie in: those at the dump, and those the trace released.
     std::map<std::uint64_t, std::pair<Bytes, bool>> where;
