@@ -754,6 +754,27 @@ TEST_CASE("a what-if on a cut recording answers as on the complete one") {
   CHECK(cut_rec["fidelity"]["allocs_matched"] == cut_rec["fidelity"]["allocs_compared"]);
 }
 
+// A recording made with max_split_size_mb=64 obtained a 70 MiB segment while its 100 MiB one lay free
+// (an oversize block serves no request 20 MiB or more below it), and a 60 MiB one while both did (no
+// request below 64 MiB). Held together, the three segments read as in use at once, and a what-if that
+// splits them (max_split_size_mb=256) reserved 230 MiB on the cut, 100 MiB on the complete recording;
+// an oversize segment is held only while a later request it could have served proves it in use.
+TEST_CASE("a what-if on a cut recording made with max_split_size holds its oversize segments only as proven") {
+  for (const char* set : {"max_split_size_mb=256", "roundup_power2_divisions=4"}) {
+    INFO(set);
+    auto whole = run_report({.trace = torch_fixture("max_split_recorded"), .sets = {set}});
+    auto cut = run_report({.trace = torch_fixture("max_split_recorded_cut"), .sets = {set}});
+    CHECK(cut["devices"][0]["before_recording"]["held"] == "rebuilt");
+    // Before: 230 MiB (the complete recording's what-if: 100 MiB) and 288 MiB (224 MiB).
+    CHECK(cut["devices"][0]["peak_reserved_bytes"] == whole["devices"][0]["peak_reserved_bytes"]);
+    CHECK(whole["devices"][0]["peak_reserved_bytes"] == (set[0] == 'm' ? 100 : 224) * MiB);
+  }
+  // The recorded settings keep the recorded state.
+  auto rec = run_report({.trace = torch_fixture("max_split_recorded_cut")});
+  CHECK(rec["devices"][0]["before_recording"]["held"] == "recorded");
+  CHECK(rec["fidelity"]["allocs_matched"] == rec["fidelity"]["allocs_compared"]);
+}
+
 // A recording made with expandable segments holds its memory as mapped ranges of a reservation, each
 // reported as one segment however many blocks filled it. Re-held as one request per range, a what-if
 // without expandable segments obtained one segment as large as the range and packed the live blocks
