@@ -387,8 +387,7 @@ class SnapshotReader : public TraceReader {
           pre_ids[blk.addr] = next_id_++;
         }
         pre_names[blk.addr] = stack_and_name(blk.frames);
-        // The dump gives the block's size (even where it is the request: that block kept no remainder).
-        if (blk.size >= pre_allocs[blk.addr].first) pre_blocks[blk.addr] = blk.size;
+        if (blk.size > pre_allocs[blk.addr].first) pre_blocks[blk.addr] = blk.size;  // more than requested
       }
     // The segments they may lie in: those at the dump, and those the trace released.
     std::map<std::uint64_t, std::pair<Bytes, bool>> where;
