@@ -397,6 +397,15 @@ class AllocatorPolicy {
   // (AllocRequest::seeded_at, pre_trace observations). False (the default): the engine re-holds that
   // state through allocate() (PriorRegion's comment). Asked once, before the first event.
   [[nodiscard]] virtual bool seeds_recording() const { return false; }
+  // Whether the state before the recording (`regions`: the recording's, by address, with their live
+  // blocks) may be taken where it was recorded: true where seeds_recording(), and where this
+  // policy's settings differ from the recorded ones only in decisions that state shows none of
+  // (the allocator with these settings could have left the same state). Asked once, before the
+  // first event.
+  [[nodiscard]] virtual bool seeds_state(std::span<const PriorRegion> regions) const {
+    (void)regions;
+    return seeds_recording();
+  }
   // The requests that made the recording's allocator obtain `regions` (address order), as this
   // policy reads them for `history`, in the order to replay them. kLeast must give none; kMost every
   // region's, all held together. The default: prior_requests_of_regions with kLikely read as

@@ -95,6 +95,26 @@ TEST_CASE("mid-run snapshots: blocks allocated before the trace hold what later 
   }
 }
 
+TEST_CASE("mid-run snapshots: a request placed past a block held before the trace proves its remainder") {
+  // closed_tail_cut: a complete recording (20 MiB segments at A and B) cut after its 12th entry. A
+  // 6 MiB block at A was freed while a 13.5 MiB neighbour held A + 6 MiB; a 5.2 MiB request then
+  // took A and kept the 0.8 MiB remainder (the large pool splits off only more than 1 MiB); the
+  // neighbour was freed, then the cut. The cut knows the 5.2 MiB block by its free alone, so the
+  // state reads 14.8 MiB free after it, and best fit would put the next request (14.5 MiB) there;
+  // the recording put it at B. So that free block was smaller than the request: the block before it
+  // held the difference. Before the rule: 0 of 1 addresses, the request at A + 5.2 MiB.
+  auto j = run_report({.trace = torch_fixture("closed_tail_cut")});
+  CHECK(j["devices"][0]["before_recording"]["held"] == "recorded");
+  CHECK(j["fidelity"]["allocs_compared"] == 1);
+  CHECK(j["fidelity"]["allocs_matched"] == 1);
+  CHECK(j["fidelity"]["first_mismatch"].is_null());
+  CHECK(j["devices"][0]["policy_stats"]["pre_trace_blocks_widened"] == 1);
+  // A what-if re-holds that state: the recorded placement is no evidence there.
+  auto w = run_report({.trace = torch_fixture("closed_tail_cut"), .sets = {"roundup_power2_divisions=4"}});
+  CHECK(w["devices"][0]["before_recording"]["held"] == "rebuilt");
+  CHECK_FALSE(w["devices"][0]["policy_stats"].contains("pre_trace_blocks_widened"));
+}
+
 TEST_CASE("expandable segments: a range mapped before the trace keeps its pages where they are") {
   // A reservation's pages lie at base + k x 20 MiB, and the driver's base need not be a multiple
   // of 20 MiB: the first cut of expandable_3dev_oom (scripts/cut-snapshot, 393 entries) maps
@@ -617,9 +637,15 @@ TEST_CASE("what-ifs re-hold the state before a mid-run snapshot, and its recorde
   CHECK(range["peak_reserved_bytes"][1] >= ed["peak_reserved_bytes"]);
   CHECK_THAT(expandable.text, Catch::Contains("before the recording: 137 blocks (499.55 MiB) live in 43 segments"));
   CHECK_THAT(expandable.text, Catch::Contains("over the 4 orders and histories considered for the 137 blocks"));
-  // max_split_size_mb:256 is a what-if of its own too (it was a no-op here, with no note).
+  // max_split_size_mb:256 is a what-if of its own too, but no segment here reaches it (30 MiB at most): its
+  // allocator could have left this very state, which is kept as recorded, and the report says why.
   auto split = run_report({.trace = t, .sets = {"max_split_size_mb=256"}});
-  CHECK(split["devices"][0]["before_recording"]["held"] == "rebuilt");
+  CHECK(split["devices"][0]["before_recording"]["held"] == "recorded");
+  CHECK_THAT(split["devices"][0]["before_recording"]["reason"].get<std::string>(),
+             Catch::Contains("only in decisions the state before it shows none of"));
+  CHECK(split["devices"][0]["peak_reserved_bytes"] == rd["peak_reserved_bytes"]);
+  auto split21 = run_report({.trace = t, .sets = {"max_split_size_mb=21"}});
+  CHECK(split21["devices"][0]["before_recording"]["held"] == "rebuilt");  // 30 MiB segments reach it
   // --pre-trace recorded keeps the old reading: the recorded segments whatever the setting.
   auto kept = run_report({.trace = t, .sets = {"expandable_segments=true"}, .pre_trace = "recorded"});
   CHECK(kept["devices"][0]["before_recording"]["held"] == "recorded");
@@ -758,6 +784,46 @@ TEST_CASE("a what-if on a cut recording answers as on the complete one") {
   auto cut_rec = run_report({.trace = torch_fixture("h200_fraction_oom_cut310")});
   CHECK(cut_rec["devices"][0]["peak_reserved_bytes"] == whole_rec["devices"][0]["peak_reserved_bytes"]);
   CHECK(cut_rec["fidelity"]["allocs_matched"] == cut_rec["fidelity"]["allocs_compared"]);
+}
+
+// A recording made with max_split_size_mb=64 obtained a 70 MiB segment while its 100 MiB one lay free
+// (an oversize block serves no request 20 MiB or more below it), and a 60 MiB one while both did (no
+// request below 64 MiB). Held together, the three segments read as in use at once, and a what-if that
+// splits them (max_split_size_mb=256) reserved 230 MiB on the cut, 100 MiB on the complete recording;
+// an oversize segment is held only while a later request it could have served proves it in use.
+TEST_CASE("a what-if on a cut recording made with max_split_size holds its oversize segments only as proven") {
+  for (const char* set : {"max_split_size_mb=256", "roundup_power2_divisions=4"}) {
+    INFO(set);
+    auto whole = run_report({.trace = torch_fixture("max_split_recorded"), .sets = {set}});
+    auto cut = run_report({.trace = torch_fixture("max_split_recorded_cut"), .sets = {set}});
+    CHECK(cut["devices"][0]["before_recording"]["held"] == "rebuilt");
+    // Before: 230 MiB (the complete recording's what-if: 100 MiB) and 288 MiB (224 MiB).
+    CHECK(cut["devices"][0]["peak_reserved_bytes"] == whole["devices"][0]["peak_reserved_bytes"]);
+    CHECK(whole["devices"][0]["peak_reserved_bytes"] == (set[0] == 'm' ? 100 : 224) * MiB);
+  }
+  // The recorded settings keep the recorded state.
+  auto rec = run_report({.trace = torch_fixture("max_split_recorded_cut")});
+  CHECK(rec["devices"][0]["before_recording"]["held"] == "recorded");
+  CHECK(rec["fidelity"]["allocs_matched"] == rec["fidelity"]["allocs_compared"]);
+}
+
+// jax_loop: `fragsim gen jax-train --seed 22` (tensors of power-of-two sizes) recorded with default
+// settings; its cut drops the first 20 % of entries. Its segments are all below 256 MiB and every size
+// it shows rounds alike with roundup_power2_divisions=4, so either what-if could have left the state
+// the recording shows: it is taken as recorded (re-held, it was laid out anew: 5.4 % above the
+// complete recording's what-if at every cut). max_split_size_mb=64 would have split no 128 MiB
+// segment: that state is re-held.
+TEST_CASE("a what-if whose settings the state before the recording cannot tell apart keeps that state") {
+  for (const char* set : {"max_split_size_mb=256", "roundup_power2_divisions=4"}) {
+    INFO(set);
+    auto whole = run_report({.trace = torch_fixture("jax_loop"), .sets = {set}});
+    auto cut = run_report({.trace = torch_fixture("jax_loop_cut20"), .sets = {set}});
+    CHECK(cut["devices"][0]["before_recording"]["held"] == "recorded");
+    CHECK(cut["devices"][0]["peak_reserved_bytes"] == whole["devices"][0]["peak_reserved_bytes"]);
+    CHECK(cut["fidelity"]["allocs_matched"] == cut["fidelity"]["allocs_compared"]);
+  }
+  auto cut = run_report({.trace = torch_fixture("jax_loop_cut20"), .sets = {"max_split_size_mb=64"}});
+  CHECK(cut["devices"][0]["before_recording"]["held"] == "rebuilt");
 }
 
 // A recording made with expandable segments holds its memory as mapped ranges of a reservation, each

@@ -111,7 +111,8 @@ void Engine::decide_prior(std::uint32_t si) {
   } else if (opt_.prior.mode == Mode::kRebuilt) {
     o.rebuilt = true;
     o.reason = "--pre-trace rebuilt: re-held under this run's settings";
-  } else if (!s.policy->seeds_recording()) {
+  } else if (!s.policy->seeds_recording() &&
+             !s.policy->seeds_state(s.space == Space::kHbm ? prior_.regions(s.device) : std::vector<PriorRegion>{})) {
     o.rebuilt = true;
     // The recording's allocator with its settings on another device's memory: a limit derived from
     // that memory (a BFC's share of it) changes its decisions (trial 12: "this run's allocator or
@@ -130,6 +131,10 @@ void Engine::decide_prior(std::uint32_t si) {
       o.reason =
           "re-held: this run's allocator or settings are not the recording's, so the memory held before the "
           "recording began is held as they would hold it";
+  } else if (!s.policy->seeds_recording()) {
+    o.reason =
+        "as recorded: this run's settings differ from the recording's only in decisions the state before it "
+        "shows none of, so they could have left that state";
   } else {
     o.reason = "as recorded: the recording's allocator with its settings, on memory that holds that state";
   }
