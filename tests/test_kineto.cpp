@@ -520,6 +520,28 @@ TEST_CASE("kineto: what is not a memory profile is refused with one line saying 
   CHECK(old.code == 2);
   CHECK(old.err.find("no_addresses_2021.json:") != std::string::npos);
   CHECK(old.err.find("args.Addr") != std::string::npos);
+  // A .json that is no Chrome trace at all is read as fragsim JSONL, and its refusal says it is not a
+  // profiler trace either (trial 13: "op: missing required key" alone, for {"foo":1} and []).
+  for (const char* doc : {"{\"foo\":1}\n", "[]\n"}) {
+    auto other = cli("info " + write_text("other.json", doc));
+    INFO(other.err);
+    CHECK(other.code == 2);
+    CHECK(other.err.find("not a PyTorch profiler trace either") != std::string::npos);
+  }
+  // One event that lost its totals is named with the key it lacks and its place among the memory
+  // events (trial 13: "Total Allocated and Total Reserved missing: a profile this old").
+  auto doc = nlohmann::json::parse(read_text(kineto("mi300x_rank1_hip.json")));
+  int memory = 0, dropped_at = 0;
+  for (auto& e : doc["traceEvents"])
+    if (e.value("name", "") == "[memory]" && ++memory == 3) {
+      e["args"].erase("Total Reserved");
+      dropped_at = memory;
+    }
+  REQUIRE(dropped_at == 3);
+  auto lost = cli("info " + write_text("lost_total.json", doc.dump()));
+  INFO(lost.err);
+  CHECK(lost.code == 2);
+  CHECK(lost.err.find("args.Total Reserved: missing in [memory] event 3 of the file") != std::string::npos);
   // Truncated JSON and corrupt gzip: input errors, never crashes. Each malformed copy of a valid
   // trace is refused in one line naming the file and the line at `pos` of the text.
   std::string text = read_text(kineto("mi300x_rank1_hip.json"));

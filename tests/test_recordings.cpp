@@ -694,6 +694,16 @@ TEST_CASE("limits bind from the first byte: a state before the recording that do
   auto device = run_cmd({.trace = t, .capacity = "8GiB"});
   CHECK(device.json["ooms"][0].contains("before_recording"));
   CHECK(device.json["peak_requested_bytes"] == whole["peak_requested_bytes"]);
+  // The recorded addresses after the stop are counted as not compared, not left out of sight
+  // (trial 13: "reproduced 2270/2270" where 755 more were never reached).
+  auto mid = run_cmd({.trace = t, .sets = {"memory_fraction=0.3"}});  // holds the state, stops mid-trace
+  const auto& fd = mid.json["fidelity"];
+  CHECK(fd["allocs_not_compared"].get<std::uint64_t>() > 0);
+  CHECK(fd["allocs_compared"].get<std::uint64_t>() + fd["allocs_not_compared"].get<std::uint64_t>() ==
+        whole["fidelity"]["allocs_compared"].get<std::uint64_t>());
+  CHECK_THAT(mid.text, Catch::Contains(" more after the replay stopped at its first OOM, not compared: "
+                                          "--keep-going replays on)"));
+  CHECK_FALSE(whole["fidelity"].contains("allocs_not_compared"));
   // check names such an OOM for what it is (trial 12, finding 8: "new OOM at event 779 (25.00 MiB
   // requested, cause capacity)" read as an OOM of the trace's own event 779).
   CheckOptions co{.baseline_path = "old.json", .current_path = "new.json", .allow_different_policy = true};

@@ -317,7 +317,7 @@ class LineParser {
     od::object obj;
     if ((e = doc_.get_object().get(obj))) {
       if (e == simdjson::INCOMPLETE_ARRAY_OR_OBJECT) top_incomplete();
-      if (e == simdjson::INCORRECT_TYPE) err({}, "invalid JSON: each line must be one JSON object");
+      if (e == simdjson::INCORRECT_TYPE) err({}, "invalid JSON: each line must be one JSON object" + not_a_profile());
       json_err({}, e);
     }
     Fields f = fields(obj, ev);
@@ -608,7 +608,7 @@ class LineParser {
   }
   // The keys a line must have.
   void finish(const Fields& f, Event& ev) {
-    if (!f.have_op) err("op", "missing required key");
+    if (!f.have_op) err("op", "missing required key" + not_a_profile());
     ev.present = f.seen;
     if (f.pre_false) ev.present &= static_cast<std::uint16_t>(~key::kPreTrace);
     if (f.aggregate_false) ev.present &= static_cast<std::uint16_t>(~key::kAggregate);
@@ -617,6 +617,13 @@ class LineParser {
   }
 
   // ---- errors ----
+  // A .json file reaches this reader when its first bytes showed no Chrome trace (kineto.h): say so
+  // to whoever took it for a profiler trace.
+  std::string not_a_profile() const {
+    if (path_.size() < 5 || path_.compare(path_.size() - 5, 5, ".json") != 0) return {};
+    return " (read as a fragsim JSONL trace: not a PyTorch profiler trace either, which names traceEvents, "
+           "schemaVersion or deviceProperties in its first 64 KiB)";
+  }
   [[noreturn]] void err(std::string_view key, const std::string& what) {
     if (block_) throw Retry{};
     throw InputError(path_, line_, key.empty() ? what : fmt::format("{}: {}", key, what));

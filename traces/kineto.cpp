@@ -555,10 +555,18 @@ class KinetoReader : public TraceReader {
           bad(m.line,
               "args.Addr: missing: memory events without addresses (PyTorch before 1.10) cannot pair frees "
               "with allocations");
-        if (!m.has_allocated || !m.has_reserved)
-          bad(m.line,
-              "args: Total Allocated and Total Reserved missing: a profile this old cannot tell the "
-              "allocator's state");
+        if (!m.has_allocated || !m.has_reserved) {
+          const std::string which = !m.has_allocated && !m.has_reserved ? "Total Allocated and Total Reserved"
+                                    : !m.has_allocated                  ? "Total Allocated"
+                                                                        : "Total Reserved";
+          // The first device event without them: a profile this old; a later one: this event lost them.
+          bad(m.line, gpu.empty() ? fmt::format("args: {} missing: a profile this old cannot tell the allocator's "
+                                                "state",
+                                                which)
+                                  : fmt::format("args.{}: missing in [memory] event {} of the file (the device "
+                                                "events before it have it)",
+                                                which, i + 1));
+        }
         hip |= m.type == 6;
         gpu[static_cast<std::uint32_t>(m.device)].push_back(i);
       } else if (m.type == 0) {

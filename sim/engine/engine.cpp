@@ -215,6 +215,7 @@ void Engine::alloc(const Event& ev) {
   live_.begin(ev.handle);
   if (!replaying_) {
     fidelity_.not_replayed(ev.device);
+    if (ev.has(key::kAddr) && !ev.has(key::kPreTrace) && !opt_.follow_recording) fidelity_.address_not_reached();
     return;
   }
   const std::uint32_t si = slot(k, ev);

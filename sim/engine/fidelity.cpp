@@ -68,6 +68,7 @@ nlohmann::json Fidelity::json(const std::function<const DeviceMemory*(std::uint3
                       {"allocs_matched", matched_},
                       {"segments_compared", segments_.size()},
                       {"segments_matched", seg_matched}};
+  if (not_compared_) f["allocs_not_compared"] = not_compared_;
   f["first_mismatch"] = !first_mismatch_.is_null() ? first_mismatch_ : first_seg;
   if (!frees_.empty()) {  // the same segments released, in the same order
     std::uint64_t matched = 0;

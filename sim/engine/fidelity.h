@@ -27,6 +27,8 @@ class Fidelity {
   enum class Outcome : std::uint8_t { kPlaced, kFailed, kNotReplayed };
   void outcome(std::uint32_t device, bool failed) { set_outcome(device, failed ? Outcome::kFailed : Outcome::kPlaced); }
   void not_replayed(std::uint32_t device) { set_outcome(device, Outcome::kNotReplayed); }
+  // A recorded allocation address the replay never compared: the run had stopped at an OOM.
+  void address_not_reached() { ++not_compared_; }
   // A recorded OOM: did the simulation fail the same request?
   void recorded_oom(const Event& ev);
   // The recording allocator's reserved memory after an event (a profiler trace's Total Reserved),
@@ -47,6 +49,7 @@ class Fidelity {
 
  private:
   std::uint64_t compared_ = 0, matched_ = 0;
+  std::uint64_t not_compared_ = 0;  // recorded addresses of allocations the replay never reached (it stopped)
   std::uint64_t ooms_recorded_ = 0, ooms_reproduced_ = 0;
   std::uint64_t reserved_compared_ = 0, reserved_matched_ = 0;
   Bytes recorded_peak_reserved_ = 0;  // the most the recording allocator held on one device

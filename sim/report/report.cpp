@@ -32,8 +32,13 @@ std::string with_commas(std::uint64_t n) {
 // 1/1 OOMs": what a recording let the run check itself against.
 std::string fidelity_text(const nlohmann::json& f) {
   auto n = [&](const char* k) { return f.value(k, std::uint64_t{0}); };
-  std::string s = fmt::format("reproduced {}/{} recorded allocation addresses, {}/{} segment sizes",
-                              n("allocs_matched"), n("allocs_compared"), n("segments_matched"), n("segments_compared"));
+  std::string s = fmt::format("reproduced {}/{} recorded allocation addresses{}, {}/{} segment sizes",
+                              n("allocs_matched"), n("allocs_compared"),
+                              n("allocs_not_compared") ? fmt::format(" ({} more after the replay stopped at its first "
+                                                                     "OOM, not compared: --keep-going replays on)",
+                                                                     with_commas(n("allocs_not_compared")))
+                                                       : std::string(),
+                              n("segments_matched"), n("segments_compared"));
   if (f.contains("segment_frees_compared"))
     s += fmt::format(", {}/{} segment releases", n("segment_frees_matched"), n("segment_frees_compared"));
   if (f.contains("ooms_recorded")) s += fmt::format(", {}/{} OOMs", n("ooms_reproduced"), n("ooms_recorded"));
