@@ -969,8 +969,8 @@ PolicyBuilder configure_torch_caching(ConfigReader& cfg, const ConfigContext& ct
       c = recorded;
       cfg.record(kRecordedSettingsKey, true);
       if (!ctx.recording->torch_settings->inferred.empty())
-        cfg.note(fmt::format("torch-caching: the recording's settings include {}",
-                             ctx.recording->torch_settings->inferred));
+        cfg.note(
+            fmt::format("torch-caching: the recording's settings include {}", ctx.recording->torch_settings->inferred));
       if (keys && !recorded_text.empty())
         cfg.note(
             fmt::format("torch-caching: the snapshot's recorded settings ({}) stay where the settings given do "

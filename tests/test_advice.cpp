@@ -191,8 +191,9 @@ TEST_CASE("advice: a fraction search that fits at its lowest fraction says the a
   INFO(a.text());
   CHECK_FALSE(line_with(a, "is the smallest fraction"));
   CHECK_FALSE(line_with(a, "a smaller one may fit too"));
-  const std::string* l = line_with(a, "lies between this run's, 0.001, which runs out, and "
-                                      "XLA_PYTHON_CLIENT_MEM_FRACTION=.01, the lowest the search tries, which fits");
+  const std::string* l = line_with(a,
+                                   "lies between this run's, 0.001, which runs out, and "
+                                   "XLA_PYTHON_CLIENT_MEM_FRACTION=.01, the lowest the search tries, which fits");
   REQUIRE(l);
   auto cmds = commands(*l);
   REQUIRE(cmds.size() == 2);

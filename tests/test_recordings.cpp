@@ -702,7 +702,7 @@ TEST_CASE("limits bind from the first byte: a state before the recording that do
   CHECK(fd["allocs_compared"].get<std::uint64_t>() + fd["allocs_not_compared"].get<std::uint64_t>() ==
         whole["fidelity"]["allocs_compared"].get<std::uint64_t>());
   CHECK_THAT(mid.text, Catch::Contains(" more after the replay stopped at its first OOM, not compared: "
-                                          "--keep-going replays on)"));
+                                       "--keep-going replays on)"));
   CHECK_FALSE(whole["fidelity"].contains("allocs_not_compared"));
   // check names such an OOM for what it is (trial 12, finding 8: "new OOM at event 779 (25.00 MiB
   // requested, cause capacity)" read as an OOM of the trace's own event 779).
@@ -712,8 +712,9 @@ TEST_CASE("limits bind from the first byte: a state before the recording that do
   bool named = false;
   for (const auto& i : gate.items)
     if (i.metric == "first_oom_event")
-      named = i.message.find(", before the recording's first event: the memory live when recording began does "
-                             "not fit") != std::string::npos;
+      named = i.message.find(
+                  ", before the recording's first event: the memory live when recording began does "
+                  "not fit") != std::string::npos;
   CHECK(named);
   // A fraction that holds the recorded state (and the 56.9 GiB the run reserves) keeps it as recorded:
   // every address reproduced.

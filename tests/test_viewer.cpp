@@ -284,6 +284,21 @@ TEST_CASE("export: a policy that places nothing at an address is refused in one 
   CHECK(std::count(r.err.begin(), r.err.end(), '\n') == 1);
   CHECK(r.err.find("--export-snapshot: policy ideal placed no buffer at an address") != std::string::npos);
   CHECK(!std::ifstream(out).good());
+  // Allocations on two streams: the export writes stream 0 throughout and would read back as
+  // another run (a caching allocator's pools are per stream: 15 of 6,151 addresses read back), so it
+  // is refused before anything is written (issue 50: exports read back as their run, or are refused).
+  const std::string two = tmp_path("two_streams.jsonl");
+  REQUIRE(cli("gen random --seed 3 --set events=400 --set live=40 --set streams=2 -o " + two).code == 0);
+  auto s = cli("run " + two + " --policy torch-caching --export-snapshot " + out);
+  CHECK(s.code == 2);
+  CHECK(std::count(s.err.begin(), s.err.end(), '\n') == 1);
+  CHECK(s.err.find("--export-snapshot: the trace allocates on more than one stream") != std::string::npos);
+  CHECK(!std::ifstream(out).good());
+  // One stream, whatever its number, reads back as it ran.
+  const std::string one = tmp_path("one_stream.jsonl");
+  REQUIRE(cli("gen random --seed 3 --set events=400 --set live=40 -o " + one).code == 0);
+  CHECK(cli("run " + one + " --policy torch-caching --export-snapshot " + out).code == 0);
+  CHECK(std::ifstream(out).good());
 }
 
 TEST_CASE("diff: one trace under two policies, each device's change is the difference of the two reports") {

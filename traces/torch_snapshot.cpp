@@ -259,8 +259,9 @@ class SnapshotReader : public TraceReader {
     if (expandable_seen_ && !(settings_.is_object() && settings_.contains("expandable_segments")))
       header["inferred_allocator_settings"] = {
           {"expandable_segments", true},
-          {"basis", "the snapshot's segments are expandable (is_expandable, segment_map), which its "
-                    "allocator_settings do not state"}};
+          {"basis",
+           "the snapshot's segments are expandable (is_expandable, segment_map), which its "
+           "allocator_settings do not state"}};
     // Devices interleave by time (stable); times are made non-decreasing.
     if (any_time) {
       auto by_time = [](const Raw& a, const Raw& b) { return a.t < b.t; };

@@ -205,14 +205,13 @@ std::vector<std::string> proven_advice(const RunResult& r, const RunRequest& req
               ? fmt::format("memory: the smallest fraction with which the trace fits lies between this run's, "
                             "{:g}, which runs out, and {}, the lowest the search tries, which fits, verified by replay "
                             "(`{}` shows the search): `{}`",
-                            own, sw.setting,
-                            sweep_command(req, "min-mem-fraction"), sw.command)
+                            own, sw.setting, sweep_command(req, "min-mem-fraction"), sw.command)
           : sw.bound ? fmt::format("memory: the trace fits with every fraction tried, down to the lowest, {} (a "
-                                 "smaller one may fit too), verified by replay (`{}` shows the search): `{}`",
-                                 sw.setting, sweep_command(req, "min-mem-fraction"), sw.command)
-                   : fmt::format("memory: {} is the smallest fraction with which the trace fits, verified by replay "
-                                 "(`{}` shows the search): `{}`{}",
-                                 sw.setting, sweep_command(req, "min-mem-fraction"), sw.command, orders_of(sw)));
+                                   "smaller one may fit too), verified by replay (`{}` shows the search): `{}`",
+                                   sw.setting, sweep_command(req, "min-mem-fraction"), sw.command)
+                     : fmt::format("memory: {} is the smallest fraction with which the trace fits, verified by replay "
+                                   "(`{}` shows the search): `{}`{}",
+                                   sw.setting, sweep_command(req, "min-mem-fraction"), sw.command, orders_of(sw)));
       fits = true;
     } else {
       tried.push_back(fmt::format("{} (still OOMs)", info.fraction->setting(1.0, vocab.framework)));

@@ -206,6 +206,10 @@ void Engine::feed_other(const Event& ev) {
 
 void Engine::alloc(const Event& ev) {
   ++out_.allocs;
+  if (!first_stream_)
+    first_stream_ = ev.stream;
+  else if (ev.stream != *first_stream_)
+    out_.several_streams = true;
   ++(ev.has(key::kPreTrace) ? pre_trace_allocs_ : replayable_);
   std::uint32_t k = key(ev.device, route(ev.space, ev));
   Requested& rq = req_[k];

@@ -197,6 +197,7 @@ class Engine : public Scheduler {
   PriorState prior_;            // pre_trace events until the trace's own begin
   RecordingAnchor anchor_;      // the state before a mid-run recording, from its addresses
   std::uint64_t replayable_ = 0, pre_trace_allocs_ = 0;  // allocs and frees to replay; allocs of prior state
+  std::optional<std::int64_t> first_stream_;             // the first allocation's stream (RunResult::several_streams)
   FollowRecording follow_;                               // --follow-recording's tally
   // What a run keeps grows with its trace, within limits of the trace's size (sim/base/limits.h).
   LimitCounter devices_kept_, marks_kept_;

@@ -119,7 +119,8 @@ void Engine::decide_prior(std::uint32_t si) {
     // settings are not the recording's" where only --capacity differed).
     Bytes recorded_capacity = 0;  // 0: the recording does not say
     if (s.space == Space::kHbm && recording_.hardware)
-      if (const std::optional<SpaceSpec> rec = recorded_hbm(*recording_.hardware, s.device)) recorded_capacity = rec->capacity;
+      if (const std::optional<SpaceSpec> rec = recorded_hbm(*recording_.hardware, s.device))
+        recorded_capacity = rec->capacity;
     const bool recorded_settings = config_.is_object() && config_.contains(kRecordedSettingsKey);
     if (recorded_settings && recorded_capacity && recorded_capacity != s.spec->capacity)
       o.reason = fmt::format(

@@ -209,6 +209,7 @@ struct RunResult {
   std::vector<std::string> notes;
   std::vector<std::string> advice;  // proven by replay (sim/commands/advice.h); filled by the caller that asks for it
   bool stopped_early = false;       // stopped replaying at the first OOM
+  bool several_streams = false;     // allocations on more than one stream (--export-snapshot writes one)
   nlohmann::json fidelity;          // recorded vs simulated addresses/segments; null when the trace has none
   // Why the recording holds nothing to replay (sim/engine/recording_fidelity.h), or empty.
   std::string nothing_to_replay;

@@ -340,8 +340,7 @@ std::vector<SettingDifference> setting_differences(const J& a, const J& b) {
       }
     }
     auto is_stated = [&](const SettingDifference& d) {
-      return stated.count(d.key) ||
-             std::any_of(stated.begin(), stated.end(), [&](const std::string& k) {
+      return stated.count(d.key) || std::any_of(stated.begin(), stated.end(), [&](const std::string& k) {
                return d.resolved ? carries(prefix + d.key, k) : false;
              });
     };

@@ -382,7 +382,7 @@ std::string mismatch_text(const nlohmann::json& m) {
                        m.value("simulated", std::string()) == "the request succeeded"
                            ? "placed"
                            : "never reached (it stopped at an earlier OOM; --keep-going replays on)");
-  if (kind == "reserved") {  // a profiler trace's Total Reserved after each event
+  if (kind == "reserved") {            // a profiler trace's Total Reserved after each event
     auto bytes = [&](const char* k) {  // null: the replay never reached the event (it stopped at an OOM)
       return m.contains(k) && m[k].is_number_unsigned() ? human_bytes(m[k].get<Bytes>()) : std::string();
     };
@@ -584,8 +584,7 @@ std::string prior_range_text(const SpaceResult& sp) {
                 p.range->oom_runs < p.range->variants ? fmt::format("{} of them run", p.range->oom_runs)
                                                       : std::string("they run"));
   if (lo == hi) return fmt::format("peak reserved {} over {}{}", lo, what, ooms);
-  return fmt::format("peak reserved {}-{} over {} (this run: {}){}", lo, hi, what, human_bytes(sp.peak_reserved),
-                     ooms);
+  return fmt::format("peak reserved {}-{} over {} (this run: {}){}", lo, hi, what, human_bytes(sp.peak_reserved), ooms);
 }
 
 // What the recording shows from before it began on one space, and how this run held it.
@@ -845,8 +844,7 @@ std::string compare_table(const std::vector<RunResult>& runs) {
   // one order's; the range over the others, as `run` prints it.
   for (const auto& r : runs)
     for (const auto& sp : r.spaces)
-      if (sp.prior && sp.prior->range &&
-          sp.prior->range->reserved_low != sp.prior->range->reserved_high)
+      if (sp.prior && sp.prior->range && sp.prior->range->reserved_low != sp.prior->range->reserved_high)
         fmt::format_to(out, "{}{}: {}\n", escape_terminal(label_of(r)),
                        r.several_spaces() ? " (" + where(r, sp.device, sp.space) + ")" : "", prior_range_text(sp));
   return s;

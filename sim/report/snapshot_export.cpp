@@ -472,6 +472,12 @@ void check_exportable(const RunResult& r, const std::string& path) {
   const RunHistory& h = *r.export_history;
   bool placed = std::any_of(h.buffers.begin(), h.buffers.end(), [](const auto& b) { return b.view.has_addr; });
   if (r.allocs && !placed) refuse_unplaced_export(r.policy_name);
+  // Every entry and segment is written on stream 0: the allocations of several streams, which
+  // PyTorch's caching allocator keeps in pools of their own, would read back as another run.
+  if (r.several_streams)
+    throw InputError(
+        "--export-snapshot: the trace allocates on more than one stream, and the export writes every block on "
+        "stream 0: it would not read back as this run (a limit of this version)");
   // device_traces holds a list for every device number up to the largest: as many as the input
   // may make fragsim hold devices (the devices limit, sim/base/limits.h), not 2^32 of them.
   if (const std::uint64_t n = exported_devices(h); n > 0) check_device_lists(n - 1, path, input_bytes(r.trace_path));
