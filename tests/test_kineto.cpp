@@ -528,6 +528,21 @@ TEST_CASE("kineto: what is not a memory profile is refused with one line saying 
     CHECK(other.code == 2);
     CHECK(other.err.find("not a PyTorch profiler trace either") != std::string::npos);
   }
+  // A UTF-8 byte-order mark before a valid trace (an editor's save) is read past, as .json and as
+  // .pt.trace.json (trial 13: read as JSONL; simdjson reads no mark).
+  const std::string hip = read_text(kineto("mi300x_rank1_hip.json"));
+  auto fidelity_line = [](const std::string& out) {
+    const size_t at = out.find("fidelity: ");
+    return at == std::string::npos ? std::string() : out.substr(at, out.find('\n', at) - at);
+  };
+  const std::string plain = fidelity_line(cli("run " + kineto("mi300x_rank1_hip.json")).out);
+  REQUIRE_FALSE(plain.empty());
+  for (const char* name : {"bom.json", "bom.pt.trace.json"}) {
+    auto marked = cli("run " + write_text(name, "\xEF\xBB\xBF" + hip));
+    INFO(marked.err);
+    CHECK(marked.code == 0);
+    CHECK(fidelity_line(marked.out) == plain);
+  }
   // One event that lost its totals is named with the key it lacks and its place among the memory
   // events (trial 13: "Total Allocated and Total Reserved missing: a profile this old").
   auto doc = nlohmann::json::parse(read_text(kineto("mi300x_rank1_hip.json")));

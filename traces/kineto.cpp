@@ -38,6 +38,9 @@ const KinetoLayout::Segment* segment_at(const std::vector<KinetoLayout::Segment>
   return a.value() < it->base.value() + it->size ? &*it : nullptr;
 }
 
+// The UTF-8 byte-order mark some editors write before a JSON document.
+constexpr std::string_view kUtf8Bom = "\xEF\xBB\xBF";
+
 bool has_trace_suffix(const std::string& p) {
   return ends_with(p, ".pt.trace.json") || ends_with(p, ".pt.trace.json.gz") || ends_with(p, ".pt.trace.json.zst");
 }
@@ -55,6 +58,7 @@ bool looks_like_chrome_trace(const std::string& path) {
   buf.resize(std::fread(buf.data(), 1, buf.size(), f));
   std::fclose(f);
   std::string_view s(buf);
+  if (s.substr(0, 3) == kUtf8Bom) s.remove_prefix(3);  // a file an editor saved with one
   size_t at = s.find_first_not_of(" \t\r\n");
   if (at == std::string_view::npos) return false;
   if (s.find("\"fragsim_report\"") != std::string_view::npos) return false;  // a report, or compare's array of them
@@ -94,6 +98,7 @@ std::string worker_of(const std::string& file) {
 std::string read_trace_bytes(const std::string& path) {
   constexpr std::uint64_t kMaxDocument = (std::uint64_t{4} << 30) - simdjson::SIMDJSON_PADDING - 1;  // simdjson's bound
   std::string s = read_input(path, kMaxDocument);
+  if (s.compare(0, 3, kUtf8Bom) == 0) s.erase(0, 3);  // simdjson reads no byte-order mark
   s.reserve(s.size() + simdjson::SIMDJSON_PADDING);
   return s;
 }
