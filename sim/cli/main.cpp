@@ -135,7 +135,9 @@ int cmd_compare(const Args& args, const Registry& reg) {
   d.add_options()("policies", po::value(&c.policies)->value_name("A,B[k=v],..."),
                   "comma-separated policies; NAME[key=value,...] sets options for one entry (default: follows the "
                   "input: the lower bound, the policy a run would choose with its recorded settings, and that "
-                  "policy's what-ifs)")("json", po::value(&json)->value_name("FILE"), "a JSON array of reports")(
+                  "policy's what-ifs, each with its framework setting; with --set or --env, those of them the "
+                  "keys or variables configure)")("json", po::value(&json)->value_name("FILE"),
+                                                  "a JSON array of reports")(
       "html", po::value(&html)->value_name("FILE"),
       "an interactive HTML report: every policy on one chart per device and space, address maps, OOMs");
   add_window_options(d, &from, &to);
