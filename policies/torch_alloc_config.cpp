@@ -145,6 +145,25 @@ void apply_recorded_settings(const RecordedTorchSettings& s, Config& c) {
   for (auto [mb, d] : s.roundup_power2_divisions) c.divisions[std::min<size_t>(log2_floor(mb), kIntervals - 1)] = d;
 }
 
+std::vector<std::string> conf_parts(const std::string& conf) {
+  std::vector<std::string> parts;
+  std::string part;
+  int depth = 0;
+  for (char ch : conf) {
+    depth += ch == '[' ? 1 : ch == ']' ? -1 : 0;
+    if (ch == ',' && depth == 0) {
+      if (!part.empty()) parts.push_back(part);
+      part.clear();
+    } else {
+      part += ch;
+    }
+  }
+  if (!part.empty()) parts.push_back(part);
+  return parts;
+}
+
+std::string conf_key(const std::string& part) { return part.substr(0, part.find(':')); }
+
 std::string alloc_conf_text(const Config& c) {
   std::vector<std::string> keys;
   if (c.max_split_size != kTooLarge) keys.push_back(fmt::format("max_split_size_mb:{}", c.max_split_size / kMiB));

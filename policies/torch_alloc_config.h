@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <nlohmann/json.hpp>
 #include <string>
+#include <vector>
 
 #include "sim/base/recording.h"
 #include "sim/base/torch_sizes.h"
@@ -39,6 +40,10 @@ void apply_recorded_settings(const RecordedTorchSettings& s, Config& c);
 // The configuration as PYTORCH_CUDA_ALLOC_CONF would state it: every key that differs from
 // PyTorch's default, in PyTorch's syntax ("expandable_segments:True,max_split_size_mb:256"); "" when none.
 std::string alloc_conf_text(const Config& c);
+// The key:value parts of a PYTORCH_CUDA_ALLOC_CONF text, split on the commas outside brackets
+// ("roundup_power2_divisions:[256:1,512:2]" is one part), and a part's key.
+std::vector<std::string> conf_parts(const std::string& conf);
+std::string conf_key(const std::string& part);
 // The configuration as a snapshot records it (torch.cuda.memory._snapshot()["allocator_settings"],
 // specs/torch-caching.md §8): PYTORCH_CUDA_ALLOC_CONF, max_split_size (-1: not set),
 // garbage_collection_threshold, expandable_segments, roundup_power2_divisions per interval ("1" …

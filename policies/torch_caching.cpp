@@ -77,13 +77,12 @@ struct StatArray {
 
 // How this run's configuration stands to the recording's allocator (prior state, policy.h).
 struct AsRecorded {
-  bool same_settings = false;        // a PyTorch recording, replayed with the settings it recorded
-  bool recorded_expandable = false;  // its memory was expandable reservations, not segments
-  Bytes max_split_size = kTooLarge;  // its max_split_size (kTooLarge: unlimited)
-  Bytes max_non_split_rounding = kLargeBuffer;
+  bool same_settings = false;  // a PyTorch recording, replayed with the settings it recorded
   // Its settings differ from the run's at most in max_split_size and roundup_power2_divisions
-  // (seeds_state), and how it rounded requests.
+  // (seeds_state).
   bool comparable = false;
+  // The recording's settings (PyTorch's defaults where it states none): expandable, whether its
+  // memory was expandable reservations; max_split_size and how it rounded requests.
   Config settings;
 };
 
@@ -362,7 +361,7 @@ class TorchCachingPolicy : public AllocatorPolicy {
         split.push_back(
             {.addr = r.addr + at, .size = kSmallSize, .stream = r.stream, .mapped_range = r.mapped_range, .live = {}});
     }
-    const bool together = c_.expandable == rec_.recorded_expandable;
+    const bool together = c_.expandable == rec_.settings.expandable;
     std::vector<PriorRequest> out = prior_requests_of_regions(
         split, history, together, [](const PriorRegion& r) { return r.size; },
         [](const PriorRegion& r) -> std::uint64_t { return r.size <= kSmallSize ? 1 : 0; });
@@ -394,7 +393,7 @@ class TorchCachingPolicy : public AllocatorPolicy {
   // max_split_size_mb=128 replayed with 256 from a cut at 20-60 %: 29-55 % above the complete
   // recording's what-if, every segment of 128 MiB or more held at once.
   void release_unproven_oversize(std::span<const PriorRegion> split, std::vector<PriorRequest>& out) const {
-    const Bytes m = rec_.max_split_size, round = rec_.max_non_split_rounding;
+    const Bytes m = rec_.settings.max_split_size, round = rec_.settings.max_non_split_rounding;
     if (m == kTooLarge || out.size() != split.size()) return;
     auto oversize = [&](const PriorRegion& r) { return !r.mapped_range && r.size > kSmallBuffer && r.size >= m; };
     for (size_t k = 0; k < split.size(); ++k) {
@@ -845,7 +844,7 @@ class TorchCachingPolicy : public AllocatorPolicy {
   }
 
   void free_block(const Owner& o) {
-    tail_unknown_.erase(o);
+    if (!tail_unknown_.empty()) tail_unknown_.erase(o);  // a lookup only where seeded blocks may end later
     SegmentHeap& heap = pools_[o.small][o.stream];
     active_.sub(o.small, static_cast<std::int64_t>(heap.block(o.block).size));
     std::int32_t m = heap.free_block(o.block);
@@ -919,26 +918,6 @@ constexpr Range kDivisionsRange = integers(0, 1 << 30);  // and a power of two
 constexpr Range kMemoryFractionRange = open_closed(0, 1);
 constexpr Range kDelayRange = integers(0, static_cast<double>(INT64_MAX));
 
-// The key:value parts of a PYTORCH_CUDA_ALLOC_CONF text, split on the commas outside brackets.
-std::vector<std::string> conf_parts(const std::string& conf) {
-  std::vector<std::string> parts;
-  std::string part;
-  int depth = 0;
-  for (char ch : conf) {
-    depth += ch == '[' ? 1 : ch == ']' ? -1 : 0;
-    if (ch == ',' && depth == 0) {
-      if (!part.empty()) parts.push_back(part);
-      part.clear();
-    } else {
-      part += ch;
-    }
-  }
-  if (!part.empty()) parts.push_back(part);
-  return parts;
-}
-
-std::string conf_key(const std::string& part) { return part.substr(0, part.find(':')); }
-
 PolicyBuilder configure_torch_caching(ConfigReader& cfg, const ConfigContext& ctx) {
   Config c;
   // PYTORCH_CUDA_ALLOC_CONF (alloc_conf) is read whole, as PyTorch reads the variable: it replaces
@@ -1009,9 +988,6 @@ PolicyBuilder configure_torch_caching(ConfigReader& cfg, const ConfigContext& ct
     Config recorded;
     if (ctx.recording->torch_settings) apply_recorded_settings(*ctx.recording->torch_settings, recorded);
     rec.same_settings = alloc_conf_text(recorded) == alloc_conf_text(c);
-    rec.recorded_expandable = recorded.expandable;
-    rec.max_split_size = recorded.max_split_size;
-    rec.max_non_split_rounding = recorded.max_non_split_rounding;
     Config probe = recorded;
     probe.max_split_size = c.max_split_size;
     std::copy(std::begin(c.divisions), std::end(c.divisions), std::begin(probe.divisions));
@@ -1104,16 +1080,18 @@ std::vector<AdviceCandidate> advise_torch_caching(const AdviceInput& in) {
 // configuration in force with the one key changed (the variable is read whole: advise_torch_caching).
 std::vector<WhatIf> torch_caching_what_ifs(const nlohmann::json& c, const Vocabulary& vocab) {
   const std::string conf = c.value(kResolvedAllocConfKey, std::string());
+  Config k;  // the configuration in force, as its variable states it (as advise_torch_caching reads it)
+  parse_alloc_conf(conf, k);
   const std::string var = alloc_conf_variable(vocab);
   auto what_if = [&](const std::string& key, const std::string& option, const std::string& value) {
     return WhatIf{fmt::format("torch-caching[{}={}]", key, option), var + "=" + conf_with(conf, key, value)};
   };
   std::vector<WhatIf> v;
-  if (c.value("resolved_expandable_segments", false))
+  if (k.expandable)
     v.push_back(what_if("expandable_segments", "false", "False"));
   else
     v.push_back(what_if("expandable_segments", "true", "True"));
-  if (c.value("resolved_max_split_size", std::int64_t{-1}) < 0)
+  if (k.max_split_size == kTooLarge)
     v.push_back(what_if("max_split_size_mb", std::to_string(kAdvisedMaxSplitMb), std::to_string(kAdvisedMaxSplitMb)));
   return v;
 }

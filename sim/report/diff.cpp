@@ -10,6 +10,7 @@
 #include <set>
 
 #include "policies/policy.h"
+#include "policies/torch_alloc_config.h"
 #include "sim/base/error.h"
 #include "sim/base/io.h"
 #include "sim/base/text.h"
@@ -326,26 +327,20 @@ std::vector<SettingDifference> setting_differences(const J& a, const J& b) {
   // A configuration read from one whole variable (PyTorch's PYTORCH_CUDA_ALLOC_CONF) that differs is
   // shown as that variable's text in force, in place of the keys it states (however each run was
   // given them: --set, --env, the recording) and their resolved figures.
-  const std::string conf_key = kResolvedAllocConfKey;
-  if (std::find(differing_resolved.begin(), differing_resolved.end(), conf_key) != differing_resolved.end() &&
-      ca[conf_key].is_string() && cb[conf_key].is_string()) {
-    std::set<std::string> stated = {conf_key.substr(prefix.size()), kRecordedSettingsKey};
-    for (const J* c : {&ca[conf_key], &cb[conf_key]}) {
-      const std::string text = c->get<std::string>();
-      for (size_t at = 0; at < text.size();) {
-        const size_t comma = std::min(text.find(',', at), text.size());
-        const std::string part = text.substr(at, comma - at);
-        stated.insert(part.substr(0, part.find(':')));
-        at = comma + 1;
-      }
-    }
+  const std::string resolved_conf = kResolvedAllocConfKey;
+  if (std::find(differing_resolved.begin(), differing_resolved.end(), resolved_conf) != differing_resolved.end() &&
+      ca[resolved_conf].is_string() && cb[resolved_conf].is_string()) {
+    std::set<std::string> stated = {resolved_conf.substr(prefix.size()), kRecordedSettingsKey};
+    for (const J* c : {&ca[resolved_conf], &cb[resolved_conf]})
+      for (const auto& part : torch::conf_parts(c->get<std::string>())) stated.insert(torch::conf_key(part));
     auto is_stated = [&](const SettingDifference& d) {
-      return stated.count(d.key) || std::any_of(stated.begin(), stated.end(), [&](const std::string& k) {
-               return d.resolved ? carries(prefix + d.key, k) : false;
-             });
+      return stated.count(d.key) || (d.resolved && std::any_of(stated.begin(), stated.end(), [&](const std::string& k) {
+                                       return carries(prefix + d.key, k);
+                                     }));
     };
     std::erase_if(out, is_stated);
-    out.insert(out.begin(), {std::string(kAllocConfVariable) + " in force", ca[conf_key], cb[conf_key], false});
+    out.insert(out.begin(),
+               {std::string(kAllocConfVariable) + " in force", ca[resolved_conf], cb[resolved_conf], false});
   }
   return out;
 }
