@@ -177,17 +177,18 @@ inline bool holds_aggregate(const PriorRegion& r) {
 // request stays until the last one is made: each region was in use while the next was obtained, so
 // the allocator could not reuse it. Otherwise (kLikely) a request is held only as long as the
 // recording proves: until the last later request of its pool (pool_of, null: one pool; and its
-// stream) that would have fitted in it, since that one would otherwise have reused its memory, and
-// released at once when none would. A region of size_of's size that holds live blocks is read as
-// its history, as a mapped range is: the gaps between them requests released together at its
-// turn, each live block a PriorRequest::live at its place (gaps of at most 1 MiB left out; a block
-// freed_unproven is part of the gap around it, for_each_region_piece). Of the
-// two address orders (the order regions were obtained in is unknown), the one that holds fewer
-// bytes at once: the least demand the recording proves. kLeast: none.
-std::vector<PriorRequest> prior_requests_of_regions(std::span<const PriorRegion> regions, PriorHistory history,
-                                                    bool held_together,
-                                                    const std::function<Bytes(const PriorRegion&)>& size_of,
-                                                    const std::function<std::uint64_t(const PriorRegion&)>& pool_of);
+// stream) that would have been served from it (of at least least_served(region), null: any that
+// fits; a recording's allocator may refuse to split a large block for a small request), since that
+// one would otherwise have reused its memory, and released at once when none would. A region of size_of's size that
+// holds live blocks is read as its history, as a mapped range is: the gaps between them requests released together at
+// its turn, each live block a PriorRequest::live at its place (gaps of at most 1 MiB left out; a block freed_unproven
+// is part of the gap around it, for_each_region_piece). Of the two address orders (the order regions were obtained in
+// is unknown), the one that holds fewer bytes at once: the least demand the recording proves. kLeast: none.
+std::vector<PriorRequest> prior_requests_of_regions(
+    std::span<const PriorRegion> regions, PriorHistory history, bool held_together,
+    const std::function<Bytes(const PriorRegion&)>& size_of,
+    const std::function<std::uint64_t(const PriorRegion&)>& pool_of,
+    const std::function<Bytes(const PriorRegion&)>& least_served = nullptr);
 
 struct Placement {
   bool ok = false;

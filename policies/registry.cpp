@@ -97,26 +97,50 @@ namespace fragsim {
 namespace {
 
 // Request k's release under the least holding the recording proves (prior_requests_of_regions): just
-// after the last later request of its pool that would have fitted in it, or at once when none
-// would. A later request that fits needs it still in use, else the allocator would have reused its
-// memory instead of obtaining a region of its own; one that does not fit proves nothing about it.
+// after the last later request of its pool that would have been served from it, or at once when none
+// would. A later request it could serve needs it still in use, else the allocator would have reused
+// its memory instead of obtaining a region of its own; one it could not serve proves nothing about
+// it. Region k, free, could serve the requests of its pool of sizes least[k] to size[k] (least 0:
+// any that fits; a recording's allocator may refuse to split a large block for a small request).
 using PoolKey = std::pair<std::uint64_t, std::int64_t>;  // (pool_of, stream)
-std::vector<size_t> least_releases(std::span<const Bytes> size, std::span<const PoolKey> pool) {
+std::vector<size_t> least_releases(std::span<const Bytes> size, std::span<const Bytes> least,
+                                   std::span<const PoolKey> pool) {
   const size_t n = size.size();
-  // By pool, then size: within a pool the last index among the requests of at most a size is a
-  // running maximum over the sizes sorted ascending (equal sizes taken together).
+  // By pool, then size: the last index among a pool's requests of sizes least[k] to size[k] is a
+  // range maximum over that pool's requests sorted by size (a sparse table per pool).
   std::vector<size_t> by(n);
   for (size_t k = 0; k < n; ++k) by[k] = k;
   auto key = [&](size_t k) { return std::pair(pool[k], size[k]); };
   std::sort(by.begin(), by.end(), [&](size_t a, size_t b) { return key(a) < key(b); });
   std::vector<size_t> release(n);
-  size_t last = 0;
-  for (size_t i = 0; i < n;) {
-    if (i == 0 || pool[by[i]] != pool[by[i - 1]]) last = 0;
-    size_t j = i;
-    for (; j < n && key(by[j]) == key(by[i]); ++j) last = std::max(last, by[j]);
-    for (size_t m = i; m < j; ++m) release[by[m]] = std::max(last, by[m]) + 1;
-    i = j;
+  for (size_t a = 0; a < n;) {
+    size_t b = a;
+    while (b < n && pool[by[b]] == pool[by[a]]) ++b;
+    std::vector<std::vector<size_t>> top{
+        std::vector<size_t>(by.begin() + static_cast<std::ptrdiff_t>(a), by.begin() + static_cast<std::ptrdiff_t>(b))};
+    for (size_t w = 1; 2 * w <= b - a; w *= 2) {
+      const std::vector<size_t>& prev = top.back();
+      std::vector<size_t> next(prev.size() - w);
+      for (size_t i = 0; i < next.size(); ++i) next[i] = std::max(prev[i], prev[i + w]);
+      top.push_back(std::move(next));
+    }
+    for (size_t i = a; i < b; ++i) {
+      const size_t k = by[i];
+      // The group's requests of sizes least[k] to size[k]: positions [lo, hi).
+      const auto first = by.begin() + static_cast<std::ptrdiff_t>(a), end = by.begin() + static_cast<std::ptrdiff_t>(b);
+      const size_t lo = static_cast<size_t>(
+          std::lower_bound(first, end, least[k], [&](size_t j, Bytes s) { return size[j] < s; }) - first);
+      const size_t hi = static_cast<size_t>(
+          std::upper_bound(first, end, size[k], [&](Bytes s, size_t j) { return s < size[j]; }) - first);
+      size_t last = k;
+      if (lo < hi) {
+        size_t level = 0;
+        while ((size_t{2} << level) <= hi - lo) ++level;
+        last = std::max({last, top[level][lo], top[level][hi - (size_t{1} << level)]});
+      }
+      release[k] = last + 1;
+    }
+    a = b;
   }
   return release;
 }
@@ -183,7 +207,8 @@ Bytes held_peak(std::span<const PriorRequest> h) {
 std::vector<PriorRequest> prior_requests_of_regions(std::span<const PriorRegion> regions, PriorHistory history,
                                                     bool held_together,
                                                     const std::function<Bytes(const PriorRegion&)>& size_of,
-                                                    const std::function<std::uint64_t(const PriorRegion&)>& pool_of) {
+                                                    const std::function<std::uint64_t(const PriorRegion&)>& pool_of,
+                                                    const std::function<Bytes(const PriorRegion&)>& least_served) {
   std::vector<PriorRequest> out;
   if (history == PriorHistory::kLeast) return out;
   if (history == PriorHistory::kMost || held_together) {
@@ -207,15 +232,17 @@ std::vector<PriorRequest> prior_requests_of_regions(std::span<const PriorRegion>
   for (int o = 0; o < 2; ++o) {
     std::vector<size_t> order(n);
     std::vector<Bytes> size(n);
+    std::vector<Bytes> least(n);
     std::vector<PoolKey> pool(n);
     for (size_t k = 0; k < n; ++k) {
       order[k] = o ? n - 1 - k : k;
       const PriorRegion& r = regions[order[k]];
       size[k] = size_of(r);
+      least[k] = least_served ? std::min(least_served(r), size[k]) : 0;
       pool[k] = {pool_of ? pool_of(r) : 0, r.stream};
     }
     Pieces p = region_pieces(regions, order, size);
-    const std::vector<size_t> release = least_releases(size, pool);
+    const std::vector<size_t> release = least_releases(size, least, pool);
     for (size_t i = 0; i < p.out.size(); ++i)
       if (p.owner[i] != SIZE_MAX && release[p.owner[i]] < n) p.out[i].released_before = p.first[release[p.owner[i]]];
     const Bytes peak = held_peak(p.out);
@@ -227,7 +254,7 @@ std::vector<PriorRequest> prior_requests_of_regions(std::span<const PriorRegion>
 std::vector<PriorRequest> AllocatorPolicy::prior_requests(std::span<const PriorRegion> regions,
                                                           PriorHistory history) const {
   return prior_requests_of_regions(
-      regions, history, false, [](const PriorRegion& r) { return r.size; }, nullptr);
+      regions, history, false, [](const PriorRegion& r) { return r.size; }, nullptr, nullptr);
 }
 
 }  // namespace fragsim

@@ -364,7 +364,8 @@ class TorchCachingPolicy : public AllocatorPolicy {
     const bool together = c_.expandable == rec_.settings.expandable;
     std::vector<PriorRequest> out = prior_requests_of_regions(
         split, history, together, [](const PriorRegion& r) { return r.size; },
-        [](const PriorRegion& r) -> std::uint64_t { return r.size <= kSmallSize ? 1 : 0; });
+        [](const PriorRegion& r) -> std::uint64_t { return r.size <= kSmallSize ? 1 : 0; },
+        [&](const PriorRegion& r) { return least_served_as_recorded(r); });
     if (together && history == PriorHistory::kLikely) release_unproven_oversize(split, out);
     for (const PriorRegion* r : ranges) {
       for_each_region_piece(
@@ -381,6 +382,21 @@ class TorchCachingPolicy : public AllocatorPolicy {
     return out;
   }
 
+  // The smallest request the recording's allocator served from this segment, free: with
+  // max_split_size M, a segment of at least M (one block, never split) served only requests of at
+  // least M less than max_non_split_rounding below its size (get_free_block); any other, any request
+  // of its pool that fits. Read where a what-if holds memory in another kind than the recording
+  // (expandable segments on a recording made without): a later small request the recording served
+  // with a segment of its own does not prove such a segment in use (a synthetic eager run recorded
+  // with max_split_size_mb=128, cut at 20-60 %: expandable segments read 10-49 % above the complete
+  // recording's what-if, every segment of 128 MiB or more held until the history's last small
+  // request).
+  Bytes least_served_as_recorded(const PriorRegion& r) const {
+    const Bytes m = rec_.settings.max_split_size, round = rec_.settings.max_non_split_rounding;
+    if (m == kTooLarge || r.mapped_range || r.size <= kSmallBuffer || r.size < m) return 0;
+    return std::max(m, r.size >= round ? r.size - round + 1 : 0);
+  }
+
   // A recording made with max_split_size M: a free segment of at least M (one block, never split)
   // served only requests of at least M within max_non_split_rounding of its size (get_free_block),
   // so the recording obtained a segment for a smaller request while such a segment lay free in its
@@ -393,16 +409,15 @@ class TorchCachingPolicy : public AllocatorPolicy {
   // max_split_size_mb=128 replayed with 256 from a cut at 20-60 %: 29-55 % above the complete
   // recording's what-if, every segment of 128 MiB or more held at once.
   void release_unproven_oversize(std::span<const PriorRegion> split, std::vector<PriorRequest>& out) const {
-    const Bytes m = rec_.settings.max_split_size, round = rec_.settings.max_non_split_rounding;
-    if (m == kTooLarge || out.size() != split.size()) return;
-    auto oversize = [&](const PriorRegion& r) { return !r.mapped_range && r.size > kSmallBuffer && r.size >= m; };
+    if (out.size() != split.size()) return;
     for (size_t k = 0; k < split.size(); ++k) {
       const PriorRegion& r = split[k];
-      if (!oversize(r) || holds_aggregate(r) || !r.live.empty()) continue;  // a live block holds it anyway
+      const Bytes least = least_served_as_recorded(r);                // 0: not such a segment
+      if (!least || holds_aggregate(r) || !r.live.empty()) continue;  // a live block holds it anyway
       size_t last = k;
       for (size_t j = k + 1; j < split.size(); ++j) {
         const Bytes q = split[j].size;
-        if (split[j].stream == r.stream && q > kSmallBuffer && q >= m && q <= r.size && r.size < q + round) last = j;
+        if (split[j].stream == r.stream && q > kSmallBuffer && q >= least && q <= r.size) last = j;
       }
       out[k].released_before = last + 1;
     }

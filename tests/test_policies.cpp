@@ -472,6 +472,32 @@ TEST_CASE("prior requests: held together, or while a later one fits") {
     CHECK(r.released_before == SIZE_MAX);
 }
 
+// A region the recording's allocator would not split for a small request (PyTorch with
+// max_split_size_mb: a free block of at least that size serves only requests less than 20 MiB below
+// it) is not proven in use by a later small request the recording obtained memory for. Regions of 200
+// and 40 MiB by address: read as any request that fits, upwards the 200 MiB one had to be in use when
+// the 40 MiB one was obtained (240 MiB at once), so the downward order (200 MiB) is taken; serving only
+// requests of 181 MiB or more, it was proven in use by none, and upwards holds 200 MiB too.
+TEST_CASE("prior requests: a region proven in use only by requests it could have served") {
+  std::vector<PriorRegion> regions;
+  for (Bytes size : {200 * MiB, 40 * MiB}) {
+    PriorRegion r;
+    r.addr = Addr(regions.size() * 256 * MiB);
+    r.size = size;
+    regions.push_back(r);
+  }
+  auto size = [](const PriorRegion& r) { return r.size; };
+  auto any = prior_requests_of_regions(regions, PriorHistory::kLikely, false, size, nullptr);
+  REQUIRE(any.size() == 2);
+  CHECK(any[0].size == 40 * MiB);  // downwards
+  auto least = [](const PriorRegion& r) -> Bytes { return r.size >= 128 * MiB ? r.size - 20 * MiB + 1 : 0; };
+  auto oversize = prior_requests_of_regions(regions, PriorHistory::kLikely, false, size, nullptr, least);
+  REQUIRE(oversize.size() == 2);
+  CHECK(oversize[0].size == 200 * MiB);  // upwards: it holds no more
+  CHECK(oversize[0].released_before == 1);
+  CHECK(oversize[1].released_before == SIZE_MAX);
+}
+
 // The least holding the recording proves (policy.h): a request is held until the last later request of
 // its pool that would have fitted in it; the order, of the two address orders, the one that holds
 // fewer bytes at once. Regions of 60, 40 and 20 MiB by address: obtained upwards, the 60 MiB one
