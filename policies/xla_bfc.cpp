@@ -534,6 +534,7 @@ class Bfc {
   }
 
   bool extend(Bytes r, std::string* fatal) {
+    passed_over_ = {};
     Bytes available = round_down(o_.limit - s_.pool_bytes, kMinAllocationSize);  // wraps as size_t does
     if (r > available) return false;
     bool increased = false;
@@ -545,11 +546,18 @@ class Bfc {
     Bytes bytes = std::min(curr_region_bytes_, available);
     if (region_hint_) dev_->next_address(*region_hint_);
     auto grant = dev_->allocate(bytes);
+    const Bytes first = bytes;
     while (!grant) {
       Bytes back = rounded_bytes(static_cast<Bytes>(static_cast<float>(bytes) * 0.9f));
       if (back >= bytes) back = bytes - kMinAllocationSize;
+      const Bytes tried = bytes;
       bytes = back;
-      if (bytes < r) return false;
+      if (bytes < r) {
+        // The device had r bytes left in one piece, but between two tries: each asks for 90 % of
+        // the one before, and the last one above r asked for more than it had.
+        if (dev_->padded(r) <= dev_->available()) passed_over_ = {first, tried, dev_->available()};
+        return false;
+      }
       if (region_hint_) dev_->next_address(*region_hint_);
       grant = dev_->allocate(bytes);
     }
@@ -600,6 +608,16 @@ class Bfc {
   SizeIndex low_, up_;
   std::int32_t gap_ = kNil;
   Bytes curr_region_bytes_ = 0;
+
+ public:
+  // The last failed Extend, where it passed over enough device memory (empty otherwise).
+  struct Backoff {
+    Bytes first = 0, last = 0, left = 0;  // the first and the last size asked for; what the device had
+  };
+  const Backoff& passed_over() const { return passed_over_; }
+
+ private:
+  Backoff passed_over_;
   std::optional<Addr> region_hint_;  // the recorded address of the request being served
   Stats s_;
 
@@ -706,7 +724,20 @@ class XlaBfcPolicy : public AllocatorPolicy {
     bool coll = req.space == Space::kCollective;
     if (!fatal_.empty()) return "    " + fatal_ + "\n";
     const Bfc* b = coll && collective_ ? collective_.get() : &main_;
-    return b->dump(req.size, coll && main_.options().spatial) + "    " + oom_exception(b->options(), req) + "\n";
+    std::string out =
+        b->dump(req.size, coll && main_.options().spatial) + "    " + oom_exception(b->options(), req) + "\n";
+    if (const auto& p = b->passed_over(); p.first)
+      out += fmt::format(
+          "    region growth passed over the device's memory: Extend asked the device for {}, then 90 % of each failed "
+          "size down to {}, and stopped below the {} request: the {} the device had left lay between two tries "
+          "(XLA's BFCAllocator::Extend backs off by a factor of 0.9)\n",
+          human_bytes(p.first), human_bytes(p.last), human_bytes(rounded_bytes(req.size)), human_bytes(p.left));
+    return out;
+  }
+  std::string oom_kind(const AllocRequest& req) const override {
+    const bool coll = req.space == Space::kCollective;
+    const Bfc* b = coll && collective_ ? collective_.get() : &main_;
+    return fatal_.empty() && b->passed_over().first ? "region_growth_backoff" : "";
   }
 
   void memory_map(MemoryMap* out) const override {

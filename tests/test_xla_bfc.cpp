@@ -155,6 +155,34 @@ TEST_CASE("xla-bfc §7.9 backpedal terminates: 8 device calls for a 2048-byte li
   CHECK(r.result.spaces[0].device_failed == 8);
 }
 
+// BFCAllocator::Extend asks the device for its region size, then for 90 % of each size that failed
+// (rounded to 256 B), and gives up below the request: with 100 MiB left on the device, a 100 MiB
+// request after a 128 MiB target is tried at 128, 115.2 and 103.68 MiB, and the next, 93.3 MiB, is
+// below it. Enough is free, and in one piece: the OOM says so and names the tries.
+TEST_CASE("xla-bfc: Extend's backoff passes over the device's last bytes, and the OOM says so") {
+  auto r = simulate({.name = "backoff_passes_over",
+                     .text = TraceBuilder().alloc(1, 100 << 20).text,
+                     .policy = "xla-bfc",
+                     .config = {{"preallocate", false}, {"memory_limit", 1ULL << 30}},
+                     .capacity = "100MiB"});
+  REQUIRE(r.result.ooms.size() == 1);
+  const OomRecord& o = r.result.ooms[0];
+  CHECK(o.largest_free == 100ULL << 20);  // the device's memory, in one piece
+  CHECK(o.fragmentation);                 // the contract's rule: free >= rounded
+  CHECK(o.kind == "region_growth_backoff");
+  CHECK_THAT(o.explanation, Catch::Contains("asked the device for 128.00 MiB") &&
+                                Catch::Contains("down to 103.68 MiB") &&
+                                Catch::Contains("100.00 MiB the device had left"));
+  // One piece short of the request: no backoff passed over it, the ordinary capacity OOM.
+  auto short_of = simulate({.name = "backoff_short",
+                            .text = TraceBuilder().alloc(1, 100 << 20).text,
+                            .policy = "xla-bfc",
+                            .config = {{"preallocate", false}, {"memory_limit", 1ULL << 30}},
+                            .capacity = "98MiB"});
+  REQUIRE(short_of.result.ooms.size() == 1);
+  CHECK(short_of.result.ooms[0].kind.empty());
+}
+
 TEST_CASE("xla-bfc §7.10 spatial: lower 256 at base, upper 256 at base+3840") {
   auto r = simulate(
       {.name = "spatial4k",

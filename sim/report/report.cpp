@@ -271,6 +271,17 @@ void waste_text(std::back_insert_iterator<std::string> out, const SpaceResult& s
                    human_bytes(s.usable), human_bytes(p.height - s.usable));
 }
 
+// An OOM's cause in words (oom_cause decides it: docs/metrics.md "OOM cause"). Enough memory free
+// with a piece large enough among it is no fragmentation a user can act on: the allocator's own
+// rules passed it over (XLA's BFC backing off past the device's last free bytes; the OOM's kind).
+std::string oom_cause_text(const OomRecord& o) {
+  if (!o.fragmentation) return "CAPACITY (not enough free memory)";
+  if (o.largest_free >= o.rounded)
+    return "FRAGMENTATION by the free bytes, though a free piece is large enough: the allocator's rules did not take "
+           "it";
+  return "FRAGMENTATION (enough memory is free, no block fits)";
+}
+
 // "device 1 hbm", "device 1 (rank 1) hbm" when the recording names the device.
 std::string where(const RunResult& r, std::uint32_t device, Space space) {
   return fmt::format("device {} {}", device_label(r, device), space_name(space));
@@ -673,10 +684,8 @@ std::string report_text(const RunResult& r) {
                                    r.stopped_early ? " (stopped at the first; --keep-going lists all)" : ""));
   if (!r.ooms.empty() && r.several_spaces()) {
     const OomRecord& f = r.ooms.front();
-    fmt::format_to(
-        out, "  first OOM: {} at event {}, {} ({} requested)\n", where(r, f.device, f.space), f.event_index,
-        f.fragmentation ? "FRAGMENTATION (enough memory is free, no block fits)" : "CAPACITY (not enough free memory)",
-        human_bytes(f.requested));
+    fmt::format_to(out, "  first OOM: {} at event {}, {} ({} requested)\n", where(r, f.device, f.space), f.event_index,
+                   oom_cause_text(f), human_bytes(f.requested));
   }
   if (r.empty_cache_calls) fmt::format_to(out, "  {}\n", empty_cache_line(r));
   if (!r.fatal.empty())
@@ -758,9 +767,7 @@ std::string report_text(const RunResult& r) {
                    "memory and on the device), the largest piece {} -> {}\n",
                    human_bytes(o.requested), beside(o.requested, o.rounded, "after rounding", "the rounded size"),
                    human_bytes(o.allocated), human_bytes(o.reserved), human_bytes(o.free), human_bytes(o.largest_free),
-                   (o.fragmentation ? "FRAGMENTATION (enough memory is free, no block fits)"
-                                    : "CAPACITY (not enough free memory)") +
-                       (o.kind.empty() ? std::string() : "; " + o.kind));
+                   oom_cause_text(o) + (o.kind.empty() ? std::string() : "; " + o.kind));
     // The first OOM in full; the next ones in two lines each (the JSON report has them all).
     if (shown > 1) continue;
     if (o.moment) {
