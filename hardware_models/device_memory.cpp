@@ -106,6 +106,8 @@ DeviceMemory::Grant DeviceMemory::allocate(Bytes bytes, Bytes unit) {
     }
     a = *b;
     next_ = a + p;
+    if (auto it = remap_.find(a); it != remap_.end() && it->second.value() <= kTop - p && !overlaps_live(it->second, p))
+      a = it->second;
   }
   ++alloc_calls_;
   used_ += p;
@@ -123,6 +125,7 @@ bool DeviceMemory::move(Grant& g, Addr to) {
   FRAGSIM_CHECK(g.mem_ == this && live_.count(g.addr_), "device move of a grant that is not here");
   if (live_.count(to)) return false;
   Bytes b = g.it_->second;
+  moves_.push_back({g.addr_, b, to});
   live_.erase(g.it_);
   g.it_ = live_.emplace(to, b).first;
   g.addr_ = to;

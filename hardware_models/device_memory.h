@@ -74,6 +74,19 @@ class DeviceMemory {
   // the recording's driver put it). False (nothing moves) when `to` is a live grant's address.
   // Pre: g is live here.
   [[nodiscard]] bool move(Grant& g, Addr to);
+  // Every move, in order: the grant's range before it and where it went.
+  struct Move {
+    Addr from;
+    Bytes bytes = 0;
+    Addr to;
+  };
+  const std::vector<Move>& moves() const { return moves_; }
+  // A grant this memory would place at `made_up` (no recorded address: the bump pointer's) goes to
+  // `to` instead, where no live grant lies: a replay that already knows where the recording's driver
+  // put that region (an earlier replay of the same run moved it there) obtains it there from the
+  // start, so that nothing placed in it before the move names the made-up address. The pointer
+  // moves on as if the grant were at `made_up`, so later grants get the addresses they had.
+  void remap(Addr made_up, Addr to) { remap_[made_up] = to; }
   // Sizes asked for by successful allocations, in order, while logging is on (fidelity checks).
   void set_logging(bool on) { logging_ = on; }
   bool logging() const { return logging_; }
@@ -110,6 +123,8 @@ class DeviceMemory {
   Bytes used_ = 0;
   Addr next_;
   std::deque<Addr> recorded_;
+  std::vector<Move> moves_;
+  std::map<Addr, Addr> remap_;
   bool logging_ = false;
   std::vector<Bytes> log_;
   std::vector<Addr> release_log_;

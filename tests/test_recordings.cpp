@@ -11,6 +11,7 @@
 
 #include "sim/commands/check.h"
 #include "sim/commands/trace_info.h"
+#include "sim/engine/history.h"
 #include "sim_helpers.h"
 #include "test_util.h"
 #include "traces/bfc_growth.h"
@@ -292,6 +293,39 @@ TEST_CASE("captures of a growing allocator with memory live before: that memory 
   CHECK(p.live_in_gaps == 1280);
   ev[0].chunk = 1024;  // less live than those ranges: they cannot all be in use, nothing says where
   CHECK(infer_bfc_prior_regions(ev, 64 * kGiB).live_in_gaps == 0);
+}
+
+// Re-held on 1346 MiB, the MI355X capture's 224 MiB live before it go into regions whose bases BFC
+// makes up; the trace's first buffer with a recorded address in one of them shows where the driver put
+// it (0x7f7e36e00000), and the region moves there. The placement lines of the blocks held before, and
+// the viewer's region log (a second replay), named the made-up base (0x200010000000) while the
+// keyframes and the trace's own placements named the recorded one (trial 14): every output now names
+// where the region is.
+TEST_CASE("a region moved to its recorded address is named there by every output") {
+  const std::string placements = tmp_path("moved_region.placements.jsonl");
+  auto r = run_cmd({.trace = xprof_fixture("tracelens_jax_te_fused_attn_934987a2fc2f"), .capacity = "1346MiB"},
+                   {.placements = placements, .history = true});
+  REQUIRE(r.result.region_moves.size() == 1);
+  const RegionMove& m = r.result.region_moves[0];
+  CHECK(m.to == Addr(0x7f7e36e00000ULL));
+  // Every line of a region names one base, the one the region has from the move on.
+  std::map<int, std::set<std::uint64_t>> bases;
+  for (const auto& l : r.placements)
+    if (l.contains("region"))
+      bases[l["region"].get<int>()].insert(l["addr"].get<std::uint64_t>() - l["region_offset"].get<std::uint64_t>());
+  REQUIRE(bases.size() >= 2);
+  for (const auto& [region, set] : bases) CHECK(set.size() == 1);
+  CHECK(bases[1] == std::set<std::uint64_t>{m.to.value()});
+  // The page's region log and its keyframes agree: the second replay obtained the region there.
+  REQUIRE(r.result.history);
+  std::set<std::uint64_t> logged, framed;
+  for (const RegionLife& g : r.result.history->regions) logged.insert(g.base.value());
+  for (const Keyframe& k : r.result.history->keyframes)
+    for (const HistorySlotState& st : k.slots)
+      for (const HistoryRegion& g : st.regions) framed.insert(g.base.value());
+  CHECK(logged.count(m.to.value()) == 1);
+  CHECK(logged.count(m.from.value()) == 0);
+  for (std::uint64_t b : framed) CHECK(logged.count(b) == 1);
 }
 
 namespace {

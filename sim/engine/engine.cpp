@@ -250,6 +250,8 @@ void Engine::alloc(const Event& ev) {
     }
   }
   Placement p = s.policy->allocate(request);
+  if (s.mem->moves().size() > s.moves_seen) [[unlikely]]
+    take_moves(s, ev);
   if (opt_.follow_recording && !ev.has(key::kPreTrace)) p = follow(si, ev, request, p);
   fidelity_.outcome(ev.device, !p.ok);
   if (placements_) write_placement(ev, p);
@@ -441,6 +443,8 @@ std::uint32_t Engine::new_slot(std::uint32_t k, const Event& ev) {
   s.device = device;
   s.space = spec->space;
   s.mem = std::make_unique<DeviceMemory>(*spec, opt_.hw.cost);
+  for (const RegionMove& m : opt_.region_moves)
+    if (m.device == device && m.space == spec->space) s.mem->remap(m.from, m.to);
   PolicyContext ctx;
   ctx.registry = &reg_;
   ctx.hw = &opt_.hw;

@@ -55,8 +55,11 @@ struct RunOptions {
   bool keep_live_buffers = false;
   Window window;                               // --from/--to: the events the timelines show (sim/engine/window.h)
   std::shared_ptr<const HistorySpec> history;  // record the run's history (sim/engine/history.h); null = none
-  std::vector<std::string> notes;              // lines for the text report (e.g. how --env was interpreted)
-  std::string label;                           // how reports name the run when several are shown (compare, batch)
+  // The regions an earlier replay of this run moved (RunResult::region_moves): obtained where they
+  // went from the start.
+  std::vector<RegionMove> region_moves;
+  std::vector<std::string> notes;  // lines for the text report (e.g. how --env was interpreted)
+  std::string label;               // how reports name the run when several are shown (compare, batch)
   std::string setting;  // a what-if's setting in the recording framework's words, shown beside the label ("": none)
   // An output lists every device number up to the largest (--export-snapshot): a device number past
   // the devices limit is an input error as soon as the trace names it (check_device_lists), before

@@ -80,6 +80,7 @@ class Engine : public Scheduler {
     // recording's allocator held before it began were offered to the policy, at the first
     // allocation that takes that state as recorded (RecordingAnchor::take_regions).
     std::uint32_t anchor_spaces_taken = 0;
+    size_t moves_seen = 0;  // mem->moves() taken into region_moves
     Handle take_local() {
       if (free_local.empty()) return next_local++;
       Handle h = free_local.back();
@@ -141,6 +142,9 @@ class Engine : public Scheduler {
   // placed in its way leave the simulated state.
   Placement follow(std::uint32_t si, const Event& ev, const AllocRequest& rq, const Placement& predicted);
   void write_placement(const Event& ev, const Placement& p);
+  // Regions the policy moved during this allocation (DeviceMemory::moves): into the result, and the
+  // placement lines written before the move, still in pbuf_, name where they went.
+  void take_moves(Slot& s, const Event& ev);
   void end_slice(Handle h, Tick t);
   // Moments: a space at its peak, a device at an OOM.
   std::vector<SlotView> slot_views() const;

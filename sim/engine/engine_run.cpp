@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <charconv>
 
 #include "sim/base/error.h"
 #include "sim/base/notes.h"
@@ -207,6 +208,40 @@ void Engine::write_placement(const Event& ev, const Placement& p) {
   if (buf.size() > (1 << 20) && !settling_) {
     placements_->write(buf);
     buf.clear();
+  }
+}
+
+void Engine::take_moves(Slot& s, const Event& ev) {
+  const auto& moves = s.mem->moves();
+  for (; s.moves_seen < moves.size(); ++s.moves_seen) {
+    const DeviceMemory::Move& m = moves[s.moves_seen];
+    out_.region_moves.push_back(
+        {.device = s.device, .space = s.space, .from = m.from, .bytes = m.bytes, .to = m.to, .event = ev.index});
+    if (!placements_) continue;
+    // Lines {"i":N,"id":..,"ok":true,"addr":A,...}: those of earlier events (this one's is not written
+    // yet) with A in the moved range. Lines flushed to the file before cannot change (docs/report.md).
+    std::string out;
+    out.reserve(pbuf_.size());
+    const std::string_view all(pbuf_), key = "\"addr\":";
+    for (size_t at = 0; at < all.size();) {
+      const size_t end = all.find('\n', at) + 1;
+      std::string_view line = all.substr(at, end - at);
+      at = end;
+      std::uint64_t i = 0, a = 0;
+      std::from_chars(line.data() + 5, line.data() + line.size(), i);  // after {"i":
+      const size_t k = line.find(key);
+      const char* digits = k == std::string_view::npos ? nullptr : line.data() + k + key.size();
+      const auto [past, ec] = digits ? std::from_chars(digits, line.data() + line.size(), a)
+                                     : std::from_chars_result{nullptr, std::errc::invalid_argument};
+      if (ec != std::errc() || i >= ev.index || a < m.from.value() || a - m.from.value() >= m.bytes) {
+        out += line;
+        continue;
+      }
+      out.append(line.data(), digits);
+      out += std::to_string(a - m.from.value() + m.to.value());
+      out.append(past, line.data() + line.size());
+    }
+    pbuf_ = std::move(out);
   }
 }
 

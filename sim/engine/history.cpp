@@ -484,6 +484,7 @@ void add_history(const std::vector<RunOptions>& runs, std::vector<RunResult>& re
       o.check = false;
       o.keep_live_buffers = false;
       o.history = std::make_shared<HistorySpec>(plan_history(results[i], !pass_events, pass_events));
+      o.region_moves = results[i].region_moves;  // each such region where the recording has it, from the start
       again.push_back(std::move(o));
     }
     std::vector<RunResult> more = run_simulations(again, registry, threads);

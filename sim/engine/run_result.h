@@ -186,6 +186,19 @@ struct SpaceResult {
 
 struct RunHistory;  // sim/engine/history.h
 
+// A region a policy placed at an address it made up and moved, at event `event`, to where the
+// recording's driver had put it (DeviceMemory::move: XLA's BFC, once the recording shows a buffer in
+// it). Another replay of the run is given them (RunOptions::region_moves) and obtains each such region
+// there from the start, so that what it records before the move names the recorded addresses.
+struct RegionMove {
+  std::uint32_t device = 0;
+  Space space = Space::kHbm;
+  Addr from;
+  Bytes bytes = 0;
+  Addr to;
+  std::uint64_t event = 0;
+};
+
 struct RunResult {
   std::string trace_path;
   std::uint64_t events = 0, allocs = 0, frees = 0, skipped_frees = 0;
@@ -209,8 +222,9 @@ struct RunResult {
   std::vector<std::string> notes;
   std::vector<std::string> advice;  // proven by replay (sim/commands/advice.h); filled by the caller that asks for it
   bool stopped_early = false;       // stopped replaying at the first OOM
-  bool several_streams = false;     // allocations on more than one stream (--export-snapshot writes one)
-  nlohmann::json fidelity;          // recorded vs simulated addresses/segments; null when the trace has none
+  std::vector<RegionMove> region_moves;
+  bool several_streams = false;  // allocations on more than one stream (--export-snapshot writes one)
+  nlohmann::json fidelity;       // recorded vs simulated addresses/segments; null when the trace has none
   // Why the recording holds nothing to replay (sim/engine/recording_fidelity.h), or empty.
   std::string nothing_to_replay;
   std::map<std::uint32_t, std::string> device_names;  // what the recording calls its devices ("rank 3", "host1:0")
