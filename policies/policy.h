@@ -197,6 +197,10 @@ struct Placement {
   Bytes block = 0;  // bytes of the block handed out (after rounding, unsplit remainders)
   int region = -1;  // index of the device region/segment in obtain order, -1 = none
   Bytes region_offset = 0;
+  // A block that lies in several pieces (a state inferred before the recording: xla-bfc's seeded
+  // extents), in address order; addr, region and region_offset are then the largest piece's, block
+  // the sum. Empty: one piece, [addr, addr + block).
+  std::vector<Extent> pieces;
 
   static Placement failed() { return {}; }
   // Succeeded without an address (ideal; zero-byte requests the framework never passes on).

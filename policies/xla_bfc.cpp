@@ -647,12 +647,25 @@ class XlaBfcPolicy : public AllocatorPolicy {
     if (c == kNil && fatal_.empty()) c = b.allocate(req.size, upper, &fatal_, req.recorded_addr);
     if (c == kNil) return Placement::failed();
     owner_[req.handle] = {&b, c};
-    const auto& ch = b.chunk(c);
-    const auto& rg = b.region(ch.region);
-    Bytes block = ch.size;
-    if (auto it = more_chunks_.find(req.handle); it != more_chunks_.end())
-      for (std::int32_t m : it->second) block += b.chunk(m).size;
-    return Placement::at(ch.addr, block, rg.id, rg.base);
+    auto it = more_chunks_.find(req.handle);
+    if (it == more_chunks_.end()) {
+      const auto& ch = b.chunk(c);
+      return Placement::at(ch.addr, ch.size, b.region(ch.region).id, b.region(ch.region).base);
+    }
+    // Several pieces: named by the largest.
+    std::int32_t largest = c;
+    Bytes block = b.chunk(c).size;
+    std::vector<Extent> pieces = {{b.chunk(c).addr, b.chunk(c).size}};
+    for (std::int32_t m : it->second) {
+      block += b.chunk(m).size;
+      pieces.push_back({b.chunk(m).addr, b.chunk(m).size});
+      if (b.chunk(m).size > b.chunk(largest).size) largest = m;
+    }
+    std::sort(pieces.begin(), pieces.end());
+    const auto& ch = b.chunk(largest);
+    Placement p = Placement::at(ch.addr, block, b.region(ch.region).id, b.region(ch.region).base);
+    p.pieces = std::move(pieces);
+    return p;
   }
 
   void release(Handle h) override {

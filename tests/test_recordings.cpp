@@ -295,6 +295,42 @@ TEST_CASE("captures of a growing allocator with memory live before: that memory 
   CHECK(infer_bfc_prior_regions(ev, 64 * kGiB).live_in_gaps == 0);
 }
 
+// The MI355X capture's 128 MiB + 1,280 B live before it at no stated address lie in three pieces: 512
+// B and 768 B in the 2 MiB region's ranges no recorded buffer used, and 128 MiB where best fit put it.
+// Its placement line named the 2 MiB region's base with all of those bytes, over the 256 B buffers the
+// trace places at 0x7fc900400200 (trial 14), and the viewer's allocation log drew it so: rebuilt from
+// the log, the allocator state disagreed with the page's own keyframes. Each piece is now where it lies.
+TEST_CASE("a block held before the recording in several pieces is each piece where it lies") {
+  const std::string placements = tmp_path("pieces.placements.jsonl");
+  auto r = run_cmd({.trace = xprof_fixture("tracelens_jax_te_fused_attn_934987a2fc2f")},
+                   {.placements = placements, .history = true});
+  const Addr s(0x7fc900400000ULL);
+  nlohmann::json aggregate;
+  for (const auto& l : r.placements)
+    if (l["id"] == 34) aggregate = l;
+  REQUIRE(aggregate.contains("pieces"));
+  CHECK(aggregate["pieces"] ==
+        nlohmann::json::array(
+            {{s.value(), 512}, {(s + 0x300).value(), 768}, {aggregate["addr"].get<std::uint64_t>(), 128 * MiB}}));
+  CHECK(aggregate["block_bytes"] == 128 * MiB + 1280);
+  CHECK(aggregate["region_offset"] == 0);  // the largest piece, at its region's start
+  for (const auto& l : r.placements)       // the trace's 256 B buffers lie in none of them
+    if (l["ok"] == true && l["id"] != 34 && l["addr"].get<std::uint64_t>() >= s.value() &&
+        l["addr"].get<std::uint64_t>() < (s + 2 * MiB).value())
+      for (const auto& piece : aggregate["pieces"])
+        CHECK(
+            (l["addr"].get<std::uint64_t>() >= piece[0].get<std::uint64_t>() + piece[1].get<std::uint64_t>() ||
+             l["addr"].get<std::uint64_t>() + l["block_bytes"].get<std::uint64_t>() <= piece[0].get<std::uint64_t>()));
+  // The viewer's log: a record a piece, together the block.
+  REQUIRE(r.result.history);
+  Bytes logged = 0;
+  size_t records = 0;
+  for (const auto& rec : r.result.history->allocations->records(0))
+    if (rec.id == AllocId(34)) logged += rec.block, ++records;
+  CHECK(records == 3);
+  CHECK(logged == 128 * MiB + 1280);
+}
+
 // Re-held on 1346 MiB, the MI355X capture's 224 MiB live before it go into regions whose bases BFC
 // makes up; the trace's first buffer with a recorded address in one of them shows where the driver put
 // it (0x7f7e36e00000), and the region moves there. The placement lines of the blocks held before, and

@@ -115,7 +115,8 @@ void AllocationLog::append_free(Slot& s, std::uint64_t ordinal, std::uint64_t ev
   bytes_ += total_size(c) - before;
 }
 
-bool AllocationLog::placed(std::uint32_t slot, Handle handle, const Event& ev, Bytes block, bool has_addr, Addr addr) {
+bool AllocationLog::placed(std::uint32_t slot, Handle handle, const Event& ev, Bytes block, bool has_addr, Addr addr,
+                           std::span<const Extent> pieces) {
   if (truncated_at_ != kNone) return false;
   if (bytes_ >= budget_) {
     truncated_at_ = ev.index;
@@ -139,15 +140,27 @@ bool AllocationLog::placed(std::uint32_t slot, Handle handle, const Event& ev, B
   r.stream = ev.has(key::kStream) ? ev.stream : 0;
   Slot& s = slots_[slot];
   if (handle >= live_.size()) live_.resize(handle + 1);
-  live_[handle] = {slot, s.count, r.stream};
-  append_alloc(s, r);
+  live_[handle] = {slot, s.count, r.stream, static_cast<std::uint32_t>(std::max<size_t>(pieces.size(), 1))};
+  if (pieces.empty()) {
+    append_alloc(s, r);
+    return true;
+  }
+  Bytes left = ev.size;
+  for (const Extent& e : pieces) {
+    r.addr = e.addr;
+    r.block = e.bytes;
+    r.requested = &e == &pieces.back() ? left : std::min(left, e.bytes);
+    left -= r.requested;
+    append_alloc(s, r);
+  }
   return true;
 }
 
 void AllocationLog::freed(Handle handle, std::uint64_t event, Tick t, bool has_stream, std::int64_t stream) {
   if (handle >= live_.size() || live_[handle].ordinal == kNone) return;
   Live& l = live_[handle];
-  append_free(slots_[l.slot], l.ordinal, event, since_origin(t), (has_stream ? stream : l.stream) - l.stream);
+  for (std::uint32_t k = 0; k < l.pieces; ++k)
+    append_free(slots_[l.slot], l.ordinal + k, event, since_origin(t), (has_stream ? stream : l.stream) - l.stream);
   l.ordinal = kNone;
 }
 

@@ -24,6 +24,7 @@
 #include <array>
 #include <cstdint>
 #include <limits>
+#include <span>
 #include <string>
 #include <unordered_map>
 #include <utility>
@@ -81,8 +82,10 @@ class AllocationLog {
   explicit AllocationLog(size_t budget = std::numeric_limits<size_t>::max()) : budget_(budget) {}
 
   // The allocation `handle` of `slot` was placed (ev: its alloc event). Returns false once the
-  // budget is spent (nothing more is kept from then on).
-  bool placed(std::uint32_t slot, Handle handle, const Event& ev, Bytes block, bool has_addr, Addr addr);
+  // budget is spent (nothing more is kept from then on). A block in several pieces (Placement::pieces)
+  // is one record a piece, in address order, each its share of the request, freed together.
+  bool placed(std::uint32_t slot, Handle handle, const Event& ev, Bytes block, bool has_addr, Addr addr,
+              std::span<const Extent> pieces = {});
   // Times are kept from `t` on (the run's first event: RunResult::first_t), as the page shows them.
   void set_origin(Tick t) { origin_ = t.value(); }
   // The allocation `handle` is freed by event `event` at time t (on `stream`, the free's own when it
@@ -115,8 +118,9 @@ class AllocationLog {
   };
   struct Live {
     std::uint32_t slot = 0;
-    std::uint64_t ordinal = kNone;
+    std::uint64_t ordinal = kNone;  // the first of its records
     std::int64_t stream = 0;
+    std::uint32_t pieces = 1;  // records, consecutive ordinals (a block in several pieces)
   };
   // Appends one allocation's record to its slot (ordinal = the slot's count).
   void append_alloc(Slot& s, const Record& r);

@@ -203,6 +203,12 @@ void Engine::write_placement(const Event& ev, const Placement& p) {
     fmt::format_to(std::back_inserter(buf), ",\"block_bytes\":{}", p.block);
     if (p.region >= 0)
       fmt::format_to(std::back_inserter(buf), ",\"region\":{},\"region_offset\":{}", p.region, p.region_offset);
+    if (!p.pieces.empty()) {
+      buf += ",\"pieces\":[";
+      for (size_t k = 0; k < p.pieces.size(); ++k)
+        fmt::format_to(std::back_inserter(buf), "{}[{},{}]", k ? "," : "", p.pieces[k].addr.value(), p.pieces[k].bytes);
+      buf += "]";
+    }
     buf += "}\n";
   }
   if (buf.size() > (1 << 20) && !settling_) {

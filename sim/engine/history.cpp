@@ -1,6 +1,7 @@
 #include "sim/engine/history.h"
 
 #include <algorithm>
+#include <utility>
 
 namespace fragsim {
 
@@ -102,21 +103,32 @@ void HistoryRecorder::placed(const Event& ev, const Placement& p, std::uint32_t 
                              const std::vector<SlotView>& slots) {
   enter_window(ev.index, slots);
   // Every allocation up to the window's end: those before it may still be live in it.
-  if (log_ && ev.index <= spec_.last) log_->placed(slot, ev.handle, ev, p.block, p.has_addr, p.addr);
-  if (spec_.viewer && p.has_addr) regions_.placed(slot, p.addr, p.block);
+  if (log_ && ev.index <= spec_.last) log_->placed(slot, ev.handle, ev, p.block, p.has_addr, p.addr, p.pieces);
   SlotTrack& tr = track(slot);
   tr.live += p.block;
-  if (p.has_addr) tr.at[p.addr.value()] = ev.handle;
   if (in_window_ && ev.index <= spec_.last) offer(ev.handle, slot, tr.live, slots);
-  if (p.has_addr && exact(ev.index)) {
+  if (!p.has_addr) return;
+  // A block in several pieces is each piece where it lies (kept until freed: the live set knows
+  // the block by its largest).
+  const std::vector<Extent> one = {{p.addr, p.block}};
+  const std::vector<Extent>& pieces = p.pieces.empty() ? one : p.pieces;
+  if (!p.pieces.empty()) {
+    if (ev.handle >= pieces_.size()) pieces_.resize(ev.handle + 1);
+    pieces_[ev.handle] = p.pieces;
+  }
+  const bool delta = exact(ev.index);
+  for (const Extent& e : pieces) {
+    if (spec_.viewer) regions_.placed(slot, e.addr, e.bytes);
+    tr.at[e.addr.value()] = ev.handle;
+    if (!delta) continue;
     Delta d;
     d.kind = Delta::kPlace;
     d.slot = slot;
-    d.addr = p.addr;
-    d.size = p.block;
+    d.addr = e.addr;
+    d.size = e.bytes;
     d.buffer = record(ev.handle, slot, slots);
     pending_.changes.push_back(std::move(d));
-    tr.mirror += p.block;
+    tr.mirror += e.bytes;
   }
 }
 
@@ -128,19 +140,26 @@ void HistoryRecorder::freeing(const Event& ev, const std::vector<SlotView>& slot
   const std::uint32_t slot = live_.slot_of(h);
   BufferView v = live_.view(h, 0, slots);
   if (log_) log_->freed(h, event, t, ev.has(key::kStream), ev.stream);
-  if (spec_.viewer && v.has_addr) regions_.freed(slot, v.addr, v.block);
   SlotTrack& tr = track(slot);
   tr.live -= std::min(tr.live, v.block);
-  if (v.has_addr) tr.at.erase(v.addr.value());
-  if (v.has_addr && exact(event)) {
+  std::vector<Extent> pieces;
+  if (h < pieces_.size() && !pieces_[h].empty())
+    pieces = std::exchange(pieces_[h], {});
+  else if (v.has_addr)
+    pieces = {{v.addr, v.block}};
+  const bool delta = exact(event);
+  for (const Extent& e : pieces) {
+    if (spec_.viewer) regions_.freed(slot, e.addr, e.bytes);
+    tr.at.erase(e.addr.value());
+    if (!delta) continue;
     Delta d;
     d.kind = Delta::kFree;
     d.slot = slot;
-    d.addr = v.addr;
-    d.size = v.block;
+    d.addr = e.addr;
+    d.size = e.bytes;
     d.buffer = record(h, slot, slots);
     pending_.changes.push_back(std::move(d));
-    tr.mirror -= std::min(tr.mirror, v.block);
+    tr.mirror -= std::min(tr.mirror, e.bytes);
   }
   if (h < candidate_of_.size() && candidate_of_[h] >= 0) {
     Candidate& c = cands_[static_cast<size_t>(candidate_of_[h])];

@@ -189,8 +189,9 @@ class HistoryRecorder {
   const LiveSet& live_;
   std::shared_ptr<RunHistory> out_ = std::make_shared<RunHistory>();
   std::vector<SlotTrack> tracks_;
-  std::vector<std::int64_t> buffer_of_;     // per handle: its record in out_->buffers, -1
-  std::vector<std::int64_t> candidate_of_;  // per handle: its entry in cands_, -1
+  std::vector<std::vector<Extent>> pieces_;  // per live handle: the pieces of a block in several
+  std::vector<std::int64_t> buffer_of_;      // per handle: its record in out_->buffers, -1
+  std::vector<std::int64_t> candidate_of_;   // per handle: its entry in cands_, -1
   std::vector<Candidate> cands_;
   std::vector<std::uint32_t> free_cands_;
   std::vector<std::uint64_t> starts_;  // keyframes owed: the event before each exact range
