@@ -826,6 +826,9 @@ TEST_CASE("sweeps and advice say the range over the orders of the state before t
   CHECK(s.text.find("over the 2 orders and histories considered for the 4 blocks held before recording began") !=
         std::string::npos);
   CHECK(s.text.find("every one fits from --capacity " + size_arg(every)) != std::string::npos);
+  // The headline says its answer is this order's (trial 14: a card sized by it OOMed in the other).
+  CHECK(s.text.find("in this run's order of the memory held before recording began (another needs more") !=
+        std::string::npos);
   // The run's own range agrees: at the answer every order fits, one step below one runs out.
   auto range_at = [&](Bytes c) {
     auto r = run_report({.trace = x, .capacity = size_arg(c)});

@@ -476,12 +476,20 @@ std::string sweep_text(const SweepResult& r) {
                      fails, r.range);
     return s;
   }
+  // The answer holds for this run's reading of the memory held before the recording; where another
+  // reading needs more, the headline says so (trial 14: a card sized by it OOMed in the other order).
+  const bool others_need_more =
+      r.orders && std::any_of(r.orders->values.begin(), r.orders->values.end(),
+                              [&](const std::optional<double>& v) { return !v || *v > *r.value; });
+  const std::string caveat =
+      others_need_more ? " in this run's order of the memory held before recording began (another needs more: below)"
+                       : "";
   if (r.find == "min-capacity")
-    fmt::format_to(out, "smallest capacity with no OOM: {}{} ({} B)\n", r.bound ? "<= " : "",
-                   human_bytes(static_cast<Bytes>(*r.value)), static_cast<Bytes>(*r.value));
+    fmt::format_to(out, "smallest capacity with no OOM: {}{} ({} B){}\n", r.bound ? "<= " : "",
+                   human_bytes(static_cast<Bytes>(*r.value)), static_cast<Bytes>(*r.value), caveat);
   else
-    fmt::format_to(out, "smallest memory fraction with no OOM: {}{:.2f}{}\n", r.bound ? "<= " : "", *r.value,
-                   r.bound ? " (the lowest fraction tried: every fraction from 0.01 up fits)" : "");
+    fmt::format_to(out, "smallest memory fraction with no OOM: {}{:.2f}{}{}\n", r.bound ? "<= " : "", *r.value,
+                   r.bound ? " (the lowest fraction tried: every fraction from 0.01 up fits)" : "", caveat);
   fmt::format_to(out, "  setting: {}\n", r.setting);
   fmt::format_to(out, "  replay:  {}\n", r.command);
   if (r.orders) fmt::format_to(out, "  {}\n", sweep_orders_text(r));
