@@ -477,6 +477,23 @@ TEST_CASE("diff: bad requests are one line naming what is wrong, exit 2") {
   }
 }
 
+// The TPU capture's four devices each reserve their pool at their first events (0-7); a window from
+// event 10 drew devices 1-3 from their first events in it (16-18), as if nothing were held before
+// (trial 14). Every space that holds memory as the window opens is drawn from its first event.
+TEST_CASE("window: every space that holds memory as the window opens is drawn from its first event") {
+  RunOutputs out;
+  out.window.from = {.set = true, .is_time = false, .event = 10, .seconds = 0};
+  out.window.from_text = "10";
+  auto r = run_cmd({.trace = test_data("xprof/xprof_tpu_inference_2.xplane.pb.zst"), .capacity = "12GiB"}, out);
+  REQUIRE(r.result.spaces.size() == 4);
+  for (const auto& s : r.result.spaces) {
+    INFO("device " << s.device);
+    REQUIRE(!s.timeline.empty());
+    CHECK(s.timeline.front().event_index == 10);
+    CHECK(s.timeline.front().reserved > 0);  // the pool, reserved before the window
+  }
+}
+
 TEST_CASE("window: --from/--to limit what the page shows of a run to its events, the run's figures stay whole") {
   const std::string whole = tmp_path("whole.json"), html = tmp_path("window.html"), json = tmp_path("window.json");
   REQUIRE(cli("run " + kTrain + " --json " + whole).code == 0);

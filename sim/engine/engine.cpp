@@ -133,7 +133,13 @@ void Engine::feed_other(const Event& ev) {
     const double since = static_cast<double>(ev.t.value() - std::min(ev.t.value(), out_.first_t.value())) *
                          seconds_per_tick(out_.time_unit);
     in_window_ = opt_.window.contains(ev.index, since);
-    if (in_window_ && !window_seen_) out_.window_first = ev.index, window_seen_ = true;
+    if (in_window_ && !window_seen_) {
+      out_.window_first = ev.index, window_seen_ = true;
+      // Every space that holds memory as the window opens is drawn from its first event, not from
+      // the space's own first event in it (trial 14: a TPU pool reserved before --from 10 began at 16).
+      if (replaying_)
+        for (std::uint32_t i = 0; i < slots_.size(); ++i) account(i);
+    }
     if (in_window_) out_.window_last = ev.index;
   }
   if (replaying_) {
