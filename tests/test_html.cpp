@@ -135,6 +135,9 @@ TEST_CASE("html: one chart per device, the binding device marked, and a compare'
   CHECK(count(dom, "class=\"chart\"") == 3);
   CHECK(count(dom, "class=\"summary-row\"") == 3);
   CHECK(dom.find(">1 *</td>") != std::string::npos);  // device 1 binds: the first OOM
+  // The others were replayed up to it only: not "ok" (trial 14: a stopped TPU run's other devices).
+  CHECK(count(dom, ">stopped at event ") == 2);
+  CHECK(count(dom, ">ok</td>") == 0);
   // The OOM's dot is on device 1's chart, at that device's allocated memory, under its capacity.
   CHECK(count(dom, "class=\"oom-marker\"") == 1);
   check_probes(rendered_dom(html, "#probe"), 3);

@@ -243,7 +243,10 @@
     rep.devices.slice().sort(byDevice).forEach((d) => {
       const binds = rep.binding && rep.binding.device === d.device && rep.binding.space === d.space;
       const fr = d.fragmentation.at_peak_allocated;
-      const result = d.completed ? "ok" : "OOM";
+      // A space with no OOM of its own in a run that stopped at another's: replayed only to the stop, so
+      // its figures are up to it (peak requested excepted: the trace's, docs/metrics.md).
+      const result = !d.completed ? "OOM"
+        : rep.stopped_early && rep.ooms.length ? "stopped at event " + rep.ooms[0].event_index : "ok";
       const row = el("tr", { class: "summary-row" });
       // A device with a name (a rank of a set of recordings) as the text report shows it: "3 (rank 3)".
       const dev = String(d.device) + (d.name ? " (" + d.name + ")" : "");
