@@ -391,6 +391,13 @@ TEST_CASE("kineto: windows that begin later or end sooner in a real trace reprod
   // goes to the 1 MiB block at 0x7e7201a00000, which was larger still: a change that helps only
   // with the next (66 of 77 before; the search now tries, when nothing helps, a change after which
   // best fit takes another block with each change that block suggests).
+  // t4_resnet50_60_95 (memory events 60 % to 95 %: --drop 252 --events 147): the 256 KiB block at
+  // 0x7e71e8180000 is free and larger than the 256 KiB blocks best fit takes before it; the search
+  // first made it larger by freeing the top 32 KiB of the untouched 1.5 MiB below it, which a
+  // later request at 0x7e71e8180000 itself then starts at. It needed that range live again, whole,
+  // and the range above the block free instead, but could only keep 512 B below the address live
+  // (the rest then a free block small requests take): 89 of 90 at a local optimum, in 1,802
+  // replays of both searches (each stopped short of its 2,000 by finding no better state).
   struct Case {
     const char* file;
     std::uint64_t allocs, events;
@@ -399,7 +406,8 @@ TEST_CASE("kineto: windows that begin later or end sooner in a real trace reprod
   for (const Case& c :
        {Case{"t4_fp32_late.pt.trace.json.gz", 48, 95, 278921216}, Case{"t4_resnet50_late.json.gz", 115, 138, 230686720},
         Case{"t4_resnet50_first_half.json.gz", 131, 158, 230686720},
-        Case{"t4_resnet50_first_30.json.gz", 77, 94, 230686720}}) {
+        Case{"t4_resnet50_first_30.json.gz", 77, 94, 230686720},
+        Case{"t4_resnet50_60_95.json.gz", 90, 109, 230686720}}) {
     INFO(c.file);
     auto r = run_json({.trace = kineto(c.file)});
     const auto& f = r["fidelity"];
