@@ -37,6 +37,12 @@ nlohmann::json check_free_before_window(const std::string& name, std::uint64_t a
   return h;
 }
 
+// The fidelity line of a run's text ("" when it has none).
+std::string fidelity_line(const std::string& out) {
+  const size_t at = out.find("fidelity: ");
+  return at == std::string::npos ? std::string() : out.substr(at, out.find('\n', at) - at);
+}
+
 }  // namespace
 
 TEST_CASE("kineto: the real traces replay with their recorded addresses and Total Reserved") {
@@ -539,10 +545,6 @@ TEST_CASE("kineto: what is not a memory profile is refused with one line saying 
   // A UTF-8 byte-order mark before a valid trace (an editor's save) is read past, as .json and as
   // .pt.trace.json (trial 13: read as JSONL; simdjson reads no mark).
   const std::string hip = read_text(kineto("mi300x_rank1_hip.json"));
-  auto fidelity_line = [](const std::string& out) {
-    const size_t at = out.find("fidelity: ");
-    return at == std::string::npos ? std::string() : out.substr(at, out.find('\n', at) - at);
-  };
   const std::string plain = fidelity_line(cli("run " + kineto("mi300x_rank1_hip.json")).out);
   REQUIRE_FALSE(plain.empty());
   for (const char* name : {"bom.json", "bom.pt.trace.json"}) {
@@ -647,6 +649,47 @@ TEST_CASE("kineto: a report or a JSONL trace named .json is never taken for a pr
   // diff of a profiler trace under two policies replays it.
   auto d = cli("diff " + kineto("t4_matmul_full.pt.trace.json.gz") + " --policies torch-caching,best-fit");
   CHECK(d.code == 0);
+}
+
+TEST_CASE("kineto: a trace whose first top-level value is larger than 64 KiB is still a profiler trace") {
+  // Detection looked for traceEvents, schemaVersion or deviceProperties in the first 64 KiB (or the
+  // first line): a distributedInfo written first whose process-group table spans many ranks (recent
+  // PyTorch's pg_config) hid them, and the trace was read as fragsim JSONL and refused. The top
+  // level is now walked key by key, past values of any size, compact or pretty-printed.
+  auto doc = nlohmann::json::parse(read_text(kineto("mi300x_rank1_hip.json")));
+  nlohmann::json info = doc["distributedInfo"];
+  info["pg_config"] = nlohmann::json::array();
+  for (int i = 0; i < 1500; ++i)
+    info["pg_config"].push_back({{"pg_name", std::to_string(i)},
+                                 {"pg_desc", "default_pg"},
+                                 {"backend_config", "cuda:nccl"},
+                                 {"pg_size", 2},
+                                 {"ranks", {0, 1}}});
+  REQUIRE(info.dump().size() > 65536);
+  const std::string rest =
+      fmt::format(R"("schemaVersion": {}, "deviceProperties": {}, "traceEvents": {})", doc["schemaVersion"].dump(),
+                  doc["deviceProperties"].dump(1), doc["traceEvents"].dump(1));
+  const std::string plain = fidelity_line(cli("run " + kineto("mi300x_rank1_hip.json")).out);
+  REQUIRE_FALSE(plain.empty());
+  for (const auto& [name, text] :
+       {std::pair{"big_first_compact.json", R"({"distributedInfo": )" + info.dump() + ", " + rest + "}"},
+        std::pair{"big_first_pretty.json", "{\n  \"distributedInfo\": " + info.dump(2) + ",\n  " + rest + "\n}\n"}}) {
+    const std::string path = write_text(name, text);
+    INFO(name);
+    CHECK(is_kineto_file(path));
+    CHECK_FALSE(is_report_path(path));
+    auto c = cli("run " + path);
+    INFO(c.err);
+    CHECK(c.code == 0);
+    CHECK(fidelity_line(c.out) == plain);
+  }
+  // Only top-level keys count: a JSONL trace whose header names traceEvents as a value is JSONL
+  // (the first line held the quoted word: it was taken for a profiler trace).
+  auto jl =
+      write_text("named.json",
+                 "{\"fragsim_trace\": 1, \"workload\": \"traceEvents\"}\n{\"op\":\"alloc\",\"id\":1,\"size\":512}\n");
+  CHECK_FALSE(is_kineto_file(jl));
+  CHECK(cli("run " + jl).code == 0);
 }
 
 TEST_CASE("kineto: convert writes the recorded reserved memory as reserved events that replay the same") {

@@ -622,7 +622,7 @@ class LineParser {
   std::string not_a_profile() const {
     if (path_.size() < 5 || path_.compare(path_.size() - 5, 5, ".json") != 0) return {};
     return " (read as a fragsim JSONL trace: not a PyTorch profiler trace either, which names traceEvents, "
-           "schemaVersion or deviceProperties in its first 64 KiB)";
+           "schemaVersion or deviceProperties at its top level)";
   }
   [[noreturn]] void err(std::string_view key, const std::string& what) {
     if (block_) throw Retry{};
