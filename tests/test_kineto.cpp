@@ -692,6 +692,23 @@ TEST_CASE("kineto: a trace whose first top-level value is larger than 64 KiB is 
   CHECK(cli("run " + jl).code == 0);
 }
 
+TEST_CASE("kineto: an empty .json is refused in one line naming the file, an empty .jsonl has no events") {
+  // A 0-byte .json (a trace handler that failed, a copy cut short) was read as a JSONL trace of no
+  // events and ran: exit 0, "nothing to replay". It is no profiler trace, report or JSONL trace.
+  for (const char* text : {"", "\n  \n"}) {
+    const std::string path = write_text("empty.json", text);
+    for (const char* command : {"run ", "info ", "compare "}) {
+      auto c = cli(command + path);
+      INFO(command << c.err);
+      CHECK(c.code == 2);
+      CHECK(std::count(c.err.begin(), c.err.end(), '\n') == 1);
+      CHECK(c.err.find("empty.json: the file is empty") != std::string::npos);
+    }
+  }
+  // The contract's JSONL ignores blank lines (specs/contracts.md §1): an empty .jsonl is a trace of no events.
+  CHECK(cli("run " + write_text("empty.jsonl", "")).code == 0);
+}
+
 TEST_CASE("kineto: convert writes the recorded reserved memory as reserved events that replay the same") {
   auto out = tmp_path("gh200.jsonl");
   REQUIRE(cli("convert " + kineto("gh200_transformer_stack.pt.trace.json.gz") + " " + out).code == 0);
