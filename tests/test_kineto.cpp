@@ -705,6 +705,12 @@ TEST_CASE("kineto: an empty .json is refused in one line naming the file, an emp
       CHECK(c.err.find("empty.json: the file is empty") != std::string::npos);
     }
   }
+  // Named as a profiler trace, it said "not valid JSON: the file ends before its JSON does" at line 1.
+  auto named = cli("info " + write_text("empty.pt.trace.json", ""));
+  CHECK(named.code == 2);
+  CHECK(std::count(named.err.begin(), named.err.end(), '\n') == 1);
+  CHECK(named.err.find("empty.pt.trace.json: the file is empty (0 bytes): not a PyTorch profiler trace") !=
+        std::string::npos);
   // The contract's JSONL ignores blank lines (specs/contracts.md §1): an empty .jsonl is a trace of no events.
   CHECK(cli("run " + write_text("empty.jsonl", "")).code == 0);
 }

@@ -176,6 +176,13 @@ std::string read_trace_bytes(const std::string& path) {
   constexpr std::uint64_t kMaxDocument = (std::uint64_t{4} << 30) - simdjson::SIMDJSON_PADDING - 1;  // simdjson's bound
   std::string s = read_input(path, kMaxDocument);
   if (s.compare(0, 3, kUtf8Bom) == 0) s.erase(0, 3);  // simdjson reads no byte-order mark
+  // Said as such, not as JSON cut short at line 1 (a trace handler that failed writes one).
+  if (s.find_first_not_of(" \t\r\n") == std::string::npos) {
+    std::error_code ec;
+    const bool zero = std::filesystem::file_size(path, ec) == 0 && !ec;
+    throw InputError(path + (zero ? ": the file is empty (0 bytes)" : ": the file is empty (no JSON in it)") +
+                     ": not a PyTorch profiler trace");
+  }
   s.reserve(s.size() + simdjson::SIMDJSON_PADDING);
   return s;
 }
