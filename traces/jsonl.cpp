@@ -27,6 +27,7 @@
 #include <condition_variable>
 #include <cstring>
 #include <deque>
+#include <filesystem>
 #include <mutex>
 #include <thread>
 #include <vector>
@@ -622,7 +623,7 @@ class LineParser {
   std::string not_a_profile() const {
     if (path_.size() < 5 || path_.compare(path_.size() - 5, 5, ".json") != 0) return {};
     return " (read as a fragsim JSONL trace: not a PyTorch profiler trace either, which names traceEvents, "
-           "schemaVersion or deviceProperties in its first 64 KiB)";
+           "schemaVersion or deviceProperties at its top level)";
   }
   [[noreturn]] void err(std::string_view key, const std::string& what) {
     if (block_) throw Retry{};
@@ -924,14 +925,26 @@ class JsonlReader : public TraceReader {
       : TraceReader(path, opt), lines_(open_source(path), path), parser_(path, !opt.line_by_line) {
     // The header, when present, is the first non-blank line; peek at it now so header() is known.
     std::string_view line;
+    bool any = false;
     while (lines_.next(&line)) {
       if (blank(line)) continue;
+      any = true;
       if (nlohmann::json h = header_of(line, path_, lines_.lineno()); !h.is_null()) {
         set_header(std::move(h), lines_.lineno());
         break;
       }
       lines_.unread();  // an event line: read_raw parses it
       break;
+    }
+    // An empty .jsonl is a trace of no events (specs/contracts.md §1: blank lines are ignored). A
+    // .json holds one JSON document, a profiler trace's or a report's, or is read as JSONL when it
+    // is neither: with nothing in it, it is none of them, most likely a file cut short or never
+    // written (a trace handler that failed), and the run would report nothing as if it had run.
+    if (!any && ends_with(path, ".json")) {
+      std::error_code ec;
+      const bool zero = std::filesystem::file_size(path, ec) == 0 && !ec;
+      throw InputError(path + (zero ? ": the file is empty (0 bytes)" : ": the file is empty (only blank lines)") +
+                       ": neither a PyTorch profiler trace nor a fragsim JSONL trace");
     }
     if (opt.decode_threads > 0)
       parallel_ = std::make_unique<ParallelLines>(lines_, path, opt.decode_threads, !opt.line_by_line);

@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <cstring>
 #include <filesystem>
 #include <map>
@@ -45,10 +46,92 @@ bool has_trace_suffix(const std::string& p) {
   return ends_with(p, ".pt.trace.json") || ends_with(p, ".pt.trace.json.gz") || ends_with(p, ".pt.trace.json.zst");
 }
 
-// Whether the first bytes of an uncompressed .json file are a Chrome trace's rather than a fragsim
-// JSONL trace's or report's: an array of events, or an object naming a Chrome trace's keys
-// (Kineto writes schemaVersion and deviceProperties first, traceEvents after them) before the end
-// of its first line or, pretty-printed, within its first 64 KiB.
+// A file read a chunk at a time, for a walk over the top level of the JSON document it holds.
+class JsonBytes {
+ public:
+  explicit JsonBytes(std::FILE* f) : f_(f), buf_(65536) {}
+  int peek() {
+    if (at_ == n_) {
+      n_ = std::fread(buf_.data(), 1, buf_.size(), f_);
+      at_ = 0;
+      if (n_ == 0) return EOF;
+    }
+    return static_cast<unsigned char>(buf_[at_]);
+  }
+  int get() {
+    const int c = peek();
+    if (c != EOF) ++at_;
+    return c;
+  }
+  int skip_space() {
+    int c;
+    while ((c = peek()) == ' ' || c == '\t' || c == '\r' || c == '\n') ++at_;
+    return c;
+  }
+  // Past a string whose opening quote was read; its bytes, as written, in *out.
+  bool string(std::string* out) {
+    for (int c; (c = get()) != EOF;) {
+      if (c == '"') return true;
+      if (c == '\\' && get() == EOF) return false;
+      if (out && out->size() < 64) out->push_back(c == '\\' ? '\\' : static_cast<char>(c));
+    }
+    return false;
+  }
+  // Past one value, however large: its strings and nested brackets counted, never decoded.
+  bool value() {
+    int c = skip_space();
+    if (c == '"') {
+      get();
+      return string(nullptr);
+    }
+    if (c == '{' || c == '[') {
+      for (int depth = 0; (c = get()) != EOF;) {
+        if (c == '"' && !string(nullptr)) return false;
+        if (c == '{' || c == '[') ++depth;
+        if ((c == '}' || c == ']') && --depth == 0) return true;
+      }
+      return false;
+    }
+    while ((c = peek()) != EOF && c != ',' && c != '}' && c != ']' && c != ' ' && c != '\t' && c != '\r' && c != '\n')
+      ++at_;
+    return c != EOF;
+  }
+
+ private:
+  std::FILE* f_;
+  std::vector<char> buf_;
+  size_t at_ = 0, n_ = 0;
+};
+
+// Whether the object a file begins with has a Chrome trace's key (traceEvents, schemaVersion,
+// deviceProperties) at its top level, walked key by key past values of any size: Kineto writes
+// its top-level keys before traceEvents, and a deviceProperties or distributedInfo of many
+// devices may fill more than any prefix the detection could read. False at a report's key, at
+// the end of the object (the first line of a JSONL trace) or where the text is no JSON.
+bool top_level_keys_name_chrome_trace(const std::string& path) {
+  std::unique_ptr<std::FILE, int (*)(std::FILE*)> f(std::fopen(path.c_str(), "rb"), &std::fclose);
+  if (!f) return false;
+  JsonBytes in(f.get());
+  if (in.peek() == static_cast<unsigned char>(kUtf8Bom[0]))
+    for (size_t i = 0; i < kUtf8Bom.size(); ++i) in.get();
+  if (in.skip_space() != '{') return false;
+  in.get();
+  for (std::string key; in.skip_space() == '"'; key.clear()) {
+    in.get();
+    if (!in.string(&key) || in.skip_space() != ':') return false;
+    in.get();
+    if (key == "traceEvents" || key == "schemaVersion" || key == "deviceProperties") return true;
+    if (key == "fragsim_report" || key == "fragsim_trace") return false;
+    if (!in.value() || in.skip_space() != ',') return false;
+    in.get();
+  }
+  return false;
+}
+
+// Whether an uncompressed .json file is a Chrome trace rather than a fragsim JSONL trace or
+// report: an array of events (its first event within the first 64 KiB), or an object whose top
+// level names a Chrome trace's keys (Kineto writes schemaVersion and deviceProperties first,
+// traceEvents after them), however far into the file they are.
 bool looks_like_chrome_trace(const std::string& path) {
   std::error_code ec;
   if (!std::filesystem::is_regular_file(path, ec)) return false;
@@ -71,13 +154,7 @@ bool looks_like_chrome_trace(const std::string& path) {
     }
     return false;
   }
-  if (s[at] != '{') return false;
-  std::string_view first = s.substr(at, s.find('\n', at) - at);
-  const bool pretty = first.find_first_not_of("{ \t\r") == std::string_view::npos;
-  std::string_view look = pretty ? s : first;
-  for (std::string_view key : {"\"traceEvents\"", "\"schemaVersion\"", "\"deviceProperties\""})
-    if (look.find(key) != std::string_view::npos) return true;
-  return false;
+  return s[at] == '{' && top_level_keys_name_chrome_trace(path);
 }
 
 bool is_trace_entry(const std::filesystem::path& p) { return has_trace_suffix(p.filename().string()); }
@@ -99,6 +176,13 @@ std::string read_trace_bytes(const std::string& path) {
   constexpr std::uint64_t kMaxDocument = (std::uint64_t{4} << 30) - simdjson::SIMDJSON_PADDING - 1;  // simdjson's bound
   std::string s = read_input(path, kMaxDocument);
   if (s.compare(0, 3, kUtf8Bom) == 0) s.erase(0, 3);  // simdjson reads no byte-order mark
+  // Said as such, not as JSON cut short at line 1 (a trace handler that failed writes one).
+  if (s.find_first_not_of(" \t\r\n") == std::string::npos) {
+    std::error_code ec;
+    const bool zero = std::filesystem::file_size(path, ec) == 0 && !ec;
+    throw InputError(path + (zero ? ": the file is empty (0 bytes)" : ": the file is empty (no JSON in it)") +
+                     ": not a PyTorch profiler trace");
+  }
   s.reserve(s.size() + simdjson::SIMDJSON_PADDING);
   return s;
 }

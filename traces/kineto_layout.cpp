@@ -614,7 +614,12 @@ class Inference {
     if (bx.found && !bx.used) {
       if (bx.addr < m.x) {  // its free block must start at x
         if (m.x % kSegmentUnit == 0 && large(bx)) c.push_back(Change{Change::kBound, m.x, 0});
-        untouched_in(bx.addr, m.x, true, [&](std::uint64_t a) { c.push_back(Change{Change::kLive, a, 0}); });
+        // A freed range with bytes below x in that block live again, whole: also one that starts
+        // below the block, its first bytes kept live (a change that made the block above it larger
+        // by freeing below it, where it was larger above it: keeping only 512 B below x live leaves
+        // the rest of that range a free block that small requests take).
+        for (const auto& [a, e] : b.untouched)
+          if (e > bx.addr && a < m.x && h.freed.count(a)) c.push_back(Change{Change::kLive, a, 0});
         keep_ending_at(m.x);
       }
       // x's block smaller, or larger.

@@ -27,7 +27,8 @@
 // no block of the window touches are taken as live (memory allocated before the window); the
 // reserved memory left over is one segment the window never uses. Then each allocation of the
 // window whose address this state would not reproduce suggests a change: a segment boundary at its
-// address (its free block must start there), a touched-free range's untouched tail free (a block
+// address, or a range freed below it live again, whole (its free block must start there), a
+// touched-free range's untouched tail free (a block
 // the real allocator preferred was larger), or only the bytes next to that block that make it
 // larger — 512, or as many as the block best fit took instead needs to pass it (best fit takes the
 // smallest on (size, address): a block passed over at a lower address was larger), or those
