@@ -224,28 +224,39 @@ void Engine::take_moves(Slot& s, const Event& ev) {
     out_.region_moves.push_back(
         {.device = s.device, .space = s.space, .from = m.from, .bytes = m.bytes, .to = m.to, .event = ev.index});
     if (!placements_) continue;
-    // Lines {"i":N,"id":..,"ok":true,"addr":A,...}: those of earlier events (this one's is not written
-    // yet) with A in the moved range. Lines flushed to the file before cannot change (docs/report.md).
+    // Lines {"i":N,"id":..,"ok":true,"addr":A,...,"pieces":[[A,B],...]}: those of earlier events (this
+    // one's is not written yet), each address in the moved range (`addr`, and a piece's: a number
+    // after '[', the only arrays). Lines flushed to the file before cannot change (docs/report.md).
     std::string out;
     out.reserve(pbuf_.size());
     const std::string_view all(pbuf_), key = "\"addr\":";
     for (size_t at = 0; at < all.size();) {
       const size_t end = all.find('\n', at) + 1;
-      std::string_view line = all.substr(at, end - at);
+      const std::string_view line = all.substr(at, end - at);
       at = end;
-      std::uint64_t i = 0, a = 0;
+      std::uint64_t i = 0;
       std::from_chars(line.data() + 5, line.data() + line.size(), i);  // after {"i":
-      const size_t k = line.find(key);
-      const char* digits = k == std::string_view::npos ? nullptr : line.data() + k + key.size();
-      const auto [past, ec] = digits ? std::from_chars(digits, line.data() + line.size(), a)
-                                     : std::from_chars_result{nullptr, std::errc::invalid_argument};
-      if (ec != std::errc() || i >= ev.index || a < m.from.value() || a - m.from.value() >= m.bytes) {
+      if (i >= ev.index) {
         out += line;
         continue;
       }
-      out.append(line.data(), digits);
-      out += std::to_string(a - m.from.value() + m.to.value());
-      out.append(past, line.data() + line.size());
+      for (size_t c = 0; c < line.size();) {
+        size_t digits = std::string_view::npos;
+        if (line.compare(c, key.size(), key) == 0)
+          digits = c + key.size();
+        else if (line[c] == '[')
+          digits = c + 1;
+        if (digits == std::string_view::npos || digits >= line.size() || line[digits] < '0' || line[digits] > '9') {
+          out += line[c++];
+          continue;
+        }
+        std::uint64_t a = 0;
+        const char* past = std::from_chars(line.data() + digits, line.data() + line.size(), a).ptr;
+        out.append(line.data() + c, digits - c);
+        out +=
+            std::to_string(a >= m.from.value() && a - m.from.value() < m.bytes ? a - m.from.value() + m.to.value() : a);
+        c = static_cast<size_t>(past - line.data());
+      }
     }
     pbuf_ = std::move(out);
   }
