@@ -626,7 +626,7 @@ class TorchCachingPolicy : public AllocatorPolicy {
     recount_inactive_split(h, ref.seg, ref.small);
     const std::int32_t next = h.block(*blk).next;
     return rec_.same_settings && split_rule && !req.recorded_addr && !req.seeded_block && take == r &&
-           r < c_.max_split_size && next != SegmentHeap::kNil && !h.block(next).in_use;
+           next != SegmentHeap::kNil && !h.block(next).in_use;
   }
 
   // A block held before the recording began whose size only its request gives may have kept an
@@ -644,14 +644,22 @@ class TorchCachingPolicy : public AllocatorPolicy {
   // importer states only sizes above the request: the trace's digest stays) and is read alike.
   // A random churn recording cut at 50 % (a 14.3 MiB block whose 0.97 MiB remainder a freed
   // neighbour had closed off) reproduced 2076 of 2987 addresses and 2.0 % more reserved memory.
+  // With max_split_size set, a block of at least that size was never split (should_split): it is the
+  // whole free block it was taken from, less than max_non_split_rounding above its request (or a fresh
+  // segment's rounding), so a free block right after it that the recording shows was not free is part
+  // of it, whole (a recording made with max_split_size_mb=64 cut as the ring buffer does: a 75.8 MiB
+  // block holding its 78 MiB segment left a 2.2 MiB tail free, and a 1.8 MiB request went there
+  // instead of to a 20 MiB segment of its own: 0/1 addresses, trial 15).
   std::int32_t settle_tails(SegmentHeap& h, bool small, std::int64_t stream, Bytes r, Addr recorded, std::int32_t blk) {
     while (blk != SegmentHeap::kNil && h.block(blk).addr != recorded) {
       const std::int32_t p = h.block(blk).prev;
       if (p == SegmentHeap::kNil || !h.block(p).in_use) break;
       auto it = tail_unknown_.find(Owner{small, stream, p});
       if (it == tail_unknown_.end()) break;
-      const Bytes f = h.block(blk).size, g = f - r + kMinBlockSize;
-      if (it->second + g > kSmallSize || f - g <= kSmallSize) break;
+      const bool whole = h.block(p).size - it->second >= c_.max_split_size;  // never split: all of it
+      const Bytes f = h.block(blk).size, g = whole ? f : f - r + kMinBlockSize;
+      if (whole ? it->second + g >= c_.max_non_split_rounding : it->second + g > kSmallSize || f - g <= kSmallSize)
+        break;
       h.grow_in_use(p, g);
       allocated_.add(small, static_cast<std::int64_t>(g));
       active_.add(small, static_cast<std::int64_t>(g));
