@@ -438,3 +438,46 @@ TEST_CASE("vocabulary: a bad memory fraction names the variable given") {
   err = input_error([] { (void)run_json({.trace = words::kMi300, .envs = {"XLA_CLIENT_MEM_FRACTION=abc"}}); });
   CHECK_THAT(err, Catch::Contains("XLA_CLIENT_MEM_FRACTION: could not convert"));
 }
+
+TEST_CASE("vocabulary: a TensorFlow capture without its recorded settings gets TensorFlow's default limit") {
+  // Trial 14, item 4: use_recorded_settings=false gave the T4 capture JAX's 0.75 of the device
+  // (11.07 GiB); TensorFlow's default is the free memory (the device's 15,843,721,216 B less the base
+  // preset's 500 MiB reserve here) less the 1050 MiB it keeps on compute capability 7: 13.24 GiB.
+  const Bytes tf_default = 15843721216 - 500 * kMiB - 1050 * kMiB;
+  auto r = run_cmd({.trace = words::kEcbm, .sets = {"use_recorded_settings=false"}});
+  CHECK(r.json["policy"]["config"]["resolved_memory_limit"] == tf_default);
+  CHECK(r.json["policy"]["config"]["mem_fraction"].is_null());  // no per_process_gpu_memory_fraction in force
+  CHECK_THAT(r.text, Catch::Contains("TensorFlow's default limit (no per_process_gpu_memory_fraction): this "
+                                     "device's 14.27 GiB free less the 1050 MiB it keeps for the system (compute "
+                                     "capability 7.x): 13.24 GiB"));
+  auto async = run_json({.trace = words::kEcbm, .policy = "cuda-async", .sets = {"use_recorded_settings=false"}});
+  CHECK(async["policy"]["config"]["resolved_release_threshold"] == tf_default);
+  // With the recorded settings the recorded limit stands, and no default is spoken of.
+  auto recorded = run_cmd({.trace = words::kEcbm});
+  CHECK(recorded.json["policy"]["config"]["resolved_memory_limit"] == 14648653952);
+  CHECK(recorded.json["policy"]["config"]["mem_fraction"].is_null());
+  CHECK_THAT(recorded.text, !Catch::Contains("TensorFlow's default limit"));
+  // A fraction given is TensorFlow's per_process_gpu_memory_fraction of the total.
+  auto half = run_json({.trace = words::kEcbm, .sets = {"use_recorded_settings=false", "mem_fraction=0.5"}});
+  CHECK(half["policy"]["config"]["resolved_memory_limit"] == 15843721216 / 2);
+}
+
+TEST_CASE("vocabulary: diff and check state the recorded limit's fraction and how another device's was made") {
+  // Trial 14, item 5: check called TensorFlow's limit on 782 MiB "its share of this device" (it is the
+  // free memory less 225 MiB), and diff said mem_fraction 0.75 -> 0.001 where the capture's was 0.97.
+  auto base = run_json({.trace = words::kEcbm});
+  auto small = run_json({.trace = words::kEcbm, .capacity = "782MiB"});
+  const std::string applied = small["policy"]["config"]["recorded_settings_applied"];
+  CHECK_THAT(applied, Catch::Contains("(this device's free memory less TensorFlow's reserve for the system)"));
+  CHECK_THAT(applied, !Catch::Contains("share"));
+  // check refuses the pair (their recorded settings differ), naming the limit by the rule that made it.
+  const std::string err = input_error([&] { (void)check_cmd("base.json", base, "small.json", small); });
+  CHECK_THAT(err, Catch::Contains("limit 59768832 B (this device's free memory less TensorFlow's reserve"));
+  CHECK_THAT(err, !Catch::Contains("its share of this device"));
+  const std::string te = words::xprof_path("tracelens_jax_te_fused_attn_934987a2fc2f");
+  CHECK(run_json({.trace = te})["policy"]["config"]["mem_fraction"] == 0.97);
+  auto d = cli("diff " + te + " --policies 'xla-bfc,xla-bfc[mem_fraction=0.001]'");
+  INFO(d.out << d.err);
+  CHECK_THAT(d.out, Catch::Contains("mem_fraction 0.97 -> 0.001"));
+  CHECK_THAT(d.out, !Catch::Contains("0.75"));
+}
