@@ -546,8 +546,15 @@ void register_cuda_async(Registry& r) {
         JaxlibBehaviour jb = gpu_behaviour(cfg, ctx);
         const bool host = ctx.space->space == Space::kHost;  // (pinned host memory is XLA's host BFC)
         double f = cfg.number_in("mem_fraction", 0.75, kMemFractionRange);
-        bool pre = cfg.flag("preallocate", jb.async_prealloc);
+        // A capture of JAX's BFC: XLA_PYTHON_CLIENT_PREALLOCATE, which its mode shows (one region, or
+        // regions grown on demand), sets the cudaMallocAsync pool's too (se_gpu_pjrt_client.cc,
+        // GetStreamExecutorGpuDeviceAllocator: CreateCudaAsyncAllocator(device, memory_fraction,
+        // /*reserve_memory=*/preallocate, ...)). TensorFlow's pool ignores its BFC's mode.
         const RecordedAllocator* rec = cfg.flag("use_recorded_settings", true) ? recorded_bfc(ctx) : nullptr;
+        const bool rec_mode =
+            rec && !host && jb.async_prealloc && rec->name.rfind("gpu_async", 0) != 0 && !cfg.has("preallocate");
+        bool pre =
+            cfg.flag("preallocate", rec_mode ? rec->mode == RecordedAllocator::Mode::kSingleRegion : jb.async_prealloc);
         CudaAsyncOptions o;
         o.cross_delay = static_cast<std::uint64_t>(cfg.integer_in("cross_stream_delay", 0, kDelayRange));
         o.sync_after_free = cfg.flag("sync_after_free", false);
@@ -565,16 +572,25 @@ void register_cuda_async(Registry& r) {
         // A capture of the BFC gives the limit the program's memory fraction made (fraction ×
         // total, rounded up to 2 MiB from jaxlib 0.10.2): with cuda_async the same fraction sets the
         // release threshold and the preallocation.
+        const std::string mode = pre ? "is preallocated to its threshold, as the capture's BFC was one region"
+                                     : "grows on demand, as the capture's BFC did";
         if (rec_threshold) {
           const DeviceLimit here = recorded_limit(*rec, cfg, ctx, jb);
           o.threshold = here.bytes;
           if (!host)
             cfg.note(fmt::format(
-                "cuda-async on device {}: release threshold {} B, {} (the program's memory fraction of the device); "
-                "use_recorded_settings=false drops it",
+                "cuda-async on device {}: release threshold {} B, {} (the program's memory fraction of the device){}; "
+                "use_recorded_settings=false drops {}",
                 ctx.device_index, o.threshold,
                 here.basis.empty() ? "the limit the capture's BFC had"
-                                   : fmt::format("the capture's BFC limit made on this device ({})", here.basis)));
+                                   : fmt::format("the capture's BFC limit made on this device ({})", here.basis),
+                rec_mode ? fmt::format("; the pool {} (XLA_PYTHON_CLIENT_PREALLOCATE sets both)", mode) : "",
+                rec_mode ? "them" : "it"));
+        } else if (rec_mode) {
+          cfg.note(
+              fmt::format("cuda-async on device {}: the capture's mode kept (a threshold given): the pool {} "
+                          "(XLA_PYTHON_CLIENT_PREALLOCATE sets both); use_recorded_settings=false drops it",
+                          ctx.device_index, mode));
         }
         if ((rec_threshold || tf_default) && !host)
           cfg.record("mem_fraction", fraction_in_force(o.threshold, total, jb));
@@ -594,7 +610,7 @@ void register_cuda_async(Registry& r) {
         "XLA_PYTHON_CLIENT_MEM_FRACTION (TensorFlow: per_process_gpu_memory_fraction): the pool's release threshold "
         "as a fraction of device memory",
         kMemFractionRange},
-       {"preallocate", "true (TensorFlow's: false)", false,
+       {"preallocate", "true (TensorFlow's: false; for a JAX capture of the BFC: its recorded mode)", false,
         "XLA_PYTHON_CLIENT_PREALLOCATE (TensorFlow: TF_CUDA_MALLOC_ASYNC_SUPPORTED_PREALLOC=-1): grow the pool to "
         "the threshold at start"},
        {"release_threshold", "the fraction's", "8GiB",

@@ -439,6 +439,58 @@ TEST_CASE("vocabulary: a bad memory fraction names the variable given") {
   CHECK_THAT(err, Catch::Contains("XLA_CLIENT_MEM_FRACTION: could not convert"));
 }
 
+TEST_CASE("vocabulary: JAX's cuda_async what-if of a capture keeps its mode: XLA_PYTHON_CLIENT_PREALLOCATE sets both") {
+  // Trial 14, item 1: XLA passes the allocator config's `preallocate` to CreateCudaAsyncAllocator as
+  // reserve_memory (se_gpu_pjrt_client.cc, GetStreamExecutorGpuDeviceAllocator). The MI355X capture grew
+  // on demand (regions of 2 MiB, then 128 MiB), yet its cuda_async what-if on an H100 preallocated the
+  // threshold: 76.78 GiB reserved, against 640 MiB with XLA_PYTHON_CLIENT_PREALLOCATE=false.
+  const std::string te = words::xprof_path("tracelens_jax_te_fused_attn_934987a2fc2f");
+  auto async = run_cmd({.trace = te, .hw = "h100-80g", .envs = {"XLA_PYTHON_CLIENT_ALLOCATOR=cuda_async"}});
+  INFO(async.text);
+  CHECK(async.json["policy"]["config"]["preallocate"] == false);
+  CHECK(async.json["peak_reserved_bytes"].get<std::uint64_t>() < kGiB);
+  CHECK_THAT(async.text, Catch::Contains("the pool grows on demand, as the capture's BFC did "
+                                         "(XLA_PYTHON_CLIENT_PREALLOCATE sets both)"));
+  auto off = run_json({.trace = te,
+                       .hw = "h100-80g",
+                       .envs = {"XLA_PYTHON_CLIENT_ALLOCATOR=cuda_async", "XLA_PYTHON_CLIENT_PREALLOCATE=false"}});
+  CHECK(off["peak_reserved_bytes"] == async.json["peak_reserved_bytes"]);
+  // The user's setting still decides, and without the recorded settings JAX's default preallocates.
+  auto on = run_json({.trace = te,
+                      .hw = "h100-80g",
+                      .envs = {"XLA_PYTHON_CLIENT_ALLOCATOR=cuda_async", "XLA_PYTHON_CLIENT_PREALLOCATE=true"}});
+  CHECK(on["policy"]["config"]["preallocate"] == true);
+  CHECK(on["peak_reserved_bytes"].get<std::uint64_t>() > 70 * kGiB);
+  auto fresh =
+      run_json({.trace = te, .hw = "h100-80g", .policy = "cuda-async", .sets = {"use_recorded_settings=false"}});
+  CHECK(fresh["policy"]["config"]["preallocate"] == true);
+  // A fraction given keeps the mode (as xla-bfc keeps it), and says so.
+  auto frac = run_cmd({.trace = te,
+                       .hw = "h100-80g",
+                       .envs = {"XLA_PYTHON_CLIENT_ALLOCATOR=cuda_async", "XLA_PYTHON_CLIENT_MEM_FRACTION=.5"}});
+  CHECK(frac.json["policy"]["config"]["preallocate"] == false);
+  CHECK_THAT(frac.text, Catch::Contains("the capture's mode kept (a threshold given): the pool grows on demand"));
+  // compare's cuda-async row is the same what-if; the MI300X capture (144 GiB reserved) likewise.
+  CompareRequest q;
+  q.base.trace = te;
+  q.base.hw = "h100-80g";
+  auto c = compare_cmd(q);
+  bool row = false;
+  for (const auto& r : c.json)
+    if (r.value("label", "") == "cuda-async") {
+      row = true;
+      CHECK(r["peak_reserved_bytes"] == async.json["peak_reserved_bytes"]);
+    }
+  CHECK(row);
+  auto mi = run_json({.trace = words::kMi300, .policy = "cuda-async"});
+  CHECK(mi["policy"]["config"]["preallocate"] == false);
+  CHECK(mi["peak_reserved_bytes"].get<std::uint64_t>() < kGiB);
+  // A preallocated capture (the H200's, one region) keeps preallocation.
+  auto h200 = run_json(
+      {.trace = words::xprof_path("h200_jax_fragment_oom"), .envs = {"XLA_PYTHON_CLIENT_ALLOCATOR=cuda_async"}});
+  CHECK(h200["policy"]["config"]["preallocate"] == true);
+}
+
 TEST_CASE("vocabulary: a TensorFlow capture without its recorded settings gets TensorFlow's default limit") {
   // Trial 14, item 4: use_recorded_settings=false gave the T4 capture JAX's 0.75 of the device
   // (11.07 GiB); TensorFlow's default is the free memory (the device's 15,843,721,216 B less the base
