@@ -594,6 +594,16 @@ void register_cuda_async(Registry& r) {
         }
         if ((rec_threshold || tf_default) && !host)
           cfg.record("mem_fraction", fraction_in_force(o.threshold, total, jb));
+        // XLA and TensorFlow build the cudaMallocAsync allocator only for CUDA: a device on ROCm has
+        // none, and this run models CUDA's pool over its memory (a what-if no program there can run).
+        const Platform platform = ctx.hw && ctx.hw->platform != Platform::kUnknown ? ctx.hw->platform
+                                  : ctx.recording                                  ? ctx.recording->platform
+                                                                                   : Platform::kUnknown;
+        if (platform == Platform::kRocm && !host)
+          cfg.note(
+              "cuda-async on ROCm: cudaMallocAsync is CUDA's, and XLA and TensorFlow build their allocator on it only "
+              "for CUDA (JAX fails to start with XLA_PYTHON_CLIENT_ALLOCATOR=cuda_async there): this run models "
+              "CUDA's pool over this device's memory, which no program on it can use (--hw names a CUDA device)");
         if (auto t = cfg.optional_size("release_threshold")) o.threshold = *t;
         // A capture of this allocator itself (XLA names it gpu_async_N) replayed as recorded: the
         // buffers live before it may go where it placed them.

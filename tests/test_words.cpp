@@ -491,6 +491,50 @@ TEST_CASE("vocabulary: JAX's cuda_async what-if of a capture keeps its mode: XLA
   CHECK(h200["policy"]["config"]["preallocate"] == true);
 }
 
+TEST_CASE("vocabulary: a sweep's setting for another allocator than the recording's starts with the one selecting it") {
+  // Trial 14, item 2: `sweep --find min-mem-fraction --policy cuda-async` printed
+  // XLA_PYTHON_CLIENT_MEM_FRACTION=.01 alone, which pasted into JAX keeps the BFC.
+  const std::string te = words::xprof_path("tracelens_jax_te_fused_attn_934987a2fc2f");
+  auto s = sweep_cmd({.trace = te, .hw = "h100-80g", .policy = "cuda-async"}, "min-mem-fraction");
+  INFO(s.text);
+  CHECK_THAT(s.text,
+             Catch::Contains("  setting: XLA_PYTHON_CLIENT_ALLOCATOR=cuda_async XLA_PYTHON_CLIENT_MEM_FRACTION="));
+  // Selected by the variable itself: said once; the run's other variables come along.
+  auto e = sweep_cmd({.trace = te,
+                      .hw = "h100-80g",
+                      .envs = {"XLA_PYTHON_CLIENT_ALLOCATOR=cuda_async", "XLA_PYTHON_CLIENT_PREALLOCATE=true"}},
+                     "min-mem-fraction");
+  CHECK_THAT(e.text,
+             Catch::Contains("  setting: XLA_PYTHON_CLIENT_ALLOCATOR=cuda_async XLA_PYTHON_CLIENT_PREALLOCATE=true "
+                             "XLA_PYTHON_CLIENT_MEM_FRACTION="));
+  // The recording's own allocator needs no selection.
+  auto own = sweep_cmd({.trace = te, .hw = "h100-80g"}, "min-mem-fraction");
+  CHECK_THAT(own.text, Catch::Contains("  setting: XLA_PYTHON_CLIENT_MEM_FRACTION="));
+  // TensorFlow's words: its variable, then the option.
+  auto tf = sweep_cmd({.trace = words::kEcbm, .policy = "cuda-async"}, "min-mem-fraction");
+  CHECK_THAT(tf.text, Catch::Contains("  setting: TF_GPU_ALLOCATOR=cuda_malloc_async and "
+                                      "tf.compat.v1.GPUOptions(per_process_gpu_memory_fraction="));
+}
+
+TEST_CASE("vocabulary: --policy cuda-async on a ROCm capture runs, saying ROCm has no cudaMallocAsync") {
+  // Trial 14, item 3: the run said nothing, while the variable form is refused (XLA builds the
+  // allocator only for CUDA). --policy is fragsim's own name: the model runs, with a note.
+  auto r = run_cmd({.trace = words::kMi300, .policy = "cuda-async"});
+  INFO(r.text);
+  CHECK_THAT(r.text, Catch::Contains("cuda-async on ROCm: cudaMallocAsync is CUDA's"));
+  auto cuda = run_cmd({.trace = words::kMi300, .hw = "h100-80g", .policy = "cuda-async"});
+  CHECK_THAT(cuda.text, !Catch::Contains("cuda-async on ROCm"));
+  // A sweep of it offers no setting JAX would refuse to start with.
+  auto s = sweep_cmd({.trace = words::kMi300, .capacity = "2GiB", .policy = "cuda-async"}, "min-mem-fraction");
+  INFO(s.text);
+  CHECK_THAT(s.text, Catch::Contains("with fragsim's cuda-async, which no JAX setting selects on ROCm"));
+  CHECK_THAT(s.text, !Catch::Contains("XLA_PYTHON_CLIENT_ALLOCATOR"));
+  // Advice after a fragmentation OOM there never names it.
+  auto oom = run_cmd({.trace = words::kMi300, .capacity = "1102MiB"});
+  CHECK_THAT(oom.text, !Catch::Contains("cuda_async"));
+  CHECK_THAT(oom.text, !Catch::Contains("cuda-async"));
+}
+
 TEST_CASE("vocabulary: a TensorFlow capture without its recorded settings gets TensorFlow's default limit") {
   // Trial 14, item 4: use_recorded_settings=false gave the T4 capture JAX's 0.75 of the device
   // (11.07 GiB); TensorFlow's default is the free memory (the device's 15,843,721,216 B less the base
