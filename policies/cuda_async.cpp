@@ -544,8 +544,17 @@ void register_cuda_async(Registry& r) {
       "JAX XLA_PYTHON_CLIENT_ALLOCATOR=cuda_async: cudaMallocAsync's pool as measured on an H200 (32 MiB chunks)",
       [](ConfigReader& cfg, const ConfigContext& ctx) -> PolicyBuilder {
         JaxlibBehaviour jb = gpu_behaviour(cfg, ctx);
+        const bool host = ctx.space->space == Space::kHost;  // (pinned host memory is XLA's host BFC)
         double f = cfg.number_in("mem_fraction", 0.75, kMemFractionRange);
-        bool pre = cfg.flag("preallocate", jb.async_prealloc);
+        // A capture of JAX's BFC: XLA_PYTHON_CLIENT_PREALLOCATE, which its mode shows (one region, or
+        // regions grown on demand), sets the cudaMallocAsync pool's too (se_gpu_pjrt_client.cc,
+        // GetStreamExecutorGpuDeviceAllocator: CreateCudaAsyncAllocator(device, memory_fraction,
+        // /*reserve_memory=*/preallocate, ...)). TensorFlow's pool ignores its BFC's mode.
+        const RecordedAllocator* rec = cfg.flag("use_recorded_settings", true) ? recorded_bfc(ctx) : nullptr;
+        const bool rec_mode =
+            rec && !host && jb.async_prealloc && rec->name.rfind("gpu_async", 0) != 0 && !cfg.has("preallocate");
+        bool pre =
+            cfg.flag("preallocate", rec_mode ? rec->mode == RecordedAllocator::Mode::kSingleRegion : jb.async_prealloc);
         CudaAsyncOptions o;
         o.cross_delay = static_cast<std::uint64_t>(cfg.integer_in("cross_stream_delay", 0, kDelayRange));
         o.sync_after_free = cfg.flag("sync_after_free", false);
@@ -553,22 +562,48 @@ void register_cuda_async(Registry& r) {
         if (o.chunk < kRound || o.chunk % kRound)
           throw InputError(fmt::format("chunk: must be a positive multiple of {} bytes (got {})", kRound, o.chunk));
         Bytes total = jb.limit_from_free ? ctx.space->usable() : ctx.space->capacity;
-        o.threshold =
-            static_cast<Bytes>(std::min(static_cast<double>(total) * (jb.f32_fraction ? pjrt_fraction(f) : f), 1.8e19));
+        // TensorFlow's threshold is its BFC's limit: with no fraction, the free memory less its reserve.
+        const bool rec_threshold = rec && !cfg.has("mem_fraction") && !cfg.has("release_threshold");
+        const bool tf_default =
+            jb.tf_limit && !rec_threshold && !cfg.has("mem_fraction") && !cfg.has("release_threshold");
+        o.threshold = tf_default ? tensorflow_default_limit(cfg, ctx)
+                                 : static_cast<Bytes>(std::min(
+                                       static_cast<double>(total) * (jb.f32_fraction ? pjrt_fraction(f) : f), 1.8e19));
         // A capture of the BFC gives the limit the program's memory fraction made (fraction ×
         // total, rounded up to 2 MiB from jaxlib 0.10.2): with cuda_async the same fraction sets the
         // release threshold and the preallocation.
-        const RecordedAllocator* rec = cfg.flag("use_recorded_settings", true) ? recorded_bfc(ctx) : nullptr;
-        if (rec && !cfg.has("mem_fraction") && !cfg.has("release_threshold")) {
-          o.threshold = recorded_limit(*rec, cfg, ctx, jb);
-          if (ctx.space->space != Space::kHost)  // (pinned host memory is XLA's host BFC: jax_host_allocator)
+        const std::string mode = pre ? "is preallocated to its threshold, as the capture's BFC was one region"
+                                     : "grows on demand, as the capture's BFC did";
+        if (rec_threshold) {
+          const DeviceLimit here = recorded_limit(*rec, cfg, ctx, jb);
+          o.threshold = here.bytes;
+          if (!host)
             cfg.note(fmt::format(
-                "cuda-async on device {}: release threshold {} B, {} (the program's memory fraction of the device); "
-                "use_recorded_settings=false drops it",
+                "cuda-async on device {}: release threshold {} B, {} (the program's memory fraction of the device){}; "
+                "use_recorded_settings=false drops {}",
                 ctx.device_index, o.threshold,
-                o.threshold == *rec->limit ? "the limit the capture's BFC had"
-                                           : "the same share of this device as the capture's BFC limit"));
+                here.basis.empty() ? "the limit the capture's BFC had"
+                                   : fmt::format("the capture's BFC limit made on this device ({})", here.basis),
+                rec_mode ? fmt::format("; the pool {} (XLA_PYTHON_CLIENT_PREALLOCATE sets both)", mode) : "",
+                rec_mode ? "them" : "it"));
+        } else if (rec_mode) {
+          cfg.note(
+              fmt::format("cuda-async on device {}: the capture's mode kept (a threshold given): the pool {} "
+                          "(XLA_PYTHON_CLIENT_PREALLOCATE sets both); use_recorded_settings=false drops it",
+                          ctx.device_index, mode));
         }
+        if ((rec_threshold || tf_default) && !host)
+          cfg.record("mem_fraction", fraction_in_force(o.threshold, total, jb));
+        // XLA and TensorFlow build the cudaMallocAsync allocator only for CUDA: a device on ROCm has
+        // none, and this run models CUDA's pool over its memory (a what-if no program there can run).
+        const Platform platform = ctx.hw && ctx.hw->platform != Platform::kUnknown ? ctx.hw->platform
+                                  : ctx.recording                                  ? ctx.recording->platform
+                                                                                   : Platform::kUnknown;
+        if (platform == Platform::kRocm && !host)
+          cfg.note(
+              "cuda-async on ROCm: cudaMallocAsync is CUDA's, and XLA and TensorFlow build their allocator on it only "
+              "for CUDA (JAX fails to start with XLA_PYTHON_CLIENT_ALLOCATOR=cuda_async there): this run models "
+              "CUDA's pool over this device's memory, which no program on it can use (--hw names a CUDA device)");
         if (auto t = cfg.optional_size("release_threshold")) o.threshold = *t;
         // A capture of this allocator itself (XLA names it gpu_async_N) replayed as recorded: the
         // buffers live before it may go where it placed them.
@@ -576,16 +611,16 @@ void register_cuda_async(Registry& r) {
                         !cfg.has("mem_fraction") && !cfg.has("release_threshold") && !cfg.has("chunk");
         cfg.record("resolved_release_threshold", o.threshold);
         o.prealloc = pre ? o.threshold : 0;
-        if (ctx.space->space == Space::kHost) return jax_host_allocator(cfg, ctx);
+        if (host) return jax_host_allocator(cfg, ctx);
         return [o](const PolicyContext& pc) { return std::make_unique<CudaAsyncPolicy>(pc, o); };
       },
       false,
       {jaxlib_option(),
-       {"mem_fraction", "0.75", 0.9,
+       {"mem_fraction", "0.75 (for a TensorFlow capture: none, the free memory less TensorFlow's reserve)", 0.9,
         "XLA_PYTHON_CLIENT_MEM_FRACTION (TensorFlow: per_process_gpu_memory_fraction): the pool's release threshold "
         "as a fraction of device memory",
         kMemFractionRange},
-       {"preallocate", "true (TensorFlow's: false)", false,
+       {"preallocate", "true (TensorFlow's: false; for a JAX capture of the BFC: its recorded mode)", false,
         "XLA_PYTHON_CLIENT_PREALLOCATE (TensorFlow: TF_CUDA_MALLOC_ASYNC_SUPPORTED_PREALLOC=-1): grow the pool to "
         "the threshold at start"},
        {"release_threshold", "the fraction's", "8GiB",

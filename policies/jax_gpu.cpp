@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <tuple>
 
@@ -41,6 +42,7 @@ JaxlibBehaviour gpu_behaviour(ConfigReader& cfg, const ConfigContext& ctx) {
   b.version = "TensorFlow";
   b.f32_fraction = false;
   b.async_prealloc = false;
+  b.tf_limit = true;
   cfg.record("resolved_behaviour", "TensorFlow's (the capture's framework)");
   return b;
 }
@@ -103,15 +105,30 @@ std::string tf_reserve_basis(Bytes free, int cc_major) {
 
 }  // namespace
 
-Bytes recorded_limit(const RecordedAllocator& rec, ConfigReader& cfg, const ConfigContext& ctx,
-                     const JaxlibBehaviour& b) {
+Bytes tensorflow_default_limit(ConfigReader& cfg, const ConfigContext& ctx) {
+  const int cc = ctx.hw ? ctx.hw->compute_major : -1;
+  const Bytes free = ctx.space->usable(), limit = tf_default_limit(free, cc);
+  cfg.note(fmt::format(
+      "device {}: TensorFlow's default limit (no per_process_gpu_memory_fraction): this device's {} free less the "
+      "{} MiB it keeps for the system ({}): {}",
+      ctx.device_index, human_bytes(free), (free - limit) / kMiB, tf_reserve_basis(free, cc), human_bytes(limit)));
+  return limit;
+}
+
+nlohmann::json fraction_in_force(Bytes limit, Bytes total, const JaxlibBehaviour& b) {
+  if (b.tf_limit || !total) return nullptr;
+  return std::round(static_cast<double>(limit) / static_cast<double>(total) * 1e4) / 1e4;
+}
+
+DeviceLimit recorded_limit(const RecordedAllocator& rec, ConfigReader& cfg, const ConfigContext& ctx,
+                           const JaxlibBehaviour& b) {
   const Bytes limit = *rec.limit;
   const RecordedHardware* hw = ctx.recording && ctx.recording->hardware ? &*ctx.recording->hardware : nullptr;
-  if (!hw || ctx.space->space != Space::kHbm) return limit;  // (pinned host memory's limit is XLA's own)
+  if (!hw || ctx.space->space != Space::kHbm) return {limit, ""};  // (pinned host memory's limit is XLA's own)
   // The recorded device's memory: as the recording states it (in a set, or a profile directory of
   // hosts with other GPUs, the device's own), else its preset's (a TPU's).
   const std::optional<SpaceSpec> then = recorded_hbm(*hw, ctx.device_index);
-  if (!then || then->capacity == ctx.space->capacity) return limit;
+  if (!then || then->capacity == ctx.space->capacity) return {limit, ""};
   // The program made the limit from the device it ran on, so on another device the same rule makes
   // another limit, from that device alone (never from this run's reserve applied to the recorded one).
   if (ctx.recording->framework_of() == Framework::kTensorFlow) {
@@ -127,13 +144,13 @@ Bytes recorded_limit(const RecordedAllocator& rec, ConfigReader& cfg, const Conf
         ctx.device_index, human_bytes(limit), reserve_then / kMiB, tf_reserve_basis(limit + reserve_then, cc_then),
         human_bytes(limit + reserve_then), human_bytes(free_now), (free_now - here) / kMiB,
         tf_reserve_basis(free_now, cc_now), human_bytes(here)));
-    return here;
+    return {here, "this device's free memory less TensorFlow's reserve for the system"};
   }
   // JAX: a share of the device's total memory (before jaxlib 0.4.1 of its free memory, read as the
   // usable memory: the recorded device's as its preset's reserve leaves it).
   const Bytes recorded = b.limit_from_free ? then->usable() : then->capacity;
   const Bytes now = b.limit_from_free ? ctx.space->usable() : ctx.space->capacity;
-  if (!recorded) return limit;
+  if (!recorded) return {limit, ""};
   const double share = static_cast<double>(limit) / static_cast<double>(recorded);
   const Bytes here = rounded_limit(static_cast<Bytes>(std::min(share * static_cast<double>(now), 1.8e19)), b);
   cfg.note(fmt::format(
@@ -141,7 +158,7 @@ Bytes recorded_limit(const RecordedAllocator& rec, ConfigReader& cfg, const Conf
       "share, {}",
       ctx.device_index, human_bytes(limit), share, human_bytes(recorded), b.limit_from_free ? " free" : "",
       human_bytes(now), human_bytes(here)));
-  return here;
+  return {here, "its share of this device"};
 }
 
 }  // namespace fragsim

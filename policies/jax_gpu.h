@@ -20,6 +20,8 @@ struct JaxlibBehaviour {
   bool f32_fraction = true;      // the fraction reaches the allocator as PJRT's 32-bit float (TensorFlow: a double)
   bool async_prealloc = true;    // the cudaMallocAsync pool is grown to its threshold at start unless told not to
                                  // (TensorFlow: only when told to, TF_CUDA_MALLOC_ASYNC_SUPPORTED_PREALLOC=-1)
+  bool tf_limit = false;         // TensorFlow: with no fraction given, the limit is the device's free memory less
+                                 // its reserve for the system (tensorflow_default_limit), not a share of it
 };
 
 inline constexpr const char* kNewestJaxlib = "0.11.0";
@@ -45,6 +47,18 @@ double pjrt_fraction(double fraction);
 // A byte limit as the release applies it: rounded up to 2 MiB from jaxlib 0.10.2.
 [[nodiscard]] Bytes rounded_limit(Bytes limit, const JaxlibBehaviour& b);
 
+// TensorFlow's limit with no per_process_gpu_memory_fraction (gpu_device.cc,
+// SingleVirtualDeviceMemoryLimit): this device's free memory (its usable memory here) less the
+// reserve TensorFlow keeps for the system, which its compute capability picks (MinSystemMemory);
+// with a note saying so.
+[[nodiscard]] Bytes tensorflow_default_limit(ConfigReader& cfg, const ConfigContext& ctx);
+
+// The memory fraction in force where no fraction given made the limit (a capture's limit, TensorFlow's
+// default), as the config echoes it under mem_fraction so that `diff` and `check` compare it rather
+// than the key's default: JAX's the share the limit is of the total, to 4 decimals (the program's
+// XLA_PYTHON_CLIENT_MEM_FRACTION); TensorFlow's none (null: its limit is free memory less its reserve).
+[[nodiscard]] nlohmann::json fraction_in_force(Bytes limit, Bytes total, const JaxlibBehaviour& b);
+
 struct RecordedAllocator;
 // What an XProf capture recorded about this device's BFC (traces/xprof_capture.h): its limit and
 // whether its addresses show one preallocated region or regions obtained on demand; null when the
@@ -54,8 +68,12 @@ struct RecordedAllocator;
 // what the framework's rule makes of this run's device memory (--capacity, --hw): JAX's the same
 // share of it (its memory fraction), TensorFlow's its free memory less TensorFlow's reserve for the
 // system; with a note saying so.
-[[nodiscard]] Bytes recorded_limit(const RecordedAllocator& rec, ConfigReader& cfg, const ConfigContext& ctx,
-                                   const JaxlibBehaviour& b);
+struct DeviceLimit {
+  Bytes bytes = 0;
+  std::string basis;  // "": the capture's own; else how the rule made this device's ("its share of this device")
+};
+[[nodiscard]] DeviceLimit recorded_limit(const RecordedAllocator& rec, ConfigReader& cfg, const ConfigContext& ctx,
+                                         const JaxlibBehaviour& b);
 // JAX's pinned host memory (the `host` space) is XLA's own host BFC whichever allocator serves
 // device memory (XLA_PYTHON_CLIENT_ALLOCATOR concerns the device): the builder of that BFC
 // (xla-bfc on the host space), with a note saying so. Call it after reading the policy's own keys.

@@ -829,7 +829,11 @@ PolicyBuilder configure_xla_bfc(ConfigReader& cfg, const ConfigContext& ctx) {
   if (upper_alignment < kMinAllocationSize || (upper_alignment & (upper_alignment - 1)))
     throw InputError("policy xla-bfc: upper_alignment: must be a power of two >= 256");
   Bytes total = jb.limit_from_free ? ctx.space->usable() : ctx.space->capacity;
-  Bytes limit = host ? ctx.space->capacity : xla_memory_limit(total, fraction, jb);
+  // TensorFlow with no per_process_gpu_memory_fraction: its free memory less its reserve, not a share.
+  const bool tf_default = !host && jb.tf_limit && !rec_limit && !cfg.has("mem_fraction") && !cfg.has("memory_limit");
+  Bytes limit = host         ? ctx.space->capacity
+                : tf_default ? tensorflow_default_limit(cfg, ctx)
+                             : xla_memory_limit(total, fraction, jb);
   if (auto m = cfg.optional_size("memory_limit"); m && !host)  // gpu_system_memory_size: a byte limit instead
     limit = rounded_limit(*m, jb);
   // A release that rounds its limit up to 2 MiB also pads its regions to that granularity
@@ -844,12 +848,19 @@ PolicyBuilder configure_xla_bfc(ConfigReader& cfg, const ConfigContext& ctx) {
         "chooses)",
         ctx.device_index, *rec->limit));
   }
-  // bytes_allocated + bytes_available + bytes_reserved, as logged (its share on another device)
-  if (rec_limit) limit = recorded_limit(*rec, cfg, ctx, jb);
-  // (A limit made on other device memory is the capture's share of this device's.)
-  const std::string limit_text = rec_limit && limit != *rec->limit
-                                     ? fmt::format("limit {} B (its share of this device)", limit)
-                                     : fmt::format("limit {} B", limit);
+  // bytes_allocated + bytes_available + bytes_reserved, as logged (on other device memory, what the
+  // framework's rule makes of it: JAX's share, TensorFlow's free memory less its reserve)
+  std::string limit_text = fmt::format("limit {} B", limit);
+  if (rec_limit) {
+    const DeviceLimit here = recorded_limit(*rec, cfg, ctx, jb);
+    limit = here.bytes;
+    limit_text =
+        here.basis.empty() ? fmt::format("limit {} B", limit) : fmt::format("limit {} B ({})", limit, here.basis);
+  }
+  // A limit no fraction given made (the capture's, TensorFlow's default) echoes the fraction in force,
+  // not the key's default, 0.75: JAX's the share its limit is of the device (the program's
+  // XLA_PYTHON_CLIENT_MEM_FRACTION), TensorFlow's none (null: free memory less its reserve).
+  if ((rec_limit || tf_default) && !host) cfg.record("mem_fraction", fraction_in_force(limit, total, jb));
   if (rec_limit && rec_mode) {
     cfg.record(kRecordedSettingsKey,
                fmt::format("{} and {} from the capture's {}", limit_text,
@@ -968,7 +979,7 @@ std::vector<AdviceCandidate> advise_xla_bfc(const AdviceInput& in) {
                      .slow = alt.slow});
     std::stable_partition(a.begin(), a.end(), [](const AdviceCandidate& x) { return !x.slow; });
   } else if (limit && in.reserved + in.rounded > limit && !c.contains("memory_limit") &&
-             c.value("mem_fraction", 0.75) < 1.0) {
+             (!c.contains("mem_fraction") || !c["mem_fraction"].is_number() || c["mem_fraction"].get<double>() < 1.0)) {
     a.push_back({.problem = "memory", .why = "a larger share of the device", .find_fraction = true});
   }
   return a;
@@ -992,7 +1003,7 @@ void register_xla_bfc(Registry& r) {
       false,
       {{"preallocate", "true", false,
         "XLA_PYTHON_CLIENT_PREALLOCATE: reserve the whole limit at start (false: grow region by region)"},
-       {"mem_fraction", "0.75", 0.9,
+       {"mem_fraction", "0.75 (for a TensorFlow capture: none, the free memory less TensorFlow's reserve)", 0.9,
         "XLA_PYTHON_CLIENT_MEM_FRACTION (TensorFlow: per_process_gpu_memory_fraction): the limit as a fraction of "
         "device memory",
         kMemFractionRange},

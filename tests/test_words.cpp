@@ -438,3 +438,142 @@ TEST_CASE("vocabulary: a bad memory fraction names the variable given") {
   err = input_error([] { (void)run_json({.trace = words::kMi300, .envs = {"XLA_CLIENT_MEM_FRACTION=abc"}}); });
   CHECK_THAT(err, Catch::Contains("XLA_CLIENT_MEM_FRACTION: could not convert"));
 }
+
+TEST_CASE("vocabulary: JAX's cuda_async what-if of a capture keeps its mode: XLA_PYTHON_CLIENT_PREALLOCATE sets both") {
+  // Trial 14, item 1: XLA passes the allocator config's `preallocate` to CreateCudaAsyncAllocator as
+  // reserve_memory (se_gpu_pjrt_client.cc, GetStreamExecutorGpuDeviceAllocator). The MI355X capture grew
+  // on demand (regions of 2 MiB, then 128 MiB), yet its cuda_async what-if on an H100 preallocated the
+  // threshold: 76.78 GiB reserved, against 640 MiB with XLA_PYTHON_CLIENT_PREALLOCATE=false.
+  const std::string te = words::xprof_path("tracelens_jax_te_fused_attn_934987a2fc2f");
+  auto async = run_cmd({.trace = te, .hw = "h100-80g", .envs = {"XLA_PYTHON_CLIENT_ALLOCATOR=cuda_async"}});
+  INFO(async.text);
+  CHECK(async.json["policy"]["config"]["preallocate"] == false);
+  CHECK(async.json["peak_reserved_bytes"].get<std::uint64_t>() < kGiB);
+  CHECK_THAT(async.text, Catch::Contains("the pool grows on demand, as the capture's BFC did "
+                                         "(XLA_PYTHON_CLIENT_PREALLOCATE sets both)"));
+  auto off = run_json({.trace = te,
+                       .hw = "h100-80g",
+                       .envs = {"XLA_PYTHON_CLIENT_ALLOCATOR=cuda_async", "XLA_PYTHON_CLIENT_PREALLOCATE=false"}});
+  CHECK(off["peak_reserved_bytes"] == async.json["peak_reserved_bytes"]);
+  // The user's setting still decides, and without the recorded settings JAX's default preallocates.
+  auto on = run_json({.trace = te,
+                      .hw = "h100-80g",
+                      .envs = {"XLA_PYTHON_CLIENT_ALLOCATOR=cuda_async", "XLA_PYTHON_CLIENT_PREALLOCATE=true"}});
+  CHECK(on["policy"]["config"]["preallocate"] == true);
+  CHECK(on["peak_reserved_bytes"].get<std::uint64_t>() > 70 * kGiB);
+  auto fresh =
+      run_json({.trace = te, .hw = "h100-80g", .policy = "cuda-async", .sets = {"use_recorded_settings=false"}});
+  CHECK(fresh["policy"]["config"]["preallocate"] == true);
+  // A fraction given keeps the mode (as xla-bfc keeps it), and says so.
+  auto frac = run_cmd({.trace = te,
+                       .hw = "h100-80g",
+                       .envs = {"XLA_PYTHON_CLIENT_ALLOCATOR=cuda_async", "XLA_PYTHON_CLIENT_MEM_FRACTION=.5"}});
+  CHECK(frac.json["policy"]["config"]["preallocate"] == false);
+  CHECK_THAT(frac.text, Catch::Contains("the capture's mode kept (a threshold given): the pool grows on demand"));
+  // compare's cuda-async row is the same what-if; the MI300X capture (144 GiB reserved) likewise.
+  CompareRequest q;
+  q.base.trace = te;
+  q.base.hw = "h100-80g";
+  auto c = compare_cmd(q);
+  bool row = false;
+  for (const auto& r : c.json)
+    if (r.value("label", "") == "cuda-async") {
+      row = true;
+      CHECK(r["peak_reserved_bytes"] == async.json["peak_reserved_bytes"]);
+    }
+  CHECK(row);
+  auto mi = run_json({.trace = words::kMi300, .policy = "cuda-async"});
+  CHECK(mi["policy"]["config"]["preallocate"] == false);
+  CHECK(mi["peak_reserved_bytes"].get<std::uint64_t>() < kGiB);
+  // A preallocated capture (the H200's, one region) keeps preallocation.
+  auto h200 = run_json(
+      {.trace = words::xprof_path("h200_jax_fragment_oom"), .envs = {"XLA_PYTHON_CLIENT_ALLOCATOR=cuda_async"}});
+  CHECK(h200["policy"]["config"]["preallocate"] == true);
+}
+
+TEST_CASE("vocabulary: a sweep's setting for another allocator than the recording's starts with the one selecting it") {
+  // Trial 14, item 2: `sweep --find min-mem-fraction --policy cuda-async` printed
+  // XLA_PYTHON_CLIENT_MEM_FRACTION=.01 alone, which pasted into JAX keeps the BFC.
+  const std::string te = words::xprof_path("tracelens_jax_te_fused_attn_934987a2fc2f");
+  auto s = sweep_cmd({.trace = te, .hw = "h100-80g", .policy = "cuda-async"}, "min-mem-fraction");
+  INFO(s.text);
+  CHECK_THAT(s.text,
+             Catch::Contains("  setting: XLA_PYTHON_CLIENT_ALLOCATOR=cuda_async XLA_PYTHON_CLIENT_MEM_FRACTION="));
+  // Selected by the variable itself: said once; the run's other variables come along.
+  auto e = sweep_cmd({.trace = te,
+                      .hw = "h100-80g",
+                      .envs = {"XLA_PYTHON_CLIENT_ALLOCATOR=cuda_async", "XLA_PYTHON_CLIENT_PREALLOCATE=true"}},
+                     "min-mem-fraction");
+  CHECK_THAT(e.text,
+             Catch::Contains("  setting: XLA_PYTHON_CLIENT_ALLOCATOR=cuda_async XLA_PYTHON_CLIENT_PREALLOCATE=true "
+                             "XLA_PYTHON_CLIENT_MEM_FRACTION="));
+  // The recording's own allocator needs no selection.
+  auto own = sweep_cmd({.trace = te, .hw = "h100-80g"}, "min-mem-fraction");
+  CHECK_THAT(own.text, Catch::Contains("  setting: XLA_PYTHON_CLIENT_MEM_FRACTION="));
+  // TensorFlow's words: its variable, then the option.
+  auto tf = sweep_cmd({.trace = words::kEcbm, .policy = "cuda-async"}, "min-mem-fraction");
+  CHECK_THAT(tf.text, Catch::Contains("  setting: TF_GPU_ALLOCATOR=cuda_malloc_async and "
+                                      "tf.compat.v1.GPUOptions(per_process_gpu_memory_fraction="));
+}
+
+TEST_CASE("vocabulary: --policy cuda-async on a ROCm capture runs, saying ROCm has no cudaMallocAsync") {
+  // Trial 14, item 3: the run said nothing, while the variable form is refused (XLA builds the
+  // allocator only for CUDA). --policy is fragsim's own name: the model runs, with a note.
+  auto r = run_cmd({.trace = words::kMi300, .policy = "cuda-async"});
+  INFO(r.text);
+  CHECK_THAT(r.text, Catch::Contains("cuda-async on ROCm: cudaMallocAsync is CUDA's"));
+  auto cuda = run_cmd({.trace = words::kMi300, .hw = "h100-80g", .policy = "cuda-async"});
+  CHECK_THAT(cuda.text, !Catch::Contains("cuda-async on ROCm"));
+  // A sweep of it offers no setting JAX would refuse to start with.
+  auto s = sweep_cmd({.trace = words::kMi300, .capacity = "2GiB", .policy = "cuda-async"}, "min-mem-fraction");
+  INFO(s.text);
+  CHECK_THAT(s.text, Catch::Contains("with fragsim's cuda-async, which no JAX setting selects on ROCm"));
+  CHECK_THAT(s.text, !Catch::Contains("XLA_PYTHON_CLIENT_ALLOCATOR"));
+  // Advice after a fragmentation OOM there never names it.
+  auto oom = run_cmd({.trace = words::kMi300, .capacity = "1102MiB"});
+  CHECK_THAT(oom.text, !Catch::Contains("cuda_async"));
+  CHECK_THAT(oom.text, !Catch::Contains("cuda-async"));
+}
+
+TEST_CASE("vocabulary: a TensorFlow capture without its recorded settings gets TensorFlow's default limit") {
+  // Trial 14, item 4: use_recorded_settings=false gave the T4 capture JAX's 0.75 of the device
+  // (11.07 GiB); TensorFlow's default is the free memory (the device's 15,843,721,216 B less the base
+  // preset's 500 MiB reserve here) less the 1050 MiB it keeps on compute capability 7: 13.24 GiB.
+  const Bytes tf_default = 15843721216 - 500 * kMiB - 1050 * kMiB;
+  auto r = run_cmd({.trace = words::kEcbm, .sets = {"use_recorded_settings=false"}});
+  CHECK(r.json["policy"]["config"]["resolved_memory_limit"] == tf_default);
+  CHECK(r.json["policy"]["config"]["mem_fraction"].is_null());  // no per_process_gpu_memory_fraction in force
+  CHECK_THAT(r.text, Catch::Contains("TensorFlow's default limit (no per_process_gpu_memory_fraction): this "
+                                     "device's 14.27 GiB free less the 1050 MiB it keeps for the system (compute "
+                                     "capability 7.x): 13.24 GiB"));
+  auto async = run_json({.trace = words::kEcbm, .policy = "cuda-async", .sets = {"use_recorded_settings=false"}});
+  CHECK(async["policy"]["config"]["resolved_release_threshold"] == tf_default);
+  // With the recorded settings the recorded limit stands, and no default is spoken of.
+  auto recorded = run_cmd({.trace = words::kEcbm});
+  CHECK(recorded.json["policy"]["config"]["resolved_memory_limit"] == 14648653952);
+  CHECK(recorded.json["policy"]["config"]["mem_fraction"].is_null());
+  CHECK_THAT(recorded.text, !Catch::Contains("TensorFlow's default limit"));
+  // A fraction given is TensorFlow's per_process_gpu_memory_fraction of the total.
+  auto half = run_json({.trace = words::kEcbm, .sets = {"use_recorded_settings=false", "mem_fraction=0.5"}});
+  CHECK(half["policy"]["config"]["resolved_memory_limit"] == 15843721216 / 2);
+}
+
+TEST_CASE("vocabulary: diff and check state the recorded limit's fraction and how another device's was made") {
+  // Trial 14, item 5: check called TensorFlow's limit on 782 MiB "its share of this device" (it is the
+  // free memory less 225 MiB), and diff said mem_fraction 0.75 -> 0.001 where the capture's was 0.97.
+  auto base = run_json({.trace = words::kEcbm});
+  auto small = run_json({.trace = words::kEcbm, .capacity = "782MiB"});
+  const std::string applied = small["policy"]["config"]["recorded_settings_applied"];
+  CHECK_THAT(applied, Catch::Contains("(this device's free memory less TensorFlow's reserve for the system)"));
+  CHECK_THAT(applied, !Catch::Contains("share"));
+  // check refuses the pair (their recorded settings differ), naming the limit by the rule that made it.
+  const std::string err = input_error([&] { (void)check_cmd("base.json", base, "small.json", small); });
+  CHECK_THAT(err, Catch::Contains("limit 59768832 B (this device's free memory less TensorFlow's reserve"));
+  CHECK_THAT(err, !Catch::Contains("its share of this device"));
+  const std::string te = words::xprof_path("tracelens_jax_te_fused_attn_934987a2fc2f");
+  CHECK(run_json({.trace = te})["policy"]["config"]["mem_fraction"] == 0.97);
+  auto d = cli("diff " + te + " --policies 'xla-bfc,xla-bfc[mem_fraction=0.001]'");
+  INFO(d.out << d.err);
+  CHECK_THAT(d.out, Catch::Contains("mem_fraction 0.97 -> 0.001"));
+  CHECK_THAT(d.out, !Catch::Contains("0.75"));
+}

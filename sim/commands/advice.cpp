@@ -163,7 +163,9 @@ std::vector<std::string> proven_advice(const RunResult& r, const RunRequest& req
     return lines;
   }
   const PolicyInfo& info = reg.find(r.policy_name);
-  const Vocabulary vocab = prepare_run(req, reg, &recording).vocab;  // whose settings to suggest
+  RunOptions prepared = prepare_run(req, reg, &recording);
+  prepared.source = base.source;
+  const Vocabulary vocab = prepared.vocab;  // whose settings to suggest
   std::vector<AdviceCandidate> cands;
   if (info.advise) cands = info.advise({r.policy_config, o.fragmentation, o.kind, o.reserved, o.rounded, vocab});
   const bool fraction = info.fraction && std::any_of(cands.begin(), cands.end(),
@@ -214,7 +216,9 @@ std::vector<std::string> proven_advice(const RunResult& r, const RunRequest& req
                                    sw.setting, sweep_command(req, "min-mem-fraction"), sw.command, orders_of(sw)));
       fits = true;
     } else {
-      tried.push_back(fmt::format("{} (still OOMs)", info.fraction->setting(1.0, vocab.framework)));
+      tried.push_back(fmt::format("{} (still OOMs)",
+                                  framework_setting(prepared, req, reg, info.fraction->setting(1.0, vocab.framework),
+                                                    info.fraction->by_env(vocab.framework))));
     }
   }
   if (!unproven.empty()) {

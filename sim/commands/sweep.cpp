@@ -9,6 +9,7 @@
 
 #include "sim/base/error.h"
 #include "sim/base/text.h"
+#include "sim/commands/settings.h"
 
 namespace fragsim {
 
@@ -183,7 +184,7 @@ void fraction_sweep(const SweepOptions& opt, const Registry& reg, const Fraction
     double v = static_cast<double>(safe + 1) / 100.0;
     res.value = v;
     res.bound = safe == 0;
-    res.setting = knob.setting(v, fw);
+    res.setting = framework_setting(opt.base, opt.request, reg, knob.setting(v, fw), knob.by_env(fw));
     RunRequest q = knob.by_env(fw) ? with_env(opt.request, knob.argument(v, fw), knob.key)
                                    : with_set(opt.request, knob.argument(v, fw));
     q.keep_going = q.check = false;
@@ -346,6 +347,37 @@ void add_orders(const SweepOptions& opt, SweepResult& res,
 }
 
 }  // namespace
+
+std::string framework_setting(const RunOptions& o, const RunRequest& req, const Registry& reg,
+                              const std::string& setting, bool env) {
+  auto variable_of = [](const std::string& e) { return e.substr(0, e.find('=')); };
+  std::vector<std::string> vars;
+  std::string unselectable;
+  // A recording of a framework's allocator (a plain trace names none), replayed through another one.
+  const PolicyInfo* own =
+      o.vocab.framework == Framework::kUnknown
+          ? nullptr
+          : &reg.find(parse_policy_ref(reg.default_for(recording_of(o), o.hw.kind).ref, "default policy").name);
+  if (own && own->name != o.policy.name) {
+    std::string selects;
+    if (own->what_ifs)
+      for (const WhatIf& w : own->what_ifs(nlohmann::json::object(), o.vocab))
+        if (w.ref == o.policy.name) selects = w.setting;
+    if (!selects.empty())
+      vars.push_back(selects);
+    else
+      unselectable = fmt::format(
+          " with fragsim's {}, which no {} setting selects{}", o.policy.name, framework_name(o.vocab.framework),
+          o.vocab.platform == Platform::kUnknown ? "" : fmt::format(" on {}", platform_name(o.vocab.platform)));
+  }
+  const std::string own_var = env ? variable_of(setting) : "";
+  for (const std::string& e : req.envs)
+    if (variable_of(e) != own_var &&
+        std::none_of(vars.begin(), vars.end(), [&](const std::string& v) { return variable_of(v) == variable_of(e); }))
+      vars.push_back(e);
+  if (vars.empty()) return setting + unselectable;
+  return fmt::format("{}{}{}{}", fmt::join(vars, " "), env ? " " : " and ", setting, unselectable);
+}
 
 SweepResult run_sweep(const SweepOptions& given, const Registry& reg) {
   SweepOptions opt = given;

@@ -82,6 +82,15 @@ struct SweepResult {
   std::optional<Orders> orders;
 };
 
+// A setting of the policy's own (`setting`, a memory fraction in the words of the recording's
+// framework; `env`: it is a variable) as that framework's users give it to get run `o` of request
+// `req`: where o's policy is another than the recording's own allocator, first the setting that selects it
+// (the recording's allocator declares it among its what-ifs: XLA_PYTHON_CLIENT_ALLOCATOR=cuda_async,
+// without which the fraction alone keeps the BFC), then the variables `req` gives besides; where no
+// setting of the framework selects that policy on the platform (cudaMallocAsync on ROCm), it says so.
+[[nodiscard]] std::string framework_setting(const RunOptions& o, const RunRequest& req, const Registry& reg,
+                                            const std::string& setting, bool env);
+
 // Throws InputError when the policy has no memory fraction (naming those that have one and
 // min-capacity) or the hardware no hbm space.
 SweepResult run_sweep(const SweepOptions& opt, const Registry& reg);
