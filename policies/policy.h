@@ -359,6 +359,10 @@ class AllocatorPolicy {
   [[nodiscard]] virtual Bytes preallocated() const { return 0; }
   // The size this policy would ask for the request after its own rounding (OOM cause).
   [[nodiscard]] virtual Bytes rounded_size(const AllocRequest& req) const { return req.size; }
+  // What the allocator needed of its free memory when `req` failed: the rounded request, or more where
+  // it obtains memory in larger units for it (PyTorch: a 20 MiB segment for a request of 1-10 MiB).
+  // An OOM's cause compares what was free with it (docs/metrics.md, "OOM cause").
+  [[nodiscard]] virtual Bytes oom_need(const AllocRequest& req) const { return rounded_size(req); }
   // An offline planner's own plan of the space, which reports set beside the best plan fragsim
   // finds (XLA's heap simulator: its heap, the order it chose); nothing for an online allocator.
   struct CompileTimePlan {

@@ -95,6 +95,8 @@ class TorchCachingPolicy : public AllocatorPolicy {
         sched_(ctx.scheduler),
         total_(ctx.space->capacity),
         device_index_(ctx.device_index),
+        rocm_(ctx.hw->platform == Platform::kRocm ||
+              (ctx.hw->platform == Platform::kUnknown && ctx.recording && ctx.recording->platform == Platform::kRocm)),
         expandable_(ctx.device,
                     ctx.hw->space(Space::kHbm) ? ctx.hw->space(Space::kHbm)->capacity : ctx.space->capacity) {}
 
@@ -185,6 +187,12 @@ class TorchCachingPolicy : public AllocatorPolicy {
     return u;
   }
   Bytes rounded_size(const AllocRequest& req) const override { return block_for(req); }
+  // No cached block held it, so it needed the segment it asks the device for (alloc_size: 2 MiB for
+  // at most 1 MiB, 20 MiB for up to 10 MiB, else its size to 2 MiB; PyTorch's message names it). An
+  // expandable segment maps only the pages the block needs.
+  Bytes oom_need(const AllocRequest& req) const override {
+    return c_.expandable ? block_for(req) : segment_for(req, block_for(req));
+  }
   // The block a request takes: round_size of its bytes; an aggregate (the bytes of several
   // allocations from before the recording, sizes unknown) only to whole 512-byte blocks, as each of
   // its allocations is at least — rounding it as one request of its size (roundup_power2_divisions)
@@ -282,14 +290,16 @@ class TorchCachingPolicy : public AllocatorPolicy {
       s = fmt::format(
           "    (PyTorch's message below names the segment it asks the device for, {} ({} B); the block: {} ({} B))\n",
           format_size(a), a, format_size(block), block);
+    // A ROCm build's message (hipified): "HIP out of memory ... try setting PYTORCH_HIP_ALLOC_CONF=..."
+    // (pytorch/pytorch#138002, ROCm/TheRock#1054; builds from 2.9 name PYTORCH_CUDA_ALLOC_CONF there).
     return s + fmt::format(
-                   "    torch.OutOfMemoryError: CUDA out of memory. Tried to allocate {}. GPU {} has a total capacity "
+                   "    torch.OutOfMemoryError: {} out of memory. Tried to allocate {}. GPU {} has a total capacity "
                    "of {} of which {} is free. {}Of the allocated memory {} is allocated by PyTorch, and {} is "
                    "reserved by PyTorch but unallocated. If reserved but unallocated memory is large try setting "
-                   "PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True to avoid fragmentation.\n",
-                   format_size(a), device_index_, format_size(total_), format_size(free),
+                   "{}=expandable_segments:True to avoid fragmentation.\n",
+                   rocm_ ? "HIP" : "CUDA", format_size(a), device_index_, format_size(total_), format_size(free),
                    limit() ? format_size(limit()) + " allowed; " : "", format_size(allocated),
-                   format_size(reserved - allocated));
+                   format_size(reserved - allocated), rocm_ ? "PYTORCH_HIP_ALLOC_CONF" : "PYTORCH_CUDA_ALLOC_CONF");
   }
 
   bool seeds_recording() const override { return rec_.same_settings; }
@@ -895,6 +905,7 @@ class TorchCachingPolicy : public AllocatorPolicy {
   Scheduler* sched_;
   Bytes total_;
   std::uint32_t device_index_;
+  bool rocm_;  // PyTorch's ROCm build: its messages say HIP (hipify), its variable PYTORCH_HIP_ALLOC_CONF
   ExpandableSegments expandable_;
   std::map<Addr, DeviceMemory::Grant> grants_;    // segment base → its cudaMalloc
   std::map<std::int64_t, SegmentHeap> pools_[2];  // [large, small] per stream

@@ -681,6 +681,18 @@ TEST_CASE("torch-caching OOM: empty the cache and retry, then PyTorch's message"
   CHECK_THAT(m2, Catch::Contains("Tried to allocate 20.00 MiB."));
   CHECK_THAT(m2, Catch::Contains("(PyTorch's message below names the segment it asks the device for, 20.00 MiB "
                                  "(20971520 B); the block: 3.00 MiB (3145728 B))"));
+  // That segment is what it needed: 10 MiB left on the device hold the 3 MiB block but not the 20 MiB
+  // segment, a capacity OOM (trial 15: "FRAGMENTATION ... though a free piece is large enough").
+  CHECK(small.result.ooms[0].needed == 20 * MiB);
+  CHECK(small.result.ooms[0].free == 10 * MiB);
+  CHECK_FALSE(small.result.ooms[0].fragmentation);
+  // PyTorch's ROCm build says HIP, and names its variable (pytorch/pytorch#138002).
+  auto hip =
+      simulate({.name = "tsmall_hip", .text = s.text, .policy = "torch-caching", .capacity = "100MiB", .hw = "mi300x"});
+  REQUIRE(hip.result.ooms.size() == 1);
+  CHECK_THAT(hip.result.ooms[0].explanation,
+             Catch::Contains("torch.OutOfMemoryError: HIP out of memory. Tried to allocate 20.00 MiB.") &&
+                 Catch::Contains("PYTORCH_HIP_ALLOC_CONF=expandable_segments:True"));
 }
 
 TEST_CASE("torch-caching expandable segments: 8 x 16 MiB maps 7 pages — 4 x 32 MiB then maps none") {

@@ -90,7 +90,8 @@ void Engine::record_oom(std::uint32_t si, const Event& ev, const AllocRequest& r
   o.reserved = u.reserved;
   o.free = u.available;
   o.largest_free = u.largest_available;
-  o.fragmentation = o.free >= o.rounded;
+  o.needed = std::max(o.rounded, s.policy->oom_need(rq));
+  o.fragmentation = o.free >= o.needed;
   o.kind = s.policy->oom_kind(rq);
   o.request = LiveSet::request_view(ev);
   o.request.block = o.rounded;
@@ -104,9 +105,13 @@ void Engine::record_oom(std::uint32_t si, const Event& ev, const AllocRequest& r
   if (out_.ooms.size() < kDetailedOoms) {
     o.explanation = s.policy->describe_oom(rq);
     const std::uint32_t device = s.device;
+    // The state as the allocator holds it now: a block held before the recording that fails while its
+    // history runs has not been accounted (the history's steps are not the run's), and the moment
+    // said 0 B allocated of 0 B reserved beside an OOM line with 35 GiB of both (trial 15).
+    std::vector<SlotView> views = slot_views();
+    views[si].footprint = s.policy->footprint();
     o.moment = live_.moment(
-        ev.index, ev.t, slot_views(), [&](std::uint32_t i) { return slots_[i].device == device; },
-        opt_.keep_live_buffers);
+        ev.index, ev.t, views, [&](std::uint32_t i) { return slots_[i].device == device; }, opt_.keep_live_buffers);
   }
   if (sink_)
     sink_->oom(ev.t, o.device, o.space, o.id, o.request.name, o.requested, o.free, o.largest_free, oom_cause(o),

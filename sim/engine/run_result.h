@@ -90,7 +90,8 @@ struct OomRecord {
   Bytes requested = 0, rounded = 0, allocated = 0, reserved = 0;
   Bytes free = 0;          // everything the policy could still give: free reserved memory and what the device has left
   Bytes largest_free = 0;  // the largest block it could still give: a free block, or fresh device memory
-  bool fragmentation = false;    // cause: free >= rounded
+  Bytes needed = 0;        // what the allocator needed of its free memory (AllocatorPolicy::oom_need)
+  bool fragmentation = false;    // cause: free >= needed
   std::string explanation;       // the policy's own OOM dump (text output)
   std::string kind;              // non-empty for special OOMs (e.g. "scoped_vmem_limit")
   BufferView request;            // the failing request: name, shape, dtype, stack; block = rounded/padded

@@ -176,6 +176,7 @@ nlohmann::json oom_json(const RunResult& r, const OomRecord& o, size_t map_block
                       {"largest_free_bytes", o.largest_free},
                       {"cause", oom_cause(o)},
                       {"request", buffer_json(r, o.request)}};
+  if (o.needed > o.rounded) j["needed_bytes"] = o.needed;
   if (!o.kind.empty()) j["kind"] = o.kind;
   if (o.before_trace) j["before_recording"] = {{"live_bytes", o.prior_live}};
   if (o.moment) j["at_oom"] = moment_json(r, *o.moment, map_blocks);
@@ -275,8 +276,12 @@ void waste_text(std::back_insert_iterator<std::string> out, const SpaceResult& s
 // with a piece large enough among it is no fragmentation a user can act on: the allocator's own
 // rules passed it over (XLA's BFC backing off past the device's last free bytes; the OOM's kind).
 std::string oom_cause_text(const OomRecord& o) {
-  if (!o.fragmentation) return "CAPACITY (not enough free memory)";
-  if (o.largest_free >= o.rounded)
+  if (!o.fragmentation)
+    return o.needed > o.rounded
+               ? fmt::format("CAPACITY (not enough free memory for the {} the allocator needed for it)",
+                             human_bytes(o.needed))
+               : std::string("CAPACITY (not enough free memory)");
+  if (o.largest_free >= std::max(o.rounded, o.needed))
     return "FRAGMENTATION by the free bytes, though a free piece is large enough: the allocator's rules did not take "
            "it";
   return "FRAGMENTATION (enough memory is free, no block fits)";

@@ -25,7 +25,7 @@ name= names a source held in memory in reports and messages ("<snapshot>", "<eve
 
 Options are the command's, as keywords: policy="xla-bfc[preallocate=false]", hw="h100-80g",
 capacity="16GiB" (or an int of bytes), reserve=..., env={"XLA_PYTHON_CLIENT_MEM_FRACTION": ".5"},
-settings={"max_split_size": "256MiB"} (--set), keep_going, lenient, check, follow_recording,
+settings={"max_split_size_mb": 256} (--set; the keys `fragsim list POLICY` names), keep_going, lenient, check, follow_recording,
 pre_trace ("auto", "recorded" or "rebuilt": --pre-trace),
 strict, shard, shard_dim, jobs (threads, as --jobs: 0 = every core).
 
