@@ -357,6 +357,32 @@ TEST_CASE("check: a run that got further than the baseline is not failed for pea
   CHECK(item(back, "first_oom_event")->regression);
 }
 
+// Trial 15: a one-device run that got further than its baseline, its peak of allocated memory reached
+// by the baseline's stop: the run's figure at that peak gated, the same figure of its one device entry
+// (which carries no peak moment of its own: the run's is the device's) said "not gated: reached past".
+TEST_CASE("check: a one-device report's figures at the peak gate as the run's do") {
+  const nlohmann::json small = torch_report({.trace = kTrain, .capacity = "1GiB", .policy = "best-fit"});
+  const nlohmann::json large = torch_report({.trace = kTrain, .policy = "best-fit"});
+  REQUIRE(small["stopped_early"] == true);
+  REQUIRE(large["devices"].size() == 1);
+  REQUIRE_FALSE(large["devices"][0].contains("at_peak_allocated"));
+  const double bstop = small["first_oom"]["event_index"].get<double>();
+  nlohmann::json cur = large;
+  cur["at_peak_allocated"]["event_index"] = static_cast<std::uint64_t>(bstop);  // reached by the stop
+  const std::string k = "reserved_unallocated_bytes";
+  cur["fragmentation"]["at_peak_allocated"][k] = small["fragmentation"]["at_peak_allocated"][k].get<double>() + MiB;
+  cur["devices"][0]["fragmentation"]["at_peak_allocated"][k] = cur["fragmentation"]["at_peak_allocated"][k];
+  CheckResult r = check_of(small, cur);
+  for (const std::string& m :
+       {"fragmentation.at_peak_allocated." + k, "device 0 hbm.fragmentation.at_peak_allocated." + k}) {
+    INFO(m);
+    const auto* i = item(r, m);
+    REQUIRE(i);
+    CHECK_FALSE(i->past_baseline_stop);
+    CHECK(i->regression);
+  }
+}
+
 // Trial 11, finding 7: --set and --env that resolve to the same allocator settings were refused as
 // "different policies or settings", and diff said "set up differently".
 TEST_CASE("check and diff: settings given by --set and by --env that resolve alike are the same settings") {
