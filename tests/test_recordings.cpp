@@ -889,6 +889,15 @@ TEST_CASE("a what-if on a cut recording made with max_split_size holds its overs
     CHECK(cut["devices"][0]["peak_reserved_bytes"] == whole["devices"][0]["peak_reserved_bytes"]);
     CHECK(whole["devices"][0]["peak_reserved_bytes"] == mib * MiB);
   }
+  // Under a limit, a re-held run that fits says the fit is the window's (trial 15: a cut fitted a fraction
+  // its complete recording runs out with); without one there is nothing to say.
+  const std::string said = "this fit covers the recorded window";
+  auto capped = run_cmd(
+      {.trace = torch_fixture("max_split_recorded_cut"), .sets = {"expandable_segments=true", "memory_fraction=0.5"}});
+  REQUIRE(capped.result.completed);
+  CHECK(capped.text.find(said) != std::string::npos);
+  CHECK(run_cmd({.trace = torch_fixture("max_split_recorded_cut"), .sets = {"expandable_segments=true"}})
+            .text.find(said) == std::string::npos);
   // The recorded settings keep the recorded state.
   auto rec = run_report({.trace = torch_fixture("max_split_recorded_cut")});
   CHECK(rec["devices"][0]["before_recording"]["held"] == "recorded");

@@ -634,6 +634,12 @@ void prior_text(std::back_insert_iterator<std::string> out, const RunResult& r, 
         blocks);
   }
   if (p.range) fmt::format_to(out, "    {}\n", prior_range_text(sp));
+  // A what-if that fits the window says nothing of the program's demand before it (trial 15: a cut
+  // fitted a memory fraction its complete recording runs out with, at a peak before the cut).
+  if (p.rebuilt && sp.ooms.empty() && !r.stopped_early && sp.limit)
+    fmt::format_to(out,
+                   "    this fit covers the recorded window: the program's demand before recording began, which it "
+                   "does not show, may have needed more\n");
 }
 
 // The per-space table of a run over several spaces: each at its own peak.
