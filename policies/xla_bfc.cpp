@@ -555,7 +555,7 @@ class Bfc {
       if (bytes < r) {
         // The device had r bytes left in one piece, but between two tries: each asks for 90 % of
         // the one before, and the last one above r asked for more than it had.
-        if (dev_->padded(r) <= dev_->available()) passed_over_ = {first, tried, dev_->available()};
+        if (dev_->padded(r) <= dev_->available()) passed_over_ = {first, tried, bytes, dev_->available()};
         return false;
       }
       if (region_hint_) dev_->next_address(*region_hint_);
@@ -612,7 +612,8 @@ class Bfc {
  public:
   // The last failed Extend, where it passed over enough device memory (empty otherwise).
   struct Backoff {
-    Bytes first = 0, last = 0, left = 0;  // the first and the last size asked for; what the device had
+    // The first and the last size asked for, the next one (below the request), what the device had.
+    Bytes first = 0, last = 0, next = 0, left = 0;
   };
   const Backoff& passed_over() const { return passed_over_; }
 
@@ -741,10 +742,13 @@ class XlaBfcPolicy : public AllocatorPolicy {
         b->dump(req.size, coll && main_.options().spatial) + "    " + oom_exception(b->options(), req) + "\n";
     if (const auto& p = b->passed_over(); p.first)
       out += fmt::format(
-          "    region growth passed over the device's memory: Extend asked the device for {}, then 90 % of each failed "
-          "size down to {}, and stopped below the {} request: the {} the device had left lay between two tries "
-          "(XLA's BFCAllocator::Extend backs off by a factor of 0.9)\n",
-          human_bytes(p.first), human_bytes(p.last), human_bytes(rounded_bytes(req.size)), human_bytes(p.left));
+          "    region growth passed over the device's memory: Extend asked the device for {}{}, and the next try, {}, "
+          "is below the {} request: the {} the device had left lay between two tries (XLA's BFCAllocator::Extend "
+          "backs off by a factor of 0.9)\n",
+          human_bytes(p.first),
+          p.last == p.first ? std::string()
+                            : fmt::format(", then 90 % of each failed size down to {}", human_bytes(p.last)),
+          human_bytes(p.next), human_bytes(rounded_bytes(req.size)), human_bytes(p.left));
     return out;
   }
   std::string oom_kind(const AllocRequest& req) const override {

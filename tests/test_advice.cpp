@@ -302,6 +302,15 @@ TEST_CASE("advice: the waste split credits the setting that recovers most of the
   // With the setting in force nothing is left to recover, and no line is printed.
   Advice b = advice_of(with_env(q, "PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True"));
   CHECK(line_with(b, "a perfect placement") == nullptr);
+  // A replay that runs out of memory before the run did credits nothing: the T4 amp trace under a
+  // fraction of 0.015 runs out at event 157, with expandable segments at event 46, whose 184 MiB peak
+  // lies below the 204.82 MiB live at once (trial 16: "recovers 17.18 MiB of it, verified by replay").
+  Advice c =
+      advice_of({.trace = test_data("kineto/t4_amp_two_threads.pt.trace.json.gz"), .sets = {"memory_fraction=0.015"}});
+  const std::string* wc = line_with(c, "a perfect placement of these buffers needs 204.82 MiB");
+  REQUIRE(wc);
+  CHECK(wc->find("recovers 17.18 MiB of it") == std::string::npos);
+  REQUIRE(line_with(c, "expandable_segments:True (OOM at event 46)"));
 }
 
 TEST_CASE("advice: a pool reserved up front is not fragmentation a better placement recovers") {

@@ -171,7 +171,7 @@ TEST_CASE("xla-bfc: Extend's backoff passes over the device's last bytes, and th
   CHECK(o.fragmentation);                 // the contract's rule: free >= rounded
   CHECK(o.kind == "region_growth_backoff");
   CHECK_THAT(o.explanation, Catch::Contains("asked the device for 128.00 MiB") &&
-                                Catch::Contains("down to 103.68 MiB") &&
+                                Catch::Contains("down to 103.68 MiB") && Catch::Contains("the next try, 93.31 MiB") &&
                                 Catch::Contains("100.00 MiB the device had left"));
   // One piece short of the request: no backoff passed over it, the ordinary capacity OOM.
   auto short_of = simulate({.name = "backoff_short",

@@ -260,8 +260,12 @@ std::string proven_waste_advice(const RunResult& r, const RunRequest& req, const
                              : sp->peak_reserved;
   for (const Replayed& rp : replays) {
     const SpaceResult* s2 = space_of(rp.result, sp->device, sp->space);
-    // A replay that runs out of memory earlier than the run did proves nothing about its peak.
-    if (!s2 || rp.result.ooms.size() > r.ooms.size() || s2->peak_reserved >= baseline) continue;
+    // A replay that runs out of memory earlier than the run did proves nothing about its peak: it
+    // replayed fewer events (trial 16: "recovers 17.18 MiB ... peak reserved 184.00 MiB" from a replay
+    // that stopped at event 46, below the 204.82 MiB live at once).
+    const bool earlier =
+        !rp.result.ooms.empty() && (r.ooms.empty() || rp.result.ooms.front().event_index < r.ooms.front().event_index);
+    if (!s2 || earlier || rp.result.ooms.size() > r.ooms.size() || s2->peak_reserved >= baseline) continue;
     const Bytes recovered = baseline - s2->peak_reserved;
     if (recovered > best.recovered) best = {rp.candidate->setting, recovered, s2->peak_reserved};
   }
