@@ -638,6 +638,10 @@ void register_cuda_async(Registry& r) {
         "and gives memory above the threshold back; false: a sync only when the pool holds more than the threshold"}}};
   info.frameworks = {Framework::kJax, Framework::kTensorFlow};
   info.fraction = jax_memory_fraction();
+  info.fraction->not_a_cap =
+      "the pool's release threshold (and, with preallocation, what it reserves at start), not a cap: XLA's and "
+      "TensorFlow's GpuCudaMallocAsyncAllocator let the pool grow past it as the program needs, so every fraction "
+      "fits and none keeps the process within that share of the device";
   info.real_hardware_kind = "gpu";
   r.add(std::move(info));
 }

@@ -62,7 +62,8 @@ FractionKnob jax_memory_fraction() {
   return {"mem_fraction",
           {{Framework::kJax, "XLA_PYTHON_CLIENT_MEM_FRACTION", true, ""},
            {Framework::kTensorFlow, "per_process_gpu_memory_fraction", false,
-            "tf.compat.v1.GPUOptions(per_process_gpu_memory_fraction={})"}}};
+            "tf.compat.v1.GPUOptions(per_process_gpu_memory_fraction={})"}},
+          ""};
 }
 
 PolicyBuilder jax_host_allocator(ConfigReader& cfg, const ConfigContext& ctx) {

@@ -466,6 +466,9 @@ struct FractionKnob {
   };
   std::string key;                  // the config key ("mem_fraction")
   std::vector<Spelling> spellings;  // the first is the policy's own framework's
+  // What the fraction sets where it does not cap the allocator ("" : it caps it). cuda-async's is its
+  // pool's release threshold: the pool grows past it as the program needs, so every fraction fits.
+  std::string not_a_cap;
   // Framework f's spelling, the first when f has none (kUnknown: the policy's own).
   const Spelling& spelling(Framework f = Framework::kUnknown) const;
   // "XLA_PYTHON_CLIENT_MEM_FRACTION=.83" / "torch.cuda.set_per_process_memory_fraction(0.83)".

@@ -1161,7 +1161,8 @@ void register_torch_caching(Registry& r) {
   info.frameworks = {Framework::kPyTorch};
   info.fraction = FractionKnob{"memory_fraction",
                                {{Framework::kPyTorch, "torch.cuda.set_per_process_memory_fraction", false,
-                                 "torch.cuda.set_per_process_memory_fraction({})"}}};
+                                 "torch.cuda.set_per_process_memory_fraction({})"}},
+                               ""};
   info.defaults = {{RecordingSource::kTorchSnapshot, "", "torch-caching", "the trace is a PyTorch memory snapshot"},
                    {RecordingSource::kKineto, "", "torch-caching", "the trace is a PyTorch profiler trace"}};
   info.what_ifs = torch_caching_what_ifs;

@@ -807,6 +807,18 @@ TEST_CASE("sweeps count the state before the recording") {
   CHECK(at["devices"][0]["peak_reserved_bytes"].get<Bytes>() <= at["devices"][0]["limit_bytes"].get<Bytes>());
 }
 
+// cuda-async's memory fraction is its pool's release threshold: the pool grows past it, every fraction
+// fits, and a min-mem-fraction answer of ".01" for a 624.5 MiB peak on a 2 GiB device read as a share
+// that fits (trial 16). The sweep says what the fraction is, and the advice offers no fraction for it.
+TEST_CASE("a memory fraction that caps nothing says so in its sweep") {
+  const std::string x = xprof_fixture("tracelens_jax_te_fused_attn_934987a2fc2f");
+  auto s = sweep_cmd({.trace = x, .hw = "h100-80g", .capacity = "2GiB", .policy = "cuda-async"}, "min-mem-fraction");
+  CHECK(s.text.find("release threshold (and, with preallocation, what it reserves at start), not a cap") !=
+        std::string::npos);
+  auto b = sweep_cmd({.trace = x, .hw = "h100-80g", .capacity = "2GiB"}, "min-mem-fraction");
+  CHECK(b.text.find("not a cap") == std::string::npos);  // the BFC's fraction is its limit
+}
+
 TEST_CASE("sweeps and advice say the range over the orders of the state before the recording") {
   // The MI355X capture begins with 224 MiB live (4 blocks); re-held under a capacity, the order of
   // those blocks is one the capture cannot tell, and the run replays the other (before_recording's

@@ -168,8 +168,9 @@ std::vector<std::string> proven_advice(const RunResult& r, const RunRequest& req
   const Vocabulary vocab = prepared.vocab;  // whose settings to suggest
   std::vector<AdviceCandidate> cands;
   if (info.advise) cands = info.advise({r.policy_config, o.fragmentation, o.kind, o.reserved, o.rounded, vocab});
-  const bool fraction = info.fraction && std::any_of(cands.begin(), cands.end(),
-                                                     [](const AdviceCandidate& c) { return c.find_fraction; });
+  const bool fraction =
+      info.fraction && info.fraction->not_a_cap.empty() &&
+      std::any_of(cands.begin(), cands.end(), [](const AdviceCandidate& c) { return c.find_fraction; });
   std::vector<std::string> tried;
   bool fits = false;
   std::vector<Replayed> replays = replay_candidates(cands, req, reg, base, threads);

@@ -99,6 +99,13 @@ constexpr unsigned kSearchWidth = 4;
 constexpr std::uint64_t kCapacityLadder = 16;
 
 void fraction_sweep(const SweepOptions& opt, const Registry& reg, const FractionKnob& knob, SweepResult& res) {
+  // A fraction that caps nothing: the search runs, and says what its answer means (trial 16: ".01"
+  // for a 624.5 MiB peak on a 2 GiB device, read as a share that fits).
+  if (!knob.not_a_cap.empty())
+    res.notes.push_back(
+        fmt::format("{}: the memory fraction is {}; --find min-capacity tells how much memory the "
+                    "trace needs",
+                    knob.spelling(opt.base.vocab.framework).name, knob.not_a_cap));
   // A fraction is of the device's total: where the recording shows a device's usable memory, the
   // preset's total when it explains it (the engine keeps it then), else that usable memory.
   if (opt.base.recorded_devices) {
