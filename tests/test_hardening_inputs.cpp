@@ -396,6 +396,18 @@ TEST_CASE("validate: a calls file that is a device, a FIFO, missing or endless i
   CHECK(run_validate(o).pass);
 }
 
+// A 0-byte `.zst` holds no zstd frame: it read as a trace of no events (exit 0; trial 16).
+TEST_CASE("an empty .zst file is refused in one line naming it") {
+  const std::string path = write_text("empty.jsonl.zst", "");
+  for (const std::string& cmd : {std::string("run "), std::string("info ")}) {
+    auto r = cli(cmd + path);
+    INFO(cmd << r.err);
+    CHECK(r.code == 2);
+    CHECK(r.err.find("empty.jsonl.zst: the file is empty (0 bytes): no zstd stream") != std::string::npos);
+    CHECK(std::count(r.err.begin(), r.err.end(), '\n') == 1);
+  }
+}
+
 // Before: special files were read in full (a profile directory's link to /dev/zero).
 TEST_CASE("inputs are regular files: a device, a FIFO, a folder or a profile directory's link to one is refused") {
   std::string dir = tmp_path("special");

@@ -132,9 +132,13 @@ class ZstdSource : public ByteSource {
       if (ib_.pos == ib_.size) {
         size_t got = file_.read(in_.data(), in_.size());
         if (got == 0) {
+          // A zstd stream holds at least one frame: an empty file is none (trial 16: read as a trace of
+          // no events, exit 0, where `zstd -t` says "unexpected end of file").
+          if (!started_) throw InputError(path_ + ": the file is empty (0 bytes): no zstd stream");
           if (!frame_done_) throw InputError(path_ + ": truncated zstd stream");
           return 0;
         }
+        started_ = true;
         ib_ = {in_.data(), got, 0};
       }
       size_t r = ZSTD_decompressStream(ds_, &out, &ib_);
@@ -152,6 +156,7 @@ class ZstdSource : public ByteSource {
   ZSTD_inBuffer ib_{nullptr, 0, 0};
   ZSTD_DStream* ds_;
   bool frame_done_ = true;
+  bool started_ = false;  // some input was read
   LimitCounter out_;
 };
 
