@@ -1,6 +1,7 @@
 #include "sim/engine/history.h"
 
 #include <algorithm>
+#include <span>
 #include <utility>
 
 namespace fragsim {
@@ -110,8 +111,8 @@ void HistoryRecorder::placed(const Event& ev, const Placement& p, std::uint32_t 
   if (!p.has_addr) return;
   // A block in several pieces is each piece where it lies (kept until freed: the live set knows
   // the block by its largest).
-  const std::vector<Extent> one = {{p.addr, p.block}};
-  const std::vector<Extent>& pieces = p.pieces.empty() ? one : p.pieces;
+  const Extent one[1] = {{p.addr, p.block}};  // the common case: no allocation per placement
+  const std::span<const Extent> pieces = p.pieces.empty() ? std::span<const Extent>(one) : p.pieces;
   if (!p.pieces.empty()) {
     if (ev.handle >= pieces_.size()) pieces_.resize(ev.handle + 1);
     pieces_[ev.handle] = p.pieces;
@@ -142,11 +143,12 @@ void HistoryRecorder::freeing(const Event& ev, const std::vector<SlotView>& slot
   if (log_) log_->freed(h, event, t, ev.has(key::kStream), ev.stream);
   SlotTrack& tr = track(slot);
   tr.live -= std::min(tr.live, v.block);
-  std::vector<Extent> pieces;
-  if (h < pieces_.size() && !pieces_[h].empty())
-    pieces = std::exchange(pieces_[h], {});
-  else if (v.has_addr)
-    pieces = {{v.addr, v.block}};
+  const Extent one[1] = {{v.addr, v.block}};
+  std::vector<Extent> several;  // a block in several pieces (empty: no allocation per free)
+  if (h < pieces_.size() && !pieces_[h].empty()) several = std::exchange(pieces_[h], {});
+  const std::span<const Extent> pieces = !several.empty() ? std::span<const Extent>(several)
+                                         : v.has_addr     ? std::span<const Extent>(one)
+                                                          : std::span<const Extent>();
   const bool delta = exact(event);
   for (const Extent& e : pieces) {
     if (spec_.viewer) regions_.freed(slot, e.addr, e.bytes);
