@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <iterator>
 #include <string_view>
+#include <tuple>
 
 #include "sim/base/error.h"
 #include "sim/base/io.h"
@@ -175,6 +176,22 @@ std::vector<Segment> Parser::segments(const PyObj* segments) const {
       }
     }
     out.push_back(std::move(s));
+  }
+  // Segments are disjoint device ranges (each one cudaMalloc or one reserved virtual range): two
+  // that overlap are not a snapshot PyTorch wrote, and replaying them would place blocks twice.
+  std::vector<size_t> by_addr(out.size());
+  for (size_t i = 0; i < out.size(); ++i) by_addr[i] = i;
+  std::sort(by_addr.begin(), by_addr.end(), [&](size_t a, size_t b) {
+    return std::tie(out[a].device, out[a].addr, a) < std::tie(out[b].device, out[b].addr, b);
+  });
+  for (size_t k = 1; k < by_addr.size(); ++k) {
+    const size_t first = std::min(by_addr[k - 1], by_addr[k]), later = std::max(by_addr[k - 1], by_addr[k]);
+    const Segment &p = out[by_addr[k - 1]], &q = out[by_addr[k]];
+    if (p.device == q.device && q.addr - p.addr < std::max<std::uint64_t>(p.size, 1))
+      bad(fmt::format(
+          "segments: entry {} (device {}, address {:#x}, {} B) overlaps entry {} (address {:#x}, {} B): "
+          "segments are disjoint device ranges",
+          later, out[later].device, out[later].addr, out[later].size, first, out[first].addr, out[first].size));
   }
   return out;
 }

@@ -263,6 +263,15 @@ class Sources(Scratch):
         with self.assertRaises(fragsim.InputError) as cm:
             fragsim.run(loop)
         self.assertIn("contains itself", str(cm.exception))
+        # Segments are disjoint device ranges: a second segment inside the first is not a snapshot
+        # PyTorch writes (each is one cudaMalloc), and its blocks would be placed twice.
+        twice = hand_snapshot()
+        twice["segments"][1]["address"] = A + 16 * MiB
+        twice["segments"][1]["blocks"][0]["address"] = A + 16 * MiB
+        with self.assertRaises(fragsim.InputError) as cm:
+            fragsim.run(twice)
+        self.assertIn("segments: entry 1 (device 0, address 0x7f0001000000, 12582912 B) overlaps entry 0",
+                      str(cm.exception))
         # What the importer refuses in a file, it refuses in a dict, with the same message.
         bad = {"device_traces": [[{"action": "alloc", "addr": 1}]], "segments": []}
         path = self.path("bad.pickle")
