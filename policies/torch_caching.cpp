@@ -962,9 +962,21 @@ PolicyBuilder configure_torch_caching(ConfigReader& cfg, const ConfigContext& ct
                     cfg.has("roundup_power2_divisions") || cfg.has("expandable_segments");
   const std::string conf = cfg.text("alloc_conf", "");
   bool use_recorded = cfg.flag("use_recorded_settings", true);
-  if (use_recorded && ctx.recording && ctx.recording->torch_settings) {
+  const RecordedTorchSettings* own = ctx.recording ? ctx.recording->torch_settings_of(ctx.device_index) : nullptr;
+  if (use_recorded && ctx.recording && ctx.recording->device_torch_settings.count(ctx.device_index))
+    cfg.note(
+        fmt::format("torch-caching: device {} replays its own recording's settings ({}): the set's "
+                    "recordings state different ones, and each process configured its own allocator",
+                    ctx.device_index,
+                    own ? alloc_conf_text([&] {
+                      Config x;
+                      apply_recorded_settings(*own, x);
+                      return x;
+                    }())
+                        : std::string("none recorded")));
+  if (use_recorded && own) {
     Config recorded;
-    apply_recorded_settings(*ctx.recording->torch_settings, recorded);
+    apply_recorded_settings(*own, recorded);
     const std::string recorded_text = alloc_conf_text(recorded);
     if (whole) {
       std::string bare = conf;  // PyTorch's tokenizer skips spaces
@@ -981,9 +993,8 @@ PolicyBuilder configure_torch_caching(ConfigReader& cfg, const ConfigContext& ct
     } else {
       c = recorded;
       cfg.record(kRecordedSettingsKey, true);
-      if (!ctx.recording->torch_settings->inferred.empty())
-        cfg.note(
-            fmt::format("torch-caching: the recording's settings include {}", ctx.recording->torch_settings->inferred));
+      if (!own->inferred.empty())
+        cfg.note(fmt::format("torch-caching: the recording's settings include {}", own->inferred));
       if (keys && !recorded_text.empty())
         cfg.note(
             fmt::format("torch-caching: the snapshot's recorded settings ({}) stay where the settings given do "
@@ -1020,7 +1031,7 @@ PolicyBuilder configure_torch_caching(ConfigReader& cfg, const ConfigContext& ct
   AsRecorded rec;
   if (ctx.recording && ctx.recording->framework() == "PyTorch") {
     Config recorded;
-    if (ctx.recording->torch_settings) apply_recorded_settings(*ctx.recording->torch_settings, recorded);
+    if (own) apply_recorded_settings(*own, recorded);
     rec.same_settings = alloc_conf_text(recorded) == alloc_conf_text(c);
     Config probe = recorded;
     probe.max_split_size = c.max_split_size;

@@ -587,6 +587,25 @@ TEST_CASE("sets of recordings: one job's ranks or hosts replay as one run that n
   CHECK(hosts["fidelity"]["allocs_matched"] == 80 + 81);  // each host as on its own
 }
 
+// Trial 15 #9: each process of a job configures its own allocator, so the ranks of a set keep the
+// settings their own snapshots recorded; the set took the first file's for every rank. Rank 1 here
+// was recorded with max_split_size_mb:64 (tests/data/torch/SOURCES.md: its 75.8 MiB request holds the
+// whole 78 MiB segment, which a 1.8 MiB request would otherwise split).
+TEST_CASE("sets of recordings: each rank replays the allocator settings its own snapshot recorded") {
+  std::string dir = tmp_path("ranks_settings");
+  std::filesystem::create_directories(dir);
+  std::filesystem::copy_file(torch_fixture("small_mlp_97ev"), dir + "/snapshot_rank0.pickle.zst",
+                             std::filesystem::copy_options::overwrite_existing);
+  std::filesystem::copy_file(torch_fixture("max_split_whole_block"), dir + "/snapshot_rank1.pickle.zst",
+                             std::filesystem::copy_options::overwrite_existing);
+  auto r = run_cmd({.trace = dir});
+  CHECK(r.json["fidelity"]["allocs_compared"] == 36 + 3);
+  CHECK(r.json["fidelity"]["allocs_matched"] == 36 + 3);  // was 38: rank 1 split its segment
+  CHECK(r.text.find("device 1 replays its own recording's settings (max_split_size_mb:64)") != std::string::npos);
+  const std::string info = trace_info_text(trace_info(dir, false));
+  CHECK(info.find("device 1: allocator settings: PYTORCH_CUDA_ALLOC_CONF=max_split_size_mb:64") != std::string::npos);
+}
+
 // Trial 10, findings 6 and 11: in a profile directory of two hosts (an MI300X's capture beside an
 // MI355X's), every device had the first host's memory — device 8 replayed on the MI300X's 191.98
 // GiB below the 279.34 GiB limit its own allocator logged, with no note — while a set of profiler

@@ -44,6 +44,25 @@ RecordedTorchSettings torch_settings(const nlohmann::json& s) {
   return t;
 }
 
+// The settings an object states (a snapshot's header, or one device's entry of a set's
+// device_allocator_settings): its allocator_settings, and what the snapshot's own layout shows of a
+// setting they leave out (inferred_allocator_settings).
+std::optional<RecordedTorchSettings> recorded_torch_settings(const nlohmann::json& h) {
+  std::optional<RecordedTorchSettings> r;
+  if (h.contains("allocator_settings")) r = torch_settings(h["allocator_settings"]);
+  if (auto it = h.find("inferred_allocator_settings"); it != h.end() && it->is_object()) {
+    const RecordedTorchSettings inferred = torch_settings(*it);
+    if (inferred.expandable_segments && !(r && r->expandable_segments)) {
+      if (!r) r = RecordedTorchSettings{};
+      r->expandable_segments = inferred.expandable_segments;
+      r->inferred = "expandable_segments:" + std::string(*inferred.expandable_segments ? "True" : "False") + ": " +
+                    (it->contains("basis") && (*it)["basis"].is_string() ? (*it)["basis"].get<std::string>()
+                                                                         : std::string("inferred"));
+    }
+  }
+  return r;
+}
+
 // A recorded_devices entry's allocator_cap: {cap_bytes, request_bytes, device_free_bytes, oom_event}.
 template <class Bad>
 std::optional<RecordedAllocatorCap> allocator_cap(const nlohmann::json& d, const Bad& bad) {
@@ -141,19 +160,12 @@ Recording recording_from_header(const nlohmann::json& h, const std::string& file
     r.source = RecordingSource::kJaxMemoryProfile;
   else if (source == "fragsim gen")
     r.source = RecordingSource::kGenerated;
-  if (h.contains("allocator_settings")) r.torch_settings = torch_settings(h["allocator_settings"]);
-  // What the snapshot's own layout shows of a setting its allocator_settings leave out.
-  if (auto it = h.find("inferred_allocator_settings"); it != h.end() && it->is_object()) {
-    const RecordedTorchSettings inferred = torch_settings(*it);
-    if (inferred.expandable_segments && !(r.torch_settings && r.torch_settings->expandable_segments)) {
-      if (!r.torch_settings) r.torch_settings = RecordedTorchSettings{};
-      r.torch_settings->expandable_segments = inferred.expandable_segments;
-      r.torch_settings->inferred =
-          "expandable_segments:" + std::string(*inferred.expandable_segments ? "True" : "False") + ": " +
-          (it->contains("basis") && (*it)["basis"].is_string() ? (*it)["basis"].get<std::string>()
-                                                               : std::string("inferred"));
-    }
-  }
+  r.torch_settings = recorded_torch_settings(h);
+  if (auto it = h.find("device_allocator_settings"); it != h.end() && it->is_array())
+    for (const auto& d : *it)
+      if (d.is_object() && d.contains("device") && d["device"].is_number_unsigned() &&
+          d["device"].get<std::uint64_t>() <= UINT32_MAX)
+        r.device_torch_settings[d["device"].get<std::uint32_t>()] = recorded_torch_settings(d);
   if (auto it = h.find("recorded_devices"); it != h.end() && it->is_array())
     for (const auto& d : *it) {
       if (!d.is_object() || !d.contains("device") || !d["device"].is_number_unsigned() ||
@@ -251,6 +263,7 @@ std::vector<std::string> describe_header(const nlohmann::json& h) {
                                                "time_unit",
                                                "source",
                                                "allocator_settings",
+                                               "device_allocator_settings",
                                                "recorded_devices",
                                                "xprof",
                                                "state_only",
@@ -279,12 +292,22 @@ std::vector<std::string> describe_header(const nlohmann::json& h) {
       lines.push_back(fmt::format("recorded with: {}{}{}", who, who.empty() || on.empty() ? "" : " on ", on) +
                       (by->contains("basis") ? fmt::format(" ({})", by->value("basis", std::string())) : ""));
   }
-  if (auto s = h.find("allocator_settings"); s != h.end() && s->is_object()) {
-    std::string conf = s->value("PYTORCH_CUDA_ALLOC_CONF", std::string());
-    lines.push_back("allocator settings: " + (conf.empty()
-                                                  ? std::string("PyTorch's defaults, no PYTORCH_CUDA_ALLOC_CONF")
-                                                  : "PYTORCH_CUDA_ALLOC_CONF=" + conf));
-  }
+  auto settings_text = [](const nlohmann::json& s) {
+    std::string conf = s.value("PYTORCH_CUDA_ALLOC_CONF", std::string());
+    return conf.empty() ? std::string("PyTorch's defaults, no PYTORCH_CUDA_ALLOC_CONF")
+                        : "PYTORCH_CUDA_ALLOC_CONF=" + conf;
+  };
+  const auto per_device = h.find("device_allocator_settings");
+  const bool differ = per_device != h.end() && per_device->is_array() && !per_device->empty();
+  if (auto s = h.find("allocator_settings"); s != h.end() && s->is_object())
+    lines.push_back("allocator settings: " + settings_text(*s) + (differ ? " (the devices below: their own)" : ""));
+  if (differ)
+    for (const auto& d : *per_device)
+      if (d.is_object() && d.contains("device")) {
+        auto s = d.find("allocator_settings");
+        lines.push_back(fmt::format("device {}: allocator settings: {}", d["device"].dump(),
+                                    s != d.end() && s->is_object() ? settings_text(*s) : std::string("none recorded")));
+      }
   if (h.value("state_only", false) == true) lines.push_back("a state-only snapshot: no trace of allocations");
   if (auto d = h.find("recorded_devices"); d != h.end() && d->is_array())
     for (const auto& x : *d)

@@ -127,7 +127,8 @@ class SetReader : public TraceReader {
     // — ranks numbered onto one device would be replayed as one GPU.
     const bool by_rank = named && std::all_of(used.begin(), used.end(), [](const auto& u) { return u.size() == 1; });
     nlohmann::json members = nlohmann::json::array(), names = nlohmann::json::object(),
-                   recorded = nlohmann::json::array(), kineto, hardware, hardware_devices = nlohmann::json::array();
+                   recorded = nlohmann::json::array(), kineto, hardware, hardware_devices = nlohmann::json::array(),
+                   device_settings = nlohmann::json::array();
     std::uint64_t next_device = 0;
     for (size_t i = 0; i < files.size(); ++i) {
       Member m;
@@ -150,6 +151,20 @@ class SetReader : public TraceReader {
       }
       const nlohmann::json& h = m.reader->header();
       if (i == 0 && h.is_object()) header_ = h;
+      // Each process configured its own allocator: a member whose recorded settings are not the
+      // first's keeps them for its devices (the set's header states the first's).
+      auto settings_of = [](const nlohmann::json& x) {
+        nlohmann::json s = nlohmann::json::object();
+        for (const char* k : {"allocator_settings", "inferred_allocator_settings"})
+          if (x.is_object() && x.contains(k)) s[k] = x[k];
+        return s;
+      };
+      if (const nlohmann::json own = settings_of(h); i > 0 && own != settings_of(header_))
+        for (auto d : used[i]) {
+          nlohmann::json e = own;
+          e["device"] = m.device[d];
+          device_settings.push_back(std::move(e));
+        }
       // The memory each device reported in its own recording (a profiler trace's deviceProperties):
       // a set may mix GPUs, and each rank runs on its own.
       if (h.is_object() && h.contains("recorded_hardware") && h["recorded_hardware"].is_object()) {
@@ -206,6 +221,7 @@ class SetReader : public TraceReader {
         header_["recorded_hardware"]["devices"] = hardware_devices;
     }
     header_.erase("recorded_devices");
+    if (!device_settings.empty()) header_["device_allocator_settings"] = device_settings;
     header_.erase("rank");  // each file's own
     if (!recorded.empty()) header_["recorded_devices"] = recorded;
     if (kineto.is_object()) header_["kineto"] = kineto;

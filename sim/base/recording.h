@@ -99,6 +99,9 @@ struct Recording {
   std::string recorded_by_basis;           // what in the recording says so
   Platform platform = Platform::kUnknown;  // the devices' platform, where the recording names their vendor
   std::optional<RecordedTorchSettings> torch_settings;
+  // A set of recordings whose members recorded other settings than the first: each such device's
+  // own (nullopt: its snapshot states none). Each rank's allocator was configured by its own process.
+  std::map<std::uint32_t, std::optional<RecordedTorchSettings>> device_torch_settings;
   std::vector<RecordedDeviceMemory> devices;
   std::vector<RecordedAllocator> allocators;
   std::optional<RecordedHardware> hardware;
@@ -114,6 +117,12 @@ struct Recording {
   // no cap of its own — bounded only by the host's RAM, which the trace does not record. (A hardware
   // preset's host space is a framework's pinned pool, XLA's host BFC: not this memory.)
   bool host_unbounded() const { return source == RecordingSource::kKineto; }
+  // The settings device d's allocator recorded: its own in a set whose members differ, else the recording's.
+  const RecordedTorchSettings* torch_settings_of(std::uint32_t d) const {
+    if (auto it = device_torch_settings.find(d); it != device_torch_settings.end())
+      return it->second ? &*it->second : nullptr;
+    return torch_settings ? &*torch_settings : nullptr;
+  }
   // The alignment every buffer of device d had, when the recording says.
   std::optional<Bytes> alignment_of(std::uint32_t d) const {
     if (auto it = alignments.find(d); it != alignments.end()) return it->second;

@@ -114,9 +114,11 @@ void RecordingAnchor::share_extents(Allocator& al) {
 void RecordingAnchor::learn_torch_blocks(TraceReader& reader) {
   using torch::kSmallSize;  // requests up to it use the small pool
   const Recording& rec = reader.recording();
-  // max_split_size (unset: no oversize blocks)
-  const Bytes mss =
-      rec.torch_settings && rec.torch_settings->max_split_size ? *rec.torch_settings->max_split_size : kTooLarge;
+  // Each device's max_split_size (unset: no oversize blocks)
+  auto mss = [&](std::uint32_t device) {
+    const RecordedTorchSettings* s = rec.torch_settings_of(device);
+    return s && s->max_split_size ? *s->max_split_size : kTooLarge;
+  };
   std::map<std::pair<std::uint32_t, std::uint64_t>, Bytes> segments;            // (device, base) → size
   std::map<std::pair<std::uint32_t, std::uint64_t>, std::uint64_t> pre_ids;     // (device, id) → address
   std::vector<std::tuple<std::uint32_t, std::uint64_t, std::uint64_t>> starts;  // (device, x, index)
@@ -133,7 +135,7 @@ void RecordingAnchor::learn_torch_blocks(TraceReader& reader) {
     if (ev.op != Op::kAlloc || !ev.has(key::kAddr)) continue;
     starts.emplace_back(ev.device, ev.addr.value(), pre ? 0 : ev.index);
     Bytes r = round_up_sat(ev.size, torch::kMinBlockSize);
-    if (pre && !ev.has(key::kBlockSize) && r > kSmallSize && r < mss) {
+    if (pre && !ev.has(key::kBlockSize) && r > kSmallSize && r < mss(ev.device)) {
       pre_blocks_[{ev.device, ev.addr.value()}] = PreBlock{r};
       pre_ids[{ev.device, ev.id.value()}] = ev.addr.value();
     }
