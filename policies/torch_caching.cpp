@@ -133,9 +133,11 @@ class TorchCachingPolicy : public AllocatorPolicy {
           return Placement::failed();
         }
       }
+      // An aggregate's bytes are its blocks' whole sizes (a profiler trace's Total Allocated counts
+      // each block's unsplit remainder): it takes exactly them, whatever remains.
       Bytes remaining = heap->block(blk).size - r;
-      bool split =
-          (small || c_.expandable) ? remaining >= kMinBlockSize : (r < c_.max_split_size && remaining > kSmallSize);
+      bool split = (small || c_.expandable || req.aggregate) ? remaining >= kMinBlockSize
+                                                             : (r < c_.max_split_size && remaining > kSmallSize);
       heap->take(blk, r, req.size, split);
       recount_inactive_split(*heap, heap->block(blk).region, small);
     }
@@ -319,8 +321,12 @@ class TorchCachingPolicy : public AllocatorPolicy {
     if (!rec_.comparable || c_.expandable) return false;
     const Bytes lo = std::min(c_.max_split_size, rec_.settings.max_split_size);
     const bool same_split = c_.max_split_size == rec_.settings.max_split_size;
+    // Live bytes at no address the recording states (a profiler trace's, PriorBlock::aggregate) are
+    // blocks of unknown sizes: rounded alike only when the rounding is the same for every size.
+    const bool same_rounding = std::equal(std::begin(c_.divisions), std::end(c_.divisions),
+                                          std::begin(rec_.settings.divisions), std::end(rec_.settings.divisions));
     for (const PriorRegion& r : regions) {
-      if (r.mapped_range || holds_aggregate(r)) return false;
+      if (r.mapped_range || (holds_aggregate(r) && !same_rounding)) return false;
       if (!same_split && r.size >= lo) return false;
       if (r.size >= kMinLargeAlloc && (Config::alloc_size(c_.round_size(r.size)) != r.size ||
                                        Config::alloc_size(rec_.settings.round_size(r.size)) != r.size))
@@ -619,7 +625,7 @@ class TorchCachingPolicy : public AllocatorPolicy {
     }
     const auto& fb = h.block(b);
     Bytes rest = fb.addr + fb.size - (at + r), take = r;
-    if (req.seeded_block > r && req.seeded_block - r <= rest) {  // the recording says
+    if (req.seeded_block >= r && req.seeded_block - r <= rest) {  // the recording says (no remainder, if r)
       take = req.seeded_block;
     } else if (split_rule && rest > 0 && rest <= kSmallSize) {
       if (r >= c_.max_split_size) {
