@@ -159,6 +159,25 @@ TEST_CASE("kineto: the state before a window re-held under the recorded settings
     if (d["space"] == "hbm") CHECK(d["before_recording"]["held"] == "rebuilt");
 }
 
+// Trial 18 #3: a recording proves its device had the memory its allocator held. The H100 trace
+// reserved 134 MiB at once; on a device stating 600 MiB, h100-80g's 500 MiB reserve for the runtime
+// left 100 MiB, and the replay of the recording itself ran out of memory where the program did not.
+TEST_CASE("kineto: the memory a recording held at once is never below what its own device gives") {
+  std::string text = read_text(kineto("h100_release_at_alloc.pt.trace.json"));
+  const std::string from = "\"totalGlobalMem\": 85045477376";
+  REQUIRE(text.find(from) != std::string::npos);
+  text.replace(text.find(from), from.size(), "\"totalGlobalMem\": 629145600");
+  const std::string small = write_text("h100_600m.pt.trace.json", text);
+  auto r = run_cmd({.trace = small});
+  CHECK(r.json["completed"] == true);
+  CHECK(r.json["fidelity"]["allocs_matched"] == 31);
+  CHECK(r.json["fidelity"]["reserved_matched"] == 62);
+  CHECK(r.text.find("the reserve is lowered to 466.00 MiB (--reserve sets it)") != std::string::npos);
+  // Given memory (--capacity) is another device: the preset's reserve stays.
+  auto given = run_cmd({.trace = small, .capacity = "600MiB", .keep_going = true});
+  CHECK(given.json["completed"] == false);
+}
+
 // A what-if on a late window of a recording answers as on the whole recording (issue 47).
 // gh200_transformer_stack_late is the GH200 trace less its first 12 memory events: it begins with a
 // 12 MiB and a 5 MiB block of the loop live (allocated before it), which it frees in its first step

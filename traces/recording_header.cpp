@@ -231,6 +231,15 @@ Recording recording_from_header(const nlohmann::json& h, const std::string& file
     r.device_sizes = h.value("device_sizes", false) == true;
   }
   if (r.source == RecordingSource::kJaxMemoryProfile) r.device_sizes = h.value("device_sizes", false) == true;
+  if (auto k = h.find("kineto"); k != h.end() && k->is_object())
+    if (auto ds = k->find("devices"); ds != k->end() && ds->is_array())
+      for (const auto& d : *ds)
+        if (d.is_object() && d.contains("device") && d["device"].is_number_unsigned() &&
+            d["device"].get<std::uint64_t>() <= UINT32_MAX && d.contains("peak_reserved_bytes") &&
+            d["peak_reserved_bytes"].is_number_unsigned()) {
+          Bytes& m = r.held_at_most[d["device"].get<std::uint32_t>()];
+          m = std::max(m, d["peak_reserved_bytes"].get<Bytes>());
+        }
   if (auto n = h.find("device_names"); n != h.end() && n->is_object())
     for (const auto& [k, v] : n->items()) {
       char* end = nullptr;

@@ -111,6 +111,9 @@ struct Recording {
   bool state_only = false;                            // a snapshot without a trace: nothing happened while recording
   std::map<std::uint32_t, std::string> device_names;  // "rank 3", "host1:0": a set of recordings, a profile folder
   std::optional<std::uint32_t> rank;  // the process's rank in a distributed job (Kineto's distributedInfo)
+  // The most device memory each device's allocator held at once, as the recording states it (a
+  // profiler trace's Total Reserved): the device had at least that much to give.
+  std::map<std::uint32_t, Bytes> held_at_most;
 
   // Whether its host space is memory no limit of the recording bounds: a profiler trace's CPU
   // tensors (Device Type 0) are PyTorch's CPU allocator's — malloc and free per tensor, no cache and

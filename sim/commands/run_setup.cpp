@@ -76,6 +76,21 @@ HardwareModel choose_hardware(const RunRequest& req, const Recording& recording,
   // The recording's own device, where a preset of its family stands in: its compute capability.
   if (req.hw.empty() && recording.hardware && !recording.hardware->compute_capability.empty())
     hw.compute_major = compute_major(recording.hardware->compute_capability);
+  // On the recording's own device, the memory its allocator held at once (a profiler trace's Total
+  // Reserved) was there to give: a preset's reserve for the runtime that would leave less is
+  // lowered to what the recording proves free of it.
+  if (hbm && req.hw.empty() && req.capacity.empty() && req.reserve.empty())
+    for (const auto& [device, held] : recording.held_at_most) {
+      const Bytes total =
+          recording.hardware ? recording.hardware->capacity_of(device).value_or(hbm->capacity) : hbm->capacity;
+      if (held > total || total - held >= hbm->reserve) continue;
+      notes->push_back(fmt::format(
+          "device {}'s allocator held {} ({} B) at once in the recording, more than the {} of its {} that {}'s "
+          "reserve for the runtime ({}) leaves: the reserve is lowered to {} ({} sets it)",
+          device, human_bytes(held), held, human_bytes(total - hbm->reserve), human_bytes(total), hw.name,
+          human_bytes(hbm->reserve), human_bytes(total - held), opt("--reserve")));
+      hbm->reserve = total - held;
+    }
   if (!req.capacity.empty()) {
     if (!hbm) throw InputError(opt("--capacity") + ": hardware '" + hw.name + "' has no hbm space");
     Bytes holdback = hbm->runtime_holdback();
