@@ -214,6 +214,65 @@ TEST_CASE("outputs: never a file the command reads, a read-only file, or the tar
     CHECK(e.path().string().find(".tmp.") == std::string::npos);
 }
 
+// Trial 17: a descriptor open on a file (/dev/fd/3, /proc/self/fd/N) was written through, past
+// every guard: `3<trace.jsonl` made the trace the report, a read-only file was replaced, and
+// `3>>$GITHUB_STEP_SUMMARY` truncated the summary. Two new files spelled differently (./x and x)
+// were one output written twice; merge replaced a trace its manifest names; a number beyond a
+// double's range in a report was an internal error (exit 1, check's "regression"); JSON of 201
+// levels passed the 200-level bound.
+TEST_CASE("outputs: a descriptor or another spelling names the file it is, and every guard applies to it") {
+  const std::string dir = fresh_dir("fdguard");
+  const std::string trace = dir + "/t.jsonl";
+  fs::copy_file(kSample, trace);
+  const std::string kept = read_text(trace);
+  check_refused(cli("run " + trace + " --json /dev/fd/3 3<" + trace), "input of this command");
+  check_refused(cli("run " + trace + " --html /proc/self/fd/4 4<" + trace), "input of this command");
+  CHECK(read_text(trace) == kept);
+  const std::string ro = dir + "/ro.json";
+  std::ofstream(ro) << "precious\n";
+  fs::permissions(ro, fs::perms::owner_read | fs::perms::group_read | fs::perms::others_read);
+  check_refused(cli("run " + trace + " --json /dev/fd/5 5<" + ro), "read-only");
+  CHECK(read_text(ro) == "precious\n");
+  REQUIRE(cli("run " + trace + " --json " + dir + "/r.json").code == 0);
+  const std::string summary = dir + "/summary.md";
+  std::ofstream(summary) << "## earlier step\n";
+  REQUIRE(std::system(("env GITHUB_STEP_SUMMARY=" + summary + " " + FRAGSIM_BINARY + " check --baseline " + dir +
+                       "/r.json --current " + dir + "/r.json --markdown /dev/fd/3 3>>" + summary + " >/dev/null")
+                          .c_str()) == 0);
+  CHECK(read_text(summary).rfind("## earlier step\n### fragsim check: passed", 0) == 0);
+  // A pipe is still written through.
+  CHECK(std::system(("(" + std::string(FRAGSIM_BINARY) + " run " + trace +
+                     " --json /dev/fd/3 3>&1 >/dev/null) | grep -q peak_reserved_bytes")
+                        .c_str()) == 0);
+  // Two new files, one spelled relative and one with ./ (from the folder itself).
+  const int two = std::system(("cd " + dir + " && " + FRAGSIM_BINARY + " run t.jsonl --json ./n.json --html n.json 2>" +
+                               dir + "/two.err >/dev/null")
+                                  .c_str());
+  CHECK(WEXITSTATUS(two) == 2);
+  CHECK(read_text(dir + "/two.err").find("--json writes the same file") != std::string::npos);
+  CHECK(!fs::exists(dir + "/n.json"));
+  // merge: the traces its shards' manifest names.
+  const std::string m = dir + "/m.txt";
+  std::ofstream(m) << trace << " --policy best-fit\n";
+  REQUIRE(cli("batch " + m + " --json " + dir + "/shard.json").code == 0);
+  check_refused(cli("merge " + dir + "/shard.json --json " + trace), "input of this command");
+  CHECK(read_text(trace) == kept);
+  // A number no double holds, in a report: an input error naming its line.
+  std::string report = read_text(dir + "/r.json");
+  const std::string from = "\"oom_count\": 0";
+  REQUIRE(report.find(from) != std::string::npos);
+  report.replace(report.find(from), from.size(), "\"oom_count\": 1e400");
+  const std::string big = write_text("bignum.json", report);
+  for (const std::string& args :
+       {"check --baseline " + big + " --current " + dir + "/r.json", "diff " + dir + "/r.json " + big})
+    check_refused(cli(args), "1e400: a number out of range");
+  // At most 200 levels: 200 read, 201 refused.
+  CHECK_NOTHROW(parse_json(nested_json(200, false), "ok.json"));
+  CHECK_NOTHROW(parse_json(nested_json(200, true), "ok.json"));
+  CHECK_THROWS_AS(parse_json(nested_json(201, false), "deep.json"), InputError);
+  CHECK_THROWS_AS(parse_json(nested_json(201, true), "deep.json"), InputError);
+}
+
 // Before: `check --markdown "$GITHUB_STEP_SUMMARY"` (the docs' own example) replaced the summary
 // that earlier steps wrote; GitHub documents the file as appended to.
 TEST_CASE("outputs: the GitHub step summary is appended to, whichever command writes it") {

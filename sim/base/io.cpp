@@ -352,10 +352,19 @@ bool read_only(const std::string& p) {
 OutputTarget output_target(const std::string& path, const std::string& what) {
   namespace fs = std::filesystem;
   if (names_stdout(path)) return {OutputTarget::kStdout, path};
-  if (path.rfind("/dev/fd/", 0) == 0 || path.rfind("/proc/self/fd/", 0) == 0) return {OutputTarget::kThrough, path};
   auto refuse = [&](const std::string& why) { throw InputError(fmt::format("{} {}: {}", what, path, why)); };
   std::error_code ec;
   fs::path p = path;
+  // A descriptor (/dev/fd/N) open on a pipe, a terminal or a device is written through. One open on
+  // a file names that file, which every rule below protects as if it were named (`3<trace.jsonl`
+  // must not make the trace the report; `3>>summary.md` keeps what the summary held).
+  if (path.rfind("/dev/fd/", 0) == 0 || path.rfind("/proc/self/fd/", 0) == 0) {
+    struct stat st {};
+    if (::stat(path.c_str(), &st) != 0 || !S_ISREG(st.st_mode)) return {OutputTarget::kThrough, path};
+    const fs::path file = fs::canonical(path, ec);
+    if (ec || !fs::is_regular_file(file, ec)) refuse("a descriptor open on a file fragsim cannot name; name the file");
+    return output_target(file.string(), what);
+  }
   const fs::path folder = fs::absolute(p, ec).parent_path();
   for (int hops = 0; fs::is_symlink(fs::symlink_status(p, ec)); ++hops) {
     fs::path t = fs::read_symlink(p, ec);
@@ -485,10 +494,13 @@ void check_outputs(const std::vector<std::string>& inputs,
     if (t.kind != OutputTarget::kFile) continue;
     if (in.holds(t.path))
       throw InputError(fmt::format("{} {}: that is an input of this command; refusing to overwrite it", what, out));
-    std::error_code ec;
+    // One file however spelled (./x, d/../x, its absolute path), existing or not.
+    auto where = [](const std::string& f) {
+      std::error_code ec;
+      return fs::weakly_canonical(fs::absolute(f, ec), ec).lexically_normal();
+    };
     for (size_t j = 0; j < i; ++j)
-      if (targets[j].kind == OutputTarget::kFile &&
-          fs::weakly_canonical(targets[j].path, ec) == fs::weakly_canonical(t.path, ec))
+      if (targets[j].kind == OutputTarget::kFile && where(targets[j].path) == where(t.path))
         throw InputError(fmt::format("{} {}: {} writes the same file", what, out, outputs[j].first));
   }
 }
@@ -653,8 +665,12 @@ void read_lines(const std::string& path, size_t max_line,
 nlohmann::json parse_json(std::string_view text, const std::string& file, std::uint64_t line) {
   // nlohmann's parser keeps its own stack (no recursion); the callback refuses a value deeper than
   // the bound as it is opened, so no deeper tree is ever built.
-  auto depth = [&](int d, nlohmann::json::parse_event_t, nlohmann::json&) {
-    if (d > kMaxNesting) throw InputError(file, line, fmt::format("JSON nested deeper than {} levels", kMaxNesting));
+  // (A container opens at the depth of the containers around it: 0 for the outermost.)
+  auto depth = [&](int d, nlohmann::json::parse_event_t ev, nlohmann::json&) {
+    const bool opens =
+        ev == nlohmann::json::parse_event_t::object_start || ev == nlohmann::json::parse_event_t::array_start;
+    if (opens && d >= kMaxNesting)
+      throw InputError(file, line, fmt::format("JSON nested deeper than {} levels", kMaxNesting));
     return true;
   };
   try {
@@ -664,6 +680,19 @@ nlohmann::json parse_json(std::string_view text, const std::string& file, std::u
     if (!line)
       for (size_t i = 0; i < e.byte && i < text.size(); ++i) at += text[i] == '\n';
     throw InputError(file, at, "invalid JSON");
+  } catch (const nlohmann::json::out_of_range& e) {
+    // A number beyond a double's range ("number overflow parsing '1e400'"): the line of its first
+    // appearance in the text.
+    const std::string w = e.what();
+    const size_t q = w.find('\''), q2 = q == std::string::npos ? q : w.find('\'', q + 1);
+    const std::string token = q2 == std::string::npos ? std::string() : w.substr(q + 1, q2 - q - 1);
+    std::uint64_t at = line ? line : 1;
+    if (const size_t pos = token.empty() ? std::string_view::npos : text.find(token);
+        !line && pos != std::string_view::npos)
+      at += static_cast<std::uint64_t>(std::count(text.begin(), text.begin() + static_cast<std::ptrdiff_t>(pos), '\n'));
+    throw InputError(
+        file, at,
+        token.empty() ? std::string("a number out of range") : fmt::format("{}: a number out of range", token));
   }
 }
 

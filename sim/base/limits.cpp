@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <array>
+#include <atomic>
 #include <cinttypes>
 #include <cstdio>
 #include <optional>
@@ -136,15 +137,23 @@ void check_device_lists(std::uint64_t largest, const std::string& where, std::ui
 LimitCounter::LimitCounter(Limit l, std::string file, std::uint64_t input_bytes)
     : limit_(l), file_(std::move(file)), input_bytes_(input_bytes), max_(limit_value(l, input_bytes)) {}
 
+namespace {
+std::atomic<bool> g_python{false};
+}  // namespace
+
+void limits_speak_python() { g_python = true; }
+
 void LimitCounter::exceeded() const {
   const LimitSpec& s = spec(limit_);
-  std::string basis = g_override[static_cast<size_t>(limit_)] ? "set by --limit"
+  const bool py = g_python;
+  std::string basis = g_override[static_cast<size_t>(limit_)] ? (py ? "set by fragsim.set_limit" : "set by --limit")
                       : s.num == 0
                           ? "the default"
                           : fmt::format("default {}, the input being {}", default_text(s), human_bytes(input_bytes_));
-  throw InputError(fmt::format("{}more {} than the limit allows: {} is limit {} ({}); --limit {}={} raises it",
-                               file_.empty() ? "" : file_ + ": ", s.what, amount(s, max_), s.key, basis, s.key,
-                               s.bytes ? "SIZE" : "N"));
+  const std::string raise =
+      fmt::format("{}{}={}{}", py ? "fragsim.set_limit('" : "--limit ", s.key, s.bytes ? "SIZE" : "N", py ? "')" : "");
+  throw InputError(fmt::format("{}more {} than the limit allows: {} is limit {} ({}); {} raises it",
+                               file_.empty() ? "" : file_ + ": ", s.what, amount(s, max_), s.key, basis, raise));
 }
 
 }  // namespace fragsim

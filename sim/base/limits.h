@@ -41,6 +41,8 @@ enum class Limit : std::uint8_t { kDecompressed, kObjects, kStrings, kDevices, k
 void set_limit(std::string_view key_value);
 // Forgets every --limit (tests).
 void reset_limits();
+// Limit messages name the Python module's fragsim.set_limit instead of --limit (the module sets it).
+void limits_speak_python();
 // One line per limit: key, what it counts, its default (for --help).
 [[nodiscard]] std::string limits_help();
 // "decompressed, objects, ...".

@@ -100,8 +100,17 @@ std::vector<std::string> merge_inputs(const std::vector<std::pair<std::string, n
   std::vector<std::string> in;
   for (const auto& [file, j] : shards) {
     in.push_back(file);
-    if (j.is_object() && j.contains("manifest") && j["manifest"].is_string())
-      in.push_back(j["manifest"].get<std::string>());
+    if (!j.is_object() || !j.contains("manifest") || !j["manifest"].is_string()) continue;
+    const std::string manifest = j["manifest"].get<std::string>();
+    in.push_back(manifest);
+    // The traces and --hw files it names, where the manifest is still here to say (merge may run
+    // elsewhere than the batch: a manifest gone or changed protects what it no longer names).
+    std::error_code ec;
+    if (!std::filesystem::is_regular_file(manifest, ec)) continue;
+    try {
+      for (auto& f : batch_inputs(read_manifest(manifest))) in.push_back(std::move(f));
+    } catch (const InputError&) {  // a manifest that no longer reads names nothing left to protect
+    }
   }
   return in;
 }

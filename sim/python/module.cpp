@@ -43,9 +43,25 @@ constexpr auto kPoll = std::chrono::milliseconds(100);
 
 // A path as Python names it (str, bytes or os.PathLike), as the bytes the OS takes:
 // os.fsencode(os.fspath(p)) (a name that is not UTF-8 comes back as it was).
+// A str the OS cannot take (a lone surrogate, a NUL byte) is an InputError naming the path, as
+// the command line refuses a path it cannot open; another type, os.fspath's TypeError.
 std::string path_of(py::handle p) {
   py::module_ os = py::module_::import("os");
-  return py::bytes(os.attr("fsencode")(os.attr("fspath")(p)));
+  py::object named = os.attr("fspath")(p);
+  std::string out;
+  try {
+    out = py::bytes(os.attr("fsencode")(named));
+  } catch (py::error_already_set& e) {
+    if (!e.matches(PyExc_UnicodeEncodeError)) throw;
+    throw InputError(
+        fmt::format("{}: a path the file system cannot name (a character no encoding of file names "
+                    "holds: a lone surrogate)",
+                    std::string(py::str(py::repr(named)))));
+  }
+  if (out.find('\0') != std::string::npos)
+    throw InputError(fmt::format("{}: a path with a NUL character, which no file name holds",
+                                 std::string(py::str(py::repr(named)))));
+  return out;
 }
 
 bool is_path(py::handle p) { return PyUnicode_Check(p.ptr()) || py::hasattr(p, "__fspath__"); }
@@ -221,7 +237,7 @@ class Options {
       return utf8_text(py::str(PyFloat_Check(v.ptr()) ? py::object(py::float_(PyFloat_AsDouble(v.ptr())))
                                                       : py::object(int_of(v, k))),
                        k);
-    throw py::type_error(fmt::format("{}=: a {} value{}", k, python_type(v),
+    throw py::type_error(fmt::format("{}=: a value is {}{}", k, python_type(v),
                                      env ? " (an environment variable holds a str: write it as you would export it)"
                                          : " (expected str, bool, int or float)"));
   }
@@ -292,12 +308,16 @@ bool is_segment_list(py::handle src) {
 // input whose size is the JSONL text a list or tuple of that length would be (kLineBytes a line)
 // and nothing for any other iterable (a generator, an open file: 2^19 events unless
 // fragsim.set_limit raises it).
+// The text of the events counts against the `strings` limit beyond kLineBytes an event: one str
+// or list shared by every event (a 1 MiB name, a shape of 100,000 dims) is copied into each line,
+// and grew to gigabytes held from a few megabytes of Python objects. Counted 4 times: a decoded
+// event holds up to that much (a shape's dimension, "1," in the text, is 8 bytes decoded).
 // *text: the bytes of the JSONL lines the events were read as.
-constexpr std::uint64_t kSignalItems = 1024, kLineBytes = 64;
+constexpr std::uint64_t kSignalItems = 1024, kLineBytes = 64, kDecodedPerTextByte = 4;
 TraceSource events_of(py::handle src, const std::string& name, bool lenient, std::uint64_t* text) {
   const bool sized = PyList_Check(src.ptr()) || PyTuple_Check(src.ptr());
   const std::uint64_t basis = sized ? static_cast<std::uint64_t>(PyObject_Length(src.ptr())) * kLineBytes : 0;
-  LimitCounter held(Limit::kObjects, name, basis);
+  LimitCounter held(Limit::kObjects, name, basis), copied(Limit::kStrings, name, basis);
   // A list or tuple longer than its room (the cap of a limit: a small process's memory) is refused
   // before its first item is converted, not after seconds of converting the items that fit.
   if (sized && basis / kLineBytes > held.max() / 2) held.exceeded();
@@ -306,7 +326,9 @@ TraceSource events_of(py::handle src, const std::string& name, bool lenient, std
   for (auto item : py::reinterpret_borrow<py::iterable>(src)) {
     if (++n % kSignalItems == 0 && PyErr_CheckSignals() != 0) throw py::error_already_set();
     held.spend(2);
-    *text += add_event(lines, item, name);
+    const std::size_t bytes = add_event(lines, item, name);
+    *text += bytes;
+    if (bytes > kLineBytes) copied.spend((bytes - kLineBytes) * kDecodedPerTextByte);
   }
   return std::move(lines).reader(ReaderOptions{lenient});
 }
@@ -610,6 +632,7 @@ PYBIND11_MODULE(_fragsim, m) {
   // A signal that would end the interpreter (SIGTERM, SIGHUP, ...: those Python leaves at their
   // default) removes the temporaries of unfinished outputs first; Python's own (SIGINT) stay its.
   remove_temporaries_on_signals();
+  limits_speak_python();
   m.attr("version") = FRAGSIM_VERSION;
 
   // The library's three errors, raised with their message as text_of gives it (a message may name a

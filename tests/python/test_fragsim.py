@@ -692,6 +692,14 @@ class Hardening(Scratch):
         # Before: a snapshot nested 100,000 deep ended the interpreter (the converter recursed before
         # it checked its nesting), a report containing itself made check() and diff() grow until
         # they crashed, and one sharing a list at every level was walked 2^64 times.
+        # One object shared by every event is copied into each (trial 17: a 1 MiB name in 3,000
+        # events held 3 GB, a shape of 100,000 dims 1.2 GB, until MemoryError): the strings limit.
+        name, shape = "q" * (1 << 20), [1] * 100_000
+        for key, value in (("name", name), ("shape", shape)):
+            with self.subTest(key=key), self.assertRaises(fragsim.InputError) as cm:
+                fragsim.run([{"op": "alloc", "id": i, "size": 16, key: value} for i in range(1, 3000)])
+            self.assertIn("limit strings", str(cm.exception))
+            self.assertIn("fragsim.set_limit('strings=SIZE') raises it", str(cm.exception))
         for depth in (201, 100_000):
             x = []
             for _ in range(depth):
@@ -798,6 +806,12 @@ class Hardening(Scratch):
             (fragsim.InputError, lambda: fragsim.check(good, good, tolerance=10**400)),
             (fragsim.InputError, lambda: fragsim.run(JAX, jobs=2**70)),
             (fragsim.InputError, lambda: fragsim.run(JAX, policy="best-fit\ud800")),
+            # Paths no file name holds (trial 17: UnicodeEncodeError, and a message that was the path
+            # cut at its NUL).
+            (fragsim.InputError, lambda: fragsim.run("\ud800")),
+            (fragsim.InputError, lambda: fragsim.run(JAX, html="\ud800")),
+            (fragsim.InputError, lambda: good.json("victim.json\x00zz")),
+            (fragsim.InputError, lambda: fragsim.run(JAX + "\x00zz")),
             (fragsim.InputError, lambda: fragsim.run(JAX, env={"XLA\ud800": "1"})),
             (fragsim.InputError, lambda: fragsim.run(JAX, settings={"k": "\ud800"})),
             (fragsim.InputError, lambda: fragsim.run([{"op": "alloc", "id": BadIndex(), "size": 1}])),
