@@ -90,6 +90,9 @@ class TpuPaddedPolicy : public AllocatorPolicy {
     live_unpadded_ -= live_[h].size.unpadded;
   }
 
+  // Unsharded, the inner policy places the recording's buffers (a capture's sizes are the device's
+  // own: nothing shaped to pad): the recording's allocator, where the inner one is.
+  bool seeds_recording() const override { return rule_.shard == 1 && inner_->seeds_recording(); }
   Usage usage() const override { return inner_->usage(); }
   std::string empty_cache() override {
     std::string said = inner_->empty_cache();

@@ -29,23 +29,31 @@ class TpuRuntimePolicy : public AllocatorPolicy {
  public:
   Bytes limit() const override { return limit_; }
   Bytes preallocated() const override { return limit_; }  // the runtime owns all of it
-  explicit TpuRuntimePolicy(Bytes limit) : limit_(round_down(limit, kTpuRuntimeUnit)) {
+  TpuRuntimePolicy(Bytes limit, bool as_recorded)
+      : limit_(round_down(limit, kTpuRuntimeUnit)), as_recorded_(as_recorded) {
     if (limit_) index_free(chunks_.region(chunks_.add_region(Addr(0), limit_)).first);
   }
+
+  // The recording's own allocator, at its recorded limit: the buffers live when the capture began
+  // stay where it recorded them (AllocRequest::seeded_at).
+  bool seeds_recording() const override { return as_recorded_; }
 
   Placement allocate(const AllocRequest& req) override {
     Bytes r = rounded_size(req);
     if (r == 0 || r == kTooLarge || r > limit_) return Placement::failed();
-    // Smallest hole >= r; among equal sizes the highest address (indexed by (size, ~addr)).
-    SizeIndex::Entry e{};
-    if (!by_size_.pop_lower_bound(r, &e)) return Placement::failed();
-    auto c = static_cast<Chunks::Index>(e.id);
-    const Bytes size = e.size;
-    // The block is the hole's top r bytes; the hole keeps its start and the rest.
-    if (size > r) {
-      Chunks::Index top = chunks_.split(c, size - r);
-      index_free(c);
-      c = top;
+    Chunks::Index c = req.seeded_at ? carve_at(*req.seeded_at, r) : Chunks::kNil;
+    if (c == Chunks::kNil) {
+      // Smallest hole >= r; among equal sizes the highest address (indexed by (size, ~addr)).
+      SizeIndex::Entry e{};
+      if (!by_size_.pop_lower_bound(r, &e)) return Placement::failed();
+      c = static_cast<Chunks::Index>(e.id);
+      const Bytes size = e.size;
+      // The block is the hole's top r bytes; the hole keeps its start and the rest.
+      if (size > r) {
+        Chunks::Index top = chunks_.split(c, size - r);
+        index_free(c);
+        c = top;
+      }
     }
     chunks_.set_in_use(c, true);
     if (req.handle >= owner_.size()) owner_.resize(req.handle + 1, Chunks::kNil);
@@ -113,6 +121,23 @@ class TpuRuntimePolicy : public AllocatorPolicy {
 
  private:
   using Chunks = ChunkList<>;
+  // [at, at + r) out of the hole that holds it, as a free chunk (its hole's other parts stay
+  // holes); kNil when no hole holds it (a recorded address this state has in use or past its limit).
+  Chunks::Index carve_at(Addr at, Bytes r) {
+    if (at.value() >= limit_ || r > limit_ - at.value()) return Chunks::kNil;
+    chunks_.index_addresses();
+    Chunks::Index c = chunks_.chunk_at(0, at);
+    const auto& h = chunks_.chunk(c);
+    if (h.in_use || at + r > h.addr + h.size) return Chunks::kNil;
+    unindex_free(c);
+    if (at > h.addr) {
+      Chunks::Index rest = chunks_.split(c, at - h.addr);
+      index_free(c);
+      c = rest;
+    }
+    if (chunks_.chunk(c).size > r) index_free(chunks_.split(c, r));
+    return c;
+  }
   void index_free(Chunks::Index c) {
     const auto& ch = chunks_.chunk(c);
     by_size_.insert({ch.size, Addr(~ch.addr.value()), static_cast<std::uint32_t>(c)});
@@ -120,6 +145,7 @@ class TpuRuntimePolicy : public AllocatorPolicy {
   void unindex_free(Chunks::Index c) { by_size_.erase(chunks_.chunk(c).size, Addr(~chunks_.chunk(c).addr.value())); }
 
   Bytes limit_;
+  bool as_recorded_;
   Bytes allocated_ = 0;
   Chunks chunks_;                     // [0, limit) as holes and blocks, neighbours linked
   SizeIndex by_size_;                 // the holes by (size, ~start), id = chunk
@@ -134,7 +160,14 @@ void register_tpu_runtime(Registry& r) {
                   "blocks (tpu-padded's inner policy for TPU captures)",
                   [](ConfigReader&, const ConfigContext& ctx) -> PolicyBuilder {
                     Bytes limit = ctx.space->runtime_usable();
-                    return [limit](const PolicyContext&) { return std::make_unique<TpuRuntimePolicy>(limit); };
+                    // The allocator a capture logged on this device and space, with the limit it logged.
+                    const RecordedAllocator* rec =
+                        ctx.recording ? ctx.recording->allocator(ctx.device_index, ctx.space->space) : nullptr;
+                    const bool as_recorded = ctx.recording && ctx.recording->platform == Platform::kTpu && rec &&
+                                             rec->limit && *rec->limit == limit;
+                    return [limit, as_recorded](const PolicyContext&) {
+                      return std::make_unique<TpuRuntimePolicy>(limit, as_recorded);
+                    };
                   },
                   false,
                   {}};

@@ -537,6 +537,41 @@ TEST_CASE("JAX buffers are named from the modules the capture embeds, or say why
   CHECK(scratch == 8);
 }
 
+// Trial 18 #5: a TPU capture that starts mid-run, replayed by its own allocator at its recorded
+// limit, was re-held ("this run's allocator or settings are not the recording's"): 2 of 426
+// addresses. The TPU runtime's allocator (tpu-runtime, behind tpu-padded) keeps the buffers live
+// when the capture began where it recorded them, as the BFC and PyTorch's allocators do.
+TEST_CASE("mid-run captures: a TPU capture cut after its first events keeps every recorded address") {
+  auto events = converted(xprof_fixture("xprof_tpu_inference_2"), tmp_path("tpu_whole.jsonl"));
+  REQUIRE(events.size() > 40);
+  // Cut after 28 event lines (device 0's peak): what is live there becomes the state before the
+  // recording, at its recorded addresses.
+  constexpr size_t kCut = 1 + 28;
+  std::map<std::uint64_t, nlohmann::json> live;  // id → its alloc
+  for (size_t i = 1; i < kCut; ++i) {
+    const auto& e = events[i];
+    if (e["op"] == "alloc") live[e["id"].get<std::uint64_t>()] = e;
+    if (e["op"] == "free") live.erase(e["id"].get<std::uint64_t>());
+  }
+  REQUIRE(live.size() > 5);
+  std::string text = events[0].dump() + "\n";
+  for (auto [id, e] : live) {
+    e["pre_trace"] = true;
+    text += e.dump() + "\n";
+  }
+  for (size_t i = kCut; i < events.size(); ++i)
+    if (events[i]["op"] != "stack") text += events[i].dump() + "\n";
+  const std::string cut = write_text("tpu_cut28.jsonl", text);
+  auto j = run_report({.trace = cut});
+  CHECK(j["policy"]["name"] == "tpu-padded");
+  CHECK(j["fidelity"]["allocs_matched"] == j["fidelity"]["allocs_compared"]);
+  for (const auto& d : j["devices"])
+    if (d.contains("before_recording")) CHECK(d["before_recording"]["held"] == "recorded");
+  // Another limit is a what-if: re-held.
+  auto other = run_report({.trace = cut, .capacity = "30GiB"});
+  CHECK(other["devices"][0]["before_recording"]["held"] == "rebuilt");
+}
+
 TEST_CASE("sets of recordings: one job's ranks or hosts replay as one run that names who runs out first") {
   // Two real snapshots as the ranks of one job (a directory, as torch writes snapshot_rank{N}).
   std::string dir = tmp_path("ranks");
