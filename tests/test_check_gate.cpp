@@ -261,6 +261,17 @@ TEST_CASE("check: a report whose peak reserved exceeds its allocator's own limit
     err = input_error([&] { (void)check_of(cur, base); });
     CHECK_THAT(err, Catch::Contains("old.json: devices[0].peak_reserved_bytes"));
   }
+  // Nor more than the memory its device gives, and a device's OOMs are those it lists (trial 18 #8:
+  // usable_bytes edited to 100 MiB below 266 MiB reserved passed; trial 17 #10: a device's
+  // oom_count of 1 with no OOM listed passed a gate on that device's first OOM).
+  nlohmann::json small = base;
+  small["devices"][0]["usable_bytes"] = dev["peak_reserved_bytes"].get<std::uint64_t>() - 1;
+  CHECK_THAT(input_error([&] { (void)check_of(base, small); }),
+             Catch::Contains("new.json: devices[0].usable_bytes: must be at least peak_reserved_bytes"));
+  nlohmann::json listed = base;
+  listed["devices"][0]["oom_count"] = 1;
+  CHECK_THAT(input_error([&] { (void)check_of(base, listed); }),
+             Catch::Contains("new.json: devices[0].oom_count: must be the number of entries of its ooms (0)"));
 }
 
 // Trial 10, finding 14: a fragmentation of 0.00 % growing to 0.85 % was "+16478792.26%" (a

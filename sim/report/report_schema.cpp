@@ -119,11 +119,21 @@ void check_report_schema(const nlohmann::json& j, const std::string& file) {
   for (size_t i = 0; i < devices.size(); ++i) {
     JsonField d(devices[i], file, fmt::format("devices[{}]", i));
     const char* cap_key = d.has("reserve_limit_bytes") ? "reserve_limit_bytes" : "limit_bytes";
-    if (!d.has(cap_key) || !d.has("peak_reserved_bytes")) continue;
-    const std::uint64_t cap = d.at(cap_key).u64();
-    if (cap && d.at("peak_reserved_bytes").u64() > cap)
-      d.at("peak_reserved_bytes")
-          .bad(fmt::format("at most {} ({} B): no allocator reserves more than its own limit", cap_key, cap));
+    if (d.has(cap_key) && d.has("peak_reserved_bytes")) {
+      const std::uint64_t cap = d.at(cap_key).u64();
+      if (cap && d.at("peak_reserved_bytes").u64() > cap)
+        d.at("peak_reserved_bytes")
+            .bad(fmt::format("at most {} ({} B): no allocator reserves more than its own limit", cap_key, cap));
+    }
+    // Nor more than the memory its device gives (usable_bytes; 0: a space no limit bounds).
+    if (d.has("usable_bytes") && d.has("peak_reserved_bytes") && d.at("usable_bytes").u64() &&
+        d.at("peak_reserved_bytes").u64() > d.at("usable_bytes").u64())
+      d.at("usable_bytes")
+          .bad(fmt::format("at least peak_reserved_bytes ({} B): no allocator reserves more than its device gives",
+                           d.at("peak_reserved_bytes").u64()));
+    // A device entry lists its own OOMs, all of them (check gates each device's first).
+    if (d.has("oom_count") && d.has("ooms") && d.at("oom_count").u64() != d.at("ooms").array().size())
+      d.at("oom_count").bad(fmt::format("the number of entries of its ooms ({})", d.at("ooms").array().size()));
   }
 }
 
