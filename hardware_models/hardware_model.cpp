@@ -91,6 +91,8 @@ HardwareModel parse_hardware(const nlohmann::json& j, const std::string& origin)
     SpaceSpec sp;
     std::string nm = r.text("name", "hbm");
     if (!parse_space(nm, &sp.space)) throw InputError(origin + ": spaces[].name: unknown space '" + nm + "'");
+    if (hw.space(sp.space))  // one memory per name: a second would be listed and never used
+      throw InputError(origin + ": spaces[].name: '" + nm + "' given twice (each space once)");
     if (!r.has("capacity_bytes"))
       throw InputError(origin + ": spaces[" + nm + "].capacity_bytes: missing required key");
     sp.capacity = r.size("capacity_bytes", 0);

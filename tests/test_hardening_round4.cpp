@@ -633,3 +633,18 @@ TEST_CASE("diff: a report holding what diff cannot read is an input error naming
   CHECK(listing(dir) == std::vector<std::string>{"r.json"});
   CHECK(cli("diff " + dir + "/r.json " + dir + "/r.json").code == 0);
 }
+
+// Trial 17 #6: a --hw file naming a space twice (a second 1 GiB "hbm") was accepted: the first was
+// used, silently, and the report's hardware listed both.
+TEST_CASE("hardware files: each memory space is named once") {
+  const std::string dir = fresh_dir("hwdup");
+  auto hw =
+      nlohmann::json::parse(read_text(std::string(FRAGSIM_SOURCE_DIR) + "/hardware_models/presets/h100-80g.json"));
+  REQUIRE(hw["spaces"].is_array());
+  nlohmann::json twice = hw["spaces"][0];
+  twice["capacity_bytes"] = std::uint64_t{1} << 30;
+  hw["spaces"].push_back(twice);
+  const std::string file = write_text("hw_twice.json", hw.dump());
+  check_refused(cli("run " + kSample + " --hw " + file), "given twice (each space once)");
+  CHECK(cli("run " + kSample + " --hw h100-80g").code == 0);
+}
