@@ -973,13 +973,13 @@ PolicyBuilder configure_torch_caching(ConfigReader& cfg, const ConfigContext& ct
     cfg.note(
         fmt::format("torch-caching: device {} replays its own recording's settings ({}): the set's "
                     "recordings state different ones, and each process configured its own allocator",
-                    ctx.device_index,
-                    own ? alloc_conf_text([&] {
+                    ctx.device_index, [&] {
+                      if (!own) return std::string("none recorded");
                       Config x;
                       apply_recorded_settings(*own, x);
-                      return x;
-                    }())
-                        : std::string("none recorded")));
+                      const std::string text = alloc_conf_text(x);
+                      return text.empty() ? std::string("PyTorch's defaults") : text;
+                    }()));
   if (use_recorded && own) {
     Config recorded;
     apply_recorded_settings(*own, recorded);

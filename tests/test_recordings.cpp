@@ -641,6 +641,34 @@ TEST_CASE("sets of recordings: each rank replays the allocator settings its own 
   CHECK(info.find("device 1: allocator settings: PYTORCH_CUDA_ALLOC_CONF=max_split_size_mb:64") != std::string::npos);
 }
 
+// Trial 19 #2, #3: a set stopped at one rank's OOM before another rank's recording had begun (its
+// times are later); that rank read "completed", compare printed "ok", and nothing said its
+// allocations were never replayed. A device whose state before the recording was never held (the
+// run stopped at another device's) read 0 B in the same silence.
+TEST_CASE("sets of recordings: a rank the replay stopped before is said to be, not ok") {
+  std::string dir = tmp_path("ranks_stopped");
+  std::filesystem::create_directories(dir);
+  std::filesystem::copy_file(torch_fixture("h200_fraction_oom"), dir + "/snapshot_rank0.pickle.zst",
+                             std::filesystem::copy_options::overwrite_existing);
+  std::filesystem::copy_file(torch_fixture("h200_fraction_oom_expandable_cut308"), dir + "/snapshot_rank1.pickle.zst",
+                             std::filesystem::copy_options::overwrite_existing);
+  auto r = run_cmd({.trace = dir});
+  REQUIRE(r.json["first_oom"]["device"] == 0);
+  REQUIRE(r.json["devices"].size() == 2);
+  const auto& rank1 = r.json["devices"][1];
+  CHECK(rank1["oom_count"] == 0);
+  CHECK(rank1["allocs_not_replayed"].get<std::uint64_t>() > 100);  // its whole trace came after the stop
+  CHECK(!r.json["devices"][0].contains("allocs_not_replayed"));
+  CHECK(r.text.find("not replayed after the stop: device 1 (rank 1) hbm (") != std::string::npos);
+  auto cmp = compare_cmd({.base = {.trace = dir}, .policies = "torch-caching"});
+  CHECK(cmp.text.find(" stopped ") != std::string::npos);
+  // With --keep-going every rank replays to its end: rank 1 as alone (its recorded OOM too).
+  auto all = run_cmd({.trace = dir, .keep_going = true});
+  auto alone = run_cmd({.trace = dir + "/snapshot_rank1.pickle.zst"});
+  CHECK(!all.json["devices"][1].contains("allocs_not_replayed"));
+  CHECK(all.json["devices"][1]["peak_reserved_bytes"] == alone.json["peak_reserved_bytes"]);
+}
+
 // Trial 10, findings 6 and 11: in a profile directory of two hosts (an MI300X's capture beside an
 // MI355X's), every device had the first host's memory — device 8 replayed on the MI300X's 191.98
 // GiB below the 279.34 GiB limit its own allocator logged, with no note — while a set of profiler

@@ -46,7 +46,14 @@ void Engine::settle_prior() {
   bool held = false;
   defer_history_ = true;
   for (std::uint32_t si : touched) {
-    if (!replaying_ || !slots_[si].prior_rebuilt()) continue;
+    if (!slots_[si].prior_rebuilt()) continue;
+    if (!replaying_) {  // another space's state did not fit: this one's was never held
+      const Slot& s = slots_[si];
+      for (const Event& ev : prior_.events())
+        if (ev.op == Op::kAlloc && ev.device == s.device && route(ev.space, ev) == s.space)
+          ++not_replayed_[{s.device, s.space}];
+      continue;
+    }
     rebuild_prior(si, held_at);
     held = true;
   }

@@ -160,6 +160,9 @@ struct SpaceResult {
   double device_time_ns = 0;
   Bytes final_allocated = 0, final_reserved = 0;
   std::vector<OomRecord> ooms;
+  // Allocations of this space after the run stopped (its first OOM or an abort, maybe another
+  // device's), never replayed: its figures end at the stop.
+  std::uint64_t allocs_not_replayed = 0;
   std::vector<TimelinePoint> timeline;
   nlohmann::json stats = nlohmann::json::object();
   std::optional<AllocatorPolicy::CompileTimePlan> compile_time_plan;  // an offline planner's (static-heap)

@@ -492,6 +492,7 @@ nlohmann::json report_json(const RunResult& r, size_t map_blocks) {
     if (auto w = waste_json(s); !w.is_null()) d["waste"] = std::move(w);
     if (std::string n = device_name(r, s.device); !n.empty()) d["name"] = n;
     if (s.prior) d["before_recording"] = prior_json(*s.prior);
+    if (s.allocs_not_replayed) d["allocs_not_replayed"] = s.allocs_not_replayed;
     for (auto it = s.extra.begin(); it != s.extra.end(); ++it) d[it.key()] = it.value();
     da += s.device_allocs;
     df += s.device_frees;
@@ -698,6 +699,18 @@ std::string report_text(const RunResult& r) {
     fmt::format_to(out, "  first OOM: {} at event {}, {} ({} requested)\n", where(r, f.device, f.space), f.event_index,
                    oom_cause_text(f), human_bytes(f.requested));
   }
+  // Where the stop left other spaces short of their own end: their figures end there too (a set's
+  // ranks are separate processes, which another's OOM would not have stopped).
+  std::vector<std::string> short_of_end;
+  for (const auto& s : r.spaces)
+    if (s.allocs_not_replayed && !r.space_failed(s))
+      short_of_end.push_back(fmt::format("{} ({} allocation{})", where(r, s.device, s.space), s.allocs_not_replayed,
+                                         s.allocs_not_replayed == 1 ? "" : "s"));
+  if (!short_of_end.empty())
+    fmt::format_to(
+        out,
+        "  not replayed after the stop: {}; their figures end there (--keep-going replays every device to its end)\n",
+        fmt::join(short_of_end, ", "));
   if (r.empty_cache_calls) fmt::format_to(out, "  {}\n", empty_cache_line(r));
   if (!r.fatal.empty())
     fmt::format_to(out, "  ABORTED at event {}: {} (the real allocator stops the process here)\n", r.fatal_event,
@@ -819,7 +832,7 @@ std::string compare_table(const std::vector<RunResult>& runs) {
   // each space's own figures; with several spaces, one row per space.
   // Peak reserved as a share of the device's usable memory, and of the allocator's own limit where it
   // has one (a BFC's memory fraction): a run can fill its limit with the device half empty.
-  fmt::format_to(out, "{:<{}} {}{:>6} {:>5} {:>11} {:>11} {:>11} {:>6} {:>8} {:>11} {:>8} {:>9} {:>9} {:>8} {:>9}\n",
+  fmt::format_to(out, "{:<{}} {}{:>7} {:>5} {:>11} {:>11} {:>11} {:>6} {:>8} {:>11} {:>8} {:>9} {:>9} {:>8} {:>9}\n",
                  "policy", w, per_space ? fmt::format("{:<14} ", "device") : "", "result", "OOMs", "peak req",
                  "peak alloc", "peak resvd", "of dev", "of limit", "unused@pk", "unused%", "extfrag@pk", "extfrag max",
                  "dev calls", "call ms");
@@ -827,12 +840,14 @@ std::string compare_table(const std::vector<RunResult>& runs) {
   for (const auto& r : runs)
     for (size_t i = 0; i < std::max<size_t>(1, r.spaces.size()); ++i) {
       const SpaceResult& sp = r.spaces.empty() ? none : r.spaces[i];
-      const std::string result = !r.space_failed(sp) && (r.several_spaces() || r.completed) ? "ok"
-                                 : sp.ooms.empty() && !r.fatal.empty()                      ? "abort"
-                                                                                            : "OOM";
+      // A space the replay left before its own end (the run stopped at another's OOM) is no "ok".
+      const std::string result = !r.space_failed(sp) && sp.allocs_not_replayed                ? "stopped"
+                                 : !r.space_failed(sp) && (r.several_spaces() || r.completed) ? "ok"
+                                 : sp.ooms.empty() && !r.fatal.empty()                        ? "abort"
+                                                                                              : "OOM";
       const SpaceMoment& p = sp.at_peak_allocated;
       fmt::format_to(out,
-                     "{:<{}} {}{:>6} {:>5} {:>11} {:>11} {:>11} {:>6} {:>8} {:>11} {:>8} {:>9} {:>9} {:>8} {:>9.2f}\n",
+                     "{:<{}} {}{:>7} {:>5} {:>11} {:>11} {:>11} {:>6} {:>8} {:>11} {:>8} {:>9} {:>9} {:>8} {:>9.2f}\n",
                      row_label(r), w,
                      per_space ? fmt::format("{:<14} ", fmt::format("{} {}{}", sp.device, space_name(sp.space),
                                                                     i == r.binding && r.several_spaces() ? " *" : ""))
