@@ -832,18 +832,13 @@ PolicyBuilder configure_xla_bfc(ConfigReader& cfg, const ConfigContext& ctx) {
   Bytes upper_alignment = cfg.size("upper_alignment", 2 * kMiB);
   if (upper_alignment < kMinAllocationSize || (upper_alignment & (upper_alignment - 1)))
     throw InputError("policy xla-bfc: upper_alignment: must be a power of two >= 256");
-  Bytes total = jb.limit_from_free ? ctx.space->usable() : ctx.space->capacity;
-  // TensorFlow with no per_process_gpu_memory_fraction: its free memory less its reserve, not a share.
-  const bool tf_default = !host && jb.tf_limit && !rec_limit && !cfg.has("mem_fraction") && !cfg.has("memory_limit");
-  Bytes limit = host         ? ctx.space->capacity
-                : tf_default ? tensorflow_default_limit(cfg, ctx)
-                             : xla_memory_limit(total, fraction, jb);
-  if (auto m = cfg.optional_size("memory_limit"); m && !host)  // gpu_system_memory_size: a byte limit instead
-    limit = rounded_limit(*m, jb);
   // A release that rounds its limit up to 2 MiB also pads its regions to that granularity
   // (xla-bfc-spatial.md §2); a recorded limit that is no 2 MiB multiple comes from an allocator that
   // does neither (TensorFlow, jaxlib before 0.10.2): its regions are cuMemAlloc'd at the size asked.
-  if (rec_limit && !user_jaxlib && !host && jb.vmm_padding && *rec->limit % (2 * kMiB) != 0) {
+  // That is the recording's release, whichever limit this run gives it: a fraction or a byte limit
+  // what-if makes its limit by the same rule (trial: .97, the capture's own fraction, gave a limit
+  // rounded up to 2 MiB, and so not the recorded one).
+  if (rec && !user_jaxlib && !host && jb.vmm_padding && *rec->limit % (2 * kMiB) != 0) {
     jb.round_limit = jb.vmm_padding = false;
     cfg.record("vmm_padding", false);
     cfg.note(fmt::format(
@@ -852,6 +847,14 @@ PolicyBuilder configure_xla_bfc(ConfigReader& cfg, const ConfigContext& ctx) {
         "chooses)",
         ctx.device_index, *rec->limit));
   }
+  Bytes total = jb.limit_from_free ? ctx.space->usable() : ctx.space->capacity;
+  // TensorFlow with no per_process_gpu_memory_fraction: its free memory less its reserve, not a share.
+  const bool tf_default = !host && jb.tf_limit && !rec_limit && !cfg.has("mem_fraction") && !cfg.has("memory_limit");
+  Bytes limit = host         ? ctx.space->capacity
+                : tf_default ? tensorflow_default_limit(cfg, ctx)
+                             : xla_memory_limit(total, fraction, jb);
+  if (auto m = cfg.optional_size("memory_limit"); m && !host)  // gpu_system_memory_size: a byte limit instead
+    limit = rounded_limit(*m, jb);
   // bytes_allocated + bytes_available + bytes_reserved, as logged (on other device memory, what the
   // framework's rule makes of it: JAX's share, TensorFlow's free memory less its reserve)
   std::string limit_text = fmt::format("limit {} B", limit);

@@ -295,6 +295,32 @@ TEST_CASE("captures of a growing allocator with memory live before: that memory 
   CHECK(infer_bfc_prior_regions(ev, 64 * kGiB).live_in_gaps == 0);
 }
 
+// The MI355X capture's BFC limit, 299,944,250,900 B, is size_t(309,220,868,096 × f32(0.97)) and no
+// multiple of 2 MiB: its jaxlib does not round its limit (before 0.10.2, xla-bfc-spatial.md §2 and §4),
+// as fragsim's replay with the recorded settings says. Given its own fraction again (user trial,
+// finding 1), the limit was rounded up to 2 MiB (299,945,164,800 B), the state re-held and 6 of 30
+// addresses reproduced: every fraction what-if made its limit by the newest jaxlib's rule, not the
+// capture's. The recorded settings stated again are the recorded settings.
+TEST_CASE("a JAX capture given its own memory fraction replays as recorded, its limit made by the capture's rule") {
+  const std::string x = xprof_fixture("tracelens_jax_te_fused_attn_934987a2fc2f");
+  const Bytes device = 309220868096, recorded = 299944250900;
+  REQUIRE(static_cast<Bytes>(static_cast<double>(device) * static_cast<double>(0.97f)) == recorded);
+  const std::vector<RunRequest> same = {{.trace = x, .envs = {"XLA_PYTHON_CLIENT_MEM_FRACTION=.97"}},
+                                        {.trace = x, .envs = {"XLA_CLIENT_MEM_FRACTION=.97"}},
+                                        {.trace = x, .sets = {"mem_fraction=0.97"}}};
+  for (const RunRequest& req : same) {
+    const nlohmann::json r = run_json(req);
+    CHECK(r["policy"]["config"]["resolved_memory_limit"] == recorded);
+    CHECK(r["devices"][0]["before_recording"]["held"] == "recorded");
+    CHECK(r["fidelity"]["allocs_matched"] == 30);
+    CHECK(r["fidelity"]["allocs_compared"] == 30);
+  }
+  // Any other fraction makes its limit by the same rule: unrounded.
+  const nlohmann::json small = run_json({.trace = x, .envs = {"XLA_PYTHON_CLIENT_MEM_FRACTION=.0007"}});
+  CHECK(small["policy"]["config"]["resolved_memory_limit"] ==
+        static_cast<Bytes>(static_cast<double>(device) * static_cast<double>(0.0007f)));
+}
+
 // The MI355X capture's 128 MiB + 1,280 B live before it at no stated address lie in three pieces: 512
 // B and 768 B in the 2 MiB region's ranges no recorded buffer used, and 128 MiB where best fit put it.
 // Its placement line named the 2 MiB region's base with all of those bytes, over the 256 B buffers the
