@@ -12,6 +12,7 @@
 #include "sim/commands/check.h"
 #include "sim/commands/trace_info.h"
 #include "sim/engine/history.h"
+#include "sim/report/diff.h"
 #include "sim_helpers.h"
 #include "test_util.h"
 #include "traces/bfc_growth.h"
@@ -828,9 +829,15 @@ TEST_CASE("limits bind from the first byte: a state before the recording that do
   for (const auto& i : gate.items)
     if (i.metric == "first_oom_event")
       named = i.message.find(
-                  ", before the recording's first event: the memory live when recording began does "
-                  "not fit") != std::string::npos;
+                  ", before the recording's first event: the 12.69 GiB live when recording began do not "
+                  "fit") != std::string::npos;
   CHECK(named);
+  // diff says it too, in the same words (trial finding 3: "B runs out of memory at event 3 ... new in B"
+  // read as an OOM of the recording's own event).
+  const nlohmann::json dj = diff_reports({whole, "old.json"}, {device.json, "new.json"});
+  const std::string words = ", before the recording's first event: the 12.69 GiB live when recording began do not fit";
+  CHECK_THAT(dj["headline"].dump(), Catch::Contains(words));
+  CHECK_THAT(diff_text(dj), Catch::Contains(words + " — new in B"));
   // A fraction that holds the recorded state (and the 56.9 GiB the run reserves) keeps it as recorded:
   // every address reproduced.
   auto roomy = run_report({.trace = t, .sets = {"memory_fraction=0.8"}});  // 63.4 GiB: the whole run fits
