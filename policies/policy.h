@@ -25,6 +25,7 @@
 #include "hardware_models/hardware_model.h"
 #include "sim/base/config.h"
 #include "sim/base/event.h"
+#include "sim/base/option_names.h"
 #include "sim/base/recording.h"
 
 namespace fragsim {
@@ -553,7 +554,7 @@ struct FrameworkSettings {
 struct SettingsContext {
   std::string policy;                         // the policy the user named ("": none)
   Platform platform = Platform::kUnknown;     // the run's device's (what the framework builds there)
-  std::string env_option = "--env";           // how the front end names the option the variables came with
+  OptionNames names{};                        // how the front end names its options (--env, --hw; Python's keywords)
   std::vector<std::string>* notes = nullptr;  // one line per interpretation
 };
 struct FrameworkInfo {
