@@ -305,7 +305,7 @@ std::vector<std::string> describe_header(const nlohmann::json& h) {
     for (const auto& d : *per_device)
       if (d.is_object() && d.contains("device")) {
         auto s = d.find("allocator_settings");
-        lines.push_back(fmt::format("device {}: allocator settings: {}", d["device"].dump(),
+        lines.push_back(fmt::format("device {}: allocator settings: {}", dump_json(d["device"]),
                                     s != d.end() && s->is_object() ? settings_text(*s) : std::string("none recorded")));
       }
   if (h.value("state_only", false) == true) lines.push_back("a state-only snapshot: no trace of allocations");
