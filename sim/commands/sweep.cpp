@@ -538,10 +538,10 @@ std::string sweep_text(const SweepResult& r) {
   }
   if (r.find == "min-capacity")
     fmt::format_to(out, "smallest capacity {}: {}{} ({} B){}{}\n", what, r.bound ? "<= " : "",
-                   human_bytes(static_cast<Bytes>(*r.value)), static_cast<Bytes>(*r.value), smaller, caveat);
+                   human_bytes(static_cast<Bytes>(*r.value)), static_cast<Bytes>(*r.value), caveat, smaller);
   else
     fmt::format_to(out, "smallest memory fraction {}: {}{:.2f}{}{}{}\n", what, r.bound ? "<= " : "", *r.value,
-                   r.bound ? " (the lowest fraction tried: every fraction from 0.01 up fits)" : "", smaller, caveat);
+                   r.bound ? " (the lowest fraction tried: every fraction from 0.01 up fits)" : "", caveat, smaller);
   fmt::format_to(out, "  setting: {}\n", r.setting);
   fmt::format_to(out, "  replay:  {}\n", r.command);
   if (r.orders) fmt::format_to(out, "  {}\n", sweep_orders_text(r));
