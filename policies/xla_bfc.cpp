@@ -643,6 +643,8 @@ class XlaBfcPolicy : public AllocatorPolicy {
     std::int32_t c = kNil;
     if (!coll && !req.seeded_extents.empty())
       c = seed_extents(b, req);
+    else if (!coll && !req.held_pieces.empty() && (c = hold_pieces(b, req)) == kNil)
+      return Placement::failed();  // a piece does not fit: the block does not
     else if (!coll && req.seeded_at)
       c = b.seed(req.size, *req.seeded_at, &fatal_, req.seeded_block);
     if (c == kNil && fatal_.empty()) c = b.allocate(req.size, upper, &fatal_, req.recorded_addr);
@@ -778,6 +780,31 @@ class XlaBfcPolicy : public AllocatorPolicy {
         return kNil;
       }
       cs.push_back(c);
+    }
+    if (cs.size() > 1) more_chunks_[req.handle].assign(cs.begin() + 1, cs.end());
+    return cs.front();
+  }
+
+  // Bytes live before the trace at unstated addresses, re-held under other settings (AllocRequest::
+  // held_pieces): each piece the recording put some of them in, and the rest, a request of its own,
+  // as the allocations they were (one request of their sum grows a fresh BFC's region target past
+  // any one of them: trial finding 2, 128 MiB + 1,280 B took a 252 MiB region where a 128 MiB one and
+  // the 1,280 B in a 2 MiB one fit). kNil when one does not fit (none kept).
+  std::int32_t hold_pieces(Bfc& b, const AllocRequest& req) {
+    std::vector<std::int32_t> cs;
+    Bytes left = req.size;
+    auto hold = [&](Bytes n) {
+      const std::int32_t c = b.allocate(n, false, &fatal_);
+      if (c != kNil) cs.push_back(c), left -= n;
+      return c != kNil;
+    };
+    bool ok = true;
+    for (size_t i = 0; ok && left && i < req.held_pieces.size(); ++i)
+      ok = hold(std::min(req.held_pieces[i].bytes, left));
+    if (ok && left) ok = hold(left);  // the rest, elsewhere
+    if (!ok || cs.empty()) {
+      for (std::int32_t x : cs) b.free(x, &fatal_);
+      return kNil;
     }
     if (cs.size() > 1) more_chunks_[req.handle].assign(cs.begin() + 1, cs.end());
     return cs.front();
