@@ -569,9 +569,10 @@ void register_cuda_async(Registry& r) {
         o.threshold = tf_default ? tensorflow_default_limit(cfg, ctx)
                                  : static_cast<Bytes>(std::min(
                                        static_cast<double>(total) * (jb.f32_fraction ? pjrt_fraction(f) : f), 1.8e19));
-        // A capture of the BFC gives the limit the program's memory fraction made (fraction ×
-        // total, rounded up to 2 MiB from jaxlib 0.10.2): with cuda_async the same fraction sets the
-        // release threshold and the preallocation.
+        // A capture of the BFC gives the limit its framework's rule made (JAX: the memory fraction ×
+        // total, rounded up to 2 MiB from jaxlib 0.10.2; TensorFlow: free memory less its reserve
+        // unless a fraction was set): with cuda_async the same setting sets the release threshold
+        // and the preallocation.
         const std::string mode = pre ? "is preallocated to its threshold, as the capture's BFC was one region"
                                      : "grows on demand, as the capture's BFC did";
         if (rec_threshold) {
@@ -579,11 +580,12 @@ void register_cuda_async(Registry& r) {
           o.threshold = here.bytes;
           if (!host)
             cfg.note(fmt::format(
-                "cuda-async on device {}: release threshold {} B, {} (the program's memory fraction of the device){}; "
+                "cuda-async on device {}: release threshold {} B, {} ({}){}; "
                 "use_recorded_settings=false drops {}",
                 ctx.device_index, o.threshold,
                 here.basis.empty() ? "the limit the capture's BFC had"
                                    : fmt::format("the capture's BFC limit made on this device ({})", here.basis),
+                limit_origin(jb),
                 rec_mode ? fmt::format("; the pool {} (XLA_PYTHON_CLIENT_PREALLOCATE sets both)", mode) : "",
                 rec_mode ? "them" : "it"));
         } else if (rec_mode) {

@@ -121,6 +121,14 @@ nlohmann::json fraction_in_force(Bytes limit, Bytes total, const JaxlibBehaviour
   return std::round(static_cast<double>(limit) / static_cast<double>(total) * 1e4) / 1e4;
 }
 
+std::string limit_origin(const JaxlibBehaviour& b) {
+  if (b.tf_limit)
+    return "TensorFlow's: the device's free memory less its reserve for the system, unless the program set "
+           "per_process_gpu_memory_fraction";
+  return b.limit_from_free ? "the program's memory fraction of the device's free memory"
+                           : "the program's memory fraction of the device";
+}
+
 DeviceLimit recorded_limit(const RecordedAllocator& rec, ConfigReader& cfg, const ConfigContext& ctx,
                            const JaxlibBehaviour& b) {
   const Bytes limit = *rec.limit;

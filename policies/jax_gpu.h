@@ -59,6 +59,12 @@ double pjrt_fraction(double fraction);
 // XLA_PYTHON_CLIENT_MEM_FRACTION); TensorFlow's none (null: its limit is free memory less its reserve).
 [[nodiscard]] nlohmann::json fraction_in_force(Bytes limit, Bytes total, const JaxlibBehaviour& b);
 
+// How the framework made a BFC limit it recorded, in words for a note: JAX's the program's memory
+// fraction of the device's total (of its free memory before jaxlib 0.4.1); TensorFlow's the device's
+// free memory less its reserve for the system, unless the program set per_process_gpu_memory_fraction
+// (gpu_device.cc, SingleVirtualDeviceMemoryLimit).
+[[nodiscard]] std::string limit_origin(const JaxlibBehaviour& b);
+
 struct RecordedAllocator;
 // What an XProf capture recorded about this device's BFC (traces/xprof_capture.h): its limit and
 // whether its addresses show one preallocated region or regions obtained on demand; null when the

@@ -89,11 +89,12 @@ bool parse_xla_bool(const std::string& opt, const std::string& flag, const std::
 void refuse_async_on_rocm(const SettingsContext& ctx, const std::string& setting, const std::string& what) {
   if (ctx.platform == Platform::kRocm)
     throw InputError(fmt::format(
-        "{} {}: {} builds its cudaMallocAsync allocator only for CUDA; on ROCm {} (--hw names a CUDA device to "
-        "model one)",
-        ctx.env_option, setting, what,
+        "{} {}: {} builds its cudaMallocAsync allocator only for CUDA; on ROCm {} ({} names a CUDA device to model "
+        "one)",
+        ctx.names("--env"), setting, what,
         what == "XLA" ? "JAX fails to start (\"CUDA async allocator requires CUDA >= 11.2\")"
-                      : "it logs an error and keeps its BFC allocator"));
+                      : "it logs an error and keeps its BFC allocator",
+        ctx.names("--hw")));
 }
 
 // Keys that only some of the allocators JAX and TensorFlow offer read: dropped, with a note, for the others.
@@ -109,7 +110,7 @@ void drop_unread_keys(const std::string& policy, FrameworkSettings& out, std::ve
 
 FrameworkSettings interpret_jax(const std::map<std::string, std::string>& env, const SettingsContext& ctx) {
   const std::string& named = ctx.policy;
-  const std::string& opt = ctx.env_option;
+  const std::string opt = ctx.names("--env");
   std::vector<std::string>* notes = ctx.notes;
   FrameworkSettings out;
   nlohmann::json& cfg = out.config;
@@ -122,9 +123,10 @@ FrameworkSettings interpret_jax(const std::map<std::string, std::string>& env, c
   // (TF_GPU_ALLOCATOR is TensorFlow's variable, which JAX's GPU client reads too.)
   if (ctx.platform == Platform::kTpu && named.empty())
     throw InputError(fmt::format(
-        "{} {}: {} for its GPU client only; on a TPU it changes nothing (--hw names a GPU to model one)", opt,
+        "{} {}: {} for its GPU client only; on a TPU it changes nothing ({} names a GPU to model one)", opt,
         env.begin()->first,
-        env.begin()->first == "TF_GPU_ALLOCATOR" ? "TensorFlow's variable, which JAX reads" : "JAX reads it"));
+        env.begin()->first == "TF_GPU_ALLOCATOR" ? "TensorFlow's variable, which JAX reads" : "JAX reads it",
+        ctx.names("--hw")));
   bool jax = false;  // a variable that configures JAX's allocator (JAX's default one, unless it names another)
   if (env.count("XLA_PYTHON_CLIENT_ALLOCATOR")) {
     jax = true;
@@ -207,7 +209,7 @@ FrameworkSettings interpret_jax(const std::map<std::string, std::string>& env, c
 }
 
 FrameworkSettings interpret_tensorflow(const std::map<std::string, std::string>& env, const SettingsContext& ctx) {
-  const std::string& opt = ctx.env_option;
+  const std::string opt = ctx.names("--env");
   FrameworkSettings out;
   out.policy = "xla-bfc";  // TensorFlow's GPU allocator: the BFC (GPU_N_bfc)
   if (auto it = env.find("TF_GPU_ALLOCATOR"); it != env.end()) {

@@ -25,6 +25,7 @@
 #include "hardware_models/hardware_model.h"
 #include "sim/base/config.h"
 #include "sim/base/event.h"
+#include "sim/base/option_names.h"
 #include "sim/base/recording.h"
 
 namespace fragsim {
@@ -54,6 +55,13 @@ struct AllocRequest {
   // The bytes of several allocations made before the trace began that the recording does not list
   // one by one (their sizes unknown): held as they are, never rounded as one request of that size.
   bool aggregate = false;
+  // Bytes live before the trace at addresses the recording never states, re-held under other
+  // settings (not seeded): the pieces the recording's other addresses put some of them in
+  // (sim/engine/recording_anchor.h; their addresses are the recording's, not this run's), the rest
+  // elsewhere. Pieces apart held different allocations, so an allocator that obtains memory per
+  // request holds each piece, and the rest, as a request of its own rather than one request of their
+  // sum. Valid for the call only; empty when not inferred (one request of `size`).
+  std::span<const Extent> held_pieces;
 };
 
 // A request whose shape outlives the call (policies that re-place buffers keep these).
@@ -62,6 +70,7 @@ struct OwnedRequest {
   std::vector<std::uint64_t> shape;
   explicit OwnedRequest(const AllocRequest& r = {}) : req(r), shape(r.shape.begin(), r.shape.end()) {
     req.seeded_extents = {};  // valid for the call only
+    req.held_pieces = {};
   }
   AllocRequest get() const {
     AllocRequest r = req;
@@ -553,7 +562,7 @@ struct FrameworkSettings {
 struct SettingsContext {
   std::string policy;                         // the policy the user named ("": none)
   Platform platform = Platform::kUnknown;     // the run's device's (what the framework builds there)
-  std::string env_option = "--env";           // how the front end names the option the variables came with
+  OptionNames names{};                        // how the front end names its options (--env, --hw; Python's keywords)
   std::vector<std::string>* notes = nullptr;  // one line per interpretation
 };
 struct FrameworkInfo {

@@ -223,7 +223,7 @@ void register_torch_settings(Registry& r) {
        {"PYTORCH_CUDA_ALLOC_CONF", "PYTORCH_ALLOC_CONF", "PYTORCH_HIP_ALLOC_CONF"},
        [](const std::map<std::string, std::string>& env, const SettingsContext& ctx) {
          if (env.count("PYTORCH_CUDA_ALLOC_CONF") && env.count("PYTORCH_ALLOC_CONF"))
-           throw InputError(ctx.env_option + ": give PYTORCH_CUDA_ALLOC_CONF or PYTORCH_ALLOC_CONF, not both");
+           throw InputError(ctx.names("--env") + ": give PYTORCH_CUDA_ALLOC_CONF or PYTORCH_ALLOC_CONF, not both");
          FrameworkSettings s;
          s.policy = "torch-caching";
          for (const char* var : {"PYTORCH_CUDA_ALLOC_CONF", "PYTORCH_ALLOC_CONF"})
@@ -237,7 +237,7 @@ void register_torch_settings(Registry& r) {
              throw InputError(fmt::format(
                  "{} PYTORCH_HIP_ALLOC_CONF: only PyTorch's ROCm builds read it and the run's device is {}, whose "
                  "build reads PYTORCH_CUDA_ALLOC_CONF: give PYTORCH_CUDA_ALLOC_CONF={}",
-                 ctx.env_option,
+                 ctx.names("--env"),
                  ctx.platform == Platform::kUnknown ? std::string("not an AMD GPU")
                                                     : "a " + std::string(platform_name(ctx.platform)) + " device",
                  hip->second));

@@ -643,6 +643,8 @@ class XlaBfcPolicy : public AllocatorPolicy {
     std::int32_t c = kNil;
     if (!coll && !req.seeded_extents.empty())
       c = seed_extents(b, req);
+    else if (!coll && !req.held_pieces.empty() && (c = hold_pieces(b, req)) == kNil)
+      return Placement::failed();  // a piece does not fit: the block does not
     else if (!coll && req.seeded_at)
       c = b.seed(req.size, *req.seeded_at, &fatal_, req.seeded_block);
     if (c == kNil && fatal_.empty()) c = b.allocate(req.size, upper, &fatal_, req.recorded_addr);
@@ -783,6 +785,31 @@ class XlaBfcPolicy : public AllocatorPolicy {
     return cs.front();
   }
 
+  // Bytes live before the trace at unstated addresses, re-held under other settings (AllocRequest::
+  // held_pieces): each piece the recording put some of them in, and the rest, a request of its own,
+  // as the allocations they were (one request of their sum grows a fresh BFC's region target past
+  // any one of them: trial finding 2, 128 MiB + 1,280 B took a 252 MiB region where a 128 MiB one and
+  // the 1,280 B in a 2 MiB one fit). kNil when one does not fit (none kept).
+  std::int32_t hold_pieces(Bfc& b, const AllocRequest& req) {
+    std::vector<std::int32_t> cs;
+    Bytes left = req.size;
+    auto hold = [&](Bytes n) {
+      const std::int32_t c = b.allocate(n, false, &fatal_);
+      if (c != kNil) cs.push_back(c), left -= n;
+      return c != kNil;
+    };
+    bool ok = true;
+    for (size_t i = 0; ok && left && i < req.held_pieces.size(); ++i)
+      ok = hold(std::min(req.held_pieces[i].bytes, left));
+    if (ok && left) ok = hold(left);  // the rest, elsewhere
+    if (!ok || cs.empty()) {
+      for (std::int32_t x : cs) b.free(x, &fatal_);
+      return kNil;
+    }
+    if (cs.size() > 1) more_chunks_[req.handle].assign(cs.begin() + 1, cs.end());
+    return cs.front();
+  }
+
   Bfc& collective_bfc() {
     if (!collective_opts_) return main_;  // spatial: the pool's upper end
     if (!collective_) collective_ = std::make_unique<Bfc>(*collective_opts_, dev_);
@@ -832,18 +859,13 @@ PolicyBuilder configure_xla_bfc(ConfigReader& cfg, const ConfigContext& ctx) {
   Bytes upper_alignment = cfg.size("upper_alignment", 2 * kMiB);
   if (upper_alignment < kMinAllocationSize || (upper_alignment & (upper_alignment - 1)))
     throw InputError("policy xla-bfc: upper_alignment: must be a power of two >= 256");
-  Bytes total = jb.limit_from_free ? ctx.space->usable() : ctx.space->capacity;
-  // TensorFlow with no per_process_gpu_memory_fraction: its free memory less its reserve, not a share.
-  const bool tf_default = !host && jb.tf_limit && !rec_limit && !cfg.has("mem_fraction") && !cfg.has("memory_limit");
-  Bytes limit = host         ? ctx.space->capacity
-                : tf_default ? tensorflow_default_limit(cfg, ctx)
-                             : xla_memory_limit(total, fraction, jb);
-  if (auto m = cfg.optional_size("memory_limit"); m && !host)  // gpu_system_memory_size: a byte limit instead
-    limit = rounded_limit(*m, jb);
   // A release that rounds its limit up to 2 MiB also pads its regions to that granularity
   // (xla-bfc-spatial.md §2); a recorded limit that is no 2 MiB multiple comes from an allocator that
   // does neither (TensorFlow, jaxlib before 0.10.2): its regions are cuMemAlloc'd at the size asked.
-  if (rec_limit && !user_jaxlib && !host && jb.vmm_padding && *rec->limit % (2 * kMiB) != 0) {
+  // That is the recording's release, whichever limit this run gives it: a fraction or a byte limit
+  // what-if makes its limit by the same rule (trial: .97, the capture's own fraction, gave a limit
+  // rounded up to 2 MiB, and so not the recorded one).
+  if (rec && !user_jaxlib && !host && jb.vmm_padding && *rec->limit % (2 * kMiB) != 0) {
     jb.round_limit = jb.vmm_padding = false;
     cfg.record("vmm_padding", false);
     cfg.note(fmt::format(
@@ -852,6 +874,14 @@ PolicyBuilder configure_xla_bfc(ConfigReader& cfg, const ConfigContext& ctx) {
         "chooses)",
         ctx.device_index, *rec->limit));
   }
+  Bytes total = jb.limit_from_free ? ctx.space->usable() : ctx.space->capacity;
+  // TensorFlow with no per_process_gpu_memory_fraction: its free memory less its reserve, not a share.
+  const bool tf_default = !host && jb.tf_limit && !rec_limit && !cfg.has("mem_fraction") && !cfg.has("memory_limit");
+  Bytes limit = host         ? ctx.space->capacity
+                : tf_default ? tensorflow_default_limit(cfg, ctx)
+                             : xla_memory_limit(total, fraction, jb);
+  if (auto m = cfg.optional_size("memory_limit"); m && !host)  // gpu_system_memory_size: a byte limit instead
+    limit = rounded_limit(*m, jb);
   // bytes_allocated + bytes_available + bytes_reserved, as logged (on other device memory, what the
   // framework's rule makes of it: JAX's share, TensorFlow's free memory less its reserve)
   std::string limit_text = fmt::format("limit {} B", limit);

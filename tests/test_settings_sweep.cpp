@@ -161,6 +161,17 @@ TEST_CASE("sweep: a capacity that fails above the answer moves it above the high
     Bytes top = 0;
     for (const auto& r : s.json["runs"]) top = std::max(top, r["value"].get<Bytes>());
     CHECK(s.text.find("searched capacities up to " + human_bytes(top)) != std::string::npos);
+    // The headline is true of the answer: the smallest capacity from which every larger one completes,
+    // with the smallest one tried that completes (trial finding 5: "smallest capacity with no OOM:
+    // 784.00 MiB" while 560 MiB completes).
+    Bytes least = v;
+    for (const auto& r : s.json["runs"])
+      if (r["completed"] == true) least = std::min(least, r["value"].get<Bytes>());
+    CHECK(s.text.find("smallest capacity with no OOM") == std::string::npos);
+    CHECK(s.text.find(fmt::format("smallest capacity from which every larger one completes: {} ({} B)", human_bytes(v),
+                                  v)) != std::string::npos);
+    CHECK(s.text.find(fmt::format("; smaller ones complete too (not monotonic, below), the smallest tried {} ({} B)",
+                                  human_bytes(least), least)) != std::string::npos);
   }
 }
 

@@ -227,7 +227,14 @@ TEST_CASE("vocabulary: TF_GPU_ALLOCATOR=cuda_malloc_async is TensorFlow's pool: 
   // preallocated only with TF_CUDA_MALLOC_ASYNC_SUPPORTED_PREALLOC=-1 (gpu_cudamallocasync_allocator.cc),
   // and only the BFC reads TF_FORCE_GPU_ALLOW_GROWTH. fragsim preallocated it (13.66 GiB reserved for
   // 51 MiB live) and let TF_FORCE_GPU_ALLOW_GROWTH=true change that.
-  auto async = run_json({.trace = words::kEcbm, .envs = {"TF_GPU_ALLOCATOR=cuda_malloc_async"}});
+  auto async_run = run_cmd({.trace = words::kEcbm, .envs = {"TF_GPU_ALLOCATOR=cuda_malloc_async"}});
+  const nlohmann::json& async = async_run.json;
+  // The threshold is the capture's BFC limit, which TensorFlow makes from the device's free memory
+  // less its reserve for the system (gpu_device.cc, SingleVirtualDeviceMemoryLimit), not from a
+  // memory fraction: the note called it "the program's memory fraction of the device" (trial finding 4).
+  CHECK_THAT(async_run.text, Catch::Contains("the limit the capture's BFC had (TensorFlow's: the device's free memory "
+                                             "less its reserve for the system"));
+  CHECK_THAT(async_run.text, !Catch::Contains("memory fraction of the device"));
   CHECK(async["policy"]["name"] == "cuda-async");
   CHECK(async["policy"]["config"]["preallocate"] == false);
   CHECK(async["policy"]["config"]["resolved_release_threshold"] == 14648653952);  // the capture's BFC limit
@@ -451,6 +458,7 @@ TEST_CASE("vocabulary: JAX's cuda_async what-if of a capture keeps its mode: XLA
   CHECK(async.json["peak_reserved_bytes"].get<std::uint64_t>() < kGiB);
   CHECK_THAT(async.text, Catch::Contains("the pool grows on demand, as the capture's BFC did "
                                          "(XLA_PYTHON_CLIENT_PREALLOCATE sets both)"));
+  CHECK_THAT(async.text, Catch::Contains("(the program's memory fraction of the device)"));  // JAX's limit
   auto off = run_json({.trace = te,
                        .hw = "h100-80g",
                        .envs = {"XLA_PYTHON_CLIENT_ALLOCATOR=cuda_async", "XLA_PYTHON_CLIENT_PREALLOCATE=false"}});

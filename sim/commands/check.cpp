@@ -17,6 +17,7 @@
 #include "sim/base/units.h"
 #include "sim/commands/run_setup.h"
 #include "sim/report/diff.h"
+#include "sim/report/report.h"
 #include "sim/report/report_schema.h"
 
 namespace fragsim {
@@ -303,15 +304,13 @@ CheckResult run_check(const nlohmann::json& baseline, const nlohmann::json& curr
       if (std::isnan(bf) && !std::isnan(cf)) {
         const nlohmann::json& oom = cj["ooms"][ci];
         // An OOM of the state held before the recording began: the limit does not hold that state.
-        const bool before = oom.contains("before_recording") && oom["before_recording"].is_object();
+        const std::string before = prior_oom_words_of(oom);
         fm = fmt::format("{}new OOM at event {:.0f} ({} requested, cause {}){}", prefix, cf,
                          oom.contains("requested_bytes") && oom["requested_bytes"].is_number_unsigned()
                              ? human_bytes(oom["requested_bytes"].get<Bytes>())
                              : std::string("?"),
                          oom.contains("cause") && oom["cause"].is_string() ? oom["cause"].get<std::string>() : "?",
-                         before ? ", before the recording's first event: the memory live when recording began "
-                                  "does not fit"
-                                : "");
+                         before.empty() ? "" : ", " + before);
       } else if (!std::isnan(bf) && std::isnan(cf)) {
         fm = fmt::format("{}the OOM at event {:.0f} is gone", prefix, bf);
       } else if (moved) {

@@ -174,7 +174,7 @@ PolicySpec resolve_settings(const SettingsInput& in, const Registry& reg, std::v
           "allocator anyway",
           opt("--env"), var, f.name, in.recording.what(), f.name, opt("--policy"), f.name));
     }
-    fs = f.interpret(by_framework.begin()->second, {named.name, in.platform, opt("--env"), notes});
+    fs = f.interpret(by_framework.begin()->second, {named.name, in.platform, opt, notes});
   }
   if (!named.name.empty() && !fs.policy.empty() && named.name != fs.policy)
     throw InputError(fmt::format("{} selects policy {} but {}", opt("--env"), fs.policy,

@@ -523,12 +523,25 @@ std::string sweep_text(const SweepResult& r) {
   const std::string caveat =
       others_need_more ? " in this run's order of the memory held before recording began (another needs more: below)"
                        : "";
+  // Where smaller values completed too (the outcome is not monotonic: TensorFlow's reserve for the
+  // system steps at 2 GiB free), the answer is no smallest value with no OOM: the headline says what it
+  // is, and the smallest one tried that completes (trial: "smallest capacity with no OOM: 784.00 MiB"
+  // where 560 MiB completed).
+  const std::string what = r.anomalies.empty() ? "with no OOM" : "from which every larger one completes";
+  std::string smaller;
+  if (!r.anomalies.empty()) {
+    const double least = *std::min_element(r.anomalies.begin(), r.anomalies.end());
+    smaller = fmt::format("; smaller ones complete too (not monotonic, below), the smallest tried {}",
+                          r.find == "min-capacity" ? fmt::format("{} ({} B)", human_bytes(static_cast<Bytes>(least)),
+                                                                 static_cast<Bytes>(least))
+                                                   : value_text(r, least));
+  }
   if (r.find == "min-capacity")
-    fmt::format_to(out, "smallest capacity with no OOM: {}{} ({} B){}\n", r.bound ? "<= " : "",
-                   human_bytes(static_cast<Bytes>(*r.value)), static_cast<Bytes>(*r.value), caveat);
+    fmt::format_to(out, "smallest capacity {}: {}{} ({} B){}{}\n", what, r.bound ? "<= " : "",
+                   human_bytes(static_cast<Bytes>(*r.value)), static_cast<Bytes>(*r.value), caveat, smaller);
   else
-    fmt::format_to(out, "smallest memory fraction with no OOM: {}{:.2f}{}{}\n", r.bound ? "<= " : "", *r.value,
-                   r.bound ? " (the lowest fraction tried: every fraction from 0.01 up fits)" : "", caveat);
+    fmt::format_to(out, "smallest memory fraction {}: {}{:.2f}{}{}{}\n", what, r.bound ? "<= " : "", *r.value,
+                   r.bound ? " (the lowest fraction tried: every fraction from 0.01 up fits)" : "", caveat, smaller);
   fmt::format_to(out, "  setting: {}\n", r.setting);
   fmt::format_to(out, "  replay:  {}\n", r.command);
   if (r.orders) fmt::format_to(out, "  {}\n", sweep_orders_text(r));
@@ -537,7 +550,7 @@ std::string sweep_text(const SweepResult& r) {
   if (!r.anomalies.empty()) {
     fmt::format_to(out, "  outcomes that break monotonicity at:");
     for (double a : r.anomalies) fmt::format_to(out, " {}", value_text(r, a));
-    fmt::format_to(out, "\n  the setting above is the smallest value from which every larger one completes\n");
+    fmt::format_to(out, "\n");
   }
   return s;
 }

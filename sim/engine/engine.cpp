@@ -31,7 +31,8 @@ namespace {
                       .seeded_block = pre && ev.has(key::kBlockSize) ? ev.block_size : 0,
                       .seeded_extents = {},
                       .recorded_addr = !pre && addr ? std::optional<Addr>(ev.addr) : std::nullopt,
-                      .aggregate = pre && ev.has(key::kAggregate)};
+                      .aggregate = pre && ev.has(key::kAggregate),
+                      .held_pieces = {}};
 }
 
 Observation observation_of(const Event& ev) {
@@ -251,6 +252,7 @@ void Engine::alloc(const Event& ev) {
     if (s.prior_rebuilt()) {  // re-held as any request (prior_state.h)
       request.seeded_at.reset();
       request.seeded_block = 0;
+      request.held_pieces = anchor_.extents(ev);
     } else {  // where the recording implies the state before it was
       request.seeded_extents = anchor_.extents(ev);
       if (!request.seeded_block) request.seeded_block = anchor_.block(ev);

@@ -15,6 +15,7 @@
 #include "sim/base/io.h"
 #include "sim/base/text.h"
 #include "sim/base/units.h"
+#include "sim/report/report.h"
 #include "sim/report/report_schema.h"
 
 namespace fragsim {
@@ -119,6 +120,13 @@ J devices(const J& a, const J& b) {
   return out;
 }
 
+// ", before the recording's first event: ..." for a first OOM of the memory live before the
+// recording (prior_oom_words, as run and check say it), "" otherwise.
+std::string prior_suffix(const J& oom) {
+  const std::string w = prior_oom_words_of(oom);
+  return w.empty() ? w : ", " + w;
+}
+
 J first_oom(const J& a, const J& b) {
   auto of = [](const J& r) -> J {
     if (!r.contains("ooms") || r["ooms"].empty()) return nullptr;
@@ -130,6 +138,7 @@ J first_oom(const J& a, const J& b) {
            {"requested_bytes", o["requested_bytes"]},
            {"cause", o.value("cause", "")}};
     if (o.contains("request") && o["request"].contains("name")) j["request"] = o["request"]["name"];
+    if (o.contains("before_recording")) j["before_recording"] = o["before_recording"];
     return j;
   };
   J fa = of(a), fb = of(b);
@@ -434,10 +443,10 @@ J diff_reports(const DiffInput& a, const DiffInput& b) {
   std::string change = fo["change"];
   // "completes" only for a run with no OOM and no abort (a run can end in its allocator's abort).
   if (change == "new in B")
-    head.push_back(fmt::format("B runs out of memory at event {} ({} {} on device {} {}); A {}",
+    head.push_back(fmt::format("B runs out of memory at event {} ({} {} on device {} {}){}; A {}",
                                u(fo["b"], "event_index"), human_bytes(u(fo["b"], "requested_bytes")),
                                fo["b"].value("cause", ""), u(fo["b"], "device"), fo["b"].value("space", ""),
-                               sa.value("completed", false) ? "completed" : "had no OOM"));
+                               prior_suffix(fo["b"]), sa.value("completed", false) ? "completed" : "had no OOM"));
   else if (change == "gone in B")
     head.push_back(fmt::format("B {}; A ran out of memory at event {}",
                                sb.value("completed", false) ? "completes" : "has no OOM", u(fo["a"], "event_index")));
@@ -559,10 +568,11 @@ std::string diff_text(const J& d) {
   const J& fo = d["first_oom"];
   auto oom = [](const J& o) {
     return o.is_null() ? std::string("none")
-                       : fmt::format("event {} on device {} {}: {} {}{}", u(o, "event_index"), u(o, "device"),
+                       : fmt::format("event {} on device {} {}: {} {}{}{}", u(o, "event_index"), u(o, "device"),
                                      o["space"].get<std::string>(), human_bytes(u(o, "requested_bytes")),
                                      escape_terminal(o.value("cause", "")),
-                                     o.contains("request") ? " (" + escape_terminal(o.value("request", "")) + ")" : "");
+                                     o.contains("request") ? " (" + escape_terminal(o.value("request", "")) + ")" : "",
+                                     prior_suffix(o));
   };
   if (fo["change"] == "none")
     fmt::format_to(out, "  first OOM: none in either run\n");

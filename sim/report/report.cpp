@@ -778,10 +778,9 @@ std::string report_text(const RunResult& r) {
       // The blocks as the allocator holds them take more than their live bytes (its rounding, the
       // blocks of a segment it cannot split): say what was held and what was left when one failed.
       fmt::format_to(out,
-                     "  OOM before the recording's first event ({}): the {} live when recording began do not fit in "
-                     "the {} this run allows: with {} held as the allocator places them (its rounding included), {} "
-                     "was left, and the next block ({}, {}) did not fit\n",
-                     where(r, o.device, o.space), human_bytes(o.prior_live), human_bytes(room),
+                     "  OOM on {} {} in the {} this run allows: with {} held as the allocator places them (its "
+                     "rounding included), {} was left, and the next block ({}, {}) did not fit\n",
+                     where(r, o.device, o.space), prior_oom_words(o.prior_live), human_bytes(room),
                      human_bytes(o.allocated), human_bytes(o.free), what, human_bytes(o.requested));
     }
     fmt::format_to(out, "  OOM at {} ({}): {}{}\n", when(r, o.event_index, o.t), where(r, o.device, o.space), what,
@@ -805,6 +804,20 @@ std::string report_text(const RunResult& r) {
   }
   for (const auto& line : r.advice) fmt::format_to(out, "  advice: {}\n", escape_terminal(line));
   return s;
+}
+
+std::string prior_oom_words(std::optional<Bytes> live) {
+  return "before the recording's first event: " +
+         (live ? fmt::format("the {} live when recording began do not fit", human_bytes(*live))
+               : std::string("the memory live when recording began does not fit"));
+}
+
+std::string prior_oom_words_of(const nlohmann::json& oom) {
+  if (!oom.is_object() || !oom.contains("before_recording") || !oom["before_recording"].is_object()) return "";
+  const nlohmann::json& b = oom["before_recording"];
+  return prior_oom_words(b.contains("live_bytes") && b["live_bytes"].is_number_unsigned()
+                             ? std::optional<Bytes>(b["live_bytes"].get<Bytes>())
+                             : std::nullopt);
 }
 
 std::string compare_table(const std::vector<RunResult>& runs) {

@@ -349,6 +349,10 @@ class Errors(Scratch):
              ["--policy", "best-fit", "--env", "XLA_PYTHON_CLIENT_MEM_FRACTION=.5"]),
             ({"policy": "xla-bfc", "settings": {"no_such_key": 1}}, ["--policy", "xla-bfc", "--set", "no_such_key=1"]),
             ({"policy": "tpu-padded"}, ["--policy", "tpu-padded"]),
+            # XLA builds no cudaMallocAsync allocator for ROCm (se_gpu_pjrt_client.cc): refused, naming
+            # the option that picks a CUDA device; it said "--hw" in Python (trial finding 6).
+            ({"hw": "mi300x", "env": {"XLA_PYTHON_CLIENT_ALLOCATOR": "cuda_async"}},
+             ["--hw", "mi300x", "--env", "XLA_PYTHON_CLIENT_ALLOCATOR=cuda_async"]),
         ]
         for kw, args in cases:
             with self.subTest(kw=kw):
