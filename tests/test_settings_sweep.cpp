@@ -375,3 +375,21 @@ TEST_CASE("cli: list POLICY prints every option with its default, unknown names 
   CHECK(r.err.find("did you mean 'run'?") != std::string::npos);
   CHECK(input_error([&] { (void)list("zzzzzz"); }).find("did you mean") == std::string::npos);  // nothing close
 }
+
+// Trial 19 #7: a sweep of a recording that began mid-run answered for the window alone, silently —
+// small_mlp_97ev cut at 65 %: 2.03 GiB, where the complete recording needs 4.01 GiB (the demand lies
+// before the cut) — while run says its memory was "reserved before the recording began, for demand
+// it does not show". The sweep says so too, with the memory held when recording began.
+TEST_CASE("sweep: an answer on a recording that began mid-run says it covers the window") {
+  const std::string cut = test_data("torch/small_mlp_97ev_cut58.pickle.zst");
+  auto s = sweep_cmd({.trace = cut}, "min-capacity");
+  REQUIRE(s.result.value);
+  CHECK(s.text.find("the recording began mid-run (") != std::string::npos);
+  CHECK(s.text.find("the program's demand before recording began, which it does not show, may need more") !=
+        std::string::npos);
+  CHECK(s.json["held_before_recording_bytes"].get<std::uint64_t>() > 0);
+  // The complete recording held nothing when it began: no such line.
+  auto whole = sweep_cmd({.trace = test_data("torch/small_mlp_97ev.pickle.zst")}, "min-capacity");
+  CHECK(whole.text.find("began mid-run") == std::string::npos);
+  CHECK(!whole.json.contains("held_before_recording_bytes"));
+}

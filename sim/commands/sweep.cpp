@@ -36,6 +36,13 @@ std::uint64_t kary_search(std::uint64_t lo, std::uint64_t hi, unsigned k,
 
 namespace {
 
+// The run of the answer's value, if the sweep has one.
+const SweepPoint* answer_point(const SweepResult& r) {
+  if (!r.value) return nullptr;
+  const auto at = std::find_if(r.runs.begin(), r.runs.end(), [&](const SweepPoint& p) { return p.value == *r.value; });
+  return at == r.runs.end() ? nullptr : &*at;
+}
+
 // Replays settings from one decode of the trace and remembers every point, by key.
 class Points {
  public:
@@ -53,10 +60,12 @@ class Points {
     std::vector<RunResult> rs = run_simulations(runs, reg_, opt_.threads);
     for (size_t i = 0; i < rs.size(); ++i) {
       const RunResult& r = rs[i];
-      SweepPoint p{0, r.completed, r.ooms.size(), std::nullopt, r.trace_digest, std::nullopt, {}, false, 0, 0};
-      for (const SpaceResult& s : r.spaces)
+      SweepPoint p{0, r.completed, r.ooms.size(), std::nullopt, r.trace_digest, std::nullopt, {}, false, 0, 0, 0};
+      for (const SpaceResult& s : r.spaces) {
         if (s.prior && s.prior->rebuilt)
           p.prior_rebuilt = true, p.prior_blocks += s.prior->blocks, p.prior_regions += s.prior->regions;
+        if (s.prior) p.held_before += std::max(s.prior->region_bytes, s.prior->live);
+      }
       if (!r.ooms.empty()) p.first_oom_event = r.ooms[0].event_index;
       if (!r.fatal.empty()) p.fatal_event = r.fatal_event, p.fatal = r.fatal;
       seen_.emplace(keys[i], p);
@@ -321,10 +330,8 @@ void capacity_sweep(const SweepOptions& opt, const Registry& reg, SweepResult& r
 // every one fits is replayed with the run's own (it fits there too).
 void add_orders(const SweepOptions& opt, SweepResult& res,
                 const std::function<void(const SweepOptions&, SweepResult&)>& search) {
-  if (!res.value) return;
-  const auto at =
-      std::find_if(res.runs.begin(), res.runs.end(), [&](const SweepPoint& p) { return p.value == *res.value; });
-  if (at == res.runs.end() || !at->prior_rebuilt) return;
+  const SweepPoint* at = answer_point(res);
+  if (!at || !at->prior_rebuilt) return;
   SweepResult::Orders o{at->prior_blocks, at->prior_regions, {res.value}, res.value, res.setting, res.command};
   const std::vector<PriorVariant> variants = prior_variants(at->prior_regions > 0);
   for (size_t k = 0; k < variants.size(); ++k) {
@@ -452,6 +459,7 @@ nlohmann::json sweep_json(const SweepResult& r) {
                       {"anomalies", r.anomalies},
                       {"runs", runs}};
   if (!r.notes.empty()) j["notes"] = r.notes;
+  if (const SweepPoint* at = answer_point(r); at && at->held_before) j["held_before_recording_bytes"] = at->held_before;
   if (r.orders) {
     nlohmann::json vs = nlohmann::json::array();
     for (const auto& v : r.orders->values) vs.push_back(v ? value(*v) : nlohmann::json());
@@ -544,6 +552,14 @@ std::string sweep_text(const SweepResult& r) {
                    r.bound ? " (the lowest fraction tried: every fraction from 0.01 up fits)" : "", caveat, smaller);
   fmt::format_to(out, "  setting: {}\n", r.setting);
   fmt::format_to(out, "  replay:  {}\n", r.command);
+  // A recording that began mid-run shows the window, not what the program needed before it (trial
+  // 19: a cut snapshot's 2.03 GiB where its complete recording needs 4.01 GiB, the demand before
+  // the cut): the answer says so, as the run does.
+  if (const SweepPoint* at = answer_point(r); at && at->held_before)
+    fmt::format_to(out,
+                   "  the recording began mid-run ({} held then): the answer covers its window; the program's demand "
+                   "before recording began, which it does not show, may need more\n",
+                   human_bytes(at->held_before));
   if (r.orders) fmt::format_to(out, "  {}\n", sweep_orders_text(r));
   fmt::format_to(out, "  searched {}\n", r.range);
   fmt::format_to(out, "  monotonic: {} ({})\n", r.monotonic ? "yes" : "NO", r.monotonic_basis);
