@@ -257,6 +257,17 @@ TEST_CASE("outputs: a descriptor or another spelling names the file it is, and e
   REQUIRE(cli("batch " + m + " --json " + dir + "/shard.json").code == 0);
   check_refused(cli("merge " + dir + "/shard.json --json " + trace), "input of this command");
   CHECK(read_text(trace) == kept);
+  // ...also when the batch named its manifest and traces from their own folder and merge runs from
+  // another (trial 20: the manifest and its trace were overwritten, exit 0).
+  std::ofstream(dir + "/m2.txt") << "t.jsonl --policy best-fit\n";
+  REQUIRE(std::system(
+              ("cd " + dir + " && " + FRAGSIM_BINARY + " batch m2.txt --json shard2.json >/dev/null 2>&1").c_str()) ==
+          0);
+  for (const std::string& out : {trace, dir + "/m2.txt"}) {
+    const std::string before = read_text(out);
+    check_refused(cli("merge " + dir + "/shard2.json --json " + out), "input of this command");
+    CHECK(read_text(out) == before);
+  }
   // A number no double holds, in a report: an input error naming its line.
   std::string report = read_text(dir + "/r.json");
   const std::string from = "\"oom_count\": 0";

@@ -176,6 +176,20 @@ TEST_CASE("kineto: the memory a recording held at once is never below what its o
   // Given memory (--capacity) is another device: the preset's reserve stays.
   auto given = run_cmd({.trace = small, .capacity = "600MiB", .keep_going = true});
   CHECK(given.json["completed"] == false);
+  // Below the preset's reserve the device leaves the runtime's reserve nothing: 0 B, not a number
+  // wrapped below zero (trial 20: "16384.00 PiB"); and a device stating less than the recording held
+  // is said to contradict it.
+  std::string tiny = text;
+  tiny.replace(tiny.find("\"totalGlobalMem\": 629145600"), std::string("\"totalGlobalMem\": 629145600").size(),
+               "\"totalGlobalMem\": 146800640");
+  auto t = run_cmd({.trace = write_text("h100_140m.pt.trace.json", tiny)});
+  CHECK(t.text.find("more than the 0 B of its 140.00 MiB") != std::string::npos);
+  CHECK(t.json["completed"] == true);
+  std::string less = text;
+  less.replace(less.find("\"totalGlobalMem\": 629145600"), std::string("\"totalGlobalMem\": 629145600").size(),
+               "\"totalGlobalMem\": 104857600");
+  auto l = run_cmd({.trace = write_text("h100_100m.pt.trace.json", less), .keep_going = true});
+  CHECK(l.text.find("more than the 100.00 MiB (104857600 B) the recording states the device has") != std::string::npos);
 }
 
 // A what-if on a late window of a recording answers as on the whole recording (issue 47).

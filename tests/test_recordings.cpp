@@ -378,6 +378,15 @@ TEST_CASE("a block held before the recording in several pieces is each piece whe
     if (rec.id == AllocId(34)) logged += rec.block, ++records;
   CHECK(records == 3);
   CHECK(logged == 128 * MiB + 1280);
+  // Its export reads back as the run: each piece requests at most its own bytes (trial 20: each
+  // claimed the whole 128 MiB + 1,280 B, and the export read back 480 MiB live before, not 224 MiB).
+  const std::string snap = tmp_path("pieces.pickle");
+  REQUIRE(cli("run " + xprof_fixture("tracelens_jax_te_fused_attn_934987a2fc2f") + " --export-snapshot " + snap).code ==
+          0);
+  auto back = run_cmd({.trace = snap});
+  CHECK(back.json["peak_requested_bytes"] == r.json["peak_requested_bytes"]);
+  CHECK(back.json["devices"][0]["before_recording"]["live_bytes"] ==
+        r.json["devices"][0]["before_recording"]["live_bytes"]);
 }
 
 // Re-held on 1346 MiB, the MI355X capture's 224 MiB live before it go into regions whose bases BFC

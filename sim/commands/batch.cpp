@@ -101,12 +101,18 @@ std::vector<std::string> merge_inputs(const std::vector<std::pair<std::string, n
   for (const auto& [file, j] : shards) {
     in.push_back(file);
     if (!j.is_object() || !j.contains("manifest") || !j["manifest"].is_string()) continue;
-    const std::string manifest = j["manifest"].get<std::string>();
-    in.push_back(manifest);
-    // The traces and --hw files it names, where the manifest is still here to say (merge may run
-    // elsewhere than the batch: a manifest gone or changed protects what it no longer names).
+    // The manifest as the batch named it: from merge's folder, or (merge run from elsewhere, the
+    // shards beside the manifest) from the shard's own folder.
+    namespace fs = std::filesystem;
+    std::string manifest = j["manifest"].get<std::string>();
     std::error_code ec;
-    if (!std::filesystem::is_regular_file(manifest, ec)) continue;
+    if (const fs::path beside = fs::path(file).parent_path() / manifest;
+        fs::path(manifest).is_relative() && !fs::is_regular_file(manifest, ec) && fs::is_regular_file(beside, ec))
+      manifest = beside.string();
+    in.push_back(manifest);
+    // The traces and --hw files it names, where the manifest is still here to say (a manifest gone
+    // or changed protects what it no longer names).
+    if (!fs::is_regular_file(manifest, ec)) continue;
     try {
       for (auto& f : batch_inputs(read_manifest(manifest))) in.push_back(std::move(f));
     } catch (const InputError&) {  // a manifest that no longer reads names nothing left to protect

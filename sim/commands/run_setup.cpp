@@ -83,12 +83,19 @@ HardwareModel choose_hardware(const RunRequest& req, const Recording& recording,
     for (const auto& [device, held] : recording.held_at_most) {
       const Bytes total =
           recording.hardware ? recording.hardware->capacity_of(device).value_or(hbm->capacity) : hbm->capacity;
-      if (held > total || total - held >= hbm->reserve) continue;
+      if (held > total) {  // the recording contradicts the memory it states: said, the preset's reserve kept
+        notes->push_back(fmt::format(
+            "device {}'s allocator held {} ({} B) at once in the recording, more than the {} ({} B) the recording "
+            "states the device has: the memory stated is not the device's ({} sets it)",
+            device, human_bytes(held), held, human_bytes(total), total, opt("--capacity")));
+        continue;
+      }
+      if (total - held >= hbm->reserve) continue;
       notes->push_back(fmt::format(
           "device {}'s allocator held {} ({} B) at once in the recording, more than the {} of its {} that {}'s "
           "reserve for the runtime ({}) leaves: the reserve is lowered to {} ({} sets it)",
-          device, human_bytes(held), held, human_bytes(total - hbm->reserve), human_bytes(total), hw.name,
-          human_bytes(hbm->reserve), human_bytes(total - held), opt("--reserve")));
+          device, human_bytes(held), held, human_bytes(total > hbm->reserve ? total - hbm->reserve : 0),
+          human_bytes(total), hw.name, human_bytes(hbm->reserve), human_bytes(total - held), opt("--reserve")));
       hbm->reserve = total - held;
     }
   if (!req.capacity.empty()) {

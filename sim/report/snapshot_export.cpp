@@ -232,19 +232,25 @@ class Exporter {
         r_.policy_name, addr));
   }
 
+  // The bytes a block of `size` holds of its buffer's request: all of it, or, for one piece of a
+  // buffer held in several (Placement::pieces: bytes live before a capture at unstated addresses),
+  // at most the piece — a snapshot's block never requested more than its size, and each piece
+  // claiming the whole request read back as that request several times over (trial 20).
+  static Bytes requested_in(const HistoryBuffer& b, Bytes size) { return std::min(b.view.requested, size); }
+
   void change(const Delta& c, Tick t) {
     const HistoryBuffer* b = c.buffer >= 0 ? &h_.buffers[static_cast<size_t>(c.buffer)] : nullptr;
     switch (c.kind) {
       case Delta::kPlace:
         if (b) {
           map_under(c.slot, c.addr.value(), c.addr.value() + c.size, t);
-          entry("alloc", c.addr.value(), b->view.requested, t, b->view.stack, true);
+          entry("alloc", c.addr.value(), requested_in(*b, c.size), t, b->view.stack, true);
         }
         break;
       case Delta::kFree:
         if (b) {
-          entry("free_requested", c.addr.value(), b->view.requested, t, b->view.stack, true);
-          entry("free_completed", c.addr.value(), b->view.requested, t, b->view.stack, true);
+          entry("free_requested", c.addr.value(), requested_in(*b, c.size), t, b->view.stack, true);
+          entry("free_completed", c.addr.value(), requested_in(*b, c.size), t, b->view.stack, true);
         }
         break;
       case Delta::kRegion:
@@ -365,7 +371,7 @@ class Exporter {
     w_.key("size");
     w_.unsigned_integer(size);
     w_.key("requested_size");
-    w_.unsigned_integer(b.kind == HistoryBlock::kInUse ? (buf ? buf->view.requested : size) : 0);
+    w_.unsigned_integer(b.kind == HistoryBlock::kInUse ? (buf ? requested_in(*buf, size) : size) : 0);
     w_.key("state");
     w_.key(b.kind == HistoryBlock::kInUse ? "active_allocated" : "inactive");
     if (b.kind == HistoryBlock::kInUse) {
@@ -377,7 +383,7 @@ class Exporter {
       w_.key("addr");
       w_.unsigned_integer(addr);
       w_.key("real_size");
-      w_.unsigned_integer(buf ? buf->view.requested : size);
+      w_.unsigned_integer(buf ? requested_in(*buf, size) : size);
       w_.key("frames");
       frames(buf ? buf->view.stack : 0);
       w_.end_dict();
@@ -395,7 +401,7 @@ class Exporter {
     for (const auto* b : in)
       if (b->kind == HistoryBlock::kInUse) {
         allocated += b->size;
-        requested += b->buffer >= 0 ? h_.buffers[static_cast<size_t>(b->buffer)].view.requested : b->size;
+        requested += b->buffer >= 0 ? requested_in(h_.buffers[static_cast<size_t>(b->buffer)], b->size) : b->size;
       }
     w_.begin_dict();
     w_.key("device");
