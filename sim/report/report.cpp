@@ -629,7 +629,7 @@ void prior_text(std::back_insert_iterator<std::string> out, const RunResult& r, 
             : fmt::format("{} of the live blocks placed among them at their turn, then the other {} in address order",
                           p.placed_in_history, p.blocks - p.placed_in_history);
     fmt::format_to(
-        out, "    re-held after {} of {} that obtained the recording's memory{}, {}\n",
+        out, "    re-held after {} ({} in all) that obtained the recording's memory{}, {}\n",
         count(p.requests, "request", "requests"), human_bytes(p.request_bytes),
         p.requests_dropped ? fmt::format(" ({} left out: this run's limit refused them)", p.requests_dropped) : "",
         blocks);
