@@ -968,22 +968,20 @@ PolicyBuilder configure_torch_caching(ConfigReader& cfg, const ConfigContext& ct
                     cfg.has("roundup_power2_divisions") || cfg.has("expandable_segments");
   const std::string conf = cfg.text("alloc_conf", "");
   bool use_recorded = cfg.flag("use_recorded_settings", true);
+  // This device's recorded settings (each rank's own in a set; PyTorch's defaults where it states none).
   const RecordedTorchSettings* own = ctx.recording ? ctx.recording->torch_settings_of(ctx.device_index) : nullptr;
+  Config recorded;
+  if (own) apply_recorded_settings(*own, recorded);
+  const std::string recorded_text = alloc_conf_text(recorded);
   if (use_recorded && ctx.recording && ctx.recording->device_torch_settings.count(ctx.device_index))
     cfg.note(
         fmt::format("torch-caching: device {} replays its own recording's settings ({}): the set's "
                     "recordings state different ones, and each process configured its own allocator",
-                    ctx.device_index, [&] {
-                      if (!own) return std::string("none recorded");
-                      Config x;
-                      apply_recorded_settings(*own, x);
-                      const std::string text = alloc_conf_text(x);
-                      return text.empty() ? std::string("PyTorch's defaults") : text;
-                    }()));
+                    ctx.device_index,
+                    !own                    ? std::string("none recorded")
+                    : recorded_text.empty() ? std::string("PyTorch's defaults")
+                                            : recorded_text));
   if (use_recorded && own) {
-    Config recorded;
-    apply_recorded_settings(*own, recorded);
-    const std::string recorded_text = alloc_conf_text(recorded);
     if (whole) {
       std::string bare = conf;  // PyTorch's tokenizer skips spaces
       bare.erase(std::remove(bare.begin(), bare.end(), ' '), bare.end());
@@ -1036,9 +1034,7 @@ PolicyBuilder configure_torch_caching(ConfigReader& cfg, const ConfigContext& ct
   // a setting of where blocks go (the engine re-holds the state when it does not fit the limit).
   AsRecorded rec;
   if (ctx.recording && ctx.recording->framework() == "PyTorch") {
-    Config recorded;
-    if (own) apply_recorded_settings(*own, recorded);
-    rec.same_settings = alloc_conf_text(recorded) == alloc_conf_text(c);
+    rec.same_settings = recorded_text == alloc_conf_text(c);
     Config probe = recorded;
     probe.max_split_size = c.max_split_size;
     std::copy(std::begin(c.divisions), std::end(c.divisions), std::begin(probe.divisions));

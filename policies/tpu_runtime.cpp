@@ -127,11 +127,11 @@ class TpuRuntimePolicy : public AllocatorPolicy {
     if (at.value() >= limit_ || r > limit_ - at.value()) return Chunks::kNil;
     chunks_.index_addresses();
     Chunks::Index c = chunks_.chunk_at(0, at);
-    const auto& h = chunks_.chunk(c);
-    if (h.in_use || at + r > h.addr + h.size) return Chunks::kNil;
+    const Addr start = chunks_.chunk(c).addr;  // copied: a split may move the chunks
+    if (chunks_.chunk(c).in_use || at + r > start + chunks_.chunk(c).size) return Chunks::kNil;
     unindex_free(c);
-    if (at > h.addr) {
-      Chunks::Index rest = chunks_.split(c, at - h.addr);
+    if (at > start) {
+      Chunks::Index rest = chunks_.split(c, at - start);
       index_free(c);
       c = rest;
     }

@@ -225,7 +225,7 @@ void Engine::alloc(const Event& ev) {
   totals_.add_requested(ev.size);
   live_.begin(ev.handle);
   if (!replaying_) {
-    ++not_replayed_[{ev.device, route(ev.space, ev)}];
+    ++rq.not_replayed;
     fidelity_.not_replayed(ev.device);
     if (ev.has(key::kAddr) && !ev.has(key::kPreTrace) && !opt_.follow_recording) fidelity_.address_not_reached();
     return;

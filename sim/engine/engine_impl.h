@@ -11,7 +11,6 @@
 // A run is begin(header, recording), feed(event)…, end(): one decoded stream can feed several
 // engines (sim/engine/parallel_runs.cpp).
 #pragma once
-#include <map>
 #include <memory>
 #include <optional>
 #include <queue>
@@ -169,6 +168,9 @@ class Engine : public Scheduler {
   std::vector<std::uint32_t> slot_key_;                     // per slot: its key
   struct Requested {
     ByteSum live = 0, peak = 0;
+    // Allocations after the replay stopped (its first OOM or an abort, on whichever device): this
+    // key's, never replayed (another device's stop, or a set's other ranks').
+    std::uint64_t not_replayed = 0;
   };
   std::vector<Requested> req_;  // per key
   Totals totals_;               // allocated and reserved: kept by account() once a second slot exists
@@ -202,11 +204,8 @@ class Engine : public Scheduler {
   PriorState prior_;            // pre_trace events until the trace's own begin
   RecordingAnchor anchor_;      // the state before a mid-run recording, from its addresses
   std::uint64_t replayable_ = 0, pre_trace_allocs_ = 0;  // allocs and frees to replay; allocs of prior state
-  // Allocations after the replay stopped (its first OOM or an abort, on whichever device), by
-  // (device, space): another device's, or a set's other ranks', never replayed.
-  std::map<std::pair<std::uint32_t, Space>, std::uint64_t> not_replayed_;
-  std::optional<std::int64_t> first_stream_;  // the first allocation's stream (RunResult::several_streams)
-  FollowRecording follow_;                    // --follow-recording's tally
+  std::optional<std::int64_t> first_stream_;             // the first allocation's stream (RunResult::several_streams)
+  FollowRecording follow_;                               // --follow-recording's tally
   // What a run keeps grows with its trace, within limits of the trace's size (sim/base/limits.h).
   LimitCounter devices_kept_, marks_kept_;
   // --check validates after every event while the state is small, then after every k-th event,

@@ -51,7 +51,7 @@ void Engine::settle_prior() {
       const Slot& s = slots_[si];
       for (const Event& ev : prior_.events())
         if (ev.op == Op::kAlloc && ev.device == s.device && route(ev.space, ev) == s.space)
-          ++not_replayed_[{s.device, s.space}];
+          ++req_[slot_key_[si]].not_replayed;
       continue;
     }
     rebuild_prior(si, held_at);

@@ -132,10 +132,7 @@ void Engine::finish() {
     r.extra = s.policy->extra_report();
     r.snapshot_settings = s.policy->snapshot_allocator_settings();
     r.prior = s.prior;
-    if (auto it = not_replayed_.find({s.device, s.space}); it != not_replayed_.end()) {
-      r.allocs_not_replayed = it->second;
-      not_replayed_.erase(it);
-    }
+    r.allocs_not_replayed = req_[slot_key_[i]].not_replayed;
     for (auto& n : s.policy->run_notes())
       if (std::find(out.notes.begin(), out.notes.end(), n) == out.notes.end()) out.notes.push_back(std::move(n));
     out.spaces.push_back(std::move(r));
@@ -145,13 +142,16 @@ void Engine::finish() {
   });
   // A device none of whose allocations came before the stop (a set's rank whose recording began
   // after another rank ran out) has no figures at all: said, not left out silently.
-  for (const auto& [where, n] : not_replayed_) {
-    auto name = out.device_names.find(where.first);
+  for (std::uint32_t k = 0; k < req_.size(); ++k) {
+    const std::uint64_t n = req_[k].not_replayed;
+    if (!n || slot_index_[k] != kNoSlot) continue;  // a space with figures says it in its own entry
+    const std::uint32_t device = devices_[k / kSpaces];
+    auto name = out.device_names.find(device);
     out.notes.push_back(fmt::format(
         "device {}{} {}: its {} allocation{} came after the replay stopped and none was replayed; it has no figures "
         "(--keep-going replays on)",
-        where.first, name == out.device_names.end() ? "" : " (" + name->second + ")", space_name(where.second), n,
-        n == 1 ? "" : "s"));
+        device, name == out.device_names.end() ? "" : " (" + name->second + ")",
+        space_name(static_cast<Space>(k % kSpaces)), n, n == 1 ? "" : "s"));
   }
   // The binding space: the first OOM's, else the one that used the largest share of its memory.
   out.binding = 0;
