@@ -709,30 +709,66 @@ TEST_CASE("sets of recordings: each rank replays the allocator settings its own 
 
 // Trial 19 #2, #3: a set stopped at one rank's OOM before another rank's recording had begun (its
 // times are later); that rank read "completed", compare printed "ok", and nothing said its
-// allocations were never replayed. A device whose state before the recording was never held (the
-// run stopped at another device's) read 0 B in the same silence.
-TEST_CASE("sets of recordings: a rank the replay stopped before is said to be, not ok") {
+// allocations were never replayed. Each rank is its own process with its own allocator: rank 0's
+// OOM stops rank 0 only, and rank 1 replays on, its figures and its own first OOM (it records one,
+// tests/data/torch/SOURCES.md) as when replayed alone. Before, the run stopped every rank at rank
+// 0's OOM and rank 1 had none of its figures (allocs_not_replayed: its whole trace).
+TEST_CASE("sets of recordings: a rank's OOM stops that rank only, the others replay on as alone") {
   std::string dir = tmp_path("ranks_stopped");
   std::filesystem::create_directories(dir);
   std::filesystem::copy_file(torch_fixture("h200_fraction_oom"), dir + "/snapshot_rank0.pickle.zst",
                              std::filesystem::copy_options::overwrite_existing);
   std::filesystem::copy_file(torch_fixture("h200_fraction_oom_expandable_cut308"), dir + "/snapshot_rank1.pickle.zst",
                              std::filesystem::copy_options::overwrite_existing);
-  auto r = run_cmd({.trace = dir});
+  auto r = run_cmd({.trace = dir}, kWithHtml);
   REQUIRE(r.json["first_oom"]["device"] == 0);
   REQUIRE(r.json["devices"].size() == 2);
-  const auto& rank1 = r.json["devices"][1];
-  CHECK(rank1["oom_count"] == 0);
-  CHECK(rank1["allocs_not_replayed"].get<std::uint64_t>() > 100);  // its whole trace came after the stop
-  CHECK(!r.json["devices"][0].contains("allocs_not_replayed"));
-  CHECK(r.text.find("not replayed after the stop: device 1 (rank 1) hbm (") != std::string::npos);
-  auto cmp = compare_cmd({.base = {.trace = dir}, .policies = "torch-caching"});
-  CHECK(cmp.text.find(" stopped ") != std::string::npos);
-  // With --keep-going every rank replays to its end: rank 1 as alone (its recorded OOM too).
-  auto all = run_cmd({.trace = dir, .keep_going = true});
+  const auto &rank0 = r.json["devices"][0], &rank1 = r.json["devices"][1];
   auto alone = run_cmd({.trace = dir + "/snapshot_rank1.pickle.zst"});
-  CHECK(!all.json["devices"][1].contains("allocs_not_replayed"));
-  CHECK(all.json["devices"][1]["peak_reserved_bytes"] == alone.json["peak_reserved_bytes"]);
+  REQUIRE(alone.json["first_oom"].is_object());
+  CHECK(!rank1.contains("allocs_not_replayed"));
+  CHECK(rank1["oom_count"] == 1);
+  CHECK(rank1["ooms"][0]["requested_bytes"] == alone.json["first_oom"]["requested_bytes"]);
+  CHECK(rank1["peak_reserved_bytes"] == alone.json["peak_reserved_bytes"]);
+  CHECK(rank1["peak_allocated_bytes"] == alone.json["peak_allocated_bytes"]);
+  CHECK(rank0["stopped_at_event"] == r.json["first_oom"]["event_index"]);
+  CHECK(rank1["stopped_at_event"] == rank1["ooms"][0]["event_index"]);
+  CHECK(rank1["stopped_at_event"].get<std::uint64_t>() > rank0["stopped_at_event"].get<std::uint64_t>());
+  CHECK(r.json["oom_count"] == 2);
+  CHECK(r.text.find("each process of the set stopped at its first") != std::string::npos);
+  CHECK(r.text.find("not replayed after the stop") == std::string::npos);
+  // The page: rank 0's slot ends at its own stop, the run at rank 1's.
+  const RunHistory& h = *r.result.history;
+  CHECK(h.stopped_at == rank1["stopped_at_event"].get<std::uint64_t>());
+  size_t slot0 = 0;  // rank 0's slot (slots come in order of first use)
+  while (slot0 < h.slots.size() && h.slots[slot0].first != 0) ++slot0;
+  REQUIRE(slot0 < h.slot_stopped_at.size());
+  CHECK(h.slot_stopped_at[slot0] == rank0["stopped_at_event"].get<std::uint64_t>());
+  CHECK(h.slot_stopped_at[1 - slot0] == kStillLive);  // rank 1 stopped with the run
+  for (const auto& p : h.timelines.at(slot0).points) CHECK(p.event <= h.slot_stopped_at[slot0]);
+  CHECK(h.timelines.at(1 - slot0).points.back().event > h.slot_stopped_at[slot0]);
+  // With --keep-going every rank replays to its end.
+  auto all = run_cmd({.trace = dir, .keep_going = true});
+  CHECK(!all.json["devices"][1].contains("stopped_at_event"));
+  CHECK(all.json["devices"][1]["peak_reserved_bytes"].get<Bytes>() >= rank1["peak_reserved_bytes"].get<Bytes>());
+}
+
+// One process's devices stop together: a single recording's device that its OOM left short of its
+// own end says so ("stopped", not "ok"), as its process would have ended there.
+TEST_CASE("a recording's devices stop with its first OOM, and those left short say they were") {
+  auto r = run_cmd({.trace = torch_fixture("expandable_3dev_oom"), .capacity = "8GiB"});
+  REQUIRE(r.json["first_oom"].is_object());
+  const std::uint64_t stop = r.json["first_oom"]["event_index"];
+  size_t short_of_end = 0;
+  for (const auto& d : r.json["devices"]) {
+    CHECK(d["stopped_at_event"] == stop);  // one process: every device stops at its first OOM
+    if (d["oom_count"] == 0 && d.contains("allocs_not_replayed")) ++short_of_end;
+  }
+  CHECK(short_of_end >= 1);
+  CHECK(r.text.find("not replayed after the stop: device ") != std::string::npos);
+  auto cmp = compare_cmd(
+      {.base = {.trace = torch_fixture("expandable_3dev_oom"), .capacity = "8GiB"}, .policies = "torch-caching"});
+  CHECK(cmp.text.find(" stopped ") != std::string::npos);
 }
 
 // Trial 10, findings 6 and 11: in a profile directory of two hosts (an MI300X's capture beside an

@@ -246,6 +246,20 @@ Recording recording_from_header(const nlohmann::json& h, const std::string& file
       unsigned long long d = std::strtoull(k.c_str(), &end, 10);
       if (!k.empty() && !*end && d <= UINT32_MAX && v.is_string()) r.device_names[static_cast<std::uint32_t>(d)] = v;
     }
+  if (auto m = h.find("recording_set"); m != h.end() && m->is_array() && m->size() > 1 && m->size() <= UINT32_MAX) {
+    for (size_t i = 0; i < m->size(); ++i) {
+      const nlohmann::json& member = (*m)[i];
+      if (!member.is_object() || !member.contains("devices") || !member["devices"].is_array())
+        throw bad("recording_set", "each member must list its devices");
+      for (const auto& d : member["devices"]) {
+        if (!d.is_number_unsigned() || d.get<std::uint64_t>() > UINT32_MAX)
+          throw bad("recording_set", "a member's devices must be device numbers");
+        if (!r.device_process.emplace(d.get<std::uint32_t>(), static_cast<std::uint32_t>(i)).second)
+          throw bad("recording_set", fmt::format("device {} is listed by two members", d.get<std::uint64_t>()));
+      }
+    }
+    r.processes = static_cast<std::uint32_t>(m->size());
+  }
   if (auto by = h.find("recorded_by"); by != h.end() && by->is_object()) {
     // Names this build does not know are left unknown: the source's own default applies.
     r.recorded_by = framework_named(by->value("framework", std::string()));

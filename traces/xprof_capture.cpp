@@ -175,6 +175,10 @@ class Importer {
   Importer(std::string path, LimitCounter& objects)
       : path_(std::move(path)), strings_(Limit::kStrings, path_, input_bytes(path_)), objects_(objects) {}
 
+  // A profile directory's capture `file`, which took device numbers [first, first + count).
+  void add_member(const std::string& file, std::uint64_t first, std::uint64_t count) {
+    members_.push_back({file, first, first + count});
+  }
   // Adds one host's capture, its devices numbered from device_offset. Returns how many device
   // numbers it takes: one past the highest its device planes and its allocators name (a host whose
   // capture has no device plane still uses TPU:0..3 through its allocators), at least one.
@@ -421,6 +425,20 @@ class Importer {
                              {"xprof", {{"hosts", hosts_}, {"allocators", allocators}, {"devices", devices}}}};
     if (!skipped.empty()) header["xprof"]["skipped_allocators"] = skipped;
     if (!device_names_.empty()) header["device_names"] = device_names_;  // host:device, a profile directory
+    // Each host's capture is its own process (Recording::device_process): its allocator runs out alone.
+    if (members_.size() > 1) {
+      std::set<std::uint32_t> used;  // the devices its planes and its allocators name
+      for (const auto& [d, info] : devices_) used.insert(d);
+      for (const auto& [name, a] : by) used.insert(a.target.device);
+      nlohmann::json set = nlohmann::json::array();
+      for (const Member& m : members_) {
+        nlohmann::json devs = nlohmann::json::array();
+        for (auto it = used.lower_bound(static_cast<std::uint32_t>(m.first)); it != used.end() && *it < m.end; ++it)
+          devs.push_back(*it);
+        set.push_back({{"file", m.file}, {"devices", std::move(devs)}});
+      }
+      header["recording_set"] = std::move(set);
+    }
     if (auto hw = recorded_hardware(); !hw.is_null()) header["recorded_hardware"] = hw;
     header["recorded_by"] = recorded_by();
     return make_event_reader(std::move(name), std::move(events), std::move(header));
@@ -555,6 +573,11 @@ class Importer {
   std::map<std::uint32_t, DeviceInfo> devices_;
   BufferNamer namer_;  // the compiled modules the capture embeds
   nlohmann::json device_names_ = nlohmann::json::object();
+  struct Member {
+    std::string file;
+    std::uint64_t first, end;  // the device numbers it took: [first, end)
+  };
+  std::vector<Member> members_;
   bool tpu_ = false;
   std::uint32_t hosts_ = 0;
   std::uint64_t annotated_calls_ = 0;  // allocator calls with TensorFlow's op annotations
@@ -638,7 +661,9 @@ std::unique_ptr<TraceReader> make_xprof_reader(const std::string& path, const Re
           fmt::format("{}: its devices come after {} devices of earlier hosts, beyond the 32-bit device "
                       "ordinals of a trace",
                       f, offset));
-    offset += im.add_host(space, static_cast<std::uint32_t>(offset), host);
+    const std::uint64_t used = im.add_host(space, static_cast<std::uint32_t>(offset), host);
+    if (folder) im.add_member(f, offset, used);
+    offset += used;
   }
   return im.finish(path);
 }

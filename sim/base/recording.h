@@ -111,6 +111,11 @@ struct Recording {
   bool state_only = false;                            // a snapshot without a trace: nothing happened while recording
   std::map<std::uint32_t, std::string> device_names;  // "rank 3", "host1:0": a set of recordings, a profile folder
   std::optional<std::uint32_t> rank;  // the process's rank in a distributed job (Kineto's distributedInfo)
+  // A set of recordings (the header's `recording_set`: one job's ranks, a profile directory's
+  // hosts): the member whose process used each device. Each member is its own process, whose
+  // allocator runs out on its own; empty: one process used every device.
+  std::map<std::uint32_t, std::uint32_t> device_process;
+  std::uint32_t processes = 1;  // how many members (at least one)
   // The most device memory each device's allocator held at once, as the recording states it (a
   // profiler trace's Total Reserved): the device had at least that much to give.
   std::map<std::uint32_t, Bytes> held_at_most;
@@ -120,6 +125,13 @@ struct Recording {
   // no cap of its own — bounded only by the host's RAM, which the trace does not record. (A hardware
   // preset's host space is a framework's pinned pool, XLA's host BFC: not this memory.)
   bool host_unbounded() const { return source == RecordingSource::kKineto; }
+  // The process that used device d (0 in a single recording; a set's devices its members do not
+  // name — none in a set fragsim wrote — are one more process, `processes`).
+  std::uint32_t process_of(std::uint32_t d) const {
+    if (device_process.empty()) return 0;
+    auto it = device_process.find(d);
+    return it != device_process.end() ? it->second : processes;
+  }
   // The settings device d's allocator recorded: its own in a set whose members differ, else the recording's.
   const RecordedTorchSettings* torch_settings_of(std::uint32_t d) const {
     if (auto it = device_torch_settings.find(d); it != device_torch_settings.end())

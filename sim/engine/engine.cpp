@@ -138,12 +138,12 @@ void Engine::feed_other(const Event& ev) {
       out_.window_first = ev.index, window_seen_ = true;
       // Every space that holds memory as the window opens is drawn from its first event, not from
       // the space's own first event in it (trial 14: a TPU pool reserved before --from 10 began at 16).
-      if (replaying_)
-        for (std::uint32_t i = 0; i < slots_.size(); ++i) account(i);
+      for (std::uint32_t i = 0; i < slots_.size(); ++i)
+        if (replays(slot_key_[i])) account(i);
     }
     if (in_window_) out_.window_last = ev.index;
   }
-  if (replaying_) {
+  if (!all_stopped_) {
     while (!deferred_.empty() && deferred_.top().t <= ev.t) run_deferred();
     now_ = ev.t;
   }
@@ -159,15 +159,14 @@ void Engine::feed_other(const Event& ev) {
         marks_kept_.spend(ev.name.size());
         out_.marks.push_back({ev.name, ev.index, ev.t});
       }
-      if (sink_ && replaying_) sink_->mark(ev.t, ev.name);
+      if (sink_ && !all_stopped_) sink_->mark(ev.t, ev.name);
       break;
     case Op::kStack:
       live_.define_stack(ev.id.value(), ev.frames);
       break;
     case Op::kReserved: {  // the recording allocator's reserved memory: does the replay hold the same?
       std::optional<Bytes> simulated;
-      if (replaying_) {
-        const std::uint32_t k = key(ev.device, Space::kHbm);
+      if (const std::uint32_t k = key(ev.device, Space::kHbm); replays(k)) {
         simulated = slot_index_[k] != kNoSlot ? slots_[slot_index_[k]].policy->footprint().reserved : 0;
       }
       fidelity_.reserved(ev, simulated);
@@ -179,9 +178,8 @@ void Engine::feed_other(const Event& ev) {
       if (maybe_retry) ++out_.empty_cache_maybe_retries;
       if (out_.actions.size() < kMaxMarks)
         out_.actions.push_back({maybe_retry ? std::string(kReleaseMaybeRetry) : "empty_cache", ev.index, ev.t});
-      if (!replaying_) break;
       for (std::uint32_t i = 0; i < slots_.size(); ++i) {
-        if (slots_[i].device != ev.device) continue;
+        if (slots_[i].device != ev.device || !replays(slot_key_[i])) continue;
         out_.empty_cache_effect = slots_[i].policy->empty_cache();
         account(i);
       }
@@ -192,7 +190,7 @@ void Engine::feed_other(const Event& ev) {
       break;
   }
   if (history_ && !defer_history_) history_->after(ev, slot_views());
-  if (opt_.check && replaying_ && ++since_check_ * kCheckBatch >= live_placed_ + slots_.size()) {
+  if (opt_.check && !all_stopped_ && ++since_check_ * kCheckBatch >= live_placed_ + slots_.size()) {
     since_check_ = 0;
     for (auto& s : slots_) {
       try {
@@ -224,7 +222,7 @@ void Engine::alloc(const Event& ev) {
   rq.peak = std::max(rq.peak, rq.live);
   totals_.add_requested(ev.size);
   live_.begin(ev.handle);
-  if (!replaying_) {
+  if (!replays(k)) {
     ++rq.not_replayed;
     fidelity_.not_replayed(ev.device);
     if (ev.has(key::kAddr) && !ev.has(key::kPreTrace) && !opt_.follow_recording) fidelity_.address_not_reached();
@@ -280,15 +278,7 @@ void Engine::alloc(const Event& ev) {
     // up (PyTorch frees its cache and retries; its message describes the state after that).
     account(si);
     record_oom(si, ev, request);
-    if (!opt_.keep_going) {
-      // Replay stops here: take the peaks' snapshots now, while the live set is still this run's
-      // (later allocs reuse handles of buffers whose frees are no longer replayed).
-      for (std::uint32_t i = 0; i < slots_.size(); ++i)
-        if (slots_[i].peak_dirty) take_peak_now(i);
-      replaying_ = false;
-      out_.stopped_early = true;
-      if (history_) history_->stopped(ev.index);
-    }
+    if (!opt_.keep_going) stop_process(ev.device, ev.index);
     check_fatal(s, ev);
     return;
   }
@@ -301,11 +291,12 @@ void Engine::free(const Event& ev) {
   ++replayable_;
   std::uint32_t k = key(ev.device, route(ev.live_space, ev));
   // The state before memory goes down is the space's peak.
-  if (replaying_ && slot_index_[k] != kNoSlot && slots_[slot_index_[k]].peak_dirty)
+  const bool replayed = replays(k);
+  if (replayed && slot_index_[k] != kNoSlot && slots_[slot_index_[k]].peak_dirty)
     take_peak_when_leaving(slot_index_[k]);
   req_[k].live -= ev.live_size;
   totals_.remove_requested(ev.live_size);
-  if (!replaying_) return;
+  if (!replayed) return;
   if (live_.state(ev.handle) == LiveSet::State::kPlaced) {
     const std::uint32_t si = live_.slot_of(ev.handle);
     Slot& s = slots_[si];
@@ -330,7 +321,7 @@ void Engine::observe(const Event& ev) {
     if (out_.actions.size() < kMaxMarks) out_.actions.push_back({"recorded OOM", ev.index, ev.t});
     return;
   }
-  if (!replaying_) return;
+  if (!replays(key(ev.device, Space::kHbm))) return;
   bool pre = ev.has(key::kPreTrace);
   // What the recording allocator did concerns the device's main memory: its policy exists from
   // the first observation on (it may seed state or take recorded addresses from it).
@@ -374,7 +365,7 @@ void Engine::run_deferred() {
   // get no timeline point (every slot's, for every task, cost O(devices^2) memory on a trace of
   // thousands of devices).
   for (std::uint32_t i = 0; i < slots_.size(); ++i)
-    if (!(slots_[i].policy->footprint() == slots_[i].metrics.last())) account(i);
+    if (replays(slot_key_[i]) && !(slots_[i].policy->footprint() == slots_[i].metrics.last())) account(i);
 }
 
 // Spaces the hardware lacks fall back as GPU programs see them: collective buffers live in HBM.
@@ -397,6 +388,8 @@ void Engine::new_device(std::uint32_t device) {
     devices_kept_.spend(1);
     if (opt_.device_lists) check_device_lists(device, opt_.trace, limit_basis(opt_));
     devices_.push_back(device);
+    auto stop = stopped_processes_.find(recording_.process_of(device));  // a stopped process's later device
+    stopped_dense_.push_back(stop == stopped_processes_.end() ? kNotStopped : stop->second);
     req_.resize(devices_.size() * kSpaces);
     slot_index_.resize(devices_.size() * kSpaces, kNoSlot);
   }
@@ -502,14 +495,32 @@ void Engine::sink_counter(const Slot& s, const Footprint& u) {
 }
 
 void Engine::stop_fatal(const Slot& s, const Event& ev) {
-  out_.fatal = s.policy->fatal_error();
-  out_.fatal_event = ev.index;
-  out_.fatal_device = s.device;
-  out_.fatal_space = s.space;
+  if (out_.fatal.empty()) {  // the run's first abort (another process of a set may abort later)
+    out_.fatal = s.policy->fatal_error();
+    out_.fatal_event = ev.index;
+    out_.fatal_device = s.device;
+    out_.fatal_space = s.space;
+  }
   out_.completed = false;
+  stop_process(s.device, ev.index);
+}
+
+void Engine::stop_process(std::uint32_t device, std::uint64_t event) {
+  const std::uint32_t p = recording_.process_of(device);
+  if (!stopped_processes_.emplace(p, event).second) return;
   out_.stopped_early = true;
   replaying_ = false;
-  if (history_) history_->stopped(ev.index);
+  for (std::uint32_t d = 0; d < devices_.size(); ++d)
+    if (recording_.process_of(devices_[d]) == p) stopped_dense_[d] = event;
+  // Its peaks' snapshots now, while the live set still holds its buffers (later allocations may
+  // reuse the handles of buffers whose frees are no longer replayed).
+  for (std::uint32_t i = 0; i < slots_.size(); ++i)
+    if (recording_.process_of(slots_[i].device) == p) {
+      if (slots_[i].peak_dirty) take_peak_now(i);
+      if (history_) history_->stopped_slot(i, event);
+    }
+  all_stopped_ = stopped_processes_.size() >= recording_.processes;
+  if (all_stopped_ && history_) history_->stopped(event);
 }
 
 std::vector<SlotView> Engine::slot_views() const {

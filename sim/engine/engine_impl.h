@@ -134,7 +134,7 @@ class Engine : public Scheduler {
   void account(std::uint32_t si);
   [[gnu::noinline]] void sink_counter(const Slot& s, const Footprint& u);  // off account()'s path
   void check_fatal(const Slot& s, const Event& ev) {
-    if (out_.fatal.empty() && !s.policy->fatal_error().empty()) stop_fatal(s, ev);
+    if (!s.policy->fatal_error().empty()) stop_fatal(s, ev);
   }
   void stop_fatal(const Slot& s, const Event& ev);
   void record_oom(std::uint32_t si, const Event& ev, const AllocRequest& rq);
@@ -182,7 +182,18 @@ class Engine : public Scheduler {
   LiveSet live_;
   Fidelity fidelity_;
   RunResult out_;
-  bool replaying_ = true;
+  // Replay stops at an OOM (without --keep-going) or an allocator's abort — for the process that ran
+  // out: each member of a set of recordings is its own process (Recording::device_process), whose
+  // devices the others' OOMs do not stop. replaying_: no process has stopped (feed's short path);
+  // stopped_dense_: per dense device, the event its process stopped at (kNotStopped: none);
+  // all_stopped_: every process has.
+  static constexpr std::uint64_t kNotStopped = UINT64_MAX;
+  bool replaying_ = true, all_stopped_ = false;
+  std::vector<std::uint64_t> stopped_dense_;
+  std::map<std::uint32_t, std::uint64_t> stopped_processes_;  // process → the event it stopped at
+  bool replays(std::uint32_t k) const { return replaying_ || stopped_dense_[k / kSpaces] == kNotStopped; }
+  // Stops the process that used `device` at `event`: its spaces' peaks are taken now.
+  void stop_process(std::uint32_t device, std::uint64_t event);
   // Re-holding a history before the recording (rebuild_prior): its requests are not the program's,
   // so metrics see what the history leaves behind (one account() at its end), not its moments.
   bool in_prior_history_ = false;

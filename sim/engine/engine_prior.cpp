@@ -47,7 +47,7 @@ void Engine::settle_prior() {
   defer_history_ = true;
   for (std::uint32_t si : touched) {
     if (!slots_[si].prior_rebuilt()) continue;
-    if (!replaying_) {  // another space's state did not fit: this one's was never held
+    if (!replays(slot_key_[si])) {  // another space of its process did not fit its state: never held
       const Slot& s = slots_[si];
       for (const Event& ev : prior_.events())
         if (ev.op == Op::kAlloc && ev.device == s.device && route(ev.space, ev) == s.space)
@@ -176,7 +176,7 @@ void Engine::rebuild_prior(std::uint32_t si, std::uint64_t held_at) {
     const Space space = s.space;
     for (size_t k = 0; k <= reqs.size(); ++k) {
       for (size_t j : release_before[k]) release(j);
-      if (k == reqs.size() || !replaying_) break;
+      if (k == reqs.size() || !replays(slot_key_[si])) break;
       if (reqs[k].live != SIZE_MAX) {  // a live block, placed at its turn in the history
         const Event& ev = prior_.events().at(reqs[k].live);
         if (placed[reqs[k].live] || ev.device != device || route(ev.space, ev) != space) continue;

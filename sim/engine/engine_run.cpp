@@ -59,7 +59,7 @@ void Engine::begin(const nlohmann::json& header, const Recording& recording) {
 
 RunResult Engine::end(std::uint64_t skipped_frees) {
   if (prior_.collecting()) settle_prior();  // a recording of state only: nothing happened after it
-  if (replaying_)
+  if (!all_stopped_)
     while (!deferred_.empty()) run_deferred();
   bool missed = false;
   for (std::uint32_t i = 0; i < slots_.size(); ++i) {
@@ -133,6 +133,7 @@ void Engine::finish() {
     r.snapshot_settings = s.policy->snapshot_allocator_settings();
     r.prior = s.prior;
     r.allocs_not_replayed = req_[slot_key_[i]].not_replayed;
+    if (!replays(slot_key_[i])) r.stopped_at = stopped_dense_[slot_key_[i] / kSpaces];
     for (auto& n : s.policy->run_notes())
       if (std::find(out.notes.begin(), out.notes.end(), n) == out.notes.end()) out.notes.push_back(std::move(n));
     out.spaces.push_back(std::move(r));

@@ -329,6 +329,7 @@ void HistoryRecorder::after(const Event& ev, const std::vector<SlotView>& slots)
     if (spec_.samples[next_sample_++] != e) continue;
     for (std::uint32_t i = 0; i < slots.size(); ++i) {
       if (out_->timelines.size() <= i) out_->timelines.resize(i + 1);
+      if (i < slot_stopped_at_.size() && e > slot_stopped_at_[i]) continue;  // its process stopped
       out_->timelines[i].points.push_back({e, ev.t, tracks_[i].live, 0});
     }
   }
@@ -345,6 +346,11 @@ std::shared_ptr<RunHistory> HistoryRecorder::finish(const std::vector<SlotView>&
   h.first = spec_.first;
   h.last = std::min(spec_.last, stopped_at_);
   h.stopped_at = stopped_at_;
+  // A slot stopped with the run's own stop is the run's (stopped_at says it).
+  for (std::uint64_t& at : slot_stopped_at_)
+    if (at >= stopped_at_) at = kStillLive;
+  if (std::any_of(slot_stopped_at_.begin(), slot_stopped_at_.end(), [](std::uint64_t at) { return at != kStillLive; }))
+    h.slot_stopped_at = slot_stopped_at_;
   h.allocations = log_;
   if (spec_.viewer) {
     h.regions = regions_.finish();

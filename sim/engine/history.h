@@ -139,6 +139,9 @@ struct RunHistory {
   // The run stopped replaying at its first OOM (no --keep-going): nothing after this event was
   // replayed, so nothing of the page goes past it. kStillLive when it did not stop.
   std::uint64_t stopped_at = kStillLive;
+  // Per slot, where its process stopped when that came before the run's stop (a set of recordings:
+  // one rank ran out, the others replayed on); kStillLive for the others. Empty when none did.
+  std::vector<std::uint64_t> slot_stopped_at;
 };
 
 // Follows one replay (the engine calls it; sim/engine/engine_impl.h).
@@ -150,6 +153,11 @@ class HistoryRecorder {
   void freeing(const Event& ev, const std::vector<SlotView>& slots);
   // Replay stopped after event `event` (the first OOM): what comes after is not recorded.
   void stopped(std::uint64_t event) { stopped_at_ = event; }
+  // Slot `slot`'s process stopped after event `event` (a set's rank ran out): the others go on.
+  void stopped_slot(std::uint32_t slot, std::uint64_t event) {
+    if (slot_stopped_at_.size() <= slot) slot_stopped_at_.resize(slot + 1, kStillLive);
+    slot_stopped_at_[slot] = event;
+  }
   // After each event of the trace, with every slot's state then.
   void after(const Event& ev, const std::vector<SlotView>& slots);
   // The time of the run's first event: the page's times are from it (RunResult::first_t).
@@ -203,7 +211,8 @@ class HistoryRecorder {
   bool in_window_ = false, cut_ = false;
   std::uint64_t cut_at_ = 0;
   std::uint64_t stopped_at_ = kStillLive;
-  std::shared_ptr<AllocationLog> log_;  // null unless spec_.viewer
+  std::vector<std::uint64_t> slot_stopped_at_;  // stopped_slot's
+  std::shared_ptr<AllocationLog> log_;          // null unless spec_.viewer
   RegionLog regions_;
 };
 

@@ -163,6 +163,9 @@ struct SpaceResult {
   // Allocations of this space after the run stopped (its first OOM or an abort, maybe another
   // device's), never replayed: its figures end at the stop.
   std::uint64_t allocs_not_replayed = 0;
+  // The event where its process's replay stopped (without --keep-going: that process's first OOM,
+  // or an abort); unset when it replayed to the end. A set of recordings' other ranks go on.
+  std::optional<std::uint64_t> stopped_at;
   std::vector<TimelinePoint> timeline;
   nlohmann::json stats = nlohmann::json::object();
   std::optional<AllocatorPolicy::CompileTimePlan> compile_time_plan;  // an offline planner's (static-heap)

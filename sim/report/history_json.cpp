@@ -155,6 +155,9 @@ nlohmann::json history_json(const RunHistory& h, const RunResult& r) {
                  timelines = nlohmann::json::array(), keyframes = nlohmann::json::array(),
                  deltas = nlohmann::json::array(), exact = nlohmann::json::array();
   for (const auto& [device, space] : h.slots) slots.push_back({device, space_name(space)});
+  nlohmann::json slot_stopped = nlohmann::json::array();  // per slot: -1, or where its process stopped
+  for (std::uint64_t at : h.slot_stopped_at)
+    slot_stopped.push_back(at == kStillLive ? nlohmann::json(-1) : nlohmann::json(at));
   for (const auto& b : h.buffers) {
     const BufferView& v = b.view;
     buffers.push_back({v.id.value(), b.slot, v.event_index, rel(v.t),
@@ -243,7 +246,8 @@ nlohmann::json history_json(const RunHistory& h, const RunResult& r) {
       {"allocations", h.allocations ? page_allocations(*h.allocations, h.first, h.last + 1) : nlohmann::json()},
       {"regions", regions},
       {"regions_cut_at", h.regions_cut_at == RegionLife::kHeld ? nlohmann::json(-1) : nlohmann::json(h.regions_cut_at)},
-      {"stopped_at", h.stopped_at == kStillLive ? nlohmann::json(-1) : nlohmann::json(h.stopped_at)}};
+      {"stopped_at", h.stopped_at == kStillLive ? nlohmann::json(-1) : nlohmann::json(h.stopped_at)},
+      {"slot_stopped_at", slot_stopped}};
 }
 
 }  // namespace fragsim

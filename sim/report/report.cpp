@@ -493,6 +493,7 @@ nlohmann::json report_json(const RunResult& r, size_t map_blocks) {
     if (std::string n = device_name(r, s.device); !n.empty()) d["name"] = n;
     if (s.prior) d["before_recording"] = prior_json(*s.prior);
     if (s.allocs_not_replayed) d["allocs_not_replayed"] = s.allocs_not_replayed;
+    if (s.stopped_at) d["stopped_at_event"] = *s.stopped_at;
     for (auto it = s.extra.begin(); it != s.extra.end(); ++it) d[it.key()] = it.value();
     da += s.device_allocs;
     df += s.device_frees;
@@ -693,14 +694,17 @@ std::string report_text(const RunResult& r) {
                                                   : fmt::format("after {} OOM{}{}", r.ooms.size(),
                                                                 r.ooms.size() == 1 ? "" : "s", on))
                      : fmt::format("{} OOM{}{}{}", r.ooms.size(), r.ooms.size() == 1 ? "" : "s", on,
-                                   r.stopped_early ? " (stopped at the first; --keep-going lists all)" : ""));
+                                   !r.stopped_early    ? ""
+                                   : r.ooms.size() > 1 ? " (each process of the set stopped at its first; --keep-going "
+                                                         "lists all)"
+                                                       : " (stopped at the first; --keep-going lists all)"));
   if (!r.ooms.empty() && r.several_spaces()) {
     const OomRecord& f = r.ooms.front();
     fmt::format_to(out, "  first OOM: {} at event {}, {} ({} requested)\n", where(r, f.device, f.space), f.event_index,
                    oom_cause_text(f), human_bytes(f.requested));
   }
-  // Where the stop left other spaces short of their own end: their figures end there too (a set's
-  // ranks are separate processes, which another's OOM would not have stopped).
+  // Where the stop left other spaces of the process short of their own end: their figures end there
+  // too (a set's other ranks are separate processes, which replay on).
   std::vector<std::string> short_of_end;
   for (const auto& s : r.spaces)
     if (s.allocs_not_replayed && !r.space_failed(s))

@@ -285,6 +285,12 @@
     return Math.max(0, events - 1);
   }
   FS.runEnd = runEnd;
+  // Where slot k of a run's history stopped: its own process's stop (a set's rank that ran out
+  // while the others replayed on), else the run's; undefined when it replayed to the end.
+  FS.slotStop = (h, k) => {
+    const own = h.slot_stopped_at && h.slot_stopped_at[k] >= 0 ? h.slot_stopped_at[k] : undefined;
+    return own !== undefined ? own : h.stopped_at >= 0 ? h.stopped_at : undefined;
+  };
   const windows = data.runs.map((r) => (r.history && r.history.window ? [r.history.first, r.history.last] : null));
   const windowed = windows.length > 0 && windows.every((w) => w);
   const minEvent = windowed ? Math.min(...windows.map((w) => w[0])) : 0;
@@ -304,7 +310,9 @@
   function seriesOf(r, key) {
     const tl = r.timelines.find((t) => keyOf(t) === key);
     const dev = r.report.devices.find((d) => keyOf(d) === key);
-    return tl && dev ? { run: r, points: tl.points, dev: dev, end: runEnd(r) } : null;
+    // A set's rank that ran out stopped there while the others replayed on (its own stop).
+    const end = dev && dev.stopped_at_event !== undefined ? Math.min(dev.stopped_at_event, runEnd(r)) : runEnd(r);
+    return tl && dev ? { run: r, points: tl.points, dev: dev, end: end } : null;
   }
   const keyList = [];
   data.runs.forEach((r) => r.timelines.forEach((t) => { if (!keyList.some((k) => keyOf(k) === keyOf(t))) keyList.push(t); }));
@@ -450,8 +458,11 @@
           plot.appendChild(svg("path", attrs));
         });
         if (x.end < maxEvent && x.end >= view.x0 && x.end <= view.x1)
-          vline(x.end, "stop", "#d62728", "4,3", runName(x.run) + ": the run stopped here (" +
-            (x.run.report.fatal ? "the allocator aborted" : "its first OOM") + "); nothing after it was replayed");
+          vline(x.end, "stop", "#d62728", "4,3", runName(x.run) + (x.end < runEnd(x.run)
+            ? ": this device's process stopped here (its first OOM); nothing of it after this was replayed, while the " +
+              "set's other ranks replayed on"
+            : ": the run stopped here (" + (x.run.report.fatal ? "the allocator aborted" : "its first OOM") +
+              "); nothing after it was replayed"));
         (x.dev.ooms || []).forEach((o) => {
           if (o.event_index < view.x0 || o.event_index > view.x1) return;
           const c = svg("circle", { cx: xs(o.event_index), cy: ys(o.allocated_bytes), r: 4, fill: overlaid ? color : COLORS.capacity, stroke: "#000", class: "oom-marker" });

@@ -180,7 +180,7 @@
       },
       pin: (i) => FS.pinAllocation(r, s, i),
       marks: marksOf(r, dev.device, dev.space),
-      stop: h.stopped_at >= 0 ? h.stopped_at : undefined,
+      stop: FS.slotStop(h, s.slot),
       timeOf: h.timed === false ? null : cl.timeOf,
       eventAt: cl.eventAt,
     };

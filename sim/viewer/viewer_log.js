@@ -364,10 +364,11 @@
     return lo - 1;
   }
   const hex = (a) => (isNaN(a) ? "?" : "0x" + a.toString(16));
-  const stopText = (r) => {
-    const h = r.history;
-    return h && h.stopped_at >= 0 ? "still live when the run stopped at event " + h.stopped_at + " (its first OOM)"
-                                  : "still live when the run ended";
+  const stopText = (r, slot) => {
+    const h = r.history, at = h ? FS.slotStop(h, slot) : undefined;
+    return at === undefined ? "still live when the run ended"
+      : at !== h.stopped_at ? "still live when its process stopped at event " + at + " (its first OOM)"
+      : "still live when the run stopped at event " + at + " (its first OOM)";
   };
   // Time from the first event, "" when the trace records no times.
   const inT = (h, ticks) => (h.timed === false || isNaN(ticks) ? "" : ", " + FS.secondsText(ticks * h.seconds_per_tick) + " in");
@@ -378,7 +379,7 @@
       slot[1] + (e.preTrace ? "; live before the recording began" : "") + ")",
       "alloc: event " + e.allocEvent + inT(h, e.allocT) + ", stream " + e.stream + ", id " + e.id,
       isFinite(e.freeEvent) ? "free:  event " + e.freeEvent + inT(h, e.freeT) + ", stream " + e.freeStream
-                            : "free:  none, " + stopText(r),
+                            : "free:  none, " + stopText(r, s.slot),
       "requested " + bytes(e.requested) + ", block " + bytes(e.block) +
         (e.block > e.requested ? " (padding/rounding " + bytes(e.block - e.requested) + ")" : "")];
     if (isFinite(e.freeEvent))
@@ -412,7 +413,7 @@
     return ["region " + g.id + " at " + hex(g.base) + ", " + bytes(g.size) + " (device " + slot[0] + " " + slot[1] + ")",
       "obtained at event " + g.obtained + inT(h, g.obtainedT) + (g.preTrace ? " (held before the recording began)" : ""),
       isFinite(g.released) ? "released at event " + g.released + inT(h, g.releasedT) + " by " + (cause[g.cause] || g.cause)
-                           : "held " + stopText(r).replace("still live ", ""),
+                           : "held " + stopText(r, g.slot).replace("still live ", ""),
       (e === undefined ? "" : "after event " + e + ": ") + bytes(inUse) + " in use of " + bytes(mapped) + " mapped" +
         (mapped < g.size ? " (" + bytes(g.size - mapped) + " reserved but unmapped)" : ""),
       "most in use at once: " + bytes(peak)];

@@ -71,7 +71,7 @@
       },
       pin: (i, e) => FS.pinRegion(r, regions[i], e),
       marks: FS.marksOf(r, dev.device, dev.space),
-      stop: h.stopped_at >= 0 ? h.stopped_at : undefined,
+      stop: FS.slotStop(h, slot),
       timeOf: cl && h.timed !== false ? cl.timeOf : null,
       eventAt: cl ? cl.eventAt : null,
     };
