@@ -771,6 +771,34 @@ TEST_CASE("a recording's devices stop with its first OOM, and those left short s
   CHECK(cmp.text.find(" stopped ") != std::string::npos);
 }
 
+// Note 13: in one process, a device whose state before the recording did not fit stopped the run
+// before the other devices' states were held: they read 0 B, though the recording shows them held.
+// Which device ran out first under the what-if the recording cannot tell, so each device holds its
+// own state (one that does not fit is an OOM of its own) and then the process stops.
+TEST_CASE("a process holds every device's state before the recording, then stops at the one that does not fit") {
+  auto trace = [](Bytes dev1) {
+    const std::string path =
+        write_text(fmt::format("two_dev_prior_{}.jsonl", dev1),
+                   fmt::format("{{\"op\":\"alloc\",\"id\":1,\"size\":{},\"device\":0,\"pre_trace\":true}}\n"
+                               "{{\"op\":\"alloc\",\"id\":2,\"size\":{},\"device\":1,\"pre_trace\":true}}\n"
+                               "{{\"op\":\"alloc\",\"id\":3,\"size\":{},\"device\":1}}\n"
+                               "{{\"op\":\"alloc\",\"id\":4,\"size\":{},\"device\":0}}\n",
+                               3 * kGiB, dev1, 256 * MiB, MiB));
+    return run_cmd({.trace = path, .capacity = "2GiB", .policy = "torch-caching"});
+  };
+  auto r = trace(512 * MiB);  // device 0's 3 GiB cannot be held in 2 GiB, device 1's 512 MiB can
+  const auto &d0 = r.json["devices"][0], &d1 = r.json["devices"][1];
+  CHECK(d0["oom_count"] == 1);
+  CHECK(d1["oom_count"] == 0);
+  CHECK(d1["peak_reserved_bytes"] == 512 * MiB);            // was 0: never held
+  CHECK(d1["stopped_at_event"] == d0["stopped_at_event"]);  // one process
+  CHECK(d1["allocs_not_replayed"] == 1);                    // its 256 MiB request in the trace
+  auto both = trace(kGiB * 5 / 2);                          // neither fits: an OOM each, where the recording began
+  CHECK(both.json["oom_count"] == 2);
+  CHECK(both.text.find("stopped where the recording began: the state before it does not fit on 2 spaces") !=
+        std::string::npos);
+}
+
 // Trial 10, findings 6 and 11: in a profile directory of two hosts (an MI300X's capture beside an
 // MI355X's), every device had the first host's memory — device 8 replayed on the MI300X's 191.98
 // GiB below the 279.34 GiB limit its own allocator logged, with no note — while a set of profiler

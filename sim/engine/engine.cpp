@@ -507,6 +507,16 @@ void Engine::stop_fatal(const Slot& s, const Event& ev) {
 
 void Engine::stop_process(std::uint32_t device, std::uint64_t event) {
   const std::uint32_t p = recording_.process_of(device);
+  if (settling_) {
+    // The state before the recording: every device of the process holds its own first (the
+    // recording shows it held on each; which device's ran out first under the what-if, it cannot
+    // tell), this device no more after its OOM; settle_prior then stops the process.
+    const std::uint32_t d = dense_.at(device);
+    if (stopped_dense_[d] == kNotStopped) stopped_dense_[d] = event;
+    replaying_ = false;
+    stops_after_settle_.emplace_back(device, event);
+    return;
+  }
   if (!stopped_processes_.emplace(p, event).second) return;
   out_.stopped_early = true;
   replaying_ = false;
@@ -521,6 +531,7 @@ void Engine::stop_process(std::uint32_t device, std::uint64_t event) {
     }
   all_stopped_ = stopped_processes_.size() >= recording_.processes;
   if (all_stopped_ && history_) history_->stopped(event);
+  out_.processes_stopped = static_cast<std::uint32_t>(stopped_processes_.size());
 }
 
 std::vector<SlotView> Engine::slot_views() const {

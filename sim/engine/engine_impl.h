@@ -192,8 +192,11 @@ class Engine : public Scheduler {
   std::vector<std::uint64_t> stopped_dense_;
   std::map<std::uint32_t, std::uint64_t> stopped_processes_;  // process → the event it stopped at
   bool replays(std::uint32_t k) const { return replaying_ || stopped_dense_[k / kSpaces] == kNotStopped; }
-  // Stops the process that used `device` at `event`: its spaces' peaks are taken now.
+  // Stops the process that used `device` at `event`: its spaces' peaks are taken now. While the
+  // state before the recording is held, only that device stops, and the process after every
+  // device's state was held (stops_after_settle_).
   void stop_process(std::uint32_t device, std::uint64_t event);
+  std::vector<std::pair<std::uint32_t, std::uint64_t>> stops_after_settle_;  // (device, event)
   // Re-holding a history before the recording (rebuild_prior): its requests are not the program's,
   // so metrics see what the history leaves behind (one account() at its end), not its moments.
   bool in_prior_history_ = false;

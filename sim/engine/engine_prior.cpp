@@ -47,7 +47,7 @@ void Engine::settle_prior() {
   defer_history_ = true;
   for (std::uint32_t si : touched) {
     if (!slots_[si].prior_rebuilt()) continue;
-    if (!replays(slot_key_[si])) {  // another space of its process did not fit its state: never held
+    if (!replays(slot_key_[si])) {  // another space of its device did not fit its state: never held
       const Slot& s = slots_[si];
       for (const Event& ev : prior_.events())
         if (ev.op == Op::kAlloc && ev.device == s.device && route(ev.space, ev) == s.space)
@@ -67,6 +67,9 @@ void Engine::settle_prior() {
   for (std::uint32_t si : touched) slots_[si].metrics.recording_begins(slots_[si].policy->footprint().reserved);
   prior_.release();
   settling_ = false;
+  // Each process whose state did not fit on some device stops now, every device's state held.
+  for (const auto& [device, event] : stops_after_settle_) stop_process(device, event);
+  stops_after_settle_.clear();
   sort_placements(placements_from);
 }
 

@@ -672,6 +672,18 @@ void spaces_table(std::back_insert_iterator<std::string> out, const RunResult& r
 
 }  // namespace
 
+// How a run without --keep-going stopped, after its OOM count: "" when it did not.
+std::string stop_words(const RunResult& r) {
+  if (!r.stopped_early) return "";
+  if (r.processes_stopped > 1) return " (each process of the set stopped at its first; --keep-going lists all)";
+  if (r.ooms.size() > 1)  // one process, several devices whose state before the recording does not fit
+    return fmt::format(
+        " (stopped where the recording began: the state before it does not fit on {} spaces; "
+        "--keep-going lists all)",
+        r.ooms.size());
+  return " (stopped at the first; --keep-going lists all)";
+}
+
 std::string report_text(const RunResult& r) {
   std::string s;
   auto out = std::back_inserter(s);
@@ -693,11 +705,7 @@ std::string report_text(const RunResult& r) {
                                    r.ooms.empty() ? "no OOM before it"
                                                   : fmt::format("after {} OOM{}{}", r.ooms.size(),
                                                                 r.ooms.size() == 1 ? "" : "s", on))
-                     : fmt::format("{} OOM{}{}{}", r.ooms.size(), r.ooms.size() == 1 ? "" : "s", on,
-                                   !r.stopped_early    ? ""
-                                   : r.ooms.size() > 1 ? " (each process of the set stopped at its first; --keep-going "
-                                                         "lists all)"
-                                                       : " (stopped at the first; --keep-going lists all)"));
+                     : fmt::format("{} OOM{}{}{}", r.ooms.size(), r.ooms.size() == 1 ? "" : "s", on, stop_words(r)));
   if (!r.ooms.empty() && r.several_spaces()) {
     const OomRecord& f = r.ooms.front();
     fmt::format_to(out, "  first OOM: {} at event {}, {} ({} requested)\n", where(r, f.device, f.space), f.event_index,
