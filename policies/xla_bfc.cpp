@@ -865,14 +865,24 @@ PolicyBuilder configure_xla_bfc(ConfigReader& cfg, const ConfigContext& ctx) {
   // That is the recording's release, whichever limit this run gives it: a fraction or a byte limit
   // what-if makes its limit by the same rule (trial: .97, the capture's own fraction, gave a limit
   // rounded up to 2 MiB, and so not the recorded one).
-  if (rec && !user_jaxlib && !host && jb.vmm_padding && *rec->limit % (2 * kMiB) != 0) {
-    jb.round_limit = jb.vmm_padding = false;
-    cfg.record("vmm_padding", false);
-    cfg.note(fmt::format(
-        "xla-bfc on device {}: the capture's limit {} B is no multiple of 2 MiB, so its allocator neither rounds its "
-        "limit nor pads its regions (TensorFlow, or jaxlib before 0.10.2): neither is modelled (jaxlib=VERSION "
-        "chooses)",
-        ctx.device_index, *rec->limit));
+  // A jaxlib asked for that rounds (0.10.2 on) is modelled as asked, but the capture's unrounded limit
+  // contradicts it, and the run says so (trial: jaxlib=0.10.2 on the MI300X capture, accepted silently).
+  if (rec && !host && jb.vmm_padding && *rec->limit % (2 * kMiB) != 0) {
+    if (user_jaxlib) {
+      cfg.note(fmt::format(
+          "xla-bfc on device {}: the recording contradicts jaxlib={}: that release rounds its limit up to a multiple "
+          "of 2 MiB, and the capture's limit {} B is none, so its allocator was TensorFlow's or jaxlib 0.10.1 or "
+          "older; modelled as asked",
+          ctx.device_index, jb.version, *rec->limit));
+    } else {
+      jb.round_limit = jb.vmm_padding = false;
+      cfg.record("vmm_padding", false);
+      cfg.note(fmt::format(
+          "xla-bfc on device {}: the capture's limit {} B is no multiple of 2 MiB, so its allocator neither rounds "
+          "its limit nor pads its regions (TensorFlow, or jaxlib before 0.10.2): neither is modelled (jaxlib=VERSION "
+          "chooses)",
+          ctx.device_index, *rec->limit));
+    }
   }
   Bytes total = jb.limit_from_free ? ctx.space->usable() : ctx.space->capacity;
   // TensorFlow with no per_process_gpu_memory_fraction: its free memory less its reserve, not a share.
