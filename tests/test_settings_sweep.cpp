@@ -393,3 +393,34 @@ TEST_CASE("sweep: an answer on a recording that began mid-run says it covers the
   CHECK(whole.text.find("began mid-run") == std::string::npos);
   CHECK(!whole.json.contains("held_before_recording_bytes"));
 }
+
+// Issue 47: a min-mem-fraction sweep answered "<= 0.01" whenever 0.01 fitted: on the MI300X capture
+// (a 192 GiB device) that is 2 GB for a trace whose live buffers reach 460 MiB. Below 0.01 it now
+// refines (0.001 steps, then between the failure and the answer to two significant digits), and each
+// printed setting, written as the framework reads it, replays the answer.
+TEST_CASE("sweep: a fraction below 0.01 is found, and each command printed for it reproduces it") {
+  const std::string x = test_data("xprof/tracelens_mi300_jax08_gemm.xplane.pb.zst");
+  auto completes = [&](const RunRequest& q) { return run_cmd(q).result.completed; };
+  const auto jax = sweep_cmd({.trace = x}, "min-mem-fraction");
+  REQUIRE(jax.result.value);
+  CHECK_FALSE(jax.result.bound);
+  CHECK(*jax.result.value == 0.0031);
+  CHECK(jax.text.find("smallest memory fraction with no OOM: 0.0031\n") != std::string::npos);
+  CHECK(jax.result.setting.ends_with("XLA_PYTHON_CLIENT_MEM_FRACTION=.0031"));
+  CHECK(jax.result.command.find(" --env XLA_PYTHON_CLIENT_MEM_FRACTION=.0031") != std::string::npos);
+  CHECK(jax.json["value"] == 0.0031);
+  CHECK(completes({.trace = x, .envs = {"XLA_PYTHON_CLIENT_MEM_FRACTION=.0031"}}));
+  CHECK(completes({.trace = x, .sets = {"mem_fraction=0.0031"}}));
+  CHECK_FALSE(completes({.trace = x, .envs = {"XLA_PYTHON_CLIENT_MEM_FRACTION=.003"}}));
+  // PyTorch's allocator over the same capture: its own call, its own --set.
+  const auto torch = sweep_cmd({.trace = x, .policy = "torch-caching"}, "min-mem-fraction");
+  REQUIRE(torch.result.value);
+  CHECK(torch.result.setting.rfind("torch.cuda.set_per_process_memory_fraction(0.0024)", 0) == 0);
+  CHECK(torch.result.command == "fragsim run " + x + " --policy torch-caching --set memory_fraction=0.0024");
+  CHECK(completes({.trace = x, .policy = "torch-caching", .sets = {"memory_fraction=0.0024"}}));
+  CHECK_FALSE(completes({.trace = x, .policy = "torch-caching", .sets = {"memory_fraction=0.0023"}}));
+  CHECK(fraction_number(0.0024) == "0.0024");
+  CHECK(fraction_number(1.0) == "1.00");
+  CHECK(fraction_text(0.0031) == ".0031");
+}
+
