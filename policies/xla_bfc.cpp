@@ -973,16 +973,22 @@ struct BfcAlternative {
   bool slow = false;    // a driver call per allocation and free (AdviceCandidate::slow)
   bool remedy = true;   // offered against fragmentation (one preallocated pool is not: it fragments as growth does)
 };
+// The variable that sets the BFC's mode, as the framework's users set it: JAX's preallocation, TensorFlow's
+// allow_growth (its opposite).
+std::string mode_setting(bool preallocate, const Vocabulary& vocab) {
+  if (vocab.framework == Framework::kTensorFlow)
+    return preallocate ? "TF_FORCE_GPU_ALLOW_GROWTH=false" : "TF_FORCE_GPU_ALLOW_GROWTH=true";
+  return preallocate ? "XLA_PYTHON_CLIENT_PREALLOCATE=true" : "XLA_PYTHON_CLIENT_PREALLOCATE=false";
+}
+
 std::vector<BfcAlternative> bfc_alternatives(const nlohmann::json& c, const Vocabulary& vocab) {
   const bool tf = vocab.framework == Framework::kTensorFlow;
   std::vector<BfcAlternative> v;
   if (c.value("preallocate", true))
-    v.push_back({"xla-bfc[preallocate=false]",
-                 tf ? "TF_FORCE_GPU_ALLOW_GROWTH=true" : "XLA_PYTHON_CLIENT_PREALLOCATE=false",
+    v.push_back({"xla-bfc[preallocate=false]", mode_setting(false, vocab),
                  "the BFC grows region by region instead of carving one preallocated pool", ""});
   else
-    v.push_back({"xla-bfc[preallocate=true]",
-                 tf ? "TF_FORCE_GPU_ALLOW_GROWTH=false" : "XLA_PYTHON_CLIENT_PREALLOCATE=true",
+    v.push_back({"xla-bfc[preallocate=true]", mode_setting(true, vocab),
                  "the BFC carves one preallocated pool instead of growing region by region", "", false, false});
   // JAX's docs (GPU memory allocation): "allocate exactly what is needed on demand, and deallocate
   // memory that is no longer needed ... This is very slow, so is not recommended for general use, but
@@ -1027,6 +1033,14 @@ std::vector<AdviceCandidate> advise_xla_bfc(const AdviceInput& in) {
     a.push_back({.problem = "memory", .why = "a larger share of the device", .find_fraction = true});
   }
   return a;
+}
+
+// Both frameworks preallocate unless told to grow: a run that grows (a capture that grew on demand, or
+// preallocate=false) states it beside a fraction, which alone would preallocate.
+std::vector<StatedSetting> stated_xla_bfc(const nlohmann::json& c, const Vocabulary& vocab) {
+  if (c.value("preallocate", true)) return {};
+  const std::string s = mode_setting(false, vocab);
+  return {{s, s, "preallocate"}};
 }
 
 // The other mode, and the other allocators the framework builds on the platform, each with the
@@ -1075,6 +1089,7 @@ void register_xla_bfc(Registry& r) {
                    {RecordingSource::kJaxMemoryProfile, "gpu", "xla-bfc", "the trace is a JAX device memory profile"}};
   info.what_ifs = xla_bfc_what_ifs;
   info.advise = advise_xla_bfc;
+  info.stated = stated_xla_bfc;
   r.add(std::move(info));
 }
 

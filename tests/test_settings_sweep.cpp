@@ -211,7 +211,9 @@ TEST_CASE("sweep: the JSON records the policy, its settings, the hardware and th
   CHECK(j["hardware"]["spaces"][0]["capacity_bytes"] == 4ULL << 30);
   CHECK(j["trace"]["path"] == t);
   CHECK(j["trace"]["digest"].get<std::string>().size() == 16);
-  CHECK(j["setting"].get<std::string>().rfind("XLA_PYTHON_CLIENT_MEM_FRACTION=", 0) == 0);
+  // Growth on demand stated beside the fraction, which alone would preallocate (issue 47).
+  CHECK(j["setting"].get<std::string>().rfind("XLA_PYTHON_CLIENT_PREALLOCATE=false XLA_PYTHON_CLIENT_MEM_FRACTION=",
+                                              0) == 0);
 
   // 1.5 GiB live never fits a 1 GiB device: no fraction works.
   RunRequest small{.trace = t, .capacity = "1GiB", .policy = "xla-bfc"};
@@ -424,3 +426,38 @@ TEST_CASE("sweep: a fraction below 0.01 is found, and each command printed for i
   CHECK(fraction_text(0.0031) == ".0031");
 }
 
+// Issue 47: the MI300X capture grew on demand (XLA_PYTHON_CLIENT_PREALLOCATE=false); its sweep printed
+// "setting: XLA_PYTHON_CLIENT_MEM_FRACTION=.01", which, pasted into the program, preallocates: another
+// configuration than the answer's. A snapshot's recorded PYTORCH_CUDA_ALLOC_CONF was left out alike. And
+// a run given --set mem_fraction=0.02 was told to replay "--set mem_fraction=0.02 --env
+// XLA_PYTHON_CLIENT_MEM_FRACTION=.66": the --set wins, and the replay ran out of memory.
+TEST_CASE("sweep: a fraction's setting and replay state what the run holds beside it that the framework does not") {
+  const std::string x = test_data("xprof/tracelens_mi300_jax08_gemm.xplane.pb.zst");
+  const auto jax = sweep_cmd({.trace = x}, "min-mem-fraction");
+  REQUIRE(jax.result.value);
+  CHECK(jax.result.setting == "XLA_PYTHON_CLIENT_PREALLOCATE=false XLA_PYTHON_CLIENT_MEM_FRACTION=.0031");
+  const std::string replay =
+      "fragsim run " + x + " --env XLA_PYTHON_CLIENT_MEM_FRACTION=.0031 --env XLA_PYTHON_CLIENT_PREALLOCATE=false";
+  CHECK(jax.result.command == replay);
+  const nlohmann::json pasted =
+      run_json({.trace = x, .envs = {"XLA_PYTHON_CLIENT_MEM_FRACTION=.0031", "XLA_PYTHON_CLIENT_PREALLOCATE=false"}});
+  CHECK(pasted["completed"] == true);
+  CHECK(pasted["policy"]["config"]["preallocate"] == false);
+  // The run's own fraction, given as --set, is replaced by the answer's, not kept beside it.
+  CHECK(sweep_cmd({.trace = x, .sets = {"mem_fraction=0.5"}}, "min-mem-fraction").result.command == replay);
+  // PyTorch's allocator over the JAX capture speaks its own words, none of JAX's.
+  const auto other = sweep_cmd({.trace = x, .policy = "torch-caching"}, "min-mem-fraction");
+  CHECK(other.result.setting.find("XLA_") == std::string::npos);
+  CHECK(other.result.command.find("XLA_") == std::string::npos);
+  // A snapshot's recorded configuration, in PyTorch's words.
+  const std::string t = test_data("torch/h200_fraction_oom_expandable.pickle.zst");
+  const auto torch = sweep_cmd({.trace = t}, "min-mem-fraction");
+  REQUIRE(torch.result.value);
+  CHECK(torch.result.setting ==
+        "PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True and torch.cuda.set_per_process_memory_fraction(0.07)");
+  CHECK(torch.result.command ==
+        "fragsim run " + t + " --set memory_fraction=0.07 --env PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True");
+  CHECK(run_json({.trace = t,
+                  .sets = {"memory_fraction=0.07"},
+                  .envs = {"PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True"}})["completed"] == true);
+}

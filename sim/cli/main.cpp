@@ -192,9 +192,11 @@ int cmd_sweep(const Args& args, const Registry& reg) {
             "the fragsim run that replays it and the range it searched. min-mem-fraction bisects over 0.01..1.00\n"
             "and checks 4 fractions on each side of the answer (--exhaustive runs every fraction); where 0.01\n"
             "fits it searches below, a tenth as fine each time (0.001..0.01, ...), while a step still moves the\n"
-            "limit by the device's allocation granularity. min-capacity doubles its range until a capacity fits\n"
-            "(past the run's capacity), bisects, and checks monotonicity around the answer. Exit 0 with an\n"
-            "answer; exit 1 when no setting in range works.",
+            "limit by the device's allocation granularity. With a fraction the setting states what the run holds\n"
+            "that the framework does not do unset (XLA_PYTHON_CLIENT_PREALLOCATE=false for a capture that grew on\n"
+            "demand). min-capacity doubles its range until a capacity fits (past the run's capacity), bisects,\n"
+            "and checks monotonicity around the answer. Exit 0 with an answer; exit 1 when no setting in range\n"
+            "works.",
             hidden_option("trace", &a.trace)))
     return 0;
   check_outputs({a.trace, a.hw}, {{"--json", json}});

@@ -110,6 +110,30 @@ constexpr std::uint64_t kCapacityLadder = 16;
 constexpr std::uint64_t kFractionUnits = 1'000'000;
 double fraction_of(std::uint64_t k) { return static_cast<double>(k) / static_cast<double>(kFractionUnits); }
 
+// The settings run `o` holds beside its memory fraction that its framework does not do unset
+// (PolicyInfo::stated: a capture's growth on demand), in the policy's own words.
+std::vector<StatedSetting> stated_settings(const RunOptions& o, const Registry& reg) {
+  const PolicyInfo& info = reg.find(o.policy.name);
+  if (!info.stated) return {};
+  return info.stated(resolved_config(o, recording_of(o), reg), o.vocab);
+}
+
+// The replay of a fraction states those settings too, where the request does not (a --set of the
+// key, an --env of the variable): pasted, it runs the configuration the answer was found in, not the
+// framework's default. A set of recordings keeps each device's own recorded settings: its replay
+// leaves them to the recording (one stated value would override them all).
+RunRequest with_stated(RunRequest q, const RunOptions& o, const Registry& reg) {
+  if (recording_of(o).devices.size() > 1) return q;
+  auto name = [](const std::string& s) { return s.substr(0, s.find('=')); };
+  for (const StatedSetting& s : stated_settings(o, reg)) {
+    const bool given =
+        std::any_of(q.sets.begin(), q.sets.end(), [&](const std::string& x) { return name(x) == s.key; }) ||
+        std::any_of(q.envs.begin(), q.envs.end(), [&](const std::string& x) { return name(x) == name(s.env); });
+    if (!given && !s.env.empty()) q.envs.push_back(s.env);
+  }
+  return q;
+}
+
 void fraction_sweep(const SweepOptions& opt, const Registry& reg, const FractionKnob& knob, SweepResult& res) {
   // A fraction that caps nothing: the search runs, and says what its answer means (trial 16: ".01"
   // for a 624.5 MiB peak on a 2 GiB device, read as a share that fits).
@@ -248,8 +272,9 @@ void fraction_sweep(const SweepOptions& opt, const Registry& reg, const Fraction
     res.value = v;
     res.bound = safe == 0;
     res.setting = framework_setting(opt.base, opt.request, reg, knob.setting(v, fw), knob.by_env(fw));
-    RunRequest q = knob.by_env(fw) ? with_env(opt.request, knob.argument(v, fw), knob.key)
-                                   : with_set(opt.request, knob.argument(v, fw));
+    RunRequest q = with_stated(knob.by_env(fw) ? with_env(opt.request, knob.argument(v, fw), knob.key)
+                                               : with_set(opt.request, knob.argument(v, fw)),
+                               opt.base, reg);
     q.keep_going = q.check = false;
     res.command = command_line(q);
   }
@@ -432,7 +457,9 @@ std::string framework_setting(const RunOptions& o, const RunRequest& req, const 
           o.vocab.platform == Platform::kUnknown ? "" : fmt::format(" on {}", platform_name(o.vocab.platform)));
   }
   const std::string own_var = env ? variable_of(setting) : "";
-  for (const std::string& e : req.envs)
+  std::vector<std::string> given = req.envs;  // then what the run holds that the framework does not do unset
+  for (const StatedSetting& s : stated_settings(o, reg)) given.push_back(s.setting);
+  for (const std::string& e : given)
     if (variable_of(e) != own_var &&
         std::none_of(vars.begin(), vars.end(), [&](const std::string& v) { return variable_of(v) == variable_of(e); }))
       vars.push_back(e);

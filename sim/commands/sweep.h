@@ -92,8 +92,10 @@ struct SweepResult {
 // framework; `env`: it is a variable) as that framework's users give it to get run `o` of request
 // `req`: where o's policy is another than the recording's own allocator, first the setting that selects it
 // (the recording's allocator declares it among its what-ifs: XLA_PYTHON_CLIENT_ALLOCATOR=cuda_async,
-// without which the fraction alone keeps the BFC), then the variables `req` gives besides; where no
-// setting of the framework selects that policy on the platform (cudaMallocAsync on ROCm), it says so.
+// without which the fraction alone keeps the BFC), then the variables `req` gives besides, then the
+// settings the run holds that the framework does not do unset (PolicyInfo::stated: a capture's growth
+// on demand, XLA_PYTHON_CLIENT_PREALLOCATE=false); where no setting of the framework selects that
+// policy on the platform (cudaMallocAsync on ROCm), it says so.
 [[nodiscard]] std::string framework_setting(const RunOptions& o, const RunRequest& req, const Registry& reg,
                                             const std::string& setting, bool env);
 
