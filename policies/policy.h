@@ -520,6 +520,16 @@ struct AdviceCandidate {
   bool slow = false;
 };
 
+// A setting a run's resolved config holds that its framework does not do unset (a capture's growth on
+// demand), as the framework's users set it and as fragsim replays it: what a printed memory fraction
+// needs beside it for the program to run as the answer's replay did (issue 47: the fraction alone,
+// pasted, preallocates).
+struct StatedSetting {
+  std::string setting;  // as the user types it: "XLA_PYTHON_CLIENT_PREALLOCATE=false"
+  std::string env;      // the --env VAR=VALUE that replays it ("": none)
+  std::string key;      // the config key it sets: a --set of that key given states it already
+};
+
 // A variant compare pits against a run of the policy, and how the framework's users select it.
 struct WhatIf {
   std::string ref;      // as compare runs it: "xla-bfc[preallocate=false]"
@@ -551,6 +561,10 @@ struct PolicyInfo {
   std::function<std::vector<WhatIf>(const nlohmann::json& config, const Vocabulary& vocab)> what_ifs = {};
   // Settings that may avoid a first OOM of this policy; sim replays each before printing it.
   std::function<std::vector<AdviceCandidate>(const AdviceInput&)> advise = {};
+  // The settings of a resolved config, beside its memory fraction, that differ from what the
+  // framework does unset, in the policy's own words (the vocabulary's framework's where the policy
+  // models it): sweep and advice print them with a fraction.
+  std::function<std::vector<StatedSetting>(const nlohmann::json& config, const Vocabulary& vocab)> stated = {};
 };
 
 // A framework whose environment variables fragsim reads with the framework's own semantics.

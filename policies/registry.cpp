@@ -67,11 +67,11 @@ const FractionKnob::Spelling& FractionKnob::spelling(Framework f) const {
 std::string FractionKnob::setting(double f, Framework fw) const {
   const Spelling& s = spelling(fw);
   if (s.env) return s.name + "=" + fraction_text(f);
-  return fmt::format(fmt::runtime(s.call), fmt::format("{:.2f}", f));
+  return fmt::format(fmt::runtime(s.call), fraction_number(f));
 }
 
 std::string FractionKnob::argument(double f, Framework fw) const {
-  return by_env(fw) ? spelling(fw).name + "=" + fraction_text(f) : fmt::format("{}={:.2f}", key, f);
+  return by_env(fw) ? spelling(fw).name + "=" + fraction_text(f) : key + "=" + fraction_number(f);
 }
 
 void register_builtin_policies(Registry& r) {

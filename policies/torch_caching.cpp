@@ -1123,6 +1123,15 @@ std::vector<AdviceCandidate> advise_torch_caching(const AdviceInput& in) {
   return a;
 }
 
+// The configuration in force (a snapshot's recorded settings, or the settings given), whole, in the
+// variable the platform reads: PyTorch's default is none.
+std::vector<StatedSetting> stated_torch_caching(const nlohmann::json& c, const Vocabulary& vocab) {
+  const std::string conf = c.value(kResolvedAllocConfKey, std::string());
+  if (conf.empty()) return {};
+  const std::string s = alloc_conf_variable(vocab) + "=" + conf;
+  return {{s, s, "alloc_conf"}};
+}
+
 // Compare's what-ifs, each with the variable that selects it as PyTorch users set it: the
 // configuration in force with the one key changed (the variable is read whole: advise_torch_caching).
 std::vector<WhatIf> torch_caching_what_ifs(const nlohmann::json& c, const Vocabulary& vocab) {
@@ -1180,6 +1189,7 @@ void register_torch_caching(Registry& r) {
                    {RecordingSource::kKineto, "", "torch-caching", "the trace is a PyTorch profiler trace"}};
   info.what_ifs = torch_caching_what_ifs;
   info.advise = advise_torch_caching;
+  info.stated = stated_torch_caching;
   info.real_hardware_kind = "gpu";
   r.add(std::move(info));
 }

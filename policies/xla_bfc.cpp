@@ -865,14 +865,24 @@ PolicyBuilder configure_xla_bfc(ConfigReader& cfg, const ConfigContext& ctx) {
   // That is the recording's release, whichever limit this run gives it: a fraction or a byte limit
   // what-if makes its limit by the same rule (trial: .97, the capture's own fraction, gave a limit
   // rounded up to 2 MiB, and so not the recorded one).
-  if (rec && !user_jaxlib && !host && jb.vmm_padding && *rec->limit % (2 * kMiB) != 0) {
-    jb.round_limit = jb.vmm_padding = false;
-    cfg.record("vmm_padding", false);
-    cfg.note(fmt::format(
-        "xla-bfc on device {}: the capture's limit {} B is no multiple of 2 MiB, so its allocator neither rounds its "
-        "limit nor pads its regions (TensorFlow, or jaxlib before 0.10.2): neither is modelled (jaxlib=VERSION "
-        "chooses)",
-        ctx.device_index, *rec->limit));
+  // A jaxlib asked for that rounds (0.10.2 on) is modelled as asked, but the capture's unrounded limit
+  // contradicts it, and the run says so (trial: jaxlib=0.10.2 on the MI300X capture, accepted silently).
+  if (rec && !host && jb.vmm_padding && *rec->limit % (2 * kMiB) != 0) {
+    if (user_jaxlib) {
+      cfg.note(fmt::format(
+          "xla-bfc on device {}: the recording contradicts jaxlib={}: that release rounds its limit up to a multiple "
+          "of 2 MiB, and the capture's limit {} B is none, so its allocator was TensorFlow's or jaxlib 0.10.1 or "
+          "older; modelled as asked",
+          ctx.device_index, jb.version, *rec->limit));
+    } else {
+      jb.round_limit = jb.vmm_padding = false;
+      cfg.record("vmm_padding", false);
+      cfg.note(fmt::format(
+          "xla-bfc on device {}: the capture's limit {} B is no multiple of 2 MiB, so its allocator neither rounds "
+          "its limit nor pads its regions (TensorFlow, or jaxlib before 0.10.2): neither is modelled (jaxlib=VERSION "
+          "chooses)",
+          ctx.device_index, *rec->limit));
+    }
   }
   Bytes total = jb.limit_from_free ? ctx.space->usable() : ctx.space->capacity;
   // TensorFlow with no per_process_gpu_memory_fraction: its free memory less its reserve, not a share.
@@ -963,16 +973,22 @@ struct BfcAlternative {
   bool slow = false;    // a driver call per allocation and free (AdviceCandidate::slow)
   bool remedy = true;   // offered against fragmentation (one preallocated pool is not: it fragments as growth does)
 };
+// The variable that sets the BFC's mode, as the framework's users set it: JAX's preallocation, TensorFlow's
+// allow_growth (its opposite).
+std::string mode_setting(bool preallocate, const Vocabulary& vocab) {
+  if (vocab.framework == Framework::kTensorFlow)
+    return preallocate ? "TF_FORCE_GPU_ALLOW_GROWTH=false" : "TF_FORCE_GPU_ALLOW_GROWTH=true";
+  return preallocate ? "XLA_PYTHON_CLIENT_PREALLOCATE=true" : "XLA_PYTHON_CLIENT_PREALLOCATE=false";
+}
+
 std::vector<BfcAlternative> bfc_alternatives(const nlohmann::json& c, const Vocabulary& vocab) {
   const bool tf = vocab.framework == Framework::kTensorFlow;
   std::vector<BfcAlternative> v;
   if (c.value("preallocate", true))
-    v.push_back({"xla-bfc[preallocate=false]",
-                 tf ? "TF_FORCE_GPU_ALLOW_GROWTH=true" : "XLA_PYTHON_CLIENT_PREALLOCATE=false",
+    v.push_back({"xla-bfc[preallocate=false]", mode_setting(false, vocab),
                  "the BFC grows region by region instead of carving one preallocated pool", ""});
   else
-    v.push_back({"xla-bfc[preallocate=true]",
-                 tf ? "TF_FORCE_GPU_ALLOW_GROWTH=false" : "XLA_PYTHON_CLIENT_PREALLOCATE=true",
+    v.push_back({"xla-bfc[preallocate=true]", mode_setting(true, vocab),
                  "the BFC carves one preallocated pool instead of growing region by region", "", false, false});
   // JAX's docs (GPU memory allocation): "allocate exactly what is needed on demand, and deallocate
   // memory that is no longer needed ... This is very slow, so is not recommended for general use, but
@@ -1017,6 +1033,14 @@ std::vector<AdviceCandidate> advise_xla_bfc(const AdviceInput& in) {
     a.push_back({.problem = "memory", .why = "a larger share of the device", .find_fraction = true});
   }
   return a;
+}
+
+// Both frameworks preallocate unless told to grow: a run that grows (a capture that grew on demand, or
+// preallocate=false) states it beside a fraction, which alone would preallocate.
+std::vector<StatedSetting> stated_xla_bfc(const nlohmann::json& c, const Vocabulary& vocab) {
+  if (c.value("preallocate", true)) return {};
+  const std::string s = mode_setting(false, vocab);
+  return {{s, s, "preallocate"}};
 }
 
 // The other mode, and the other allocators the framework builds on the platform, each with the
@@ -1065,6 +1089,7 @@ void register_xla_bfc(Registry& r) {
                    {RecordingSource::kJaxMemoryProfile, "gpu", "xla-bfc", "the trace is a JAX device memory profile"}};
   info.what_ifs = xla_bfc_what_ifs;
   info.advise = advise_xla_bfc;
+  info.stated = stated_xla_bfc;
   r.add(std::move(info));
 }
 

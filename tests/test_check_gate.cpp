@@ -482,3 +482,50 @@ TEST_CASE("check: the hardware note names the memory a recording implied") {
                    " usable, inferred from the recording vs ") != std::string::npos;
   CHECK(said);
 }
+
+// Issue 47: a run that stopped at device 0's OOM left device 1's later allocations unreplayed; the
+// baseline, run with --keep-going, replayed them. The OOM count and the first OOM were the same, and
+// device 1's figures, cut short at the stop, only shrank: check passed and diff said nothing of it.
+TEST_CASE("check and diff: a device left unreplayed after another device's OOM fails the gate and is said") {
+  const std::string trace = write_text("check_gate_two_devices.jsonl",
+                                       "{\"op\":\"alloc\",\"id\":1,\"size\":629145600,\"device\":0}\n"
+                                       "{\"op\":\"alloc\",\"id\":10,\"size\":104857600,\"device\":1}\n"
+                                       "{\"op\":\"alloc\",\"id\":2,\"size\":629145600,\"device\":0}\n"
+                                       "{\"op\":\"alloc\",\"id\":11,\"size\":209715200,\"device\":1}\n"
+                                       "{\"op\":\"free\",\"id\":10,\"device\":1}\n"
+                                       "{\"op\":\"free\",\"id\":11,\"device\":1}\n"
+                                       "{\"op\":\"free\",\"id\":1,\"device\":0}\n");
+  RunRequest q;
+  q.trace = trace;
+  q.policy = "best-fit";
+  q.capacity = "1GiB";
+  q.reserve = "0";
+  q.keep_going = true;
+  const nlohmann::json all = report_json(run_request(q, test_registry()));
+  q.keep_going = false;
+  const nlohmann::json stopped = report_json(run_request(q, test_registry()));
+  REQUIRE(all["oom_count"] == 1);
+  REQUIRE(stopped["oom_count"] == 1);
+  REQUIRE(stopped["devices"][1]["allocs_not_replayed"] == 1);
+
+  CheckResult r = check_of(all, stopped);
+  CHECK_FALSE(r.pass);
+  const CheckItem* i = item(r, "device 1 hbm.allocs_not_replayed");
+  REQUIRE(i);
+  CHECK(i->regression);
+  CHECK(i->message.find("1 allocation not replayed: the run stopped at event 2, before this device's end (the "
+                        "baseline replayed them all)") != std::string::npos);
+  const CheckItem* back = item(check_of(stopped, all), "device 1 hbm.allocs_not_replayed");
+  REQUIRE(back);  // replaying further is no regression
+  CHECK_FALSE(back->regression);
+  CHECK(check_of(stopped, stopped).pass);
+
+  const nlohmann::json d = diff_reports({all, "all.json"}, {stopped, "stopped.json"});
+  CHECK(d["devices"][1]["b"]["allocs_not_replayed"] == 1);
+  CHECK(d["devices"][1]["change"]["allocs_not_replayed"] == 1);
+  const std::string said =
+      "B left 1 allocation of device 1 hbm unreplayed (it stopped at event 2, before that device's end); A replayed "
+      "them all";
+  CHECK(dump_json(d["headline"]).find(said) != std::string::npos);
+  CHECK(diff_text(d).find(said) != std::string::npos);
+}

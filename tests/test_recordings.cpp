@@ -322,6 +322,22 @@ TEST_CASE("a JAX capture given its own memory fraction replays as recorded, its 
         static_cast<Bytes>(static_cast<double>(device) * static_cast<double>(0.0007f)));
 }
 
+// Issue 47: jaxlib=0.10.2 asked for on the MI355X capture, whose logged limit 299,944,250,900 B is no
+// multiple of 2 MiB (the rule of jaxlib 0.10.1 and older, xla-bfc-spatial.md §2 and §4), was taken in
+// silence, as if the recording agreed with it.
+TEST_CASE("a jaxlib asked for that the capture's logged limit contradicts is said to be") {
+  const std::string x = xprof_fixture("tracelens_jax_te_fused_attn_934987a2fc2f");
+  const std::string said =
+      "xla-bfc on device 0: the recording contradicts jaxlib=0.10.2: that release rounds its limit up to a multiple "
+      "of 2 MiB, and the capture's limit 299944250900 B is none";
+  const auto asked = run_cmd({.trace = x, .sets = {"jaxlib=0.10.2"}});
+  CHECK(asked.text.find(said) != std::string::npos);
+  CHECK(dump_json(asked.json["notes"]).find(said) != std::string::npos);
+  // A jaxlib that agrees with the recording, and none asked for, contradict nothing.
+  CHECK(run_cmd({.trace = x, .sets = {"jaxlib=0.10.1"}}).text.find("contradicts") == std::string::npos);
+  CHECK(run_cmd({.trace = x}).text.find("contradicts") == std::string::npos);
+}
+
 // Re-held under a fraction what-if (trial finding 2, XLA_PYTHON_CLIENT_MEM_FRACTION=.00085: a 250.66 MiB
 // limit), the MI355X capture's 128 MiB + 1,280 B at unstated addresses were one request: a fresh BFC's
 // Extend (xla-bfc.md §3) doubles its region target past 128 MiB for it and takes min(256 MiB, what the

@@ -211,7 +211,9 @@ TEST_CASE("sweep: the JSON records the policy, its settings, the hardware and th
   CHECK(j["hardware"]["spaces"][0]["capacity_bytes"] == 4ULL << 30);
   CHECK(j["trace"]["path"] == t);
   CHECK(j["trace"]["digest"].get<std::string>().size() == 16);
-  CHECK(j["setting"].get<std::string>().rfind("XLA_PYTHON_CLIENT_MEM_FRACTION=", 0) == 0);
+  // Growth on demand stated beside the fraction, which alone would preallocate (issue 47).
+  CHECK(j["setting"].get<std::string>().rfind("XLA_PYTHON_CLIENT_PREALLOCATE=false XLA_PYTHON_CLIENT_MEM_FRACTION=",
+                                              0) == 0);
 
   // 1.5 GiB live never fits a 1 GiB device: no fraction works.
   RunRequest small{.trace = t, .capacity = "1GiB", .policy = "xla-bfc"};
@@ -392,4 +394,70 @@ TEST_CASE("sweep: an answer on a recording that began mid-run says it covers the
   auto whole = sweep_cmd({.trace = test_data("torch/small_mlp_97ev.pickle.zst")}, "min-capacity");
   CHECK(whole.text.find("began mid-run") == std::string::npos);
   CHECK(!whole.json.contains("held_before_recording_bytes"));
+}
+
+// Issue 47: a min-mem-fraction sweep answered "<= 0.01" whenever 0.01 fitted: on the MI300X capture
+// (a 192 GiB device) that is 2 GB for a trace whose live buffers reach 460 MiB. Below 0.01 it now
+// refines (0.001 steps, then between the failure and the answer to two significant digits), and each
+// printed setting, written as the framework reads it, replays the answer.
+TEST_CASE("sweep: a fraction below 0.01 is found, and each command printed for it reproduces it") {
+  const std::string x = test_data("xprof/tracelens_mi300_jax08_gemm.xplane.pb.zst");
+  auto completes = [&](const RunRequest& q) { return run_cmd(q).result.completed; };
+  const auto jax = sweep_cmd({.trace = x}, "min-mem-fraction");
+  REQUIRE(jax.result.value);
+  CHECK_FALSE(jax.result.bound);
+  CHECK(*jax.result.value == 0.0031);
+  CHECK(jax.text.find("smallest memory fraction with no OOM: 0.0031\n") != std::string::npos);
+  CHECK(jax.result.setting.ends_with("XLA_PYTHON_CLIENT_MEM_FRACTION=.0031"));
+  CHECK(jax.result.command.find(" --env XLA_PYTHON_CLIENT_MEM_FRACTION=.0031") != std::string::npos);
+  CHECK(jax.json["value"] == 0.0031);
+  CHECK(completes({.trace = x, .envs = {"XLA_PYTHON_CLIENT_MEM_FRACTION=.0031"}}));
+  CHECK(completes({.trace = x, .sets = {"mem_fraction=0.0031"}}));
+  CHECK_FALSE(completes({.trace = x, .envs = {"XLA_PYTHON_CLIENT_MEM_FRACTION=.003"}}));
+  // PyTorch's allocator over the same capture: its own call, its own --set.
+  const auto torch = sweep_cmd({.trace = x, .policy = "torch-caching"}, "min-mem-fraction");
+  REQUIRE(torch.result.value);
+  CHECK(torch.result.setting.rfind("torch.cuda.set_per_process_memory_fraction(0.0024)", 0) == 0);
+  CHECK(torch.result.command == "fragsim run " + x + " --policy torch-caching --set memory_fraction=0.0024");
+  CHECK(completes({.trace = x, .policy = "torch-caching", .sets = {"memory_fraction=0.0024"}}));
+  CHECK_FALSE(completes({.trace = x, .policy = "torch-caching", .sets = {"memory_fraction=0.0023"}}));
+  CHECK(fraction_number(0.0024) == "0.0024");
+  CHECK(fraction_number(1.0) == "1.00");
+  CHECK(fraction_text(0.0031) == ".0031");
+}
+
+// Issue 47: the MI300X capture grew on demand (XLA_PYTHON_CLIENT_PREALLOCATE=false); its sweep printed
+// "setting: XLA_PYTHON_CLIENT_MEM_FRACTION=.01", which, pasted into the program, preallocates: another
+// configuration than the answer's. A snapshot's recorded PYTORCH_CUDA_ALLOC_CONF was left out alike. And
+// a run given --set mem_fraction=0.02 was told to replay "--set mem_fraction=0.02 --env
+// XLA_PYTHON_CLIENT_MEM_FRACTION=.66": the --set wins, and the replay ran out of memory.
+TEST_CASE("sweep: a fraction's setting and replay state what the run holds beside it that the framework does not") {
+  const std::string x = test_data("xprof/tracelens_mi300_jax08_gemm.xplane.pb.zst");
+  const auto jax = sweep_cmd({.trace = x}, "min-mem-fraction");
+  REQUIRE(jax.result.value);
+  CHECK(jax.result.setting == "XLA_PYTHON_CLIENT_PREALLOCATE=false XLA_PYTHON_CLIENT_MEM_FRACTION=.0031");
+  const std::string replay =
+      "fragsim run " + x + " --env XLA_PYTHON_CLIENT_MEM_FRACTION=.0031 --env XLA_PYTHON_CLIENT_PREALLOCATE=false";
+  CHECK(jax.result.command == replay);
+  const nlohmann::json pasted =
+      run_json({.trace = x, .envs = {"XLA_PYTHON_CLIENT_MEM_FRACTION=.0031", "XLA_PYTHON_CLIENT_PREALLOCATE=false"}});
+  CHECK(pasted["completed"] == true);
+  CHECK(pasted["policy"]["config"]["preallocate"] == false);
+  // The run's own fraction, given as --set, is replaced by the answer's, not kept beside it.
+  CHECK(sweep_cmd({.trace = x, .sets = {"mem_fraction=0.5"}}, "min-mem-fraction").result.command == replay);
+  // PyTorch's allocator over the JAX capture speaks its own words, none of JAX's.
+  const auto other = sweep_cmd({.trace = x, .policy = "torch-caching"}, "min-mem-fraction");
+  CHECK(other.result.setting.find("XLA_") == std::string::npos);
+  CHECK(other.result.command.find("XLA_") == std::string::npos);
+  // A snapshot's recorded configuration, in PyTorch's words.
+  const std::string t = test_data("torch/h200_fraction_oom_expandable.pickle.zst");
+  const auto torch = sweep_cmd({.trace = t}, "min-mem-fraction");
+  REQUIRE(torch.result.value);
+  CHECK(torch.result.setting ==
+        "PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True and torch.cuda.set_per_process_memory_fraction(0.07)");
+  CHECK(torch.result.command ==
+        "fragsim run " + t + " --set memory_fraction=0.07 --env PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True");
+  CHECK(run_json({.trace = t,
+                  .sets = {"memory_fraction=0.07"},
+                  .envs = {"PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True"}})["completed"] == true);
 }

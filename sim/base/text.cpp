@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <cstdlib>
 #include <cstring>
 
 namespace fragsim {
@@ -231,8 +232,17 @@ std::string did_you_mean(std::string_view name, const std::vector<std::string_vi
   return c.empty() ? std::string() : " — did you mean '" + c + "'?";
 }
 
+std::string fraction_number(double f) {
+  std::string s;
+  for (int digits = 2; digits <= 12; ++digits) {
+    s = fmt::format("{:.{}f}", f, digits);
+    if (std::strtod(s.c_str(), nullptr) == f) break;
+  }
+  return s;
+}
+
 std::string fraction_text(double f) {
-  std::string s = fmt::format("{:.2f}", f);
+  std::string s = fraction_number(f);
   if (s.rfind("0.", 0) == 0) s = s.substr(1);
   while (s.size() > 2 && s.back() == '0' && s[s.size() - 2] != '.') s.pop_back();
   return s;

@@ -37,7 +37,10 @@ namespace fragsim {
 // swaps of neighbours, case-insensitive), when close enough to be a typo: at most 1 edit for
 // names up to 4 characters, else at most a third of the name's length. "" otherwise.
 [[nodiscard]] std::string closest_name(std::string_view name, const std::vector<std::string_view>& candidates);
-// A fraction to 0.01 as JAX users write it: ".83" for 0.83, "1.0" for 1.00.
+// A fraction as a number: two decimals, or as many more as it needs to read back as the same
+// double ("0.83", "1.00", "0.0035"; at most 12). What --set and PyTorch's call take.
+[[nodiscard]] std::string fraction_number(double f);
+// The same as JAX users write it: ".83" for 0.83, "1.0" for 1.00, ".0035".
 [[nodiscard]] std::string fraction_text(double f);
 
 // " — did you mean 'x'?" for closest_name's answer, "" when there is none.

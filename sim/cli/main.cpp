@@ -179,7 +179,8 @@ int cmd_sweep(const Args& args, const Registry& reg) {
   d.add_options()("policy", po::value(&a.policy)->value_name("POLICY"),
                   "allocator policy (default: the one `fragsim run` would choose for the input)")(
       "find", po::value(&find)->required()->value_name("WHAT"),
-      "min-mem-fraction (to 0.01, for policies with a memory fraction) or min-capacity (to the device granularity)")(
+      "min-mem-fraction (to 0.01, below 0.01 to two significant digits, for policies with a memory fraction) or "
+      "min-capacity (to the device granularity)")(
       "exhaustive", po::bool_switch(&exhaustive),
       "min-mem-fraction: replay every fraction 0.01..1.00 instead of bisecting and checking 4 on each side")(
       "json", po::value(&json)->value_name("FILE"),
@@ -189,9 +190,13 @@ int cmd_sweep(const Args& args, const Registry& reg) {
             "usage: fragsim sweep TRACE --find min-mem-fraction|min-capacity [--policy POLICY] [options]\n\n"
             "Finds the smallest memory fraction or capacity with no OOM and prints it as the setting to use, with\n"
             "the fragsim run that replays it and the range it searched. min-mem-fraction bisects over 0.01..1.00\n"
-            "and checks 4 fractions on each side of the answer (--exhaustive runs every fraction); min-capacity\n"
-            "doubles its range until a capacity fits (past the run's capacity), bisects, and checks monotonicity\n"
-            "around the answer. Exit 0 with an answer; exit 1 when no setting in range works.",
+            "and checks 4 fractions on each side of the answer (--exhaustive runs every fraction); where 0.01\n"
+            "fits it searches below, a tenth as fine each time (0.001..0.01, ...), while a step still moves the\n"
+            "limit by the device's allocation granularity. With a fraction the setting states what the run holds\n"
+            "that the framework does not do unset (XLA_PYTHON_CLIENT_PREALLOCATE=false for a capture that grew on\n"
+            "demand). min-capacity doubles its range until a capacity fits (past the run's capacity), bisects,\n"
+            "and checks monotonicity around the answer. Exit 0 with an answer; exit 1 when no setting in range\n"
+            "works.",
             hidden_option("trace", &a.trace)))
     return 0;
   check_outputs({a.trace, a.hw}, {{"--json", json}});

@@ -401,6 +401,25 @@ CheckResult run_check(const nlohmann::json& baseline, const nlohmann::json& curr
                       label, bbind, cbind));
     else
       figures("", b, c);
+    // A device's allocations after the run stopped (at another device's OOM or abort) were never
+    // replayed: its figures end at the stop. More of them than in the baseline is a regression, even
+    // where every figure of the device passes (issue 47: a run stopped where the baseline, with
+    // --keep-going, replayed every device to its end, passed with its other devices' figures cut short).
+    auto not_replayed = [&](const std::string& where, const nlohmann::json& bj, const nlohmann::json& cj) {
+      auto of = [&](const nlohmann::json& r, const std::string& file) {
+        JsonField f(r, file, where);
+        return f.has("allocs_not_replayed") ? static_cast<double>(f.at("allocs_not_replayed").u64()) : 0.0;
+      };
+      const double bn = of(bj, o.baseline_path), cn = of(cj, o.current_path);
+      if (bn == 0 && cn == 0) return;
+      const std::string stop = std::isnan(cstop) ? "" : fmt::format(" at event {:.0f}", cstop);
+      add(label, where + ".allocs_not_replayed", bn, cn, cn > bn,
+          cn > bn ? fmt::format("{}: {:.0f} allocation{} not replayed: the run stopped{}, before this device's end "
+                                "({}): its figures cover only the events before the stop",
+                                where, cn, cn == 1 ? "" : "s", stop,
+                                bn == 0 ? "the baseline replayed them all" : fmt::format("{:.0f} in the baseline", bn))
+                  : fmt::format("{}: allocations not replayed {:.0f} -> {:.0f}", where, bn, cn));
+    };
     auto devices = [&](const nlohmann::json& r, const std::string& file) {
       std::map<std::string, const nlohmann::json*> m;
       const auto& arr = JsonField(r, file).at("devices").array();
@@ -420,6 +439,7 @@ CheckResult run_check(const nlohmann::json& baseline, const nlohmann::json& curr
       }
       count(k, *bi->second, *cj);
       first_oom(k, *bi->second, *cj);
+      not_replayed(k, *bi->second, *cj);
       figures(k, *bi->second, *cj);
     }
     for (const auto& [k, bj] : bdev)

@@ -272,7 +272,12 @@ void replace_named(std::vector<std::string>& v, const std::string& kv) {
 
 RunRequest with_env(RunRequest req, const std::string& var_value, const std::string& config_key) {
   replace_named(req.envs, var_value);
-  if (!config_key.empty()) req.policy = policy_ref_without(req.policy, config_key);
+  if (!config_key.empty()) {
+    // A --set of the key wins over the variable: it goes too (the sweep's replay of .66 kept the run's
+    // --set mem_fraction=0.02 and ran out of memory, issue 47).
+    std::erase_if(req.sets, [&](const std::string& s) { return name_of(s) == config_key; });
+    req.policy = policy_ref_without(req.policy, config_key);
+  }
   return req;
 }
 

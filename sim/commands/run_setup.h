@@ -75,7 +75,8 @@ void add_outcome_notes(const RunRequest& req, RunResult& r);
 
 // The request with VAR=VALUE given as an --env (replacing that variable) or KEY=VALUE as a --set
 // (replacing that key). The policy's own options in brackets win over both, so the key (for an
-// --env, config_key: the option the variable sets) leaves them.
+// --env, config_key: the option the variable sets) leaves them, and a --set of it, which wins over an
+// --env, leaves too.
 [[nodiscard]] RunRequest with_env(RunRequest req, const std::string& var_value, const std::string& config_key = "");
 [[nodiscard]] RunRequest with_set(RunRequest req, const std::string& key_value);
 

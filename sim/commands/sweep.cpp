@@ -106,6 +106,33 @@ constexpr unsigned kSearchWidth = 4;
 // Capacities above a min-capacity answer replayed to find a failure there: evenly up to twice the
 // answer (a band of failures wider than a sixteenth of the answer is found).
 constexpr std::uint64_t kCapacityLadder = 16;
+// A memory fraction is searched on a grid of millionths (a key k is the fraction k / kFractionUnits).
+constexpr std::uint64_t kFractionUnits = 1'000'000;
+double fraction_of(std::uint64_t k) { return static_cast<double>(k) / static_cast<double>(kFractionUnits); }
+
+// The settings run `o` holds beside its memory fraction that its framework does not do unset
+// (PolicyInfo::stated: a capture's growth on demand), in the policy's own words.
+std::vector<StatedSetting> stated_settings(const RunOptions& o, const Registry& reg) {
+  const PolicyInfo& info = reg.find(o.policy.name);
+  if (!info.stated) return {};
+  return info.stated(resolved_config(o, recording_of(o), reg), o.vocab);
+}
+
+// The replay of a fraction states those settings too, where the request does not (a --set of the
+// key, an --env of the variable): pasted, it runs the configuration the answer was found in, not the
+// framework's default. A set of recordings keeps each device's own recorded settings: its replay
+// leaves them to the recording (one stated value would override them all).
+RunRequest with_stated(RunRequest q, const RunOptions& o, const Registry& reg) {
+  if (recording_of(o).devices.size() > 1) return q;
+  auto name = [](const std::string& s) { return s.substr(0, s.find('=')); };
+  for (const StatedSetting& s : stated_settings(o, reg)) {
+    const bool given =
+        std::any_of(q.sets.begin(), q.sets.end(), [&](const std::string& x) { return name(x) == s.key; }) ||
+        std::any_of(q.envs.begin(), q.envs.end(), [&](const std::string& x) { return name(x) == name(s.env); });
+    if (!given && !s.env.empty()) q.envs.push_back(s.env);
+  }
+  return q;
+}
 
 void fraction_sweep(const SweepOptions& opt, const Registry& reg, const FractionKnob& knob, SweepResult& res) {
   // A fraction that caps nothing: the search runs, and says what its answer means (trial 16: ".01"
@@ -134,75 +161,120 @@ void fraction_sweep(const SweepOptions& opt, const Registry& reg, const Fraction
             d.device, human_bytes(d.usable), d.usable, opt.base.hw.name, opt.request.names("--hw"),
             opt.request.names("--capacity")));
   }
-  // Fraction i / 100 for i in 1..100.
-  Points pts(opt, reg, [&](std::uint64_t i) {
+  // Fractions are replayed on a grid of millionths: hundredths first (0.01..1.00). Where even 0.01
+  // fits, a tenth of that step below it (0.001..0.01), and so on; an answer found below 0.01 is then
+  // refined between it and the failure below it to two significant digits (0.0035). Each finer step
+  // must still move the limit by at least one allocation granule of the device (a finer one cannot
+  // change what the allocator may obtain). Issue 47: "<= 0.01" was the answer for any small trace on
+  // a large device (0.01 of an MI300X is 2 GB). cuda-async's fraction caps nothing: every one fits,
+  // and no finer step says more.
+  Points pts(opt, reg, [&](std::uint64_t k) {
     RunOptions o = point_base(opt.base);
-    o.policy.config[knob.key] = static_cast<double>(i) / 100.0;
+    o.policy.config[knob.key] = fraction_of(k);
     return o;
   });
-  auto every = [&] {
-    std::vector<std::uint64_t> all;
-    for (std::uint64_t i = 1; i <= 100; ++i) all.push_back(i);
-    pts.eval(all, "every fraction 0.01..1.00");
+  const SpaceSpec* hbm = opt.base.hw.space(Space::kHbm);
+  auto refines_to = [&](std::uint64_t step) {
+    return step >= 1 && knob.not_a_cap.empty() &&
+           (!hbm || static_cast<double>(hbm->capacity) * fraction_of(step) >= static_cast<double>(hbm->granularity));
   };
-  if (opt.exhaustive) {
-    every();
-    res.monotonic_basis = "observed over every fraction 0.01..1.00";
-  } else {
-    std::uint64_t lo = 0, hi = 100;
-    if (opt.hint) {
-      const auto i = std::clamp<std::uint64_t>(static_cast<std::uint64_t>(std::llround(*opt.hint * 100)), 1, 100);
-      pts.eval(i > 1 ? std::vector<std::uint64_t>{i - 1, i} : std::vector<std::uint64_t>{i},
-               "the hint and the fraction below it");
-      if (pts.seen().at(i).completed)
-        hi = i, lo = i > 1 && !pts.seen().at(i - 1).completed ? i - 1 : 0;
-      else
-        lo = i;
+  // The highest fraction replayed that fails (0: none).
+  auto highest_failure = [&] {
+    for (auto it = pts.seen().rbegin(); it != pts.seen().rend(); ++it)
+      if (!it->second.completed) return it->first;
+    return std::uint64_t{0};
+  };
+  std::vector<std::string> basis;
+  // One pass: the fractions base + i * step for i in 1..n, the last known to fit unless it is 1.00.
+  for (std::uint64_t base = 0, step = kFractionUnits / 100, n = 100;;) {
+    auto key = [&](std::uint64_t i) { return base + i * step; };
+    const std::string span =
+        fmt::format("{}..{}", fraction_number(fraction_of(key(1))), fraction_number(fraction_of(key(n))));
+    auto keys = [&](std::uint64_t a, std::uint64_t b) {
+      std::vector<std::uint64_t> ks;
+      for (std::uint64_t i = a; i <= b; ++i) ks.push_back(key(i));
+      return ks;
+    };
+    bool every = false;
+    auto every_fraction = [&] {
+      pts.eval(keys(1, n), "every fraction " + span);
+      every = true;
+    };
+    if (opt.exhaustive) {
+      every_fraction();
+    } else {
+      std::uint64_t lo = 0, hi = n;
+      if (opt.hint) {
+        const auto h = static_cast<double>(std::llround(*opt.hint * static_cast<double>(kFractionUnits)));
+        const auto i = std::clamp<std::uint64_t>(
+            static_cast<std::uint64_t>(
+                std::llround(std::max(0.0, h - static_cast<double>(base)) / static_cast<double>(step))),
+            1, n);
+        pts.eval(i > 1 ? keys(i - 1, i) : keys(i, i), "the hint and the fraction below it");
+        if (pts.seen().at(key(i)).completed)
+          hi = i, lo = i > 1 && !pts.seen().at(key(i - 1)).completed ? i - 1 : 0;
+        else
+          lo = i;
+      }
+      if (hi == n) pts.eval(keys(n, n), "fraction " + fraction_number(fraction_of(key(n))));
+      if (pts.seen().at(key(hi)).completed) {
+        int round = 0;
+        hi = kary_search(lo, hi, kSearchWidth, [&](const std::vector<std::uint64_t>& xs) {
+          std::vector<std::uint64_t> ks;
+          for (auto x : xs) ks.push_back(key(x));
+          return pts.ok(ks, fmt::format("bisection round {}", ++round));
+        });
+        const auto v = static_cast<std::uint64_t>(std::max(opt.verify, 0));
+        pts.eval(keys(hi > v ? hi - v : 1, std::min(n, hi + v)), "checking the answer's neighbours");
+        bool breaks_above = false;  // a failure at or above the answer: the bisection cannot be trusted
+        for (const auto& [x, p] : pts.seen()) breaks_above = breaks_above || (x >= key(hi) && !p.completed);
+        if (breaks_above) every_fraction();
+      }
     }
-    if (hi == 100) pts.eval({100}, "fraction 1.00");
-    if (pts.seen().at(hi).completed) {
-      int round = 0;
-      hi = kary_search(lo, hi, kSearchWidth, [&](const std::vector<std::uint64_t>& xs) {
-        return pts.ok(xs, fmt::format("bisection round {}", ++round));
-      });
-      std::vector<std::uint64_t> near;
-      for (std::int64_t x = static_cast<std::int64_t>(hi) - opt.verify; x <= static_cast<std::int64_t>(hi) + opt.verify;
-           ++x)
-        if (x >= 1 && x <= 100) near.push_back(static_cast<std::uint64_t>(x));
-      pts.eval(near, "checking the answer's neighbours");
-      bool breaks_above = false;  // a failure at or above the answer: the bisection cannot be trusted
-      for (const auto& [x, p] : pts.seen()) breaks_above = breaks_above || (x >= hi && !p.completed);
-      if (breaks_above) every();
-    }
-    res.monotonic_basis = pts.seen().size() == 100
-                              ? "observed over every fraction 0.01..1.00 (the bisection met a non-monotonic outcome)"
-                          : pts.seen().count(100) && !pts.seen().at(100).completed
-                              ? "fraction 1.00 does not fit, so none can (--exhaustive replays every fraction)"
-                              : fmt::format("bisection; checked {} fractions on each side of the answer", opt.verify);
-  }
-  // In the words of the framework that recorded the trace (TensorFlow: per_process_gpu_memory_fraction).
-  const Framework fw = opt.base.vocab.framework;
-  res.range = fmt::format("{} from 0.01 to 1.00, {} fractions replayed", knob.spelling(fw).name, pts.seen().size());
-  // The answer: the fraction above the highest one that fails (every larger one evaluated completes).
-  std::uint64_t safe = 0;
-  for (auto it = pts.seen().rbegin(); it != pts.seen().rend(); ++it)
-    if (!it->second.completed) {
-      safe = it->first;
+    const bool top_fails = pts.seen().count(kFractionUnits) && !pts.seen().at(kFractionUnits).completed;
+    basis.push_back(every       ? fmt::format("observed over every fraction {}{}", span,
+                                        opt.exhaustive ? "" : " (the bisection met a non-monotonic outcome)")
+                    : top_fails ? "fraction 1.00 does not fit, so none can (--exhaustive replays every fraction)"
+                    : base == 0 && n == 100
+                        ? fmt::format("bisection; checked {} fractions on each side of the answer", opt.verify)
+                        : fmt::format("then bisection over {}, {} checked on each side", span, opt.verify));
+    // Finer: below the lowest fraction when every one fits; between the failure and the answer when
+    // the answer lies below 0.01 with fewer than two significant digits.
+    const std::uint64_t fails = highest_failure();
+    const auto above = pts.seen().upper_bound(fails);
+    if (above == pts.seen().end() || !refines_to(step / 10)) break;
+    if (fails == 0) {
+      base = 0;
+    } else if (above->first < kFractionUnits / 100 && above->first < 10 * step && above->first - fails == step) {
+      base = fails;
+    } else {
       break;
     }
+    step /= 10, n = 10;
+  }
+  res.monotonic_basis = fmt::format("{}", fmt::join(basis, "; "));
+  // In the words of the framework that recorded the trace (TensorFlow: per_process_gpu_memory_fraction).
+  const Framework fw = opt.base.vocab.framework;
+  const std::uint64_t lowest = pts.seen().begin()->first;
+  res.range = fmt::format("{} from {} to 1.00, {} fractions replayed", knob.spelling(fw).name,
+                          fraction_number(fraction_of(lowest)), pts.seen().size());
+  // The answer: the lowest fraction replayed above the highest one that fails (every larger one
+  // replayed completes); the lowest replayed, a bound, when none fails.
+  const std::uint64_t safe = highest_failure();
   for (const auto& [x, p] : pts.seen()) {
     SweepPoint q = p;
-    q.value = static_cast<double>(x) / 100.0;
+    q.value = fraction_of(x);
     res.runs.push_back(q);
     if (x <= safe && p.completed) res.anomalies.push_back(q.value);
   }
-  if (safe < 100) {
-    double v = static_cast<double>(safe + 1) / 100.0;
+  if (const auto above = pts.seen().upper_bound(safe); above != pts.seen().end()) {
+    const double v = fraction_of(above->first);
     res.value = v;
     res.bound = safe == 0;
     res.setting = framework_setting(opt.base, opt.request, reg, knob.setting(v, fw), knob.by_env(fw));
-    RunRequest q = knob.by_env(fw) ? with_env(opt.request, knob.argument(v, fw), knob.key)
-                                   : with_set(opt.request, knob.argument(v, fw));
+    RunRequest q = with_stated(knob.by_env(fw) ? with_env(opt.request, knob.argument(v, fw), knob.key)
+                                               : with_set(opt.request, knob.argument(v, fw)),
+                               opt.base, reg);
     q.keep_going = q.check = false;
     res.command = command_line(q);
   }
@@ -385,7 +457,9 @@ std::string framework_setting(const RunOptions& o, const RunRequest& req, const 
           o.vocab.platform == Platform::kUnknown ? "" : fmt::format(" on {}", platform_name(o.vocab.platform)));
   }
   const std::string own_var = env ? variable_of(setting) : "";
-  for (const std::string& e : req.envs)
+  std::vector<std::string> given = req.envs;  // then what the run holds that the framework does not do unset
+  for (const StatedSetting& s : stated_settings(o, reg)) given.push_back(s.setting);
+  for (const std::string& e : given)
     if (variable_of(e) != own_var &&
         std::none_of(vars.begin(), vars.end(), [&](const std::string& v) { return variable_of(v) == variable_of(e); }))
       vars.push_back(e);
@@ -475,7 +549,7 @@ nlohmann::json sweep_json(const SweepResult& r) {
 
 namespace {
 std::string value_text(const SweepResult& r, double v) {
-  return r.find == "min-capacity" ? human_bytes(static_cast<Bytes>(v)) : fmt::format("{:.2f}", v);
+  return r.find == "min-capacity" ? human_bytes(static_cast<Bytes>(v)) : fraction_number(v);
 }
 }  // namespace
 
@@ -548,8 +622,11 @@ std::string sweep_text(const SweepResult& r) {
     fmt::format_to(out, "smallest capacity {}: {}{} ({} B){}{}\n", what, r.bound ? "<= " : "",
                    human_bytes(static_cast<Bytes>(*r.value)), static_cast<Bytes>(*r.value), caveat, smaller);
   else
-    fmt::format_to(out, "smallest memory fraction {}: {}{:.2f}{}{}{}\n", what, r.bound ? "<= " : "", *r.value,
-                   r.bound ? " (the lowest fraction tried: every fraction from 0.01 up fits)" : "", caveat, smaller);
+    fmt::format_to(
+        out, "smallest memory fraction {}: {}{}{}{}{}\n", what, r.bound ? "<= " : "", value_text(r, *r.value),
+        r.bound ? fmt::format(" (the lowest fraction tried: every fraction from {} up fits)", value_text(r, *r.value))
+                : "",
+        caveat, smaller);
   fmt::format_to(out, "  setting: {}\n", r.setting);
   fmt::format_to(out, "  replay:  {}\n", r.command);
   // A recording that began mid-run shows the window, not what the program needed before it (trial

@@ -1,12 +1,15 @@
-// `fragsim sweep`: the smallest memory fraction (to 0.01) or device capacity (to the device's
-// allocation granularity) with which a trace completes without OOM — two strategies over one
-// k-ary search (k = 4 settings replayed per decode of the trace, on up to --jobs threads; k is
-// fixed so that the settings visited, and so the result, do not depend on the machine):
+// `fragsim sweep`: the smallest memory fraction (to 0.01, below it to two significant digits) or device capacity (to
+// the device's allocation granularity) with which a trace completes without OOM — two strategies over one k-ary search
+// (k = 4 settings replayed per decode of the trace, on up to --jobs threads; k is fixed so that the settings visited,
+// and so the result, do not depend on the machine):
 //
 // min-mem-fraction searches 0.01 … 1.00 of the policy's own fraction knob (PolicyInfo::fraction),
 //   then replays `verify` fractions on each side of the answer; any failure at or above it (the
 //   outcome is not monotonic) falls back to every fraction, as --exhaustive asks. The answer is
-//   the smallest fraction from which every larger one completes; at 0.01 it is a bound (≤ 0.01).
+//   the smallest fraction from which every larger one completes. Where 0.01 fits, the search runs
+//   again a tenth as fine below it (0.001..0.01, ...), and an answer below 0.01 is refined between
+//   it and the failure below it, while a step still moves the limit by one allocation granule of the
+//   device; at the lowest fraction tried the answer is a bound (≤ 0.0001).
 // min-capacity searches from 0 up to the reserve plus 2 GiB, doubling the range (past the run's capacity,
 //   up to 64 TiB) until a capacity fits, then checks `verify` steps on each side. The
 //   capacity applies to every device of the run (a recording's inferred device memory is
@@ -89,8 +92,10 @@ struct SweepResult {
 // framework; `env`: it is a variable) as that framework's users give it to get run `o` of request
 // `req`: where o's policy is another than the recording's own allocator, first the setting that selects it
 // (the recording's allocator declares it among its what-ifs: XLA_PYTHON_CLIENT_ALLOCATOR=cuda_async,
-// without which the fraction alone keeps the BFC), then the variables `req` gives besides; where no
-// setting of the framework selects that policy on the platform (cudaMallocAsync on ROCm), it says so.
+// without which the fraction alone keeps the BFC), then the variables `req` gives besides, then the
+// settings the run holds that the framework does not do unset (PolicyInfo::stated: a capture's growth
+// on demand, XLA_PYTHON_CLIENT_PREALLOCATE=false); where no setting of the framework selects that
+// policy on the platform (cudaMallocAsync on ROCm), it says so.
 [[nodiscard]] std::string framework_setting(const RunOptions& o, const RunRequest& req, const Registry& reg,
                                             const std::string& setting, bool env);
 

@@ -7,6 +7,7 @@
 #include <cmath>
 #include <limits>
 #include <map>
+#include <optional>
 #include <set>
 
 #include "policies/policy.h"
@@ -81,6 +82,8 @@ J device_figures(const J& d) {
          {"external_fragmentation", f(fr["at_peak_allocated"], "external")},
          {"fragmentation_max", f(fr, "max")},
          {"oom_count", u(d, "oom_count")}};
+  // Its allocations after the run stopped (another device's OOM or abort), never replayed.
+  if (u(d, "allocs_not_replayed")) j["allocs_not_replayed"] = u(d, "allocs_not_replayed");
   if (d.contains("at_peak_allocated")) j["peak_event"] = d["at_peak_allocated"]["event_index"];
   // The waste split (report "waste"): the best static plan and what the allocator held beyond it.
   if (d.contains("waste") && d["waste"].contains("plan_bytes")) {
@@ -112,6 +115,9 @@ J devices(const J& a, const J& b) {
            delta(u(v.first, "reserved_unallocated_bytes"), u(v.second, "reserved_unallocated_bytes"))},
           {"external_fragmentation", f(v.second, "external_fragmentation") - f(v.first, "external_fragmentation")},
           {"oom_count", delta(u(v.first, "oom_count"), u(v.second, "oom_count"))}};
+    if (row.contains("change") && (v.first.contains("allocs_not_replayed") || v.second.contains("allocs_not_replayed")))
+      row["change"]["allocs_not_replayed"] =
+          delta(u(v.first, "allocs_not_replayed"), u(v.second, "allocs_not_replayed"));
     if (row.contains("change") && v.first.contains("fragmentation_bytes") && v.second.contains("fragmentation_bytes"))
       row["change"]["fragmentation_bytes"] =
           delta(u(v.first, "fragmentation_bytes"), u(v.second, "fragmentation_bytes"));
@@ -457,6 +463,26 @@ J diff_reports(const DiffInput& a, const DiffInput& b) {
     if (s->contains("fatal"))
       head.push_back(fmt::format("{} aborted at event {}: {} (the real allocator stops the process there)", run,
                                  u((*s)["fatal"], "event_index"), (*s)["fatal"].value("message", "")));
+  // A device one run left more of unreplayed (it stopped at another device's OOM or abort) compares
+  // figures over fewer events: said, not left to the table (issue 47).
+  for (const auto& row : d["devices"]) {
+    const std::uint64_t na = u(row["a"], "allocs_not_replayed"), nb = u(row["b"], "allocs_not_replayed");
+    if (na == nb) continue;
+    const bool b_more = nb > na;
+    const J& more = b_more ? sb : sa;
+    const std::uint64_t n = b_more ? nb : na, other = b_more ? na : nb;
+    // Where it stopped: its first OOM or its abort, whichever came first.
+    const J& oom = b_more ? fo["b"] : fo["a"];
+    std::optional<std::uint64_t> stop;
+    if (oom.is_object()) stop = u(oom, "event_index");
+    if (more.contains("fatal")) stop = std::min(stop.value_or(UINT64_MAX), u(more["fatal"], "event_index"));
+    head.push_back(fmt::format(
+        "{} left {} allocation{} of device {} {} unreplayed (it stopped{}, before that device's end); {} {}: its "
+        "figures for that device cover fewer events",
+        b_more ? "B" : "A", n, n == 1 ? "" : "s", u(row, "device"), row["space"].get<std::string>(),
+        stop ? fmt::format(" at event {}", *stop) : std::string(), b_more ? "A" : "B",
+        other ? fmt::format("left {}", other) : std::string("replayed them all")));
+  }
   const J& sites = d["at_peak"]["sites"];
   if (!sites.empty() && sites[0]["change_bytes"].get<std::int64_t>() != 0) {
     std::string top;
