@@ -973,14 +973,16 @@ PolicyBuilder configure_torch_caching(ConfigReader& cfg, const ConfigContext& ct
   Config recorded;
   if (own) apply_recorded_settings(*own, recorded);
   const std::string recorded_text = alloc_conf_text(recorded);
-  if (use_recorded && ctx.recording && ctx.recording->device_torch_settings.count(ctx.device_index))
+  // (A whole variable given replaces every rank's recorded settings: no rank replays its own then.)
+  if (use_recorded && !whole && ctx.recording && ctx.recording->device_torch_settings.count(ctx.device_index))
     cfg.note(
-        fmt::format("torch-caching: device {} replays its own recording's settings ({}): the set's "
+        fmt::format("torch-caching: device {} replays its own recording's settings ({}){}: the set's "
                     "recordings state different ones, and each process configured its own allocator",
                     ctx.device_index,
                     !own                    ? std::string("none recorded")
                     : recorded_text.empty() ? std::string("PyTorch's defaults")
-                                            : recorded_text));
+                                            : recorded_text,
+                    keys ? ", with the keys --set gives over them" : ""));
   if (use_recorded && own) {
     if (whole) {
       std::string bare = conf;  // PyTorch's tokenizer skips spaces

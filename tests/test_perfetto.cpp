@@ -132,3 +132,34 @@ TEST_CASE("perfetto: a bad trace leaves no output file behind") {
         std::string::npos);  // the file and line of the free of an unknown id
   CHECK_FALSE(std::filesystem::exists(pf));
 }
+
+// Trial 21 #6: a set's rank that ran out stops there while the other ranks replay on; its buffers
+// still live were ended at the set's last event, long after its own stop (602 of 961 slices).
+TEST_CASE("perfetto: a stopped rank's buffers end at its own OOM while the other ranks go on") {
+  const std::string dir = tmp_path("perfetto_ranks");
+  std::filesystem::create_directories(dir);
+  const std::string data = std::string(FRAGSIM_SOURCE_DIR) + "/tests/data/torch/";
+  std::filesystem::copy_file(data + "transformer_ctx128_fwd.pickle.zst", dir + "/snapshot_rank0.pickle.zst",
+                             std::filesystem::copy_options::overwrite_existing);
+  std::filesystem::copy_file(data + "small_mlp_97ev.pickle.zst", dir + "/snapshot_rank1.pickle.zst",
+                             std::filesystem::copy_options::overwrite_existing);
+  const std::string pf = tmp_path("ranks.perfetto.json");
+  auto r = run_cmd({.trace = dir, .capacity = "15GiB"}, {.perfetto = pf});
+  REQUIRE(r.json["devices"][0].contains("stopped_at_event"));
+  REQUIRE(!r.json["devices"][1].contains("stopped_at_event"));
+  auto by = check_format(nlohmann::json::parse(read_text(pf)));
+  double oom_ts = -1, last_rank1 = -1;
+  for (const auto& e : by["i"])
+    if (e["pid"] == 0 && e["name"].get<std::string>().rfind("OOM", 0) == 0) oom_ts = e["ts"].get<double>();
+  REQUIRE(oom_ts >= 0);
+  size_t rank0_ends = 0;
+  for (const auto& e : by["e"]) {
+    if (e["pid"] == 0) {
+      ++rank0_ends;
+      CHECK(e["ts"].get<double>() <= oom_ts);
+    }
+    if (e["pid"] == 1) last_rank1 = std::max(last_rank1, e["ts"].get<double>());
+  }
+  CHECK(rank0_ends > 100);
+  CHECK(last_rank1 > oom_ts);  // rank 1 replayed on, after rank 0's stop
+}

@@ -719,6 +719,12 @@ TEST_CASE("sets of recordings: each rank replays the allocator settings its own 
   CHECK(r.json["fidelity"]["allocs_compared"] == 36 + 3);
   CHECK(r.json["fidelity"]["allocs_matched"] == 36 + 3);  // was 38: rank 1 split its segment
   CHECK(r.text.find("device 1 replays its own recording's settings (max_split_size_mb:64)") != std::string::npos);
+  // A whole PYTORCH_CUDA_ALLOC_CONF replaces every rank's (trial 21 #10: the note still said rank 1 kept its own).
+  auto env = run_cmd({.trace = dir, .envs = {"PYTORCH_CUDA_ALLOC_CONF=roundup_power2_divisions:4"}});
+  CHECK(env.text.find("replays its own recording's settings") == std::string::npos);
+  auto key = run_cmd({.trace = dir, .sets = {"roundup_power2_divisions=4"}});
+  CHECK(key.text.find("device 1 replays its own recording's settings (max_split_size_mb:64), with the keys --set "
+                      "gives over them") != std::string::npos);
   const std::string info = trace_info_text(trace_info(dir, false));
   CHECK(info.find("device 1: allocator settings: PYTORCH_CUDA_ALLOC_CONF=max_split_size_mb:64") != std::string::npos);
 }
@@ -751,7 +757,7 @@ TEST_CASE("sets of recordings: a rank's OOM stops that rank only, the others rep
   CHECK(rank1["stopped_at_event"] == rank1["ooms"][0]["event_index"]);
   CHECK(rank1["stopped_at_event"].get<std::uint64_t>() > rank0["stopped_at_event"].get<std::uint64_t>());
   CHECK(r.json["oom_count"] == 2);
-  CHECK(r.text.find("each process of the set stopped at its first") != std::string::npos);
+  CHECK(r.text.find("2 of the set's 2 processes stopped, each at its first;") != std::string::npos);
   CHECK(r.text.find("not replayed after the stop") == std::string::npos);
   // The page: rank 0's slot ends at its own stop, the run at rank 1's.
   const RunHistory& h = *r.result.history;
@@ -785,6 +791,43 @@ TEST_CASE("a recording's devices stop with its first OOM, and those left short s
   auto cmp = compare_cmd(
       {.base = {.trace = torch_fixture("expandable_3dev_oom"), .capacity = "8GiB"}, .policies = "torch-caching"});
   CHECK(cmp.text.find(" stopped ") != std::string::npos);
+}
+
+// Trial 21 #2, #4: check took the run's first stop for every device, so a rank that replayed to its
+// end was "not gated: reached past event 2266, where the baseline stopped" (rank 0's stop) and its
+// growth passed; diff said only the run's first OOM ("same event") while another rank's moved.
+TEST_CASE("sets of recordings: check and diff weigh each rank by its own stop and its own first OOM") {
+  std::string dir = tmp_path("ranks_gate");
+  std::filesystem::create_directories(dir);
+  std::filesystem::copy_file(torch_fixture("transformer_ctx128_fwd"), dir + "/snapshot_rank0.pickle.zst",
+                             std::filesystem::copy_options::overwrite_existing);
+  std::filesystem::copy_file(torch_fixture("small_mlp_97ev"), dir + "/snapshot_rank1.pickle.zst",
+                             std::filesystem::copy_options::overwrite_existing);
+  auto base = run_cmd({.trace = dir, .capacity = "15GiB"});
+  auto cur = run_cmd({.trace = dir, .capacity = "15GiB", .sets = {"expandable_segments=true"}});
+  REQUIRE(base.json["devices"][0].contains("stopped_at_event"));   // rank 0 runs out
+  REQUIRE(!base.json["devices"][1].contains("stopped_at_event"));  // rank 1 replays to its end
+  REQUIRE(cur.json["devices"][1]["peak_reserved_bytes"] > base.json["devices"][1]["peak_reserved_bytes"]);
+  CheckOptions o;
+  o.baseline_path = "old.json";
+  o.current_path = "new.json";
+  o.allow_different_policy = true;
+  const CheckResult c = run_check(base.json, cur.json, o);
+  const CheckItem* grown = nullptr;
+  for (const auto& i : c.items)
+    if (i.metric == "device 1 hbm.peak_reserved_bytes") grown = &i;
+  REQUIRE(grown);
+  CHECK_FALSE(grown->past_baseline_stop);  // rank 1 never stopped in either run
+  CHECK(grown->regression);
+  CHECK_FALSE(c.pass);
+  // Rank 1 runs out on a smaller GPU: said per device, with the rank's name.
+  auto small = run_cmd({.trace = dir, .capacity = "3500MiB"});
+  REQUIRE(small.json["devices"][1]["oom_count"] == 1);
+  const nlohmann::json d = diff_reports({base.json, "old.json"}, {small.json, "new.json"});
+  bool said = false;
+  for (const auto& h : d["headline"])
+    said |= h.get<std::string>().find("device 1 (rank 1) hbm: B runs out of memory at event") != std::string::npos;
+  CHECK(said);
 }
 
 // Note 13: in one process, a device whose state before the recording did not fit stopped the run

@@ -196,6 +196,20 @@ double stop_event(const nlohmann::json& r, const std::string& file) {
   return stop;
 }
 
+// Where a device's replay stopped: its process's stop (devices[].stopped_at_event: each member of a
+// set of recordings stops alone; NaN for a device that replayed to its end), else, in a report that
+// does not say it per device, the run's stop `run_stop`.
+double device_stop(const nlohmann::json& report, const nlohmann::json& device, double run_stop) {
+  const auto& devs = report["devices"];
+  const bool per_process = std::any_of(devs.begin(), devs.end(), [](const nlohmann::json& d) {
+    return d.is_object() && d.contains("stopped_at_event") && d["stopped_at_event"].is_number_unsigned();
+  });
+  if (!per_process) return run_stop;
+  return device.contains("stopped_at_event") && device["stopped_at_event"].is_number_unsigned()
+             ? static_cast<double>(device["stopped_at_event"].get<std::uint64_t>())
+             : NAN;
+}
+
 // "the whole trace" or "event 7132": how far a run replayed.
 std::string reach_text(double stop) { return std::isnan(stop) ? "the whole trace" : fmt::format("event {:.0f}", stop); }
 
@@ -352,7 +366,8 @@ CheckResult run_check(const nlohmann::json& baseline, const nlohmann::json& curr
     // Figures that must not grow beyond the tolerance: every peak and fragmentation figure the
     // report documents, of the run and of each (device, space). `past`: the current's figure may
     // have been reached past the baseline's stop.
-    auto grew = [&](const std::string& metric, const std::string& figure, double bv, double cv, bool past) {
+    auto grew = [&](const std::string& metric, const std::string& figure, double bv, double cv, bool past,
+                    double b_stop) {
       double limit = bv * (1.0 + o.tolerance_pct / 100.0);
       bool over = cv > limit && cv - bv > 1e-12;
       bool gated = (o.gate_all || recommended(figure)) && !past;
@@ -360,13 +375,15 @@ CheckResult run_check(const nlohmann::json& baseline, const nlohmann::json& curr
       add(label, metric, bv, cv, over && gated,
           fmt::format("{} {}: {} -> {} ({}{}, tolerance {}%){}", metric, over ? "grew" : "ok", ct.baseline, ct.current,
                       ct.delta.empty() ? "" : ct.delta + ", ", growth_text(metric, bv, cv), o.tolerance_pct,
-                      past    ? fmt::format(", not gated: reached past event {:.0f}, where the baseline stopped", bstop)
+                      past ? fmt::format(", not gated: reached past event {:.0f}, where the baseline stopped", b_stop)
                       : gated ? ""
                               : ", not gated (--gate all)"));
       res.items.back().gated = gated;
       res.items.back().past_baseline_stop = past;
     };
-    auto figures = [&](const std::string& where, const nlohmann::json& bj, const nlohmann::json& cj) {
+    auto figures = [&](const std::string& where, const nlohmann::json& bj, const nlohmann::json& cj, double b_stop,
+                       double c_stop) {
+      const bool further_here = !std::isnan(b_stop) && (std::isnan(c_stop) || c_stop > b_stop);
       auto bmap = gated_figures(bj, o.baseline_path, where), cmap = gated_figures(cj, o.current_path, where);
       std::string prefix = where.empty() ? "" : where + ".";
       // Figures taken at the peak of allocated memory, which the current reached by the baseline's stop.
@@ -376,14 +393,14 @@ CheckResult run_check(const nlohmann::json& baseline, const nlohmann::json& curr
       if (std::isnan(peak_event) && !where.empty() && c.contains("devices") && c["devices"].is_array() &&
           c["devices"].size() == 1)
         peak_event = peak_allocated_event(c, o.current_path, "");
-      const bool peak_within = further && peak_event <= bstop;
+      const bool peak_within = further_here && peak_event <= b_stop;
       auto past = [&](const std::string& k) {
         const bool at_peak = k == "peak_allocated_bytes" || k.rfind("fragmentation.at_peak_allocated", 0) == 0;
-        return further && !(at_peak && peak_within);
+        return further_here && !(at_peak && peak_within);
       };
       for (const auto& [k, bv] : bmap) {
         if (auto ci = cmap.find(k); ci != cmap.end())
-          grew(prefix + k, k, bv, ci->second, past(k));
+          grew(prefix + k, k, bv, ci->second, past(k), b_stop);
         else  // a figure the current report leaves out cannot be shown not to have grown
           add(label, prefix + k, bv, NAN, o.gate_all || recommended(k),
               fmt::format("{}{}: missing from the current report", prefix, k));
@@ -400,7 +417,7 @@ CheckResult run_check(const nlohmann::json& baseline, const nlohmann::json& curr
                       "binding device changed): compared per device only",
                       label, bbind, cbind));
     else
-      figures("", b, c);
+      figures("", b, c, bstop, cstop);
     // A device's allocations after the run stopped (at another device's OOM or abort) were never
     // replayed: its figures end at the stop. More of them than in the baseline is a regression, even
     // where every figure of the device passes (issue 47: a run stopped where the baseline, with
@@ -412,7 +429,8 @@ CheckResult run_check(const nlohmann::json& baseline, const nlohmann::json& curr
       };
       const double bn = of(bj, o.baseline_path), cn = of(cj, o.current_path);
       if (bn == 0 && cn == 0) return;
-      const std::string stop = std::isnan(cstop) ? "" : fmt::format(" at event {:.0f}", cstop);
+      const double at = device_stop(c, cj, cstop);
+      const std::string stop = std::isnan(at) ? "" : fmt::format(" at event {:.0f}", at);
       add(label, where + ".allocs_not_replayed", bn, cn, cn > bn,
           cn > bn ? fmt::format("{}: {:.0f} allocation{} not replayed: the run stopped{}, before this device's end "
                                 "({}): its figures cover only the events before the stop",
@@ -440,7 +458,7 @@ CheckResult run_check(const nlohmann::json& baseline, const nlohmann::json& curr
       count(k, *bi->second, *cj);
       first_oom(k, *bi->second, *cj);
       not_replayed(k, *bi->second, *cj);
-      figures(k, *bi->second, *cj);
+      figures(k, *bi->second, *cj, device_stop(b, *bi->second, bstop), device_stop(c, *cj, cstop));
     }
     for (const auto& [k, bj] : bdev)
       if (!cdev.count(k)) add(label, k, NAN, NAN, true, fmt::format("{}: missing from the current report", k));

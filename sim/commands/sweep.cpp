@@ -60,11 +60,14 @@ class Points {
     std::vector<RunResult> rs = run_simulations(runs, reg_, opt_.threads);
     for (size_t i = 0; i < rs.size(); ++i) {
       const RunResult& r = rs[i];
-      SweepPoint p{0, r.completed, r.ooms.size(), std::nullopt, r.trace_digest, std::nullopt, {}, false, 0, 0, 0};
+      SweepPoint p{0, r.completed, r.ooms.size(), std::nullopt, r.trace_digest, std::nullopt, {}, false, 0, 0, 0, 0};
       for (const SpaceResult& s : r.spaces) {
         if (s.prior && s.prior->rebuilt)
           p.prior_rebuilt = true, p.prior_blocks += s.prior->blocks, p.prior_regions += s.prior->regions;
-        if (s.prior) p.held_before += std::max(s.prior->region_bytes, s.prior->live);
+        if (s.prior) {  // per space: the spaces (a set's ranks) are separate memories, no sum holds anywhere
+          p.held_before = std::max(p.held_before, std::max(s.prior->region_bytes, s.prior->live));
+          ++p.held_before_spaces;
+        }
       }
       if (!r.ooms.empty()) p.first_oom_event = r.ooms[0].event_index;
       if (!r.fatal.empty()) p.fatal_event = r.fatal_event, p.fatal = r.fatal;
@@ -634,9 +637,9 @@ std::string sweep_text(const SweepResult& r) {
   // the cut): the answer says so, as the run does.
   if (const SweepPoint* at = answer_point(r); at && at->held_before)
     fmt::format_to(out,
-                   "  the recording began mid-run ({} held then): the answer covers its window; the program's demand "
+                   "  the recording began mid-run ({} held then{}): the answer covers its window; the program's demand "
                    "before recording began, which it does not show, may need more\n",
-                   human_bytes(at->held_before));
+                   human_bytes(at->held_before), at->held_before_spaces > 1 ? " on one device, the most of any" : "");
   if (r.orders) fmt::format_to(out, "  {}\n", sweep_orders_text(r));
   fmt::format_to(out, "  searched {}\n", r.range);
   fmt::format_to(out, "  monotonic: {} ({})\n", r.monotonic ? "yes" : "NO", r.monotonic_basis);

@@ -55,9 +55,11 @@ struct SweepPoint {
   // The state before a mid-run recording, where this run re-held it (summed over its spaces).
   bool prior_rebuilt = false;
   std::uint64_t prior_blocks = 0, prior_regions = 0;
-  // The memory the recording's allocator held when recording began (its segments, summed over the
-  // spaces; 0: the recording began with nothing held), whether re-held or held as recorded.
+  // The memory the recording's allocator held when recording began (its segments; with several
+  // spaces, the most any one held: they are separate memories; 0: the recording began with nothing
+  // held), whether re-held or held as recorded; and how many spaces held some.
   Bytes held_before = 0;
+  std::uint64_t held_before_spaces = 0;
 };
 
 struct SweepResult {

@@ -529,6 +529,11 @@ void Engine::stop_process(std::uint32_t device, std::uint64_t event) {
       if (slots_[i].peak_dirty) take_peak_now(i);
       if (history_) history_->stopped_slot(i, event);
     }
+  // Its buffers still live end here in the timeline trace (the other processes' go on).
+  if (sink_)
+    for (Handle h = 0; h < live_.handle_limit(); ++h)
+      if (live_.state(h) == LiveSet::State::kPlaced && recording_.process_of(slots_[live_.slot_of(h)].device) == p)
+        end_slice(h, now_);
   all_stopped_ = stopped_processes_.size() >= recording_.processes;
   if (all_stopped_ && history_) history_->stopped(event);
   out_.processes_stopped = static_cast<std::uint32_t>(stopped_processes_.size());

@@ -48,6 +48,7 @@ void Engine::begin(const nlohmann::json& header, const Recording& recording) {
     out_.time_unit = header["time_unit"].get<std::string>();
   if (opt_.sink) sink_ = opt_.sink(out_.time_unit);
   out_.device_names = recording.device_names;
+  out_.processes = recording.processes;
   if (opt_.history) history_ = std::make_unique<HistoryRecorder>(*opt_.history, live_);
   if (!opt_.window.whole()) out_.window = opt_.window.text();
   common_ = opt_.window.whole() && !history_ && !opt_.check;
@@ -72,9 +73,9 @@ RunResult Engine::end(std::uint64_t skipped_frees) {
       if (slots_[i].peak_missed) slots_[i].peak = std::move(peaks[i]);
   }
   out_.skipped_frees = skipped_frees;
-  if (sink_) {  // buffers still live end with the trace
-    for (Handle h = 0; h < live_.handle_limit(); ++h)
-      if (live_.state(h) == LiveSet::State::kPlaced) end_slice(h, now_);
+  if (sink_) {                                         // buffers still live end with the trace
+    for (Handle h = 0; h < live_.handle_limit(); ++h)  // (a stopped process's ended at its stop)
+      if (live_.state(h) == LiveSet::State::kPlaced && replays(slot_key_[live_.slot_of(h)])) end_slice(h, now_);
     sink_->commit();
   }
   if (placements_) {

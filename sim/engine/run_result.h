@@ -230,6 +230,7 @@ struct RunResult {
   std::vector<std::string> advice;  // proven by replay (sim/commands/advice.h); filled by the caller that asks for it
   bool stopped_early = false;       // stopped replaying at the first OOM
   std::uint32_t processes_stopped = 0;  // how many processes stopped (a set of recordings: one per member)
+  std::uint32_t processes = 1;          // how many it replays (Recording::processes)
   std::vector<RegionMove> region_moves;
   bool several_streams = false;  // allocations on more than one stream (--export-snapshot writes one)
   nlohmann::json fidelity;       // recorded vs simulated addresses/segments; null when the trace has none

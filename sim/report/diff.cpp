@@ -84,6 +84,10 @@ J device_figures(const J& d) {
          {"oom_count", u(d, "oom_count")}};
   // Its allocations after the run stopped (another device's OOM or abort), never replayed.
   if (u(d, "allocs_not_replayed")) j["allocs_not_replayed"] = u(d, "allocs_not_replayed");
+  // Its own first OOM, and where its process stopped (a set's ranks stop alone).
+  if (d.contains("ooms") && d["ooms"].is_array() && !d["ooms"].empty())
+    j["first_oom_event"] = u(d["ooms"][0], "event_index");
+  if (d.contains("stopped_at_event")) j["stopped_at_event"] = u(d, "stopped_at_event");
   if (d.contains("at_peak_allocated")) j["peak_event"] = d["at_peak_allocated"]["event_index"];
   // The waste split (report "waste"): the best static plan and what the allocator held beyond it.
   if (d.contains("waste") && d["waste"].contains("plan_bytes")) {
@@ -97,6 +101,10 @@ J devices(const J& a, const J& b) {
   std::map<std::pair<std::uint64_t, std::string>, std::pair<J, J>> by;
   for (const auto& d : a["devices"]) by[{u(d, "device"), d.value("space", "")}].first = device_figures(d);
   for (const auto& d : b["devices"]) by[{u(d, "device"), d.value("space", "")}].second = device_figures(d);
+  std::map<std::uint64_t, std::string> names;
+  for (const J* r : {&a, &b})
+    for (const auto& d : (*r)["devices"])
+      if (d.contains("name") && d["name"].is_string()) names.emplace(u(d, "device"), d["name"].get<std::string>());
   // A single-space report keeps its peak moment at the top level.
   for (auto& [k, v] : by) {
     if (a["devices"].size() == 1 && v.first.is_object() && peak_moment(a).contains("event_index"))
@@ -107,6 +115,7 @@ J devices(const J& a, const J& b) {
   J out = J::array();
   for (const auto& [k, v] : by) {
     J row = {{"device", k.first}, {"space", k.second}, {"a", v.first}, {"b", v.second}};
+    if (auto n = names.find(k.first); n != names.end()) row["name"] = n->second;  // a set's "rank 1", "nodeB:0"
     if (v.first.is_object() && v.second.is_object())
       row["change"] = {
           {"peak_allocated_bytes", delta(u(v.first, "peak_allocated_bytes"), u(v.second, "peak_allocated_bytes"))},
@@ -124,6 +133,13 @@ J devices(const J& a, const J& b) {
     out.push_back(std::move(row));
   }
   return out;
+}
+
+// "device 1 (rank 1) hbm": a row of devices() as the text names it.
+std::string device_words(const J& row) {
+  return fmt::format("device {}{} {}", u(row, "device"),
+                     row.contains("name") ? " (" + row["name"].get<std::string>() + ")" : std::string(),
+                     row["space"].get<std::string>());
 }
 
 // ", before the recording's first event: ..." for a first OOM of the memory live before the
@@ -463,6 +479,21 @@ J diff_reports(const DiffInput& a, const DiffInput& b) {
     if (s->contains("fatal"))
       head.push_back(fmt::format("{} aborted at event {}: {} (the real allocator stops the process there)", run,
                                  u((*s)["fatal"], "event_index"), (*s)["fatal"].value("message", "")));
+  // Each device's own first OOM, where several devices differ in it (a set's ranks stop alone: rank
+  // 2's OOM may move while the run's first, rank 0's, stays).
+  if (d["devices"].size() > 1)
+    for (const auto& row : d["devices"]) {
+      if (!row["a"].is_object() || !row["b"].is_object()) continue;
+      const bool ha = row["a"].contains("first_oom_event"), hb = row["b"].contains("first_oom_event");
+      if (!ha && !hb) continue;
+      const std::uint64_t ea = ha ? u(row["a"], "first_oom_event") : 0, eb = hb ? u(row["b"], "first_oom_event") : 0;
+      if (ha && hb && ea == eb) continue;
+      const std::string where = device_words(row);
+      head.push_back(!ha   ? fmt::format("{}: B runs out of memory at event {}; A had no OOM there", where, eb)
+                     : !hb ? fmt::format("{}: no OOM in B; A ran out of memory at event {}", where, ea)
+                           : fmt::format("{}: first OOM at event {} in A, {} in B ({} in B)", where, ea, eb,
+                                         eb < ea ? "earlier" : "later"));
+    }
   // A device one run left more of unreplayed (it stopped at another device's OOM or abort) compares
   // figures over fewer events: said, not left to the table (issue 47).
   for (const auto& row : d["devices"]) {
@@ -473,15 +504,19 @@ J diff_reports(const DiffInput& a, const DiffInput& b) {
     const std::uint64_t n = b_more ? nb : na, other = b_more ? na : nb;
     // Where it stopped: its first OOM or its abort, whichever came first.
     const J& oom = b_more ? fo["b"] : fo["a"];
+    const J& dev = b_more ? row["b"] : row["a"];
     std::optional<std::uint64_t> stop;
-    if (oom.is_object()) stop = u(oom, "event_index");
+    if (dev.is_object() && dev.contains("stopped_at_event"))  // its own process's stop
+      stop = u(dev, "stopped_at_event");
+    else if (oom.is_object())
+      stop = u(oom, "event_index");
     if (more.contains("fatal")) stop = std::min(stop.value_or(UINT64_MAX), u(more["fatal"], "event_index"));
-    head.push_back(fmt::format(
-        "{} left {} allocation{} of device {} {} unreplayed (it stopped{}, before that device's end); {} {}: its "
-        "figures for that device cover fewer events",
-        b_more ? "B" : "A", n, n == 1 ? "" : "s", u(row, "device"), row["space"].get<std::string>(),
-        stop ? fmt::format(" at event {}", *stop) : std::string(), b_more ? "A" : "B",
-        other ? fmt::format("left {}", other) : std::string("replayed them all")));
+    head.push_back(
+        fmt::format("{} left {} allocation{} of {} unreplayed (it stopped{}, before that device's end); {} {}: its "
+                    "figures for that device cover fewer events",
+                    b_more ? "B" : "A", n, n == 1 ? "" : "s", device_words(row),
+                    stop ? fmt::format(" at event {}", *stop) : std::string(), b_more ? "A" : "B",
+                    other ? fmt::format("left {}", other) : std::string("replayed them all")));
   }
   const J& sites = d["at_peak"]["sites"];
   if (!sites.empty() && sites[0]["change_bytes"].get<std::int64_t>() != 0) {

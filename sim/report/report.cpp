@@ -675,7 +675,12 @@ void spaces_table(std::back_insert_iterator<std::string> out, const RunResult& r
 // How a run without --keep-going stopped, after its OOM count: "" when it did not.
 std::string stop_words(const RunResult& r) {
   if (!r.stopped_early) return "";
-  if (r.processes_stopped > 1) return " (each process of the set stopped at its first; --keep-going lists all)";
+  if (r.processes_stopped > 1)
+    return fmt::format(" ({} of the set's {} processes stopped, each at its first{}; --keep-going lists all)",
+                       r.processes_stopped, r.processes,
+                       r.processes_stopped < r.processes ? ", the others replayed to their end" : "");
+  if (r.processes > 1)
+    return " (its process stopped there; the set's other ranks replayed on to their end; --keep-going lists all)";
   if (r.ooms.size() > 1)  // one process, several devices whose state before the recording does not fit
     return fmt::format(
         " (stopped where the recording began: the state before it does not fit on {} spaces; "

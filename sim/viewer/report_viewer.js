@@ -51,8 +51,15 @@
   function at(obj, path) {  // a JSON pointer into a run's report
     return path.split("/").slice(1).reduce((o, k) => (o === undefined ? o : o[k]), obj);
   }
-  const where = (d) => "device " + d.device + " " + d.space;
+  // A device's name where a run's report gives one (a set's "rank 3", a profile directory's "nodeB:0").
+  const deviceNames = {};
+  data.runs.forEach((r) => (r.report.devices || []).forEach((d) => { if (d.name) deviceNames[d.device] = d.name; }));
+  const where = (d) => "device " + d.device + (deviceNames[d.device] ? " (" + deviceNames[d.device] + ")" : "") + " " +
+    d.space;
   const keyOf = (d) => d.device + "/" + d.space;
+  // A report that says where each device's process stopped (devices[].stopped_at_event); older
+  // reports say only the run's first OOM.
+  const perProcess = (rep) => (rep.devices || []).some((d) => d.stopped_at_event !== undefined);
   const runName = (r) => r.label;
   // Text with `code` spans, as advice quotes commands.
   function withCode(text) {
@@ -245,8 +252,10 @@
       const fr = d.fragmentation.at_peak_allocated;
       // A space with no OOM of its own in a run that stopped at another's: replayed only to the stop, so
       // its figures are up to it (peak requested excepted: the trace's, docs/metrics.md).
+      // A set of recordings stops per process (devices[].stopped_at_event): another rank's OOM leaves it "ok".
       const result = !d.completed ? "OOM"
-        : rep.stopped_early && rep.ooms.length ? "stopped at event " + rep.ooms[0].event_index : "ok";
+        : d.stopped_at_event !== undefined ? "stopped at event " + d.stopped_at_event
+        : rep.stopped_early && rep.ooms.length && !perProcess(rep) ? "stopped at event " + rep.ooms[0].event_index : "ok";
       const row = el("tr", { class: "summary-row" });
       // A device with a name (a rank of a set of recordings) as the text report shows it: "3 (rank 3)".
       const dev = String(d.device) + (d.name ? " (" + d.name + ")" : "");
@@ -280,6 +289,12 @@
     const events = data.traces[r.trace] ? data.traces[r.trace].events : r.report.trace.events;
     const h = r.history;
     if (h && h.stopped_at >= 0) return h.stopped_at;
+    // Each process stops alone (a set of recordings): the run ends where the last one stopped, or at
+    // the trace's end while one replayed on.
+    const devs = r.report.devices || [];
+    if (perProcess(r.report))
+      return devs.every((d) => d.stopped_at_event !== undefined) ? Math.max(...devs.map((d) => d.stopped_at_event))
+                                                                 : Math.max(0, events - 1);
     if (r.report.stopped_early && r.report.ooms.length) return r.report.ooms[0].event_index;
     if (r.report.fatal) return r.report.fatal.event_index;
     return Math.max(0, events - 1);
@@ -557,7 +572,8 @@
     while (chartArea.firstChild) chartArea.removeChild(chartArea.firstChild);
     keys.forEach((key) => {
       const all = data.runs.map((r) => seriesOf(r, key)).filter((x) => x);
-      const name = key.replace("/", " ");
+      const [device, space] = key.split("/");
+      const name = where({ device: device, space: space }).replace(/^device /, "");
       if (capView.multiples || all.length === 1)
         all.forEach((x) => chart((data.runs.length > 1 ? runName(x.run) + " — " : "") + "device " + name +
           (x.dev.oom_count ? " — " + x.dev.oom_count + " OOM" + (x.dev.oom_count === 1 ? "" : "s") : ""), [x], false, chartArea));
@@ -580,10 +596,12 @@
     "marks; brown dashed lines: what the recorded program did besides allocating (empty_cache, its own OOMs); " +
     "dots: OOMs." + (stopped.length ? " A red dashed line: where a run stopped at its first OOM; its lines end " +
     "there, since nothing after it was replayed." : "") +
-    data.runs.filter((r) => r.report.stopped_early && r.report.ooms.length && r.report.ooms[0].before_recording).map((r) =>
-      " " + (data.runs.length > 1 ? runName(r) : "The run") + " stopped before the trace's first event: the " +
-      bytes(r.report.ooms[0].before_recording.live_bytes) + " live when recording began do not fit, so its " +
-      "charts hold that one moment.").join("") + (windowed ? " Window: " + data.runs[0].history.window +
+    // Each space whose state before the recording did not fit (a set's ranks stop alone; one space: the run).
+    data.runs.map((r) => (r.report.stopped_early ? r.report.ooms : []).filter((o) => o.before_recording).map((o) =>
+      " " + (r.report.devices.length > 1 ? (data.runs.length > 1 ? runName(r) + ": " : "") + where(o)
+        : data.runs.length > 1 ? runName(r) : "The run") + " stopped before the trace's first event: the " +
+      bytes(o.before_recording.live_bytes) + " live when recording began do not fit, so its " +
+      (r.report.devices.length > 1 ? "chart holds" : "charts hold") + " that one moment.").join("")).join("") + (windowed ? " Window: " + data.runs[0].history.window +
     " (the y axis fits the window's points; the summary's figures are the whole run's)." : "")));
   window.addEventListener("resize", () => redraws.forEach((f) => f()));
 

@@ -456,8 +456,10 @@
         ctx.stroke();
       });
       ctx.setLineDash([]);
-      if (src.stop !== undefined && src.stop < view.x1) {  // nothing replayed past it
+      if (src.stop !== undefined && src.stop < view.x1) {  // nothing replayed past it: its bands end there
         const x = Math.max(L, xOfEvent(src.stop + 1));
+        ctx.fillStyle = "#fff";
+        ctx.fillRect(x, T, W - R - x, H - T - B);
         ctx.fillStyle = "rgba(214,39,40,0.07)";
         ctx.fillRect(x, T, W - R - x, H - T - B);
       }
