@@ -830,6 +830,28 @@ TEST_CASE("sets of recordings: check and diff weigh each rank by its own stop an
   CHECK(said);
 }
 
+// Trial 21 #5: a state-only snapshot (no trace: nothing to replay) alone is said to be, and --strict
+// refuses it; as a rank of a set it was taken silently, its state shown as if replayed.
+TEST_CASE("sets of recordings: a rank with nothing to replay is said to be, and --strict refuses the set") {
+  std::string dir = tmp_path("ranks_state_only");
+  std::filesystem::create_directories(dir);
+  std::filesystem::copy_file(torch_fixture("torch20_implied_addresses"), dir + "/snapshot_rank0.pickle.zst",
+                             std::filesystem::copy_options::overwrite_existing);
+  std::filesystem::copy_file(torch_fixture("small_mlp_97ev"), dir + "/snapshot_rank1.pickle.zst",
+                             std::filesystem::copy_options::overwrite_existing);
+  REQUIRE(run_report({.trace = dir + "/snapshot_rank0.pickle.zst"}).contains("nothing_to_replay"));
+  auto r = run_cmd({.trace = dir});
+  REQUIRE(r.json.contains("nothing_to_replay"));
+  CHECK(r.json["nothing_to_replay"].get<std::string>().rfind("the set's recording of device 0 (rank 0): a state-only "
+                                                             "snapshot",
+                                                             0) == 0);
+  CHECK_THROWS_AS(run_cmd({.trace = dir, .strict = true}), InputError);
+  // Ranks that each replay something: nothing said.
+  std::filesystem::copy_file(torch_fixture("small_mlp_97ev_cut38"), dir + "/snapshot_rank0.pickle.zst",
+                             std::filesystem::copy_options::overwrite_existing);
+  CHECK_FALSE(run_report({.trace = dir}).contains("nothing_to_replay"));
+}
+
 // Note 13: in one process, a device whose state before the recording did not fit stopped the run
 // before the other devices' states were held: they read 0 B, though the recording shows them held.
 // Which device ran out first under the what-if the recording cannot tell, so each device holds its

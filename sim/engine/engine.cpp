@@ -217,6 +217,7 @@ void Engine::alloc(const Event& ev) {
     out_.several_streams = true;
   ++(ev.has(key::kPreTrace) ? pre_trace_allocs_ : replayable_);
   std::uint32_t k = key(ev.device, route(ev.space, ev));
+  count_member(k, ev.has(key::kPreTrace));
   Requested& rq = req_[k];
   rq.live += ev.size;
   rq.peak = std::max(rq.peak, rq.live);
@@ -290,6 +291,7 @@ void Engine::free(const Event& ev) {
   ++out_.frees;
   ++replayable_;
   std::uint32_t k = key(ev.device, route(ev.live_space, ev));
+  count_member(k, false);
   // The state before memory goes down is the space's peak.
   const bool replayed = replays(k);
   if (replayed && slot_index_[k] != kNoSlot && slots_[slot_index_[k]].peak_dirty)
@@ -388,6 +390,7 @@ void Engine::new_device(std::uint32_t device) {
     devices_kept_.spend(1);
     if (opt_.device_lists) check_device_lists(device, opt_.trace, limit_basis(opt_));
     devices_.push_back(device);
+    if (!member_replayable_.empty()) member_of_dense_.push_back(recording_.process_of(device));
     auto stop = stopped_processes_.find(recording_.process_of(device));  // a stopped process's later device
     stopped_dense_.push_back(stop == stopped_processes_.end() ? kNotStopped : stop->second);
     req_.resize(devices_.size() * kSpaces);

@@ -218,8 +218,17 @@ class Engine : public Scheduler {
   PriorState prior_;            // pre_trace events until the trace's own begin
   RecordingAnchor anchor_;      // the state before a mid-run recording, from its addresses
   std::uint64_t replayable_ = 0, pre_trace_allocs_ = 0;  // allocs and frees to replay; allocs of prior state
-  std::optional<std::int64_t> first_stream_;             // the first allocation's stream (RunResult::several_streams)
-  FollowRecording follow_;                               // --follow-recording's tally
+  // The same per member of a set of recordings (Recording::processes > 1: a rank whose recording
+  // has nothing to replay is said, as one alone would be), with each dense device's member.
+  std::vector<std::uint64_t> member_replayable_, member_pre_trace_;
+  std::vector<std::uint32_t> member_of_dense_;
+  void count_member(std::uint32_t k, bool pre_trace) {
+    if (member_replayable_.empty()) return;
+    const std::uint32_t m = member_of_dense_[k / kSpaces];
+    ++(pre_trace ? member_pre_trace_ : member_replayable_)[m];
+  }
+  std::optional<std::int64_t> first_stream_;  // the first allocation's stream (RunResult::several_streams)
+  FollowRecording follow_;                    // --follow-recording's tally
   // What a run keeps grows with its trace, within limits of the trace's size (sim/base/limits.h).
   LimitCounter devices_kept_, marks_kept_;
   // --check validates after every event while the state is small, then after every k-th event,

@@ -49,6 +49,10 @@ void Engine::begin(const nlohmann::json& header, const Recording& recording) {
   if (opt_.sink) sink_ = opt_.sink(out_.time_unit);
   out_.device_names = recording.device_names;
   out_.processes = recording.processes;
+  if (recording.processes > 1) {  // one more: devices no member names (process_of)
+    member_replayable_.assign(recording.processes + 1, 0);
+    member_pre_trace_.assign(recording.processes + 1, 0);
+  }
   if (opt_.history) history_ = std::make_unique<HistoryRecorder>(*opt_.history, live_);
   if (!opt_.window.whole()) out_.window = opt_.window.text();
   common_ = opt_.window.whole() && !history_ && !opt_.check;
@@ -95,6 +99,23 @@ RunResult Engine::end(std::uint64_t skipped_frees) {
   finish();
   live_.collect_stacks(out_);
   out_.nothing_to_replay = nothing_to_replay(recording_, out_.events, replayable_, pre_trace_allocs_);
+  // A member of a set with nothing of its own to replay (a state-only snapshot beside ranks with
+  // traces): its figures are its state alone, said as a recording alone would be (--strict refuses it).
+  for (std::uint32_t m = 0; out_.nothing_to_replay.empty() && m < recording_.processes && m < member_replayable_.size();
+       ++m)
+    if (member_replayable_[m] == 0) {
+      std::vector<std::string> devs;
+      for (std::uint32_t d = 0; d < devices_.size(); ++d)
+        if (member_of_dense_[d] == m) {
+          auto name = recording_.device_names.find(devices_[d]);
+          devs.push_back(fmt::format("device {}{}", devices_[d],
+                                     name == recording_.device_names.end() ? "" : " (" + name->second + ")"));
+        }
+      const std::string why = nothing_to_replay(recording_, member_pre_trace_[m], 0, member_pre_trace_[m]);
+      out_.nothing_to_replay =
+          fmt::format("the set's recording of {}: {}",
+                      devs.empty() ? fmt::format("member {}", m + 1) : fmt::format("{}", fmt::join(devs, ", ")), why);
+    }
   if (!out_.nothing_to_replay.empty()) out_.notes.push_back("nothing to replay: " + out_.nothing_to_replay);
   if (!out_.timed && out_.events)
     out_.notes.push_back(
