@@ -13,6 +13,7 @@
 
 #include <atomic>
 #include <chrono>
+#include <filesystem>
 #include <future>
 #include <limits>
 #include <mutex>
@@ -344,6 +345,25 @@ Source source_of(py::handle src, const Options& o) {
   if (PyBytes_Check(src.ptr()) || PyByteArray_Check(src.ptr()))
     throw py::type_error(
         "source: bytes; expected a path, a PyTorch snapshot dict or an iterable of events (dicts or JSONL lines)");
+  // A list or tuple of paths, each os.PathLike or a str naming a file or folder that exists (a
+  // JSONL line names none): a set of recordings, one per rank, as the command's several files.
+  if ((PyList_Check(src.ptr()) || PyTuple_Check(src.ptr())) && PyObject_Length(src.ptr()) > 0) {
+    std::vector<std::string> paths;
+    for (auto item : py::reinterpret_borrow<py::iterable>(src)) {
+      if (!is_path(item)) break;
+      std::string p = path_of(item);
+      std::error_code ec;
+      if (PyUnicode_Check(item.ptr()) && !std::filesystem::exists(p, ec)) break;
+      paths.push_back(std::move(p));
+    }
+    if (!paths.empty() && paths.size() == static_cast<size_t>(PyObject_Length(src.ptr()))) {
+      if (o.given("name")) throw py::type_error("name=: names a source held in memory (a path names itself)");
+      for (const auto& p : paths)
+        if (p.find(',') != std::string::npos)
+          throw InputError(p + ": a member of a set of recordings whose path holds a comma (rename it)");
+      return {fmt::format("{}", fmt::join(paths, ",")), {}};
+    }
+  }
   if (py::isinstance<py::dict>(src) || is_segment_list(src)) {
     std::string name = o.given("name") ? o.str("name") : "<snapshot>";
     std::shared_ptr<const PickleDoc> doc = snapshot_doc(src, name);

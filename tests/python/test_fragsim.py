@@ -5,6 +5,7 @@ test (tests/CMakeLists.txt), with the module of the build tree and FRAGSIM_BINAR
 
 import json
 import os
+import pathlib
 import pickle
 import re
 import shutil
@@ -222,6 +223,19 @@ class Sources(Scratch):
         # Unnamed, the snapshot is "<snapshot>" in the report and its notes.
         r = fragsim.run(snapshot)
         self.assertEqual(r["trace"]["path"], "<snapshot>")
+
+    def test_a_list_of_paths_is_a_set_of_ranks(self):
+        # Trial 21 #9: a list of paths was read as JSONL lines ("invalid JSON"); the command takes
+        # the same files as one job's ranks.
+        torch = os.path.join(SRC, "tests/data/torch")
+        ranks = [os.path.join(torch, "small_mlp_97ev.pickle.zst"), os.path.join(torch, "max_split_whole_block.pickle.zst")]
+        want, _ = self.cli_json("run", ",".join(ranks))
+        got = fragsim.run(ranks)
+        self.assertEqual(len(got["devices"]), 2)
+        self.assertEqual(got["devices"], as_py(want)["devices"])
+        self.assertEqual(fragsim.run(tuple(pathlib.Path(p) for p in ranks))["devices"], got["devices"])
+        # A list of JSONL lines is still events.
+        self.assertEqual(fragsim.run(['{"op":"alloc","id":1,"size":1024}'], policy="best-fit")["trace"]["allocs"], 1)
 
     def test_a_snapshot_built_in_python(self):
         snap = hand_snapshot()
