@@ -1020,6 +1020,20 @@ TEST_CASE("kineto: each rank of a set has its own GPU's memory, one rank twice i
   CHECK(twice.err.find("rank 0, as ") != std::string::npos);
   CHECK(twice.err.find("one rank recorded twice") != std::string::npos);
   CHECK(std::count(twice.err.begin(), twice.err.end(), '\n') == 1);
+  // A name that says another rank than the trace's own (trial 21 #12: taken silently as the name's).
+  kineto_variant("t4_matmul_full.pt.trace.json.gz", "rank_named_wrong", "trace_rank0.pt.trace.json",
+                 [](nlohmann::json& d) {
+                   d["distributedInfo"] = {{"backend", "nccl"}, {"rank", 1}, {"world_size", 2}};
+                 });
+  kineto_variant("t4_matmul_full.pt.trace.json.gz", "rank_named_wrong", "trace_rank1.pt.trace.json",
+                 [](nlohmann::json& d) {
+                   d["distributedInfo"] = {{"backend", "nccl"}, {"rank", 1}, {"world_size", 2}};
+                 });
+  auto wrong = cli("run " + tmp_path("rank_named_wrong"));
+  CHECK(wrong.code == 2);
+  CHECK(wrong.err.find("trace_rank0.pt.trace.json: its name says rank 0 and its recording says rank 1") !=
+        std::string::npos);
+  CHECK(std::count(wrong.err.begin(), wrong.err.end(), '\n') == 1);
 }
 
 // Trial 9, finding 4: info's per-device "peak requested" added the CPU tensors (host) to the GPU's

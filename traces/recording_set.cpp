@@ -7,6 +7,7 @@
 #include <filesystem>
 #include <limits>
 #include <map>
+#include <optional>
 #include <set>
 
 #include "sim/base/error.h"
@@ -88,7 +89,14 @@ class SetReader : public TraceReader {
                          "a snapshot (.pickle) or a profiler trace (.json)");
       readers.push_back(uncounted(open_trace(files[i], ReaderOptions{opt.lenient})));  // the set counts its events
       rank[i] = rank_of(files[i]);
-      if (rank[i] < 0 && readers.back()->recording().rank) rank[i] = *readers.back()->recording().rank;
+      const std::optional<std::uint32_t> stated = readers.back()->recording().rank;
+      // A name that contradicts the recording's own rank (a file renamed or mislabelled) would
+      // number it onto another rank's device: which is right is for the user to say.
+      if (rank[i] >= 0 && stated && static_cast<long>(*stated) != rank[i])
+        throw InputError(fmt::format(
+            "{}: its name says rank {} and its recording says rank {} (distributedInfo): rename it to the rank it is",
+            files[i], rank[i], *stated));
+      if (rank[i] < 0 && stated) rank[i] = *stated;
     }
     std::set<long> ranks(rank.begin(), rank.end());
     const bool named = !ranks.count(-1) && ranks.size() == files.size();
