@@ -26,6 +26,16 @@ namespace {
 std::string torch_fixture(const std::string& name) {
   return std::string(FRAGSIM_SOURCE_DIR) + "/tests/data/torch/" + name + ".pickle.zst";
 }
+// A folder (under tmp_path(name)) holding the fixtures as one job's ranks: snapshot_rank{i}.pickle.zst.
+std::string rank_set(const std::string& name, std::initializer_list<const char*> fixtures) {
+  const std::string dir = tmp_path(name);
+  std::filesystem::create_directories(dir);
+  int rank = 0;
+  for (const char* f : fixtures)
+    std::filesystem::copy_file(torch_fixture(f), fmt::format("{}/snapshot_rank{}.pickle.zst", dir, rank++),
+                               std::filesystem::copy_options::overwrite_existing);
+  return dir;
+}
 std::string xprof_fixture(const std::string& name) {
   return std::string(FRAGSIM_SOURCE_DIR) + "/tests/data/xprof/" + name + ".xplane.pb.zst";
 }
@@ -656,12 +666,7 @@ TEST_CASE("mid-run captures: a TPU capture cut after its first events keeps ever
 
 TEST_CASE("sets of recordings: one job's ranks or hosts replay as one run that names who runs out first") {
   // Two real snapshots as the ranks of one job (a directory, as torch writes snapshot_rank{N}).
-  std::string dir = tmp_path("ranks");
-  std::filesystem::create_directories(dir);
-  std::filesystem::copy_file(torch_fixture("transformer_fwd_bf16"), dir + "/snapshot_rank0.pickle.zst",
-                             std::filesystem::copy_options::overwrite_existing);
-  std::filesystem::copy_file(torch_fixture("small_mlp_97ev"), dir + "/snapshot_rank1.pickle.zst",
-                             std::filesystem::copy_options::overwrite_existing);
+  const std::string dir = rank_set("ranks", {"transformer_fwd_bf16", "small_mlp_97ev"});
   auto j = run_report({.trace = dir});
   CHECK(j["fidelity"]["allocs_compared"] == 937 + 36);  // each rank's own addresses, all reproduced
   CHECK(j["fidelity"]["allocs_matched"] == 937 + 36);
@@ -709,12 +714,7 @@ TEST_CASE("sets of recordings: one job's ranks or hosts replay as one run that n
 // was recorded with max_split_size_mb:64 (tests/data/torch/SOURCES.md: its 75.8 MiB request holds the
 // whole 78 MiB segment, which a 1.8 MiB request would otherwise split).
 TEST_CASE("sets of recordings: each rank replays the allocator settings its own snapshot recorded") {
-  std::string dir = tmp_path("ranks_settings");
-  std::filesystem::create_directories(dir);
-  std::filesystem::copy_file(torch_fixture("small_mlp_97ev"), dir + "/snapshot_rank0.pickle.zst",
-                             std::filesystem::copy_options::overwrite_existing);
-  std::filesystem::copy_file(torch_fixture("max_split_whole_block"), dir + "/snapshot_rank1.pickle.zst",
-                             std::filesystem::copy_options::overwrite_existing);
+  const std::string dir = rank_set("ranks_settings", {"small_mlp_97ev", "max_split_whole_block"});
   auto r = run_cmd({.trace = dir});
   CHECK(r.json["fidelity"]["allocs_compared"] == 36 + 3);
   CHECK(r.json["fidelity"]["allocs_matched"] == 36 + 3);  // was 38: rank 1 split its segment
@@ -736,12 +736,7 @@ TEST_CASE("sets of recordings: each rank replays the allocator settings its own 
 // tests/data/torch/SOURCES.md) as when replayed alone. Before, the run stopped every rank at rank
 // 0's OOM and rank 1 had none of its figures (allocs_not_replayed: its whole trace).
 TEST_CASE("sets of recordings: a rank's OOM stops that rank only, the others replay on as alone") {
-  std::string dir = tmp_path("ranks_stopped");
-  std::filesystem::create_directories(dir);
-  std::filesystem::copy_file(torch_fixture("h200_fraction_oom"), dir + "/snapshot_rank0.pickle.zst",
-                             std::filesystem::copy_options::overwrite_existing);
-  std::filesystem::copy_file(torch_fixture("h200_fraction_oom_expandable_cut308"), dir + "/snapshot_rank1.pickle.zst",
-                             std::filesystem::copy_options::overwrite_existing);
+  const std::string dir = rank_set("ranks_stopped", {"h200_fraction_oom", "h200_fraction_oom_expandable_cut308"});
   auto r = run_cmd({.trace = dir}, kWithHtml);
   REQUIRE(r.json["first_oom"]["device"] == 0);
   REQUIRE(r.json["devices"].size() == 2);
@@ -797,12 +792,7 @@ TEST_CASE("a recording's devices stop with its first OOM, and those left short s
 // end was "not gated: reached past event 2266, where the baseline stopped" (rank 0's stop) and its
 // growth passed; diff said only the run's first OOM ("same event") while another rank's moved.
 TEST_CASE("sets of recordings: check and diff weigh each rank by its own stop and its own first OOM") {
-  std::string dir = tmp_path("ranks_gate");
-  std::filesystem::create_directories(dir);
-  std::filesystem::copy_file(torch_fixture("transformer_ctx128_fwd"), dir + "/snapshot_rank0.pickle.zst",
-                             std::filesystem::copy_options::overwrite_existing);
-  std::filesystem::copy_file(torch_fixture("small_mlp_97ev"), dir + "/snapshot_rank1.pickle.zst",
-                             std::filesystem::copy_options::overwrite_existing);
+  const std::string dir = rank_set("ranks_gate", {"transformer_ctx128_fwd", "small_mlp_97ev"});
   auto base = run_cmd({.trace = dir, .capacity = "15GiB"});
   auto cur = run_cmd({.trace = dir, .capacity = "15GiB", .sets = {"expandable_segments=true"}});
   REQUIRE(base.json["devices"][0].contains("stopped_at_event"));   // rank 0 runs out
@@ -833,12 +823,7 @@ TEST_CASE("sets of recordings: check and diff weigh each rank by its own stop an
 // Trial 21 #5: a state-only snapshot (no trace: nothing to replay) alone is said to be, and --strict
 // refuses it; as a rank of a set it was taken silently, its state shown as if replayed.
 TEST_CASE("sets of recordings: a rank with nothing to replay is said to be, and --strict refuses the set") {
-  std::string dir = tmp_path("ranks_state_only");
-  std::filesystem::create_directories(dir);
-  std::filesystem::copy_file(torch_fixture("torch20_implied_addresses"), dir + "/snapshot_rank0.pickle.zst",
-                             std::filesystem::copy_options::overwrite_existing);
-  std::filesystem::copy_file(torch_fixture("small_mlp_97ev"), dir + "/snapshot_rank1.pickle.zst",
-                             std::filesystem::copy_options::overwrite_existing);
+  const std::string dir = rank_set("ranks_state_only", {"torch20_implied_addresses", "small_mlp_97ev"});
   REQUIRE(run_report({.trace = dir + "/snapshot_rank0.pickle.zst"}).contains("nothing_to_replay"));
   auto r = run_cmd({.trace = dir});
   REQUIRE(r.json.contains("nothing_to_replay"));
@@ -850,6 +835,20 @@ TEST_CASE("sets of recordings: a rank with nothing to replay is said to be, and 
   std::filesystem::copy_file(torch_fixture("small_mlp_97ev_cut38"), dir + "/snapshot_rank0.pickle.zst",
                              std::filesystem::copy_options::overwrite_existing);
   CHECK_FALSE(run_report({.trace = dir}).contains("nothing_to_replay"));
+}
+
+// Trial 22 #1: sweep stated the first rank's recorded settings (expandable_segments:True) in the
+// setting and the replay of a set whose other rank ran on PyTorch's defaults: pasted, the replay
+// overrode rank 1's own settings and gave another answer. Each rank keeps its own: none is stated.
+TEST_CASE("sets of recordings: a sweep's setting and replay leave each rank its own recorded settings") {
+  const std::string dir = rank_set("ranks_sweep_settings", {"h200_fraction_oom_expandable", "small_mlp_97ev"});
+  auto r = sweep_cmd({.trace = dir, .capacity = "100GiB"}, "min-mem-fraction");
+  REQUIRE(r.result.value);
+  CHECK(r.result.setting.find("PYTORCH_CUDA_ALLOC_CONF") == std::string::npos);
+  CHECK(r.result.command.find("PYTORCH_CUDA_ALLOC_CONF") == std::string::npos);
+  // Alone, the expandable rank's answer states its settings (fx14): the rule is the set's.
+  auto alone = sweep_cmd({.trace = dir + "/snapshot_rank0.pickle.zst", .capacity = "100GiB"}, "min-mem-fraction");
+  CHECK(alone.result.setting.find("PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True") != std::string::npos);
 }
 
 // Note 13: in one process, a device whose state before the recording did not fit stopped the run

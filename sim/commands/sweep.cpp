@@ -115,18 +115,20 @@ double fraction_of(std::uint64_t k) { return static_cast<double>(k) / static_cas
 
 // The settings run `o` holds beside its memory fraction that its framework does not do unset
 // (PolicyInfo::stated: a capture's growth on demand), in the policy's own words.
+// A set of recordings (or a recording of several devices) keeps each device's own recorded settings:
+// none is stated, as one stated value would override them all (trial 22: a JAX host that grew on
+// demand beside one that preallocated was told to replay both with XLA_PYTHON_CLIENT_PREALLOCATE=false).
 std::vector<StatedSetting> stated_settings(const RunOptions& o, const Registry& reg) {
   const PolicyInfo& info = reg.find(o.policy.name);
   if (!info.stated) return {};
+  if (const Recording& rec = recording_of(o); rec.processes > 1 || rec.devices.size() > 1) return {};
   return info.stated(resolved_config(o, recording_of(o), reg), o.vocab);
 }
 
 // The replay of a fraction states those settings too, where the request does not (a --set of the
 // key, an --env of the variable): pasted, it runs the configuration the answer was found in, not the
-// framework's default. A set of recordings keeps each device's own recorded settings: its replay
-// leaves them to the recording (one stated value would override them all).
+// framework's default.
 RunRequest with_stated(RunRequest q, const RunOptions& o, const Registry& reg) {
-  if (recording_of(o).devices.size() > 1) return q;
   auto name = [](const std::string& s) { return s.substr(0, s.find('=')); };
   for (const StatedSetting& s : stated_settings(o, reg)) {
     const bool given =
