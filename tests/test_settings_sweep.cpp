@@ -424,6 +424,14 @@ TEST_CASE("sweep: a fraction below 0.01 is found, and each command printed for i
   CHECK(fraction_number(0.0024) == "0.0024");
   CHECK(fraction_number(1.0) == "1.00");
   CHECK(fraction_text(0.0031) == ".0031");
+  // An answer of 0.01 itself, one step above a failure at 0.009, is refined too (trial 22 #3: it read
+  // 0.01 where 0.0099 completes).
+  const std::string cut = test_data("torch/transformer_fwd_bf16_cut2406.pickle.zst");
+  const auto edge = sweep_cmd({.trace = cut}, "min-mem-fraction");
+  REQUIRE(edge.result.value);
+  CHECK(*edge.result.value == 0.0099);
+  CHECK(completes({.trace = cut, .sets = {"memory_fraction=0.0099"}}));
+  CHECK_FALSE(completes({.trace = cut, .sets = {"memory_fraction=0.0098"}}));
 }
 
 // Issue 47: the MI300X capture grew on demand (XLA_PYTHON_CLIENT_PREALLOCATE=false); its sweep printed

@@ -280,16 +280,16 @@ TEST_CASE("trust: info, run and compare read a profile log directory at any dept
 
 TEST_CASE("trust: sweeps say what they searched, mark a bound answer and print the setting as typed") {
   // A trace that fits in 0.01% of an 80 GB GPU: the answer is a bound, not an exact fraction. (It read
-  // "<= 0.01" before the search refined below 0.01, issue 47; 0.0001 of the device, 8.59 MB, is the
-  // finest step that still moves the limit by the device's 2 MiB granularity.)
+  // "<= 0.01" before the search refined below 0.01, issue 47; 0.00001 of the device, 859 KB, is the
+  // finest step whose pass of ten spans the device's 2 MiB granularity.)
   std::string tiny = write_text("tiny.jsonl", "{\"op\":\"alloc\",\"id\":1,\"size\":1048576}\n");
   auto s = sweep_cmd({.trace = tiny, .policy = "xla-bfc"}, "min-mem-fraction");
   REQUIRE(s.result.value);
-  CHECK(s.text.find("smallest memory fraction with no OOM: <= 0.0001 (the lowest fraction tried: every fraction "
-                    "from 0.0001 up fits)") != std::string::npos);
-  CHECK(s.text.find("searched XLA_PYTHON_CLIENT_MEM_FRACTION from 0.0001 to 1.00") != std::string::npos);
-  CHECK(s.text.find("setting: XLA_PYTHON_CLIENT_MEM_FRACTION=.0001") != std::string::npos);
-  CHECK(s.text.find("replay:  fragsim run " + tiny + " --policy xla-bfc --env XLA_PYTHON_CLIENT_MEM_FRACTION=.0001") !=
+  CHECK(s.text.find("smallest memory fraction with no OOM: <= 0.00001 (the lowest fraction tried: every fraction "
+                    "from 0.00001 up fits)") != std::string::npos);
+  CHECK(s.text.find("searched XLA_PYTHON_CLIENT_MEM_FRACTION from 0.00001 to 1.00") != std::string::npos);
+  CHECK(s.text.find("setting: XLA_PYTHON_CLIENT_MEM_FRACTION=.00001") != std::string::npos);
+  CHECK(s.text.find("replay:  fragsim run " + tiny + " --policy xla-bfc --env XLA_PYTHON_CLIENT_MEM_FRACTION=.00001") !=
         std::string::npos);
   // The capacity sweep goes past the run's capacity when nothing there fits, and says so.
   auto c = sweep_cmd({.trace = k3dev}, "min-capacity");

@@ -168,9 +168,9 @@ void fraction_sweep(const SweepOptions& opt, const Registry& reg, const Fraction
   }
   // Fractions are replayed on a grid of millionths: hundredths first (0.01..1.00). Where even 0.01
   // fits, a tenth of that step below it (0.001..0.01), and so on; an answer found below 0.01 is then
-  // refined between it and the failure below it to two significant digits (0.0035). Each finer step
-  // must still move the limit by at least one allocation granule of the device (a finer one cannot
-  // change what the allocator may obtain). Issue 47: "<= 0.01" was the answer for any small trace on
+  // refined between it and the failure below it to two significant digits (0.0035; 0.01 itself too:
+  // 0.0099). A finer pass's ten steps must span at least one allocation granule of the device (finer
+  // still, the limits it tries would barely differ). Issue 47: "<= 0.01" was the answer for any small trace on
   // a large device (0.01 of an MI300X is 2 GB). cuda-async's fraction caps nothing: every one fits,
   // and no finer step says more.
   Points pts(opt, reg, [&](std::uint64_t k) {
@@ -179,9 +179,10 @@ void fraction_sweep(const SweepOptions& opt, const Registry& reg, const Fraction
     return o;
   });
   const SpaceSpec* hbm = opt.base.hw.space(Space::kHbm);
-  auto refines_to = [&](std::uint64_t step) {
+  auto refines_to = [&](std::uint64_t step) {  // a pass of ten such steps spans a granule at least
     return step >= 1 && knob.not_a_cap.empty() &&
-           (!hbm || static_cast<double>(hbm->capacity) * fraction_of(step) >= static_cast<double>(hbm->granularity));
+           (!hbm ||
+            10 * static_cast<double>(hbm->capacity) * fraction_of(step) >= static_cast<double>(hbm->granularity));
   };
   // The highest fraction replayed that fails (0: none).
   auto highest_failure = [&] {
@@ -250,7 +251,9 @@ void fraction_sweep(const SweepOptions& opt, const Registry& reg, const Fraction
     if (above == pts.seen().end() || !refines_to(step / 10)) break;
     if (fails == 0) {
       base = 0;
-    } else if (above->first < kFractionUnits / 100 && above->first < 10 * step && above->first - fails == step) {
+    } else if (above->first <= kFractionUnits / 100 && above->first <= 10 * step && above->first - fails == step) {
+      // (An answer of 0.01 or 0.001 itself, one step above a failure, is refined too: trial 22 found
+      // 0.0099 fitting where the answer said 0.01.)
       base = fails;
     } else {
       break;

@@ -7,9 +7,9 @@
 //   then replays `verify` fractions on each side of the answer; any failure at or above it (the
 //   outcome is not monotonic) falls back to every fraction, as --exhaustive asks. The answer is
 //   the smallest fraction from which every larger one completes. Where 0.01 fits, the search runs
-//   again a tenth as fine below it (0.001..0.01, ...), and an answer below 0.01 is refined between
-//   it and the failure below it, while a step still moves the limit by one allocation granule of the
-//   device; at the lowest fraction tried the answer is a bound (≤ 0.0001).
+//   again a tenth as fine below it (0.001..0.01, ...), and an answer at or below 0.01 is refined
+//   between it and the failure below it, while ten steps still span one allocation granule of the
+//   device; at the lowest fraction tried the answer is a bound (≤ 0.00001).
 // min-capacity searches from 0 up to the reserve plus 2 GiB, doubling the range (past the run's capacity,
 //   up to 64 TiB) until a capacity fits, then checks `verify` steps on each side. The
 //   capacity applies to every device of the run (a recording's inferred device memory is
