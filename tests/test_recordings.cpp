@@ -346,6 +346,11 @@ TEST_CASE("a jaxlib asked for that the capture's logged limit contradicts is sai
   // A jaxlib that agrees with the recording, and none asked for, contradict nothing.
   CHECK(run_cmd({.trace = x, .sets = {"jaxlib=0.10.1"}}).text.find("contradicts") == std::string::npos);
   CHECK(run_cmd({.trace = x}).text.find("contradicts") == std::string::npos);
+  // A two-part version reads as a number, its text lost (trial 22 #5: "must be a string, got 0.11"):
+  // the message says how to give it; as a JSON string it is taken.
+  const std::string two = input_error([&] { (void)run_cmd({.trace = x, .sets = {"jaxlib=0.11"}}); });
+  CHECK(two.find("jaxlib: must be text, got the number 0.11") != std::string::npos);
+  CHECK(run_cmd({.trace = x, .sets = {"jaxlib=\"0.11\""}}).result.completed);
 }
 
 // Re-held under a fraction what-if (trial finding 2, XLA_PYTHON_CLIENT_MEM_FRACTION=.00085: a 250.66 MiB
