@@ -265,8 +265,12 @@
         pct(d.fragmentation.max),
         d.waste && d.waste.plan_bytes !== undefined
           ? bytes(d.waste.plan_bytes) + (d.waste.plan_optimal ? " (optimal)" : "") + "; " + bytes(d.waste.fragmentation_bytes) +
-            // Memory above the plan that no placement is to blame for (docs/metrics.md, "Waste split").
-            (d.waste.reserved_up_front ? " (a pool reserved up front)"
+            // Memory above the plan that no placement is to blame for (docs/metrics.md, "Waste split");
+            // none above it: the allocator reserved less than the plan (trial 22 #4: a device stopped at
+            // an OOM read "0 B (reserved before the recording began …)").
+            (d.waste.fragmentation_bytes === 0 && d.waste.reserved_bytes < d.waste.plan_bytes
+              ? " (reserved " + bytes(d.waste.reserved_bytes) + ", less" + (d.oom_count ? ": it stopped at an OOM" : "") + ")"
+              : d.waste.reserved_up_front ? " (a pool reserved up front)"
               : d.waste.reserved_before_recording ? " (reserved before the recording began: demand or fragmentation)" : "")
           : d.waste && d.waste.skipped ? "not made" : "-"])
         .forEach((v) => row.appendChild(el("td", v === "OOM" ? { class: "bad" } : {}, v)));
