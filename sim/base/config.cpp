@@ -149,9 +149,10 @@ std::string ConfigReader::text(const std::string& key, const std::string& def) {
     // --set KEY=0.11 reads as a number, whose text ("0.10" is 0.1) is gone (trial 22 #5: jaxlib=0.11
     // was "must be a string, got 0.11"): say how to give it as text.
     if (j->is_number())
-      throw InputError(fmt::format("{}: {}: must be text, got the number {}: a value that reads as a number is one; "
-                                   "give it as a JSON string, as typed: --set '{}=\"...\"'",
-                                   owner_, key, dump_json(*j), key));
+      throw InputError(
+          fmt::format("{}: {}: must be text, got the number {}: a value that reads as a number is one; "
+                      "give it as a JSON string, as typed: --set '{}=\"...\"'",
+                      owner_, key, dump_json(*j), key));
     if (!j->is_string()) bad(key, "a string");
     v = j->get<std::string>();
   }
